@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Install pinned ACP test peers (Python + TypeScript reference SDK examples)
+# into <repo>/.peers/. Idempotent: a second run with the same pins is a no-op.
+#
+#   .peers/venv/                      python venv with agent-client-protocol
+#   .peers/py-examples/               examples/ from the PyPI sdist
+#                                     (echo_agent.py, agent.py, client.py, ...)
+#   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
+#
+# Env overrides: PEERS_DIR (default <repo>/.peers), PYTHON (default python3),
+# FORCE=1 to reinstall.
+set -euo pipefail
+
+PY_PKG=agent-client-protocol
+PY_VER=0.12.1
+NODE_PKG=@agentclientprotocol/sdk
+NODE_VER=1.9.0
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS="${PEERS_DIR:-$ROOT/.peers}"
+PYTHON="${PYTHON:-python3}"
+STAMP="$PEERS/.stamp"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER layout=1"
+
+log() { printf '[install-peers] %s\n' "$*" >&2; }
+die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
+
+VENV_PY="$PEERS/venv/bin/python"
+PY_EX="$PEERS/py-examples"
+NODE_SDK="$PEERS/node/node_modules/$NODE_PKG"
+NODE_AGENT="$NODE_SDK/dist/examples/agent.js"
+
+check_installed() {
+  [[ -x "$VENV_PY" ]] &&
+  [[ -f "$PY_EX/echo_agent.py" && -f "$PY_EX/agent.py" && -f "$PY_EX/client.py" ]] &&
+  [[ -f "$NODE_AGENT" ]]
+}
+
+if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_installed; then
+  log "peers already installed in $PEERS ($WANT); FORCE=1 to reinstall"
+  exit 0
+fi
+
+mkdir -p "$PEERS"
+rm -f "$STAMP"
+
+# ---------------------------------------------------------------- Python
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found"
+if [[ ! -x "$VENV_PY" ]]; then
+  log "creating venv $PEERS/venv ($("$PYTHON" --version 2>&1))"
+  "$PYTHON" -m venv "$PEERS/venv"
+fi
+if [[ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$PY_PKG'))" 2>/dev/null || true)" == "$PY_VER" ]]; then
+  log "$PY_PKG==$PY_VER already in venv"
+else
+  log "pip install $PY_PKG==$PY_VER into venv"
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check "$PY_PKG==$PY_VER"
+fi
+
+if [[ ! -f "$PY_EX/echo_agent.py" || ! -f "$PY_EX/agent.py" || ! -f "$PY_EX/client.py" ]]; then
+  SDIST_DIR="$PEERS/sdist"
+  rm -rf "$SDIST_DIR"; mkdir -p "$SDIST_DIR"
+  log "pip download sdist $PY_PKG==$PY_VER"
+  "$VENV_PY" -m pip download --quiet --disable-pip-version-check \
+    --no-binary :all: --no-deps "$PY_PKG==$PY_VER" -d "$SDIST_DIR"
+  TARBALL="$(ls "$SDIST_DIR"/*.tar.gz 2>/dev/null | head -n1 || true)"
+  [[ -n "$TARBALL" ]] || die "no sdist tarball downloaded into $SDIST_DIR"
+  log "extracting examples/ from $(basename "$TARBALL") -> $PY_EX"
+  TMPX="$(mktemp -d "$PEERS/.extract.XXXXXX")"
+  tar -xzf "$TARBALL" -C "$TMPX"
+  EXDIR="$(find "$TMPX" -maxdepth 2 -type d -name examples | head -n1)"
+  [[ -n "$EXDIR" ]] || die "sdist $TARBALL has no examples/ directory"
+  rm -rf "$PY_EX"
+  mv "$EXDIR" "$PY_EX"
+  rm -rf "$TMPX"
+  for f in echo_agent.py agent.py client.py; do
+    [[ -f "$PY_EX/$f" ]] || die "sdist examples/ lacks $f"
+  done
+fi
+
+# ---------------------------------------------------------------- Node
+command -v node >/dev/null || die "node not found"
+command -v npm >/dev/null || die "npm not found"
+INSTALLED_NODE_VER="$(node -p "require('$NODE_SDK/package.json').version" 2>/dev/null || true)"
+if [[ "$INSTALLED_NODE_VER" == "$NODE_VER" && -f "$NODE_AGENT" ]]; then
+  log "$NODE_PKG@$NODE_VER already installed"
+else
+  log "npm install --prefix $PEERS/node $NODE_PKG@$NODE_VER"
+  mkdir -p "$PEERS/node"
+  npm install --prefix "$PEERS/node" --no-audit --no-fund --save-exact \
+    --loglevel=error "$NODE_PKG@$NODE_VER" >&2
+fi
+[[ -f "$NODE_AGENT" ]] || die "missing $NODE_AGENT after npm install (package layout changed?)"
+if [[ -f "$NODE_SDK/dist/examples/client.js" ]]; then
+  log "found $NODE_SDK/dist/examples/client.js"
+else
+  log "note: $NODE_PKG@$NODE_VER ships no dist/examples/client.js"
+fi
+
+check_installed || die "post-install check failed"
+printf '%s\n' "$WANT" > "$STAMP"
+log "done: peers installed in $PEERS"
+log "  python: $VENV_PY $PY_EX/echo_agent.py | agent.py | client.py"
+log "  node:   node $NODE_AGENT"

@@ -1,0 +1,430 @@
+//! Reading a segment: the header eagerly, records lazily, and how the file ends.
+//!
+//! The reader streams (flat memory whatever the file size) and never fails on damage: it
+//! returns the longest valid prefix of records, then reports the end as a [`Tail`]. Only a file
+//! that is not a journal at all (or a newer format) is an error.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use super::format::{
+    Body, DecodeError, Header, Record, decode_header, decode_record,
+};
+
+/// Longest decompressed line a reader accepts (a hostile length cannot exhaust memory).
+pub const MAX_LINE_BYTES: usize = 1 << 30;
+/// Largest zstd window a reader accepts (2^24 = 16 MiB); the writer uses 2 MiB at level 3.
+const WINDOW_LOG_MAX: u32 = 24;
+
+/// How a segment ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tail {
+    /// The writer closed the segment: the last record is the end marker.
+    Clean,
+    /// The file ends on a record boundary but was never closed: its writer is still running
+    /// or was killed. Nothing after the last record was flushed.
+    Unfinished,
+    /// The file ends inside a record, as after a crash mid-write or a power loss: the partial
+    /// record (`bytes` decompressed bytes) is dropped.
+    Torn {
+        /// Decompressed bytes of the dropped partial record.
+        bytes: u64,
+    },
+    /// Damage: nothing after `offset` (decompressed byte offset) can be trusted.
+    Corrupt {
+        /// Decompressed byte offset of the first bad line.
+        offset: u64,
+        /// Index of the first bad record (0 = header).
+        record: u64,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Tail {
+    /// True when the segment is damaged (not merely unfinished or torn by a crash).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Tail::Corrupt { .. })
+    }
+}
+
+impl std::fmt::Display for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tail::Clean => write!(f, "clean"),
+            Tail::Unfinished => write!(f, "unfinished (writer still running or killed; nothing lost)"),
+            Tail::Torn { bytes } => write!(f, "torn tail ({bytes} bytes of a partial record dropped)"),
+            Tail::Corrupt { offset, record, reason } => {
+                write!(f, "corrupt at record {record} (decompressed byte {offset}): {reason}")
+            }
+        }
+    }
+}
+
+/// Why a file could not be opened as a journal.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The file is not a journal segment (or its header is damaged).
+    #[error("{path}: not an acp-journal segment ({reason})")]
+    NotAJournal {
+        /// The file.
+        path: PathBuf,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The header announces a newer format.
+    #[error("{path}: {source}")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version error.
+        source: DecodeError,
+    },
+}
+
+/// Decompressed lines of a zstd stream, with end-of-input classification.
+struct Lines<R: Read> {
+    decoder: zstd::stream::read::Decoder<'static, BufReader<R>>,
+    buf: Vec<u8>,
+    start: usize,
+    /// Where `buf[start]` sits in the decompressed stream.
+    offset: u64,
+    eof: Option<End>,
+}
+
+/// How the decompressed stream ended.
+#[derive(Clone, Debug)]
+enum End {
+    /// All frames complete.
+    Complete,
+    /// The last frame is incomplete (writer crashed or still writing).
+    Truncated,
+    /// zstd reported damage.
+    Damaged(String),
+}
+
+enum Line {
+    Full(Vec<u8>),
+    /// Input ended; `partial` bytes remained without a newline.
+    End { partial: u64, end: End },
+    TooLong,
+}
+
+impl<R: Read> Lines<R> {
+    fn new(inner: R) -> io::Result<Self> {
+        let mut decoder = zstd::stream::read::Decoder::new(inner)?;
+        decoder.window_log_max(WINDOW_LOG_MAX)?;
+        Ok(Lines {
+            decoder,
+            buf: Vec::with_capacity(64 * 1024),
+            start: 0,
+            offset: 0,
+            eof: None,
+        })
+    }
+
+    fn next_line(&mut self) -> Line {
+        let mut searched = self.start;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[searched..]) {
+                let end = searched + i;
+                let line = self.buf[self.start..end].to_vec();
+                self.offset += (end + 1 - self.start) as u64;
+                self.start = end + 1;
+                return Line::Full(line);
+            }
+            searched = self.buf.len();
+            if self.buf.len() - self.start > MAX_LINE_BYTES {
+                return Line::TooLong;
+            }
+            if let Some(end) = &self.eof {
+                return Line::End {
+                    partial: (self.buf.len() - self.start) as u64,
+                    end: end.clone(),
+                };
+            }
+            // Compact, then read more.
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                searched -= self.start;
+                self.start = 0;
+            }
+            let len = self.buf.len();
+            self.buf.resize(len + 64 * 1024, 0);
+            match self.decoder.read(&mut self.buf[len..]) {
+                Ok(0) => {
+                    self.buf.truncate(len);
+                    self.eof = Some(End::Complete);
+                }
+                Ok(n) => self.buf.truncate(len + n),
+                Err(e) => {
+                    self.buf.truncate(len);
+                    self.eof = Some(if e.kind() == io::ErrorKind::UnexpectedEof {
+                        End::Truncated
+                    } else {
+                        End::Damaged(e.to_string())
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A streaming reader over one segment.
+pub struct SegmentReader<R: Read> {
+    header: Header,
+    lines: Lines<R>,
+    records: u64,
+    last_was_end_marker: bool,
+    tail: Option<Tail>,
+}
+
+impl SegmentReader<File> {
+    /// Open a segment file and read its header.
+    ///
+    /// # Errors
+    /// The file cannot be read, is not a journal, or has a newer format version.
+    pub fn open(path: &Path) -> Result<SegmentReader<File>, OpenError> {
+        let file = File::open(path).map_err(|source| OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        SegmentReader::new(file).map_err(|e| e.with_path(path))
+    }
+}
+
+impl OpenError {
+    fn with_path(self, path: &Path) -> OpenError {
+        match self {
+            OpenError::Io { source, .. } => OpenError::Io { path: path.into(), source },
+            OpenError::NotAJournal { reason, .. } => OpenError::NotAJournal { path: path.into(), reason },
+            OpenError::Version { source, .. } => OpenError::Version { path: path.into(), source },
+        }
+    }
+}
+
+impl<R: Read> SegmentReader<R> {
+    /// Read the header from any byte source.
+    ///
+    /// # Errors
+    /// As [`SegmentReader::open`]; the path in errors is empty.
+    pub fn new(inner: R) -> Result<SegmentReader<R>, OpenError> {
+        let not_journal = |reason: String| OpenError::NotAJournal {
+            path: PathBuf::new(),
+            reason,
+        };
+        let mut lines = Lines::new(inner).map_err(|source| OpenError::Io {
+            path: PathBuf::new(),
+            source,
+        })?;
+        let header = match lines.next_line() {
+            Line::Full(line) => match decode_header(&line) {
+                Ok(h) => h,
+                Err(e @ DecodeError::UnsupportedVersion { .. }) => {
+                    return Err(OpenError::Version {
+                        path: PathBuf::new(),
+                        source: e,
+                    });
+                }
+                Err(e) => return Err(not_journal(e.to_string())),
+            },
+            Line::End { end: End::Damaged(e), .. } => return Err(not_journal(format!("not zstd data: {e}"))),
+            Line::End { .. } => return Err(not_journal("no complete header line".into())),
+            Line::TooLong => return Err(not_journal("header line too long".into())),
+        };
+        Ok(SegmentReader {
+            header,
+            lines,
+            records: 0,
+            last_was_end_marker: false,
+            tail: None,
+        })
+    }
+
+    /// The segment's header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Records returned so far.
+    pub fn records_read(&self) -> u64 {
+        self.records
+    }
+
+    /// How the segment ends; `None` until the iterator is exhausted.
+    pub fn tail(&self) -> Option<&Tail> {
+        self.tail.as_ref()
+    }
+
+    /// Read every remaining record (discarding them) and return how the segment ends.
+    pub fn finish(&mut self) -> Tail {
+        for _ in self.by_ref() {}
+        self.tail.clone().expect("set when the iterator ends")
+    }
+
+    fn corrupt(&mut self, reason: String) {
+        self.tail = Some(Tail::Corrupt {
+            offset: self.lines.offset,
+            record: self.records + 1,
+            reason,
+        });
+    }
+}
+
+impl<R: Read> Iterator for SegmentReader<R> {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        if self.tail.is_some() {
+            return None;
+        }
+        match self.lines.next_line() {
+            Line::Full(line) => match decode_record(&line) {
+                Ok(record) => {
+                    self.records += 1;
+                    self.last_was_end_marker = is_end_marker(&record);
+                    Some(record)
+                }
+                Err(e) => {
+                    self.corrupt(e.to_string());
+                    None
+                }
+            },
+            Line::TooLong => {
+                self.corrupt(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                None
+            }
+            Line::End { partial, end } => {
+                self.tail = Some(match end {
+                    End::Damaged(reason) => Tail::Corrupt {
+                        offset: self.lines.offset,
+                        record: self.records + 1,
+                        reason: format!("zstd: {reason}"),
+                    },
+                    _ if partial > 0 => Tail::Torn { bytes: partial },
+                    End::Complete if self.last_was_end_marker => Tail::Clean,
+                    _ => Tail::Unfinished,
+                });
+                None
+            }
+        }
+    }
+}
+
+/// The type of the event the writer appends when it closes a segment.
+pub const END_EVENT: &str = "segment_end";
+
+/// True for the record a writer appends on close.
+pub fn is_end_marker(record: &Record) -> bool {
+    matches!(&record.body, Body::Event(v) if v.get("type").and_then(|t| t.as_str()) == Some(END_EVENT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::format::{Payload, Side};
+    use crate::journal::writer::SegmentWriter;
+    use bytes::Bytes;
+
+    fn message(seq: u64, text: &str) -> Record {
+        Record {
+            seq,
+            unix_us: 1,
+            mono_us: seq,
+            body: Body::Message {
+                from: Side::Agent,
+                payload: Payload::from_line(Bytes::from(format!(
+                    r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"n":{seq},"t":"{text}"}}}}"#
+                ))),
+            },
+        }
+    }
+
+    /// Writes `n` records, flushing after each, and returns the file bytes and the file length
+    /// after each flush.
+    fn sample(n: u64, close: bool) -> (Vec<u8>, Vec<usize>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.acpj.zst");
+        let mut w = SegmentWriter::create(&path, &crate::journal::writer::tests::header()).unwrap();
+        let mut ends = vec![std::fs::metadata(&path).unwrap().len() as usize];
+        for seq in 0..n {
+            w.append(&message(seq, &"x".repeat((seq as usize * 37) % 200))).unwrap();
+            w.flush().unwrap();
+            ends.push(std::fs::metadata(&path).unwrap().len() as usize);
+        }
+        if close {
+            w.close(n, 1, n).unwrap();
+        }
+        (std::fs::read(&path).unwrap(), ends)
+    }
+
+    #[test]
+    fn closed_segment_reads_clean() {
+        let (bytes, _) = sample(20, true);
+        let mut r = SegmentReader::new(&bytes[..]).unwrap();
+        let n = r.by_ref().filter(|r| !is_end_marker(r)).count();
+        assert_eq!(n, 20);
+        assert_eq!(r.tail(), Some(&Tail::Clean));
+    }
+
+    #[test]
+    fn truncation_at_every_offset_returns_the_longest_valid_prefix() {
+        let (bytes, ends) = sample(25, false);
+        for cut in 0..=bytes.len() {
+            let expected = ends.iter().filter(|e| **e <= cut).count();
+            match SegmentReader::new(&bytes[..cut]) {
+                Err(_) => assert_eq!(expected, 0, "cut {cut}: header was complete"),
+                Ok(mut r) => {
+                    let got: Vec<u64> = r.by_ref().map(|r| r.seq).collect();
+                    assert_eq!(got.len(), expected - 1, "cut {cut}");
+                    assert!(got.iter().enumerate().all(|(i, s)| *s == i as u64));
+                    assert!(!r.tail().unwrap().is_corrupt(), "cut {cut}: {:?}", r.tail());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bit_flips_are_always_detected() {
+        let (bytes, _) = sample(8, true);
+        let clean: Vec<Record> = SegmentReader::new(&bytes[..]).unwrap().collect();
+        let content = zstd::stream::decode_all(&bytes[..]).unwrap();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            if zstd::stream::decode_all(&bad[..]).ok().as_ref() == Some(&content) {
+                continue; // the flip hit a bit zstd ignores: nothing changed
+            }
+            let Ok(mut r) = SegmentReader::new(&bad[..]) else { continue };
+            let got: Vec<Record> = r.by_ref().collect();
+            // Whatever is returned is a true prefix; the damage is reported.
+            assert!(got.len() <= clean.len());
+            assert_eq!(&clean[..got.len()], &got[..], "flip at {i}");
+            if got.len() == clean.len() {
+                assert_ne!(r.tail(), Some(&Tail::Clean), "flip at {i} undetected");
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_is_not_a_journal() {
+        assert!(matches!(
+            SegmentReader::new(&b"hello world"[..]),
+            Err(OpenError::NotAJournal { .. })
+        ));
+        let plain = zstd::stream::encode_all(&b"{\"a\":1}\n"[..], 3).unwrap();
+        assert!(matches!(
+            SegmentReader::new(&plain[..]),
+            Err(OpenError::NotAJournal { .. })
+        ));
+    }
+}

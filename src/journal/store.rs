@@ -1,0 +1,395 @@
+//! The journal store: directory layout, session keys, private files and the catalog.
+//!
+//! ```text
+//! <root>/                        0700
+//!   sessions/<key>/<segment>     one segment per proxy run that touched the session
+//!   connections/<segment>        one per proxy run
+//!   catalog.ndjson               derived index: one JSON line per segment opened / closed
+//! ```
+//!
+//! `<key>` is an injective, filesystem-safe encoding of the session ID ([`session_key`]): no ID
+//! can name a path outside `sessions/`, and two distinct IDs never share a key, even on
+//! case-insensitive file systems. The catalog is append-only (each entry is one `write(2)` on an
+//! `O_APPEND` file, so concurrent proxies never interleave inside a line) and can be rebuilt from
+//! the segments, which are the truth.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::reader::SegmentReader;
+
+/// File name suffix of segments.
+pub const SEGMENT_SUFFIX: &str = ".acpj.zst";
+/// Longest encoded session ID kept readable; longer ones are hashed.
+const MAX_READABLE_KEY: usize = 120;
+
+/// Encode a session ID as a directory name.
+///
+/// Bytes `[a-z0-9_-]` are kept, every other byte becomes `%XX` (upper-case hex), and the
+/// result is prefixed with `s`: `"sess_1"` → `ssess_1`, `"../x"` → `s%2E%2E%2Fx`, `""` → `s`,
+/// `"ABC"` → `s%41%42%43`. Keys that would be longer than 120 bytes become `h` + the SHA-256 of
+/// the ID in hex. Both forms are injective and never contain `/`, `.` or upper-case letters.
+pub fn session_key(id: &str) -> String {
+    let mut key = String::with_capacity(id.len() + 1);
+    key.push('s');
+    for &b in id.as_bytes() {
+        if b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-' {
+            key.push(b as char);
+        } else {
+            key.push_str(&format!("%{b:02X}"));
+        }
+        if key.len() > MAX_READABLE_KEY {
+            let digest = Sha256::digest(id.as_bytes());
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            return format!("h{hex}");
+        }
+    }
+    key
+}
+
+/// Create a directory (and parents) with mode 0700, tightening it if it already exists.
+///
+/// # Errors
+/// I/O errors.
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
+    let perms = fs::metadata(path)?.permissions();
+    if perms.mode() & 0o077 != 0 {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Create a new file (it must not exist) with mode 0600 whatever the umask.
+///
+/// # Errors
+/// I/O errors; `AlreadyExists` when the path is taken.
+pub fn create_private_file(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
+/// One line of the catalog.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "ev", rename_all = "lowercase")]
+pub enum CatalogEntry {
+    /// A session segment was created.
+    Open {
+        /// The session ID.
+        session: String,
+        /// The segment's path relative to the store root.
+        segment: String,
+        /// Working directory, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// A session segment was closed cleanly.
+    Close {
+        /// The segment's path relative to the store root.
+        segment: String,
+        /// Records in the segment (the end marker included).
+        records: u64,
+        /// File size.
+        bytes: u64,
+        /// Unix microseconds.
+        t: i64,
+    },
+}
+
+/// What `list` shows for one session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionSummary {
+    /// The session ID.
+    pub session: String,
+    /// Working directory, when known.
+    pub cwd: Option<String>,
+    /// When its first segment was opened, Unix microseconds.
+    pub started: i64,
+    /// When its last segment was opened or closed, Unix microseconds.
+    pub updated: i64,
+    /// Records across its segments (from the catalog, or counted for unclosed segments).
+    pub records: u64,
+    /// Bytes on disk across its segments.
+    pub bytes: u64,
+    /// Segment paths relative to the store root, oldest first.
+    pub segments: Vec<String>,
+    /// True while a segment has no close entry (being written, or its proxy was killed).
+    pub open: bool,
+}
+
+/// A journal store rooted at a directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// A store at `root` (nothing is created until [`Store::create_dirs`]).
+    pub fn new(root: impl Into<PathBuf>) -> Store {
+        Store { root: root.into() }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Create the store's directories with private permissions.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create_dirs(&self) -> io::Result<()> {
+        create_private_dir(&self.root)?;
+        create_private_dir(&self.root.join("sessions"))?;
+        create_private_dir(&self.root.join("connections"))
+    }
+
+    /// The directory holding a session's segments.
+    pub fn session_dir(&self, session: &str) -> PathBuf {
+        self.root.join("sessions").join(session_key(session))
+    }
+
+    /// Create a new, unique segment path in `dir` named after `stem`; creates `dir` if needed.
+    /// Returns the path and the open file.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create_segment(&self, dir: &Path, stem: &str) -> io::Result<(PathBuf, File)> {
+        create_private_dir(dir)?;
+        for n in 0u32.. {
+            let name = if n == 0 {
+                format!("{stem}{SEGMENT_SUFFIX}")
+            } else {
+                format!("{stem}.{n}{SEGMENT_SUFFIX}")
+            };
+            let path = dir.join(name);
+            match create_private_file(&path) {
+                Ok(file) => return Ok((path, file)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("u32 range exhausted")
+    }
+
+    /// `path` relative to the root, as stored in the catalog.
+    pub fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Append one entry to the catalog with a single `write(2)`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn append_catalog(&self, entry: &CatalogEntry) -> io::Result<()> {
+        let mut line = serde_json::to_vec(entry).expect("catalog entries serialize");
+        line.push(b'\n');
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(self.root.join("catalog.ndjson"))?;
+        file.write_all(&line)
+    }
+
+    /// Every session in the store, newest first, from the catalog (rebuilt from the segments if
+    /// the catalog is missing). Segments never closed are read to count their records.
+    ///
+    /// # Errors
+    /// I/O errors reading the catalog.
+    pub fn sessions(&self) -> io::Result<Vec<SessionSummary>> {
+        let entries = match fs::read(self.root.join("catalog.ndjson")) {
+            Ok(bytes) => bytes
+                .split(|b| *b == b'\n')
+                .filter_map(|line| serde_json::from_slice::<CatalogEntry>(line).ok())
+                .collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.scan_segments()?,
+            Err(e) => return Err(e),
+        };
+        let mut by_id: BTreeMap<String, SessionSummary> = BTreeMap::new();
+        let mut owner: BTreeMap<String, String> = BTreeMap::new();
+        let mut closed: BTreeMap<String, (u64, u64, i64)> = BTreeMap::new();
+        for entry in entries {
+            match entry {
+                CatalogEntry::Open { session, segment, cwd, t } => {
+                    owner.insert(segment.clone(), session.clone());
+                    let s = by_id.entry(session.clone()).or_insert_with(|| SessionSummary {
+                        session,
+                        cwd: None,
+                        started: t,
+                        updated: t,
+                        records: 0,
+                        bytes: 0,
+                        segments: vec![],
+                        open: false,
+                    });
+                    if cwd.is_some() {
+                        s.cwd = cwd;
+                    }
+                    s.updated = s.updated.max(t);
+                    s.segments.push(segment);
+                }
+                CatalogEntry::Close { segment, records, bytes, t } => {
+                    closed.insert(segment, (records, bytes, t));
+                }
+            }
+        }
+        for s in by_id.values_mut() {
+            for segment in &s.segments {
+                let path = self.root.join(segment);
+                if let Some((records, bytes, t)) = closed.get(segment) {
+                    s.records += records;
+                    s.bytes += bytes;
+                    s.updated = s.updated.max(*t);
+                } else {
+                    s.open = true;
+                    s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                    if let Ok(mut reader) = SegmentReader::open(&path) {
+                        s.records += reader.by_ref().count() as u64;
+                    }
+                }
+            }
+        }
+        let mut list: Vec<SessionSummary> = by_id.into_values().collect();
+        list.sort_by(|a, b| b.started.cmp(&a.started).then(a.session.cmp(&b.session)));
+        Ok(list)
+    }
+
+    /// Rebuild catalog entries by reading every session segment's header.
+    fn scan_segments(&self) -> io::Result<Vec<CatalogEntry>> {
+        let mut entries = Vec::new();
+        let sessions = self.root.join("sessions");
+        let dirs = match fs::read_dir(&sessions) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(entries),
+            Err(e) => return Err(e),
+        };
+        for dir in dirs {
+            let dir = dir?.path();
+            let Ok(files) = fs::read_dir(&dir) else { continue };
+            for file in files {
+                let path = file?.path();
+                if !path.to_string_lossy().ends_with(SEGMENT_SUFFIX) {
+                    continue;
+                }
+                let Ok(reader) = SegmentReader::open(&path) else { continue };
+                let header = reader.header();
+                if let Some(session) = header.session.clone() {
+                    entries.push(CatalogEntry::Open {
+                        session,
+                        segment: self.relative(&path),
+                        cwd: header.cwd.clone(),
+                        t: header.started,
+                    });
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Resolve a command-line `<session>` argument: a path to a segment file or a directory of
+    /// segments, a session ID, or a unique prefix of one. Returns the segment paths.
+    ///
+    /// # Errors
+    /// A message naming the problem: no match, or an ambiguous prefix with its candidates.
+    pub fn resolve(&self, arg: &str) -> Result<Vec<PathBuf>, String> {
+        let path = Path::new(arg);
+        if path.is_file() {
+            return Ok(vec![path.to_path_buf()]);
+        }
+        if path.is_dir() {
+            return segments_in(path).map_err(|e| format!("{arg}: {e}"));
+        }
+        let sessions = self
+            .sessions()
+            .map_err(|e| format!("reading the store {}: {e}", self.root.display()))?;
+        let pick = |s: &SessionSummary| -> Vec<PathBuf> {
+            s.segments.iter().map(|seg| self.root.join(seg)).collect()
+        };
+        if let Some(s) = sessions.iter().find(|s| s.session == arg) {
+            return Ok(pick(s));
+        }
+        let matches: Vec<&SessionSummary> =
+            sessions.iter().filter(|s| s.session.starts_with(arg)).collect();
+        match matches.as_slice() {
+            [] => Err(format!(
+                "no session or journal file {arg:?} in {} (see `acp-journal list`)",
+                self.root.display()
+            )),
+            [one] => Ok(pick(one)),
+            many => Err(format!(
+                "session prefix {arg:?} is ambiguous ({} matches: {}); use more characters",
+                many.len(),
+                many.iter().map(|s| s.session.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+}
+
+/// Every segment file directly inside `dir`, sorted by name.
+///
+/// # Errors
+/// I/O errors.
+pub fn segments_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(SEGMENT_SUFFIX))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_safe_and_injective() {
+        let ids = [
+            "", "a", "A", "../../x", "..", ".", "a/b", "a%2Fb", "s", "sess_1", "x\0y", "x\ny",
+            "é", "aB", "ab",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for id in ids {
+            let key = session_key(id);
+            assert!(!key.contains('/') && !key.contains('.') && !key.contains('\0'), "{key}");
+            assert!(seen.insert(key.to_lowercase()), "collision for {id:?}: {key}");
+        }
+        let long = "x".repeat(10_000);
+        let key = session_key(&long);
+        assert!(key.starts_with('h') && key.len() == 65);
+        assert_ne!(key, session_key(&"x".repeat(10_001)));
+    }
+
+    #[test]
+    fn private_permissions_even_with_permissive_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = unsafe { libc::umask(0) };
+        let store = Store::new(dir.path().join("store"));
+        store.create_dirs().unwrap();
+        let (path, _) = store
+            .create_segment(&store.session_dir("x"), "seg")
+            .unwrap();
+        unsafe { libc::umask(old) };
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(store.root()), 0o700);
+        assert_eq!(mode(&store.session_dir("x")), 0o700);
+        assert_eq!(mode(&path), 0o600);
+    }
+}

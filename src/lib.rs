@@ -1,0 +1,12 @@
+//! acp-journal: a transparent recording proxy for the Agent Client Protocol.
+//!
+//! # Layout
+//! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
+//!   decides what to journal and forward.
+//! - [`journal`]: the on-disk format, writer, salvage-reader and store layout.
+//! - [`shell`]: the I/O driver: spawns the agent, pumps lines, applies the core's actions.
+//! - [`cli`] and [`cmd`]: the command line and one module per subcommand.
+#![warn(missing_docs, unreachable_pub)]
+#![deny(clippy::print_stdout)]
+
+pub mod journal;

@@ -10,3 +10,4 @@
 #![deny(clippy::print_stdout)]
 
 pub mod journal;
+pub mod proto;

@@ -1,0 +1,256 @@
+//! A borrowed peek at a JSON-RPC line: kind, id, method, `params.sessionId`.
+//!
+//! Never re-encodes anything: the peek only reads. A line that is not a JSON object (arrays,
+//! other values, invalid JSON) is [`Kind::Other`] and is still forwarded unchanged.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A JSON-RPC id, compared by value: `1` and `"1"` differ, `"a"` and `"\u0061"` do not.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestId {
+    /// `null`.
+    Null,
+    /// A number, in serde_json's canonical form (`1`, `-3`, `1.5`).
+    Number(String),
+    /// A string.
+    String(String),
+}
+
+impl RequestId {
+    /// Parse an id from its raw JSON; `None` for objects, arrays and booleans.
+    pub fn from_raw(raw: &RawValue) -> Option<RequestId> {
+        match serde_json::from_str::<serde_json::Value>(raw.get()).ok()? {
+            serde_json::Value::Null => Some(RequestId::Null),
+            serde_json::Value::Number(n) => Some(RequestId::Number(n.to_string())),
+            serde_json::Value::String(s) => Some(RequestId::String(s)),
+            _ => None,
+        }
+    }
+}
+
+/// What a line is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind<'a> {
+    /// `{id, method, params?}`.
+    Request {
+        /// The id.
+        id: RequestId,
+        /// The method.
+        method: Cow<'a, str>,
+    },
+    /// `{method, params?}`.
+    Notification {
+        /// The method.
+        method: Cow<'a, str>,
+    },
+    /// `{id, result}` or `{id, error}`.
+    Response {
+        /// The id.
+        id: RequestId,
+        /// True for `error` responses.
+        is_error: bool,
+    },
+    /// Valid JSON that is none of the above (a batch array, a bare value, an odd object).
+    OtherJson,
+    /// Not JSON at all.
+    Invalid,
+}
+
+/// The peeked fields of one line.
+#[derive(Debug)]
+pub struct Peek<'a> {
+    /// The classification.
+    pub kind: Kind<'a>,
+    /// Raw `params`, when present.
+    pub params: Option<&'a RawValue>,
+    /// Raw `result`, when present.
+    pub result: Option<&'a RawValue>,
+}
+
+impl Peek<'_> {
+    /// True when the line is valid JSON.
+    pub fn is_json(&self) -> bool {
+        self.kind != Kind::Invalid
+    }
+
+    /// The method of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Request { method, .. } | Kind::Notification { method } => Some(method),
+            _ => None,
+        }
+    }
+}
+
+/// A field that records presence even when its value is `null`.
+#[derive(Default)]
+struct Present<'a>(Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Present<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(d).map(|v| Present(Some(v)))
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    id: Present<'a>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Present<'a>,
+    #[serde(default, borrow)]
+    result: Present<'a>,
+    #[serde(default, borrow)]
+    error: Present<'a>,
+}
+
+/// Peek at one line (its line ending, if any, is ignored).
+pub fn peek(line: &[u8]) -> Peek<'_> {
+    let other = |kind| Peek {
+        kind,
+        params: None,
+        result: None,
+    };
+    let body = line.trim_ascii();
+    if body.first() != Some(&b'{') {
+        let valid = !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+        return other(if valid { Kind::OtherJson } else { Kind::Invalid });
+    }
+    let env: Envelope<'_> = match serde_json::from_slice(body) {
+        Ok(env) => env,
+        Err(_) => {
+            let valid = serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+            return other(if valid { Kind::OtherJson } else { Kind::Invalid });
+        }
+    };
+    let id = env.id.0.map(RequestId::from_raw);
+    let kind = match (id, env.method) {
+        (Some(Some(id)), Some(method)) => Kind::Request { id, method },
+        (None, Some(method)) => Kind::Notification { method },
+        (Some(Some(id)), None) if env.result.0.is_some() || env.error.0.is_some() => {
+            Kind::Response {
+                id,
+                is_error: env.error.0.is_some() && env.result.0.is_none(),
+            }
+        }
+        _ => Kind::OtherJson,
+    };
+    Peek {
+        kind,
+        params: env.params.0,
+        result: env.result.0,
+    }
+}
+
+/// A string member of a raw JSON object (`params.sessionId`, `result.sessionId`,
+/// `params.cwd`), if the object has it and it is a string. Other members are skipped unparsed.
+pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
+    struct Find<'n>(&'n str);
+    impl<'de> serde::de::Visitor<'de> for Find<'_> {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if key == self.0 && found.is_none() {
+                    found = map.next_value::<Option<Cow<'de, str>>>().ok().flatten().map(Cow::into_owned);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    let object = object?;
+    if !object.get().starts_with('{') {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(object.get());
+    serde::Deserializer::deserialize_map(&mut de, Find(name)).ok().flatten()
+}
+
+/// `requestId` of a raw `params` object (`$/cancel_request`, request-scoped elicitation).
+pub fn request_id(params: Option<&RawValue>) -> Option<RequestId> {
+    #[derive(Deserialize)]
+    struct WithRequest<'a> {
+        #[serde(rename = "requestId", borrow, default)]
+        request_id: Present<'a>,
+    }
+    let params = params?;
+    if !params.get().starts_with('{') {
+        return None;
+    }
+    let w: WithRequest<'_> = serde_json::from_str(params.get()).ok()?;
+    RequestId::from_raw(w.request_id.0?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_shape() {
+        fn k(l: &str) -> Kind<'_> {
+            peek(l.as_bytes()).kind
+        }
+        assert_eq!(
+            k(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#),
+            Kind::Request { id: RequestId::Number("0".into()), method: "initialize".into() }
+        );
+        assert_eq!(
+            k(r#"{"jsonrpc":"2.0","id":"0","method":"x"}"#),
+            Kind::Request { id: RequestId::String("0".into()), method: "x".into() }
+        );
+        assert_eq!(
+            k(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            Kind::Request { id: RequestId::Null, method: "x".into() }
+        );
+        assert_eq!(
+            k(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#),
+            Kind::Notification { method: "session/update".into() }
+        );
+        assert_eq!(
+            k(r#"{"jsonrpc":"2.0","id":3,"result":null}"#),
+            Kind::Response { id: RequestId::Number("3".into()), is_error: false }
+        );
+        assert_eq!(
+            k(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#),
+            Kind::Response { id: RequestId::Null, is_error: true }
+        );
+        assert_eq!(k(r#"[{"jsonrpc":"2.0","method":"x"}]"#), Kind::OtherJson);
+        assert_eq!(k(r#"{"jsonrpc":"2.0","method":5}"#), Kind::OtherJson);
+        assert_eq!(k(r#"{"id":1}"#), Kind::OtherJson);
+        assert_eq!(k("42"), Kind::OtherJson);
+        assert_eq!(k("hello"), Kind::Invalid);
+        assert_eq!(k("{\"a\":"), Kind::Invalid);
+        assert_eq!(k(""), Kind::Invalid);
+        assert_eq!(k("\u{1}{}"), Kind::Invalid);
+    }
+
+    #[test]
+    fn ids_compare_by_value() {
+        let id = |s: &str| RequestId::from_raw(&serde_json::from_str::<Box<RawValue>>(s).unwrap());
+        assert_eq!(id("\"a\""), id("\"\\u0061\""));
+        assert_ne!(id("1"), id("\"1\""));
+        assert_eq!(id("{}"), None);
+    }
+
+    #[test]
+    fn reads_string_fields() {
+        let p = peek(br#"{"method":"m","params":{"x":{"sessionId":"no"},"sessionId":"s\n1"}}"#);
+        assert_eq!(str_field(p.params, "sessionId").as_deref(), Some("s\n1"));
+        let p = peek(br#"{"method":"m","params":{"sessionId":5}}"#);
+        assert_eq!(str_field(p.params, "sessionId"), None);
+        let p = peek(br#"{"method":"m","params":[1]}"#);
+        assert_eq!(str_field(p.params, "sessionId"), None);
+        let p = peek(br#"{"method":"$/cancel_request","params":{"requestId":"7"}}"#);
+        assert_eq!(request_id(p.params), Some(RequestId::String("7".into())));
+    }
+}

@@ -1,0 +1,199 @@
+//! Redaction of the journal copy of a message. Pure: the forwarded bytes are never touched.
+//!
+//! Two passes, both only on what is written to disk:
+//! - **Structural**: values of `mcpServers[].env[]` and `mcpServers[].headers[]` in session
+//!   setup requests (`session/new`, `session/load`, `session/resume`, `session/fork`) and of
+//!   `env[]` in `terminal/create` become `"[REDACTED]"`; names are kept.
+//! - **Token-shaped strings** anywhere in the line (API keys, bearer tokens, JWTs) become
+//!   `[REDACTED]`. A match never contains `"` or `\`, so replacing it keeps JSON valid.
+
+use std::sync::OnceLock;
+
+use regex::bytes::Regex;
+use serde_json::Value;
+
+/// The replacement text.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Methods whose params carry `mcpServers`.
+const SESSION_SETUP: &[&str] = &["session/new", "session/load", "session/resume", "session/fork"];
+
+fn token_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"(?x)
+            (?P<bearer>(?i:bearer)(?-u:\s)+)[A-Za-z0-9._~+/\-]{16,}=*
+            | sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}
+            | gh[pousr]_[A-Za-z0-9]{30,}
+            | github_pat_[A-Za-z0-9_]{30,}
+            | glpat-[A-Za-z0-9_\-]{20,}
+            | xox[abposr]-[A-Za-z0-9\-]{10,}
+            | AKIA[0-9A-Z]{16}
+            | AIza[0-9A-Za-z_\-]{35}
+            | npm_[A-Za-z0-9]{36}
+            | hf_[A-Za-z0-9]{30,}
+            | eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}
+            ",
+        )
+        .expect("the token pattern compiles")
+    })
+}
+
+/// Replace token-shaped substrings; `None` when there are none.
+pub fn redact_tokens(bytes: &[u8]) -> Option<Vec<u8>> {
+    let re = token_regex();
+    if !re.is_match(bytes) {
+        return None;
+    }
+    let out = re.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
+        let mut r = caps.name("bearer").map(|m| m.as_bytes().to_vec()).unwrap_or_default();
+        r.extend_from_slice(REDACTED.as_bytes());
+        r
+    });
+    Some(out.into_owned())
+}
+
+/// Replace the `value` of every `{name, value}` entry in `list` (or every value of an object).
+fn redact_values(list: Option<&mut Value>) -> bool {
+    let mut changed = false;
+    match list {
+        Some(Value::Array(items)) => {
+            for item in items {
+                if let Some(v) = item.get_mut("value") {
+                    *v = Value::String(REDACTED.into());
+                    changed = true;
+                }
+            }
+        }
+        Some(Value::Object(map)) => {
+            for v in map.values_mut() {
+                *v = Value::String(REDACTED.into());
+                changed = true;
+            }
+        }
+        _ => {}
+    }
+    changed
+}
+
+/// Structural redaction of a message body (a JSON object without line ending).
+fn redact_structure(method: &str, body: &[u8]) -> Option<Vec<u8>> {
+    let setup = SESSION_SETUP.contains(&method);
+    if !setup && method != "terminal/create" {
+        return None;
+    }
+    let mut msg: Value = serde_json::from_slice(body).ok()?;
+    let params = msg.get_mut("params")?;
+    let mut changed = false;
+    if setup {
+        if let Some(Value::Array(servers)) = params.get_mut("mcpServers") {
+            for server in servers {
+                changed |= redact_values(server.get_mut("env"));
+                changed |= redact_values(server.get_mut("headers"));
+            }
+        }
+    } else {
+        changed |= redact_values(params.get_mut("env"));
+    }
+    changed.then(|| serde_json::to_vec(&msg).expect("a Value serializes"))
+}
+
+/// The redacted journal copy of a line body, or `None` when nothing needs redacting.
+/// `method` is the request/notification method, if any.
+pub fn redact_message(method: Option<&str>, body: &[u8]) -> Option<Vec<u8>> {
+    let structural = method.and_then(|m| redact_structure(m, body));
+    match structural {
+        Some(s) => Some(redact_tokens(&s).unwrap_or(s)),
+        None => redact_tokens(body),
+    }
+}
+
+/// Redact an agent command line for the journal header: token-shaped strings, values of
+/// `--*key*|token|secret|password*` options and of `NAME=value` arguments with such names.
+pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    let sensitive = |name: &str| {
+        let n = name.to_ascii_lowercase();
+        ["key", "token", "secret", "password", "passwd", "auth", "credential"]
+            .iter()
+            .any(|w| n.contains(w))
+    };
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for arg in argv {
+        if hide_next {
+            out.push(REDACTED.to_string());
+            hide_next = false;
+            continue;
+        }
+        if let Some((name, _)) = arg.split_once('=') {
+            if sensitive(name) {
+                out.push(format!("{name}={REDACTED}"));
+                continue;
+            }
+        } else if arg.starts_with('-') && sensitive(arg) {
+            hide_next = true;
+        }
+        out.push(match redact_tokens(arg.as_bytes()) {
+            Some(r) => String::from_utf8_lossy(&r).into_owned(),
+            None => arg.clone(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: Option<Vec<u8>>) -> String {
+        String::from_utf8(v.expect("redacted")).unwrap()
+    }
+
+    #[test]
+    fn mcp_server_env_and_headers_are_redacted() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"gh","command":"x","args":[],"env":[{"name":"GH_TOKEN","value":"hunter2"}]},{"type":"http","name":"h","url":"u","headers":[{"name":"Authorization","value":"Basic abc"}]}]}}"#;
+        let out = s(redact_message(Some("session/new"), line));
+        assert!(!out.contains("hunter2") && !out.contains("Basic abc"), "{out}");
+        assert!(out.contains("GH_TOKEN") && out.contains("Authorization"));
+        let _: Value = serde_json::from_str(&out).unwrap();
+    }
+
+    #[test]
+    fn terminal_env_is_redacted() {
+        let line = br#"{"jsonrpc":"2.0","id":"t","method":"terminal/create","params":{"sessionId":"s","command":"ls","env":[{"name":"PW","value":"x"}]}}"#;
+        let out = s(redact_message(Some("terminal/create"), line));
+        assert!(out.contains(r#""value":"[REDACTED]""#));
+    }
+
+    #[test]
+    fn token_shaped_strings_are_redacted_and_json_stays_valid() {
+        for secret in [
+            "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "AKIAIOSFODNN7EXAMPLE",
+            "xoxb-1234567890-abcdefghij",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        ] {
+            let line = format!(r#"{{"method":"session/prompt","params":{{"prompt":[{{"type":"text","text":"use {secret} please"}}]}}}}"#);
+            let out = s(redact_message(Some("session/prompt"), line.as_bytes()));
+            assert!(!out.contains(secret), "{out}");
+            let _: Value = serde_json::from_str(&out).unwrap();
+        }
+        let out = s(redact_tokens(b"Authorization: Bearer abcdefghijklmnopqrstuvwxyz"));
+        assert_eq!(out, "Authorization: Bearer [REDACTED]");
+        assert_eq!(redact_message(Some("session/prompt"), br#"{"text":"hello sk-short"}"#), None);
+    }
+
+    #[test]
+    fn argv_secrets_are_redacted() {
+        let argv: Vec<String> = ["agent", "--api-key", "abc", "--token=xyz", "OPENAI_API_KEY=q", "--model", "m"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            redact_argv(&argv),
+            ["agent", "--api-key", REDACTED, "--token=[REDACTED]", "OPENAI_API_KEY=[REDACTED]", "--model", "m"]
+        );
+    }
+}

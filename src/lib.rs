@@ -2,12 +2,15 @@
 //!
 //! # Layout
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
-//!   decides what to journal and forward.
-//! - [`journal`]: the on-disk format, writer, salvage-reader and store layout.
+//!   decides what to journal and what to forward.
+//! - [`journal`]: the on-disk format, the segment writer, the salvage reader, the store layout.
 //! - [`shell`]: the I/O driver: spawns the agent, pumps lines, applies the core's actions.
 //! - [`cli`] and [`cmd`]: the command line and one module per subcommand.
 #![warn(missing_docs, unreachable_pub)]
 #![deny(clippy::print_stdout)]
 
+pub mod cli;
+pub mod cmd;
 pub mod journal;
 pub mod proto;
+pub mod shell;

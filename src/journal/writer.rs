@@ -189,7 +189,10 @@ impl SegmentWriter {
         self.end_frame()?;
         self.write_staged()?;
         self.sync()?;
-        Ok(self.stats)
+        Ok(SegmentStats {
+            records,
+            ..self.stats
+        })
     }
 }
 
@@ -243,7 +246,7 @@ pub(crate) mod tests {
             w.flush().unwrap();
         }
         let stats = w.close(10, 0, 10).unwrap();
-        assert_eq!(stats.records, 11);
+        assert_eq!(stats.records, 10);
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len() as u64, stats.file_bytes);
         let frames = bytes

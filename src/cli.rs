@@ -1,0 +1,100 @@
+//! The command line (clap derive only; no command logic here).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::shell::journals::FsyncPolicy;
+
+const EXAMPLES: &str = "\
+Examples:
+  acp-journal -- npx @zed-industries/claude-code-acp
+      Run an agent behind the proxy; every session is journaled.
+  acp-journal list
+      Show the recorded sessions.
+  acp-journal verify
+      Check every journal in the store.";
+
+/// A transparent recording proxy for the Agent Client Protocol.
+///
+/// Put it in front of an agent's command: it relays every message between the editor and the
+/// agent untouched and journals each ACP session to crash-safe, zstd-compressed files.
+#[derive(Debug, Parser)]
+#[command(
+    name = "acp-journal",
+    version,
+    max_term_width = 100,
+    after_help = EXAMPLES
+)]
+pub struct Cli {
+    /// Journal store directory [default: $ACP_JOURNAL_DIR, else ~/.local/share/acp-journal].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+
+    /// A subcommand; without one, run the proxy.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Proxy options.
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+
+    /// The agent command and its arguments, after `--`.
+    #[arg(last = true, value_name = "AGENT")]
+    pub agent: Vec<OsString>,
+}
+
+/// Options of the proxy.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// When to fdatasync journal files.
+    #[arg(long, value_enum, default_value = "interval", value_name = "WHEN")]
+    pub fsync: FsyncPolicy,
+
+    /// Journal secrets as they are (MCP server env and headers, terminal env, tokens).
+    #[arg(long)]
+    pub no_redact: bool,
+
+    /// Seconds to wait for the agent to exit once the client has gone, before SIGTERM (and
+    /// again before SIGKILL).
+    #[arg(long, default_value = "5", value_name = "SECS")]
+    pub grace: f64,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the recorded sessions, newest first.
+    #[command(after_help = "Example:\n  acp-journal list --json | jq -r '.[].session'")]
+    List(ListArgs),
+    /// Check journal files: every record's checksum, and how each file ends.
+    #[command(after_help = "\
+Examples:
+  acp-journal verify                 every file in the store
+  acp-journal verify 3fa8            the segments of a session (ID or unique prefix)
+  acp-journal verify ./copy.acpj.zst a file
+
+Exit status: 0 when no file is corrupt (a torn tail after a crash is reported, not an error),
+1 when a file is corrupt, 2 when a file cannot be read as a journal.")]
+    Verify(VerifyArgs),
+}
+
+/// `list` options.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only sessions whose working directory is DIR.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `verify` options.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Session IDs, unique prefixes, segment files or directories [default: the whole store].
+    #[arg(value_name = "SESSION|PATH")]
+    pub targets: Vec<String>,
+}

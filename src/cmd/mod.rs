@@ -1,0 +1,48 @@
+//! One module per subcommand; [`run`] dispatches.
+
+mod list;
+mod proxy;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+use crate::journal::Store;
+
+/// Resolve the journal store: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
+/// `$XDG_DATA_HOME/acp-journal`, else `~/.local/share/acp-journal`.
+pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    flag.or_else(|| env("ACP_JOURNAL_DIR"))
+        .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("acp-journal")))
+        .or_else(|| env("HOME").map(|h| h.join(".local/share/acp-journal")))
+        .unwrap_or_else(|| PathBuf::from(".acp-journal"))
+}
+
+/// Run the parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    let store = Store::new(store_dir(cli.journal_dir));
+    if cli.command.is_some() && !cli.agent.is_empty() {
+        eprintln!("acp-journal: an agent command after `--` runs the proxy; it cannot follow a subcommand");
+        return ExitCode::from(2);
+    }
+    let result = match cli.command {
+        Some(Command::List(args)) => list::run(&store, args),
+        Some(Command::Verify(args)) => verify::run(&store, args),
+        None => proxy::run(store, cli.proxy, cli.agent),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("acp-journal: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The default command: run the recording proxy in front of an agent.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cli::ProxyArgs;
+use crate::journal::Store;
+use crate::shell::{self, ShellConfig};
+
+/// Run the proxy; the exit code is the agent's.
+pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    if agent.is_empty() {
+        anyhow::bail!(
+            "no agent command given: use `acp-journal [OPTIONS] -- <agent> [args...]` (see --help)"
+        );
+    }
+    init_logging();
+    let config = ShellConfig {
+        agent,
+        store,
+        fsync: args.fsync,
+        redact: !args.no_redact,
+        grace: Duration::from_secs_f64(args.grace.clamp(0.0, 3600.0)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let code = runtime.block_on(shell::run(config))?;
+    // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
+    runtime.shutdown_background();
+    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `warn`).
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_JOURNAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
+}

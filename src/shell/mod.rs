@@ -1,0 +1,416 @@
+//! The I/O shell around the protocol core: spawns the agent, pumps whole lines both ways,
+//! applies the core's actions in order, and exits with the agent's status.
+//!
+//! Threads and tasks:
+//! - a std thread reads our stdin (never `tokio::io::stdin`, whose blocking read would hold up
+//!   shutdown) and sends batches of lines to the main loop;
+//! - the main loop (one tokio task) reads the agent's stdout and stderr, runs the core, writes
+//!   the journals, then hands the lines to the writers — so a record is written before its line
+//!   is forwarded;
+//! - one writer per destination (a tokio task for the agent's stdin, a std thread for our
+//!   stdout), so a peer that stops reading never blocks the other direction. A destination
+//!   with more than [`BACKLOG_LIMIT`] bytes queued stops the reading of its source, as a pipe
+//!   would.
+//!
+//! Nothing here writes to stdout except the stdout writer, and it writes only forwarded lines.
+
+pub mod agent;
+pub mod journals;
+pub mod lines;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use crate::journal::Store;
+use crate::proto::{self, Action, Proxy, Side, Stamp};
+use journals::{FsyncPolicy, JournalSet, RunInfo};
+use lines::LineSplitter;
+
+/// Bytes queued for one destination above which its source is no longer read.
+pub const BACKLOG_LIMIT: usize = 16 << 20;
+
+/// Everything the shell needs to run one proxy session.
+#[derive(Clone, Debug)]
+pub struct ShellConfig {
+    /// The agent command and its arguments.
+    pub agent: Vec<OsString>,
+    /// The journal store.
+    pub store: Store,
+    /// When to fdatasync.
+    pub fsync: FsyncPolicy,
+    /// Redact secrets in journal copies.
+    pub redact: bool,
+    /// How long to wait for the agent to exit after the client goes away, before SIGTERM
+    /// (and as long again before SIGKILL).
+    pub grace: Duration,
+}
+
+/// What the stdin thread sends.
+enum ClientInput {
+    Lines(Vec<Bytes>),
+    Eof(Option<Bytes>),
+}
+
+/// Clock for stamps: wall clock plus monotonic time since the run started.
+#[derive(Clone, Copy)]
+struct Clock(Instant);
+
+impl Clock {
+    fn now(&self) -> Stamp {
+        let unix_us = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
+        Stamp {
+            unix_us,
+            mono_us: self.0.elapsed().as_micros() as u64,
+        }
+    }
+}
+
+/// A queue to one destination with a count of the bytes not yet written.
+struct Outbox {
+    tx: Option<OutboxTx>,
+    backlog: Arc<AtomicUsize>,
+}
+
+enum OutboxTx {
+    Tokio(mpsc::UnboundedSender<Bytes>),
+    Std(std::sync::mpsc::Sender<Bytes>),
+}
+
+impl Outbox {
+    fn send(&mut self, line: Bytes) {
+        let len = line.len();
+        let sent = match &self.tx {
+            Some(OutboxTx::Tokio(tx)) => tx.send(line).is_ok(),
+            Some(OutboxTx::Std(tx)) => tx.send(line).is_ok(),
+            None => false,
+        };
+        if sent {
+            self.backlog.fetch_add(len, Ordering::SeqCst);
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.backlog.load(Ordering::SeqCst) > BACKLOG_LIMIT
+    }
+
+    /// Close the queue: the writer finishes what is queued, then closes its end.
+    fn close(&mut self) {
+        self.tx = None;
+    }
+}
+
+/// Run the proxy until the agent exits; returns the exit code for our process.
+///
+/// # Errors
+/// Only failures to set up signal handling; a failure to start the agent is reported on
+/// stderr and returned as code 127.
+pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
+    let clock = Clock(Instant::now());
+    let mut child = match agent::spawn(&config.agent) {
+        Ok(child) => child,
+        Err(e) => {
+            let shown: Vec<String> = config.agent.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            eprintln!("acp-journal: cannot start the agent `{}`: {e}", shown.join(" "));
+            return Ok(127);
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let start = clock.now();
+    let argv: Vec<String> = config.agent.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let info = RunInfo {
+        run: run_id(start.unix_us, std::process::id()),
+        argv: if config.redact { proto::redact::redact_argv(&argv) } else { argv },
+        pid: std::process::id(),
+    };
+    let mut journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
+    let mut core = Proxy::new(proto::Config { redact: config.redact });
+
+    let mut agent_out = child.stdout.take().expect("piped");
+    let mut agent_err = child.stderr.take().expect("piped");
+    let mut to_agent = spawn_agent_writer(child.stdin.take().expect("piped"));
+    let (client_gone_tx, mut client_gone) = mpsc::channel::<()>(1);
+    let mut to_client = spawn_stdout_writer(client_gone_tx);
+    let mut from_client = spawn_stdin_reader();
+
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let mut sync_tick = tokio::time::interval(Duration::from_secs(1));
+    sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    let mut out_lines = LineSplitter::new();
+    let mut err_buf = vec![0u8; 64 * 1024];
+    let mut client_open = true;
+    let mut agent_out_open = true;
+    let mut agent_err_open = true;
+    let mut status = None;
+    // After the client leaves: when to SIGTERM, then SIGKILL the agent.
+    let mut deadline: Option<(tokio::time::Instant, i32)> = None;
+    // After the agent exits: how long to wait for its stdout to reach EOF (a grandchild may
+    // hold it open).
+    let mut drain_until: Option<tokio::time::Instant> = None;
+
+    loop {
+        if status.is_some() && !agent_out_open && !agent_err_open {
+            break;
+        }
+        let throttled = to_client.full() || to_agent.full();
+        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        tokio::select! {
+            read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !to_client.full() => {
+                let at = clock.now();
+                match read {
+                    Ok(n) if n > 0 => {
+                        while let Some(line) = out_lines.next_line() {
+                            core.handle_line(at, Side::Agent, line);
+                        }
+                    }
+                    _ => {
+                        if let Some(partial) = out_lines.finish() {
+                            core.handle_line(at, Side::Agent, partial);
+                        }
+                        core.handle_eof(at, Side::Agent);
+                        agent_out_open = false;
+                    }
+                }
+            }
+            read = agent_err.read(&mut err_buf), if agent_err_open => {
+                match read {
+                    Ok(n) if n > 0 => {
+                        let chunk = Bytes::copy_from_slice(&err_buf[..n]);
+                        let _ = std::io::stderr().write_all(&chunk);
+                        core.handle_stderr(clock.now(), chunk);
+                    }
+                    _ => agent_err_open = false,
+                }
+            }
+            input = from_client.recv(), if client_open && !to_agent.full() => {
+                let at = clock.now();
+                match input {
+                    Some(ClientInput::Lines(lines)) => {
+                        for line in lines {
+                            core.handle_line(at, Side::Client, line);
+                        }
+                    }
+                    Some(ClientInput::Eof(partial)) => {
+                        if let Some(partial) = partial {
+                            core.handle_line(at, Side::Client, partial);
+                        }
+                        core.handle_eof(at, Side::Client);
+                        client_open = false;
+                    }
+                    None => {
+                        core.handle_eof(at, Side::Client);
+                        client_open = false;
+                    }
+                }
+            }
+            Some(()) = client_gone.recv() => {
+                tracing::info!("the client stopped reading (broken pipe)");
+                core.handle_event(clock.now(), serde_json::json!({"type": "client_gone"}));
+                client_open = false;
+                to_agent.close();
+                to_client.close();
+            }
+            exit = child.wait(), if status.is_none() => {
+                let exit = exit?;
+                let code = agent::exit_code(exit);
+                core.handle_event(clock.now(), serde_json::json!({"type": "agent_exit", "code": code}));
+                status = Some(code);
+                drain_until = Some(tokio::time::Instant::now() + config.grace);
+            }
+            _ = tokio::time::sleep_until(deadline.map_or(far, |d| d.0)), if deadline.is_some() && status.is_none() => {
+                let (_, sig) = deadline.take().expect("guarded");
+                tracing::warn!("the agent did not exit after the client left; sending signal {sig}");
+                core.handle_event(clock.now(), serde_json::json!({"type": "terminate", "signal": sig}));
+                if sig == libc::SIGKILL {
+                    let _ = child.start_kill();
+                } else {
+                    agent::signal(pid, sig);
+                    deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGKILL));
+                }
+            }
+            _ = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => {
+                tracing::warn!("the agent exited but its output is still open (a child process holds it); stopping");
+                agent_out_open = false;
+                agent_err_open = false;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
+            _ = sync_tick.tick() => journals.sync(),
+            _ = sigint.recv() => forward_signal(&mut core, &clock, pid, libc::SIGINT, status.is_none()),
+            _ = sigterm.recv() => forward_signal(&mut core, &clock, pid, libc::SIGTERM, status.is_none()),
+            _ = sighup.recv() => forward_signal(&mut core, &clock, pid, libc::SIGHUP, status.is_none()),
+        }
+        if apply(&mut core, &clock, &mut journals, &mut to_agent, &mut to_client) && deadline.is_none() {
+            deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
+        }
+    }
+
+    let end = clock.now();
+    journals.close(core.next_seq(), end);
+    // Let the stdout writer deliver what is queued (bounded: the client may be gone).
+    to_client.close();
+    let flush_deadline = Instant::now() + config.grace;
+    while to_client.backlog.load(Ordering::SeqCst) > 0 && Instant::now() < flush_deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(status.unwrap_or(1))
+}
+
+/// Apply the core's actions in order: journal first, flush, then forward. Returns true when
+/// the agent's stdin was closed.
+fn apply(
+    core: &mut Proxy,
+    clock: &Clock,
+    journals: &mut JournalSet,
+    to_agent: &mut Outbox,
+    to_client: &mut Outbox,
+) -> bool {
+    let mut forwards = Vec::new();
+    let mut close_agent = false;
+    while let Some(action) = core.poll_action() {
+        match action {
+            Action::OpenSession { session, cwd, initialize } => {
+                journals.open_session(&session, cwd, &initialize, clock.now());
+            }
+            Action::Journal { target, record } => journals.append(&target, &record),
+            Action::Forward { to, line } => forwards.push((to, line)),
+            Action::CloseAgentStdin => close_agent = true,
+        }
+    }
+    journals.flush();
+    for (to, line) in forwards {
+        match to {
+            Side::Agent => to_agent.send(line),
+            Side::Client => to_client.send(line),
+        }
+    }
+    if close_agent {
+        to_agent.close();
+    }
+    close_agent
+}
+
+fn forward_signal(core: &mut Proxy, clock: &Clock, pid: u32, sig: i32, running: bool) {
+    tracing::info!("forwarding signal {sig} to the agent");
+    core.handle_event(clock.now(), serde_json::json!({"type": "signal", "signal": sig}));
+    if running {
+        agent::signal(pid, sig);
+    }
+}
+
+/// `<UTC time>-<pid>`, e.g. `20261121T214153.123456Z-4242`: sortable and unique per process.
+fn run_id(unix_us: i64, pid: u32) -> String {
+    let ts = jiff::Timestamp::from_microsecond(unix_us).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    format!("{}-{pid}", ts.strftime("%Y%m%dT%H%M%S.%6fZ"))
+}
+
+fn spawn_agent_writer(mut stdin: tokio::process::ChildStdin) -> Outbox {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+    let backlog = Arc::new(AtomicUsize::new(0));
+    let counter = backlog.clone();
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            let len = line.len();
+            let ok = stdin.write_all(&line).await.is_ok();
+            counter.fetch_sub(len, Ordering::SeqCst);
+            if !ok {
+                // The agent closed its stdin; drop what follows, as a pipe would.
+                while let Some(line) = rx.recv().await {
+                    counter.fetch_sub(line.len(), Ordering::SeqCst);
+                }
+                break;
+            }
+        }
+        let _ = stdin.shutdown().await;
+    });
+    Outbox {
+        tx: Some(OutboxTx::Tokio(tx)),
+        backlog,
+    }
+}
+
+fn spawn_stdout_writer(gone: mpsc::Sender<()>) -> Outbox {
+    let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
+    let backlog = Arc::new(AtomicUsize::new(0));
+    let counter = backlog.clone();
+    std::thread::Builder::new()
+        .name("stdout".into())
+        .spawn(move || {
+            let mut out = std::io::stdout().lock();
+            let mut batch = Vec::with_capacity(64 * 1024);
+            while let Ok(first) = rx.recv() {
+                let mut len = first.len();
+                batch.clear();
+                batch.extend_from_slice(&first);
+                while batch.len() < 64 * 1024 {
+                    match rx.try_recv() {
+                        Ok(more) => {
+                            len += more.len();
+                            batch.extend_from_slice(&more);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let ok = out.write_all(&batch).and_then(|()| out.flush()).is_ok();
+                counter.fetch_sub(len, Ordering::SeqCst);
+                if !ok {
+                    let _ = gone.blocking_send(());
+                    for more in rx.iter() {
+                        counter.fetch_sub(more.len(), Ordering::SeqCst);
+                    }
+                    return;
+                }
+            }
+        })
+        .expect("spawning the stdout thread");
+    Outbox {
+        tx: Some(OutboxTx::Std(tx)),
+        backlog,
+    }
+}
+
+fn spawn_stdin_reader() -> mpsc::Receiver<ClientInput> {
+    let (tx, rx) = mpsc::channel::<ClientInput>(64);
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin().lock();
+            let mut splitter = LineSplitter::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match stdin.read(&mut buf) {
+                    Ok(0) => 0,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                if n == 0 {
+                    let _ = tx.blocking_send(ClientInput::Eof(splitter.finish()));
+                    return;
+                }
+                splitter.push(&buf[..n]);
+                let mut lines = Vec::new();
+                while let Some(line) = splitter.next_line() {
+                    lines.push(line);
+                }
+                if !lines.is_empty() && tx.blocking_send(ClientInput::Lines(lines)).is_err() {
+                    return;
+                }
+            }
+        })
+        .expect("spawning the stdin thread");
+    rx
+}

@@ -22,8 +22,17 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "no sessions recorded in {}", store.root().display())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let width = sessions.iter().map(|s| display_id(&s.session).len()).max().unwrap_or(7).max(7);
-    writeln!(out, "{:<width$}  {:<20}  {:>8}  {:>9}  CWD", "SESSION", "STARTED (UTC)", "RECORDS", "BYTES")?;
+    let width = sessions
+        .iter()
+        .map(|s| display_id(&s.session).len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    writeln!(
+        out,
+        "{:<width$}  {:<20}  {:>8}  {:>9}  CWD",
+        "SESSION", "STARTED (UTC)", "RECORDS", "BYTES"
+    )?;
     for s in &sessions {
         let started = jiff::Timestamp::from_microsecond(s.started)
             .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
@@ -45,7 +54,11 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
 /// A session ID made safe for one terminal line (control characters escaped, long IDs cut).
 fn display_id(id: &str) -> String {
     let escaped: String = id.escape_debug().collect();
-    let shown = if escaped.is_empty() { "\"\"".to_string() } else { escaped };
+    let shown = if escaped.is_empty() {
+        "\"\"".to_string()
+    } else {
+        escaped
+    };
     if shown.chars().count() > 60 {
         format!("{}…", shown.chars().take(59).collect::<String>())
     } else {

@@ -13,7 +13,11 @@ use crate::journal::Store;
 /// Resolve the journal store: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
 /// `$XDG_DATA_HOME/acp-journal`, else `~/.local/share/acp-journal`.
 pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     flag.or_else(|| env("ACP_JOURNAL_DIR"))
         .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("acp-journal")))
         .or_else(|| env("HOME").map(|h| h.join(".local/share/acp-journal")))
@@ -24,7 +28,9 @@ pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
 pub fn run(cli: Cli) -> ExitCode {
     let store = Store::new(store_dir(cli.journal_dir));
     if cli.command.is_some() && !cli.agent.is_empty() {
-        eprintln!("acp-journal: an agent command after `--` runs the proxy; it cannot follow a subcommand");
+        eprintln!(
+            "acp-journal: an agent command after `--` runs the proxy; it cannot follow a subcommand"
+        );
         return ExitCode::from(2);
     }
     let result = match cli.command {

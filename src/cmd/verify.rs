@@ -38,7 +38,12 @@ pub(super) fn run(store: &Store, args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     "ok"
                 };
-                writeln!(out, "{status:<7}  {}  {} records  {tail}", path.display(), reader.records_read())?;
+                writeln!(
+                    out,
+                    "{status:<7}  {}  {} records  {tail}",
+                    path.display(),
+                    reader.records_read()
+                )?;
             }
             Err(e) => {
                 unreadable += 1;

@@ -256,7 +256,9 @@ pub enum DecodeError {
     #[error("malformed record: {0}")]
     Malformed(String),
     /// The header announces a format this reader does not know.
-    #[error("journal format version {found} is newer than this acp-journal supports ({supported}); upgrade acp-journal")]
+    #[error(
+        "journal format version {found} is newer than this acp-journal supports ({supported}); upgrade acp-journal"
+    )]
     UnsupportedVersion {
         /// Version in the file.
         found: u32,
@@ -452,7 +454,9 @@ pub fn decode_record(line: &[u8]) -> Result<Record, DecodeError> {
         } else if let Some(b64) = wire.b64 {
             (Bytes::from(base64_decode(&b64)?), Encoding::Binary)
         } else {
-            return Err(DecodeError::Malformed("message record without content".into()));
+            return Err(DecodeError::Malformed(
+                "message record without content".into(),
+            ));
         };
         Body::Message {
             from,

@@ -8,9 +8,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::format::{
-    Body, DecodeError, Header, Record, decode_header, decode_record,
-};
+use super::format::{Body, DecodeError, Header, Record, decode_header, decode_record};
 
 /// Longest decompressed line a reader accepts (a hostile length cannot exhaust memory).
 pub const MAX_LINE_BYTES: usize = 1 << 30;
@@ -53,10 +51,22 @@ impl std::fmt::Display for Tail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Tail::Clean => write!(f, "clean"),
-            Tail::Unfinished => write!(f, "unfinished (writer still running or killed; nothing lost)"),
-            Tail::Torn { bytes } => write!(f, "torn tail ({bytes} bytes of a partial record dropped)"),
-            Tail::Corrupt { offset, record, reason } => {
-                write!(f, "corrupt at record {record} (decompressed byte {offset}): {reason}")
+            Tail::Unfinished => write!(
+                f,
+                "unfinished (writer still running or killed; nothing lost)"
+            ),
+            Tail::Torn { bytes } => {
+                write!(f, "torn tail ({bytes} bytes of a partial record dropped)")
+            }
+            Tail::Corrupt {
+                offset,
+                record,
+                reason,
+            } => {
+                write!(
+                    f,
+                    "corrupt at record {record} (decompressed byte {offset}): {reason}"
+                )
             }
         }
     }
@@ -115,7 +125,10 @@ enum End {
 enum Line {
     Full(Vec<u8>),
     /// Input ended; `partial` bytes remained without a newline.
-    End { partial: u64, end: End },
+    End {
+        partial: u64,
+        end: End,
+    },
     TooLong,
 }
 
@@ -205,9 +218,18 @@ impl SegmentReader<File> {
 impl OpenError {
     fn with_path(self, path: &Path) -> OpenError {
         match self {
-            OpenError::Io { source, .. } => OpenError::Io { path: path.into(), source },
-            OpenError::NotAJournal { reason, .. } => OpenError::NotAJournal { path: path.into(), reason },
-            OpenError::Version { source, .. } => OpenError::Version { path: path.into(), source },
+            OpenError::Io { source, .. } => OpenError::Io {
+                path: path.into(),
+                source,
+            },
+            OpenError::NotAJournal { reason, .. } => OpenError::NotAJournal {
+                path: path.into(),
+                reason,
+            },
+            OpenError::Version { source, .. } => OpenError::Version {
+                path: path.into(),
+                source,
+            },
         }
     }
 }
@@ -237,7 +259,10 @@ impl<R: Read> SegmentReader<R> {
                 }
                 Err(e) => return Err(not_journal(e.to_string())),
             },
-            Line::End { end: End::Damaged(e), .. } => return Err(not_journal(format!("not zstd data: {e}"))),
+            Line::End {
+                end: End::Damaged(e),
+                ..
+            } => return Err(not_journal(format!("not zstd data: {e}"))),
             Line::End { .. } => return Err(not_journal("no complete header line".into())),
             Line::TooLong => return Err(not_journal("header line too long".into())),
         };
@@ -357,7 +382,8 @@ mod tests {
         let mut w = SegmentWriter::create(&path, &crate::journal::writer::tests::header()).unwrap();
         let mut ends = vec![std::fs::metadata(&path).unwrap().len() as usize];
         for seq in 0..n {
-            w.append(&message(seq, &"x".repeat((seq as usize * 37) % 200))).unwrap();
+            w.append(&message(seq, &"x".repeat((seq as usize * 37) % 200)))
+                .unwrap();
             w.flush().unwrap();
             ends.push(std::fs::metadata(&path).unwrap().len() as usize);
         }
@@ -404,7 +430,9 @@ mod tests {
             if zstd::stream::decode_all(&bad[..]).ok().as_ref() == Some(&content) {
                 continue; // the flip hit a bit zstd ignores: nothing changed
             }
-            let Ok(mut r) = SegmentReader::new(&bad[..]) else { continue };
+            let Ok(mut r) = SegmentReader::new(&bad[..]) else {
+                continue;
+            };
             let got: Vec<Record> = r.by_ref().collect();
             // Whatever is returned is a true prefix; the damage is reported.
             assert!(got.len() <= clean.len());

@@ -58,7 +58,10 @@ pub fn session_key(id: &str) -> String {
 /// # Errors
 /// I/O errors.
 pub fn create_private_dir(path: &Path) -> io::Result<()> {
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)?;
     let perms = fs::metadata(path)?.permissions();
     if perms.mode() & 0o077 != 0 {
         fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
@@ -227,25 +230,37 @@ impl Store {
         let mut closed: BTreeMap<String, (u64, u64, i64)> = BTreeMap::new();
         for entry in entries {
             match entry {
-                CatalogEntry::Open { session, segment, cwd, t } => {
+                CatalogEntry::Open {
+                    session,
+                    segment,
+                    cwd,
+                    t,
+                } => {
                     owner.insert(segment.clone(), session.clone());
-                    let s = by_id.entry(session.clone()).or_insert_with(|| SessionSummary {
-                        session,
-                        cwd: None,
-                        started: t,
-                        updated: t,
-                        records: 0,
-                        bytes: 0,
-                        segments: vec![],
-                        open: false,
-                    });
+                    let s = by_id
+                        .entry(session.clone())
+                        .or_insert_with(|| SessionSummary {
+                            session,
+                            cwd: None,
+                            started: t,
+                            updated: t,
+                            records: 0,
+                            bytes: 0,
+                            segments: vec![],
+                            open: false,
+                        });
                     if cwd.is_some() {
                         s.cwd = cwd;
                     }
                     s.updated = s.updated.max(t);
                     s.segments.push(segment);
                 }
-                CatalogEntry::Close { segment, records, bytes, t } => {
+                CatalogEntry::Close {
+                    segment,
+                    records,
+                    bytes,
+                    t,
+                } => {
                     closed.insert(segment, (records, bytes, t));
                 }
             }
@@ -282,13 +297,17 @@ impl Store {
         };
         for dir in dirs {
             let dir = dir?.path();
-            let Ok(files) = fs::read_dir(&dir) else { continue };
+            let Ok(files) = fs::read_dir(&dir) else {
+                continue;
+            };
             for file in files {
                 let path = file?.path();
                 if !path.to_string_lossy().ends_with(SEGMENT_SUFFIX) {
                     continue;
                 }
-                let Ok(reader) = SegmentReader::open(&path) else { continue };
+                let Ok(reader) = SegmentReader::open(&path) else {
+                    continue;
+                };
                 let header = reader.header();
                 if let Some(session) = header.session.clone() {
                     entries.push(CatalogEntry::Open {
@@ -325,8 +344,10 @@ impl Store {
         if let Some(s) = sessions.iter().find(|s| s.session == arg) {
             return Ok(pick(s));
         }
-        let matches: Vec<&SessionSummary> =
-            sessions.iter().filter(|s| s.session.starts_with(arg)).collect();
+        let matches: Vec<&SessionSummary> = sessions
+            .iter()
+            .filter(|s| s.session.starts_with(arg))
+            .collect();
         match matches.as_slice() {
             [] => Err(format!(
                 "no session or journal file {arg:?} in {} (see `acp-journal list`)",
@@ -336,7 +357,10 @@ impl Store {
             many => Err(format!(
                 "session prefix {arg:?} is ambiguous ({} matches: {}); use more characters",
                 many.len(),
-                many.iter().map(|s| s.session.as_str()).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|s| s.session.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         }
     }
@@ -362,14 +386,20 @@ mod tests {
     #[test]
     fn keys_are_safe_and_injective() {
         let ids = [
-            "", "a", "A", "../../x", "..", ".", "a/b", "a%2Fb", "s", "sess_1", "x\0y", "x\ny",
-            "é", "aB", "ab",
+            "", "a", "A", "../../x", "..", ".", "a/b", "a%2Fb", "s", "sess_1", "x\0y", "x\ny", "é",
+            "aB", "ab",
         ];
         let mut seen = std::collections::HashSet::new();
         for id in ids {
             let key = session_key(id);
-            assert!(!key.contains('/') && !key.contains('.') && !key.contains('\0'), "{key}");
-            assert!(seen.insert(key.to_lowercase()), "collision for {id:?}: {key}");
+            assert!(
+                !key.contains('/') && !key.contains('.') && !key.contains('\0'),
+                "{key}"
+            );
+            assert!(
+                seen.insert(key.to_lowercase()),
+                "collision for {id:?}: {key}"
+            );
         }
         let long = "x".repeat(10_000);
         let key = session_key(&long);

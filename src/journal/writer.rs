@@ -124,7 +124,7 @@ impl SegmentWriter {
             loop {
                 reserve_for(&mut self.staged, 64);
                 let pos = self.staged.len();
-            let mut output = OutBuffer::around_pos(&mut self.staged, pos);
+                let mut output = OutBuffer::around_pos(&mut self.staged, pos);
                 let remaining = self.encoder.flush(&mut output)?;
                 if remaining == 0 {
                     break;

@@ -118,14 +118,23 @@ pub fn peek(line: &[u8]) -> Peek<'_> {
     };
     let body = line.trim_ascii();
     if body.first() != Some(&b'{') {
-        let valid = !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
-        return other(if valid { Kind::OtherJson } else { Kind::Invalid });
+        let valid =
+            !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+        return other(if valid {
+            Kind::OtherJson
+        } else {
+            Kind::Invalid
+        });
     }
     let env: Envelope<'_> = match serde_json::from_slice(body) {
         Ok(env) => env,
         Err(_) => {
             let valid = serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
-            return other(if valid { Kind::OtherJson } else { Kind::Invalid });
+            return other(if valid {
+                Kind::OtherJson
+            } else {
+                Kind::Invalid
+            });
         }
     };
     let id = env.id.0.map(RequestId::from_raw);
@@ -156,11 +165,18 @@ pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("an object")
         }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
             let mut found = None;
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                 if key == self.0 && found.is_none() {
-                    found = map.next_value::<Option<Cow<'de, str>>>().ok().flatten().map(Cow::into_owned);
+                    found = map
+                        .next_value::<Option<Cow<'de, str>>>()
+                        .ok()
+                        .flatten()
+                        .map(Cow::into_owned);
                 } else {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -173,7 +189,9 @@ pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
         return None;
     }
     let mut de = serde_json::Deserializer::from_str(object.get());
-    serde::Deserializer::deserialize_map(&mut de, Find(name)).ok().flatten()
+    serde::Deserializer::deserialize_map(&mut de, Find(name))
+        .ok()
+        .flatten()
 }
 
 /// `requestId` of a raw `params` object (`$/cancel_request`, request-scoped elicitation).
@@ -202,27 +220,44 @@ mod tests {
         }
         assert_eq!(
             k(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#),
-            Kind::Request { id: RequestId::Number("0".into()), method: "initialize".into() }
+            Kind::Request {
+                id: RequestId::Number("0".into()),
+                method: "initialize".into()
+            }
         );
         assert_eq!(
             k(r#"{"jsonrpc":"2.0","id":"0","method":"x"}"#),
-            Kind::Request { id: RequestId::String("0".into()), method: "x".into() }
+            Kind::Request {
+                id: RequestId::String("0".into()),
+                method: "x".into()
+            }
         );
         assert_eq!(
             k(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
-            Kind::Request { id: RequestId::Null, method: "x".into() }
+            Kind::Request {
+                id: RequestId::Null,
+                method: "x".into()
+            }
         );
         assert_eq!(
             k(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#),
-            Kind::Notification { method: "session/update".into() }
+            Kind::Notification {
+                method: "session/update".into()
+            }
         );
         assert_eq!(
             k(r#"{"jsonrpc":"2.0","id":3,"result":null}"#),
-            Kind::Response { id: RequestId::Number("3".into()), is_error: false }
+            Kind::Response {
+                id: RequestId::Number("3".into()),
+                is_error: false
+            }
         );
         assert_eq!(
             k(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#),
-            Kind::Response { id: RequestId::Null, is_error: true }
+            Kind::Response {
+                id: RequestId::Null,
+                is_error: true
+            }
         );
         assert_eq!(k(r#"[{"jsonrpc":"2.0","method":"x"}]"#), Kind::OtherJson);
         assert_eq!(k(r#"{"jsonrpc":"2.0","method":5}"#), Kind::OtherJson);

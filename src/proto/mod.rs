@@ -37,7 +37,7 @@ use bytes::Bytes;
 
 pub use crate::journal::format::Side;
 use crate::journal::format::{Body, Encoding, Payload, Record};
-use envelope::{Kind, RequestId, Peek};
+use envelope::{Kind, Peek, RequestId};
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -190,13 +190,13 @@ impl Proxy {
             self.record(at, Body::Message { from, payload })
         };
         let target = self.attribute(from, &peek, &record);
-        if let Target::Session(session) = &target {
-            if !self.sessions.contains(session) {
-                // A setup request names its cwd; early agent traffic may claim a pending
-                // session/new.
-                let cwd = envelope::str_field(peek.params, "cwd");
-                self.open_session(session, cwd, from == Side::Agent);
-            }
+        if let Target::Session(session) = &target
+            && !self.sessions.contains(session)
+        {
+            // A setup request names its cwd; early agent traffic may claim a pending
+            // session/new.
+            let cwd = envelope::str_field(peek.params, "cwd");
+            self.open_session(session, cwd, from == Side::Agent);
         }
         self.journal(target, record);
         self.actions.push_back(Action::Forward {
@@ -208,11 +208,12 @@ impl Proxy {
     /// How the line is stored: classified, and redacted when configured.
     fn journal_payload(&self, peek: &Peek<'_>, line: Bytes) -> Payload {
         let mut payload = Payload::from_line_classified(line, peek.is_json());
-        if self.config.redact && payload.encoding != Encoding::Binary {
-            if let Some(redacted) = redact::redact_message(peek.method(), &payload.bytes) {
-                payload.bytes = Bytes::from(redacted);
-                payload.redacted = true;
-            }
+        if self.config.redact
+            && payload.encoding != Encoding::Binary
+            && let Some(redacted) = redact::redact_message(peek.method(), &payload.bytes)
+        {
+            payload.bytes = Bytes::from(redacted);
+            payload.redacted = true;
         }
         payload
     }
@@ -263,7 +264,9 @@ impl Proxy {
                     self.initialize.response = Some(record_bytes(record));
                 }
                 let created = match (&pending.setup, is_error) {
-                    (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),
+                    (Some(_), false) => {
+                        envelope::str_field(peek.result, "sessionId").map(SessionId::from)
+                    }
                     _ => None,
                 };
                 match (created, pending.setup) {
@@ -340,7 +343,13 @@ impl Proxy {
 impl Setup {
     /// Only the client creates sessions.
     fn record_is_client_new(&self) -> bool {
-        matches!(&self.record.body, Body::Message { from: Side::Client, .. })
+        matches!(
+            &self.record.body,
+            Body::Message {
+                from: Side::Client,
+                ..
+            }
+        )
     }
 }
 

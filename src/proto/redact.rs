@@ -16,7 +16,12 @@ use serde_json::Value;
 pub const REDACTED: &str = "[REDACTED]";
 
 /// Methods whose params carry `mcpServers`.
-const SESSION_SETUP: &[&str] = &["session/new", "session/load", "session/resume", "session/fork"];
+const SESSION_SETUP: &[&str] = &[
+    "session/new",
+    "session/load",
+    "session/resume",
+    "session/fork",
+];
 
 fn token_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -47,7 +52,10 @@ pub fn redact_tokens(bytes: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let out = re.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
-        let mut r = caps.name("bearer").map(|m| m.as_bytes().to_vec()).unwrap_or_default();
+        let mut r = caps
+            .name("bearer")
+            .map(|m| m.as_bytes().to_vec())
+            .unwrap_or_default();
         r.extend_from_slice(REDACTED.as_bytes());
         r
     });
@@ -114,9 +122,17 @@ pub fn redact_message(method: Option<&str>, body: &[u8]) -> Option<Vec<u8>> {
 pub fn redact_argv(argv: &[String]) -> Vec<String> {
     let sensitive = |name: &str| {
         let n = name.to_ascii_lowercase();
-        ["key", "token", "secret", "password", "passwd", "auth", "credential"]
-            .iter()
-            .any(|w| n.contains(w))
+        [
+            "key",
+            "token",
+            "secret",
+            "password",
+            "passwd",
+            "auth",
+            "credential",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
     };
     let mut out = Vec::with_capacity(argv.len());
     let mut hide_next = false;
@@ -154,7 +170,10 @@ mod tests {
     fn mcp_server_env_and_headers_are_redacted() {
         let line = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"gh","command":"x","args":[],"env":[{"name":"GH_TOKEN","value":"hunter2"}]},{"type":"http","name":"h","url":"u","headers":[{"name":"Authorization","value":"Basic abc"}]}]}}"#;
         let out = s(redact_message(Some("session/new"), line));
-        assert!(!out.contains("hunter2") && !out.contains("Basic abc"), "{out}");
+        assert!(
+            !out.contains("hunter2") && !out.contains("Basic abc"),
+            "{out}"
+        );
         assert!(out.contains("GH_TOKEN") && out.contains("Authorization"));
         let _: Value = serde_json::from_str(&out).unwrap();
     }
@@ -175,25 +194,48 @@ mod tests {
             "xoxb-1234567890-abcdefghij",
             "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         ] {
-            let line = format!(r#"{{"method":"session/prompt","params":{{"prompt":[{{"type":"text","text":"use {secret} please"}}]}}}}"#);
+            let line = format!(
+                r#"{{"method":"session/prompt","params":{{"prompt":[{{"type":"text","text":"use {secret} please"}}]}}}}"#
+            );
             let out = s(redact_message(Some("session/prompt"), line.as_bytes()));
             assert!(!out.contains(secret), "{out}");
             let _: Value = serde_json::from_str(&out).unwrap();
         }
-        let out = s(redact_tokens(b"Authorization: Bearer abcdefghijklmnopqrstuvwxyz"));
+        let out = s(redact_tokens(
+            b"Authorization: Bearer abcdefghijklmnopqrstuvwxyz",
+        ));
         assert_eq!(out, "Authorization: Bearer [REDACTED]");
-        assert_eq!(redact_message(Some("session/prompt"), br#"{"text":"hello sk-short"}"#), None);
+        assert_eq!(
+            redact_message(Some("session/prompt"), br#"{"text":"hello sk-short"}"#),
+            None
+        );
     }
 
     #[test]
     fn argv_secrets_are_redacted() {
-        let argv: Vec<String> = ["agent", "--api-key", "abc", "--token=xyz", "OPENAI_API_KEY=q", "--model", "m"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let argv: Vec<String> = [
+            "agent",
+            "--api-key",
+            "abc",
+            "--token=xyz",
+            "OPENAI_API_KEY=q",
+            "--model",
+            "m",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         assert_eq!(
             redact_argv(&argv),
-            ["agent", "--api-key", REDACTED, "--token=[REDACTED]", "OPENAI_API_KEY=[REDACTED]", "--model", "m"]
+            [
+                "agent",
+                "--api-key",
+                REDACTED,
+                "--token=[REDACTED]",
+                "OPENAI_API_KEY=[REDACTED]",
+                "--model",
+                "m"
+            ]
         );
     }
 }

@@ -45,7 +45,8 @@ impl Harness {
 
     fn line(&mut self, from: Side, line: &str) {
         let at = self.stamp();
-        self.proxy.handle_line(at, from, Bytes::from(format!("{line}\n")));
+        self.proxy
+            .handle_line(at, from, Bytes::from(format!("{line}\n")));
         self.drain();
     }
 
@@ -69,13 +70,24 @@ impl Harness {
                         Side::Agent => self.to_agent.push(line),
                     }
                 }
-                Action::OpenSession { session, cwd, initialize } => {
-                    assert!(!self.journals.contains_key(&Target::Session(session.clone())));
+                Action::OpenSession {
+                    session,
+                    cwd,
+                    initialize,
+                } => {
+                    assert!(
+                        !self
+                            .journals
+                            .contains_key(&Target::Session(session.clone()))
+                    );
                     self.opened.push((session, cwd, initialize));
                 }
                 Action::Journal { target, record } => {
                     if let Target::Session(s) = &target {
-                        assert!(self.opened.iter().any(|(o, ..)| o == s), "journal before open");
+                        assert!(
+                            self.opened.iter().any(|(o, ..)| o == s),
+                            "journal before open"
+                        );
                     }
                     self.journals.entry(target).or_default().push(record);
                 }
@@ -112,8 +124,10 @@ impl Harness {
 }
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
-const INIT_OK: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}"#;
-const NEW: &str = r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}"#;
+const INIT_OK: &str =
+    r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}"#;
+const NEW: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}"#;
 const NEW_OK: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S1"}}"#;
 const UPDATE_S1: &str = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#;
 
@@ -141,18 +155,30 @@ fn every_line_is_forwarded_byte_for_byte() {
     ];
     for (i, line) in lines.iter().enumerate() {
         let wire = Bytes::from([*line, b"\n"].concat());
-        let from = if i % 2 == 0 { Side::Client } else { Side::Agent };
+        let from = if i % 2 == 0 {
+            Side::Client
+        } else {
+            Side::Agent
+        };
         let at = h.stamp();
         h.proxy.handle_line(at, from, wire.clone());
         h.drain();
-        let out = if from == Side::Client { h.to_agent.last() } else { h.to_client.last() };
+        let out = if from == Side::Client {
+            h.to_agent.last()
+        } else {
+            h.to_client.last()
+        };
         assert_eq!(out, Some(&wire), "line {i}");
     }
     // A final partial line at EOF is forwarded as it came.
     let at = h.stamp();
-    h.proxy.handle_line(at, Side::Agent, Bytes::from_static(b"{\"partial\":"));
+    h.proxy
+        .handle_line(at, Side::Agent, Bytes::from_static(b"{\"partial\":"));
     h.drain();
-    assert_eq!(h.to_client.last().unwrap(), &Bytes::from_static(b"{\"partial\":"));
+    assert_eq!(
+        h.to_client.last().unwrap(),
+        &Bytes::from_static(b"{\"partial\":")
+    );
 }
 
 #[test]
@@ -238,7 +264,8 @@ fn number_and_string_ids_are_different_requests() {
 #[test]
 fn null_ids_and_unknown_responses_go_to_the_connection() {
     let mut h = started();
-    let parse_error = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#;
+    let parse_error =
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#;
     let stray = r#"{"jsonrpc":"2.0","id":99,"result":{}}"#;
     h.agent(parse_error);
     h.client(stray);
@@ -291,7 +318,8 @@ fn cancel_request_follows_the_cancelled_request() {
 fn a_failed_session_new_stays_with_the_connection() {
     let mut h = Harness::new();
     h.client(NEW);
-    let err = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}"#;
+    let err =
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}"#;
     h.agent(err);
     assert_eq!(h.connection(), [NEW, err]);
     assert!(h.opened.is_empty());

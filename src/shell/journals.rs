@@ -86,7 +86,10 @@ impl JournalSet {
                 tracing::info!("connection journal: {}", writer.path().display());
                 set.connection.writer = Some(writer);
             }
-            Err(e) => tracing::error!("cannot create the connection journal in {}: {e}", dir.display()),
+            Err(e) => tracing::error!(
+                "cannot create the connection journal in {}: {e}",
+                dir.display()
+            ),
         }
         set
     }
@@ -123,7 +126,13 @@ impl JournalSet {
     }
 
     /// Create a session's segment and catalog it.
-    pub fn open_session(&mut self, session: &SessionId, cwd: Option<String>, initialize: &Initialize, at: Stamp) {
+    pub fn open_session(
+        &mut self,
+        session: &SessionId,
+        cwd: Option<String>,
+        initialize: &Initialize,
+        at: Stamp,
+    ) {
         let header = self.header(
             SegmentKind::Session,
             Some(session.to_string()),
@@ -146,7 +155,10 @@ impl JournalSet {
                 Some(writer)
             }
             Err(e) => {
-                tracing::error!("cannot create a journal for session {session:?} in {}: {e}", dir.display());
+                tracing::error!(
+                    "cannot create a journal for session {session:?} in {}: {e}",
+                    dir.display()
+                );
                 None
             }
         };
@@ -187,7 +199,9 @@ impl JournalSet {
             }
             slot.dirty = false;
             if let Some(writer) = &mut slot.writer {
-                let result = writer.flush().and_then(|()| if always { writer.sync() } else { Ok(()) });
+                let result = writer
+                    .flush()
+                    .and_then(|()| if always { writer.sync() } else { Ok(()) });
                 if let Err(e) = result {
                     suspend(slot, &e);
                 }
@@ -201,10 +215,10 @@ impl JournalSet {
             return;
         }
         for slot in std::iter::once(&mut self.connection).chain(self.sessions.values_mut()) {
-            if let Some(writer) = &mut slot.writer {
-                if let Err(e) = writer.sync() {
-                    suspend(slot, &e);
-                }
+            if let Some(writer) = &mut slot.writer
+                && let Err(e) = writer.sync()
+            {
+                suspend(slot, &e);
             }
         }
     }
@@ -230,10 +244,10 @@ impl JournalSet {
                 Err(e) => tracing::error!("closing the journal of {}: {e}", slot.name),
             }
         }
-        if let Some(writer) = self.connection.writer.take() {
-            if let Err(e) = writer.close(seq, at.unix_us, at.mono_us) {
-                tracing::error!("closing the connection journal: {e}");
-            }
+        if let Some(writer) = self.connection.writer.take()
+            && let Err(e) = writer.close(seq, at.unix_us, at.mono_us)
+        {
+            tracing::error!("closing the connection journal: {e}");
         }
     }
 }

@@ -120,21 +120,38 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
     let mut child = match agent::spawn(&config.agent) {
         Ok(child) => child,
         Err(e) => {
-            let shown: Vec<String> = config.agent.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-            eprintln!("acp-journal: cannot start the agent `{}`: {e}", shown.join(" "));
+            let shown: Vec<String> = config
+                .agent
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            eprintln!(
+                "acp-journal: cannot start the agent `{}`: {e}",
+                shown.join(" ")
+            );
             return Ok(127);
         }
     };
     let pid = child.id().unwrap_or(0);
     let start = clock.now();
-    let argv: Vec<String> = config.agent.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let argv: Vec<String> = config
+        .agent
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let info = RunInfo {
         run: run_id(start.unix_us, std::process::id()),
-        argv: if config.redact { proto::redact::redact_argv(&argv) } else { argv },
+        argv: if config.redact {
+            proto::redact::redact_argv(&argv)
+        } else {
+            argv
+        },
         pid: std::process::id(),
     };
     let mut journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
-    let mut core = Proxy::new(proto::Config { redact: config.redact });
+    let mut core = Proxy::new(proto::Config {
+        redact: config.redact,
+    });
 
     let mut agent_out = child.stdout.take().expect("piped");
     let mut agent_err = child.stderr.take().expect("piped");
@@ -252,7 +269,14 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             _ = sigterm.recv() => forward_signal(&mut core, &clock, pid, libc::SIGTERM, status.is_none()),
             _ = sighup.recv() => forward_signal(&mut core, &clock, pid, libc::SIGHUP, status.is_none()),
         }
-        if apply(&mut core, &clock, &mut journals, &mut to_agent, &mut to_client) && deadline.is_none() {
+        if apply(
+            &mut core,
+            &clock,
+            &mut journals,
+            &mut to_agent,
+            &mut to_client,
+        ) && deadline.is_none()
+        {
             deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
         }
     }
@@ -281,7 +305,11 @@ fn apply(
     let mut close_agent = false;
     while let Some(action) = core.poll_action() {
         match action {
-            Action::OpenSession { session, cwd, initialize } => {
+            Action::OpenSession {
+                session,
+                cwd,
+                initialize,
+            } => {
                 journals.open_session(&session, cwd, &initialize, clock.now());
             }
             Action::Journal { target, record } => journals.append(&target, &record),
@@ -304,7 +332,10 @@ fn apply(
 
 fn forward_signal(core: &mut Proxy, clock: &Clock, pid: u32, sig: i32, running: bool) {
     tracing::info!("forwarding signal {sig} to the agent");
-    core.handle_event(clock.now(), serde_json::json!({"type": "signal", "signal": sig}));
+    core.handle_event(
+        clock.now(),
+        serde_json::json!({"type": "signal", "signal": sig}),
+    );
     if running {
         agent::signal(pid, sig);
     }

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A tiny scripted ACP agent for fault tests (our own, not a reference peer).
+
+Behaviour is chosen by the first argument:
+  flood   after session/new, stream session/update notifications forever
+  crash   on session/prompt, send two updates then exit with status 3 mid-turn
+  stubborn  ignore stdin EOF and SIGTERM-less shutdown: keep running until killed
+Writes its pid to $AGENT_PID_FILE when set.
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+mode = sys.argv[1] if len(sys.argv) > 1 else "flood"
+if os.environ.get("AGENT_PID_FILE"):
+    with open(os.environ["AGENT_PID_FILE"], "w") as f:
+        f.write(str(os.getpid()))
+
+out = sys.stdout
+
+
+def send(msg):
+    out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+def update(sid, n):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+        "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {n} " + "x" * (n % 50)}}}})
+
+
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    method, mid = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
+        if mode == "flood":
+            n = 0
+            while True:
+                update(f"{mode}-session", n)
+                n += 1
+    elif method == "session/prompt":
+        sid = msg["params"]["sessionId"]
+        update(sid, 1)
+        update(sid, 2)
+        if mode == "crash":
+            os._exit(3)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+
+if mode == "stubborn":
+    while True:
+        time.sleep(1)

@@ -1,0 +1,123 @@
+//! The inspection commands on recorded journals: list, verify (clean, torn, corrupt, foreign).
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::util::{TestClient, proxied, run_cli};
+
+/// Record a small session through `cat` (which echoes each line back).
+fn record(store: &Path) {
+    let mut client = TestClient::spawn(&proxied(store, &["cat".into()]));
+    client.send(&json!({"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"sess-1","cwd":"/proj","mcpServers":[]}}));
+    client.recv().unwrap();
+    for i in 0..50 {
+        client.send(&json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"n":i}}}));
+        client.recv().unwrap();
+    }
+    assert_eq!(client.finish().0, 0);
+}
+
+#[test]
+fn list_shows_sessions_with_cwd_and_counts() {
+    let store = tempfile::tempdir().unwrap();
+    record(store.path());
+    let dir = store.path().to_str().unwrap();
+    let (code, out, _) = run_cli(&["list", "--journal-dir", dir]);
+    assert_eq!(code, 0);
+    let row = out.lines().nth(1).unwrap();
+    assert!(
+        row.starts_with("sess-1 ") && row.contains("/proj") && row.contains(" 102 "),
+        "{out}"
+    );
+    let (_, out, _) = run_cli(&[
+        "list",
+        "--journal-dir",
+        dir,
+        "--cwd",
+        "/elsewhere",
+        "--json",
+    ]);
+    assert_eq!(out.trim(), "[]");
+    // Without the catalog, list rebuilds from the segments.
+    std::fs::remove_file(store.path().join("catalog.ndjson")).unwrap();
+    let (_, out, _) = run_cli(&["list", "--journal-dir", dir]);
+    assert!(out.contains("sess-1"), "{out}");
+}
+
+#[test]
+fn verify_reports_torn_tails_and_fails_on_corruption() {
+    let store = tempfile::tempdir().unwrap();
+    record(store.path());
+    let dir = store.path().to_str().unwrap();
+    let seg = std::fs::read_dir(store.path().join("sessions/ssess-1"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let bytes = std::fs::read(&seg).unwrap();
+
+    // By session prefix.
+    let (code, out, _) = run_cli(&["verify", "--journal-dir", dir, "sess"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("clean"), "{out}");
+
+    // Torn tail: reported, not an error.
+    let torn = store.path().join("torn.acpj.zst");
+    std::fs::write(&torn, &bytes[..bytes.len() - 7]).unwrap();
+    let (code, out, _) = run_cli(&["verify", torn.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("ok") && (out.contains("torn") || out.contains("unfinished")),
+        "{out}"
+    );
+
+    // A flipped byte in the middle: corrupt, exit 1.
+    let mut bad = bytes.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x40;
+    let corrupt = store.path().join("bad.acpj.zst");
+    std::fs::write(&corrupt, &bad).unwrap();
+    let (code, out, _) = run_cli(&["verify", corrupt.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("CORRUPT"), "{out}");
+
+    // Not a journal: exit 2 with a clear line.
+    let foreign = store.path().join("notes.acpj.zst");
+    std::fs::write(&foreign, b"hello").unwrap();
+    let (code, out, _) = run_cli(&["verify", foreign.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(out.contains("not an acp-journal segment"), "{out}");
+
+    // Unknown session.
+    let (code, _, err) = run_cli(&["verify", "--journal-dir", dir, "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no session or journal file \"nope\""), "{err}");
+}
+
+#[test]
+fn journals_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = tempfile::tempdir().unwrap();
+    let root = store.path().join("j");
+    record(&root);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&root), 0o700);
+    for entry in walk(&root) {
+        let expected = if entry.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&entry), expected, "{}", entry.display());
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}

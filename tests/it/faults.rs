@@ -1,0 +1,280 @@
+//! Faults: kill -9, agent crash, client EOF, garbage and huge lines, hostile session IDs,
+//! signals, an agent that cannot start.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use acp_journal::journal::{Body, SegmentReader, Side};
+use serde_json::json;
+
+use crate::util::{TestClient, proxied, root, run_cli};
+
+fn scripted(mode: &str) -> Vec<String> {
+    vec![
+        "python3".into(),
+        root()
+            .join("tests/agents/scripted_agent.py")
+            .display()
+            .to_string(),
+        mode.into(),
+    ]
+}
+
+/// Every message payload (wire form) of every segment, by direction.
+fn journaled(store: &Path, side: Side) -> Vec<Vec<u8>> {
+    let mut all = vec![];
+    for (path, ..) in crate::util::read_store(store) {
+        let reader = SegmentReader::open(&path).unwrap();
+        for r in reader {
+            if let Body::Message { from, payload } = r.body
+                && from == side
+            {
+                all.push((r.seq, payload.wire()));
+            }
+        }
+    }
+    all.sort();
+    all.dedup();
+    all.into_iter().map(|(_, b)| b).collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        // Reap if it is our zombie child; otherwise just poll.
+        if !alive(pid)
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.contains(") Z "))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn kill_9_loses_nothing_the_client_received_and_the_agent_dies_too() {
+    let store = tempfile::tempdir().unwrap();
+    let pid_file = store.path().join("agent.pid");
+    // SAFETY: tests run single-threaded enough here; the env is read by the child only.
+    unsafe { std::env::set_var("AGENT_PID_FILE", &pid_file) };
+    let mut client = TestClient::spawn(&proxied(&store.path().join("j"), &scripted("flood")));
+    client.start_session("/tmp");
+    for _ in 0..2000 {
+        client.recv().expect("flooding");
+    }
+    let agent_pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(client.child.id() as i32, libc::SIGKILL) };
+    let _ = client.child.wait();
+    // Drain what the proxy had already written to the pipe: the client received it.
+    while client.recv().is_some() {}
+    assert!(wait_gone(agent_pid), "the agent outlived the proxy");
+
+    let received: Vec<Vec<u8>> = client.received.iter().map(|r| r.raw.clone()).collect();
+    let journal = journaled(&store.path().join("j"), Side::Agent);
+    assert!(received.len() > 2000);
+    assert!(
+        journal.len() >= received.len(),
+        "journal {} < received {}",
+        journal.len(),
+        received.len()
+    );
+    assert_eq!(
+        &journal[..received.len()],
+        &received[..],
+        "every received message is journaled, in order"
+    );
+
+    let (code, out, _) = run_cli(&[
+        "verify",
+        "--journal-dir",
+        store.path().join("j").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "a killed proxy leaves readable journals: {out}");
+    assert!(out.contains("unfinished") || out.contains("torn"), "{out}");
+}
+
+#[test]
+fn agent_crash_mid_prompt_ends_the_proxy_with_its_code() {
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &scripted("crash")));
+    let session = client.start_session("/tmp");
+    client.send(&json!({"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":session,"prompt":[]}}));
+    let (code, received) = client.finish();
+    assert_eq!(code, 3);
+    let updates = received
+        .iter()
+        .filter(|r| {
+            r.raw
+                .starts_with(br#"{"jsonrpc":"2.0","method":"session/update""#)
+        })
+        .count();
+    assert_eq!(updates, 2);
+    let sessions = crate::util::session_messages(store.path());
+    let msgs = &sessions["crash-session"];
+    assert_eq!(
+        msgs.last().unwrap()["params"]["update"]["content"]["text"],
+        "chunk 2 xx"
+    );
+    let (code, out, _) = run_cli(&["verify", "--journal-dir", store.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn client_eof_closes_the_agent_and_a_stubborn_agent_is_terminated() {
+    // `cat` exits at EOF: the proxy exits with its code.
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &["cat".into()]));
+    client.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n");
+    assert_eq!(
+        client.recv().unwrap().raw,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n"
+    );
+    let started = Instant::now();
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // An agent that ignores EOF and SIGTERM is killed after two grace periods: 128 + 9.
+    let mut client = TestClient::spawn(&proxied(store.path(), &scripted("stubborn")));
+    client.start_session("/tmp");
+    let (code, _) = client.finish();
+    assert_eq!(code, 137);
+}
+
+#[test]
+fn garbage_and_huge_lines_pass_through_unchanged() {
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &["cat".into()]));
+    let mut sent = Vec::new();
+    for i in 0..10_000u32 {
+        let line: Vec<u8> = match i % 5 {
+            0 => format!("garbage {i} {{not json\n").into_bytes(),
+            1 => vec![0xff, 0xfe, b'x', (i % 256) as u8 | 0x80, b'\n'],
+            2 => format!("[{{\"jsonrpc\":\"2.0\",\"method\":\"batch{i}\"}}]\r\n").into_bytes(),
+            3 => format!("   {{\"spaced\": {i}}}  \n").into_bytes(),
+            _ => b"\n".to_vec(),
+        };
+        sent.push(line);
+    }
+    let all: Vec<u8> = sent.concat();
+    client.send_raw(&all);
+    // A 64 MiB JSON line.
+    let big_text: String = (0..(64 << 20) / 64)
+        .map(|i| format!("{:064x}", (i as u64).wrapping_mul(0x9e3779b97f4a7c15)))
+        .collect();
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"sessionId\":\"big\",\"update\":{{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"{big_text}\"}}}}}}}}\n"
+    );
+    client.send_raw(big.as_bytes());
+    sent.push(big.clone().into_bytes());
+    for (i, line) in sent.iter().enumerate() {
+        let got = client.recv().expect("echo").raw.clone();
+        assert!(
+            got == *line,
+            "line {i} changed in transit ({} vs {} bytes)",
+            got.len(),
+            line.len()
+        );
+    }
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    let journal = journaled(store.path(), Side::Client);
+    assert_eq!(journal.len(), sent.len());
+    assert!(journal == sent, "the journal holds the exact bytes");
+    let big_session = crate::util::session_messages(store.path());
+    assert_eq!(
+        big_session["big"].len(),
+        2,
+        "the huge update is in its session, both directions"
+    );
+}
+
+#[test]
+fn hostile_session_ids_stay_inside_the_store_and_never_collide() {
+    let store = tempfile::tempdir().unwrap();
+    let journal_dir = store.path().join("j");
+    let mut client = TestClient::spawn(&proxied(&journal_dir, &["cat".into()]));
+    let ids: Vec<String> = vec![
+        "../../x".into(),
+        "".into(),
+        "x".repeat(10_000),
+        "x".repeat(10_001),
+        "a\u{0}b".into(),
+        "a\nb".into(),
+        "/etc/passwd".into(),
+        "A".into(),
+        "a".into(),
+        ".".into(),
+    ];
+    for id in &ids {
+        client.send(&json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId": id, "update": {}}}));
+        client.recv().unwrap();
+    }
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    let sessions = crate::util::session_messages(&journal_dir);
+    assert_eq!(sessions.len(), ids.len(), "one journal per distinct ID");
+    for id in &ids {
+        assert_eq!(sessions[id].len(), 2, "{id:?}: request and echo");
+    }
+    // Nothing was written outside the store.
+    let outside: Vec<PathBuf> = std::fs::read_dir(store.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(outside, vec![journal_dir.clone()]);
+    for entry in std::fs::read_dir(journal_dir.join("sessions")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(!name.contains('.') && name.len() <= 121, "{name}");
+    }
+}
+
+#[test]
+fn signals_are_forwarded_and_the_exit_code_follows_the_agent() {
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &["sleep".into(), "30".into()]));
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(client.child.id() as i32, libc::SIGTERM) };
+    let status = client.child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    let conn = crate::util::read_store(store.path());
+    let events: Vec<_> = conn[0].2.iter().filter_map(|r| r.get("event")).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "signal" && e["signal"] == libc::SIGTERM)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "agent_exit" && e["code"] == 143)
+    );
+}
+
+#[test]
+fn an_agent_that_cannot_start_is_reported_with_exit_127() {
+    let store = tempfile::tempdir().unwrap();
+    let (code, out, err) = run_cli(&[
+        "--journal-dir",
+        store.path().to_str().unwrap(),
+        "--",
+        "/no/such/agent",
+        "--flag",
+    ]);
+    assert_eq!(code, 127);
+    assert!(out.is_empty(), "nothing on stdout: {out}");
+    assert!(err.contains("/no/such/agent --flag"), "{err}");
+}

@@ -1,0 +1,359 @@
+//! Test support: a real ACP test client over pipes, peer discovery, journal reading.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The built proxy binary.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_acp-journal"))
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The pinned reference peers installed by `scripts/install-peers.sh`.
+pub struct Peers {
+    dir: PathBuf,
+}
+
+impl Peers {
+    /// Find the peers; panics with the fix when they are not installed.
+    pub fn get() -> Peers {
+        let dir = std::env::var_os("ACP_JOURNAL_PEERS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join(".peers"));
+        assert!(
+            dir.join(".stamp").exists(),
+            "reference peers are not installed in {}: run scripts/install-peers.sh (scripts/test.sh does)",
+            dir.display()
+        );
+        Peers { dir }
+    }
+
+    fn python(&self, example: &str) -> Vec<String> {
+        vec![
+            self.dir.join("venv/bin/python").display().to_string(),
+            self.dir
+                .join("py-examples")
+                .join(example)
+                .display()
+                .to_string(),
+        ]
+    }
+
+    /// The Python SDK's `echo_agent.py`.
+    pub fn py_echo_agent(&self) -> Vec<String> {
+        self.python("echo_agent.py")
+    }
+
+    /// The Python SDK's `agent.py`.
+    pub fn py_agent(&self) -> Vec<String> {
+        self.python("agent.py")
+    }
+
+    /// The TypeScript SDK's scripted example agent.
+    pub fn ts_agent(&self) -> Vec<String> {
+        vec![
+            "node".into(),
+            self.dir
+                .join("node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js")
+                .display()
+                .to_string(),
+        ]
+    }
+}
+
+/// The proxy command line in front of `agent`, journaling into `store`.
+pub fn proxied(store: &Path, agent: &[String]) -> Vec<String> {
+    let mut cmd = vec![
+        bin().display().to_string(),
+        "--journal-dir".into(),
+        store.display().to_string(),
+        "--grace".into(),
+        "2".into(),
+        "--".into(),
+    ];
+    cmd.extend(agent.iter().cloned());
+    cmd
+}
+
+/// A line received from the agent side, with the moment it arrived.
+pub struct Received {
+    /// The raw bytes, newline included.
+    pub raw: Vec<u8>,
+    /// Parsed JSON, if it was.
+    pub json: Option<Value>,
+}
+
+/// An ACP client driving a process over its stdio, recording every byte it receives.
+pub struct TestClient {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Vec<u8>>,
+    /// Every line received, in order.
+    pub received: Vec<Received>,
+    /// Every line sent, in order.
+    pub sent: Vec<Vec<u8>>,
+    next_id: i64,
+    /// Agent stderr, collected.
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// How long any single wait may take before the test fails.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+impl TestClient {
+    /// Spawn `argv` with piped stdio.
+    pub fn spawn(argv: &[String]) -> TestClient {
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {argv:?}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        TestClient {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            received: vec![],
+            sent: vec![],
+            next_id: 0,
+            stderr,
+        }
+    }
+
+    /// Write raw bytes (a line, or anything).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.sent.push(bytes.to_vec());
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Send a JSON message as one line.
+    pub fn send(&mut self, msg: &Value) {
+        let mut line = serde_json::to_vec(msg).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Close our end of the agent's stdin.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The next line, or `None` at EOF; panics after [`TIMEOUT`].
+    pub fn recv(&mut self) -> Option<&Received> {
+        match self.lines.recv_timeout(TIMEOUT) {
+            Ok(raw) => {
+                let json = serde_json::from_slice(&raw).ok();
+                self.received.push(Received { raw, json });
+                self.received.last()
+            }
+            Err(RecvTimeoutError::Disconnected) => None,
+            Err(RecvTimeoutError::Timeout) => panic!(
+                "no line from the peer in {TIMEOUT:?}; stderr: {}",
+                String::from_utf8_lossy(&self.stderr.lock().unwrap())
+            ),
+        }
+    }
+
+    /// Send a request and wait for its response, answering the peer's requests meanwhile.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let msg = match self.recv() {
+                Some(r) => r.json.clone(),
+                None => panic!("EOF while waiting for the response to {method}"),
+            };
+            let Some(msg) = msg else { continue };
+            if msg.get("method").is_some() {
+                if let Some(req_id) = msg.get("id").cloned() {
+                    let answer = answer(&msg);
+                    let mut reply = json!({"jsonrpc": "2.0", "id": req_id});
+                    match answer {
+                        Ok(result) => reply["result"] = result,
+                        Err(error) => reply["error"] = error,
+                    }
+                    self.send(&reply);
+                }
+                continue;
+            }
+            if msg.get("id") == Some(&json!(id)) {
+                return msg;
+            }
+        }
+    }
+
+    /// initialize + session/new; returns the session ID.
+    pub fn start_session(&mut self, cwd: &str) -> String {
+        let init = self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false}, "clientInfo": {"name": "acp-journal-tests", "version": "0"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        self.new_session(cwd)
+    }
+
+    /// session/new only.
+    pub fn new_session(&mut self, cwd: &str) -> String {
+        let new = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        new["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new failed: {new}"))
+            .to_string()
+    }
+
+    /// One prompt turn; returns the response.
+    pub fn prompt(&mut self, session: &str, text: &str) -> Value {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    /// Close stdin and wait for the process to exit; returns its exit code.
+    pub fn finish(mut self) -> (i32, Vec<Received>) {
+        self.close_stdin();
+        while self.recv().is_some() {}
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                use std::os::unix::process::ExitStatusExt;
+                let code = status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                return (code, self.received);
+            }
+            assert!(Instant::now() < deadline, "process did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// How this test client answers an agent's request.
+fn answer(msg: &Value) -> Result<Value, Value> {
+    let params = &msg["params"];
+    match msg["method"].as_str().unwrap_or("") {
+        "session/request_permission" => {
+            let options = params["options"].as_array().cloned().unwrap_or_default();
+            let pick = options
+                .iter()
+                .find(|o| o["kind"] == "allow_once")
+                .or(options.first())
+                .map(|o| o["optionId"].clone());
+            Ok(match pick {
+                Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
+                None => json!({"outcome": {"outcome": "cancelled"}}),
+            })
+        }
+        "fs/read_text_file" => Ok(json!({"content": "file content from the test client\n"})),
+        "fs/write_text_file" => Ok(json!({})),
+        other => Err(json!({"code": -32601, "message": format!("method not found: {other}")})),
+    }
+}
+
+/// Every record of a store, per segment file: (path, header, records as JSON lines).
+pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
+    let mut out = Vec::new();
+    for sub in ["connections", "sessions"] {
+        let dir = store.join(sub);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                for f in std::fs::read_dir(&p).unwrap() {
+                    paths.push(f.unwrap().path());
+                }
+            } else {
+                paths.push(p);
+            }
+        }
+        paths.sort();
+        for path in paths {
+            let text = decompress_salvage(&path);
+            let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+            let header: Value = serde_json::from_slice(lines.next().unwrap()).unwrap();
+            let records = lines
+                .filter_map(|l| serde_json::from_slice(l).ok())
+                .collect();
+            out.push((path, header, records));
+        }
+    }
+    out
+}
+
+/// Decompress a segment with the standard `zstd` tool, keeping what precedes a torn tail.
+pub fn decompress_salvage(path: &Path) -> Vec<u8> {
+    let out = Command::new("zstd")
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .expect("zstd CLI");
+    out.stdout
+}
+
+/// The `msg` values of the session journals of a store, keyed by session ID.
+pub fn session_messages(store: &Path) -> std::collections::BTreeMap<String, Vec<Value>> {
+    let mut map = std::collections::BTreeMap::new();
+    for (_, header, records) in read_store(store) {
+        if header["kind"] != "session" {
+            continue;
+        }
+        let id = header["session"].as_str().unwrap().to_string();
+        let msgs: &mut Vec<Value> = map.entry(id).or_default();
+        msgs.extend(records.into_iter().filter_map(|r| r.get("msg").cloned()));
+    }
+    map
+}
+
+/// Run the proxy binary with arguments, returning (exit code, stdout, stderr).
+pub fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -43,6 +43,10 @@ fi
 
 mkdir -p "$PEERS"
 rm -f "$STAMP"
+if [[ "${FORCE:-0}" == 1 ]]; then
+  log "FORCE=1: removing $PEERS/{venv,py-examples,sdist,node}"
+  rm -rf "$PEERS/venv" "$PEERS/py-examples" "$PEERS/sdist" "$PEERS/node"
+fi
 
 # ---------------------------------------------------------------- Python
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found"
@@ -68,7 +72,7 @@ if [[ ! -f "$PY_EX/echo_agent.py" || ! -f "$PY_EX/agent.py" || ! -f "$PY_EX/clie
   log "extracting examples/ from $(basename "$TARBALL") -> $PY_EX"
   TMPX="$(mktemp -d "$PEERS/.extract.XXXXXX")"
   tar -xzf "$TARBALL" -C "$TMPX"
-  EXDIR="$(find "$TMPX" -maxdepth 2 -type d -name examples | head -n1)"
+  EXDIR="$(find "$TMPX" -maxdepth 2 -type d -name examples | head -n1 || true)"
   [[ -n "$EXDIR" ]] || die "sdist $TARBALL has no examples/ directory"
   rm -rf "$PY_EX"
   mv "$EXDIR" "$PY_EX"

@@ -56,10 +56,58 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub no_redact: bool,
 
+    /// Session loading: `auto` serves `session/load` from the journal for agents that lack it;
+    /// `journal` always does (hiding the agent's own replay); `agent` never does; `off` makes
+    /// the proxy a pure recorder that changes no message.
+    #[arg(long, value_enum, default_value = "auto", value_name = "MODE")]
+    pub load: LoadArg,
+
+    /// After a load that had to start a fresh agent session, send a transcript of the earlier
+    /// conversation with the next prompt (`transcript`), or not (`off`).
+    #[arg(long, value_enum, default_value = "transcript", value_name = "HOW")]
+    pub reprime: Reprime,
+
+    /// Largest re-prime transcript, in bytes (the latest turns are kept).
+    #[arg(long, default_value = "32768", value_name = "BYTES")]
+    pub reprime_limit: usize,
+
     /// Seconds to wait for the agent to exit once the client has gone, before SIGTERM (and
     /// again before SIGKILL).
     #[arg(long, default_value = "5", value_name = "SECS")]
     pub grace: f64,
+}
+
+/// `--load` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadArg {
+    /// Emulate loading only for agents without `loadSession`.
+    Auto,
+    /// Always replay from the journal.
+    Journal,
+    /// Leave loading to the agent.
+    Agent,
+    /// Change no message at all.
+    Off,
+}
+
+impl From<LoadArg> for crate::proto::LoadMode {
+    fn from(arg: LoadArg) -> Self {
+        match arg {
+            LoadArg::Auto => crate::proto::LoadMode::Auto,
+            LoadArg::Journal => crate::proto::LoadMode::Journal,
+            LoadArg::Agent => crate::proto::LoadMode::Agent,
+            LoadArg::Off => crate::proto::LoadMode::Off,
+        }
+    }
+}
+
+/// `--reprime` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reprime {
+    /// Prepend a bounded transcript to the first prompt.
+    Transcript,
+    /// Send nothing: the agent starts without context.
+    Off,
 }
 
 /// Subcommands.

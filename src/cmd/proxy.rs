@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::cli::ProxyArgs;
+use crate::cli::{ProxyArgs, Reprime};
 use crate::journal::Store;
 use crate::shell::{self, ShellConfig};
 
@@ -22,7 +22,12 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         agent,
         store,
         fsync: args.fsync,
-        redact: !args.no_redact,
+        core: crate::proto::Config {
+            redact: !args.no_redact,
+            load: args.load.into(),
+            reprime: args.reprime == Reprime::Transcript,
+            reprime_limit: args.reprime_limit,
+        },
         grace: Duration::from_secs_f64(args.grace.clamp(0.0, 3600.0)),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -35,11 +40,11 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
 }
 
-/// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `warn`).
+/// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `info`).
 fn init_logging() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_JOURNAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())

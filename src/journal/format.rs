@@ -80,6 +80,9 @@ pub struct Payload {
     pub eol: bool,
     /// `bytes` were redacted from the wire form (the forwarded bytes were not).
     pub redacted: bool,
+    /// The line is part of the proxy's own exchange with a peer: a request or answer the proxy
+    /// made itself, or an agent response only the proxy saw.
+    pub proxy: bool,
 }
 
 impl Payload {
@@ -114,6 +117,7 @@ impl Payload {
             cr: cr && encoding == Encoding::Json,
             eol,
             redacted: false,
+            proxy: false,
         }
     }
 
@@ -328,6 +332,9 @@ pub fn encode_record(record: &Record, out: &mut Vec<u8>) {
             if payload.redacted {
                 out.extend_from_slice(br#","redacted":true"#);
             }
+            if payload.proxy {
+                out.extend_from_slice(br#","proxy":true"#);
+            }
         }
         Body::Stderr(bytes) => match std::str::from_utf8(bytes) {
             Ok(text) => {
@@ -425,6 +432,8 @@ struct WireRecord<'a> {
     #[serde(default)]
     redacted: bool,
     #[serde(default)]
+    proxy: bool,
+    #[serde(default)]
     stderr: Option<String>,
     #[serde(default)]
     stderr_b64: Option<String>,
@@ -466,6 +475,7 @@ pub fn decode_record(line: &[u8]) -> Result<Record, DecodeError> {
                 cr: wire.cr,
                 eol: wire.eol,
                 redacted: wire.redacted,
+                proxy: wire.proxy,
             },
         }
     } else if let Some(text) = wire.stderr {

@@ -99,6 +99,36 @@ pub enum CatalogEntry {
         /// Unix microseconds.
         t: i64,
     },
+    /// The proxy continued the session on a new agent-side session (`session/new` underneath
+    /// a `session/load`): the agent knows it as `agent`.
+    Alias {
+        /// The client-facing session ID.
+        session: String,
+        /// The agent-side session ID.
+        agent: String,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// Session metadata from a `session_info_update` (a patch: absent fields are unchanged).
+    Info {
+        /// The session ID.
+        session: String,
+        /// New title.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        /// New `updatedAt` (ISO 8601, as the agent sent it).
+        #[serde(default, rename = "updatedAt", skip_serializing_if = "Option::is_none")]
+        updated_at: Option<String>,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// The client deleted the session (`session/delete`): hidden from lists, kept on disk.
+    Delete {
+        /// The session ID.
+        session: String,
+        /// Unix microseconds.
+        t: i64,
+    },
     /// A session segment was closed cleanly.
     Close {
         /// The segment's path relative to the store root.
@@ -131,6 +161,14 @@ pub struct SessionSummary {
     pub segments: Vec<String>,
     /// True while a segment has no close entry (being written, or its proxy was killed).
     pub open: bool,
+    /// The latest title from the agent's `session_info_update`.
+    pub title: Option<String>,
+    /// The latest `updatedAt` from the agent, if it sent one.
+    pub updated_at: Option<String>,
+    /// Agent-side IDs the session was continued under.
+    pub agent_ids: Vec<String>,
+    /// Deleted by the client (`session/delete`).
+    pub deleted: bool,
 }
 
 /// A journal store rooted at a directory.
@@ -217,6 +255,15 @@ impl Store {
     /// # Errors
     /// I/O errors reading the catalog.
     pub fn sessions(&self) -> io::Result<Vec<SessionSummary>> {
+        self.sessions_with(true)
+    }
+
+    /// Like [`Store::sessions`]; with `count_open` false, segments never closed are not read
+    /// (their record counts are then 0), which keeps this fast on a busy store.
+    ///
+    /// # Errors
+    /// I/O errors reading the catalog.
+    pub fn sessions_with(&self, count_open: bool) -> io::Result<Vec<SessionSummary>> {
         let entries = match fs::read(self.root.join("catalog.ndjson")) {
             Ok(bytes) => bytes
                 .split(|b| *b == b'\n')
@@ -226,7 +273,6 @@ impl Store {
             Err(e) => return Err(e),
         };
         let mut by_id: BTreeMap<String, SessionSummary> = BTreeMap::new();
-        let mut owner: BTreeMap<String, String> = BTreeMap::new();
         let mut closed: BTreeMap<String, (u64, u64, i64)> = BTreeMap::new();
         for entry in entries {
             match entry {
@@ -236,7 +282,6 @@ impl Store {
                     cwd,
                     t,
                 } => {
-                    owner.insert(segment.clone(), session.clone());
                     let s = by_id
                         .entry(session.clone())
                         .or_insert_with(|| SessionSummary {
@@ -248,10 +293,16 @@ impl Store {
                             bytes: 0,
                             segments: vec![],
                             open: false,
+                            title: None,
+                            updated_at: None,
+                            agent_ids: vec![],
+                            deleted: false,
                         });
                     if cwd.is_some() {
                         s.cwd = cwd;
                     }
+                    // A session opened again after a delete (the client loaded it) is back.
+                    s.deleted = false;
                     s.updated = s.updated.max(t);
                     s.segments.push(segment);
                 }
@@ -262,6 +313,28 @@ impl Store {
                     t,
                 } => {
                     closed.insert(segment, (records, bytes, t));
+                }
+                CatalogEntry::Alias { session, agent, .. } => {
+                    if let Some(s) = by_id.get_mut(&session) {
+                        s.agent_ids.push(agent);
+                    }
+                }
+                CatalogEntry::Info {
+                    session,
+                    title,
+                    updated_at,
+                    t,
+                } => {
+                    if let Some(s) = by_id.get_mut(&session) {
+                        s.title = title.or(s.title.take());
+                        s.updated_at = updated_at.or(s.updated_at.take());
+                        s.updated = s.updated.max(t);
+                    }
+                }
+                CatalogEntry::Delete { session, .. } => {
+                    if let Some(s) = by_id.get_mut(&session) {
+                        s.deleted = true;
+                    }
                 }
             }
         }
@@ -275,6 +348,9 @@ impl Store {
                 } else {
                     s.open = true;
                     s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                    if !count_open {
+                        continue;
+                    }
                     if let Ok(mut reader) = SegmentReader::open(&path) {
                         s.records += reader.by_ref().count() as u64;
                     }

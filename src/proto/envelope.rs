@@ -31,6 +31,17 @@ impl RequestId {
     }
 }
 
+impl RequestId {
+    /// The id as JSON text, as it appears in a message.
+    pub fn to_json(&self) -> String {
+        match self {
+            RequestId::Null => "null".into(),
+            RequestId::Number(n) => n.clone(),
+            RequestId::String(s) => serde_json::to_string(s).expect("a string serializes"),
+        }
+    }
+}
+
 /// What a line is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Kind<'a> {

@@ -25,8 +25,11 @@
 //!
 //! This proxy edits no message: every `Forward` carries the bytes received.
 
+mod emulate;
 pub mod envelope;
+pub mod history;
 pub mod redact;
+pub mod rewrite;
 #[cfg(test)]
 mod tests;
 
@@ -37,7 +40,9 @@ use bytes::Bytes;
 
 pub use crate::journal::format::Side;
 use crate::journal::format::{Body, Encoding, Payload, Record};
+use emulate::Emulation;
 use envelope::{Kind, Peek, RequestId};
+pub use history::{ClientSupport, Summary};
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,6 +103,100 @@ pub enum Action {
     },
     /// The client closed its stream: close the agent's stdin.
     CloseAgentStdin,
+    /// Read a session's journals and answer with [`Proxy::handle_history`] chunks: the replay
+    /// built by [`history::Replay`], then its summary (or `Missing`).
+    FetchHistory {
+        /// Names the answer.
+        load: u64,
+        /// The client-facing session ID.
+        session: SessionId,
+        /// What the client accepts.
+        support: ClientSupport,
+        /// Bound of the transcript kept for re-priming.
+        transcript_limit: usize,
+    },
+    /// Stop a `FetchHistory` (its chunks are no longer wanted).
+    CancelHistory {
+        /// The fetch.
+        load: u64,
+    },
+    /// Read the session list from the store and answer with [`Proxy::handle_sessions`].
+    FetchSessions {
+        /// Names the answer.
+        request: u64,
+    },
+    /// Record session metadata in the store's catalog.
+    Catalog(CatalogUpdate),
+    /// Tell the user (log at info level).
+    Log(String),
+}
+
+/// Session metadata for the catalog.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CatalogUpdate {
+    /// The client-facing `session` continues on the agent as `agent`.
+    Alias {
+        /// Client-facing ID.
+        session: SessionId,
+        /// Agent-side ID.
+        agent: SessionId,
+    },
+    /// A `session_info_update` passed through.
+    Info {
+        /// The session.
+        session: SessionId,
+        /// New title, if set.
+        title: Option<String>,
+        /// New `updatedAt`, if set.
+        updated_at: Option<String>,
+    },
+    /// The client deleted the session.
+    Delete {
+        /// The session.
+        session: SessionId,
+    },
+}
+
+/// One answer to [`Action::FetchHistory`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum HistoryChunk {
+    /// Replay lines (`session/update` notifications, newline-terminated), in order.
+    Lines(Vec<Bytes>),
+    /// The replay is complete.
+    End(Summary),
+    /// The store has no journal for the session.
+    Missing,
+}
+
+/// A session as the store lists it, for `session/list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListedSession {
+    /// Client-facing ID.
+    pub session: String,
+    /// Working directory.
+    pub cwd: Option<String>,
+    /// Latest title.
+    pub title: Option<String>,
+    /// Last activity, ISO 8601.
+    pub updated_at: Option<String>,
+    /// Agent-side IDs it was continued under.
+    pub agent_ids: Vec<String>,
+}
+
+/// How the proxy handles session loading (`--load`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LoadMode {
+    /// Agents with `loadSession` load natively; for the others the proxy serves loads from the
+    /// journal.
+    #[default]
+    Auto,
+    /// Always serve loads from the journal, hiding the agent's own replay.
+    Journal,
+    /// Never emulate loading (list, close and delete are still served for agents that lack
+    /// them).
+    Agent,
+    /// Change nothing: a pure recorder.
+    Off,
 }
 
 /// Core settings.
@@ -105,6 +204,24 @@ pub enum Action {
 pub struct Config {
     /// Redact secrets in journal copies.
     pub redact: bool,
+    /// Session loading.
+    pub load: LoadMode,
+    /// Send a transcript of the earlier conversation with the first prompt after a load that
+    /// had to start a fresh agent session.
+    pub reprime: bool,
+    /// Bound of that transcript, in bytes.
+    pub reprime_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            redact: true,
+            load: LoadMode::Auto,
+            reprime: true,
+            reprime_limit: 32 * 1024,
+        }
+    }
 }
 
 /// A request awaiting its response.
@@ -136,6 +253,9 @@ pub struct Proxy {
     pending: HashMap<(Side, RequestId), Pending>,
     sessions: HashSet<SessionId>,
     initialize: Initialize,
+    /// Agent stderr not yet journaled (journaled by whole lines).
+    stderr: Vec<u8>,
+    emulation: Emulation,
 }
 
 impl Proxy {
@@ -148,6 +268,8 @@ impl Proxy {
             pending: HashMap::new(),
             sessions: HashSet::new(),
             initialize: Initialize::default(),
+            stderr: Vec::new(),
+            emulation: Emulation::default(),
         }
     }
 
@@ -185,11 +307,40 @@ impl Proxy {
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
     pub fn handle_line(&mut self, at: Stamp, from: Side, line: Bytes) {
         let peek = envelope::peek(&line);
+        if self.config.load != LoadMode::Off {
+            let consumed = match from {
+                Side::Client => self.intercept_client(at, &peek, &line),
+                Side::Agent => self.intercept_agent(at, &peek, &line),
+            };
+            if consumed {
+                return;
+            }
+        }
+        let rewritten = match self.config.load {
+            LoadMode::Off => None,
+            _ => self.rewrite(at, from, &peek, &line).map(Bytes::from),
+        };
+        // The journal holds what the client sent and what it received.
+        match (from, rewritten) {
+            (Side::Agent, Some(out)) => {
+                let facing = envelope::peek(&out);
+                self.relay(at, from, &facing, out.clone(), out.clone());
+            }
+            (_, out) => {
+                let forward = out.unwrap_or_else(|| line.clone());
+                self.relay(at, from, &peek, line.clone(), forward);
+            }
+        }
+    }
+
+    /// Journal `facing` (the client's view of the line, described by `peek`) and forward
+    /// `forward` to the other side.
+    fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
         let record = {
-            let payload = self.journal_payload(&peek, line.clone());
+            let payload = self.journal_payload(peek, facing);
             self.record(at, Body::Message { from, payload })
         };
-        let target = self.attribute(from, &peek, &record);
+        let target = self.attribute(from, peek, &record);
         if let Target::Session(session) = &target
             && !self.sessions.contains(session)
         {
@@ -198,10 +349,12 @@ impl Proxy {
             let cwd = envelope::str_field(peek.params, "cwd");
             self.open_session(session, cwd, from == Side::Agent);
         }
-        self.journal(target, record);
+        if !self.is_native_replay(from, peek, &target) {
+            self.journal(target, record);
+        }
         self.actions.push_back(Action::Forward {
             to: from.other(),
-            line,
+            line: forward,
         });
     }
 
@@ -316,6 +469,10 @@ impl Proxy {
 
     /// A peer closed its stream.
     pub fn handle_eof(&mut self, at: Stamp, from: Side) {
+        if from == Side::Agent {
+            self.flush_stderr(at, true);
+            self.agent_gone(at);
+        }
         let record = self.record(
             at,
             Body::Event(serde_json::json!({"type": "eof", "from": from.as_str()})),
@@ -326,9 +483,31 @@ impl Proxy {
         }
     }
 
-    /// A chunk of the agent's stderr.
+    /// A chunk of the agent's stderr. It is journaled by whole lines (a line split across
+    /// writes stays one record, so redaction sees it whole); a partial line is held until its
+    /// newline, 64 KiB, or the agent's end.
     pub fn handle_stderr(&mut self, at: Stamp, chunk: Bytes) {
-        let record = self.record(at, Body::Stderr(chunk));
+        self.stderr.extend_from_slice(&chunk);
+        self.flush_stderr(at, self.stderr.len() > 64 * 1024);
+    }
+
+    fn flush_stderr(&mut self, at: Stamp, all: bool) {
+        let cut = if all {
+            self.stderr.len()
+        } else {
+            memchr::memrchr(b'\n', &self.stderr).map_or(0, |i| i + 1)
+        };
+        if cut == 0 {
+            return;
+        }
+        let rest = self.stderr.split_off(cut);
+        let mut text = std::mem::replace(&mut self.stderr, rest);
+        if self.config.redact
+            && let Some(redacted) = redact::redact_tokens(&text)
+        {
+            text = redacted;
+        }
+        let record = self.record(at, Body::Stderr(Bytes::from(text)));
         self.journal(Target::Connection, record);
     }
 

@@ -8,22 +8,28 @@ use super::*;
 use crate::journal::format::Encoding;
 
 /// Feeds lines to a [`Proxy`] and collects what it does.
-struct Harness {
-    proxy: Proxy,
+pub(super) struct Harness {
+    pub(super) proxy: Proxy,
     now: u64,
-    to_client: Vec<Bytes>,
-    to_agent: Vec<Bytes>,
-    journals: BTreeMap<Target, Vec<Record>>,
-    opened: Vec<(SessionId, Option<String>, Initialize)>,
-    closed_agent_stdin: bool,
+    pub(super) to_client: Vec<Bytes>,
+    pub(super) to_agent: Vec<Bytes>,
+    pub(super) journals: BTreeMap<Target, Vec<Record>>,
+    pub(super) opened: Vec<(SessionId, Option<String>, Initialize)>,
+    pub(super) closed_agent_stdin: bool,
+    /// Other actions, in order (fetches, catalog updates, logs).
+    pub(super) requests: Vec<Action>,
 }
 
 impl Harness {
-    fn new() -> Harness {
-        Harness::with(Config { redact: true })
+    /// A pure recorder (`--load off`): every line passes unchanged.
+    pub(super) fn new() -> Harness {
+        Harness::with(Config {
+            load: LoadMode::Off,
+            ..Config::default()
+        })
     }
 
-    fn with(config: Config) -> Harness {
+    pub(super) fn with(config: Config) -> Harness {
         Harness {
             proxy: Proxy::new(config),
             now: 0,
@@ -32,10 +38,11 @@ impl Harness {
             journals: BTreeMap::new(),
             opened: vec![],
             closed_agent_stdin: false,
+            requests: vec![],
         }
     }
 
-    fn stamp(&mut self) -> Stamp {
+    pub(super) fn stamp(&mut self) -> Stamp {
         self.now += 10;
         Stamp {
             unix_us: 1_000_000 + self.now as i64,
@@ -50,15 +57,15 @@ impl Harness {
         self.drain();
     }
 
-    fn client(&mut self, line: &str) {
+    pub(super) fn client(&mut self, line: &str) {
         self.line(Side::Client, line)
     }
 
-    fn agent(&mut self, line: &str) {
+    pub(super) fn agent(&mut self, line: &str) {
         self.line(Side::Agent, line)
     }
 
-    fn drain(&mut self) {
+    pub(super) fn drain(&mut self) {
         while let Some(action) = self.proxy.poll_action() {
             match action {
                 Action::Forward { to, line } => {
@@ -92,12 +99,13 @@ impl Harness {
                     self.journals.entry(target).or_default().push(record);
                 }
                 Action::CloseAgentStdin => self.closed_agent_stdin = true,
+                other => self.requests.push(other),
             }
         }
     }
 
     /// The message bodies journaled to `target`, as strings, in order.
-    fn journal(&self, target: &Target) -> Vec<String> {
+    pub(super) fn journal(&self, target: &Target) -> Vec<String> {
         self.journals
             .get(target)
             .map(|records| {
@@ -114,11 +122,11 @@ impl Harness {
             .unwrap_or_default()
     }
 
-    fn session(&self, id: &str) -> Vec<String> {
+    pub(super) fn session(&self, id: &str) -> Vec<String> {
         self.journal(&Target::Session(id.into()))
     }
 
-    fn connection(&self) -> Vec<String> {
+    pub(super) fn connection(&self) -> Vec<String> {
         self.journal(&Target::Connection)
     }
 }
@@ -345,7 +353,11 @@ fn redaction_changes_the_journal_copy_only() {
     let rec = &h.journals[&Target::Connection][0];
     assert!(matches!(&rec.body, Body::Message { payload, .. } if payload.redacted));
 
-    let mut h = Harness::with(Config { redact: false });
+    let mut h = Harness::with(Config {
+        redact: false,
+        load: LoadMode::Off,
+        ..Config::default()
+    });
     h.client(new);
     assert_eq!(h.connection(), [new]);
 }

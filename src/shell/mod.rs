@@ -15,6 +15,7 @@
 //! Nothing here writes to stdout except the stdout writer, and it writes only forwarded lines.
 
 pub mod agent;
+pub mod history;
 pub mod journals;
 pub mod lines;
 
@@ -29,8 +30,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+
 use crate::journal::Store;
-use crate::proto::{self, Action, Proxy, Side, Stamp};
+use crate::journal::store::CatalogEntry;
+use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Side, Stamp};
+use history::HistoryRequest;
 use journals::{FsyncPolicy, JournalSet, RunInfo};
 use lines::LineSplitter;
 
@@ -46,8 +52,8 @@ pub struct ShellConfig {
     pub store: Store,
     /// When to fdatasync.
     pub fsync: FsyncPolicy,
-    /// Redact secrets in journal copies.
-    pub redact: bool,
+    /// The protocol core's settings (redaction, session loading).
+    pub core: proto::Config,
     /// How long to wait for the agent to exit after the client goes away, before SIGTERM
     /// (and as long again before SIGKILL).
     pub grace: Duration,
@@ -141,23 +147,33 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         .collect();
     let info = RunInfo {
         run: run_id(start.unix_us, std::process::id()),
-        argv: if config.redact {
+        argv: if config.core.redact {
             proto::redact::redact_argv(&argv)
         } else {
             argv
         },
         pid: std::process::id(),
     };
-    let mut journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
-    let mut core = Proxy::new(proto::Config {
-        redact: config.redact,
-    });
+    let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
+    let mut core = Proxy::new(config.core);
+    let (history_tx, mut history_rx) = mpsc::channel::<(u64, HistoryChunk)>(4);
+    let services = Services {
+        store: config.store.clone(),
+        history_tx,
+        fetches: HashMap::new(),
+    };
 
     let mut agent_out = child.stdout.take().expect("piped");
     let mut agent_err = child.stderr.take().expect("piped");
-    let mut to_agent = spawn_agent_writer(child.stdin.take().expect("piped"));
+    let to_agent = spawn_agent_writer(child.stdin.take().expect("piped"));
     let (client_gone_tx, mut client_gone) = mpsc::channel::<()>(1);
-    let mut to_client = spawn_stdout_writer(client_gone_tx);
+    let to_client = spawn_stdout_writer(client_gone_tx);
+    let mut out = Outputs {
+        journals,
+        to_agent,
+        to_client,
+        services,
+    };
     let mut from_client = spawn_stdin_reader();
 
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -182,10 +198,10 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         if status.is_some() && !agent_out_open && !agent_err_open {
             break;
         }
-        let throttled = to_client.full() || to_agent.full();
+        let throttled = out.to_client.full() || out.to_agent.full();
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
         tokio::select! {
-            read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !to_client.full() => {
+            read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !out.to_client.full() => {
                 let at = clock.now();
                 match read {
                     Ok(n) if n > 0 => {
@@ -212,7 +228,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                     _ => agent_err_open = false,
                 }
             }
-            input = from_client.recv(), if client_open && !to_agent.full() => {
+            input = from_client.recv(), if client_open && !out.to_agent.full() => {
                 let at = clock.now();
                 match input {
                     Some(ClientInput::Lines(lines)) => {
@@ -237,8 +253,8 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 tracing::info!("the client stopped reading (broken pipe)");
                 core.handle_event(clock.now(), serde_json::json!({"type": "client_gone"}));
                 client_open = false;
-                to_agent.close();
-                to_client.close();
+                out.to_agent.close();
+                out.to_client.close();
             }
             exit = child.wait(), if status.is_none() => {
                 let exit = exit?;
@@ -264,24 +280,25 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 agent_err_open = false;
             }
             _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
-            _ = sync_tick.tick() => journals.sync(),
+            Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
+                core.handle_history(clock.now(), load, chunk);
+            }
+            _ = sync_tick.tick() => out.journals.sync(),
             _ = sigint.recv() => forward_signal(&mut core, &clock, pid, libc::SIGINT, status.is_none()),
             _ = sigterm.recv() => forward_signal(&mut core, &clock, pid, libc::SIGTERM, status.is_none()),
             _ = sighup.recv() => forward_signal(&mut core, &clock, pid, libc::SIGHUP, status.is_none()),
         }
-        if apply(
-            &mut core,
-            &clock,
-            &mut journals,
-            &mut to_agent,
-            &mut to_client,
-        ) && deadline.is_none()
-        {
+        if apply(&mut core, &clock, &mut out) && deadline.is_none() {
             deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
         }
     }
 
     let end = clock.now();
+    let Outputs {
+        journals,
+        mut to_client,
+        ..
+    } = out;
     journals.close(core.next_seq(), end);
     // Let the stdout writer deliver what is queued (bounded: the client may be gone).
     to_client.close();
@@ -292,15 +309,92 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
     Ok(status.unwrap_or(1))
 }
 
+/// The store-side services the core asks for: history reads, session lists, catalog updates.
+struct Services {
+    store: Store,
+    history_tx: mpsc::Sender<(u64, HistoryChunk)>,
+    /// Running history reads and their cancel flags.
+    fetches: HashMap<u64, Arc<AtomicBool>>,
+}
+
+impl Services {
+    fn fetch_history(&mut self, request: HistoryRequest) {
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.fetches.insert(request.load, cancel.clone());
+        let store = self.store.clone();
+        let tx = self.history_tx.clone();
+        tokio::task::spawn_blocking(move || history::read(&store, request, cancel, tx));
+    }
+
+    fn cancel_history(&mut self, load: u64) {
+        if let Some(flag) = self.fetches.remove(&load) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The store's sessions for `session/list` (deleted ones left out).
+    fn sessions(&self) -> Vec<ListedSession> {
+        let sessions = self.store.sessions_with(false).unwrap_or_else(|e| {
+            tracing::warn!("reading the journal catalog: {e}");
+            Vec::new()
+        });
+        sessions
+            .into_iter()
+            .filter(|s| !s.deleted)
+            .map(|s| ListedSession {
+                updated_at: s.updated_at.or_else(|| {
+                    jiff::Timestamp::from_microsecond(s.updated)
+                        .ok()
+                        .map(|t| t.to_string())
+                }),
+                session: s.session,
+                cwd: s.cwd,
+                title: s.title,
+                agent_ids: s.agent_ids,
+            })
+            .collect()
+    }
+
+    fn catalog(&self, update: CatalogUpdate, at: Stamp) {
+        let t = at.unix_us;
+        let entry = match update {
+            CatalogUpdate::Alias { session, agent } => CatalogEntry::Alias {
+                session: session.to_string(),
+                agent: agent.to_string(),
+                t,
+            },
+            CatalogUpdate::Info {
+                session,
+                title,
+                updated_at,
+            } => CatalogEntry::Info {
+                session: session.to_string(),
+                title,
+                updated_at,
+                t,
+            },
+            CatalogUpdate::Delete { session } => CatalogEntry::Delete {
+                session: session.to_string(),
+                t,
+            },
+        };
+        if let Err(e) = self.store.append_catalog(&entry) {
+            tracing::warn!("cannot update the journal catalog: {e}");
+        }
+    }
+}
+
+/// Where the core's actions go.
+struct Outputs {
+    journals: JournalSet,
+    to_agent: Outbox,
+    to_client: Outbox,
+    services: Services,
+}
+
 /// Apply the core's actions in order: journal first, flush, then forward. Returns true when
 /// the agent's stdin was closed.
-fn apply(
-    core: &mut Proxy,
-    clock: &Clock,
-    journals: &mut JournalSet,
-    to_agent: &mut Outbox,
-    to_client: &mut Outbox,
-) -> bool {
+fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
     let mut forwards = Vec::new();
     let mut close_agent = false;
     while let Some(action) = core.poll_action() {
@@ -309,23 +403,41 @@ fn apply(
                 session,
                 cwd,
                 initialize,
-            } => {
-                journals.open_session(&session, cwd, &initialize, clock.now());
-            }
-            Action::Journal { target, record } => journals.append(&target, &record),
+            } => out
+                .journals
+                .open_session(&session, cwd, &initialize, clock.now()),
+            Action::Journal { target, record } => out.journals.append(&target, &record),
             Action::Forward { to, line } => forwards.push((to, line)),
             Action::CloseAgentStdin => close_agent = true,
+            Action::FetchHistory {
+                load,
+                session,
+                support,
+                transcript_limit,
+            } => out.services.fetch_history(HistoryRequest {
+                load,
+                session: session.to_string(),
+                support,
+                transcript_limit,
+            }),
+            Action::CancelHistory { load } => out.services.cancel_history(load),
+            Action::FetchSessions { request } => {
+                let sessions = out.services.sessions();
+                core.handle_sessions(clock.now(), request, sessions);
+            }
+            Action::Catalog(update) => out.services.catalog(update, clock.now()),
+            Action::Log(message) => tracing::info!("{message}"),
         }
     }
-    journals.flush();
+    out.journals.flush();
     for (to, line) in forwards {
         match to {
-            Side::Agent => to_agent.send(line),
-            Side::Client => to_client.send(line),
+            Side::Agent => out.to_agent.send(line),
+            Side::Client => out.to_client.send(line),
         }
     }
     if close_agent {
-        to_agent.close();
+        out.to_agent.close();
     }
     close_agent
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use acp_journal::journal::{Body, SegmentReader, Side, Tail};
 use serde_json::Value;
 
-use crate::util::{Peers, TestClient, proxied, run_cli};
+use crate::util::{Peers, TestClient, proxied_with, run_cli};
 
 /// A client session script: two sessions, prompts interleaved between them.
 fn script(client: &mut TestClient, prompts: &[&str]) -> Vec<String> {
@@ -52,24 +52,24 @@ fn journal_records(store: &Path) -> Vec<(Option<String>, Vec<acp_journal::journa
     out
 }
 
-fn check_against_peer(agent: Vec<String>, prompts: &[&str]) {
-    // Direct.
-    let mut direct = TestClient::spawn(&agent);
+/// The received stream of the direct run and of a proxied run with `options`.
+fn compare(agent: &[String], prompts: &[&str], options: &[&str]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let mut direct = TestClient::spawn(agent);
     let direct_sessions = script(&mut direct, prompts);
     let (direct_code, direct_received) = direct.finish();
-
-    // Through the proxy.
     let store = tempfile::tempdir().unwrap();
-    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    let mut client = TestClient::spawn(&proxied_with(store.path(), options, agent));
     let sessions = script(&mut client, prompts);
-    let sent = client.sent.clone();
     let (code, received) = client.finish();
     assert_eq!(code, direct_code, "the proxy exits with the agent's code");
+    (
+        normalized(&direct_received, &direct_sessions),
+        normalized(&received, &sessions),
+    )
+}
 
-    // The client-visible stream is identical, message for message, byte for byte.
-    let a = normalized(&direct_received, &direct_sessions);
-    let b = normalized(&received, &sessions);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+fn assert_same_stream(a: &[Vec<u8>], b: &[Vec<u8>], skip: usize) {
+    for (i, (x, y)) in a.iter().zip(b).enumerate().skip(skip) {
         assert_eq!(
             String::from_utf8_lossy(x),
             String::from_utf8_lossy(y),
@@ -77,6 +77,49 @@ fn check_against_peer(agent: Vec<String>, prompts: &[&str]) {
         );
     }
     assert_eq!(a.len(), b.len(), "number of messages received");
+}
+
+fn check_against_peer(agent: Vec<String>, prompts: &[&str]) {
+    // With session emulation on (the default), only the initialize response differs, and only
+    // by the capabilities the proxy adds.
+    let (direct, proxied_default) = compare(&agent, prompts, &[]);
+    assert_same_stream(&direct, &proxied_default, 1);
+    let mut original: Value = serde_json::from_slice(&direct[0]).unwrap();
+    let mut seen: Value = serde_json::from_slice(&proxied_default[0]).unwrap();
+    assert_eq!(seen["result"]["agentCapabilities"]["loadSession"], true);
+    for v in [&mut original, &mut seen] {
+        let result = v["result"].as_object_mut().unwrap();
+        if let Some(caps) = result
+            .get_mut("agentCapabilities")
+            .and_then(Value::as_object_mut)
+        {
+            caps.remove("loadSession");
+            caps.remove("sessionCapabilities");
+            if caps.is_empty() {
+                result.remove("agentCapabilities");
+            }
+        }
+    }
+    assert_eq!(
+        original, seen,
+        "nothing else in the initialize response changed"
+    );
+
+    // As a pure recorder the client-visible stream is identical, message for message, byte for
+    // byte.
+    let store = tempfile::tempdir().unwrap();
+    let mut direct = TestClient::spawn(&agent);
+    let direct_sessions = script(&mut direct, prompts);
+    let (_, direct_received) = direct.finish();
+    let mut client = TestClient::spawn(&proxied_with(store.path(), &["--load", "off"], &agent));
+    let sessions = script(&mut client, prompts);
+    let sent = client.sent.clone();
+    let (_, received) = client.finish();
+    assert_same_stream(
+        &normalized(&direct_received, &direct_sessions),
+        &normalized(&received, &sessions),
+        0,
+    );
 
     // The journals hold every byte sent and received, in order, once (the session/new
     // request is copied into its session: same seq, counted once).

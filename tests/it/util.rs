@@ -72,14 +72,20 @@ impl Peers {
 
 /// The proxy command line in front of `agent`, journaling into `store`.
 pub fn proxied(store: &Path, agent: &[String]) -> Vec<String> {
+    proxied_with(store, &[], agent)
+}
+
+/// Like [`proxied`], with extra proxy options.
+pub fn proxied_with(store: &Path, options: &[&str], agent: &[String]) -> Vec<String> {
     let mut cmd = vec![
         bin().display().to_string(),
         "--journal-dir".into(),
         store.display().to_string(),
         "--grace".into(),
         "2".into(),
-        "--".into(),
     ];
+    cmd.extend(options.iter().map(|o| o.to_string()));
+    cmd.push("--".into());
     cmd.extend(agent.iter().cloned());
     cmd
 }

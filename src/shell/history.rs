@@ -1,0 +1,68 @@
+//! Reading a session's history from the store for a `session/load` (the I/O half of
+//! [`crate::proto::history::Replay`]). Runs on a blocking thread and streams chunks back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::journal::store::segments_in;
+use crate::journal::{SegmentReader, Store};
+use crate::proto::history::Replay;
+use crate::proto::{ClientSupport, HistoryChunk};
+
+/// Replay lines per chunk sent to the main loop.
+const CHUNK: usize = 512;
+
+/// What a history read needs.
+pub struct HistoryRequest {
+    /// Names the answer.
+    pub load: u64,
+    /// Client-facing session ID.
+    pub session: String,
+    /// What the client accepts.
+    pub support: ClientSupport,
+    /// Transcript bound.
+    pub transcript_limit: usize,
+}
+
+/// Read the session's segments (oldest first) twice — compactions first, then the replay —
+/// and send the chunks to `tx`. Stops early when `cancel` is set or the receiver is gone.
+pub fn read(
+    store: &Store,
+    req: HistoryRequest,
+    cancel: Arc<AtomicBool>,
+    tx: mpsc::Sender<(u64, HistoryChunk)>,
+) {
+    let send =
+        |chunk| tx.blocking_send((req.load, chunk)).is_ok() && !cancel.load(Ordering::Relaxed);
+    let segments = segments_in(&store.session_dir(&req.session)).unwrap_or_default();
+    if segments.is_empty() {
+        send(HistoryChunk::Missing);
+        return;
+    }
+    let mut replay = Replay::new(&req.session, req.support, req.transcript_limit);
+    for path in &segments {
+        match SegmentReader::open(path) {
+            Ok(reader) => reader.for_each(|r| replay.observe(&r)),
+            Err(e) => tracing::warn!("skipping {}: {e}", path.display()),
+        }
+    }
+    let mut lines: Vec<Bytes> = Vec::with_capacity(CHUNK);
+    for path in &segments {
+        let Ok(reader) = SegmentReader::open(path) else {
+            continue;
+        };
+        for record in reader {
+            replay.emit(&record, &mut lines);
+            if lines.len() >= CHUNK && !send(HistoryChunk::Lines(std::mem::take(&mut lines))) {
+                return;
+            }
+        }
+    }
+    let summary = replay.finish(&mut lines);
+    if send(HistoryChunk::Lines(lines)) {
+        send(HistoryChunk::End(summary));
+    }
+}

@@ -689,7 +689,9 @@ impl Proxy {
                     );
                     return;
                 };
-                if agent_session != session {
+                // A fresh session is mapped even when the agent reuses the ID (agents that count
+                // sessions from 0 per process do): it needs re-priming and fresh tool ids.
+                if agent_session != session || how == Underneath::New {
                     self.map_session(at, op, &session, &agent_session, how == Underneath::New);
                 }
                 let Some(Op::Load(l)) = self.emulation.ops.get_mut(&op) else {

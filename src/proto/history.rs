@@ -288,12 +288,11 @@ impl Replay {
                 }
             }
             Class::Compaction => {
-                if let Some(id) = update["compactionId"].as_str() {
-                    if self.compactions_emitted.insert(id.to_string()) {
-                        if let Some(done) = self.compactions.get(id).cloned() {
-                            out.push(self.notification(done));
-                        }
-                    }
+                if let Some(id) = update["compactionId"].as_str()
+                    && self.compactions_emitted.insert(id.to_string())
+                    && let Some(done) = self.compactions.get(id).cloned()
+                {
+                    out.push(self.notification(done));
                 }
             }
             Class::Never => {}

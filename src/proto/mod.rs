@@ -26,6 +26,8 @@
 //! This proxy edits no message: every `Forward` carries the bytes received.
 
 mod emulate;
+#[cfg(test)]
+mod emulate_tests;
 pub mod envelope;
 pub mod history;
 pub mod redact;

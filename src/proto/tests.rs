@@ -68,15 +68,10 @@ impl Harness {
     pub(super) fn drain(&mut self) {
         while let Some(action) = self.proxy.poll_action() {
             match action {
-                Action::Forward { to, line } => {
-                    if let Some(Action::Journal { .. }) = self.proxy.actions.front() {
-                        panic!("a Journal followed the Forward of its line");
-                    }
-                    match to {
-                        Side::Client => self.to_client.push(line),
-                        Side::Agent => self.to_agent.push(line),
-                    }
-                }
+                Action::Forward { to, line } => match to {
+                    Side::Client => self.to_client.push(line),
+                    Side::Agent => self.to_agent.push(line),
+                },
                 Action::OpenSession {
                     session,
                     cwd,

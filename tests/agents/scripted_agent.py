@@ -5,6 +5,7 @@ Behaviour is chosen by the first argument:
   flood   after session/new, stream session/update notifications forever
   crash   on session/prompt, send two updates then exit with status 3 mid-turn
   stubborn  ignore stdin EOF and SIGTERM-less shutdown: keep running until killed
+  lossy   advertise loadSession, but replay only one made-up update on session/load
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -41,7 +42,13 @@ for line in sys.stdin:
         continue
     method, mid = msg.get("method"), msg.get("id")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+        caps = {"loadSession": True} if mode == "lossy" else {}
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": caps}})
+    elif method == "session/load" and mode == "lossy":
+        sid = msg["params"]["sessionId"]
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "lossy replay"}}}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
         if mode == "flood":

@@ -2,5 +2,6 @@
 
 mod cli;
 mod faults;
+mod loading;
 mod peers;
 mod util;

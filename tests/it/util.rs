@@ -231,12 +231,33 @@ impl TestClient {
 
     /// initialize + session/new; returns the session ID.
     pub fn start_session(&mut self, cwd: &str) -> String {
+        self.initialize();
+        self.new_session(cwd)
+    }
+
+    /// initialize; returns the response.
+    pub fn initialize(&mut self) -> Value {
         let init = self.request(
             "initialize",
             json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false}, "clientInfo": {"name": "acp-journal-tests", "version": "0"}}),
         );
         assert!(init.get("result").is_some(), "initialize failed: {init}");
-        self.new_session(cwd)
+        init
+    }
+
+    /// session/load; returns the notifications received before the response, and the response.
+    pub fn load(&mut self, session: &str, cwd: &str) -> (Vec<Value>, Value) {
+        let before = self.received.len();
+        let response = self.request(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        );
+        let updates = self.received[before..]
+            .iter()
+            .filter_map(|r| r.json.clone())
+            .filter(|m| m["method"] == "session/update")
+            .collect();
+        (updates, response)
     }
 
     /// session/new only.

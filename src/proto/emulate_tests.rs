@@ -1,0 +1,484 @@
+//! Scenarios for session emulation: capabilities, synthetic loads, id and session mapping,
+//! cancellation, listing, close and delete — literal JSON lines through the [`Harness`].
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::tests::Harness;
+use super::*;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
+const INIT_OK: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"promptCapabilities":{"image":true}},"authMethods":[]}}"#;
+const LOAD: &str = r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"S","cwd":"/w","mcpServers":[]}}"#;
+
+fn emulating() -> Harness {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(INIT_OK);
+    h
+}
+
+fn json_of(line: &Bytes) -> Value {
+    serde_json::from_slice(line).unwrap()
+}
+
+fn last_to_client(h: &Harness) -> Value {
+    json_of(h.to_client.last().unwrap())
+}
+
+fn last_to_agent(h: &Harness) -> Value {
+    json_of(h.to_agent.last().unwrap())
+}
+
+fn fetch(h: &Harness) -> u64 {
+    h.requests
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::FetchHistory { load, .. } => Some(*load),
+            _ => None,
+        })
+        .expect("a FetchHistory")
+}
+
+fn history(h: &mut Harness, load: u64, chunk: HistoryChunk) {
+    let at = h.stamp();
+    h.proxy.handle_history(at, load, chunk);
+    h.drain();
+}
+
+fn replay_line(text: &str) -> Bytes {
+    Bytes::from(format!(
+        "{}\n",
+        json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":text}}}})
+    ))
+}
+
+fn summary() -> Summary {
+    Summary {
+        turns: 1,
+        transcript: "User: hi\nAgent: hello\n".into(),
+        mode: Some("plan".into()),
+        ..Summary::default()
+    }
+}
+
+#[test]
+fn capabilities_are_added_and_nothing_else_changes() {
+    let h = emulating();
+    let sent = String::from_utf8(h.to_client[0].to_vec()).unwrap();
+    assert_eq!(
+        sent,
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{\"promptCapabilities\":{\"image\":true},\"loadSession\":true,\"sessionCapabilities\":{\"list\":{},\"resume\":{},\"close\":{},\"delete\":{}}},\"authMethods\":[]}}\n"
+    );
+    // The journal holds what the client saw.
+    assert_eq!(h.connection()[1], sent.trim_end());
+}
+
+#[test]
+fn an_agent_with_everything_is_left_alone() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    let full = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{},"resume":{},"close":{},"delete":{}}}}}"#;
+    h.agent(full);
+    assert_eq!(h.to_client[0], format!("{full}\n"));
+}
+
+#[test]
+fn synthetic_load_replays_then_starts_a_new_session_and_maps_it() {
+    let mut h = emulating();
+    h.client(LOAD);
+    assert!(h.to_agent.len() == 1, "the load is not forwarded");
+    let load = fetch(&h);
+    history(
+        &mut h,
+        load,
+        HistoryChunk::Lines(vec![replay_line("one"), replay_line("two")]),
+    );
+    assert_eq!(h.to_client.len(), 3, "replay lines go out as they come");
+    history(&mut h, load, HistoryChunk::End(summary()));
+    // session/new underneath, with the load's cwd and MCP servers, and an id of ours.
+    let new = last_to_agent(&h);
+    assert_eq!(new["method"], "session/new");
+    assert_eq!(new["id"], "acp-journal:0");
+    assert_eq!(new["params"], json!({"cwd":"/w","mcpServers":[]}));
+    // An update for the new agent session before the load is answered is held.
+    let before_answer = h.to_client.len();
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U","modes":{"currentModeId":"code","availableModes":[{"id":"code","name":"Code"},{"id":"plan","name":"Plan"}]}}}"#);
+    // The recorded mode is restored before the answer.
+    let set_mode = last_to_agent(&h);
+    assert_eq!(set_mode["method"], "session/set_mode");
+    assert_eq!(set_mode["params"], json!({"sessionId":"U","modeId":"plan"}));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
+    let out: Vec<Value> = h.to_client[before_answer..].iter().map(json_of).collect();
+    assert_eq!(
+        out[0]["params"]["update"]["sessionUpdate"], "notice",
+        "the client accepts notices"
+    );
+    assert_eq!(out[1]["id"], 5);
+    assert_eq!(out[1]["result"]["modes"]["currentModeId"], "plan");
+    // Then the held update, under the client's session ID.
+    assert_eq!(out[2]["params"]["sessionId"], "S");
+    assert_eq!(out.len(), 3);
+
+    // The first prompt carries the transcript; the journal keeps the client's prompt.
+    let prompt = r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#;
+    h.client(prompt);
+    let sent = last_to_agent(&h);
+    assert_eq!(sent["params"]["sessionId"], "U");
+    assert_eq!(
+        sent["params"]["prompt"][1],
+        json!({"type":"text","text":"next"})
+    );
+    assert!(
+        sent["params"]["prompt"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("User: hi\nAgent: hello\n")
+    );
+    assert!(h.session("S").contains(&prompt.to_string()));
+    // Only the first prompt.
+    h.client(&prompt.replace("\"id\":6", "\"id\":7"));
+    assert_eq!(
+        last_to_agent(&h)["params"]["prompt"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Agent traffic is mapped back, and its tool and message ids cannot collide with replayed ones.
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"t"}}}"#);
+    let update = last_to_client(&h);
+    assert_eq!(update["params"]["sessionId"], "S");
+    let id = update["params"]["update"]["toolCallId"].as_str().unwrap();
+    assert!(id.ends_with("-call_1") && id != "call_1", "{id}");
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"U","toolCall":{"toolCallId":"call_1"},"options":[]}}"#);
+    let perm = last_to_client(&h);
+    assert_eq!(perm["params"]["sessionId"], "S");
+    assert_eq!(perm["params"]["toolCall"]["toolCallId"], id);
+    h.client(r#"{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}"#);
+    assert_eq!(last_to_agent(&h)["id"], 0);
+    h.agent(r#"{"jsonrpc":"2.0","id":6,"result":{"stopReason":"end_turn"}}"#);
+    assert_eq!(last_to_client(&h)["id"], 6);
+
+    // The mapping is persisted for later runs.
+    assert!(h.requests.contains(&Action::Catalog(CatalogUpdate::Alias {
+        session: "S".into(),
+        agent: "U".into()
+    })));
+    let mapped = h.journals[&Target::Session("S".into())].iter().any(|r| matches!(&r.body, Body::Event(e) if e["type"] == "session_mapped" && e["agent_session"] == "U"));
+    assert!(mapped);
+}
+
+#[test]
+fn loading_an_unknown_session_is_resource_not_found() {
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    let answer = last_to_client(&h);
+    assert_eq!(answer["id"], 5);
+    assert_eq!(answer["error"]["code"], -32002);
+    assert_eq!(answer["error"]["data"]["sessionId"], "S");
+    assert!(
+        h.opened.is_empty(),
+        "no journal is created for a session that does not exist"
+    );
+}
+
+#[test]
+fn cancel_request_during_the_replay_stops_it_and_answers_32800() {
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Lines(vec![replay_line("one")]));
+    h.client(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}"#);
+    assert!(h.requests.contains(&Action::CancelHistory { load }));
+    let answer = last_to_client(&h);
+    assert_eq!(
+        (answer["id"].clone(), answer["error"]["code"].clone()),
+        (json!(5), json!(-32800))
+    );
+    let sent = h.to_client.len();
+    history(&mut h, load, HistoryChunk::Lines(vec![replay_line("late")]));
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(h.to_client.len(), sent, "nothing after the cancel");
+    assert_eq!(
+        h.to_agent.len(),
+        1,
+        "neither the load nor the cancel reach the agent"
+    );
+}
+
+#[test]
+fn session_cancel_during_a_load_answers_it() {
+    let mut h = emulating();
+    h.client(LOAD);
+    h.client(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"S"}}"#);
+    assert_eq!(last_to_client(&h)["error"]["code"], -32800);
+}
+
+#[test]
+fn an_agent_error_on_the_new_session_becomes_the_load_error() {
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(summary()));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32000,"message":"Authentication required"}}"#);
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":5,"error":{"code":-32000,"message":"Authentication required"}})
+    );
+}
+
+#[test]
+fn agents_with_resume_are_resumed_without_mapping() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"resume":{}}}}}"#);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let resume = last_to_agent(&h);
+    assert_eq!(resume["method"], "session/resume");
+    assert_eq!(resume["params"]["sessionId"], "S");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{}}"#);
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":5,"result":{}})
+    );
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[]}}"#);
+    assert_eq!(last_to_agent(&h)["params"]["sessionId"], "S");
+}
+
+#[test]
+fn a_failed_resume_falls_back_to_a_new_session() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"resume":{}}}}}"#);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    h.agent(
+        r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32002,"message":"unknown"}}"#,
+    );
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+}
+
+#[test]
+fn client_ids_that_collide_with_ours_are_renumbered_both_ways() {
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    // Our session/new ("acp-journal:0") is pending; the client happens to use the same id.
+    h.client(r#"{"jsonrpc":"2.0","id":"acp-journal:0","method":"_x/ping","params":{}}"#);
+    let sent = last_to_agent(&h);
+    assert_ne!(sent["id"], "acp-journal:0");
+    let alias = sent["id"].as_str().unwrap().to_string();
+    h.client(
+        r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"acp-journal:0"}}"#,
+    );
+    assert_eq!(last_to_agent(&h)["params"]["requestId"], alias.as_str());
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":"{alias}","result":{{"pong":true}}}}"#
+    ));
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":"acp-journal:0","result":{"pong":true}})
+    );
+    // Our own response is still consumed.
+    let n = h.to_client.len();
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    assert_eq!(last_to_client(&h)["id"], 5);
+    assert_eq!(h.to_client.len(), n + 2, "a notice, then the load's answer");
+}
+
+#[test]
+fn native_loads_pass_through_and_their_replay_is_not_journaled_twice() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    h.client(LOAD);
+    assert_eq!(h.to_agent.last().unwrap(), &format!("{LOAD}\n"));
+    let replayed = replay_line("old");
+    h.agent(std::str::from_utf8(&replayed).unwrap().trim_end());
+    assert_eq!(h.to_client.last().unwrap(), &replayed);
+    h.agent(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+    let live = replay_line("new");
+    h.agent(std::str::from_utf8(&live).unwrap().trim_end());
+    let journal = h.session("S");
+    assert_eq!(journal.len(), 3, "load, response, live update: {journal:?}");
+}
+
+#[test]
+fn load_journal_mode_hides_the_agents_own_replay() {
+    let mut h = Harness::with(Config {
+        load: LoadMode::Journal,
+        ..Config::default()
+    });
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(
+        &mut h,
+        load,
+        HistoryChunk::Lines(vec![replay_line("from the journal")]),
+    );
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    assert_eq!(last_to_agent(&h)["method"], "session/load");
+    let n = h.to_client.len();
+    h.agent(
+        std::str::from_utf8(&replay_line("lossy agent replay"))
+            .unwrap()
+            .trim_end(),
+    );
+    assert_eq!(
+        h.to_client.len(),
+        n,
+        "the agent's replay never reaches the client"
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{}}"#);
+    assert_eq!(last_to_client(&h)["id"], 5);
+    h.agent(
+        std::str::from_utf8(&replay_line("live"))
+            .unwrap()
+            .trim_end(),
+    );
+    assert_eq!(
+        last_to_client(&h)["params"]["update"]["content"]["text"],
+        "live"
+    );
+}
+
+fn listed(n: usize) -> Vec<ListedSession> {
+    (0..n)
+        .map(|i| ListedSession {
+            session: format!("s{i}"),
+            cwd: Some(if i % 2 == 0 { "/a".into() } else { "/b".into() }),
+            title: (i == 0).then(|| "First".to_string()),
+            updated_at: Some("2026-11-21T00:00:00Z".into()),
+            agent_ids: if i == 1 {
+                vec!["agent-1".into()]
+            } else {
+                vec![]
+            },
+        })
+        .collect()
+}
+
+fn sessions_answer(h: &mut Harness, sessions: Vec<ListedSession>) {
+    let request = h
+        .requests
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::FetchSessions { request } => Some(*request),
+            _ => None,
+        })
+        .expect("a FetchSessions");
+    let at = h.stamp();
+    h.proxy.handle_sessions(at, request, sessions);
+    h.drain();
+}
+
+#[test]
+fn session_list_is_served_from_the_journal_with_cwd_filter_and_paging() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{"cwd":"/a"}}"#);
+    sessions_answer(&mut h, listed(120));
+    let page = last_to_client(&h);
+    let sessions = page["result"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 50);
+    assert!(sessions.iter().all(|s| s["cwd"] == "/a"));
+    assert_eq!(
+        sessions[0],
+        json!({"sessionId":"s0","cwd":"/a","title":"First","updatedAt":"2026-11-21T00:00:00Z"})
+    );
+    let cursor = page["result"]["nextCursor"].as_str().unwrap().to_string();
+    h.client(&format!(r#"{{"jsonrpc":"2.0","id":10,"method":"session/list","params":{{"cwd":"/a","cursor":"{cursor}"}}}}"#));
+    sessions_answer(&mut h, listed(120));
+    let page = last_to_client(&h);
+    assert_eq!(page["result"]["sessions"].as_array().unwrap().len(), 10);
+    assert!(page["result"].get("nextCursor").is_none());
+    h.client(r#"{"jsonrpc":"2.0","id":11,"method":"session/list","params":{"cursor":"bogus"}}"#);
+    sessions_answer(&mut h, listed(3));
+    assert_eq!(last_to_client(&h)["error"]["code"], -32602);
+    h.client(r#"{"jsonrpc":"2.0","id":12,"method":"session/list"}"#);
+    sessions_answer(&mut h, vec![]);
+    assert_eq!(last_to_client(&h)["result"], json!({"sessions":[]}));
+    assert!(h.to_agent.len() == 1, "never forwarded");
+}
+
+#[test]
+fn session_list_merges_with_the_agents_own_list() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"list":{}}}}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{}}"#);
+    sessions_answer(&mut h, listed(3));
+    assert_eq!(last_to_agent(&h)["method"], "session/list");
+    h.agent(r#"{"jsonrpc":"2.0","id":9,"result":{"sessions":[{"sessionId":"agent-1","cwd":"/b"},{"sessionId":"native","cwd":"/c"}]}}"#);
+    let ids: Vec<String> = last_to_client(&h)["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["s1", "native", "s0", "s2"]);
+}
+
+#[test]
+fn close_and_delete_are_answered_for_agents_without_them() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"S"}}"#);
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":3,"result":{}})
+    );
+    assert_eq!(
+        last_to_agent(&h)["method"],
+        "session/cancel",
+        "closing stops ongoing work"
+    );
+    h.client(r#"{"jsonrpc":"2.0","id":4,"method":"session/delete","params":{"sessionId":"S"}}"#);
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":4,"result":{}})
+    );
+    assert!(h.requests.contains(&Action::Catalog(CatalogUpdate::Delete {
+        session: "S".into()
+    })));
+}
+
+#[test]
+fn every_message_the_proxy_writes_is_valid_acp() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../tests/schema/acp-v1.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(summary()));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U","modes":{"currentModeId":"code","availableModes":[{"id":"code","name":"Code"},{"id":"plan","name":"Plan"}]},"configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"a","options":[{"value":"a","name":"A"},{"value":"b","name":"B"}]}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{}}"#);
+    sessions_answer(&mut h, listed(2));
+    h.client(r#"{"jsonrpc":"2.0","id":10,"method":"session/close","params":{"sessionId":"S"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":"gone","cwd":"/w","mcpServers":[]}}"#);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    for line in h.to_client.iter().chain(&h.to_agent) {
+        let msg = json_of(line);
+        let errors: Vec<String> = validator
+            .iter_errors(&msg)
+            .map(|e| e.to_string())
+            .take(3)
+            .collect();
+        assert!(errors.is_empty(), "{msg}\n{errors:?}");
+    }
+}

@@ -4,6 +4,7 @@
 //! about ACP beyond "a record holds one wire line".
 
 pub mod format;
+mod frames;
 pub mod reader;
 pub mod store;
 pub mod writer;

@@ -5,15 +5,14 @@
 //! that is not a journal at all (or a newer format) is an error.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use super::frames::{BlockDecoder, Step};
 use super::format::{Body, DecodeError, Header, Record, decode_header, decode_record};
 
 /// Longest decompressed line a reader accepts (a hostile length cannot exhaust memory).
 pub const MAX_LINE_BYTES: usize = 1 << 30;
-/// Largest zstd window a reader accepts (2^24 = 16 MiB); the writer uses 2 MiB at level 3.
-const WINDOW_LOG_MAX: u32 = 24;
 
 /// How a segment ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +102,7 @@ pub enum OpenError {
 
 /// Decompressed lines of a zstd stream, with end-of-input classification.
 struct Lines<R: Read> {
-    decoder: zstd::stream::read::Decoder<'static, BufReader<R>>,
+    decoder: BlockDecoder<R>,
     buf: Vec<u8>,
     start: usize,
     /// Where `buf[start]` sits in the decompressed stream.
@@ -134,10 +133,8 @@ enum Line {
 
 impl<R: Read> Lines<R> {
     fn new(inner: R) -> io::Result<Self> {
-        let mut decoder = zstd::stream::read::Decoder::new(inner)?;
-        decoder.window_log_max(WINDOW_LOG_MAX)?;
         Ok(Lines {
-            decoder,
+            decoder: BlockDecoder::new(inner)?,
             buf: Vec::with_capacity(64 * 1024),
             start: 0,
             offset: 0,
@@ -171,22 +168,11 @@ impl<R: Read> Lines<R> {
                 searched -= self.start;
                 self.start = 0;
             }
-            let len = self.buf.len();
-            self.buf.resize(len + 64 * 1024, 0);
-            match self.decoder.read(&mut self.buf[len..]) {
-                Ok(0) => {
-                    self.buf.truncate(len);
-                    self.eof = Some(End::Complete);
-                }
-                Ok(n) => self.buf.truncate(len + n),
-                Err(e) => {
-                    self.buf.truncate(len);
-                    self.eof = Some(if e.kind() == io::ErrorKind::UnexpectedEof {
-                        End::Truncated
-                    } else {
-                        End::Damaged(e.to_string())
-                    });
-                }
+            match self.decoder.step(&mut self.buf) {
+                Step::Data => {}
+                Step::Complete => self.eof = Some(End::Complete),
+                Step::Truncated => self.eof = Some(End::Truncated),
+                Step::Damaged(reason) => self.eof = Some(End::Damaged(reason)),
             }
         }
     }

@@ -4,11 +4,11 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::util::{TestClient, proxied, run_cli};
+use crate::util::{TestClient, proxied_with, run_cli};
 
-/// Record a small session through `cat` (which echoes each line back).
+/// Record a small session through `cat` (which echoes each line back), as a pure recorder.
 fn record(store: &Path) {
-    let mut client = TestClient::spawn(&proxied(store, &["cat".into()]));
+    let mut client = TestClient::spawn(&proxied_with(store, &["--load", "off"], &["cat".into()]));
     client.send(&json!({"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"sess-1","cwd":"/proj","mcpServers":[]}}));
     client.recv().unwrap();
     for i in 0..50 {

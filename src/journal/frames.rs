@@ -108,12 +108,21 @@ impl<R: Read> BlockDecoder<R> {
                         return Ok(Some(Step::Truncated));
                     }
                     let size = u32::from_le_bytes(self.unit[4..8].try_into().expect("4 bytes"));
-                    let skipped = io::copy(&mut (&mut self.inner).take(u64::from(size)), &mut io::sink())?;
+                    let skipped = io::copy(
+                        &mut (&mut self.inner).take(u64::from(size)),
+                        &mut io::sink(),
+                    )?;
                     self.unit.clear();
-                    return Ok(if skipped < u64::from(size) { Some(Step::Truncated) } else { None });
+                    return Ok(if skipped < u64::from(size) {
+                        Some(Step::Truncated)
+                    } else {
+                        None
+                    });
                 }
                 if magic != ZSTD_MAGIC {
-                    return Ok(Some(Step::Damaged(format!("no zstd frame here (magic {magic:08x})"))));
+                    return Ok(Some(Step::Damaged(format!(
+                        "no zstd frame here (magic {magic:08x})"
+                    ))));
                 }
                 if !matches!(self.take(1)?, Take::Full) {
                     return Ok(Some(Step::Truncated));
@@ -143,7 +152,9 @@ impl<R: Read> BlockDecoder<R> {
                     Take::Full => {}
                     _ => return Ok(Some(Step::Truncated)),
                 }
-                let header = u32::from(self.unit[0]) | u32::from(self.unit[1]) << 8 | u32::from(self.unit[2]) << 16;
+                let header = u32::from(self.unit[0])
+                    | u32::from(self.unit[1]) << 8
+                    | u32::from(self.unit[2]) << 16;
                 let last = header & 1 != 0;
                 let size = (header >> 3) as usize;
                 let content = match (header >> 1) & 3 {
@@ -152,13 +163,19 @@ impl<R: Read> BlockDecoder<R> {
                     _ => return Ok(Some(Step::Damaged("reserved zstd block type".into()))),
                 };
                 if size > 128 * 1024 {
-                    return Ok(Some(Step::Damaged(format!("zstd block of {size} bytes is over the 128 KiB limit"))));
+                    return Ok(Some(Step::Damaged(format!(
+                        "zstd block of {size} bytes is over the 128 KiB limit"
+                    ))));
                 }
                 if !matches!(self.take(content)?, Take::Full) {
                     return Ok(Some(Step::Truncated));
                 }
                 if last {
-                    self.state = if checksum { State::Checksum } else { State::FrameStart };
+                    self.state = if checksum {
+                        State::Checksum
+                    } else {
+                        State::FrameStart
+                    };
                 }
             }
             State::Checksum => {

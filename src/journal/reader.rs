@@ -8,8 +8,8 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::frames::{BlockDecoder, Step};
 use super::format::{Body, DecodeError, Header, Record, decode_header, decode_record};
+use super::frames::{BlockDecoder, Step};
 
 /// Longest decompressed line a reader accepts (a hostile length cannot exhaust memory).
 pub const MAX_LINE_BYTES: usize = 1 << 30;

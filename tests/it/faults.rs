@@ -62,9 +62,10 @@ fn wait_gone(pid: i32) -> bool {
 fn kill_9_loses_nothing_the_client_received_and_the_agent_dies_too() {
     let store = tempfile::tempdir().unwrap();
     let pid_file = store.path().join("agent.pid");
-    // SAFETY: tests run single-threaded enough here; the env is read by the child only.
-    unsafe { std::env::set_var("AGENT_PID_FILE", &pid_file) };
-    let mut client = TestClient::spawn(&proxied(&store.path().join("j"), &scripted("flood")));
+    let mut client = TestClient::spawn_env(
+        &proxied(&store.path().join("j"), &scripted("flood")),
+        &[("AGENT_PID_FILE", &pid_file)],
+    );
     client.start_session("/tmp");
     for _ in 0..2000 {
         client.recv().expect("flooding");

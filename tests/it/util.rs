@@ -118,8 +118,14 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 impl TestClient {
     /// Spawn `argv` with piped stdio.
     pub fn spawn(argv: &[String]) -> TestClient {
+        TestClient::spawn_env(argv, &[])
+    }
+
+    /// Spawn `argv` with piped stdio and extra environment variables.
+    pub fn spawn_env(argv: &[String], env: &[(&str, &Path)]) -> TestClient {
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

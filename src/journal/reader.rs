@@ -266,20 +266,9 @@ impl<R: Read> SegmentReader<R> {
         &self.header
     }
 
-    /// Records returned so far.
-    pub fn records_read(&self) -> u64 {
-        self.records
-    }
-
     /// How the segment ends; `None` until the iterator is exhausted.
     pub fn tail(&self) -> Option<&Tail> {
         self.tail.as_ref()
-    }
-
-    /// Read every remaining record (discarding them) and return how the segment ends.
-    pub fn finish(&mut self) -> Tail {
-        for _ in self.by_ref() {}
-        self.tail.clone().expect("set when the iterator ends")
     }
 
     fn corrupt(&mut self, reason: String) {

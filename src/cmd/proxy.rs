@@ -4,6 +4,8 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::io::IsTerminal;
+
 use anyhow::Context;
 
 use crate::cli::{ProxyArgs, Reprime};
@@ -18,6 +20,9 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         );
     }
     init_logging();
+    if std::io::stdin().is_terminal() {
+        return Ok(exec_agent(&agent));
+    }
     let config = ShellConfig {
         agent,
         store,
@@ -40,9 +45,20 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
 }
 
+/// With a terminal on stdin there is no ACP client: this is a terminal-auth login (the editor
+/// relaunches the configured command with extra arguments in a terminal) or a person trying the
+/// agent. Become the agent, so its login UI gets the terminal; nothing is journaled.
+fn exec_agent(agent: &[OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    tracing::info!("stdin is a terminal: running the agent directly, without journaling");
+    let error = std::process::Command::new(&agent[0]).args(&agent[1..]).exec();
+    let shown: Vec<String> = agent.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    eprintln!("acp-journal: cannot start the agent `{}`: {error}", shown.join(" "));
+    ExitCode::from(127)
+}
+
 /// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `info`).
 fn init_logging() {
-    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_JOURNAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

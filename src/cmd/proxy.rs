@@ -51,9 +51,17 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
 fn exec_agent(agent: &[OsString]) -> ExitCode {
     use std::os::unix::process::CommandExt;
     tracing::info!("stdin is a terminal: running the agent directly, without journaling");
-    let error = std::process::Command::new(&agent[0]).args(&agent[1..]).exec();
-    let shown: Vec<String> = agent.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    eprintln!("acp-journal: cannot start the agent `{}`: {error}", shown.join(" "));
+    let error = std::process::Command::new(&agent[0])
+        .args(&agent[1..])
+        .exec();
+    let shown: Vec<String> = agent
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    eprintln!(
+        "acp-journal: cannot start the agent `{}`: {error}",
+        shown.join(" ")
+    );
     ExitCode::from(127)
 }
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::VerifyArgs;
-use crate::journal::store::segments_in;
 use crate::journal::reader::is_end_marker;
+use crate::journal::store::segments_in;
 use crate::journal::{SegmentReader, Store};
 
 /// Verify the named journals (or the whole store). Exit 0 when nothing is corrupt, 1 when a

@@ -4,4 +4,5 @@ mod cli;
 mod faults;
 mod loading;
 mod peers;
+mod samples;
 mod util;

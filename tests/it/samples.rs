@@ -1,0 +1,78 @@
+//! The sample journals in `journals/`, recorded from the reference peers by
+//! `scripts/record-samples.sh`: they must stay readable by this build (format stability), and a
+//! recorded session must load into a fresh proxy.
+
+use std::path::{Path, PathBuf};
+
+use acp_journal::journal::{SegmentReader, Tail};
+
+use crate::util::{Peers, TestClient, proxied, root, run_cli};
+
+fn samples() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("journals"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 2, "sample journals are missing");
+    dirs
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn sample_journals_read_clean_with_this_build() {
+    for dir in samples() {
+        let (code, out, _) = run_cli(&["verify", "--journal-dir", dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}");
+        for (path, ..) in crate::util::read_store(&dir) {
+            let mut reader = SegmentReader::open(&path).unwrap();
+            assert!(reader.header().initialize.is_some() || reader.header().session.is_none());
+            assert!(reader.by_ref().count() > 2);
+            assert_eq!(reader.tail(), Some(&Tail::Clean));
+        }
+    }
+}
+
+#[test]
+fn a_recorded_session_loads_into_a_fresh_proxy() {
+    let sample = root().join("journals/python-echo-agent");
+    let store = tempfile::tempdir().unwrap();
+    copy_dir(&sample, store.path());
+    let (_, out, _) = run_cli(&[
+        "list",
+        "--journal-dir",
+        store.path().to_str().unwrap(),
+        "--json",
+    ]);
+    let list: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let session = list[0]["session"].as_str().unwrap().to_string();
+
+    let mut client = TestClient::spawn(&proxied(store.path(), &Peers::get().py_echo_agent()));
+    client.initialize();
+    let (updates, response) = client.load(&session, "/tmp");
+    assert!(response.get("result").is_some(), "{response}");
+    let users = updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .count();
+    let agents = updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .count();
+    assert_eq!((users, agents), (2, 2), "two recorded turns, each echoed");
+    assert!(client.prompt(&session, "and now?").get("result").is_some());
+    client.finish();
+}

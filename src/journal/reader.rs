@@ -280,43 +280,70 @@ impl<R: Read> SegmentReader<R> {
     }
 }
 
+impl<R: Read> SegmentReader<R> {
+    /// The next record whose line contains `needle`, skipping the others without decoding
+    /// them (a fast scan for rare records; skipped lines are not checksummed).
+    pub fn next_containing(&mut self, needle: &[u8]) -> Option<Record> {
+        let finder = memchr::memmem::Finder::new(needle);
+        self.next_where(|line| finder.find(line).is_some())
+    }
+
+    fn next_where(&mut self, wanted: impl Fn(&[u8]) -> bool) -> Option<Record> {
+        loop {
+            if self.tail.is_some() {
+                return None;
+            }
+            match self.lines.next_line() {
+                Line::Full(line) if !wanted(&line) => {
+                    self.records += 1;
+                    continue;
+                }
+                Line::Full(line) => return self.decode(&line),
+                Line::TooLong => {
+                    self.corrupt(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                    return None;
+                }
+                Line::End { partial, end } => {
+                    self.end(partial, end);
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn end(&mut self, partial: u64, end: End) {
+        self.tail = Some(match end {
+            End::Damaged(reason) => Tail::Corrupt {
+                offset: self.lines.offset,
+                record: self.records + 1,
+                reason: format!("zstd: {reason}"),
+            },
+            _ if partial > 0 => Tail::Torn { bytes: partial },
+            End::Complete if self.last_was_end_marker => Tail::Clean,
+            _ => Tail::Unfinished,
+        });
+    }
+
+    fn decode(&mut self, line: &[u8]) -> Option<Record> {
+        match decode_record(line) {
+            Ok(record) => {
+                self.records += 1;
+                self.last_was_end_marker = is_end_marker(&record);
+                Some(record)
+            }
+            Err(e) => {
+                self.corrupt(e.to_string());
+                None
+            }
+        }
+    }
+}
+
 impl<R: Read> Iterator for SegmentReader<R> {
     type Item = Record;
 
     fn next(&mut self) -> Option<Record> {
-        if self.tail.is_some() {
-            return None;
-        }
-        match self.lines.next_line() {
-            Line::Full(line) => match decode_record(&line) {
-                Ok(record) => {
-                    self.records += 1;
-                    self.last_was_end_marker = is_end_marker(&record);
-                    Some(record)
-                }
-                Err(e) => {
-                    self.corrupt(e.to_string());
-                    None
-                }
-            },
-            Line::TooLong => {
-                self.corrupt(format!("line longer than {MAX_LINE_BYTES} bytes"));
-                None
-            }
-            Line::End { partial, end } => {
-                self.tail = Some(match end {
-                    End::Damaged(reason) => Tail::Corrupt {
-                        offset: self.lines.offset,
-                        record: self.records + 1,
-                        reason: format!("zstd: {reason}"),
-                    },
-                    _ if partial > 0 => Tail::Torn { bytes: partial },
-                    End::Complete if self.last_was_end_marker => Tail::Clean,
-                    _ => Tail::Unfinished,
-                });
-                None
-            }
-        }
+        self.next_where(|_| true)
     }
 }
 
@@ -416,6 +443,18 @@ mod tests {
                 assert_ne!(r.tail(), Some(&Tail::Clean), "flip at {i} undetected");
             }
         }
+    }
+
+    #[test]
+    fn next_containing_skips_to_matching_records_and_still_reports_the_tail() {
+        let (bytes, _) = sample(30, true);
+        let mut r = SegmentReader::new(&bytes[..]).unwrap();
+        let mut seqs = vec![];
+        while let Some(rec) = r.next_containing(b"\"n\":1") {
+            seqs.push(rec.seq);
+        }
+        assert_eq!(seqs, [1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+        assert_eq!(r.tail(), Some(&Tail::Clean));
     }
 
     #[test]

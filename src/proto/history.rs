@@ -98,6 +98,35 @@ pub struct Replay {
     user_messages: u64,
 }
 
+/// The fields of an agent `session/update` a replay needs, peeked without building a `Value`
+/// (the common case, so replay stays fast on long sessions).
+#[derive(serde::Deserialize)]
+struct UpdatePeek<'a> {
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<ParamsPeek<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ParamsPeek<'a> {
+    #[serde(borrow)]
+    update: Option<UpdateFields<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateFields<'a> {
+    #[serde(borrow)]
+    session_update: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    tool_call_id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    status: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
 fn update_of(record: &Record) -> Option<(Side, Value)> {
     match &record.body {
         Body::Message { from, payload } => serde_json::from_slice(&payload.bytes)
@@ -128,6 +157,11 @@ impl Replay {
 
     /// First pass over a record.
     pub fn observe(&mut self, record: &Record) {
+        let is_compaction = matches!(&record.body, Body::Message { payload, .. }
+            if memchr::memmem::find(&payload.bytes, b"\"compactionId\"").is_some());
+        if !is_compaction {
+            return;
+        }
         let Some((Side::Agent, msg)) = update_of(record) else {
             return;
         };
@@ -169,12 +203,73 @@ impl Replay {
 
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
-        if let Body::Event(event) = &record.body {
-            if event["type"] == "session_mapped" {
-                self.summary.agent_session = event["agent_session"].as_str().map(str::to_string);
+        let payload = match &record.body {
+            Body::Event(event) => {
+                if event["type"] == "session_mapped" {
+                    self.summary.agent_session =
+                        event["agent_session"].as_str().map(str::to_string);
+                }
+                return;
             }
+            Body::Message {
+                from: Side::Agent,
+                payload,
+            } => payload,
+            _ => return self.emit_slow(record, out),
+        };
+        // Fast path: history updates, the bulk of a session.
+        let Ok(peek) = serde_json::from_slice::<UpdatePeek<'_>>(&payload.bytes) else {
             return;
+        };
+        let update = match (peek.method.as_deref(), peek.params.and_then(|p| p.update)) {
+            (Some("session/update"), Some(update)) => update,
+            _ => return self.emit_slow(record, out),
+        };
+        let kind = update.session_update.as_ref();
+        if classify(kind, self.support) != Class::History {
+            return self.emit_slow(record, out);
         }
+        match kind {
+            "tool_call" | "tool_call_update" => {
+                if let Some(id) = update.tool_call_id.as_deref() {
+                    let default = if kind == "tool_call" { "pending" } else { "" };
+                    match update.status.as_deref().unwrap_or(default) {
+                        "completed" | "failed" => {
+                            self.open_tools.remove(id);
+                        }
+                        "pending" | "in_progress" => {
+                            self.open_tools.insert(id.to_string(), ());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            "agent_message_chunk" => {
+                #[derive(serde::Deserialize)]
+                struct Text<'a> {
+                    #[serde(borrow)]
+                    text: Option<std::borrow::Cow<'a, str>>,
+                }
+                let text = update
+                    .content
+                    .and_then(|c| serde_json::from_str::<Text<'_>>(c.get()).ok())
+                    .and_then(|t| t.text);
+                if let (Some(text), Some(turn)) = (text, self.turns.back_mut()) {
+                    turn.agent.push_str(&text);
+                    self.transcript_bytes += text.len();
+                }
+            }
+            _ => {}
+        }
+        // The recorded line itself, byte for byte.
+        let mut line = Vec::with_capacity(payload.bytes.len() + 1);
+        line.extend_from_slice(&payload.bytes);
+        line.push(b'\n');
+        out.push(Bytes::from(line));
+    }
+
+    /// Everything but history updates: prompts, setup requests, state updates, responses.
+    fn emit_slow(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         let Some((from, msg)) = update_of(record) else {
             return;
         };
@@ -233,34 +328,7 @@ impl Replay {
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
         match classify(kind, self.support) {
             Class::History => {
-                match kind {
-                    "tool_call" | "tool_call_update" => {
-                        if let Some(id) = update["toolCallId"].as_str() {
-                            let status = update["status"]
-                                .as_str()
-                                .unwrap_or(if kind == "tool_call" { "pending" } else { "" });
-                            match status {
-                                "completed" | "failed" => {
-                                    self.open_tools.remove(id);
-                                }
-                                "pending" | "in_progress" => {
-                                    self.open_tools.insert(id.to_string(), ());
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                    "agent_message_chunk" => {
-                        if let (Some(text), Some(turn)) =
-                            (update["content"]["text"].as_str(), self.turns.back_mut())
-                        {
-                            turn.agent.push_str(text);
-                            self.transcript_bytes += text.len();
-                        }
-                    }
-                    _ => {}
-                }
-                // The recorded line itself, byte for byte.
+                // Only odd-shaped updates the fast path could not peek get here: replay as is.
                 if let Body::Message { payload, .. } = &record.body {
                     let mut line = payload.bytes.to_vec();
                     line.push(b'\n');

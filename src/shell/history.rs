@@ -13,7 +13,7 @@ use crate::proto::history::Replay;
 use crate::proto::{ClientSupport, HistoryChunk};
 
 /// Replay lines per chunk sent to the main loop.
-const CHUNK: usize = 512;
+const CHUNK: usize = 2048;
 
 /// What a history read needs.
 pub struct HistoryRequest {
@@ -45,7 +45,11 @@ pub fn read(
     let mut replay = Replay::new(&req.session, req.support, req.transcript_limit);
     for path in &segments {
         match SegmentReader::open(path) {
-            Ok(reader) => reader.for_each(|r| replay.observe(&r)),
+            Ok(mut reader) => {
+                while let Some(record) = reader.next_containing(b"\"compactionId\"") {
+                    replay.observe(&record);
+                }
+            }
             Err(e) => tracing::warn!("skipping {}: {e}", path.display()),
         }
     }

@@ -1,0 +1,257 @@
+//! Benchmark: `session/load` served from the journal, through the built binary.
+//!
+//! For sessions of 1 k, 10 k and 100 k updates, measures the time from sending `session/load`
+//! to receiving its response (the whole replay comes before it), and the proxy's peak RSS, to
+//! show memory stays flat as sessions grow. The journals are written with the library's segment
+//! writer, exactly as the proxy writes them; the agent behind the proxy is a minimal ACP agent
+//! without `loadSession` (this binary, re-executed with `__agent`), so the proxy serves the
+//! load itself and then starts a fresh agent session.
+//!
+//! Run: `cargo bench --bench load` (`BENCH_QUICK=1` for a smaller run). Report on stdout.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acp_journal::journal::format::{
+    Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind, Side,
+};
+use acp_journal::journal::{SegmentWriter, Store};
+use bytes::Bytes;
+
+const SESSION: &str = "bench-session";
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__agent") {
+        agent();
+        return;
+    }
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let sizes: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
+    let mut rows = Vec::new();
+    for &n in sizes {
+        let store = tempfile::tempdir().expect("tempdir");
+        let bytes = write_session(store.path(), n);
+        // Best of three loads, each through a fresh proxy.
+        let mut best: Option<(Duration, usize, u64)> = None;
+        for _ in 0..3 {
+            let run = load_once(store.path());
+            if best.is_none_or(|b| run.0 < b.0) {
+                best = Some(run);
+            }
+        }
+        let (took, replayed, rss_kib) = best.expect("three runs");
+        eprintln!("{n} updates: {took:?}, {replayed} replayed, {rss_kib} KiB peak RSS");
+        rows.push((n, bytes, took, replayed, rss_kib));
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "| updates in the session | journal (compressed) | session/load → response | replay rate | proxy peak RSS |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
+    for (n, bytes, took, replayed, rss) in rows {
+        let _ = writeln!(
+            out,
+            "| {n} | {:.1} MiB | {:.1} ms | {:.0} k updates/s | {:.1} MiB |",
+            bytes as f64 / (1 << 20) as f64,
+            took.as_secs_f64() * 1e3,
+            replayed as f64 / took.as_secs_f64() / 1e3,
+            rss as f64 / 1024.0
+        );
+    }
+}
+
+/// A journal of one session with `n` agent updates: turns of one prompt and 20 updates.
+fn write_session(root: &Path, n: usize) -> u64 {
+    let store = Store::new(root);
+    store.create_dirs().expect("store");
+    let header = Header {
+        acpj: FORMAT_VERSION,
+        kind: SegmentKind::Session,
+        session: Some(SESSION.into()),
+        run: "bench".into(),
+        proxy: "bench".into(),
+        started: 0,
+        pid: 0,
+        argv: vec![],
+        cwd: Some("/bench".into()),
+        connection: None,
+        initialize: None,
+    };
+    let (path, file) = store
+        .create_segment(&store.session_dir(SESSION), "bench")
+        .expect("segment");
+    let mut w = SegmentWriter::with_file(file, &path, &header).expect("writer");
+    let mut seq = 0u64;
+    let mut push = |w: &mut SegmentWriter, from: Side, line: String| {
+        seq += 1;
+        let record = Record {
+            seq,
+            unix_us: 1_795_000_000_000_000 + seq as i64,
+            mono_us: seq,
+            body: Body::Message {
+                from,
+                payload: Payload::from_line(Bytes::from(line)),
+            },
+        };
+        w.append(&record).expect("append");
+    };
+    push(
+        &mut w,
+        Side::Client,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"session/new","params":{{"cwd":"/bench","mcpServers":[]}}}}"#
+        ),
+    );
+    push(
+        &mut w,
+        Side::Agent,
+        format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"{SESSION}"}}}}"#),
+    );
+    let words = [
+        "the", "parser", "now", "handles", "escaped", "quotes", "and", "returns", "an", "error",
+    ];
+    for i in 0..n {
+        if i % 20 == 0 {
+            push(
+                &mut w,
+                Side::Client,
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"method":"session/prompt","params":{{"sessionId":"{SESSION}","prompt":[{{"type":"text","text":"question {i}: please fix the parser"}}]}}}}"#,
+                    i + 2
+                ),
+            );
+        }
+        let update = if i % 10 == 5 {
+            format!(
+                r#"{{"sessionUpdate":"tool_call","toolCallId":"call_{i}","title":"Edit src/parser.rs","kind":"edit","status":"completed","content":[{{"type":"diff","path":"/bench/src/parser.rs","oldText":"fn parse() {{}}","newText":"fn parse() -> Result<(), Error> {{ Ok(()) }}"}}]}}"#
+            )
+        } else {
+            format!(
+                r#"{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{} {} "}}}}"#,
+                words[i % 10],
+                words[(i * 7) % 10]
+            )
+        };
+        push(
+            &mut w,
+            Side::Agent,
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{SESSION}","update":{update}}}}}"#
+            ),
+        );
+        if i % 20 == 19 {
+            push(
+                &mut w,
+                Side::Agent,
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"result":{{"stopReason":"end_turn"}}}}"#,
+                    i - 19 + 2
+                ),
+            );
+        }
+        if i % 1000 == 999 {
+            w.flush().expect("flush");
+        }
+    }
+    w.flush().expect("flush");
+    let stats = w.close(seq + 1, 0, 0).expect("close");
+    stats.file_bytes
+}
+
+/// One load through a fresh proxy: (time to response, updates replayed, peak RSS KiB).
+fn load_once(store: &Path) -> (Duration, usize, u64) {
+    let me = std::env::current_exe().expect("current exe");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acp-journal"))
+        .arg("--journal-dir")
+        .arg(store)
+        .args(["--fsync", "never", "--"])
+        .arg(&me)
+        .arg("__agent")
+        .env("ACP_JOURNAL_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawning the proxy");
+    let pid = child.id();
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("piped"));
+    let mut line = Vec::new();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":1,"clientCapabilities":{{}}}}}}"#).expect("write");
+    stdout
+        .read_until(b'\n', &mut line)
+        .expect("initialize response");
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = {
+        let peak = peak.clone();
+        std::thread::spawn(move || {
+            while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                if let Some(kib) = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+                {
+                    peak.store(kib, std::sync::atomic::Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let start = Instant::now();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/load","params":{{"sessionId":"{SESSION}","cwd":"/bench","mcpServers":[]}}}}"#).expect("write");
+    let mut replayed = 0;
+    loop {
+        line.clear();
+        if stdout.read_until(b'\n', &mut line).expect("read") == 0 {
+            panic!("the proxy closed its output before answering the load");
+        }
+        if line.starts_with(br#"{"jsonrpc":"2.0","id":1,"#) {
+            break;
+        }
+        replayed += 1;
+    }
+    let took = start.elapsed();
+    drop(stdin);
+    let _ = child.wait();
+    let _ = sampler.join();
+    (
+        took,
+        replayed,
+        peak.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A minimal ACP agent without `loadSession`: initialize, session/new, session/prompt.
+fn agent() {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let id = msg["id"].clone();
+        let result = match msg["method"].as_str() {
+            Some("initialize") => {
+                serde_json::json!({"protocolVersion": 1, "agentCapabilities": {}})
+            }
+            Some("session/new") => serde_json::json!({"sessionId": "fresh"}),
+            Some("session/prompt") => serde_json::json!({"stopReason": "end_turn"}),
+            _ if id.is_null() => continue,
+            _ => serde_json::json!({}),
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})
+        );
+        let _ = out.flush();
+    }
+}

@@ -295,7 +295,13 @@ impl<R: Read> SegmentReader<R> {
             }
             match self.lines.next_line() {
                 Line::Full(line) if !wanted(&line) => {
-                    self.records += 1;
+                    // Skipped, but the end marker still decides how the segment ends.
+                    if memchr::memmem::find(&line, END_EVENT.as_bytes()).is_some() {
+                        self.decode(&line)?;
+                    } else {
+                        self.records += 1;
+                        self.last_was_end_marker = false;
+                    }
                     continue;
                 }
                 Line::Full(line) => return self.decode(&line),

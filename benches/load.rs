@@ -106,9 +106,7 @@ fn write_session(root: &Path, n: usize) -> u64 {
     push(
         &mut w,
         Side::Client,
-        format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"session/new","params":{{"cwd":"/bench","mcpServers":[]}}}}"#
-        ),
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/bench","mcpServers":[]}}"#.to_string(),
     );
     push(
         &mut w,

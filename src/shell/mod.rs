@@ -1,32 +1,30 @@
 //! The I/O shell around the protocol core: spawns the agent, pumps whole lines both ways,
 //! applies the core's actions in order, and exits with the agent's status.
 //!
-//! Threads and tasks:
-//! - a std thread reads our stdin (never `tokio::io::stdin`, whose blocking read would hold up
-//!   shutdown) and sends batches of lines to the main loop;
-//! - the main loop (one tokio task) reads the agent's stdout and stderr, runs the core, writes
-//!   the journals, then hands the lines to the writers — so a record is written before its line
-//!   is forwarded;
-//! - one writer per destination (a tokio task for the agent's stdin, a std thread for our
-//!   stdout), so a peer that stops reading never blocks the other direction. A destination
-//!   with more than [`BACKLOG_LIMIT`] bytes queued stops the reading of its source, as a pipe
-//!   would.
+//! One tokio task (the main loop, on the main thread) reads the client's and the agent's lines,
+//! runs the core, writes the journals, then writes the lines to their destinations — so a record
+//! is written before its line is forwarded. Destinations are written without blocking
+//! ([`pipes::Output`]): a peer that stops reading never blocks the other direction, and a
+//! destination with more than [`pipes::BACKLOG_LIMIT`] bytes queued stops the reading of its
+//! source, as a pipe would. When our stdin/stdout are pipes (as editors connect them) no other
+//! thread is involved in relaying; otherwise a std thread reads or writes them.
 //!
-//! Nothing here writes to stdout except the stdout writer, and it writes only forwarded lines.
+//! Nothing here writes to stdout except [`pipes::Output::stdout`], and only forwarded lines.
 
 pub mod agent;
 pub mod history;
 pub mod journals;
 pub mod lines;
+pub mod pipes;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -39,9 +37,7 @@ use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Pro
 use history::HistoryRequest;
 use journals::{FsyncPolicy, JournalSet, RunInfo};
 use lines::LineSplitter;
-
-/// Bytes queued for one destination above which its source is no longer read.
-pub const BACKLOG_LIMIT: usize = 16 << 20;
+use pipes::{ClientInput, Output};
 
 /// Everything the shell needs to run one proxy session.
 #[derive(Clone, Debug)]
@@ -59,12 +55,6 @@ pub struct ShellConfig {
     pub grace: Duration,
 }
 
-/// What the stdin thread sends.
-enum ClientInput {
-    Lines(Vec<Bytes>),
-    Eof(Option<Bytes>),
-}
-
 /// Clock for stamps: wall clock plus monotonic time since the run started.
 #[derive(Clone, Copy)]
 struct Clock(Instant);
@@ -79,40 +69,6 @@ impl Clock {
             unix_us,
             mono_us: self.0.elapsed().as_micros() as u64,
         }
-    }
-}
-
-/// A queue to one destination with a count of the bytes not yet written.
-struct Outbox {
-    tx: Option<OutboxTx>,
-    backlog: Arc<AtomicUsize>,
-}
-
-enum OutboxTx {
-    Tokio(mpsc::UnboundedSender<Bytes>),
-    Std(std::sync::mpsc::Sender<Bytes>),
-}
-
-impl Outbox {
-    fn send(&mut self, line: Bytes) {
-        let len = line.len();
-        let sent = match &self.tx {
-            Some(OutboxTx::Tokio(tx)) => tx.send(line).is_ok(),
-            Some(OutboxTx::Std(tx)) => tx.send(line).is_ok(),
-            None => false,
-        };
-        if sent {
-            self.backlog.fetch_add(len, Ordering::SeqCst);
-        }
-    }
-
-    fn full(&self) -> bool {
-        self.backlog.load(Ordering::SeqCst) > BACKLOG_LIMIT
-    }
-
-    /// Close the queue: the writer finishes what is queued, then closes its end.
-    fn close(&mut self) {
-        self.tx = None;
     }
 }
 
@@ -165,16 +121,14 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
 
     let mut agent_out = child.stdout.take().expect("piped");
     let mut agent_err = child.stderr.take().expect("piped");
-    let to_agent = spawn_agent_writer(child.stdin.take().expect("piped"));
-    let (client_gone_tx, mut client_gone) = mpsc::channel::<()>(1);
-    let to_client = spawn_stdout_writer(client_gone_tx);
+    let to_agent = Output::pipe(child.stdin.take().expect("piped").into_owned_fd()?)?;
     let mut out = Outputs {
         journals,
         to_agent,
-        to_client,
+        to_client: Output::stdout(),
         services,
     };
-    let mut from_client = spawn_stdin_reader();
+    let mut from_client = ClientInput::stdin();
 
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -185,6 +139,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
     let mut out_lines = LineSplitter::new();
     let mut err_buf = vec![0u8; 64 * 1024];
     let mut client_open = true;
+    let mut client_gone_seen = false;
     let mut agent_out_open = true;
     let mut agent_err_open = true;
     let mut status = None;
@@ -198,9 +153,13 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         if status.is_some() && !agent_out_open && !agent_err_open {
             break;
         }
-        let throttled = out.to_client.full() || out.to_agent.full();
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let throttled = (out.to_client.full() && !out.to_client.waiting())
+            || (out.to_agent.full() && !out.to_agent.waiting());
         tokio::select! {
+            biased;
+            _ = out.to_client.writable(), if out.to_client.waiting() => out.to_client.write_now(),
+            _ = out.to_agent.writable(), if out.to_agent.waiting() => out.to_agent.write_now(),
             read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !out.to_client.full() => {
                 let at = clock.now();
                 match read {
@@ -218,6 +177,20 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                     }
                 }
             }
+            input = from_client.read(), if client_open && !out.to_agent.full() => {
+                let at = clock.now();
+                match input {
+                    Some(lines) => {
+                        for line in lines {
+                            core.handle_line(at, Side::Client, line);
+                        }
+                    }
+                    None => {
+                        core.handle_eof(at, Side::Client);
+                        client_open = false;
+                    }
+                }
+            }
             read = agent_err.read(&mut err_buf), if agent_err_open => {
                 match read {
                     Ok(n) if n > 0 => {
@@ -228,33 +201,8 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                     _ => agent_err_open = false,
                 }
             }
-            input = from_client.recv(), if client_open && !out.to_agent.full() => {
-                let at = clock.now();
-                match input {
-                    Some(ClientInput::Lines(lines)) => {
-                        for line in lines {
-                            core.handle_line(at, Side::Client, line);
-                        }
-                    }
-                    Some(ClientInput::Eof(partial)) => {
-                        if let Some(partial) = partial {
-                            core.handle_line(at, Side::Client, partial);
-                        }
-                        core.handle_eof(at, Side::Client);
-                        client_open = false;
-                    }
-                    None => {
-                        core.handle_eof(at, Side::Client);
-                        client_open = false;
-                    }
-                }
-            }
-            Some(()) = client_gone.recv() => {
-                tracing::info!("the client stopped reading (broken pipe)");
-                core.handle_event(clock.now(), serde_json::json!({"type": "client_gone"}));
-                client_open = false;
-                out.to_agent.close();
-                out.to_client.close();
+            Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
+                core.handle_history(clock.now(), load, chunk);
             }
             exit = child.wait(), if status.is_none() => {
                 let exit = exit?;
@@ -280,13 +228,19 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 agent_err_open = false;
             }
             _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
-            Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
-                core.handle_history(clock.now(), load, chunk);
-            }
             _ = sync_tick.tick() => out.journals.sync(),
             _ = sigint.recv() => forward_signal(&mut core, &clock, pid, libc::SIGINT, status.is_none()),
             _ = sigterm.recv() => forward_signal(&mut core, &clock, pid, libc::SIGTERM, status.is_none()),
             _ = sighup.recv() => forward_signal(&mut core, &clock, pid, libc::SIGHUP, status.is_none()),
+        }
+        if out.to_client.is_gone() && !client_gone_seen {
+            client_gone_seen = true;
+            tracing::info!("the client stopped reading (broken pipe)");
+            core.handle_event(clock.now(), serde_json::json!({"type": "client_gone"}));
+            if client_open {
+                client_open = false;
+                core.handle_eof(clock.now(), Side::Client);
+            }
         }
         if apply(&mut core, &clock, &mut out) && deadline.is_none() {
             deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
@@ -300,11 +254,19 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         ..
     } = out;
     journals.close(core.next_seq(), end);
-    // Let the stdout writer deliver what is queued (bounded: the client may be gone).
+    // Deliver what is queued for the client (bounded: the client may have stopped reading).
     to_client.close();
-    let flush_deadline = Instant::now() + config.grace;
-    while to_client.backlog.load(Ordering::SeqCst) > 0 && Instant::now() < flush_deadline {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    let flush_deadline = tokio::time::Instant::now() + config.grace;
+    while to_client.backlog() > 0
+        && !to_client.is_gone()
+        && tokio::time::Instant::now() < flush_deadline
+    {
+        if to_client.waiting() {
+            let _ = tokio::time::timeout_at(flush_deadline, to_client.writable()).await;
+            to_client.write_now();
+        } else {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
     Ok(status.unwrap_or(1))
 }
@@ -387,8 +349,8 @@ impl Services {
 /// Where the core's actions go.
 struct Outputs {
     journals: JournalSet,
-    to_agent: Outbox,
-    to_client: Outbox,
+    to_agent: Output,
+    to_client: Output,
     services: Services,
 }
 
@@ -432,10 +394,12 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
     out.journals.flush();
     for (to, line) in forwards {
         match to {
-            Side::Agent => out.to_agent.send(line),
-            Side::Client => out.to_client.send(line),
+            Side::Agent => out.to_agent.push(line),
+            Side::Client => out.to_client.push(line),
         }
     }
+    out.to_client.write_now();
+    out.to_agent.write_now();
     if close_agent {
         out.to_agent.close();
     }
@@ -457,103 +421,4 @@ fn forward_signal(core: &mut Proxy, clock: &Clock, pid: u32, sig: i32, running: 
 fn run_id(unix_us: i64, pid: u32) -> String {
     let ts = jiff::Timestamp::from_microsecond(unix_us).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     format!("{}-{pid}", ts.strftime("%Y%m%dT%H%M%S.%6fZ"))
-}
-
-fn spawn_agent_writer(mut stdin: tokio::process::ChildStdin) -> Outbox {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
-    let backlog = Arc::new(AtomicUsize::new(0));
-    let counter = backlog.clone();
-    tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
-            let len = line.len();
-            let ok = stdin.write_all(&line).await.is_ok();
-            counter.fetch_sub(len, Ordering::SeqCst);
-            if !ok {
-                // The agent closed its stdin; drop what follows, as a pipe would.
-                while let Some(line) = rx.recv().await {
-                    counter.fetch_sub(line.len(), Ordering::SeqCst);
-                }
-                break;
-            }
-        }
-        let _ = stdin.shutdown().await;
-    });
-    Outbox {
-        tx: Some(OutboxTx::Tokio(tx)),
-        backlog,
-    }
-}
-
-fn spawn_stdout_writer(gone: mpsc::Sender<()>) -> Outbox {
-    let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
-    let backlog = Arc::new(AtomicUsize::new(0));
-    let counter = backlog.clone();
-    std::thread::Builder::new()
-        .name("stdout".into())
-        .spawn(move || {
-            let mut out = std::io::stdout().lock();
-            let mut batch = Vec::with_capacity(64 * 1024);
-            while let Ok(first) = rx.recv() {
-                let mut len = first.len();
-                batch.clear();
-                batch.extend_from_slice(&first);
-                while batch.len() < 64 * 1024 {
-                    match rx.try_recv() {
-                        Ok(more) => {
-                            len += more.len();
-                            batch.extend_from_slice(&more);
-                        }
-                        Err(_) => break,
-                    }
-                }
-                let ok = out.write_all(&batch).and_then(|()| out.flush()).is_ok();
-                counter.fetch_sub(len, Ordering::SeqCst);
-                if !ok {
-                    let _ = gone.blocking_send(());
-                    for more in rx.iter() {
-                        counter.fetch_sub(more.len(), Ordering::SeqCst);
-                    }
-                    return;
-                }
-            }
-        })
-        .expect("spawning the stdout thread");
-    Outbox {
-        tx: Some(OutboxTx::Std(tx)),
-        backlog,
-    }
-}
-
-fn spawn_stdin_reader() -> mpsc::Receiver<ClientInput> {
-    let (tx, rx) = mpsc::channel::<ClientInput>(64);
-    std::thread::Builder::new()
-        .name("stdin".into())
-        .spawn(move || {
-            use std::io::Read;
-            let mut stdin = std::io::stdin().lock();
-            let mut splitter = LineSplitter::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                let n = match stdin.read(&mut buf) {
-                    Ok(0) => 0,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => 0,
-                };
-                if n == 0 {
-                    let _ = tx.blocking_send(ClientInput::Eof(splitter.finish()));
-                    return;
-                }
-                splitter.push(&buf[..n]);
-                let mut lines = Vec::new();
-                while let Some(line) = splitter.next_line() {
-                    lines.push(line);
-                }
-                if !lines.is_empty() && tx.blocking_send(ClientInput::Lines(lines)).is_err() {
-                    return;
-                }
-            }
-        })
-        .expect("spawning the stdin thread");
-    rx
 }

@@ -1,0 +1,273 @@
+//! The proxy's two ends of the wire: reading our stdin and writing our stdout and the agent's
+//! stdin, without blocking the main loop and without a thread hop when they are pipes.
+//!
+//! When our stdin/stdout are pipes (as an editor connects them) they are switched to
+//! non-blocking mode and driven by the main loop's reactor: a line is read, journaled and written
+//! by one thread, with no wake-up of another. Anything else (a file, a terminal) falls back to a
+//! dedicated std thread, which never blocks the loop either.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::{Buf, Bytes};
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+
+use super::lines::LineSplitter;
+
+/// Bytes queued for one destination above which its source is no longer read.
+pub const BACKLOG_LIMIT: usize = 16 << 20;
+
+/// A duplicate of one of our standard descriptors, as an owned fd.
+fn dup_std(fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: dup(2) of a standard descriptor; the new fd is owned by the returned value.
+    let new = unsafe { libc::dup(fd) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` is a freshly created descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Where lines from the client come from.
+pub enum ClientInput {
+    /// Our stdin is a pipe: read by the main loop.
+    Pipe {
+        /// The pipe.
+        pipe: pipe::Receiver,
+        /// Its line splitter.
+        lines: LineSplitter,
+    },
+    /// Anything else: a thread reads it and sends batches of lines.
+    Thread(mpsc::Receiver<Vec<Bytes>>),
+}
+
+impl ClientInput {
+    /// Our stdin, as a pipe when it is one.
+    pub fn stdin() -> ClientInput {
+        match dup_std(0).and_then(pipe::Receiver::from_owned_fd) {
+            Ok(pipe) => ClientInput::Pipe {
+                pipe,
+                lines: LineSplitter::new(),
+            },
+            Err(_) => ClientInput::Thread(spawn_stdin_thread()),
+        }
+    }
+
+    /// The next batch of whole lines; at end of stream, the final partial line (if any) and
+    /// then `None`.
+    pub async fn read(&mut self) -> Option<Vec<Bytes>> {
+        use tokio::io::AsyncReadExt;
+        match self {
+            ClientInput::Pipe { pipe, lines } => loop {
+                match pipe.read_buf(lines.buffer()).await {
+                    Ok(n) if n > 0 => {
+                        let batch: Vec<Bytes> = std::iter::from_fn(|| lines.next_line()).collect();
+                        if !batch.is_empty() {
+                            return Some(batch);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    _ => return lines.finish().map(|last| vec![last]),
+                }
+            },
+            ClientInput::Thread(rx) => rx.recv().await,
+        }
+    }
+}
+
+/// Read our stdin on a std thread (for stdin that is not a pipe).
+fn spawn_stdin_thread() -> mpsc::Receiver<Vec<Bytes>> {
+    let (tx, rx) = mpsc::channel::<Vec<Bytes>>(64);
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin().lock();
+            let mut splitter = LineSplitter::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match stdin.read(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                if n == 0 {
+                    if let Some(last) = splitter.finish() {
+                        let _ = tx.blocking_send(vec![last]);
+                    }
+                    return;
+                }
+                splitter.push(&buf[..n]);
+                let batch: Vec<Bytes> = std::iter::from_fn(|| splitter.next_line()).collect();
+                if !batch.is_empty() && tx.blocking_send(batch).is_err() {
+                    return;
+                }
+            }
+        })
+        .expect("spawning the stdin thread");
+    rx
+}
+
+/// A destination: lines queued in order and written without blocking the main loop.
+pub struct Output {
+    sink: Option<Sink>,
+    queue: VecDeque<Bytes>,
+    queued: Arc<AtomicUsize>,
+    /// Close the destination once the queue is written.
+    closing: bool,
+    /// The reader went away (broken pipe).
+    gone: bool,
+}
+
+enum Sink {
+    Pipe(pipe::Sender),
+    Thread(std::sync::mpsc::Sender<Bytes>),
+}
+
+impl Output {
+    /// Our stdout, as a pipe when it is one.
+    pub fn stdout() -> Output {
+        match dup_std(1).and_then(pipe::Sender::from_owned_fd) {
+            Ok(pipe) => Output::new(Sink::Pipe(pipe)),
+            Err(_) => {
+                let queued = Arc::new(AtomicUsize::new(0));
+                let tx = spawn_stdout_thread(queued.clone());
+                Output {
+                    queued,
+                    ..Output::new(Sink::Thread(tx))
+                }
+            }
+        }
+    }
+
+    /// A pipe we own (the agent's stdin).
+    pub fn pipe(fd: OwnedFd) -> io::Result<Output> {
+        Ok(Output::new(Sink::Pipe(pipe::Sender::from_owned_fd(fd)?)))
+    }
+
+    fn new(sink: Sink) -> Output {
+        Output {
+            sink: Some(sink),
+            queue: VecDeque::new(),
+            queued: Arc::new(AtomicUsize::new(0)),
+            closing: false,
+            gone: false,
+        }
+    }
+
+    /// Queue a line (dropped if the reader is gone, as a pipe would).
+    pub fn push(&mut self, line: Bytes) {
+        if self.gone || self.closing {
+            return;
+        }
+        self.queued.fetch_add(line.len(), Ordering::Relaxed);
+        match &self.sink {
+            Some(Sink::Thread(tx)) => {
+                if tx.send(line).is_err() {
+                    self.gone = true;
+                }
+            }
+            _ => self.queue.push_back(line),
+        }
+    }
+
+    /// More than [`BACKLOG_LIMIT`] bytes are waiting: stop reading the source.
+    pub fn full(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) > BACKLOG_LIMIT
+    }
+
+    /// Bytes not yet written.
+    pub fn backlog(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// True when the reader went away (a write failed with a broken pipe).
+    pub fn is_gone(&self) -> bool {
+        self.gone
+    }
+
+    /// Close once everything queued is written.
+    pub fn close(&mut self) {
+        self.closing = true;
+        if matches!(self.sink, Some(Sink::Thread(_))) {
+            self.sink = None; // the thread drains its channel, then ends
+        }
+        self.write_now();
+    }
+
+    /// True while queued lines wait for the pipe to become writable.
+    pub fn waiting(&self) -> bool {
+        matches!(self.sink, Some(Sink::Pipe(_))) && !self.queue.is_empty()
+    }
+
+    /// Wait until the pipe can take more (only meaningful while [`Output::waiting`]).
+    pub async fn writable(&self) {
+        if let Some(Sink::Pipe(pipe)) = &self.sink {
+            let _ = pipe.writable().await;
+        }
+    }
+
+    /// Write as much of the queue as the pipe takes now, without blocking.
+    pub fn write_now(&mut self) {
+        while let Some(Sink::Pipe(pipe)) = &self.sink {
+            if self.queue.is_empty() {
+                break;
+            }
+            let slices: Vec<IoSlice<'_>> = self
+                .queue
+                .iter()
+                .take(64)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            match pipe.try_write_vectored(&slices) {
+                Ok(mut n) => {
+                    self.queued.fetch_sub(n, Ordering::Relaxed);
+                    while n > 0 {
+                        let front = self.queue.front_mut().expect("written bytes were queued");
+                        let k = n.min(front.len());
+                        front.advance(k);
+                        n -= k;
+                        if front.is_empty() {
+                            self.queue.pop_front();
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.gone = true;
+                    self.queued.store(0, Ordering::Relaxed);
+                    self.queue.clear();
+                    self.sink = None;
+                    return;
+                }
+            }
+        }
+        if self.closing && self.queue.is_empty() && matches!(self.sink, Some(Sink::Pipe(_))) {
+            self.sink = None; // dropping the sender closes the pipe
+        }
+    }
+}
+
+/// Write our stdout on a std thread (for stdout that is not a pipe).
+fn spawn_stdout_thread(queued: Arc<AtomicUsize>) -> std::sync::mpsc::Sender<Bytes> {
+    let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
+    std::thread::Builder::new()
+        .name("stdout".into())
+        .spawn(move || {
+            let mut out = std::io::stdout().lock();
+            for line in rx {
+                let ok = out.write_all(&line).and_then(|()| out.flush()).is_ok();
+                queued.fetch_sub(line.len(), Ordering::Relaxed);
+                if !ok {
+                    return;
+                }
+            }
+        })
+        .expect("spawning the stdout thread");
+    tx
+}

@@ -274,9 +274,12 @@ pub enum DecodeError {
 /// Append `{"crc":"XXXXXXXX",` + `rest` + `\n` to `out`, computing the CRC of `rest`.
 /// `rest` must be the remainder of a JSON object (its fields and the closing `}`).
 fn seal_line(out: &mut Vec<u8>, start: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let crc = crc32c::crc32c(&out[start + CRC_FIELD_LEN..]);
-    let hex = format!("{crc:08x}");
-    out[start + CRC_PREFIX.len()..start + CRC_PREFIX.len() + 8].copy_from_slice(hex.as_bytes());
+    let at = start + CRC_PREFIX.len();
+    for (i, byte) in out[at..at + 8].iter_mut().enumerate() {
+        *byte = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
+    }
     out.push(b'\n');
 }
 

@@ -71,8 +71,9 @@ impl SegmentWriter {
             stats: SegmentStats::default(),
             unsynced: false,
         };
-        encode_header(header, &mut writer.scratch);
-        writer.compress_scratch()?;
+        let mut first = Vec::new();
+        encode_header(header, &mut first);
+        writer.compress(&first)?;
         writer.flush()?;
         Ok(writer)
     }
@@ -93,22 +94,34 @@ impl SegmentWriter {
     /// # Errors
     /// A zstd error (out of memory).
     pub fn append(&mut self, record: &Record) -> io::Result<()> {
-        encode_record(record, &mut self.scratch);
-        self.stats.records += 1;
-        self.compress_scratch()
+        let mut scratch = std::mem::take(&mut self.scratch);
+        encode_record(record, &mut scratch);
+        let result = self.append_encoded(&scratch, 1);
+        scratch.clear();
+        self.scratch = scratch;
+        result
     }
 
-    fn compress_scratch(&mut self) -> io::Result<()> {
-        self.stats.raw_bytes += self.scratch.len() as u64;
-        self.frame_bytes += self.scratch.len() as u64;
-        let mut input = InBuffer::around(&self.scratch);
-        while input.pos() < self.scratch.len() {
-            reserve_for(&mut self.staged, self.scratch.len() - input.pos());
+    /// Compress `records` records already encoded as lines ([`encode_record`]), so the encoding
+    /// can happen on another thread than the compression.
+    ///
+    /// # Errors
+    /// A zstd error (out of memory).
+    pub fn append_encoded(&mut self, lines: &[u8], records: u64) -> io::Result<()> {
+        self.stats.records += records;
+        self.compress(lines)
+    }
+
+    fn compress(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stats.raw_bytes += bytes.len() as u64;
+        self.frame_bytes += bytes.len() as u64;
+        let mut input = InBuffer::around(bytes);
+        while input.pos() < bytes.len() {
+            reserve_for(&mut self.staged, bytes.len() - input.pos());
             let pos = self.staged.len();
             let mut output = OutBuffer::around_pos(&mut self.staged, pos);
             self.encoder.run(&mut input, &mut output)?;
         }
-        self.scratch.clear();
         Ok(())
     }
 

@@ -268,7 +268,7 @@ impl Proxy {
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
     pub(super) fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
-        let session = || envelope::str_field(peek.params, "sessionId").map(SessionId::from);
+        let session = || peek.session.as_deref().map(SessionId::from);
         match &peek.kind {
             Kind::Request { id, method } => match method.as_ref() {
                 "session/load" if self.synthesizes_load() => {
@@ -586,9 +586,7 @@ impl Proxy {
                 false
             }
             Kind::Notification { .. } | Kind::Request { .. } => {
-                let Some(session) =
-                    envelope::str_field(peek.params, "sessionId").map(SessionId::from)
-                else {
+                let Some(session) = peek.session.as_deref().map(SessionId::from) else {
                     return false;
                 };
                 if self.emulation.hidden.contains(&session)
@@ -1048,7 +1046,7 @@ impl Proxy {
                 .find_map(|(alias, orig)| (orig == &rid).then(|| alias.clone())),
             _ => None,
         };
-        let session = envelope::str_field(peek.params, "sessionId").map(SessionId::from);
+        let session = peek.session.as_deref().map(SessionId::from);
         let mapping = session
             .as_ref()
             .and_then(|s| self.emulation.mapped.get_mut(s));
@@ -1129,10 +1127,8 @@ impl Proxy {
             return out;
         }
         let method = peek.method()?;
-        let session = envelope::str_field(peek.params, "sessionId").map(SessionId::from)?;
-        if method == "session/update"
-            && memchr::memmem::find(line, b"\"session_info_update\"").is_some()
-        {
+        let session = peek.session.as_deref().map(SessionId::from)?;
+        if method == "session/update" && session_info_finder().find(line).is_some() {
             self.catalog_info(peek, &session);
         }
         let client_session = self.emulation.by_agent.get(&session)?.clone();
@@ -1280,6 +1276,13 @@ impl Proxy {
             self.finish_load(at, op, Err(error_json(-32603, "the agent exited", None)));
         }
     }
+}
+
+/// Finds `"session_info_update"` (built once: building a finder costs more than a search).
+fn session_info_finder() -> &'static memchr::memmem::Finder<'static> {
+    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
+        std::sync::OnceLock::new();
+    FINDER.get_or_init(|| memchr::memmem::Finder::new(b"\"session_info_update\""))
 }
 
 /// The `SessionInfo` of a listed session (`None` without a cwd, which the schema requires).

@@ -79,6 +79,8 @@ pub struct Peek<'a> {
     pub params: Option<&'a RawValue>,
     /// Raw `result`, when present.
     pub result: Option<&'a RawValue>,
+    /// `params.sessionId`, when it is a string (read once, here).
+    pub session: Option<String>,
 }
 
 impl Peek<'_> {
@@ -126,6 +128,7 @@ pub fn peek(line: &[u8]) -> Peek<'_> {
         kind,
         params: None,
         result: None,
+        session: None,
     };
     let body = line.trim_ascii();
     if body.first() != Some(&b'{') {
@@ -164,45 +167,42 @@ pub fn peek(line: &[u8]) -> Peek<'_> {
         kind,
         params: env.params.0,
         result: env.result.0,
+        session: str_field(env.params.0, "sessionId"),
     }
 }
 
 /// A string member of a raw JSON object (`params.sessionId`, `result.sessionId`,
 /// `params.cwd`), if the object has it and it is a string. Other members are skipped unparsed.
 pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
-    struct Find<'n>(&'n str);
-    impl<'de> serde::de::Visitor<'de> for Find<'_> {
-        type Value = Option<String>;
+    use std::cell::RefCell;
+    /// Scans top-level members; stops (with an error serde_json then reports) at the first
+    /// member named `name`, so large members after it are not even read.
+    struct Find<'n, 'c>(&'n str, &'c RefCell<Option<String>>);
+    impl<'de> serde::de::Visitor<'de> for Find<'_, '_> {
+        type Value = ();
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("an object")
         }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut found = None;
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == self.0 && found.is_none() {
-                    found = map
-                        .next_value::<Option<Cow<'de, str>>>()
-                        .ok()
-                        .flatten()
-                        .map(Cow::into_owned);
-                } else {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                if key == self.0 {
+                    let value = map.next_value::<Option<Cow<'de, str>>>()?;
+                    *self.1.borrow_mut() = value.map(Cow::into_owned);
+                    return Err(serde::de::Error::custom("found"));
                 }
+                map.next_value::<serde::de::IgnoredAny>()?;
             }
-            Ok(found)
+            Ok(())
         }
     }
     let object = object?;
     if !object.get().starts_with('{') {
         return None;
     }
+    let found = RefCell::new(None);
     let mut de = serde_json::Deserializer::from_str(object.get());
-    serde::Deserializer::deserialize_map(&mut de, Find(name))
-        .ok()
-        .flatten()
+    let _ = serde::Deserializer::deserialize_map(&mut de, Find(name, &found));
+    found.into_inner()
 }
 
 /// `requestId` of a raw `params` object (`$/cancel_request`, request-scoped elicitation).

@@ -360,6 +360,14 @@ impl Proxy {
         });
     }
 
+    /// The shared ID of a session already seen (no allocation), or a new one.
+    fn session_id(&self, s: &str) -> SessionId {
+        self.sessions
+            .get(s)
+            .cloned()
+            .unwrap_or_else(|| SessionId::from(s))
+    }
+
     /// How the line is stored: classified, and redacted when configured.
     fn journal_payload(&self, peek: &Peek<'_>, line: Bytes) -> Payload {
         let mut payload = Payload::from_line_classified(line, peek.is_json());
@@ -375,7 +383,7 @@ impl Proxy {
 
     /// Decide the journal of a line and update the pending table.
     fn attribute(&mut self, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
-        let session = envelope::str_field(peek.params, "sessionId").map(SessionId::from);
+        let session = peek.session.as_deref().map(|s| self.session_id(s));
         match &peek.kind {
             Kind::Request { id, method } => {
                 let session = session.or_else(|| {

@@ -1,13 +1,23 @@
 //! The open segments of one proxy run: the connection segment and one per session.
 //!
-//! Applies the core's `OpenSession` and `Journal` actions. A journal failure (disk full, store
-//! not writable) is logged once and that journal is suspended; relaying never stops because of
-//! the journal.
+//! Applies the core's `OpenSession` and `Journal` actions in two steps. [`JournalSet::append`]
+//! encodes a record (cheap, on the main loop). [`JournalSet::commit`] then compresses and writes
+//! every segment touched by the batch, either right there (small batches with nothing queued:
+//! the lowest latency) or, for big batches, on the compressor thread, which hands the batch's
+//! lines back for forwarding once they are written ([`Commit::Queued`]). Jobs are done in order,
+//! so records keep wire order and every line is written before it is forwarded either way; the
+//! two cores then share the work of a flood.
+//!
+//! A journal failure (disk full, store not writable) is logged once and that journal is
+//! suspended; relaying never stops because of the journal.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
-use crate::journal::format::{FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind};
+use crate::journal::format::{
+    FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
+};
 use crate::journal::store::{CatalogEntry, Store};
 use crate::journal::writer::SegmentWriter;
 use crate::proto::{Initialize, SessionId, Stamp, Target};
@@ -34,21 +44,91 @@ pub struct RunInfo {
     pub pid: u32,
 }
 
-/// A segment writer that may have failed.
+/// Batches up to this many encoded bytes are compressed on the main loop when nothing is
+/// queued for the compressor thread.
+const INLINE_BYTES: usize = 16 * 1024;
+
+/// A segment writer shared with the compressor thread; `None` once suspended after an error.
+#[derive(Clone)]
+struct Shared {
+    writer: Arc<Mutex<Option<SegmentWriter>>>,
+    name: Arc<str>,
+}
+
+impl Shared {
+    /// Compress and write `lines` (`records` records), and sync if `always`.
+    fn write(&self, lines: &[u8], records: u64, always: bool) {
+        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(writer) = guard.as_mut() else { return };
+        let result = writer
+            .append_encoded(lines, records)
+            .and_then(|()| writer.flush())
+            .and_then(|()| if always { writer.sync() } else { Ok(()) });
+        if let Err(e) = result {
+            suspend(&self.name, &mut guard, &e);
+        }
+    }
+
+    fn sync(&self) {
+        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(writer) = guard.as_mut()
+            && let Err(e) = writer.sync()
+        {
+            suspend(&self.name, &mut guard, &e);
+        }
+    }
+
+    fn take(&self) -> Option<SegmentWriter> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// A segment and the records encoded for it but not yet committed.
 struct Slot {
-    writer: Option<SegmentWriter>,
-    dirty: bool,
-    name: String,
+    shared: Option<Shared>,
+    pending: Vec<u8>,
+    records: u64,
+}
+
+impl Slot {
+    fn new(writer: Option<SegmentWriter>, name: String) -> Slot {
+        Slot {
+            shared: writer.map(|w| Shared {
+                writer: Arc::new(Mutex::new(Some(w))),
+                name: name.into(),
+            }),
+            pending: Vec::new(),
+            records: 0,
+        }
+    }
+}
+
+/// Work for the compressor thread: segments to write, then what to hand back.
+struct Job<T> {
+    writes: Vec<(Shared, Vec<u8>, u64)>,
+    always: bool,
+    then: T,
+}
+
+/// How a batch was committed.
+pub enum Commit<T> {
+    /// Written already: forward now.
+    Done(T),
+    /// Queued for the compressor thread: `T` comes back from [`JournalSet::finished`].
+    Queued,
 }
 
 /// All journals of one run.
-pub struct JournalSet {
+pub struct JournalSet<T> {
     store: Store,
     info: RunInfo,
     fsync: FsyncPolicy,
     connection: Slot,
     connection_rel: Option<String>,
     sessions: HashMap<SessionId, Slot>,
+    jobs: std::sync::mpsc::Sender<Job<T>>,
+    done: tokio::sync::mpsc::UnboundedReceiver<T>,
+    queued: usize,
 }
 
 fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>> {
@@ -56,20 +136,21 @@ fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>>
     serde_json::from_slice::<Box<serde_json::value::RawValue>>(bytes).ok()
 }
 
-impl JournalSet {
-    /// Create the store directories and the run's connection segment.
-    pub fn open(store: Store, info: RunInfo, fsync: FsyncPolicy, at: Stamp) -> JournalSet {
+impl<T: Send + 'static> JournalSet<T> {
+    /// Create the store directories and the run's connection segment, and start the
+    /// compressor thread.
+    pub fn open(store: Store, info: RunInfo, fsync: FsyncPolicy, at: Stamp) -> JournalSet<T> {
+        let (jobs, done) = spawn_compressor();
         let mut set = JournalSet {
-            connection: Slot {
-                writer: None,
-                dirty: false,
-                name: "connection".into(),
-            },
+            connection: Slot::new(None, "the connection".into()),
             connection_rel: None,
             store,
             info,
             fsync,
             sessions: HashMap::new(),
+            jobs,
+            done,
+            queued: 0,
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
@@ -84,7 +165,7 @@ impl JournalSet {
             Ok(writer) => {
                 set.connection_rel = Some(set.store.relative(writer.path()));
                 tracing::info!("connection journal: {}", writer.path().display());
-                set.connection.writer = Some(writer);
+                set.connection = Slot::new(Some(writer), "the connection".into());
             }
             Err(e) => tracing::error!(
                 "cannot create the connection journal in {}: {e}",
@@ -164,15 +245,11 @@ impl JournalSet {
         };
         self.sessions.insert(
             session.clone(),
-            Slot {
-                writer,
-                dirty: false,
-                name: format!("session {session:?}"),
-            },
+            Slot::new(writer, format!("session {session:?}")),
         );
     }
 
-    /// Compress a record into its journal (written at the next [`JournalSet::flush`]).
+    /// Encode a record for its journal (written at the next [`JournalSet::commit`]).
     pub fn append(&mut self, target: &Target, record: &Record) {
         let slot = match target {
             Target::Connection => &mut self.connection,
@@ -181,32 +258,76 @@ impl JournalSet {
                 None => return,
             },
         };
-        if let Some(writer) = &mut slot.writer {
-            match writer.append(record) {
-                Ok(()) => slot.dirty = true,
-                Err(e) => suspend(slot, &e),
+        if slot.shared.is_some() {
+            encode_record(record, &mut slot.pending);
+            slot.records += 1;
+        }
+    }
+
+    /// Write every record appended since the last commit, then release `then` (the batch's
+    /// lines; `empty` when it releases nothing): at once when the batch is small and nothing is
+    /// queued, else through the compressor thread, behind the batches queued before it.
+    pub fn commit(&mut self, then: T, empty: bool) -> Commit<T> {
+        let always = self.fsync == FsyncPolicy::Always;
+        let pending: usize = self.slots().map(|s| s.pending.len()).sum();
+        if pending == 0 && empty {
+            return Commit::Done(then); // nothing to write, nothing to release
+        }
+        if self.queued == 0 && pending <= INLINE_BYTES {
+            self.write_pending();
+            return Commit::Done(then);
+        }
+        let mut writes = Vec::new();
+        for slot in self.slots_mut() {
+            if let Some(shared) = &slot.shared
+                && slot.records > 0
+            {
+                writes.push((
+                    shared.clone(),
+                    std::mem::take(&mut slot.pending),
+                    slot.records,
+                ));
+            }
+            slot.pending.clear();
+            slot.records = 0;
+        }
+        match self.jobs.send(Job {
+            writes,
+            always,
+            then,
+        }) {
+            Ok(()) => {
+                self.queued += 1;
+                Commit::Queued
+            }
+            Err(std::sync::mpsc::SendError(job)) => {
+                // The compressor thread is gone (it panicked): write here instead.
+                for (shared, lines, records) in &job.writes {
+                    shared.write(lines, *records, always);
+                }
+                Commit::Done(job.then)
             }
         }
     }
 
-    /// Write every appended record to the kernel (one `write(2)` per file), and sync per the
-    /// policy. Called before the lines of the batch are forwarded.
-    pub fn flush(&mut self) {
-        let always = self.fsync == FsyncPolicy::Always;
-        for slot in std::iter::once(&mut self.connection).chain(self.sessions.values_mut()) {
-            if !slot.dirty {
-                continue;
-            }
-            slot.dirty = false;
-            if let Some(writer) = &mut slot.writer {
-                let result = writer
-                    .flush()
-                    .and_then(|()| if always { writer.sync() } else { Ok(()) });
-                if let Err(e) = result {
-                    suspend(slot, &e);
-                }
-            }
-        }
+    /// Batches waiting on the compressor thread.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// The next batch the compressor thread has written, in commit order.
+    pub async fn finished(&mut self) -> Option<T> {
+        let then = self.done.recv().await?;
+        self.queued -= 1;
+        Some(then)
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        std::iter::once(&self.connection).chain(self.sessions.values())
+    }
+
+    fn slots_mut(&mut self) -> impl Iterator<Item = &mut Slot> {
+        std::iter::once(&mut self.connection).chain(self.sessions.values_mut())
     }
 
     /// `fdatasync` every file written since the last sync (the `interval` policy's tick).
@@ -214,20 +335,21 @@ impl JournalSet {
         if self.fsync == FsyncPolicy::Never {
             return;
         }
-        for slot in std::iter::once(&mut self.connection).chain(self.sessions.values_mut()) {
-            if let Some(writer) = &mut slot.writer
-                && let Err(e) = writer.sync()
-            {
-                suspend(slot, &e);
-            }
+        for shared in self.slots().filter_map(|s| s.shared.as_ref()) {
+            shared.sync();
         }
     }
 
     /// Close every segment cleanly (end marker, end of frame, sync) and catalog the sessions.
-    pub fn close(mut self, seq: u64, at: Stamp) {
-        self.flush();
+    /// Batches still queued are written first; what they carry is dropped.
+    pub async fn close(mut self, seq: u64, at: Stamp) {
+        while self.queued > 0 && self.finished().await.is_some() {}
+        self.write_pending();
         for (_, slot) in self.sessions.drain() {
-            let Some(writer) = slot.writer else { continue };
+            let Some(shared) = slot.shared else { continue };
+            let Some(writer) = shared.take() else {
+                continue;
+            };
             let segment = self.store.relative(writer.path());
             match writer.close(seq, at.unix_us, at.mono_us) {
                 Ok(stats) => {
@@ -241,23 +363,59 @@ impl JournalSet {
                         tracing::warn!("cannot update the journal catalog: {e}");
                     }
                 }
-                Err(e) => tracing::error!("closing the journal of {}: {e}", slot.name),
+                Err(e) => tracing::error!("closing the journal of {}: {e}", shared.name),
             }
         }
-        if let Some(writer) = self.connection.writer.take()
+        if let Some(writer) = self.connection.shared.as_ref().and_then(Shared::take)
             && let Err(e) = writer.close(seq, at.unix_us, at.mono_us)
         {
             tracing::error!("closing the connection journal: {e}");
         }
     }
+
+    /// Write what is pending on this thread.
+    fn write_pending(&mut self) {
+        let always = self.fsync == FsyncPolicy::Always;
+        for slot in self.slots_mut() {
+            if let Some(shared) = &slot.shared
+                && slot.records > 0
+            {
+                shared.write(&slot.pending, slot.records, always);
+            }
+            slot.pending.clear();
+            slot.records = 0;
+        }
+    }
+}
+
+/// The compressor thread: does jobs in order and hands back what each releases.
+fn spawn_compressor<T: Send + 'static>() -> (
+    std::sync::mpsc::Sender<Job<T>>,
+    tokio::sync::mpsc::UnboundedReceiver<T>,
+) {
+    let (jobs_tx, jobs) = std::sync::mpsc::channel::<Job<T>>();
+    let (done, done_rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("compressor".into())
+        .spawn(move || {
+            for job in jobs {
+                for (shared, lines, records) in &job.writes {
+                    shared.write(lines, *records, job.always);
+                }
+                if done.send(job.then).is_err() {
+                    return;
+                }
+            }
+        })
+        .expect("spawning the compressor thread");
+    (jobs_tx, done_rx)
 }
 
 /// Stop writing a journal after an error, saying so once.
-fn suspend(slot: &mut Slot, error: &std::io::Error) {
-    if let Some(writer) = slot.writer.take() {
+fn suspend(name: &str, writer: &mut Option<SegmentWriter>, error: &std::io::Error) {
+    if let Some(writer) = writer.take() {
         tracing::error!(
-            "journal of {} suspended after a write error ({error}); {} stays readable up to here; relaying continues",
-            slot.name,
+            "journal of {name} suspended after a write error ({error}); {} stays readable up to here; relaying continues",
             writer.path().display()
         );
     }

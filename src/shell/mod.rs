@@ -35,7 +35,7 @@ use crate::journal::Store;
 use crate::journal::store::CatalogEntry;
 use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Side, Stamp};
 use history::HistoryRequest;
-use journals::{FsyncPolicy, JournalSet, RunInfo};
+use journals::{Commit, FsyncPolicy, JournalSet, RunInfo};
 use lines::LineSplitter;
 use pipes::{ClientInput, Output};
 
@@ -150,7 +150,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
     let mut drain_until: Option<tokio::time::Instant> = None;
 
     loop {
-        if status.is_some() && !agent_out_open && !agent_err_open {
+        if status.is_some() && !agent_out_open && !agent_err_open && out.journals.queued() == 0 {
             break;
         }
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -160,7 +160,12 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             biased;
             _ = out.to_client.writable(), if out.to_client.waiting() => out.to_client.write_now(),
             _ = out.to_agent.writable(), if out.to_agent.waiting() => out.to_agent.write_now(),
-            read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !out.to_client.full() => {
+            Some(batch) = out.journals.finished(), if out.journals.queued() > 0 => {
+                if out.deliver(batch) && deadline.is_none() {
+                    deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
+                }
+            }
+            read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !out.busy_for(&out.to_client) => {
                 let at = clock.now();
                 match read {
                     Ok(n) if n > 0 => {
@@ -177,7 +182,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                     }
                 }
             }
-            input = from_client.read(), if client_open && !out.to_agent.full() => {
+            input = from_client.read(), if client_open && !out.busy_for(&out.to_agent) => {
                 let at = clock.now();
                 match input {
                     Some(lines) => {
@@ -253,7 +258,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         mut to_client,
         ..
     } = out;
-    journals.close(core.next_seq(), end);
+    journals.close(core.next_seq(), end).await;
     // Deliver what is queued for the client (bounded: the client may have stopped reading).
     to_client.close();
     let flush_deadline = tokio::time::Instant::now() + config.grace;
@@ -348,17 +353,46 @@ impl Services {
 
 /// Where the core's actions go.
 struct Outputs {
-    journals: JournalSet,
+    journals: JournalSet<Batch>,
     to_agent: Output,
     to_client: Output,
     services: Services,
 }
 
-/// Apply the core's actions in order: journal first, flush, then forward. Returns true when
-/// the agent's stdin was closed.
+/// What a batch of actions releases once its records are written.
+#[derive(Default)]
+struct Batch {
+    forwards: Vec<(Side, Bytes)>,
+    close_agent: bool,
+}
+
+impl Outputs {
+    /// Forward a written batch; returns true when it closed the agent's stdin.
+    fn deliver(&mut self, batch: Batch) -> bool {
+        for (to, line) in batch.forwards {
+            match to {
+                Side::Agent => self.to_agent.push(line),
+                Side::Client => self.to_client.push(line),
+            }
+        }
+        self.to_client.write_now();
+        self.to_agent.write_now();
+        if batch.close_agent {
+            self.to_agent.close();
+        }
+        batch.close_agent
+    }
+
+    /// Stop reading sources while a destination or the compressor is behind.
+    fn busy_for(&self, destination: &Output) -> bool {
+        destination.full() || self.journals.queued() >= 2
+    }
+}
+
+/// Apply the core's actions in order: journal the batch, then forward it once written.
+/// Returns true when the agent's stdin was closed.
 fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
-    let mut forwards = Vec::new();
-    let mut close_agent = false;
+    let mut batch = Batch::default();
     while let Some(action) = core.poll_action() {
         match action {
             Action::OpenSession {
@@ -369,8 +403,8 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
                 .journals
                 .open_session(&session, cwd, &initialize, clock.now()),
             Action::Journal { target, record } => out.journals.append(&target, &record),
-            Action::Forward { to, line } => forwards.push((to, line)),
-            Action::CloseAgentStdin => close_agent = true,
+            Action::Forward { to, line } => batch.forwards.push((to, line)),
+            Action::CloseAgentStdin => batch.close_agent = true,
             Action::FetchHistory {
                 load,
                 session,
@@ -391,19 +425,11 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
             Action::Log(message) => tracing::info!("{message}"),
         }
     }
-    out.journals.flush();
-    for (to, line) in forwards {
-        match to {
-            Side::Agent => out.to_agent.push(line),
-            Side::Client => out.to_client.push(line),
-        }
+    let empty = batch.forwards.is_empty() && !batch.close_agent;
+    match out.journals.commit(batch, empty) {
+        Commit::Done(batch) => out.deliver(batch),
+        Commit::Queued => false,
     }
-    out.to_client.write_now();
-    out.to_agent.write_now();
-    if close_agent {
-        out.to_agent.close();
-    }
-    close_agent
 }
 
 fn forward_signal(core: &mut Proxy, clock: &Clock, pid: u32, sig: i32, running: bool) {

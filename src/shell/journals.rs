@@ -127,8 +127,10 @@ pub struct JournalSet<T> {
     connection_rel: Option<String>,
     sessions: HashMap<SessionId, Slot>,
     jobs: std::sync::mpsc::Sender<Job<T>>,
-    done: tokio::sync::mpsc::UnboundedReceiver<T>,
+    done: tokio::sync::mpsc::UnboundedReceiver<(T, Vec<Vec<u8>>)>,
     queued: usize,
+    /// Buffers back from the compressor, reused so a flood does not allocate per batch.
+    spare: Vec<Vec<u8>>,
 }
 
 fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>> {
@@ -151,6 +153,7 @@ impl<T: Send + 'static> JournalSet<T> {
             jobs,
             done,
             queued: 0,
+            spare: Vec::new(),
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
@@ -317,8 +320,14 @@ impl<T: Send + 'static> JournalSet<T> {
 
     /// The next batch the compressor thread has written, in commit order.
     pub async fn finished(&mut self) -> Option<T> {
-        let then = self.done.recv().await?;
+        let (then, buffers) = self.done.recv().await?;
         self.queued -= 1;
+        for mut buffer in buffers {
+            if self.spare.len() < 8 {
+                buffer.clear();
+                self.spare.push(buffer);
+            }
+        }
         Some(then)
     }
 
@@ -391,7 +400,7 @@ impl<T: Send + 'static> JournalSet<T> {
 /// The compressor thread: does jobs in order and hands back what each releases.
 fn spawn_compressor<T: Send + 'static>() -> (
     std::sync::mpsc::Sender<Job<T>>,
-    tokio::sync::mpsc::UnboundedReceiver<T>,
+    tokio::sync::mpsc::UnboundedReceiver<(T, Vec<Vec<u8>>)>,
 ) {
     let (jobs_tx, jobs) = std::sync::mpsc::channel::<Job<T>>();
     let (done, done_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -402,7 +411,8 @@ fn spawn_compressor<T: Send + 'static>() -> (
                 for (shared, lines, records) in &job.writes {
                     shared.write(lines, *records, job.always);
                 }
-                if done.send(job.then).is_err() {
+                let buffers = job.writes.into_iter().map(|(_, lines, _)| lines).collect();
+                if done.send((job.then, buffers)).is_err() {
                     return;
                 }
             }

@@ -110,6 +110,9 @@ struct Job<T> {
     then: T,
 }
 
+/// Batches the compressor has written: what each releases, and its buffers for reuse.
+type Finished<T> = tokio::sync::mpsc::UnboundedReceiver<(T, Vec<Vec<u8>>)>;
+
 /// How a batch was committed.
 pub enum Commit<T> {
     /// Written already: forward now.
@@ -127,7 +130,7 @@ pub struct JournalSet<T> {
     connection_rel: Option<String>,
     sessions: HashMap<SessionId, Slot>,
     jobs: std::sync::mpsc::Sender<Job<T>>,
-    done: tokio::sync::mpsc::UnboundedReceiver<(T, Vec<Vec<u8>>)>,
+    done: Finished<T>,
     queued: usize,
     /// Buffers back from the compressor, reused so a flood does not allocate per batch.
     spare: Vec<Vec<u8>>,
@@ -398,10 +401,7 @@ impl<T: Send + 'static> JournalSet<T> {
 }
 
 /// The compressor thread: does jobs in order and hands back what each releases.
-fn spawn_compressor<T: Send + 'static>() -> (
-    std::sync::mpsc::Sender<Job<T>>,
-    tokio::sync::mpsc::UnboundedReceiver<(T, Vec<Vec<u8>>)>,
-) {
+fn spawn_compressor<T: Send + 'static>() -> (std::sync::mpsc::Sender<Job<T>>, Finished<T>) {
     let (jobs_tx, jobs) = std::sync::mpsc::channel::<Job<T>>();
     let (done, done_rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::Builder::new()

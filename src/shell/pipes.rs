@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::lines::LineSplitter;
 
 /// Bytes queued for one destination above which its source is no longer read.
-pub const BACKLOG_LIMIT: usize = 16 << 20;
+pub const BACKLOG_LIMIT: usize = 1 << 20;
 
 /// A duplicate of one of our standard descriptors, as an owned fd.
 fn dup_std(fd: i32) -> io::Result<OwnedFd> {

@@ -96,6 +96,22 @@ struct Load {
     replayed: u64,
 }
 
+impl Load {
+    /// The load's `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`,
+    /// as params for the request that brings the agent up.
+    fn setup_params(&self, additional_directories: bool) -> RawObject {
+        let mut params = RawObject::default();
+        if let Some(cwd) = &self.cwd {
+            params.set("cwd", json_string(cwd));
+        }
+        params.set("mcpServers", self.mcp_servers.clone());
+        if let (Some(dirs), true) = (&self.additional, additional_directories) {
+            params.set("additionalDirectories", dirs.clone());
+        }
+        params
+    }
+}
+
 /// A `session/list` the proxy answers or merges.
 #[derive(Debug)]
 struct List {
@@ -532,14 +548,7 @@ impl Proxy {
             return;
         }
         let caps = self.emulation.agent;
-        let mut params = RawObject::default();
-        if let Some(cwd) = &l.cwd {
-            params.set("cwd", json_string(cwd));
-        }
-        params.set("mcpServers", l.mcp_servers.clone());
-        if let (Some(dirs), true) = (&l.additional, caps.additional_directories) {
-            params.set("additionalDirectories", dirs.clone());
-        }
+        let mut params = l.setup_params(caps.additional_directories);
         let (method, how) = if caps.load && self.config.load == LoadMode::Journal {
             self.emulation.hidden.insert(session.clone());
             params.set("sessionId", json_string(&session));
@@ -732,14 +741,7 @@ impl Proxy {
         let Some(Op::Load(l)) = self.emulation.ops.get(&op) else {
             return;
         };
-        let mut params = RawObject::default();
-        if let Some(cwd) = &l.cwd {
-            params.set("cwd", json_string(cwd));
-        }
-        params.set("mcpServers", l.mcp_servers.clone());
-        if let (Some(dirs), true) = (&l.additional, self.emulation.agent.additional_directories) {
-            params.set("additionalDirectories", dirs.clone());
-        }
+        let params = l.setup_params(self.emulation.agent.additional_directories);
         self.request_agent(
             at,
             session,

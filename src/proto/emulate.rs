@@ -272,13 +272,16 @@ impl Proxy {
         });
     }
 
-    fn notify_client(&mut self, session: &SessionId, update: Value) {
+    fn notify_client(&mut self, at: Stamp, session: &SessionId, update: Value) {
         let msg = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": &**session, "update": update}});
         let mut line = msg.to_string().into_bytes();
         line.push(b'\n');
+        let line = Bytes::from(line);
+        let record = self.proxy_record(at, Side::Agent, line.clone());
+        self.journal(Target::Session(session.clone()), record);
         self.actions.push_back(Action::Forward {
             to: Side::Client,
-            line: Bytes::from(line),
+            line,
         });
     }
 
@@ -300,7 +303,14 @@ impl Proxy {
                     self.start_load(at, id, peek, line, false)
                 }
                 "session/list" => self.start_list(at, id, peek, line),
-                "session/close" if !self.emulation.agent.close => {
+                "session/close" if self.emulation.agent.close => {
+                    // The agent closes it: a later load must bring it up again.
+                    if let Some(s) = session() {
+                        self.emulation.live.remove(&s);
+                    }
+                    false
+                }
+                "session/close" => {
                     let Some(s) = session() else { return false };
                     let record = self.client_record(at, peek, line);
                     self.open_known(&s);
@@ -378,6 +388,7 @@ impl Proxy {
             Op::List(l) => (l.client_id.clone(), Target::Connection),
         };
         if let Op::Load(load) = taken {
+            self.emulation.hidden.remove(&load.session);
             if load.phase == Phase::Fetching {
                 self.actions.push_back(Action::CancelHistory { load: op });
             }
@@ -586,8 +597,14 @@ impl Proxy {
                     _ => None,
                 });
                 if let Some(op) = list {
+                    // The client gets its own id back, even if it was renumbered.
+                    let line = match self.emulation.aliases.remove(id) {
+                        Some(original) => edit_line(line, |m| m.set("id", original.to_json()))
+                            .map_or_else(|| line.clone(), Bytes::from),
+                        None => line.clone(),
+                    };
                     if let Some(Op::List(l)) = self.emulation.ops.get_mut(&op) {
-                        l.response = Some(line.clone());
+                        l.response = Some(line);
                     }
                     self.try_merge_list(at, op);
                     return true;
@@ -803,7 +820,7 @@ impl Proxy {
             );
             self.actions.push_back(Action::Log(message.clone()));
             if self.emulation.notices {
-                self.notify_client(session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
+                self.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
             }
         }
     }
@@ -942,7 +959,7 @@ impl Proxy {
             .collect();
         let page: Vec<Value> = all.iter().skip(offset).take(PAGE).cloned().collect();
         let mut result = json!({"sessions": page});
-        if offset + PAGE < all.len() {
+        if offset.saturating_add(PAGE) < all.len() {
             result["nextCursor"] = json!(encode_cursor(offset + PAGE));
         }
         self.answer(

@@ -482,3 +482,79 @@ fn every_message_the_proxy_writes_is_valid_acp() {
         assert!(errors.is_empty(), "{msg}\n{errors:?}");
     }
 }
+
+#[test]
+fn a_session_closed_by_the_agent_is_brought_up_again_on_the_next_load() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"close":{}}}}}"#);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":7,"method":"session/close","params":{"sessionId":"S"}}"#);
+    assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
+    h.agent(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#);
+    h.client(&LOAD.replace("\"id\":5", "\"id\":8"));
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    assert_eq!(
+        last_to_agent(&h)["method"],
+        "session/new",
+        "not answered from a stale live set"
+    );
+}
+
+#[test]
+fn a_renumbered_client_id_comes_back_on_a_merged_session_list() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"list":{}}}}}"#);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    h.client(r#"{"jsonrpc":"2.0","id":"acp-journal:0","method":"session/list","params":{}}"#);
+    sessions_answer(&mut h, vec![]);
+    let alias = last_to_agent(&h)["id"].as_str().unwrap().to_string();
+    assert_ne!(alias, "acp-journal:0");
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":"{alias}","result":{{"sessions":[]}}}}"#
+    ));
+    assert_eq!(last_to_client(&h)["id"], "acp-journal:0");
+}
+
+#[test]
+fn cancelling_a_journal_mode_load_does_not_leave_the_session_hidden() {
+    let mut h = Harness::with(Config {
+        load: LoadMode::Journal,
+        ..Config::default()
+    });
+    h.client(INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    h.client(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"S"}}"#);
+    h.agent(
+        std::str::from_utf8(&replay_line("live"))
+            .unwrap()
+            .trim_end(),
+    );
+    assert_eq!(
+        last_to_client(&h)["params"]["update"]["content"]["text"],
+        "live"
+    );
+}
+
+#[test]
+fn a_hostile_list_cursor_is_not_a_crash() {
+    use base64::Engine;
+    let mut h = emulating();
+    let cursor =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("acpj:{}", usize::MAX));
+    h.client(&format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"session/list","params":{{"cursor":"{cursor}"}}}}"#
+    ));
+    sessions_answer(&mut h, listed(3));
+    assert_eq!(last_to_client(&h)["result"]["sessions"], json!([]));
+}

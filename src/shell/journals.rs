@@ -323,7 +323,15 @@ impl<T: Send + 'static> JournalSet<T> {
 
     /// The next batch the compressor thread has written, in commit order.
     pub async fn finished(&mut self) -> Option<T> {
-        let (then, buffers) = self.done.recv().await?;
+        let Some((then, buffers)) = self.done.recv().await else {
+            // The compressor thread is gone (it panicked): its queued batches with it.
+            tracing::error!(
+                "the journal compressor stopped; {} batches were lost",
+                self.queued
+            );
+            self.queued = 0;
+            return None;
+        };
         self.queued -= 1;
         for mut buffer in buffers {
             if self.spare.len() < 8 {

@@ -129,6 +129,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         services,
     };
     let mut from_client = ClientInput::stdin();
+    let agent_stderr = StderrCopy::spawn();
 
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -200,7 +201,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 match read {
                     Ok(n) if n > 0 => {
                         let chunk = Bytes::copy_from_slice(&err_buf[..n]);
-                        let _ = std::io::stderr().write_all(&chunk);
+                        agent_stderr.pass(chunk.clone());
                         core.handle_stderr(clock.now(), chunk);
                     }
                     _ => agent_err_open = false,
@@ -229,6 +230,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             }
             _ = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => {
                 tracing::warn!("the agent exited but its output is still open (a child process holds it); stopping");
+                drain_until = None;
                 agent_out_open = false;
                 agent_err_open = false;
             }
@@ -274,6 +276,30 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         }
     }
     Ok(status.unwrap_or(1))
+}
+
+/// Copies the agent's stderr to ours on its own thread, so an editor that does not drain our
+/// stderr never stalls the relay (chunks are dropped while that thread is behind).
+struct StderrCopy(std::sync::mpsc::SyncSender<Bytes>);
+
+impl StderrCopy {
+    fn spawn() -> StderrCopy {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Bytes>(256);
+        std::thread::Builder::new()
+            .name("stderr".into())
+            .spawn(move || {
+                let mut err = std::io::stderr();
+                for chunk in rx {
+                    let _ = err.write_all(&chunk);
+                }
+            })
+            .expect("spawning the stderr thread");
+        StderrCopy(tx)
+    }
+
+    fn pass(&self, chunk: Bytes) {
+        let _ = self.0.try_send(chunk);
+    }
 }
 
 /// The store-side services the core asks for: history reads, session lists, catalog updates.

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::{Buf, Bytes};
 use tokio::net::unix::pipe;
@@ -119,8 +119,8 @@ pub struct Output {
     queued: Arc<AtomicUsize>,
     /// Close the destination once the queue is written.
     closing: bool,
-    /// The reader went away (broken pipe).
-    gone: bool,
+    /// The reader went away (broken pipe); shared with the stdout thread when there is one.
+    gone: Arc<AtomicBool>,
 }
 
 enum Sink {
@@ -135,9 +135,11 @@ impl Output {
             Ok(pipe) => Output::new(Sink::Pipe(pipe)),
             Err(_) => {
                 let queued = Arc::new(AtomicUsize::new(0));
-                let tx = spawn_stdout_thread(queued.clone());
+                let gone = Arc::new(AtomicBool::new(false));
+                let tx = spawn_stdout_thread(queued.clone(), gone.clone());
                 Output {
                     queued,
+                    gone,
                     ..Output::new(Sink::Thread(tx))
                 }
             }
@@ -155,20 +157,20 @@ impl Output {
             queue: VecDeque::new(),
             queued: Arc::new(AtomicUsize::new(0)),
             closing: false,
-            gone: false,
+            gone: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Queue a line (dropped if the reader is gone, as a pipe would).
     pub fn push(&mut self, line: Bytes) {
-        if self.gone || self.closing {
+        if self.is_gone() || self.closing {
             return;
         }
         self.queued.fetch_add(line.len(), Ordering::Relaxed);
         match &self.sink {
             Some(Sink::Thread(tx)) => {
                 if tx.send(line).is_err() {
-                    self.gone = true;
+                    self.set_gone();
                 }
             }
             _ => self.queue.push_back(line),
@@ -177,7 +179,13 @@ impl Output {
 
     /// More than [`BACKLOG_LIMIT`] bytes are waiting: stop reading the source.
     pub fn full(&self) -> bool {
-        self.queued.load(Ordering::Relaxed) > BACKLOG_LIMIT
+        !self.is_gone() && self.queued.load(Ordering::Relaxed) > BACKLOG_LIMIT
+    }
+
+    fn set_gone(&mut self) {
+        self.gone.store(true, Ordering::Relaxed);
+        self.queued.store(0, Ordering::Relaxed);
+        self.queue.clear();
     }
 
     /// Bytes not yet written.
@@ -187,7 +195,7 @@ impl Output {
 
     /// True when the reader went away (a write failed with a broken pipe).
     pub fn is_gone(&self) -> bool {
-        self.gone
+        self.gone.load(Ordering::Relaxed)
     }
 
     /// Close once everything queued is written.
@@ -239,9 +247,7 @@ impl Output {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
-                    self.gone = true;
-                    self.queued.store(0, Ordering::Relaxed);
-                    self.queue.clear();
+                    self.set_gone();
                     self.sink = None;
                     return;
                 }
@@ -254,7 +260,10 @@ impl Output {
 }
 
 /// Write our stdout on a std thread (for stdout that is not a pipe).
-fn spawn_stdout_thread(queued: Arc<AtomicUsize>) -> std::sync::mpsc::Sender<Bytes> {
+fn spawn_stdout_thread(
+    queued: Arc<AtomicUsize>,
+    gone: Arc<AtomicBool>,
+) -> std::sync::mpsc::Sender<Bytes> {
     let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
     std::thread::Builder::new()
         .name("stdout".into())
@@ -264,6 +273,8 @@ fn spawn_stdout_thread(queued: Arc<AtomicUsize>) -> std::sync::mpsc::Sender<Byte
                 let ok = out.write_all(&line).and_then(|()| out.flush()).is_ok();
                 queued.fetch_sub(line.len(), Ordering::Relaxed);
                 if !ok {
+                    gone.store(true, Ordering::Relaxed);
+                    queued.store(0, Ordering::Relaxed);
                     return;
                 }
             }

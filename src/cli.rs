@@ -126,6 +126,29 @@ Examples:
 Exit status: 0 when no file is corrupt (a torn tail after a crash is reported, not an error),
 1 when a file is corrupt, 2 when a file cannot be read as a journal.")]
     Verify(VerifyArgs),
+    /// Show a session as a readable transcript (or its raw records).
+    #[command(after_help = "\
+Examples:
+  acp-journal show 3fa8              the transcript of a session (ID or unique prefix)
+  acp-journal show 3fa8 --raw        every wire message with time and direction
+  acp-journal show 3fa8 --json | jq  the records as NDJSON
+
+Colour is used on a terminal unless NO_COLOR is set.")]
+    Show(ShowArgs),
+}
+
+/// `show` options.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Session ID, unique prefix, segment file or directory.
+    #[arg(value_name = "SESSION|PATH")]
+    pub session: String,
+    /// Print the wire records: time, direction, message.
+    #[arg(long, conflicts_with = "json")]
+    pub raw: bool,
+    /// Print the records as NDJSON, as stored.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `list` options.

@@ -4,6 +4,7 @@
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
 //!   decides what to journal and what to forward.
 //! - [`journal`]: the on-disk format, the segment writer, the salvage reader, the store layout.
+//! - [`render`]: readable transcripts of journal records.
 //! - [`shell`]: the I/O driver: spawns the agent, pumps lines, applies the core's actions.
 //! - [`cli`] and [`cmd`]: the command line and one module per subcommand.
 #![warn(missing_docs, unreachable_pub)]
@@ -13,4 +14,5 @@ pub mod cli;
 pub mod cmd;
 pub mod journal;
 pub mod proto;
+pub mod render;
 pub mod shell;

@@ -2,6 +2,7 @@
 
 mod list;
 mod proxy;
+mod show;
 mod verify;
 
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Some(Command::List(args)) => list::run(&store, args),
         Some(Command::Verify(args)) => verify::run(&store, args),
+        Some(Command::Show(args)) => show::run(&store, args),
         None => proxy::run(store, cli.proxy, cli.agent),
     };
     match result {

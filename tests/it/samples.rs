@@ -76,3 +76,35 @@ fn a_recorded_session_loads_into_a_fresh_proxy() {
     assert!(client.prompt(&session, "and now?").get("result").is_some());
     client.finish();
 }
+
+#[test]
+fn show_renders_a_recorded_session_as_a_transcript() {
+    let dir = root().join("journals/typescript-agent");
+    let dir = dir.to_str().unwrap();
+    let (_, out, _) = run_cli(&["list", "--journal-dir", dir, "--json"]);
+    let list: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let session = list[0]["session"].as_str().unwrap();
+    let (code, out, err) = run_cli(&["show", "--journal-dir", dir, &session[..6]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('\x1b'), "no colour when not on a terminal");
+    for expected in [
+        "❯ Add a friendly greeting to hello.txt",
+        "I'll help you with that. Let me start by reading some files to understand the current situation.\n",
+        "⏺ Reading project files [read] pending /project/README.md",
+        "⏺ Reading project files completed",
+        "? permission for Modifying critical configuration file: allow",
+        "── end_turn (",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    assert_eq!(out.matches("── end_turn").count(), 2, "two turns");
+    let (_, raw, _) = run_cli(&["show", "--journal-dir", dir, session, "--raw"]);
+    assert!(raw.lines().any(|l| l.contains(
+        "agent → client  {\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"session/request_permission\""
+    )));
+    let (_, json, _) = run_cli(&["show", "--journal-dir", dir, session, "--json"]);
+    for line in json.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(record["seq"].is_u64());
+    }
+}

@@ -135,6 +135,115 @@ Examples:
 
 Colour is used on a terminal unless NO_COLOR is set.")]
     Show(ShowArgs),
+    /// Search every journal for text or a regular expression.
+    #[command(after_help = "\
+Examples:
+  acp-journal search 'permission'              every message mentioning it
+  acp-journal search 'sk-[a-z]+' --cwd ~/proj  a regex, in one project's sessions")]
+    Search(SearchArgs),
+    /// Count a session's (or the whole store's) messages by kind and direction.
+    #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
+    Stats(StatsArgs),
+    /// Remove whole sessions older than a given age (never one being written).
+    #[command(after_help = "\
+Examples:
+  acp-journal prune --older-than 30d --dry-run   what would go
+  acp-journal prune --older-than 12h --keep 20   keep the 20 newest whatever their age")]
+    Prune(PruneArgs),
+    /// Salvage the readable part of a damaged segment into a clean new file.
+    #[command(after_help = "\
+Example:
+  acp-journal repair sessions/ssess_1/20261121T101010.000000Z-42.acpj.zst
+      writes …-42.repaired.acpj.zst beside it and says what was lost; the original is kept.")]
+    Repair(RepairArgs),
+    /// Print shell completions.
+    #[command(
+        after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff).
+    #[command(after_help = "Example:\n  acp-journal man > /usr/local/share/man/man1/acp-journal.1")]
+    Man,
+}
+
+/// `search` options.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// A regular expression (plain text works too).
+    #[arg(value_name = "PATTERN")]
+    pub pattern: String,
+    /// Only this session (ID, unique prefix, or path).
+    #[arg(long, value_name = "SESSION")]
+    pub session: Option<String>,
+    /// Only sessions whose working directory is DIR.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+}
+
+/// `stats` options.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Session ID, unique prefix or path [default: the whole store].
+    #[arg(value_name = "SESSION")]
+    pub session: Option<String>,
+}
+
+/// `prune` options.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Age past which a session goes, by its last activity: `90m`, `12h`, `30d`, `4w`.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub older_than: std::time::Duration,
+    /// Keep the N most recent sessions whatever their age.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub keep: usize,
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `repair` options.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The damaged segment file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Where to write the clean copy [default: beside it, `.repaired.acpj.zst`].
+    #[arg(short, long, value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+/// `completions` options.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Parse an age like `90m`, `12h`, `30d`, `4w` (or seconds with `s`).
+pub fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not an age like 30d, 12h or 90m"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" | "" => 86_400,
+        "w" => 7 * 86_400,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?}: use s, m, h, d or w"
+            ));
+        }
+    };
+    Ok(std::time::Duration::from_secs(n.saturating_mul(seconds)))
 }
 
 /// `show` options.

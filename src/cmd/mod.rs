@@ -1,7 +1,9 @@
 //! One module per subcommand; [`run`] dispatches.
 
 mod list;
+mod maintain;
 mod proxy;
+mod search;
 mod show;
 mod verify;
 
@@ -38,6 +40,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::List(args)) => list::run(&store, args),
         Some(Command::Verify(args)) => verify::run(&store, args),
         Some(Command::Show(args)) => show::run(&store, args),
+        Some(Command::Search(args)) => search::run(&store, args),
+        Some(Command::Stats(args)) => search::stats(&store, args),
+        Some(Command::Prune(args)) => maintain::prune(&store, args),
+        Some(Command::Repair(args)) => maintain::repair(args),
+        Some(Command::Completions(args)) => maintain::completions(args),
+        Some(Command::Man) => maintain::man(),
         None => proxy::run(store, cli.proxy, cli.agent),
     };
     match result {

@@ -338,6 +338,11 @@ impl Store {
                 }
             }
         }
+        // Segments removed by `prune` (or by hand) are gone from the list.
+        by_id.retain(|_, s| {
+            s.segments.retain(|seg| self.root.join(seg).exists());
+            !s.segments.is_empty()
+        });
         for s in by_id.values_mut() {
             for segment in &s.segments {
                 let path = self.root.join(segment);

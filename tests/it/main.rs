@@ -3,6 +3,7 @@
 mod cli;
 mod faults;
 mod loading;
+mod maintain;
 mod peers;
 mod samples;
 mod util;

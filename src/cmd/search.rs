@@ -1,0 +1,154 @@
+//! `search` and `stats`: streaming passes over journals.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use crate::cli::{SearchArgs, StatsArgs};
+use crate::journal::reader::is_end_marker;
+use crate::journal::{Body, SegmentReader, Side, Store};
+
+/// The sessions to read: one (by ID, prefix or path), or all (optionally by cwd).
+fn targets(
+    store: &Store,
+    session: Option<&str>,
+    cwd: Option<&str>,
+) -> anyhow::Result<Vec<(String, Vec<PathBuf>)>> {
+    if let Some(session) = session {
+        let segments = store.resolve(session).map_err(anyhow::Error::msg)?;
+        return Ok(vec![(session.to_string(), segments)]);
+    }
+    Ok(store
+        .sessions_with(false)?
+        .into_iter()
+        .filter(|s| cwd.is_none() || s.cwd.as_deref() == cwd)
+        .map(|s| {
+            let segments = s
+                .segments
+                .iter()
+                .map(|seg| store.root().join(seg))
+                .collect();
+            (s.session, segments)
+        })
+        .collect())
+}
+
+/// Print every message matching the pattern, with its session, turn and some context.
+pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let pattern = regex::bytes::Regex::new(&args.pattern)
+        .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut found = 0u64;
+    for (session, segments) in targets(store, args.session.as_deref(), args.cwd.as_deref())? {
+        let mut turn = 0u64;
+        for path in segments {
+            let Ok(reader) = SegmentReader::open(&path) else {
+                continue;
+            };
+            let session = reader
+                .header()
+                .session
+                .clone()
+                .unwrap_or_else(|| session.clone());
+            for record in reader {
+                let Body::Message { from, payload } = &record.body else {
+                    continue;
+                };
+                let bytes = &payload.bytes;
+                if from == &Side::Client
+                    && memchr::memmem::find(bytes, b"\"session/prompt\"").is_some()
+                {
+                    turn += 1;
+                }
+                let Some(m) = pattern.find(bytes) else {
+                    continue;
+                };
+                found += 1;
+                let start = m.start().saturating_sub(60);
+                let end = (m.end() + 60).min(bytes.len());
+                let context =
+                    String::from_utf8_lossy(&bytes[start..end]).replace(['\n', '\r'], " ");
+                writeln!(
+                    out,
+                    "{}  turn {turn}  {}  …{context}…",
+                    session.escape_debug(),
+                    from.as_str()
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::from(if found > 0 { 0 } else { 1 }))
+}
+
+/// Messages by kind and direction, bytes raw vs stored, turns and duration.
+pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> {
+    let mut kinds: BTreeMap<(&'static str, String), (u64, u64)> = BTreeMap::new();
+    let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    for (_, segments) in targets(store, args.session.as_deref(), None)? {
+        sessions += 1;
+        for path in segments {
+            stored += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let Ok(reader) = SegmentReader::open(&path) else {
+                continue;
+            };
+            for record in reader.filter(|r| !is_end_marker(r)) {
+                first = first.min(record.unix_us);
+                last = last.max(record.unix_us);
+                let Body::Message { from, payload } = &record.body else {
+                    continue;
+                };
+                let msg: Value = serde_json::from_slice(&payload.bytes).unwrap_or(Value::Null);
+                let kind = match (
+                    msg["method"].as_str(),
+                    msg["params"]["update"]["sessionUpdate"].as_str(),
+                ) {
+                    (Some("session/update"), Some(update)) => format!("session/update {update}"),
+                    (Some(method), _) => method.to_string(),
+                    (None, _) if msg.get("error").is_some() => "error response".into(),
+                    (None, _) if msg.get("result").is_some() => "response".into(),
+                    _ => "other line".into(),
+                };
+                if kind == "session/prompt" {
+                    turns += 1;
+                }
+                let entry = kinds.entry((from.as_str(), kind)).or_default();
+                entry.0 += 1;
+                entry.1 += payload.bytes.len() as u64 + 1;
+                raw += payload.bytes.len() as u64 + 1;
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:<8} {:<44} {:>9} {:>12}",
+        "FROM", "KIND", "MESSAGES", "BYTES"
+    )?;
+    for ((from, kind), (count, bytes)) in &kinds {
+        writeln!(out, "{from:<8} {kind:<44} {count:>9} {bytes:>12}")?;
+    }
+    let ratio = if stored > 0 {
+        raw as f64 / stored as f64
+    } else {
+        0.0
+    };
+    let seconds = if last > first {
+        (last - first) as f64 / 1e6
+    } else {
+        0.0
+    };
+    writeln!(
+        out,
+        "\n{sessions} sessions, {turns} turns, {seconds:.1} s from first to last record"
+    )?;
+    writeln!(
+        out,
+        "{raw} bytes of messages, {stored} bytes on disk ({ratio:.1}× smaller)"
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

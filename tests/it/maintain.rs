@@ -1,0 +1,146 @@
+//! search, stats, prune, repair, completions and the man page on recorded journals.
+
+use std::path::Path;
+
+use crate::util::{root, run_cli};
+
+/// A private copy of a sample store.
+fn sample_copy(name: &str) -> tempfile::TempDir {
+    let store = tempfile::tempdir().unwrap();
+    copy_dir(&root().join("journals").join(name), store.path());
+    store
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn search_finds_messages_with_session_and_turn() {
+    let store = sample_copy("typescript-agent");
+    let dir = store.path().to_str().unwrap();
+    let (code, out, _) = run_cli(&["search", "--journal-dir", dir, "Modifying critical"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "the tool call and its permission request, per turn: {out}"
+    );
+    assert!(lines[0].contains("turn 1") && lines.last().unwrap().contains("turn 2"));
+    let (code, out, _) = run_cli(&["search", "--journal-dir", dir, "no such text anywhere"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    let (code, _, err) = run_cli(&["search", "--journal-dir", dir, "(unclosed"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad pattern"), "{err}");
+}
+
+#[test]
+fn stats_counts_by_kind_and_direction() {
+    let store = sample_copy("typescript-agent");
+    let (code, out, _) = run_cli(&["stats", "--journal-dir", store.path().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("agent    session/request_permission"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("client   session/prompt") && l.contains(" 2 ")),
+        "{out}"
+    );
+    assert!(out.contains("1 sessions, 2 turns"), "{out}");
+}
+
+#[test]
+fn prune_removes_old_sessions_unless_dry_run_or_kept() {
+    let store = sample_copy("python-echo-agent");
+    let dir = store.path().to_str().unwrap();
+    let (_, out, _) = run_cli(&[
+        "prune",
+        "--journal-dir",
+        dir,
+        "--older-than",
+        "1s",
+        "--dry-run",
+    ]);
+    assert!(
+        out.contains("would remove") && out.contains("1 sessions"),
+        "{out}"
+    );
+    let (_, listed, _) = run_cli(&["list", "--journal-dir", dir, "--json"]);
+    assert_ne!(listed.trim(), "[]", "a dry run removes nothing");
+    let (_, out, _) = run_cli(&[
+        "prune",
+        "--journal-dir",
+        dir,
+        "--older-than",
+        "1s",
+        "--keep",
+        "1",
+    ]);
+    assert!(out.contains("0 sessions"), "{out}");
+    let (_, out, _) = run_cli(&["prune", "--journal-dir", dir, "--older-than", "1s"]);
+    assert!(out.contains("removed"), "{out}");
+    let (_, listed, _) = run_cli(&["list", "--journal-dir", dir, "--json"]);
+    assert_eq!(listed.trim(), "[]");
+    let (code, _, err) = run_cli(&["prune", "--journal-dir", dir, "--older-than", "3 parsecs"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn repair_salvages_a_damaged_segment_into_a_clean_copy() {
+    let store = sample_copy("typescript-agent");
+    let dir = store.path().join("sessions");
+    let seg_dir = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let seg = std::fs::read_dir(&seg_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let bytes = std::fs::read(&seg).unwrap();
+    let torn = store.path().join("torn.acpj.zst");
+    std::fs::write(&torn, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let (code, out, _) = run_cli(&["repair", torn.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("kept") && out.contains("the original is unchanged"),
+        "{out}"
+    );
+    let repaired = store.path().join("torn.repaired.acpj.zst");
+    let (code, out, _) = run_cli(&["verify", repaired.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.trim_end().ends_with("clean"), "{out}");
+    assert_eq!(std::fs::read(&torn).unwrap().len(), bytes.len() * 2 / 3);
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_command_line_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, _) = run_cli(&["completions", shell]);
+        assert_eq!(code, 0);
+        assert!(
+            out.contains("verify") && out.contains("journal-dir"),
+            "{shell}"
+        );
+    }
+    let (code, out, _) = run_cli(&["man"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with(".ie") && out.contains("acp\\-journal"),
+        "{}",
+        &out[..200]
+    );
+}

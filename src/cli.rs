@@ -135,6 +135,14 @@ Examples:
 
 Colour is used on a terminal unless NO_COLOR is set.")]
     Show(ShowArgs),
+    /// Export a session for a bug report: markdown (a transcript) or NDJSON (the wire messages).
+    #[command(after_help = "\
+Examples:
+  acp-journal export 3fa8 --format markdown -o session.md
+  acp-journal export 3fa8 --format ndjson | jq -c .method
+
+Secrets are redacted again at export (as in the journal); --no-redact exports them as stored.")]
+    Export(ExportArgs),
     /// Search every journal for text or a regular expression.
     #[command(after_help = "\
 Examples:
@@ -164,6 +172,32 @@ Example:
     /// Print the man page (roff).
     #[command(after_help = "Example:\n  acp-journal man > /usr/local/share/man/man1/acp-journal.1")]
     Man,
+}
+
+/// `export` options.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Session ID, unique prefix, segment file or directory.
+    #[arg(value_name = "SESSION|PATH")]
+    pub session: String,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Do not redact secrets again.
+    #[arg(long)]
+    pub no_redact: bool,
+}
+
+/// `export` formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// A transcript for an issue, with the session's facts.
+    Markdown,
+    /// The wire messages, one per line, as recorded.
+    Ndjson,
 }
 
 /// `search` options.

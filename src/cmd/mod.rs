@@ -1,5 +1,6 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod export;
 mod list;
 mod maintain;
 mod proxy;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::List(args)) => list::run(&store, args),
         Some(Command::Verify(args)) => verify::run(&store, args),
         Some(Command::Show(args)) => show::run(&store, args),
+        Some(Command::Export(args)) => export::run(&store, args),
         Some(Command::Search(args)) => search::run(&store, args),
         Some(Command::Stats(args)) => search::stats(&store, args),
         Some(Command::Prune(args)) => maintain::prune(&store, args),

@@ -144,3 +144,63 @@ fn completions_and_man_page_come_from_the_command_line_definition() {
         &out[..200]
     );
 }
+
+#[test]
+fn export_redacts_again_unless_asked_not_to() {
+    use crate::util::{TestClient, proxied_with};
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied_with(
+        store.path(),
+        &["--load", "off", "--no-redact"],
+        &["cat".into()],
+    ));
+    client.send(&serde_json::json!({"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"exp-1","cwd":"/p","mcpServers":[{"name":"m","command":"x","args":[],"env":[{"name":"TOKEN","value":"hunter2-seeded-secret"}]}]}}));
+    client.recv().unwrap();
+    client.send(&serde_json::json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"exp-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}}}}));
+    client.recv().unwrap();
+    assert_eq!(client.finish().0, 0);
+    let dir = store.path().to_str().unwrap();
+    let (code, ndjson, _) = run_cli(&[
+        "export",
+        "--journal-dir",
+        dir,
+        "exp-1",
+        "--format",
+        "ndjson",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(ndjson.lines().count(), 4, "both directions, as recorded");
+    assert!(
+        !ndjson.contains("hunter2-seeded-secret") && !ndjson.contains("sk-ant-abcdef"),
+        "{ndjson}"
+    );
+    let (_, raw, _) = run_cli(&[
+        "export",
+        "--journal-dir",
+        dir,
+        "exp-1",
+        "--format",
+        "ndjson",
+        "--no-redact",
+    ]);
+    assert!(raw.contains("hunter2-seeded-secret"));
+    let out = store.path().join("bug.md");
+    let (code, _, err) = run_cli(&[
+        "export",
+        "--journal-dir",
+        dir,
+        "exp-1",
+        "--format",
+        "markdown",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        md.starts_with("# ACP session `exp-1`")
+            && md.contains("```text")
+            && md.contains("key [REDACTED]"),
+        "{md}"
+    );
+}

@@ -300,6 +300,15 @@ pub struct ListArgs {
     /// Only sessions whose working directory is DIR.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
+    /// Only sessions whose agent command contains TEXT.
+    #[arg(long, value_name = "TEXT")]
+    pub agent: Option<String>,
+    /// Only sessions active within AGE (`90m`, `12h`, `30d`).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub since: Option<std::time::Duration>,
+    /// Rebuild the catalog by reading every journal first.
+    #[arg(long)]
+    pub rebuild_catalog: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -1,20 +1,45 @@
-//! `list`: the sessions in the store.
+//! `list`: the sessions in the store, newest first.
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use serde_json::json;
+
 use crate::cli::ListArgs;
 use crate::journal::Store;
+use crate::journal::store::SessionSummary;
 
-/// Print the sessions, newest first, as a table or JSON.
+/// Print the sessions as a table or JSON.
 pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
-    let mut sessions = store.sessions()?;
-    if let Some(cwd) = &args.cwd {
-        sessions.retain(|s| s.cwd.as_deref() == Some(cwd.as_str()));
+    if args.rebuild_catalog {
+        let n = store.rebuild_catalog()?;
+        eprintln!("acp-journal: catalog rebuilt from the journals ({n} entries)");
     }
-    let mut out = std::io::stdout().lock();
+    let mut sessions = store.sessions_with(false)?;
+    let since = args.since.map(|age| {
+        jiff::Timestamp::now().as_microsecond() - i64::try_from(age.as_micros()).unwrap_or(i64::MAX)
+    });
+    sessions.retain(|s| {
+        !s.deleted
+            && args
+                .cwd
+                .as_deref()
+                .is_none_or(|c| s.cwd.as_deref() == Some(c))
+            && args
+                .agent
+                .as_deref()
+                .is_none_or(|a| s.agent.as_deref().is_some_and(|x| x.contains(a)))
+            && since.is_none_or(|t| s.updated >= t)
+    });
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &sessions)?;
+        let rows: Vec<_> = sessions.iter().map(|s| json!({
+            "session": s.session, "title": s.title, "cwd": s.cwd, "agent": s.agent,
+            "started": s.started, "updated": s.updated, "turns": s.turns, "records": s.records,
+            "bytes": s.bytes, "state": state(store, s), "segments": s.segments,
+        })).collect();
+        serde_json::to_writer_pretty(&mut out, &rows)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -22,46 +47,104 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "no sessions recorded in {}", store.root().display())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let width = sessions
-        .iter()
-        .map(|s| display_id(&s.session).len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
+    let ids: Vec<String> = sessions.iter().map(|s| s.session.clone()).collect();
     writeln!(
         out,
-        "{:<width$}  {:<20}  {:>8}  {:>9}  CWD",
-        "SESSION", "STARTED (UTC)", "RECORDS", "BYTES"
+        "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  STATE",
+        "SESSION", "TITLE", "CWD", "AGENT", "STARTED", "ACTIVE", "TURNS", "SIZE"
     )?;
     for s in &sessions {
-        let started = jiff::Timestamp::from_microsecond(s.started)
-            .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
-            .unwrap_or_default();
-        let live = if s.open { " (open)" } else { "" };
         writeln!(
             out,
-            "{:<width$}  {:<20}  {:>8}  {:>9}  {}{live}",
-            display_id(&s.session),
-            started,
-            s.records,
-            s.bytes,
-            s.cwd.as_deref().unwrap_or("-"),
+            "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  {}",
+            shortest_prefix(&s.session, &ids),
+            cut(s.title.as_deref().unwrap_or("-"), 24),
+            cut(s.cwd.as_deref().unwrap_or("-"), 16),
+            cut(s.agent.as_deref().map(agent_name).unwrap_or("-"), 16),
+            when(s.started),
+            when(s.updated),
+            s.turns,
+            size(s.bytes),
+            state(store, s),
         )?;
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// A session ID made safe for one terminal line (control characters escaped, long IDs cut).
-fn display_id(id: &str) -> String {
+/// `closed`; or, with a segment never closed, `live` while its writer runs, else `torn` (its
+/// proxy was killed: the journal ends without its end marker).
+fn state(store: &Store, s: &SessionSummary) -> &'static str {
+    if !s.open {
+        "closed"
+    } else if s.segments.iter().any(|seg| store.writer_alive(seg)) {
+        "live"
+    } else {
+        "torn"
+    }
+}
+
+/// The shortest prefix (at least 6 characters) that names only this session.
+fn shortest_prefix(id: &str, all: &[String]) -> String {
     let escaped: String = id.escape_debug().collect();
-    let shown = if escaped.is_empty() {
-        "\"\"".to_string()
+    if escaped.is_empty() {
+        return "\"\"".into();
+    }
+    let chars: Vec<char> = id.chars().collect();
+    for n in 6.min(chars.len())..=chars.len() {
+        let prefix: String = chars[..n].iter().collect();
+        if all
+            .iter()
+            .filter(|other| other.starts_with(&prefix))
+            .count()
+            == 1
+        {
+            return prefix.escape_debug().collect();
+        }
+    }
+    cut(&escaped, 40)
+}
+
+/// The program name of an agent command (`npx @zed-industries/claude-code-acp` → `claude-code-acp`).
+fn agent_name(argv: &str) -> &str {
+    let last_path = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+    let words: Vec<&str> = argv.split_whitespace().collect();
+    let interesting = words
+        .iter()
+        .rev()
+        .find(|w| {
+            !w.starts_with('-')
+                && !matches!(
+                    last_path(w).as_str(),
+                    "node" | "npx" | "python" | "python3" | "uvx"
+                )
+        })
+        .or(words.first());
+    interesting.map_or(argv, |w| w.rsplit('/').next().unwrap_or(w))
+}
+
+fn cut(text: &str, width: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if clean.chars().count() > width {
+        format!("{}…", clean.chars().take(width - 1).collect::<String>())
     } else {
-        escaped
-    };
-    if shown.chars().count() > 60 {
-        format!("{}…", shown.chars().take(59).collect::<String>())
-    } else {
-        shown
+        clean
+    }
+}
+
+fn when(unix_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(unix_us)
+        .map(|t| t.strftime("%m-%d %H:%M").to_string())
+        .unwrap_or_default()
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b < 10 * 1024 => format!("{b} B"),
+        b if b < 10 << 20 => format!("{} KiB", b >> 10),
+        b => format!("{} MiB", b >> 20),
     }
 }

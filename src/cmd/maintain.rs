@@ -1,7 +1,6 @@
 //! Store upkeep: `prune`, `repair`, and the generated `completions` and `man` page.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -10,16 +9,6 @@ use clap::CommandFactory;
 use crate::cli::{Cli, CompletionsArgs, PruneArgs, RepairArgs};
 use crate::journal::reader::is_end_marker;
 use crate::journal::{SegmentReader, SegmentWriter, Store, Tail};
-
-/// True when the process that wrote a segment is still an acp-journal writing it.
-fn writer_alive(segment: &Path) -> bool {
-    let Ok(reader) = SegmentReader::open(segment) else {
-        return false;
-    };
-    let pid = reader.header().pid;
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .is_ok_and(|comm| comm.trim() == "acp-journal")
-}
 
 /// Remove whole sessions whose last activity is older than the age, newest `keep` excepted.
 pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> {
@@ -34,10 +23,7 @@ pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> 
         .skip(args.keep)
         .filter(|s| s.updated < cutoff)
     {
-        let live = s.open
-            && s.segments
-                .iter()
-                .any(|seg| writer_alive(&store.root().join(seg)));
+        let live = s.open && s.segments.iter().any(|seg| store.writer_alive(seg));
         if live {
             writeln!(
                 out,

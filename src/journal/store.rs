@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::format::{Body, Side};
 use super::reader::SegmentReader;
 
 /// File name suffix of segments.
@@ -96,6 +97,9 @@ pub enum CatalogEntry {
         /// Working directory, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
+        /// The agent command line (as in the segment header).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
         /// Unix microseconds.
         t: i64,
     },
@@ -137,6 +141,9 @@ pub enum CatalogEntry {
         records: u64,
         /// File size.
         bytes: u64,
+        /// Prompt turns in the segment.
+        #[serde(default)]
+        turns: u64,
         /// Unix microseconds.
         t: i64,
     },
@@ -169,6 +176,10 @@ pub struct SessionSummary {
     pub agent_ids: Vec<String>,
     /// Deleted by the client (`session/delete`).
     pub deleted: bool,
+    /// The agent command line of its latest segment.
+    pub agent: Option<String>,
+    /// Prompt turns across its segments.
+    pub turns: u64,
 }
 
 /// A journal store rooted at a directory.
@@ -273,13 +284,14 @@ impl Store {
             Err(e) => return Err(e),
         };
         let mut by_id: BTreeMap<String, SessionSummary> = BTreeMap::new();
-        let mut closed: BTreeMap<String, (u64, u64, i64)> = BTreeMap::new();
+        let mut closed: BTreeMap<String, (u64, u64, u64, i64)> = BTreeMap::new();
         for entry in entries {
             match entry {
                 CatalogEntry::Open {
                     session,
                     segment,
                     cwd,
+                    agent,
                     t,
                 } => {
                     let s = by_id
@@ -297,7 +309,12 @@ impl Store {
                             updated_at: None,
                             agent_ids: vec![],
                             deleted: false,
+                            agent: None,
+                            turns: 0,
                         });
+                    if agent.is_some() {
+                        s.agent = agent;
+                    }
                     if cwd.is_some() {
                         s.cwd = cwd;
                     }
@@ -310,9 +327,10 @@ impl Store {
                     segment,
                     records,
                     bytes,
+                    turns,
                     t,
                 } => {
-                    closed.insert(segment, (records, bytes, t));
+                    closed.insert(segment, (records, bytes, turns, t));
                 }
                 CatalogEntry::Alias { session, agent, .. } => {
                     if let Some(s) = by_id.get_mut(&session) {
@@ -346,9 +364,10 @@ impl Store {
         for s in by_id.values_mut() {
             for segment in &s.segments {
                 let path = self.root.join(segment);
-                if let Some((records, bytes, t)) = closed.get(segment) {
+                if let Some((records, bytes, turns, t)) = closed.get(segment) {
                     s.records += records;
                     s.bytes += bytes;
+                    s.turns += turns;
                     s.updated = s.updated.max(*t);
                 } else {
                     s.open = true;
@@ -356,8 +375,10 @@ impl Store {
                     if !count_open {
                         continue;
                     }
-                    if let Ok(mut reader) = SegmentReader::open(&path) {
-                        s.records += reader.by_ref().count() as u64;
+                    if let Some(scan) = SegmentScan::of(&path) {
+                        s.records += scan.records;
+                        s.turns += scan.turns;
+                        s.updated = s.updated.max(scan.last);
                     }
                 }
             }
@@ -367,40 +388,101 @@ impl Store {
         Ok(list)
     }
 
-    /// Rebuild catalog entries by reading every session segment's header.
+    /// Catalog entries rebuilt from the session segments themselves (headers, and records for
+    /// counts, titles and aliases).
     fn scan_segments(&self) -> io::Result<Vec<CatalogEntry>> {
         let mut entries = Vec::new();
-        let sessions = self.root.join("sessions");
-        let dirs = match fs::read_dir(&sessions) {
+        let dirs = match fs::read_dir(self.root.join("sessions")) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(entries),
             Err(e) => return Err(e),
         };
         for dir in dirs {
-            let dir = dir?.path();
-            let Ok(files) = fs::read_dir(&dir) else {
+            let Ok(files) = segments_in(&dir?.path()) else {
                 continue;
             };
-            for file in files {
-                let path = file?.path();
-                if !path.to_string_lossy().ends_with(SEGMENT_SUFFIX) {
-                    continue;
-                }
+            for path in files {
                 let Ok(reader) = SegmentReader::open(&path) else {
                     continue;
                 };
                 let header = reader.header();
-                if let Some(session) = header.session.clone() {
-                    entries.push(CatalogEntry::Open {
-                        session,
-                        segment: self.relative(&path),
-                        cwd: header.cwd.clone(),
-                        t: header.started,
+                let Some(session) = header.session.clone() else {
+                    continue;
+                };
+                let segment = self.relative(&path);
+                entries.push(CatalogEntry::Open {
+                    session: session.clone(),
+                    segment: segment.clone(),
+                    cwd: header.cwd.clone(),
+                    agent: Some(header.argv.join(" ")),
+                    t: header.started,
+                });
+                let Some(scan) = SegmentScan::of(&path) else {
+                    continue;
+                };
+                if let Some(title) = scan.title {
+                    entries.push(CatalogEntry::Info {
+                        session: session.clone(),
+                        title: Some(title),
+                        updated_at: None,
+                        t: scan.last,
+                    });
+                }
+                for agent in scan.aliases {
+                    entries.push(CatalogEntry::Alias {
+                        session: session.clone(),
+                        agent,
+                        t: scan.last,
+                    });
+                }
+                if scan.clean {
+                    let bytes = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                    entries.push(CatalogEntry::Close {
+                        segment,
+                        records: scan.records,
+                        bytes,
+                        turns: scan.turns,
+                        t: scan.last,
                     });
                 }
             }
         }
         Ok(entries)
+    }
+
+    /// Rewrite the catalog from the segments (after it was lost or damaged). Deletions recorded
+    /// only in the old catalog are forgotten.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn rebuild_catalog(&self) -> io::Result<usize> {
+        let entries = self.scan_segments()?;
+        let tmp = self
+            .root
+            .join(format!("catalog.ndjson.{}.tmp", std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        let mut file = create_private_file(&tmp)?;
+        for entry in &entries {
+            let mut line = serde_json::to_vec(entry).expect("catalog entries serialize");
+            line.push(b'\n');
+            file.write_all(&line)?;
+        }
+        file.sync_all()?;
+        fs::rename(&tmp, self.root.join("catalog.ndjson"))?;
+        Ok(entries.len())
+    }
+
+    /// True while the proxy that writes `segment` (relative to the root) is running: the pid in
+    /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process.
+    pub fn writer_alive(&self, segment: &str) -> bool {
+        let name = segment.rsplit('/').next().unwrap_or(segment);
+        let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);
+        let run = stem.split('.').take(2).collect::<Vec<_>>().join(".");
+        let Some(pid) = run.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            return false;
+        };
+        fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.trim() == "acp-journal")
     }
 
     /// Resolve a command-line `<session>` argument: a path to a segment file or a directory of
@@ -444,6 +526,58 @@ impl Store {
                     .join(", ")
             )),
         }
+    }
+}
+
+/// What reading a whole segment tells about it.
+struct SegmentScan {
+    records: u64,
+    turns: u64,
+    last: i64,
+    title: Option<String>,
+    aliases: Vec<String>,
+    clean: bool,
+}
+
+impl SegmentScan {
+    fn of(path: &Path) -> Option<SegmentScan> {
+        let mut reader = SegmentReader::open(path).ok()?;
+        let mut scan = SegmentScan {
+            records: 0,
+            turns: 0,
+            last: reader.header().started,
+            title: None,
+            aliases: vec![],
+            clean: false,
+        };
+        for record in reader.by_ref() {
+            scan.last = scan.last.max(record.unix_us);
+            match &record.body {
+                Body::Event(e) if e["type"] == super::reader::END_EVENT => continue,
+                Body::Event(e) if e["type"] == "session_mapped" => {
+                    scan.aliases
+                        .extend(e["agent_session"].as_str().map(str::to_string));
+                }
+                Body::Message { from, payload } if !payload.proxy => {
+                    let finder =
+                        |needle: &[u8]| memchr::memmem::find(&payload.bytes, needle).is_some();
+                    if *from == Side::Client && finder(b"\"session/prompt\"") {
+                        scan.turns += 1;
+                    }
+                    if *from == Side::Agent && finder(b"\"session_info_update\"") {
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&payload.bytes).unwrap_or_default();
+                        if let Some(title) = msg["params"]["update"]["title"].as_str() {
+                            scan.title = Some(title.to_string());
+                        }
+                    }
+                }
+                _ => {}
+            }
+            scan.records += 1;
+        }
+        scan.clean = reader.tail() == Some(&super::reader::Tail::Clean);
+        Some(scan)
     }
 }
 

@@ -88,6 +88,8 @@ struct Slot {
     shared: Option<Shared>,
     pending: Vec<u8>,
     records: u64,
+    /// Prompt turns journaled (for the catalog).
+    turns: u64,
 }
 
 impl Slot {
@@ -99,6 +101,7 @@ impl Slot {
             }),
             pending: Vec::new(),
             records: 0,
+            turns: 0,
         }
     }
 }
@@ -234,6 +237,7 @@ impl<T: Send + 'static> JournalSet<T> {
                     session: session.to_string(),
                     segment: self.store.relative(writer.path()),
                     cwd,
+                    agent: Some(self.info.argv.join(" ")),
                     t: at.unix_us,
                 };
                 if let Err(e) = self.store.append_catalog(&entry) {
@@ -265,6 +269,15 @@ impl<T: Send + 'static> JournalSet<T> {
             },
         };
         if slot.shared.is_some() {
+            if let crate::journal::Body::Message {
+                from: crate::journal::Side::Client,
+                payload,
+            } = &record.body
+                && !payload.proxy
+                && crate::proto::envelope::peek(&payload.bytes).method() == Some("session/prompt")
+            {
+                slot.turns += 1;
+            }
             encode_record(record, &mut slot.pending);
             slot.records += 1;
         }
@@ -377,6 +390,7 @@ impl<T: Send + 'static> JournalSet<T> {
                         segment,
                         records: stats.records,
                         bytes: stats.file_bytes,
+                        turns: slot.turns,
                         t: at.unix_us,
                     };
                     if let Err(e) = self.store.append_catalog(&entry) {

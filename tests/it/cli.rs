@@ -27,8 +27,14 @@ fn list_shows_sessions_with_cwd_and_counts() {
     assert_eq!(code, 0);
     let row = out.lines().nth(1).unwrap();
     assert!(
-        row.starts_with("sess-1 ") && row.contains("/proj") && row.contains(" 102 "),
+        row.starts_with("sess-1 ") && row.contains("/proj") && row.ends_with("closed"),
         "{out}"
+    );
+    let (_, json, _) = run_cli(&["list", "--journal-dir", dir, "--json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        rows[0]["records"], 102,
+        "the load, 50 updates, and their echoes"
     );
     let (_, out, _) = run_cli(&[
         "list",
@@ -218,9 +224,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
     let (_, table, _) = run_cli(&["list", "--journal-dir", root]);
     let first = table.lines().nth(1).unwrap();
     assert!(
-        first.starts_with("gen-09999 ")
-            && first.contains("gemini")
-            && first.ends_with("closed"),
+        first.starts_with("gen-09999 ") && first.contains("gemini") && first.ends_with("closed"),
         "{first}"
     );
     // The catalog is derived: rebuilt from the journals it lists the same sessions.

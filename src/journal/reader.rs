@@ -288,7 +288,9 @@ impl<R: Read> SegmentReader<R> {
         self.next_where(|line| finder.find(line).is_some())
     }
 
-    fn next_where(&mut self, wanted: impl Fn(&[u8]) -> bool) -> Option<Record> {
+    /// The next record whose stored line (the JSON record, message included) satisfies
+    /// `wanted`; the others are skipped without decoding or checksumming.
+    pub fn next_where(&mut self, wanted: impl Fn(&[u8]) -> bool) -> Option<Record> {
         loop {
             if self.tail.is_some() {
                 return None;

@@ -48,6 +48,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let ids: Vec<String> = sessions.iter().map(|s| s.session.clone()).collect();
+    let prefixes = shortest_prefixes(&ids);
     writeln!(
         out,
         "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  STATE",
@@ -57,7 +58,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  {}",
-            shortest_prefix(&s.session, &ids),
+            prefixes[s.session.as_str()],
             cut(s.title.as_deref().unwrap_or("-"), 24),
             cut(s.cwd.as_deref().unwrap_or("-"), 16),
             cut(s.agent.as_deref().map(agent_name).unwrap_or("-"), 16),
@@ -84,25 +85,29 @@ fn state(store: &Store, s: &SessionSummary) -> &'static str {
     }
 }
 
-/// The shortest prefix (at least 6 characters) that names only this session.
-fn shortest_prefix(id: &str, all: &[String]) -> String {
-    let escaped: String = id.escape_debug().collect();
-    if escaped.is_empty() {
-        return "\"\"".into();
+/// For each ID, the shortest prefix (at least 6 characters) that names only it: one more
+/// character than it shares with its neighbours in sorted order.
+fn shortest_prefixes(ids: &[String]) -> std::collections::HashMap<&str, String> {
+    let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let mut out = std::collections::HashMap::with_capacity(sorted.len());
+    for (i, id) in sorted.iter().enumerate() {
+        let before = i.checked_sub(1).map_or(0, |j| common(sorted[j], id));
+        let after = sorted.get(i + 1).map_or(0, |next| common(next, id));
+        let n = (before.max(after) + 1).max(6);
+        let prefix: String = id.chars().take(n).collect();
+        let shown: String = prefix.escape_debug().collect();
+        out.insert(
+            *id,
+            if shown.is_empty() {
+                "\"\"".to_string()
+            } else {
+                cut(&shown, 40)
+            },
+        );
     }
-    let chars: Vec<char> = id.chars().collect();
-    for n in 6.min(chars.len())..=chars.len() {
-        let prefix: String = chars[..n].iter().collect();
-        if all
-            .iter()
-            .filter(|other| other.starts_with(&prefix))
-            .count()
-            == 1
-        {
-            return prefix.escape_debug().collect();
-        }
-    }
-    cut(&escaped, 40)
+    out
 }
 
 /// The program name of an agent command (`npx @zed-industries/claude-code-acp` → `claude-code-acp`).

@@ -122,7 +122,8 @@ enum End {
 }
 
 enum Line {
-    Full(Vec<u8>),
+    /// A complete line: `buf[range]` of the [`Lines`], valid until the next call.
+    Full(std::ops::Range<usize>),
     /// Input ended; `partial` bytes remained without a newline.
     End {
         partial: u64,
@@ -147,7 +148,7 @@ impl<R: Read> Lines<R> {
         loop {
             if let Some(i) = memchr::memchr(b'\n', &self.buf[searched..]) {
                 let end = searched + i;
-                let line = self.buf[self.start..end].to_vec();
+                let line = self.start..end;
                 self.offset += (end + 1 - self.start) as u64;
                 self.start = end + 1;
                 return Line::Full(line);
@@ -235,7 +236,7 @@ impl<R: Read> SegmentReader<R> {
             source,
         })?;
         let header = match lines.next_line() {
-            Line::Full(line) => match decode_header(&line) {
+            Line::Full(range) => match decode_header(&lines.buf[range]) {
                 Ok(h) => h,
                 Err(e @ DecodeError::UnsupportedVersion { .. }) => {
                     return Err(OpenError::Version {
@@ -296,17 +297,21 @@ impl<R: Read> SegmentReader<R> {
                 return None;
             }
             match self.lines.next_line() {
-                Line::Full(line) if !wanted(&line) => {
-                    // Skipped, but the end marker still decides how the segment ends.
-                    if memchr::memmem::find(&line, END_EVENT.as_bytes()).is_some() {
-                        self.decode(&line)?;
+                Line::Full(range) => {
+                    let line = &self.lines.buf[range];
+                    // A skipped end marker still decides how the segment ends.
+                    if wanted(line) || memchr::memmem::find(line, END_EVENT.as_bytes()).is_some() {
+                        let wanted_line = wanted(line);
+                        let owned = line.to_vec();
+                        let record = self.decode(&owned)?;
+                        if wanted_line {
+                            return Some(record);
+                        }
                     } else {
                         self.records += 1;
                         self.last_was_end_marker = false;
                     }
-                    continue;
                 }
-                Line::Full(line) => return self.decode(&line),
                 Line::TooLong => {
                     self.corrupt(format!("line longer than {MAX_LINE_BYTES} bytes"));
                     return None;

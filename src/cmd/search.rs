@@ -45,7 +45,7 @@ pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
     for (session, segments) in targets(store, args.session.as_deref(), args.cwd.as_deref())? {
         let mut turn = 0u64;
         for path in segments {
-            let Ok(reader) = SegmentReader::open(&path) else {
+            let Ok(mut reader) = SegmentReader::open(&path) else {
                 continue;
             };
             let session = reader
@@ -53,7 +53,11 @@ pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
                 .session
                 .clone()
                 .unwrap_or_else(|| session.clone());
-            for record in reader {
+            let prompt = memchr::memmem::Finder::new(b"\"session/prompt\"");
+            // Only lines that may match (or that count a turn) are decoded.
+            while let Some(record) =
+                reader.next_where(|line| prompt.find(line).is_some() || pattern.is_match(line))
+            {
                 let Body::Message { from, payload } = &record.body else {
                     continue;
                 };

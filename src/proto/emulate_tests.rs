@@ -18,6 +18,23 @@ fn emulating() -> Harness {
     h
 }
 
+/// A harness initialized with an agent that advertises `caps` (its `agentCapabilities`).
+fn agent_with(config: Config, caps: &str) -> Harness {
+    let mut h = Harness::with(config);
+    h.client(INIT);
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":0,"result":{{"protocolVersion":1,"agentCapabilities":{caps}}}}}"#
+    ));
+    h
+}
+
+/// Send [`LOAD`] and finish its history fetch with `summary`.
+fn load_replayed(h: &mut Harness, summary: Summary) {
+    h.client(LOAD);
+    let load = fetch(h);
+    history(h, load, HistoryChunk::End(summary));
+}
+
 fn json_of(line: &Bytes) -> Value {
     serde_json::from_slice(line).unwrap()
 }
@@ -223,9 +240,7 @@ fn session_cancel_during_a_load_answers_it() {
 #[test]
 fn an_agent_error_on_the_new_session_becomes_the_load_error() {
     let mut h = emulating();
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(summary()));
+    load_replayed(&mut h, summary());
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32000,"message":"Authentication required"}}"#);
     assert_eq!(
         last_to_client(&h),
@@ -235,12 +250,11 @@ fn an_agent_error_on_the_new_session_becomes_the_load_error() {
 
 #[test]
 fn agents_with_resume_are_resumed_without_mapping() {
-    let mut h = Harness::with(Config::default());
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"resume":{}}}}}"#);
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let mut h = agent_with(
+        Config::default(),
+        r#"{"sessionCapabilities":{"resume":{}}}"#,
+    );
+    load_replayed(&mut h, Summary::default());
     let resume = last_to_agent(&h);
     assert_eq!(resume["method"], "session/resume");
     assert_eq!(resume["params"]["sessionId"], "S");
@@ -255,12 +269,11 @@ fn agents_with_resume_are_resumed_without_mapping() {
 
 #[test]
 fn a_failed_resume_falls_back_to_a_new_session() {
-    let mut h = Harness::with(Config::default());
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"resume":{}}}}}"#);
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let mut h = agent_with(
+        Config::default(),
+        r#"{"sessionCapabilities":{"resume":{}}}"#,
+    );
+    load_replayed(&mut h, Summary::default());
     h.agent(
         r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32002,"message":"unknown"}}"#,
     );
@@ -270,9 +283,7 @@ fn a_failed_resume_falls_back_to_a_new_session() {
 #[test]
 fn client_ids_that_collide_with_ours_are_renumbered_both_ways() {
     let mut h = emulating();
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    load_replayed(&mut h, Summary::default());
     // Our session/new ("acp-journal:0") is pending; the client happens to use the same id.
     h.client(r#"{"jsonrpc":"2.0","id":"acp-journal:0","method":"_x/ping","params":{}}"#);
     let sent = last_to_agent(&h);
@@ -298,9 +309,7 @@ fn client_ids_that_collide_with_ours_are_renumbered_both_ways() {
 
 #[test]
 fn native_loads_pass_through_and_their_replay_is_not_journaled_twice() {
-    let mut h = Harness::with(Config::default());
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    let mut h = agent_with(Config::default(), r#"{"loadSession":true}"#);
     h.client(LOAD);
     assert_eq!(h.to_agent.last().unwrap(), &format!("{LOAD}\n"));
     let replayed = replay_line("old");
@@ -315,12 +324,13 @@ fn native_loads_pass_through_and_their_replay_is_not_journaled_twice() {
 
 #[test]
 fn load_journal_mode_hides_the_agents_own_replay() {
-    let mut h = Harness::with(Config {
-        load: LoadMode::Journal,
-        ..Config::default()
-    });
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    let mut h = agent_with(
+        Config {
+            load: LoadMode::Journal,
+            ..Config::default()
+        },
+        r#"{"loadSession":true}"#,
+    );
     h.client(LOAD);
     let load = fetch(&h);
     history(
@@ -415,9 +425,7 @@ fn session_list_is_served_from_the_journal_with_cwd_filter_and_paging() {
 
 #[test]
 fn session_list_merges_with_the_agents_own_list() {
-    let mut h = Harness::with(Config::default());
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"list":{}}}}}"#);
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
     h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{}}"#);
     sessions_answer(&mut h, listed(3));
     assert_eq!(last_to_agent(&h)["method"], "session/list");
@@ -460,9 +468,7 @@ fn every_message_the_proxy_writes_is_valid_acp() {
         serde_json::from_str(include_str!("../../tests/schema/acp-v1.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let mut h = emulating();
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(summary()));
+    load_replayed(&mut h, summary());
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U","modes":{"currentModeId":"code","availableModes":[{"id":"code","name":"Code"},{"id":"plan","name":"Plan"}]},"configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"a","options":[{"value":"a","name":"A"},{"value":"b","name":"B"}]}]}}"#);
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
     h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
@@ -485,12 +491,8 @@ fn every_message_the_proxy_writes_is_valid_acp() {
 
 #[test]
 fn a_session_closed_by_the_agent_is_brought_up_again_on_the_next_load() {
-    let mut h = Harness::with(Config::default());
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"close":{}}}}}"#);
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"close":{}}}"#);
+    load_replayed(&mut h, Summary::default());
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
     h.client(r#"{"jsonrpc":"2.0","id":7,"method":"session/close","params":{"sessionId":"S"}}"#);
     assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
@@ -507,12 +509,8 @@ fn a_session_closed_by_the_agent_is_brought_up_again_on_the_next_load() {
 
 #[test]
 fn a_renumbered_client_id_comes_back_on_a_merged_session_list() {
-    let mut h = Harness::with(Config::default());
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"list":{}}}}}"#);
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
+    load_replayed(&mut h, Summary::default());
     h.client(r#"{"jsonrpc":"2.0","id":"acp-journal:0","method":"session/list","params":{}}"#);
     sessions_answer(&mut h, vec![]);
     let alias = last_to_agent(&h)["id"].as_str().unwrap().to_string();
@@ -525,15 +523,14 @@ fn a_renumbered_client_id_comes_back_on_a_merged_session_list() {
 
 #[test]
 fn cancelling_a_journal_mode_load_does_not_leave_the_session_hidden() {
-    let mut h = Harness::with(Config {
-        load: LoadMode::Journal,
-        ..Config::default()
-    });
-    h.client(INIT);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
-    h.client(LOAD);
-    let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let mut h = agent_with(
+        Config {
+            load: LoadMode::Journal,
+            ..Config::default()
+        },
+        r#"{"loadSession":true}"#,
+    );
+    load_replayed(&mut h, Summary::default());
     h.client(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"S"}}"#);
     h.agent(
         std::str::from_utf8(&replay_line("live"))

@@ -56,12 +56,7 @@ fn verify_reports_torn_tails_and_fails_on_corruption() {
     let store = tempfile::tempdir().unwrap();
     record(store.path());
     let dir = store.path().to_str().unwrap();
-    let seg = std::fs::read_dir(store.path().join("sessions/ssess-1"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let seg = crate::util::first_entry(&store.path().join("sessions/ssess-1"));
     let bytes = std::fs::read(&seg).unwrap();
 
     // By session prefix.

@@ -1,28 +1,6 @@
 //! search, stats, prune, repair, completions and the man page on recorded journals.
 
-use std::path::Path;
-
-use crate::util::{root, run_cli};
-
-/// A private copy of a sample store.
-fn sample_copy(name: &str) -> tempfile::TempDir {
-    let store = tempfile::tempdir().unwrap();
-    copy_dir(&root().join("journals").join(name), store.path());
-    store
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let dest = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_dir(&path, &dest);
-        } else {
-            std::fs::copy(&path, &dest).unwrap();
-        }
-    }
-}
+use crate::util::{first_entry, run_cli, sample_copy};
 
 #[test]
 fn search_finds_messages_with_session_and_turn() {
@@ -97,19 +75,7 @@ fn prune_removes_old_sessions_unless_dry_run_or_kept() {
 #[test]
 fn repair_salvages_a_damaged_segment_into_a_clean_copy() {
     let store = sample_copy("typescript-agent");
-    let dir = store.path().join("sessions");
-    let seg_dir = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let seg = std::fs::read_dir(&seg_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let seg = first_entry(&first_entry(&store.path().join("sessions")));
     let bytes = std::fs::read(&seg).unwrap();
     let torn = store.path().join("torn.acpj.zst");
     std::fs::write(&torn, &bytes[..bytes.len() * 2 / 3]).unwrap();

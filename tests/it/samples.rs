@@ -2,11 +2,11 @@
 //! `scripts/record-samples.sh`: they must stay readable by this build (format stability), and a
 //! recorded session must load into a fresh proxy.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use acp_journal::journal::{SegmentReader, Tail};
 
-use crate::util::{Peers, TestClient, proxied, root, run_cli};
+use crate::util::{Peers, TestClient, proxied, root, run_cli, sample_copy};
 
 fn samples() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("journals"))
@@ -17,19 +17,6 @@ fn samples() -> Vec<PathBuf> {
     dirs.sort();
     assert!(dirs.len() >= 2, "sample journals are missing");
     dirs
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let dest = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_dir(&path, &dest);
-        } else {
-            std::fs::copy(&path, &dest).unwrap();
-        }
-    }
 }
 
 #[test]
@@ -48,9 +35,7 @@ fn sample_journals_read_clean_with_this_build() {
 
 #[test]
 fn a_recorded_session_loads_into_a_fresh_proxy() {
-    let sample = root().join("journals/python-echo-agent");
-    let store = tempfile::tempdir().unwrap();
-    copy_dir(&sample, store.path());
+    let store = sample_copy("python-echo-agent");
     let (_, out, _) = run_cli(&[
         "list",
         "--journal-dir",

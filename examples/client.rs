@@ -307,20 +307,7 @@ impl Client {
             }
             "plan" => {
                 self.end_line();
-                let entries: Vec<String> = update["entries"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|e| {
-                        let mark = match e["status"].as_str() {
-                            Some("completed") => "x",
-                            Some("in_progress") => ">",
-                            _ => " ",
-                        };
-                        format!("[{mark}] {}", e["content"].as_str().unwrap_or("?"))
-                    })
-                    .collect();
-                println!("plan: {}", entries.join("  "));
+                println!("{}", acp_journal::render::plan_summary(update));
             }
             "usage_update" => {
                 self.end_line();

@@ -246,22 +246,7 @@ impl<W: Write> Transcript<W> {
                 let color = if status == "failed" { "31" } else { "36" };
                 self.line(&self.paint(color, &text))
             }
-            "plan" => {
-                let entries: Vec<String> = update["entries"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|e| {
-                        let mark = match e["status"].as_str() {
-                            Some("completed") => "[x]",
-                            Some("in_progress") => "[>]",
-                            _ => "[ ]",
-                        };
-                        format!("{mark} {}", e["content"].as_str().unwrap_or(""))
-                    })
-                    .collect();
-                self.line(&self.paint("33", &format!("plan: {}", entries.join("  "))))
-            }
+            "plan" => self.line(&self.paint("33", &plan_summary(update))),
             "current_mode_update" => self.line(&self.paint(
                 "2",
                 &format!(
@@ -311,4 +296,22 @@ impl<W: Write> Transcript<W> {
         self.out.flush()?;
         Ok(self.out)
     }
+}
+
+/// A `plan` update on one line: `plan: [x] done  [>] doing  [ ] to do`.
+pub fn plan_summary(update: &Value) -> String {
+    let entries: Vec<String> = update["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let mark = match e["status"].as_str() {
+                Some("completed") => "[x]",
+                Some("in_progress") => "[>]",
+                _ => "[ ]",
+            };
+            format!("{mark} {}", e["content"].as_str().unwrap_or(""))
+        })
+        .collect();
+    format!("plan: {}", entries.join("  "))
 }

@@ -288,3 +288,57 @@ fn an_agent_that_cannot_start_is_reported_with_exit_127() {
     assert!(out.is_empty(), "nothing on stdout: {out}");
     assert!(err.contains("/no/such/agent --flag"), "{err}");
 }
+
+#[test]
+fn agent_stderr_is_copied_to_ours_and_journaled_redacted_never_on_stdout() {
+    let store = tempfile::tempdir().unwrap();
+    let agent = vec![
+        "sh".to_string(),
+        "-c".into(),
+        "printf 'log: starting with token sk-ant-abcdefghijklmnopqrstuvwxyz0123\\n' >&2; cat"
+            .into(),
+    ];
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    client.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n");
+    assert_eq!(
+        client.recv().unwrap().raw,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n"
+    );
+    let stderr = client.stderr.clone();
+    let (code, received) = client.finish();
+    assert_eq!(code, 0);
+    assert_eq!(received.len(), 1, "stderr never reaches stdout");
+    let ours = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
+    assert!(
+        ours.contains("log: starting with token sk-ant-abcdefghijklmnopqrstuvwxyz0123"),
+        "{ours}"
+    );
+    let conn = crate::util::read_store(store.path());
+    let logged: Vec<String> = conn[0]
+        .2
+        .iter()
+        .filter_map(|r| r["stderr"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(logged, ["log: starting with token [REDACTED]\n"]);
+}
+
+#[test]
+fn every_fsync_policy_journals_everything() {
+    for policy in ["always", "interval", "never"] {
+        let store = tempfile::tempdir().unwrap();
+        let argv = crate::util::proxied_with(store.path(), &["--fsync", policy], &["cat".into()]);
+        let mut client = TestClient::spawn(&argv);
+        for i in 0..20 {
+            client.send(&json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"f","update":{"n":i}}}));
+            client.recv().unwrap();
+        }
+        assert_eq!(client.finish().0, 0);
+        assert_eq!(
+            crate::util::session_messages(store.path())["f"].len(),
+            40,
+            "{policy}"
+        );
+        let (code, out, _) = run_cli(&["verify", "--journal-dir", store.path().to_str().unwrap()]);
+        assert_eq!(code, 0, "{policy}: {out}");
+    }
+}

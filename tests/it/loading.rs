@@ -208,3 +208,44 @@ fn agents_with_a_lossy_native_load() {
             .any(|r| String::from_utf8_lossy(&r.raw).contains("lossy replay"))
     );
 }
+
+#[test]
+fn delete_hides_a_session_from_lists_and_close_is_answered() {
+    let agent = Peers::get().py_echo_agent();
+    let store = tempfile::tempdir().unwrap();
+    let session = record(store.path(), &agent, &["hello"]);
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    let init = client.initialize();
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(
+        caps["close"].is_object() && caps["delete"].is_object(),
+        "{init}"
+    );
+    let closed = client.request("session/close", serde_json::json!({"sessionId": session}));
+    assert_eq!(closed["result"], serde_json::json!({}));
+    let deleted = client.request("session/delete", serde_json::json!({"sessionId": session}));
+    assert_eq!(deleted["result"], serde_json::json!({}));
+    let list = client.request("session/list", serde_json::json!({}));
+    assert_eq!(list["result"]["sessions"], serde_json::json!([]));
+    client.finish();
+    let (_, out, _) = run_cli(&[
+        "list",
+        "--journal-dir",
+        store.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        out.trim(),
+        "[]",
+        "hidden from list too; the journal stays on disk"
+    );
+    assert!(
+        store
+            .path()
+            .join("sessions")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_some()
+    );
+}

@@ -164,6 +164,37 @@ Example:
   acp-journal repair sessions/ssess_1/20261121T101010.000000Z-42.acpj.zst
       writes …-42.repaired.acpj.zst beside it and says what was lost; the original is kept.")]
     Repair(RepairArgs),
+    /// Play a recording as the agent, to a real client (point an editor at it).
+    #[command(after_help = "\
+Examples:
+  acp-journal replay 3fa8 --pace fast       answer at once
+  acp-journal replay bug.acpj --strict      refuse requests that differ from the recording
+Zed: \"command\": \"acp-journal\", \"args\": [\"replay\", \"/path/to/bug.acpj\"]
+
+Differences from the recording go to stderr. Exit status: 0, or 1 when --strict and the client
+diverged.")]
+    Replay(ReplayArgs),
+    /// Drive a real agent with a recording's prompts, journal the run, and diff it with the original.
+    #[command(after_help = "\
+Example:
+  acp-journal rerun 3fa8 --fail-on tools -- npx @zed-industries/claude-code-acp
+
+The agent's requests are answered from the recording: permission outcomes as recorded, file reads
+with the recorded content. The new run is journaled in the store like any proxied session.")]
+    Rerun(RerunArgs),
+    /// Compare two recordings turn by turn: text, tool calls, errors, capabilities.
+    #[command(after_help = "\
+Examples:
+  acp-journal diff 3fa8 bug.acpj
+  acp-journal diff old.acpj new.acpj --fail-on text,tools    exit 1 on such a difference
+Exit status: 0, or 1 when a difference of a --fail-on category was found.")]
+    Diff(DiffArgs),
+    /// Write a session as one redacted, self-contained file for a bug report.
+    #[command(after_help = "\
+Example:
+  acp-journal bundle 3fa8 --upto-turn 2 --include-stderr -o bug.acpj
+The bundle is a journal file: show, export, replay, rerun and diff accept it.")]
+    Bundle(BundleArgs),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
@@ -320,4 +351,97 @@ pub struct VerifyArgs {
     /// Session IDs, unique prefixes, segment files or directories [default: the whole store].
     #[arg(value_name = "SESSION|PATH")]
     pub targets: Vec<String>,
+}
+
+/// How fast `replay` plays the agent's messages.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// With the recorded delays.
+    Recorded,
+    /// Without delays.
+    Fast,
+    /// The recorded delays divided by this factor (`x2`: twice as fast).
+    Speed(f64),
+}
+
+/// Parse `recorded`, `fast` or `xN`.
+pub fn parse_pace(text: &str) -> Result<Pace, String> {
+    match text {
+        "recorded" => Ok(Pace::Recorded),
+        "fast" => Ok(Pace::Fast),
+        _ => text
+            .strip_prefix('x')
+            .and_then(|n| n.parse::<f64>().ok())
+            .filter(|n| n.is_finite() && *n > 0.0)
+            .map(Pace::Speed)
+            .ok_or_else(|| format!("{text:?}: use recorded, fast, or xN such as x2 or x0.5")),
+    }
+}
+
+/// `replay` options.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Sessions (ID, unique prefix), journal files or bundles; several are served together.
+    #[arg(value_name = "SESSION|PATH", required = true)]
+    pub sources: Vec<String>,
+    /// `recorded`, `fast`, or `xN` (recorded delays sped up N times).
+    #[arg(long, value_name = "PACE", default_value = "recorded", value_parser = parse_pace)]
+    pub pace: Pace,
+    /// Answer a request that differs from the recording with an error (and exit 1).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `rerun` options.
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    /// Session ID, unique prefix, journal file or bundle.
+    #[arg(value_name = "SESSION|PATH")]
+    pub source: String,
+    /// Working directory to give the agent [default: the recorded one if it exists, else here].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Exit 1 when the diff finds a difference of these kinds.
+    #[arg(long, value_name = "KIND", value_enum, value_delimiter = ',')]
+    pub fail_on: Vec<crate::replay::diff::Category>,
+    /// Give up on a request the agent has not answered within SECONDS.
+    #[arg(long, value_name = "SECONDS", default_value = "300")]
+    pub timeout: u64,
+    /// The agent command.
+    #[arg(last = true, required = true, value_name = "AGENT")]
+    pub agent: Vec<String>,
+}
+
+/// `diff` options.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first recording (session ID, prefix, journal file or bundle).
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// The second recording.
+    #[arg(value_name = "B")]
+    pub b: String,
+    /// Exit 1 when a difference of these kinds is found.
+    #[arg(long, value_name = "KIND", value_enum, value_delimiter = ',')]
+    pub fail_on: Vec<crate::replay::diff::Category>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `bundle` options.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// Session ID, unique prefix or journal file.
+    #[arg(value_name = "SESSION|PATH")]
+    pub session: String,
+    /// Keep the turns up to N.
+    #[arg(long, value_name = "N")]
+    pub upto_turn: Option<usize>,
+    /// Include the agent's stderr.
+    #[arg(long)]
+    pub include_stderr: bool,
+    /// The bundle file to write (it must not exist).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
 }

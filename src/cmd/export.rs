@@ -4,25 +4,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bytes::Bytes;
 
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, Record, SegmentReader, Store};
-use crate::proto::{envelope, redact};
+use crate::journal::{Body, SegmentReader, Store};
+use crate::proto::redact;
 use crate::render::{Style, Transcript};
-
-/// Redact a record's message again, as the proxy does when journaling.
-fn redacted(mut record: Record) -> Record {
-    if let Body::Message { payload, .. } = &mut record.body {
-        let peek = envelope::peek(&payload.bytes);
-        if let Some(clean) = redact::redact_message(peek.method(), &payload.bytes) {
-            payload.bytes = Bytes::from(clean);
-            payload.redacted = true;
-        }
-    }
-    record
-}
 
 /// Write the export to `-o FILE` or stdout.
 pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -61,11 +48,10 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
             transcript = Some(Transcript::new(Vec::new(), Style::Plain));
         }
         for record in reader.by_ref().filter(|r| !is_end_marker(r)) {
-            let record = if args.no_redact {
-                record
-            } else {
-                redacted(record)
-            };
+            let mut record = record;
+            if !args.no_redact {
+                redact::redact_record(&mut record);
+            }
             match (&args.format, &mut transcript) {
                 (ExportFormat::Markdown, Some(t)) => {
                     t.record(&record)?;

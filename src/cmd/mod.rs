@@ -1,9 +1,13 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod bundle;
+mod diff;
 mod export;
 mod list;
 mod maintain;
 mod proxy;
+mod replay;
+mod rerun;
 mod search;
 mod show;
 mod verify;
@@ -13,6 +17,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 use crate::journal::Store;
+use crate::replay::Recording;
 
 /// Resolve the journal store: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
 /// `$XDG_DATA_HOME/acp-journal`, else `~/.local/share/acp-journal`.
@@ -26,6 +31,15 @@ pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
         .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("acp-journal")))
         .or_else(|| env("HOME").map(|h| h.join(".local/share/acp-journal")))
         .unwrap_or_else(|| PathBuf::from(".acp-journal"))
+}
+
+/// Read recordings named on the command line (session IDs, prefixes, files, bundles) as one.
+fn recording(store: &Store, sources: &[String]) -> anyhow::Result<Recording> {
+    let mut segments = Vec::new();
+    for source in sources {
+        segments.extend(store.resolve(source).map_err(anyhow::Error::msg)?);
+    }
+    Recording::read(&sources.join(" "), &segments)
 }
 
 /// Run the parsed command line.
@@ -46,6 +60,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Stats(args)) => search::stats(&store, args),
         Some(Command::Prune(args)) => maintain::prune(&store, args),
         Some(Command::Repair(args)) => maintain::repair(args),
+        Some(Command::Replay(args)) => replay::run(&store, args),
+        Some(Command::Rerun(args)) => rerun::run(&store, args),
+        Some(Command::Diff(args)) => diff::run(&store, args),
+        Some(Command::Bundle(args)) => bundle::run(&store, args),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         None => proxy::run(store, cli.proxy, cli.agent),

@@ -1209,11 +1209,7 @@ impl Proxy {
             .unwrap_or(Value::Null);
         let caps = &params["clientCapabilities"];
         self.emulation.notices = present(&caps["session"]["notices"]);
-        self.emulation.client = ClientSupport {
-            compaction: present(&caps["session"]["compaction"]),
-            plan_operations: present(&caps["plan"]),
-            subagents: present(&caps["subagents"]),
-        };
+        self.emulation.client = ClientSupport::from_capabilities(caps);
     }
 
     /// Learn the agent's capabilities and add what the proxy provides.

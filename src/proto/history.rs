@@ -37,6 +37,18 @@ enum Class {
     Never,
 }
 
+impl ClientSupport {
+    /// What a client supports, from the `clientCapabilities` of its `initialize` request.
+    pub fn from_capabilities(caps: &Value) -> ClientSupport {
+        let present = |v: &Value| !v.is_null();
+        ClientSupport {
+            compaction: present(&caps["session"]["compaction"]),
+            plan_operations: present(&caps["plan"]),
+            subagents: present(&caps["subagents"]),
+        }
+    }
+}
+
 fn classify(kind: &str, support: ClientSupport) -> Class {
     match kind {
         "user_message_chunk"

@@ -117,6 +117,33 @@ pub fn redact_message(method: Option<&str>, body: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Redact a journal record again (as the proxy does when journaling): its message, or its
+/// stderr text. Returns whether anything changed.
+pub fn redact_record(record: &mut crate::journal::Record) -> bool {
+    use crate::journal::Body;
+    match &mut record.body {
+        Body::Message { payload, .. } => {
+            let peek = super::envelope::peek(&payload.bytes);
+            match redact_message(peek.method(), &payload.bytes) {
+                Some(clean) => {
+                    payload.bytes = bytes::Bytes::from(clean);
+                    payload.redacted = true;
+                    true
+                }
+                None => false,
+            }
+        }
+        Body::Stderr(text) => match redact_tokens(text) {
+            Some(clean) => {
+                *text = bytes::Bytes::from(clean);
+                true
+            }
+            None => false,
+        },
+        Body::Event(_) => false,
+    }
+}
+
 /// Redact an agent command line for the journal header: token-shaped strings, values of
 /// `--*key*|token|secret|password*` options and of `NAME=value` arguments with such names.
 pub fn redact_argv(argv: &[String]) -> Vec<String> {

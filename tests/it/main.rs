@@ -5,5 +5,6 @@ mod faults;
 mod loading;
 mod maintain;
 mod peers;
+mod replay;
 mod samples;
 mod util;

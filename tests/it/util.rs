@@ -58,6 +58,11 @@ impl Peers {
         self.python("agent.py")
     }
 
+    /// The Python SDK's `client.py` (`client.py AGENT [ARGS]`, prompts on stdin).
+    pub fn py_client(&self) -> Vec<String> {
+        self.python("client.py")
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![

@@ -1,0 +1,261 @@
+//! A bundle: one session as a single, redacted, self-contained journal file to attach to a bug.
+//!
+//! It is an ordinary session segment (so `show`, `export`, `replay`, `rerun` and `diff` read it
+//! like any journal) whose first record is a `bundle_manifest` event: the agent and client names
+//! and versions, the OS, the proxy version, the turns kept, what was redacted and what was left
+//! out. The header keeps the recorded `initialize` exchange. Every message is redacted again with
+//! the journal's rules, whatever the recording's settings were.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::recording::MANIFEST_EVENT;
+use crate::journal::format::FORMAT_VERSION;
+use crate::journal::reader::is_end_marker;
+use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, SegmentWriter, Side, Tail};
+use crate::proto::envelope;
+use crate::proto::redact::{self, REDACTED};
+
+/// What to put in a bundle.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Keep prompt turns up to this one (1-based); all when `None`.
+    pub upto_turn: Option<usize>,
+    /// Include the agent's stderr from the same runs.
+    pub include_stderr: bool,
+}
+
+/// What a bundle holds, as written into its manifest.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The manifest (JSON).
+    pub manifest: Value,
+    /// Records written (manifest included).
+    pub records: u64,
+}
+
+/// Where a redaction marker is in a message, as `method path` lines.
+fn redacted_paths(value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) if s.contains(REDACTED) => out.push(path.to_string()),
+        Value::Object(map) => {
+            for (k, v) in map {
+                let sub = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                redacted_paths(v, &sub, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                redacted_paths(v, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The store a segment file lives in (`<store>/sessions/<key>/<run>.acpj.zst`).
+fn store_of(segment: &Path) -> Option<PathBuf> {
+    Some(segment.parent()?.parent()?.parent()?.to_path_buf())
+}
+
+/// Collects the records of a bundle and what the manifest says about them.
+#[derive(Default)]
+struct Collected {
+    records: Vec<Record>,
+    turns: usize,
+    turns_recorded: usize,
+    redacted: Vec<String>,
+    dropped: Vec<String>,
+    stderr_records: usize,
+}
+
+impl Collected {
+    fn keep(&mut self, mut record: Record) {
+        redact::redact_record(&mut record);
+        match &record.body {
+            Body::Message { payload, .. } => {
+                if memchr::memmem::find(&payload.bytes, REDACTED.as_bytes()).is_some()
+                    && let Ok(v) = serde_json::from_slice::<Value>(&payload.bytes)
+                {
+                    let what = v["method"]
+                        .as_str()
+                        .map_or_else(|| format!("response {}", v["id"]), str::to_string);
+                    let mut paths = Vec::new();
+                    redacted_paths(&v, "", &mut paths);
+                    for p in paths {
+                        self.redacted
+                            .push(format!("record {}: {what}: {p}", record.seq));
+                    }
+                }
+            }
+            Body::Stderr(text) => {
+                self.stderr_records += 1;
+                if memchr::memmem::find(text, REDACTED.as_bytes()).is_some() {
+                    self.redacted
+                        .push(format!("record {}: agent stderr", record.seq));
+                }
+            }
+            Body::Event(_) => {}
+        }
+        self.records.push(record);
+    }
+}
+
+fn is_prompt(record: &Record) -> bool {
+    matches!(&record.body, Body::Message { from: Side::Client, payload }
+        if !payload.proxy && matches!(envelope::peek(&payload.bytes).kind,
+            envelope::Kind::Request { ref method, .. } if method == "session/prompt"))
+}
+
+/// Stderr records of the connection segment named in `header`, within `seqs` (inclusive).
+fn stderr_of(segment: &Path, header: &Header, seqs: (u64, u64)) -> anyhow::Result<Vec<Record>> {
+    let Some(connection) = header.connection.as_ref() else {
+        return Ok(Vec::new());
+    };
+    let Some(path) = store_of(segment).map(|s| s.join(connection)) else {
+        return Ok(Vec::new());
+    };
+    let mut reader =
+        SegmentReader::open(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(reader
+        .by_ref()
+        .filter(|r| matches!(r.body, Body::Stderr(_)) && r.seq >= seqs.0 && r.seq <= seqs.1)
+        .collect())
+}
+
+/// Write the bundle of a session's `segments` (oldest first) to `out`, which must not exist.
+///
+/// # Errors
+/// A segment that cannot be read, or the output that cannot be written.
+pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Result<Report> {
+    let mut collected = Collected::default();
+    let mut first: Option<Header> = None;
+    let mut stopped = false;
+    for path in segments {
+        let mut reader =
+            SegmentReader::open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let header = reader.header().clone();
+        if header.kind != SegmentKind::Session {
+            anyhow::bail!("{}: not a session journal", path.display());
+        }
+        let mut run: Vec<Record> = Vec::new();
+        for record in reader.by_ref().filter(|r| !is_end_marker(r)) {
+            if let Body::Event(e) = &record.body
+                && e["type"] == MANIFEST_EVENT
+            {
+                continue;
+            }
+            if is_prompt(&record) {
+                collected.turns_recorded += 1;
+                if options
+                    .upto_turn
+                    .is_some_and(|n| collected.turns_recorded > n)
+                {
+                    stopped = true;
+                }
+            }
+            if !stopped {
+                run.push(record);
+            }
+        }
+        if let Some(tail) = reader.tail()
+            && !matches!(tail, Tail::Clean | Tail::Unfinished)
+        {
+            collected.dropped.push(format!(
+                "{}: {tail}",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
+        if options.include_stderr
+            && let (Some(a), Some(b)) = (run.first(), run.last())
+        {
+            run.extend(stderr_of(path, &header, (a.seq, b.seq))?);
+            run.sort_by_key(|r| r.seq);
+        }
+        for record in run {
+            collected.keep(record);
+        }
+        first.get_or_insert(header);
+    }
+    let Some(mut header) = first else {
+        anyhow::bail!("nothing to bundle");
+    };
+    collected.turns = collected.records.iter().filter(|r| is_prompt(r)).count();
+    if collected.turns < collected.turns_recorded {
+        collected.dropped.push(format!(
+            "turns {}–{} (--upto-turn {})",
+            collected.turns + 1,
+            collected.turns_recorded,
+            collected.turns
+        ));
+    }
+    if !options.include_stderr {
+        collected
+            .dropped
+            .push("agent stderr (add --include-stderr to keep it)".into());
+    }
+    let manifest = manifest(&header, segments.len(), &collected);
+    let now = jiff::Timestamp::now().as_microsecond();
+    header.acpj = FORMAT_VERSION;
+    header.run = format!(
+        "bundle-{}",
+        jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ")
+    );
+    header.proxy = concat!("acp-journal ", env!("CARGO_PKG_VERSION")).into();
+    header.pid = std::process::id();
+    header.connection = None;
+    header.argv = redact::redact_argv(&header.argv);
+    let mut writer = SegmentWriter::create(out, &header)
+        .with_context(|| format!("creating {} (it must not exist)", out.display()))?;
+    writer.append(&Record {
+        seq: 0,
+        unix_us: now,
+        mono_us: 0,
+        body: Body::Event(json!({"type": MANIFEST_EVENT, "manifest": manifest})),
+    })?;
+    let mut last = 0;
+    for record in &collected.records {
+        writer.append(record)?;
+        last = last.max(record.seq);
+    }
+    let written = writer.close(last + 1, now, 0)?;
+    Ok(Report {
+        manifest,
+        records: written.records,
+    })
+}
+
+fn manifest(header: &Header, runs: usize, c: &Collected) -> Value {
+    let init = header.initialize.as_ref();
+    let parse = |raw: Option<&serde_json::value::RawValue>| {
+        raw.and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+            .unwrap_or(Value::Null)
+    };
+    let request = parse(init.and_then(|i| i.request.as_deref()));
+    let response = parse(init.and_then(|i| i.response.as_deref()));
+    json!({
+        "bundle": 1,
+        "created": jiff::Timestamp::now().to_string(),
+        "bundled_by": concat!("acp-journal ", env!("CARGO_PKG_VERSION")),
+        "recorded_by": header.proxy,
+        "os": format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+        "session": header.session,
+        "cwd": header.cwd,
+        "agent": response["result"]["agentInfo"],
+        "agent_command": redact::redact_argv(&header.argv),
+        "client": request["params"]["clientInfo"],
+        "protocol_version": response["result"]["protocolVersion"],
+        "runs": runs,
+        "turns": c.turns,
+        "turns_recorded": c.turns_recorded,
+        "stderr_records": c.stderr_records,
+        "redacted": c.redacted,
+        "dropped": c.dropped,
+    })
+}

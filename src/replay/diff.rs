@@ -1,0 +1,430 @@
+//! A semantic difference of two recordings, turn by turn.
+//!
+//! Each prompt turn is summarized: the agent's messages (chunks joined, split by `messageId`
+//! where the agent sets one, else by what interrupts them), its tool calls (merged from
+//! `tool_call` and `tool_call_update`, keyed by `toolCallId`), the permission options chosen, and
+//! how the turn ended. Sessions are paired in order, turns by number, tool calls by ID and
+//! otherwise by position. Latency shifts are reported but are not a difference category.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::matching;
+use super::recording::{AgentStep, Exchange, Recording, SessionRecording};
+
+/// What kind of difference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Category {
+    /// Agent message text, prompts, and the number of turns.
+    Text,
+    /// Tool calls: kind, title, status, locations; the permission options chosen.
+    Tools,
+    /// Stop reasons and error responses.
+    Errors,
+    /// The agent's `initialize` answer: protocol version, capabilities, auth methods.
+    Capabilities,
+}
+
+/// One difference.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// Its category.
+    pub category: Category,
+    /// Session number (1-based, in recording order), 0 for connection-level differences.
+    pub session: usize,
+    /// Turn number (1-based), 0 outside turns.
+    pub turn: usize,
+    /// What differs, one human-readable line (or a few for text).
+    pub what: String,
+}
+
+/// A turn taking markedly longer or shorter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LatencyShift {
+    /// Session number.
+    pub session: usize,
+    /// Turn number.
+    pub turn: usize,
+    /// Duration in the first recording, milliseconds.
+    pub before_ms: u64,
+    /// Duration in the second, milliseconds.
+    pub after_ms: u64,
+}
+
+/// The result of a diff.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Diff {
+    /// The differences, in order.
+    pub changes: Vec<Change>,
+    /// Turns whose duration changed by more than 2× and 100 ms.
+    pub latency: Vec<LatencyShift>,
+}
+
+impl Diff {
+    /// Whether a difference of `category` was found.
+    pub fn has(&self, category: Category) -> bool {
+        self.changes.iter().any(|c| c.category == category)
+    }
+}
+
+/// A tool call's final state.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Tool {
+    id: String,
+    kind: Option<String>,
+    title: Option<String>,
+    status: Option<String>,
+    locations: Vec<String>,
+}
+
+/// What one prompt turn did.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Turn {
+    prompt: String,
+    messages: Vec<String>,
+    tools: Vec<Tool>,
+    permissions: Vec<String>,
+    end: String,
+    duration_us: Option<u64>,
+}
+
+fn text_of(blocks: &Value) -> String {
+    blocks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Builds turns from the agent's messages.
+#[derive(Default)]
+struct TurnBuilder {
+    turn: Turn,
+    message_open: bool,
+    message_id: Option<String>,
+    tools: HashMap<String, usize>,
+}
+
+impl TurnBuilder {
+    fn step(&mut self, step: &AgentStep) {
+        let Ok(msg) = serde_json::from_slice::<Value>(&step.line) else {
+            return;
+        };
+        if let Some(request) = &step.request {
+            if request.method == "session/request_permission" {
+                let chosen = request
+                    .answer
+                    .as_ref()
+                    .map(|a| {
+                        let outcome = &a["result"]["outcome"];
+                        outcome["optionId"]
+                            .as_str()
+                            .or(outcome["outcome"].as_str())
+                            .unwrap_or("(error)")
+                            .to_string()
+                    })
+                    .unwrap_or_else(|| "(unanswered)".into());
+                self.turn.permissions.push(chosen);
+            }
+            self.message_open = false;
+            return;
+        }
+        let update = &msg["params"]["update"];
+        match update["sessionUpdate"].as_str() {
+            Some("agent_message_chunk") => {
+                let id = update["messageId"].as_str().map(str::to_string);
+                if !self.message_open || (id.is_some() && id != self.message_id) {
+                    self.turn.messages.push(String::new());
+                    self.message_open = true;
+                    self.message_id = id;
+                }
+                if let (Some(last), Some(text)) = (
+                    self.turn.messages.last_mut(),
+                    update["content"]["text"].as_str(),
+                ) {
+                    last.push_str(text);
+                }
+            }
+            Some("tool_call" | "tool_call_update") => {
+                self.message_open = false;
+                let id = update["toolCallId"].as_str().unwrap_or("").to_string();
+                let at = *self.tools.entry(id.clone()).or_insert_with(|| {
+                    self.turn.tools.push(Tool {
+                        id,
+                        ..Tool::default()
+                    });
+                    self.turn.tools.len() - 1
+                });
+                let tool = &mut self.turn.tools[at];
+                let text = |v: &Value| v.as_str().map(str::to_string);
+                if let Some(kind) = text(&update["kind"]) {
+                    tool.kind = Some(kind);
+                }
+                if let Some(title) = text(&update["title"]) {
+                    tool.title = Some(title);
+                }
+                if let Some(status) = text(&update["status"]) {
+                    tool.status = Some(status);
+                }
+                if let Some(locations) = update["locations"].as_array() {
+                    tool.locations = locations
+                        .iter()
+                        .filter_map(|l| l["path"].as_str().map(str::to_string))
+                        .collect();
+                }
+            }
+            Some("agent_thought_chunk") => {}
+            Some(_) => self.message_open = false,
+            None => {}
+        }
+    }
+
+    fn ended(&mut self, exchange: &Exchange) {
+        self.turn.end = match exchange.response_value() {
+            Some(v) if v.get("error").is_some() => format!(
+                "error {}: {}",
+                v["error"]["code"],
+                v["error"]["message"].as_str().unwrap_or("")
+            ),
+            Some(v) => v["result"]["stopReason"]
+                .as_str()
+                .unwrap_or("(no stop reason)")
+                .to_string(),
+            None => "(no response recorded)".to_string(),
+        };
+        self.turn.duration_us = exchange
+            .response
+            .as_ref()
+            .map(|(at, _)| at.saturating_sub(exchange.at_us));
+    }
+}
+
+fn turns(session: &SessionRecording) -> Vec<Turn> {
+    let mut out = Vec::new();
+    let mut builder: Option<TurnBuilder> = None;
+    for exchange in &session.exchanges {
+        if exchange.method == "session/prompt" {
+            if let Some(done) = builder.take() {
+                out.push(done.turn);
+            }
+            let mut next = TurnBuilder::default();
+            next.turn.prompt = text_of(&exchange.params["prompt"]);
+            builder = Some(next);
+        }
+        let Some(b) = builder.as_mut() else {
+            continue;
+        };
+        for step in &exchange.during {
+            b.step(step);
+        }
+        if exchange.method == "session/prompt" {
+            b.ended(exchange);
+        }
+        for step in &exchange.after {
+            b.step(step);
+        }
+    }
+    out.extend(builder.map(|b| b.turn));
+    out
+}
+
+/// Compare two recordings.
+pub fn diff(a: &Recording, b: &Recording) -> Diff {
+    let mut out = Diff::default();
+    let result = |r: &Recording| {
+        r.initialize_response
+            .as_ref()
+            .map(|v| v["result"].clone())
+            .unwrap_or(Value::Null)
+    };
+    for d in matching::compare(&result(a), &result(b)) {
+        out.changes.push(Change {
+            category: Category::Capabilities,
+            session: 0,
+            turn: 0,
+            what: format!("initialize: {}: {} → {}", d.path, d.recorded, d.live),
+        });
+    }
+    if a.sessions.len() != b.sessions.len() {
+        out.changes.push(Change {
+            category: Category::Text,
+            session: 0,
+            turn: 0,
+            what: format!("{} sessions → {}", a.sessions.len(), b.sessions.len()),
+        });
+    }
+    for (n, (sa, sb)) in a.sessions.iter().zip(&b.sessions).enumerate() {
+        session_diff(n + 1, &turns(sa), &turns(sb), &mut out);
+    }
+    out
+}
+
+fn session_diff(session: usize, a: &[Turn], b: &[Turn], out: &mut Diff) {
+    let mut change = |category, turn, what: String| {
+        out.changes.push(Change {
+            category,
+            session,
+            turn,
+            what,
+        });
+    };
+    if a.len() != b.len() {
+        change(
+            Category::Text,
+            0,
+            format!("{} turns → {}", a.len(), b.len()),
+        );
+    }
+    for (i, (ta, tb)) in a.iter().zip(b).enumerate() {
+        let turn = i + 1;
+        if !matching::same_text(&ta.prompt, &tb.prompt) {
+            change(
+                Category::Text,
+                turn,
+                format!("prompt:\n  - {}\n  + {}", ta.prompt, tb.prompt),
+            );
+        }
+        for m in 0..ta.messages.len().max(tb.messages.len()) {
+            let (x, y) = (ta.messages.get(m), tb.messages.get(m));
+            let same = match (x, y) {
+                (Some(x), Some(y)) => matching::same_text(x, y),
+                _ => x == y,
+            };
+            if !same {
+                let show =
+                    |s: Option<&String>| s.map_or("(none)".to_string(), |s| s.trim().to_string());
+                change(
+                    Category::Text,
+                    turn,
+                    format!("agent message {}:\n  - {}\n  + {}", m + 1, show(x), show(y)),
+                );
+            }
+        }
+        tool_diff(ta, tb, &mut |what| change(Category::Tools, turn, what));
+        if ta.permissions != tb.permissions {
+            change(
+                Category::Tools,
+                turn,
+                format!(
+                    "permission choices: {:?} → {:?}",
+                    ta.permissions, tb.permissions
+                ),
+            );
+        }
+        if ta.end != tb.end {
+            change(
+                Category::Errors,
+                turn,
+                format!("ended: {} → {}", ta.end, tb.end),
+            );
+        }
+        if let (Some(x), Some(y)) = (ta.duration_us, tb.duration_us) {
+            let (x, y) = (x / 1000, y / 1000);
+            if x.abs_diff(y) > 100 && (x > 2 * y || y > 2 * x) {
+                out.latency.push(LatencyShift {
+                    session,
+                    turn,
+                    before_ms: x,
+                    after_ms: y,
+                });
+            }
+        }
+    }
+}
+
+/// Pair tool calls by ID, the rest by position, and report what differs.
+fn tool_diff(a: &Turn, b: &Turn, change: &mut impl FnMut(String)) {
+    let in_b: HashMap<&str, &Tool> = b.tools.iter().map(|t| (t.id.as_str(), t)).collect();
+    let in_a: HashMap<&str, &Tool> = a.tools.iter().map(|t| (t.id.as_str(), t)).collect();
+    let mut pairs: Vec<(Option<&Tool>, Option<&Tool>)> = Vec::new();
+    let unpaired_a: Vec<&Tool> = a
+        .tools
+        .iter()
+        .filter(|t| !in_b.contains_key(t.id.as_str()))
+        .collect();
+    let unpaired_b: Vec<&Tool> = b
+        .tools
+        .iter()
+        .filter(|t| !in_a.contains_key(t.id.as_str()))
+        .collect();
+    for t in &a.tools {
+        if let Some(other) = in_b.get(t.id.as_str()) {
+            pairs.push((Some(t), Some(other)));
+        }
+    }
+    for i in 0..unpaired_a.len().max(unpaired_b.len()) {
+        pairs.push((unpaired_a.get(i).copied(), unpaired_b.get(i).copied()));
+    }
+    for (x, y) in pairs {
+        match (x, y) {
+            (Some(x), Some(y)) => {
+                let name = x.title.as_deref().unwrap_or(&x.id);
+                let field = |f: &str, p: &Option<String>, q: &Option<String>| {
+                    (p != q).then(|| format!("{f} {} → {}", show(p), show(q)))
+                };
+                let mut parts: Vec<String> = [
+                    field("kind", &x.kind, &y.kind),
+                    field("title", &x.title, &y.title),
+                    field("status", &x.status, &y.status),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if x.locations != y.locations {
+                    parts.push(format!("locations {:?} → {:?}", x.locations, y.locations));
+                }
+                if !parts.is_empty() {
+                    change(format!("tool call {name:?}: {}", parts.join(", ")));
+                }
+            }
+            (Some(x), None) => change(format!("tool call {:?} is gone", label(x))),
+            (None, Some(y)) => change(format!("tool call {:?} is new", label(y))),
+            (None, None) => {}
+        }
+    }
+}
+
+fn show(v: &Option<String>) -> String {
+    v.as_deref()
+        .map_or("(none)".to_string(), |s| format!("{s:?}"))
+}
+
+fn label(t: &Tool) -> &str {
+    t.title.as_deref().unwrap_or(&t.id)
+}
+
+impl fmt::Display for Diff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in &self.changes {
+            let category = format!("{:?}", c.category).to_lowercase();
+            match (c.session, c.turn) {
+                (0, _) => writeln!(f, "[{category}] {}", c.what)?,
+                (s, 0) => writeln!(f, "[{category}] session {s}: {}", c.what)?,
+                (s, t) => writeln!(f, "[{category}] session {s}, turn {t}: {}", c.what)?,
+            }
+        }
+        for l in &self.latency {
+            writeln!(
+                f,
+                "[latency] session {}, turn {}: {} ms → {} ms",
+                l.session, l.turn, l.before_ms, l.after_ms
+            )?;
+        }
+        let count = |c: Category| self.changes.iter().filter(|x| x.category == c).count();
+        write!(
+            f,
+            "{} differences: text {}, tools {}, errors {}, capabilities {}",
+            self.changes.len(),
+            count(Category::Text),
+            count(Category::Tools),
+            count(Category::Errors),
+            count(Category::Capabilities)
+        )
+    }
+}

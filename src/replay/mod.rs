@@ -9,3 +9,6 @@ pub mod player;
 pub mod recording;
 
 pub use recording::Recording;
+
+#[cfg(test)]
+mod tests;

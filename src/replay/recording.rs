@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::journal::{Body, Record, SegmentKind, SegmentReader, Side, Tail};
+use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, Side, Tail};
 use crate::proto::envelope::{self, Kind, RequestId};
 
 /// Something the agent sent.
@@ -124,28 +124,7 @@ impl Recording {
             let mut reader = SegmentReader::open(path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let header = reader.header().clone();
-            if let Some(init) = &header.initialize {
-                let parse = |raw: &Option<Box<serde_json::value::RawValue>>| {
-                    raw.as_ref()
-                        .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-                };
-                if builder.recording.initialize_request.is_none() {
-                    builder.recording.initialize_request = parse(&init.request);
-                }
-                if builder.recording.initialize_response.is_none() {
-                    builder.recording.initialize_response = parse(&init.response);
-                }
-            }
-            if header.kind != SegmentKind::Session {
-                continue;
-            }
-            let Some(session) = header.session.clone() else {
-                continue;
-            };
-            let index = builder.session(&session, header.cwd.clone());
-            for record in reader.by_ref() {
-                builder.record(index, record);
-            }
+            builder.segment(&header, reader.by_ref());
             if let Some(tail) = reader.tail()
                 && !matches!(tail, Tail::Clean | Tail::Unfinished)
             {
@@ -154,9 +133,21 @@ impl Recording {
                     .notes
                     .push(format!("{}: {tail}; read up to there", path.display()));
             }
-            builder.end_segment(index);
         }
         Ok(builder.recording)
+    }
+
+    /// A recording of segments already in memory: each a header and its records.
+    pub fn from_segments(
+        source: &str,
+        segments: impl IntoIterator<Item = (Header, Vec<Record>)>,
+    ) -> Recording {
+        let mut builder = Builder::default();
+        builder.recording.source = source.to_string();
+        for (header, records) in segments {
+            builder.segment(&header, records.into_iter());
+        }
+        builder.recording
     }
 
     /// The session with this ID.
@@ -182,6 +173,30 @@ struct Builder {
 }
 
 impl Builder {
+    /// Take in one segment.
+    fn segment(&mut self, header: &Header, records: impl Iterator<Item = Record>) {
+        if let Some(init) = &header.initialize {
+            let parse = |raw: &Option<Box<serde_json::value::RawValue>>| {
+                raw.as_ref()
+                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+            };
+            if self.recording.initialize_request.is_none() {
+                self.recording.initialize_request = parse(&init.request);
+            }
+            if self.recording.initialize_response.is_none() {
+                self.recording.initialize_response = parse(&init.response);
+            }
+        }
+        let (SegmentKind::Session, Some(session)) = (header.kind, header.session.as_deref()) else {
+            return;
+        };
+        let index = self.session(session, header.cwd.clone());
+        for record in records {
+            self.record(index, record);
+        }
+        self.end_segment(index);
+    }
+
     fn session(&mut self, id: &str, cwd: Option<String>) -> usize {
         if let Some(i) = self.recording.sessions.iter().position(|s| s.id == id) {
             return i;

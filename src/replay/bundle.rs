@@ -188,12 +188,15 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
     };
     collected.turns = collected.records.iter().filter(|r| is_prompt(r)).count();
     if collected.turns < collected.turns_recorded {
-        collected.dropped.push(format!(
-            "turns {}–{} (--upto-turn {})",
-            collected.turns + 1,
-            collected.turns_recorded,
-            collected.turns
-        ));
+        let (from, to) = (collected.turns + 1, collected.turns_recorded);
+        let which = if from == to {
+            format!("turn {from}")
+        } else {
+            format!("turns {from}–{to}")
+        };
+        collected
+            .dropped
+            .push(format!("{which} (--upto-turn {})", collected.turns));
     }
     if !options.include_stderr {
         collected

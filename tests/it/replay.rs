@@ -376,7 +376,7 @@ fn bundle_upto_turn_keeps_the_first_turns_and_says_what_it_left_out() {
     assert_eq!(code, 0);
     assert!(stdout.contains("2 of 3 turns"), "{stdout}");
     assert!(
-        stdout.contains("left out: turns 3–3 (--upto-turn 2)"),
+        stdout.contains("left out: turn 3 (--upto-turn 2)"),
         "{stdout}"
     );
     let (_, out, _) = cli(store.path(), &["diff", &session, bundle.to_str().unwrap()]);

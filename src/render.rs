@@ -278,6 +278,27 @@ impl<W: Write> Transcript<W> {
                     event["agent_session"].as_str().unwrap_or("?")
                 ),
             )),
+            Some("bundle_manifest") => {
+                let m = &event["manifest"];
+                let who = |v: &Value| match (v["name"].as_str(), v["version"].as_str()) {
+                    (Some(name), Some(version)) => format!("{name} {version}"),
+                    (Some(name), None) => name.to_string(),
+                    _ => "(unnamed)".to_string(),
+                };
+                let redacted = m["redacted"].as_array().map_or(0, Vec::len);
+                self.line(&self.paint(
+                    "2",
+                    &format!(
+                        "── bundle: agent {}, client {}, {} of {} turns, {redacted} values redacted, made by {} on {}",
+                        who(&m["agent"]),
+                        who(&m["client"]),
+                        m["turns"],
+                        m["turns_recorded"],
+                        m["bundled_by"].as_str().unwrap_or("?"),
+                        m["os"].as_str().unwrap_or("?"),
+                    ),
+                ))
+            }
             _ => Ok(()),
         }
     }

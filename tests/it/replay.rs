@@ -344,6 +344,10 @@ fn a_bundle_holds_no_seeded_secret_and_still_replays() {
     let (code, shown, _) = cli(store.path(), &["show", bundle.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(shown.contains("Use the key [REDACTED] please"), "{shown}");
+    assert!(
+        shown.starts_with("── bundle: agent story-agent 1.0.0, client acp-journal-tests 0, 1 of 1 turns, 5 values redacted"),
+        "{shown}"
+    );
     let (code, out, _) = cli(
         store.path(),
         &[

@@ -149,6 +149,19 @@ fn request(id: Value, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
+/// `session/new` with request `id`; returns the session ID served.
+fn new_session(player: &mut Player, id: i64) -> Value {
+    let sent = exchange(
+        player,
+        request(
+            json!(id),
+            "session/new",
+            json!({"cwd": "/x", "mcpServers": []}),
+        ),
+    );
+    sent[0].1["result"]["sessionId"].clone()
+}
+
 fn prompt(session: &str, id: &str, text: &str) -> Value {
     request(
         json!(id),
@@ -207,14 +220,7 @@ fn a_turn_is_played_with_live_ids_and_waits_for_the_permission_answer() {
 #[test]
 fn a_different_answer_or_prompt_is_reported_with_turn_field_and_values() {
     let mut player = Player::new(recording(vec![with_permission(Script::new("s1"))]), false);
-    exchange(
-        &mut player,
-        request(
-            json!(1),
-            "session/new",
-            json!({"cwd": "/x", "mcpServers": []}),
-        ),
-    );
+    new_session(&mut player, 1);
     let sent = exchange(&mut player, prompt("s1", "p", "edit that"));
     let id = sent[1].1["id"].clone();
     exchange(
@@ -238,14 +244,7 @@ fn a_different_answer_or_prompt_is_reported_with_turn_field_and_values() {
 #[test]
 fn strict_answers_a_differing_request_with_an_error_and_serves_nothing() {
     let mut player = Player::new(recording(vec![with_permission(Script::new("s1"))]), true);
-    exchange(
-        &mut player,
-        request(
-            json!(1),
-            "session/new",
-            json!({"cwd": "/x", "mcpServers": []}),
-        ),
-    );
+    new_session(&mut player, 1);
     let sent = exchange(&mut player, prompt("s1", "p", "something else"));
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].1["error"]["code"], -32602);
@@ -271,14 +270,7 @@ fn repeated_prompts_replay_in_order_and_running_out_is_an_error() {
         .update(1, "second answer")
         .end_turn(3);
     let mut player = Player::new(recording(vec![s]), false);
-    exchange(
-        &mut player,
-        request(
-            json!(1),
-            "session/new",
-            json!({"cwd": "/x", "mcpServers": []}),
-        ),
-    );
+    new_session(&mut player, 1);
     let texts: Vec<Value> = (0..2)
         .map(|i| exchange(&mut player, prompt("s1", &i.to_string(), "again"))[0].1["params"]["update"]["content"]["text"].clone())
         .collect();
@@ -306,20 +298,8 @@ fn several_sessions_are_served_in_recorded_order_and_a_load_replays_history() {
         .update(1, "from b")
         .end_turn(2);
     let mut player = Player::new(recording(vec![a, b]), false);
-    let new = |p: &mut Player, id: i64| {
-        exchange(
-            p,
-            request(
-                json!(id),
-                "session/new",
-                json!({"cwd": "/x", "mcpServers": []}),
-            ),
-        )[0]
-        .1["result"]["sessionId"]
-            .clone()
-    };
-    assert_eq!(new(&mut player, 1), "a");
-    assert_eq!(new(&mut player, 2), "b");
+    assert_eq!(new_session(&mut player, 1), "a");
+    assert_eq!(new_session(&mut player, 2), "b");
     let sent = exchange(&mut player, prompt("b", "p", "to b"));
     assert_eq!(sent[0].1["params"]["update"]["content"]["text"], "from b");
     // Loading `a`: its history (the prompt as a user message, then the answer), then the response.

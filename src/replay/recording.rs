@@ -254,9 +254,10 @@ impl Builder {
                     return;
                 };
                 let answer = serde_json::from_slice::<Value>(&line).ok().map(|mut v| {
-                    let object = v.as_object_mut().expect("a response is an object");
-                    object.remove("jsonrpc");
-                    object.remove("id");
+                    if let Some(object) = v.as_object_mut() {
+                        object.remove("jsonrpc");
+                        object.remove("id");
+                    }
                     v
                 });
                 if let Some(request) = self.step_mut(session, slot, step).request.as_mut() {

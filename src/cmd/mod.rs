@@ -4,6 +4,7 @@ mod export;
 mod list;
 mod maintain;
 mod proxy;
+mod records;
 mod search;
 mod show;
 mod verify;

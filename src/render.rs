@@ -105,13 +105,7 @@ impl<W: Write> Render for Text<W> {
             }
             Event::Plan(update) => self.line("33", &plan_summary(update)),
             Event::Mode(mode) => self.line("2", &format!("── mode → {mode}")),
-            Event::Config(options) => {
-                let set: Vec<String> = options
-                    .iter()
-                    .map(|(id, value)| format!("{id} = {}", config_value(value)))
-                    .collect();
-                self.line("2", &format!("── config: {}", set.join(", ")))
-            }
+            Event::Config(options) => self.line("2", &format!("── {}", config_summary(options))),
             Event::Title(title) => self.line("2", &format!("── title: {title}")),
             Event::Cancelled => self.line("33", "✗ cancelled by the user"),
             Event::Failed {
@@ -237,12 +231,17 @@ pub fn arrow(from: Side) -> &'static str {
     }
 }
 
-/// A config option's value as written in a transcript: strings bare, anything else as JSON.
-pub fn config_value(value: &Value) -> String {
-    match value.as_str() {
-        Some(text) => text.to_string(),
-        None => value.to_string(),
-    }
+/// Config options set, on one line: `config: model = opus, fast = true` (string values bare,
+/// others as JSON).
+pub fn config_summary(options: &[(&str, &Value)]) -> String {
+    let set: Vec<String> = options
+        .iter()
+        .map(|(id, value)| match value.as_str() {
+            Some(text) => format!("{id} = {text}"),
+            None => format!("{id} = {value}"),
+        })
+        .collect();
+    format!("config: {}", set.join(", "))
 }
 
 /// A `plan` update on one line: `plan: [x] done  [>] doing  [ ] to do`.
@@ -262,5 +261,79 @@ pub fn plan_mark(entry: &Value) -> &'static str {
         Some("completed") => "[x]",
         Some("in_progress") => "[>]",
         _ => "[ ]",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::journal::{Body, Payload};
+
+    fn transcript(lines: &[(Side, &str)]) -> String {
+        let mut t = Transcript::new(Vec::new(), Style::Plain);
+        for (i, (from, line)) in lines.iter().enumerate() {
+            t.record(&Record {
+                seq: i as u64,
+                unix_us: 0,
+                mono_us: 0,
+                body: Body::Message {
+                    from: *from,
+                    payload: Payload::from_line(Bytes::from(line.to_string())),
+                },
+            })
+            .unwrap();
+        }
+        String::from_utf8(t.finish().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn state_changes_plans_and_cancels_each_get_a_line() {
+        let update =
+            |u: &str| format!(r#"{{"method":"session/update","params":{{"update":{u}}}}}"#);
+        let out = transcript(&[
+            (
+                Side::Client,
+                r#"{"id":1,"method":"session/set_mode","params":{"modeId":"plan"}}"#,
+            ),
+            (
+                Side::Client,
+                r#"{"id":2,"method":"session/set_config_option","params":{"configId":"model","value":"opus"}}"#,
+            ),
+            (
+                Side::Agent,
+                &update(
+                    r#"{"sessionUpdate":"config_option_update","configOptions":[{"id":"model","currentValue":"opus"},{"id":"fast","type":"boolean","currentValue":true}]}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &update(r#"{"sessionUpdate":"current_mode_update","currentModeId":"code"}"#),
+            ),
+            (
+                Side::Agent,
+                &update(
+                    r#"{"sessionUpdate":"plan","entries":[{"content":"a","status":"completed"},{"content":"b","status":"in_progress"}]}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &update(r#"{"sessionUpdate":"session_info_update","title":"Greeting"}"#),
+            ),
+            (
+                Side::Agent,
+                &update(
+                    r#"{"sessionUpdate":"tool_call","toolCallId":"t","title":"Edit","kind":"edit","content":[{"type":"diff","path":"x","newText":"y"}],"locations":[{"path":"x","line":3}]}"#,
+                ),
+            ),
+            (Side::Client, r#"{"method":"session/cancel","params":{}}"#),
+        ]);
+        assert_eq!(
+            out,
+            "── mode → plan\n── config: model = opus\n── config: model = opus, fast = true\n\
+             ── mode → code\nplan: [x] a  [>] b\n── title: Greeting\n\
+             ⏺ Edit [edit] pending (1 diff) x:3\n✗ cancelled by the user\n"
+        );
     }
 }

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use similar::{ChangeTag, TextDiff};
 
 use super::model::{Event, Render, Timeline, ToolCall, Voice};
-use super::{SessionFacts, arrow, clock, config_value, plan_mark, utc};
+use super::{SessionFacts, arrow, clock, config_summary, plan_mark, utc};
 use crate::journal::{Body, Record, Side, Tail};
 
 const STYLE: &str = include_str!("html.css");
@@ -384,13 +384,7 @@ impl<W: Write> Render for Html<W> {
                 writeln!(self.out, "</ul></div>")
             }
             Event::Mode(mode) => self.div("meta", &format!("mode → {mode}")),
-            Event::Config(options) => {
-                let set: Vec<String> = options
-                    .iter()
-                    .map(|(id, value)| format!("{id} = {}", config_value(value)))
-                    .collect();
-                self.div("meta", &format!("config: {}", set.join(", ")))
-            }
+            Event::Config(options) => self.div("meta", &config_summary(options)),
             Event::Title(title) => self.div("meta", &format!("title: {title}")),
             Event::Cancelled => self.div("cancelled", "cancelled by the user"),
             Event::Failed {

@@ -3,9 +3,13 @@
 //! - `list` over 10 000 sessions (target: under 200 ms).
 //! - `search` over the store's journals against `zstd -dc FILES | grep -c` on the same files, in
 //!   the same run (target: no slower).
+//! - Peak RSS (and time) of `show`, `export --format html|markdown|ndjson` and `search` over one
+//!   session of about 1 GB of raw NDJSON (target: flat, a few MB, whatever the journal's size).
 //!
-//! The store is generated with the library's segment writer: 10 000 small sessions, plus a few
-//! large ones of realistic traffic (`BENCH_QUICK=1` makes it smaller). Report on stdout.
+//! The stores are generated with the library's segment writer: 10 000 small sessions, plus a
+//! few large ones of realistic traffic; and, apart, the 1 GB session made of whole prompt turns
+//! (thoughts, message chunks, a tool call with a diff, a permission request and its answer).
+//! `BENCH_QUICK=1` makes everything smaller (a 100 MB session). Report on stdout.
 
 use std::io::Write;
 use std::path::Path;
@@ -35,36 +39,110 @@ fn header(session: &str, started: i64) -> Header {
     }
 }
 
-/// Write one session of `updates` updates; returns (raw NDJSON bytes, file bytes).
-fn session(store: &Store, id: &str, updates: usize, started: i64) -> (u64, u64) {
+const WORDS: [&str; 13] = [
+    "the", "parser", "now", "handles", "escaped", "quotes", "and", "returns", "an", "error", "for",
+    "trailing", "commas",
+];
+
+/// Three words of filler text, varied by `i`.
+fn words(i: usize) -> String {
+    format!(
+        "{} {} {} ",
+        WORDS[i % 13],
+        WORDS[(i * 7) % 13],
+        WORDS[(i * 11) % 13]
+    )
+}
+
+fn update(id: &str, update: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{id}","update":{update}}}}}"#
+    )
+}
+
+fn chunk(id: &str, kind: &str, i: usize) -> String {
+    update(
+        id,
+        &format!(
+            r#"{{"sessionUpdate":"{kind}","content":{{"type":"text","text":"{}"}}}}"#,
+            words(i)
+        ),
+    )
+}
+
+/// Line `i` of a chat: a prompt every 40 lines, message chunks between (no responses).
+fn chat_line(id: &str, i: usize) -> (Side, String) {
+    if i.is_multiple_of(40) {
+        let prompt = format!(
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"session/prompt","params":{{"sessionId":"{id}","prompt":[{{"type":"text","text":"question {i} about the tokenizer"}}]}}}}"#
+        );
+        (Side::Client, prompt)
+    } else {
+        (Side::Agent, chunk(id, "agent_message_chunk", i))
+    }
+}
+
+/// Lines per turn of [`turn_line`].
+const TURN_LINES: usize = 50;
+
+/// Line `i` of a session of whole prompt turns: the prompt, thoughts, message chunks, a tool
+/// call, a permission request and its answer, the tool call's diff, more text, the response.
+fn turn_line(id: &str, i: usize) -> (Side, String) {
+    let turn = i / TURN_LINES;
+    let line = match i % TURN_LINES {
+        0 => return chat_line(id, turn * 40),
+        1..=3 => chunk(id, "agent_thought_chunk", i),
+        31 => update(
+            id,
+            &format!(
+                r#"{{"sessionUpdate":"tool_call","toolCallId":"call_{turn}","title":"Editing src/lexer.rs","kind":"edit","status":"pending","locations":[{{"path":"/bench/src/lexer.rs","line":{turn}}}],"rawInput":{{"path":"/bench/src/lexer.rs"}}}}"#
+            ),
+        ),
+        32 => format!(
+            r#"{{"jsonrpc":"2.0","id":"perm-{turn}","method":"session/request_permission","params":{{"sessionId":"{id}","toolCall":{{"toolCallId":"call_{turn}","title":"Editing src/lexer.rs"}},"options":[{{"optionId":"allow","name":"Allow","kind":"allow_once"}},{{"optionId":"reject","name":"Reject","kind":"reject_once"}}]}}}}"#
+        ),
+        33 => {
+            let answer = format!(
+                r#"{{"jsonrpc":"2.0","id":"perm-{turn}","result":{{"outcome":{{"outcome":"selected","optionId":"allow"}}}}}}"#
+            );
+            return (Side::Client, answer);
+        }
+        34 => update(
+            id,
+            &format!(
+                r#"{{"sessionUpdate":"tool_call_update","toolCallId":"call_{turn}","status":"completed","content":[{{"type":"diff","path":"/bench/src/lexer.rs","oldText":"fn lex() {{\n    let a = 1;\n    {}\n}}\n","newText":"fn lex() {{\n    let a = 2;\n    {}\n}}\n"}}]}}"#,
+                words(i),
+                words(i + 1)
+            ),
+        ),
+        49 => format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"stopReason":"end_turn"}}}}"#,
+            turn * 40
+        ),
+        _ => chunk(id, "agent_message_chunk", i),
+    };
+    (Side::Agent, line)
+}
+
+/// Write one session of `lines` lines made by `line`; returns (raw NDJSON bytes, file bytes).
+fn session(
+    store: &Store,
+    id: &str,
+    lines: usize,
+    started: i64,
+    make: fn(&str, usize) -> (Side, String),
+) -> (u64, u64) {
     let (path, file) = store
         .create_segment(&store.session_dir(id), "20260101T000000.000000Z-1")
         .expect("segment");
     let mut w = SegmentWriter::with_file(file, &path, &header(id, started)).expect("writer");
-    let words = [
-        "the", "parser", "now", "handles", "escaped", "quotes", "and", "returns", "an", "error",
-        "for", "trailing", "commas",
-    ];
-    let mut raw = 0u64;
-    for i in 0..updates {
-        let line = if i % 40 == 0 {
-            format!(
-                r#"{{"jsonrpc":"2.0","id":{i},"method":"session/prompt","params":{{"sessionId":"{id}","prompt":[{{"type":"text","text":"question {i} about the tokenizer"}}]}}}}"#
-            )
-        } else {
-            format!(
-                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{id}","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{} {} {} "}}}}}}}}"#,
-                words[i % 13],
-                words[(i * 7) % 13],
-                words[(i * 11) % 13]
-            )
-        };
+    let (mut raw, mut turns) = (0u64, 0u64);
+    for i in 0..lines {
+        let (from, line) = make(id, i);
         raw += line.len() as u64 + 1;
-        let from = if i % 40 == 0 {
-            Side::Client
-        } else {
-            Side::Agent
-        };
+        if from == Side::Client && line.contains(r#""method":"session/prompt""#) {
+            turns += 1;
+        }
         w.append(&Record {
             seq: i as u64,
             unix_us: started + i as i64,
@@ -80,7 +158,7 @@ fn session(store: &Store, id: &str, updates: usize, started: i64) -> (u64, u64) 
         }
     }
     let stats = w
-        .close(updates as u64, started + updates as i64, 0)
+        .close(lines as u64, started + lines as i64, 0)
         .expect("close");
     store
         .append_catalog(&CatalogEntry::Open {
@@ -96,8 +174,8 @@ fn session(store: &Store, id: &str, updates: usize, started: i64) -> (u64, u64) 
             segment: store.relative(&path),
             records: stats.records,
             bytes: stats.file_bytes,
-            turns: (updates / 40) as u64,
-            t: started + updates as i64,
+            turns,
+            t: started + lines as i64,
         })
         .expect("catalog");
     (raw, stats.file_bytes)
@@ -119,7 +197,13 @@ fn main() {
     store.create_dirs().expect("store");
     let (mut raw, mut stored) = (0u64, 0u64);
     for i in 0..small {
-        let (r, s) = session(&store, &format!("small-{i:05}"), 20, 1_000_000 + i as i64);
+        let (r, s) = session(
+            &store,
+            &format!("small-{i:05}"),
+            20,
+            1_000_000 + i as i64,
+            chat_line,
+        );
         raw += r;
         stored += s;
     }
@@ -129,6 +213,7 @@ fn main() {
             &format!("big-{i}"),
             big_updates,
             2_000_000 + i as i64,
+            chat_line,
         );
         raw += r;
         stored += s;
@@ -204,6 +289,89 @@ fn main() {
         pipeline.as_secs_f64(),
         ours.as_secs_f64() / pipeline.as_secs_f64()
     );
+    drop(out);
+    flat_memory(bin, quick);
+}
+
+/// Peak RSS of the reading commands over one big session, each through the built binary.
+fn flat_memory(bin: &str, quick: bool) {
+    let target_raw: u64 = if quick { 100_000_000 } else { 1_000_000_000 };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::new(dir.path());
+    store.create_dirs().expect("store");
+    // About 190 raw bytes a line.
+    let lines = (target_raw / 190) as usize / TURN_LINES * TURN_LINES;
+    let t = Instant::now();
+    let (raw, stored) = session(&store, "huge", lines, 3_000_000, turn_line);
+    eprintln!(
+        "huge session: {lines} records, {:.0} MB raw, {:.0} MB on disk, written in {:.0} s",
+        raw as f64 / 1e6,
+        stored as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    let root = dir.path().to_str().expect("utf-8 path");
+    let commands: [(&str, &[&str]); 5] = [
+        ("show", &["show", "huge"]),
+        (
+            "export --format markdown",
+            &["export", "huge", "--format", "markdown"],
+        ),
+        (
+            "export --format ndjson",
+            &["export", "huge", "--format", "ndjson"],
+        ),
+        (
+            "export --format html",
+            &["export", "huge", "--format", "html"],
+        ),
+        ("search", &["search", "question 4000 about the tokenizer"]),
+    ];
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "\n| over one session of {:.2} GB raw ({:.0} MB on disk, {} records) | time | peak RSS |",
+        raw as f64 / 1e9,
+        stored as f64 / 1e6,
+        lines
+    );
+    let _ = writeln!(out, "|---|---:|---:|");
+    for (name, args) in commands {
+        let (time, peak_kib) = peak_rss(bin, root, args);
+        let _ = writeln!(
+            out,
+            "| `{name}` | {:.1} s | {:.1} MB |",
+            time.as_secs_f64(),
+            peak_kib as f64 / 1024.0
+        );
+    }
+}
+
+/// Run `bin --journal-dir root ARGS` with stdout discarded; its wall time and peak resident
+/// set (KiB), from `wait4`'s resource usage of that one child.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also gives its resource usage"
+)]
+fn peak_rss(bin: &str, root: &str, args: &[&str]) -> (Duration, u64) {
+    let t = Instant::now();
+    let child = Command::new(bin)
+        .args(args)
+        .args(["--journal-dir", root])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for a child we spawned and have not waited for.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let elapsed = t.elapsed();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{args:?} failed: {status}"
+    );
+    (elapsed, usage.ru_maxrss as u64)
 }
 
 fn walk(dir: &Path) -> Vec<String> {

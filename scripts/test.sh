@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Run every test from a fresh checkout: installs the pinned reference peers (Python and
-# TypeScript ACP SDKs) into .peers/, then lints and runs the unit and integration tests.
+# TypeScript ACP SDKs) into .peers/ and Debian's chromium (the HTML export's browser test; about
+# 25 s the first time, nothing after), then lints and runs the unit and integration tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v zstd >/dev/null || { echo "[test] installing zstd" >&2; apt-get install -y -qq zstd >/dev/null; }
 scripts/install-peers.sh
+scripts/install-chromium.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked

@@ -135,10 +135,12 @@ Examples:
 
 Colour is used on a terminal unless NO_COLOR is set.")]
     Show(ShowArgs),
-    /// Export a session for a bug report: markdown (a transcript) or NDJSON (the wire messages).
+    /// Export a session for a bug report: markdown (a transcript), NDJSON (the wire messages)
+    /// or a self-contained HTML page.
     #[command(after_help = "\
 Examples:
   acp-journal export 3fa8 --format markdown -o session.md
+  acp-journal export 3fa8 --format html -o session.html
   acp-journal export 3fa8 --format ndjson | jq -c .method
 
 Secrets are redacted again at export (as in the journal); --no-redact exports them as stored.")]
@@ -229,6 +231,8 @@ pub enum ExportFormat {
     Markdown,
     /// The wire messages, one per line, as recorded.
     Ndjson,
+    /// One self-contained HTML page: the turns as a timeline (tool calls expand), and the wire.
+    Html,
 }
 
 /// `search` options.

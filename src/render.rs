@@ -1,15 +1,19 @@
-//! A readable transcript of journal records, written as they stream by (flat memory).
+//! Renderers of journal records, written as they stream by (flat memory).
 //!
-//! Message and thought chunks are coalesced into paragraphs; tool calls show kind, title and
-//! status; permission requests show the option the client chose; each prompt turn ends with its
-//! stop reason and duration. Colour is the caller's choice (`Style`).
+//! [`model::Timeline`] says what the records mean (turns, coalesced chunks, tool calls,
+//! permissions…) as [`model::Event`]s; each renderer turns those events into its format:
+//! [`Transcript`] (text, here: `show` and the markdown export) and [`html::HtmlPage`] (the HTML
+//! export).
 
-use std::collections::HashMap;
+pub mod html;
+pub mod model;
+
 use std::io::{self, Write};
 
 use serde_json::Value;
 
-use crate::journal::{Body, Record, Side};
+use crate::journal::{Header, Record, Side};
+use model::{Event, Render, Timeline, Voice};
 
 /// Terminal styling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,37 +24,23 @@ pub enum Style {
     Color,
 }
 
-/// What is being written at the moment (chunks of one kind are joined).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Open {
-    None,
-    Agent,
-    Thought,
+/// Streams records into a readable text transcript.
+///
+/// Message and thought chunks are joined into paragraphs; tool calls show kind, title and
+/// status; permission requests show the option the client chose; each prompt turn ends with its
+/// stop reason and duration.
+pub struct Transcript<W: Write> {
+    timeline: Timeline,
+    text: Text<W>,
 }
 
-/// Streams records into a transcript.
-pub struct Transcript<W: Write> {
+/// The text renderer proper: events to lines.
+struct Text<W: Write> {
     out: W,
     style: Style,
-    open: Open,
-    /// Pending requests: (sender, id) → (method, title, mono time).
-    pending: HashMap<(Side, String), (String, String, u64)>,
-    /// Tool call titles by id, for updates that only carry the id.
-    titles: HashMap<String, String>,
 }
 
-impl<W: Write> Transcript<W> {
-    /// A transcript written to `out`.
-    pub fn new(out: W, style: Style) -> Transcript<W> {
-        Transcript {
-            out,
-            style,
-            open: Open::None,
-            pending: HashMap::new(),
-            titles: HashMap::new(),
-        }
-    }
-
+impl<W: Write> Text<W> {
     fn paint(&self, code: &str, text: &str) -> String {
         match self.style {
             Style::Plain => text.to_string(),
@@ -58,17 +48,103 @@ impl<W: Write> Transcript<W> {
         }
     }
 
-    fn close_paragraph(&mut self) -> io::Result<()> {
-        if self.open != Open::None {
-            writeln!(self.out)?;
-            self.open = Open::None;
-        }
-        Ok(())
+    fn line(&mut self, code: &str, text: &str) -> io::Result<()> {
+        let painted = self.paint(code, text);
+        writeln!(self.out, "{painted}")
     }
+}
 
-    fn line(&mut self, text: &str) -> io::Result<()> {
-        self.close_paragraph()?;
-        writeln!(self.out, "{text}")
+impl<W: Write> Render for Text<W> {
+    fn event(&mut self, event: &Event<'_>) -> io::Result<()> {
+        match event {
+            Event::Setup { method, cwd } => self.line("2", &format!("── {method} in {cwd}")),
+            Event::Session(id) => self.line("2", &format!("── session {id}")),
+            Event::TurnStart { prompt, .. } => {
+                writeln!(self.out)?;
+                self.line("1;34", &format!("❯ {prompt}"))
+            }
+            Event::User(text) => self.line("1;34", &format!("❯ {text}")),
+            Event::Chunk {
+                voice: Voice::Agent,
+                text,
+                ..
+            } => write!(self.out, "{text}"),
+            Event::Chunk {
+                voice: Voice::Thought,
+                text,
+                ..
+            } => {
+                let painted = self.paint("2;3", text);
+                write!(self.out, "{painted}")
+            }
+            Event::ParagraphEnd => writeln!(self.out),
+            Event::Tool(call) => {
+                let mut text = format!("⏺ {}", call.title);
+                if let Some(kind) = call.kind {
+                    text.push_str(&format!(" [{kind}]"));
+                }
+                if !call.status.is_empty() {
+                    text.push_str(&format!(" {}", call.status));
+                }
+                let diffs = call.diffs().count();
+                if diffs > 0 {
+                    let plural = if diffs == 1 { "" } else { "s" };
+                    text.push_str(&format!(" ({diffs} diff{plural})"));
+                }
+                for location in call.locations() {
+                    text.push_str(&format!(" {location}"));
+                }
+                let color = if call.status == "failed" { "31" } else { "36" };
+                self.line(color, &text)
+            }
+            Event::ClientCall { method, target } => {
+                self.line("2", &format!("  ↳ {method} {target}"))
+            }
+            Event::Permission { title, choice, .. } => {
+                self.line("35", &format!("? permission for {title}: {choice}"))
+            }
+            Event::Plan(update) => self.line("33", &plan_summary(update)),
+            Event::Mode(mode) => self.line("2", &format!("── mode → {mode}")),
+            Event::Config(options) => self.line("2", &format!("── {}", config_summary(options))),
+            Event::Title(title) => self.line("2", &format!("── title: {title}")),
+            Event::Cancelled => self.line("33", "✗ cancelled by the user"),
+            Event::Failed {
+                method,
+                code,
+                message,
+            } => self.line("31", &format!("! {method} failed: {code} {message}")),
+            Event::TurnEnd {
+                stop_reason: Some(stop),
+                seconds,
+                ..
+            } => self.line("2", &format!("── {stop} ({seconds:.1} s)")),
+            Event::TurnEnd {
+                stop_reason: None, ..
+            } => Ok(()),
+            Event::NotJson { from, text } => self.line(
+                "31",
+                &format!("! not JSON from the {}: {text}", from.as_str()),
+            ),
+            Event::Replayed { updates } => self.line(
+                "2",
+                &format!("── loaded from the journal ({updates} updates replayed)"),
+            ),
+            Event::Continued { agent_session } => self.line(
+                "2",
+                &format!("── continued on a new agent session {agent_session}"),
+            ),
+            Event::Bundle { summary } => self.line("2", &format!("── {summary}")),
+        }
+    }
+}
+
+impl<W: Write> Transcript<W> {
+    /// A transcript written to `out`.
+    pub fn new(out: W, style: Style) -> Transcript<W> {
+        Transcript {
+            timeline: Timeline::new(),
+            text: Text { out, style },
+        }
     }
 
     /// Render one record.
@@ -76,236 +152,20 @@ impl<W: Write> Transcript<W> {
     /// # Errors
     /// Write errors.
     pub fn record(&mut self, record: &Record) -> io::Result<()> {
-        let (from, payload) = match &record.body {
-            Body::Message { from, payload } => (*from, payload),
-            Body::Stderr(_) => return Ok(()),
-            Body::Event(event) => return self.event(event),
-        };
-        let Ok(msg) = serde_json::from_slice::<Value>(&payload.bytes) else {
-            let text = String::from_utf8_lossy(&payload.bytes).into_owned();
-            return self.line(&self.paint(
-                "31",
-                &format!("! not JSON from the {}: {text}", from.as_str()),
-            ));
-        };
-        let method = msg["method"].as_str().unwrap_or("");
-        let id = msg.get("id").map(Value::to_string);
-        match (method, id) {
-            ("session/update", _) => self.update(&msg["params"]["update"]),
-            ("", Some(id)) => self.response(from, &id, &msg, record.mono_us),
-            (method, Some(id)) => {
-                let title = self.request(from, method, &msg["params"])?;
-                self.pending
-                    .insert((from, id), (method.to_string(), title, record.mono_us));
-                Ok(())
-            }
-            ("session/cancel", None) => self.line(&self.paint("33", "✗ cancelled by the user")),
-            _ => Ok(()),
-        }
+        self.timeline.record(record, &mut self.text)
     }
 
-    fn request(&mut self, from: Side, method: &str, params: &Value) -> io::Result<String> {
-        match (from, method) {
-            (Side::Client, "session/prompt") => {
-                let text: Vec<String> = params["prompt"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|b| match b["type"].as_str() {
-                        Some("text") => b["text"].as_str().unwrap_or("").to_string(),
-                        Some(kind) => format!(
-                            "[{kind} {}]",
-                            b["uri"].as_str().or(b["name"].as_str()).unwrap_or("")
-                        ),
-                        None => String::new(),
-                    })
-                    .collect();
-                let prompt = text.join(" ");
-                self.line("")?;
-                self.line(&self.paint("1;34", &format!("❯ {prompt}")))?;
-            }
-            (Side::Client, "session/new" | "session/load" | "session/resume") => {
-                let cwd = params["cwd"].as_str().unwrap_or("?");
-                self.line(&self.paint("2", &format!("── {method} in {cwd}")))?;
-            }
-            (Side::Client, "session/set_mode") => {
-                self.line(&self.paint(
-                    "2",
-                    &format!("── mode → {}", params["modeId"].as_str().unwrap_or("?")),
-                ))?;
-            }
-            (Side::Agent, "session/request_permission") => {
-                let title = params["toolCall"]["title"]
-                    .as_str()
-                    .unwrap_or("a tool call")
-                    .to_string();
-                return Ok(title);
-            }
-            (Side::Agent, m) if m.starts_with("fs/") || m.starts_with("terminal/") => {
-                let what = params["path"]
-                    .as_str()
-                    .or(params["command"].as_str())
-                    .unwrap_or("");
-                self.line(&self.paint("2", &format!("  ↳ {m} {what}")))?;
-            }
-            _ => {}
-        }
-        Ok(String::new())
-    }
-
-    fn response(&mut self, from: Side, id: &str, msg: &Value, mono: u64) -> io::Result<()> {
-        let Some((method, title, started)) = self.pending.remove(&(from.other(), id.to_string()))
-        else {
-            return Ok(());
-        };
-        if let Some(error) = msg.get("error") {
-            let text = format!(
-                "! {method} failed: {} {}",
-                error["code"],
-                error["message"].as_str().unwrap_or("")
-            );
-            return self.line(&self.paint("31", &text));
-        }
-        let result = &msg["result"];
-        match method.as_str() {
-            "session/prompt" => {
-                let seconds = mono.saturating_sub(started) as f64 / 1e6;
-                let stop = result["stopReason"].as_str().unwrap_or("?");
-                self.line(&self.paint("2", &format!("── {stop} ({seconds:.1} s)")))
-            }
-            "session/request_permission" => {
-                let outcome = &result["outcome"];
-                let choice = match outcome["outcome"].as_str() {
-                    Some("selected") => outcome["optionId"].as_str().unwrap_or("?").to_string(),
-                    Some(other) => other.to_string(),
-                    None => "?".into(),
-                };
-                self.line(&self.paint("35", &format!("? permission for {title}: {choice}")))
-            }
-            "session/new" => match result["sessionId"].as_str() {
-                Some(s) => self.line(&self.paint("2", &format!("── session {s}"))),
-                None => Ok(()),
-            },
-            _ => Ok(()),
-        }
-    }
-
-    fn update(&mut self, update: &Value) -> io::Result<()> {
-        let text = update["content"]["text"].as_str();
-        match update["sessionUpdate"].as_str().unwrap_or("") {
-            "user_message_chunk" if text.is_some() => {
-                self.line(&self.paint("1;34", &format!("❯ {}", text.unwrap_or(""))))
-            }
-            "agent_message_chunk" if text.is_some() => {
-                if self.open != Open::Agent {
-                    self.close_paragraph()?;
-                    self.open = Open::Agent;
-                }
-                write!(self.out, "{}", text.unwrap_or(""))
-            }
-            "agent_thought_chunk" if text.is_some() => {
-                if self.open != Open::Thought {
-                    self.close_paragraph()?;
-                    self.open = Open::Thought;
-                }
-                write!(self.out, "{}", self.paint("2;3", text.unwrap_or("")))
-            }
-            kind @ ("tool_call" | "tool_call_update") => {
-                let id = update["toolCallId"].as_str().unwrap_or("?");
-                if let Some(title) = update["title"].as_str() {
-                    self.titles.insert(id.to_string(), title.to_string());
-                }
-                let title = self.titles.get(id).map_or(id, String::as_str).to_string();
-                let status = update["status"].as_str().unwrap_or(if kind == "tool_call" {
-                    "pending"
-                } else {
-                    ""
-                });
-                let kind_name = update["kind"].as_str().unwrap_or("");
-                let diffs = update["content"]
-                    .as_array()
-                    .map_or(0, |c| c.iter().filter(|c| c["type"] == "diff").count());
-                let mut text = format!("⏺ {title}");
-                if !kind_name.is_empty() {
-                    text.push_str(&format!(" [{kind_name}]"));
-                }
-                if !status.is_empty() {
-                    text.push_str(&format!(" {status}"));
-                }
-                if diffs > 0 {
-                    text.push_str(&format!(
-                        " ({diffs} diff{})",
-                        if diffs == 1 { "" } else { "s" }
-                    ));
-                }
-                for location in update["locations"].as_array().into_iter().flatten() {
-                    if let Some(path) = location["path"].as_str() {
-                        text.push_str(&format!(" {path}"));
-                    }
-                }
-                let color = if status == "failed" { "31" } else { "36" };
-                self.line(&self.paint(color, &text))
-            }
-            "plan" => self.line(&self.paint("33", &plan_summary(update))),
-            "current_mode_update" => self.line(&self.paint(
-                "2",
-                &format!(
-                    "── mode → {}",
-                    update["currentModeId"].as_str().unwrap_or("?")
-                ),
-            )),
-            "session_info_update" => match update["title"].as_str() {
-                Some(title) => self.line(&self.paint("2", &format!("── title: {title}"))),
-                None => Ok(()),
-            },
-            _ => Ok(()),
-        }
-    }
-
-    fn event(&mut self, event: &Value) -> io::Result<()> {
-        match event["type"].as_str() {
-            Some("replayed") => self.line(&self.paint(
-                "2",
-                &format!(
-                    "── loaded from the journal ({} updates replayed)",
-                    event["lines"]
-                ),
-            )),
-            Some("session_mapped") => self.line(&self.paint(
-                "2",
-                &format!(
-                    "── continued on a new agent session {}",
-                    event["agent_session"].as_str().unwrap_or("?")
-                ),
-            )),
-            Some("bundle_manifest") => {
-                let m = &event["manifest"];
-                let who = |v: &Value| match (v["name"].as_str(), v["version"].as_str()) {
-                    (Some(name), Some(version)) => format!("{name} {version}"),
-                    (Some(name), None) => name.to_string(),
-                    _ => "(unnamed)".to_string(),
-                };
-                let redacted = m["redacted"].as_array().map_or(0, Vec::len);
-                self.line(&self.paint(
-                    "2",
-                    &format!(
-                        "── bundle: agent {}, client {}, {} of {} turns, {redacted} values redacted, made by {} on {}",
-                        who(&m["agent"]),
-                        who(&m["client"]),
-                        m["turns"],
-                        m["turns_recorded"],
-                        m["bundled_by"].as_str().unwrap_or("?"),
-                        m["os"].as_str().unwrap_or("?"),
-                    ),
-                ))
-            }
-            _ => Ok(()),
-        }
+    /// A new run (proxy process) of the session begins: forget what the last one left pending.
+    ///
+    /// # Errors
+    /// Write errors.
+    pub fn new_run(&mut self) -> io::Result<()> {
+        self.timeline.end_run(&mut self.text)
     }
 
     /// The output written so far (take it to stream a transcript held in memory).
     pub fn buffer(&mut self) -> &mut W {
-        &mut self.out
+        &mut self.text.out
     }
 
     /// End the transcript.
@@ -313,10 +173,76 @@ impl<W: Write> Transcript<W> {
     /// # Errors
     /// Write errors.
     pub fn finish(mut self) -> io::Result<W> {
-        self.close_paragraph()?;
-        self.out.flush()?;
-        Ok(self.out)
+        self.timeline.finish(&mut self.text)?;
+        self.text.out.flush()?;
+        Ok(self.text.out)
     }
+}
+
+/// The facts of a recorded session that head an export.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionFacts {
+    /// The session ID (`?` when the segment has none).
+    pub session: String,
+    /// The agent's command line.
+    pub agent: String,
+    /// The proxy's working directory.
+    pub cwd: String,
+    /// When the first run started, in UTC (RFC 3339).
+    pub recorded: String,
+    /// The proxy that recorded it (name and version).
+    pub proxy: String,
+    /// How many proxy runs (segments) the session spans.
+    pub runs: usize,
+}
+
+impl SessionFacts {
+    /// The facts from the first segment's header.
+    pub fn new(header: &Header, runs: usize) -> SessionFacts {
+        SessionFacts {
+            session: header.session.clone().unwrap_or_else(|| "?".into()),
+            agent: header.argv.join(" "),
+            cwd: header.cwd.clone().unwrap_or_else(|| "?".into()),
+            recorded: utc(header.started),
+            proxy: header.proxy.clone(),
+            runs,
+        }
+    }
+}
+
+/// A journal time (Unix microseconds) in UTC, RFC 3339 (empty when out of range).
+pub fn utc(unix_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(unix_us)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// A journal time of day in UTC: `HH:MM:SS.mmm`.
+pub fn clock(unix_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(unix_us)
+        .map(|t| t.strftime("%H:%M:%S%.3f").to_string())
+        .unwrap_or_default()
+}
+
+/// The direction of a message from `from`: `client → agent` or `agent → client`.
+pub fn arrow(from: Side) -> &'static str {
+    match from {
+        Side::Client => "client → agent",
+        Side::Agent => "agent → client",
+    }
+}
+
+/// Config options set, on one line: `config: model = opus, fast = true` (string values bare,
+/// others as JSON).
+pub fn config_summary(options: &[(&str, &Value)]) -> String {
+    let set: Vec<String> = options
+        .iter()
+        .map(|(id, value)| match value.as_str() {
+            Some(text) => format!("{id} = {text}"),
+            None => format!("{id} = {value}"),
+        })
+        .collect();
+    format!("config: {}", set.join(", "))
 }
 
 /// A `plan` update on one line: `plan: [x] done  [>] doing  [ ] to do`.
@@ -325,14 +251,90 @@ pub fn plan_summary(update: &Value) -> String {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|e| {
-            let mark = match e["status"].as_str() {
-                Some("completed") => "[x]",
-                Some("in_progress") => "[>]",
-                _ => "[ ]",
-            };
-            format!("{mark} {}", e["content"].as_str().unwrap_or(""))
-        })
+        .map(|e| format!("{} {}", plan_mark(e), e["content"].as_str().unwrap_or("")))
         .collect();
     format!("plan: {}", entries.join("  "))
+}
+
+/// The checkbox of a plan entry: `[x]` completed, `[>]` in progress, `[ ]` otherwise.
+pub fn plan_mark(entry: &Value) -> &'static str {
+    match entry["status"].as_str() {
+        Some("completed") => "[x]",
+        Some("in_progress") => "[>]",
+        _ => "[ ]",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::journal::{Body, Payload};
+
+    fn transcript(lines: &[(Side, &str)]) -> String {
+        let mut t = Transcript::new(Vec::new(), Style::Plain);
+        for (i, (from, line)) in lines.iter().enumerate() {
+            t.record(&Record {
+                seq: i as u64,
+                unix_us: 0,
+                mono_us: 0,
+                body: Body::Message {
+                    from: *from,
+                    payload: Payload::from_line(Bytes::from(line.to_string())),
+                },
+            })
+            .unwrap();
+        }
+        String::from_utf8(t.finish().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn state_changes_plans_and_cancels_each_get_a_line() {
+        let update =
+            |u: &str| format!(r#"{{"method":"session/update","params":{{"update":{u}}}}}"#);
+        let out = transcript(&[
+            (
+                Side::Client,
+                r#"{"id":1,"method":"session/set_mode","params":{"modeId":"plan"}}"#,
+            ),
+            (
+                Side::Client,
+                r#"{"id":2,"method":"session/set_config_option","params":{"configId":"model","value":"opus"}}"#,
+            ),
+            (
+                Side::Agent,
+                &update(
+                    r#"{"sessionUpdate":"config_option_update","configOptions":[{"id":"model","currentValue":"opus"},{"id":"fast","type":"boolean","currentValue":true}]}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &update(r#"{"sessionUpdate":"current_mode_update","currentModeId":"code"}"#),
+            ),
+            (
+                Side::Agent,
+                &update(
+                    r#"{"sessionUpdate":"plan","entries":[{"content":"a","status":"completed"},{"content":"b","status":"in_progress"}]}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &update(r#"{"sessionUpdate":"session_info_update","title":"Greeting"}"#),
+            ),
+            (
+                Side::Agent,
+                &update(
+                    r#"{"sessionUpdate":"tool_call","toolCallId":"t","title":"Edit","kind":"edit","content":[{"type":"diff","path":"x","newText":"y"}],"locations":[{"path":"x","line":3}]}"#,
+                ),
+            ),
+            (Side::Client, r#"{"method":"session/cancel","params":{}}"#),
+        ]);
+        assert_eq!(
+            out,
+            "── mode → plan\n── config: model = opus\n── config: model = opus, fast = true\n\
+             ── mode → code\nplan: [x] a  [>] b\n── title: Greeting\n\
+             ⏺ Edit [edit] pending (1 diff) x:3\n✗ cancelled by the user\n"
+        );
+    }
 }

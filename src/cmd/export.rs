@@ -1,15 +1,18 @@
-//! `export`: a session as markdown (for an issue) or as its wire messages (NDJSON), redacted.
+//! `export`: a session as markdown (for an issue), NDJSON (its wire messages) or one
+//! self-contained HTML page; redacted again unless `--no-redact`. Streamed: nothing is collected.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 
+use super::records::{Step, file_name, is_damaged, redacted_line, walk};
 use crate::cli::{ExportArgs, ExportFormat};
-use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, SegmentReader, Store};
+use crate::journal::{Body, Header, Store, Tail};
 use crate::proto::redact;
-use crate::render::{Style, Transcript};
+use crate::render::html::HtmlPage;
+use crate::render::{SessionFacts, Style, Transcript, utc};
 
 /// Write the export to `-o FILE` or stdout.
 pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -22,63 +25,117 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
         None => Box::new(std::io::stdout().lock()),
     };
     let mut out = std::io::BufWriter::new(sink);
-    let mut transcript = None;
-    for (i, path) in segments.iter().enumerate() {
-        let mut reader =
-            SegmentReader::open(path).with_context(|| format!("reading {}", path.display()))?;
-        if args.format == ExportFormat::Markdown && i == 0 {
-            let h = reader.header();
-            let started = jiff::Timestamp::from_microsecond(h.started)
-                .map(|t| t.to_string())
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "# ACP session `{}`\n",
-                h.session.as_deref().unwrap_or("?")
-            )?;
-            writeln!(out, "- agent: `{}`", h.argv.join(" "))?;
-            writeln!(
-                out,
-                "- working directory: `{}`",
-                h.cwd.as_deref().unwrap_or("?")
-            )?;
-            writeln!(out, "- recorded: {started} by {}", h.proxy)?;
-            writeln!(out, "- runs: {}\n", segments.len())?;
-            writeln!(out, "```text")?;
-            transcript = Some(Transcript::new(Vec::new(), Style::Plain));
-        }
-        for record in reader.by_ref().filter(|r| !is_end_marker(r)) {
-            let mut record = record;
-            if !args.no_redact {
-                redact::redact_record(&mut record);
-            }
-            match (&args.format, &mut transcript) {
-                (ExportFormat::Markdown, Some(t)) => {
-                    t.record(&record)?;
-                    out.write_all(&std::mem::take(t.buffer()))?;
-                }
-                _ => {
-                    if let Body::Message { payload, .. } = &record.body {
-                        out.write_all(&payload.bytes)?;
-                        out.write_all(b"\n")?;
-                    }
-                }
-            }
-        }
-        if let Some(tail) = reader
-            .tail()
-            .filter(|t| t.is_corrupt() || matches!(t, crate::journal::Tail::Torn { .. }))
-        {
-            eprintln!(
-                "acp-journal: {}: {tail}; exported up to there",
-                path.display()
-            );
-        }
-    }
-    if let Some(t) = transcript {
-        out.write_all(&t.finish()?)?;
-        writeln!(out, "```")?;
+    let redact = !args.no_redact;
+    match args.format {
+        ExportFormat::Markdown => markdown(&segments, redact, &mut out)?,
+        ExportFormat::Ndjson => ndjson(&segments, redact, &mut out)?,
+        ExportFormat::Html => html(&segments, redact, &mut out)?,
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The facts that head an export, the agent's command line redacted again with `redact`.
+fn facts(header: &Header, runs: usize, redact: bool) -> SessionFacts {
+    let mut facts = SessionFacts::new(header, runs);
+    if redact {
+        facts.agent = redact::redact_argv(&header.argv).join(" ");
+    }
+    facts
+}
+
+/// Say on stderr where a damaged segment's readable part ends.
+fn warn(path: &Path, tail: &Tail) {
+    if is_damaged(tail) {
+        eprintln!(
+            "acp-journal: {}: {tail}; exported up to there",
+            path.display()
+        );
+    }
+}
+
+fn markdown(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut transcript = Transcript::new(Vec::new(), Style::Plain);
+    walk(segments, redact, &mut |step| match step {
+        Step::Segment { index: 0, header } => {
+            let facts = facts(header, segments.len(), redact);
+            writeln!(out, "# ACP session `{}`\n", facts.session)?;
+            writeln!(out, "- agent: `{}`", facts.agent)?;
+            writeln!(out, "- working directory: `{}`", facts.cwd)?;
+            writeln!(out, "- recorded: {} by {}", facts.recorded, facts.proxy)?;
+            writeln!(out, "- runs: {}\n", facts.runs)?;
+            writeln!(out, "```text")
+        }
+        Step::Segment { .. } => transcript.new_run(),
+        Step::Record(record) => {
+            transcript.record(&record)?;
+            out.write_all(&std::mem::take(transcript.buffer()))
+        }
+        Step::End { path, tail } => {
+            warn(path, tail);
+            Ok(())
+        }
+    })?;
+    out.write_all(&transcript.finish()?)?;
+    writeln!(out, "```")?;
+    Ok(())
+}
+
+fn ndjson(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    walk(segments, redact, &mut |step| match step {
+        Step::Record(record) => match &record.body {
+            Body::Message { payload, .. } => {
+                out.write_all(&payload.bytes)?;
+                out.write_all(b"\n")
+            }
+            _ => Ok(()),
+        },
+        Step::End { path, tail } => {
+            warn(path, tail);
+            Ok(())
+        }
+        Step::Segment { .. } => Ok(()),
+    })
+}
+
+/// Two passes: the timeline, then the wire view (nothing is held between them).
+fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut page: Option<HtmlPage<&mut dyn Write>> = None;
+    let mut sink: Option<&mut dyn Write> = Some(out);
+    walk(segments, redact, &mut |step| match (step, page.as_mut()) {
+        (Step::Segment { index: 0, header }, None) => {
+            if let Some(out) = sink.take() {
+                let facts = facts(header, segments.len(), redact);
+                page = Some(HtmlPage::start(out, &facts)?);
+            }
+            Ok(())
+        }
+        (Step::Segment { index, header }, Some(page)) => page.run(index + 1, &utc(header.started)),
+        (Step::Record(record), Some(page)) => page.record(&record),
+        (Step::End { path, tail }, Some(page)) => {
+            warn(path, tail);
+            page.damage(&file_name(path), tail)
+        }
+        _ => Ok(()),
+    })?;
+    let Some(page) = page else {
+        anyhow::bail!("the session has no segment to export");
+    };
+    let mut wire = page.wire()?;
+    walk(segments, redact, &mut |step| match step {
+        Step::Segment { index, header } => {
+            let exchange = header.initialize.as_ref();
+            let lines = [
+                exchange.and_then(|e| e.request.as_deref()),
+                exchange.and_then(|e| e.response.as_deref()),
+            ]
+            .map(|raw| raw.map(|raw| redacted_line(raw.get().as_bytes(), redact)));
+            let initialize = [lines[0].as_deref(), lines[1].as_deref()];
+            wire.run(index + 1, &file_name(&segments[index]), initialize)
+        }
+        Step::Record(record) => wire.record(&record),
+        Step::End { path, tail } => wire.damage(&file_name(path), tail),
+    })?;
+    wire.finish()?;
+    Ok(())
 }

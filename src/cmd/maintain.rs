@@ -108,12 +108,10 @@ pub(super) fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
 /// Shell completions on stdout.
 pub(super) fn completions(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
     let mut command = Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "acp-journal",
-        &mut std::io::stdout().lock(),
-    );
+    // Into memory first: clap_complete panics on a write error (`completions bash | head`).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "acp-journal", &mut script);
+    std::io::stdout().lock().write_all(&script)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,6 +6,7 @@ mod export;
 mod list;
 mod maintain;
 mod proxy;
+mod records;
 mod replay;
 mod rerun;
 mod search;

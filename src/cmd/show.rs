@@ -3,13 +3,11 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use anyhow::Context;
-
+use super::records::{Step, walk};
 use crate::cli::ShowArgs;
 use crate::journal::format::encode_record;
-use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, SegmentReader, Store, Tail};
-use crate::render::{Style, Transcript};
+use crate::journal::{Body, Record, Store, Tail};
+use crate::render::{Style, Transcript, arrow, clock};
 
 /// Print the session's segments, oldest first; damage is noted where the readable part ends.
 pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
@@ -23,35 +21,35 @@ pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut transcript = (!args.raw && !args.json).then(|| Transcript::new(Vec::new(), style));
     let mut line = Vec::new();
-    for path in &segments {
-        let mut reader =
-            SegmentReader::open(path).with_context(|| format!("reading {}", path.display()))?;
-        for record in reader.by_ref() {
-            if is_end_marker(&record) {
-                continue;
-            }
-            if args.json {
-                line.clear();
-                encode_record(&record, &mut line);
-                out.write_all(&line)?;
-            } else if args.raw {
-                raw(&mut out, &record)?;
-            } else if let Some(t) = transcript.as_mut() {
+    walk(&segments, false, &mut |step| match step {
+        Step::Record(record) if args.json => {
+            line.clear();
+            encode_record(&record, &mut line);
+            out.write_all(&line)
+        }
+        Step::Record(record) if args.raw => raw(&mut out, &record),
+        Step::Record(record) => match transcript.as_mut() {
+            Some(t) => {
                 t.record(&record)?;
                 // Stream: hand over what was rendered so far.
-                let rendered = std::mem::take(t.buffer());
-                out.write_all(&rendered)?;
+                out.write_all(&std::mem::take(t.buffer()))
             }
-        }
-        let tail = reader.tail().cloned().unwrap_or(Tail::Clean);
-        if !matches!(tail, Tail::Clean | Tail::Unfinished) {
+            None => Ok(()),
+        },
+        Step::End { path, tail } if *tail != Tail::Unfinished => {
             out.flush()?;
             eprintln!(
                 "acp-journal: {}: {tail}; everything before it is shown",
                 path.display()
             );
+            Ok(())
         }
-    }
+        Step::Segment { index, .. } if index > 0 => match transcript.as_mut() {
+            Some(t) => t.new_run(),
+            None => Ok(()),
+        },
+        Step::End { .. } | Step::Segment { .. } => Ok(()),
+    })?;
     if let Some(t) = transcript {
         out.write_all(&t.finish()?)?;
     }
@@ -59,17 +57,11 @@ pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn raw(out: &mut impl Write, record: &crate::journal::Record) -> std::io::Result<()> {
-    let time = jiff::Timestamp::from_microsecond(record.unix_us)
-        .map(|t| t.strftime("%H:%M:%S%.3f").to_string())
-        .unwrap_or_default();
+fn raw(out: &mut impl Write, record: &Record) -> std::io::Result<()> {
+    let time = clock(record.unix_us);
     match &record.body {
         Body::Message { from, payload } => {
-            let arrow = match from {
-                crate::journal::Side::Client => "client → agent",
-                crate::journal::Side::Agent => "agent → client",
-            };
-            write!(out, "{time}  {arrow}  ")?;
+            write!(out, "{time}  {}  ", arrow(*from))?;
             out.write_all(&payload.bytes)?;
             writeln!(out)
         }

@@ -2,6 +2,8 @@
 
 mod cli;
 mod faults;
+mod golden;
+mod html;
 mod loading;
 mod maintain;
 mod peers;

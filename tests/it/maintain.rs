@@ -102,6 +102,20 @@ fn completions_and_man_page_come_from_the_command_line_definition() {
             "{shell}"
         );
     }
+    // A reader that goes away early (`completions bash | head -1`) is no error.
+    let mut child = std::process::Command::new(crate::util::bin())
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        done.status.success() && !stderr.contains("panicked"),
+        "{stderr}"
+    );
     let (code, out, _) = run_cli(&["man"]);
     assert_eq!(code, 0);
     assert!(
@@ -140,16 +154,14 @@ fn export_redacts_again_unless_asked_not_to() {
         !ndjson.contains("hunter2-seeded-secret") && !ndjson.contains("sk-ant-abcdef"),
         "{ndjson}"
     );
-    let (_, raw, _) = run_cli(&[
-        "export",
-        "--journal-dir",
-        dir,
-        "exp-1",
-        "--format",
-        "ndjson",
-        "--no-redact",
-    ]);
-    assert!(raw.contains("hunter2-seeded-secret"));
+    for format in ["ndjson", "html"] {
+        let export = ["export", "--journal-dir", dir, "exp-1", "--format", format];
+        let (_, clean, _) = run_cli(&export);
+        assert!(clean.contains("[REDACTED]"), "{format}: {clean}");
+        assert!(!clean.contains("hunter2-seeded-secret"), "{format}");
+        let (_, raw, _) = run_cli(&[&export[..], &["--no-redact"]].concat());
+        assert!(raw.contains("hunter2-seeded-secret"), "{format}");
+    }
     let out = store.path().join("bug.md");
     let (code, _, err) = run_cli(&[
         "export",

@@ -425,3 +425,12 @@ pub fn first_entry(dir: &Path) -> PathBuf {
         .unwrap()
         .path()
 }
+
+/// The ID of the only session in a store (the sample stores hold one each).
+pub fn only_session(store: &Path) -> String {
+    let (code, out, err) = run_cli(&["list", "--journal-dir", store.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let list: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(list.len(), 1, "{out}");
+    list[0]["session"].as_str().unwrap().to_string()
+}

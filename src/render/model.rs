@@ -1,0 +1,662 @@
+//! What a session's records mean, as a stream of timeline events that every renderer consumes.
+//!
+//! [`Timeline`] pairs each request with its response, numbers and times the prompt turns,
+//! coalesces message and thought chunks into paragraphs (a paragraph is closed by
+//! [`Event::ParagraphEnd`] before the next event that is not a chunk of the same kind), and
+//! remembers tool call titles for updates that carry only the id. It holds only what is still
+//! open (pending requests, the current turn's tool call titles), so memory stays flat however
+//! long the session. It never fails: records it does not understand produce no event.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::journal::{Body, Record, Side};
+
+/// Whose text a chunk is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Voice {
+    /// The agent's message to the user.
+    Agent,
+    /// The agent's reasoning.
+    Thought,
+}
+
+/// An option offered by a permission request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermissionOption {
+    /// `optionId`, the value the client answers with.
+    pub id: String,
+    /// The label shown to the user.
+    pub name: String,
+}
+
+/// A tool call (`tool_call`) or an update of one (`tool_call_update`).
+#[derive(Clone, Copy, Debug)]
+pub struct ToolCall<'a> {
+    /// `toolCallId`.
+    pub id: &'a str,
+    /// The title, remembered from the call when an update has none (else the id).
+    pub title: &'a str,
+    /// `kind` (`read`, `edit`, `execute`…), when this message carries one.
+    pub kind: Option<&'a str>,
+    /// `status`: `pending` by default for a new call, empty for an update that does not change it.
+    pub status: &'a str,
+    /// True for `tool_call`, false for `tool_call_update`.
+    pub new: bool,
+    /// The whole update: `locations`, `content` (text, diffs, terminals), `rawInput`, `rawOutput`.
+    pub update: &'a Value,
+}
+
+impl ToolCall<'_> {
+    /// The `diff` content blocks of this message.
+    pub fn diffs(&self) -> impl Iterator<Item = &Value> {
+        self.update["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "diff")
+    }
+
+    /// The paths (with `:line` when given) of `locations`.
+    pub fn locations(&self) -> impl Iterator<Item = String> + '_ {
+        self.update["locations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| {
+                let path = l["path"].as_str()?;
+                Some(match l["line"].as_u64() {
+                    Some(line) => format!("{path}:{line}"),
+                    None => path.to_string(),
+                })
+            })
+    }
+}
+
+/// One thing that happened in the session, in journal order.
+#[derive(Clone, Debug)]
+pub enum Event<'a> {
+    /// The client set a session up: `session/new`, `session/load` or `session/resume`.
+    Setup {
+        /// The method.
+        method: &'a str,
+        /// The working directory asked for.
+        cwd: &'a str,
+    },
+    /// The agent named the new session.
+    Session(&'a str),
+    /// A prompt turn begins: the user's prompt.
+    TurnStart {
+        /// 1 for the first prompt of the session (counting every run).
+        number: u64,
+        /// The prompt's content blocks as text (`[kind uri]` for blocks that are not text).
+        prompt: String,
+    },
+    /// A user message chunk (agents send them when they replay a loaded session).
+    User(&'a str),
+    /// Agent or thought text. The first chunk of a paragraph has `first` set.
+    Chunk {
+        /// Message or thought.
+        voice: Voice,
+        /// The text.
+        text: &'a str,
+        /// True when this chunk opens a paragraph.
+        first: bool,
+    },
+    /// The open paragraph ends.
+    ParagraphEnd,
+    /// A tool call or an update of one.
+    Tool(ToolCall<'a>),
+    /// A request from the agent to the client's file system or terminals.
+    ClientCall {
+        /// `fs/…` or `terminal/…`.
+        method: &'a str,
+        /// The path or command it is about.
+        target: &'a str,
+    },
+    /// The client answered a permission request.
+    Permission {
+        /// The title of the tool call that asked.
+        title: &'a str,
+        /// The chosen `optionId`, or the outcome (`cancelled`) when none was chosen.
+        choice: &'a str,
+        /// What the agent offered.
+        options: &'a [PermissionOption],
+    },
+    /// The agent's plan (the whole `plan` update).
+    Plan(&'a Value),
+    /// The session mode changed: asked by the client or announced by the agent.
+    Mode(&'a str),
+    /// Configuration options were set: `(id, value)`.
+    Config(Vec<(&'a str, &'a Value)>),
+    /// The session got a title.
+    Title(&'a str),
+    /// The user cancelled the turn.
+    Cancelled,
+    /// A request failed.
+    Failed {
+        /// Its method.
+        method: &'a str,
+        /// The JSON-RPC error code.
+        code: &'a Value,
+        /// The error message.
+        message: &'a str,
+    },
+    /// A prompt turn ended.
+    TurnEnd {
+        /// The turn's number.
+        number: u64,
+        /// `stopReason`, or `None` when the prompt failed (a [`Event::Failed`] came first).
+        stop_reason: Option<&'a str>,
+        /// From the prompt to its response.
+        seconds: f64,
+    },
+    /// A line that is not JSON.
+    NotJson {
+        /// Who sent it.
+        from: Side,
+        /// The line, lossily decoded.
+        text: Cow<'a, str>,
+    },
+    /// The proxy served a `session/load` from the journal.
+    Replayed {
+        /// How many updates it replayed.
+        updates: &'a Value,
+    },
+    /// The proxy continued the session on a new agent session.
+    Continued {
+        /// The agent's session ID.
+        agent_session: &'a str,
+    },
+    /// The journal is a bundle (`acp-journal bundle`): what its manifest says, in one line.
+    Bundle {
+        /// Agent, client, turns kept, values redacted, who made it where.
+        summary: String,
+    },
+}
+
+/// One line about a bundle manifest.
+fn bundle_summary(m: &Value) -> String {
+    let who = |v: &Value| match (v["name"].as_str(), v["version"].as_str()) {
+        (Some(name), Some(version)) => format!("{name} {version}"),
+        (Some(name), None) => name.to_string(),
+        _ => "(unnamed)".to_string(),
+    };
+    let redacted = m["redacted"].as_array().map_or(0, Vec::len);
+    format!(
+        "bundle: agent {}, client {}, {} of {} turns, {redacted} values redacted, made by {} on {}",
+        who(&m["agent"]),
+        who(&m["client"]),
+        m["turns"],
+        m["turns_recorded"],
+        m["bundled_by"].as_str().unwrap_or("?"),
+        m["os"].as_str().unwrap_or("?"),
+    )
+}
+
+/// A consumer of timeline events: a renderer.
+pub trait Render {
+    /// Take one event.
+    ///
+    /// # Errors
+    /// Write errors.
+    fn event(&mut self, event: &Event<'_>) -> std::io::Result<()>;
+}
+
+/// A request waiting for its response.
+struct Pending {
+    method: String,
+    /// The tool call title of a permission request.
+    title: String,
+    options: Vec<PermissionOption>,
+    turn: u64,
+    mono_us: u64,
+}
+
+/// Turns records into [`Event`]s.
+#[derive(Default)]
+pub struct Timeline {
+    /// Pending requests by (sender, id).
+    pending: HashMap<(Side, String), Pending>,
+    /// Tool call titles by id, for updates that only carry the id (forgotten at turn end).
+    titles: HashMap<String, String>,
+    /// The paragraph being written.
+    open: Option<Voice>,
+    /// Prompt turns started so far.
+    turns: u64,
+}
+
+/// The text of a prompt's content blocks: text as is, other blocks as `[kind uri-or-name]`.
+pub fn prompt_text(blocks: &Value) -> String {
+    let parts: Vec<String> = blocks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| match b["type"].as_str() {
+            Some("text") => b["text"].as_str().unwrap_or("").to_string(),
+            Some(kind) => format!(
+                "[{kind} {}]",
+                b["uri"]
+                    .as_str()
+                    .or(b["resource"]["uri"].as_str())
+                    .or(b["name"].as_str())
+                    .unwrap_or("")
+            ),
+            None => String::new(),
+        })
+        .collect();
+    parts.join(" ")
+}
+
+impl Timeline {
+    /// A timeline before the first record.
+    pub fn new() -> Timeline {
+        Timeline::default()
+    }
+
+    fn emit(&mut self, sink: &mut dyn Render, event: &Event<'_>) -> std::io::Result<()> {
+        let continues = matches!(event, Event::Chunk { voice, .. } if Some(*voice) == self.open);
+        if !continues && self.open.is_some() {
+            self.open = None;
+            sink.event(&Event::ParagraphEnd)?;
+        }
+        if let Event::Chunk { voice, .. } = event {
+            self.open = Some(*voice);
+        }
+        sink.event(event)
+    }
+
+    /// Interpret one record, handing its events to `sink`.
+    ///
+    /// # Errors
+    /// The sink's write errors.
+    pub fn record(&mut self, record: &Record, sink: &mut dyn Render) -> std::io::Result<()> {
+        let (from, payload) = match &record.body {
+            Body::Message { from, payload } => (*from, payload),
+            Body::Stderr(_) => return Ok(()),
+            Body::Event(event) => return self.proxy_event(event, sink),
+        };
+        let Ok(msg) = serde_json::from_slice::<Value>(&payload.bytes) else {
+            let text = String::from_utf8_lossy(&payload.bytes);
+            return self.emit(sink, &Event::NotJson { from, text });
+        };
+        let method = msg["method"].as_str().unwrap_or("");
+        let id = msg.get("id").map(Value::to_string);
+        match (method, id) {
+            ("session/update", _) => self.update(&msg["params"]["update"], sink),
+            ("", Some(id)) => self.response(from, &id, &msg, record.mono_us, sink),
+            (method, Some(id)) => self.request(from, method, id, &msg["params"], record, sink),
+            ("session/cancel", None) => self.emit(sink, &Event::Cancelled),
+            _ => Ok(()),
+        }
+    }
+
+    fn request(
+        &mut self,
+        from: Side,
+        method: &str,
+        id: String,
+        params: &Value,
+        record: &Record,
+        sink: &mut dyn Render,
+    ) -> std::io::Result<()> {
+        let mut pending = Pending {
+            method: method.to_string(),
+            title: String::new(),
+            options: Vec::new(),
+            turn: self.turns,
+            mono_us: record.mono_us,
+        };
+        match (from, method) {
+            (Side::Client, "session/prompt") => {
+                self.turns += 1;
+                pending.turn = self.turns;
+                let prompt = prompt_text(&params["prompt"]);
+                self.emit(
+                    sink,
+                    &Event::TurnStart {
+                        number: self.turns,
+                        prompt,
+                    },
+                )?;
+            }
+            (Side::Client, "session/new" | "session/load" | "session/resume") => {
+                let cwd = params["cwd"].as_str().unwrap_or("?");
+                self.emit(sink, &Event::Setup { method, cwd })?;
+            }
+            (Side::Client, "session/set_mode") => {
+                self.emit(sink, &Event::Mode(params["modeId"].as_str().unwrap_or("?")))?;
+            }
+            (Side::Client, "session/set_config_option") => {
+                let id = params["configId"].as_str().unwrap_or("?");
+                self.emit(sink, &Event::Config(vec![(id, &params["value"])]))?;
+            }
+            (Side::Agent, "session/request_permission") => {
+                pending.title = params["toolCall"]["title"]
+                    .as_str()
+                    .or_else(|| {
+                        let id = params["toolCall"]["toolCallId"].as_str()?;
+                        self.titles.get(id).map(String::as_str)
+                    })
+                    .unwrap_or("a tool call")
+                    .to_string();
+                pending.options = params["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|o| PermissionOption {
+                        id: o["optionId"].as_str().unwrap_or("?").to_string(),
+                        name: o["name"].as_str().unwrap_or("").to_string(),
+                    })
+                    .collect();
+            }
+            (Side::Agent, m) if m.starts_with("fs/") || m.starts_with("terminal/") => {
+                let target = params["path"]
+                    .as_str()
+                    .or(params["command"].as_str())
+                    .unwrap_or("");
+                self.emit(sink, &Event::ClientCall { method: m, target })?;
+            }
+            _ => {}
+        }
+        self.pending.insert((from, id), pending);
+        Ok(())
+    }
+
+    fn response(
+        &mut self,
+        from: Side,
+        id: &str,
+        msg: &Value,
+        mono_us: u64,
+        sink: &mut dyn Render,
+    ) -> std::io::Result<()> {
+        let Some(pending) = self.pending.remove(&(from.other(), id.to_string())) else {
+            return Ok(());
+        };
+        let method = pending.method.as_str();
+        let result = &msg["result"];
+        if let Some(error) = msg.get("error") {
+            self.emit(
+                sink,
+                &Event::Failed {
+                    method,
+                    code: &error["code"],
+                    message: error["message"].as_str().unwrap_or(""),
+                },
+            )?;
+        }
+        match method {
+            "session/prompt" => {
+                self.titles.clear();
+                let seconds = mono_us.saturating_sub(pending.mono_us) as f64 / 1e6;
+                let stop_reason = match msg.get("error") {
+                    Some(_) => None,
+                    None => Some(result["stopReason"].as_str().unwrap_or("?")),
+                };
+                self.emit(
+                    sink,
+                    &Event::TurnEnd {
+                        number: pending.turn,
+                        stop_reason,
+                        seconds,
+                    },
+                )
+            }
+            _ if msg.get("error").is_some() => Ok(()),
+            "session/request_permission" => {
+                let outcome = &result["outcome"];
+                let choice = match outcome["outcome"].as_str() {
+                    Some("selected") => outcome["optionId"].as_str().unwrap_or("?"),
+                    Some(other) => other,
+                    None => "?",
+                };
+                self.emit(
+                    sink,
+                    &Event::Permission {
+                        title: &pending.title,
+                        choice,
+                        options: &pending.options,
+                    },
+                )
+            }
+            "session/new" => match result["sessionId"].as_str() {
+                Some(s) => self.emit(sink, &Event::Session(s)),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    fn update(&mut self, update: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
+        let text = update["content"]["text"].as_str();
+        match (update["sessionUpdate"].as_str().unwrap_or(""), text) {
+            ("user_message_chunk", Some(text)) => self.emit(sink, &Event::User(text)),
+            ("agent_message_chunk", Some(text)) => self.chunk(Voice::Agent, text, sink),
+            ("agent_thought_chunk", Some(text)) => self.chunk(Voice::Thought, text, sink),
+            (kind @ ("tool_call" | "tool_call_update"), _) => {
+                let id = update["toolCallId"].as_str().unwrap_or("?");
+                if let Some(title) = update["title"].as_str() {
+                    self.titles.insert(id.to_string(), title.to_string());
+                }
+                let new = kind == "tool_call";
+                let status = update["status"]
+                    .as_str()
+                    .unwrap_or(if new { "pending" } else { "" });
+                let title = self.titles.get(id).map_or(id, String::as_str).to_string();
+                let call = ToolCall {
+                    id,
+                    title: &title,
+                    kind: update["kind"].as_str(),
+                    status,
+                    new,
+                    update,
+                };
+                self.emit(sink, &Event::Tool(call))
+            }
+            ("plan", _) => self.emit(sink, &Event::Plan(update)),
+            ("current_mode_update", _) => self.emit(
+                sink,
+                &Event::Mode(update["currentModeId"].as_str().unwrap_or("?")),
+            ),
+            ("config_option_update", _) => {
+                let options = update["configOptions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|o| (o["id"].as_str().unwrap_or("?"), &o["currentValue"]))
+                    .collect();
+                self.emit(sink, &Event::Config(options))
+            }
+            ("session_info_update", _) => match update["title"].as_str() {
+                Some(title) => self.emit(sink, &Event::Title(title)),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    fn chunk(&mut self, voice: Voice, text: &str, sink: &mut dyn Render) -> std::io::Result<()> {
+        let first = self.open != Some(voice);
+        self.emit(sink, &Event::Chunk { voice, text, first })
+    }
+
+    fn proxy_event(&mut self, event: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
+        match event["type"].as_str() {
+            Some("replayed") => self.emit(
+                sink,
+                &Event::Replayed {
+                    updates: &event["lines"],
+                },
+            ),
+            Some("session_mapped") => self.emit(
+                sink,
+                &Event::Continued {
+                    agent_session: event["agent_session"].as_str().unwrap_or("?"),
+                },
+            ),
+            Some(crate::replay::recording::MANIFEST_EVENT) => self.emit(
+                sink,
+                &Event::Bundle {
+                    summary: bundle_summary(&event["manifest"]),
+                },
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// A run (proxy process) ended: close the open paragraph and forget what it left pending
+    /// (request ids start over in the next run's connection).
+    ///
+    /// # Errors
+    /// The sink's write errors.
+    pub fn end_run(&mut self, sink: &mut dyn Render) -> std::io::Result<()> {
+        self.pending.clear();
+        self.titles.clear();
+        self.finish(sink)
+    }
+
+    /// End the timeline: close the open paragraph.
+    ///
+    /// # Errors
+    /// The sink's write errors.
+    pub fn finish(&mut self, sink: &mut dyn Render) -> std::io::Result<()> {
+        if self.open.take().is_some() {
+            sink.event(&Event::ParagraphEnd)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::journal::Payload;
+
+    /// Collects events as debug strings.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+
+    impl Render for Log {
+        fn event(&mut self, event: &Event<'_>) -> std::io::Result<()> {
+            let text = match event {
+                Event::Chunk { voice, text, first } => format!("chunk {voice:?} {text} {first}"),
+                Event::Tool(t) => format!("tool {} {} {}", t.title, t.status, t.new),
+                Event::TurnStart { number, prompt } => format!("turn {number} {prompt}"),
+                Event::TurnEnd {
+                    number,
+                    stop_reason,
+                    ..
+                } => format!("end {number} {stop_reason:?}"),
+                Event::Permission { title, choice, .. } => format!("permission {title} {choice}"),
+                other => format!("{other:?}"),
+            };
+            self.0.push(text);
+            Ok(())
+        }
+    }
+
+    fn run(lines: &[(Side, &str)]) -> Vec<String> {
+        let mut timeline = Timeline::new();
+        let mut log = Log::default();
+        for (i, (from, line)) in lines.iter().enumerate() {
+            let record = Record {
+                seq: i as u64,
+                unix_us: 0,
+                mono_us: i as u64 * 1_000_000,
+                body: Body::Message {
+                    from: *from,
+                    payload: Payload::from_line(Bytes::from(line.to_string())),
+                },
+            };
+            timeline.record(&record, &mut log).unwrap();
+        }
+        timeline.finish(&mut log).unwrap();
+        log.0
+    }
+
+    fn update(u: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"update":{u}}}}}"#)
+    }
+
+    #[test]
+    fn chunks_coalesce_into_paragraphs_and_turns_pair_with_their_response() {
+        let a = update(r#"{"sessionUpdate":"agent_message_chunk","content":{"text":"a"}}"#);
+        let t = update(r#"{"sessionUpdate":"agent_thought_chunk","content":{"text":"t"}}"#);
+        let call = update(
+            r#"{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Read","kind":"read"}"#,
+        );
+        let done =
+            update(r#"{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"failed"}"#);
+        let log = run(&[
+            (
+                Side::Client,
+                r#"{"id":5,"method":"session/prompt","params":{"prompt":[{"type":"text","text":"hi"},{"type":"resource_link","uri":"file:///x"}]}}"#,
+            ),
+            (Side::Agent, &t),
+            (Side::Agent, &a),
+            (Side::Agent, &a),
+            (Side::Agent, &call),
+            (
+                Side::Agent,
+                r#"{"id":"p","method":"session/request_permission","params":{"toolCall":{"toolCallId":"c1"},"options":[{"optionId":"ok","name":"OK"}]}}"#,
+            ),
+            (
+                Side::Client,
+                r#"{"id":"p","result":{"outcome":{"outcome":"cancelled"}}}"#,
+            ),
+            (Side::Agent, &done),
+            (Side::Agent, &a),
+            (
+                Side::Agent,
+                r#"{"id":5,"result":{"stopReason":"end_turn"}}"#,
+            ),
+            (Side::Agent, "not json"),
+        ]);
+        assert_eq!(
+            log,
+            [
+                "turn 1 hi [resource_link file:///x]",
+                "chunk Thought t true",
+                "ParagraphEnd",
+                "chunk Agent a true",
+                "chunk Agent a false",
+                "ParagraphEnd",
+                "tool Read pending true",
+                "permission Read cancelled",
+                "tool Read failed false",
+                "chunk Agent a true",
+                "ParagraphEnd",
+                "end 1 Some(\"end_turn\")",
+                "NotJson { from: Agent, text: \"not json\" }",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_prompt_ends_its_turn_without_a_stop_reason() {
+        let log = run(&[
+            (
+                Side::Client,
+                r#"{"id":1,"method":"session/prompt","params":{"prompt":[]}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"id":1,"error":{"code":-32603,"message":"boom"}}"#,
+            ),
+            (Side::Agent, r#"{"id":1,"result":{}}"#),
+        ]);
+        assert_eq!(
+            log,
+            [
+                "turn 1 ",
+                "Failed { method: \"session/prompt\", code: Number(-32603), message: \"boom\" }",
+                "end 1 None",
+            ]
+        );
+    }
+}

@@ -231,6 +231,14 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             _ = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => {
                 tracing::warn!("the agent exited but its output is still open (a child process holds it); stopping");
                 drain_until = None;
+                if agent_out_open {
+                    // As at EOF: the client's pending requests get their answers.
+                    let at = clock.now();
+                    if let Some(partial) = out_lines.finish() {
+                        core.handle_line(at, Side::Agent, partial);
+                    }
+                    core.handle_eof(at, Side::Agent);
+                }
                 agent_out_open = false;
                 agent_err_open = false;
             }

@@ -131,12 +131,18 @@ fn agent_crash_mid_prompt_ends_the_proxy_with_its_code() {
         })
         .count();
     assert_eq!(updates, 2);
+    // The prompt in flight is answered before the proxy exits.
+    let last = received.last().and_then(|r| r.json.clone()).unwrap();
+    assert_eq!(last["id"], 9, "{last}");
+    assert_eq!(last["error"]["code"], -32603);
+    assert_eq!(last["error"]["data"]["method"], "session/prompt");
     let sessions = crate::util::session_messages(store.path());
     let msgs = &sessions["crash-session"];
     assert_eq!(
-        msgs.last().unwrap()["params"]["update"]["content"]["text"],
+        msgs[msgs.len() - 2]["params"]["update"]["content"]["text"],
         "chunk 2 xx"
     );
+    assert_eq!(msgs.last(), Some(&last), "the answer is journaled");
     let (code, out, _) = run_cli(&["verify", "--journal-dir", store.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
 }
@@ -161,6 +167,39 @@ fn client_eof_closes_the_agent_and_a_stubborn_agent_is_terminated() {
     client.start_session("/tmp");
     let (code, _) = client.finish();
     assert_eq!(code, 137);
+}
+
+#[test]
+fn a_client_that_closes_its_stdout_stops_the_agent() {
+    let store = tempfile::tempdir().unwrap();
+    let argv = proxied(store.path(), &["cat".into()]);
+    let mut proxy = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(proxy.stdout.take());
+    // Our stdin stays open: only the failed write to our stdout tells the proxy.
+    let mut stdin = proxy.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n").unwrap();
+    let deadline = Instant::now() + crate::util::TIMEOUT;
+    let status = loop {
+        if let Some(status) = proxy.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the proxy kept running");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0), "`cat` saw EOF and exited");
+    let conn = crate::util::read_store(store.path());
+    let events: Vec<_> = conn[0].2.iter().filter_map(|r| r.get("event")).collect();
+    assert!(
+        events.iter().any(|e| e["type"] == "client_gone"),
+        "{events:?}"
+    );
+    drop(stdin);
 }
 
 #[test]

@@ -1,42 +1,13 @@
 //! Faults: kill -9, agent crash, client EOF, garbage and huge lines, hostile session IDs,
 //! signals, an agent that cannot start.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::{Body, SegmentReader, Side};
+use acp_journal::journal::Side;
 use serde_json::json;
 
-use crate::util::{TestClient, proxied, root, run_cli};
-
-fn scripted(mode: &str) -> Vec<String> {
-    vec![
-        "python3".into(),
-        root()
-            .join("tests/agents/scripted_agent.py")
-            .display()
-            .to_string(),
-        mode.into(),
-    ]
-}
-
-/// Every message payload (wire form) of every segment, by direction.
-fn journaled(store: &Path, side: Side) -> Vec<Vec<u8>> {
-    let mut all = vec![];
-    for (path, ..) in crate::util::read_store(store) {
-        let reader = SegmentReader::open(&path).unwrap();
-        for r in reader {
-            if let Body::Message { from, payload } = r.body
-                && from == side
-            {
-                all.push((r.seq, payload.wire()));
-            }
-        }
-    }
-    all.sort();
-    all.dedup();
-    all.into_iter().map(|(_, b)| b).collect()
-}
+use crate::util::{TestClient, journaled, proxied, run_cli, scripted};
 
 fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence.

@@ -324,12 +324,12 @@ fn answer(msg: &Value) -> Result<Value, Value> {
     }
 }
 
-/// Every record of a store, per segment file: (path, header, records as JSON lines).
-pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
+/// Every segment file of a store: its connection segments, then its session segments, each
+/// sorted by path.
+pub fn segment_paths(store: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for sub in ["connections", "sessions"] {
-        let dir = store.join(sub);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = std::fs::read_dir(store.join(sub)) else {
             continue;
         };
         let mut paths: Vec<PathBuf> = Vec::new();
@@ -344,15 +344,22 @@ pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
             }
         }
         paths.sort();
-        for path in paths {
-            let text = decompress_salvage(&path);
-            let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
-            let header: Value = serde_json::from_slice(lines.next().unwrap()).unwrap();
-            let records = lines
-                .filter_map(|l| serde_json::from_slice(l).ok())
-                .collect();
-            out.push((path, header, records));
-        }
+        out.extend(paths);
+    }
+    out
+}
+
+/// Every record of a store, per segment file: (path, header, records as JSON lines).
+pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
+    let mut out = Vec::new();
+    for path in segment_paths(store) {
+        let text = decompress_salvage(&path);
+        let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        let header: Value = serde_json::from_slice(lines.next().unwrap()).unwrap();
+        let records = lines
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
+        out.push((path, header, records));
     }
     out
 }
@@ -419,4 +426,35 @@ pub fn first_entry(dir: &Path) -> PathBuf {
         .unwrap()
         .unwrap()
         .path()
+}
+
+/// The scripted test agent (`tests/agents/scripted_agent.py`) in `mode`.
+pub fn scripted(mode: &str) -> Vec<String> {
+    vec![
+        "python3".into(),
+        root()
+            .join("tests/agents/scripted_agent.py")
+            .display()
+            .to_string(),
+        mode.into(),
+    ]
+}
+
+/// Every message payload (wire form) from `side` in every segment of `store`, in wire order
+/// (a record copied into two journals counted once).
+pub fn journaled(store: &Path, side: acp_journal::journal::Side) -> Vec<Vec<u8>> {
+    let mut all = vec![];
+    for path in segment_paths(store) {
+        let reader = acp_journal::journal::SegmentReader::open(&path).unwrap();
+        for r in reader {
+            if let acp_journal::journal::Body::Message { from, payload } = r.body
+                && from == side
+            {
+                all.push((r.seq, payload.wire()));
+            }
+        }
+    }
+    all.sort();
+    all.dedup();
+    all.into_iter().map(|(_, b)| b).collect()
 }

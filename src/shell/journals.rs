@@ -298,13 +298,11 @@ impl<T: Send + 'static> JournalSet<T> {
         }
     }
 
-    /// A new segment with its header written; a file whose header could not be written is
-    /// removed (no empty or headless segment is left in the store).
+    /// A new segment with its header written (never an empty or headless file, even when the
+    /// proxy is killed or the disk is full).
     fn create(&self, dir: &Path, header: &Header) -> std::io::Result<SegmentWriter> {
-        let (path, file) = self.store.create_segment(dir, &self.info.run)?;
-        SegmentWriter::with_file(file, &path, header).inspect_err(|_| {
-            let _ = std::fs::remove_file(&path);
-        })
+        self.store
+            .create_segment_writer(dir, &self.info.run, header)
     }
 
     /// Create a session's segment and catalog it.

@@ -7,27 +7,7 @@ use std::time::{Duration, Instant};
 use acp_journal::journal::Side;
 use serde_json::json;
 
-use crate::util::{TestClient, journaled, proxied, run_cli, scripted};
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
-fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        // Reap if it is our zombie child; otherwise just poll.
-        if !alive(pid)
-            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map_or(true, |s| s.contains(") Z "))
-        {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
+use crate::util::{TestClient, journaled, proxied, run_cli, scripted, wait_gone};
 
 #[test]
 fn kill_9_loses_nothing_the_client_received_and_the_agent_dies_too() {

@@ -2,6 +2,7 @@
 
 mod cli;
 mod faults;
+mod kill_storm;
 mod loading;
 mod maintain;
 mod peers;

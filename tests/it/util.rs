@@ -98,6 +98,10 @@ pub struct Received {
     pub json: Option<Value>,
 }
 
+/// The peer closed its output.
+#[derive(Debug)]
+pub struct Eof;
+
 /// An ACP client driving a process over its stdio, recording every byte it receives.
 pub struct TestClient {
     pub child: Child,
@@ -111,6 +115,9 @@ pub struct TestClient {
     /// Agent stderr, collected.
     pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
+
+/// Longest line [`TestClient::recv_within`] parses.
+pub const PARSED_LINE_BYTES: usize = 64 * 1024;
 
 /// How long any single wait may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -178,6 +185,31 @@ impl TestClient {
         stdin.flush().unwrap();
     }
 
+    /// Like [`TestClient::send_raw`], but a closed pipe (the peer died) is `false`, not a panic.
+    pub fn try_send_raw(&mut self, bytes: &[u8]) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        self.sent.push(bytes.to_vec());
+        stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok()
+    }
+
+    /// The next line if one arrives within `wait`: `Ok(None)` when none did, `Err(Eof)` at EOF.
+    /// Only lines up to [`PARSED_LINE_BYTES`] are parsed (`json` is `None` for longer ones).
+    pub fn recv_within(&mut self, wait: Duration) -> Result<Option<&Received>, Eof> {
+        match self.lines.recv_timeout(wait) {
+            Ok(raw) => {
+                let json = (raw.len() <= PARSED_LINE_BYTES)
+                    .then(|| serde_json::from_slice(&raw).ok())
+                    .flatten();
+                self.received.push(Received { raw, json });
+                Ok(self.received.last())
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(Eof),
+        }
+    }
+
     /// Send a JSON message as one line.
     pub fn send(&mut self, msg: &Value) {
         let mut line = serde_json::to_vec(msg).unwrap();
@@ -218,13 +250,7 @@ impl TestClient {
             };
             let Some(msg) = msg else { continue };
             if msg.get("method").is_some() {
-                if let Some(req_id) = msg.get("id").cloned() {
-                    let answer = answer(&msg);
-                    let mut reply = json!({"jsonrpc": "2.0", "id": req_id});
-                    match answer {
-                        Ok(result) => reply["result"] = result,
-                        Err(error) => reply["error"] = error,
-                    }
+                if let Some(reply) = reply_to(&msg) {
                     self.send(&reply);
                 }
                 continue;
@@ -300,6 +326,18 @@ impl TestClient {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// This test client's answer to a message from the agent, when it is a request.
+pub fn reply_to(msg: &Value) -> Option<Value> {
+    msg.get("method")?;
+    let req_id = msg.get("id")?.clone();
+    let mut reply = json!({"jsonrpc": "2.0", "id": req_id});
+    match answer(msg) {
+        Ok(result) => reply["result"] = result,
+        Err(error) => reply["error"] = error,
+    }
+    Some(reply)
 }
 
 /// How this test client answers an agent's request.
@@ -428,10 +466,28 @@ pub fn first_entry(dir: &Path) -> PathBuf {
         .path()
 }
 
+/// The Python 3 interpreter itself, not a version manager's shim (which costs a few
+/// processes at every start).
+pub fn python() -> String {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "python3".into())
+        })
+        .clone()
+}
+
 /// The scripted test agent (`tests/agents/scripted_agent.py`) in `mode`.
 pub fn scripted(mode: &str) -> Vec<String> {
     vec![
-        "python3".into(),
+        python(),
         root()
             .join("tests/agents/scripted_agent.py")
             .display()
@@ -457,4 +513,25 @@ pub fn journaled(store: &Path, side: acp_journal::journal::Side) -> Vec<Vec<u8>>
     all.sort();
     all.dedup();
     all.into_iter().map(|(_, b)| b).collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Wait (up to 10 s) for process `pid` to be gone or a zombie; false if it is still running.
+pub fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        // Reap if it is our zombie child; otherwise just poll.
+        if !alive(pid)
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.contains(") Z "))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }

@@ -263,6 +263,8 @@ pub struct Proxy {
     emulation: Emulation,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
+    /// The client closed its stream: it expects no more answers.
+    client_ended: bool,
 }
 
 impl Proxy {
@@ -278,6 +280,7 @@ impl Proxy {
             stderr: Vec::new(),
             emulation: Emulation::default(),
             agent_ended: false,
+            client_ended: false,
         }
     }
 
@@ -488,14 +491,19 @@ impl Proxy {
         }
     }
 
-    /// A peer closed its stream. When it is the agent, every client request still waiting for
-    /// an answer (and any the client sends later) is answered with error -32603 ("the agent
-    /// exited"), journaled as a line the proxy made.
+    /// A peer closed its stream. When the agent's ends while the client is still there, every
+    /// client request still waiting for an answer (and any the client sends later) is answered
+    /// with error -32603 ("the agent exited"), journaled as a line the proxy made. After the
+    /// client closed its stream (a normal shutdown) nothing is answered.
     pub fn handle_eof(&mut self, at: Stamp, from: Side) {
         if from == Side::Agent {
             self.flush_stderr(at, true);
             self.agent_ended = true;
-            self.agent_gone(at);
+            if !self.client_ended {
+                self.agent_gone(at);
+            }
+        } else {
+            self.client_ended = true;
         }
         let record = self.record(
             at,

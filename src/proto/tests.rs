@@ -456,3 +456,16 @@ fn when_the_agent_exits_every_pending_client_request_is_answered_in_order() {
         (&json!(4), &json!(-32603))
     );
 }
+
+#[test]
+fn after_the_client_closed_its_stream_the_agent_exit_answers_nothing() {
+    let mut h = started();
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S1","prompt":[]}}"#);
+    let before = h.to_client.len();
+    for side in [Side::Client, Side::Agent] {
+        let at = h.stamp();
+        h.proxy.handle_eof(at, side);
+        h.drain();
+    }
+    assert_eq!(h.to_client.len(), before, "a normal shutdown");
+}

@@ -72,6 +72,13 @@ fn agent_crash_mid_prompt_ends_the_proxy_with_its_code() {
     let mut client = TestClient::spawn(&proxied(store.path(), &scripted("crash")));
     let session = client.start_session("/tmp");
     client.send(&json!({"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":session,"prompt":[]}}));
+    // The client stays connected until the prompt is answered: by the proxy, the agent gone.
+    loop {
+        let got = client.recv().expect("the prompt's answer before EOF");
+        if got.json.as_ref().is_some_and(|m| m["id"] == 9) {
+            break;
+        }
+    }
     let (code, received) = client.finish();
     assert_eq!(code, 3);
     let updates = received

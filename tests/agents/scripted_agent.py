@@ -6,9 +6,9 @@ Behaviour is chosen by the first argument:
   crash   on session/prompt, send two updates then exit with status 3 mid-turn
   stubborn  ignore stdin EOF and SIGTERM-less shutdown: keep running until killed
   lossy   advertise loadSession, but replay only one made-up update on session/load
-  mix     sessions mix-0, mix-1, ...; a prompt whose first text block reads
-          "updates=N big=B perm=P" gets N updates of varied sizes, one update of B KiB,
-          P permission requests (not waited for), then its response
+  mix     sessions mix-0, mix-1, ... ($AGENT_SESSION_PREFIX before each when set); a prompt
+          whose first text block reads "updates=N big=B perm=P" gets N updates of varied
+          sizes, one update of B KiB, P permission requests (not waited for), then its response
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -54,7 +54,8 @@ for line in sys.stdin:
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "lossy replay"}}}})
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif method == "session/new" and mode == "mix":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"mix-{sessions}"}})
+        prefix = os.environ.get("AGENT_SESSION_PREFIX", "")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{prefix}mix-{sessions}"}})
         sessions += 1
     elif method == "session/prompt" and mode == "mix":
         sid = msg["params"]["sessionId"]

@@ -1,6 +1,7 @@
 //! Integration tests: the built binary, driven end to end.
 
 mod cli;
+mod concurrency;
 mod faults;
 mod kill_storm;
 mod loading;

@@ -214,7 +214,10 @@ fn eight_proxies_one_store_with_readers_and_a_load_of_a_live_session() {
         "deadlock: killed after {DEADLINE:?}"
     );
     assert!(reads > 0, "the readers ran while the writers wrote");
-    eprintln!("concurrency: {reads} rounds of list/show/verify, load replayed {} updates", load.0);
+    eprintln!(
+        "concurrency: {reads} rounds of list/show/verify, load replayed {} updates",
+        load.0
+    );
 
     // The load replayed what writer 0 had journaled by then: at least its first turn.
     let (replayed, answer) = load;

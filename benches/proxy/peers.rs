@@ -126,9 +126,9 @@ fn traced(dir: &Path) -> (Vec<Said>, bool) {
     (out, keeps_ids)
 }
 
-/// The journal's messages, in wire order.
-fn journaled(store: &Path) -> Vec<Said> {
-    let mut records = Vec::new();
+/// Every segment file below `store`.
+fn segment_files(store: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
     let mut stack = vec![store.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("read_dir").flatten() {
@@ -136,12 +136,21 @@ fn journaled(store: &Path) -> Vec<Said> {
             if path.is_dir() {
                 stack.push(path);
             } else if path.to_string_lossy().ends_with(".acpj.zst") {
-                let reader = acp_journal::journal::SegmentReader::open(&path).expect("segment");
-                for r in reader {
-                    if let acp_journal::journal::Body::Message { from, payload } = r.body {
-                        records.push((r.seq, from, payload.bytes));
-                    }
-                }
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// The journal's messages, in wire order.
+fn journaled(store: &Path) -> Vec<Said> {
+    let mut records = Vec::new();
+    for path in segment_files(store) {
+        let reader = acp_journal::journal::SegmentReader::open(&path).expect("segment");
+        for r in reader {
+            if let acp_journal::journal::Body::Message { from, payload } = r.body {
+                records.push((r.seq, from, payload.bytes));
             }
         }
     }
@@ -192,19 +201,10 @@ pub fn compare(run: FloodRun, trace_dir: &Path, ours: &FloodRun, store: &Path) -
     }
     let expected = Flood::new(SEED).lines(ours.messages).len() as u64;
     let segments = |dir: &Path| -> u64 {
-        let mut total = 0;
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.to_string_lossy().ends_with(".acpj.zst") {
-                    total += e.metadata().map_or(0, |m| m.len());
-                }
-            }
-        }
-        total
+        segment_files(dir)
+            .iter()
+            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .sum()
     };
     Compared {
         byte_identical: run.bytes == expected,

@@ -562,10 +562,11 @@ mod tests {
                 // Never a record that differs: what is returned is a true prefix.
                 assert!(got.len() <= clean.len(), "{}", at());
                 assert_eq!(got[..], clean[..got.len()], "{}", at());
-                let same = zstd::stream::decode_all(&bad[..]).ok().as_ref() == Some(&content);
-                if !same {
-                    // The damage is reported: the segment no longer reads as cleanly closed.
-                    assert_ne!(reader.tail(), Some(&Tail::Clean), "{} undetected", at());
+                // The damage is reported: the segment no longer reads as cleanly closed, unless
+                // the flip changed nothing zstd decodes.
+                if reader.tail() == Some(&Tail::Clean) {
+                    let same = zstd::stream::decode_all(&bad[..]).ok().as_ref() == Some(&content);
+                    assert!(same, "{} undetected", at());
                 }
             }
         }

@@ -297,8 +297,8 @@ impl Store {
     /// header, so that the file appears under its name only with a whole header: on Linux it
     /// is made unnamed (`O_TMPFILE`) and linked once the header is written, so a proxy killed
     /// meanwhile (even with SIGKILL) or a failed write (disk full) leaves nothing behind.
-    /// Elsewhere, or where the file system cannot make unnamed files, a file whose header
-    /// could not be written is removed.
+    /// Elsewhere, or where the file system cannot make or link unnamed files, a file whose
+    /// header could not be written is removed.
     ///
     /// # Errors
     /// I/O errors; nothing is left in `dir` then.
@@ -321,7 +321,8 @@ impl Store {
                         return Ok(writer);
                     }
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(e),
+                    // No /proc, or linking refused: make it the plain way below.
+                    Err(_) => break,
                 }
             }
         }
@@ -725,10 +726,27 @@ mod tests {
         let (path, _) = store
             .create_segment(&store.session_dir("x"), "seg")
             .unwrap();
+        let header = crate::journal::writer::tests::header();
+        let made = store
+            .create_segment_writer(&store.session_dir("y"), "seg", &header)
+            .unwrap();
+        let again = store
+            .create_segment_writer(&store.session_dir("y"), "seg", &header)
+            .unwrap();
         unsafe { libc::umask(old) };
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(store.root()), 0o700);
         assert_eq!(mode(&store.session_dir("x")), 0o700);
         assert_eq!(mode(&path), 0o600);
+        // Segments made whole: named as asked (the next free name when taken), private, and
+        // already holding their header.
+        assert_eq!(made.path(), store.session_dir("y").join("seg.acpj.zst"));
+        assert_eq!(again.path(), store.session_dir("y").join("seg.1.acpj.zst"));
+        for writer in [made, again] {
+            assert_eq!(mode(writer.path()), 0o600);
+            let reader = SegmentReader::open(writer.path()).unwrap();
+            assert_eq!(reader.header().run, header.run);
+        }
+        assert_eq!(segments_in(&store.session_dir("y")).unwrap().len(), 2);
     }
 }

@@ -4,7 +4,8 @@
 //! markdown report goes to stdout and to `target/bench-report.md`; progress goes to stderr.
 //!
 //! The binary re-executes itself for its helper roles, selected by the first argument:
-//! - `__echo`: an agent that writes every line it reads back to stdout, one `write(2)` per line;
+//! - `__echo`: an agent that answers `initialize` and writes every other line it reads back to
+//!   stdout, one `write(2)` per line;
 //! - `__flood N SEED`: an agent that pre-generates N ACP messages of a realistic mix, answers
 //!   an `initialize` request (the "ready" signal), then on the next line (a `session/prompt`)
 //!   writes the N messages (N−1 `session/update` notifications and the prompt's response) as
@@ -13,7 +14,9 @@
 //!   threads, no parsing, no journaling.
 //!
 //! Each measurement runs three paths in the same process: (a) direct pipe to the agent, (b) the
-//! minimal relay in front of it, (c) `acp-journal --journal-dir <tmp> -- <agent>`.
+//! minimal relay in front of it, (c) `acp-journal --journal-dir <tmp> -- <agent>`; and, when it
+//! is installed (`scripts/bench-peers.sh`, run by the bench if needed), (d) the official Rust
+//! ACP conductor with its trace on, on the same traffic ([`peers`]).
 //!
 //! Environment: `BENCH_QUICK=1` scales every count down ~10×; `BENCH_PROXY_ARGS="--fsync never"`
 //! (whitespace-separated) adds options to the acp-journal command line, for experiments;
@@ -30,6 +33,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+#[path = "proxy/peers.rs"]
+mod peers;
 
 /// The proxy under test.
 const PROXY: &str = env!("CARGO_BIN_EXE_acp-journal");
@@ -69,7 +75,8 @@ fn raw_fd(fd: i32) -> ManuallyDrop<File> {
     ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })
 }
 
-/// Echo agent: every line read from stdin is written back with one `write(2)`.
+/// Echo agent: answers `initialize`, and writes every other line it reads back with one
+/// `write(2)`.
 fn echo_agent() {
     let mut input = BufReader::with_capacity(1 << 16, raw_fd(0).try_clone().expect("stdin"));
     let mut out = raw_fd(1);
@@ -79,12 +86,25 @@ fn echo_agent() {
         match input.read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {
-                if out.write_all(&line).is_err() {
+                let written = match request_id(&line, "initialize") {
+                    Some(id) => out.write_all(init_response(&id).as_bytes()),
+                    None => out.write_all(&line),
+                };
+                if written.is_err() {
                     return;
                 }
             }
         }
     }
+}
+
+/// The id (as JSON text) of `line` when it is a `method` request. A proxy may renumber
+/// requests (the ACP conductor does), so answers carry the id received.
+fn request_id(line: &[u8], method: &str) -> Option<String> {
+    let needle = format!("\"method\":\"{method}\"");
+    memchr::memmem::find(line, needle.as_bytes())?;
+    let msg: serde_json::Value = serde_json::from_slice(line).ok()?;
+    Some(msg.get("id")?.to_string())
 }
 
 /// Flood agent: see the module documentation.
@@ -97,13 +117,22 @@ fn flood_agent(n: usize, seed: u64) {
     if input.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
         return;
     }
-    out.write_all(INIT_RESPONSE.as_bytes()).expect("stdout");
+    let id = request_id(&line, "initialize").unwrap_or_else(|| "0".into());
+    out.write_all(init_response(&id).as_bytes())
+        .expect("stdout");
     line.clear();
-    // session/prompt → the flood.
+    // session/prompt → the flood, its response last (with the id the prompt came with).
     if input.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
         return;
     }
-    let _ = out.write_all(&data);
+    let id = request_id(&line, "session/prompt").unwrap_or_else(|| "1".into());
+    let updates = &data[..data.len() - PROMPT_RESPONSE.len()];
+    let _ = out.write_all(updates);
+    let _ = out.write_all(
+        PROMPT_RESPONSE
+            .replacen("\"id\":1", &format!("\"id\":{id}"), 1)
+            .as_bytes(),
+    );
 }
 
 /// Minimal relay: copy stdin → child stdin and child stdout → stdout, big buffers, no parsing.
@@ -156,11 +185,12 @@ const INIT_REQUEST: &str = concat!(
     r#""clientInfo":{"name":"acp-journal-bench","version":"0"}}}"#,
     "\n"
 );
-const INIT_RESPONSE: &str = concat!(
-    r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"#,
-    r#""promptCapabilities":{"image":false,"audio":false,"embeddedContext":true}},"authMethods":[]}}"#,
-    "\n"
-);
+/// The agents' answer to `initialize` request `id` (JSON text).
+fn init_response(id: &str) -> String {
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"protocolVersion\":1,\"agentCapabilities\":{{\"loadSession\":true,\"promptCapabilities\":{{\"image\":false,\"audio\":false,\"embeddedContext\":true}}}},\"authMethods\":[]}}}}\n"
+    )
+}
 const PROMPT_RESPONSE: &str =
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"stopReason\":\"end_turn\"}}\n";
 
@@ -609,9 +639,20 @@ enum PathKind {
     Direct,
     Relay,
     Journal,
+    /// The official Rust ACP conductor with its trace on (see `peers.rs`).
+    Conductor,
 }
 
 const PATHS: [PathKind; 3] = [PathKind::Direct, PathKind::Relay, PathKind::Journal];
+
+/// The paths measured: [`PATHS`], then the conductor when it is installed.
+fn paths() -> Vec<PathKind> {
+    let mut all = PATHS.to_vec();
+    if peers::conductor().is_some() {
+        all.push(PathKind::Conductor);
+    }
+    all
+}
 
 impl PathKind {
     fn name(self) -> &'static str {
@@ -619,11 +660,18 @@ impl PathKind {
             PathKind::Direct => "direct pipe",
             PathKind::Relay => "minimal relay",
             PathKind::Journal => "acp-journal",
+            PathKind::Conductor => "ACP conductor --trace",
         }
     }
 
+    /// True when the path relays every byte unchanged (the conductor re-encodes messages and
+    /// renumbers requests).
+    fn transparent(self) -> bool {
+        self != PathKind::Conductor
+    }
+
     /// The command line of this path in front of `agent` (`journal` is the store for
-    /// acp-journal).
+    /// acp-journal, the directory of the trace file for the conductor).
     fn command(self, agent: &[String], journal: Option<&Path>) -> Command {
         let me = std::env::current_exe().expect("current_exe");
         let mut cmd = match self {
@@ -649,6 +697,7 @@ impl PathKind {
                     .args(agent);
                 c
             }
+            PathKind::Conductor => peers::command(agent, journal.expect("a trace dir")),
         };
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -792,7 +841,9 @@ struct Latency {
     /// Every process on one CPU.
     pinned: bool,
     msg_bytes: usize,
-    /// Sorted round-trip times in nanoseconds, per path (PATHS order).
+    /// The paths measured: [`PATHS`], then the conductor when installed.
+    kinds: Vec<PathKind>,
+    /// Sorted round-trip times in nanoseconds, per path (`kinds` order).
     rtt: Vec<Vec<u64>>,
 }
 
@@ -845,23 +896,40 @@ struct EchoPath {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    /// The echo must be byte-identical (else equal as JSON).
+    exact: bool,
     _journal: Option<tempfile::TempDir>,
 }
 
 impl EchoPath {
+    /// Start the path in front of the echo agent and initialize it.
     fn start(kind: PathKind) -> EchoPath {
-        let journal = (kind == PathKind::Journal).then(|| tempfile::tempdir().expect("tempdir"));
+        let journal = matches!(kind, PathKind::Journal | PathKind::Conductor)
+            .then(|| tempfile::tempdir().expect("tempdir"));
         let agent = vec![me(), "__echo".to_string()];
         let mut child = kind
             .command(&agent, journal.as_ref().map(|d| d.path()))
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {}: {e}", kind.name()));
-        EchoPath {
+        let mut path = EchoPath {
             stdin: child.stdin.take().expect("piped"),
             stdout: BufReader::with_capacity(1 << 16, child.stdout.take().expect("piped")),
             child,
+            exact: kind.transparent(),
             _journal: journal,
-        }
+        };
+        let mut line = Vec::new();
+        path.stdin
+            .write_all(INIT_REQUEST.as_bytes())
+            .expect("write");
+        path.stdout.read_until(b'\n', &mut line).expect("read");
+        assert!(
+            memchr::memmem::find(&line, br#""result""#).is_some(),
+            "{}: initialize failed: {}",
+            kind.name(),
+            String::from_utf8_lossy(&line)
+        );
+        path
     }
 
     /// One round trip, in nanoseconds.
@@ -873,7 +941,14 @@ impl EchoPath {
             .read_until(b'\n', line)
             .expect("read from the path");
         let ns = t.elapsed().as_nanos() as u64;
-        assert_eq!(line.as_slice(), msg, "the echo differs from the message");
+        if self.exact || line.as_slice() != msg {
+            let json = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).ok();
+            assert!(
+                line.as_slice() == msg
+                    || (!self.exact && json(line).is_some() && json(line) == json(msg)),
+                "the echo differs from the message"
+            );
+        }
         ns
     }
 
@@ -889,9 +964,10 @@ impl EchoPath {
 fn run_latency(scale: &Scale, pinned: bool) -> Latency {
     let saved = pinned.then(|| set_affinity(None));
     let msgs = latency_messages(256);
-    let mut paths: Vec<EchoPath> = PATHS.iter().map(|&k| EchoPath::start(k)).collect();
+    let kinds = paths();
+    let mut paths: Vec<EchoPath> = kinds.iter().map(|&k| EchoPath::start(k)).collect();
     let mut line = Vec::with_capacity(512);
-    for (p, kind) in paths.iter_mut().zip(PATHS) {
+    for (p, kind) in paths.iter_mut().zip(&kinds) {
         eprintln!(
             "bench: latency warm-up: {}{}",
             kind.name(),
@@ -902,17 +978,18 @@ fn run_latency(scale: &Scale, pinned: bool) -> Latency {
         }
     }
     // Interleave blocks of messages across the paths so drift (frequency, other load) hits all
-    // three alike.
+    // of them alike.
     let block = (scale.latency_msgs / 20).max(1);
-    let mut rtt: Vec<Vec<u64>> = (0..3)
+    let count = kinds.len();
+    let mut rtt: Vec<Vec<u64>> = (0..count)
         .map(|_| Vec::with_capacity(scale.latency_msgs))
         .collect();
     let mut done = 0;
     let mut round = 0;
     while done < scale.latency_msgs {
         let n = block.min(scale.latency_msgs - done);
-        for j in 0..3 {
-            let idx = (round + j) % 3;
+        for j in 0..count {
+            let idx = (round + j) % count;
             for i in 0..n {
                 let ns = paths[idx].round_trip(&msgs[(done + i) % msgs.len()], &mut line);
                 rtt[idx].push(ns);
@@ -930,7 +1007,7 @@ fn run_latency(scale: &Scale, pinned: bool) -> Latency {
     for r in &mut rtt {
         r.sort_unstable();
     }
-    for (kind, r) in PATHS.iter().zip(&rtt) {
+    for (kind, r) in kinds.iter().zip(&rtt) {
         eprintln!(
             "bench: latency {}: p50 {:.1} µs, p99 {:.1} µs",
             kind.name(),
@@ -941,6 +1018,7 @@ fn run_latency(scale: &Scale, pinned: bool) -> Latency {
     Latency {
         pinned,
         msg_bytes: msgs.iter().map(Vec::len).sum::<usize>() / msgs.len(),
+        kinds,
         rtt,
     }
 }
@@ -988,6 +1066,8 @@ struct Throughput {
     journal_big: FloodRun,
     /// The store of the big acp-journal run.
     store: StoreBytes,
+    /// The conductor on the traffic of `journal_small`, compared with it.
+    conductor: Option<peers::Compared>,
 }
 
 const SEED: u64 = 0xACB_2026;
@@ -1003,6 +1083,15 @@ fn run_throughput(scale: &Scale) -> Throughput {
     }
     let small_dir = tempfile::tempdir().expect("tempdir");
     let journal_small = flood_run(PathKind::Journal, scale.flood_small, Some(small_dir.path()));
+    let conductor = peers::conductor().map(|_| {
+        let trace_dir = tempfile::tempdir().expect("tempdir");
+        let run = flood_run(
+            PathKind::Conductor,
+            scale.flood_small,
+            Some(trace_dir.path()),
+        );
+        peers::compare(run, trace_dir.path(), &journal_small, small_dir.path())
+    });
     let big_dir = tempfile::tempdir().expect("tempdir");
     let journal_big = flood_run(PathKind::Journal, scale.flood_journal, Some(big_dir.path()));
     let store = store_bytes(big_dir.path());
@@ -1011,6 +1100,7 @@ fn run_throughput(scale: &Scale) -> Throughput {
         journal_small,
         journal_big,
         store,
+        conductor,
     }
 }
 
@@ -1194,10 +1284,9 @@ fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
     let status = child.wait().expect("wait");
     assert!(status.success(), "{} exited with {status}", kind.name());
     let expected = Flood::new(SEED).lines(n).len() as u64;
-    assert_eq!(
-        bytes,
-        expected,
-        "{}: bytes received differ from the bytes the agent wrote",
+    assert!(
+        bytes == expected || !kind.transparent(),
+        "{}: bytes received ({bytes}) differ from the bytes the agent wrote ({expected})",
         kind.name()
     );
     let (peak_kib, rss_samples, cpu) = match poll {
@@ -1435,7 +1524,7 @@ fn render(
     );
     let _ = writeln!(r, "|---|---|---:|---:|---:|---:|");
     for l in lat {
-        for (i, kind) in PATHS.iter().enumerate() {
+        for (i, kind) in l.kinds.iter().enumerate() {
             let (a50, a99) = if i == 0 {
                 ("—".to_string(), "—".to_string())
             } else {
@@ -1639,6 +1728,10 @@ fn render(
             run.rss_samples,
             prog.join(", ")
         );
+    }
+
+    if let Some(c) = &tp.conductor {
+        peers::render(&mut r, lat, &tp.baselines[1], &tp.journal_small, c);
     }
 
     // targets

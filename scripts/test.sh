@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v zstd >/dev/null || { echo "[test] installing zstd" >&2; apt-get install -y -qq zstd >/dev/null; }
+# prlimit and unshare (util-linux) give the disk-full tests a file-size limit and a small tmpfs.
+command -v prlimit >/dev/null && command -v unshare >/dev/null \
+  || { echo "[test] installing util-linux" >&2; apt-get install -y -qq util-linux >/dev/null; }
 scripts/install-peers.sh
 scripts/install-chromium.sh
 cargo fmt --all -- --check

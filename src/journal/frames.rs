@@ -61,6 +61,11 @@ impl<R: Read> BlockDecoder<R> {
         })
     }
 
+    /// Frames begun so far.
+    pub(crate) fn frames(&self) -> u64 {
+        self.frames
+    }
+
     /// Append `n` more input bytes to the current unit.
     fn take(&mut self, n: usize) -> io::Result<Take> {
         let start = self.unit.len();

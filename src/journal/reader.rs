@@ -108,6 +108,8 @@ struct Lines<R: Read> {
     /// Where `buf[start]` sits in the decompressed stream.
     offset: u64,
     eof: Option<End>,
+    /// A zstd frame began since the last line was taken, with no partial line pending.
+    new_frame: bool,
 }
 
 /// How the decompressed stream ended.
@@ -140,6 +142,7 @@ impl<R: Read> Lines<R> {
             start: 0,
             offset: 0,
             eof: None,
+            new_frame: false,
         })
     }
 
@@ -169,7 +172,12 @@ impl<R: Read> Lines<R> {
                 searched -= self.start;
                 self.start = 0;
             }
-            match self.decoder.step(&mut self.buf) {
+            let frames = self.decoder.frames();
+            let step = self.decoder.step(&mut self.buf);
+            if self.decoder.frames() != frames && self.start == self.buf.len() {
+                self.new_frame = true;
+            }
+            match step {
                 Step::Data => {}
                 Step::Complete => self.eof = Some(End::Complete),
                 Step::Truncated => self.eof = Some(End::Truncated),
@@ -186,6 +194,10 @@ pub struct SegmentReader<R: Read> {
     records: u64,
     last_was_end_marker: bool,
     tail: Option<Tail>,
+    /// Sequence numbers of the records of the current zstd frame. A record is written to a
+    /// segment once, so a repeated one is damage: a flipped bit in a back-reference can make
+    /// zstd copy an earlier line, CRC and all. (Back-references never leave their frame.)
+    seen: std::collections::HashSet<u64>,
 }
 
 impl SegmentReader<File> {
@@ -259,6 +271,7 @@ impl<R: Read> SegmentReader<R> {
             records: 0,
             last_was_end_marker: false,
             tail: None,
+            seen: std::collections::HashSet::new(),
         })
     }
 
@@ -338,7 +351,17 @@ impl<R: Read> SegmentReader<R> {
     }
 
     fn decode(&mut self, line: &[u8]) -> Option<Record> {
+        if std::mem::take(&mut self.lines.new_frame) {
+            self.seen.clear();
+        }
         match decode_record(line) {
+            Ok(record) if !self.seen.insert(record.seq) => {
+                self.corrupt(format!(
+                    "a copy of the earlier record {} (damaged compressed data)",
+                    record.seq
+                ));
+                None
+            }
             Ok(record) => {
                 self.records += 1;
                 self.last_was_end_marker = is_end_marker(&record);
@@ -374,6 +397,7 @@ mod tests {
     use crate::journal::format::{Payload, Side};
     use crate::journal::writer::SegmentWriter;
     use bytes::Bytes;
+    use std::io::Read;
 
     fn message(seq: u64, text: &str) -> Record {
         Record {
@@ -456,6 +480,113 @@ mod tests {
                 assert_ne!(r.tail(), Some(&Tail::Clean), "flip at {i} undetected");
             }
         }
+    }
+
+    /// The segments of the sample recordings in `journals/` (real proxy runs in front of the
+    /// reference SDK agents).
+    fn real_recordings() -> Vec<(PathBuf, Vec<u8>)> {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            entries.sort();
+            for path in entries {
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.to_string_lossy().ends_with(".acpj.zst") {
+                    let bytes = std::fs::read(&path).unwrap();
+                    out.push((path, bytes));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("journals"),
+            &mut out,
+        );
+        assert!(out.len() >= 4, "sample recordings in journals/");
+        out
+    }
+
+    /// The complete lines the zstd reference decoder gets out of `bytes` (a cut file is
+    /// decoded as far as it goes).
+    fn reference_lines(bytes: &[u8]) -> usize {
+        let mut out = Vec::new();
+        if let Ok(mut decoder) = zstd::stream::read::Decoder::new(bytes) {
+            let _ = decoder.read_to_end(&mut out);
+        }
+        out.iter().filter(|b| **b == b'\n').count()
+    }
+
+    #[test]
+    fn real_recordings_cut_anywhere_give_exactly_the_records_they_hold() {
+        for (path, bytes) in real_recordings() {
+            let mut full = SegmentReader::new(&bytes[..]).unwrap();
+            let clean: Vec<Record> = full.by_ref().collect();
+            assert_eq!(full.tail(), Some(&Tail::Clean), "{}", path.display());
+            for cut in 0..=bytes.len() {
+                let lines = reference_lines(&bytes[..cut]);
+                let at = || format!("{} cut at {cut} of {}", path.display(), bytes.len());
+                match SegmentReader::new(&bytes[..cut]) {
+                    Err(_) => assert_eq!(lines, 0, "{}: the header was whole", at()),
+                    Ok(mut reader) => {
+                        let got: Vec<Record> = reader.by_ref().collect();
+                        assert_eq!(got.len() + 1, lines, "{}", at());
+                        assert_eq!(got[..], clean[..got.len()], "{}", at());
+                        let tail = reader.tail().unwrap();
+                        assert!(!tail.is_corrupt(), "{}: {tail}", at());
+                        assert_eq!(*tail == Tail::Clean, cut == bytes.len(), "{}", at());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_in_a_real_recording_is_detected() {
+        for (path, bytes) in real_recordings() {
+            let mut full = SegmentReader::new(&bytes[..]).unwrap();
+            let header = format!("{:?}", full.header());
+            let clean: Vec<Record> = full.by_ref().collect();
+            let content = zstd::stream::decode_all(&bytes[..]).unwrap();
+            for bit in 0..bytes.len() * 8 {
+                let mut bad = bytes.clone();
+                bad[bit / 8] ^= 1 << (bit % 8);
+                let at = || format!("{} bit {bit}", path.display());
+                let Ok(mut reader) = SegmentReader::new(&bad[..]) else {
+                    continue; // detected: not a journal any more
+                };
+                assert_eq!(format!("{:?}", reader.header()), header, "{}", at());
+                let got: Vec<Record> = reader.by_ref().collect();
+                // Never a record that differs: what is returned is a true prefix.
+                assert!(got.len() <= clean.len(), "{}", at());
+                assert_eq!(got[..], clean[..got.len()], "{}", at());
+                // The damage is reported: the segment no longer reads as cleanly closed, unless
+                // the flip changed nothing zstd decodes.
+                if reader.tail() == Some(&Tail::Clean) {
+                    let same = zstd::stream::decode_all(&bad[..]).ok().as_ref() == Some(&content);
+                    assert!(same, "{} undetected", at());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn records_repeated_across_frames_are_remembered_one_frame_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.acpj.zst");
+        let mut w = SegmentWriter::create(&path, &crate::journal::writer::tests::header()).unwrap();
+        for seq in 0..3000 {
+            w.append(&message(seq, &"y".repeat(900))).unwrap();
+            w.flush().unwrap();
+        }
+        w.close(3000, 1, 3000).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let mut r = SegmentReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.by_ref().count(), 3001, "records and the end marker");
+        assert_eq!(r.tail(), Some(&Tail::Clean));
+        assert!(r.seen.len() < 1200, "one frame's seqs: {}", r.seen.len());
     }
 
     #[test]

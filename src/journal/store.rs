@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::format::{Body, Side};
+use super::format::{Body, Header, Side};
 use super::reader::SegmentReader;
+use super::writer::SegmentWriter;
 
 /// File name suffix of segments.
 pub const SEGMENT_SUFFIX: &str = ".acpj.zst";
@@ -82,6 +83,66 @@ pub fn create_private_file(path: &Path) -> io::Result<File> {
         .open(path)?;
     file.set_permissions(fs::Permissions::from_mode(0o600))?;
     Ok(file)
+}
+
+/// The names a segment of run `stem` may take, in order: `<stem>.acpj.zst`,
+/// `<stem>.1.acpj.zst`, …
+fn segment_names(stem: &str) -> impl Iterator<Item = String> + '_ {
+    (0u32..).map(move |n| match n {
+        0 => format!("{stem}{SEGMENT_SUFFIX}"),
+        n => format!("{stem}.{n}{SEGMENT_SUFFIX}"),
+    })
+}
+
+/// A new unnamed file in `dir`, mode 0600 (`O_TMPFILE`); `None` where the file system or the
+/// kernel cannot make one.
+#[cfg(target_os = "linux")]
+fn unnamed_private_file(dir: &Path) -> io::Result<Option<File>> {
+    match OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+    {
+        Ok(file) => {
+            file.set_permissions(fs::Permissions::from_mode(0o600))?;
+            Ok(Some(file))
+        }
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Give an unnamed file the name `to` (`AlreadyExists` when it is taken).
+#[cfg(target_os = "linux")]
+fn link_unnamed(file: &File, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let to = CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both paths are valid NUL-terminated strings that outlive the call.
+    let linked = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if linked == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// One line of the catalog.
@@ -221,12 +282,7 @@ impl Store {
     /// I/O errors.
     pub fn create_segment(&self, dir: &Path, stem: &str) -> io::Result<(PathBuf, File)> {
         create_private_dir(dir)?;
-        for n in 0u32.. {
-            let name = if n == 0 {
-                format!("{stem}{SEGMENT_SUFFIX}")
-            } else {
-                format!("{stem}.{n}{SEGMENT_SUFFIX}")
-            };
+        for name in segment_names(stem) {
             let path = dir.join(name);
             match create_private_file(&path) {
                 Ok(file) => return Ok((path, file)),
@@ -235,6 +291,45 @@ impl Store {
             }
         }
         unreachable!("u32 range exhausted")
+    }
+
+    /// Create a new segment in `dir` (created if needed) named after `stem` and write its
+    /// header, so that the file appears under its name only with a whole header: on Linux it
+    /// is made unnamed (`O_TMPFILE`) and linked once the header is written, so a proxy killed
+    /// meanwhile (even with SIGKILL) or a failed write (disk full) leaves nothing behind.
+    /// Elsewhere, or where the file system cannot make or link unnamed files, a file whose
+    /// header could not be written is removed.
+    ///
+    /// # Errors
+    /// I/O errors; nothing is left in `dir` then.
+    pub fn create_segment_writer(
+        &self,
+        dir: &Path,
+        stem: &str,
+        header: &Header,
+    ) -> io::Result<SegmentWriter> {
+        create_private_dir(dir)?;
+        #[cfg(target_os = "linux")]
+        if let Some(file) = unnamed_private_file(dir)? {
+            let handle = file.try_clone()?;
+            let mut writer = SegmentWriter::with_file(file, dir, header)?;
+            for name in segment_names(stem) {
+                let path = dir.join(name);
+                match link_unnamed(&handle, &path) {
+                    Ok(()) => {
+                        writer.set_path(path);
+                        return Ok(writer);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    // No /proc, or linking refused: make it the plain way below.
+                    Err(_) => break,
+                }
+            }
+        }
+        let (path, file) = self.create_segment(dir, stem)?;
+        SegmentWriter::with_file(file, &path, header).inspect_err(|_| {
+            let _ = fs::remove_file(&path);
+        })
     }
 
     /// `path` relative to the root, as stored in the catalog.
@@ -631,10 +726,27 @@ mod tests {
         let (path, _) = store
             .create_segment(&store.session_dir("x"), "seg")
             .unwrap();
+        let header = crate::journal::writer::tests::header();
+        let made = store
+            .create_segment_writer(&store.session_dir("y"), "seg", &header)
+            .unwrap();
+        let again = store
+            .create_segment_writer(&store.session_dir("y"), "seg", &header)
+            .unwrap();
         unsafe { libc::umask(old) };
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(store.root()), 0o700);
         assert_eq!(mode(&store.session_dir("x")), 0o700);
         assert_eq!(mode(&path), 0o600);
+        // Segments made whole: named as asked (the next free name when taken), private, and
+        // already holding their header.
+        assert_eq!(made.path(), store.session_dir("y").join("seg.acpj.zst"));
+        assert_eq!(again.path(), store.session_dir("y").join("seg.1.acpj.zst"));
+        for writer in [made, again] {
+            assert_eq!(mode(writer.path()), 0o600);
+            let reader = SegmentReader::open(writer.path()).unwrap();
+            assert_eq!(reader.header().run, header.run);
+        }
+        assert_eq!(segments_in(&store.session_dir("y")).unwrap().len(), 2);
     }
 }

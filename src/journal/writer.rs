@@ -83,6 +83,11 @@ impl SegmentWriter {
         &self.path
     }
 
+    /// Record the file's name once it was given one ([`super::Store::create_segment_writer`]).
+    pub(crate) fn set_path(&mut self, path: PathBuf) {
+        self.path = path;
+    }
+
     /// Current statistics.
     pub fn stats(&self) -> SegmentStats {
         self.stats

@@ -1276,21 +1276,68 @@ impl Proxy {
             && matches!(target, Target::Session(s) if self.emulation.native_loading.contains(s))
     }
 
-    /// The agent's output ended: answer every synthetic operation still waiting on it.
+    /// The agent's output ended: answer every client request still waiting on it, whether
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
     pub(super) fn agent_gone(&mut self, at: Stamp) {
-        let waiting: Vec<u64> = self
-            .emulation
-            .ops
-            .iter()
-            .filter_map(|(k, op)| match op {
-                Op::Load(l) if l.phase != Phase::Fetching => Some(*k),
-                _ => None,
-            })
-            .collect();
-        for op in waiting {
-            self.finish_load(at, op, Err(error_json(-32603, "the agent exited", None)));
+        let mut ops: Vec<u64> = self.emulation.ops.keys().copied().collect();
+        ops.sort_unstable();
+        for op in ops {
+            match self.emulation.ops.get_mut(&op) {
+                Some(Op::Load(l)) => {
+                    let method = if l.replay {
+                        "session/load"
+                    } else {
+                        "session/resume"
+                    };
+                    let (session, fetching, request) = (
+                        l.session.clone(),
+                        l.phase == Phase::Fetching,
+                        l.request.take(),
+                    );
+                    if fetching {
+                        self.actions.push_back(Action::CancelHistory { load: op });
+                    }
+                    self.open_known(&session);
+                    if let Some(request) = request {
+                        self.journal(Target::Session(session), request);
+                    }
+                    self.finish_load(at, op, Err(agent_exited(method)));
+                }
+                // A list forwarded to the agent is answered through the pending table below.
+                Some(Op::List(l)) if l.forwarded => {
+                    self.emulation.ops.remove(&op);
+                }
+                _ => {}
+            }
         }
+        let mut waiting: Vec<(u64, RequestId)> = self
+            .pending
+            .iter()
+            .filter(|((side, _), _)| *side == Side::Client)
+            .map(|((_, id), p)| (p.seq, id.clone()))
+            .collect();
+        waiting.sort_unstable_by_key(|(seq, _)| *seq);
+        for (_, id) in waiting {
+            let Some(pending) = self.pending.remove(&(Side::Client, id.clone())) else {
+                continue;
+            };
+            let target = match pending.session {
+                Some(s) if self.sessions.contains(&s) => Target::Session(s),
+                _ => Target::Connection,
+            };
+            self.answer(at, target, &id, Err(&agent_exited(&pending.method)));
+        }
+        self.emulation.aliases.clear();
     }
+}
+
+/// The error a client request gets when the agent exited before answering it.
+fn agent_exited(method: &str) -> String {
+    error_json(
+        -32603,
+        "the agent exited",
+        Some(json!({"reason": "the agent exited before answering", "method": method})),
+    )
 }
 
 /// Finds `"session_info_update"` (built once: building a finder costs more than a search).

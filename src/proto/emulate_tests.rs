@@ -555,3 +555,35 @@ fn a_hostile_list_cursor_is_not_a_crash() {
     sessions_answer(&mut h, listed(3));
     assert_eq!(last_to_client(&h)["result"]["sessions"], json!([]));
 }
+
+#[test]
+fn loads_and_forwarded_lists_are_answered_once_when_the_agent_exits() {
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
+    // One load brings the agent up, one is still reading the journal, and a list waits on
+    // the agent's own answer.
+    load_replayed(&mut h, summary());
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/load","params":{"sessionId":"T","cwd":"/w","mcpServers":[]}}"#);
+    let fetching = fetch(&h);
+    h.client(r#"{"jsonrpc":"2.0","id":7,"method":"session/list","params":{}}"#);
+    sessions_answer(&mut h, listed(1));
+    let before = h.to_client.len();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Side::Agent);
+    h.drain();
+    let answers: Vec<Value> = h.to_client[before..].iter().map(json_of).collect();
+    let ids: Vec<Value> = answers.iter().map(|a| a["id"].clone()).collect();
+    assert_eq!(ids, [json!(5), json!(6), json!(7)], "each answered once");
+    assert!(answers.iter().all(|a| a["error"]["code"] == -32603));
+    assert_eq!(answers[1]["error"]["data"]["method"], "session/load");
+    assert!(
+        h.requests
+            .contains(&Action::CancelHistory { load: fetching })
+    );
+    // The load still reading is journaled with its session, request then answer.
+    let t = h.session("T");
+    assert_eq!(t.len(), 2);
+    assert!(t[0].contains("session/load") && t[1].contains("the agent exited"));
+    let sent = h.to_client.len();
+    history(&mut h, fetching, HistoryChunk::End(summary()));
+    assert_eq!(h.to_client.len(), sent, "a late history is dropped");
+}

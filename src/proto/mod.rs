@@ -230,6 +230,9 @@ impl Default for Config {
 #[derive(Debug)]
 struct Pending {
     method: String,
+    /// Sequence number of the request's record (answers to an exited agent's requests go out
+    /// in arrival order).
+    seq: u64,
     session: Option<SessionId>,
     /// For `session/new` / `session/fork`: the request record, to copy into the new session.
     setup: Option<Setup>,
@@ -258,6 +261,10 @@ pub struct Proxy {
     /// Agent stderr not yet journaled (journaled by whole lines).
     stderr: Vec<u8>,
     emulation: Emulation,
+    /// The agent's output ended: client requests are answered by the proxy from now on.
+    agent_ended: bool,
+    /// The client closed its stream: it expects no more answers.
+    client_ended: bool,
 }
 
 impl Proxy {
@@ -272,6 +279,8 @@ impl Proxy {
             initialize: Initialize::default(),
             stderr: Vec::new(),
             emulation: Emulation::default(),
+            agent_ended: false,
+            client_ended: false,
         }
     }
 
@@ -332,6 +341,10 @@ impl Proxy {
                 let forward = out.unwrap_or_else(|| line.clone());
                 self.relay(at, from, &peek, line.clone(), forward);
             }
+        }
+        if from == Side::Client && self.agent_ended {
+            // Nobody will answer it: say so at once.
+            self.agent_gone(at);
         }
     }
 
@@ -403,6 +416,7 @@ impl Proxy {
                     (from, id.clone()),
                     Pending {
                         method: method.to_string(),
+                        seq: record.seq,
                         session: session.clone(),
                         setup,
                     },
@@ -477,11 +491,19 @@ impl Proxy {
         }
     }
 
-    /// A peer closed its stream.
+    /// A peer closed its stream. When the agent's ends while the client is still there, every
+    /// client request still waiting for an answer (and any the client sends later) is answered
+    /// with error -32603 ("the agent exited"), journaled as a line the proxy made. After the
+    /// client closed its stream (a normal shutdown) nothing is answered.
     pub fn handle_eof(&mut self, at: Stamp, from: Side) {
         if from == Side::Agent {
             self.flush_stderr(at, true);
-            self.agent_gone(at);
+            self.agent_ended = true;
+            if !self.client_ended {
+                self.agent_gone(at);
+            }
+        } else {
+            self.client_ended = true;
         }
         let record = self.record(
             at,

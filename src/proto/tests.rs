@@ -405,3 +405,67 @@ fn sequence_numbers_are_global_and_increasing() {
     seqs.dedup();
     assert_eq!(seqs, (0..6).collect::<Vec<_>>());
 }
+
+#[test]
+fn when_the_agent_exits_every_pending_client_request_is_answered_in_order() {
+    use serde_json::{Value, json};
+    let parse = |line: &Bytes| -> Value { serde_json::from_slice(line).unwrap() };
+    let mut h = started();
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S1","prompt":[]}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":"m","method":"session/set_mode","params":{"sessionId":"S1","modeId":"x"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":3,"method":"authenticate","params":{"methodId":"a"}}"#);
+    // A request of the agent's stays unanswered by the proxy: the client answers it or not.
+    h.agent(r#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"S1","toolCall":{"toolCallId":"t"},"options":[]}}"#);
+    let before = h.to_client.len();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Side::Agent);
+    h.drain();
+    let answers: Vec<Value> = h.to_client[before..].iter().map(parse).collect();
+    let ids: Vec<Value> = answers.iter().map(|a| a["id"].clone()).collect();
+    assert_eq!(ids, [json!(2), json!("m"), json!(3)], "in arrival order");
+    for a in &answers {
+        assert_eq!(a["error"]["code"], -32603, "{a}");
+        assert_eq!(a["error"]["message"], "the agent exited");
+    }
+    assert_eq!(answers[0]["error"]["data"]["method"], "session/prompt");
+    assert_eq!(h.proxy.pending_requests(), 1, "only the agent's request");
+    // Each answer is journaled where its request was, as a line the proxy made.
+    let made = |target: &Target| -> Vec<String> {
+        h.journals[target]
+            .iter()
+            .filter_map(|r| match &r.body {
+                Body::Message { from, payload } if payload.proxy => {
+                    assert_eq!(*from, Side::Agent);
+                    Some(String::from_utf8(payload.bytes.to_vec()).unwrap() + "\n")
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let sent: Vec<String> = h.to_client[before..]
+        .iter()
+        .map(|l| String::from_utf8(l.to_vec()).unwrap())
+        .collect();
+    assert_eq!(made(&Target::Session("S1".into())), sent[..2]);
+    assert_eq!(made(&Target::Connection), sent[2..]);
+    // A request sent after the agent is gone is answered at once.
+    h.client(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"S1","prompt":[]}}"#);
+    let late = parse(h.to_client.last().unwrap());
+    assert_eq!(
+        (&late["id"], &late["error"]["code"]),
+        (&json!(4), &json!(-32603))
+    );
+}
+
+#[test]
+fn after_the_client_closed_its_stream_the_agent_exit_answers_nothing() {
+    let mut h = started();
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S1","prompt":[]}}"#);
+    let before = h.to_client.len();
+    for side in [Side::Client, Side::Agent] {
+        let at = h.stamp();
+        h.proxy.handle_eof(at, side);
+        h.drain();
+    }
+    assert_eq!(h.to_client.len(), before, "a normal shutdown");
+}

@@ -3,8 +3,23 @@
 use std::ffi::OsString;
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::process::{Child, Command};
+
+/// The `SIGXFSZ` disposition the proxy was started with, restored for the agent.
+static INHERITED_SIGXFSZ: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+
+/// Ignore `SIGXFSZ` in the proxy, so a journal reaching a file-size limit (`ulimit -f`) fails
+/// that write with `EFBIG` (the journal stops, the relay goes on) instead of killing the
+/// proxy. The agent gets the disposition back ([`spawn`]).
+pub fn ignore_file_size_signal() {
+    // SAFETY: signal(2) with SIG_IGN installs no handler code.
+    let previous = unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    if previous != libc::SIG_ERR {
+        INHERITED_SIGXFSZ.store(previous, Ordering::Relaxed);
+    }
+}
 
 /// Spawn the agent with piped stdio. On Linux it gets `PR_SET_PDEATHSIG(SIGKILL)`, so it dies
 /// even if the proxy is killed with SIGKILL. Must be called from the thread that lives as long
@@ -23,6 +38,14 @@ pub fn spawn(argv: &[OsString]) -> io::Result<Child> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    let sigxfsz = INHERITED_SIGXFSZ.load(Ordering::Relaxed);
+    // SAFETY: signal(2) is async-signal-safe; it restores the disposition the proxy inherited.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, sigxfsz);
+            Ok(())
+        });
+    }
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;

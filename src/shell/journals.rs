@@ -8,18 +8,23 @@
 //! so records keep wire order and every line is written before it is forwarded either way; the
 //! two cores then share the work of a flood.
 //!
-//! A journal failure (disk full, store not writable) is logged once and that journal is
-//! suspended; relaying never stops because of the journal.
+//! Relaying never stops because of the journal. A write error suspends that journal, said once
+//! on stderr; when the store is full (`ENOSPC`, `EDQUOT`) every journal stops, said once for
+//! all, and no new segment is created. Each failure is handed to the core as a `journal_error`
+//! event ([`JournalSet::take_failures`]), journaled with the connection when it still can be.
+//! What was written stays readable: a segment ends at its last whole record or in a torn tail,
+//! and a segment whose header could not be written is removed.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::journal::format::{
     FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
 };
 use crate::journal::store::{CatalogEntry, Store};
-use crate::journal::writer::SegmentWriter;
+use crate::journal::writer::{SegmentStats, SegmentWriter};
 use crate::proto::{Initialize, SessionId, Stamp, Target};
 
 /// When to `fdatasync` journal files.
@@ -48,38 +53,120 @@ pub struct RunInfo {
 /// queued for the compressor thread.
 const INLINE_BYTES: usize = 16 * 1024;
 
+/// A journal that stopped after a write error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalFailure {
+    /// Which journal (`the connection`, `session "S"`).
+    pub journal: String,
+    /// The error.
+    pub error: String,
+    /// The store is full: every journal stopped.
+    pub store_full: bool,
+}
+
+/// The journals' health, shared with the compressor thread.
+#[derive(Default)]
+struct Health {
+    /// The store is full: every journal stopped, no segment is created.
+    full: AtomicBool,
+    /// Set while `failures` holds something (checked without the lock).
+    failed: AtomicBool,
+    failures: Mutex<Vec<JournalFailure>>,
+}
+
+impl Health {
+    /// Report that `journal` (at `path`) failed with `error`: once on stderr, and as a failure
+    /// for the core. A full store stops every journal and is reported once.
+    fn fail(&self, journal: &str, path: &Path, error: &std::io::Error) {
+        let full = matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+        if full {
+            if self.full.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            tracing::error!(
+                "the journal store is full ({error}, writing {}): journaling stopped for this run, relaying continues; the journals written so far stay readable",
+                path.display()
+            );
+        } else {
+            tracing::error!(
+                "journal of {journal} suspended after a write error ({error}); {} stays readable up to here; relaying continues",
+                path.display()
+            );
+        }
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(JournalFailure {
+                journal: journal.to_string(),
+                error: error.to_string(),
+                store_full: full,
+            });
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    fn full(&self) -> bool {
+        self.full.load(Ordering::Relaxed)
+    }
+}
+
 /// A segment writer shared with the compressor thread; `None` once suspended after an error.
 #[derive(Clone)]
 struct Shared {
     writer: Arc<Mutex<Option<SegmentWriter>>>,
     name: Arc<str>,
+    health: Arc<Health>,
 }
 
 impl Shared {
     /// Compress and write `lines` (`records` records), and sync if `always`.
     fn write(&self, lines: &[u8], records: u64, always: bool) {
-        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(writer) = guard.as_mut() else { return };
-        let result = writer
-            .append_encoded(lines, records)
-            .and_then(|()| writer.flush())
-            .and_then(|()| if always { writer.sync() } else { Ok(()) });
-        if let Err(e) = result {
-            suspend(&self.name, &mut guard, &e);
-        }
+        self.with_writer(|writer| {
+            writer
+                .append_encoded(lines, records)
+                .and_then(|()| writer.flush())
+                .and_then(|()| if always { writer.sync() } else { Ok(()) })
+        });
     }
 
     fn sync(&self) {
+        self.with_writer(SegmentWriter::sync);
+    }
+
+    /// Run `op` on the writer unless it is suspended; suspend it after an error, or when the
+    /// store is full (the file stays as it is: readers see its last whole record).
+    fn with_writer(&self, op: impl FnOnce(&mut SegmentWriter) -> std::io::Result<()>) {
         let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(writer) = guard.as_mut()
-            && let Err(e) = writer.sync()
-        {
-            suspend(&self.name, &mut guard, &e);
+        if self.health.full() {
+            guard.take();
+            return;
+        }
+        let Some(writer) = guard.as_mut() else { return };
+        if let Err(e) = op(writer) {
+            let path = writer.path().to_path_buf();
+            guard.take();
+            self.health.fail(&self.name, &path, &e);
         }
     }
 
-    fn take(&self) -> Option<SegmentWriter> {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// Close the segment cleanly (unless suspended or the store is full); returns its path
+    /// and statistics.
+    fn close(&self, seq: u64, at: Stamp) -> Option<(std::path::PathBuf, SegmentStats)> {
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        if self.health.full() {
+            return None;
+        }
+        let path = writer.path().to_path_buf();
+        match writer.close(seq, at.unix_us, at.mono_us) {
+            Ok(stats) => Some((path, stats)),
+            Err(e) => {
+                self.health.fail(&self.name, &path, &e);
+                None
+            }
+        }
     }
 }
 
@@ -93,11 +180,12 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(writer: Option<SegmentWriter>, name: String) -> Slot {
+    fn new(writer: Option<SegmentWriter>, name: String, health: &Arc<Health>) -> Slot {
         Slot {
             shared: writer.map(|w| Shared {
                 writer: Arc::new(Mutex::new(Some(w))),
                 name: name.into(),
+                health: health.clone(),
             }),
             pending: Vec::new(),
             records: 0,
@@ -137,6 +225,7 @@ pub struct JournalSet<T> {
     queued: usize,
     /// Buffers back from the compressor, reused so a flood does not allocate per batch.
     spare: Vec<Vec<u8>>,
+    health: Arc<Health>,
 }
 
 fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>> {
@@ -149,8 +238,9 @@ impl<T: Send + 'static> JournalSet<T> {
     /// compressor thread.
     pub fn open(store: Store, info: RunInfo, fsync: FsyncPolicy, at: Stamp) -> JournalSet<T> {
         let (jobs, done) = spawn_compressor();
+        let health = Arc::new(Health::default());
         let mut set = JournalSet {
-            connection: Slot::new(None, "the connection".into()),
+            connection: Slot::new(None, "the connection".into(), &health),
             connection_rel: None,
             store,
             info,
@@ -160,6 +250,7 @@ impl<T: Send + 'static> JournalSet<T> {
             done,
             queued: 0,
             spare: Vec::new(),
+            health,
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
@@ -174,12 +265,9 @@ impl<T: Send + 'static> JournalSet<T> {
             Ok(writer) => {
                 set.connection_rel = Some(set.store.relative(writer.path()));
                 tracing::info!("connection journal: {}", writer.path().display());
-                set.connection = Slot::new(Some(writer), "the connection".into());
+                set.connection = Slot::new(Some(writer), "the connection".into(), &set.health);
             }
-            Err(e) => tracing::error!(
-                "cannot create the connection journal in {}: {e}",
-                dir.display()
-            ),
+            Err(e) => set.health.fail("the connection", &dir, &e),
         }
         set
     }
@@ -210,9 +298,11 @@ impl<T: Send + 'static> JournalSet<T> {
         }
     }
 
+    /// A new segment with its header written (never an empty or headless file, even when the
+    /// proxy is killed or the disk is full).
     fn create(&self, dir: &Path, header: &Header) -> std::io::Result<SegmentWriter> {
-        let (path, file) = self.store.create_segment(dir, &self.info.run)?;
-        SegmentWriter::with_file(file, &path, header)
+        self.store
+            .create_segment_writer(dir, &self.info.run, header)
     }
 
     /// Create a session's segment and catalog it.
@@ -223,6 +313,12 @@ impl<T: Send + 'static> JournalSet<T> {
         initialize: &Initialize,
         at: Stamp,
     ) {
+        let name = format!("session {session:?}");
+        if self.health.full() {
+            self.sessions
+                .insert(session.clone(), Slot::new(None, name, &self.health));
+            return;
+        }
         let header = self.header(
             SegmentKind::Session,
             Some(session.to_string()),
@@ -246,17 +342,31 @@ impl<T: Send + 'static> JournalSet<T> {
                 Some(writer)
             }
             Err(e) => {
-                tracing::error!(
-                    "cannot create a journal for session {session:?} in {}: {e}",
-                    dir.display()
-                );
+                self.health.fail(&name, &dir, &e);
                 None
             }
         };
-        self.sessions.insert(
-            session.clone(),
-            Slot::new(writer, format!("session {session:?}")),
-        );
+        self.sessions
+            .insert(session.clone(), Slot::new(writer, name, &self.health));
+    }
+
+    /// Journals that stopped since the last call (for the core's `journal_error` events).
+    pub fn take_failures(&self) -> Vec<JournalFailure> {
+        if !self.health.failed.swap(false, Ordering::SeqCst) {
+            return Vec::new();
+        }
+        std::mem::take(
+            &mut *self
+                .health
+                .failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    /// True once the store is full: journaling has stopped for this run.
+    pub fn store_full(&self) -> bool {
+        self.health.full()
     }
 
     /// Encode a record for its journal (written at the next [`JournalSet::commit`]).
@@ -380,30 +490,22 @@ impl<T: Send + 'static> JournalSet<T> {
         self.write_pending();
         for (_, slot) in self.sessions.drain() {
             let Some(shared) = slot.shared else { continue };
-            let Some(writer) = shared.take() else {
+            let Some((segment, stats)) = shared.close(seq, at) else {
                 continue;
             };
-            let segment = self.store.relative(writer.path());
-            match writer.close(seq, at.unix_us, at.mono_us) {
-                Ok(stats) => {
-                    let entry = CatalogEntry::Close {
-                        segment,
-                        records: stats.records,
-                        bytes: stats.file_bytes,
-                        turns: slot.turns,
-                        t: at.unix_us,
-                    };
-                    if let Err(e) = self.store.append_catalog(&entry) {
-                        tracing::warn!("cannot update the journal catalog: {e}");
-                    }
-                }
-                Err(e) => tracing::error!("closing the journal of {}: {e}", shared.name),
+            let entry = CatalogEntry::Close {
+                segment: self.store.relative(&segment),
+                records: stats.records,
+                bytes: stats.file_bytes,
+                turns: slot.turns,
+                t: at.unix_us,
+            };
+            if let Err(e) = self.store.append_catalog(&entry) {
+                tracing::warn!("cannot update the journal catalog: {e}");
             }
         }
-        if let Some(writer) = self.connection.shared.as_ref().and_then(Shared::take)
-            && let Err(e) = writer.close(seq, at.unix_us, at.mono_us)
-        {
-            tracing::error!("closing the connection journal: {e}");
+        if let Some(shared) = &self.connection.shared {
+            shared.close(seq, at);
         }
     }
 
@@ -441,14 +543,4 @@ fn spawn_compressor<T: Send + 'static>() -> (std::sync::mpsc::Sender<Job<T>>, Fi
         })
         .expect("spawning the compressor thread");
     (jobs_tx, done_rx)
-}
-
-/// Stop writing a journal after an error, saying so once.
-fn suspend(name: &str, writer: &mut Option<SegmentWriter>, error: &std::io::Error) {
-    if let Some(writer) = writer.take() {
-        tracing::error!(
-            "journal of {name} suspended after a write error ({error}); {} stays readable up to here; relaying continues",
-            writer.path().display()
-        );
-    }
 }

@@ -79,6 +79,7 @@ impl Clock {
 /// stderr and returned as code 127.
 pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
     let clock = Clock(Instant::now());
+    agent::ignore_file_size_signal();
     let mut child = match agent::spawn(&config.agent) {
         Ok(child) => child,
         Err(e) => {
@@ -231,6 +232,14 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             _ = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => {
                 tracing::warn!("the agent exited but its output is still open (a child process holds it); stopping");
                 drain_until = None;
+                if agent_out_open {
+                    // As at EOF: the client's pending requests get their answers.
+                    let at = clock.now();
+                    if let Some(partial) = out_lines.finish() {
+                        core.handle_line(at, Side::Agent, partial);
+                    }
+                    core.handle_eof(at, Side::Agent);
+                }
                 agent_out_open = false;
                 agent_err_open = false;
             }
@@ -248,6 +257,12 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 client_open = false;
                 core.handle_eof(clock.now(), Side::Client);
             }
+        }
+        for failure in out.journals.take_failures() {
+            core.handle_event(
+                clock.now(),
+                serde_json::json!({"type": "journal_error", "journal": failure.journal, "error": failure.error, "store_full": failure.store_full}),
+            );
         }
         if apply(&mut core, &clock, &mut out) && deadline.is_none() {
             deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
@@ -447,7 +462,10 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
                 let sessions = out.services.sessions();
                 core.handle_sessions(clock.now(), request, sessions);
             }
-            Action::Catalog(update) => out.services.catalog(update, clock.now()),
+            Action::Catalog(update) if !out.journals.store_full() => {
+                out.services.catalog(update, clock.now());
+            }
+            Action::Catalog(_) => {}
             Action::Log(message) => tracing::info!("{message}"),
         }
     }

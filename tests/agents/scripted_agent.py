@@ -6,6 +6,9 @@ Behaviour is chosen by the first argument:
   crash   on session/prompt, send two updates then exit with status 3 mid-turn
   stubborn  ignore stdin EOF and SIGTERM-less shutdown: keep running until killed
   lossy   advertise loadSession, but replay only one made-up update on session/load
+  mix     sessions mix-0, mix-1, ... ($AGENT_SESSION_PREFIX before each when set); a prompt
+          whose first text block reads "updates=N big=B perm=P" gets N updates of varied
+          sizes, one update of B KiB, P permission requests (not waited for), then its response
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -34,6 +37,7 @@ def update(sid, n):
 
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+sessions = requests = 0
 
 for line in sys.stdin:
     try:
@@ -49,6 +53,26 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "lossy replay"}}}})
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    elif method == "session/new" and mode == "mix":
+        prefix = os.environ.get("AGENT_SESSION_PREFIX", "")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{prefix}mix-{sessions}"}})
+        sessions += 1
+    elif method == "session/prompt" and mode == "mix":
+        sid = msg["params"]["sessionId"]
+        blocks = msg["params"].get("prompt") or [{}]
+        spec = dict(kv.split("=") for kv in blocks[0].get("text", "").split() if "=" in kv)
+        for n in range(int(spec.get("updates", 0))):
+            update(sid, n)
+        big = int(spec.get("big", 0))
+        if big:
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                "sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "t" * (big << 10)}}}})
+        for n in range(int(spec.get("perm", 0))):
+            requests += 1
+            send({"jsonrpc": "2.0", "id": f"perm-{requests}", "method": "session/request_permission", "params": {
+                "sessionId": sid, "toolCall": {"toolCallId": f"tool-{requests}"},
+                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}]}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
         if mode == "flood":

@@ -1,62 +1,13 @@
 //! Faults: kill -9, agent crash, client EOF, garbage and huge lines, hostile session IDs,
 //! signals, an agent that cannot start.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::{Body, SegmentReader, Side};
+use acp_journal::journal::Side;
 use serde_json::json;
 
-use crate::util::{TestClient, proxied, root, run_cli};
-
-fn scripted(mode: &str) -> Vec<String> {
-    vec![
-        "python3".into(),
-        root()
-            .join("tests/agents/scripted_agent.py")
-            .display()
-            .to_string(),
-        mode.into(),
-    ]
-}
-
-/// Every message payload (wire form) of every segment, by direction.
-fn journaled(store: &Path, side: Side) -> Vec<Vec<u8>> {
-    let mut all = vec![];
-    for (path, ..) in crate::util::read_store(store) {
-        let reader = SegmentReader::open(&path).unwrap();
-        for r in reader {
-            if let Body::Message { from, payload } = r.body
-                && from == side
-            {
-                all.push((r.seq, payload.wire()));
-            }
-        }
-    }
-    all.sort();
-    all.dedup();
-    all.into_iter().map(|(_, b)| b).collect()
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
-fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        // Reap if it is our zombie child; otherwise just poll.
-        if !alive(pid)
-            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map_or(true, |s| s.contains(") Z "))
-        {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
+use crate::util::{TestClient, journaled, proxied, run_cli, scripted, wait_gone};
 
 #[test]
 fn kill_9_loses_nothing_the_client_received_and_the_agent_dies_too() {
@@ -121,6 +72,13 @@ fn agent_crash_mid_prompt_ends_the_proxy_with_its_code() {
     let mut client = TestClient::spawn(&proxied(store.path(), &scripted("crash")));
     let session = client.start_session("/tmp");
     client.send(&json!({"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":session,"prompt":[]}}));
+    // The client stays connected until the prompt is answered: by the proxy, the agent gone.
+    loop {
+        let got = client.recv().expect("the prompt's answer before EOF");
+        if got.json.as_ref().is_some_and(|m| m["id"] == 9) {
+            break;
+        }
+    }
     let (code, received) = client.finish();
     assert_eq!(code, 3);
     let updates = received
@@ -131,12 +89,18 @@ fn agent_crash_mid_prompt_ends_the_proxy_with_its_code() {
         })
         .count();
     assert_eq!(updates, 2);
+    // The prompt in flight is answered before the proxy exits.
+    let last = received.last().and_then(|r| r.json.clone()).unwrap();
+    assert_eq!(last["id"], 9, "{last}");
+    assert_eq!(last["error"]["code"], -32603);
+    assert_eq!(last["error"]["data"]["method"], "session/prompt");
     let sessions = crate::util::session_messages(store.path());
     let msgs = &sessions["crash-session"];
     assert_eq!(
-        msgs.last().unwrap()["params"]["update"]["content"]["text"],
+        msgs[msgs.len() - 2]["params"]["update"]["content"]["text"],
         "chunk 2 xx"
     );
+    assert_eq!(msgs.last(), Some(&last), "the answer is journaled");
     let (code, out, _) = run_cli(&["verify", "--journal-dir", store.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
 }
@@ -161,6 +125,39 @@ fn client_eof_closes_the_agent_and_a_stubborn_agent_is_terminated() {
     client.start_session("/tmp");
     let (code, _) = client.finish();
     assert_eq!(code, 137);
+}
+
+#[test]
+fn a_client_that_closes_its_stdout_stops_the_agent() {
+    let store = tempfile::tempdir().unwrap();
+    let argv = proxied(store.path(), &["cat".into()]);
+    let mut proxy = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(proxy.stdout.take());
+    // Our stdin stays open: only the failed write to our stdout tells the proxy.
+    let mut stdin = proxy.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n").unwrap();
+    let deadline = Instant::now() + crate::util::TIMEOUT;
+    let status = loop {
+        if let Some(status) = proxy.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the proxy kept running");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0), "`cat` saw EOF and exited");
+    let conn = crate::util::read_store(store.path());
+    let events: Vec<_> = conn[0].2.iter().filter_map(|r| r.get("event")).collect();
+    assert!(
+        events.iter().any(|e| e["type"] == "client_gone"),
+        "{events:?}"
+    );
+    drop(stdin);
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{Peers, TestClient, proxied, proxied_with, root, run_cli};
+use crate::util::{Peers, TestClient, proxied, proxied_with, run_cli};
 
 /// The text of every `user_message_chunk` and `agent_message_chunk`, in order, tagged.
 fn texts(updates: &[Value]) -> Vec<String> {
@@ -165,14 +165,7 @@ fn three_restarts_keep_one_session_with_every_turn_once_in_order() {
 
 #[test]
 fn agents_with_a_lossy_native_load() {
-    let agent = vec![
-        "python3".to_string(),
-        root()
-            .join("tests/agents/scripted_agent.py")
-            .display()
-            .to_string(),
-        "lossy".into(),
-    ];
+    let agent = crate::util::scripted("lossy");
     let store = tempfile::tempdir().unwrap();
     let session = record(store.path(), &agent, &["one", "two"]);
 

@@ -1,12 +1,15 @@
 //! Integration tests: the built binary, driven end to end.
 
 mod cli;
+mod concurrency;
 mod faults;
 mod golden;
 mod html;
+mod kill_storm;
 mod loading;
 mod maintain;
 mod peers;
 mod replay;
 mod samples;
+mod storage;
 mod util;

@@ -13,7 +13,7 @@ use crate::util::{
 /// Our own deterministic agent; `changed` makes a second version of it.
 fn story_agent(changed: bool) -> Vec<String> {
     let mut argv = vec![
-        "python3".to_string(),
+        crate::util::python(),
         root()
             .join("tests/agents/story_agent.py")
             .display()

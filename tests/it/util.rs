@@ -103,6 +103,10 @@ pub struct Received {
     pub json: Option<Value>,
 }
 
+/// The peer closed its output.
+#[derive(Debug)]
+pub struct Eof;
+
 /// An ACP client driving a process over its stdio, recording every byte it receives.
 pub struct TestClient {
     pub child: Child,
@@ -116,6 +120,9 @@ pub struct TestClient {
     /// Agent stderr, collected.
     pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
+
+/// Longest line [`TestClient::recv_within`] parses.
+pub const PARSED_LINE_BYTES: usize = 64 * 1024;
 
 /// How long any single wait may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -183,6 +190,31 @@ impl TestClient {
         stdin.flush().unwrap();
     }
 
+    /// Like [`TestClient::send_raw`], but a closed pipe (the peer died) is `false`, not a panic.
+    pub fn try_send_raw(&mut self, bytes: &[u8]) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        self.sent.push(bytes.to_vec());
+        stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok()
+    }
+
+    /// The next line if one arrives within `wait`: `Ok(None)` when none did, `Err(Eof)` at EOF.
+    /// Only lines up to [`PARSED_LINE_BYTES`] are parsed (`json` is `None` for longer ones).
+    pub fn recv_within(&mut self, wait: Duration) -> Result<Option<&Received>, Eof> {
+        match self.lines.recv_timeout(wait) {
+            Ok(raw) => {
+                let json = (raw.len() <= PARSED_LINE_BYTES)
+                    .then(|| serde_json::from_slice(&raw).ok())
+                    .flatten();
+                self.received.push(Received { raw, json });
+                Ok(self.received.last())
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(Eof),
+        }
+    }
+
     /// Send a JSON message as one line.
     pub fn send(&mut self, msg: &Value) {
         let mut line = serde_json::to_vec(msg).unwrap();
@@ -223,13 +255,7 @@ impl TestClient {
             };
             let Some(msg) = msg else { continue };
             if msg.get("method").is_some() {
-                if let Some(req_id) = msg.get("id").cloned() {
-                    let answer = answer(&msg);
-                    let mut reply = json!({"jsonrpc": "2.0", "id": req_id});
-                    match answer {
-                        Ok(result) => reply["result"] = result,
-                        Err(error) => reply["error"] = error,
-                    }
+                if let Some(reply) = reply_to(&msg) {
                     self.send(&reply);
                 }
                 continue;
@@ -307,6 +333,18 @@ impl TestClient {
     }
 }
 
+/// This test client's answer to a message from the agent, when it is a request.
+pub fn reply_to(msg: &Value) -> Option<Value> {
+    msg.get("method")?;
+    let req_id = msg.get("id")?.clone();
+    let mut reply = json!({"jsonrpc": "2.0", "id": req_id});
+    match answer(msg) {
+        Ok(result) => reply["result"] = result,
+        Err(error) => reply["error"] = error,
+    }
+    Some(reply)
+}
+
 /// How this test client answers an agent's request.
 fn answer(msg: &Value) -> Result<Value, Value> {
     let params = &msg["params"];
@@ -329,12 +367,12 @@ fn answer(msg: &Value) -> Result<Value, Value> {
     }
 }
 
-/// Every record of a store, per segment file: (path, header, records as JSON lines).
-pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
+/// Every segment file of a store: its connection segments, then its session segments, each
+/// sorted by path.
+pub fn segment_paths(store: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for sub in ["connections", "sessions"] {
-        let dir = store.join(sub);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = std::fs::read_dir(store.join(sub)) else {
             continue;
         };
         let mut paths: Vec<PathBuf> = Vec::new();
@@ -349,15 +387,22 @@ pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
             }
         }
         paths.sort();
-        for path in paths {
-            let text = decompress_salvage(&path);
-            let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
-            let header: Value = serde_json::from_slice(lines.next().unwrap()).unwrap();
-            let records = lines
-                .filter_map(|l| serde_json::from_slice(l).ok())
-                .collect();
-            out.push((path, header, records));
-        }
+        out.extend(paths);
+    }
+    out
+}
+
+/// Every record of a store, per segment file: (path, header, records as JSON lines).
+pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
+    let mut out = Vec::new();
+    for path in segment_paths(store) {
+        let text = decompress_salvage(&path);
+        let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        let header: Value = serde_json::from_slice(lines.next().unwrap()).unwrap();
+        let records = lines
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
+        out.push((path, header, records));
     }
     out
 }
@@ -433,4 +478,79 @@ pub fn only_session(store: &Path) -> String {
     let list: Vec<Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(list.len(), 1, "{out}");
     list[0]["session"].as_str().unwrap().to_string()
+}
+
+/// The Python 3 interpreter itself, not a version manager's shim (which costs a few
+/// processes at every start).
+pub fn python() -> String {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "python3".into())
+        })
+        .clone()
+}
+
+/// The scripted test agent (`tests/agents/scripted_agent.py`) in `mode`.
+pub fn scripted(mode: &str) -> Vec<String> {
+    vec![
+        python(),
+        root()
+            .join("tests/agents/scripted_agent.py")
+            .display()
+            .to_string(),
+        mode.into(),
+    ]
+}
+
+/// Every message payload (wire form) from `side` in every segment of `store`, in wire order
+/// (a record copied into two journals counted once).
+pub fn journaled(store: &Path, side: acp_journal::journal::Side) -> Vec<Vec<u8>> {
+    journaled_in(&segment_paths(store), side)
+}
+
+/// Like [`journaled`], over the segment files `paths` (of one run).
+pub fn journaled_in(paths: &[PathBuf], side: acp_journal::journal::Side) -> Vec<Vec<u8>> {
+    let mut all = vec![];
+    for path in paths {
+        let reader = acp_journal::journal::SegmentReader::open(path).unwrap();
+        for r in reader {
+            if let acp_journal::journal::Body::Message { from, payload } = r.body
+                && from == side
+            {
+                all.push((r.seq, payload.wire()));
+            }
+        }
+    }
+    all.sort();
+    all.dedup();
+    all.into_iter().map(|(_, b)| b).collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Wait (up to 10 s) for process `pid` to be gone or a zombie; false if it is still running.
+pub fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        // Reap if it is our zombie child; otherwise just poll.
+        if !alive(pid)
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.contains(") Z "))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }

@@ -4,23 +4,16 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bytes::Bytes;
 
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Body, Record, SegmentReader, Store};
-use crate::proto::{envelope, redact};
+use crate::proto::redact;
 use crate::render::{Style, Transcript};
 
-/// Redact a record's message again, as the proxy does when journaling.
+/// Redact a record again, as the proxy does when journaling.
 fn redacted(mut record: Record) -> Record {
-    if let Body::Message { payload, .. } = &mut record.body {
-        let peek = envelope::peek(&payload.bytes);
-        if let Some(clean) = redact::redact_message(peek.method(), &payload.bytes) {
-            payload.bytes = Bytes::from(clean);
-            payload.redacted = true;
-        }
-    }
+    redact::redact_record(&mut record);
     record
 }
 

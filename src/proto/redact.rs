@@ -9,8 +9,12 @@
 
 use std::sync::OnceLock;
 
+use bytes::Bytes;
 use regex::bytes::Regex;
 use serde_json::Value;
+
+use super::envelope;
+use crate::journal::format::{Body, Record};
 
 /// The replacement text.
 pub const REDACTED: &str = "[REDACTED]";
@@ -46,20 +50,79 @@ fn token_regex() -> &'static Regex {
 }
 
 /// Replace token-shaped substrings; `None` when there are none.
+///
+/// Safe inside JSON text: a match never contains `"` or `\`, and a match that begins with the
+/// letter of an escape (`\n` followed by `pm_…`) keeps that letter, so the escape stays whole.
 pub fn redact_tokens(bytes: &[u8]) -> Option<Vec<u8>> {
     let re = token_regex();
     if !re.is_match(bytes) {
         return None;
     }
     let out = re.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
-        let mut r = caps
-            .name("bearer")
-            .map(|m| m.as_bytes().to_vec())
-            .unwrap_or_default();
+        let whole = caps.get(0).expect("the whole match");
+        let mut r = match caps.name("bearer") {
+            Some(bearer) => bearer.as_bytes().to_vec(),
+            None if escaped(bytes, whole.start()) => whole.as_bytes()[..1].to_vec(),
+            None => Vec::new(),
+        };
         r.extend_from_slice(REDACTED.as_bytes());
         r
     });
     Some(out.into_owned())
+}
+
+/// True when the byte at `at` follows an odd number of backslashes (it is escaped).
+fn escaped(bytes: &[u8], at: usize) -> bool {
+    bytes[..at]
+        .iter()
+        .rev()
+        .take_while(|b| **b == b'\\')
+        .count()
+        % 2
+        == 1
+}
+
+/// Redact token-shaped substrings in every string of a JSON value (proxy events); true when
+/// something changed.
+pub fn redact_value(value: &mut Value) -> bool {
+    match value {
+        Value::String(s) => match redact_tokens(s.as_bytes()) {
+            Some(r) => {
+                *s = String::from_utf8_lossy(&r).into_owned();
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items.iter_mut().fold(false, |c, v| redact_value(v) | c),
+        Value::Object(map) => map.values_mut().fold(false, |c, v| redact_value(v) | c),
+        _ => false,
+    }
+}
+
+/// Redact a journal record again (as `export` does): its message as the proxy would have,
+/// token-shaped strings in stderr and events. True when something changed.
+pub fn redact_record(record: &mut Record) -> bool {
+    match &mut record.body {
+        Body::Message { payload, .. } => {
+            let peek = envelope::peek(&payload.bytes);
+            match redact_message(peek.method(), &payload.bytes) {
+                Some(clean) => {
+                    payload.bytes = Bytes::from(clean);
+                    payload.redacted = true;
+                    true
+                }
+                None => false,
+            }
+        }
+        Body::Stderr(bytes) => match redact_tokens(bytes) {
+            Some(clean) => {
+                *bytes = Bytes::from(clean);
+                true
+            }
+            None => false,
+        },
+        Body::Event(event) => redact_value(event),
+    }
 }
 
 /// Replace the `value` of every `{name, value}` entry in `list` (or every value of an object).

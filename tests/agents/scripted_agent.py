@@ -6,6 +6,9 @@ Behaviour is chosen by the first argument:
   crash   on session/prompt, send two updates then exit with status 3 mid-turn
   stubborn  ignore stdin EOF and SIGTERM-less shutdown: keep running until killed
   lossy   advertise loadSession, but replay only one made-up update on session/load
+  secrets log every line received to $AGENT_LOG, print $AGENT_STDERR_SECRET on stderr, and on
+          session/prompt echo the prompt and ask the client for a terminal whose env holds
+          $AGENT_TERMINAL_SECRET
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -34,8 +37,14 @@ def update(sid, n):
 
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+log = open(os.environ["AGENT_LOG"], "a") if mode == "secrets" else None
+if mode == "secrets":
+    print(f"agent starting with token {os.environ['AGENT_STDERR_SECRET']}", file=sys.stderr, flush=True)
 
 for line in sys.stdin:
+    if log:
+        log.write(line)
+        log.flush()
     try:
         msg = json.loads(line)
     except ValueError:
@@ -62,6 +71,12 @@ for line in sys.stdin:
         update(sid, 2)
         if mode == "crash":
             os._exit(3)
+        if mode == "secrets":
+            said = msg["params"]["prompt"][-1].get("text", "")
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "you said: " + said}}}})
+            send({"jsonrpc": "2.0", "id": "term-1", "method": "terminal/create", "params": {"sessionId": sid,
+                  "command": "env", "env": [{"name": "DB_PASSWORD", "value": os.environ["AGENT_TERMINAL_SECRET"]}]}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
 
 if mode == "stubborn":

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::util::{TestClient, proxied, root, run_cli};
 
-fn scripted(mode: &str) -> Vec<String> {
+/// The scripted test agent (`tests/agents/scripted_agent.py`) in `mode`.
+pub fn scripted(mode: &str) -> Vec<String> {
     vec![
         "python3".into(),
         root()

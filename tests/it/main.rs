@@ -6,4 +6,5 @@ mod loading;
 mod maintain;
 mod peers;
 mod samples;
+mod security;
 mod util;

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Run every test from a fresh checkout: installs the pinned reference peers (Python and
-# TypeScript ACP SDKs) into .peers/, then lints and runs the unit and integration tests.
+# TypeScript ACP SDKs) into .peers/, then lints and runs the unit and integration tests, then a
+# bounded fuzz run (scripts/fuzz.sh; ACPJ_FUZZ_SECONDS=0 skips it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v zstd >/dev/null || { echo "[test] installing zstd" >&2; apt-get install -y -qq zstd >/dev/null; }
 scripts/install-peers.sh
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked
+scripts/fuzz.sh

@@ -167,7 +167,11 @@ fn redact_structure(method: &str, body: &[u8]) -> Option<Vec<u8>> {
     } else {
         changed |= redact_values(params.get_mut("env"));
     }
-    changed.then(|| serde_json::to_vec(&msg).expect("a Value serializes"))
+    // Also when nothing was redacted but the compact form differs: the parse kept only the last
+    // of duplicate members (`"params":{…secret…},"params":{}`), and the original bytes would
+    // keep a secret the parse never saw.
+    let compact = serde_json::to_vec(&msg).expect("a Value serializes");
+    (changed || compact != body).then_some(compact)
 }
 
 /// The redacted journal copy of a line body, or `None` when nothing needs redacting.
@@ -239,6 +243,16 @@ mod tests {
         );
         assert!(out.contains("GH_TOKEN") && out.contains("Authorization"));
         let _: Value = serde_json::from_str(&out).unwrap();
+    }
+
+    #[test]
+    fn a_secret_in_a_duplicate_member_is_not_kept() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"m","command":"x","args":[],"env":[{"name":"K","value":"hunter2"}]}]},"params":{"cwd":"/w","mcpServers":[]}}"#;
+        let out = s(redact_message(Some("session/new"), line));
+        assert!(!out.contains("hunter2"), "{out}");
+        // A compact message with nothing to redact is kept as it is.
+        let clean = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#;
+        assert_eq!(redact_message(Some("session/new"), clean), None);
     }
 
     #[test]

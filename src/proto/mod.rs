@@ -381,7 +381,7 @@ impl Proxy {
     fn journal_payload(&self, peek: &Peek<'_>, line: Bytes) -> Payload {
         let mut payload = Payload::from_line_classified(line, peek.is_json());
         if self.config.redact
-            && let Some(redacted) = redact::redact_message(peek.method(), &payload.bytes)
+            && let Some(redacted) = redact::redact_line(peek, &payload.bytes)
         {
             payload.bytes = Bytes::from(redacted);
             payload.redacted = true;

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use regex::bytes::Regex;
 use serde_json::Value;
 
-use super::envelope;
+use super::envelope::{self, Kind, Peek};
 use crate::journal::format::{Body, Record};
 
 /// The replacement text.
@@ -104,8 +104,7 @@ pub fn redact_value(value: &mut Value) -> bool {
 pub fn redact_record(record: &mut Record) -> bool {
     match &mut record.body {
         Body::Message { payload, .. } => {
-            let peek = envelope::peek(&payload.bytes);
-            match redact_message(peek.method(), &payload.bytes) {
+            match redact_line(&envelope::peek(&payload.bytes), &payload.bytes) {
                 Some(clean) => {
                     payload.bytes = Bytes::from(clean);
                     payload.redacted = true;
@@ -184,6 +183,19 @@ pub fn redact_message(method: Option<&str>, body: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// The redacted journal copy of a line the proxy peeked at, or `None` when nothing needs
+/// redacting. A JSON object the peek could not classify (a duplicate `method`, say) is parsed
+/// for its method, so a setup request cannot hide from the structural pass.
+pub fn redact_line(peek: &Peek<'_>, body: &[u8]) -> Option<Vec<u8>> {
+    if peek.kind != Kind::OtherJson || peek.method().is_some() {
+        return redact_message(peek.method(), body);
+    }
+    let method = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| Some(v.get("method")?.as_str()?.to_string()));
+    redact_message(method.as_deref(), body)
+}
+
 /// Redact an agent command line for the journal header: token-shaped strings, values of
 /// `--*key*|token|secret|password*` options and of `NAME=value` arguments with such names.
 pub fn redact_argv(argv: &[String]) -> Vec<String> {
@@ -253,6 +265,16 @@ mod tests {
         // A compact message with nothing to redact is kept as it is.
         let clean = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#;
         assert_eq!(redact_message(Some("session/new"), clean), None);
+    }
+
+    #[test]
+    fn a_setup_request_the_peek_cannot_classify_is_still_redacted() {
+        // Found by fuzzing: two `method` members make the line "other JSON" to the peek.
+        let line = br#"{"jsonrpc":"2.0","method":"x","id":1,"method":"session/load","params":{"sessionId":"s","mcpServers":[{"name":"m","command":"x","args":[],"env":[{"name":"K","value":"hunter2"}]}]}}"#;
+        let peek = envelope::peek(line);
+        assert_eq!(peek.kind, Kind::OtherJson);
+        let out = s(redact_line(&peek, line));
+        assert!(!out.contains("hunter2"), "{out}");
     }
 
     #[test]

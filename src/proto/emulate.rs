@@ -1060,7 +1060,13 @@ impl Proxy {
                 .find_map(|(alias, orig)| (orig == &rid).then(|| alias.clone())),
             _ => None,
         };
-        let session = peek.session.as_deref().map(SessionId::from);
+        // Only requests and notifications are mapped: an object without a method is no
+        // message of the session, and passes unchanged.
+        let session = peek
+            .session
+            .as_deref()
+            .filter(|_| method.is_some())
+            .map(SessionId::from);
         let mapping = session
             .as_ref()
             .and_then(|s| self.emulation.mapped.get_mut(s));

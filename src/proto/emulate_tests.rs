@@ -555,3 +555,16 @@ fn a_hostile_list_cursor_is_not_a_crash() {
     sessions_answer(&mut h, listed(3));
     assert_eq!(last_to_client(&h)["result"]["sessions"], json!([]));
 }
+
+#[test]
+fn an_object_without_a_method_passes_a_mapped_session_unchanged() {
+    // Found by fuzzing: only requests and notifications get the agent-side session ID.
+    let mut h = emulating();
+    load_replayed(&mut h, Summary::default());
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    let odd = r#"{"jsonrpc":"2.0","id":4,"iethod":"session/close","params":{"sessionId":"S"}}"#;
+    h.client(odd);
+    assert_eq!(h.to_agent.last().unwrap(), &format!("{odd}\n"));
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{"sessionId":"S","modeId":"m"}}"#);
+    assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
+}

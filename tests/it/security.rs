@@ -304,30 +304,40 @@ fn journals_are_private_even_with_umask_0() {
     assert_eq!(mode(&exported), 0o600, "an export is private too");
 }
 
+/// Forks and execs `argv[2:]`, then writes its exit code (negative: the signal) and peak RSS
+/// in KiB to the file `argv[1]`. The measuring process must be small: a child's `ru_maxrss`
+/// includes the resident memory of the process it was forked from, up to its `exec`, and this
+/// test process holds far more than the bound being checked.
+const MEASURE: &str = "import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')
+";
+
 /// Run the binary with `args`; returns its exit code (128 + signal when killed), its peak
-/// resident memory in bytes, and its stderr.
+/// resident memory in bytes, and its output (stdout and stderr).
 fn run_measured(args: &[&str]) -> (i32, u64, String) {
     let out = tempfile::NamedTempFile::new().unwrap();
-    #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also reports its usage
-    let child = Command::new(bin())
+    let result = tempfile::NamedTempFile::new().unwrap();
+    let status = Command::new("python3")
+        .args(["-c", MEASURE])
+        .arg(result.path())
+        .arg(bin())
         .args(args)
         .stdin(Stdio::null())
         .stdout(out.reopen().unwrap())
         .stderr(out.reopen().unwrap())
-        .spawn()
+        .status()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    };
     let output = String::from_utf8_lossy(&std::fs::read(out.path()).unwrap()).into_owned();
-    (code, usage.ru_maxrss as u64 * 1024, output)
+    assert!(status.success(), "measuring {args:?}: {output}");
+    let measured = std::fs::read_to_string(result.path()).unwrap();
+    let (code, kib) = measured.split_once(' ').unwrap();
+    let code: i32 = code.parse().unwrap();
+    let code = if code < 0 { 128 - code } else { code };
+    (code, kib.parse::<u64>().unwrap() * 1024, output)
 }
 
 fn header(acpj: u32) -> Vec<u8> {

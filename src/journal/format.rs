@@ -97,12 +97,15 @@ impl Payload {
     pub fn from_line_classified(mut line: Bytes, valid_json: bool) -> Payload {
         let (body, cr, eol) = strip_eol(&line);
         let body_len = body.len();
-        let encoding = if valid_json && is_bare(&line[..body_len]) {
-            Encoding::Json
-        } else if std::str::from_utf8(&line[..body_len]).is_ok() {
-            Encoding::Text
-        } else {
+        // serde_json skips the strings it does not keep without checking their UTF-8, so a
+        // line it accepts may still not be text; embedded under `msg` it would make the record
+        // unreadable.
+        let encoding = if std::str::from_utf8(body).is_err() {
             Encoding::Binary
+        } else if valid_json && is_bare(body) {
+            Encoding::Json
+        } else {
+            Encoding::Text
         };
         // Keep the '\r' in the bytes unless the body is stored as bare JSON.
         let keep = if encoding == Encoding::Json || !cr {
@@ -546,6 +549,9 @@ mod tests {
             b"\n",
             b"{\"a\":\"\\n\"}",
             b"text with \r inside\r\n",
+            // Found by fuzzing: JSON that serde_json accepts, with invalid UTF-8 in a key.
+            b"{\"pa\xebrams\":1}\n",
+            b"{\"a\":\"\xeb\"}\n",
         ] {
             let rec = message(line);
             if let Body::Message { payload, .. } = &rec.body {

@@ -40,6 +40,8 @@ pub(crate) struct BlockDecoder<R: Read> {
     state: State,
     frames: u64,
     unit: Vec<u8>,
+    /// Compressed bytes read so far (skipped content excluded).
+    read: u64,
 }
 
 enum Take {
@@ -58,12 +60,18 @@ impl<R: Read> BlockDecoder<R> {
             state: State::FrameStart,
             frames: 0,
             unit: Vec::with_capacity(256 * 1024),
+            read: 0,
         })
     }
 
     /// Frames begun so far.
     pub(crate) fn frames(&self) -> u64 {
         self.frames
+    }
+
+    /// Compressed bytes of zstd frames read so far (the content of skippable frames excluded).
+    pub(crate) fn compressed_bytes(&self) -> u64 {
+        self.read
     }
 
     /// Append `n` more input bytes to the current unit.
@@ -80,6 +88,7 @@ impl<R: Read> BlockDecoder<R> {
             }
         }
         self.unit.truncate(start + got);
+        self.read += got as u64;
         Ok(match got {
             _ if got == n => Take::Full,
             0 => Take::Empty,

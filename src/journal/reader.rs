@@ -13,6 +13,13 @@ use super::frames::{BlockDecoder, Step};
 
 /// Longest decompressed line a reader accepts (a hostile length cannot exhaust memory).
 pub const MAX_LINE_BYTES: usize = 1 << 30;
+/// Lines up to this size are always accepted; a longer one only while the decompressed data
+/// stays within [`MAX_EXPANSION`] times the compressed bytes read. A compression bomb (a few
+/// KiB of zstd that inflate to GiBs with no newline) is then refused once it has cost 64 MiB,
+/// while a genuine huge message (its zstd rarely smaller than a tenth) is read whole.
+pub const FREE_LINE_BYTES: usize = 64 << 20;
+/// See [`FREE_LINE_BYTES`]: how far a line past that size may outgrow the compressed input.
+pub const MAX_EXPANSION: u64 = 256;
 
 /// How a segment ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,7 +164,12 @@ impl<R: Read> Lines<R> {
                 return Line::Full(line);
             }
             searched = self.buf.len();
-            if self.buf.len() - self.start > MAX_LINE_BYTES {
+            let pending = self.buf.len() - self.start;
+            if pending > MAX_LINE_BYTES
+                || (pending > FREE_LINE_BYTES
+                    && pending as u64
+                        > MAX_EXPANSION.saturating_mul(self.decoder.compressed_bytes()))
+            {
                 return Line::TooLong;
             }
             if let Some(end) = &self.eof {
@@ -326,7 +338,9 @@ impl<R: Read> SegmentReader<R> {
                     }
                 }
                 Line::TooLong => {
-                    self.corrupt(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                    self.corrupt(format!(
+                        "line over {FREE_LINE_BYTES} bytes inflated more than {MAX_EXPANSION} times from its zstd, or over {MAX_LINE_BYTES} bytes"
+                    ));
                     return None;
                 }
                 Line::End { partial, end } => {
@@ -599,6 +613,32 @@ mod tests {
         }
         assert_eq!(seqs, [1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
         assert_eq!(r.tail(), Some(&Tail::Clean));
+    }
+
+    #[test]
+    fn a_compression_bomb_is_refused_once_past_the_free_line_size() {
+        use std::io::Write;
+        let (mut bytes, _) = sample(1, true);
+        // 80 MiB without a newline, in a few KiB of zstd.
+        let mut bomb = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..80 {
+            bomb.write_all(&chunk).unwrap();
+        }
+        let bomb = bomb.finish().unwrap();
+        assert!((bomb.len() as u64 + bytes.len() as u64) * MAX_EXPANSION < 80 << 20);
+        bytes.extend(bomb);
+        let mut r = SegmentReader::new(&bytes[..]).unwrap();
+        assert_eq!(
+            r.by_ref().count(),
+            2,
+            "the records before the bomb are kept"
+        );
+        assert!(
+            matches!(r.tail(), Some(Tail::Corrupt { reason, .. }) if reason.contains("inflated")),
+            "{:?}",
+            r.tail()
+        );
     }
 
     #[test]

@@ -580,12 +580,21 @@ impl Store {
             .is_ok_and(|comm| comm.trim() == "acp-journal")
     }
 
-    /// Resolve a command-line `<session>` argument: a path to a segment file or a directory of
-    /// segments, a session ID, or a unique prefix of one. Returns the segment paths.
+    /// Resolve a command-line `<session>` argument: a session ID, a path to a segment file or
+    /// a directory of segments, or a unique prefix of a session ID, in that order. Returns the
+    /// segment paths. A session ID always means that session, even when a file of the same
+    /// name exists: an agent-chosen ID such as `../../etc/passwd` never names a file.
     ///
     /// # Errors
     /// A message naming the problem: no match, or an ambiguous prefix with its candidates.
     pub fn resolve(&self, arg: &str) -> Result<Vec<PathBuf>, String> {
+        let sessions = self.sessions_with(false);
+        let pick = |s: &SessionSummary| -> Vec<PathBuf> {
+            s.segments.iter().map(|seg| self.root.join(seg)).collect()
+        };
+        if let Some(s) = sessions.iter().flatten().find(|s| s.session == arg) {
+            return Ok(pick(s));
+        }
         let path = Path::new(arg);
         if path.is_file() {
             return Ok(vec![path.to_path_buf()]);
@@ -593,15 +602,8 @@ impl Store {
         if path.is_dir() {
             return segments_in(path).map_err(|e| format!("{arg}: {e}"));
         }
-        let sessions = self
-            .sessions()
-            .map_err(|e| format!("reading the store {}: {e}", self.root.display()))?;
-        let pick = |s: &SessionSummary| -> Vec<PathBuf> {
-            s.segments.iter().map(|seg| self.root.join(seg)).collect()
-        };
-        if let Some(s) = sessions.iter().find(|s| s.session == arg) {
-            return Ok(pick(s));
-        }
+        let sessions =
+            sessions.map_err(|e| format!("reading the store {}: {e}", self.root.display()))?;
         let matches: Vec<&SessionSummary> = sessions
             .iter()
             .filter(|s| s.session.starts_with(arg))

@@ -26,8 +26,8 @@ use super::envelope::{self, Kind, Peek, RequestId};
 use super::history::{ClientSupport, Summary};
 use super::rewrite::{RawObject, edit_line, json_string};
 use super::{
-    Action, Body, CatalogUpdate, HistoryChunk, ListedSession, LoadMode, Payload, Proxy, Record,
-    SessionId, Side, Stamp, Target,
+    Action, Body, CatalogUpdate, HistoryChunk, ListedSession, LoadMode, Proxy, Record, SessionId,
+    Side, Stamp, Target,
 };
 
 /// Sessions per `session/list` page served from the journal.
@@ -194,9 +194,10 @@ impl Proxy {
         }
     }
 
-    /// A journal record of a line the proxy made or consumed itself.
+    /// A journal record of a line the proxy made or consumed itself (redacted as configured:
+    /// a `session/new` it sends carries the load's `mcpServers`).
     fn proxy_record(&mut self, at: Stamp, from: Side, line: Bytes) -> Record {
-        let mut payload = Payload::from_line(line);
+        let mut payload = self.journal_payload(&envelope::peek(&line), line.clone());
         payload.proxy = true;
         self.record(at, Body::Message { from, payload })
     }
@@ -397,13 +398,7 @@ impl Proxy {
                 self.journal(target.clone(), request);
             }
         }
-        let record = self.record(
-            at,
-            Body::Message {
-                from: Side::Client,
-                payload: Payload::from_line(line.clone()),
-            },
-        );
+        let record = self.client_record(at, &envelope::peek(line), line);
         self.journal(target.clone(), record);
         self.answer(
             at,
@@ -1065,7 +1060,13 @@ impl Proxy {
                 .find_map(|(alias, orig)| (orig == &rid).then(|| alias.clone())),
             _ => None,
         };
-        let session = peek.session.as_deref().map(SessionId::from);
+        // Only requests and notifications are mapped: an object without a method is no
+        // message of the session, and passes unchanged.
+        let session = peek
+            .session
+            .as_deref()
+            .filter(|_| method.is_some())
+            .map(SessionId::from);
         let mapping = session
             .as_ref()
             .and_then(|s| self.emulation.mapped.get_mut(s));

@@ -587,3 +587,16 @@ fn loads_and_forwarded_lists_are_answered_once_when_the_agent_exits() {
     history(&mut h, fetching, HistoryChunk::End(summary()));
     assert_eq!(h.to_client.len(), sent, "a late history is dropped");
 }
+
+#[test]
+fn an_object_without_a_method_passes_a_mapped_session_unchanged() {
+    // Found by fuzzing: only requests and notifications get the agent-side session ID.
+    let mut h = emulating();
+    load_replayed(&mut h, Summary::default());
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    let odd = r#"{"jsonrpc":"2.0","id":4,"iethod":"session/close","params":{"sessionId":"S"}}"#;
+    h.client(odd);
+    assert_eq!(h.to_agent.last().unwrap(), &format!("{odd}\n"));
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{"sessionId":"S","modeId":"m"}}"#);
+    assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
+}

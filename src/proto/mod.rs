@@ -31,6 +31,8 @@ mod emulate_tests;
 pub mod envelope;
 pub mod history;
 pub mod redact;
+#[cfg(test)]
+mod redact_tests;
 pub mod rewrite;
 #[cfg(test)]
 mod tests;
@@ -41,7 +43,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use crate::journal::format::Side;
-use crate::journal::format::{Body, Encoding, Payload, Record};
+use crate::journal::format::{Body, Payload, Record};
 use emulate::Emulation;
 use envelope::{Kind, Peek, RequestId};
 pub use history::{ClientSupport, Summary};
@@ -311,7 +313,14 @@ impl Proxy {
         }
     }
 
-    fn journal(&mut self, target: Target, record: Record) {
+    /// Queue a record. Every record passes here: events (which may quote a prompt) are
+    /// redacted here, messages by [`Proxy::journal_payload`] and stderr by its flush.
+    fn journal(&mut self, target: Target, mut record: Record) {
+        if self.config.redact
+            && let Body::Event(event) = &mut record.body
+        {
+            redact::redact_value(event);
+        }
         self.actions.push_back(Action::Journal { target, record });
     }
 
@@ -385,8 +394,7 @@ impl Proxy {
     fn journal_payload(&self, peek: &Peek<'_>, line: Bytes) -> Payload {
         let mut payload = Payload::from_line_classified(line, peek.is_json());
         if self.config.redact
-            && payload.encoding != Encoding::Binary
-            && let Some(redacted) = redact::redact_message(peek.method(), &payload.bytes)
+            && let Some(redacted) = redact::redact_line(peek, &payload.bytes)
         {
             payload.bytes = Bytes::from(redacted);
             payload.redacted = true;

@@ -9,8 +9,12 @@
 
 use std::sync::OnceLock;
 
+use bytes::Bytes;
 use regex::bytes::Regex;
 use serde_json::Value;
+
+use super::envelope::{self, Kind, Peek};
+use crate::journal::format::{Body, Record};
 
 /// The replacement text.
 pub const REDACTED: &str = "[REDACTED]";
@@ -46,20 +50,78 @@ fn token_regex() -> &'static Regex {
 }
 
 /// Replace token-shaped substrings; `None` when there are none.
+///
+/// Safe inside JSON text: a match never contains `"` or `\`, and a match that begins with the
+/// letter of an escape (`\n` followed by `pm_…`) keeps that letter, so the escape stays whole.
 pub fn redact_tokens(bytes: &[u8]) -> Option<Vec<u8>> {
     let re = token_regex();
     if !re.is_match(bytes) {
         return None;
     }
     let out = re.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
-        let mut r = caps
-            .name("bearer")
-            .map(|m| m.as_bytes().to_vec())
-            .unwrap_or_default();
+        let whole = caps.get(0).expect("the whole match");
+        let mut r = match caps.name("bearer") {
+            Some(bearer) => bearer.as_bytes().to_vec(),
+            None if escaped(bytes, whole.start()) => whole.as_bytes()[..1].to_vec(),
+            None => Vec::new(),
+        };
         r.extend_from_slice(REDACTED.as_bytes());
         r
     });
     Some(out.into_owned())
+}
+
+/// True when the byte at `at` follows an odd number of backslashes (it is escaped).
+fn escaped(bytes: &[u8], at: usize) -> bool {
+    bytes[..at]
+        .iter()
+        .rev()
+        .take_while(|b| **b == b'\\')
+        .count()
+        % 2
+        == 1
+}
+
+/// Redact token-shaped substrings in every string of a JSON value (proxy events); true when
+/// something changed.
+pub fn redact_value(value: &mut Value) -> bool {
+    match value {
+        Value::String(s) => match redact_tokens(s.as_bytes()) {
+            Some(r) => {
+                *s = String::from_utf8_lossy(&r).into_owned();
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items.iter_mut().fold(false, |c, v| redact_value(v) | c),
+        Value::Object(map) => map.values_mut().fold(false, |c, v| redact_value(v) | c),
+        _ => false,
+    }
+}
+
+/// Redact a journal record again (as `export` does): its message as the proxy would have,
+/// token-shaped strings in stderr and events. True when something changed.
+pub fn redact_record(record: &mut Record) -> bool {
+    match &mut record.body {
+        Body::Message { payload, .. } => {
+            match redact_line(&envelope::peek(&payload.bytes), &payload.bytes) {
+                Some(clean) => {
+                    payload.bytes = Bytes::from(clean);
+                    payload.redacted = true;
+                    true
+                }
+                None => false,
+            }
+        }
+        Body::Stderr(bytes) => match redact_tokens(bytes) {
+            Some(clean) => {
+                *bytes = Bytes::from(clean);
+                true
+            }
+            None => false,
+        },
+        Body::Event(event) => redact_value(event),
+    }
 }
 
 /// Replace the `value` of every `{name, value}` entry in `list` (or every value of an object).
@@ -104,7 +166,11 @@ fn redact_structure(method: &str, body: &[u8]) -> Option<Vec<u8>> {
     } else {
         changed |= redact_values(params.get_mut("env"));
     }
-    changed.then(|| serde_json::to_vec(&msg).expect("a Value serializes"))
+    // Also when nothing was redacted but the compact form differs: the parse kept only the last
+    // of duplicate members (`"params":{…secret…},"params":{}`), and the original bytes would
+    // keep a secret the parse never saw.
+    let compact = serde_json::to_vec(&msg).expect("a Value serializes");
+    (changed || compact != body).then_some(compact)
 }
 
 /// The redacted journal copy of a line body, or `None` when nothing needs redacting.
@@ -117,31 +183,17 @@ pub fn redact_message(method: Option<&str>, body: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// Redact a journal record again (as the proxy does when journaling): its message, or its
-/// stderr text. Returns whether anything changed.
-pub fn redact_record(record: &mut crate::journal::Record) -> bool {
-    use crate::journal::Body;
-    match &mut record.body {
-        Body::Message { payload, .. } => {
-            let peek = super::envelope::peek(&payload.bytes);
-            match redact_message(peek.method(), &payload.bytes) {
-                Some(clean) => {
-                    payload.bytes = bytes::Bytes::from(clean);
-                    payload.redacted = true;
-                    true
-                }
-                None => false,
-            }
-        }
-        Body::Stderr(text) => match redact_tokens(text) {
-            Some(clean) => {
-                *text = bytes::Bytes::from(clean);
-                true
-            }
-            None => false,
-        },
-        Body::Event(_) => false,
+/// The redacted journal copy of a line the proxy peeked at, or `None` when nothing needs
+/// redacting. A JSON object the peek could not classify (a duplicate `method`, say) is parsed
+/// for its method, so a setup request cannot hide from the structural pass.
+pub fn redact_line(peek: &Peek<'_>, body: &[u8]) -> Option<Vec<u8>> {
+    if peek.kind != Kind::OtherJson || peek.method().is_some() {
+        return redact_message(peek.method(), body);
     }
+    let method = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| Some(v.get("method")?.as_str()?.to_string()));
+    redact_message(method.as_deref(), body)
 }
 
 /// Redact an agent command line for the journal header: token-shaped strings, values of
@@ -203,6 +255,26 @@ mod tests {
         );
         assert!(out.contains("GH_TOKEN") && out.contains("Authorization"));
         let _: Value = serde_json::from_str(&out).unwrap();
+    }
+
+    #[test]
+    fn a_secret_in_a_duplicate_member_is_not_kept() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"m","command":"x","args":[],"env":[{"name":"K","value":"hunter2"}]}]},"params":{"cwd":"/w","mcpServers":[]}}"#;
+        let out = s(redact_message(Some("session/new"), line));
+        assert!(!out.contains("hunter2"), "{out}");
+        // A compact message with nothing to redact is kept as it is.
+        let clean = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#;
+        assert_eq!(redact_message(Some("session/new"), clean), None);
+    }
+
+    #[test]
+    fn a_setup_request_the_peek_cannot_classify_is_still_redacted() {
+        // Found by fuzzing: two `method` members make the line "other JSON" to the peek.
+        let line = br#"{"jsonrpc":"2.0","method":"x","id":1,"method":"session/load","params":{"sessionId":"s","mcpServers":[{"name":"m","command":"x","args":[],"env":[{"name":"K","value":"hunter2"}]}]}}"#;
+        let peek = envelope::peek(line);
+        assert_eq!(peek.kind, Kind::OtherJson);
+        let out = s(redact_line(&peek, line));
+        assert!(!out.contains("hunter2"), "{out}");
     }
 
     #[test]

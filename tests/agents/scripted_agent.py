@@ -9,6 +9,9 @@ Behaviour is chosen by the first argument:
   mix     sessions mix-0, mix-1, ... ($AGENT_SESSION_PREFIX before each when set); a prompt
           whose first text block reads "updates=N big=B perm=P" gets N updates of varied
           sizes, one update of B KiB, P permission requests (not waited for), then its response
+  secrets log every line received to $AGENT_LOG, print $AGENT_STDERR_SECRET on stderr, and on
+          session/prompt echo the prompt and ask the client for a terminal whose env holds
+          $AGENT_TERMINAL_SECRET
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -38,8 +41,14 @@ def update(sid, n):
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 sessions = requests = 0
+log = open(os.environ["AGENT_LOG"], "a") if mode == "secrets" else None
+if mode == "secrets":
+    print(f"agent starting with token {os.environ['AGENT_STDERR_SECRET']}", file=sys.stderr, flush=True)
 
 for line in sys.stdin:
+    if log:
+        log.write(line)
+        log.flush()
     try:
         msg = json.loads(line)
     except ValueError:
@@ -86,6 +95,12 @@ for line in sys.stdin:
         update(sid, 2)
         if mode == "crash":
             os._exit(3)
+        if mode == "secrets":
+            said = msg["params"]["prompt"][-1].get("text", "")
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "you said: " + said}}}})
+            send({"jsonrpc": "2.0", "id": "term-1", "method": "terminal/create", "params": {"sessionId": sid,
+                  "command": "env", "env": [{"name": "DB_PASSWORD", "value": os.environ["AGENT_TERMINAL_SECRET"]}]}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
 
 if mode == "stubborn":

@@ -11,5 +11,6 @@ mod maintain;
 mod peers;
 mod replay;
 mod samples;
+mod security;
 mod storage;
 mod util;

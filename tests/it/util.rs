@@ -433,7 +433,16 @@ pub fn session_messages(store: &Path) -> std::collections::BTreeMap<String, Vec<
 
 /// Run the proxy binary with arguments, returning (exit code, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin()).args(args).output().unwrap();
+    run_cli_in(Path::new("."), args)
+}
+
+/// [`run_cli`] in the working directory `dir`.
+pub fn run_cli_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -1,0 +1,338 @@
+//! Fuzz the sans-I/O proxy core: arbitrary lines from both peers, stderr, EOFs, and the store's
+//! answers to the core's fetches, checking the invariants of `acp_journal::proto`.
+//!
+//! Input: byte 0 is the configuration (bits 0-1 load mode off/auto/journal/agent, bit 2 redact,
+//! bit 3 re-prime); the rest is split on `\n` into steps, each a byte saying what happens and
+//! the step's bytes (see [`Step`]). `fuzz/corpus/proxy/seed-*` are real sessions in this form.
+
+#![no_main]
+
+use std::collections::{HashSet, VecDeque};
+
+use acp_journal::journal::format::{Encoding, decode_record, encode_record};
+use acp_journal::journal::{Body, Record, Side};
+use acp_journal::proto::envelope::{self, Kind};
+use acp_journal::proto::redact::{REDACTED, redact_tokens};
+use acp_journal::proto::{
+    Action, Config, HistoryChunk, ListedSession, LoadMode, Proxy, Stamp, Summary, Target,
+};
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+/// What one step of the input does (its first byte, modulo 16).
+enum Step<'a> {
+    /// A whole line from a peer, with `\n` or `\r\n`.
+    Line(Side, &'a [u8], &'static [u8]),
+    /// A final line without terminator.
+    Partial(Side, &'a [u8]),
+    /// A stderr chunk, with or without a newline.
+    Stderr(&'a [u8], bool),
+    /// A peer closed its stream.
+    Eof(Side),
+    /// Answer the oldest `FetchHistory`.
+    History(&'a [u8]),
+    /// Answer the oldest `FetchSessions`.
+    Sessions(&'a [u8]),
+}
+
+fn side(b: u8) -> Side {
+    if b & 1 == 0 {
+        Side::Client
+    } else {
+        Side::Agent
+    }
+}
+
+fn parse(chunk: &[u8]) -> Option<Step<'_>> {
+    let (&op, body) = chunk.split_first()?;
+    let first = body.first().copied().unwrap_or(0);
+    Some(match op % 16 {
+        0..=3 => Step::Line(Side::Client, body, b"\n"),
+        4 => Step::Line(Side::Client, body, b"\r\n"),
+        5..=8 => Step::Line(Side::Agent, body, b"\n"),
+        9 => Step::Line(Side::Agent, body, b"\r\n"),
+        10 => Step::Stderr(body, true),
+        11 => Step::Stderr(body, false),
+        12 => Step::Eof(side(first)),
+        13 => Step::History(body),
+        14 => Step::Sessions(body),
+        _ => Step::Partial(side(first), body.get(1..).unwrap_or_default()),
+    })
+}
+
+/// The driver: feeds the core, applies its actions, checks every invariant as it goes.
+struct Driver {
+    proxy: Proxy,
+    config: Config,
+    now: u64,
+    opened: HashSet<Target>,
+    fetches: VecDeque<u64>,
+    lists: VecDeque<u64>,
+    /// Lines handed to the core (or as history) so far: forwarding one is not an edit (agent
+    /// lines held during a load are forwarded steps later).
+    inputs: HashSet<Bytes>,
+}
+
+impl Driver {
+    fn stamp(&mut self) -> Stamp {
+        self.now += 7;
+        Stamp {
+            unix_us: 1_700_000_000_000_000 + self.now as i64,
+            mono_us: self.now,
+        }
+    }
+
+    /// Apply every pending action; returns the lines forwarded, by receiver.
+    fn drain(&mut self) -> Vec<(Side, Bytes)> {
+        let mut forwarded = vec![];
+        while let Some(action) = self.proxy.poll_action() {
+            match action {
+                Action::Forward { to, line } => {
+                    assert!(!line.is_empty(), "an empty forward");
+                    if !self.inputs.contains(&line) {
+                        // A line the proxy made or edited is always one JSON object.
+                        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+                        let body = body.strip_suffix(b"\r").unwrap_or(body);
+                        let raw = serde_json::from_slice::<&serde_json::value::RawValue>(body);
+                        assert!(
+                            raw.is_ok_and(|r| r.get().starts_with('{')),
+                            "the proxy forwarded a line it made that is not a JSON object: {:?}",
+                            String::from_utf8_lossy(&line)
+                        );
+                    }
+                    forwarded.push((to, line));
+                }
+                Action::OpenSession { session, .. } => {
+                    assert!(
+                        self.opened.insert(Target::Session(session.clone())),
+                        "session {session:?} opened twice"
+                    );
+                }
+                Action::Journal { target, record } => {
+                    assert!(
+                        target == Target::Connection || self.opened.contains(&target),
+                        "journal to {target:?} before it was opened"
+                    );
+                    self.check_record(&record);
+                }
+                Action::FetchHistory { load, .. } => {
+                    assert_ne!(self.config.load, LoadMode::Off);
+                    self.fetches.push_back(load);
+                }
+                Action::FetchSessions { request } => {
+                    assert_ne!(self.config.load, LoadMode::Off);
+                    self.lists.push_back(request);
+                }
+                Action::CancelHistory { load } => self.fetches.retain(|f| *f != load),
+                Action::CloseAgentStdin | Action::Catalog(_) | Action::Log(_) => {}
+            }
+        }
+        forwarded
+    }
+
+    /// Every record reads back as written, and redaction left no secret behind.
+    fn check_record(&self, record: &Record) {
+        let mut line = Vec::new();
+        encode_record(record, &mut line);
+        let back = decode_record(&line[..line.len() - 1])
+            .unwrap_or_else(|e| panic!("journaled record does not decode ({e}): {record:?}"));
+        assert_eq!(&back, record, "record changed through the format");
+        if !self.config.redact {
+            return;
+        }
+        match &record.body {
+            Body::Message { payload, .. } => {
+                assert_no_token(&payload.bytes);
+                if payload.encoding == Encoding::Json {
+                    let msg: Value = serde_json::from_slice(&payload.bytes).unwrap_or_default();
+                    assert_env_redacted(&msg);
+                }
+            }
+            Body::Stderr(bytes) => assert_no_token(bytes),
+            Body::Event(event) => assert_no_token(event.to_string().as_bytes()),
+        }
+    }
+
+    fn line(&mut self, from: Side, line: Bytes) {
+        let at = self.stamp();
+        self.inputs.insert(line.clone());
+        self.proxy.handle_line(at, from, line.clone());
+        let forwarded = self.drain();
+        let same = forwarded
+            .iter()
+            .any(|(to, l)| *to == from.other() && *l == line);
+        if self.config.load == LoadMode::Off {
+            // A pure recorder forwards exactly the line, once, and nothing else.
+            assert_eq!(
+                forwarded,
+                [(from.other(), line)],
+                "--load off changed the stream"
+            );
+        } else if !same {
+            // Only JSON-RPC messages are ever consumed or edited.
+            let kind = envelope::peek(&line).kind;
+            assert!(
+                matches!(
+                    kind,
+                    Kind::Request { .. } | Kind::Notification { .. } | Kind::Response { .. }
+                ),
+                "a line that is no JSON-RPC message was not forwarded unchanged: {:?}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+    }
+
+    fn step(&mut self, step: Step<'_>) {
+        match step {
+            Step::Line(from, body, end) => self.line(from, Bytes::from([body, end].concat())),
+            Step::Partial(from, body) if !body.is_empty() => {
+                self.line(from, Bytes::copy_from_slice(body))
+            }
+            Step::Partial(..) => {}
+            Step::Stderr(body, newline) => {
+                let at = self.stamp();
+                let chunk = [body, if newline { b"\n" } else { b"" }].concat();
+                self.proxy.handle_stderr(at, Bytes::from(chunk));
+                assert!(self.drain().is_empty(), "stderr is never forwarded");
+            }
+            Step::Eof(from) => {
+                let at = self.stamp();
+                self.proxy.handle_eof(at, from);
+                self.drain();
+            }
+            Step::History(body) => {
+                let Some(&load) = self.fetches.front() else {
+                    return;
+                };
+                let at = self.stamp();
+                let chunk = match body.first().copied().unwrap_or(0) % 4 {
+                    0 => HistoryChunk::Missing,
+                    1 => {
+                        let line = Bytes::from([&body[1..], b"\n"].concat());
+                        self.inputs.insert(line.clone());
+                        HistoryChunk::Lines(vec![line])
+                    }
+                    n => HistoryChunk::End(summary(&body[1..], n == 3)),
+                };
+                if !matches!(chunk, HistoryChunk::Lines(_)) {
+                    self.fetches.pop_front();
+                }
+                self.proxy.handle_history(at, load, chunk);
+                self.drain();
+            }
+            Step::Sessions(body) => {
+                let Some(request) = self.lists.pop_front() else {
+                    return;
+                };
+                let at = self.stamp();
+                self.proxy.handle_sessions(at, request, listed(body));
+                self.drain();
+            }
+        }
+    }
+}
+
+/// A summary of a recorded session, from fuzz bytes.
+fn summary(body: &[u8], agent_session: bool) -> Summary {
+    let text = String::from_utf8_lossy(body);
+    let mut parts = text.splitn(3, '|');
+    let turns = parts.next().map_or(0, |p| p.len());
+    Summary {
+        turns,
+        transcript: parts.next().unwrap_or_default().to_string(),
+        mode: parts.next().map(str::to_string),
+        agent_session: agent_session.then(|| text.chars().take(8).collect()),
+        ..Summary::default()
+    }
+}
+
+/// Sessions the store lists, from fuzz bytes (`,`-separated IDs).
+fn listed(body: &[u8]) -> Vec<ListedSession> {
+    String::from_utf8_lossy(body)
+        .split(',')
+        .enumerate()
+        .map(|(i, id)| ListedSession {
+            session: id.to_string(),
+            cwd: (i % 3 != 2).then(|| "/w".to_string()),
+            title: (i % 2 == 0).then(|| format!("title {i}")),
+            updated_at: None,
+            agent_ids: if i % 4 == 1 {
+                vec![format!("{id}-a")]
+            } else {
+                vec![]
+            },
+        })
+        .collect()
+}
+
+fn assert_no_token(bytes: &[u8]) {
+    if let Some(redacted) = redact_tokens(bytes) {
+        panic!(
+            "a token-shaped string was journaled: {:?} (redacted: {:?})",
+            String::from_utf8_lossy(bytes),
+            String::from_utf8_lossy(&redacted)
+        );
+    }
+}
+
+/// MCP server env/header values of session setup requests and `terminal/create` env values.
+fn assert_env_redacted(msg: &Value) {
+    let method = msg["method"].as_str().unwrap_or_default();
+    let params = &msg["params"];
+    let mut lists = vec![];
+    if [
+        "session/new",
+        "session/load",
+        "session/resume",
+        "session/fork",
+    ]
+    .contains(&method)
+    {
+        for server in params["mcpServers"].as_array().into_iter().flatten() {
+            lists.push(&server["env"]);
+            lists.push(&server["headers"]);
+        }
+    }
+    if method == "terminal/create" {
+        lists.push(&params["env"]);
+    }
+    for list in lists {
+        for entry in list.as_array().into_iter().flatten() {
+            if let Some(v) = entry.get("value") {
+                assert_eq!(v, REDACTED, "an env or header value was journaled: {msg}");
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&cfg, rest)) = data.split_first() else {
+        return;
+    };
+    let config = Config {
+        load: [
+            LoadMode::Off,
+            LoadMode::Auto,
+            LoadMode::Journal,
+            LoadMode::Agent,
+        ][usize::from(cfg & 3)],
+        redact: cfg & 4 != 0,
+        reprime: cfg & 8 != 0,
+        reprime_limit: 4096,
+    };
+    let mut driver = Driver {
+        proxy: Proxy::new(config),
+        config,
+        now: 0,
+        opened: HashSet::new(),
+        fetches: VecDeque::new(),
+        lists: VecDeque::new(),
+        inputs: HashSet::new(),
+    };
+    for chunk in rest.split(|b| *b == b'\n') {
+        if let Some(step) = parse(chunk) {
+            driver.step(step);
+        }
+    }
+});

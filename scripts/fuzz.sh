@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Bounded fuzz run of every target in fuzz/ (called by scripts/test.sh; see fuzz/README.md).
+#
+#   ACPJ_FUZZ_SECONDS   seconds per target (default 45; 3 targets = 135 s); 0 skips the run
+#   ACPJ_FUZZ_TARGETS   space-separated targets (default: all, from `cargo fuzz list`)
+#
+# Runs on the machine's stable toolchain: `-s none` needs no nightly (no sanitizer: the code
+# fuzzed is safe Rust, and the one C library it calls, zstd, is not instrumented anyway);
+# `-a` keeps debug assertions, so integer overflow panics. Inputs the fuzzer finds go to
+# fuzz/target/corpus/<target> (not committed); a crash leaves its input in fuzz/artifacts/ and
+# fails the run.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+seconds="${ACPJ_FUZZ_SECONDS:-45}"
+if [[ "$seconds" == 0 ]]; then
+    echo "[fuzz] skipped (ACPJ_FUZZ_SECONDS=0)" >&2
+    exit 0
+fi
+
+CARGO_FUZZ_VERSION=0.13.2
+if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
+    echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2
+    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
+fi
+
+flags=(-a -s none)
+cargo fuzz build "${flags[@]}"
+targets="${ACPJ_FUZZ_TARGETS:-$(cargo fuzz list)}"
+for target in $targets; do
+    work="fuzz/target/corpus/$target"
+    mkdir -p "$work" "fuzz/corpus/$target"
+    options=(
+        -max_total_time="$seconds"
+        -timeout=10           # one input: a hang fails the run
+        -rss_limit_mb=1024    # memory stays bounded
+        -malloc_limit_mb=512  # and no single allocation is huge
+        -max_len=65536
+        -print_final_stats=1
+    )
+    if [[ -f "fuzz/$target.dict" ]]; then
+        options+=(-dict="fuzz/$target.dict")
+    fi
+    log="fuzz/target/$target.log"
+    echo "[fuzz] $target for ${seconds}s" >&2
+    if ! cargo fuzz run "${flags[@]}" "$target" "$work" "fuzz/corpus/$target" -- "${options[@]}" \
+        >"$log" 2>&1; then
+        tail -n 60 "$log" >&2
+        echo "[fuzz] $target FAILED (whole log: $log; the input is in fuzz/artifacts/$target/)" >&2
+        exit 1
+    fi
+    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" |
+        sed "s/^/[fuzz] $target /" >&2
+done

@@ -5,6 +5,8 @@
 - journal_lines:  byte 0 (keep CRCs as they are: they are right) + the decompressed segments.
 - proxy:          the recorded sessions replayed as proxy input (see fuzz_targets/proxy.rs), under
                   several configurations, plus a hand-written load served from the journal.
+- replay:         a recorded session as the replay target's recording (side byte + line), then
+                  the same client lines again, as a live client would send them.
 Needs the zstd CLI. Run from anywhere: python3 fuzz/make_seeds.py
 """
 import json
@@ -51,6 +53,19 @@ def proxy_steps(plain):
             for text in rec["stderr"].splitlines():
                 out += step(STDERR, text.encode())
     return out
+
+
+def replay_input(plain):
+    """A session segment as the replay target's input: the recording, `--`, the client's lines."""
+    recording, client = b"", b""
+    for line in plain.splitlines()[1:]:
+        rec = json.loads(line)
+        if "msg" in rec and not rec.get("proxy"):
+            body = msg(rec["msg"])
+            recording += (b"0" if rec["from"] == "client" else b"1") + body + b"\n"
+            if rec["from"] == "client":
+                client += body + b"\n"
+    return recording + b"--\n" + client
 
 
 def msg(obj):
@@ -107,6 +122,7 @@ def main():
         if parts[1] == "sessions":
             for config, byte in CONFIGS.items():
                 write("proxy", f"{name}-{config}", bytes([byte]) + steps)
+            write("replay", name, replay_input(plain))
     for config, byte in CONFIGS.items():
         write("proxy", f"load-{config}", bytes([byte]) + load_from_journal())
 

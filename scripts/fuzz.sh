@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every target in fuzz/ (called by scripts/test.sh; see fuzz/README.md).
 #
-#   ACPJ_FUZZ_SECONDS   seconds per target (default 45; 3 targets = 135 s); 0 skips the run
+#   ACPJ_FUZZ_SECONDS   seconds per target (default 30; 4 targets = 120 s); 0 skips the run
 #   ACPJ_FUZZ_TARGETS   space-separated targets (default: all, from `cargo fuzz list`)
 #
 # Runs on the machine's stable toolchain: `-s none` needs no nightly (no sanitizer: the code
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-seconds="${ACPJ_FUZZ_SECONDS:-45}"
+seconds="${ACPJ_FUZZ_SECONDS:-30}"
 if [[ "$seconds" == 0 ]]; then
     echo "[fuzz] skipped (ACPJ_FUZZ_SECONDS=0)" >&2
     exit 0

@@ -402,9 +402,13 @@ pub struct RerunArgs {
     /// Session ID, unique prefix, journal file or bundle.
     #[arg(value_name = "SESSION|PATH")]
     pub source: String,
-    /// Working directory to give the agent [default: the recorded one if it exists, else here].
+    /// Working directory to give the agent [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Give the agent the recorded MCP servers (commands it will start; off by default, since a
+    /// recording may come from someone else).
+    #[arg(long)]
+    pub keep_mcp_servers: bool,
     /// Exit 1 when the diff finds a difference of these kinds.
     #[arg(long, value_name = "KIND", value_enum, value_delimiter = ',')]
     pub fail_on: Vec<crate::replay::diff::Category>,

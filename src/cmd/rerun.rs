@@ -204,14 +204,12 @@ fn permission(recorded_params: &Value, recorded: &Value, live_params: &Value) ->
     }
 }
 
-/// The working directory for the new sessions.
-fn working_dir(args: &RerunArgs, recorded: Option<&str>) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = &args.cwd {
-        return std::path::absolute(dir).context("resolving --cwd");
-    }
-    match recorded.map(PathBuf::from) {
-        Some(dir) if dir.is_dir() => Ok(dir),
-        _ => std::env::current_dir().context("finding the current directory"),
+/// The working directory for the new sessions: `--cwd`, else the current directory (never the
+/// recorded one on its own: a recording from someone else must not choose where an agent works).
+fn working_dir(args: &RerunArgs) -> anyhow::Result<PathBuf> {
+    match &args.cwd {
+        Some(dir) => std::path::absolute(dir).context("resolving --cwd"),
+        None => std::env::current_dir().context("finding the current directory"),
     }
 }
 
@@ -238,9 +236,9 @@ pub(super) fn run(store: &Store, args: RerunArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| json!({"protocolVersion": 1, "clientCapabilities": {}}));
     let mut none = Answers::of(None, &original);
     result_of(agent.call("initialize", &init, &mut none)?, "initialize")?;
+    let cwd = working_dir(&args)?;
     let mut live_sessions = Vec::new();
     for session in &original.sessions {
-        let cwd = working_dir(&args, session.cwd.as_deref())?;
         let mut live: Option<String> = None;
         for exchange in &session.exchanges {
             let mut params = exchange.params.clone();
@@ -253,6 +251,10 @@ pub(super) fn run(store: &Store, args: RerunArgs) -> anyhow::Result<ExitCode> {
                     continue; // already going: keep the conversation on the live session
                 }
                 params["cwd"] = json!(cwd);
+                // Recorded MCP servers are commands the agent would start: only on request.
+                if !args.keep_mcp_servers {
+                    params["mcpServers"] = json!([]);
+                }
                 params.as_object_mut().map(|o| o.remove("sessionId"));
                 let mut answers = Answers::of(Some(exchange), &original);
                 let result = result_of(

@@ -197,8 +197,17 @@ fn rerun_against_the_same_typescript_agent_finds_no_difference() {
     let (code, stdout, stderr) = cli(store.path(), &args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("0 differences"), "{stdout}");
-    // The rerun was journaled as a session of its own.
-    assert_eq!(session_messages(store.path()).len(), 2);
+    // The rerun was journaled as a session of its own, here, without the recorded MCP server
+    // (a command the agent would start).
+    let sessions = session_messages(store.path());
+    assert_eq!(sessions.len(), 2);
+    let (_, rerun) = sessions
+        .into_iter()
+        .find(|(id, _)| id != "b1c08ce9c97e4f39cac3a3b4797a59b3")
+        .unwrap();
+    let here = std::env::current_dir().unwrap();
+    assert_eq!(rerun[0]["params"]["cwd"], json!(here));
+    assert_eq!(rerun[0]["params"]["mcpServers"], json!([]));
 }
 
 #[test]

@@ -72,6 +72,10 @@ struct Driver {
     /// Lines handed to the core (or as history) so far: forwarding one is not an edit (agent
     /// lines held during a load are forwarded steps later).
     inputs: HashSet<Bytes>,
+    /// The agent's output ended: from then on the core answers each client request itself.
+    agent_ended: bool,
+    /// Sides whose stream ended: nothing more comes from them (the shell stops reading).
+    ended: HashSet<Side>,
 }
 
 impl Driver {
@@ -163,12 +167,20 @@ impl Driver {
             .iter()
             .any(|(to, l)| *to == from.other() && *l == line);
         if self.config.load == LoadMode::Off {
-            // A pure recorder forwards exactly the line, once, and nothing else.
-            assert_eq!(
-                forwarded,
-                [(from.other(), line)],
-                "--load off changed the stream"
-            );
+            // A pure recorder forwards exactly the line, once, and nothing else; but once the
+            // agent is gone, a client request is also answered with an error at once.
+            let mut expected = vec![(from.other(), line.clone())];
+            if let (true, Side::Client, Kind::Request { id, .. }) =
+                (self.agent_ended, from, envelope::peek(&line).kind)
+            {
+                let answer = forwarded.get(1).map(|(_, a)| a.clone()).unwrap_or_default();
+                let answer: Value = serde_json::from_slice(&answer).unwrap_or_default();
+                assert_eq!(answer["error"]["code"], -32603, "{answer}");
+                let id: Value = serde_json::from_str(&id.to_json()).unwrap_or_default();
+                assert_eq!(answer["id"], id);
+                expected.push((Side::Client, forwarded[1].1.clone()));
+            }
+            assert_eq!(forwarded, expected, "--load off changed the stream");
         } else if !same {
             // Only JSON-RPC messages are ever consumed or edited.
             let kind = envelope::peek(&line).kind;
@@ -185,6 +197,7 @@ impl Driver {
 
     fn step(&mut self, step: Step<'_>) {
         match step {
+            Step::Line(from, ..) | Step::Partial(from, _) if self.ended.contains(&from) => {}
             Step::Line(from, body, end) => self.line(from, Bytes::from([body, end].concat())),
             Step::Partial(from, body) if !body.is_empty() => {
                 self.line(from, Bytes::copy_from_slice(body))
@@ -199,6 +212,8 @@ impl Driver {
             Step::Eof(from) => {
                 let at = self.stamp();
                 self.proxy.handle_eof(at, from);
+                self.agent_ended |= from == Side::Agent;
+                self.ended.insert(from);
                 self.drain();
             }
             Step::History(body) => {
@@ -329,6 +344,8 @@ fuzz_target!(|data: &[u8]| {
         fetches: VecDeque::new(),
         lists: VecDeque::new(),
         inputs: HashSet::new(),
+        agent_ended: false,
+        ended: HashSet::new(),
     };
     for chunk in rest.split(|b| *b == b'\n') {
         if let Some(step) = parse(chunk) {

@@ -28,7 +28,8 @@ Examples:
     after_help = EXAMPLES
 )]
 pub struct Cli {
-    /// Journal store directory [default: $ACP_JOURNAL_DIR, else ~/.local/share/acp-journal].
+    /// Journal store directory [default: $ACP_JOURNAL_DIR, else $XDG_DATA_HOME/acp-journal, else
+    /// ~/.local/share/acp-journal].
     #[arg(long, global = true, value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
 

@@ -14,7 +14,7 @@ pub(super) fn run(store: &Store, args: BundleArgs) -> anyhow::Result<ExitCode> {
         upto_turn: args.upto_turn,
         include_stderr: args.include_stderr,
     };
-    let report = bundle::write(&segments, &args.output, &options)?;
+    let report = bundle::write(store.root(), &segments, &args.output, &options)?;
     let m = &report.manifest;
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::records::{Step, file_name, is_damaged, redacted_line, walk};
+use super::records::{Step, file_name, redacted_line, walk};
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::journal::{Body, Header, Store, Tail};
 use crate::proto::redact;
@@ -46,7 +46,7 @@ fn facts(header: &Header, runs: usize, redact: bool) -> SessionFacts {
 
 /// Say on stderr where a damaged segment's readable part ends.
 fn warn(path: &Path, tail: &Tail) {
-    if is_damaged(tail) {
+    if tail.is_damaged() {
         eprintln!(
             "acp-journal: {}: {tail}; exported up to there",
             path.display()

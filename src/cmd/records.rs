@@ -68,12 +68,6 @@ pub(super) fn redacted_line(line: &[u8], redact: bool) -> Cow<'_, [u8]> {
     }
 }
 
-/// True when a segment's end loses something (torn or corrupt), as opposed to a clean close or
-/// a writer still running.
-pub(super) fn is_damaged(tail: &Tail) -> bool {
-    matches!(tail, Tail::Torn { .. } | Tail::Corrupt { .. })
-}
-
 /// A segment's file name, for notes that must not depend on where the store lives.
 pub(super) fn file_name(path: &Path) -> String {
     path.file_name()

@@ -214,6 +214,22 @@ pub struct InitializeExchange {
     pub response: Option<Box<RawValue>>,
 }
 
+impl InitializeExchange {
+    /// The request, parsed (`None` when absent or not JSON).
+    pub fn request_value(&self) -> Option<serde_json::Value> {
+        parse_raw(self.request.as_deref())
+    }
+
+    /// The response, parsed (`None` when absent or not JSON).
+    pub fn response_value(&self) -> Option<serde_json::Value> {
+        parse_raw(self.response.as_deref())
+    }
+}
+
+fn parse_raw(raw: Option<&RawValue>) -> Option<serde_json::Value> {
+    serde_json::from_str(raw?.get()).ok()
+}
+
 /// The first line of every segment.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Header {

@@ -47,6 +47,12 @@ pub enum Tail {
 }
 
 impl Tail {
+    /// True when the segment's end loses something (torn or corrupt), as opposed to a clean
+    /// close or a writer still running.
+    pub fn is_damaged(&self) -> bool {
+        matches!(self, Tail::Torn { .. } | Tail::Corrupt { .. })
+    }
+
     /// True when the segment is damaged (not merely unfinished or torn by a crash).
     pub fn is_corrupt(&self) -> bool {
         matches!(self, Tail::Corrupt { .. })
@@ -323,12 +329,12 @@ impl<R: Read> SegmentReader<R> {
             }
             match self.lines.next_line() {
                 Line::Full(range) => {
-                    let line = &self.lines.buf[range];
+                    let line = &self.lines.buf[range.clone()];
                     // A skipped end marker still decides how the segment ends.
-                    if wanted(line) || memchr::memmem::find(line, END_EVENT.as_bytes()).is_some() {
-                        let wanted_line = wanted(line);
-                        let owned = line.to_vec();
-                        let record = self.decode(&owned)?;
+                    let wanted_line = wanted(line);
+                    if wanted_line || memchr::memmem::find(line, END_EVENT.as_bytes()).is_some() {
+                        let decoded = decode_record(&self.lines.buf[range]);
+                        let record = self.accept(decoded)?;
                         if wanted_line {
                             return Some(record);
                         }
@@ -364,11 +370,12 @@ impl<R: Read> SegmentReader<R> {
         });
     }
 
-    fn decode(&mut self, line: &[u8]) -> Option<Record> {
+    /// Count a decoded record in, or note why the segment is damaged from here.
+    fn accept(&mut self, decoded: Result<Record, DecodeError>) -> Option<Record> {
         if std::mem::take(&mut self.lines.new_frame) {
             self.seen.clear();
         }
-        match decode_record(line) {
+        match decoded {
             Ok(record) if !self.seen.insert(record.seq) => {
                 self.corrupt(format!(
                     "a copy of the earlier record {} (damaged compressed data)",

@@ -658,7 +658,7 @@ impl SegmentScan {
                 Body::Message { from, payload } if !payload.proxy => {
                     let finder =
                         |needle: &[u8]| memchr::memmem::find(&payload.bytes, needle).is_some();
-                    if *from == Side::Client && finder(b"\"session/prompt\"") {
+                    if crate::proto::envelope::is_prompt_turn(&record) {
                         scan.turns += 1;
                     }
                     if *from == Side::Agent && finder(b"\"session_info_update\"") {

@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::envelope::{self, Kind, Peek, RequestId};
+use super::envelope::{self, Kind, Peek, RequestId, error_json, response_line};
 use super::history::{ClientSupport, Summary};
 use super::rewrite::{RawObject, edit_line, json_string};
 use super::{
@@ -154,27 +154,6 @@ pub(super) struct Emulation {
     aliases: HashMap<RequestId, RequestId>,
     /// Agent lines held while a load is bringing its session up.
     held: Vec<Bytes>,
-}
-
-fn response_line(id: &RequestId, outcome: Result<&str, &str>) -> Bytes {
-    let (key, value) = match outcome {
-        Ok(result) => ("result", result),
-        Err(error) => ("error", error),
-    };
-    Bytes::from(
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{},"{key}":{value}}}"#,
-            id.to_json()
-        ) + "\n",
-    )
-}
-
-fn error_json(code: i64, message: &str, data: Option<Value>) -> String {
-    let mut e = json!({"code": code, "message": message});
-    if let Some(data) = data {
-        e["data"] = data;
-    }
-    e.to_string()
 }
 
 fn present(v: &Value) -> bool {

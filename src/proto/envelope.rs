@@ -220,6 +220,41 @@ pub fn request_id(params: Option<&RawValue>) -> Option<RequestId> {
     RequestId::from_raw(w.request_id.0?)
 }
 
+/// A JSON-RPC response line (with its `\n`) to request `id`: `Ok(result)` or `Err(error)`, both
+/// raw JSON.
+pub fn response_line(id: &RequestId, outcome: Result<&str, &str>) -> bytes::Bytes {
+    let (key, value) = match outcome {
+        Ok(result) => ("result", result),
+        Err(error) => ("error", error),
+    };
+    bytes::Bytes::from(
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{},"{key}":{value}}}"#,
+            id.to_json()
+        ) + "\n",
+    )
+}
+
+/// A JSON-RPC error object as raw JSON.
+pub fn error_json(code: i64, message: &str, data: Option<serde_json::Value>) -> String {
+    let mut e = serde_json::json!({"code": code, "message": message});
+    if let Some(data) = data {
+        e["data"] = data;
+    }
+    e.to_string()
+}
+
+/// Whether a journal record is a prompt turn: a `session/prompt` request the client sent (not one
+/// the proxy made). A substring test first, so the common record costs no parse.
+pub fn is_prompt_turn(record: &crate::journal::Record) -> bool {
+    use crate::journal::{Body, Side};
+    matches!(&record.body, Body::Message { from: Side::Client, payload }
+        if !payload.proxy
+            && memchr::memmem::find(&payload.bytes, b"\"session/prompt\"").is_some()
+            && matches!(peek(&payload.bytes).kind,
+                Kind::Request { ref method, .. } if method == "session/prompt"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -230,8 +230,9 @@ impl Replay {
             _ => return self.emit_slow(record, out),
         };
         // Fast path: history updates, the bulk of a session.
+        // A line the strict peek rejects (a numeric `toolCallId`, say) takes the general path.
         let Ok(peek) = serde_json::from_slice::<UpdatePeek<'_>>(&payload.bytes) else {
-            return;
+            return self.emit_slow(record, out);
         };
         let update = match (peek.method.as_deref(), peek.params.and_then(|p| p.update)) {
             (Some("session/update"), Some(update)) => update,

@@ -228,6 +228,15 @@ pub struct Timeline {
     turns: u64,
 }
 
+/// The option a permission answer chose (`result.outcome`): its `optionId` when selected, else
+/// the outcome itself (`cancelled`).
+pub fn permission_choice(outcome: &Value) -> Option<&str> {
+    match outcome["outcome"].as_str()? {
+        "selected" => outcome["optionId"].as_str(),
+        other => Some(other),
+    }
+}
+
 /// The text of a prompt's content blocks: text as is, other blocks as `[kind uri-or-name]`.
 pub fn prompt_text(blocks: &Value) -> String {
     let parts: Vec<String> = blocks
@@ -407,12 +416,7 @@ impl Timeline {
             }
             _ if msg.get("error").is_some() => Ok(()),
             "session/request_permission" => {
-                let outcome = &result["outcome"];
-                let choice = match outcome["outcome"].as_str() {
-                    Some("selected") => outcome["optionId"].as_str().unwrap_or("?"),
-                    Some(other) => other,
-                    None => "?",
-                };
+                let choice = permission_choice(&result["outcome"]).unwrap_or("?");
                 self.emit(
                     sink,
                     &Event::Permission {

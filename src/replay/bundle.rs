@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::recording::MANIFEST_EVENT;
 use crate::journal::format::FORMAT_VERSION;
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, SegmentWriter, Side, Tail};
+use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
 use crate::proto::envelope;
 use crate::proto::redact::{self, REDACTED};
 
@@ -57,11 +57,6 @@ fn redacted_paths(value: &Value, path: &str, out: &mut Vec<String>) {
         }
         _ => {}
     }
-}
-
-/// The store a segment file lives in (`<store>/sessions/<key>/<run>.acpj.zst`).
-fn store_of(segment: &Path) -> Option<PathBuf> {
-    Some(segment.parent()?.parent()?.parent()?.to_path_buf())
 }
 
 /// Collects the records of a bundle and what the manifest says about them.
@@ -107,33 +102,31 @@ impl Collected {
     }
 }
 
-fn is_prompt(record: &Record) -> bool {
-    matches!(&record.body, Body::Message { from: Side::Client, payload }
-        if !payload.proxy && matches!(envelope::peek(&payload.bytes).kind,
-            envelope::Kind::Request { ref method, .. } if method == "session/prompt"))
-}
-
-/// Stderr records of the connection segment named in `header`, within `seqs` (inclusive).
-fn stderr_of(segment: &Path, header: &Header, seqs: (u64, u64)) -> anyhow::Result<Vec<Record>> {
+/// Stderr records of the connection segment named in `header` (in the store at `root`), within
+/// `seqs` (inclusive); an error says why they cannot be read.
+fn stderr_of(root: &Path, header: &Header, seqs: (u64, u64)) -> Result<Vec<Record>, String> {
     let Some(connection) = header.connection.as_ref() else {
         return Ok(Vec::new());
     };
-    let Some(path) = store_of(segment).map(|s| s.join(connection)) else {
-        return Ok(Vec::new());
-    };
-    let mut reader =
-        SegmentReader::open(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let path = root.join(connection);
+    let mut reader = SegmentReader::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(reader
         .by_ref()
         .filter(|r| matches!(r.body, Body::Stderr(_)) && r.seq >= seqs.0 && r.seq <= seqs.1)
         .collect())
 }
 
-/// Write the bundle of a session's `segments` (oldest first) to `out`, which must not exist.
+/// Write the bundle of a session's `segments` (oldest first, in the store at `root`) to `out`,
+/// which must not exist.
 ///
 /// # Errors
 /// A segment that cannot be read, or the output that cannot be written.
-pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Result<Report> {
+pub fn write(
+    root: &Path,
+    segments: &[PathBuf],
+    out: &Path,
+    options: &Options,
+) -> anyhow::Result<Report> {
     let mut collected = Collected::default();
     let mut first: Option<Header> = None;
     let mut stopped = false;
@@ -151,7 +144,7 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
             {
                 continue;
             }
-            if is_prompt(&record) {
+            if envelope::is_prompt_turn(&record) {
                 collected.turns_recorded += 1;
                 if options
                     .upto_turn
@@ -165,7 +158,7 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
             }
         }
         if let Some(tail) = reader.tail()
-            && !matches!(tail, Tail::Clean | Tail::Unfinished)
+            && tail.is_damaged()
         {
             collected.dropped.push(format!(
                 "{}: {tail}",
@@ -175,7 +168,12 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
         if options.include_stderr
             && let (Some(a), Some(b)) = (run.first(), run.last())
         {
-            run.extend(stderr_of(path, &header, (a.seq, b.seq))?);
+            match stderr_of(root, &header, (a.seq, b.seq)) {
+                Ok(stderr) => run.extend(stderr),
+                Err(e) => collected
+                    .dropped
+                    .push(format!("agent stderr of a run: {e}")),
+            }
             run.sort_by_key(|r| r.seq);
         }
         for record in run {
@@ -186,7 +184,11 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
     let Some(mut header) = first else {
         anyhow::bail!("nothing to bundle");
     };
-    collected.turns = collected.records.iter().filter(|r| is_prompt(r)).count();
+    collected.turns = collected
+        .records
+        .iter()
+        .filter(|r| envelope::is_prompt_turn(r))
+        .count();
     if collected.turns < collected.turns_recorded {
         let (from, to) = (collected.turns + 1, collected.turns_recorded);
         let which = if from == to {
@@ -203,13 +205,11 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
             .dropped
             .push("agent stderr (add --include-stderr to keep it)".into());
     }
-    let manifest = manifest(&header, segments.len(), &collected);
-    let now = jiff::Timestamp::now().as_microsecond();
+    let clock = jiff::Timestamp::now();
+    let now = clock.as_microsecond();
+    let manifest = manifest(&header, segments.len(), &collected, clock);
     header.acpj = FORMAT_VERSION;
-    header.run = format!(
-        "bundle-{}",
-        jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ")
-    );
+    header.run = format!("bundle-{}", clock.strftime("%Y%m%dT%H%M%SZ"));
     header.proxy = concat!("acp-journal ", env!("CARGO_PKG_VERSION")).into();
     header.pid = std::process::id();
     header.connection = None;
@@ -234,17 +234,13 @@ pub fn write(segments: &[PathBuf], out: &Path, options: &Options) -> anyhow::Res
     })
 }
 
-fn manifest(header: &Header, runs: usize, c: &Collected) -> Value {
+fn manifest(header: &Header, runs: usize, c: &Collected, created: jiff::Timestamp) -> Value {
     let init = header.initialize.as_ref();
-    let parse = |raw: Option<&serde_json::value::RawValue>| {
-        raw.and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-            .unwrap_or(Value::Null)
-    };
-    let request = parse(init.and_then(|i| i.request.as_deref()));
-    let response = parse(init.and_then(|i| i.response.as_deref()));
+    let request = init.and_then(|i| i.request_value()).unwrap_or_default();
+    let response = init.and_then(|i| i.response_value()).unwrap_or_default();
     json!({
         "bundle": 1,
-        "created": jiff::Timestamp::now().to_string(),
+        "created": created.to_string(),
         "bundled_by": concat!("acp-journal ", env!("CARGO_PKG_VERSION")),
         "recorded_by": header.proxy,
         "os": format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),

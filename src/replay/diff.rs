@@ -92,16 +92,6 @@ struct Turn {
     duration_us: Option<u64>,
 }
 
-fn text_of(blocks: &Value) -> String {
-    blocks
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| b["text"].as_str())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Builds turns from the agent's messages.
 #[derive(Default)]
 struct TurnBuilder {
@@ -122,10 +112,7 @@ impl TurnBuilder {
                     .answer
                     .as_ref()
                     .map(|a| {
-                        let outcome = &a["result"]["outcome"];
-                        outcome["optionId"]
-                            .as_str()
-                            .or(outcome["outcome"].as_str())
+                        crate::render::model::permission_choice(&a["result"]["outcome"])
                             .unwrap_or("(error)")
                             .to_string()
                     })
@@ -214,7 +201,7 @@ fn turns(session: &SessionRecording) -> Vec<Turn> {
                 out.push(done.turn);
             }
             let mut next = TurnBuilder::default();
-            next.turn.prompt = text_of(&exchange.params["prompt"]);
+            next.turn.prompt = crate::render::model::prompt_text(&exchange.params["prompt"]);
             builder = Some(next);
         }
         let Some(b) = builder.as_mut() else {

@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -75,7 +76,8 @@ struct Awaited {
 
 /// The replaying agent.
 pub struct Player {
-    recording: Recording,
+    /// Shared so an exchange can be played while `self` changes (never modified).
+    recording: Rc<Recording>,
     strict: bool,
     /// Per recorded session: which exchanges were served.
     used: Vec<Vec<bool>>,
@@ -100,24 +102,12 @@ fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
 
 /// A JSON-RPC error response line.
 fn error_line(id: &RequestId, code: i64, message: &str, data: Option<Value>) -> Vec<u8> {
-    let mut error = json!({"code": code, "message": message});
-    if let Some(data) = data {
-        error["data"] = data;
-    }
-    let id: Value = serde_json::from_str(&id.to_json()).unwrap_or(Value::Null);
-    with_newline(
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "error": error}))
-            .expect("JSON serializes"),
-    )
+    envelope::response_line(id, Err(&envelope::error_json(code, message, data))).to_vec()
 }
 
 /// A JSON-RPC result response line.
 fn result_line(id: &RequestId, result: &Value) -> Vec<u8> {
-    let id: Value = serde_json::from_str(&id.to_json()).unwrap_or(Value::Null);
-    with_newline(
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            .expect("JSON serializes"),
-    )
+    envelope::response_line(id, Ok(&result.to_string())).to_vec()
 }
 
 /// `line` with its `id` member set to `id` (raw JSON), other bytes unchanged.
@@ -136,7 +126,7 @@ impl Player {
             .collect();
         let bound = vec![false; recording.sessions.len()];
         Player {
-            recording,
+            recording: Rc::new(recording),
             strict,
             used,
             bound,
@@ -255,7 +245,7 @@ impl Player {
             }
             _ => match session
                 .as_deref()
-                .and_then(|s| self.recording.sessions.iter().position(|r| r.id == s))
+                .and_then(|s| self.recording.session_index(s))
             {
                 Some(s) => {
                     self.bound[s] = true;
@@ -364,8 +354,13 @@ impl Player {
         }
         self.used[s][index] = true;
         self.served += 1;
-        let exchange = self.recording.sessions[s].exchanges[index].clone();
-        self.play(&session, &exchange, id, Vec::new());
+        let recording = Rc::clone(&self.recording);
+        self.play(
+            &session,
+            &recording.sessions[s].exchanges[index],
+            id,
+            Vec::new(),
+        );
     }
 
     /// Schedule an exchange: `prelude` lines (a loaded history), what the agent sent while it
@@ -470,7 +465,7 @@ impl Player {
     fn load(&mut self, id: &RequestId, session: Option<String>, params: &Value) {
         let Some(s) = session
             .as_deref()
-            .and_then(|id| self.recording.sessions.iter().position(|r| r.id == id))
+            .and_then(|id| self.recording.session_index(id))
         else {
             self.report(Report {
                 session: session.clone(),
@@ -508,9 +503,9 @@ impl Player {
                 }
                 self.used[s][i] = true;
                 self.served += 1;
-                let exchange = self.recording.sessions[s].exchanges[i].clone();
-                let session_id = self.recording.sessions[s].id.clone();
-                self.play(&session_id, &exchange, id, history);
+                let recording = Rc::clone(&self.recording);
+                let session = &recording.sessions[s];
+                self.play(&session.id, &session.exchanges[i], id, history);
             }
             None => {
                 // Answer as the recorded session/new did (modes, config options), minus its ID.
@@ -563,7 +558,7 @@ impl Player {
     fn notification(&mut self, method: &str, session: Option<String>, params: Value) {
         let found = session
             .as_deref()
-            .and_then(|id| self.recording.sessions.iter().position(|r| r.id == id));
+            .and_then(|id| self.recording.session_index(id));
         let Some(s) = found else {
             return;
         };

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, Side, Tail};
+use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, Side};
 use crate::proto::envelope::{self, Kind, RequestId};
 
 /// Something the agent sent.
@@ -126,7 +126,7 @@ impl Recording {
             let header = reader.header().clone();
             builder.segment(&header, reader.by_ref());
             if let Some(tail) = reader.tail()
-                && !matches!(tail, Tail::Clean | Tail::Unfinished)
+                && tail.is_damaged()
             {
                 builder
                     .recording
@@ -150,9 +150,9 @@ impl Recording {
         builder.recording
     }
 
-    /// The session with this ID.
-    pub fn session(&self, id: &str) -> Option<&SessionRecording> {
-        self.sessions.iter().find(|s| s.id == id)
+    /// Where the session with this ID is in [`Recording::sessions`].
+    pub fn session_index(&self, id: &str) -> Option<usize> {
+        self.sessions.iter().position(|s| s.id == id)
     }
 }
 
@@ -176,15 +176,11 @@ impl Builder {
     /// Take in one segment.
     fn segment(&mut self, header: &Header, records: impl Iterator<Item = Record>) {
         if let Some(init) = &header.initialize {
-            let parse = |raw: &Option<Box<serde_json::value::RawValue>>| {
-                raw.as_ref()
-                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-            };
             if self.recording.initialize_request.is_none() {
-                self.recording.initialize_request = parse(&init.request);
+                self.recording.initialize_request = init.request_value();
             }
             if self.recording.initialize_response.is_none() {
-                self.recording.initialize_response = parse(&init.response);
+                self.recording.initialize_response = init.response_value();
             }
         }
         let (SegmentKind::Session, Some(session)) = (header.kind, header.session.as_deref()) else {

@@ -379,13 +379,7 @@ impl<T: Send + 'static> JournalSet<T> {
             },
         };
         if slot.shared.is_some() {
-            if let crate::journal::Body::Message {
-                from: crate::journal::Side::Client,
-                payload,
-            } = &record.body
-                && !payload.proxy
-                && crate::proto::envelope::peek(&payload.bytes).method() == Some("session/prompt")
-            {
+            if crate::proto::envelope::is_prompt_turn(record) {
                 slot.turns += 1;
             }
             encode_record(record, &mut slot.pending);
@@ -407,19 +401,22 @@ impl<T: Send + 'static> JournalSet<T> {
             return Commit::Done(then);
         }
         let mut writes = Vec::new();
+        let mut spare = std::mem::take(&mut self.spare);
         for slot in self.slots_mut() {
             if let Some(shared) = &slot.shared
                 && slot.records > 0
             {
+                let fresh = spare.pop().unwrap_or_default();
                 writes.push((
                     shared.clone(),
-                    std::mem::take(&mut slot.pending),
+                    std::mem::replace(&mut slot.pending, fresh),
                     slot.records,
                 ));
             }
             slot.pending.clear();
             slot.records = 0;
         }
+        self.spare = spare;
         match self.jobs.send(Job {
             writes,
             always,

@@ -176,10 +176,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                         }
                     }
                     _ => {
-                        if let Some(partial) = out_lines.finish() {
-                            core.handle_line(at, Side::Agent, partial);
-                        }
-                        core.handle_eof(at, Side::Agent);
+                        agent_output_ended(&mut core, &mut out_lines, at);
                         agent_out_open = false;
                     }
                 }
@@ -234,11 +231,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 drain_until = None;
                 if agent_out_open {
                     // As at EOF: the client's pending requests get their answers.
-                    let at = clock.now();
-                    if let Some(partial) = out_lines.finish() {
-                        core.handle_line(at, Side::Agent, partial);
-                    }
-                    core.handle_eof(at, Side::Agent);
+                    agent_output_ended(&mut core, &mut out_lines, clock.now());
                 }
                 agent_out_open = false;
                 agent_err_open = false;
@@ -474,6 +467,15 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
         Commit::Done(batch) => out.deliver(batch),
         Commit::Queued => false,
     }
+}
+
+/// The agent's output ended (EOF, or given up on): a last line without its newline, then EOF,
+/// which answers the client's pending requests.
+fn agent_output_ended(core: &mut Proxy, lines: &mut LineSplitter, at: Stamp) {
+    if let Some(partial) = lines.finish() {
+        core.handle_line(at, Side::Agent, partial);
+    }
+    core.handle_eof(at, Side::Agent);
 }
 
 fn forward_signal(core: &mut Proxy, clock: &Clock, pid: u32, sig: i32, running: bool) {

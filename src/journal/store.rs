@@ -470,7 +470,8 @@ impl Store {
                     if !count_open {
                         continue;
                     }
-                    if let Some(scan) = SegmentScan::of(&path) {
+                    if let Ok(reader) = SegmentReader::open(&path) {
+                        let scan = SegmentScan::of(reader);
                         s.records += scan.records;
                         s.turns += scan.turns;
                         s.updated = s.updated.max(scan.last);
@@ -500,7 +501,7 @@ impl Store {
                 let Ok(reader) = SegmentReader::open(&path) else {
                     continue;
                 };
-                let header = reader.header();
+                let header = reader.header().clone();
                 let Some(session) = header.session.clone() else {
                     continue;
                 };
@@ -512,9 +513,7 @@ impl Store {
                     agent: Some(header.argv.join(" ")),
                     t: header.started,
                 });
-                let Some(scan) = SegmentScan::of(&path) else {
-                    continue;
-                };
+                let scan = SegmentScan::of(reader);
                 if let Some(title) = scan.title {
                     entries.push(CatalogEntry::Info {
                         session: session.clone(),
@@ -637,8 +636,8 @@ struct SegmentScan {
 }
 
 impl SegmentScan {
-    fn of(path: &Path) -> Option<SegmentScan> {
-        let mut reader = SegmentReader::open(path).ok()?;
+    /// Read the rest of a segment whose header `reader` has read.
+    fn of(mut reader: SegmentReader<fs::File>) -> SegmentScan {
         let mut scan = SegmentScan {
             records: 0,
             turns: 0,
@@ -674,7 +673,7 @@ impl SegmentScan {
             scan.records += 1;
         }
         scan.clean = reader.tail() == Some(&super::reader::Tail::Clean);
-        Some(scan)
+        scan
     }
 }
 

@@ -368,14 +368,12 @@ impl Proxy {
             Op::List(l) => (l.client_id.clone(), Target::Connection),
         };
         if let Op::Load(load) = taken {
-            self.emulation.hidden.remove(&load.session);
-            if load.phase == Phase::Fetching {
-                self.actions.push_back(Action::CancelHistory { load: op });
-            }
-            self.open_known(&load.session);
-            if let Some(request) = load.request {
-                self.journal(target.clone(), request);
-            }
+            self.abandon_load(
+                op,
+                &load.session,
+                load.phase == Phase::Fetching,
+                load.request,
+            );
         }
         let record = self.client_record(at, &envelope::peek(line), line);
         self.journal(target.clone(), record);
@@ -391,6 +389,25 @@ impl Proxy {
         );
         self.release_held(at);
         true
+    }
+
+    /// A load given up on (cancelled, or its agent gone): stop reading its history, stop hiding
+    /// the session's agent lines, and journal its request in the session's journal.
+    fn abandon_load(
+        &mut self,
+        op: u64,
+        session: &SessionId,
+        fetching: bool,
+        request: Option<Record>,
+    ) {
+        self.emulation.hidden.remove(session);
+        if fetching {
+            self.actions.push_back(Action::CancelHistory { load: op });
+        }
+        self.open_known(session);
+        if let Some(request) = request {
+            self.journal(Target::Session(session.clone()), request);
+        }
     }
 
     /// Open the journal of a session we are about to write to (no early-copy claiming).
@@ -1274,13 +1291,7 @@ impl Proxy {
                         l.phase == Phase::Fetching,
                         l.request.take(),
                     );
-                    if fetching {
-                        self.actions.push_back(Action::CancelHistory { load: op });
-                    }
-                    self.open_known(&session);
-                    if let Some(request) = request {
-                        self.journal(Target::Session(session), request);
-                    }
+                    self.abandon_load(op, &session, fetching, request);
                     self.finish_load(at, op, Err(agent_exited(method)));
                 }
                 // A list forwarded to the agent is answered through the pending table below.

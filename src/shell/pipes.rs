@@ -225,13 +225,14 @@ impl Output {
             if self.queue.is_empty() {
                 break;
             }
-            let slices: Vec<IoSlice<'_>> = self
-                .queue
-                .iter()
-                .take(64)
-                .map(|b| IoSlice::new(b))
-                .collect();
-            match pipe.try_write_vectored(&slices) {
+            // Up to 64 buffers per writev, gathered on the stack (this runs for every batch).
+            let mut slices = [IoSlice::new(&[]); 64];
+            let mut count = 0;
+            for (slot, buffer) in slices.iter_mut().zip(&self.queue) {
+                *slot = IoSlice::new(buffer);
+                count += 1;
+            }
+            match pipe.try_write_vectored(&slices[..count]) {
                 Ok(mut n) => {
                     self.queued.fetch_sub(n, Ordering::Relaxed);
                     while n > 0 {

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::util::{
-    Peers, TestClient, bin, decompress_salvage, proxied, proxied_with, read_store, root, run_cli,
-    sample_copy, session_messages,
+    Peers, TestClient, bin, decompress_salvage, proxied, proxied_with, read_store, root,
+    run_cli_store, sample_copy, session_messages,
 };
 
 /// Our own deterministic agent; `changed` makes a second version of it.
@@ -58,13 +58,6 @@ fn record_story(store: &Path, options: &[&str], prompts: &[&str]) -> String {
     }
     client.finish();
     session
-}
-
-fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
-    let dir = store.display().to_string();
-    let mut all = vec!["--journal-dir", dir.as_str()];
-    all.extend_from_slice(args);
-    run_cli(&all)
 }
 
 #[test]
@@ -194,7 +187,7 @@ fn rerun_against_the_same_typescript_agent_finds_no_difference() {
     let mut args = vec!["rerun", "b1c0", "--fail-on", "text,tools,errors", "--"];
     let agent = peers.ts_agent();
     args.extend(agent.iter().map(String::as_str));
-    let (code, stdout, stderr) = cli(store.path(), &args);
+    let (code, stdout, stderr) = run_cli_store(store.path(), &args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("0 differences"), "{stdout}");
     // The rerun was journaled as a session of its own, here, without the recorded MCP server
@@ -218,7 +211,7 @@ fn rerun_against_a_changed_agent_reports_exactly_the_change() {
         let agent = story_agent(changed);
         let mut args = vec!["rerun", session.as_str(), "--fail-on", fail_on, "--"];
         args.extend(agent.iter().map(String::as_str));
-        cli(store.path(), &args)
+        run_cli_store(store.path(), &args)
     };
     // The same agent: the recorded permission and file content were given back.
     let (code, stdout, stderr) = rerun(false, "text,tools,errors,capabilities");
@@ -251,7 +244,7 @@ fn rerun_against_a_changed_agent_reports_exactly_the_change() {
         .split(';')
         .next()
         .unwrap();
-    let (code, out, _) = cli(
+    let (code, out, _) = run_cli_store(
         store.path(),
         &["diff", &session, changed, "--fail-on", "capabilities"],
     );
@@ -299,7 +292,7 @@ fn a_bundle_holds_no_seeded_secret_and_still_replays() {
     );
 
     let bundle = store.path().join("bug.acpj");
-    let (code, stdout, stderr) = cli(
+    let (code, stdout, stderr) = run_cli_store(
         store.path(),
         &["bundle", &session, "-o", bundle.to_str().unwrap()],
     );
@@ -350,14 +343,14 @@ fn a_bundle_holds_no_seeded_secret_and_still_replays() {
     let stderr = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
     assert_eq!(code, 0, "{stderr}");
     // And show / diff accept it.
-    let (code, shown, _) = cli(store.path(), &["show", bundle.to_str().unwrap()]);
+    let (code, shown, _) = run_cli_store(store.path(), &["show", bundle.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(shown.contains("Use the key [REDACTED] please"), "{shown}");
     assert!(
         shown.starts_with("── bundle: agent story-agent 1.0.0, client acp-journal-tests 0, 1 of 1 turns, 5 values redacted"),
         "{shown}"
     );
-    let (code, out, _) = cli(
+    let (code, out, _) = run_cli_store(
         store.path(),
         &[
             "diff",
@@ -375,7 +368,7 @@ fn bundle_upto_turn_keeps_the_first_turns_and_says_what_it_left_out() {
     let store = tempfile::tempdir().unwrap();
     let session = record_story(store.path(), &[], &["one", "two", "three"]);
     let bundle = store.path().join("two.acpj");
-    let (code, stdout, _) = cli(
+    let (code, stdout, _) = run_cli_store(
         store.path(),
         &[
             "bundle",
@@ -392,10 +385,10 @@ fn bundle_upto_turn_keeps_the_first_turns_and_says_what_it_left_out() {
         stdout.contains("left out: turn 3 (--upto-turn 2)"),
         "{stdout}"
     );
-    let (_, out, _) = cli(store.path(), &["diff", &session, bundle.to_str().unwrap()]);
+    let (_, out, _) = run_cli_store(store.path(), &["diff", &session, bundle.to_str().unwrap()]);
     assert!(out.contains("[text] session 1: 3 turns → 2"), "{out}");
     // A bundle is never written over an existing file.
-    let (code, _, stderr) = cli(
+    let (code, _, stderr) = run_cli_store(
         store.path(),
         &["bundle", &session, "-o", bundle.to_str().unwrap()],
     );

@@ -436,6 +436,14 @@ pub fn run_cli(args: &[&str]) -> (i32, String, String) {
     run_cli_in(Path::new("."), args)
 }
 
+/// [`run_cli`] on the journal store `store` (`--journal-dir` first).
+pub fn run_cli_store(store: &Path, args: &[&str]) -> (i32, String, String) {
+    let dir = store.display().to_string();
+    let mut all = vec!["--journal-dir", dir.as_str()];
+    all.extend_from_slice(args);
+    run_cli(&all)
+}
+
 /// [`run_cli`] in the working directory `dir`.
 pub fn run_cli_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(bin())

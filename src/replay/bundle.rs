@@ -102,9 +102,9 @@ impl Collected {
     }
 }
 
-/// Stderr records of the connection segment named in `header` (in the store at `root`), within
-/// `seqs` (inclusive); an error says why they cannot be read.
-fn stderr_of(root: &Path, header: &Header, seqs: (u64, u64)) -> Result<Vec<Record>, String> {
+/// Stderr records of the connection segment named in `header` (in the store at `root`) up to
+/// record `last` of the run (its start-up output included); an error says why they cannot be read.
+fn stderr_of(root: &Path, header: &Header, last: u64) -> Result<Vec<Record>, String> {
     let Some(connection) = header.connection.as_ref() else {
         return Ok(Vec::new());
     };
@@ -112,7 +112,7 @@ fn stderr_of(root: &Path, header: &Header, seqs: (u64, u64)) -> Result<Vec<Recor
     let mut reader = SegmentReader::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(reader
         .by_ref()
-        .filter(|r| matches!(r.body, Body::Stderr(_)) && r.seq >= seqs.0 && r.seq <= seqs.1)
+        .filter(|r| matches!(r.body, Body::Stderr(_)) && r.seq <= last)
         .collect())
 }
 
@@ -166,9 +166,9 @@ pub fn write(
             ));
         }
         if options.include_stderr
-            && let (Some(a), Some(b)) = (run.first(), run.last())
+            && let Some(last) = run.last()
         {
-            match stderr_of(root, &header, (a.seq, b.seq)) {
+            match stderr_of(root, &header, last.seq) {
                 Ok(stderr) => run.extend(stderr),
                 Err(e) => collected
                     .dropped

@@ -42,6 +42,7 @@ def text(sid, words):
     update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": words}})
 
 
+print("story agent ready", file=sys.stderr, flush=True)
 for line in sys.stdin:
     msg = json.loads(line)
     method, mid = msg.get("method"), msg.get("id")

@@ -364,6 +364,35 @@ fn a_bundle_holds_no_seeded_secret_and_still_replays() {
 }
 
 #[test]
+fn one_replay_serves_several_recorded_sessions_in_order() {
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &story_agent(false)));
+    client.initialize();
+    let recorded: Vec<String> = (0..2).map(|_| client.new_session("/tmp")).collect();
+    for (session, text) in recorded.iter().zip(["first", "second"]) {
+        client.prompt(session, text);
+    }
+    client.finish();
+    let sources: Vec<&str> = recorded.iter().map(String::as_str).collect();
+    let mut client = TestClient::spawn(&replay_argv(store.path(), &sources, &["--pace", "fast"]));
+    client.initialize();
+    let served: Vec<String> = (0..2).map(|_| client.new_session("/elsewhere")).collect();
+    assert_eq!(served, recorded);
+    for (session, text) in served.iter().zip(["first", "second"]) {
+        let answer = client.prompt(session, text);
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    }
+    let stderr = client.stderr.clone();
+    assert_eq!(client.finish().0, 0);
+    let stderr = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
+    assert!(!stderr.contains("differs"), "{stderr}");
+    assert!(
+        stderr.contains("served 5 requests from 2 recorded session(s)"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bundle_upto_turn_keeps_the_first_turns_and_says_what_it_left_out() {
     let store = tempfile::tempdir().unwrap();
     let session = record_story(store.path(), &[], &["one", "two", "three"]);
@@ -387,6 +416,27 @@ fn bundle_upto_turn_keeps_the_first_turns_and_says_what_it_left_out() {
     );
     let (_, out, _) = run_cli_store(store.path(), &["diff", &session, bundle.to_str().unwrap()]);
     assert!(out.contains("[text] session 1: 3 turns → 2"), "{out}");
+    // The agent's stderr only when asked for, its start-up output included.
+    let (_, raw, _) = run_cli_store(store.path(), &["show", "--raw", bundle.to_str().unwrap()]);
+    assert!(!raw.contains("story agent ready"), "{raw}");
+    let with_stderr = store.path().join("with-stderr.acpj");
+    let (code, stdout, _) = run_cli_store(
+        store.path(),
+        &[
+            "bundle",
+            &session,
+            "--include-stderr",
+            "-o",
+            with_stderr.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(!stdout.contains("left out: agent stderr"), "{stdout}");
+    let (_, raw, _) = run_cli_store(
+        store.path(),
+        &["show", "--raw", with_stderr.to_str().unwrap()],
+    );
+    assert!(raw.contains("agent stderr    story agent ready"), "{raw}");
     // A bundle is never written over an existing file.
     let (code, _, stderr) = run_cli_store(
         store.path(),

@@ -1,17 +1,19 @@
 //! The protocol core: a deterministic state machine with no I/O.
 //!
 //! It contains no file, process or clock code: the shell stamps every input with a [`Stamp`]
-//! and applies the [`Action`]s it polls, in order. That makes every attribution rule testable
-//! with literal JSON lines (see `tests.rs`).
+//! and applies the [`Action`]s it polls, in order. That makes every rule testable with literal
+//! JSON lines (see `tests.rs` and `emulate_tests.rs`).
 //!
 //! # Driving contract
 //! - Inputs (`handle_*`, return `()`): [`Proxy::handle_line`] for every whole line read from a
 //!   peer (line ending included), [`Proxy::handle_eof`] when a peer closes its stream,
 //!   [`Proxy::handle_stderr`] for agent stderr chunks, [`Proxy::handle_event`] for things the
-//!   shell observed (agent exit, signals).
+//!   shell observed (agent exit, signals), and the answers to its requests to the store
+//!   ([`Proxy::handle_history`], [`Proxy::handle_sessions`]).
 //! - Output: after each input, drain [`Proxy::poll_action`] until `None` and apply the actions
-//!   in order. Every `Journal` for a line precedes its `Forward`, and an `OpenSession` precedes
-//!   the first `Journal` to that session, so applying in order gives write-before-forward.
+//!   in order. For every line, its `Journal` actions come before its `Forward`, and an
+//!   `OpenSession` before the first `Journal` to that session. The shell keeps the promise built
+//!   on that order (a record is written before its line is forwarded): `shell::apply`.
 //!
 //! # Attribution
 //! Requests and notifications belong to `params.sessionId`. Responses carry no session: they
@@ -23,30 +25,55 @@
 //! has not arrived yet open the session early (and take the copy of the only pending
 //! `session/new`, if there is exactly one). Everything else goes to the connection journal.
 //!
-//! This proxy edits no message: every `Forward` carries the bytes received.
+//! # What the proxy changes
+//! With `--load off` nothing: every `Forward` carries the bytes received. Otherwise the core adds
+//! what the agent lacks, each part a component with its own state:
+//! - [`capabilities`]: the `initialize` response advertises loading, list, resume, close and
+//!   delete on the agent's behalf;
+//! - [`loading`]: `session/load` and `session/resume` served from the journal;
+//! - [`listing`]: `session/list` served from the store or merged with the agent's;
+//! - [`sessions`] and [`mapping`]: the session table, and the edits of a session continued on
+//!   the agent under another ID; [`ids`]: the proxy's own request ids;
+//! - `session/close` and `session/delete` answered here, and every client request answered
+//!   with -32603 once the agent has exited.
+//!
+//! Edits go through [`rewrite`], which keeps every member it does not change byte for byte.
 
-mod emulate;
+mod capabilities;
+mod effects;
 #[cfg(test)]
 mod emulate_tests;
 pub mod envelope;
 pub mod history;
+mod ids;
+mod listing;
+mod loading;
+mod mapping;
 pub mod redact;
 #[cfg(test)]
 mod redact_tests;
 pub mod rewrite;
+mod sessions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde_json::json;
 
 pub use crate::journal::format::Side;
 use crate::journal::format::{Body, Payload, Record};
-use emulate::Emulation;
-use envelope::{Kind, Peek, RequestId};
+use capabilities::{AgentCaps, ClientCaps};
+use effects::Effects;
+use envelope::{Kind, Peek, RequestId, error_json};
 pub use history::{ClientSupport, Summary};
+use ids::OwnIds;
+use listing::List;
+use loading::{Loads, Progress, Step};
+use mapping::ClientEdit;
+use sessions::SessionTable;
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -248,21 +275,67 @@ struct Setup {
     copied_to: Option<SessionId>,
 }
 
+/// Requests awaiting their response, by sender and id.
+type PendingTable = HashMap<(Side, RequestId), Pending>;
+
 /// Methods whose response creates a session.
 const CREATES_SESSION: &[&str] = &["session/new", "session/fork"];
+
+/// What the components of the core share while they handle one input: the output, the session
+/// table, the request ids, and what both peers declared.
+struct Cx<'a> {
+    fx: &'a mut Effects,
+    sessions: &'a mut SessionTable,
+    ids: &'a mut OwnIds,
+    pending: &'a PendingTable,
+    agent: AgentCaps,
+    client: ClientCaps,
+    config: Config,
+    initialize: &'a Initialize,
+}
+
+impl Cx<'_> {
+    /// Send a request of the proxy's own to the agent for operation `op`, journaled with
+    /// `session`.
+    fn request(
+        &mut self,
+        at: Stamp,
+        session: &SessionId,
+        op: u64,
+        step: Step,
+        method: &str,
+        params: &str,
+    ) {
+        let pending = self.pending;
+        let id = self.ids.request(op, step, |id| {
+            pending.contains_key(&(Side::Client, id.clone()))
+        });
+        self.fx.send_agent(at, session, Some(&id), method, params);
+    }
+}
 
 /// The proxy state machine.
 #[derive(Debug)]
 pub struct Proxy {
     config: Config,
-    seq: u64,
-    actions: VecDeque<Action>,
-    pending: HashMap<(Side, RequestId), Pending>,
-    sessions: HashSet<SessionId>,
+    fx: Effects,
+    pending: PendingTable,
+    sessions: SessionTable,
     initialize: Initialize,
     /// Agent stderr not yet journaled (journaled by whole lines).
     stderr: Vec<u8>,
-    emulation: Emulation,
+    agent: AgentCaps,
+    client: ClientCaps,
+    ids: OwnIds,
+    loads: Loads,
+    lists: HashMap<u64, List>,
+    /// Client request id → a list the proxy answers itself; agent-facing id → a forwarded
+    /// list whose answer it merges.
+    lists_by_request: HashMap<RequestId, u64>,
+    /// Operation numbers (loads and lists), naming the store requests.
+    next_op: u64,
+    /// Agent lines held while a load is bringing its session up.
+    held: Vec<Bytes>,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
     /// The client closed its stream: it expects no more answers.
@@ -274,13 +347,19 @@ impl Proxy {
     pub fn new(config: Config) -> Proxy {
         Proxy {
             config,
-            seq: 0,
-            actions: VecDeque::new(),
+            fx: Effects::new(config.redact),
             pending: HashMap::new(),
-            sessions: HashSet::new(),
+            sessions: SessionTable::default(),
             initialize: Initialize::default(),
             stderr: Vec::new(),
-            emulation: Emulation::default(),
+            agent: AgentCaps::default(),
+            client: ClientCaps::default(),
+            ids: OwnIds::default(),
+            loads: Loads::default(),
+            lists: HashMap::new(),
+            lists_by_request: HashMap::new(),
+            next_op: 0,
+            held: Vec::new(),
             agent_ended: false,
             client_ended: false,
         }
@@ -289,7 +368,7 @@ impl Proxy {
     /// The next action to apply, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.fx.pop()
     }
 
     /// Requests still awaiting a response (both directions).
@@ -299,29 +378,42 @@ impl Proxy {
 
     /// Sequence number of the next record.
     pub fn next_seq(&self) -> u64 {
-        self.seq
+        self.fx.next_seq()
     }
 
-    fn record(&mut self, at: Stamp, body: Body) -> Record {
-        let seq = self.seq;
-        self.seq += 1;
-        Record {
-            seq,
-            unix_us: at.unix_us,
-            mono_us: at.mono_us,
-            body,
+    /// The components' shared context, and the loads.
+    fn cx(&mut self) -> (Cx<'_>, &mut Loads) {
+        (
+            Cx {
+                fx: &mut self.fx,
+                sessions: &mut self.sessions,
+                ids: &mut self.ids,
+                pending: &self.pending,
+                agent: self.agent,
+                client: self.client,
+                config: self.config,
+                initialize: &self.initialize,
+            },
+            &mut self.loads,
+        )
+    }
+
+    fn emulates_loading(&self) -> bool {
+        matches!(self.config.load, LoadMode::Auto | LoadMode::Journal)
+    }
+
+    fn synthesizes_load(&self) -> bool {
+        match self.config.load {
+            LoadMode::Journal => true,
+            LoadMode::Auto => !self.agent.load,
+            LoadMode::Agent | LoadMode::Off => false,
         }
     }
 
-    /// Queue a record. Every record passes here: events (which may quote a prompt) are
-    /// redacted here, messages by [`Proxy::journal_payload`] and stderr by its flush.
-    fn journal(&mut self, target: Target, mut record: Record) {
-        if self.config.redact
-            && let Body::Event(event) = &mut record.body
-        {
-            redact::redact_value(event);
-        }
-        self.actions.push_back(Action::Journal { target, record });
+    fn next_op(&mut self) -> u64 {
+        let op = self.next_op;
+        self.next_op += 1;
+        op
     }
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
@@ -336,12 +428,13 @@ impl Proxy {
                 return;
             }
         }
-        let rewritten = match self.config.load {
-            LoadMode::Off => None,
-            _ => self.rewrite(at, from, &peek, &line).map(Bytes::from),
+        let rewritten = match (self.config.load, from) {
+            (LoadMode::Off, _) => None,
+            (_, Side::Client) => self.rewrite_client(at, &peek, &line),
+            (_, Side::Agent) => self.rewrite_agent(&peek, &line),
         };
         // The journal holds what the client sent and what it received.
-        match (from, rewritten) {
+        match (from, rewritten.map(Bytes::from)) {
             (Side::Agent, Some(out)) => {
                 let facing = envelope::peek(&out);
                 self.relay(at, from, &facing, out.clone(), out.clone());
@@ -361,12 +454,12 @@ impl Proxy {
     /// `forward` to the other side.
     fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
         let record = {
-            let payload = self.journal_payload(peek, facing);
-            self.record(at, Body::Message { from, payload })
+            let payload = self.fx.payload(peek, facing);
+            self.fx.record(at, Body::Message { from, payload })
         };
         let target = self.attribute(from, peek, &record);
         if let Target::Session(session) = &target
-            && !self.sessions.contains(session)
+            && !self.sessions.journal_open(session)
         {
             // A setup request names its cwd; early agent traffic may claim a pending
             // session/new.
@@ -374,37 +467,14 @@ impl Proxy {
             self.open_session(session, cwd, from == Side::Agent);
         }
         if !self.is_native_replay(from, peek, &target) {
-            self.journal(target, record);
+            self.fx.journal(target, record);
         }
-        self.actions.push_back(Action::Forward {
-            to: from.other(),
-            line: forward,
-        });
-    }
-
-    /// The shared ID of a session already seen (no allocation), or a new one.
-    fn session_id(&self, s: &str) -> SessionId {
-        self.sessions
-            .get(s)
-            .cloned()
-            .unwrap_or_else(|| SessionId::from(s))
-    }
-
-    /// How the line is stored: classified, and redacted when configured.
-    fn journal_payload(&self, peek: &Peek<'_>, line: Bytes) -> Payload {
-        let mut payload = Payload::from_line_classified(line, peek.is_json());
-        if self.config.redact
-            && let Some(redacted) = redact::redact_line(peek, &payload.bytes)
-        {
-            payload.bytes = Bytes::from(redacted);
-            payload.redacted = true;
-        }
-        payload
+        self.fx.forward(from.other(), forward);
     }
 
     /// Decide the journal of a line and update the pending table.
     fn attribute(&mut self, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
-        let session = peek.session.as_deref().map(|s| self.session_id(s));
+        let session = peek.session.as_deref().map(|s| self.sessions.id(s));
         match &peek.kind {
             Kind::Request { id, method } => {
                 let session = session.or_else(|| {
@@ -458,7 +528,7 @@ impl Proxy {
                     (Some(new), Some(setup)) => {
                         self.open_session(&new, setup.cwd.clone(), false);
                         if setup.copied_to.as_ref() != Some(&new) {
-                            self.journal(Target::Session(new.clone()), setup.record);
+                            self.fx.journal(Target::Session(new.clone()), setup.record);
                         }
                         Target::Session(new)
                     }
@@ -472,31 +542,38 @@ impl Proxy {
     /// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
     /// through early agent traffic takes the copy of the only unclaimed pending `session/new`.
     fn open_session(&mut self, session: &SessionId, cwd: Option<String>, claim: bool) {
-        if self.sessions.contains(session) {
+        if self.sessions.journal_open(session) {
             return;
         }
-        self.sessions.insert(session.clone());
-        let mut unclaimed = self
-            .pending
-            .iter_mut()
-            .filter_map(|(_, p)| p.setup.as_mut())
-            .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
-        let early_copy = match (claim, unclaimed.next(), unclaimed.next()) {
-            (true, Some(setup), None) => {
-                setup.copied_to = Some(session.clone());
-                Some((setup.record.clone(), setup.cwd.clone()))
+        let early_copy = if claim {
+            let mut unclaimed = self
+                .pending
+                .values_mut()
+                .filter_map(|p| p.setup.as_mut())
+                .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
+            match (unclaimed.next(), unclaimed.next()) {
+                (Some(setup), None) => {
+                    setup.copied_to = Some(session.clone());
+                    Some((setup.record.clone(), setup.cwd.clone()))
+                }
+                _ => None,
             }
-            _ => None,
+        } else {
+            None
         };
         let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, c)| c.clone()));
-        self.actions.push_back(Action::OpenSession {
-            session: session.clone(),
-            cwd,
-            initialize: self.initialize.clone(),
-        });
+        self.sessions
+            .open_journal(&mut self.fx, session, cwd, &self.initialize);
         if let Some((record, _)) = early_copy {
-            self.journal(Target::Session(session.clone()), record);
+            self.fx.journal(Target::Session(session.clone()), record);
         }
+    }
+
+    /// True for the agent's own replay during a native load (forwarded, not journaled again).
+    fn is_native_replay(&self, from: Side, peek: &Peek<'_>, target: &Target) -> bool {
+        from == Side::Agent
+            && peek.method() == Some("session/update")
+            && matches!(target, Target::Session(s) if self.sessions.in_native_replay(s))
     }
 
     /// A peer closed its stream. When the agent's ends while the client is still there, every
@@ -513,13 +590,13 @@ impl Proxy {
         } else {
             self.client_ended = true;
         }
-        let record = self.record(
+        self.fx.event(
             at,
-            Body::Event(serde_json::json!({"type": "eof", "from": from.as_str()})),
+            Target::Connection,
+            json!({"type": "eof", "from": from.as_str()}),
         );
-        self.journal(Target::Connection, record);
         if from == Side::Client {
-            self.actions.push_back(Action::CloseAgentStdin);
+            self.fx.push(Action::CloseAgentStdin);
         }
     }
 
@@ -541,21 +618,441 @@ impl Proxy {
             return;
         }
         let rest = self.stderr.split_off(cut);
-        let mut text = std::mem::replace(&mut self.stderr, rest);
-        if self.config.redact
-            && let Some(redacted) = redact::redact_tokens(&text)
-        {
-            text = redacted;
-        }
-        let record = self.record(at, Body::Stderr(Bytes::from(text)));
-        self.journal(Target::Connection, record);
+        let text = std::mem::replace(&mut self.stderr, rest);
+        let text = self.fx.stderr_text(text);
+        let record = self.fx.record(at, Body::Stderr(Bytes::from(text)));
+        self.fx.journal(Target::Connection, record);
     }
 
     /// Something the shell observed (a JSON object with a `type`), journaled with the
     /// connection.
     pub fn handle_event(&mut self, at: Stamp, event: serde_json::Value) {
-        let record = self.record(at, Body::Event(event));
-        self.journal(Target::Connection, record);
+        self.fx.event(at, Target::Connection, event);
+    }
+
+    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
+        let (mut cx, loads) = self.cx();
+        if loads.history(&mut cx, at, load, chunk) == Progress::Done {
+            self.release_held(at);
+        }
+    }
+
+    /// The store's sessions, answering [`Action::FetchSessions`].
+    pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
+        let Some(list) = self.lists.get_mut(&request) else {
+            return;
+        };
+        list.listed = Some(sessions);
+        if list.forwarded {
+            self.try_merge_list(at, request);
+            return;
+        }
+        let Some(list) = self.remove_list(request) else {
+            return;
+        };
+        self.fx.answer(
+            at,
+            Target::Connection,
+            &list.client_id,
+            list.page().as_deref().map_err(String::as_str),
+        );
+    }
+
+    /// Client lines the proxy handles itself. Returns true when the line was consumed.
+    fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+        let session = || peek.session.as_deref().map(SessionId::from);
+        match &peek.kind {
+            Kind::Request { id, method } => match method.as_ref() {
+                "session/load" if self.synthesizes_load() => {
+                    self.start_load(at, id, peek, line, true);
+                    true
+                }
+                "session/load" => {
+                    if let Some(s) = session() {
+                        self.sessions.set_native_replay(&s, true);
+                    }
+                    false
+                }
+                "session/resume" if !self.agent.resume && self.emulates_loading() => {
+                    self.start_load(at, id, peek, line, false);
+                    true
+                }
+                "session/list" => self.start_list(at, id, peek, line),
+                "session/close" if self.agent.close => {
+                    // The agent closes it: a later load must bring it up again.
+                    if let Some(s) = session() {
+                        self.sessions.set_not_live(&s);
+                    }
+                    false
+                }
+                "session/close" => {
+                    let Some(s) = session() else { return false };
+                    self.close(at, &s, id, peek, line);
+                    true
+                }
+                "session/delete" => {
+                    let Some(s) = session() else { return false };
+                    self.fx
+                        .push(Action::Catalog(CatalogUpdate::Delete { session: s }));
+                    if self.agent.delete {
+                        return false;
+                    }
+                    self.fx.journal_client(at, Target::Connection, peek, line);
+                    self.fx.answer(at, Target::Connection, id, Ok("{}"));
+                    true
+                }
+                _ => false,
+            },
+            Kind::Notification { method } => {
+                let op = match method.as_ref() {
+                    "$/cancel_request" => envelope::request_id(peek.params).and_then(|rid| {
+                        self.loads.by_request(&rid).or_else(|| {
+                            let op = *self.lists_by_request.get(&rid)?;
+                            (!self.lists.get(&op)?.forwarded).then_some(op)
+                        })
+                    }),
+                    "session/cancel" => session().and_then(|s| self.loads.by_session(&s)),
+                    _ => None,
+                };
+                let Some(op) = op else { return false };
+                let why = match method.as_ref() {
+                    "$/cancel_request" => "cancelled by $/cancel_request",
+                    _ => "cancelled by session/cancel",
+                };
+                self.cancel_op(at, op, line, why)
+            }
+            _ => false,
+        }
+    }
+
+    /// `session/close` for an agent that lacks it: cancel the session's work, answer.
+    fn close(&mut self, at: Stamp, s: &SessionId, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
+        let record = self.fx.client_record(at, peek, line);
+        if !self.sessions.journal_open(s) {
+            self.open_session(s, None, false);
+        }
+        self.fx.journal(Target::Session(s.clone()), record);
+        // Closing cancels ongoing work, as `session/cancel` would.
+        let agent_side = self.sessions.agent_id(s);
+        let params = json!({"sessionId": &*agent_side}).to_string();
+        self.fx.send_agent(at, s, None, "session/cancel", &params);
+        self.sessions.set_not_live(s);
+        self.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
+    }
+
+    fn start_load(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        replay: bool,
+    ) {
+        let op = self.next_op();
+        let (mut cx, loads) = self.cx();
+        loads.start(&mut cx, at, op, id, peek, line, replay);
+    }
+
+    /// Stop a synthetic operation and answer it with -32800.
+    fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
+        if let Some(list) = self.remove_list(op) {
+            self.fx
+                .journal_client(at, Target::Connection, &envelope::peek(line), line);
+            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
+            self.fx
+                .answer(at, Target::Connection, &list.client_id, Err(&error));
+        } else {
+            let (mut cx, loads) = self.cx();
+            loads.cancel(&mut cx, at, op, line, why);
+        }
+        self.release_held(at);
+        true
+    }
+
+    fn start_list(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) -> bool {
+        let op = self.next_op();
+        let forwarded = self.agent.list;
+        self.lists.insert(
+            op,
+            List {
+                client_id: id.clone(),
+                cwd: envelope::str_field(peek.params, "cwd"),
+                cursor: envelope::str_field(peek.params, "cursor"),
+                forwarded,
+                listed: None,
+                response: None,
+            },
+        );
+        self.lists_by_request.insert(id.clone(), op);
+        self.fx.push(Action::FetchSessions { request: op });
+        if forwarded {
+            return false;
+        }
+        self.fx.journal_client(at, Target::Connection, peek, line);
+        true
+    }
+
+    fn remove_list(&mut self, op: u64) -> Option<List> {
+        let list = self.lists.remove(&op)?;
+        if self.lists_by_request.get(&list.client_id) == Some(&op) {
+            self.lists_by_request.remove(&list.client_id);
+        }
+        Some(list)
+    }
+
+    /// Relay the agent's `session/list` answer merged with the journal's, once both are here.
+    fn try_merge_list(&mut self, at: Stamp, op: u64) {
+        let mapped = self
+            .sessions
+            .agent_ids()
+            .map(|(agent, client)| (&**agent, &**client));
+        let Some(line) = self.lists.get(&op).and_then(|l| l.merged(mapped)) else {
+            return;
+        };
+        self.remove_list(op);
+        let facing = envelope::peek(&line);
+        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
+    }
+
+    /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
+    fn intercept_agent(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+        match &peek.kind {
+            Kind::Response { id, is_error } => {
+                if let Some((op, step)) = self.ids.answered(id) {
+                    let (mut cx, loads) = self.cx();
+                    if loads.on_response(&mut cx, at, op, step, peek, line, *is_error)
+                        == Progress::Done
+                    {
+                        self.release_held(at);
+                    }
+                    return true;
+                }
+                let client_id = self.ids.client_id(id);
+                let Some(&op) = self.lists_by_request.get(&client_id) else {
+                    return false;
+                };
+                if !self.lists.get(&op).is_some_and(|l| l.forwarded) {
+                    return false;
+                }
+                // The client gets its own id back, even if it was renumbered.
+                let line = match self.ids.restore(id) {
+                    Some(original) => rewrite::edit_line(line, |m| m.set("id", original.to_json()))
+                        .map_or_else(|| line.clone(), Bytes::from),
+                    None => line.clone(),
+                };
+                if let Some(l) = self.lists.get_mut(&op) {
+                    l.response = Some(line);
+                }
+                self.try_merge_list(at, op);
+                true
+            }
+            Kind::Notification { .. } | Kind::Request { .. } => {
+                let Some(session) = peek.session.as_deref() else {
+                    return false;
+                };
+                if self.sessions.hides_replay(session) && peek.method() == Some("session/update") {
+                    return true; // the agent's own replay under `--load journal`
+                }
+                if self.is_starting(session) {
+                    self.held.push(line.clone());
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// True while a load is bringing up the agent-side `session` (or an agent-side session not
+    /// known yet, while a load waits for the agent to start one).
+    fn is_starting(&self, session: &str) -> bool {
+        self.sessions.starting_as(session)
+            || (self.loads.awaiting_new_session() && !self.sessions.knows(session))
+    }
+
+    /// Forward the agent lines held during a load, through the normal path.
+    fn release_held(&mut self, at: Stamp) {
+        let held = std::mem::take(&mut self.held);
+        for line in held {
+            self.handle_line(at, Side::Agent, line);
+        }
+    }
+
+    /// Client line edits on the way to the agent: renumbered ids, mapped session IDs,
+    /// re-priming.
+    fn rewrite_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
+        let method = peek.method();
+        if method == Some("initialize") {
+            self.client = ClientCaps::from_initialize(peek);
+        }
+        let new_id = match &peek.kind {
+            Kind::Request { id, .. } => self.ids.renumber(id),
+            _ => None,
+        };
+        let cancel = match (method, envelope::request_id(peek.params)) {
+            (Some("$/cancel_request"), Some(rid)) => self.ids.sent_as(&rid).cloned(),
+            _ => None,
+        };
+        // Only requests and notifications are mapped: an object without a method is no
+        // message of the session, and passes unchanged.
+        let session = peek.session.as_deref().filter(|_| method.is_some());
+        let mapping = session.and_then(|s| self.sessions.mapping_mut(s));
+        let (agent_session, reprime) = match mapping {
+            Some(m) => {
+                let reprime = match method {
+                    Some("session/prompt") => m.reprime.take(),
+                    _ => None,
+                };
+                (Some(m.agent.clone()), reprime)
+            }
+            None => (None, None),
+        };
+        let edit = ClientEdit {
+            id: new_id.as_ref(),
+            cancel: cancel.as_ref(),
+            agent_session: agent_session.as_deref(),
+            reprime: reprime.as_deref(),
+        };
+        if edit.is_empty() {
+            return None;
+        }
+        let out = mapping::edit_client_line(line, &edit)?;
+        if let (Some(session), Some(_)) = (session, &reprime) {
+            let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
+            let session = self.sessions.id(session);
+            self.fx.event(
+                at,
+                Target::Session(session),
+                json!({"type": "reprimed", "sent": sent["params"]["prompt"]}),
+            );
+        }
+        Some(out)
+    }
+
+    /// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions.
+    fn rewrite_agent(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
+        if let Kind::Response { id, is_error } = &peek.kind {
+            return self.rewrite_agent_response(peek, line, id, *is_error);
+        }
+        let method = peek.method()?;
+        let session = peek.session.as_deref()?;
+        if method == "session/update" && session_info_finder().find(line).is_some() {
+            self.catalog_info(peek, session);
+        }
+        let (client_session, mapping) = self.sessions.mapping_of_agent(session)?;
+        mapping::edit_agent_line(line, client_session, &mapping.prefix)
+    }
+
+    fn rewrite_agent_response(
+        &mut self,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        id: &RequestId,
+        is_error: bool,
+    ) -> Option<Vec<u8>> {
+        let original = self.ids.restore(id);
+        let client_id = original.clone().unwrap_or_else(|| id.clone());
+        let pending = self.pending.get(&(Side::Client, client_id));
+        let method = pending.map(|p| p.method.as_str());
+        let session = pending.and_then(|p| p.session.clone());
+        let mut out = None;
+        match method {
+            Some("initialize") if !is_error => {
+                if let Some(agent) = AgentCaps::from_initialize(peek) {
+                    self.agent = agent;
+                    let added = agent.missing(self.emulates_loading());
+                    out = capabilities::advertise(line, &added);
+                    if out.is_some() {
+                        self.fx.push(Action::Log(format!(
+                            "advertising to the client on the agent's behalf: {}",
+                            added.join(", ")
+                        )));
+                    }
+                }
+            }
+            Some("session/load") => {
+                if let Some(s) = &session {
+                    self.sessions.set_native_replay(s, false);
+                    if !is_error {
+                        self.sessions.set_live(s);
+                    }
+                }
+            }
+            Some("session/new") if !is_error => {
+                if let Some(s) = envelope::str_field(peek.result, "sessionId") {
+                    let s = self.sessions.id(&s);
+                    self.sessions.set_live(&s);
+                }
+            }
+            _ => {}
+        }
+        if let Some(original) = original {
+            out = rewrite::edit_line(out.as_deref().unwrap_or(line), |msg| {
+                msg.set("id", original.to_json())
+            });
+        }
+        out
+    }
+
+    /// A `session_info_update` passed through: its title and time go to the catalog.
+    fn catalog_info(&mut self, peek: &Peek<'_>, session: &str) {
+        let params: serde_json::Value = peek
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let update = &params["update"];
+        if update["sessionUpdate"] != "session_info_update" {
+            return;
+        }
+        let client_session = self
+            .sessions
+            .client_id(session)
+            .cloned()
+            .unwrap_or_else(|| self.sessions.id(session));
+        self.fx.push(Action::Catalog(CatalogUpdate::Info {
+            session: client_session,
+            title: update["title"].as_str().map(str::to_string),
+            updated_at: update["updatedAt"].as_str().map(str::to_string),
+        }));
+    }
+
+    /// The agent's output ended: answer every client request still waiting on it, whether
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
+    fn agent_gone(&mut self, at: Stamp) {
+        for op in self.loads.ops() {
+            let (mut cx, loads) = self.cx();
+            loads.agent_gone(&mut cx, at, op);
+        }
+        // A list forwarded to the agent is answered through the pending table below.
+        let forwarded: Vec<u64> = self
+            .lists
+            .iter()
+            .filter_map(|(op, l)| l.forwarded.then_some(*op))
+            .collect();
+        for op in forwarded {
+            self.remove_list(op);
+        }
+        let mut waiting: Vec<(u64, RequestId)> = self
+            .pending
+            .iter()
+            .filter(|((side, _), _)| *side == Side::Client)
+            .map(|((_, id), p)| (p.seq, id.clone()))
+            .collect();
+        waiting.sort_unstable_by_key(|(seq, _)| *seq);
+        for (_, id) in waiting {
+            let Some(pending) = self.pending.remove(&(Side::Client, id.clone())) else {
+                continue;
+            };
+            let target = match pending.session {
+                Some(s) if self.sessions.journal_open(&s) => Target::Session(s),
+                _ => Target::Connection,
+            };
+            self.fx
+                .answer(at, target, &id, Err(&agent_exited(&pending.method)));
+        }
+        self.ids.forget_renumbered();
+        self.release_held(at);
     }
 }
 
@@ -578,4 +1075,20 @@ fn record_bytes(record: &Record) -> Bytes {
         Body::Message { payload, .. } => payload.bytes.clone(),
         _ => Bytes::new(),
     }
+}
+
+/// The error a client request gets when the agent exited before answering it.
+fn agent_exited(method: &str) -> String {
+    error_json(
+        -32603,
+        "the agent exited",
+        Some(json!({"reason": "the agent exited before answering", "method": method})),
+    )
+}
+
+/// Finds `"session_info_update"` (built once: building a finder costs more than a search).
+fn session_info_finder() -> &'static memchr::memmem::Finder<'static> {
+    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
+        std::sync::OnceLock::new();
+    FINDER.get_or_init(|| memchr::memmem::Finder::new(b"\"session_info_update\""))
 }

@@ -1,0 +1,115 @@
+//! Capabilities: what the agent advertised, what the client declared, and what the proxy adds
+//! to the agent's `initialize` response on its behalf.
+//!
+//! The initialize response gets `agentCapabilities.loadSession: true` and
+//! `sessionCapabilities.{list,resume,close,delete}: {}` where the agent lacks them (resume and
+//! loading only when the proxy emulates loading); nothing else in that message changes
+//! ([`super::rewrite`]).
+
+use serde_json::Value;
+
+use super::envelope::Peek;
+use super::history::ClientSupport;
+use super::rewrite::edit_line;
+
+/// What the agent advertised.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct AgentCaps {
+    pub(super) load: bool,
+    pub(super) list: bool,
+    pub(super) resume: bool,
+    pub(super) close: bool,
+    pub(super) delete: bool,
+    pub(super) additional_directories: bool,
+}
+
+/// What the client declared in its `initialize` request.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ClientCaps {
+    /// Replay kinds it accepts.
+    pub(super) support: ClientSupport,
+    /// It shows `notice` updates.
+    pub(super) notices: bool,
+}
+
+fn present(v: &Value) -> bool {
+    !v.is_null()
+}
+
+fn parse(raw: Option<&serde_json::value::RawValue>) -> Value {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or(Value::Null)
+}
+
+impl ClientCaps {
+    /// From the client's `initialize` request.
+    pub(super) fn from_initialize(peek: &Peek<'_>) -> ClientCaps {
+        let params = parse(peek.params);
+        let caps = &params["clientCapabilities"];
+        ClientCaps {
+            support: ClientSupport::from_capabilities(caps),
+            notices: present(&caps["session"]["notices"]),
+        }
+    }
+}
+
+impl AgentCaps {
+    /// From the agent's successful `initialize` response.
+    pub(super) fn from_initialize(peek: &Peek<'_>) -> Option<AgentCaps> {
+        let result: Value = serde_json::from_str(peek.result?.get()).ok()?;
+        let caps = &result["agentCapabilities"];
+        let session = &caps["sessionCapabilities"];
+        Some(AgentCaps {
+            load: caps["loadSession"] == true,
+            list: present(&session["list"]),
+            resume: present(&session["resume"]),
+            close: present(&session["close"]),
+            delete: present(&session["delete"]),
+            additional_directories: present(&session["additionalDirectories"]),
+        })
+    }
+
+    /// What the proxy adds: `loadSession` and the names of the `sessionCapabilities` the
+    /// agent lacks (`loading`: the proxy emulates loading and resuming).
+    pub(super) fn missing(&self, loading: bool) -> Vec<&'static str> {
+        let mut added = Vec::new();
+        if loading && !self.load {
+            added.push("loadSession");
+        }
+        for (name, has, wanted) in [
+            ("list", self.list, true),
+            ("resume", self.resume, loading),
+            ("close", self.close, true),
+            ("delete", self.delete, true),
+        ] {
+            if wanted && !has {
+                added.push(name);
+            }
+        }
+        added
+    }
+}
+
+/// The initialize response with `added` advertised (from [`AgentCaps::missing`]); `None` when
+/// nothing is added or the line cannot be edited.
+pub(super) fn advertise(line: &[u8], added: &[&str]) -> Option<Vec<u8>> {
+    if added.is_empty() {
+        return None;
+    }
+    edit_line(line, |msg| {
+        msg.edit("result", |r| {
+            r.edit("agentCapabilities", |c| {
+                if added.contains(&"loadSession") {
+                    c.set("loadSession", "true".into());
+                }
+                if added.iter().any(|a| *a != "loadSession") {
+                    c.edit("sessionCapabilities", |s| {
+                        for name in added.iter().filter(|a| **a != "loadSession") {
+                            s.set(name, "{}".into());
+                        }
+                    });
+                }
+            });
+        });
+    })
+}

@@ -1,0 +1,183 @@
+//! What the core does, as [`Action`]s in order: records numbered and redacted, lines forwarded,
+//! and the lines the proxy writes itself (answers, its own requests, notices).
+//!
+//! Every component of the core emits through one [`Effects`], so the record sequence and the
+//! order of actions are those of the calls.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::envelope::{self, Peek, RequestId, response_line};
+use super::rewrite::json_string;
+use super::{Action, Body, Payload, Record, SessionId, Side, Stamp, Target, redact};
+
+/// The core's output queue and record numbering.
+#[derive(Debug)]
+pub(super) struct Effects {
+    redact: bool,
+    seq: u64,
+    actions: VecDeque<Action>,
+}
+
+impl Effects {
+    pub(super) fn new(redact: bool) -> Effects {
+        Effects {
+            redact,
+            seq: 0,
+            actions: VecDeque::new(),
+        }
+    }
+
+    pub(super) fn pop(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    pub(super) fn push(&mut self, action: Action) {
+        self.actions.push_back(action);
+    }
+
+    /// Sequence number of the next record.
+    pub(super) fn next_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// A numbered record.
+    pub(super) fn record(&mut self, at: Stamp, body: Body) -> Record {
+        let seq = self.seq;
+        self.seq += 1;
+        Record {
+            seq,
+            unix_us: at.unix_us,
+            mono_us: at.mono_us,
+            body,
+        }
+    }
+
+    /// Queue a record. Every record passes here: events (which may quote a prompt) are
+    /// redacted here, messages by [`Effects::payload`] and stderr by its flush.
+    pub(super) fn journal(&mut self, target: Target, mut record: Record) {
+        if self.redact
+            && let Body::Event(event) = &mut record.body
+        {
+            redact::redact_value(event);
+        }
+        self.actions.push_back(Action::Journal { target, record });
+    }
+
+    /// Journal an event.
+    pub(super) fn event(&mut self, at: Stamp, target: Target, event: Value) {
+        let record = self.record(at, Body::Event(event));
+        self.journal(target, record);
+    }
+
+    pub(super) fn forward(&mut self, to: Side, line: Bytes) {
+        self.actions.push_back(Action::Forward { to, line });
+    }
+
+    /// How a line is stored: classified, and redacted when configured.
+    pub(super) fn payload(&self, peek: &Peek<'_>, line: Bytes) -> Payload {
+        let mut payload = Payload::from_line_classified(line, peek.is_json());
+        if self.redact
+            && let Some(redacted) = redact::redact_line(peek, &payload.bytes)
+        {
+            payload.bytes = Bytes::from(redacted);
+            payload.redacted = true;
+        }
+        payload
+    }
+
+    /// Redact agent stderr as configured.
+    pub(super) fn stderr_text(&self, text: Vec<u8>) -> Vec<u8> {
+        match self.redact {
+            true => redact::redact_tokens(&text).unwrap_or(text),
+            false => text,
+        }
+    }
+
+    /// The record of a line the proxy made or consumed itself (redacted as configured: a
+    /// `session/new` it sends carries the load's `mcpServers`).
+    pub(super) fn proxy_record(&mut self, at: Stamp, from: Side, line: Bytes) -> Record {
+        let mut payload = self.payload(&envelope::peek(&line), line.clone());
+        payload.proxy = true;
+        self.record(at, Body::Message { from, payload })
+    }
+
+    /// The record of a client line the proxy consumes.
+    pub(super) fn client_record(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> Record {
+        let payload = self.payload(peek, line.clone());
+        self.record(
+            at,
+            Body::Message {
+                from: Side::Client,
+                payload,
+            },
+        )
+    }
+
+    /// Journal a consumed client line to `target`.
+    pub(super) fn journal_client(
+        &mut self,
+        at: Stamp,
+        target: Target,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) {
+        let record = self.client_record(at, peek, line);
+        self.journal(target, record);
+    }
+
+    /// Answer a client request ourselves: journal (to `target`) and forward.
+    pub(super) fn answer(
+        &mut self,
+        at: Stamp,
+        target: Target,
+        id: &RequestId,
+        outcome: Result<&str, &str>,
+    ) {
+        let line = response_line(id, outcome);
+        let record = self.proxy_record(at, Side::Agent, line.clone());
+        self.journal(target, record);
+        self.forward(Side::Client, line);
+    }
+
+    /// Send a request or notification of the proxy's own to the agent, journaled with
+    /// `session`. `id` is `None` for a notification.
+    pub(super) fn send_agent(
+        &mut self,
+        at: Stamp,
+        session: &SessionId,
+        id: Option<&RequestId>,
+        method: &str,
+        params: &str,
+    ) {
+        let line = Bytes::from(
+            match id {
+                Some(id) => format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"method":{},"params":{params}}}"#,
+                    id.to_json(),
+                    json_string(method)
+                ),
+                None => format!(
+                    r#"{{"jsonrpc":"2.0","method":{},"params":{params}}}"#,
+                    json_string(method)
+                ),
+            } + "\n",
+        );
+        let record = self.proxy_record(at, Side::Client, line.clone());
+        self.journal(Target::Session(session.clone()), record);
+        self.forward(Side::Agent, line);
+    }
+
+    /// Send the client a `session/update` of the proxy's own, journaled with `session`.
+    pub(super) fn notify_client(&mut self, at: Stamp, session: &SessionId, update: Value) {
+        let msg = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": &**session, "update": update}});
+        let mut line = msg.to_string().into_bytes();
+        line.push(b'\n');
+        let line = Bytes::from(line);
+        let record = self.proxy_record(at, Side::Agent, line.clone());
+        self.journal(Target::Session(session.clone()), record);
+        self.forward(Side::Client, line);
+    }
+}

@@ -1,0 +1,80 @@
+//! Request ids the proxy owns: the ids of its own requests to the agent (`"acp-journal:N"`,
+//! never one the client has pending) and the client ids it renumbers because they collide with
+//! one of those while it is pending (`"acp-journal:client:N"`, restored on the way back).
+
+use std::collections::HashMap;
+
+use super::envelope::RequestId;
+use super::loading::Step;
+
+/// The proxy's own requests in flight and the client ids it renumbered.
+#[derive(Debug, Default)]
+pub(super) struct OwnIds {
+    /// Requests the proxy sent to the agent: id → (operation, why).
+    ours: HashMap<RequestId, (u64, Step)>,
+    next: u64,
+    /// Renumbered client ids: sent id → the client's id.
+    aliases: HashMap<RequestId, RequestId>,
+    /// The same, the other way: the client's id → sent id.
+    renumbered: HashMap<RequestId, RequestId>,
+}
+
+impl OwnIds {
+    /// A fresh id for a request of the proxy's own, not one `taken` by the client.
+    pub(super) fn request(
+        &mut self,
+        op: u64,
+        step: Step,
+        taken: impl Fn(&RequestId) -> bool,
+    ) -> RequestId {
+        let id = loop {
+            let id = RequestId::String(format!("acp-journal:{}", self.next));
+            self.next += 1;
+            if !taken(&id) {
+                break id;
+            }
+        };
+        self.ours.insert(id.clone(), (op, step));
+        id
+    }
+
+    /// The agent answered one of our requests: what it was for.
+    pub(super) fn answered(&mut self, id: &RequestId) -> Option<(u64, Step)> {
+        self.ours.remove(id)
+    }
+
+    /// The id to send a client request under when it collides with one of ours.
+    pub(super) fn renumber(&mut self, client_id: &RequestId) -> Option<RequestId> {
+        if !self.ours.contains_key(client_id) {
+            return None;
+        }
+        let alias = RequestId::String(format!("acp-journal:client:{}", self.next));
+        self.next += 1;
+        self.aliases.insert(alias.clone(), client_id.clone());
+        self.renumbered.insert(client_id.clone(), alias.clone());
+        Some(alias)
+    }
+
+    /// The id a client request was sent under, when renumbered (for `$/cancel_request`).
+    pub(super) fn sent_as(&self, client_id: &RequestId) -> Option<&RequestId> {
+        self.renumbered.get(client_id)
+    }
+
+    /// The client's own id for a response the agent sent to `id`.
+    pub(super) fn client_id(&self, id: &RequestId) -> RequestId {
+        self.aliases.get(id).cloned().unwrap_or_else(|| id.clone())
+    }
+
+    /// The response to a renumbered request came: the client's id, to restore.
+    pub(super) fn restore(&mut self, id: &RequestId) -> Option<RequestId> {
+        let original = self.aliases.remove(id)?;
+        self.renumbered.remove(&original);
+        Some(original)
+    }
+
+    /// The agent is gone: nothing renumbered will be answered.
+    pub(super) fn forget_renumbered(&mut self) {
+        self.aliases.clear();
+        self.renumbered.clear();
+    }
+}

@@ -1,0 +1,666 @@
+//! Loads the proxy serves: a synthetic `session/load` (or `session/resume`) of session S.
+//!
+//! 1. **Fetching**: the journal is replayed to the client ([`super::history::Replay`], through
+//!    `FetchHistory`) *before* the answer (a resume replays nothing).
+//! 2. **Starting**: the agent is brought to a live session: its own `session/load` with the
+//!    replay hidden (`--load journal`, agents with `loadSession`), else `session/resume` when it
+//!    has it, else `session/new` with the load's `cwd`/`mcpServers`/`additionalDirectories`,
+//!    after which S and the new agent ID U are mapped ([`super::sessions`]).
+//! 3. **Restoring**: on a fresh session the recorded mode and config options are set again.
+//! 4. The load is answered (with the agent's `modes`/`configOptions`), and the agent lines held
+//!    meanwhile are released. The first prompt then carries a bounded transcript of the earlier
+//!    conversation (re-priming), since a fresh agent session remembers nothing.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::envelope::{Peek, RequestId, error_json};
+use super::history::Summary;
+use super::rewrite::{RawObject, json_string};
+use super::sessions::Mapping;
+use super::{Action, Cx, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
+
+/// What brings the agent to a live session under a synthetic load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Underneath {
+    Load,
+    Resume,
+    New,
+}
+
+/// Why the proxy sent a request to the agent.
+#[derive(Clone, Debug)]
+pub(super) enum Step {
+    Setup(Underneath),
+    SetMode(String),
+    SetConfig,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Fetching,
+    Starting,
+    Restoring,
+}
+
+/// A `session/load` (or `session/resume`) the proxy is answering.
+#[derive(Debug)]
+struct Load {
+    client_id: RequestId,
+    session: SessionId,
+    /// Replay the history (load) or not (resume).
+    replay: bool,
+    cwd: Option<String>,
+    mcp_servers: String,
+    additional: Option<String>,
+    /// The client's request, journaled once the session is known to exist.
+    request: Option<Record>,
+    phase: Phase,
+    summary: Summary,
+    answer: RawObject,
+    outstanding: usize,
+    replayed: u64,
+}
+
+impl Load {
+    /// The load's `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`,
+    /// as params for the request that brings the agent up.
+    fn setup_params(&self, additional_directories: bool) -> RawObject {
+        let mut params = RawObject::default();
+        if let Some(cwd) = &self.cwd {
+            params.set("cwd", json_string(cwd));
+        }
+        params.set("mcpServers", self.mcp_servers.clone());
+        if let (Some(dirs), true) = (&self.additional, additional_directories) {
+            params.set("additionalDirectories", dirs.clone());
+        }
+        params
+    }
+
+    fn method(&self) -> &'static str {
+        if self.replay {
+            "session/load"
+        } else {
+            "session/resume"
+        }
+    }
+}
+
+/// Every load in progress.
+#[derive(Debug, Default)]
+pub(super) struct Loads {
+    loads: HashMap<u64, Load>,
+    /// Client request id → load.
+    by_request: HashMap<RequestId, u64>,
+    /// Client-facing session → its latest load.
+    by_session: HashMap<SessionId, u64>,
+    /// Loads whose setup request is in flight (their new agent session is not known yet).
+    starting: usize,
+}
+
+fn present(v: &Value) -> bool {
+    !v.is_null()
+}
+
+/// Whether a step of a load was taken: `Done` when the load was answered (held agent lines
+/// are released then).
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Progress {
+    Going,
+    Done,
+}
+
+impl Loads {
+    /// The load a client request id names.
+    pub(super) fn by_request(&self, id: &RequestId) -> Option<u64> {
+        self.by_request.get(id).copied()
+    }
+
+    /// The load of a client-facing session.
+    pub(super) fn by_session(&self, s: &str) -> Option<u64> {
+        self.by_session.get(s).copied()
+    }
+
+    /// True while some load waits for the agent to start a session it does not know yet.
+    pub(super) fn awaiting_new_session(&self) -> bool {
+        self.starting > 0
+    }
+
+    /// Operation ids of every load, oldest first.
+    pub(super) fn ops(&self) -> Vec<u64> {
+        let mut ops: Vec<u64> = self.loads.keys().copied().collect();
+        ops.sort_unstable();
+        ops
+    }
+
+    /// The session a load is for.
+    pub(super) fn session(&self, op: u64) -> Option<SessionId> {
+        self.loads.get(&op).map(|l| l.session.clone())
+    }
+
+    /// Start serving a load (`replay`) or a resume: journal nothing yet (the session may not
+    /// exist), ask for the history.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        replay: bool,
+    ) {
+        let params: Value = peek
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let Some(session) = params["sessionId"].as_str().map(SessionId::from) else {
+            cx.fx.journal_client(at, Target::Connection, peek, line);
+            cx.fx.answer(
+                at,
+                Target::Connection,
+                id,
+                Err(&error_json(
+                    -32602,
+                    "Invalid params: sessionId is required",
+                    None,
+                )),
+            );
+            return;
+        };
+        let record = cx.fx.client_record(at, peek, line);
+        let load = Load {
+            client_id: id.clone(),
+            session: session.clone(),
+            replay,
+            cwd: params["cwd"].as_str().map(str::to_string),
+            mcp_servers: if present(&params["mcpServers"]) {
+                params["mcpServers"].to_string()
+            } else {
+                "[]".into()
+            },
+            additional: present(&params["additionalDirectories"])
+                .then(|| params["additionalDirectories"].to_string()),
+            request: Some(record),
+            phase: Phase::Fetching,
+            summary: Summary::default(),
+            answer: RawObject::default(),
+            outstanding: 0,
+            replayed: 0,
+        };
+        self.by_request.insert(id.clone(), op);
+        self.by_session.insert(session.clone(), op);
+        self.loads.insert(op, load);
+        cx.fx.push(Action::FetchHistory {
+            load: op,
+            session,
+            support: cx.client.support,
+            transcript_limit: cx.config.reprime_limit,
+        });
+    }
+
+    fn remove(&mut self, op: u64) -> Option<Load> {
+        let load = self.loads.remove(&op)?;
+        self.by_request.remove(&load.client_id);
+        if self.by_session.get(&load.session) == Some(&op) {
+            self.by_session.remove(&load.session);
+        }
+        if load.phase == Phase::Starting {
+            self.starting -= 1;
+        }
+        Some(load)
+    }
+
+    fn set_phase(&mut self, op: u64, phase: Phase) {
+        let Some(l) = self.loads.get_mut(&op) else {
+            return;
+        };
+        match (l.phase == Phase::Starting, phase == Phase::Starting) {
+            (false, true) => self.starting += 1,
+            (true, false) => self.starting -= 1,
+            _ => {}
+        }
+        l.phase = phase;
+    }
+
+    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    pub(super) fn history(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        chunk: HistoryChunk,
+    ) -> Progress {
+        let Some(l) = self.loads.get_mut(&op) else {
+            return Progress::Going;
+        };
+        match chunk {
+            HistoryChunk::Lines(lines) => {
+                if l.replay {
+                    l.replayed += lines.len() as u64;
+                    for line in lines {
+                        cx.fx.forward(super::Side::Client, line);
+                    }
+                }
+                Progress::Going
+            }
+            HistoryChunk::Missing => {
+                let Some(l) = self.remove(op) else {
+                    return Progress::Going;
+                };
+                if let Some(request) = l.request {
+                    cx.fx.journal(Target::Connection, request);
+                }
+                let error = error_json(
+                    -32002,
+                    "Resource not found: no journal for this session",
+                    Some(json!({"sessionId": &*l.session})),
+                );
+                cx.fx
+                    .answer(at, Target::Connection, &l.client_id, Err(&error));
+                Progress::Done
+            }
+            HistoryChunk::End(summary) => {
+                let session = l.session.clone();
+                let replayed = l.replayed;
+                l.summary = summary;
+                let cwd = l.cwd.clone();
+                let request = l.request.take();
+                cx.sessions
+                    .open_journal(cx.fx, &session, cwd, cx.initialize);
+                if let Some(request) = request {
+                    cx.fx.journal(Target::Session(session.clone()), request);
+                }
+                cx.fx.event(
+                    at,
+                    Target::Session(session.clone()),
+                    json!({"type": "replayed", "lines": replayed}),
+                );
+                self.bring_up(cx, at, op)
+            }
+        }
+    }
+
+    /// After the replay: make the session live on the agent.
+    fn bring_up(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) -> Progress {
+        let Some(l) = self.loads.get(&op) else {
+            return Progress::Going;
+        };
+        let session = l.session.clone();
+        if cx.sessions.is_live(&session) {
+            // Still live on the agent in this connection: nothing to start.
+            return self.finish(cx, at, op, Ok(()));
+        }
+        let caps = cx.agent;
+        let mut params = l.setup_params(caps.additional_directories);
+        let hide = caps.load && cx.config.load == LoadMode::Journal;
+        let (method, how) = if hide {
+            params.set("sessionId", json_string(&session));
+            ("session/load", Underneath::Load)
+        } else if caps.resume {
+            let target = l
+                .summary
+                .agent_session
+                .clone()
+                .unwrap_or_else(|| session.to_string());
+            params.set("sessionId", json_string(&target));
+            ("session/resume", Underneath::Resume)
+        } else {
+            ("session/new", Underneath::New)
+        };
+        cx.sessions.set_starting(&session, hide);
+        self.set_phase(op, Phase::Starting);
+        cx.request(
+            at,
+            &session,
+            op,
+            Step::Setup(how),
+            method,
+            &params.to_json(),
+        );
+        Progress::Going
+    }
+
+    /// The agent answered a request the proxy made for load `op`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_response(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        step: Step,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        is_error: bool,
+    ) -> Progress {
+        let session = self.session(op);
+        let record = cx.fx.proxy_record(at, super::Side::Agent, line.clone());
+        let target = session.clone().map_or(Target::Connection, Target::Session);
+        cx.fx.journal(target, record);
+        let Some(session) = session else {
+            return Progress::Going; // cancelled meanwhile
+        };
+        let result: Value = peek
+            .result
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or(Value::Null);
+        match step {
+            Step::Setup(how) => self.on_setup(cx, at, op, &session, how, line, &result, is_error),
+            Step::SetMode(mode) => {
+                if let Some(l) = self.loads.get_mut(&op) {
+                    l.outstanding -= 1;
+                    if !is_error {
+                        l.answer
+                            .edit("modes", |m| m.set("currentModeId", json_string(&mode)));
+                    }
+                }
+                self.maybe_finish(cx, at, op)
+            }
+            Step::SetConfig => {
+                if let Some(l) = self.loads.get_mut(&op) {
+                    l.outstanding -= 1;
+                    if !is_error && present(&result["configOptions"]) {
+                        l.answer
+                            .set("configOptions", result["configOptions"].to_string());
+                    }
+                }
+                self.maybe_finish(cx, at, op)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_setup(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        session: &SessionId,
+        how: Underneath,
+        line: &Bytes,
+        result: &Value,
+        is_error: bool,
+    ) -> Progress {
+        cx.sessions.stop_hiding(session);
+        self.set_phase(op, Phase::Restoring);
+        if is_error {
+            if how == Underneath::Resume {
+                // The agent lost it: start afresh.
+                return self.request_new(cx, at, op, session);
+            }
+            let error = serde_json::from_slice::<Value>(line)
+                .ok()
+                .map(|m| m["error"].to_string())
+                .unwrap_or_else(|| {
+                    error_json(-32603, "the agent failed to start the session", None)
+                });
+            return self.finish(cx, at, op, Err(error));
+        }
+        let Some(l) = self.loads.get(&op) else {
+            return Progress::Going;
+        };
+        let agent_session = match how {
+            Underneath::New => result["sessionId"].as_str().map(SessionId::from),
+            Underneath::Resume => Some(
+                l.summary
+                    .agent_session
+                    .clone()
+                    .map_or_else(|| session.clone(), SessionId::from),
+            ),
+            Underneath::Load => Some(session.clone()),
+        };
+        let Some(agent_session) = agent_session else {
+            return self.finish(
+                cx,
+                at,
+                op,
+                Err(error_json(
+                    -32603,
+                    "the agent's session/new response has no sessionId",
+                    None,
+                )),
+            );
+        };
+        // A fresh session is mapped even when the agent reuses the ID (agents that count
+        // sessions from 0 per process do): it needs re-priming and fresh tool ids.
+        if agent_session != *session || how == Underneath::New {
+            self.map(cx, at, op, session, &agent_session, how == Underneath::New);
+        }
+        let Some(l) = self.loads.get_mut(&op) else {
+            return Progress::Going;
+        };
+        for key in ["modes", "configOptions"] {
+            if present(&result[key]) {
+                l.answer.set(key, result[key].to_string());
+            }
+        }
+        if how == Underneath::New {
+            self.restore_state(cx, at, op, &agent_session, result);
+        }
+        self.maybe_finish(cx, at, op)
+    }
+
+    fn request_new(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        session: &SessionId,
+    ) -> Progress {
+        let Some(l) = self.loads.get(&op) else {
+            return Progress::Going;
+        };
+        let params = l.setup_params(cx.agent.additional_directories);
+        self.set_phase(op, Phase::Starting);
+        cx.request(
+            at,
+            session,
+            op,
+            Step::Setup(Underneath::New),
+            "session/new",
+            &params.to_json(),
+        );
+        Progress::Going
+    }
+
+    /// Map client-facing `session` to `agent`, persistently.
+    fn map(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        session: &SessionId,
+        agent: &SessionId,
+        fresh: bool,
+    ) {
+        let (reprime, turns) = match self.loads.get(&op) {
+            Some(l) if fresh && cx.config.reprime && l.summary.turns > 0 => {
+                (Some(l.summary.transcript.clone()), l.summary.turns)
+            }
+            _ => (None, 0),
+        };
+        let has_reprime = reprime.is_some();
+        cx.sessions.map(
+            session,
+            Mapping {
+                agent: agent.clone(),
+                prefix: mapping::prefix_at(at.unix_us),
+                reprime,
+            },
+        );
+        cx.fx.event(
+            at,
+            Target::Session(session.clone()),
+            json!({"type": "session_mapped", "agent_session": &**agent}),
+        );
+        cx.fx.push(Action::Catalog(super::CatalogUpdate::Alias {
+            session: session.clone(),
+            agent: agent.clone(),
+        }));
+        if fresh {
+            let what = if has_reprime {
+                format!(
+                    "the earlier conversation ({turns} turns) will be sent as context with your next prompt"
+                )
+            } else {
+                "it does not remember the earlier conversation".to_string()
+            };
+            let message = format!(
+                "The agent cannot load sessions: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
+            );
+            cx.fx.push(Action::Log(message.clone()));
+            if cx.client.notices {
+                cx.fx.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
+            }
+        }
+    }
+
+    /// Restore the recorded mode and config options on a fresh agent session.
+    fn restore_state(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        agent: &SessionId,
+        result: &Value,
+    ) {
+        let Some(l) = self.loads.get_mut(&op) else {
+            return;
+        };
+        let requests = restore_requests(&l.summary, agent, result);
+        l.outstanding += requests.len();
+        let session = l.session.clone();
+        for (step, method, params) in requests {
+            cx.request(at, &session, op, step, method, &params);
+        }
+    }
+
+    fn maybe_finish(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) -> Progress {
+        match self.loads.get(&op) {
+            Some(l) if l.outstanding == 0 => self.finish(cx, at, op, Ok(())),
+            _ => Progress::Going,
+        }
+    }
+
+    /// Answer the client's load.
+    fn finish(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        outcome: Result<(), String>,
+    ) -> Progress {
+        let Some(l) = self.remove(op) else {
+            return Progress::Going;
+        };
+        let target = Target::Session(l.session.clone());
+        match outcome {
+            Ok(()) => {
+                cx.sessions.set_live(&l.session);
+                cx.fx
+                    .answer(at, target, &l.client_id, Ok(&l.answer.to_json()));
+            }
+            Err(error) => {
+                cx.sessions.set_not_live(&l.session);
+                cx.fx.answer(at, target, &l.client_id, Err(&error));
+            }
+        }
+        Progress::Done
+    }
+
+    /// Give up on a load (cancelled, or its agent gone): stop reading its history, stop hiding
+    /// the session's agent lines, and journal its request in the session's journal. Returns its
+    /// client id and session.
+    fn abandon(&mut self, cx: &mut Cx<'_>, op: u64) -> Option<Load> {
+        let mut l = self.remove(op)?;
+        if l.phase == Phase::Fetching {
+            cx.fx.push(Action::CancelHistory { load: op });
+        } else {
+            cx.sessions.set_not_live(&l.session);
+        }
+        cx.sessions.stop_hiding(&l.session);
+        cx.sessions
+            .open_journal(cx.fx, &l.session, None, cx.initialize);
+        if let Some(request) = l.request.take() {
+            cx.fx.journal(Target::Session(l.session.clone()), request);
+        }
+        Some(l)
+    }
+
+    /// The client cancelled load `op` (`line` is its cancel): answer it with -32800.
+    pub(super) fn cancel(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64, line: &Bytes, why: &str) {
+        let Some(l) = self.abandon(cx, op) else {
+            return;
+        };
+        let target = Target::Session(l.session.clone());
+        cx.fx
+            .journal_client(at, target.clone(), &super::envelope::peek(line), line);
+        cx.fx.answer(
+            at,
+            target,
+            &l.client_id,
+            Err(&error_json(
+                -32800,
+                "Request cancelled",
+                Some(json!({"reason": why})),
+            )),
+        );
+    }
+
+    /// The agent is gone: answer load `op` with -32603.
+    pub(super) fn agent_gone(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) {
+        let Some(l) = self.abandon(cx, op) else {
+            return;
+        };
+        cx.fx.answer(
+            at,
+            Target::Session(l.session.clone()),
+            &l.client_id,
+            Err(&super::agent_exited(l.method())),
+        );
+    }
+}
+
+/// The `session/set_mode` and `session/set_config_option` requests that bring a fresh agent
+/// session (which answered `result`) to the recorded mode and config.
+fn restore_requests(
+    summary: &Summary,
+    agent: &SessionId,
+    result: &Value,
+) -> Vec<(Step, &'static str, String)> {
+    let mut requests = Vec::new();
+    if let Some(mode) = &summary.mode
+        && result["modes"]["currentModeId"].as_str() != Some(mode.as_str())
+        && result["modes"]["availableModes"]
+            .as_array()
+            .is_some_and(|modes| modes.iter().any(|m| m["id"] == mode.as_str()))
+    {
+        let params = json!({"sessionId": &**agent, "modeId": mode}).to_string();
+        requests.push((Step::SetMode(mode.clone()), "session/set_mode", params));
+    }
+    for option in result["configOptions"].as_array().into_iter().flatten() {
+        let Some(id) = option["id"].as_str() else {
+            continue;
+        };
+        let Some(recorded) = summary.config.get(id) else {
+            continue;
+        };
+        if &option["currentValue"] == recorded {
+            continue;
+        }
+        let mut params = json!({"sessionId": &**agent, "configId": id, "value": recorded});
+        if recorded.is_boolean() {
+            params["type"] = json!("boolean");
+        }
+        requests.push((
+            Step::SetConfig,
+            "session/set_config_option",
+            params.to_string(),
+        ));
+    }
+    requests
+}

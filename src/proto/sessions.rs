@@ -1,0 +1,279 @@
+//! The session table: one [`Session`] per client-facing session ID, with an explicit
+//! [`AgentSide`], and the index from agent-side IDs back to client-facing ones.
+//!
+//! Everything the core knows about a session lives here, so no two collections can disagree,
+//! and every lookup a message needs is one hash probe (no scan over sessions or operations).
+
+use std::collections::HashMap;
+
+use super::{Action, Effects, Initialize, SessionId};
+
+/// A client-facing session continued on a different agent-side session.
+#[derive(Clone, Debug)]
+pub(super) struct Mapping {
+    /// The agent-side ID.
+    pub(super) agent: SessionId,
+    /// Prefix for the agent's `toolCallId`/`messageId`s, unique to the load that mapped it.
+    pub(super) prefix: String,
+    /// Transcript to send with the next prompt (re-priming).
+    pub(super) reprime: Option<String>,
+}
+
+/// Where a session stands on the agent in this connection.
+#[derive(Debug, Default)]
+pub(super) enum AgentSide {
+    /// Not open on the agent (never brought up in this connection, or closed).
+    #[default]
+    NotLive,
+    /// Live on the agent under the client-facing ID.
+    Native,
+    /// Live on the agent under another ID.
+    Mapped(Mapping),
+    /// A load served by the proxy is bringing it up.
+    Starting {
+        /// The agent's own replay (a native `session/load` underneath) is hidden.
+        hide_replay: bool,
+        /// Set once the agent answered with a different session: agent lines for it are
+        /// held until the load is answered.
+        mapping: Option<Mapping>,
+    },
+}
+
+/// One client-facing session.
+#[derive(Debug, Default)]
+pub(super) struct Session {
+    /// Its journal segment is open in this run.
+    pub(super) journal_open: bool,
+    /// The agent is replaying it for a `session/load` the client sent it: that replay is
+    /// forwarded but not journaled again.
+    pub(super) native_replay: bool,
+    /// Where it stands on the agent.
+    pub(super) agent: AgentSide,
+    /// The mapping of a mapped session the client closed: lines that still name it are mapped
+    /// as before, until a load maps it anew.
+    pub(super) closed_mapping: Option<Mapping>,
+}
+
+impl Session {
+    /// The mapping that applies to its lines, live or kept after a close.
+    pub(super) fn mapping(&self) -> Option<&Mapping> {
+        match &self.agent {
+            AgentSide::Mapped(m) => Some(m),
+            AgentSide::Starting { mapping, .. } => {
+                mapping.as_ref().or(self.closed_mapping.as_ref())
+            }
+            AgentSide::NotLive | AgentSide::Native => self.closed_mapping.as_ref(),
+        }
+    }
+
+    fn mapping_mut(&mut self) -> Option<&mut Mapping> {
+        match &mut self.agent {
+            AgentSide::Mapped(m) => Some(m),
+            AgentSide::Starting {
+                mapping: Some(m), ..
+            } => Some(m),
+            _ => self.closed_mapping.as_mut(),
+        }
+    }
+
+    /// Live on the agent (natively or mapped).
+    pub(super) fn is_live(&self) -> bool {
+        matches!(self.agent, AgentSide::Native | AgentSide::Mapped(_))
+    }
+}
+
+/// Every session of the connection.
+#[derive(Debug, Default)]
+pub(super) struct SessionTable {
+    sessions: HashMap<SessionId, Session>,
+    /// Agent-side ID → client-facing ID, for mapped sessions.
+    by_agent: HashMap<SessionId, SessionId>,
+}
+
+impl SessionTable {
+    /// The shared ID of a session already known (no allocation), or a new one.
+    pub(super) fn id(&self, s: &str) -> SessionId {
+        self.sessions
+            .get_key_value(s)
+            .map_or_else(|| SessionId::from(s), |(k, _)| k.clone())
+    }
+
+    fn entry(&mut self, s: &SessionId) -> &mut Session {
+        self.sessions.entry(s.clone()).or_default()
+    }
+
+    /// True when the session's journal is open in this run.
+    pub(super) fn journal_open(&self, s: &str) -> bool {
+        self.sessions.get(s).is_some_and(|s| s.journal_open)
+    }
+
+    /// Emit `OpenSession` unless the session's journal is already open; returns true when it
+    /// opened it.
+    pub(super) fn open_journal(
+        &mut self,
+        fx: &mut Effects,
+        session: &SessionId,
+        cwd: Option<String>,
+        initialize: &Initialize,
+    ) -> bool {
+        let entry = self.entry(session);
+        if entry.journal_open {
+            return false;
+        }
+        entry.journal_open = true;
+        fx.push(Action::OpenSession {
+            session: session.clone(),
+            cwd,
+            initialize: initialize.clone(),
+        });
+        true
+    }
+
+    /// True when the client-facing session is live on the agent.
+    pub(super) fn is_live(&self, s: &str) -> bool {
+        self.sessions.get(s).is_some_and(Session::is_live)
+    }
+
+    /// The session became live on the agent (its `session/new` or native load succeeded, or a
+    /// load brought it up).
+    pub(super) fn set_live(&mut self, s: &SessionId) {
+        let entry = self.entry(s);
+        entry.agent = match std::mem::take(&mut entry.agent) {
+            AgentSide::Starting {
+                mapping: Some(m), ..
+            }
+            | AgentSide::Mapped(m) => AgentSide::Mapped(m),
+            _ => match entry.closed_mapping.take() {
+                Some(m) => AgentSide::Mapped(m),
+                None => AgentSide::Native,
+            },
+        };
+    }
+
+    /// The session is no longer open on the agent (closed, or a load of it failed).
+    pub(super) fn set_not_live(&mut self, s: &SessionId) {
+        if let Some(entry) = self.sessions.get_mut(s) {
+            let mapping = match std::mem::take(&mut entry.agent) {
+                AgentSide::Mapped(m)
+                | AgentSide::Starting {
+                    mapping: Some(m), ..
+                } => Some(m),
+                _ => None,
+            };
+            if mapping.is_some() {
+                entry.closed_mapping = mapping;
+            }
+        }
+    }
+
+    /// A load starts bringing the session up.
+    pub(super) fn set_starting(&mut self, s: &SessionId, hide_replay: bool) {
+        let entry = self.entry(s);
+        entry.agent = AgentSide::Starting {
+            hide_replay,
+            mapping: None,
+        };
+    }
+
+    /// The agent's own replay is no longer hidden (its answer came, or the load ended).
+    pub(super) fn stop_hiding(&mut self, s: &str) {
+        if let Some(Session {
+            agent: AgentSide::Starting { hide_replay, .. },
+            ..
+        }) = self.sessions.get_mut(s)
+        {
+            *hide_replay = false;
+        }
+    }
+
+    /// True while the agent's own replay of the session is hidden from the client.
+    pub(super) fn hides_replay(&self, s: &str) -> bool {
+        matches!(
+            self.sessions.get(s),
+            Some(Session {
+                agent: AgentSide::Starting {
+                    hide_replay: true,
+                    ..
+                },
+                ..
+            })
+        )
+    }
+
+    /// Map client-facing `session` to agent-side `mapping.agent`, persistently. While the session
+    /// is starting the mapping waits in its state; otherwise the session is live, mapped.
+    pub(super) fn map(&mut self, session: &SessionId, mapping: Mapping) {
+        self.by_agent.insert(mapping.agent.clone(), session.clone());
+        let entry = self.entry(session);
+        entry.closed_mapping = None;
+        match &mut entry.agent {
+            AgentSide::Starting { mapping: slot, .. } => *slot = Some(mapping),
+            other => *other = AgentSide::Mapped(mapping),
+        }
+    }
+
+    /// The ID the agent knows the session by.
+    pub(super) fn agent_id(&self, session: &SessionId) -> SessionId {
+        self.sessions
+            .get(session)
+            .and_then(Session::mapping)
+            .map_or_else(|| session.clone(), |m| m.agent.clone())
+    }
+
+    /// The client-facing session an agent-side ID was mapped from.
+    pub(super) fn client_id(&self, agent: &str) -> Option<&SessionId> {
+        self.by_agent.get(agent)
+    }
+
+    /// The mapping of a client-facing session, for editing its lines.
+    pub(super) fn mapping_mut(&mut self, s: &str) -> Option<&mut Mapping> {
+        self.sessions.get_mut(s).and_then(Session::mapping_mut)
+    }
+
+    /// The mapping of the client-facing session an agent-side ID belongs to.
+    pub(super) fn mapping_of_agent(&self, agent: &str) -> Option<(&SessionId, &Mapping)> {
+        let client = self.by_agent.get(agent)?;
+        Some((client, self.sessions.get(client)?.mapping()?))
+    }
+
+    /// True while a load is bringing up the session the agent-side ID is mapped to: its lines
+    /// are held until the load is answered.
+    pub(super) fn starting_as(&self, agent: &str) -> bool {
+        let Some(client) = self.by_agent.get(agent) else {
+            return false;
+        };
+        match self.sessions.get(client) {
+            Some(
+                s @ Session {
+                    agent: AgentSide::Starting { .. },
+                    ..
+                },
+            ) => s.mapping().is_some_and(|m| &*m.agent == agent),
+            _ => false,
+        }
+    }
+
+    /// True when the agent-side ID is known to the table, as a session or a mapping.
+    pub(super) fn knows(&self, s: &str) -> bool {
+        self.journal_open(s) || self.by_agent.contains_key(s)
+    }
+
+    /// Mark or unmark a native replay in progress.
+    pub(super) fn set_native_replay(&mut self, s: &SessionId, on: bool) {
+        if on {
+            self.entry(s).native_replay = true;
+        } else if let Some(entry) = self.sessions.get_mut(s) {
+            entry.native_replay = false;
+        }
+    }
+
+    /// True while the agent replays the session for a native load.
+    pub(super) fn in_native_replay(&self, s: &str) -> bool {
+        self.sessions.get(s).is_some_and(|s| s.native_replay)
+    }
+
+    /// Agent-side ID → client-facing ID, for every mapping made in this connection.
+    pub(super) fn agent_ids(&self) -> impl Iterator<Item = (&SessionId, &SessionId)> {
+        self.by_agent.iter()
+    }
+}

@@ -104,6 +104,18 @@ impl Effects {
         self.record(at, Body::Message { from, payload })
     }
 
+    /// The record of an agent line the proxy forwards as it came.
+    pub(super) fn agent_record(&mut self, at: Stamp, line: Bytes) -> Record {
+        let payload = self.payload(&envelope::peek(&line), line.clone());
+        self.record(
+            at,
+            Body::Message {
+                from: Side::Agent,
+                payload,
+            },
+        )
+    }
+
     /// The record of a client line the proxy consumes.
     pub(super) fn client_record(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> Record {
         let payload = self.payload(peek, line.clone());

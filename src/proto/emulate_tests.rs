@@ -313,9 +313,16 @@ fn native_loads_pass_through_and_their_replay_is_not_journaled_twice() {
     h.client(LOAD);
     assert_eq!(h.to_agent.last().unwrap(), &format!("{LOAD}\n"));
     let replayed = replay_line("old");
+    let n = h.to_client.len();
     h.agent(std::str::from_utf8(&replayed).unwrap().trim_end());
-    assert_eq!(h.to_client.last().unwrap(), &replayed);
+    assert_eq!(
+        h.to_client.len(),
+        n,
+        "held until the agent answers the load"
+    );
     h.agent(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+    assert_eq!(h.to_client[n], replayed, "then shown before the answer");
+    assert_eq!(h.to_client.len(), n + 2);
     let live = replay_line("new");
     h.agent(std::str::from_utf8(&live).unwrap().trim_end());
     let journal = h.session("S");
@@ -598,5 +605,129 @@ fn an_object_without_a_method_passes_a_mapped_session_unchanged() {
     h.client(odd);
     assert_eq!(h.to_agent.last().unwrap(), &format!("{odd}\n"));
     h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{"sessionId":"S","modeId":"m"}}"#);
+    assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
+}
+
+/// The error gemini-cli 0.61 answers its own `session/load` with.
+const NO_SESSIONS: &str = r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32603,"message":"No previous sessions found for this project."}}"#;
+
+#[test]
+fn a_failing_native_load_is_served_from_the_journal_without_showing_the_agents_replay() {
+    let mut h = agent_with(Config::default(), r#"{"loadSession":true}"#);
+    h.client(LOAD);
+    assert_eq!(
+        last_to_agent(&h)["method"],
+        "session/load",
+        "tried natively first"
+    );
+    let n = h.to_client.len();
+    h.agent(
+        std::str::from_utf8(&replay_line("partial agent replay"))
+            .unwrap()
+            .trim_end(),
+    );
+    h.agent(NO_SESSIONS);
+    assert_eq!(
+        h.to_client.len(),
+        n,
+        "neither the partial replay nor the error"
+    );
+    let load = fetch(&h);
+    history(
+        &mut h,
+        load,
+        HistoryChunk::Lines(vec![replay_line("from the journal")]),
+    );
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(h.to_client[n], replay_line("from the journal"));
+    let new = last_to_agent(&h);
+    assert_eq!(new["method"], "session/new", "not the agent's load again");
+    assert_eq!(new["params"]["cwd"], "/w");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    let answer = last_to_client(&h);
+    assert_eq!(answer["id"], 5);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let notice = json_of(&h.to_client[h.to_client.len() - 2]);
+    assert!(
+        notice["params"]["update"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("could not load this session"),
+        "{notice}"
+    );
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
+    let prompt = last_to_agent(&h);
+    assert_eq!(prompt["params"]["sessionId"], "U");
+    assert!(
+        prompt["params"]["prompt"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("User: hi"),
+        "re-primed: {prompt}"
+    );
+    let journal = h.session("S");
+    let texts: Vec<String> = journal.iter().map(|r| format!("{r:?}")).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("No previous sessions")),
+        "the agent's error is journaled"
+    );
+    assert!(
+        !texts.iter().any(|t| t.contains("partial agent replay")),
+        "the dropped replay is not"
+    );
+}
+
+#[test]
+fn a_failing_native_load_of_a_session_the_journal_lacks_gets_the_agents_error() {
+    let mut h = agent_with(Config::default(), r#"{"loadSession":true}"#);
+    h.client(LOAD);
+    h.agent(NO_SESSIONS);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    assert_eq!(h.to_client.last().unwrap(), &format!("{NO_SESSIONS}\n"));
+    assert_eq!(h.proxy.pending_requests(), 0);
+}
+
+#[test]
+fn a_failing_native_resume_is_served_from_the_journal_on_a_new_session() {
+    let mut h = agent_with(
+        Config::default(),
+        r#"{"loadSession":true,"sessionCapabilities":{"resume":{}}}"#,
+    );
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/resume","params":{"sessionId":"S","cwd":"/w"}}"#);
+    assert_eq!(last_to_agent(&h)["method"], "session/resume");
+    h.agent(r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32002,"message":"Resource not found"}}"#);
+    let load = fetch(&h);
+    let n = h.to_client.len();
+    history(
+        &mut h,
+        load,
+        HistoryChunk::Lines(vec![replay_line("from the journal")]),
+    );
+    assert_eq!(h.to_client.len(), n, "a resume replays nothing");
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    assert!(last_to_client(&h).get("result").is_some());
+}
+
+#[test]
+fn load_journal_mode_falls_back_to_a_new_session_when_the_agents_load_fails() {
+    let mut h = agent_with(
+        Config {
+            load: LoadMode::Journal,
+            ..Config::default()
+        },
+        r#"{"loadSession":true}"#,
+    );
+    load_replayed(&mut h, summary());
+    assert_eq!(last_to_agent(&h)["method"], "session/load");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32603,"message":"No previous sessions found for this project."}}"#);
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{"sessionId":"U"}}"#);
+    let answer = last_to_client(&h);
+    assert_eq!(answer["id"], 5);
+    assert!(answer.get("result").is_some(), "{answer}");
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
     assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
 }

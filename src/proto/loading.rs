@@ -45,6 +45,88 @@ enum Phase {
     Restoring,
 }
 
+/// A `session/load` or `session/resume` as the client asked for it.
+#[derive(Debug)]
+pub(super) struct LoadRequest {
+    pub(super) client_id: RequestId,
+    pub(super) session: SessionId,
+    /// Replay the history (load) or not (resume).
+    pub(super) replay: bool,
+    cwd: Option<String>,
+    mcp_servers: String,
+    additional: Option<String>,
+    /// The client's request, journaled once the session is known to exist (`None` when it
+    /// was journaled as it passed to the agent).
+    pub(super) request: Option<Record>,
+    /// The agent's own load (or resume) of the session failed with this answer: it is what the
+    /// client gets when the journal has no such session, and the agent's own load is not tried
+    /// again.
+    pub(super) agent_failed: Option<Bytes>,
+}
+
+impl LoadRequest {
+    /// The request's params; `None` without a `sessionId`.
+    pub(super) fn parse(id: &RequestId, peek: &Peek<'_>, replay: bool) -> Option<LoadRequest> {
+        let params: Value = peek
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        Some(LoadRequest {
+            client_id: id.clone(),
+            session: SessionId::from(params["sessionId"].as_str()?),
+            replay,
+            cwd: params["cwd"].as_str().map(str::to_string),
+            mcp_servers: if present(&params["mcpServers"]) {
+                params["mcpServers"].to_string()
+            } else {
+                "[]".into()
+            },
+            additional: present(&params["additionalDirectories"])
+                .then(|| params["additionalDirectories"].to_string()),
+            request: None,
+            agent_failed: None,
+        })
+    }
+}
+
+/// The most agent replay held for a native load at a time; past it the replay is forwarded
+/// as it comes (and a failing load is then served from the journal without replaying it again).
+pub(super) const NATIVE_HOLD_BYTES: usize = 16 << 20;
+
+/// A `session/load` or `session/resume` the client sent the agent itself, kept until its answer
+/// so a failure can be served from the journal. The agent's replay is held meanwhile: shown if
+/// the load succeeds, dropped if the journal's replay replaces it.
+#[derive(Debug)]
+pub(super) struct NativeLoad {
+    pub(super) request: LoadRequest,
+    pub(super) held: Vec<Bytes>,
+    held_bytes: usize,
+    /// The held replay went out past [`NATIVE_HOLD_BYTES`]: the rest passes as it comes.
+    pub(super) overflowed: bool,
+}
+
+impl NativeLoad {
+    pub(super) fn new(request: LoadRequest) -> NativeLoad {
+        NativeLoad {
+            request,
+            held: Vec::new(),
+            held_bytes: 0,
+            overflowed: false,
+        }
+    }
+
+    /// Hold a replay line; `false` when the bound is reached (the caller releases `held`).
+    pub(super) fn hold(&mut self, line: &Bytes) -> bool {
+        if self.overflowed || self.held_bytes + line.len() > NATIVE_HOLD_BYTES {
+            self.overflowed = true;
+            return false;
+        }
+        self.held_bytes += line.len();
+        self.held.push(line.clone());
+        true
+    }
+}
+
 /// A `session/load` (or `session/resume`) the proxy is answering.
 #[derive(Debug)]
 struct Load {
@@ -57,6 +139,8 @@ struct Load {
     additional: Option<String>,
     /// The client's request, journaled once the session is known to exist.
     request: Option<Record>,
+    /// See [`LoadRequest::agent_failed`].
+    agent_failed: Option<Bytes>,
     phase: Phase,
     summary: Summary,
     answer: RawObject,
@@ -141,58 +225,34 @@ impl Loads {
         self.loads.get(&op).map(|l| l.session.clone())
     }
 
-    /// Start serving a load (`replay`) or a resume: journal nothing yet (the session may not
-    /// exist), ask for the history.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn start(
-        &mut self,
-        cx: &mut Cx<'_>,
-        at: Stamp,
-        op: u64,
-        id: &RequestId,
-        peek: &Peek<'_>,
-        line: &Bytes,
-        replay: bool,
-    ) {
-        let params: Value = peek
-            .params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or(Value::Null);
-        let Some(session) = params["sessionId"].as_str().map(SessionId::from) else {
-            cx.fx.journal_client(at, Target::Connection, peek, line);
-            cx.fx.answer(
-                at,
-                Target::Connection,
-                id,
-                Err(&error_json(
-                    -32602,
-                    "Invalid params: sessionId is required",
-                    None,
-                )),
-            );
-            return;
-        };
-        let record = cx.fx.client_record(at, peek, line);
+    /// Start serving a load (or a resume): ask for the history.
+    pub(super) fn start(&mut self, cx: &mut Cx<'_>, op: u64, request: LoadRequest) {
+        let LoadRequest {
+            client_id,
+            session,
+            replay,
+            cwd,
+            mcp_servers,
+            additional,
+            request,
+            agent_failed,
+        } = request;
         let load = Load {
-            client_id: id.clone(),
+            client_id: client_id.clone(),
             session: session.clone(),
             replay,
-            cwd: params["cwd"].as_str().map(str::to_string),
-            mcp_servers: if present(&params["mcpServers"]) {
-                params["mcpServers"].to_string()
-            } else {
-                "[]".into()
-            },
-            additional: present(&params["additionalDirectories"])
-                .then(|| params["additionalDirectories"].to_string()),
-            request: Some(record),
+            cwd,
+            mcp_servers,
+            additional,
+            request,
+            agent_failed,
             phase: Phase::Fetching,
             summary: Summary::default(),
             answer: RawObject::default(),
             outstanding: 0,
             replayed: 0,
         };
-        self.by_request.insert(id.clone(), op);
+        self.by_request.insert(client_id, op);
         self.by_session.insert(session.clone(), op);
         self.loads.insert(op, load);
         cx.fx.push(Action::FetchHistory {
@@ -252,6 +312,13 @@ impl Loads {
                 let Some(l) = self.remove(op) else {
                     return Progress::Going;
                 };
+                if let Some(failed) = l.agent_failed {
+                    // Nothing to fall back on: the client gets the agent's answer.
+                    let record = cx.fx.agent_record(at, failed.clone());
+                    cx.fx.journal(Target::Session(l.session.clone()), record);
+                    cx.fx.forward(super::Side::Client, failed);
+                    return Progress::Done;
+                }
                 if let Some(request) = l.request {
                     cx.fx.journal(Target::Connection, request);
                 }
@@ -275,6 +342,11 @@ impl Loads {
                 if let Some(request) = request {
                     cx.fx.journal(Target::Session(session.clone()), request);
                 }
+                if let Some(failed) = l.agent_failed.clone() {
+                    // Consumed: the client gets the load served from the journal instead.
+                    let record = cx.fx.proxy_record(at, super::Side::Agent, failed);
+                    cx.fx.journal(Target::Session(session.clone()), record);
+                }
                 cx.fx.event(
                     at,
                     Target::Session(session.clone()),
@@ -297,11 +369,12 @@ impl Loads {
         }
         let caps = cx.agent;
         let mut params = l.setup_params(caps.additional_directories);
-        let hide = caps.load && cx.config.load == LoadMode::Journal;
+        let agent_failed = l.agent_failed.is_some();
+        let hide = caps.load && cx.config.load == LoadMode::Journal && !agent_failed;
         let (method, how) = if hide {
             params.set("sessionId", json_string(&session));
             ("session/load", Underneath::Load)
-        } else if caps.resume {
+        } else if caps.resume && !agent_failed {
             let target = l
                 .summary
                 .agent_session
@@ -388,8 +461,11 @@ impl Loads {
         cx.sessions.stop_hiding(session);
         self.set_phase(op, Phase::Restoring);
         if is_error {
-            if how == Underneath::Resume {
-                // The agent lost it: start afresh.
+            if how != Underneath::New {
+                // The agent lost it (or cannot load it): start afresh; the journal has it.
+                if let Some(l) = self.loads.get_mut(&op) {
+                    l.agent_failed.get_or_insert_with(|| line.clone());
+                }
                 return self.request_new(cx, at, op, session);
             }
             let error = serde_json::from_slice::<Value>(line)
@@ -483,6 +559,10 @@ impl Loads {
             }
             _ => (None, 0),
         };
+        let agent_failed = self
+            .loads
+            .get(&op)
+            .is_some_and(|l| l.agent_failed.is_some());
         let has_reprime = reprime.is_some();
         cx.sessions.map(
             session,
@@ -509,8 +589,13 @@ impl Loads {
             } else {
                 "it does not remember the earlier conversation".to_string()
             };
+            let cannot = if agent_failed {
+                "could not load this session"
+            } else {
+                "cannot load sessions"
+            };
             let message = format!(
-                "The agent cannot load sessions: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
+                "The agent {cannot}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
             );
             cx.fx.push(Action::Log(message.clone()));
             if cx.client.notices {

@@ -71,7 +71,7 @@ use envelope::{Kind, Peek, RequestId, error_json};
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
 use listing::List;
-use loading::{Loads, Progress, Step};
+use loading::{LoadRequest, Loads, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
 use sessions::SessionTable;
 
@@ -336,6 +336,9 @@ pub struct Proxy {
     next_op: u64,
     /// Agent lines held while a load is bringing its session up.
     held: Vec<Bytes>,
+    /// Loads and resumes the client sent the agent, by client request id, in `auto` and
+    /// `journal` modes: served from the journal should the agent fail them.
+    native: HashMap<RequestId, NativeLoad>,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
     /// The client closed its stream: it expects no more answers.
@@ -360,6 +363,7 @@ impl Proxy {
             lists_by_request: HashMap::new(),
             next_op: 0,
             held: Vec::new(),
+            native: HashMap::new(),
             agent_ended: false,
             client_ended: false,
         }
@@ -428,10 +432,19 @@ impl Proxy {
                 return;
             }
         }
+        self.pass(at, from, &peek, &line);
+        if from == Side::Client && self.agent_ended {
+            // Nobody will answer it: say so at once.
+            self.agent_gone(at);
+        }
+    }
+
+    /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
+    fn pass(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         let rewritten = match (self.config.load, from) {
             (LoadMode::Off, _) => None,
-            (_, Side::Client) => self.rewrite_client(at, &peek, &line),
-            (_, Side::Agent) => self.rewrite_agent(&peek, &line),
+            (_, Side::Client) => self.rewrite_client(at, peek, line),
+            (_, Side::Agent) => self.rewrite_agent(peek, line),
         };
         // The journal holds what the client sent and what it received.
         match (from, rewritten.map(Bytes::from)) {
@@ -441,12 +454,8 @@ impl Proxy {
             }
             (_, out) => {
                 let forward = out.unwrap_or_else(|| line.clone());
-                self.relay(at, from, &peek, line.clone(), forward);
+                self.relay(at, from, peek, line.clone(), forward);
             }
-        }
-        if from == Side::Client && self.agent_ended {
-            // Nobody will answer it: say so at once.
-            self.agent_gone(at);
         }
     }
 
@@ -573,7 +582,7 @@ impl Proxy {
     fn is_native_replay(&self, from: Side, peek: &Peek<'_>, target: &Target) -> bool {
         from == Side::Agent
             && peek.method() == Some("session/update")
-            && matches!(target, Target::Session(s) if self.sessions.in_native_replay(s))
+            && matches!(target, Target::Session(s) if self.sessions.native_load(s).is_some())
     }
 
     /// A peer closed its stream. When the agent's ends while the client is still there, every
@@ -670,8 +679,13 @@ impl Proxy {
                 }
                 "session/load" => {
                     if let Some(s) = session() {
-                        self.sessions.set_native_replay(&s, true);
+                        self.sessions.set_native_load(&s, Some(id.clone()));
                     }
+                    self.keep_native(id, peek, true);
+                    false
+                }
+                "session/resume" if self.emulates_loading() => {
+                    self.keep_native(id, peek, false);
                     false
                 }
                 "session/resume" if !self.agent.resume && self.emulates_loading() => {
@@ -726,6 +740,53 @@ impl Proxy {
         }
     }
 
+    /// In `auto` and `journal` modes, keep a load or resume the client sends the agent, to
+    /// serve it from the journal should the agent fail it.
+    fn keep_native(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
+        if !self.emulates_loading() {
+            return;
+        }
+        if let Some(request) = LoadRequest::parse(id, peek, replay) {
+            self.native.insert(id.clone(), NativeLoad::new(request));
+        }
+    }
+
+    /// The agent answered a load or resume the client sent it: on success its held replay goes
+    /// out before the answer; on failure the load is served from the journal instead (the held
+    /// replay, which the journal's replaces, is dropped).
+    fn native_answered(&mut self, at: Stamp, id: &RequestId, line: &Bytes, failed: bool) -> bool {
+        let client_id = self.ids.client_id(id);
+        let Some(native) = self.native.remove(&client_id) else {
+            return false;
+        };
+        let NativeLoad {
+            mut request,
+            held,
+            overflowed,
+            ..
+        } = native;
+        if !failed {
+            self.pass_all(at, held);
+            return false;
+        }
+        self.ids.restore(id);
+        self.pending.remove(&(Side::Client, client_id));
+        self.sessions.set_native_load(&request.session, None);
+        request.replay &= !overflowed;
+        request.agent_failed = Some(line.clone());
+        let op = self.next_op();
+        let (mut cx, loads) = self.cx();
+        loads.start(&mut cx, op, request);
+        true
+    }
+
+    /// Journal and forward agent lines that were held, in order.
+    fn pass_all(&mut self, at: Stamp, lines: Vec<Bytes>) {
+        for line in lines {
+            self.pass(at, Side::Agent, &envelope::peek(&line), &line);
+        }
+    }
+
     /// `session/close` for an agent that lacks it: cancel the session's work, answer.
     fn close(&mut self, at: Stamp, s: &SessionId, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
         let record = self.fx.client_record(at, peek, line);
@@ -749,9 +810,16 @@ impl Proxy {
         line: &Bytes,
         replay: bool,
     ) {
+        let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
+            self.fx.journal_client(at, Target::Connection, peek, line);
+            let error = error_json(-32602, "Invalid params: sessionId is required", None);
+            self.fx.answer(at, Target::Connection, id, Err(&error));
+            return;
+        };
+        request.request = Some(self.fx.client_record(at, peek, line));
         let op = self.next_op();
         let (mut cx, loads) = self.cx();
-        loads.start(&mut cx, at, op, id, peek, line, replay);
+        loads.start(&mut cx, op, request);
     }
 
     /// Stop a synthetic operation and answer it with -32800.
@@ -819,6 +887,9 @@ impl Proxy {
     fn intercept_agent(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
         match &peek.kind {
             Kind::Response { id, is_error } => {
+                if self.native_answered(at, id, line, *is_error) {
+                    return true;
+                }
                 if let Some((op, step)) = self.ids.answered(id) {
                     let (mut cx, loads) = self.cx();
                     if loads.on_response(&mut cx, at, op, step, peek, line, *is_error)
@@ -851,8 +922,22 @@ impl Proxy {
                 let Some(session) = peek.session.as_deref() else {
                     return false;
                 };
-                if self.sessions.hides_replay(session) && peek.method() == Some("session/update") {
+                let update = peek.method() == Some("session/update");
+                if self.sessions.hides_replay(session) && update {
                     return true; // the agent's own replay under `--load journal`
+                }
+                if let Some(native) = self
+                    .sessions
+                    .native_load(session)
+                    .and_then(|id| self.native.get_mut(id))
+                    .filter(|_| update)
+                {
+                    if native.hold(line) {
+                        return true;
+                    }
+                    let held = std::mem::take(&mut native.held);
+                    self.pass_all(at, held);
+                    return false;
                 }
                 if self.is_starting(session) {
                     self.held.push(line.clone());
@@ -973,7 +1058,7 @@ impl Proxy {
             }
             Some("session/load") => {
                 if let Some(s) = &session {
-                    self.sessions.set_native_replay(s, false);
+                    self.sessions.set_native_load(s, None);
                     if !is_error {
                         self.sessions.set_live(s);
                     }
@@ -1052,6 +1137,7 @@ impl Proxy {
                 .answer(at, target, &id, Err(&agent_exited(&pending.method)));
         }
         self.ids.forget_renumbered();
+        self.native.clear();
         self.release_held(at);
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::envelope::RequestId;
 use super::{Action, Effects, Initialize, SessionId};
 
 /// A client-facing session continued on a different agent-side session.
@@ -44,9 +45,9 @@ pub(super) enum AgentSide {
 pub(super) struct Session {
     /// Its journal segment is open in this run.
     pub(super) journal_open: bool,
-    /// The agent is replaying it for a `session/load` the client sent it: that replay is
-    /// forwarded but not journaled again.
-    pub(super) native_replay: bool,
+    /// The agent is replaying it for the `session/load` (this client request) the client sent
+    /// it: that replay is forwarded but not journaled again.
+    pub(super) native_load: Option<RequestId>,
     /// Where it stands on the agent.
     pub(super) agent: AgentSide,
     /// The mapping of a mapped session the client closed: lines that still name it are mapped
@@ -258,18 +259,18 @@ impl SessionTable {
         self.journal_open(s) || self.by_agent.contains_key(s)
     }
 
-    /// Mark or unmark a native replay in progress.
-    pub(super) fn set_native_replay(&mut self, s: &SessionId, on: bool) {
-        if on {
-            self.entry(s).native_replay = true;
+    /// Mark (with the client's request id) or unmark a native load in progress.
+    pub(super) fn set_native_load(&mut self, s: &SessionId, load: Option<RequestId>) {
+        if load.is_some() {
+            self.entry(s).native_load = load;
         } else if let Some(entry) = self.sessions.get_mut(s) {
-            entry.native_replay = false;
+            entry.native_load = None;
         }
     }
 
-    /// True while the agent replays the session for a native load.
-    pub(super) fn in_native_replay(&self, s: &str) -> bool {
-        self.sessions.get(s).is_some_and(|s| s.native_replay)
+    /// The client request of the native load the agent is replaying the session for.
+    pub(super) fn native_load(&self, s: &str) -> Option<&RequestId> {
+        self.sessions.get(s)?.native_load.as_ref()
     }
 
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.

@@ -6,6 +6,8 @@ Behaviour is chosen by the first argument:
   crash   on session/prompt, send two updates then exit with status 3 mid-turn
   stubborn  ignore stdin EOF and SIGTERM-less shutdown: keep running until killed
   lossy   advertise loadSession, but replay only one made-up update on session/load
+  forgetful  advertise loadSession, but answer session/load with one made-up update and then
+          the error gemini-cli 0.61 gives; on session/prompt echo every text block it got
   mix     sessions mix-0, mix-1, ... ($AGENT_SESSION_PREFIX before each when set); a prompt
           whose first text block reads "updates=N big=B perm=P" gets N updates of varied
           sizes, one update of B KiB, P permission requests (not waited for), then its response
@@ -55,13 +57,19 @@ for line in sys.stdin:
         continue
     method, mid = msg.get("method"), msg.get("id")
     if method == "initialize":
-        caps = {"loadSession": True} if mode == "lossy" else {}
+        caps = {"loadSession": True} if mode in ("lossy", "forgetful") else {}
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": caps}})
     elif method == "session/load" and mode == "lossy":
         sid = msg["params"]["sessionId"]
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "lossy replay"}}}})
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    elif method == "session/load" and mode == "forgetful":
+        sid = msg["params"]["sessionId"]
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "partial replay"}}}})
+        send({"jsonrpc": "2.0", "id": mid, "error": {
+            "code": -32603, "message": "No previous sessions found for this project."}})
     elif method == "session/new" and mode == "mix":
         prefix = os.environ.get("AGENT_SESSION_PREFIX", "")
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{prefix}mix-{sessions}"}})
@@ -95,6 +103,10 @@ for line in sys.stdin:
         update(sid, 2)
         if mode == "crash":
             os._exit(3)
+        if mode == "forgetful":
+            said = " | ".join(b.get("text", "") for b in msg["params"]["prompt"])
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "you said: " + said}}}})
         if mode == "secrets":
             said = msg["params"]["prompt"][-1].get("text", "")
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {

@@ -1,5 +1,6 @@
 //! Session loading for agents that lack it, through the built binary with real peers: record,
-//! restart, load, continue; restarts in a row; session/list; agents with a lossy native load.
+//! restart, load, continue; restarts in a row; session/list; agents with a lossy or a failing
+//! native load.
 
 use std::path::Path;
 
@@ -200,6 +201,65 @@ fn agents_with_a_lossy_native_load() {
             .iter()
             .any(|r| String::from_utf8_lossy(&r.raw).contains("lossy replay"))
     );
+}
+
+/// An agent whose own `session/load` fails (as gemini-cli 0.61's does) is served from the
+/// journal in `auto` and `journal` modes, and the next prompt carries the history.
+#[test]
+fn a_failing_native_load_is_served_from_the_journal() {
+    let agent = crate::util::scripted("forgetful");
+    for options in [&["--load", "auto"], &["--load", "journal"]] {
+        let store = tempfile::tempdir().unwrap();
+        let session = record(store.path(), &agent, &["one", "two"]);
+        let mut client = TestClient::spawn(&proxied_with(store.path(), options, &agent));
+        client.initialize();
+        let (updates, response) = client.load(&session, "/tmp");
+        assert!(response.get("result").is_some(), "{options:?}: {response}");
+        assert_eq!(
+            texts(&updates),
+            [
+                "user: one",
+                "agent: chunk 1 x",
+                "agent: chunk 2 xx",
+                "agent: you said: one",
+                "user: two",
+                "agent: chunk 1 x",
+                "agent: chunk 2 xx",
+                "agent: you said: two"
+            ],
+            "{options:?}: the journal's replay, once"
+        );
+        let before = client.received.len();
+        let answer = client.prompt(&session, "three");
+        assert!(answer.get("result").is_some(), "{answer}");
+        let live: Vec<Value> = client.received[before..]
+            .iter()
+            .filter_map(|r| r.json.clone())
+            .collect();
+        let echoed = texts(&live).join("\n");
+        assert!(
+            echoed.contains("Earlier turns") && echoed.contains("User: one"),
+            "{options:?}: re-primed: {echoed}"
+        );
+        let (_, received) = client.finish();
+        for text in ["partial replay", "No previous sessions"] {
+            assert!(
+                !received
+                    .iter()
+                    .any(|r| String::from_utf8_lossy(&r.raw).contains(text)),
+                "{options:?}: {text}"
+            );
+        }
+        // The agent's refusal is in the journal.
+        let journal = crate::util::read_store(store.path());
+        assert!(
+            journal
+                .iter()
+                .flat_map(|(_, _, r)| r)
+                .any(|r| r.to_string().contains("No previous sessions")),
+            "{options:?}"
+        );
+    }
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //!
 //! Pure: it consumes [`Record`]s (the shell reads them from the store) and produces lines. Two
 //! passes over the same records, so memory stays flat in the session's length:
-//! 1. [`Replay::observe`] learns what must be known ahead: the final form of each compaction.
+//! 1. [`Replay::observe`] learns what must be known ahead: the final form of each compaction,
+//!    and the recorded output of each client terminal (see [Terminals](#terminals)).
 //! 2. [`Replay::emit`] produces the replay in journal order: a `user_message_chunk` per content
 //!    block of each recorded `session/prompt`; history updates (message and thought chunks, tool
-//!    calls, plans) verbatim; each compaction materialized once, at its first position; state
+//!    calls, plans) verbatim, terminals aside; each compaction materialized once, at its first position; state
 //!    updates (commands, mode, config options, session info, usage) held back, and `notice`
 //!    dropped. [`Replay::finish`] then emits the latest state updates and closes the tool calls a
 //!    crash left pending as `failed`, and returns what the proxy needs to continue the session.
@@ -16,7 +17,9 @@
 //! `tool_call_update` updates each such item is replayed as text content
 //! (`{"type":"content","content":{"type":"text","text":"…"}}`, the item's own `_meta` is not
 //! kept); the other items and the rest of the line stay byte for byte (only the `content` array
-//! is rewritten, items separated by bare commas). The first pass learns each terminal's
+//! is rewritten, items separated by bare commas; a line the fast path cannot peek is
+//! re-serialized instead). This holds wherever a [`Replay`] goes: loads served by the proxy and
+//! the histories `replay` plays to a client. The first pass learns each terminal's
 //! output from the client's answers to the agent's `terminal/output` (`{output, truncated,
 //! exitStatus?}`) and `terminal/wait_for_exit` (`{exitCode, signal}`) requests, paired by
 //! JSON-RPC id (the agent's ids: `1` and `"1"` differ). The text is the latest recorded output
@@ -30,8 +33,10 @@
 //!
 //! `[terminal output was not recorded]` stands for an output never answered (an exit status may
 //! follow), `[no output]` for an empty one. Bounds: the last [`TERMINAL_OUTPUT_LIMIT`] bytes of
-//! output per terminal, at most [`TERMINAL_LIMIT`] terminals (later ones replay as
-//! `[terminal output was not kept]`), at most [`TERMINAL_ASKS_LIMIT`] unanswered requests.
+//! output per terminal, at most [`TERMINAL_LIMIT`] terminals (once more were seen, a terminal
+//! without output replays as `[terminal output was not kept]`), and at most
+//! [`TERMINAL_ASKS_LIMIT`] requests awaiting an answer (the oldest are forgotten), so the first
+//! pass keeps at most 8 MiB of output whatever the session's length.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 

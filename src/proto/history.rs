@@ -2,15 +2,43 @@
 //!
 //! Pure: it consumes [`Record`]s (the shell reads them from the store) and produces lines. Two
 //! passes over the same records, so memory stays flat in the session's length:
-//! 1. [`Replay::observe`] learns what must be known ahead: the final form of each compaction.
+//! 1. [`Replay::observe`] learns what must be known ahead: the final form of each compaction,
+//!    and the recorded output of each client terminal (see [Terminals](#terminals)).
 //! 2. [`Replay::emit`] produces the replay in journal order: a `user_message_chunk` per content
 //!    block of each recorded `session/prompt`; history updates (message and thought chunks, tool
-//!    calls, plans) verbatim; each compaction materialized once, at its first position; state
+//!    calls, plans) verbatim, terminals aside; each compaction materialized once, at its first position; state
 //!    updates (commands, mode, config options, session info, usage) held back, and `notice`
 //!    dropped. [`Replay::finish`] then emits the latest state updates and closes the tool calls a
 //!    crash left pending as `failed`, and returns what the proxy needs to continue the session.
+//!
+//! # Terminals
+//! Tool call content can embed a client terminal (`{"type":"terminal","terminalId":"…"}`); after
+//! a restart that terminal no longer exists and editors drop the update. In `tool_call` and
+//! `tool_call_update` updates each such item is replayed as text content
+//! (`{"type":"content","content":{"type":"text","text":"…"}}`, the item's own `_meta` is not
+//! kept); the other items and the rest of the line stay byte for byte (only the `content` array
+//! is rewritten, items separated by bare commas; a line the fast path cannot peek is
+//! re-serialized instead). This holds wherever a [`Replay`] goes: loads served by the proxy and
+//! the histories `replay` plays to a client. The first pass learns each terminal's
+//! output from the client's answers to the agent's `terminal/output` (`{output, truncated,
+//! exitStatus?}`) and `terminal/wait_for_exit` (`{exitCode, signal}`) requests, paired by
+//! JSON-RPC id (the agent's ids: `1` and `"1"` differ). The text is the latest recorded output
+//! (ACP output is cumulative), then the exit status on a line of its own:
+//!
+//! ```text
+//! [earlier output truncated]      <- when the client or the replay cut the output
+//! …the output…
+//! [exit status 1]                 <- or [killed by signal SIGTERM], or [exited]
+//! ```
+//!
+//! `[terminal output was not recorded]` stands for an output never answered (an exit status may
+//! follow), `[no output]` for an empty one. Bounds: the last [`TERMINAL_OUTPUT_LIMIT`] bytes of
+//! output per terminal, at most [`TERMINAL_LIMIT`] terminals (once more were seen, a terminal
+//! without output replays as `[terminal output was not kept]`), and at most
+//! [`TERMINAL_ASKS_LIMIT`] requests awaiting an answer (the oldest are forgotten), so the first
+//! pass keeps at most 8 MiB of output whatever the session's length.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -95,6 +123,33 @@ struct Turn {
     agent: String,
 }
 
+/// Output kept per terminal (the latest bytes).
+pub const TERMINAL_OUTPUT_LIMIT: usize = 64 * 1024;
+/// Terminals whose output a replay keeps.
+pub const TERMINAL_LIMIT: usize = 128;
+/// Agent terminal requests awaiting the client's answer (the oldest are forgotten).
+pub const TERMINAL_ASKS_LIMIT: usize = 64;
+
+/// What the first pass learned of one client terminal.
+#[derive(Default)]
+struct Terminal {
+    /// The latest recorded output (its last [`TERMINAL_OUTPUT_LIMIT`] bytes).
+    output: Option<String>,
+    /// The client or the replay cut the beginning of `output`.
+    truncated: bool,
+    /// `[exit status N]`, `[killed by signal S]` or `[exited]`.
+    exit: Option<String>,
+}
+
+/// An agent request for a terminal's output or exit, awaiting the client's answer.
+struct TerminalAsk {
+    /// The request's id as compact JSON.
+    id: String,
+    terminal: String,
+    /// `terminal/output` (else `terminal/wait_for_exit`).
+    output: bool,
+}
+
 /// A replay in progress.
 pub struct Replay {
     session: String,
@@ -108,6 +163,9 @@ pub struct Replay {
     transcript_bytes: usize,
     summary: Summary,
     user_messages: u64,
+    terminals: HashMap<String, Terminal>,
+    terminals_dropped: bool,
+    terminal_asks: VecDeque<TerminalAsk>,
 }
 
 /// The fields of an agent `session/update` a replay needs, peeked without building a `Value`
@@ -139,6 +197,15 @@ struct UpdateFields<'a> {
     content: Option<&'a serde_json::value::RawValue>,
 }
 
+/// A terminal's exit status as replayed: `[exit status N]`, `[killed by signal S]` or `[exited]`.
+fn exit_text(code: &Value, signal: &Value) -> String {
+    match (signal.as_str(), code) {
+        (Some(signal), _) => format!("[killed by signal {signal}]"),
+        (None, Value::Number(code)) => format!("[exit status {code}]"),
+        _ => "[exited]".to_string(),
+    }
+}
+
 fn update_of(record: &Record) -> Option<(Side, Value)> {
     match &record.body {
         Body::Message { from, payload } => serde_json::from_slice(&payload.bytes)
@@ -164,15 +231,32 @@ impl Replay {
             transcript_bytes: 0,
             summary: Summary::default(),
             user_messages: 0,
+            terminals: HashMap::new(),
+            terminals_dropped: false,
+            terminal_asks: VecDeque::new(),
         }
+    }
+
+    /// Whether the first pass needs a journal line (the stored record or the bare message): a
+    /// fast prefilter for readers that skip records; [`Replay::observe`] takes any record.
+    pub fn observes(&self, line: &[u8]) -> bool {
+        use memchr::memmem::find;
+        find(line, b"\"compactionId\"").is_some()
+            || find(line, b"\"terminal/").is_some()
+            || (!self.terminal_asks.is_empty()
+                && (find(line, b"\"result\"").is_some() || find(line, b"\"error\"").is_some()))
     }
 
     /// First pass over a record.
     pub fn observe(&mut self, record: &Record) {
-        let is_compaction = matches!(&record.body, Body::Message { payload, .. }
-            if memchr::memmem::find(&payload.bytes, b"\"compactionId\"").is_some());
-        if !is_compaction {
+        let Body::Message { from, payload } = &record.body else {
             return;
+        };
+        if !self.observes(&payload.bytes) {
+            return;
+        }
+        if memchr::memmem::find(&payload.bytes, b"\"compactionId\"").is_none() {
+            return self.observe_terminal(*from, &payload.bytes);
         }
         let Some((Side::Agent, msg)) = update_of(record) else {
             return;
@@ -204,6 +288,207 @@ impl Replay {
             }
             _ => {}
         }
+    }
+
+    /// First pass: an agent terminal request, or the client's answer to one.
+    fn observe_terminal(&mut self, from: Side, line: &[u8]) {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Params<'a> {
+            #[serde(borrow)]
+            terminal_id: Option<std::borrow::Cow<'a, str>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Message<'a> {
+            #[serde(borrow)]
+            id: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            params: Option<Params<'a>>,
+            #[serde(borrow)]
+            result: Option<&'a serde_json::value::RawValue>,
+        }
+        let Ok(msg) = serde_json::from_slice::<Message<'_>>(line) else {
+            return;
+        };
+        let Some(id) = msg
+            .id
+            .and_then(|id| serde_json::from_str::<Value>(id.get()).ok())
+        else {
+            return;
+        };
+        let id = id.to_string();
+        match (from, msg.method.as_deref()) {
+            (Side::Agent, Some(method @ ("terminal/output" | "terminal/wait_for_exit"))) => {
+                let Some(terminal) = msg.params.and_then(|p| p.terminal_id) else {
+                    return;
+                };
+                self.terminal_asks.retain(|ask| ask.id != id);
+                if self.terminal_asks.len() >= TERMINAL_ASKS_LIMIT {
+                    self.terminal_asks.pop_front();
+                }
+                self.terminal_asks.push_back(TerminalAsk {
+                    id,
+                    terminal: terminal.into_owned(),
+                    output: method == "terminal/output",
+                });
+            }
+            (Side::Client, None) => {
+                let Some(at) = self.terminal_asks.iter().position(|ask| ask.id == id) else {
+                    return;
+                };
+                let ask = self.terminal_asks.remove(at).expect("found");
+                if let Some(result) = msg.result {
+                    self.learn_terminal(ask, result.get());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// First pass: what a `terminal/output` or `terminal/wait_for_exit` result says.
+    fn learn_terminal(&mut self, ask: TerminalAsk, result: &str) {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Output<'a> {
+            #[serde(borrow)]
+            output: Option<std::borrow::Cow<'a, str>>,
+            truncated: Option<bool>,
+            exit_status: Option<Value>,
+            #[serde(default)]
+            exit_code: Value,
+            #[serde(default)]
+            signal: Value,
+        }
+        let Ok(result) = serde_json::from_str::<Output<'_>>(result) else {
+            return;
+        };
+        if !self.terminals.contains_key(&ask.terminal) && self.terminals.len() >= TERMINAL_LIMIT {
+            self.terminals_dropped = true;
+            return;
+        }
+        let terminal = self.terminals.entry(ask.terminal).or_default();
+        if !ask.output {
+            terminal.exit = Some(exit_text(&result.exit_code, &result.signal));
+        } else if let Some(output) = result.output {
+            let mut cut = output.len().saturating_sub(TERMINAL_OUTPUT_LIMIT);
+            while !output.is_char_boundary(cut) {
+                cut += 1;
+            }
+            terminal.output = Some(output[cut..].to_string());
+            terminal.truncated = cut > 0 || result.truncated == Some(true);
+            if let Some(status) = result.exit_status.filter(Value::is_object) {
+                terminal.exit = Some(exit_text(&status["exitCode"], &status["signal"]));
+            }
+        }
+    }
+
+    /// The text a terminal is replayed as.
+    fn terminal_text(&self, id: Option<&str>) -> String {
+        let Some(terminal) = id.and_then(|id| self.terminals.get(id)) else {
+            return if self.terminals_dropped {
+                "[terminal output was not kept]".to_string()
+            } else {
+                "[terminal output was not recorded]".to_string()
+            };
+        };
+        let mut text = String::new();
+        match &terminal.output {
+            None => text.push_str("[terminal output was not recorded]"),
+            Some(output) => {
+                if terminal.truncated {
+                    text.push_str("[earlier output truncated]\n");
+                }
+                text.push_str(output);
+            }
+        }
+        if let Some(exit) = &terminal.exit {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(exit);
+        }
+        if text.is_empty() {
+            text.push_str("[no output]");
+        }
+        text
+    }
+
+    /// The text content item replacing a terminal item.
+    fn terminal_item(&self, id: Option<&str>) -> Value {
+        json!({"type": "content", "content": {"type": "text", "text": self.terminal_text(id)}})
+    }
+
+    /// A tool call's raw `content` array with its terminal items replaced, the other items kept
+    /// byte for byte; `None` if it has none (or is not an array).
+    fn content_without_terminals(&self, content: &str) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Item<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: Option<std::borrow::Cow<'a, str>>,
+            terminal_id: Option<Value>,
+        }
+        let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(content).ok()?;
+        let mut changed = false;
+        let mut out = String::with_capacity(content.len() + 64);
+        out.push('[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            match serde_json::from_str::<Item<'_>>(item.get()) {
+                Ok(peek) if peek.kind.as_deref() == Some("terminal") => {
+                    changed = true;
+                    let id = peek.terminal_id.as_ref().and_then(Value::as_str);
+                    out.push_str(&self.terminal_item(id).to_string());
+                }
+                _ => out.push_str(item.get()),
+            }
+        }
+        out.push(']');
+        changed.then_some(out)
+    }
+
+    /// A recorded tool call line with its terminal items replaced (see the module doc), or
+    /// `None` if it names no terminal. `content` is the update's raw `content`, borrowed from
+    /// `line` (then only it is rewritten); without it the line is re-serialized.
+    fn without_terminals(
+        &self,
+        line: &[u8],
+        content: Option<&serde_json::value::RawValue>,
+    ) -> Option<Bytes> {
+        if let Some(content) = content {
+            let raw = content.get();
+            memchr::memmem::find(raw.as_bytes(), b"\"terminal\"")?;
+            let start = (raw.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+            let end = start.wrapping_add(raw.len());
+            if start <= end && end <= line.len() && &line[start..end] == raw.as_bytes() {
+                let items = self.content_without_terminals(raw)?;
+                let mut out = Vec::with_capacity(line.len() - raw.len() + items.len() + 1);
+                out.extend_from_slice(&line[..start]);
+                out.extend_from_slice(items.as_bytes());
+                out.extend_from_slice(&line[end..]);
+                out.push(b'\n');
+                return Some(Bytes::from(out));
+            }
+        }
+        let mut msg: Value = serde_json::from_slice(line).ok()?;
+        let items = msg["params"]["update"]["content"].as_array_mut()?;
+        let mut changed = false;
+        for item in items.iter_mut() {
+            if item["type"] == "terminal" {
+                *item = self.terminal_item(item["terminalId"].as_str());
+                changed = true;
+            }
+        }
+        if !changed {
+            return None;
+        }
+        let mut out = serde_json::to_vec(&msg).ok()?;
+        out.push(b'\n');
+        Some(Bytes::from(out))
     }
 
     fn notification(&self, update: Value) -> Bytes {
@@ -274,6 +559,13 @@ impl Replay {
             }
             _ => {}
         }
+        if matches!(kind, "tool_call" | "tool_call_update")
+            && let Some(content) = update.content
+            && let Some(line) = self.without_terminals(&payload.bytes, Some(content))
+        {
+            out.push(line);
+            return;
+        }
         // The recorded line itself, byte for byte.
         let mut line = Vec::with_capacity(payload.bytes.len() + 1);
         line.extend_from_slice(&payload.bytes);
@@ -343,6 +635,17 @@ impl Replay {
             Class::History => {
                 // Only odd-shaped updates the fast path could not peek get here: replay as is.
                 if let Body::Message { payload, .. } = &record.body {
+                    // Terminal items are replaced (the line is then re-serialized).
+                    let names_terminal = matches!(kind, "tool_call" | "tool_call_update")
+                        && update["content"]
+                            .as_array()
+                            .is_some_and(|items| items.iter().any(|i| i["type"] == "terminal"));
+                    if names_terminal
+                        && let Some(line) = self.without_terminals(&payload.bytes, None)
+                    {
+                        out.push(line);
+                        return;
+                    }
                     let mut line = payload.bytes.to_vec();
                     line.push(b'\n');
                     out.push(Bytes::from(line));
@@ -633,5 +936,243 @@ mod tests {
                 .ends_with("User: question 99\nAgent: answer 99\n")
         );
         assert_eq!(summary.turns, 100);
+    }
+
+    fn terminal_records(output_result: &str) -> Vec<Record> {
+        vec![
+            update(
+                1,
+                r#"{"sessionUpdate":"tool_call","toolCallId":"t1","title":"make","kind":"execute","status":"in_progress","content":[{"type":"terminal","terminalId":"term-1"}],"_meta":{"x":1}}"#,
+            ),
+            rec(
+                2,
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":5,"method":"terminal/output","params":{"sessionId":"S","terminalId":"term-1"}}"#,
+            ),
+            rec(
+                3,
+                Side::Client,
+                &format!(r#"{{"jsonrpc":"2.0","id":5,"result":{output_result}}}"#),
+            ),
+            rec(
+                4,
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":6,"method":"terminal/wait_for_exit","params":{"sessionId":"S","terminalId":"term-1"}}"#,
+            ),
+            rec(
+                5,
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":6,"result":{"exitCode":1,"signal":null}}"#,
+            ),
+            update(
+                6,
+                r#"{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"failed","content":[{"type":"terminal","terminalId":"term-1"}]}"#,
+            ),
+        ]
+    }
+
+    fn raw_lines(records: &[Record]) -> Vec<String> {
+        let mut r = Replay::new("S", ClientSupport::default(), 10_000);
+        for rec in records {
+            if let Body::Message { payload, .. } = &rec.body
+                && r.observes(&payload.bytes)
+            {
+                r.observe(rec);
+            }
+        }
+        let mut out = vec![];
+        for rec in records {
+            r.emit(rec, &mut out);
+        }
+        r.finish(&mut out);
+        out.iter()
+            .map(|l| String::from_utf8(l.to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_terminal_is_replayed_as_its_recorded_output_and_exit_status() {
+        let records = terminal_records(r#"{"output":"building\nerror: x\n","truncated":false}"#);
+        let lines = raw_lines(&records);
+        let text = r#"[{"type":"content","content":{"type":"text","text":"building\nerror: x\n[exit status 1]"}}]"#;
+        assert_eq!(
+            lines,
+            [
+                format!(
+                    r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S","update":{{"sessionUpdate":"tool_call","toolCallId":"t1","title":"make","kind":"execute","status":"in_progress","content":{text},"_meta":{{"x":1}}}}}}}}"#
+                ) + "\n",
+                format!(
+                    r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S","update":{{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"failed","content":{text}}}}}}}"#
+                ) + "\n",
+            ]
+        );
+        // The exit status of a `terminal/output` answer counts too, and a signal is named.
+        let records = terminal_records(
+            r#"{"output":"","truncated":false,"exitStatus":{"exitCode":null,"signal":"SIGTERM"}}"#,
+        );
+        let (lines, _) = replay(&records[..4], ClientSupport::default());
+        assert_eq!(
+            lines[0]["params"]["update"]["content"][0]["content"]["text"],
+            "[killed by signal SIGTERM]"
+        );
+    }
+
+    #[test]
+    fn a_terminal_without_recorded_output_says_so() {
+        let records = terminal_records(r#"{"output":"x","truncated":false}"#);
+        let (lines, _) = replay(&records[..1], ClientSupport::default());
+        assert_eq!(
+            lines[0]["params"]["update"]["content"],
+            json!([{"type":"content","content":{"type":"text","text":"[terminal output was not recorded]"}}])
+        );
+        // An exit status without output: both are said.
+        let mut records = terminal_records(r#"{"output":"x","truncated":false}"#);
+        records.drain(1..3);
+        let (lines, _) = replay(&records, ClientSupport::default());
+        assert_eq!(
+            lines[1]["params"]["update"]["content"][0]["content"]["text"],
+            "[terminal output was not recorded]\n[exit status 1]"
+        );
+        // An unanswered request, an error answer: still not recorded.
+        let records = vec![
+            update(
+                1,
+                r#"{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","content":[{"type":"terminal","terminalId":"a"}]}"#,
+            ),
+            rec(
+                2,
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":1,"method":"terminal/output","params":{"sessionId":"S","terminalId":"a"}}"#,
+            ),
+            rec(
+                3,
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Terminal with id not found"}}"#,
+            ),
+        ];
+        let (lines, _) = replay(&records, ClientSupport::default());
+        assert_eq!(
+            lines[0]["params"]["update"]["content"][0]["content"]["text"],
+            "[terminal output was not recorded]"
+        );
+    }
+
+    #[test]
+    fn mixed_content_keeps_its_other_items_byte_for_byte() {
+        let diff = r#"{"type":"diff","path":"/w/a.rs","oldText":"a\u00e9","newText":"b","_meta":{"terminal":1}}"#;
+        let text =
+            r#"{"type": "content", "content": {"type": "text", "text": "see \"terminal\""}}"#;
+        let records = vec![update(
+            1,
+            &format!(
+                r#"{{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{diff}, {{"type":"terminal","terminalId":"gone"}}, {text}],"rawOutput":{{"terminalId":"gone"}}}}"#
+            ),
+        )];
+        let lines = raw_lines(&records);
+        assert_eq!(
+            lines,
+            [format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S","update":{{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{diff},{{"type":"content","content":{{"type":"text","text":"[terminal output was not recorded]"}}}},{text}],"rawOutput":{{"terminalId":"gone"}}}}}}}}"#
+            ) + "\n"]
+        );
+        // Content without a terminal item is left alone, even if it says "terminal".
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S","update":{{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{diff}, {text}]}}}}}}"#
+        );
+        assert_eq!(raw_lines(&[rec(1, Side::Agent, &line)]), [line + "\n"]);
+    }
+
+    #[test]
+    fn answers_are_paired_by_id_and_1_is_not_the_string_1() {
+        let ask = |seq, id: &str, terminal: &str| {
+            rec(
+                seq,
+                Side::Agent,
+                &format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"terminal/output","params":{{"sessionId":"S","terminalId":"{terminal}"}}}}"#
+                ),
+            )
+        };
+        let answer = |seq, id: &str, output: &str| {
+            rec(
+                seq,
+                Side::Client,
+                &format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"output":"{output}","truncated":false}}}}"#
+                ),
+            )
+        };
+        let records = vec![
+            update(
+                1,
+                r#"{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","status":"completed","content":[{"type":"terminal","terminalId":"a"},{"type":"terminal","terminalId":"b"}]}"#,
+            ),
+            ask(2, "1", "a"),
+            ask(3, r#""1""#, "b"),
+            // The client's own request 1 and the agent's answer to it are not terminal answers.
+            rec(
+                4,
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"S","prompt":[]}}"#,
+            ),
+            rec(
+                5,
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"output":"wrong","truncated":false}}"#,
+            ),
+            answer(6, r#""1""#, "of b"),
+            answer(7, "1", "of a"),
+            // Output is cumulative: the latest answer wins.
+            ask(8, "1", "a"),
+            answer(9, "1", "of a, more"),
+        ];
+        let (lines, _) = replay(&records, ClientSupport::default());
+        let content = &lines[0]["params"]["update"]["content"];
+        assert_eq!(content[0]["content"]["text"], "of a, more");
+        assert_eq!(content[1]["content"]["text"], "of b");
+        assert!(!lines[0].to_string().contains("terminal\""));
+    }
+
+    #[test]
+    fn output_over_the_bound_is_cut_from_the_front() {
+        let output = format!(
+            "{}é{}",
+            "a".repeat(10),
+            "b".repeat(TERMINAL_OUTPUT_LIMIT - 1)
+        );
+        let records = terminal_records(&json!({"output": output, "truncated": false}).to_string());
+        let (lines, _) = replay(&records[..3], ClientSupport::default());
+        let text = lines[0]["params"]["update"]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // The cut falls inside the two-byte é: it goes too.
+        assert_eq!(
+            text,
+            format!(
+                "[earlier output truncated]\n{}",
+                "b".repeat(TERMINAL_OUTPUT_LIMIT - 1)
+            )
+        );
+        // A client-truncated output says so as well.
+        let records = terminal_records(r#"{"output":"tail","truncated":true}"#);
+        let (lines, _) = replay(&records[..3], ClientSupport::default());
+        assert_eq!(
+            lines[0]["params"]["update"]["content"][0]["content"]["text"],
+            "[earlier output truncated]\ntail"
+        );
+    }
+
+    #[test]
+    fn odd_shaped_tool_calls_lose_their_terminals_too() {
+        let records = vec![update(
+            1,
+            r#"{"sessionUpdate":"tool_call","toolCallId":7,"title":"x","status":"completed","content":[{"type":"terminal","terminalId":"a"}]}"#,
+        )];
+        let (lines, _) = replay(&records, ClientSupport::default());
+        assert_eq!(
+            lines[0]["params"]["update"],
+            json!({"sessionUpdate":"tool_call","toolCallId":7,"title":"x","status":"completed","content":[{"type":"content","content":{"type":"text","text":"[terminal output was not recorded]"}}]})
+        );
     }
 }

@@ -27,7 +27,8 @@ pub struct HistoryRequest {
     pub transcript_limit: usize,
 }
 
-/// Read the session's segments (oldest first) twice — compactions first, then the replay —
+/// Read the session's segments (oldest first) twice — compactions and terminal outputs first
+/// ([`Replay::observes`] picks the records), then the replay —
 /// and send the chunks to `tx`. Stops early when `cancel` is set or the receiver is gone.
 pub fn read(
     store: &Store,
@@ -46,7 +47,7 @@ pub fn read(
     for path in &segments {
         match SegmentReader::open(path) {
             Ok(mut reader) => {
-                while let Some(record) = reader.next_containing(b"\"compactionId\"") {
+                while let Some(record) = reader.next_where(|line| replay.observes(line)) {
                     replay.observe(&record);
                 }
             }

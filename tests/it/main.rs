@@ -13,4 +13,5 @@ mod replay;
 mod samples;
 mod security;
 mod storage;
+mod terminals;
 mod util;

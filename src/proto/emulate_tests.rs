@@ -731,3 +731,46 @@ fn load_journal_mode_falls_back_to_a_new_session_when_the_agents_load_fails() {
     h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
     assert_eq!(last_to_agent(&h)["params"]["sessionId"], "U");
 }
+
+/// A load mapped to agent session "U", answered.
+fn mapped() -> Harness {
+    let mut h = emulating();
+    load_replayed(&mut h, Summary::default());
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    h
+}
+
+#[test]
+fn session_ids_in_meta_are_mapped_both_ways() {
+    let mut h = mapped();
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"_x/ping","params":{"sessionId":"S","_meta":{"trace":{"session":"S","other":"Sx"}}}}"#);
+    let sent = last_to_agent(&h);
+    assert_eq!(sent["params"]["sessionId"], "U");
+    assert_eq!(
+        sent["params"]["_meta"],
+        json!({"trace":{"session":"U","other":"Sx"}})
+    );
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"U"},"_meta":{"origin":["U"]}},"_meta":{"parent":"U"}}}"#);
+    let got = last_to_client(&h);
+    assert_eq!(got["params"]["_meta"], json!({"parent":"S"}));
+    assert_eq!(got["params"]["update"]["_meta"], json!({"origin":["S"]}));
+    assert_eq!(
+        got["params"]["update"]["content"]["text"], "U",
+        "only _meta and sessionId are mapped"
+    );
+    // A line without the ID in its _meta keeps that member's bytes.
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"plan","entries":[]},"_meta":{ "k" : 1 }}}"#);
+    let raw = String::from_utf8(h.to_client.last().unwrap().to_vec()).unwrap();
+    assert!(raw.contains(r#""_meta":{ "k" : 1 }"#), "{raw}");
+}
+
+#[test]
+fn elicitation_tool_call_ids_are_prefixed_like_other_tool_ids() {
+    let mut h = mapped();
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"t"}}}"#);
+    let id = last_to_client(&h)["params"]["update"]["toolCallId"].clone();
+    h.agent(r#"{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"sessionId":"U","toolCallId":"call_1","message":"Which?","mode":"form","requestedSchema":{"type":"object","properties":{}}}}"#);
+    let ask = last_to_client(&h);
+    assert_eq!(ask["params"]["sessionId"], "S");
+    assert_eq!(ask["params"]["toolCallId"], id);
+}

@@ -1,14 +1,71 @@
 //! The edits a mapped session's lines get: a client-facing session S continued on agent-side
 //! session U has S replaced by U on the way to the agent and U by S on the way back, the agent's
 //! `toolCallId`/`messageId`s prefixed (so they never collide with replayed ones on the client),
-//! and the first prompt after a fresh start carries the re-prime transcript. Client ids the
-//! proxy renumbered ([`super::ids`]) are edited here too. Untouched members keep their bytes
+//! and the first prompt after a fresh start carries the re-prime transcript. A session ID inside
+//! a `_meta` object (of the params, the update or the tool call) is mapped like `sessionId`
+//! wherever it appears as a whole string value. Client ids the proxy renumbered
+//! ([`super::ids`]) are edited here too. Untouched members keep their bytes
 //! ([`super::rewrite`]).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::envelope::RequestId;
-use super::rewrite::{edit_line, json_string};
+use super::rewrite::{RawObject, edit_line, json_string};
+
+/// Objects of a message's params whose `_meta` may name the session.
+const META_HOLDERS: &[&str] = &["update", "toolCall"];
+
+/// Replace every string value equal to `from` by `to`; true when something changed.
+fn replace_strings(value: &mut Value, from: &str, to: &str) -> bool {
+    match value {
+        Value::String(s) if s == from => {
+            *s = to.to_string();
+            true
+        }
+        Value::Array(items) => {
+            let mut changed = false;
+            for v in items {
+                changed |= replace_strings(v, from, to);
+            }
+            changed
+        }
+        Value::Object(members) => {
+            let mut changed = false;
+            for v in members.values_mut() {
+                changed |= replace_strings(v, from, to);
+            }
+            changed
+        }
+        _ => false,
+    }
+}
+
+/// Map the session ID in `object._meta` (only that member is rewritten, and only if it names
+/// the session).
+fn map_meta(object: &mut RawObject, from: &str, to: &str) {
+    let Some(raw) = object.get("_meta") else {
+        return;
+    };
+    if !raw.contains(from) {
+        return;
+    }
+    let Ok(mut meta) = serde_json::from_str::<Value>(raw) else {
+        return;
+    };
+    if replace_strings(&mut meta, from, to) {
+        object.set("_meta", meta.to_string());
+    }
+}
+
+/// Map the session ID in the `_meta` of the params and of the objects in it that carry one.
+fn map_metas(params: &mut RawObject, from: &str, to: &str) {
+    map_meta(params, from, to);
+    for holder in META_HOLDERS {
+        if params.get(holder).is_some_and(|o| o.contains("\"_meta\"")) {
+            params.edit(holder, |o| map_meta(o, from, to));
+        }
+    }
+}
 
 /// What changes in a client line on its way to the agent.
 #[derive(Debug, Default)]
@@ -17,8 +74,8 @@ pub(super) struct ClientEdit<'a> {
     pub(super) id: Option<&'a RequestId>,
     /// The id a `$/cancel_request` names (renumbered).
     pub(super) cancel: Option<&'a RequestId>,
-    /// The agent-side session ID.
-    pub(super) agent_session: Option<&'a str>,
+    /// The client-facing and agent-side session IDs.
+    pub(super) agent_session: Option<(&'a str, &'a str)>,
     /// The re-prime transcript, for a `session/prompt`.
     pub(super) reprime: Option<&'a str>,
 }
@@ -44,8 +101,9 @@ pub(super) fn edit_client_line(line: &[u8], edit: &ClientEdit<'_>) -> Option<Vec
             if let Some(alias) = edit.cancel {
                 p.set("requestId", alias.to_json());
             }
-            if let Some(agent) = edit.agent_session {
+            if let Some((client, agent)) = edit.agent_session {
                 p.set("sessionId", json_string(agent));
+                map_metas(p, client, agent);
             }
             if let Some(transcript) = edit.reprime
                 && let Some(prompt) = p.get("prompt")
@@ -69,7 +127,12 @@ pub(super) fn edit_client_line(line: &[u8], edit: &ClientEdit<'_>) -> Option<Vec
 
 /// An agent line of mapped session: its session ID back to the client-facing one and the
 /// agent's tool call and message ids prefixed; `None` when the line cannot be edited.
-pub(super) fn edit_agent_line(line: &[u8], client_session: &str, prefix: &str) -> Option<Vec<u8>> {
+pub(super) fn edit_agent_line(
+    line: &[u8],
+    client_session: &str,
+    agent_session: &str,
+    prefix: &str,
+) -> Option<Vec<u8>> {
     let prefixed = |v: Option<&str>| -> Option<String> {
         let s: String = serde_json::from_str(v?).ok()?;
         Some(json_string(&format!("{prefix}{s}")))
@@ -77,6 +140,7 @@ pub(super) fn edit_agent_line(line: &[u8], client_session: &str, prefix: &str) -
     edit_line(line, |msg| {
         msg.edit("params", |p| {
             p.set("sessionId", json_string(client_session));
+            map_metas(p, agent_session, client_session);
             for (object, fields) in [
                 ("update", &["toolCallId", "messageId"][..]),
                 ("toolCall", &["toolCallId"][..]),

@@ -996,7 +996,7 @@ impl Proxy {
         let edit = ClientEdit {
             id: new_id.as_ref(),
             cancel: cancel.as_ref(),
-            agent_session: agent_session.as_deref(),
+            agent_session: session.zip(agent_session.as_deref()),
             reprime: reprime.as_deref(),
         };
         if edit.is_empty() {
@@ -1026,7 +1026,7 @@ impl Proxy {
             self.catalog_info(peek, session);
         }
         let (client_session, mapping) = self.sessions.mapping_of_agent(session)?;
-        mapping::edit_agent_line(line, client_session, &mapping.prefix)
+        mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
     }
 
     fn rewrite_agent_response(

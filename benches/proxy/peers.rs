@@ -8,11 +8,17 @@
 //! it when the binary is missing, and leaves the conductor out of the report if that fails.
 //! `BENCH_CONDUCTOR=/path/to/binary` uses another build.
 
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::*;
+use crate::measure::{FloodRun, Latency};
+use crate::report::pass;
+use crate::roles::PathKind;
+use crate::traffic::{Flood, SEED};
 
 /// The version `scripts/bench-peers.sh` installs.
 pub const CONDUCTOR_VERSION: &str = "5.0.0";

@@ -1,0 +1,213 @@
+//! The processes on the wire. This binary re-executes itself as the helper roles (the echo and
+//! flood agents, the minimal relay; see the crate documentation), and [`PathKind`] names the paths
+//! measured in front of them: direct pipe, minimal relay, acp-journal, the ACP conductor
+//! ([`crate::peers`]).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::peers;
+use crate::traffic::{Flood, PROMPT_RESPONSE, init_response};
+
+/// The proxy under test.
+pub const PROXY: &str = env!("CARGO_BIN_EXE_acp-journal");
+
+/// An unbuffered handle on one of our standard file descriptors (never closed by us).
+fn raw_fd(fd: i32) -> ManuallyDrop<File> {
+    // SAFETY: fds 0 and 1 are open for the life of the process, and `ManuallyDrop` keeps the
+    // `File` from closing them.
+    ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Echo agent: answers `initialize`, and writes every other line it reads back with one
+/// `write(2)`.
+pub fn echo_agent() {
+    let mut input = BufReader::with_capacity(1 << 16, raw_fd(0).try_clone().expect("stdin"));
+    let mut out = raw_fd(1);
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let written = match request_id(&line, "initialize") {
+                    Some(id) => out.write_all(init_response(&id).as_bytes()),
+                    None => out.write_all(&line),
+                };
+                if written.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The id (as JSON text) of `line` when it is a `method` request. A proxy may renumber
+/// requests (the ACP conductor does), so answers carry the id received.
+fn request_id(line: &[u8], method: &str) -> Option<String> {
+    let needle = format!("\"method\":\"{method}\"");
+    memchr::memmem::find(line, needle.as_bytes())?;
+    let msg: serde_json::Value = serde_json::from_slice(line).ok()?;
+    Some(msg.get("id")?.to_string())
+}
+
+/// Flood agent: see the crate documentation.
+pub fn flood_agent(n: usize, seed: u64) {
+    let data = Flood::new(seed).lines(n);
+    let mut input = BufReader::new(raw_fd(0).try_clone().expect("stdin"));
+    let mut out = raw_fd(1);
+    let mut line = Vec::new();
+    // initialize → response: tells the bench we are ready (generation is not timed).
+    if input.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let id = request_id(&line, "initialize").unwrap_or_else(|| "0".into());
+    out.write_all(init_response(&id).as_bytes())
+        .expect("stdout");
+    line.clear();
+    // session/prompt → the flood, its response last (with the id the prompt came with).
+    if input.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let id = request_id(&line, "session/prompt").unwrap_or_else(|| "1".into());
+    let updates = &data[..data.len() - PROMPT_RESPONSE.len()];
+    let _ = out.write_all(updates);
+    let _ = out.write_all(
+        PROMPT_RESPONSE
+            .replacen("\"id\":1", &format!("\"id\":{id}"), 1)
+            .as_bytes(),
+    );
+}
+
+/// Minimal relay: copy stdin → child stdin and child stdout → stdout, big buffers, no parsing.
+pub fn relay(cmd: &[String]) -> ! {
+    let mut child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("relay: spawning {cmd:?}: {e}"));
+    let mut child_in = child.stdin.take().expect("piped");
+    let mut child_out = child.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        let mut stdin = raw_fd(0);
+        copy(&mut *stdin, &mut child_in);
+        // Dropping `child_in` closes the agent's stdin, as EOF on ours.
+    });
+    copy(&mut child_out, &mut *raw_fd(1));
+    let code = match child.wait() {
+        Ok(status) => status.code().unwrap_or(1),
+        Err(_) => 1,
+    };
+    std::process::exit(code)
+}
+
+fn copy(from: &mut impl Read, to: &mut impl Write) {
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    Direct,
+    Relay,
+    Journal,
+    /// The official Rust ACP conductor with its trace on (see `peers.rs`).
+    Conductor,
+}
+
+const PATHS: [PathKind; 3] = [PathKind::Direct, PathKind::Relay, PathKind::Journal];
+
+/// The paths measured: [`PATHS`], then the conductor when it is installed.
+pub fn paths() -> Vec<PathKind> {
+    let mut all = PATHS.to_vec();
+    if peers::conductor().is_some() {
+        all.push(PathKind::Conductor);
+    }
+    all
+}
+
+impl PathKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathKind::Direct => "direct pipe",
+            PathKind::Relay => "minimal relay",
+            PathKind::Journal => "acp-journal",
+            PathKind::Conductor => "ACP conductor --trace",
+        }
+    }
+
+    /// True when the path relays every byte unchanged (the conductor re-encodes messages and
+    /// renumbers requests).
+    pub fn transparent(self) -> bool {
+        self != PathKind::Conductor
+    }
+
+    /// The command line of this path in front of `agent` (`journal` is the store for
+    /// acp-journal, the directory of the trace file for the conductor).
+    pub fn command(self, agent: &[String], journal: Option<&Path>) -> Command {
+        let me = std::env::current_exe().expect("current_exe");
+        let mut cmd = match self {
+            PathKind::Direct => {
+                let mut c = Command::new(&agent[0]);
+                c.args(&agent[1..]);
+                c
+            }
+            PathKind::Relay => {
+                let mut c = Command::new(me);
+                c.arg("__relay").arg("--").args(agent);
+                c
+            }
+            PathKind::Journal => {
+                let mut c = Command::new(PROXY);
+                if std::env::var_os("ACP_JOURNAL_LOG").is_none() {
+                    c.env("ACP_JOURNAL_LOG", "warn");
+                }
+                c.arg("--journal-dir")
+                    .arg(journal.expect("a journal dir"))
+                    .args(extra_proxy_args())
+                    .arg("--")
+                    .args(agent);
+                c
+            }
+            PathKind::Conductor => peers::command(agent, journal.expect("a trace dir")),
+        };
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        cmd
+    }
+}
+
+/// Extra options for acp-journal from `BENCH_PROXY_ARGS` (whitespace-separated), for
+/// experiments such as `--fsync never`.
+pub fn extra_proxy_args() -> Vec<String> {
+    std::env::var("BENCH_PROXY_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+pub fn me() -> String {
+    std::env::current_exe()
+        .expect("current_exe")
+        .display()
+        .to_string()
+}

@@ -21,6 +21,8 @@ pub mod history;
 pub mod journals;
 pub mod lines;
 pub mod pipes;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::OsString;
 use std::io::{self, Write};

@@ -97,6 +97,18 @@ impl Checker {
         }))
     }
 
+    /// The first bytes of a line are being forwarded now: a record that starts with them must
+    /// be readable already (a line is forwarded in pieces when the destination is slower).
+    fn starting(&mut self, start: &[u8]) {
+        if !self.journaled.keys().any(|k| k.starts_with(start)) {
+            self.journaled = journaled(&self.root);
+            if !self.journaled.keys().any(|k| k.starts_with(start)) {
+                self.early
+                    .push(String::from_utf8_lossy(&start[..start.len().min(160)]).into_owned());
+            }
+        }
+    }
+
     /// `line` is being forwarded now: its record must be readable already.
     fn forwarding(&mut self, line: &[u8]) {
         let count = self.forwarded.entry(line.to_vec()).or_default();
@@ -116,7 +128,10 @@ impl Checker {
 /// passes it to an in-memory pipe.
 struct Probe {
     inner: DuplexStream,
+    /// The line being forwarded, so far.
     partial: Vec<u8>,
+    /// Its start was checked.
+    started: bool,
     checker: Arc<Mutex<Checker>>,
 }
 
@@ -127,6 +142,11 @@ impl Probe {
         while let Some(end) = memchr::memchr(b'\n', &self.partial) {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
             checker.forwarding(&line);
+            self.started = false;
+        }
+        if !self.partial.is_empty() && !self.started {
+            checker.starting(&self.partial);
+            self.started = true;
         }
     }
 }
@@ -263,6 +283,17 @@ impl Peers {
     fn early(&self) -> Vec<String> {
         self.checker.lock().unwrap().early.clone()
     }
+
+    /// Every forwarded line was on disk before it was forwarded.
+    fn assert_journaled_first(&self) {
+        let early = self.early();
+        assert!(
+            early.is_empty(),
+            "{} lines forwarded before they were journaled, the first: {:?}",
+            early.len(),
+            &early[..early.len().min(3)]
+        );
+    }
 }
 
 async fn read_line(from: &mut BufReader<DuplexStream>) -> String {
@@ -307,6 +338,7 @@ fn start(root: &Path, client_buffer: usize) -> (impl Future<Output = anyhow::Res
         Box::new(Probe {
             inner,
             partial: Vec::new(),
+            started: false,
             checker: checker.clone(),
         })
     };
@@ -401,11 +433,7 @@ async fn relayed_lines_are_on_disk_before_they_are_forwarded() {
     };
     let (code, p) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 0);
-    assert_eq!(
-        p.early(),
-        Vec::<String>::new(),
-        "forwarded before journaled"
-    );
+    p.assert_journaled_first();
     let checker = p.checker.lock().unwrap();
     assert_eq!(checker.forwarded.values().sum::<usize>(), 4 + 22 + 2);
 }
@@ -434,11 +462,7 @@ async fn proxy_made_answers_are_on_disk_before_they_are_forwarded() {
     };
     let (code, p) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 0);
-    assert_eq!(
-        p.early(),
-        Vec::<String>::new(),
-        "forwarded before journaled"
-    );
+    p.assert_journaled_first();
 }
 
 #[tokio::test]
@@ -465,11 +489,7 @@ async fn agent_exit_while_the_client_waits_answers_it_and_returns_the_agents_cod
     };
     let (code, (p, answer)) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 3, "the agent's exit code");
-    assert_eq!(
-        p.early(),
-        Vec::<String>::new(),
-        "forwarded before journaled"
-    );
+    p.assert_journaled_first();
     // The answer is in the session's journal, after the prompt, as a line the proxy made.
     let to_client = session_messages(dir.path(), "S", Side::Agent);
     let last: Value = serde_json::from_slice(to_client.last().unwrap()).unwrap();
@@ -531,31 +551,30 @@ async fn a_load_served_from_the_journal_is_on_disk_before_it_is_forwarded() {
     };
     let (code, (p, replayed)) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 0);
-    // Replayed lines are the first run's records; the rest of the run's lines were written
-    // before they were forwarded.
-    let early = p.early();
-    for line in &replayed {
-        let message: Value = serde_json::from_str(line).unwrap();
-        let text = message["params"]["update"]["content"]["text"]
-            .as_str()
-            .unwrap()
-            .to_string();
+    // The replay comes from the first run's records: the agent's lines byte for byte, the
+    // prompt as a user message chunk.
+    assert_eq!(
+        replayed.len(),
+        4,
+        "the prompt and three chunks: {replayed:?}"
+    );
+    assert!(recorded.contains_key(format!("{PROMPT}\n").as_bytes()));
+    for line in &replayed[1..] {
         assert!(
-            recorded
-                .keys()
-                .any(|r| String::from_utf8_lossy(r).contains(&text)),
-            "{text} was recorded"
+            recorded.contains_key(line.as_bytes()),
+            "{line} was recorded"
         );
     }
-    let unreplayed: Vec<&String> = early
-        .iter()
-        .filter(|e| !replayed.iter().any(|r| r.starts_with(e.as_str())))
-        .collect();
+    let user: Value = serde_json::from_str(&replayed[0]).unwrap();
     assert_eq!(
-        unreplayed,
-        Vec::<&String>::new(),
-        "forwarded before journaled"
+        user["params"]["update"]["sessionUpdate"],
+        "user_message_chunk"
     );
+    assert_eq!(user["params"]["update"]["content"]["text"], "hi");
+    // Every line of the second run's own was on disk before it was forwarded.
+    let early = p.early();
+    assert_eq!(early.len(), 1, "{early:?}");
+    assert!(replayed[0].starts_with(&early[0]), "{early:?}");
 }
 
 #[tokio::test]
@@ -567,9 +586,11 @@ async fn batches_are_written_in_order_before_they_are_forwarded() {
         p.client_says(PROMPT).await;
         p.agent_gets().await;
         let mut sent = Vec::new();
-        // A small batch (committed on the main loop), then a big one (the compressor thread),
-        // each in one write, so one read.
-        for (count, pad) in [(10, 10), (200, 100)] {
+        // A small batch (committed on the main loop), then big ones (the compressor thread),
+        // each in one write, so one read; each is read back before the next is sent, so the
+        // thread's every hand-back is checked against the disk.
+        let rounds = std::iter::once((10, 10)).chain(std::iter::repeat_n((200, 100), 20));
+        for (count, pad) in rounds {
             let mut batch = String::new();
             for _ in 0..count {
                 let line = format!(
@@ -587,6 +608,22 @@ async fn batches_are_written_in_order_before_they_are_forwarded() {
                 assert_eq!(&read_line(&mut p.to_client).await, line);
             }
         }
+        // A batch that takes the compressor milliseconds (8 MiB that do not compress): had
+        // the thread handed it back before writing it, the probe would be reading the disk
+        // while the thread still compresses.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let noise: String = (0..8 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'a' + (state % 26) as u8)
+            })
+            .collect();
+        let line = format!("{}\n", update(&noise));
+        p.agent.write_all(line.as_bytes()).await.unwrap();
+        assert!(read_line(&mut p.to_client).await == line);
+        sent.push(line);
         // Many client lines in one read go to the agent in order.
         let mut batch = String::new();
         for i in 0..50 {
@@ -605,11 +642,7 @@ async fn batches_are_written_in_order_before_they_are_forwarded() {
     };
     let (code, (p, sent)) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 0);
-    assert_eq!(
-        p.early(),
-        Vec::<String>::new(),
-        "forwarded before journaled"
-    );
+    p.assert_journaled_first();
     let updates: Vec<Vec<u8>> = session_messages(dir.path(), "S", Side::Agent)
         .into_iter()
         .filter(|l| l.starts_with(br#"{"jsonrpc":"2.0","method":"session/update""#))
@@ -684,11 +717,7 @@ async fn a_client_that_stops_reading_stops_the_agent_being_read_and_loses_nothin
         stalled = script => stalled,
     };
     assert!(stalled < total);
-    assert_eq!(
-        p.early(),
-        Vec::<String>::new(),
-        "forwarded before journaled"
-    );
+    p.assert_journaled_first();
 }
 
 #[tokio::test(start_paused = true)]

@@ -682,12 +682,13 @@ async fn a_client_that_stops_reading_stops_the_agent_being_read_and_loses_nothin
                 .unwrap();
         };
         let stall = async {
-            // Wait until the agent's writes stop making progress.
-            let mut last = 0;
+            // Wait until the agent's writes make no progress for a second.
+            let (mut last, mut still) = (0, 0);
             loop {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
                 let now = progress.load(Ordering::Relaxed);
-                if now == last {
+                still = if now == last { still + 1 } else { 0 };
+                if still == 5 {
                     return now;
                 }
                 last = now;

@@ -2,8 +2,9 @@
 //! pipes, a fake agent process and a temporary store.
 //!
 //! Both destinations are [`Probe`]s: at the moment the proxy hands a line to one, the probe
-//! reads the store's segments from disk and checks that the line's record is already there. A
-//! shell that forwards before it journals fails every test here.
+//! reads the store's segments from disk and checks that the line's record is already there
+//! (for a line handed over in pieces, already at its first piece). A shell that forwards a line
+//! before its record is written fails every test that relays a line through the probes.
 
 use std::collections::HashMap;
 use std::io;

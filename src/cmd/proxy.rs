@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use crate::cli::{ProxyArgs, Reprime};
 use crate::journal::Store;
-use crate::shell::{self, ShellConfig};
+use crate::shell::{self, Agent, Client, ShellConfig, agent};
 
 /// Run the proxy; the exit code is the agent's.
 pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow::Result<ExitCode> {
@@ -39,7 +39,29 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let code = runtime.block_on(shell::run(config))?;
+    let code = runtime.block_on(async {
+        agent::ignore_file_size_signal();
+        // Spawned from the main thread, which lives as long as the proxy (the parent-death
+        // signal follows the spawning thread).
+        let child = match agent::spawn(&config.agent) {
+            Ok(child) => child,
+            Err(e) => {
+                let shown: Vec<String> = config
+                    .agent
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                eprintln!(
+                    "acp-journal: cannot start the agent `{}`: {e}",
+                    shown.join(" ")
+                );
+                return Ok(127);
+            }
+        };
+        let agent = Agent::from_child(child)?;
+        let signals = shell::unix_signals().context("setting up signal handling")?;
+        shell::run(config, Client::stdio(), agent, signals).await
+    })?;
     // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
     runtime.shutdown_background();
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))

@@ -1,11 +1,68 @@
-//! The agent subprocess: spawning it so it dies with us, signalling it, its exit code.
+//! The agent as the main loop sees it ([`Agent`]: its pipes and its [`Process`]), and the real
+//! one: spawning the subprocess so it dies with us, signalling it, its exit code.
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::process::{Child, Command};
+
+use super::pipes::{Output, Reader};
+
+/// The agent's end of the proxy: lines for its stdin, its stdout and stderr, its process.
+pub struct Agent<P> {
+    /// The agent's stdin.
+    pub stdin: Output,
+    /// The agent's stdout (its lines).
+    pub stdout: Reader,
+    /// The agent's stderr (copied to ours and journaled).
+    pub stderr: Reader,
+    /// Its process.
+    pub process: P,
+}
+
+/// The agent's process, as the main loop drives it.
+pub trait Process {
+    /// Wait for it to exit: the proxy's exit code for its status (see [`exit_code`]).
+    fn wait(&mut self) -> impl Future<Output = io::Result<i32>>;
+    /// Send it `signal` (ignored once it has exited).
+    fn signal(&mut self, signal: i32);
+    /// Kill it (SIGKILL).
+    fn kill(&mut self);
+}
+
+impl Process for Child {
+    async fn wait(&mut self) -> io::Result<i32> {
+        Child::wait(self).await.map(exit_code)
+    }
+
+    fn signal(&mut self, sig: i32) {
+        if let Some(pid) = self.id() {
+            signal(pid, sig);
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.start_kill();
+    }
+}
+
+impl Agent<Child> {
+    /// The spawned agent ([`spawn`]) with its stdin as a non-blocking pipe on the reactor.
+    ///
+    /// # Errors
+    /// Making its stdin non-blocking.
+    pub fn from_child(mut child: Child) -> io::Result<Agent<Child>> {
+        Ok(Agent {
+            stdin: Output::pipe(child.stdin.take().expect("piped").into_owned_fd()?)?,
+            stdout: Box::new(child.stdout.take().expect("piped")),
+            stderr: Box::new(child.stderr.take().expect("piped")),
+            process: child,
+        })
+    }
+}
 
 /// The `SIGXFSZ` disposition the proxy was started with, restored for the agent.
 static INHERITED_SIGXFSZ: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
@@ -67,7 +124,7 @@ pub fn spawn(argv: &[OsString]) -> io::Result<Child> {
 }
 
 /// Send `signal` to the process `pid` (ignored if it is already gone).
-pub fn signal(pid: u32, signal: i32) {
+fn signal(pid: u32, signal: i32) {
     // SAFETY: kill(2) has no memory-safety preconditions.
     unsafe {
         libc::kill(pid as libc::pid_t, signal);

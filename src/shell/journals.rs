@@ -51,7 +51,7 @@ pub struct RunInfo {
 
 /// Batches up to this many encoded bytes are compressed on the main loop when nothing is
 /// queued for the compressor thread.
-const INLINE_BYTES: usize = 16 * 1024;
+pub(super) const INLINE_BYTES: usize = 16 * 1024;
 
 /// A journal that stopped after a write error.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,5 +1,10 @@
-//! The I/O shell around the protocol core: spawns the agent, pumps whole lines both ways,
-//! applies the core's actions in order, and exits with the agent's status.
+//! The I/O shell around the protocol core: pumps whole lines both ways, applies the core's
+//! actions in order, and exits with the agent's status.
+//!
+//! [`run`] is handed its three ends: the [`Client`] (our stdin/stdout in production, built by
+//! [`Client::stdio`]), the [`Agent`] (the spawned subprocess: [`agent::spawn`],
+//! [`Agent::from_child`]) and a channel of signals to forward ([`unix_signals`]); tests hand it
+//! in-memory pipes, a fake process and a channel of their own.
 //!
 //! One tokio task (the main loop, on the main thread) reads the client's and the agent's lines,
 //! runs the core, writes the journals, then writes the lines to their destinations — so a record
@@ -16,9 +21,11 @@ pub mod history;
 pub mod journals;
 pub mod lines;
 pub mod pipes;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
@@ -34,15 +41,17 @@ use std::sync::atomic::AtomicBool;
 use crate::journal::Store;
 use crate::journal::store::CatalogEntry;
 use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Side, Stamp};
+pub use agent::{Agent, Process};
 use history::HistoryRequest;
 use journals::{Commit, FsyncPolicy, JournalSet, RunInfo};
 use lines::LineSplitter;
-use pipes::{ClientInput, Output};
+pub use pipes::Client;
+use pipes::Output;
 
 /// Everything the shell needs to run one proxy session.
 #[derive(Clone, Debug)]
 pub struct ShellConfig {
-    /// The agent command and its arguments.
+    /// The agent command and its arguments (for the journal headers).
     pub agent: Vec<OsString>,
     /// The journal store.
     pub store: Store,
@@ -72,30 +81,43 @@ impl Clock {
     }
 }
 
-/// Run the proxy until the agent exits; returns the exit code for our process.
+/// SIGINT, SIGTERM and SIGHUP as they reach the proxy, for [`run`] to forward to the agent.
 ///
 /// # Errors
-/// Only failures to set up signal handling; a failure to start the agent is reported on
-/// stderr and returned as code 127.
-pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
-    let clock = Clock(Instant::now());
-    agent::ignore_file_size_signal();
-    let mut child = match agent::spawn(&config.agent) {
-        Ok(child) => child,
-        Err(e) => {
-            let shown: Vec<String> = config
-                .agent
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            eprintln!(
-                "acp-journal: cannot start the agent `{}`: {e}",
-                shown.join(" ")
-            );
-            return Ok(127);
+/// Failures to set up signal handling.
+pub fn unix_signals() -> io::Result<mpsc::Receiver<i32>> {
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        loop {
+            let sig = tokio::select! {
+                Some(()) = sigint.recv() => libc::SIGINT,
+                Some(()) = sigterm.recv() => libc::SIGTERM,
+                Some(()) = sighup.recv() => libc::SIGHUP,
+                else => return,
+            };
+            if tx.send(sig).await.is_err() {
+                return;
+            }
         }
-    };
-    let pid = child.id().unwrap_or(0);
+    });
+    Ok(rx)
+}
+
+/// Run the proxy between `client` and `agent` until the agent exits, forwarding the signals
+/// that arrive on `signals`; returns the exit code for our process (the agent's).
+///
+/// # Errors
+/// Only a failure to wait for the agent.
+pub async fn run<P: Process>(
+    config: ShellConfig,
+    client: Client,
+    agent: Agent<P>,
+    mut signals: mpsc::Receiver<i32>,
+) -> anyhow::Result<i32> {
+    let clock = Clock(Instant::now());
     let start = clock.now();
     let argv: Vec<String> = config
         .agent
@@ -120,21 +142,21 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
         fetches: HashMap::new(),
     };
 
-    let mut agent_out = child.stdout.take().expect("piped");
-    let mut agent_err = child.stderr.take().expect("piped");
-    let to_agent = Output::pipe(child.stdin.take().expect("piped").into_owned_fd()?)?;
+    let Agent {
+        stdin: to_agent,
+        stdout: mut agent_out,
+        stderr: mut agent_err,
+        mut process,
+    } = agent;
     let mut out = Outputs {
         journals,
         to_agent,
-        to_client: Output::stdout(),
+        to_client: client.output,
         services,
     };
-    let mut from_client = ClientInput::stdin();
+    let mut from_client = client.input;
     let agent_stderr = StderrCopy::spawn();
 
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
     let mut sync_tick = tokio::time::interval(Duration::from_secs(1));
     sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -208,9 +230,8 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
                 core.handle_history(clock.now(), load, chunk);
             }
-            exit = child.wait(), if status.is_none() => {
-                let exit = exit?;
-                let code = agent::exit_code(exit);
+            exit = process.wait(), if status.is_none() => {
+                let code = exit?;
                 core.handle_event(clock.now(), serde_json::json!({"type": "agent_exit", "code": code}));
                 status = Some(code);
                 drain_until = Some(tokio::time::Instant::now() + config.grace);
@@ -220,9 +241,9 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
                 tracing::warn!("the agent did not exit after the client left; sending signal {sig}");
                 core.handle_event(clock.now(), serde_json::json!({"type": "terminate", "signal": sig}));
                 if sig == libc::SIGKILL {
-                    let _ = child.start_kill();
+                    process.kill();
                 } else {
-                    agent::signal(pid, sig);
+                    process.signal(sig);
                     deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGKILL));
                 }
             }
@@ -238,9 +259,7 @@ pub async fn run(config: ShellConfig) -> anyhow::Result<i32> {
             }
             _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
             _ = sync_tick.tick() => out.journals.sync(),
-            _ = sigint.recv() => forward_signal(&mut core, &clock, pid, libc::SIGINT, status.is_none()),
-            _ = sigterm.recv() => forward_signal(&mut core, &clock, pid, libc::SIGTERM, status.is_none()),
-            _ = sighup.recv() => forward_signal(&mut core, &clock, pid, libc::SIGHUP, status.is_none()),
+            Some(sig) = signals.recv() => forward_signal(&mut core, &clock, &mut process, sig, status.is_none()),
         }
         if out.to_client.is_gone() && !client_gone_seen {
             client_gone_seen = true;
@@ -478,14 +497,20 @@ fn agent_output_ended(core: &mut Proxy, lines: &mut LineSplitter, at: Stamp) {
     core.handle_eof(at, Side::Agent);
 }
 
-fn forward_signal(core: &mut Proxy, clock: &Clock, pid: u32, sig: i32, running: bool) {
+fn forward_signal(
+    core: &mut Proxy,
+    clock: &Clock,
+    process: &mut impl Process,
+    sig: i32,
+    running: bool,
+) {
     tracing::info!("forwarding signal {sig} to the agent");
     core.handle_event(
         clock.now(),
         serde_json::json!({"type": "signal", "signal": sig}),
     );
     if running {
-        agent::signal(pid, sig);
+        process.signal(sig);
     }
 }
 

@@ -1,18 +1,23 @@
-//! The proxy's two ends of the wire: reading our stdin and writing our stdout and the agent's
-//! stdin, without blocking the main loop and without a thread hop when they are pipes.
+//! The proxy's two ends of the wire: reading the client's lines and writing lines to the client
+//! and to the agent, without blocking the main loop and without a thread hop when they are pipes.
 //!
-//! When our stdin/stdout are pipes (as an editor connects them) they are switched to
-//! non-blocking mode and driven by the main loop's reactor: a line is read, journaled and written
-//! by one thread, with no wake-up of another. Anything else (a file, a terminal) falls back to a
-//! dedicated std thread, which never blocks the loop either.
+//! In production the client is our stdin/stdout ([`Client::stdio`]). When they are pipes (as an
+//! editor connects them) they are switched to non-blocking mode and driven by the main loop's
+//! reactor: a line is read, journaled and written by one thread, with no wake-up of another.
+//! Anything else (a file, a terminal) falls back to a dedicated std thread, which never blocks
+//! the loop either. Any [`AsyncRead`]/[`AsyncWrite`] can stand in for either end
+//! ([`ClientInput::reader`], [`Output::writer`]): the shell's tests use in-memory pipes.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
@@ -32,12 +37,37 @@ fn dup_std(fd: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
+/// A byte stream the main loop reads (one dynamic call per read, not per line).
+pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A byte stream the main loop writes (one dynamic call per batch of lines). Written bytes must
+/// reach the reader without a flush; dropping the writer closes the stream.
+pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The client's end of the proxy: its lines in, lines for it out.
+pub struct Client {
+    /// The client's lines.
+    pub input: ClientInput,
+    /// Lines for the client.
+    pub output: Output,
+}
+
+impl Client {
+    /// Our stdin and stdout, as pipes when they are.
+    pub fn stdio() -> Client {
+        Client {
+            input: ClientInput::stdin(),
+            output: Output::stdout(),
+        }
+    }
+}
+
 /// Where lines from the client come from.
 pub enum ClientInput {
-    /// Our stdin is a pipe: read by the main loop.
-    Pipe {
-        /// The pipe.
-        pipe: pipe::Receiver,
+    /// A stream read by the main loop: our stdin when it is a pipe.
+    Stream {
+        /// The stream.
+        reader: Reader,
         /// Its line splitter.
         lines: LineSplitter,
     },
@@ -49,11 +79,16 @@ impl ClientInput {
     /// Our stdin, as a pipe when it is one.
     pub fn stdin() -> ClientInput {
         match dup_std(0).and_then(pipe::Receiver::from_owned_fd) {
-            Ok(pipe) => ClientInput::Pipe {
-                pipe,
-                lines: LineSplitter::new(),
-            },
+            Ok(pipe) => ClientInput::reader(Box::new(pipe)),
             Err(_) => ClientInput::Thread(spawn_stdin_thread()),
+        }
+    }
+
+    /// Lines read from `reader` by the main loop.
+    pub fn reader(reader: Reader) -> ClientInput {
+        ClientInput::Stream {
+            reader,
+            lines: LineSplitter::new(),
         }
     }
 
@@ -62,8 +97,8 @@ impl ClientInput {
     pub async fn read(&mut self) -> Option<Vec<Bytes>> {
         use tokio::io::AsyncReadExt;
         match self {
-            ClientInput::Pipe { pipe, lines } => loop {
-                match pipe.read_buf(lines.buffer()).await {
+            ClientInput::Stream { reader, lines } => loop {
+                match reader.read_buf(lines.buffer()).await {
                     Ok(n) if n > 0 => {
                         let batch: Vec<Bytes> = std::iter::from_fn(|| lines.next_line()).collect();
                         if !batch.is_empty() {
@@ -124,8 +159,12 @@ pub struct Output {
 }
 
 enum Sink {
+    /// A non-blocking pipe on the reactor (our stdout, the agent's stdin).
     Pipe(pipe::Sender),
+    /// Our stdout when it is not a pipe, written by a std thread.
     Thread(std::sync::mpsc::Sender<Bytes>),
+    /// Any other stream, written by the main loop like a pipe.
+    Writer(Writer),
 }
 
 impl Output {
@@ -149,6 +188,11 @@ impl Output {
     /// A pipe we own (the agent's stdin).
     pub fn pipe(fd: OwnedFd) -> io::Result<Output> {
         Ok(Output::new(Sink::Pipe(pipe::Sender::from_owned_fd(fd)?)))
+    }
+
+    /// Lines written to `writer` by the main loop, without blocking it.
+    pub fn writer(writer: Writer) -> Output {
+        Output::new(Sink::Writer(writer))
     }
 
     fn new(sink: Sink) -> Output {
@@ -207,56 +251,80 @@ impl Output {
         self.write_now();
     }
 
-    /// True while queued lines wait for the pipe to become writable.
+    /// True while queued lines wait for the destination to become writable.
     pub fn waiting(&self) -> bool {
-        matches!(self.sink, Some(Sink::Pipe(_))) && !self.queue.is_empty()
+        matches!(self.sink, Some(Sink::Pipe(_) | Sink::Writer(_))) && !self.queue.is_empty()
     }
 
-    /// Wait until the pipe can take more (only meaningful while [`Output::waiting`]).
-    pub async fn writable(&self) {
+    /// Wait until the destination can take more (only meaningful while [`Output::waiting`]);
+    /// an [`Output::writer`] takes some of the queue right away.
+    pub async fn writable(&mut self) {
         if let Some(Sink::Pipe(pipe)) = &self.sink {
             let _ = pipe.writable().await;
+        } else if matches!(self.sink, Some(Sink::Writer(_))) {
+            std::future::poll_fn(|cx| self.write_some(cx)).await;
         }
     }
 
-    /// Write as much of the queue as the pipe takes now, without blocking.
+    /// Write as much of the queue as the destination takes now, without blocking.
     pub fn write_now(&mut self) {
-        while let Some(Sink::Pipe(pipe)) = &self.sink {
-            if self.queue.is_empty() {
-                break;
+        let mut cx = Context::from_waker(Waker::noop());
+        while !self.queue.is_empty() && self.write_some(&mut cx).is_ready() {}
+        if self.closing
+            && self.queue.is_empty()
+            && matches!(self.sink, Some(Sink::Pipe(_) | Sink::Writer(_)))
+        {
+            self.sink = None; // dropping the pipe or writer closes it
+        }
+    }
+
+    /// One vectored write from the head of the queue: ready once it wrote or failed, pending
+    /// while the destination takes nothing (a writer then wakes `cx` when it can).
+    fn write_some(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.queue.is_empty() {
+            return Poll::Ready(());
+        }
+        // Up to 64 buffers per writev, gathered on the stack (this runs for every batch).
+        let mut slices = [IoSlice::new(&[]); 64];
+        let mut count = 0;
+        for (slot, buffer) in slices.iter_mut().zip(&self.queue) {
+            *slot = IoSlice::new(buffer);
+            count += 1;
+        }
+        let written = match &mut self.sink {
+            Some(Sink::Pipe(pipe)) => match pipe.try_write_vectored(&slices[..count]) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+                written => written,
+            },
+            Some(Sink::Writer(writer)) => {
+                match Pin::new(writer).poll_write_vectored(cx, &slices[..count]) {
+                    Poll::Ready(written) => written,
+                    Poll::Pending => return Poll::Pending,
+                }
             }
-            // Up to 64 buffers per writev, gathered on the stack (this runs for every batch).
-            let mut slices = [IoSlice::new(&[]); 64];
-            let mut count = 0;
-            for (slot, buffer) in slices.iter_mut().zip(&self.queue) {
-                *slot = IoSlice::new(buffer);
-                count += 1;
-            }
-            match pipe.try_write_vectored(&slices[..count]) {
-                Ok(mut n) => {
-                    self.queued.fetch_sub(n, Ordering::Relaxed);
-                    while n > 0 {
-                        let front = self.queue.front_mut().expect("written bytes were queued");
-                        let k = n.min(front.len());
-                        front.advance(k);
-                        n -= k;
-                        if front.is_empty() {
-                            self.queue.pop_front();
-                        }
+            Some(Sink::Thread(_)) | None => return Poll::Pending,
+        };
+        match written {
+            Ok(mut n) if n > 0 => {
+                self.queued.fetch_sub(n, Ordering::Relaxed);
+                while n > 0 {
+                    let front = self.queue.front_mut().expect("written bytes were queued");
+                    let k = n.min(front.len());
+                    front.advance(k);
+                    n -= k;
+                    if front.is_empty() {
+                        self.queue.pop_front();
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.set_gone();
-                    self.sink = None;
-                    return;
-                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            _ => {
+                // A broken pipe (or a writer that takes nothing): the reader is gone.
+                self.set_gone();
+                self.sink = None;
             }
         }
-        if self.closing && self.queue.is_empty() && matches!(self.sink, Some(Sink::Pipe(_))) {
-            self.sink = None; // dropping the sender closes the pipe
-        }
+        Poll::Ready(())
     }
 }
 

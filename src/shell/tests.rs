@@ -1,0 +1,767 @@
+//! The shell driven end to end without processes: [`run`] between in-memory client and agent
+//! pipes, a fake agent process and a temporary store.
+//!
+//! Both destinations are [`Probe`]s: at the moment the proxy hands a line to one, the probe
+//! reads the store's segments from disk and checks that the line's record is already there
+//! (for a line handed over in pieces, already at its first piece). A shell that forwards a line
+//! before its record is written fails every test that relays a line through the probes.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::{mpsc, oneshot};
+
+use super::*;
+use crate::journal::store::segments_in;
+use crate::journal::{Body, SegmentReader};
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
+/// An agent with no session capabilities: the proxy lists and loads sessions for it.
+const INIT_OK: &str =
+    r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}"#;
+const NEW: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#;
+const NEW_OK: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}"#;
+const PROMPT: &str = r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"hi"}]}}"#;
+const PROMPT_OK: &str = r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#;
+
+fn update(text: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
+    )
+}
+
+/// The messages of every segment in the store, as wire lines, with their counts.
+fn journaled(root: &Path) -> HashMap<Vec<u8>, usize> {
+    let mut dirs = vec![root.join("connections")];
+    if let Ok(sessions) = std::fs::read_dir(root.join("sessions")) {
+        dirs.extend(sessions.flatten().map(|e| e.path()));
+    }
+    let mut lines = HashMap::new();
+    for dir in dirs {
+        for path in segments_in(&dir).unwrap_or_default() {
+            let Ok(reader) = SegmentReader::open(&path) else {
+                continue;
+            };
+            for record in reader {
+                if let Body::Message { payload, .. } = record.body {
+                    *lines.entry(payload.wire()).or_default() += 1;
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// The records of one direction (`from`) in a session's segments, in order, as wire lines.
+fn session_messages(root: &Path, session: &str, from: Side) -> Vec<Vec<u8>> {
+    let store = Store::new(root);
+    let mut lines = Vec::new();
+    for path in segments_in(&store.session_dir(session)).unwrap() {
+        for record in SegmentReader::open(&path).unwrap() {
+            if let Body::Message { from: f, payload } = record.body
+                && f == from
+            {
+                lines.push(payload.wire());
+            }
+        }
+    }
+    lines
+}
+
+/// What the probes saw: every forwarded line against the journal on disk at that moment.
+struct Checker {
+    root: PathBuf,
+    /// Lines forwarded so far (both directions), with their counts.
+    forwarded: HashMap<Vec<u8>, usize>,
+    /// The store's messages at the last scan.
+    journaled: HashMap<Vec<u8>, usize>,
+    /// Lines forwarded before their record was on disk.
+    early: Vec<String>,
+}
+
+impl Checker {
+    fn new(root: &Path) -> Arc<Mutex<Checker>> {
+        Arc::new(Mutex::new(Checker {
+            root: root.to_path_buf(),
+            forwarded: HashMap::new(),
+            journaled: HashMap::new(),
+            early: Vec::new(),
+        }))
+    }
+
+    /// The first bytes of a line are being forwarded now: a record that starts with them must
+    /// be readable already (a line is forwarded in pieces when the destination is slower).
+    fn starting(&mut self, start: &[u8]) {
+        if !self.journaled.keys().any(|k| k.starts_with(start)) {
+            self.journaled = journaled(&self.root);
+            if !self.journaled.keys().any(|k| k.starts_with(start)) {
+                self.early
+                    .push(String::from_utf8_lossy(&start[..start.len().min(160)]).into_owned());
+            }
+        }
+    }
+
+    /// `line` is being forwarded now: its record must be readable already.
+    fn forwarding(&mut self, line: &[u8]) {
+        let count = self.forwarded.entry(line.to_vec()).or_default();
+        *count += 1;
+        let count = *count;
+        if self.journaled.get(line).copied().unwrap_or(0) < count {
+            self.journaled = journaled(&self.root);
+            if self.journaled.get(line).copied().unwrap_or(0) < count {
+                self.early
+                    .push(String::from_utf8_lossy(&line[..line.len().min(160)]).into_owned());
+            }
+        }
+    }
+}
+
+/// A destination that checks each line against the journal on disk as it takes it, then
+/// passes it to an in-memory pipe.
+struct Probe {
+    inner: DuplexStream,
+    /// The line being forwarded, so far.
+    partial: Vec<u8>,
+    /// Its start was checked.
+    started: bool,
+    checker: Arc<Mutex<Checker>>,
+}
+
+impl Probe {
+    fn took(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        let mut checker = self.checker.lock().unwrap();
+        while let Some(end) = memchr::memchr(b'\n', &self.partial) {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            checker.forwarding(&line);
+            self.started = false;
+        }
+        if !self.partial.is_empty() && !self.started {
+            checker.starting(&self.partial);
+            self.started = true;
+        }
+    }
+}
+
+impl AsyncWrite for Probe {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let n = std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, buf))?;
+        self.took(&buf[..n]);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let joined = bufs.iter().map(|b| &**b).collect::<Vec<&[u8]>>().concat();
+        self.poll_write(cx, &joined)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The agent's process: exits when the test says, records the signals it gets.
+struct FakeProcess {
+    exit: oneshot::Receiver<i32>,
+    got: mpsc::UnboundedSender<i32>,
+}
+
+impl Process for FakeProcess {
+    async fn wait(&mut self) -> io::Result<i32> {
+        Ok((&mut self.exit).await.unwrap_or(1))
+    }
+
+    fn signal(&mut self, sig: i32) {
+        let _ = self.got.send(sig);
+    }
+
+    fn kill(&mut self) {
+        let _ = self.got.send(libc::SIGKILL);
+    }
+}
+
+/// The test's ends of the pipes, and the fake agent's controls.
+struct Peers {
+    /// The client's lines to the proxy.
+    client: DuplexStream,
+    /// What the client receives.
+    to_client: BufReader<DuplexStream>,
+    /// What the agent receives.
+    to_agent: BufReader<DuplexStream>,
+    /// The agent's stdout.
+    agent: DuplexStream,
+    /// The agent's stderr.
+    agent_err: DuplexStream,
+    /// Makes the agent's process exit with a code.
+    exit: oneshot::Sender<i32>,
+    /// Signals the agent's process got.
+    got: mpsc::UnboundedReceiver<i32>,
+    /// Signals for the proxy.
+    signals: mpsc::Sender<i32>,
+    checker: Arc<Mutex<Checker>>,
+}
+
+impl Peers {
+    async fn client_says(&mut self, line: &str) {
+        self.client
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    async fn agent_says(&mut self, line: &str) {
+        self.agent
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    async fn client_gets(&mut self) -> Value {
+        read_json(&mut self.to_client).await
+    }
+
+    async fn agent_gets(&mut self) -> Value {
+        read_json(&mut self.to_agent).await
+    }
+
+    /// The agent closes its output and exits with `code`.
+    fn agent_exits(self, code: i32) -> Peers {
+        let Peers {
+            client,
+            to_client,
+            to_agent,
+            agent,
+            agent_err,
+            exit,
+            got,
+            signals,
+            checker,
+        } = self;
+        drop((agent, agent_err));
+        exit.send(code).unwrap();
+        let (dead, _) = tokio::io::duplex(1);
+        let (dead_err, _) = tokio::io::duplex(1);
+        let (exit, _) = oneshot::channel();
+        Peers {
+            client,
+            to_client,
+            to_agent,
+            agent: dead,
+            agent_err: dead_err,
+            exit,
+            got,
+            signals,
+            checker,
+        }
+    }
+
+    /// The lines forwarded before their record was on disk.
+    fn early(&self) -> Vec<String> {
+        self.checker.lock().unwrap().early.clone()
+    }
+
+    /// Every forwarded line was on disk before it was forwarded.
+    fn assert_journaled_first(&self) {
+        let early = self.early();
+        assert!(
+            early.is_empty(),
+            "{} lines forwarded before they were journaled, the first: {:?}",
+            early.len(),
+            &early[..early.len().min(3)]
+        );
+    }
+}
+
+async fn read_line(from: &mut BufReader<DuplexStream>) -> String {
+    let mut line = String::new();
+    let n = tokio::time::timeout(Duration::from_secs(20), from.read_line(&mut line))
+        .await
+        .expect("a line in time")
+        .unwrap();
+    assert!(n > 0, "end of stream");
+    line
+}
+
+async fn read_json(from: &mut BufReader<DuplexStream>) -> Value {
+    serde_json::from_str(&read_line(from).await).unwrap()
+}
+
+fn config(root: &Path) -> ShellConfig {
+    ShellConfig {
+        agent: vec!["fake-agent".into()],
+        store: Store::new(root),
+        fsync: FsyncPolicy::Never,
+        core: proto::Config {
+            redact: false,
+            ..proto::Config::default()
+        },
+        grace: Duration::from_secs(5),
+    }
+}
+
+/// The proxy's future and the test's ends, with `client_buffer` bytes of pipe to the client.
+fn start(root: &Path, client_buffer: usize) -> (impl Future<Output = anyhow::Result<i32>>, Peers) {
+    let checker = Checker::new(root);
+    let (client, client_input) = tokio::io::duplex(1 << 20);
+    let (client_output, to_client) = tokio::io::duplex(client_buffer);
+    let (agent_stdin, to_agent) = tokio::io::duplex(1 << 20);
+    let (agent, agent_stdout) = tokio::io::duplex(64 << 10);
+    let (agent_err, agent_stderr) = tokio::io::duplex(1 << 10);
+    let (exit, exit_rx) = oneshot::channel();
+    let (got_tx, got) = mpsc::unbounded_channel();
+    let (signals, signals_rx) = mpsc::channel(4);
+    let probe = |inner| {
+        Box::new(Probe {
+            inner,
+            partial: Vec::new(),
+            started: false,
+            checker: checker.clone(),
+        })
+    };
+    let client_end = Client {
+        input: pipes::ClientInput::reader(Box::new(client_input)),
+        output: Output::writer(probe(client_output)),
+    };
+    let agent_end = Agent {
+        stdin: Output::writer(probe(agent_stdin)),
+        stdout: Box::new(agent_stdout),
+        stderr: Box::new(agent_stderr),
+        process: FakeProcess {
+            exit: exit_rx,
+            got: got_tx,
+        },
+    };
+    let proxy = run(config(root), client_end, agent_end, signals_rx);
+    let peers = Peers {
+        client,
+        to_client: BufReader::new(to_client),
+        to_agent: BufReader::new(to_agent),
+        agent,
+        agent_err,
+        exit,
+        got,
+        signals,
+        checker,
+    };
+    (proxy, peers)
+}
+
+/// Initialize and open session `S`, both peers answering.
+async fn open_session(p: &mut Peers) {
+    p.client_says(INIT).await;
+    assert_eq!(p.agent_gets().await["method"], "initialize");
+    p.agent_says(INIT_OK).await;
+    let init = p.client_gets().await;
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+    p.client_says(NEW).await;
+    assert_eq!(p.agent_gets().await["method"], "session/new");
+    p.agent_says(NEW_OK).await;
+    assert_eq!(p.client_gets().await["result"]["sessionId"], "S");
+}
+
+/// A prompt turn of session `S` with `updates` message chunks.
+async fn prompt_turn(p: &mut Peers, updates: usize) {
+    p.client_says(PROMPT).await;
+    assert_eq!(p.agent_gets().await["method"], "session/prompt");
+    for i in 0..updates {
+        p.agent_says(&update(&format!("part {i}"))).await;
+        let got = p.client_gets().await;
+        assert_eq!(
+            got["params"]["update"]["content"]["text"],
+            format!("part {i}")
+        );
+    }
+    p.agent_says(PROMPT_OK).await;
+    assert_eq!(p.client_gets().await["result"]["stopReason"], "end_turn");
+}
+
+/// The client leaves, the agent then exits; returns the peers' ends.
+async fn shut_down(mut p: Peers, code: i32) -> Peers {
+    p.client.shutdown().await.unwrap();
+    let mut p = p.agent_exits(code);
+    // The agent's stdin is closed once the client left.
+    let mut rest = String::new();
+    p.to_agent.read_line(&mut rest).await.unwrap();
+    assert_eq!(rest, "");
+    p
+}
+
+#[tokio::test]
+async fn relayed_lines_are_on_disk_before_they_are_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        open_session(&mut p).await;
+        prompt_turn(&mut p, 20).await;
+        // An agent request and the client's answer.
+        p.agent_says(r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"S","toolCall":{"toolCallId":"c1"},"options":[]}}"#).await;
+        assert_eq!(
+            p.client_gets().await["method"],
+            "session/request_permission"
+        );
+        p.client_says(r#"{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}"#)
+            .await;
+        assert_eq!(
+            p.agent_gets().await["result"]["outcome"]["outcome"],
+            "cancelled"
+        );
+        shut_down(p, 0).await
+    };
+    let (code, p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    p.assert_journaled_first();
+    let checker = p.checker.lock().unwrap();
+    assert_eq!(checker.forwarded.values().sum::<usize>(), 4 + 22 + 2);
+}
+
+#[tokio::test]
+async fn proxy_made_answers_are_on_disk_before_they_are_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        open_session(&mut p).await;
+        // The agent cannot list sessions: the proxy answers from the catalog.
+        p.client_says(r#"{"jsonrpc":"2.0","id":7,"method":"session/list","params":{}}"#)
+            .await;
+        let list = p.client_gets().await;
+        assert_eq!(list["id"], 7);
+        assert_eq!(list["result"]["sessions"][0]["sessionId"], "S");
+        // Nor close them: answered too.
+        p.client_says(
+            r#"{"jsonrpc":"2.0","id":8,"method":"session/close","params":{"sessionId":"S"}}"#,
+        )
+        .await;
+        assert_eq!(p.client_gets().await["id"], 8);
+        // The agent is told to stop working on it.
+        assert_eq!(p.agent_gets().await["method"], "session/cancel");
+        shut_down(p, 0).await
+    };
+    let (code, p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    p.assert_journaled_first();
+}
+
+#[tokio::test]
+async fn agent_exit_while_the_client_waits_answers_it_and_returns_the_agents_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        open_session(&mut p).await;
+        p.client_says(PROMPT).await;
+        assert_eq!(p.agent_gets().await["method"], "session/prompt");
+        p.agent_says(&update("half an answer")).await;
+        p.client_gets().await;
+        // The agent dies mid-turn.
+        let mut p = p.agent_exits(3);
+        let answer = p.client_gets().await;
+        assert_eq!(answer["id"], 2);
+        assert_eq!(answer["error"]["code"], -32603);
+        assert_eq!(answer["error"]["message"], "the agent exited");
+        // The proxy is done: the client's stream ends.
+        let mut rest = String::new();
+        p.to_client.read_line(&mut rest).await.unwrap();
+        assert_eq!(rest, "");
+        (p, answer)
+    };
+    let (code, (p, answer)) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 3, "the agent's exit code");
+    p.assert_journaled_first();
+    // The answer is in the session's journal, after the prompt, as a line the proxy made.
+    let to_client = session_messages(dir.path(), "S", Side::Agent);
+    let last: Value = serde_json::from_slice(to_client.last().unwrap()).unwrap();
+    assert_eq!(last, answer);
+}
+
+#[tokio::test]
+async fn a_load_served_from_the_journal_is_on_disk_before_it_is_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    // A first run records session S.
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        open_session(&mut p).await;
+        prompt_turn(&mut p, 3).await;
+        shut_down(p, 0).await
+    };
+    let (code, _) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    let recorded = journaled(dir.path());
+
+    // A second run loads it for an agent without loadSession.
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        p.client_says(INIT).await;
+        p.agent_gets().await;
+        p.agent_says(INIT_OK).await;
+        p.client_gets().await;
+        p.client_says(r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"S","cwd":"/w","mcpServers":[]}}"#).await;
+        // The history comes first, from the journal.
+        let mut replayed = Vec::new();
+        loop {
+            let line = read_line(&mut p.to_client).await;
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["method"] != "session/update" {
+                panic!("unexpected before the session/new underneath: {line}");
+            }
+            replayed.push(line);
+            if message["params"]["update"]["content"]["text"] == "part 2" {
+                break;
+            }
+        }
+        // Then a fresh agent session underneath, and the load's answer.
+        let new = p.agent_gets().await;
+        assert_eq!(new["method"], "session/new");
+        let id = new["id"].to_string();
+        p.agent_says(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"sessionId":"U"}}}}"#
+        ))
+        .await;
+        let answer = loop {
+            let message = p.client_gets().await;
+            if message.get("id").is_some() {
+                break message;
+            }
+        };
+        assert_eq!(answer["id"], 5);
+        assert!(answer.get("result").is_some(), "{answer}");
+        (shut_down(p, 0).await, replayed)
+    };
+    let (code, (p, replayed)) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    // The replay comes from the first run's records: the agent's lines byte for byte, the
+    // prompt as a user message chunk.
+    assert_eq!(
+        replayed.len(),
+        4,
+        "the prompt and three chunks: {replayed:?}"
+    );
+    assert!(recorded.contains_key(format!("{PROMPT}\n").as_bytes()));
+    for line in &replayed[1..] {
+        assert!(
+            recorded.contains_key(line.as_bytes()),
+            "{line} was recorded"
+        );
+    }
+    let user: Value = serde_json::from_str(&replayed[0]).unwrap();
+    assert_eq!(
+        user["params"]["update"]["sessionUpdate"],
+        "user_message_chunk"
+    );
+    assert_eq!(user["params"]["update"]["content"]["text"], "hi");
+    // Every line of the second run's own was on disk before it was forwarded.
+    let early = p.early();
+    assert_eq!(early.len(), 1, "{early:?}");
+    assert!(replayed[0].starts_with(&early[0]), "{early:?}");
+}
+
+#[tokio::test]
+async fn batches_are_written_in_order_before_they_are_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        open_session(&mut p).await;
+        p.client_says(PROMPT).await;
+        p.agent_gets().await;
+        let mut sent = Vec::new();
+        // A small batch (committed on the main loop), then big ones (the compressor thread),
+        // each in one write, so one read; each is read back before the next is sent, so the
+        // thread's every hand-back is checked against the disk.
+        let rounds = std::iter::once((10, 10)).chain(std::iter::repeat_n((200, 100), 20));
+        for (count, pad) in rounds {
+            let mut batch = String::new();
+            for _ in 0..count {
+                let line = format!(
+                    "{}\n",
+                    update(&format!("{} {}", sent.len(), "x".repeat(pad)))
+                );
+                batch.push_str(&line);
+                sent.push(line);
+            }
+            if count == 200 {
+                assert!(batch.len() > journals::INLINE_BYTES);
+            }
+            p.agent.write_all(batch.as_bytes()).await.unwrap();
+            for line in &sent[sent.len() - count..] {
+                assert_eq!(&read_line(&mut p.to_client).await, line);
+            }
+        }
+        // A batch that takes the compressor milliseconds (8 MiB that do not compress): had
+        // the thread handed it back before writing it, the probe would be reading the disk
+        // while the thread still compresses.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let noise: String = (0..8 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'a' + (state % 26) as u8)
+            })
+            .collect();
+        let line = format!("{}\n", update(&noise));
+        p.agent.write_all(line.as_bytes()).await.unwrap();
+        assert!(read_line(&mut p.to_client).await == line);
+        sent.push(line);
+        // Many client lines in one read go to the agent in order.
+        let mut batch = String::new();
+        for i in 0..50 {
+            batch.push_str(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session/cancel","params":{{"sessionId":"S","n":{i}}}}}"#
+            ));
+            batch.push('\n');
+        }
+        p.client.write_all(batch.as_bytes()).await.unwrap();
+        for i in 0..50 {
+            assert_eq!(p.agent_gets().await["params"]["n"], i);
+        }
+        p.agent_says(PROMPT_OK).await;
+        p.client_gets().await;
+        (shut_down(p, 0).await, sent)
+    };
+    let (code, (p, sent)) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    p.assert_journaled_first();
+    let updates: Vec<Vec<u8>> = session_messages(dir.path(), "S", Side::Agent)
+        .into_iter()
+        .filter(|l| l.starts_with(br#"{"jsonrpc":"2.0","method":"session/update""#))
+        .collect();
+    let sent: Vec<Vec<u8>> = sent.into_iter().map(String::into_bytes).collect();
+    assert_eq!(updates, sent, "journaled in order");
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_stops_the_agent_being_read_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // 64 KiB of pipe to a client that does not read for now.
+    let (proxy, mut p) = start(dir.path(), 64 << 10);
+    let lines = 4096;
+    let total = lines * 1024;
+    let progress = AtomicUsize::new(0);
+    let script = async {
+        open_session(&mut p).await;
+        p.client_says(PROMPT).await;
+        p.agent_gets().await;
+        let line = |i: usize| {
+            let mut line = update(&format!("{i:05} "));
+            line.insert_str(line.len() - 5, &"y".repeat(1023 - line.len()));
+            line.push('\n');
+            line
+        };
+        assert_eq!(line(7).len(), 1024);
+        let agent = &mut p.agent;
+        let write = async {
+            for i in 0..lines {
+                agent.write_all(line(i).as_bytes()).await.unwrap();
+                progress.fetch_add(1024, Ordering::Relaxed);
+            }
+            agent
+                .write_all(format!("{PROMPT_OK}\n").as_bytes())
+                .await
+                .unwrap();
+        };
+        let stall = async {
+            // Wait until the agent's writes make no progress for a second.
+            let (mut last, mut still) = (0, 0);
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let now = progress.load(Ordering::Relaxed);
+                still = if now == last { still + 1 } else { 0 };
+                if still == 5 {
+                    return now;
+                }
+                last = now;
+            }
+        };
+        tokio::pin!(write);
+        let stalled = tokio::select! {
+            () = &mut write => panic!("the agent wrote everything to a client that does not read"),
+            stalled = stall => stalled,
+        };
+        assert!(
+            stalled > pipes::BACKLOG_LIMIT && stalled < 2 * pipes::BACKLOG_LIMIT,
+            "the agent stalled after {stalled} bytes"
+        );
+        // The client reads again: everything arrives, in order.
+        let read = async {
+            for i in 0..lines {
+                assert_eq!(read_line(&mut p.to_client).await, line(i));
+            }
+            assert_eq!(read_json(&mut p.to_client).await["id"], 2);
+        };
+        tokio::join!(write, read);
+        stalled
+    };
+    let stalled = tokio::select! {
+        _ = proxy => panic!("the proxy ended early"),
+        stalled = script => stalled,
+    };
+    assert!(stalled < total);
+    p.assert_journaled_first();
+}
+
+#[tokio::test(start_paused = true)]
+async fn signals_are_forwarded_and_an_agent_that_outstays_the_client_is_terminated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    let script = async move {
+        open_session(&mut p).await;
+        p.signals.send(libc::SIGINT).await.unwrap();
+        assert_eq!(p.got.recv().await, Some(libc::SIGINT));
+        // The client leaves; the agent does not exit.
+        p.client.shutdown().await.unwrap();
+        let left = tokio::time::Instant::now();
+        assert_eq!(p.got.recv().await, Some(libc::SIGTERM));
+        assert_eq!(left.elapsed().as_secs(), 5, "after the grace");
+        assert_eq!(p.got.recv().await, Some(libc::SIGKILL));
+        assert_eq!(left.elapsed().as_secs(), 10, "after as long again");
+        p.agent_exits(128 + libc::SIGKILL)
+    };
+    let (code, _p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 128 + libc::SIGKILL);
+    let events: Vec<String> = {
+        let store = Store::new(dir.path());
+        let connection = segments_in(&store.root().join("connections")).unwrap();
+        SegmentReader::open(&connection[0])
+            .unwrap()
+            .filter_map(|r| match r.body {
+                Body::Event(e) => Some(e["type"].as_str().unwrap().to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        events,
+        [
+            "signal",
+            "eof",
+            "terminate",
+            "terminate",
+            "eof",
+            "agent_exit",
+            "segment_end"
+        ]
+    );
+}

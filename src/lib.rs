@@ -18,3 +18,4 @@ pub mod proto;
 pub mod render;
 pub mod replay;
 pub mod shell;
+pub mod wire;

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::cli::{SearchArgs, StatsArgs};
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, SegmentReader, Side, Store};
+use crate::journal::{Body, SegmentReader, Store};
+use crate::wire::Side;
 
 /// The sessions to read: one (by ID, prefix or path), or all (optionally by cwd).
 fn targets(

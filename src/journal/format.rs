@@ -20,6 +20,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::wire::Side;
+
 /// Format version written in every header (`"acpj": 1`). Readers refuse newer versions.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -27,33 +29,6 @@ pub const FORMAT_VERSION: u32 = 1;
 const CRC_PREFIX: &[u8] = br#"{"crc":""#;
 /// Length of `{"crc":"XXXXXXXX",`.
 const CRC_FIELD_LEN: usize = CRC_PREFIX.len() + 8 + 2;
-
-/// Which peer sent a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Side {
-    /// The editor (ACP client), talking to us on our stdin/stdout.
-    Client,
-    /// The agent subprocess, talking to us on its stdout/stdin.
-    Agent,
-}
-
-impl Side {
-    /// The peer on the other end of the proxy.
-    pub fn other(self) -> Side {
-        match self {
-            Side::Client => Side::Agent,
-            Side::Agent => Side::Client,
-        }
-    }
-
-    /// The name used in journal records (`"client"` / `"agent"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Client => "client",
-            Side::Agent => "agent",
-        }
-    }
-}
 
 /// How the bytes of a wire line are stored in a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ pub mod reader;
 pub mod store;
 pub mod writer;
 
-pub use format::{Body, Header, Payload, Record, SegmentKind, Side};
+pub use format::{Body, Header, Payload, Record, SegmentKind};
 pub use reader::{SegmentReader, Tail};
 pub use store::Store;
 pub use writer::SegmentWriter;

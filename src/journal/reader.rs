@@ -415,8 +415,9 @@ pub fn is_end_marker(record: &Record) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::format::{Payload, Side};
+    use crate::journal::format::Payload;
     use crate::journal::writer::SegmentWriter;
+    use crate::wire::Side;
     use bytes::Bytes;
     use std::io::Read;
 

@@ -22,9 +22,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::format::{Body, Header, Side};
+use super::format::{Body, Header};
 use super::reader::SegmentReader;
 use super::writer::SegmentWriter;
+use crate::wire::Side;
 
 /// File name suffix of segments.
 pub const SEGMENT_SUFFIX: &str = ".acpj.zst";
@@ -657,7 +658,7 @@ impl SegmentScan {
                 Body::Message { from, payload } if !payload.proxy => {
                     let finder =
                         |needle: &[u8]| memchr::memmem::find(&payload.bytes, needle).is_some();
-                    if crate::proto::envelope::is_prompt_turn(&record) {
+                    if crate::wire::envelope::is_prompt_turn(*from, false, &payload.bytes) {
                         scan.turns += 1;
                     }
                     if *from == Side::Agent && finder(b"\"session_info_update\"") {

@@ -225,7 +225,8 @@ fn reserve_for(buf: &mut Vec<u8>, want: usize) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::journal::format::{FORMAT_VERSION, Payload, SegmentKind, Side};
+    use crate::journal::format::{FORMAT_VERSION, Payload, SegmentKind};
+    use crate::wire::Side;
     use bytes::Bytes;
 
     pub(crate) fn header() -> Header {

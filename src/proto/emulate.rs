@@ -3,7 +3,7 @@
 //!
 //! - **Capabilities.** The initialize response gets `agentCapabilities.loadSession: true` and
 //!   `sessionCapabilities.{list,resume,close,delete}: {}` where the agent lacks them; nothing
-//!   else in that message changes ([`super::rewrite`]).
+//!   else in that message changes ([`crate::wire::rewrite`]).
 //! - **Synthetic load** of session S: the journal is replayed to the client
 //!   ([`super::history::Replay`], through `FetchHistory`) *before* the answer; then the agent is
 //!   brought to a live session: `session/resume` when it has it, else `session/new` with the
@@ -22,13 +22,13 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::envelope::{self, Kind, Peek, RequestId, error_json, response_line};
 use super::history::{ClientSupport, Summary};
-use super::rewrite::{RawObject, edit_line, json_string};
 use super::{
     Action, Body, CatalogUpdate, HistoryChunk, ListedSession, LoadMode, Proxy, Record, SessionId,
     Side, Stamp, Target,
 };
+use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json, response_line};
+use crate::wire::rewrite::{RawObject, edit_line, json_string};
 
 /// Sessions per `session/list` page served from the journal.
 const PAGE: usize = 50;

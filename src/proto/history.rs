@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::journal::format::{Body, Record, Side};
+use crate::journal::format::{Body, Record};
+
+use crate::wire::Side;
 
 /// What the current client accepts, beyond the baseline update kinds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -28,12 +28,10 @@
 mod emulate;
 #[cfg(test)]
 mod emulate_tests;
-pub mod envelope;
 pub mod history;
 pub mod redact;
 #[cfg(test)]
 mod redact_tests;
-pub mod rewrite;
 #[cfg(test)]
 mod tests;
 
@@ -42,10 +40,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use crate::journal::format::Side;
 use crate::journal::format::{Body, Payload, Record};
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use emulate::Emulation;
-use envelope::{Kind, Peek, RequestId};
 pub use history::{ClientSupport, Summary};
 
 /// When an input happened, read by the shell (the core never reads a clock).

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use regex::bytes::Regex;
 use serde_json::Value;
 
-use super::envelope::{self, Kind, Peek};
 use crate::journal::format::{Body, Record};
+use crate::wire::envelope::{self, Kind, Peek};
 
 /// The replacement text.
 pub const REDACTED: &str = "[REDACTED]";

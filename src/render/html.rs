@@ -20,7 +20,8 @@ use similar::{ChangeTag, TextDiff};
 
 use super::model::{Event, Render, Timeline, ToolCall, Voice};
 use super::{SessionFacts, arrow, clock, config_summary, plan_mark, utc};
-use crate::journal::{Body, Record, Side, Tail};
+use crate::journal::{Body, Record, Tail};
+use crate::wire::Side;
 
 const STYLE: &str = include_str!("html.css");
 const SCRIPT: &str = include_str!("html.js");

@@ -12,7 +12,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::journal::{Body, Record, Side};
+use crate::journal::{Body, Record};
+
+use crate::wire::Side;
 
 /// Whose text a chunk is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,8 +15,8 @@ use super::recording::MANIFEST_EVENT;
 use crate::journal::format::FORMAT_VERSION;
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
-use crate::proto::envelope;
 use crate::proto::redact::{self, REDACTED};
+use crate::wire::envelope;
 
 /// What to put in a bundle.
 #[derive(Clone, Debug, Default)]
@@ -144,7 +144,7 @@ pub fn write(
             {
                 continue;
             }
-            if envelope::is_prompt_turn(&record) {
+            if is_prompt_turn(&record) {
                 collected.turns_recorded += 1;
                 if options
                     .upto_turn
@@ -187,7 +187,7 @@ pub fn write(
     collected.turns = collected
         .records
         .iter()
-        .filter(|r| envelope::is_prompt_turn(r))
+        .filter(|r| is_prompt_turn(r))
         .count();
     if collected.turns < collected.turns_recorded {
         let (from, to) = (collected.turns + 1, collected.turns_recorded);
@@ -257,4 +257,10 @@ fn manifest(header: &Header, runs: usize, c: &Collected, created: jiff::Timestam
         "redacted": c.redacted,
         "dropped": c.dropped,
     })
+}
+
+/// Whether a record is a prompt turn the client sent ([`envelope::is_prompt_turn`]).
+fn is_prompt_turn(record: &Record) -> bool {
+    matches!(&record.body, Body::Message { from, payload }
+        if envelope::is_prompt_turn(*from, payload.proxy, &payload.bytes))
 }

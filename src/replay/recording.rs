@@ -14,8 +14,10 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, Side};
-use crate::proto::envelope::{self, Kind, RequestId};
+use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader};
+
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, RequestId};
 
 /// Something the agent sent.
 #[derive(Clone, Debug)]

@@ -33,7 +33,8 @@ use std::sync::atomic::AtomicBool;
 
 use crate::journal::Store;
 use crate::journal::store::CatalogEntry;
-use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Side, Stamp};
+use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
+use crate::wire::Side;
 use history::HistoryRequest;
 use journals::{Commit, FsyncPolicy, JournalSet, RunInfo};
 use lines::LineSplitter;

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::event::Event;
 use super::format::{Body, Header};
 use super::reader::SegmentReader;
 use super::writer::SegmentWriter;
@@ -650,10 +651,9 @@ impl SegmentScan {
         for record in reader.by_ref() {
             scan.last = scan.last.max(record.unix_us);
             match &record.body {
-                Body::Event(e) if e["type"] == super::reader::END_EVENT => continue,
-                Body::Event(e) if e["type"] == "session_mapped" => {
-                    scan.aliases
-                        .extend(e["agent_session"].as_str().map(str::to_string));
+                Body::Event(Event::SegmentEnd { .. }) => continue,
+                Body::Event(Event::SessionMapped { agent_session }) => {
+                    scan.aliases.push(agent_session.clone());
                 }
                 Body::Message { from, payload } if !payload.proxy => {
                     let finder =

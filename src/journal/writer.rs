@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
 
+use super::event::Event;
 use super::format::{Body, Header, Record, encode_header, encode_record};
-use super::reader::END_EVENT;
 
 /// zstd compression level (DESIGN §3).
 pub const ZSTD_LEVEL: i32 = 3;
@@ -202,7 +202,7 @@ impl SegmentWriter {
             seq,
             unix_us,
             mono_us,
-            body: Body::Event(serde_json::json!({"type": END_EVENT, "records": records})),
+            body: Body::Event(Event::SegmentEnd { records }),
         })?;
         self.end_frame()?;
         self.write_staged()?;

@@ -27,6 +27,7 @@ use super::{
     Action, Body, CatalogUpdate, HistoryChunk, ListedSession, LoadMode, Proxy, Record, SessionId,
     Side, Stamp, Target,
 };
+use crate::journal::Event;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json, response_line};
 use crate::wire::rewrite::{RawObject, edit_line, json_string};
 
@@ -528,10 +529,7 @@ impl Proxy {
                 if let Some(request) = request {
                     self.journal(Target::Session(session.clone()), request);
                 }
-                let event = self.record(
-                    at,
-                    Body::Event(json!({"type": "replayed", "lines": replayed})),
-                );
+                let event = self.record(at, Body::Event(Event::Replayed { lines: replayed }));
                 self.journal(Target::Session(session.clone()), event);
                 self.bring_up(at, load);
             }
@@ -790,7 +788,9 @@ impl Proxy {
         self.emulation.live.insert(session.clone());
         let event = self.record(
             at,
-            Body::Event(json!({"type": "session_mapped", "agent_session": &**agent})),
+            Body::Event(Event::SessionMapped {
+                agent_session: agent.to_string(),
+            }),
         );
         self.journal(Target::Session(session.clone()), event);
         self.actions
@@ -1105,7 +1105,9 @@ impl Proxy {
             let sent: Value = serde_json::from_slice(&out).unwrap_or(Value::Null);
             let event = self.record(
                 at,
-                Body::Event(json!({"type": "reprimed", "sent": sent["params"]["prompt"]})),
+                Body::Event(Event::Reprimed {
+                    sent: sent["params"]["prompt"].clone(),
+                }),
             );
             self.journal(Target::Session(session.clone()), event);
         }

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::journal::Event;
 use crate::journal::format::{Body, Record};
 
 use crate::wire::Side;
@@ -219,9 +220,8 @@ impl Replay {
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         let payload = match &record.body {
             Body::Event(event) => {
-                if event["type"] == "session_mapped" {
-                    self.summary.agent_session =
-                        event["agent_session"].as_str().map(str::to_string);
+                if let Event::SessionMapped { agent_session } = event {
+                    self.summary.agent_session = Some(agent_session.clone());
                 }
                 return;
             }

@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::journal::Event;
 use crate::journal::format::{Body, Payload, Record};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
@@ -317,7 +318,7 @@ impl Proxy {
         if self.config.redact
             && let Body::Event(event) = &mut record.body
         {
-            redact::redact_value(event);
+            redact::redact_event(event);
         }
         self.actions.push_back(Action::Journal { target, record });
     }
@@ -511,10 +512,7 @@ impl Proxy {
         } else {
             self.client_ended = true;
         }
-        let record = self.record(
-            at,
-            Body::Event(serde_json::json!({"type": "eof", "from": from.as_str()})),
-        );
+        let record = self.record(at, Body::Event(Event::Eof { from }));
         self.journal(Target::Connection, record);
         if from == Side::Client {
             self.actions.push_back(Action::CloseAgentStdin);
@@ -549,9 +547,8 @@ impl Proxy {
         self.journal(Target::Connection, record);
     }
 
-    /// Something the shell observed (a JSON object with a `type`), journaled with the
-    /// connection.
-    pub fn handle_event(&mut self, at: Stamp, event: serde_json::Value) {
+    /// Something the shell observed, journaled with the connection.
+    pub fn handle_event(&mut self, at: Stamp, event: Event) {
         let record = self.record(at, Body::Event(event));
         self.journal(Target::Connection, record);
     }

@@ -475,8 +475,8 @@ impl<W: Write> WireView<W> {
                 self.entry("stderr", &time, "agent stderr", first, &text)
             }
             Body::Event(event) => {
-                let what = event["type"].as_str().unwrap_or("?");
-                self.entry("event", &time, "proxy event", what, &pretty(event))
+                let value = event.to_value();
+                self.entry("event", &time, "proxy event", event.kind(), &pretty(&value))
             }
         }
     }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::journal::{Body, Record};
+use crate::journal::{Body, Event as JournalEvent, Record};
 
 use crate::wire::Side;
 
@@ -165,7 +165,7 @@ pub enum Event<'a> {
     /// The proxy served a `session/load` from the journal.
     Replayed {
         /// How many updates it replayed.
-        updates: &'a Value,
+        updates: u64,
     },
     /// The proxy continued the session on a new agent session.
     Continued {
@@ -489,24 +489,18 @@ impl Timeline {
         self.emit(sink, &Event::Chunk { voice, text, first })
     }
 
-    fn proxy_event(&mut self, event: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
-        match event["type"].as_str() {
-            Some("replayed") => self.emit(
-                sink,
-                &Event::Replayed {
-                    updates: &event["lines"],
-                },
-            ),
-            Some("session_mapped") => self.emit(
-                sink,
-                &Event::Continued {
-                    agent_session: event["agent_session"].as_str().unwrap_or("?"),
-                },
-            ),
-            Some(crate::replay::recording::MANIFEST_EVENT) => self.emit(
+    fn proxy_event(&mut self, event: &JournalEvent, sink: &mut dyn Render) -> std::io::Result<()> {
+        match event {
+            JournalEvent::Replayed { lines } => {
+                self.emit(sink, &Event::Replayed { updates: *lines })
+            }
+            JournalEvent::SessionMapped { agent_session } => {
+                self.emit(sink, &Event::Continued { agent_session })
+            }
+            JournalEvent::BundleManifest { manifest } => self.emit(
                 sink,
                 &Event::Bundle {
-                    summary: bundle_summary(&event["manifest"]),
+                    summary: bundle_summary(manifest),
                 },
             ),
             _ => Ok(()),

@@ -11,10 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::recording::MANIFEST_EVENT;
 use crate::journal::format::FORMAT_VERSION;
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
+use crate::journal::{Body, Event, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
 use crate::proto::redact::{self, REDACTED};
 use crate::wire::envelope;
 
@@ -139,9 +138,7 @@ pub fn write(
         }
         let mut run: Vec<Record> = Vec::new();
         for record in reader.by_ref().filter(|r| !is_end_marker(r)) {
-            if let Body::Event(e) = &record.body
-                && e["type"] == MANIFEST_EVENT
-            {
+            if let Body::Event(Event::BundleManifest { .. }) = &record.body {
                 continue;
             }
             if is_prompt_turn(&record) {
@@ -220,7 +217,9 @@ pub fn write(
         seq: 0,
         unix_us: now,
         mono_us: 0,
-        body: Body::Event(json!({"type": MANIFEST_EVENT, "manifest": manifest})),
+        body: Body::Event(Event::BundleManifest {
+            manifest: manifest.clone(),
+        }),
     })?;
     let mut last = 0;
     for record in &collected.records {

@@ -9,7 +9,10 @@ pub mod envelope;
 pub mod rewrite;
 
 /// Which peer sent a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Side {
     /// The editor (ACP client), talking to us on our stdin/stdout.
     Client,

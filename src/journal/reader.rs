@@ -544,6 +544,28 @@ mod tests {
     }
 
     #[test]
+    fn real_recordings_re_encode_byte_for_byte() {
+        for (path, bytes) in real_recordings() {
+            let mut text = Vec::new();
+            zstd::stream::read::Decoder::new(&bytes[..])
+                .unwrap()
+                .read_to_end(&mut text)
+                .unwrap();
+            for line in text.split_inclusive(|b| *b == b'\n').skip(1) {
+                let record = decode_record(&line[..line.len() - 1]).unwrap();
+                let mut out = Vec::new();
+                crate::journal::format::encode_record(&record, &mut out);
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(line),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
     fn real_recordings_cut_anywhere_give_exactly_the_records_they_hold() {
         for (path, bytes) in real_recordings() {
             let mut full = SegmentReader::new(&bytes[..]).unwrap();

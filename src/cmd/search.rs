@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::catalog::Catalog;
 use crate::cli::{SearchArgs, StatsArgs};
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Body, SegmentReader, Store};

@@ -6,6 +6,7 @@
 pub mod event;
 pub mod format;
 mod frames;
+pub mod private;
 pub mod reader;
 pub mod store;
 pub mod writer;

@@ -53,7 +53,7 @@ impl SegmentWriter {
     /// # Errors
     /// Any I/O error creating or writing the file; `AlreadyExists` if the path is taken.
     pub fn create(path: &Path, header: &Header) -> io::Result<SegmentWriter> {
-        SegmentWriter::with_file(super::store::create_private_file(path)?, path, header)
+        SegmentWriter::with_file(super::private::create_private_file(path)?, path, header)
     }
 
     /// Start a segment in `file` (new and empty, at `path`) by writing `header` to it.

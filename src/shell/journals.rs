@@ -20,10 +20,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::catalog::Catalog;
+use crate::catalog::CatalogEntry;
+use crate::journal::Store;
 use crate::journal::format::{
     Body, FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
 };
-use crate::journal::store::{CatalogEntry, Store};
 use crate::journal::writer::{SegmentStats, SegmentWriter};
 use crate::proto::{Initialize, SessionId, Stamp, Target};
 

@@ -31,7 +31,8 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
-use crate::journal::store::CatalogEntry;
+use crate::catalog::Catalog;
+use crate::catalog::CatalogEntry;
 use crate::journal::{Event, Store};
 use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
 use crate::wire::Side;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::store::CatalogEntry;
+use acp_journal::catalog::CatalogEntry;
 use acp_journal::journal::{SegmentReader, Tail};
 use acp_journal::wire::Side;
 

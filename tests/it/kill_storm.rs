@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use acp_journal::catalog::Catalog;
 use acp_journal::journal::{SegmentReader, Store};
 
 use acp_journal::wire::Side;

@@ -11,6 +11,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![deny(clippy::print_stdout)]
 
+pub mod acp;
 pub mod catalog;
 pub mod cli;
 pub mod cmd;

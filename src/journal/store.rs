@@ -4,7 +4,7 @@
 //! <root>/                        0700
 //!   sessions/<key>/<segment>     one segment per proxy run that touched the session
 //!   connections/<segment>        one per proxy run
-//!   catalog.ndjson               derived index, kept by [`crate::catalog`]
+//!   catalog.ndjson               derived index of the sessions (kept above the journal)
 //! ```
 //!
 //! `<key>` is an injective, filesystem-safe encoding of the session ID ([`session_key`]): no ID

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::acp::{permission_choice, prompt_text};
 use crate::journal::{Body, Event as JournalEvent, Record};
 
 use crate::wire::Side;
@@ -228,37 +229,6 @@ pub struct Timeline {
     open: Option<Voice>,
     /// Prompt turns started so far.
     turns: u64,
-}
-
-/// The option a permission answer chose (`result.outcome`): its `optionId` when selected, else
-/// the outcome itself (`cancelled`).
-pub fn permission_choice(outcome: &Value) -> Option<&str> {
-    match outcome["outcome"].as_str()? {
-        "selected" => outcome["optionId"].as_str(),
-        other => Some(other),
-    }
-}
-
-/// The text of a prompt's content blocks: text as is, other blocks as `[kind uri-or-name]`.
-pub fn prompt_text(blocks: &Value) -> String {
-    let parts: Vec<String> = blocks
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|b| match b["type"].as_str() {
-            Some("text") => b["text"].as_str().unwrap_or("").to_string(),
-            Some(kind) => format!(
-                "[{kind} {}]",
-                b["uri"]
-                    .as_str()
-                    .or(b["resource"]["uri"].as_str())
-                    .or(b["name"].as_str())
-                    .unwrap_or("")
-            ),
-            None => String::new(),
-        })
-        .collect();
-    parts.join(" ")
 }
 
 impl Timeline {

@@ -31,8 +31,7 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
-use crate::catalog::Catalog;
-use crate::catalog::CatalogEntry;
+use crate::catalog::{Catalog, CatalogEntry};
 use crate::journal::{Event, Store};
 use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
 use crate::wire::Side;

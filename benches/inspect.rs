@@ -16,11 +16,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::format::{
-    Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind, Side,
-};
-use acp_journal::journal::store::CatalogEntry;
+use acp_journal::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
+
+use acp_journal::catalog::{Catalog, CatalogEntry};
 use acp_journal::journal::{SegmentWriter, Store};
+use acp_journal::wire::Side;
 use bytes::Bytes;
 
 fn header(session: &str, started: i64) -> Header {

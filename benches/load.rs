@@ -14,10 +14,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::format::{
-    Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind, Side,
-};
+use acp_journal::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
+
 use acp_journal::journal::{SegmentWriter, Store};
+use acp_journal::wire::Side;
 use bytes::Bytes;
 
 const SESSION: &str = "bench-session";

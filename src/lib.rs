@@ -1,9 +1,16 @@
 //! acp-journal: a transparent recording proxy for the Agent Client Protocol.
 //!
 //! # Layout
+//! Layers, each using only those listed before it (`scripts/module-deps.sh` checks):
+//! - [`wire`]: JSON-RPC lines as they cross the proxy: the borrowed peek (`envelope`), the
+//!   byte-preserving editor (`rewrite`), [`wire::Side`].
+//! - [`acp`]: ACP content helpers shared by the readers (prompt text, permission choices).
+//! - [`journal`]: the on-disk format and typed events, the segment writer, the salvage reader,
+//!   the store layout and private files. Knows no ACP.
+//! - [`catalog`]: the store's session index (`catalog.ndjson`), rebuilt from the segments,
+//!   and `<session>` resolution.
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
 //!   decides what to journal and what to forward.
-//! - [`journal`]: the on-disk format, the segment writer, the salvage reader, the store layout.
 //! - [`render`]: readable transcripts of journal records.
 //! - [`replay`]: recordings as exchanges: played as an agent, compared, bundled.
 //! - [`shell`]: the I/O driver: spawns the agent, pumps lines, applies the core's actions.
@@ -11,6 +18,8 @@
 #![warn(missing_docs, unreachable_pub)]
 #![deny(clippy::print_stdout)]
 
+pub mod acp;
+pub mod catalog;
 pub mod cli;
 pub mod cmd;
 pub mod journal;
@@ -18,3 +27,4 @@ pub mod proto;
 pub mod render;
 pub mod replay;
 pub mod shell;
+pub mod wire;

@@ -12,7 +12,9 @@ use std::io::{self, Write};
 
 use serde_json::Value;
 
-use crate::journal::{Header, Record, Side};
+use crate::journal::{Header, Record};
+
+use crate::wire::Side;
 use model::{Event, Render, Timeline, Voice};
 
 /// Terminal styling.

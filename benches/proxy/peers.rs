@@ -170,7 +170,7 @@ fn journaled(store: &Path) -> Vec<Said> {
             object.remove("jsonrpc");
             object.remove("id");
             Some(Said {
-                from_client: from == acp_journal::journal::Side::Client,
+                from_client: from == acp_journal::wire::Side::Client,
                 content: msg,
             })
         })

@@ -10,12 +10,13 @@
 use std::collections::{HashSet, VecDeque};
 
 use acp_journal::journal::format::{Encoding, decode_record, encode_record};
-use acp_journal::journal::{Body, Record, Side};
-use acp_journal::proto::envelope::{self, Kind};
+use acp_journal::journal::{Body, Record};
 use acp_journal::proto::redact::{REDACTED, redact_tokens};
 use acp_journal::proto::{
     Action, Config, HistoryChunk, ListedSession, LoadMode, Proxy, Stamp, Summary, Target,
 };
+use acp_journal::wire::Side;
+use acp_journal::wire::envelope::{self, Kind};
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

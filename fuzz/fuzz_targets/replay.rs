@@ -10,11 +10,12 @@
 #![no_main]
 
 use acp_journal::journal::format::{FORMAT_VERSION, InitializeExchange};
-use acp_journal::journal::{Body, Header, Payload, Record, SegmentKind, Side};
-use acp_journal::proto::envelope::{self, Kind};
+use acp_journal::journal::{Body, Header, Payload, Record, SegmentKind};
 use acp_journal::replay::Recording;
 use acp_journal::replay::diff::diff;
 use acp_journal::replay::player::Player;
+use acp_journal::wire::Side;
+use acp_journal::wire::envelope::{self, Kind};
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use crate::catalog::Catalog;
 use crate::cli::BundleArgs;
 use crate::journal::Store;
 use crate::replay::bundle::{self, Options};

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::records::{Step, file_name, redacted_line, walk};
+use crate::catalog::Catalog;
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::journal::{Body, Header, Store, Tail};
 use crate::proto::redact;
@@ -19,7 +20,7 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
     let segments = store.resolve(&args.session).map_err(anyhow::Error::msg)?;
     let sink: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
-            crate::journal::store::create_private_file(path)
+            crate::journal::private::create_private_file(path)
                 .with_context(|| format!("creating {} (it must not exist)", path.display()))?,
         ),
         None => Box::new(std::io::stdout().lock()),

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+use crate::catalog::Catalog;
+use crate::catalog::SessionSummary;
 use crate::cli::ListArgs;
 use crate::journal::Store;
-use crate::journal::store::SessionSummary;
 
 /// Print the sessions as a table or JSON.
 pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {

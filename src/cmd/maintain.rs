@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::CommandFactory;
 
+use crate::catalog::Catalog;
 use crate::cli::{Cli, CompletionsArgs, PruneArgs, RepairArgs};
 use crate::journal::reader::is_end_marker;
 use crate::journal::{SegmentReader, SegmentWriter, Store, Tail};

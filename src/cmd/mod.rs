@@ -16,6 +16,7 @@ mod verify;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::catalog::Catalog;
 use crate::cli::{Cli, Command};
 use crate::journal::Store;
 use crate::replay::Recording;

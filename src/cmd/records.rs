@@ -7,7 +7,8 @@ use anyhow::Context;
 
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Header, Record, SegmentReader, Tail};
-use crate::proto::{envelope, redact};
+use crate::proto::redact;
+use crate::wire::envelope;
 
 /// What a pass hands out, in order.
 pub(super) enum Step<'a> {

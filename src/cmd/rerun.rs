@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use crate::catalog::Catalog;
 use crate::cli::RerunArgs;
 use crate::journal::{SegmentReader, Store};
 use crate::replay::diff;

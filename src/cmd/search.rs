@@ -7,9 +7,11 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::catalog::Catalog;
 use crate::cli::{SearchArgs, StatsArgs};
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, SegmentReader, Side, Store};
+use crate::journal::{Body, SegmentReader, Store};
+use crate::wire::Side;
 
 /// The sessions to read: one (by ID, prefix or path), or all (optionally by cwd).
 fn targets(

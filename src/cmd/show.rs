@@ -4,6 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use super::records::{Step, walk};
+use crate::catalog::Catalog;
 use crate::cli::ShowArgs;
 use crate::journal::format::encode_record;
 use crate::journal::{Body, Record, Store, Tail};

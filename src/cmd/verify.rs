@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::catalog::Catalog;
 use crate::cli::VerifyArgs;
 use crate::journal::reader::is_end_marker;
 use crate::journal::store::segments_in;

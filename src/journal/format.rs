@@ -20,6 +20,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::event::Event;
+use crate::wire::Side;
+
 /// Format version written in every header (`"acpj": 1`). Readers refuse newer versions.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -27,33 +30,6 @@ pub const FORMAT_VERSION: u32 = 1;
 const CRC_PREFIX: &[u8] = br#"{"crc":""#;
 /// Length of `{"crc":"XXXXXXXX",`.
 const CRC_FIELD_LEN: usize = CRC_PREFIX.len() + 8 + 2;
-
-/// Which peer sent a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Side {
-    /// The editor (ACP client), talking to us on our stdin/stdout.
-    Client,
-    /// The agent subprocess, talking to us on its stdout/stdin.
-    Agent,
-}
-
-impl Side {
-    /// The peer on the other end of the proxy.
-    pub fn other(self) -> Side {
-        match self {
-            Side::Client => Side::Agent,
-            Side::Agent => Side::Client,
-        }
-    }
-
-    /// The name used in journal records (`"client"` / `"agent"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Client => "client",
-            Side::Agent => "agent",
-        }
-    }
-}
 
 /// How the bytes of a wire line are stored in a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,8 +151,8 @@ pub enum Body {
     },
     /// A chunk of the agent's stderr.
     Stderr(Bytes),
-    /// Something the proxy observed or did (agent exit, signal, journal gap), as a JSON object.
-    Event(serde_json::Value),
+    /// Something the proxy observed or did (agent exit, signal, journal gap).
+    Event(Event),
 }
 
 /// One journal record.
@@ -369,9 +345,9 @@ pub fn encode_record(record: &Record, out: &mut Vec<u8>) {
                 out.push(b'"');
             }
         },
-        Body::Event(value) => {
+        Body::Event(event) => {
             out.extend_from_slice(br#","event":"#);
-            serde_json::to_writer(&mut *out, value).expect("writing to a Vec");
+            serde_json::to_writer(&mut *out, event).expect("writing to a Vec");
         }
     }
     out.push(b'}');
@@ -460,7 +436,7 @@ struct WireRecord<'a> {
     #[serde(default)]
     stderr_b64: Option<String>,
     #[serde(default)]
-    event: Option<serde_json::Value>,
+    event: Option<Event>,
 }
 
 fn yes() -> bool {
@@ -582,7 +558,7 @@ mod tests {
         for body in [
             Body::Stderr(Bytes::from_static(b"warn: x\n")),
             Body::Stderr(Bytes::from_static(b"\xc3\x28 bad utf8")),
-            Body::Event(serde_json::json!({"type":"agent_exit","code":3})),
+            Body::Event(Event::AgentExit { code: 3 }),
         ] {
             roundtrip(Record {
                 seq: 1,

@@ -1,15 +1,21 @@
-//! Journals on disk: the record format, appending, salvage-reading and the store layout.
+//! Journals on disk: the record format, the proxy's typed events, appending, salvage-reading,
+//! the store layout and private files.
 //!
 //! Used by the proxy to write and by every inspection command to read. Nothing here knows
-//! about ACP beyond "a record holds one wire line".
+//! about ACP: a record holds one wire line (bytes), a chunk of stderr or an [`Event`], and the
+//! header keeps the `initialize` exchange as raw JSON. What the lines mean is for the layers
+//! above (`catalog`, `proto`, `render`, `replay`).
 
+pub mod event;
 pub mod format;
 mod frames;
+pub mod private;
 pub mod reader;
 pub mod store;
 pub mod writer;
 
-pub use format::{Body, Header, Payload, Record, SegmentKind, Side};
+pub use event::Event;
+pub use format::{Body, Header, Payload, Record, SegmentKind};
 pub use reader::{SegmentReader, Tail};
 pub use store::Store;
 pub use writer::SegmentWriter;

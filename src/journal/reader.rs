@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use super::event::Event;
 use super::format::{Body, DecodeError, Header, Record, decode_header, decode_record};
 use super::frames::{BlockDecoder, Step};
 
@@ -332,7 +333,7 @@ impl<R: Read> SegmentReader<R> {
                     let line = &self.lines.buf[range.clone()];
                     // A skipped end marker still decides how the segment ends.
                     let wanted_line = wanted(line);
-                    if wanted_line || memchr::memmem::find(line, END_EVENT.as_bytes()).is_some() {
+                    if wanted_line || memchr::memmem::find(line, END_EVENT).is_some() {
                         let decoded = decode_record(&self.lines.buf[range]);
                         let record = self.accept(decoded)?;
                         if wanted_line {
@@ -404,19 +405,21 @@ impl<R: Read> Iterator for SegmentReader<R> {
     }
 }
 
-/// The type of the event the writer appends when it closes a segment.
-pub const END_EVENT: &str = "segment_end";
+/// The type of the event the writer appends when it closes a segment, as it appears in a line
+/// (a line without it is skipped undecoded by [`SegmentReader::next_where`]).
+const END_EVENT: &[u8] = b"segment_end";
 
 /// True for the record a writer appends on close.
 pub fn is_end_marker(record: &Record) -> bool {
-    matches!(&record.body, Body::Event(v) if v.get("type").and_then(|t| t.as_str()) == Some(END_EVENT))
+    matches!(&record.body, Body::Event(Event::SegmentEnd { .. }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::format::{Payload, Side};
+    use crate::journal::format::Payload;
     use crate::journal::writer::SegmentWriter;
+    use crate::wire::Side;
     use bytes::Bytes;
     use std::io::Read;
 
@@ -538,6 +541,28 @@ mod tests {
             let _ = decoder.read_to_end(&mut out);
         }
         out.iter().filter(|b| **b == b'\n').count()
+    }
+
+    #[test]
+    fn real_recordings_re_encode_byte_for_byte() {
+        for (path, bytes) in real_recordings() {
+            let mut text = Vec::new();
+            zstd::stream::read::Decoder::new(&bytes[..])
+                .unwrap()
+                .read_to_end(&mut text)
+                .unwrap();
+            for line in text.split_inclusive(|b| *b == b'\n').skip(1) {
+                let record = decode_record(&line[..line.len() - 1]).unwrap();
+                let mut out = Vec::new();
+                crate::journal::format::encode_record(&record, &mut out);
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(line),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
     }
 
     #[test]

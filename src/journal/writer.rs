@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
 
+use super::event::Event;
 use super::format::{Body, Header, Record, encode_header, encode_record};
-use super::reader::END_EVENT;
 
 /// zstd compression level (DESIGN §3).
 pub const ZSTD_LEVEL: i32 = 3;
@@ -53,7 +53,7 @@ impl SegmentWriter {
     /// # Errors
     /// Any I/O error creating or writing the file; `AlreadyExists` if the path is taken.
     pub fn create(path: &Path, header: &Header) -> io::Result<SegmentWriter> {
-        SegmentWriter::with_file(super::store::create_private_file(path)?, path, header)
+        SegmentWriter::with_file(super::private::create_private_file(path)?, path, header)
     }
 
     /// Start a segment in `file` (new and empty, at `path`) by writing `header` to it.
@@ -202,7 +202,7 @@ impl SegmentWriter {
             seq,
             unix_us,
             mono_us,
-            body: Body::Event(serde_json::json!({"type": END_EVENT, "records": records})),
+            body: Body::Event(Event::SegmentEnd { records }),
         })?;
         self.end_frame()?;
         self.write_staged()?;
@@ -225,7 +225,8 @@ fn reserve_for(buf: &mut Vec<u8>, want: usize) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::journal::format::{FORMAT_VERSION, Payload, SegmentKind, Side};
+    use crate::journal::format::{FORMAT_VERSION, Payload, SegmentKind};
+    use crate::wire::Side;
     use bytes::Bytes;
 
     pub(crate) fn header() -> Header {

@@ -4,13 +4,13 @@
 //! The initialize response gets `agentCapabilities.loadSession: true` and
 //! `sessionCapabilities.{list,resume,close,delete}: {}` where the agent lacks them (resume and
 //! loading only when the proxy emulates loading); nothing else in that message changes
-//! ([`super::rewrite`]).
+//! ([`crate::wire::rewrite`]).
 
 use serde_json::Value;
 
-use super::envelope::Peek;
 use super::history::ClientSupport;
-use super::rewrite::edit_line;
+use crate::wire::envelope::Peek;
+use crate::wire::rewrite::edit_line;
 
 /// What the agent advertised.
 #[derive(Clone, Copy, Debug, Default)]

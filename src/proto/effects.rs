@@ -9,9 +9,9 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::envelope::{self, Peek, RequestId, response_line};
-use super::rewrite::json_string;
-use super::{Action, Body, Payload, Record, SessionId, Side, Stamp, Target, redact};
+use super::{Action, Body, Event, Payload, Record, SessionId, Side, Stamp, Target, redact};
+use crate::wire::envelope::{self, Peek, RequestId, response_line};
+use crate::wire::rewrite::json_string;
 
 /// The core's output queue and record numbering.
 #[derive(Debug)]
@@ -61,13 +61,13 @@ impl Effects {
         if self.redact
             && let Body::Event(event) = &mut record.body
         {
-            redact::redact_value(event);
+            redact::redact_event(event);
         }
         self.actions.push_back(Action::Journal { target, record });
     }
 
     /// Journal an event.
-    pub(super) fn event(&mut self, at: Stamp, target: Target, event: Value) {
+    pub(super) fn event(&mut self, at: Stamp, target: Target, event: Event) {
         let record = self.record(at, Body::Event(event));
         self.journal(target, record);
     }

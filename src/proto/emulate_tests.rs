@@ -185,7 +185,7 @@ fn synthetic_load_replays_then_starts_a_new_session_and_maps_it() {
         session: "S".into(),
         agent: "U".into()
     })));
-    let mapped = h.journals[&Target::Session("S".into())].iter().any(|r| matches!(&r.body, Body::Event(e) if e["type"] == "session_mapped" && e["agent_session"] == "U"));
+    let mapped = h.journals[&Target::Session("S".into())].iter().any(|r| matches!(&r.body, Body::Event(Event::SessionMapped { agent_session }) if agent_session == "U"));
     assert!(mapped);
 }
 

@@ -43,7 +43,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::journal::format::{Body, Record, Side};
+use crate::journal::Event;
+use crate::journal::format::{Body, Record};
+
+use crate::wire::Side;
 
 /// What the current client accepts, beyond the baseline update kinds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -502,9 +505,8 @@ impl Replay {
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         let payload = match &record.body {
             Body::Event(event) => {
-                if event["type"] == "session_mapped" {
-                    self.summary.agent_session =
-                        event["agent_session"].as_str().map(str::to_string);
+                if let Event::SessionMapped { agent_session } = event {
+                    self.summary.agent_session = Some(agent_session.clone());
                 }
                 return;
             }

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::envelope::RequestId;
 use super::loading::Step;
+use crate::wire::envelope::RequestId;
 
 /// The proxy's own requests in flight and the client ids it renumbered.
 #[derive(Debug, Default)]

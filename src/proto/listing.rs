@@ -9,8 +9,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::ListedSession;
-use super::envelope::{RequestId, error_json};
-use super::rewrite::edit_line;
+use crate::wire::envelope::{RequestId, error_json};
+use crate::wire::rewrite::edit_line;
 
 /// Sessions per `session/list` page served from the journal.
 pub(super) const PAGE: usize = 50;

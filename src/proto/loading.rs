@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::envelope::{Peek, RequestId, error_json};
 use super::history::Summary;
-use super::rewrite::{RawObject, json_string};
 use super::sessions::Mapping;
-use super::{Action, Cx, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
+use super::{Action, Cx, Event, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
+use crate::wire::envelope::{Peek, RequestId, error_json};
+use crate::wire::rewrite::{RawObject, json_string};
 
 /// What brings the agent to a live session under a synthetic load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -350,7 +350,7 @@ impl Loads {
                 cx.fx.event(
                     at,
                     Target::Session(session.clone()),
-                    json!({"type": "replayed", "lines": replayed}),
+                    Event::Replayed { lines: replayed },
                 );
                 self.bring_up(cx, at, op)
             }
@@ -575,7 +575,9 @@ impl Loads {
         cx.fx.event(
             at,
             Target::Session(session.clone()),
-            json!({"type": "session_mapped", "agent_session": &**agent}),
+            Event::SessionMapped {
+                agent_session: agent.to_string(),
+            },
         );
         cx.fx.push(Action::Catalog(super::CatalogUpdate::Alias {
             session: session.clone(),
@@ -683,7 +685,7 @@ impl Loads {
         };
         let target = Target::Session(l.session.clone());
         cx.fx
-            .journal_client(at, target.clone(), &super::envelope::peek(line), line);
+            .journal_client(at, target.clone(), &crate::wire::envelope::peek(line), line);
         cx.fx.answer(
             at,
             target,

@@ -5,12 +5,12 @@
 //! a `_meta` object (of the params, the update or the tool call) is mapped like `sessionId`
 //! wherever it appears as a whole string value. Client ids the proxy renumbered
 //! ([`super::ids`]) are edited here too. Untouched members keep their bytes
-//! ([`super::rewrite`]).
+//! ([`crate::wire::rewrite`]).
 
 use serde_json::{Value, json};
 
-use super::envelope::RequestId;
-use super::rewrite::{RawObject, edit_line, json_string};
+use crate::wire::envelope::RequestId;
+use crate::wire::rewrite::{RawObject, edit_line, json_string};
 
 /// Objects of a message's params whose `_meta` may name the session.
 const META_HOLDERS: &[&str] = &["update", "toolCall"];

@@ -37,13 +37,12 @@
 //! - `session/close` and `session/delete` answered here, and every client request answered
 //!   with -32603 once the agent has exited.
 //!
-//! Edits go through [`rewrite`], which keeps every member it does not change byte for byte.
+//! Edits go through [`crate::wire::rewrite`], which keeps every member it does not change byte for byte.
 
 mod capabilities;
 mod effects;
 #[cfg(test)]
 mod emulate_tests;
-pub mod envelope;
 pub mod history;
 mod ids;
 mod listing;
@@ -52,7 +51,6 @@ mod mapping;
 pub mod redact;
 #[cfg(test)]
 mod redact_tests;
-pub mod rewrite;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -63,11 +61,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::json;
 
-pub use crate::journal::format::Side;
+use crate::journal::Event;
 use crate::journal::format::{Body, Payload, Record};
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
+use crate::wire::rewrite;
 use capabilities::{AgentCaps, ClientCaps};
 use effects::Effects;
-use envelope::{Kind, Peek, RequestId, error_json};
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
 use listing::List;
@@ -599,11 +599,7 @@ impl Proxy {
         } else {
             self.client_ended = true;
         }
-        self.fx.event(
-            at,
-            Target::Connection,
-            json!({"type": "eof", "from": from.as_str()}),
-        );
+        self.fx.event(at, Target::Connection, Event::Eof { from });
         if from == Side::Client {
             self.fx.push(Action::CloseAgentStdin);
         }
@@ -633,9 +629,8 @@ impl Proxy {
         self.fx.journal(Target::Connection, record);
     }
 
-    /// Something the shell observed (a JSON object with a `type`), journaled with the
-    /// connection.
-    pub fn handle_event(&mut self, at: Stamp, event: serde_json::Value) {
+    /// Something the shell observed, journaled with the connection.
+    pub fn handle_event(&mut self, at: Stamp, event: Event) {
         self.fx.event(at, Target::Connection, event);
     }
 
@@ -1006,11 +1001,9 @@ impl Proxy {
         if let (Some(session), Some(_)) = (session, &reprime) {
             let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
             let session = self.sessions.id(session);
-            self.fx.event(
-                at,
-                Target::Session(session),
-                json!({"type": "reprimed", "sent": sent["params"]["prompt"]}),
-            );
+            let sent = sent["params"]["prompt"].clone();
+            self.fx
+                .event(at, Target::Session(session), Event::Reprimed { sent });
         }
         Some(out)
     }

@@ -13,8 +13,9 @@ use bytes::Bytes;
 use regex::bytes::Regex;
 use serde_json::Value;
 
-use super::envelope::{self, Kind, Peek};
+use crate::journal::Event;
 use crate::journal::format::{Body, Record};
+use crate::wire::envelope::{self, Kind, Peek};
 
 /// The replacement text.
 pub const REDACTED: &str = "[REDACTED]";
@@ -99,6 +100,17 @@ pub fn redact_value(value: &mut Value) -> bool {
     }
 }
 
+/// Redact token-shaped strings anywhere in an event's JSON ([`redact_value`]). True when
+/// something changed.
+pub fn redact_event(event: &mut Event) -> bool {
+    let mut value = event.to_value();
+    if !redact_value(&mut value) {
+        return false;
+    }
+    *event = serde_json::from_value(value).expect("any JSON is an event");
+    true
+}
+
 /// Redact a journal record again (as `export` does): its message as the proxy would have,
 /// token-shaped strings in stderr and events. True when something changed.
 pub fn redact_record(record: &mut Record) -> bool {
@@ -120,7 +132,7 @@ pub fn redact_record(record: &mut Record) -> bool {
             }
             None => false,
         },
-        Body::Event(event) => redact_value(event),
+        Body::Event(event) => redact_event(event),
     }
 }
 

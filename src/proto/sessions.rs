@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use super::envelope::RequestId;
 use super::{Action, Effects, Initialize, SessionId};
+use crate::wire::envelope::RequestId;
 
 /// A client-facing session continued on a different agent-side session.
 #[derive(Clone, Debug)]

@@ -390,7 +390,7 @@ fn client_eof_closes_the_agent_stdin_and_is_journaled() {
     h.drain();
     assert!(h.closed_agent_stdin);
     let last = h.journals[&Target::Connection].last().unwrap();
-    assert!(matches!(&last.body, Body::Event(e) if e["type"] == "eof"));
+    assert!(matches!(&last.body, Body::Event(Event::Eof { .. })));
 }
 
 #[test]

@@ -20,7 +20,8 @@ use similar::{ChangeTag, TextDiff};
 
 use super::model::{Event, Render, Timeline, ToolCall, Voice};
 use super::{SessionFacts, arrow, clock, config_summary, plan_mark, utc};
-use crate::journal::{Body, Record, Side, Tail};
+use crate::journal::{Body, Record, Tail};
+use crate::wire::Side;
 
 const STYLE: &str = include_str!("html.css");
 const SCRIPT: &str = include_str!("html.js");
@@ -474,8 +475,8 @@ impl<W: Write> WireView<W> {
                 self.entry("stderr", &time, "agent stderr", first, &text)
             }
             Body::Event(event) => {
-                let what = event["type"].as_str().unwrap_or("?");
-                self.entry("event", &time, "proxy event", what, &pretty(event))
+                let value = event.to_value();
+                self.entry("event", &time, "proxy event", event.kind(), &pretty(&value))
             }
         }
     }

@@ -12,7 +12,10 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::journal::{Body, Record, Side};
+use crate::acp::{permission_choice, prompt_text};
+use crate::journal::{Body, Event as JournalEvent, Record};
+
+use crate::wire::Side;
 
 /// Whose text a chunk is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,7 +166,7 @@ pub enum Event<'a> {
     /// The proxy served a `session/load` from the journal.
     Replayed {
         /// How many updates it replayed.
-        updates: &'a Value,
+        updates: u64,
     },
     /// The proxy continued the session on a new agent session.
     Continued {
@@ -226,37 +229,6 @@ pub struct Timeline {
     open: Option<Voice>,
     /// Prompt turns started so far.
     turns: u64,
-}
-
-/// The option a permission answer chose (`result.outcome`): its `optionId` when selected, else
-/// the outcome itself (`cancelled`).
-pub fn permission_choice(outcome: &Value) -> Option<&str> {
-    match outcome["outcome"].as_str()? {
-        "selected" => outcome["optionId"].as_str(),
-        other => Some(other),
-    }
-}
-
-/// The text of a prompt's content blocks: text as is, other blocks as `[kind uri-or-name]`.
-pub fn prompt_text(blocks: &Value) -> String {
-    let parts: Vec<String> = blocks
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|b| match b["type"].as_str() {
-            Some("text") => b["text"].as_str().unwrap_or("").to_string(),
-            Some(kind) => format!(
-                "[{kind} {}]",
-                b["uri"]
-                    .as_str()
-                    .or(b["resource"]["uri"].as_str())
-                    .or(b["name"].as_str())
-                    .unwrap_or("")
-            ),
-            None => String::new(),
-        })
-        .collect();
-    parts.join(" ")
 }
 
 impl Timeline {
@@ -487,24 +459,18 @@ impl Timeline {
         self.emit(sink, &Event::Chunk { voice, text, first })
     }
 
-    fn proxy_event(&mut self, event: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
-        match event["type"].as_str() {
-            Some("replayed") => self.emit(
-                sink,
-                &Event::Replayed {
-                    updates: &event["lines"],
-                },
-            ),
-            Some("session_mapped") => self.emit(
-                sink,
-                &Event::Continued {
-                    agent_session: event["agent_session"].as_str().unwrap_or("?"),
-                },
-            ),
-            Some(crate::replay::recording::MANIFEST_EVENT) => self.emit(
+    fn proxy_event(&mut self, event: &JournalEvent, sink: &mut dyn Render) -> std::io::Result<()> {
+        match event {
+            JournalEvent::Replayed { lines } => {
+                self.emit(sink, &Event::Replayed { updates: *lines })
+            }
+            JournalEvent::SessionMapped { agent_session } => {
+                self.emit(sink, &Event::Continued { agent_session })
+            }
+            JournalEvent::BundleManifest { manifest } => self.emit(
                 sink,
                 &Event::Bundle {
-                    summary: bundle_summary(&event["manifest"]),
+                    summary: bundle_summary(manifest),
                 },
             ),
             _ => Ok(()),

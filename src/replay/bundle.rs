@@ -11,12 +11,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::recording::MANIFEST_EVENT;
 use crate::journal::format::FORMAT_VERSION;
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
-use crate::proto::envelope;
+use crate::journal::{Body, Event, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
 use crate::proto::redact::{self, REDACTED};
+use crate::wire::envelope;
 
 /// What to put in a bundle.
 #[derive(Clone, Debug, Default)]
@@ -139,12 +138,10 @@ pub fn write(
         }
         let mut run: Vec<Record> = Vec::new();
         for record in reader.by_ref().filter(|r| !is_end_marker(r)) {
-            if let Body::Event(e) = &record.body
-                && e["type"] == MANIFEST_EVENT
-            {
+            if let Body::Event(Event::BundleManifest { .. }) = &record.body {
                 continue;
             }
-            if envelope::is_prompt_turn(&record) {
+            if is_prompt_turn(&record) {
                 collected.turns_recorded += 1;
                 if options
                     .upto_turn
@@ -187,7 +184,7 @@ pub fn write(
     collected.turns = collected
         .records
         .iter()
-        .filter(|r| envelope::is_prompt_turn(r))
+        .filter(|r| is_prompt_turn(r))
         .count();
     if collected.turns < collected.turns_recorded {
         let (from, to) = (collected.turns + 1, collected.turns_recorded);
@@ -220,7 +217,9 @@ pub fn write(
         seq: 0,
         unix_us: now,
         mono_us: 0,
-        body: Body::Event(json!({"type": MANIFEST_EVENT, "manifest": manifest})),
+        body: Body::Event(Event::BundleManifest {
+            manifest: manifest.clone(),
+        }),
     })?;
     let mut last = 0;
     for record in &collected.records {
@@ -257,4 +256,10 @@ fn manifest(header: &Header, runs: usize, c: &Collected, created: jiff::Timestam
         "redacted": c.redacted,
         "dropped": c.dropped,
     })
+}
+
+/// Whether a record is a prompt turn the client sent ([`envelope::is_prompt_turn`]).
+fn is_prompt_turn(record: &Record) -> bool {
+    matches!(&record.body, Body::Message { from, payload }
+        if envelope::is_prompt_turn(*from, payload.proxy, &payload.bytes))
 }

@@ -112,7 +112,7 @@ impl TurnBuilder {
                     .answer
                     .as_ref()
                     .map(|a| {
-                        crate::render::model::permission_choice(&a["result"]["outcome"])
+                        crate::acp::permission_choice(&a["result"]["outcome"])
                             .unwrap_or("(error)")
                             .to_string()
                     })
@@ -201,7 +201,7 @@ fn turns(session: &SessionRecording) -> Vec<Turn> {
                 out.push(done.turn);
             }
             let mut next = TurnBuilder::default();
-            next.turn.prompt = crate::render::model::prompt_text(&exchange.params["prompt"]);
+            next.turn.prompt = crate::acp::prompt_text(&exchange.params["prompt"]);
             builder = Some(next);
         }
         let Some(b) = builder.as_mut() else {

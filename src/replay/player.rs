@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 
 use super::matching::{self, Difference};
 use super::recording::{AgentStep, Exchange, Recording};
-use crate::proto::envelope::{self, Kind, RequestId};
 use crate::proto::history::{ClientSupport, Replay};
-use crate::proto::rewrite;
+use crate::wire::envelope::{self, Kind, RequestId};
+use crate::wire::rewrite;
 
 /// A line to send to the client.
 #[derive(Clone, Debug, PartialEq, Eq)]

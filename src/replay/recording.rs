@@ -14,8 +14,10 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::journal::{Body, Header, Record, SegmentKind, SegmentReader, Side};
-use crate::proto::envelope::{self, Kind, RequestId};
+use crate::journal::{Body, Event, Header, Record, SegmentKind, SegmentReader};
+
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, RequestId};
 
 /// Something the agent sent.
 #[derive(Clone, Debug)]
@@ -108,9 +110,6 @@ pub struct Recording {
     /// Damage found while reading (a torn or corrupt tail), one line each.
     pub notes: Vec<String>,
 }
-
-/// The event type of a bundle manifest record.
-pub const MANIFEST_EVENT: &str = "bundle_manifest";
 
 impl Recording {
     /// Read the segments of one or more sessions (a session's segments oldest first).
@@ -214,10 +213,8 @@ impl Builder {
 
     fn record(&mut self, session: usize, record: Record) {
         let Body::Message { from, payload } = &record.body else {
-            if let Body::Event(event) = &record.body
-                && event["type"] == MANIFEST_EVENT
-            {
-                self.recording.manifest = Some(event["manifest"].clone());
+            if let Body::Event(Event::BundleManifest { manifest }) = &record.body {
+                self.recording.manifest = Some(manifest.clone());
             }
             self.recording.sessions[session].records.push(record);
             return;

@@ -7,7 +7,8 @@ use super::diff::{Category, diff};
 use super::player::Player;
 use super::recording::Recording;
 use crate::journal::format::{FORMAT_VERSION, InitializeExchange};
-use crate::journal::{Body, Header, Payload, Record, SegmentKind, Side};
+use crate::journal::{Body, Header, Payload, Record, SegmentKind};
+use crate::wire::Side;
 
 /// Builds one session segment message by message.
 struct Script {

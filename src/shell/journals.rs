@@ -20,10 +20,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::catalog::Catalog;
+use crate::catalog::CatalogEntry;
+use crate::journal::Store;
 use crate::journal::format::{
-    FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
+    Body, FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
 };
-use crate::journal::store::{CatalogEntry, Store};
 use crate::journal::writer::{SegmentStats, SegmentWriter};
 use crate::proto::{Initialize, SessionId, Stamp, Target};
 
@@ -379,7 +381,9 @@ impl<T: Send + 'static> JournalSet<T> {
             },
         };
         if slot.shared.is_some() {
-            if crate::proto::envelope::is_prompt_turn(record) {
+            if let Body::Message { from, payload } = &record.body
+                && crate::wire::envelope::is_prompt_turn(*from, payload.proxy, &payload.bytes)
+            {
                 slot.turns += 1;
             }
             encode_record(record, &mut slot.pending);

@@ -38,9 +38,10 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
-use crate::journal::Store;
-use crate::journal::store::CatalogEntry;
-use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Side, Stamp};
+use crate::catalog::{Catalog, CatalogEntry};
+use crate::journal::{Event, Store};
+use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
+use crate::wire::Side;
 pub use agent::{Agent, Process};
 use history::HistoryRequest;
 use journals::{Commit, FsyncPolicy, JournalSet, RunInfo};
@@ -232,14 +233,14 @@ pub async fn run<P: Process>(
             }
             exit = process.wait(), if status.is_none() => {
                 let code = exit?;
-                core.handle_event(clock.now(), serde_json::json!({"type": "agent_exit", "code": code}));
+                core.handle_event(clock.now(), Event::AgentExit { code });
                 status = Some(code);
                 drain_until = Some(tokio::time::Instant::now() + config.grace);
             }
             _ = tokio::time::sleep_until(deadline.map_or(far, |d| d.0)), if deadline.is_some() && status.is_none() => {
                 let (_, sig) = deadline.take().expect("guarded");
                 tracing::warn!("the agent did not exit after the client left; sending signal {sig}");
-                core.handle_event(clock.now(), serde_json::json!({"type": "terminate", "signal": sig}));
+                core.handle_event(clock.now(), Event::Terminate { signal: sig });
                 if sig == libc::SIGKILL {
                     process.kill();
                 } else {
@@ -264,7 +265,7 @@ pub async fn run<P: Process>(
         if out.to_client.is_gone() && !client_gone_seen {
             client_gone_seen = true;
             tracing::info!("the client stopped reading (broken pipe)");
-            core.handle_event(clock.now(), serde_json::json!({"type": "client_gone"}));
+            core.handle_event(clock.now(), Event::ClientGone);
             if client_open {
                 client_open = false;
                 core.handle_eof(clock.now(), Side::Client);
@@ -273,7 +274,11 @@ pub async fn run<P: Process>(
         for failure in out.journals.take_failures() {
             core.handle_event(
                 clock.now(),
-                serde_json::json!({"type": "journal_error", "journal": failure.journal, "error": failure.error, "store_full": failure.store_full}),
+                Event::JournalError {
+                    journal: failure.journal,
+                    error: failure.error,
+                    store_full: failure.store_full,
+                },
             );
         }
         if apply(&mut core, &clock, &mut out) && deadline.is_none() {
@@ -505,10 +510,7 @@ fn forward_signal(
     running: bool,
 ) {
     tracing::info!("forwarding signal {sig} to the agent");
-    core.handle_event(
-        clock.now(),
-        serde_json::json!({"type": "signal", "signal": sig}),
-    );
+    core.handle_event(clock.now(), Event::Signal { signal: sig });
     if running {
         process.signal(sig);
     }

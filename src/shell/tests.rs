@@ -747,7 +747,7 @@ async fn signals_are_forwarded_and_an_agent_that_outstays_the_client_is_terminat
         SegmentReader::open(&connection[0])
             .unwrap()
             .filter_map(|r| match r.body {
-                Body::Event(e) => Some(e["type"].as_str().unwrap().to_string()),
+                Body::Event(e) => Some(e.kind().to_string()),
                 _ => None,
             })
             .collect()

@@ -125,8 +125,8 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn list_filters_and_states_over_ten_thousand_sessions() {
+    use acp_journal::catalog::{Catalog, CatalogEntry};
     use acp_journal::journal::format::{FORMAT_VERSION, Header, SegmentKind};
-    use acp_journal::journal::store::CatalogEntry;
     use acp_journal::journal::{SegmentWriter, Store};
     let dir = tempfile::tempdir().unwrap();
     let store = Store::new(dir.path());

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::store::CatalogEntry;
-use acp_journal::journal::{SegmentReader, Side, Tail};
+use acp_journal::catalog::CatalogEntry;
+use acp_journal::journal::{SegmentReader, Tail};
+use acp_journal::wire::Side;
 
 use crate::util::{TestClient, bin, journaled_in, proxied, scripted, segment_paths};
 

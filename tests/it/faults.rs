@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::Side;
+use acp_journal::wire::Side;
 use serde_json::json;
 
 use crate::util::{TestClient, journaled, proxied, run_cli, scripted, wait_gone};

@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_journal::journal::{SegmentReader, Side, Store};
+use acp_journal::catalog::Catalog;
+use acp_journal::journal::{SegmentReader, Store};
+
+use acp_journal::wire::Side;
 use serde_json::json;
 
 use crate::util::{TestClient, journaled, proxied, reply_to, scripted, segment_paths, wait_gone};

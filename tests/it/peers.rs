@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use acp_journal::journal::{Body, SegmentReader, Side, Tail};
+use acp_journal::journal::{Body, SegmentReader, Tail};
+
+use acp_journal::wire::Side;
 use serde_json::Value;
 
 use crate::util::{Peers, TestClient, proxied_with, run_cli};

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use acp_journal::journal::format::{Encoding, FORMAT_VERSION, encode_header, encode_record};
-use acp_journal::journal::{Body, Header, Payload, Record, SegmentKind, Side};
+use acp_journal::journal::{Body, Header, Payload, Record, SegmentKind};
+use acp_journal::wire::Side;
 use bytes::Bytes;
 use serde_json::json;
 

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use acp_journal::journal::{SegmentReader, Side};
+use acp_journal::journal::SegmentReader;
+
+use acp_journal::wire::Side;
 use serde_json::{Value, json};
 
 use crate::util::{TestClient, journaled, proxied, run_cli, segment_paths};

@@ -529,12 +529,12 @@ pub fn scripted(mode: &str) -> Vec<String> {
 
 /// Every message payload (wire form) from `side` in every segment of `store`, in wire order
 /// (a record copied into two journals counted once).
-pub fn journaled(store: &Path, side: acp_journal::journal::Side) -> Vec<Vec<u8>> {
+pub fn journaled(store: &Path, side: acp_journal::wire::Side) -> Vec<Vec<u8>> {
     journaled_in(&segment_paths(store), side)
 }
 
 /// Like [`journaled`], over the segment files `paths` (of one run).
-pub fn journaled_in(paths: &[PathBuf], side: acp_journal::journal::Side) -> Vec<Vec<u8>> {
+pub fn journaled_in(paths: &[PathBuf], side: acp_journal::wire::Side) -> Vec<Vec<u8>> {
     let mut all = vec![];
     for path in paths {
         let reader = acp_journal::journal::SegmentReader::open(path).unwrap();

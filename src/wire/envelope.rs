@@ -1,7 +1,8 @@
 //! A borrowed peek at a JSON-RPC line: kind, id, method, `params.sessionId`.
 //!
 //! Never re-encodes anything: the peek only reads. A line that is not a JSON object (arrays,
-//! other values, invalid JSON) is [`Kind::Other`] and is still forwarded unchanged.
+//! other values, invalid JSON) is [`Kind::OtherJson`] or [`Kind::Invalid`] and is still forwarded
+//! unchanged.
 
 use std::borrow::Cow;
 
@@ -244,15 +245,13 @@ pub fn error_json(code: i64, message: &str, data: Option<serde_json::Value>) -> 
     e.to_string()
 }
 
-/// Whether a journal record is a prompt turn: a `session/prompt` request the client sent (not one
-/// the proxy made). A substring test first, so the common record costs no parse.
-pub fn is_prompt_turn(record: &crate::journal::Record) -> bool {
-    use crate::journal::{Body, Side};
-    matches!(&record.body, Body::Message { from: Side::Client, payload }
-        if !payload.proxy
-            && memchr::memmem::find(&payload.bytes, b"\"session/prompt\"").is_some()
-            && matches!(peek(&payload.bytes).kind,
-                Kind::Request { ref method, .. } if method == "session/prompt"))
+/// Whether a line is a prompt turn: a `session/prompt` request the client sent (`proxy`: the
+/// proxy made it, which is not a turn). A substring test first, so the common line costs no parse.
+pub fn is_prompt_turn(from: super::Side, proxy: bool, line: &[u8]) -> bool {
+    from == super::Side::Client
+        && !proxy
+        && memchr::memmem::find(line, b"\"session/prompt\"").is_some()
+        && matches!(peek(line).kind, Kind::Request { ref method, .. } if method == "session/prompt")
 }
 
 #[cfg(test)]

@@ -76,6 +76,16 @@ pub struct ProxyArgs {
     /// again before SIGKILL).
     #[arg(long, default_value = "5", value_name = "SECS")]
     pub grace: f64,
+
+    /// When the agent dies while the editor is connected, start it again and restore its
+    /// sessions, at most N times a minute (`0`: end with the agent, as `--load off` always does).
+    #[arg(long, default_value = "3", value_name = "N")]
+    pub respawn: u32,
+
+    /// Cancel a prompt the agent sends nothing for during SECS seconds (`session/cancel`), and
+    /// restart the agent if it still does not answer within `--grace`. Off by default.
+    #[arg(long, value_name = "SECS")]
+    pub stall_timeout: Option<f64>,
 }
 
 /// `--load` values.

@@ -23,6 +23,7 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     if std::io::stdin().is_terminal() {
         return Ok(exec_agent(&agent));
     }
+    let grace = Duration::from_secs_f64(args.grace.clamp(0.0, 3600.0));
     let config = ShellConfig {
         agent,
         store,
@@ -32,8 +33,13 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
             load: args.load.into(),
             reprime: args.reprime == Reprime::Transcript,
             reprime_limit: args.reprime_limit,
+            stall_timeout_us: args
+                .stall_timeout
+                .map(|secs| (secs.clamp(0.0, 86_400.0) * 1e6) as u64),
+            stall_grace_us: (grace.as_micros() as u64),
         },
-        grace: Duration::from_secs_f64(args.grace.clamp(0.0, 3600.0)),
+        grace,
+        respawn: args.respawn,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -42,25 +48,11 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     let code = runtime.block_on(async {
         agent::ignore_file_size_signal();
         // Spawned from the main thread, which lives as long as the proxy (the parent-death
-        // signal follows the spawning thread).
-        let child = match agent::spawn(&config.agent) {
-            Ok(child) => child,
-            Err(e) => {
-                let shown: Vec<String> = config
-                    .agent
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect();
-                eprintln!(
-                    "acp-journal: cannot start the agent `{}`: {e}",
-                    shown.join(" ")
-                );
-                return Ok(127);
-            }
-        };
-        let agent = Agent::from_child(child)?;
+        // signal follows the spawning thread): `run` calls it there, at start and on restarts.
+        let argv = config.agent.clone();
+        let spawn = move || agent::spawn(&argv).and_then(Agent::from_child);
         let signals = shell::unix_signals().context("setting up signal handling")?;
-        shell::run(config, Client::stdio(), agent, signals).await
+        shell::run(config, Client::stdio(), spawn, signals).await
     })?;
     // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
     runtime.shutdown_background();

@@ -60,6 +60,25 @@ pub enum Event {
         /// The prompt as sent (JSON).
         sent: Value,
     },
+    /// The agent exited (with `code`, 128 + signal when killed) while the client was connected,
+    /// and was started again.
+    AgentRestarted {
+        /// Its exit code.
+        code: i32,
+    },
+    /// A session lost in an agent restart was brought up again on the new agent, by `how`
+    /// (`session/resume`, `session/load` or `session/new`).
+    SessionRestored {
+        /// The method that brought it up.
+        how: String,
+    },
+    /// A prompt got no message from the agent for `--stall-timeout`: the proxy sent
+    /// `session/cancel` (`action` `cancel`), then, still without an answer, restarted the agent
+    /// (`restart`).
+    PromptStalled {
+        /// What the proxy did.
+        action: String,
+    },
     /// The writer closed the segment after `records` records (the end marker).
     SegmentEnd {
         /// Records in the segment before this one.
@@ -88,6 +107,9 @@ impl Event {
             Event::Replayed { .. } => "replayed",
             Event::SessionMapped { .. } => "session_mapped",
             Event::Reprimed { .. } => "reprimed",
+            Event::AgentRestarted { .. } => "agent_restarted",
+            Event::SessionRestored { .. } => "session_restored",
+            Event::PromptStalled { .. } => "prompt_stalled",
             Event::SegmentEnd { .. } => "segment_end",
             Event::BundleManifest { .. } => "bundle_manifest",
             Event::Other(value) => value["type"].as_str().unwrap_or("?"),

@@ -154,12 +154,12 @@ impl Effects {
         self.forward(Side::Client, line);
     }
 
-    /// Send a request or notification of the proxy's own to the agent, journaled with
-    /// `session`. `id` is `None` for a notification.
+    /// Send a request or notification of the proxy's own to the agent, journaled to `target`.
+    /// `id` is `None` for a notification.
     pub(super) fn send_agent(
         &mut self,
         at: Stamp,
-        session: &SessionId,
+        target: Target,
         id: Option<&RequestId>,
         method: &str,
         params: &str,
@@ -178,7 +178,7 @@ impl Effects {
             } + "\n",
         );
         let record = self.proxy_record(at, Side::Client, line.clone());
-        self.journal(Target::Session(session.clone()), record);
+        self.journal(target, record);
         self.forward(Side::Agent, line);
     }
 

@@ -1,30 +1,44 @@
 //! Request ids the proxy owns: the ids of its own requests to the agent (`"acp-journal:N"`,
-//! never one the client has pending) and the client ids it renumbers because they collide with
-//! one of those while it is pending (`"acp-journal:client:N"`, restored on the way back).
+//! never one the client has pending), the client ids it renumbers because they collide with
+//! one of those while it is pending (`"acp-journal:client:N"`, restored on the way back), and
+//! the ids of a restarted agent's requests that collide with a request of the agent before it
+//! that the client may still answer (`"acp-journal:agent:N"`, restored on the way back).
 
 use std::collections::HashMap;
 
 use super::loading::Step;
 use crate::wire::envelope::RequestId;
 
-/// The proxy's own requests in flight and the client ids it renumbered.
+/// Why the proxy sent a request to the agent.
+#[derive(Clone, Debug)]
+pub(super) enum Purpose {
+    /// A step of load `op`.
+    Load(u64, Step),
+    /// The client's recorded `initialize`, to a restarted agent.
+    Reinitialize,
+    /// The client's recorded `authenticate`, to a restarted agent.
+    Reauthenticate,
+}
+
+/// The proxy's own requests in flight and the ids it renumbered.
 #[derive(Debug, Default)]
 pub(super) struct OwnIds {
-    /// Requests the proxy sent to the agent: id → (operation, why).
-    ours: HashMap<RequestId, (u64, Step)>,
+    /// Requests the proxy sent to the agent: id → why.
+    ours: HashMap<RequestId, Purpose>,
     next: u64,
     /// Renumbered client ids: sent id → the client's id.
     aliases: HashMap<RequestId, RequestId>,
     /// The same, the other way: the client's id → sent id.
     renumbered: HashMap<RequestId, RequestId>,
+    /// Renumbered agent ids: sent id → the agent's id.
+    agent_aliases: HashMap<RequestId, RequestId>,
 }
 
 impl OwnIds {
     /// A fresh id for a request of the proxy's own, not one `taken` by the client.
     pub(super) fn request(
         &mut self,
-        op: u64,
-        step: Step,
+        purpose: Purpose,
         taken: impl Fn(&RequestId) -> bool,
     ) -> RequestId {
         let id = loop {
@@ -34,13 +48,26 @@ impl OwnIds {
                 break id;
             }
         };
-        self.ours.insert(id.clone(), (op, step));
+        self.ours.insert(id.clone(), purpose);
         id
     }
 
     /// The agent answered one of our requests: what it was for.
-    pub(super) fn answered(&mut self, id: &RequestId) -> Option<(u64, Step)> {
+    pub(super) fn answered(&mut self, id: &RequestId) -> Option<Purpose> {
         self.ours.remove(id)
+    }
+
+    /// The id to send an agent request under (it collides with a dead agent's request).
+    pub(super) fn renumber_agent(&mut self, agent_id: &RequestId) -> RequestId {
+        let alias = RequestId::String(format!("acp-journal:agent:{}", self.next));
+        self.next += 1;
+        self.agent_aliases.insert(alias.clone(), agent_id.clone());
+        alias
+    }
+
+    /// The client answered a renumbered agent request: the agent's id, to restore.
+    pub(super) fn restore_agent(&mut self, id: &RequestId) -> Option<RequestId> {
+        self.agent_aliases.remove(id)
     }
 
     /// The id to send a client request under when it collides with one of ours.
@@ -72,9 +99,11 @@ impl OwnIds {
         Some(original)
     }
 
-    /// The agent is gone: nothing renumbered will be answered.
-    pub(super) fn forget_renumbered(&mut self) {
+    /// The agent is gone: nothing it was asked will be answered, nothing it asked matters.
+    pub(super) fn forget_agent(&mut self) {
+        self.ours.clear();
         self.aliases.clear();
         self.renumbered.clear();
+        self.agent_aliases.clear();
     }
 }

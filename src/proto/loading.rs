@@ -45,16 +45,63 @@ enum Phase {
     Restoring,
 }
 
-/// A `session/load` or `session/resume` as the client asked for it.
+/// Who waits for a load.
 #[derive(Debug)]
-pub(super) struct LoadRequest {
-    pub(super) client_id: RequestId,
-    pub(super) session: SessionId,
-    /// Replay the history (load) or not (resume).
-    pub(super) replay: bool,
+pub(super) enum Asker {
+    /// The client's `session/load` or `session/resume` (this request id): answered when done.
+    Client(RequestId),
+    /// Nobody asked: the session was live when the agent was restarted, and these client lines
+    /// (the first names the session) go to the agent once it is up again.
+    Restore(Vec<Bytes>),
+}
+
+/// What a session was set up with in this connection (`session/new`, `session/load`,
+/// `session/resume` params), as raw JSON: what brings it up again on a fresh agent session.
+#[derive(Clone, Debug)]
+pub(super) struct SetupParams {
     cwd: Option<String>,
     mcp_servers: String,
     additional: Option<String>,
+}
+
+impl SetupParams {
+    /// From a setup request's params.
+    pub(super) fn parse(params: &Value) -> SetupParams {
+        SetupParams {
+            cwd: params["cwd"].as_str().map(str::to_string),
+            mcp_servers: if present(&params["mcpServers"]) {
+                params["mcpServers"].to_string()
+            } else {
+                "[]".into()
+            },
+            additional: present(&params["additionalDirectories"])
+                .then(|| params["additionalDirectories"].to_string()),
+        }
+    }
+
+    /// The `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`, as
+    /// params for the request that brings the agent up.
+    fn to_params(&self, additional_directories: bool) -> RawObject {
+        let mut params = RawObject::default();
+        if let Some(cwd) = &self.cwd {
+            params.set("cwd", json_string(cwd));
+        }
+        params.set("mcpServers", self.mcp_servers.clone());
+        if let (Some(dirs), true) = (&self.additional, additional_directories) {
+            params.set("additionalDirectories", dirs.clone());
+        }
+        params
+    }
+}
+
+/// A `session/load` or `session/resume` as the client asked for it, or a restore.
+#[derive(Debug)]
+pub(super) struct LoadRequest {
+    pub(super) asker: Asker,
+    pub(super) session: SessionId,
+    /// Replay the history (load) or not (resume, restore).
+    pub(super) replay: bool,
+    pub(super) setup: SetupParams,
     /// The client's request, journaled once the session is known to exist (`None` when it
     /// was journaled as it passed to the agent).
     pub(super) request: Option<Record>,
@@ -72,20 +119,26 @@ impl LoadRequest {
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or(Value::Null);
         Some(LoadRequest {
-            client_id: id.clone(),
+            asker: Asker::Client(id.clone()),
             session: SessionId::from(params["sessionId"].as_str()?),
             replay,
-            cwd: params["cwd"].as_str().map(str::to_string),
-            mcp_servers: if present(&params["mcpServers"]) {
-                params["mcpServers"].to_string()
-            } else {
-                "[]".into()
-            },
-            additional: present(&params["additionalDirectories"])
-                .then(|| params["additionalDirectories"].to_string()),
+            setup: SetupParams::parse(&params),
             request: None,
             agent_failed: None,
         })
+    }
+
+    /// Bring `session` up again on a restarted agent, then pass `line` (a client line that
+    /// names it) on.
+    pub(super) fn restore(session: SessionId, setup: SetupParams, line: Bytes) -> LoadRequest {
+        LoadRequest {
+            asker: Asker::Restore(vec![line]),
+            session,
+            replay: false,
+            setup,
+            request: None,
+            agent_failed: None,
+        }
     }
 }
 
@@ -127,16 +180,14 @@ impl NativeLoad {
     }
 }
 
-/// A `session/load` (or `session/resume`) the proxy is answering.
+/// A `session/load` (or `session/resume`) the proxy is answering, or a restore.
 #[derive(Debug)]
 struct Load {
-    client_id: RequestId,
+    asker: Asker,
     session: SessionId,
-    /// Replay the history (load) or not (resume).
+    /// Replay the history (load) or not (resume, restore).
     replay: bool,
-    cwd: Option<String>,
-    mcp_servers: String,
-    additional: Option<String>,
+    setup: SetupParams,
     /// The client's request, journaled once the session is known to exist.
     request: Option<Record>,
     /// See [`LoadRequest::agent_failed`].
@@ -149,25 +200,22 @@ struct Load {
 }
 
 impl Load {
-    /// The load's `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`,
-    /// as params for the request that brings the agent up.
-    fn setup_params(&self, additional_directories: bool) -> RawObject {
-        let mut params = RawObject::default();
-        if let Some(cwd) = &self.cwd {
-            params.set("cwd", json_string(cwd));
-        }
-        params.set("mcpServers", self.mcp_servers.clone());
-        if let (Some(dirs), true) = (&self.additional, additional_directories) {
-            params.set("additionalDirectories", dirs.clone());
-        }
-        params
-    }
-
     fn method(&self) -> &'static str {
         if self.replay {
             "session/load"
         } else {
             "session/resume"
+        }
+    }
+
+    fn is_restore(&self) -> bool {
+        matches!(self.asker, Asker::Restore(_))
+    }
+
+    fn client_id(&self) -> Option<&RequestId> {
+        match &self.asker {
+            Asker::Client(id) => Some(id),
+            Asker::Restore(_) => None,
         }
     }
 }
@@ -188,13 +236,16 @@ fn present(v: &Value) -> bool {
     !v.is_null()
 }
 
-/// Whether a step of a load was taken: `Done` when the load was answered (held agent lines
-/// are released then).
+/// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
+/// released; a restore's waiting client lines go on to the agent (`Restored`) or are answered
+/// with `error` (`Unrestored`).
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Progress {
     Going,
     Done,
+    Restored(Vec<Bytes>),
+    Unrestored { lines: Vec<Bytes>, error: String },
 }
 
 impl Loads {
@@ -206,6 +257,22 @@ impl Loads {
     /// The load of a client-facing session.
     pub(super) fn by_session(&self, s: &str) -> Option<u64> {
         self.by_session.get(s).copied()
+    }
+
+    /// Queue a client line behind the restore of its session; false when the session is not
+    /// being restored.
+    pub(super) fn wait_for_restore(&mut self, s: &str, line: &Bytes) -> bool {
+        let load = self.by_session.get(s).and_then(|op| self.loads.get_mut(op));
+        match load {
+            Some(Load {
+                asker: Asker::Restore(lines),
+                ..
+            }) => {
+                lines.push(line.clone());
+                true
+            }
+            _ => false,
+        }
     }
 
     /// True while some load waits for the agent to start a session it does not know yet.
@@ -228,22 +295,21 @@ impl Loads {
     /// Start serving a load (or a resume): ask for the history.
     pub(super) fn start(&mut self, cx: &mut Cx<'_>, op: u64, request: LoadRequest) {
         let LoadRequest {
-            client_id,
+            asker,
             session,
             replay,
-            cwd,
-            mcp_servers,
-            additional,
+            setup,
             request,
             agent_failed,
         } = request;
+        if let Asker::Client(id) = &asker {
+            self.by_request.insert(id.clone(), op);
+        }
         let load = Load {
-            client_id: client_id.clone(),
+            asker,
             session: session.clone(),
             replay,
-            cwd,
-            mcp_servers,
-            additional,
+            setup,
             request,
             agent_failed,
             phase: Phase::Fetching,
@@ -252,7 +318,6 @@ impl Loads {
             outstanding: 0,
             replayed: 0,
         };
-        self.by_request.insert(client_id, op);
         self.by_session.insert(session.clone(), op);
         self.loads.insert(op, load);
         cx.fx.push(Action::FetchHistory {
@@ -265,7 +330,9 @@ impl Loads {
 
     fn remove(&mut self, op: u64) -> Option<Load> {
         let load = self.loads.remove(&op)?;
-        self.by_request.remove(&load.client_id);
+        if let Some(id) = load.client_id() {
+            self.by_request.remove(id);
+        }
         if self.by_session.get(&load.session) == Some(&op) {
             self.by_session.remove(&load.session);
         }
@@ -312,6 +379,16 @@ impl Loads {
                 let Some(l) = self.remove(op) else {
                     return Progress::Going;
                 };
+                let id = match l.asker {
+                    Asker::Client(id) => id,
+                    Asker::Restore(lines) => {
+                        let error = "acp-journal could not restore the session after the agent restarted: its journal is missing";
+                        return Progress::Unrestored {
+                            lines,
+                            error: error_json(-32603, error, None),
+                        };
+                    }
+                };
                 if let Some(failed) = l.agent_failed {
                     // Nothing to fall back on: the client gets the agent's answer.
                     let record = cx.fx.agent_record(at, failed.clone());
@@ -327,15 +404,14 @@ impl Loads {
                     "Resource not found: no journal for this session",
                     Some(json!({"sessionId": &*l.session})),
                 );
-                cx.fx
-                    .answer(at, Target::Connection, &l.client_id, Err(&error));
+                cx.fx.answer(at, Target::Connection, &id, Err(&error));
                 Progress::Done
             }
             HistoryChunk::End(summary) => {
                 let session = l.session.clone();
                 let replayed = l.replayed;
                 l.summary = summary;
-                let cwd = l.cwd.clone();
+                let cwd = l.setup.cwd.clone();
                 let request = l.request.take();
                 cx.sessions
                     .open_journal(cx.fx, &session, cwd, cx.initialize);
@@ -368,9 +444,18 @@ impl Loads {
             return self.finish(cx, at, op, Ok(()));
         }
         let caps = cx.agent;
-        let mut params = l.setup_params(caps.additional_directories);
+        let mut setup = l.setup.clone();
+        if setup.cwd.is_none() {
+            setup.cwd.clone_from(&l.summary.cwd);
+        }
+        let mut params = setup.to_params(caps.additional_directories);
         let agent_failed = l.agent_failed.is_some();
-        let hide = caps.load && cx.config.load == LoadMode::Journal && !agent_failed;
+        // A restore prefers the agent's resume, then its own load (hidden); a load served from
+        // the journal uses the agent's load only under `--load journal`.
+        let native_load = caps.load
+            && !agent_failed
+            && (cx.config.load == LoadMode::Journal || (l.is_restore() && !caps.resume));
+        let hide = native_load;
         let (method, how) = if hide {
             params.set("sessionId", json_string(&session));
             ("session/load", Underneath::Load)
@@ -514,8 +599,21 @@ impl Loads {
                 l.answer.set(key, result[key].to_string());
             }
         }
-        if how == Underneath::New {
+        let restore = l.is_restore();
+        if how == Underneath::New || restore {
             self.restore_state(cx, at, op, &agent_session, result);
+        }
+        if restore {
+            let how = match how {
+                Underneath::Load => "session/load",
+                Underneath::Resume => "session/resume",
+                Underneath::New => "session/new",
+            };
+            cx.fx.event(
+                at,
+                Target::Session(session.clone()),
+                Event::SessionRestored { how: how.into() },
+            );
         }
         self.maybe_finish(cx, at, op)
     }
@@ -530,7 +628,7 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let params = l.setup_params(cx.agent.additional_directories);
+        let params = l.setup.to_params(cx.agent.additional_directories);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,
@@ -645,18 +743,29 @@ impl Loads {
             return Progress::Going;
         };
         let target = Target::Session(l.session.clone());
-        match outcome {
-            Ok(()) => {
+        if outcome.is_ok() {
+            cx.sessions.set_setup(&l.session, l.setup.clone());
+        }
+        match (outcome, l.asker) {
+            (Ok(()), Asker::Client(id)) => {
                 cx.sessions.set_live(&l.session);
-                cx.fx
-                    .answer(at, target, &l.client_id, Ok(&l.answer.to_json()));
+                cx.fx.answer(at, target, &id, Ok(&l.answer.to_json()));
+                Progress::Done
             }
-            Err(error) => {
+            (Ok(()), Asker::Restore(lines)) => {
+                cx.sessions.set_live(&l.session);
+                Progress::Restored(lines)
+            }
+            (Err(error), Asker::Client(id)) => {
                 cx.sessions.set_not_live(&l.session);
-                cx.fx.answer(at, target, &l.client_id, Err(&error));
+                cx.fx.answer(at, target, &id, Err(&error));
+                Progress::Done
+            }
+            (Err(error), Asker::Restore(lines)) => {
+                cx.sessions.set_lost(&l.session);
+                Progress::Unrestored { lines, error }
             }
         }
-        Progress::Done
     }
 
     /// Give up on a load (cancelled, or its agent gone): stop reading its history, stop hiding
@@ -683,13 +792,16 @@ impl Loads {
         let Some(l) = self.abandon(cx, op) else {
             return;
         };
+        let Some(id) = l.client_id() else {
+            return;
+        };
         let target = Target::Session(l.session.clone());
         cx.fx
             .journal_client(at, target.clone(), &crate::wire::envelope::peek(line), line);
         cx.fx.answer(
             at,
             target,
-            &l.client_id,
+            id,
             Err(&error_json(
                 -32800,
                 "Request cancelled",
@@ -698,17 +810,30 @@ impl Loads {
         );
     }
 
-    /// The agent is gone: answer load `op` with -32603.
-    pub(super) fn agent_gone(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) {
+    /// The agent is gone (`error(method)` says how): answer load `op`; a restore's waiting
+    /// lines are given back to be answered.
+    pub(super) fn agent_gone(
+        &mut self,
+        cx: &mut Cx<'_>,
+        at: Stamp,
+        op: u64,
+        error: impl Fn(&str) -> String,
+    ) -> Progress {
         let Some(l) = self.abandon(cx, op) else {
-            return;
+            return Progress::Going;
         };
-        cx.fx.answer(
-            at,
-            Target::Session(l.session.clone()),
-            &l.client_id,
-            Err(&super::agent_exited(l.method())),
-        );
+        let error = error(l.method());
+        match l.asker {
+            Asker::Client(id) => {
+                cx.fx
+                    .answer(at, Target::Session(l.session.clone()), &id, Err(&error));
+                Progress::Done
+            }
+            Asker::Restore(lines) => {
+                cx.sessions.set_lost(&l.session);
+                Progress::Unrestored { lines, error }
+            }
+        }
     }
 }
 

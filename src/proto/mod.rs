@@ -51,6 +51,7 @@ mod mapping;
 pub mod redact;
 #[cfg(test)]
 mod redact_tests;
+mod restart;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -70,9 +71,11 @@ use capabilities::{AgentCaps, ClientCaps};
 use effects::Effects;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
+use ids::Purpose;
 use listing::List;
-use loading::{LoadRequest, Loads, NativeLoad, Progress, Step};
+use loading::{LoadRequest, Loads, NativeLoad, Progress, SetupParams, Step};
 use mapping::ClientEdit;
+use restart::{PromptWatch, Reinit, Stall};
 use sessions::SessionTable;
 
 /// When an input happened, read by the shell (the core never reads a clock).
@@ -160,6 +163,9 @@ pub enum Action {
     Catalog(CatalogUpdate),
     /// Tell the user (log at info level).
     Log(String),
+    /// Kill the agent (a prompt stalled past `--stall-timeout` and its cancel): the shell then
+    /// restarts it as after a crash.
+    RestartAgent,
 }
 
 /// Session metadata for the catalog.
@@ -242,6 +248,12 @@ pub struct Config {
     pub reprime: bool,
     /// Bound of that transcript, in bytes.
     pub reprime_limit: usize,
+    /// `--stall-timeout`: a prompt that gets no message from the agent for this long
+    /// (microseconds) is cancelled, and if the agent still does not answer within
+    /// `stall_grace_us`, the agent is restarted.
+    pub stall_timeout_us: Option<u64>,
+    /// See `stall_timeout_us`.
+    pub stall_grace_us: u64,
 }
 
 impl Default for Config {
@@ -251,6 +263,8 @@ impl Default for Config {
             load: LoadMode::Auto,
             reprime: true,
             reprime_limit: 32 * 1024,
+            stall_timeout_us: None,
+            stall_grace_us: 5_000_000,
         }
     }
 }
@@ -270,6 +284,8 @@ struct Pending {
 #[derive(Debug)]
 struct Setup {
     record: Record,
+    /// Its params as sent (unredacted), to bring the session up again after a restart.
+    params: SetupParams,
     cwd: Option<String>,
     /// The session it was already copied into (an early update opened it).
     copied_to: Option<SessionId>,
@@ -307,10 +323,16 @@ impl Cx<'_> {
         params: &str,
     ) {
         let pending = self.pending;
-        let id = self.ids.request(op, step, |id| {
+        let id = self.ids.request(Purpose::Load(op, step), |id| {
             pending.contains_key(&(Side::Client, id.clone()))
         });
-        self.fx.send_agent(at, session, Some(&id), method, params);
+        self.fx.send_agent(
+            at,
+            Target::Session(session.clone()),
+            Some(&id),
+            method,
+            params,
+        );
     }
 }
 
@@ -339,6 +361,21 @@ pub struct Proxy {
     /// Loads and resumes the client sent the agent, by client request id, in `auto` and
     /// `journal` modes: served from the journal should the agent fail them.
     native: HashMap<RequestId, NativeLoad>,
+    /// The client's `initialize` and its last accepted `authenticate` lines, as received: what
+    /// a restarted agent is told again.
+    client_init: Option<Bytes>,
+    client_auth: Option<Bytes>,
+    /// An `authenticate` the agent has not answered yet.
+    auth_pending: Option<(RequestId, Bytes)>,
+    /// The current agent answered `initialize`: it can be restarted should it die.
+    agent_initialized: bool,
+    /// A restarted agent is being initialized: client lines wait.
+    reinit: Option<Reinit>,
+    /// Requests of an agent that was restarted, still open at the client: its answers are
+    /// journaled and dropped (by id, with the session they belong to).
+    dead: HashMap<RequestId, Option<SessionId>>,
+    /// Prompts in flight by session, for `--stall-timeout`.
+    prompts: HashMap<SessionId, PromptWatch>,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
     /// The client closed its stream: it expects no more answers.
@@ -364,6 +401,13 @@ impl Proxy {
             next_op: 0,
             held: Vec::new(),
             native: HashMap::new(),
+            client_init: None,
+            client_auth: None,
+            auth_pending: None,
+            agent_initialized: false,
+            reinit: None,
+            dead: HashMap::new(),
+            prompts: HashMap::new(),
             agent_ended: false,
             client_ended: false,
         }
@@ -422,7 +466,16 @@ impl Proxy {
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
     pub fn handle_line(&mut self, at: Stamp, from: Side, line: Bytes) {
+        if from == Side::Client
+            && let Some(reinit) = &mut self.reinit
+        {
+            reinit.held.push(line);
+            return;
+        }
         let peek = envelope::peek(&line);
+        if from == Side::Agent && !self.prompts.is_empty() {
+            restart::agent_active(&mut self.prompts, &self.sessions, &peek, at);
+        }
         if self.config.load != LoadMode::Off {
             let consumed = match from {
                 Side::Client => self.intercept_client(at, &peek, &line),
@@ -441,6 +494,15 @@ impl Proxy {
 
     /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
     fn pass(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
+        if self.config.stall_timeout_us.is_some()
+            && from == Side::Client
+            && let Kind::Request { id, method } = &peek.kind
+            && method == "session/prompt"
+            && let Some(s) = peek.session.as_deref()
+        {
+            let s = self.sessions.id(s);
+            self.prompts.insert(s, PromptWatch::new(id.clone(), at));
+        }
         let rewritten = match (self.config.load, from) {
             (LoadMode::Off, _) => None,
             (_, Side::Client) => self.rewrite_client(at, peek, line),
@@ -496,6 +558,12 @@ impl Proxy {
                 }
                 let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
                     record: record.clone(),
+                    params: SetupParams::parse(
+                        &peek
+                            .params
+                            .and_then(|p| serde_json::from_str(p.get()).ok())
+                            .unwrap_or_default(),
+                    ),
                     cwd: envelope::str_field(peek.params, "cwd"),
                     copied_to: None,
                 });
@@ -527,6 +595,11 @@ impl Proxy {
                 if pending.method == "initialize" {
                     self.initialize.response = Some(record_bytes(record));
                 }
+                if pending.method == "session/prompt"
+                    && let Some(s) = &pending.session
+                {
+                    restart::prompt_answered(&mut self.prompts, s, id);
+                }
                 let created = match (&pending.setup, is_error) {
                     (Some(_), false) => {
                         envelope::str_field(peek.result, "sessionId").map(SessionId::from)
@@ -536,6 +609,7 @@ impl Proxy {
                 match (created, pending.setup) {
                     (Some(new), Some(setup)) => {
                         self.open_session(&new, setup.cwd.clone(), false);
+                        self.sessions.set_setup(&new, setup.params);
                         if setup.copied_to.as_ref() != Some(&new) {
                             self.fx.journal(Target::Session(new.clone()), setup.record);
                         }
@@ -597,11 +671,188 @@ impl Proxy {
                 self.agent_gone(at);
             }
         } else {
+            self.end_reinit(at);
             self.client_ended = true;
         }
         self.fx.event(at, Target::Connection, Event::Eof { from });
         if from == Side::Client {
             self.fx.push(Action::CloseAgentStdin);
+        }
+    }
+
+    /// True when the agent could be restarted should it die now: the proxy is not a pure
+    /// recorder (`--load off`), the current agent answered `initialize`, and the client is
+    /// connected.
+    pub fn can_restart(&self) -> bool {
+        self.config.load != LoadMode::Off
+            && self.agent_initialized
+            && self.client_init.is_some()
+            && !self.client_ended
+    }
+
+    /// The agent died (exit `code`) while the client was connected, and the shell started it
+    /// again: forwards go to the new agent from now on. Every client request still waiting is
+    /// answered with an error that says the agent was restarted (a prompt is never retried:
+    /// tools may have run); requests of the dead agent the client may still answer are
+    /// journaled and dropped when it does; every live session is lost, restored on its next
+    /// request; the client's `initialize` (and `authenticate`) go to the new agent, and client
+    /// lines wait until it has answered.
+    pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
+        self.end_reinit(at);
+        self.flush_stderr(at, true);
+        self.fx
+            .event(at, Target::Connection, Event::AgentRestarted { code });
+        let lost = self.sessions.lose_live();
+        self.drop_agent(at, agent_restarted);
+        let open: Vec<(Side, RequestId)> = self
+            .pending
+            .keys()
+            .filter(|(side, _)| *side == Side::Agent)
+            .cloned()
+            .collect();
+        for key in open {
+            if let Some(p) = self.pending.remove(&key) {
+                self.dead.insert(key.1, p.session);
+            }
+        }
+        self.agent_initialized = false;
+        let message = format!(
+            "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
+        );
+        self.fx.push(Action::Log(message.clone()));
+        for s in &lost {
+            self.fx.event(
+                at,
+                Target::Session(s.clone()),
+                Event::AgentRestarted { code },
+            );
+            if self.client.notices {
+                self.fx.notify_client(at, s, json!({"sessionUpdate": "notice", "severity": "warning", "title": "The agent was restarted", "description": message}));
+            }
+        }
+        let Some(init) = self.client_init.clone() else {
+            return;
+        };
+        self.reinit = Some(Reinit::default());
+        self.send_recorded(at, Purpose::Reinitialize, &init);
+    }
+
+    /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an
+    /// id of ours.
+    fn send_recorded(&mut self, at: Stamp, purpose: Purpose, line: &Bytes) {
+        let peek = envelope::peek(line);
+        let (Some(method), Some(params)) = (peek.method(), peek.params) else {
+            return;
+        };
+        let pending = &self.pending;
+        let id = self.ids.request(purpose, |id| {
+            pending.contains_key(&(Side::Client, id.clone()))
+        });
+        self.fx
+            .send_agent(at, Target::Connection, Some(&id), method, params.get());
+    }
+
+    /// The restarted agent answered the `initialize` or `authenticate` the proxy sent again.
+    fn reinit_answered(
+        &mut self,
+        at: Stamp,
+        purpose: Purpose,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        failed: bool,
+    ) {
+        let record = self.fx.proxy_record(at, Side::Agent, line.clone());
+        self.fx.journal(Target::Connection, record);
+        match purpose {
+            Purpose::Reinitialize if !failed => {
+                self.agent_initialized = true;
+                if let Some(agent) = AgentCaps::from_initialize(peek) {
+                    self.agent = agent;
+                }
+                if let Some(auth) = self.client_auth.clone() {
+                    self.send_recorded(at, Purpose::Reauthenticate, &auth);
+                    return;
+                }
+            }
+            Purpose::Reinitialize | Purpose::Reauthenticate if failed => {
+                self.fx.push(Action::Log(format!(
+                    "the restarted agent refused the client's recorded request: {}",
+                    String::from_utf8_lossy(line).trim_end()
+                )));
+            }
+            _ => {}
+        }
+        self.end_reinit(at);
+    }
+
+    /// The restarted agent is ready (or will not be): the client lines that waited go on.
+    fn end_reinit(&mut self, at: Stamp) {
+        if let Some(reinit) = self.reinit.take() {
+            for line in reinit.held {
+                self.handle_line(at, Side::Client, line);
+            }
+        }
+    }
+
+    /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
+    /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
+    /// ([`Action::RestartAgent`]). Call about once a second.
+    pub fn handle_tick(&mut self, at: Stamp) {
+        let Some(timeout) = self.config.stall_timeout_us else {
+            return;
+        };
+        if self.prompts.is_empty() {
+            return;
+        }
+        let pending = &self.pending;
+        let waiting = |s: &str| {
+            pending
+                .iter()
+                .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
+        };
+        let stalls = restart::stalls(
+            &mut self.prompts,
+            at.mono_us,
+            timeout,
+            self.config.stall_grace_us,
+            waiting,
+        );
+        let mut restart = false;
+        for stall in stalls {
+            match stall {
+                Stall::Cancel(s) => {
+                    self.fx.event(
+                        at,
+                        Target::Session(s.clone()),
+                        Event::PromptStalled {
+                            action: "cancel".into(),
+                        },
+                    );
+                    self.fx.push(Action::Log(format!(
+                        "the agent sent nothing for session {s} for {} s: cancelling the prompt",
+                        timeout / 1_000_000
+                    )));
+                    let params = json!({"sessionId": &*self.sessions.agent_id(&s)}).to_string();
+                    self.fx
+                        .send_agent(at, Target::Session(s), None, "session/cancel", &params);
+                }
+                Stall::Restart(s) => {
+                    self.fx.event(
+                        at,
+                        Target::Session(s.clone()),
+                        Event::PromptStalled {
+                            action: "restart".into(),
+                        },
+                    );
+                    self.fx.push(Action::Log(format!(
+                        "the agent did not answer the cancelled prompt of session {s}: restarting it"
+                    )));
+                    restart = true;
+                }
+            }
+        }
+        if restart {
+            self.fx.push(Action::RestartAgent);
         }
     }
 
@@ -637,9 +888,8 @@ impl Proxy {
     /// A chunk of a session's history, answering [`Action::FetchHistory`].
     pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
         let (mut cx, loads) = self.cx();
-        if loads.history(&mut cx, at, load, chunk) == Progress::Done {
-            self.release_held(at);
-        }
+        let progress = loads.history(&mut cx, at, load, chunk);
+        self.progressed(at, progress);
     }
 
     /// The store's sessions, answering [`Action::FetchSessions`].
@@ -665,6 +915,19 @@ impl Proxy {
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
     fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+        if let Kind::Response { id, .. } = &peek.kind
+            && let Some(session) = self.dead.remove(id)
+        {
+            // The agent that asked is gone: journaled, never forwarded to its successor.
+            let target = session.map_or(Target::Connection, Target::Session);
+            self.fx.journal_client(at, target, peek, line);
+            return true;
+        }
+        if let Some(s) = peek.session.as_deref().filter(|_| peek.method().is_some())
+            && self.restore_first(at, s, peek, line)
+        {
+            return true;
+        }
         let session = || peek.session.as_deref().map(SessionId::from);
         match &peek.kind {
             Kind::Request { id, method } => match method.as_ref() {
@@ -735,6 +998,47 @@ impl Proxy {
         }
     }
 
+    /// A client line that names a session lost in an agent restart: bring the session up again
+    /// first (it waits), or answer what needs no agent. False when the line goes its usual way
+    /// (the session is not lost, or the client loads, resumes or deletes it).
+    fn restore_first(&mut self, at: Stamp, s: &str, peek: &Peek<'_>, line: &Bytes) -> bool {
+        if self.loads.wait_for_restore(s, line) {
+            return true;
+        }
+        if !self.sessions.is_lost(s) {
+            return false;
+        }
+        let session = self.sessions.id(s);
+        match (peek.method(), &peek.kind) {
+            (Some("session/load" | "session/resume" | "session/delete"), _) => false,
+            (Some("session/cancel"), _) => {
+                // Nothing runs on the new agent yet.
+                self.fx
+                    .journal_client(at, Target::Session(session), peek, line);
+                true
+            }
+            (Some("session/close"), Kind::Request { id, .. }) => {
+                self.fx
+                    .journal_client(at, Target::Session(session.clone()), peek, line);
+                self.sessions.set_not_live(&session);
+                self.fx.answer(at, Target::Session(session), id, Ok("{}"));
+                true
+            }
+            _ => {
+                let setup = self
+                    .sessions
+                    .setup(s)
+                    .cloned()
+                    .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
+                let request = LoadRequest::restore(session, setup, line.clone());
+                let op = self.next_op();
+                let (mut cx, loads) = self.cx();
+                loads.start(&mut cx, op, request);
+                true
+            }
+        }
+    }
+
     /// In `auto` and `journal` modes, keep a load or resume the client sends the agent, to
     /// serve it from the journal should the agent fail it.
     fn keep_native(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
@@ -761,6 +1065,8 @@ impl Proxy {
             ..
         } = native;
         if !failed {
+            self.sessions
+                .set_setup(&request.session, request.setup.clone());
             self.pass_all(at, held);
             return false;
         }
@@ -792,7 +1098,13 @@ impl Proxy {
         // Closing cancels ongoing work, as `session/cancel` would.
         let agent_side = self.sessions.agent_id(s);
         let params = json!({"sessionId": &*agent_side}).to_string();
-        self.fx.send_agent(at, s, None, "session/cancel", &params);
+        self.fx.send_agent(
+            at,
+            Target::Session(s.clone()),
+            None,
+            "session/cancel",
+            &params,
+        );
         self.sessions.set_not_live(s);
         self.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
     }
@@ -885,14 +1197,19 @@ impl Proxy {
                 if self.native_answered(at, id, line, *is_error) {
                     return true;
                 }
-                if let Some((op, step)) = self.ids.answered(id) {
-                    let (mut cx, loads) = self.cx();
-                    if loads.on_response(&mut cx, at, op, step, peek, line, *is_error)
-                        == Progress::Done
-                    {
-                        self.release_held(at);
+                match self.ids.answered(id) {
+                    Some(Purpose::Load(op, step)) => {
+                        let (mut cx, loads) = self.cx();
+                        let progress =
+                            loads.on_response(&mut cx, at, op, step, peek, line, *is_error);
+                        self.progressed(at, progress);
+                        return true;
                     }
-                    return true;
+                    Some(purpose) => {
+                        self.reinit_answered(at, purpose, peek, line, *is_error);
+                        return true;
+                    }
+                    None => {}
                 }
                 let client_id = self.ids.client_id(id);
                 let Some(&op) = self.lists_by_request.get(&client_id) else {
@@ -951,6 +1268,40 @@ impl Proxy {
             || (self.loads.awaiting_new_session() && !self.sessions.knows(session))
     }
 
+    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
+    /// on (or answer) the client lines that waited for a restore.
+    fn progressed(&mut self, at: Stamp, progress: Progress) {
+        match progress {
+            Progress::Going => return,
+            Progress::Done => {}
+            Progress::Restored(lines) => {
+                for line in lines {
+                    self.handle_line(at, Side::Client, line);
+                }
+            }
+            Progress::Unrestored { lines, error } => {
+                for line in lines {
+                    self.refuse(at, &line, &error);
+                }
+            }
+        }
+        self.release_held(at);
+    }
+
+    /// Journal a client line that cannot go to the agent and, if it is a request, answer it
+    /// with `error`.
+    fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
+        let peek = envelope::peek(line);
+        let target = peek
+            .session
+            .as_deref()
+            .map_or(Target::Connection, |s| Target::Session(self.sessions.id(s)));
+        self.fx.journal_client(at, target.clone(), &peek, line);
+        if let Kind::Request { id, .. } = &peek.kind {
+            self.fx.answer(at, target, id, Err(error));
+        }
+    }
+
     /// Forward the agent lines held during a load, through the normal path.
     fn release_held(&mut self, at: Stamp) {
         let held = std::mem::take(&mut self.held);
@@ -963,8 +1314,19 @@ impl Proxy {
     /// re-priming.
     fn rewrite_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
         let method = peek.method();
-        if method == Some("initialize") {
-            self.client = ClientCaps::from_initialize(peek);
+        match (&peek.kind, method) {
+            (_, Some("initialize")) => {
+                self.client = ClientCaps::from_initialize(peek);
+                self.client_init = Some(line.clone());
+            }
+            (Kind::Request { id, .. }, Some("authenticate")) => {
+                self.auth_pending = Some((id.clone(), line.clone()));
+            }
+            (Kind::Response { id, .. }, _) => {
+                let original = self.ids.restore_agent(id)?;
+                return rewrite::edit_line(line, |m| m.set("id", original.to_json()));
+            }
+            _ => {}
         }
         let new_id = match &peek.kind {
             Kind::Request { id, .. } => self.ids.renumber(id),
@@ -1013,6 +1375,21 @@ impl Proxy {
         if let Kind::Response { id, is_error } = &peek.kind {
             return self.rewrite_agent_response(peek, line, id, *is_error);
         }
+        if let Kind::Request { id, .. } = &peek.kind
+            && self.dead.contains_key(id)
+        {
+            // The client may still answer the dead agent's request with this id.
+            let alias = self.ids.renumber_agent(id);
+            let mapped = self.map_agent_line(peek, line);
+            return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
+                m.set("id", alias.to_json())
+            });
+        }
+        self.map_agent_line(peek, line)
+    }
+
+    /// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog.
+    fn map_agent_line(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
         let method = peek.method()?;
         let session = peek.session.as_deref()?;
         if method == "session/update" && session_info_finder().find(line).is_some() {
@@ -1036,7 +1413,15 @@ impl Proxy {
         let session = pending.and_then(|p| p.session.clone());
         let mut out = None;
         match method {
+            Some("authenticate") => {
+                let sent = self.auth_pending.take();
+                if !is_error && let Some((sent_id, sent_line)) = sent {
+                    self.client_auth =
+                        (sent_id == client_id_of(&original, id)).then_some(sent_line);
+                }
+            }
             Some("initialize") if !is_error => {
+                self.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     self.agent = agent;
                     let added = agent.missing(self.emulates_loading());
@@ -1098,9 +1483,21 @@ impl Proxy {
     /// The agent's output ended: answer every client request still waiting on it, whether
     /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
     fn agent_gone(&mut self, at: Stamp) {
+        self.drop_agent(at, agent_exited);
+    }
+
+    /// The agent is gone: answer every client request still waiting on it with `error(method)`
+    /// (loads, restores, merged lists, forwarded requests, in arrival order), and forget
+    /// everything it was asked.
+    fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
         for op in self.loads.ops() {
             let (mut cx, loads) = self.cx();
-            loads.agent_gone(&mut cx, at, op);
+            let progress = loads.agent_gone(&mut cx, at, op, error);
+            if let Progress::Unrestored { lines, error } = progress {
+                for line in lines {
+                    self.refuse(at, &line, &error);
+                }
+            }
         }
         // A list forwarded to the agent is answered through the pending table below.
         let forwarded: Vec<u64> = self
@@ -1127,10 +1524,12 @@ impl Proxy {
                 _ => Target::Connection,
             };
             self.fx
-                .answer(at, target, &id, Err(&agent_exited(&pending.method)));
+                .answer(at, target, &id, Err(&error(&pending.method)));
         }
-        self.ids.forget_renumbered();
+        self.ids.forget_agent();
         self.native.clear();
+        self.prompts.clear();
+        self.auth_pending = None;
         self.release_held(at);
     }
 }
@@ -1154,6 +1553,26 @@ fn record_bytes(record: &Record) -> Bytes {
         Body::Message { payload, .. } => payload.bytes.clone(),
         _ => Bytes::new(),
     }
+}
+
+/// The JSON-RPC id a response answers: the client's own when it was renumbered.
+fn client_id_of(original: &Option<RequestId>, id: &RequestId) -> RequestId {
+    original.clone().unwrap_or_else(|| id.clone())
+}
+
+/// The error a client request gets when the agent was restarted before answering it.
+fn agent_restarted(method: &str) -> String {
+    let message = match method {
+        "session/prompt" => {
+            "the agent was restarted: send your message again (it was not retried: tools may have run)"
+        }
+        _ => "the agent was restarted before answering: send the request again",
+    };
+    error_json(
+        -32603,
+        message,
+        Some(json!({"reason": "the agent exited and acp-journal restarted it", "method": method})),
+    )
 }
 
 /// The error a client request gets when the agent exited before answering it.

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::loading::SetupParams;
 use super::{Action, Effects, Initialize, SessionId};
 use crate::wire::envelope::RequestId;
 
@@ -30,6 +31,9 @@ pub(super) enum AgentSide {
     Native,
     /// Live on the agent under another ID.
     Mapped(Mapping),
+    /// It was live when the agent was restarted: the next client request that names it brings
+    /// it up again on the new agent first.
+    Lost,
     /// A load served by the proxy is bringing it up.
     Starting {
         /// The agent's own replay (a native `session/load` underneath) is hidden.
@@ -53,6 +57,8 @@ pub(super) struct Session {
     /// The mapping of a mapped session the client closed: lines that still name it are mapped
     /// as before, until a load maps it anew.
     pub(super) closed_mapping: Option<Mapping>,
+    /// What it was set up with in this connection: how to bring it up again.
+    pub(super) setup: Option<SetupParams>,
 }
 
 impl Session {
@@ -63,7 +69,9 @@ impl Session {
             AgentSide::Starting { mapping, .. } => {
                 mapping.as_ref().or(self.closed_mapping.as_ref())
             }
-            AgentSide::NotLive | AgentSide::Native => self.closed_mapping.as_ref(),
+            AgentSide::NotLive | AgentSide::Native | AgentSide::Lost => {
+                self.closed_mapping.as_ref()
+            }
         }
     }
 
@@ -165,6 +173,50 @@ impl SessionTable {
                 entry.closed_mapping = mapping;
             }
         }
+    }
+
+    /// The agent was restarted: every live session is lost (to be restored on its next
+    /// request); returns them.
+    pub(super) fn lose_live(&mut self) -> Vec<SessionId> {
+        let mut lost = Vec::new();
+        for (id, session) in &mut self.sessions {
+            if session.is_live() {
+                if let AgentSide::Mapped(m) = std::mem::take(&mut session.agent) {
+                    session.closed_mapping = Some(m);
+                }
+                session.agent = AgentSide::Lost;
+                lost.push(id.clone());
+            }
+        }
+        lost.sort_unstable();
+        lost
+    }
+
+    /// Mark a session lost (its restore failed, or was cut short by another restart).
+    pub(super) fn set_lost(&mut self, s: &SessionId) {
+        self.set_not_live(s);
+        self.entry(s).agent = AgentSide::Lost;
+    }
+
+    /// True when the session must be restored before its next request.
+    pub(super) fn is_lost(&self, s: &str) -> bool {
+        matches!(
+            self.sessions.get(s),
+            Some(Session {
+                agent: AgentSide::Lost,
+                ..
+            })
+        )
+    }
+
+    /// Remember what a session was set up with.
+    pub(super) fn set_setup(&mut self, s: &SessionId, setup: SetupParams) {
+        self.entry(s).setup = Some(setup);
+    }
+
+    /// What a session was set up with in this connection.
+    pub(super) fn setup(&self, s: &str) -> Option<&SetupParams> {
+        self.sessions.get(s)?.setup.as_ref()
     }
 
     /// A load starts bringing the session up.

@@ -21,6 +21,7 @@ pub mod history;
 pub mod journals;
 pub mod lines;
 pub mod pipes;
+pub mod respawn;
 #[cfg(test)]
 mod tests;
 
@@ -63,6 +64,8 @@ pub struct ShellConfig {
     /// How long to wait for the agent to exit after the client goes away, before SIGTERM
     /// (and as long again before SIGKILL).
     pub grace: Duration,
+    /// Restarts of a dead agent allowed per minute (`0`: the proxy ends with the agent).
+    pub respawn: u32,
 }
 
 /// Clock for stamps: wall clock plus monotonic time since the run started.
@@ -107,17 +110,30 @@ pub fn unix_signals() -> io::Result<mpsc::Receiver<i32>> {
     Ok(rx)
 }
 
-/// Run the proxy between `client` and `agent` until the agent exits, forwarding the signals
-/// that arrive on `signals`; returns the exit code for our process (the agent's).
+/// Run the proxy between `client` and the agent that `spawn` starts, until the agent exits
+/// for good, forwarding the signals that arrive on `signals`; returns the exit code for our
+/// process (the agent's, or 127 when it cannot be started). An agent that dies while the client
+/// is connected is started again by `spawn` (at most `config.respawn` times a minute) and its
+/// sessions restored ([`Proxy::handle_agent_restart`]).
 ///
 /// # Errors
 /// Only a failure to wait for the agent.
 pub async fn run<P: Process>(
     config: ShellConfig,
     client: Client,
-    agent: Agent<P>,
+    mut spawn: impl FnMut() -> std::io::Result<Agent<P>>,
     mut signals: mpsc::Receiver<i32>,
 ) -> anyhow::Result<i32> {
+    let agent = match spawn() {
+        Ok(agent) => agent,
+        Err(e) => {
+            eprintln!(
+                "acp-journal: cannot start the agent `{}`: {e}",
+                shown(&config.agent)
+            );
+            return Ok(127);
+        }
+    };
     let clock = Clock(Instant::now());
     let start = clock.now();
     let argv: Vec<String> = config
@@ -161,6 +177,9 @@ pub async fn run<P: Process>(
     let mut sync_tick = tokio::time::interval(Duration::from_secs(1));
     sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
+    let mut respawn = respawn::Respawn::new(config.respawn);
+    // The agent's output ended and it may be restarted: waiting for its exit status.
+    let mut dying = false;
     let mut out_lines = LineSplitter::new();
     let mut err_buf = vec![0u8; 64 * 1024];
     let mut client_open = true;
@@ -199,7 +218,7 @@ pub async fn run<P: Process>(
                         }
                     }
                     _ => {
-                        agent_output_ended(&mut core, &mut out_lines, at);
+                        dying = agent_output_ended(&mut core, &mut out_lines, at, respawn.enabled());
                         agent_out_open = false;
                     }
                 }
@@ -253,13 +272,16 @@ pub async fn run<P: Process>(
                 drain_until = None;
                 if agent_out_open {
                     // As at EOF: the client's pending requests get their answers.
-                    agent_output_ended(&mut core, &mut out_lines, clock.now());
+                    dying = agent_output_ended(&mut core, &mut out_lines, clock.now(), respawn.enabled());
                 }
                 agent_out_open = false;
                 agent_err_open = false;
             }
             _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
-            _ = sync_tick.tick() => out.journals.sync(),
+            _ = sync_tick.tick() => {
+                out.journals.sync();
+                core.handle_tick(clock.now());
+            }
             Some(sig) = signals.recv() => forward_signal(&mut core, &clock, &mut process, sig, status.is_none()),
         }
         if out.to_client.is_gone() && !client_gone_seen {
@@ -281,8 +303,50 @@ pub async fn run<P: Process>(
                 },
             );
         }
-        if apply(&mut core, &clock, &mut out) && deadline.is_none() {
+        if dying && let Some(code) = status {
+            dying = false;
+            let at = clock.now();
+            let restarted = if !client_open {
+                None
+            } else if !respawn.take(Instant::now()) {
+                tracing::error!(
+                    "the agent exited with status {code}, its {} restart within a minute: not restarting it again (--respawn {})",
+                    respawn.recent() + 1,
+                    config.respawn
+                );
+                None
+            } else {
+                match spawn() {
+                    Ok(agent) => Some(agent),
+                    Err(e) => {
+                        tracing::error!(
+                            "the agent exited with status {code} and cannot be started again: {e}"
+                        );
+                        None
+                    }
+                }
+            };
+            match restarted {
+                Some(agent) => {
+                    tracing::warn!("the agent exited with status {code}; restarted it");
+                    out.to_agent = agent.stdin;
+                    agent_out = agent.stdout;
+                    agent_err = agent.stderr;
+                    process = agent.process;
+                    out_lines = LineSplitter::new();
+                    (status, drain_until) = (None, None);
+                    (agent_out_open, agent_err_open) = (true, true);
+                    core.handle_agent_restart(at, code);
+                }
+                None => core.handle_eof(at, Side::Agent),
+            }
+        }
+        let applied = apply(&mut core, &clock, &mut out);
+        if applied.closed_agent && deadline.is_none() {
             deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
+        }
+        if applied.restart_agent && status.is_none() {
+            process.kill();
         }
     }
 
@@ -447,9 +511,18 @@ impl Outputs {
     }
 }
 
+/// What applying the core's actions asks of the loop.
+#[derive(Default)]
+struct Applied {
+    /// The agent's stdin was closed.
+    closed_agent: bool,
+    /// Kill the agent (it stalled): it is restarted as after a crash.
+    restart_agent: bool,
+}
+
 /// Apply the core's actions in order: journal the batch, then forward it once written.
-/// Returns true when the agent's stdin was closed.
-fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
+fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
+    let mut applied = Applied::default();
     let mut batch = Batch::default();
     while let Some(action) = core.poll_action() {
         match action {
@@ -484,22 +557,42 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> bool {
             }
             Action::Catalog(_) => {}
             Action::Log(message) => tracing::info!("{message}"),
+            Action::RestartAgent => applied.restart_agent = true,
         }
     }
     let empty = batch.forwards.is_empty() && !batch.close_agent;
     match out.journals.commit(batch, empty) {
-        Commit::Done(batch) => out.deliver(batch),
-        Commit::Queued => false,
+        Commit::Done(batch) => applied.closed_agent = out.deliver(batch),
+        Commit::Queued => {}
     }
+    applied
 }
 
 /// The agent's output ended (EOF, or given up on): a last line without its newline, then EOF,
-/// which answers the client's pending requests.
-fn agent_output_ended(core: &mut Proxy, lines: &mut LineSplitter, at: Stamp) {
+/// which answers the client's pending requests; or, when the agent may be restarted
+/// (`respawn`), nothing yet: returns true, and the loop decides once the exit status is known.
+fn agent_output_ended(
+    core: &mut Proxy,
+    lines: &mut LineSplitter,
+    at: Stamp,
+    respawn: bool,
+) -> bool {
     if let Some(partial) = lines.finish() {
         core.handle_line(at, Side::Agent, partial);
     }
+    if respawn && core.can_restart() {
+        return true;
+    }
     core.handle_eof(at, Side::Agent);
+    false
+}
+
+/// A command line as shown in messages.
+fn shown(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn forward_signal(

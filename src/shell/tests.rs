@@ -321,6 +321,7 @@ fn config(root: &Path) -> ShellConfig {
             ..proto::Config::default()
         },
         grace: Duration::from_secs(5),
+        respawn: 0,
     }
 }
 
@@ -356,7 +357,13 @@ fn start(root: &Path, client_buffer: usize) -> (impl Future<Output = anyhow::Res
             got: got_tx,
         },
     };
-    let proxy = run(config(root), client_end, agent_end, signals_rx);
+    let mut agent_end = Some(agent_end);
+    let spawn = move || {
+        agent_end
+            .take()
+            .ok_or_else(|| std::io::Error::other("one agent only"))
+    };
+    let proxy = run(config(root), client_end, spawn, signals_rx);
     let peers = Peers {
         client,
         to_client: BufReader::new(to_client),

@@ -10,6 +10,7 @@ mod loading;
 mod maintain;
 mod peers;
 mod replay;
+mod respawn;
 mod samples;
 mod security;
 mod storage;

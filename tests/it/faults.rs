@@ -69,7 +69,12 @@ fn kill_9_loses_nothing_the_client_received_and_the_agent_dies_too() {
 #[test]
 fn agent_crash_mid_prompt_ends_the_proxy_with_its_code() {
     let store = tempfile::tempdir().unwrap();
-    let mut client = TestClient::spawn(&proxied(store.path(), &scripted("crash")));
+    // Without restarts (`--respawn 0`); tests/it/respawn.rs covers the default.
+    let mut client = TestClient::spawn(&crate::util::proxied_with(
+        store.path(),
+        &["--respawn", "0"],
+        &scripted("crash"),
+    ));
     let session = client.start_session("/tmp");
     client.send(&json!({"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":session,"prompt":[]}}));
     // The client stays connected until the prompt is answered: by the proxy, the agent gone.

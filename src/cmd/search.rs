@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::catalog::Catalog;
 use crate::cli::{SearchArgs, StatsArgs};
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, SegmentReader, Store};
+use crate::journal::{Body, Event, SegmentReader, Store};
 use crate::wire::Side;
 
 /// The sessions to read: one (by ID, prefix or path), or all (optionally by cwd).
@@ -95,6 +95,7 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
     let mut kinds: BTreeMap<(&'static str, String), (u64, u64)> = BTreeMap::new();
     let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let mut restarts = 0u64;
     for (_, segments) in targets(store, args.session.as_deref(), None)? {
         sessions += 1;
         for path in segments {
@@ -106,6 +107,9 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
                 first = first.min(record.unix_us);
                 last = last.max(record.unix_us);
                 let Body::Message { from, payload } = &record.body else {
+                    if let Body::Event(Event::AgentRestarted { .. }) = &record.body {
+                        restarts += 1;
+                    }
                     continue;
                 };
                 let msg: Value = serde_json::from_slice(&payload.bytes).unwrap_or(Value::Null);
@@ -156,5 +160,11 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
         out,
         "{raw} bytes of messages, {stored} bytes on disk ({ratio:.1}× smaller)"
     )?;
+    if restarts > 0 {
+        writeln!(
+            out,
+            "{restarts} agent restarts (acp-journal started a dead agent again)"
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }

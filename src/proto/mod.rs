@@ -52,6 +52,8 @@ pub mod redact;
 #[cfg(test)]
 mod redact_tests;
 mod restart;
+#[cfg(test)]
+mod restart_tests;
 mod sessions;
 #[cfg(test)]
 mod tests;

@@ -417,6 +417,9 @@ impl<W: Write> Render for Html<W> {
                 "meta",
                 &format!("continued on a new agent session {agent_session}"),
             ),
+            Event::Restarted { .. } | Event::Restored { .. } | Event::Stalled { .. } => {
+                self.div("meta", &super::model::proxy_note(event))
+            }
             Event::Bundle { summary } => self.div("meta", summary),
         }
     }

@@ -173,6 +173,22 @@ pub enum Event<'a> {
         /// The agent's session ID.
         agent_session: &'a str,
     },
+    /// The agent exited (`code`) while the editor was connected, and was started again.
+    Restarted {
+        /// Its exit code.
+        code: i32,
+    },
+    /// The session was brought up again on the restarted agent, by `how` (a method).
+    Restored {
+        /// `session/resume`, `session/load` or `session/new`.
+        how: &'a str,
+    },
+    /// The agent was silent on a prompt past `--stall-timeout`: the proxy cancelled it
+    /// (`cancel`) or, still silent, restarted the agent (`restart`).
+    Stalled {
+        /// What the proxy did.
+        action: &'a str,
+    },
     /// The journal is a bundle (`acp-journal bundle`): what its manifest says, in one line.
     Bundle {
         /// Agent, client, turns kept, values redacted, who made it where.
@@ -467,6 +483,11 @@ impl Timeline {
             JournalEvent::SessionMapped { agent_session } => {
                 self.emit(sink, &Event::Continued { agent_session })
             }
+            JournalEvent::AgentRestarted { code } => {
+                self.emit(sink, &Event::Restarted { code: *code })
+            }
+            JournalEvent::SessionRestored { how } => self.emit(sink, &Event::Restored { how }),
+            JournalEvent::PromptStalled { action } => self.emit(sink, &Event::Stalled { action }),
             JournalEvent::BundleManifest { manifest } => self.emit(
                 sink,
                 &Event::Bundle {
@@ -497,6 +518,24 @@ impl Timeline {
             sink.event(&Event::ParagraphEnd)?;
         }
         Ok(())
+    }
+}
+
+/// What the proxy did to keep a session alive, in words (for [`Event::Restarted`],
+/// [`Event::Restored`] and [`Event::Stalled`]; empty for other events).
+pub fn proxy_note(event: &Event<'_>) -> String {
+    match event {
+        Event::Restarted { code } => {
+            format!("the agent exited (status {code}) and acp-journal restarted it")
+        }
+        Event::Restored { how } => format!("restored on the restarted agent ({how})"),
+        Event::Stalled { action: "cancel" } => {
+            "the agent was silent past --stall-timeout: acp-journal cancelled the prompt".into()
+        }
+        Event::Stalled { action } => {
+            format!("the agent stayed silent after the cancel: acp-journal did `{action}`")
+        }
+        _ => String::new(),
     }
 }
 

@@ -682,6 +682,11 @@ impl Proxy {
         }
     }
 
+    /// True once the current agent answered `initialize` successfully.
+    pub fn agent_answered_initialize(&self) -> bool {
+        self.agent_initialized
+    }
+
     /// True when the agent could be restarted should it die now: the proxy is not a pure
     /// recorder (`--load off`), the current agent answered `initialize`, and the client is
     /// connected.

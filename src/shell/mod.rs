@@ -310,8 +310,8 @@ pub async fn run<P: Process>(
                 None
             } else if !respawn.take(Instant::now()) {
                 tracing::error!(
-                    "the agent exited with status {code}, its {} restart within a minute: not restarting it again (--respawn {})",
-                    respawn.recent() + 1,
+                    "the agent exited with status {code} after {} restarts within a minute: not restarting it again (--respawn {})",
+                    respawn.recent(),
                     config.respawn
                 );
                 None
@@ -350,6 +350,14 @@ pub async fn run<P: Process>(
         }
     }
 
+    if client_open && let Some(code) = status {
+        let why = if core.agent_answered_initialize() {
+            ""
+        } else {
+            " before answering initialize"
+        };
+        tracing::error!("the agent exited with status {code}{why} while the editor was connected");
+    }
     let end = clock.now();
     let Outputs {
         journals,

@@ -14,6 +14,12 @@ Behaviour is chosen by the first argument:
   secrets log every line received to $AGENT_LOG, print $AGENT_STDERR_SECRET on stderr, and on
           session/prompt echo the prompt and ask the client for a terminal whose env holds
           $AGENT_TERMINAL_SECRET
+  crashloop  on every session/prompt, append a line to $AGENT_LOG (when set), then exit with
+          status 3 before answering
+  dead    exit with status 4 at once, before reading anything
+  stall   on a session/prompt whose last text block contains "stall" (the user's message: a
+          re-prime transcript comes first), send one update and then never answer anything
+          again (session/cancel included); other prompts get one update and end_turn
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -42,6 +48,9 @@ def update(sid, n):
 
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "dead":
+    os._exit(4)
+stalled = False
 sessions = requests = 0
 log = open(os.environ["AGENT_LOG"], "a") if mode == "secrets" else None
 if mode == "secrets":
@@ -56,6 +65,8 @@ for line in sys.stdin:
     except ValueError:
         continue
     method, mid = msg.get("method"), msg.get("id")
+    if stalled:
+        continue
     if method == "initialize":
         caps = {"loadSession": True} if mode in ("lossy", "forgetful") else {}
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": caps}})
@@ -90,6 +101,19 @@ for line in sys.stdin:
                 "sessionId": sid, "toolCall": {"toolCallId": f"tool-{requests}"},
                 "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}]}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif method == "session/prompt" and mode == "crashloop":
+        if os.environ.get("AGENT_LOG"):
+            with open(os.environ["AGENT_LOG"], "a") as f:
+                f.write("session/prompt\n")
+        os._exit(3)
+    elif method == "session/prompt" and mode == "stall":
+        sid = msg["params"]["sessionId"]
+        update(sid, 1)
+        blocks = msg["params"].get("prompt") or [{}]
+        if "stall" in blocks[-1].get("text", ""):
+            stalled = True
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
         if mode == "flood":

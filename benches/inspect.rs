@@ -162,6 +162,7 @@ fn session(
         .expect("close");
     store
         .append_catalog(&CatalogEntry::Open {
+            git_branch: None,
             session: id.into(),
             segment: store.relative(&path),
             cwd: Some("/bench".into()),

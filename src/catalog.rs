@@ -1,14 +1,16 @@
 //! The catalog: the store's index of sessions (`catalog.ndjson`), one JSON line per segment
-//! opened or closed, alias, title or delete, and the session summaries read from it.
+//! opened or closed, alias, title, delete, state change, turn end or usage report, and the
+//! session summaries read from it ([`Catalog::sessions`] for the commands, [`CatalogIndex`] kept
+//! up to date in memory by a proxy that serves `session/list`).
 //!
 //! It sits above the journal: it knows ACP (a prompt turn, a `session_info_update` title) where
 //! it rebuilds itself from the segments. The catalog is append-only (each entry is one `write(2)`
 //! on an `O_APPEND` file, so concurrent proxies never interleave inside a line) and can be
 //! rebuilt from the segments, which are the truth.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -35,6 +37,9 @@ pub enum CatalogEntry {
         /// The agent command line (as in the segment header).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
+        /// The Git branch checked out in `cwd` when the segment was opened.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        git_branch: Option<String>,
         /// Unix microseconds.
         t: i64,
     },
@@ -65,6 +70,33 @@ pub enum CatalogEntry {
     Delete {
         /// The session ID.
         session: String,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// What the session is doing, as the proxy serving it saw it: `running` (a prompt turn is
+    /// in progress), `idle`, or `requires_action` (the agent waits for the user).
+    State {
+        /// The session ID.
+        session: String,
+        /// The state.
+        state: String,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// A prompt turn of the session ended.
+    TurnEnded {
+        /// The session ID.
+        session: String,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// Token usage and cost the agent reported (the fields of a `usage_update`, or a prompt
+    /// response's `usage`), merged into what was reported before.
+    Usage {
+        /// The session ID.
+        session: String,
+        /// The reported fields, as JSON.
+        usage: serde_json::Value,
         /// Unix microseconds.
         t: i64,
     },
@@ -115,6 +147,248 @@ pub struct SessionSummary {
     pub agent: Option<String>,
     /// Prompt turns across its segments.
     pub turns: u64,
+    /// The state its proxy last reported (`running`, `idle`, `requires_action`); meaningful
+    /// only while `open` and its proxy is alive.
+    pub state: Option<String>,
+    /// When its last prompt turn ended, Unix microseconds.
+    pub last_turn_ended: Option<i64>,
+    /// Token usage and cost reported by the agent (merged `usage_update` and prompt `usage`
+    /// fields), as JSON.
+    pub usage: Option<serde_json::Value>,
+    /// The Git branch of its cwd when it started.
+    pub git_branch: Option<String>,
+}
+
+/// Session summaries built from catalog entries, in the order they were appended.
+#[derive(Debug, Default)]
+struct Summaries {
+    by_id: HashMap<String, SessionSummary>,
+    /// Closed segments: records, bytes, turns, time.
+    closed: HashMap<String, (u64, u64, u64, i64)>,
+    /// Segment → session, to attribute a close.
+    segment_of: HashMap<String, String>,
+}
+
+impl Summaries {
+    /// Apply every parseable line of catalog text (a torn or foreign line is skipped).
+    fn apply_lines(&mut self, bytes: &[u8]) -> Vec<String> {
+        bytes
+            .split(|b| *b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<CatalogEntry>(line).ok())
+            .filter_map(|entry| self.apply(entry))
+            .collect()
+    }
+
+    /// Apply one entry; returns the session it changed.
+    fn apply(&mut self, entry: CatalogEntry) -> Option<String> {
+        match entry {
+            CatalogEntry::Open {
+                session,
+                segment,
+                cwd,
+                agent,
+                git_branch,
+                t,
+            } => {
+                let s = self
+                    .by_id
+                    .entry(session.clone())
+                    .or_insert_with(|| SessionSummary::new(session.clone(), t));
+                if agent.is_some() {
+                    s.agent = agent;
+                }
+                if cwd.is_some() {
+                    s.cwd = cwd;
+                }
+                if git_branch.is_some() {
+                    s.git_branch = git_branch;
+                }
+                // A session opened again after a delete (the client loaded it) is back.
+                s.deleted = false;
+                s.open = true;
+                s.updated = s.updated.max(t);
+                self.segment_of.insert(segment.clone(), session.clone());
+                s.segments.push(segment);
+                Some(session)
+            }
+            CatalogEntry::Close {
+                segment,
+                records,
+                bytes,
+                turns,
+                t,
+            } => {
+                self.closed
+                    .insert(segment.clone(), (records, bytes, turns, t));
+                let session = self.segment_of.get(&segment)?.clone();
+                let s = self.by_id.get_mut(&session)?;
+                s.records += records;
+                s.bytes += bytes;
+                s.turns += turns;
+                s.updated = s.updated.max(t);
+                s.open = s.segments.iter().any(|seg| !self.closed.contains_key(seg));
+                if !s.open {
+                    s.state = None;
+                }
+                Some(session)
+            }
+            CatalogEntry::Alias { session, agent, .. } => {
+                self.by_id.get_mut(&session)?.agent_ids.push(agent);
+                Some(session)
+            }
+            CatalogEntry::Info {
+                session,
+                title,
+                updated_at,
+                t,
+            } => {
+                let s = self.by_id.get_mut(&session)?;
+                s.title = title.or(s.title.take());
+                s.updated_at = updated_at.or(s.updated_at.take());
+                s.updated = s.updated.max(t);
+                Some(session)
+            }
+            CatalogEntry::Delete { session, .. } => {
+                self.by_id.get_mut(&session)?.deleted = true;
+                Some(session)
+            }
+            CatalogEntry::State { session, state, t } => {
+                let s = self.by_id.get_mut(&session)?;
+                s.state = Some(state);
+                s.updated = s.updated.max(t);
+                Some(session)
+            }
+            CatalogEntry::TurnEnded { session, t } => {
+                let s = self.by_id.get_mut(&session)?;
+                s.last_turn_ended = Some(t);
+                s.updated = s.updated.max(t);
+                Some(session)
+            }
+            CatalogEntry::Usage { session, usage, t } => {
+                let s = self.by_id.get_mut(&session)?;
+                match (&mut s.usage, usage) {
+                    (Some(serde_json::Value::Object(old)), serde_json::Value::Object(new)) => {
+                        old.extend(new);
+                    }
+                    (slot, usage) => *slot = Some(usage),
+                }
+                s.updated = s.updated.max(t);
+                Some(session)
+            }
+        }
+    }
+}
+
+impl SessionSummary {
+    fn new(session: String, t: i64) -> SessionSummary {
+        SessionSummary {
+            session,
+            cwd: None,
+            started: t,
+            updated: t,
+            records: 0,
+            bytes: 0,
+            segments: vec![],
+            open: false,
+            title: None,
+            updated_at: None,
+            agent_ids: vec![],
+            deleted: false,
+            agent: None,
+            turns: 0,
+            state: None,
+            last_turn_ended: None,
+            usage: None,
+            git_branch: None,
+        }
+    }
+}
+
+/// The catalog kept in memory and brought up to date by reading only what was appended since
+/// (a proxy answering `session/list` over thousands of sessions in milliseconds). Summaries
+/// here skip what needs the segments themselves (records and turns of unclosed segments, and
+/// whether a pruned segment is gone).
+#[derive(Debug)]
+pub struct CatalogIndex {
+    path: PathBuf,
+    /// Bytes of the catalog applied so far (a partial last line is left for the next read).
+    offset: u64,
+    summaries: Summaries,
+}
+
+impl CatalogIndex {
+    /// The index of `store`'s catalog (empty until [`CatalogIndex::refresh`]).
+    pub fn new(store: &Store) -> CatalogIndex {
+        CatalogIndex {
+            path: store.root().join("catalog.ndjson"),
+            offset: 0,
+            summaries: Summaries::default(),
+        }
+    }
+
+    /// Read what was appended since the last refresh (everything again when the catalog was
+    /// rewritten); returns the sessions that changed.
+    ///
+    /// # Errors
+    /// I/O errors other than a missing catalog.
+    pub fn refresh(&mut self) -> io::Result<Vec<String>> {
+        let mut file = match fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        if len < self.offset {
+            // Rewritten (`list --rebuild-catalog`): start over.
+            self.offset = 0;
+            self.summaries = Summaries::default();
+        }
+        if len == self.offset {
+            return Ok(vec![]);
+        }
+        file.seek(io::SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::with_capacity((len - self.offset) as usize);
+        file.take(len - self.offset).read_to_end(&mut bytes)?;
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        self.offset += whole as u64;
+        let mut changed = self.summaries.apply_lines(&bytes[..whole]);
+        changed.sort_unstable();
+        changed.dedup();
+        Ok(changed)
+    }
+
+    /// Every session, in no particular order.
+    pub fn sessions(&self) -> impl Iterator<Item = &SessionSummary> {
+        self.summaries.by_id.values()
+    }
+
+    /// One session.
+    pub fn get(&self, session: &str) -> Option<&SessionSummary> {
+        self.summaries.by_id.get(session)
+    }
+}
+
+/// The Git branch checked out in `cwd` (or the repository containing it): `None` outside a
+/// repository, on a detached head, or when `.git` cannot be read. Reads files only (no `git`
+/// process): `.git/HEAD`, or through a worktree's `.git` file (`gitdir: …`).
+pub fn git_branch(cwd: &Path) -> Option<String> {
+    let mut dir = Some(cwd);
+    while let Some(d) = dir {
+        let dot_git = d.join(".git");
+        let git_dir = if dot_git.is_dir() {
+            dot_git
+        } else if let Ok(link) = fs::read_to_string(&dot_git) {
+            let target = link.trim().strip_prefix("gitdir:")?.trim();
+            d.join(target)
+        } else {
+            dir = d.parent();
+            continue;
+        };
+        let head = fs::read_to_string(git_dir.join("HEAD")).ok()?;
+        let branch = head.trim().strip_prefix("ref: refs/heads/")?;
+        return Some(branch.to_string());
+    }
+    None
 }
 
 /// The catalog of a [`Store`].
@@ -173,102 +447,36 @@ impl Catalog for Store {
     }
 
     fn sessions_with(&self, count_open: bool) -> io::Result<Vec<SessionSummary>> {
-        let entries = match fs::read(self.root().join("catalog.ndjson")) {
-            Ok(bytes) => bytes
-                .split(|b| *b == b'\n')
-                .filter_map(|line| serde_json::from_slice::<CatalogEntry>(line).ok())
-                .collect(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => scan_segments(self)?,
-            Err(e) => return Err(e),
-        };
-        let mut by_id: BTreeMap<String, SessionSummary> = BTreeMap::new();
-        let mut closed: BTreeMap<String, (u64, u64, u64, i64)> = BTreeMap::new();
-        for entry in entries {
-            match entry {
-                CatalogEntry::Open {
-                    session,
-                    segment,
-                    cwd,
-                    agent,
-                    t,
-                } => {
-                    let s = by_id
-                        .entry(session.clone())
-                        .or_insert_with(|| SessionSummary {
-                            session,
-                            cwd: None,
-                            started: t,
-                            updated: t,
-                            records: 0,
-                            bytes: 0,
-                            segments: vec![],
-                            open: false,
-                            title: None,
-                            updated_at: None,
-                            agent_ids: vec![],
-                            deleted: false,
-                            agent: None,
-                            turns: 0,
-                        });
-                    if agent.is_some() {
-                        s.agent = agent;
-                    }
-                    if cwd.is_some() {
-                        s.cwd = cwd;
-                    }
-                    // A session opened again after a delete (the client loaded it) is back.
-                    s.deleted = false;
-                    s.updated = s.updated.max(t);
-                    s.segments.push(segment);
-                }
-                CatalogEntry::Close {
-                    segment,
-                    records,
-                    bytes,
-                    turns,
-                    t,
-                } => {
-                    closed.insert(segment, (records, bytes, turns, t));
-                }
-                CatalogEntry::Alias { session, agent, .. } => {
-                    if let Some(s) = by_id.get_mut(&session) {
-                        s.agent_ids.push(agent);
-                    }
-                }
-                CatalogEntry::Info {
-                    session,
-                    title,
-                    updated_at,
-                    t,
-                } => {
-                    if let Some(s) = by_id.get_mut(&session) {
-                        s.title = title.or(s.title.take());
-                        s.updated_at = updated_at.or(s.updated_at.take());
-                        s.updated = s.updated.max(t);
-                    }
-                }
-                CatalogEntry::Delete { session, .. } => {
-                    if let Some(s) = by_id.get_mut(&session) {
-                        s.deleted = true;
-                    }
+        let mut summaries = Summaries::default();
+        match fs::read(self.root().join("catalog.ndjson")) {
+            Ok(bytes) => {
+                summaries.apply_lines(&bytes);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                for entry in scan_segments(self)? {
+                    summaries.apply(entry);
                 }
             }
+            Err(e) => return Err(e),
         }
+        let mut by_id = summaries.by_id;
         // Segments removed by `prune` (or by hand) are gone from the list.
         by_id.retain(|_, s| {
             s.segments.retain(|seg| self.root().join(seg).exists());
             !s.segments.is_empty()
         });
         for s in by_id.values_mut() {
+            s.records = 0;
+            s.bytes = 0;
+            s.turns = 0;
             for segment in &s.segments {
                 let path = self.root().join(segment);
-                if let Some((records, bytes, turns, t)) = closed.get(segment) {
+                if let Some((records, bytes, turns, t)) = summaries.closed.get(segment) {
                     s.records += records;
                     s.bytes += bytes;
                     s.turns += turns;
                     s.updated = s.updated.max(*t);
                 } else {
-                    s.open = true;
                     s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
                     if !count_open {
                         continue;
@@ -366,6 +574,7 @@ fn scan_segments(store: &Store) -> io::Result<Vec<CatalogEntry>> {
             };
             let segment = store.relative(&path);
             entries.push(CatalogEntry::Open {
+                git_branch: None,
                 session: session.clone(),
                 segment: segment.clone(),
                 cwd: header.cwd.clone(),
@@ -451,5 +660,112 @@ impl SegmentScan {
         }
         scan.clean = reader.tail() == Some(&Tail::Clean);
         scan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(session: &str, t: i64) -> CatalogEntry {
+        CatalogEntry::Open {
+            session: session.into(),
+            segment: format!("sessions/{session}/{t}.acpj.zst"),
+            cwd: Some("/w".into()),
+            agent: Some("agent".into()),
+            git_branch: Some("main".into()),
+            t,
+        }
+    }
+
+    #[test]
+    fn the_index_reads_only_what_was_appended_and_starts_over_after_a_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.create_dirs().unwrap();
+        let mut index = CatalogIndex::new(&store);
+        assert!(index.refresh().unwrap().is_empty(), "no catalog yet");
+        store.append_catalog(&open("a", 1)).unwrap();
+        store.append_catalog(&open("b", 2)).unwrap();
+        assert_eq!(index.refresh().unwrap(), ["a", "b"]);
+        assert!(index.refresh().unwrap().is_empty(), "nothing new");
+        for entry in [
+            CatalogEntry::State {
+                session: "a".into(),
+                state: "running".into(),
+                t: 5,
+            },
+            CatalogEntry::Usage {
+                session: "a".into(),
+                usage: serde_json::json!({"used": 1, "size": 9}),
+                t: 6,
+            },
+            CatalogEntry::Usage {
+                session: "a".into(),
+                usage: serde_json::json!({"used": 2}),
+                t: 7,
+            },
+            CatalogEntry::TurnEnded {
+                session: "a".into(),
+                t: 8,
+            },
+        ] {
+            store.append_catalog(&entry).unwrap();
+        }
+        // A line still being written is left for later.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("catalog.ndjson"))
+            .unwrap()
+            .write_all(br#"{"ev":"delete","session":"b""#)
+            .unwrap();
+        assert_eq!(index.refresh().unwrap(), ["a"]);
+        let a = index.get("a").unwrap();
+        assert_eq!(a.state.as_deref(), Some("running"));
+        assert_eq!(a.usage, Some(serde_json::json!({"used": 2, "size": 9})));
+        assert_eq!((a.last_turn_ended, a.updated), (Some(8), 8));
+        assert_eq!(a.git_branch.as_deref(), Some("main"));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("catalog.ndjson"))
+            .unwrap()
+            .write_all(b",\"t\":9}\n")
+            .unwrap();
+        assert_eq!(index.refresh().unwrap(), ["b"]);
+        assert!(index.get("b").unwrap().deleted);
+        // Rewritten shorter: read again from the start.
+        std::fs::write(
+            dir.path().join("catalog.ndjson"),
+            serde_json::to_string(&open("c", 3)).unwrap() + "\n",
+        )
+        .unwrap();
+        assert_eq!(index.refresh().unwrap(), ["c"]);
+        assert!(index.get("a").is_none());
+    }
+
+    #[test]
+    fn the_git_branch_comes_from_head_or_a_worktree_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        assert_eq!(
+            git_branch(&repo.join("src/deep")).as_deref(),
+            Some("feature/x")
+        );
+        let worktree = dir.path().join("wt");
+        let gitdir = repo.join(".git/worktrees/wt");
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(gitdir.join("HEAD"), "ref: refs/heads/other\n").unwrap();
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}\n", gitdir.display()),
+        )
+        .unwrap();
+        assert_eq!(git_branch(&worktree).as_deref(), Some("other"));
+        std::fs::write(repo.join(".git/HEAD"), "0123456789abcdef\n").unwrap();
+        assert_eq!(git_branch(&repo), None, "a detached head has no branch");
     }
 }

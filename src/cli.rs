@@ -86,6 +86,20 @@ pub struct ProxyArgs {
     /// restart the agent if it still does not answer within `--grace`. Off by default.
     #[arg(long, value_name = "SECS")]
     pub stall_timeout: Option<f64>,
+
+    /// Which journaled sessions `session/list` shows: those of this agent (the same command
+    /// line), or every agent's (`all`; each row names the agent in `_meta.acpJournal.agent`).
+    #[arg(long, value_enum, default_value = "agent", value_name = "SCOPE")]
+    pub list_scope: ListScope,
+}
+
+/// `--list-scope` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListScope {
+    /// Sessions recorded with this agent.
+    Agent,
+    /// Every agent's sessions.
+    All,
 }
 
 /// `--load` values.

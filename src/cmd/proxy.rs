@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 
 use anyhow::Context;
 
-use crate::cli::{ProxyArgs, Reprime};
+use crate::cli::{ListScope, ProxyArgs, Reprime};
 use crate::journal::Store;
 use crate::shell::{self, Agent, Client, ShellConfig, agent};
 
@@ -40,6 +40,7 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         },
         grace,
         respawn: args.respawn,
+        list_all: args.list_scope == ListScope::All,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

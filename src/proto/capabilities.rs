@@ -30,6 +30,8 @@ pub(super) struct ClientCaps {
     pub(super) support: ClientSupport,
     /// It shows `notice` updates.
     pub(super) notices: bool,
+    /// It takes `session/list_changed` (`session.listChanged`, the history-list draft).
+    pub(super) list_changed: bool,
 }
 
 fn present(v: &Value) -> bool {
@@ -49,6 +51,7 @@ impl ClientCaps {
         ClientCaps {
             support: ClientSupport::from_capabilities(caps),
             notices: present(&caps["session"]["notices"]),
+            list_changed: present(&caps["session"]["listChanged"]),
         }
     }
 }
@@ -105,7 +108,13 @@ pub(super) fn advertise(line: &[u8], added: &[&str]) -> Option<Vec<u8>> {
                 if added.iter().any(|a| *a != "loadSession") {
                     c.edit("sessionCapabilities", |s| {
                         for name in added.iter().filter(|a| **a != "loadSession") {
-                            s.set(name, "{}".into());
+                            // The proxy's own list follows the history-list draft: `limit` and
+                            // the order, and `session/list_changed`.
+                            let value = match *name {
+                                "list" => r#"{"limit":{},"changes":{}}"#,
+                                _ => "{}",
+                            };
+                            s.set(name, value.into());
                         }
                     });
                 }

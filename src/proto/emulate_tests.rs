@@ -86,7 +86,7 @@ fn capabilities_are_added_and_nothing_else_changes() {
     let sent = String::from_utf8(h.to_client[0].to_vec()).unwrap();
     assert_eq!(
         sent,
-        "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{\"promptCapabilities\":{\"image\":true},\"loadSession\":true,\"sessionCapabilities\":{\"list\":{},\"resume\":{},\"close\":{},\"delete\":{}}},\"authMethods\":[]}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{\"promptCapabilities\":{\"image\":true},\"loadSession\":true,\"sessionCapabilities\":{\"list\":{\"limit\":{},\"changes\":{}},\"resume\":{},\"close\":{},\"delete\":{}}},\"authMethods\":[]}}\n"
     );
     // The journal holds what the client saw.
     assert_eq!(h.connection()[1], sent.trim_end());
@@ -383,6 +383,7 @@ fn listed(n: usize) -> Vec<ListedSession> {
             } else {
                 vec![]
             },
+            ..ListedSession::default()
         })
         .collect()
 }
@@ -773,4 +774,167 @@ fn elicitation_tool_call_ids_are_prefixed_like_other_tool_ids() {
     let ask = last_to_client(&h);
     assert_eq!(ask["params"]["sessionId"], "S");
     assert_eq!(ask["params"]["toolCallId"], id);
+}
+
+/// `n` sessions in "/a", session `i` last active at second `i`.
+fn history_rows(n: usize) -> Vec<ListedSession> {
+    (0..n)
+        .map(|i| ListedSession {
+            session: format!("h{i:05}"),
+            cwd: Some("/a".into()),
+            updated_us: i as i64 * 1_000_000,
+            ..ListedSession::default()
+        })
+        .collect()
+}
+
+#[test]
+fn the_history_list_is_newest_first_in_pages_of_limit_with_a_stable_cursor() {
+    let mut h = emulating();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0.. {
+        let params = match &cursor {
+            Some(c) => json!({"cwd": "/a", "limit": 40, "cursor": c}),
+            None => json!({"cwd": "/a", "limit": 40}),
+        };
+        h.client(
+            &json!({"jsonrpc":"2.0","id":100 + page,"method":"session/list","params":params})
+                .to_string(),
+        );
+        sessions_answer(&mut h, history_rows(100));
+        let result = last_to_client(&h)["result"].clone();
+        let rows = result["sessions"].as_array().unwrap().clone();
+        assert!(!rows.is_empty(), "a page with a cursor is never empty");
+        assert!(rows.len() <= 40);
+        seen.extend(
+            rows.iter()
+                .map(|r| r["sessionId"].as_str().unwrap().to_string()),
+        );
+        match result["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..100).rev().map(|i| format!("h{i:05}")).collect();
+    assert_eq!(seen, expected, "every session once, newest first");
+}
+
+#[test]
+fn history_rows_carry_branch_state_turn_end_cost_and_usage() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{}}"#);
+    sessions_answer(
+        &mut h,
+        vec![ListedSession {
+            session: "s".into(),
+            cwd: Some("/a".into()),
+            updated_at: Some("2026-11-21T00:00:00Z".into()),
+            state: Some("requires_action".into()),
+            last_turn_ended_at: Some("2026-11-21T00:00:00Z".into()),
+            usage: Some(
+                json!({"used": 10, "size": 100, "cost": {"amount": 1.5, "currency": "USD"}}),
+            ),
+            git_branch: Some("main".into()),
+            agent: Some("node agent.js".into()),
+            ..ListedSession::default()
+        }],
+    );
+    assert_eq!(
+        last_to_client(&h)["result"]["sessions"][0],
+        json!({"sessionId":"s","cwd":"/a","updatedAt":"2026-11-21T00:00:00Z","gitBranch":"main",
+            "state":"requires_action","lastTurnEndedAt":"2026-11-21T00:00:00Z",
+            "cost":{"amount":1.5,"currency":"USD"},
+            "_meta":{"acpJournal":{"agent":"node agent.js","usage":{"used":10,"size":100,"cost":{"amount":1.5,"currency":"USD"}}}}})
+    );
+}
+
+#[test]
+fn list_changed_goes_to_a_client_that_asked_for_the_cwds_it_listed() {
+    let mut h = Harness::with(Config::default());
+    h.client(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"listChanged":{}}}}}"#);
+    h.agent(INIT_OK);
+    assert!(!h.proxy.wants_list_changes(), "nothing listed yet");
+    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"cwd":"/a"}}"#);
+    sessions_answer(&mut h, vec![]);
+    assert!(h.proxy.wants_list_changes());
+    let at = h.stamp();
+    h.proxy
+        .handle_store_changed(at, &["/a".to_string(), "/b".to_string()]);
+    h.drain();
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","method":"session/list_changed","params":{"cwd":"/a"}})
+    );
+    // Ten minutes later the watch is over.
+    let later = Stamp {
+        unix_us: 0,
+        mono_us: at.mono_us + 11 * 60 * 1_000_000,
+    };
+    let n = h.to_client.len();
+    h.proxy.handle_store_changed(later, &["/a".to_string()]);
+    h.drain();
+    assert_eq!(h.to_client.len(), n);
+    assert!(!h.proxy.wants_list_changes());
+}
+
+#[test]
+fn a_client_without_list_changed_never_gets_it() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"cwd":"/a"}}"#);
+    sessions_answer(&mut h, vec![]);
+    assert!(!h.proxy.wants_list_changes());
+}
+
+#[test]
+fn the_catalog_hears_when_a_session_runs_waits_and_ends_its_turn_with_usage() {
+    let mut h = emulating();
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/a","mcpServers":[]}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"S","toolCall":{"toolCallId":"t"},"options":[]}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"cancelled"}}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"usage_update","used":5,"size":10}}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7}}}"#);
+    let updates: Vec<&CatalogUpdate> = h
+        .requests
+        .iter()
+        .filter_map(|a| match a {
+            Action::Catalog(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    let s = SessionId::from("S");
+    assert_eq!(
+        updates,
+        [
+            &CatalogUpdate::State {
+                session: s.clone(),
+                state: "running"
+            },
+            &CatalogUpdate::State {
+                session: s.clone(),
+                state: "requires_action"
+            },
+            &CatalogUpdate::State {
+                session: s.clone(),
+                state: "running"
+            },
+            &CatalogUpdate::Usage {
+                session: s.clone(),
+                usage: json!({"used":5,"size":10})
+            },
+            &CatalogUpdate::TurnEnded { session: s.clone() },
+            &CatalogUpdate::State {
+                session: s.clone(),
+                state: "idle"
+            },
+            &CatalogUpdate::Usage {
+                session: s,
+                usage: json!({"inputTokens":3,"outputTokens":4,"totalTokens":7})
+            },
+        ]
+    );
 }

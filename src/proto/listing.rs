@@ -1,7 +1,13 @@
-//! `session/list`: answered from the journal's catalog for agents that lack it (pages of
-//! [`PAGE`], an opaque cursor), or merged with the agent's own answer for agents that have it
-//! (agent-side IDs of mapped sessions shown as the client-facing ones, journal sessions the agent
-//! no longer lists added on the first page).
+//! `session/list`: answered from the journal's catalog for agents that lack it, or merged with
+//! the agent's own answer for agents that have it (agent-side IDs of mapped sessions shown as the
+//! client-facing ones, journal sessions the agent no longer lists added on the first page).
+//!
+//! Served from the journal it follows the "session list for history views" draft: rows ordered
+//! by last activity, newest first (ties by session ID), pages of `limit` rows (default [`PAGE`],
+//! at most [`MAX_PAGE`]) with an opaque cursor naming the last row's place in that order, and per
+//! row, besides `sessionId`, `cwd`, `title` and `updatedAt`: `gitBranch`, `state` (while a proxy
+//! serves the session), `lastTurnEndedAt` and `cost`. What no schema has a field for (token
+//! usage, the agent that recorded the session) goes in `_meta.acpJournal`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,8 +18,11 @@ use super::ListedSession;
 use crate::wire::envelope::{RequestId, error_json};
 use crate::wire::rewrite::edit_line;
 
-/// Sessions per `session/list` page served from the journal.
+/// Sessions per `session/list` page served from the journal, without `limit`.
 pub(super) const PAGE: usize = 50;
+
+/// The largest page served, whatever `limit` asks.
+pub(super) const MAX_PAGE: usize = 1000;
 
 /// A `session/list` the proxy answers or merges.
 #[derive(Debug)]
@@ -21,6 +30,8 @@ pub(super) struct List {
     pub(super) client_id: RequestId,
     pub(super) cwd: Option<String>,
     pub(super) cursor: Option<String>,
+    /// The client's `limit`.
+    pub(super) limit: Option<usize>,
     /// Forwarded to the agent (which has `list`): merge its answer.
     pub(super) forwarded: bool,
     /// The store's sessions, once fetched.
@@ -41,17 +52,29 @@ impl List {
 
     /// The answer served from the journal: `Ok(result)` or `Err(error)`, as JSON.
     pub(super) fn page(&self) -> Result<String, String> {
-        let offset = match self.cursor.as_deref().map(decode_cursor) {
-            None => 0,
-            Some(Some(n)) => n,
+        let cursor = match self.cursor.as_deref().map(decode_cursor) {
+            None => None,
+            Some(Some(cursor)) => Some(cursor),
             Some(None) => return Err(error_json(-32602, "Invalid params: unknown cursor", None)),
         };
         let listed = self.listed.as_deref().unwrap_or_default();
-        let all: Vec<Value> = self.wanted(listed).filter_map(session_info).collect();
-        let page: Vec<Value> = all.iter().skip(offset).take(PAGE).cloned().collect();
-        let mut result = json!({"sessions": page});
-        if offset.saturating_add(PAGE) < all.len() {
-            result["nextCursor"] = json!(encode_cursor(offset + PAGE));
+        // Only rows the schema accepts (a cwd is required).
+        let mut rows: Vec<&ListedSession> =
+            self.wanted(listed).filter(|s| s.cwd.is_some()).collect();
+        rows.sort_unstable_by(|a, b| order(a).cmp(&order(b)));
+        let start = match &cursor {
+            Some(Cursor::After(updated, session)) => rows
+                .partition_point(|s| order(s) <= (std::cmp::Reverse(*updated), session.as_str())),
+            Some(Cursor::Offset(n)) => *n,
+            None => 0,
+        };
+        let limit = self.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+        let page = &rows[start.min(rows.len())..];
+        let (page, more) = (&page[..page.len().min(limit)], page.len() > limit);
+        let sessions: Vec<Value> = page.iter().filter_map(|s| session_info(s)).collect();
+        let mut result = json!({"sessions": sessions});
+        if more && let Some(last) = page.last() {
+            result["nextCursor"] = json!(encode_cursor(last.updated_us, &last.session));
         }
         Ok(result.to_string())
     }
@@ -107,6 +130,11 @@ impl List {
     }
 }
 
+/// A row's place in the list: newest activity first, then by session ID.
+fn order(s: &ListedSession) -> (std::cmp::Reverse<i64>, &str) {
+    (std::cmp::Reverse(s.updated_us), &s.session)
+}
+
 /// The `SessionInfo` of a listed session (`None` without a cwd, which the schema requires).
 fn session_info(s: &ListedSession) -> Option<Value> {
     let mut info = json!({"sessionId": s.session, "cwd": s.cwd.as_ref()?});
@@ -116,22 +144,55 @@ fn session_info(s: &ListedSession) -> Option<Value> {
     if let Some(at) = &s.updated_at {
         info["updatedAt"] = json!(at);
     }
+    if let Some(branch) = &s.git_branch {
+        info["gitBranch"] = json!(branch);
+    }
+    if let Some(state) = &s.state {
+        info["state"] = json!(state);
+    }
+    if let Some(at) = &s.last_turn_ended_at {
+        info["lastTurnEndedAt"] = json!(at);
+    }
+    let cost = s.usage.as_ref().map(|u| &u["cost"]);
+    if let Some(cost) = cost.filter(|c| c["amount"].is_number() && c["currency"].is_string()) {
+        info["cost"] = cost.clone();
+    }
+    let mut ours = serde_json::Map::new();
+    if let Some(agent) = &s.agent {
+        ours.insert("agent".into(), json!(agent));
+    }
+    if let Some(usage) = &s.usage {
+        ours.insert("usage".into(), usage.clone());
+    }
+    if !ours.is_empty() {
+        info["_meta"] = json!({ "acpJournal": ours });
+    }
     Some(info)
 }
 
-fn encode_cursor(offset: usize) -> String {
+/// The cursor after the row of `session` last active at `updated` (microseconds).
+fn encode_cursor(updated: i64, session: &str) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("acpj:{offset}"))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("acpj2:{updated}:{session}"))
 }
 
-fn decode_cursor(cursor: &str) -> Option<usize> {
+/// Where a page starts.
+enum Cursor {
+    /// After the row of this session, last active at this time.
+    After(i64, String),
+    /// At this position (cursors of earlier versions).
+    Offset(usize),
+}
+
+fn decode_cursor(cursor: &str) -> Option<Cursor> {
     use base64::Engine;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()?;
-    String::from_utf8(raw)
-        .ok()?
-        .strip_prefix("acpj:")?
-        .parse()
-        .ok()
+    let text = String::from_utf8(raw).ok()?;
+    if let Some(offset) = text.strip_prefix("acpj:") {
+        return Some(Cursor::Offset(offset.parse().ok()?));
+    }
+    let (updated, session) = text.strip_prefix("acpj2:")?.split_once(':')?;
+    Some(Cursor::After(updated.parse().ok()?, session.to_string()))
 }

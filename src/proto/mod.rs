@@ -194,6 +194,26 @@ pub enum CatalogUpdate {
         /// The session.
         session: SessionId,
     },
+    /// The session's state changed: `running` (a prompt in progress), `idle`, or
+    /// `requires_action` (the agent waits for the user).
+    State {
+        /// The session.
+        session: SessionId,
+        /// The state.
+        state: &'static str,
+    },
+    /// A prompt turn ended.
+    TurnEnded {
+        /// The session.
+        session: SessionId,
+    },
+    /// The agent reported token usage or cost (`usage_update` fields, or a prompt's `usage`).
+    Usage {
+        /// The session.
+        session: SessionId,
+        /// The reported fields.
+        usage: serde_json::Value,
+    },
 }
 
 /// One answer to [`Action::FetchHistory`].
@@ -208,7 +228,7 @@ pub enum HistoryChunk {
 }
 
 /// A session as the store lists it, for `session/list`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListedSession {
     /// Client-facing ID.
     pub session: String,
@@ -218,8 +238,20 @@ pub struct ListedSession {
     pub title: Option<String>,
     /// Last activity, ISO 8601.
     pub updated_at: Option<String>,
+    /// Last activity, Unix microseconds: the list's order (newest first).
+    pub updated_us: i64,
     /// Agent-side IDs it was continued under.
     pub agent_ids: Vec<String>,
+    /// `running`, `idle` or `requires_action` while a live proxy serves it.
+    pub state: Option<String>,
+    /// When its last prompt turn ended, ISO 8601.
+    pub last_turn_ended_at: Option<String>,
+    /// Token usage and cost the agent reported, as JSON (`cost` is shown as the row's cost).
+    pub usage: Option<serde_json::Value>,
+    /// The Git branch of its cwd when it started.
+    pub git_branch: Option<String>,
+    /// The agent that recorded it (its command line), when listing every agent's sessions.
+    pub agent: Option<String>,
 }
 
 /// How the proxy handles session loading (`--load`).
@@ -295,6 +327,10 @@ struct Setup {
 
 /// Requests awaiting their response, by sender and id.
 type PendingTable = HashMap<(Side, RequestId), Pending>;
+
+/// How long a `session/list` for a working directory keeps its changes announced
+/// (`session/list_changed`), as the history-list draft says.
+const LIST_WATCH_US: u64 = 10 * 60 * 1_000_000;
 
 /// Methods whose response creates a session.
 const CREATES_SESSION: &[&str] = &["session/new", "session/fork"];
@@ -378,6 +414,11 @@ pub struct Proxy {
     dead: HashMap<RequestId, Option<SessionId>>,
     /// Prompts in flight by session, for `--stall-timeout`.
     prompts: HashMap<SessionId, PromptWatch>,
+    /// The working directories the client listed sessions of, and when (monotonic
+    /// microseconds): changes there are announced with `session/list_changed` for 10 minutes.
+    watched: HashMap<String, u64>,
+    /// The latest input's time, monotonic microseconds.
+    now: u64,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
     /// The client closed its stream: it expects no more answers.
@@ -410,6 +451,8 @@ impl Proxy {
             reinit: None,
             dead: HashMap::new(),
             prompts: HashMap::new(),
+            watched: HashMap::new(),
+            now: 0,
             agent_ended: false,
             client_ended: false,
         }
@@ -468,6 +511,7 @@ impl Proxy {
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
     pub fn handle_line(&mut self, at: Stamp, from: Side, line: Bytes) {
+        self.now = at.mono_us;
         if from == Side::Client
             && let Some(reinit) = &mut self.reinit
         {
@@ -558,6 +602,21 @@ impl Proxy {
                 if method == "initialize" {
                     self.initialize.request = Some(record_bytes(record));
                 }
+                if let Some(s) = &session {
+                    let state = match (from, method.as_ref()) {
+                        (Side::Client, "session/prompt") => Some("running"),
+                        (Side::Agent, "session/request_permission" | "elicitation/create") => {
+                            Some("requires_action")
+                        }
+                        _ => None,
+                    };
+                    if let Some(state) = state {
+                        self.fx.push(Action::Catalog(CatalogUpdate::State {
+                            session: s.clone(),
+                            state,
+                        }));
+                    }
+                }
                 let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
                     record: record.clone(),
                     params: SetupParams::parse(
@@ -597,6 +656,9 @@ impl Proxy {
                 if pending.method == "initialize" {
                     self.initialize.response = Some(record_bytes(record));
                 }
+                if let Some(s) = &pending.session {
+                    self.catalog_turn(s, &pending.method, peek);
+                }
                 if pending.method == "session/prompt"
                     && let Some(s) = &pending.session
                 {
@@ -621,6 +683,41 @@ impl Proxy {
                 }
             }
             Kind::OtherJson | Kind::Invalid => Target::Connection,
+        }
+    }
+
+    /// A response in session `s` to a `method` request: a prompt's ends the turn (with the
+    /// usage it reports), the answer to a permission or elicitation request lets it run on.
+    fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>) {
+        let session = s.clone();
+        match method {
+            "session/prompt" => {
+                self.fx
+                    .push(Action::Catalog(CatalogUpdate::TurnEnded { session }));
+                self.fx.push(Action::Catalog(CatalogUpdate::State {
+                    session: s.clone(),
+                    state: "idle",
+                }));
+                if let Some(usage) = peek
+                    .result
+                    .filter(|r| r.get().contains("\"usage\""))
+                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+                    .map(|r| r["usage"].clone())
+                    .filter(serde_json::Value::is_object)
+                {
+                    self.fx.push(Action::Catalog(CatalogUpdate::Usage {
+                        session: s.clone(),
+                        usage,
+                    }));
+                }
+            }
+            "session/request_permission" | "elicitation/create" => {
+                self.fx.push(Action::Catalog(CatalogUpdate::State {
+                    session,
+                    state: "running",
+                }));
+            }
+            _ => {}
         }
     }
 
@@ -860,6 +957,32 @@ impl Proxy {
         }
         if restart {
             self.fx.push(Action::RestartAgent);
+        }
+    }
+
+    /// True while the client wants `session/list_changed` for some working directory (it
+    /// declared `session.listChanged` and listed one in the last 10 minutes): the shell then
+    /// watches the store and calls [`Proxy::handle_store_changed`].
+    pub fn wants_list_changes(&self) -> bool {
+        self.watched
+            .values()
+            .any(|listed| self.now.saturating_sub(*listed) < LIST_WATCH_US)
+    }
+
+    /// Sessions of these working directories changed in the store (this proxy or another
+    /// started, updated or ended one): tell the client, for each it watches.
+    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
+        self.now = at.mono_us;
+        self.watched
+            .retain(|_, listed| at.mono_us.saturating_sub(*listed) < LIST_WATCH_US);
+        for cwd in cwds.iter().filter(|c| self.watched.contains_key(*c)) {
+            let line = Bytes::from(format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
+            ));
+            let record = self.fx.proxy_record(at, Side::Agent, line.clone());
+            self.fx.journal(Target::Connection, record);
+            self.fx.forward(Side::Client, line);
         }
     }
 
@@ -1155,12 +1278,23 @@ impl Proxy {
     fn start_list(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) -> bool {
         let op = self.next_op();
         let forwarded = self.agent.list;
+        if !forwarded
+            && self.client.list_changed
+            && let Some(cwd) = envelope::str_field(peek.params, "cwd")
+        {
+            self.watched.insert(cwd, at.mono_us);
+        }
         self.lists.insert(
             op,
             List {
                 client_id: id.clone(),
                 cwd: envelope::str_field(peek.params, "cwd"),
                 cursor: envelope::str_field(peek.params, "cursor"),
+                limit: peek
+                    .params
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                    .and_then(|p| p["limit"].as_u64())
+                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
                 forwarded,
                 listed: None,
                 response: None,
@@ -1399,8 +1533,13 @@ impl Proxy {
     fn map_agent_line(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
         let method = peek.method()?;
         let session = peek.session.as_deref()?;
-        if method == "session/update" && session_info_finder().find(line).is_some() {
-            self.catalog_info(peek, session);
+        if method == "session/update" {
+            if session_info_finder().find(line).is_some() {
+                self.catalog_info(peek, session);
+            }
+            if usage_finder().find(line).is_some() {
+                self.catalog_usage(peek, session);
+            }
         }
         let (client_session, mapping) = self.sessions.mapping_of_agent(session)?;
         mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
@@ -1463,6 +1602,31 @@ impl Proxy {
             });
         }
         out
+    }
+
+    /// A `usage_update` passed through: its token counts and cost go to the catalog.
+    fn catalog_usage(&mut self, peek: &Peek<'_>, session: &str) {
+        let params: serde_json::Value = peek
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let serde_json::Value::Object(mut update) = params["update"].clone() else {
+            return;
+        };
+        if update.get("sessionUpdate").and_then(|v| v.as_str()) != Some("usage_update") {
+            return;
+        }
+        update.remove("sessionUpdate");
+        update.remove("_meta");
+        let session = self
+            .sessions
+            .client_id(session)
+            .cloned()
+            .unwrap_or_else(|| self.sessions.id(session));
+        self.fx.push(Action::Catalog(CatalogUpdate::Usage {
+            session,
+            usage: serde_json::Value::Object(update),
+        }));
     }
 
     /// A `session_info_update` passed through: its title and time go to the catalog.
@@ -1589,6 +1753,13 @@ fn agent_exited(method: &str) -> String {
         "the agent exited",
         Some(json!({"reason": "the agent exited before answering", "method": method})),
     )
+}
+
+/// Finds `"usage_update"` (built once).
+fn usage_finder() -> &'static memchr::memmem::Finder<'static> {
+    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
+        std::sync::OnceLock::new();
+    FINDER.get_or_init(|| memchr::memmem::Finder::new(b"\"usage_update\""))
 }
 
 /// Finds `"session_info_update"` (built once: building a finder costs more than a search).

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::catalog::Catalog;
-use crate::catalog::CatalogEntry;
+use crate::catalog::{CatalogEntry, git_branch};
 use crate::journal::Store;
 use crate::journal::format::{
     Body, FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
@@ -334,6 +334,7 @@ impl<T: Send + 'static> JournalSet<T> {
                 let entry = CatalogEntry::Open {
                     session: session.to_string(),
                     segment: self.store.relative(writer.path()),
+                    git_branch: cwd.as_deref().and_then(|d| git_branch(Path::new(d))),
                     cwd,
                     agent: Some(self.info.argv.join(" ")),
                     t: at.unix_us,

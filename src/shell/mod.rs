@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
-use crate::catalog::{Catalog, CatalogEntry};
+use crate::catalog::{Catalog, CatalogEntry, CatalogIndex};
 use crate::journal::{Event, Store};
 use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
 use crate::wire::Side;
@@ -66,6 +66,8 @@ pub struct ShellConfig {
     pub grace: Duration,
     /// Restarts of a dead agent allowed per minute (`0`: the proxy ends with the agent).
     pub respawn: u32,
+    /// `session/list` shows every agent's sessions (`--list-scope all`), not only this agent's.
+    pub list_all: bool,
 }
 
 /// Clock for stamps: wall clock plus monotonic time since the run started.
@@ -150,11 +152,15 @@ pub async fn run<P: Process>(
         },
         pid: std::process::id(),
     };
+    let agent_line = info.argv.join(" ");
     let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
     let mut core = Proxy::new(config.core);
     let (history_tx, mut history_rx) = mpsc::channel::<(u64, HistoryChunk)>(4);
     let services = Services {
+        index: CatalogIndex::new(&config.store),
         store: config.store.clone(),
+        agent: agent_line,
+        list_all: config.list_all,
         history_tx,
         fetches: HashMap::new(),
     };
@@ -174,6 +180,10 @@ pub async fn run<P: Process>(
     let mut from_client = client.input;
     let agent_stderr = StderrCopy::spawn();
 
+    // How often the catalog is checked for other proxies' changes, while the client wants to
+    // hear of them (`session/list_changed`).
+    let mut list_tick = tokio::time::interval(Duration::from_millis(250));
+    list_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sync_tick = tokio::time::interval(Duration::from_secs(1));
     sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -281,6 +291,12 @@ pub async fn run<P: Process>(
             _ = sync_tick.tick() => {
                 out.journals.sync();
                 core.handle_tick(clock.now());
+            }
+            _ = list_tick.tick(), if core.wants_list_changes() => {
+                let cwds = out.services.changed_cwds();
+                if !cwds.is_empty() {
+                    core.handle_store_changed(clock.now(), &cwds);
+                }
             }
             Some(sig) = signals.recv() => forward_signal(&mut core, &clock, &mut process, sig, status.is_none()),
         }
@@ -409,6 +425,12 @@ impl StderrCopy {
 /// The store-side services the core asks for: history reads, session lists, catalog updates.
 struct Services {
     store: Store,
+    /// The catalog in memory, for `session/list` and its change notifications.
+    index: CatalogIndex,
+    /// This run's agent command line (as the catalog has it), and whether `session/list` shows
+    /// every agent's sessions (`--list-scope all`) or only this agent's.
+    agent: String,
+    list_all: bool,
     history_tx: mpsc::Sender<(u64, HistoryChunk)>,
     /// Running history reads and their cancel flags.
     fetches: HashMap<u64, Arc<AtomicBool>>,
@@ -429,27 +451,56 @@ impl Services {
         }
     }
 
-    /// The store's sessions for `session/list` (deleted ones left out).
-    fn sessions(&self) -> Vec<ListedSession> {
-        let sessions = self.store.sessions_with(false).unwrap_or_else(|e| {
+    /// The store's sessions for `session/list`: deleted ones left out, and (unless
+    /// `--list-scope all`) those another agent recorded. A session's `state` is given only
+    /// while a live proxy serves it.
+    fn sessions(&mut self) -> Vec<ListedSession> {
+        if let Err(e) = self.index.refresh() {
+            tracing::warn!("reading the journal catalog: {e}");
+        }
+        let iso = |us: i64| {
+            jiff::Timestamp::from_microsecond(us)
+                .ok()
+                .map(|t| t.to_string())
+        };
+        self.index
+            .sessions()
+            .filter(|s| !s.deleted)
+            .filter(|s| self.list_all || s.agent.as_deref() == Some(self.agent.as_str()))
+            .map(|s| ListedSession {
+                session: s.session.clone(),
+                cwd: s.cwd.clone(),
+                title: s.title.clone(),
+                updated_at: s.updated_at.clone().or_else(|| iso(s.updated)),
+                updated_us: s.updated,
+                agent_ids: s.agent_ids.clone(),
+                state: s.state.clone().filter(|_| {
+                    s.open
+                        && s.segments
+                            .last()
+                            .is_some_and(|seg| self.store.writer_alive(seg))
+                }),
+                last_turn_ended_at: s.last_turn_ended.and_then(iso),
+                usage: s.usage.clone(),
+                git_branch: s.git_branch.clone(),
+                agent: self.list_all.then(|| s.agent.clone()).flatten(),
+            })
+            .collect()
+    }
+
+    /// The working directories of the sessions that changed in the store since last asked.
+    fn changed_cwds(&mut self) -> Vec<String> {
+        let changed = self.index.refresh().unwrap_or_else(|e| {
             tracing::warn!("reading the journal catalog: {e}");
             Vec::new()
         });
-        sessions
-            .into_iter()
-            .filter(|s| !s.deleted)
-            .map(|s| ListedSession {
-                updated_at: s.updated_at.or_else(|| {
-                    jiff::Timestamp::from_microsecond(s.updated)
-                        .ok()
-                        .map(|t| t.to_string())
-                }),
-                session: s.session,
-                cwd: s.cwd,
-                title: s.title,
-                agent_ids: s.agent_ids,
-            })
-            .collect()
+        let mut cwds: Vec<String> = changed
+            .iter()
+            .filter_map(|s| self.index.get(s)?.cwd.clone())
+            .collect();
+        cwds.sort_unstable();
+        cwds.dedup();
+        cwds
     }
 
     fn catalog(&self, update: CatalogUpdate, at: Stamp) {
@@ -472,6 +523,20 @@ impl Services {
             },
             CatalogUpdate::Delete { session } => CatalogEntry::Delete {
                 session: session.to_string(),
+                t,
+            },
+            CatalogUpdate::State { session, state } => CatalogEntry::State {
+                session: session.to_string(),
+                state: state.to_string(),
+                t,
+            },
+            CatalogUpdate::TurnEnded { session } => CatalogEntry::TurnEnded {
+                session: session.to_string(),
+                t,
+            },
+            CatalogUpdate::Usage { session, usage } => CatalogEntry::Usage {
+                session: session.to_string(),
+                usage,
                 t,
             },
         };

@@ -163,6 +163,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
         if closed {
             let stats = w.close(1, header.started, 0).unwrap();
             catalog.push(CatalogEntry::Open {
+                git_branch: None,
                 session: session.clone(),
                 segment: store.relative(&path),
                 cwd: header.cwd.clone(),
@@ -179,6 +180,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
         } else {
             drop(w); // a writer that was killed: no close entry, no end marker
             catalog.push(CatalogEntry::Open {
+                git_branch: None,
                 session,
                 segment: store.relative(&path),
                 cwd: header.cwd.clone(),

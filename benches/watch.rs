@@ -49,7 +49,7 @@ fn agent() {
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     // A third in bursts (no pause), the rest 1–20 ms apart.
-                    if rng % 3 != 0 {
+                    if !rng.is_multiple_of(3) {
                         std::thread::sleep(Duration::from_micros(1000 + rng % 19_000));
                     }
                     let text = "lorem ipsum dolor sit amet ".repeat(1 + (rng % 8) as usize);
@@ -149,7 +149,11 @@ fn main() {
             }
         }
     };
-    request(0, "initialize", r#"{"protocolVersion":1,"clientCapabilities":{}}"#);
+    request(
+        0,
+        "initialize",
+        r#"{"protocolVersion":1,"clientCapabilities":{}}"#,
+    );
     request(1, "session/new", r#"{"cwd":"/bench","mcpServers":[]}"#);
     let started = Instant::now();
     let per_turn = 250;
@@ -163,7 +167,6 @@ fn main() {
         );
     }
     let elapsed = started.elapsed();
-    drop(request);
     let mut printed: HashMap<u64, Instant> = HashMap::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while printed.len() < received.len() && Instant::now() < deadline {

@@ -160,6 +160,17 @@ Examples:
 
 Colour is used on a terminal unless NO_COLOR is set.")]
     Show(ShowArgs),
+    /// Follow live sessions as their proxies journal them: the transcript (or the wire records,
+    /// or NDJSON) as it grows, until the session is closed.
+    #[command(after_help = "\
+Examples:
+  acp-journal watch                  the most recently active live session
+  acp-journal watch 3fa8 --raw       one session's wire records, from its start
+  acp-journal watch --all            every live session and each new one, lines prefixed
+  acp-journal watch 3fa8 --follow    and its next runs (a later session/load)
+
+Ends when the session's proxy closes it (or is gone); with --all or --follow, when interrupted.")]
+    Watch(WatchArgs),
     /// Export a session for a bug report: markdown (a transcript), NDJSON (the wire messages)
     /// or a self-contained HTML page.
     #[command(after_help = "\
@@ -352,6 +363,35 @@ pub struct ShowArgs {
     /// Print the records as NDJSON, as stored.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `watch` options.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Sessions to follow: ID, unique prefix, segment file or directory [default: the most
+    /// recently active live session].
+    #[arg(value_name = "SESSION|PATH", conflicts_with = "all")]
+    pub sessions: Vec<String>,
+    /// Every live session, and every new one as it starts; each line starts with the session's
+    /// short ID. Runs until interrupted.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the wire records: time, direction, message.
+    #[arg(long, conflicts_with = "json")]
+    pub raw: bool,
+    /// Print the messages as NDJSON, as on the wire.
+    #[arg(long)]
+    pub json: bool,
+    /// Everything recorded so far, then what follows (the default for a session; with --all,
+    /// the live sessions' records so far).
+    #[arg(long, conflicts_with = "from_now")]
+    pub from_start: bool,
+    /// Only what is recorded after the watch began (the default with --all).
+    #[arg(long)]
+    pub from_now: bool,
+    /// When the session is closed, keep waiting for its next run (a later `session/load`).
+    #[arg(long)]
+    pub follow: bool,
 }
 
 /// `list` options.

@@ -88,7 +88,7 @@ fn state(store: &Store, s: &SessionSummary) -> &'static str {
 
 /// For each ID, the shortest prefix (at least 6 characters) that names only it: one more
 /// character than it shares with its neighbours in sorted order.
-fn shortest_prefixes(ids: &[String]) -> std::collections::HashMap<&str, String> {
+pub(super) fn shortest_prefixes(ids: &[String]) -> std::collections::HashMap<&str, String> {
     let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
     sorted.sort_unstable();
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();

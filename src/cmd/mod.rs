@@ -3,6 +3,7 @@
 mod bundle;
 mod diff;
 mod export;
+mod inotify;
 mod list;
 mod maintain;
 mod proxy;
@@ -12,6 +13,7 @@ mod rerun;
 mod search;
 mod show;
 mod verify;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +59,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::List(args)) => list::run(&store, args),
         Some(Command::Verify(args)) => verify::run(&store, args),
         Some(Command::Show(args)) => show::run(&store, args),
+        Some(Command::Watch(args)) => watch::run(&store, args),
         Some(Command::Export(args)) => export::run(&store, args),
         Some(Command::Search(args)) => search::run(&store, args),
         Some(Command::Stats(args)) => search::stats(&store, args),

@@ -58,7 +58,8 @@ pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn raw(out: &mut impl Write, record: &Record) -> std::io::Result<()> {
+/// A record as `--raw` prints it: time, direction, the wire line (or stderr, or an event).
+pub(super) fn raw(out: &mut impl Write, record: &Record) -> std::io::Result<()> {
     let time = clock(record.unix_us);
     match &record.body {
         Body::Message { from, payload } => {

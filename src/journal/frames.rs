@@ -5,6 +5,10 @@
 //! block: everything decoded before it is kept (a plain streaming read would drop the output of
 //! the whole read call that hit the error). It also tells a stream cut at a frame boundary
 //! (complete) from one cut inside a frame (truncated: the writer never finished the frame).
+//!
+//! Input that ends inside a unit is kept: when the source grows (a segment still being written,
+//! read by `journal::tail`), the next [`BlockDecoder::step`] goes on from the same byte, so a
+//! unit is only ever decoded whole.
 
 use std::io::{self, BufReader, Read};
 
@@ -29,8 +33,12 @@ pub(crate) enum Step {
 
 enum State {
     FrameStart,
-    Blocks { checksum: bool },
+    Blocks {
+        checksum: bool,
+    },
     Checksum,
+    /// Inside a skippable frame: this many content bytes remain to be skipped.
+    Skip(u64),
 }
 
 /// A block-at-a-time zstd decoder over a byte source.
@@ -40,6 +48,8 @@ pub(crate) struct BlockDecoder<R: Read> {
     state: State,
     frames: u64,
     unit: Vec<u8>,
+    /// `unit` holds the start of a unit whose input ended early: kept for the next step.
+    partial: bool,
     /// Compressed bytes read so far (skipped content excluded).
     read: u64,
 }
@@ -60,6 +70,7 @@ impl<R: Read> BlockDecoder<R> {
             state: State::FrameStart,
             frames: 0,
             unit: Vec::with_capacity(256 * 1024),
+            partial: false,
             read: 0,
         })
     }
@@ -74,23 +85,30 @@ impl<R: Read> BlockDecoder<R> {
         self.read
     }
 
-    /// Append `n` more input bytes to the current unit.
-    fn take(&mut self, n: usize) -> io::Result<Take> {
+    /// Read input until the current unit holds `total` bytes (or the input ends).
+    fn take(&mut self, total: usize) -> io::Result<Take> {
         let start = self.unit.len();
-        self.unit.resize(start + n, 0);
+        if start >= total {
+            return Ok(Take::Full);
+        }
+        self.unit.resize(total, 0);
         let mut got = 0;
-        while got < n {
+        while start + got < total {
             match self.inner.read(&mut self.unit[start + got..]) {
                 Ok(0) => break,
                 Ok(k) => got += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.unit.truncate(start + got);
+                    self.read += got as u64;
+                    return Err(e);
+                }
             }
         }
         self.unit.truncate(start + got);
         self.read += got as u64;
-        Ok(match got {
-            _ if got == n => Take::Full,
+        Ok(match self.unit.len() {
+            n if n == total => Take::Full,
             0 => Take::Empty,
             _ => Take::Short,
         })
@@ -105,9 +123,20 @@ impl<R: Read> BlockDecoder<R> {
         }
     }
 
-    /// Read the next unit into `self.unit`; `Some(step)` when the input ended or is bad.
+    /// Read the next unit into `self.unit`; `Some(step)` when the input ended or is bad. A unit
+    /// cut short stays in `self.unit`, to be completed by the next call.
     fn read_unit(&mut self) -> io::Result<Option<Step>> {
-        self.unit.clear();
+        if !std::mem::take(&mut self.partial) {
+            self.unit.clear();
+        }
+        let result = self.read_whole_unit();
+        if let Ok(Some(Step::Truncated)) = result {
+            self.partial = !self.unit.is_empty();
+        }
+        result
+    }
+
+    fn read_whole_unit(&mut self) -> io::Result<Option<Step>> {
         match self.state {
             State::FrameStart => {
                 match self.take(4)? {
@@ -118,27 +147,20 @@ impl<R: Read> BlockDecoder<R> {
                 let magic = u32::from_le_bytes(self.unit[..4].try_into().expect("4 bytes"));
                 if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
                     // A skippable frame: its size, then content we do not need.
-                    if !matches!(self.take(4)?, Take::Full) {
+                    if !matches!(self.take(8)?, Take::Full) {
                         return Ok(Some(Step::Truncated));
                     }
                     let size = u32::from_le_bytes(self.unit[4..8].try_into().expect("4 bytes"));
-                    let skipped = io::copy(
-                        &mut (&mut self.inner).take(u64::from(size)),
-                        &mut io::sink(),
-                    )?;
                     self.unit.clear();
-                    return Ok(if skipped < u64::from(size) {
-                        Some(Step::Truncated)
-                    } else {
-                        None
-                    });
+                    self.state = State::Skip(u64::from(size));
+                    return self.skip();
                 }
                 if magic != ZSTD_MAGIC {
                     return Ok(Some(Step::Damaged(format!(
                         "no zstd frame here (magic {magic:08x})"
                     ))));
                 }
-                if !matches!(self.take(1)?, Take::Full) {
+                if !matches!(self.take(5)?, Take::Full) {
                     return Ok(Some(Step::Truncated));
                 }
                 let fhd = self.unit[4];
@@ -152,7 +174,7 @@ impl<R: Read> BlockDecoder<R> {
                     _ => 8,
                 };
                 let rest = usize::from(!single_segment) + dict_id + content_size;
-                if !matches!(self.take(rest)?, Take::Full) {
+                if !matches!(self.take(5 + rest)?, Take::Full) {
                     return Ok(Some(Step::Truncated));
                 }
                 if self.frames > 0 {
@@ -181,7 +203,7 @@ impl<R: Read> BlockDecoder<R> {
                         "zstd block of {size} bytes is over the 128 KiB limit"
                     ))));
                 }
-                if !matches!(self.take(content)?, Take::Full) {
+                if !matches!(self.take(3 + content)?, Take::Full) {
                     return Ok(Some(Step::Truncated));
                 }
                 if last {
@@ -198,7 +220,22 @@ impl<R: Read> BlockDecoder<R> {
                 }
                 self.state = State::FrameStart;
             }
+            State::Skip(_) => return self.skip(),
         }
+        Ok(None)
+    }
+
+    /// Skip what remains of a skippable frame's content.
+    fn skip(&mut self) -> io::Result<Option<Step>> {
+        let State::Skip(remaining) = self.state else {
+            return Ok(None);
+        };
+        let skipped = io::copy(&mut (&mut self.inner).take(remaining), &mut io::sink())?;
+        if skipped < remaining {
+            self.state = State::Skip(remaining - skipped);
+            return Ok(Some(Step::Truncated));
+        }
+        self.state = State::FrameStart;
         Ok(None)
     }
 

@@ -12,6 +12,7 @@ mod frames;
 pub mod private;
 pub mod reader;
 pub mod store;
+pub mod tail;
 pub mod writer;
 
 pub use event::Event;

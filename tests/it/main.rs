@@ -16,3 +16,4 @@ mod security;
 mod storage;
 mod terminals;
 mod util;
+mod watch;

@@ -233,6 +233,14 @@ Example:
   acp-journal bundle 3fa8 --upto-turn 2 --include-stderr -o bug.acpj
 The bundle is a journal file: show, export, replay, rerun and diff accept it.")]
     Bundle(BundleArgs),
+    /// Copy a session into a new one, whole or up to a turn, to continue it another way.
+    #[command(after_help = "\
+Examples:
+  acp-journal fork 3fa8 --at-turn 2       keep prompt turns 1 and 2
+  acp-journal fork 3fa8 --at-message m-7  keep through the turn holding message m-7
+Prints the new session's ID; load it from the editor (through the proxy) to continue from there.
+The original is not changed.")]
+    Fork(ForkArgs),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
@@ -517,4 +525,18 @@ pub struct BundleArgs {
     /// The bundle file to write (it must not exist).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+}
+
+/// `fork` options.
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// Session ID or unique prefix.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Keep prompt turns 1 to N (default: every turn).
+    #[arg(long, value_name = "N", conflicts_with = "at_message")]
+    pub at_turn: Option<u64>,
+    /// Keep through the end of the turn holding the user or agent message with this messageId.
+    #[arg(long, value_name = "ID")]
+    pub at_message: Option<String>,
 }

@@ -138,6 +138,7 @@ impl<W: Write> Render for Text<W> {
             Event::Restarted { .. } | Event::Restored { .. } | Event::Stalled { .. } => {
                 self.line("33", &format!("── {}", model::proxy_note(event)))
             }
+            Event::Forked { .. } => self.line("2", &format!("── {}", model::proxy_note(event))),
             Event::Bundle { summary } => self.line("2", &format!("── {summary}")),
         }
     }

@@ -3,6 +3,7 @@
 mod bundle;
 mod diff;
 mod export;
+mod fork;
 mod inotify;
 mod list;
 mod maintain;
@@ -69,6 +70,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Rerun(args)) => rerun::run(&store, args),
         Some(Command::Diff(args)) => diff::run(&store, args),
         Some(Command::Bundle(args)) => bundle::run(&store, args),
+        Some(Command::Fork(args)) => fork::run(&store, args),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         None => proxy::run(store, cli.proxy, cli.agent),

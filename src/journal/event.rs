@@ -89,6 +89,17 @@ pub enum Event {
         /// The manifest (JSON).
         manifest: Value,
     },
+    /// The first record of a fork (`acp-journal fork`, `session/fork`): the session was made
+    /// from the first `turns` prompt turns of session `parent`, cut after the turn holding
+    /// `message` when it was forked at a message.
+    ForkedFrom {
+        /// The session it was forked from.
+        parent: String,
+        /// Prompt turns kept.
+        turns: u64,
+        /// The `messageId` it was forked at, if any.
+        message: Option<String>,
+    },
     /// Any other event, as read.
     #[serde(untagged)]
     Other(Value),
@@ -112,6 +123,7 @@ impl Event {
             Event::PromptStalled { .. } => "prompt_stalled",
             Event::SegmentEnd { .. } => "segment_end",
             Event::BundleManifest { .. } => "bundle_manifest",
+            Event::ForkedFrom { .. } => "forked_from",
             Event::Other(value) => value["type"].as_str().unwrap_or("?"),
         }
     }
@@ -202,6 +214,22 @@ mod tests {
                     manifest: json!({"session": "S", "turns": 2, "b": 1, "a": 0}),
                 },
                 r#"{"type":"bundle_manifest","manifest":{"session":"S","turns":2,"b":1,"a":0}}"#,
+            ),
+            (
+                Event::ForkedFrom {
+                    parent: "P".into(),
+                    turns: 1,
+                    message: None,
+                },
+                r#"{"type":"forked_from","parent":"P","turns":1,"message":null}"#,
+            ),
+            (
+                Event::ForkedFrom {
+                    parent: "P".into(),
+                    turns: 2,
+                    message: Some("m-1".into()),
+                },
+                r#"{"type":"forked_from","parent":"P","turns":2,"message":"m-1"}"#,
             ),
         ];
         for (event, line) in &cases {

@@ -420,6 +420,7 @@ impl<W: Write> Render for Html<W> {
             Event::Restarted { .. } | Event::Restored { .. } | Event::Stalled { .. } => {
                 self.div("meta", &super::model::proxy_note(event))
             }
+            Event::Forked { .. } => self.div("meta", &super::model::proxy_note(event)),
             Event::Bundle { summary } => self.div("meta", summary),
         }
     }

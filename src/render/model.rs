@@ -189,6 +189,15 @@ pub enum Event<'a> {
         /// What the proxy did.
         action: &'a str,
     },
+    /// The session is a fork of another (`acp-journal fork`).
+    Forked {
+        /// The session it was forked from.
+        parent: &'a str,
+        /// Prompt turns kept.
+        turns: u64,
+        /// The `messageId` it was forked at, if any.
+        message: Option<&'a str>,
+    },
     /// The journal is a bundle (`acp-journal bundle`): what its manifest says, in one line.
     Bundle {
         /// Agent, client, turns kept, values redacted, who made it where.
@@ -488,6 +497,18 @@ impl Timeline {
             }
             JournalEvent::SessionRestored { how } => self.emit(sink, &Event::Restored { how }),
             JournalEvent::PromptStalled { action } => self.emit(sink, &Event::Stalled { action }),
+            JournalEvent::ForkedFrom {
+                parent,
+                turns,
+                message,
+            } => self.emit(
+                sink,
+                &Event::Forked {
+                    parent,
+                    turns: *turns,
+                    message: message.as_deref(),
+                },
+            ),
             JournalEvent::BundleManifest { manifest } => self.emit(
                 sink,
                 &Event::Bundle {
@@ -522,7 +543,7 @@ impl Timeline {
 }
 
 /// What the proxy did to keep a session alive, in words (for [`Event::Restarted`],
-/// [`Event::Restored`] and [`Event::Stalled`]; empty for other events).
+/// [`Event::Restored`], [`Event::Stalled`] and [`Event::Forked`]; empty for other events).
 pub fn proxy_note(event: &Event<'_>) -> String {
     match event {
         Event::Restarted { code } => {
@@ -534,6 +555,19 @@ pub fn proxy_note(event: &Event<'_>) -> String {
         }
         Event::Stalled { action } => {
             format!("the agent stayed silent after the cancel: acp-journal did `{action}`")
+        }
+        Event::Forked {
+            parent,
+            turns,
+            message,
+        } => {
+            let s = if *turns == 1 { "" } else { "s" };
+            match message {
+                Some(m) => {
+                    format!("forked from session {parent} at message {m} ({turns} turn{s} kept)")
+                }
+                None => format!("forked from session {parent} ({turns} turn{s} kept)"),
+            }
         }
         _ => String::new(),
     }

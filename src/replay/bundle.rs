@@ -259,7 +259,7 @@ fn manifest(header: &Header, runs: usize, c: &Collected, created: jiff::Timestam
 }
 
 /// Whether a record is a prompt turn the client sent ([`envelope::is_prompt_turn`]).
-fn is_prompt_turn(record: &Record) -> bool {
+pub(crate) fn is_prompt_turn(record: &Record) -> bool {
     matches!(&record.body, Body::Message { from, payload }
         if envelope::is_prompt_turn(*from, payload.proxy, &payload.bytes))
 }

@@ -3,6 +3,7 @@
 mod cli;
 mod concurrency;
 mod faults;
+mod fork;
 mod golden;
 mod html;
 mod kill_storm;

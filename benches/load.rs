@@ -7,6 +7,9 @@
 //! without `loadSession` (this binary, re-executed with `__agent`), so the proxy serves the
 //! load itself and then starts a fresh agent session.
 //!
+//! Then `session/list` served from a store of 10 000 sessions: the time from request to answer
+//! of a page of 50 (the first page, and every page walked with the cursor), p50 and p99.
+//!
 //! Run: `cargo bench --bench load` (`BENCH_QUICK=1` for a smaller run). Report on stdout.
 
 use std::io::{BufRead, BufReader, Write};
@@ -14,6 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use acp_journal::catalog::CatalogEntry;
 use acp_journal::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
 
 use acp_journal::journal::{SegmentWriter, Store};
@@ -66,6 +70,99 @@ fn main() {
             rss as f64 / 1024.0
         );
     }
+    let (first, walk) = list_latency(10_000);
+    let _ = writeln!(
+        out,
+        "\n| session/list, page of 50 of 10 000 sessions | p50 | p99 |\n|---|---:|---:|"
+    );
+    for (what, mut times) in [
+        ("first page (100 requests)", first),
+        ("every page by cursor (200)", walk),
+    ] {
+        times.sort_unstable();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        let _ = writeln!(
+            out,
+            "| {what} | {:.2} ms | {:.2} ms |",
+            at(0.5).as_secs_f64() * 1e3,
+            at(0.99).as_secs_f64() * 1e3
+        );
+    }
+}
+
+/// `session/list` round trips through a proxy over a store of `n` sessions of this agent:
+/// the first page asked 100 times, then every page walked with the cursor.
+fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let store = tempfile::tempdir().expect("tempdir");
+    let me = std::env::current_exe().expect("current exe");
+    let agent = format!("{} __agent", me.display());
+    let mut catalog = Vec::new();
+    for i in 0..n {
+        let entry = CatalogEntry::Open {
+            session: format!("s{i:06}"),
+            segment: format!("sessions/s{i:06}/x.acpj.zst"),
+            cwd: Some("/bench".into()),
+            agent: Some(agent.clone()),
+            git_branch: Some("main".into()),
+            t: 1_795_000_000_000_000 + i as i64 * 1_000,
+        };
+        catalog.extend(serde_json::to_vec(&entry).expect("json"));
+        catalog.push(b'\n');
+    }
+    Store::new(store.path()).create_dirs().expect("store");
+    std::fs::write(store.path().join("catalog.ndjson"), catalog).expect("catalog");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acp-journal"))
+        .arg("--journal-dir")
+        .arg(store.path())
+        .args(["--fsync", "never", "--"])
+        .arg(&me)
+        .arg("__agent")
+        .env("ACP_JOURNAL_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawning the proxy");
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = Vec::new();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":1,"clientCapabilities":{{}}}}}}"#).expect("write");
+    line.clear();
+    stdout.read_until(b'\n', &mut line).expect("initialize");
+    let mut ask = |params: serde_json::Value| -> (Duration, serde_json::Value) {
+        let start = Instant::now();
+        writeln!(
+            stdin,
+            "{}",
+            serde_json::json!({"jsonrpc":"2.0","id":1,"method":"session/list","params":params})
+        )
+        .expect("write");
+        line.clear();
+        stdout.read_until(b'\n', &mut line).expect("answer");
+        (
+            start.elapsed(),
+            serde_json::from_slice(&line).expect("json"),
+        )
+    };
+    let first: Vec<Duration> = (0..100)
+        .map(|_| ask(serde_json::json!({"cwd": "/bench", "limit": 50})).0)
+        .collect();
+    let mut walk = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..200 {
+        let mut params = serde_json::json!({"cwd": "/bench", "limit": 50});
+        if let Some(c) = &cursor {
+            params["cursor"] = serde_json::json!(c);
+        }
+        let (took, page) = ask(params);
+        walk.push(took);
+        match page["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    (first, walk)
 }
 
 /// A journal of one session with `n` agent updates: turns of one prompt and 20 updates.

@@ -20,6 +20,7 @@ pub(super) struct AgentCaps {
     pub(super) resume: bool,
     pub(super) close: bool,
     pub(super) delete: bool,
+    pub(super) fork: bool,
     pub(super) additional_directories: bool,
 }
 
@@ -68,6 +69,7 @@ impl AgentCaps {
             resume: present(&session["resume"]),
             close: present(&session["close"]),
             delete: present(&session["delete"]),
+            fork: present(&session["fork"]),
             additional_directories: present(&session["additionalDirectories"]),
         })
     }
@@ -84,6 +86,7 @@ impl AgentCaps {
             ("resume", self.resume, loading),
             ("close", self.close, true),
             ("delete", self.delete, true),
+            ("fork", self.fork, loading),
         ] {
             if wanted && !has {
                 added.push(name);

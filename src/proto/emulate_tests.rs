@@ -86,7 +86,7 @@ fn capabilities_are_added_and_nothing_else_changes() {
     let sent = String::from_utf8(h.to_client[0].to_vec()).unwrap();
     assert_eq!(
         sent,
-        "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{\"promptCapabilities\":{\"image\":true},\"loadSession\":true,\"sessionCapabilities\":{\"list\":{\"limit\":{},\"changes\":{}},\"resume\":{},\"close\":{},\"delete\":{}}},\"authMethods\":[]}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{\"promptCapabilities\":{\"image\":true},\"loadSession\":true,\"sessionCapabilities\":{\"list\":{\"limit\":{},\"changes\":{}},\"resume\":{},\"close\":{},\"delete\":{},\"fork\":{}}},\"authMethods\":[]}}\n"
     );
     // The journal holds what the client saw.
     assert_eq!(h.connection()[1], sent.trim_end());
@@ -96,7 +96,7 @@ fn capabilities_are_added_and_nothing_else_changes() {
 fn an_agent_with_everything_is_left_alone() {
     let mut h = Harness::with(Config::default());
     h.client(INIT);
-    let full = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{},"resume":{},"close":{},"delete":{}}}}}"#;
+    let full = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{},"resume":{},"close":{},"delete":{},"fork":{}}}}}"#;
     h.agent(full);
     assert_eq!(h.to_client[0], format!("{full}\n"));
 }
@@ -937,4 +937,95 @@ fn the_catalog_hears_when_a_session_runs_waits_and_ends_its_turn_with_usage() {
             },
         ]
     );
+}
+
+#[test]
+fn a_resume_for_an_agent_without_it_is_served_from_the_journal() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/resume","params":{"sessionId":"S","cwd":"/w"}}"#);
+    assert_eq!(h.to_agent.len(), 1, "not forwarded");
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Lines(vec![replay_line("old")]));
+    let n = h.to_client.len();
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+    assert!(
+        h.to_client[n..]
+            .iter()
+            .all(|l| json_of(l)["params"]["update"]["content"]["text"] != "old"),
+        "a resume replays nothing"
+    );
+}
+
+#[test]
+fn a_fork_for_an_agent_without_it_is_made_in_the_journal_and_started_afresh() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/fork","params":{"sessionId":"S","cwd":"/w","mcpServers":[],"messageId":"m1"}}"#);
+    assert_eq!(h.to_agent.len(), 1, "not forwarded");
+    let (op, fork) = h
+        .requests
+        .iter()
+        .find_map(|a| match a {
+            Action::ForkJournal {
+                op,
+                parent,
+                fork,
+                message,
+            } => {
+                assert_eq!(&**parent, "S");
+                assert_eq!(message.as_deref(), Some("m1"));
+                Some((*op, fork.clone()))
+            }
+            _ => None,
+        })
+        .expect("a ForkJournal");
+    assert_eq!(fork.len(), 32);
+    let at = h.stamp();
+    h.proxy.handle_forked(at, op, Ok(()));
+    h.drain();
+    let load = fetch(&h);
+    let n = h.to_client.len();
+    history(&mut h, load, HistoryChunk::Lines(vec![replay_line("old")]));
+    assert_eq!(h.to_client.len(), n, "a fork replays nothing to the client");
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U"}}"#);
+    let answer = last_to_client(&h);
+    assert_eq!(answer["id"], 5);
+    assert_eq!(answer["result"]["sessionId"], &*fork);
+    h.client(&format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{{"sessionId":"{fork}","prompt":[{{"type":"text","text":"next"}}]}}}}"#
+    ));
+    let prompt = last_to_agent(&h);
+    assert_eq!(prompt["params"]["sessionId"], "U");
+    assert!(
+        prompt["params"]["prompt"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("User: hi")
+    );
+    assert!(
+        h.session(&fork).iter().any(|l| l.contains("session/fork")),
+        "the request is in the fork's journal"
+    );
+}
+
+#[test]
+fn a_fork_of_an_unknown_session_is_resource_not_found() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/fork","params":{"sessionId":"nope","cwd":"/w","mcpServers":[]}}"#);
+    let op = h
+        .requests
+        .iter()
+        .find_map(|a| match a {
+            Action::ForkJournal { op, .. } => Some(*op),
+            _ => None,
+        })
+        .unwrap();
+    let at = h.stamp();
+    h.proxy
+        .handle_forked(at, op, Err("no journal for session nope".into()));
+    h.drain();
+    let answer = last_to_client(&h);
+    assert_eq!(answer["error"]["code"], -32002);
 }

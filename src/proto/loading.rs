@@ -109,6 +109,9 @@ pub(super) struct LoadRequest {
     /// client gets when the journal has no such session, and the agent's own load is not tried
     /// again.
     pub(super) agent_failed: Option<Bytes>,
+    /// A fork the proxy made in the journal for an agent without `session/fork`: brought up
+    /// on a fresh agent session, and the answer names it.
+    pub(super) fork: bool,
 }
 
 impl LoadRequest {
@@ -125,6 +128,7 @@ impl LoadRequest {
             setup: SetupParams::parse(&params),
             request: None,
             agent_failed: None,
+            fork: false,
         })
     }
 
@@ -138,6 +142,7 @@ impl LoadRequest {
             setup,
             request: None,
             agent_failed: None,
+            fork: false,
         }
     }
 }
@@ -192,6 +197,8 @@ struct Load {
     request: Option<Record>,
     /// See [`LoadRequest::agent_failed`].
     agent_failed: Option<Bytes>,
+    /// See [`LoadRequest::fork`].
+    fork: bool,
     phase: Phase,
     summary: Summary,
     answer: RawObject,
@@ -301,6 +308,7 @@ impl Loads {
             setup,
             request,
             agent_failed,
+            fork,
         } = request;
         if let Asker::Client(id) = &asker {
             self.by_request.insert(id.clone(), op);
@@ -312,6 +320,7 @@ impl Loads {
             setup,
             request,
             agent_failed,
+            fork,
             phase: Phase::Fetching,
             summary: Summary::default(),
             answer: RawObject::default(),
@@ -449,7 +458,8 @@ impl Loads {
             setup.cwd.clone_from(&l.summary.cwd);
         }
         let mut params = setup.to_params(caps.additional_directories);
-        let agent_failed = l.agent_failed.is_some();
+        // A fork exists only in the journal: the agent starts it afresh.
+        let agent_failed = l.agent_failed.is_some() || l.fork;
         // A restore prefers the agent's resume, then its own load (hidden); a load served from
         // the journal uses the agent's load only under `--load journal`.
         let native_load = caps.load
@@ -657,10 +667,10 @@ impl Loads {
             }
             _ => (None, 0),
         };
-        let agent_failed = self
+        let (agent_failed, fork) = self
             .loads
             .get(&op)
-            .is_some_and(|l| l.agent_failed.is_some());
+            .map_or((false, false), |l| (l.agent_failed.is_some(), l.fork));
         let has_reprime = reprime.is_some();
         cx.sessions.map(
             session,
@@ -689,7 +699,9 @@ impl Loads {
             } else {
                 "it does not remember the earlier conversation".to_string()
             };
-            let cannot = if agent_failed {
+            let cannot = if fork {
+                "cannot fork sessions"
+            } else if agent_failed {
                 "could not load this session"
             } else {
                 "cannot load sessions"
@@ -749,7 +761,11 @@ impl Loads {
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
                 cx.sessions.set_live(&l.session);
-                cx.fx.answer(at, target, &id, Ok(&l.answer.to_json()));
+                let mut answer = l.answer;
+                if l.fork {
+                    answer.set("sessionId", json_string(&l.session));
+                }
+                cx.fx.answer(at, target, &id, Ok(&answer.to_json()));
                 Progress::Done
             }
             (Ok(()), Asker::Restore(lines)) => {

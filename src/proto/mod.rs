@@ -168,6 +168,18 @@ pub enum Action {
     /// Kill the agent (a prompt stalled past `--stall-timeout` and its cancel): the shell then
     /// restarts it as after a crash.
     RestartAgent,
+    /// Copy `parent`'s journal up to `turns` prompt turns or `message` (inclusive; all when
+    /// neither) into a new session `fork`, and answer with [`Proxy::handle_forked`].
+    ForkJournal {
+        /// Names the answer.
+        op: u64,
+        /// The session forked.
+        parent: SessionId,
+        /// The new session.
+        fork: SessionId,
+        /// Keep messages up to and including this `messageId`.
+        message: Option<String>,
+    },
 }
 
 /// Session metadata for the catalog.
@@ -412,6 +424,8 @@ pub struct Proxy {
     /// Requests of an agent that was restarted, still open at the client: its answers are
     /// journaled and dropped (by id, with the session they belong to).
     dead: HashMap<RequestId, Option<SessionId>>,
+    /// Forks waiting for their journal copy, by operation.
+    forks: HashMap<u64, LoadRequest>,
     /// Prompts in flight by session, for `--stall-timeout`.
     prompts: HashMap<SessionId, PromptWatch>,
     /// The working directories the client listed sessions of, and when (monotonic
@@ -451,6 +465,7 @@ impl Proxy {
             reinit: None,
             dead: HashMap::new(),
             prompts: HashMap::new(),
+            forks: HashMap::new(),
             watched: HashMap::new(),
             now: 0,
             agent_ended: false,
@@ -1072,12 +1087,16 @@ impl Proxy {
                     self.keep_native(id, peek, true);
                     false
                 }
+                "session/resume" if !self.agent.resume && self.emulates_loading() => {
+                    self.start_load(at, id, peek, line, false);
+                    true
+                }
                 "session/resume" if self.emulates_loading() => {
                     self.keep_native(id, peek, false);
                     false
                 }
-                "session/resume" if !self.agent.resume && self.emulates_loading() => {
-                    self.start_load(at, id, peek, line, false);
+                "session/fork" if !self.agent.fork && self.emulates_loading() => {
+                    self.start_fork(at, id, peek, line);
                     true
                 }
                 "session/list" => self.start_list(at, id, peek, line),
@@ -1237,6 +1256,52 @@ impl Proxy {
         );
         self.sessions.set_not_live(s);
         self.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
+    }
+
+    /// `session/fork` for an agent without it: the proxy forks the session in the journal
+    /// (`ForkJournal`), then brings the fork up on a fresh agent session with the re-prime.
+    fn start_fork(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
+        let Some(mut request) = LoadRequest::parse(id, peek, false) else {
+            self.fx.journal_client(at, Target::Connection, peek, line);
+            let error = error_json(-32602, "Invalid params: sessionId is required", None);
+            self.fx.answer(at, Target::Connection, id, Err(&error));
+            return;
+        };
+        let parent = std::mem::replace(&mut request.session, SessionId::from(""));
+        request.session = SessionId::from(fork_id(&parent, at, self.fx.next_seq()));
+        request.request = Some(self.fx.client_record(at, peek, line));
+        request.fork = true;
+        let op = self.next_op();
+        self.fx.push(Action::ForkJournal {
+            op,
+            parent,
+            fork: request.session.clone(),
+            message: envelope::str_field(peek.params, "messageId"),
+        });
+        self.forks.insert(op, request);
+    }
+
+    /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
+    /// agent and answer), or it could not be made (`error`: answer that).
+    pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
+        let Some(request) = self.forks.remove(&op) else {
+            return;
+        };
+        match outcome {
+            Ok(()) => {
+                let (mut cx, loads) = self.cx();
+                loads.start(&mut cx, op, request);
+            }
+            Err(error) => {
+                if let Some(record) = request.request {
+                    self.fx.journal(Target::Connection, record);
+                }
+                if let loading::Asker::Client(id) = &request.asker {
+                    let error = error_json(-32002, &error, None);
+                    self.fx.answer(at, Target::Connection, id, Err(&error));
+                }
+            }
+        }
     }
 
     fn start_load(
@@ -1724,6 +1789,14 @@ fn record_bytes(record: &Record) -> Bytes {
         Body::Message { payload, .. } => payload.bytes.clone(),
         _ => Bytes::new(),
     }
+}
+
+/// A new session ID for a fork of `parent` made at `at` (32 hex digits, derived from the
+/// parent, the time and the record number: the core reads no randomness).
+fn fork_id(parent: &str, at: Stamp, seq: u64) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{parent}\n{}\n{seq}", at.unix_us));
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The JSON-RPC id a response answers: the client's own when it was renumbered.

@@ -42,6 +42,7 @@ use std::sync::atomic::AtomicBool;
 use crate::catalog::{Catalog, CatalogEntry, CatalogIndex};
 use crate::journal::{Event, Store};
 use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
+use crate::replay::fork::{ForkPoint, fork_session};
 use crate::wire::Side;
 pub use agent::{Agent, Process};
 use history::HistoryRequest;
@@ -156,7 +157,10 @@ pub async fn run<P: Process>(
     let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
     let mut core = Proxy::new(config.core);
     let (history_tx, mut history_rx) = mpsc::channel::<(u64, HistoryChunk)>(4);
+    let (fork_tx, mut fork_rx) = mpsc::channel::<(u64, Result<(), String>)>(4);
     let services = Services {
+        run_started_us: start.unix_us,
+        fork_tx,
         index: CatalogIndex::new(&config.store),
         store: config.store.clone(),
         agent: agent_line,
@@ -260,6 +264,7 @@ pub async fn run<P: Process>(
             Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
                 core.handle_history(clock.now(), load, chunk);
             }
+            Some((op, outcome)) = fork_rx.recv() => core.handle_forked(clock.now(), op, outcome),
             exit = process.wait(), if status.is_none() => {
                 let code = exit?;
                 core.handle_event(clock.now(), Event::AgentExit { code });
@@ -425,6 +430,10 @@ impl StderrCopy {
 /// The store-side services the core asks for: history reads, session lists, catalog updates.
 struct Services {
     store: Store,
+    /// When this run started (Unix microseconds).
+    run_started_us: i64,
+    /// Forks made in the store, answered to the main loop.
+    fork_tx: mpsc::Sender<(u64, Result<(), String>)>,
     /// The catalog in memory, for `session/list` and its change notifications.
     index: CatalogIndex,
     /// This run's agent command line (as the catalog has it), and whether `session/list` shows
@@ -486,6 +495,23 @@ impl Services {
                 agent: self.list_all.then(|| s.agent.clone()).flatten(),
             })
             .collect()
+    }
+
+    /// Fork `parent` into a new session `fork` in the store (through the turn of `message`,
+    /// or all of it) on a blocking thread; the outcome goes to the main loop. The copy is
+    /// stamped just before this run started, so it comes before the fork's own segment of this
+    /// run, wherever segments are read in order.
+    fn fork(&self, op: u64, parent: &str, fork: &str, message: Option<String>) {
+        let unix_us = self.run_started_us - 1;
+        let (store, tx) = (self.store.clone(), self.fork_tx.clone());
+        let (parent, fork) = (parent.to_string(), fork.to_string());
+        tokio::task::spawn_blocking(move || {
+            let point = message.map_or(ForkPoint::All, ForkPoint::Message);
+            let outcome = fork_session(&store, &parent, point, &fork, unix_us)
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"));
+            let _ = tx.blocking_send((op, outcome));
+        });
     }
 
     /// The working directories of the sessions that changed in the store since last asked.
@@ -631,6 +657,12 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
             Action::Catalog(_) => {}
             Action::Log(message) => tracing::info!("{message}"),
             Action::RestartAgent => applied.restart_agent = true,
+            Action::ForkJournal {
+                op,
+                parent,
+                fork,
+                message,
+            } => out.services.fork(op, &parent, &fork, message),
         }
     }
     let empty = batch.forwards.is_empty() && !batch.close_agent;

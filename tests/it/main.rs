@@ -5,6 +5,7 @@ mod concurrency;
 mod faults;
 mod fork;
 mod golden;
+mod history;
 mod html;
 mod kill_storm;
 mod loading;

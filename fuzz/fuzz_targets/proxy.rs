@@ -2,7 +2,7 @@
 //! answers to the core's fetches, checking the invariants of `acp_journal::proto`.
 //!
 //! Input: byte 0 is the configuration (bits 0-1 load mode off/auto/journal/agent, bit 2 redact,
-//! bit 3 re-prime); the rest is split on `\n` into steps, each a byte saying what happens and
+//! bit 3 re-prime, bit 4 a 1 ms stall timeout); the rest is split on `\n` into steps, each a byte saying what happens and
 //! the step's bytes (see [`Step`]). `fuzz/corpus/proxy/seed-*` are real sessions in this form.
 
 #![no_main]
@@ -35,6 +35,12 @@ enum Step<'a> {
     History(&'a [u8]),
     /// Answer the oldest `FetchSessions`.
     Sessions(&'a [u8]),
+    /// The agent died and was started again (when the core allows it).
+    Restart,
+    /// Time passes (stall checks).
+    Tick,
+    /// The store changed for these working directories.
+    StoreChanged(&'a [u8]),
 }
 
 fn side(b: u8) -> Side {
@@ -58,7 +64,12 @@ fn parse(chunk: &[u8]) -> Option<Step<'_>> {
         12 => Step::Eof(side(first)),
         13 => Step::History(body),
         14 => Step::Sessions(body),
-        _ => Step::Partial(side(first), body.get(1..).unwrap_or_default()),
+        _ => match first {
+            0xF0.. => Step::Restart,
+            0xE0.. => Step::Tick,
+            0xD0.. => Step::StoreChanged(&body[1..]),
+            _ => Step::Partial(side(first), body.get(1..).unwrap_or_default()),
+        },
     })
 }
 
@@ -70,6 +81,7 @@ struct Driver {
     opened: HashSet<Target>,
     fetches: VecDeque<u64>,
     lists: VecDeque<u64>,
+    forks: VecDeque<u64>,
     /// Lines handed to the core (or as history) so far: forwarding one is not an edit (agent
     /// lines held during a load are forwarded steps later).
     inputs: HashSet<Bytes>,
@@ -130,7 +142,14 @@ impl Driver {
                     self.lists.push_back(request);
                 }
                 Action::CancelHistory { load } => self.fetches.retain(|f| *f != load),
-                Action::CloseAgentStdin | Action::Catalog(_) | Action::Log(_) => {}
+                Action::ForkJournal { op, .. } => {
+                    assert_ne!(self.config.load, LoadMode::Off);
+                    self.forks.push_back(op);
+                }
+                Action::CloseAgentStdin
+                | Action::Catalog(_)
+                | Action::Log(_)
+                | Action::RestartAgent => {}
             }
         }
         forwarded
@@ -238,11 +257,44 @@ impl Driver {
                 self.drain();
             }
             Step::Sessions(body) => {
+                let at = self.stamp();
+                if let Some(op) = self.forks.pop_front() {
+                    // A fork's copy: made, or refused.
+                    let outcome = if body.first().is_some_and(|b| b & 1 == 0) {
+                        Ok(())
+                    } else {
+                        Err("no journal".to_string())
+                    };
+                    self.proxy.handle_forked(at, op, outcome);
+                    self.drain();
+                    return;
+                }
                 let Some(request) = self.lists.pop_front() else {
                     return;
                 };
-                let at = self.stamp();
                 self.proxy.handle_sessions(at, request, listed(body));
+                self.drain();
+            }
+            Step::Restart => {
+                if !self.proxy.can_restart() {
+                    return;
+                }
+                let at = self.stamp();
+                self.proxy.handle_agent_restart(at, 137);
+                self.agent_ended = false;
+                self.ended.remove(&Side::Agent);
+                self.drain();
+            }
+            Step::Tick => {
+                self.now += 1_000_000;
+                let at = self.stamp();
+                self.proxy.handle_tick(at);
+                self.drain();
+            }
+            Step::StoreChanged(body) => {
+                let at = self.stamp();
+                let cwd = String::from_utf8_lossy(body).into_owned();
+                self.proxy.handle_store_changed(at, &[cwd, "/w".into()]);
                 self.drain();
             }
         }
@@ -273,11 +325,13 @@ fn listed(body: &[u8]) -> Vec<ListedSession> {
             cwd: (i % 3 != 2).then(|| "/w".to_string()),
             title: (i % 2 == 0).then(|| format!("title {i}")),
             updated_at: None,
+            updated_us: i as i64,
             agent_ids: if i % 4 == 1 {
                 vec![format!("{id}-a")]
             } else {
                 vec![]
             },
+            ..ListedSession::default()
         })
         .collect()
 }
@@ -336,6 +390,8 @@ fuzz_target!(|data: &[u8]| {
         redact: cfg & 4 != 0,
         reprime: cfg & 8 != 0,
         reprime_limit: 4096,
+        stall_timeout_us: (cfg & 16 != 0).then_some(1_000),
+        stall_grace_us: 1_000,
     };
     let mut driver = Driver {
         proxy: Proxy::new(config),
@@ -343,6 +399,7 @@ fuzz_target!(|data: &[u8]| {
         now: 0,
         opened: HashSet::new(),
         fetches: VecDeque::new(),
+        forks: VecDeque::new(),
         lists: VecDeque::new(),
         inputs: HashSet::new(),
         agent_ended: false,

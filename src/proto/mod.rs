@@ -527,13 +527,16 @@ impl Proxy {
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
     pub fn handle_line(&mut self, at: Stamp, from: Side, line: Bytes) {
         self.now = at.mono_us;
+        let peek = envelope::peek(&line);
         if from == Side::Client
             && let Some(reinit) = &mut self.reinit
+            && peek.is_message()
         {
+            // Messages wait for the restarted agent; anything else is no message of the
+            // protocol and passes as it always does.
             reinit.held.push(line);
             return;
         }
-        let peek = envelope::peek(&line);
         if from == Side::Agent && !self.prompts.is_empty() {
             restart::agent_active(&mut self.prompts, &self.sessions, &peek, at);
         }

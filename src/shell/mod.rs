@@ -194,6 +194,9 @@ pub async fn run<P: Process>(
     let mut respawn = respawn::Respawn::new(config.respawn);
     // The agent's output ended and it may be restarted: waiting for its exit status.
     let mut dying = false;
+    // A signal was forwarded to the agent, or it was told to go after the client left: it is
+    // not restarted.
+    let mut stopping = false;
     let mut out_lines = LineSplitter::new();
     let mut err_buf = vec![0u8; 64 * 1024];
     let mut client_open = true;
@@ -232,7 +235,7 @@ pub async fn run<P: Process>(
                         }
                     }
                     _ => {
-                        dying = agent_output_ended(&mut core, &mut out_lines, at, respawn.enabled());
+                        dying = agent_output_ended(&mut core, &mut out_lines, at, respawn.enabled() && !stopping);
                         agent_out_open = false;
                     }
                 }
@@ -287,7 +290,7 @@ pub async fn run<P: Process>(
                 drain_until = None;
                 if agent_out_open {
                     // As at EOF: the client's pending requests get their answers.
-                    dying = agent_output_ended(&mut core, &mut out_lines, clock.now(), respawn.enabled());
+                    dying = agent_output_ended(&mut core, &mut out_lines, clock.now(), respawn.enabled() && !stopping);
                 }
                 agent_out_open = false;
                 agent_err_open = false;
@@ -303,7 +306,11 @@ pub async fn run<P: Process>(
                     core.handle_store_changed(clock.now(), &cwds);
                 }
             }
-            Some(sig) = signals.recv() => forward_signal(&mut core, &clock, &mut process, sig, status.is_none()),
+            Some(sig) = signals.recv() => {
+                // The agent was asked to stop: its end is no crash to recover from.
+                stopping = true;
+                forward_signal(&mut core, &clock, &mut process, sig, status.is_none());
+            }
         }
         if out.to_client.is_gone() && !client_gone_seen {
             client_gone_seen = true;
@@ -371,7 +378,10 @@ pub async fn run<P: Process>(
         }
     }
 
-    if client_open && let Some(code) = status {
+    if client_open
+        && !stopping
+        && let Some(code) = status
+    {
         let why = if core.agent_answered_initialize() {
             ""
         } else {

@@ -90,6 +90,14 @@ impl Peek<'_> {
         self.kind != Kind::Invalid
     }
 
+    /// True for a JSON-RPC message: a request, a notification or a response.
+    pub fn is_message(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Request { .. } | Kind::Notification { .. } | Kind::Response { .. }
+        )
+    }
+
     /// The method of a request or notification.
     pub fn method(&self) -> Option<&str> {
         match &self.kind {

@@ -5,6 +5,7 @@
 //! [`Transcript`] (text, here: `show` and the markdown export) and [`html::HtmlPage`] (the HTML
 //! export).
 
+mod chunk;
 pub mod html;
 pub mod model;
 

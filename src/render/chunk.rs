@@ -28,14 +28,18 @@ pub(crate) enum ChunkKind {
 
 /// The kind and `content.text` of a chunk update, or `None` (see the module docs).
 pub(crate) fn chunk(line: &[u8]) -> Option<(ChunkKind, Cow<'_, str>)> {
-    let found = serde_json::from_slice::<Message<'_>>(line).ok()?;
+    // Invalid UTF-8 anywhere fails a `Value` parse too (outside strings it is a syntax error).
+    // Checked once here, the strings are not checked again one by one.
+    let line = std::str::from_utf8(line).ok()?;
+    let found = serde_json::from_str::<Message<'_>>(line).ok()?;
     match found {
         Message {
             method: true,
-            update: Some(Update {
-                kind: Some(kind),
-                text: Some(text),
-            }),
+            update:
+                Some(Update {
+                    kind: Some(kind),
+                    text: Some(text),
+                }),
         } => Some((kind, text)),
         _ => None,
     }

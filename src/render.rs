@@ -8,6 +8,7 @@
 mod chunk;
 pub mod html;
 pub mod model;
+mod pretty;
 
 use std::io::{self, Write};
 

@@ -538,6 +538,15 @@ impl<W: Write> WireView<W> {
 /// A wire line for the wire view: what it is (`method #id`, `response #id`, `error #id`,
 /// `method`, `not JSON`) and its text (JSON indented).
 fn message(line: &[u8]) -> (String, String) {
+    if let Some((top, body)) = super::pretty::pretty(line) {
+        let id = top.id.map(|id| format!(" #{id}")).unwrap_or_default();
+        let what = match top.method {
+            Some(method) => format!("{method}{id}"),
+            None if top.error => format!("error{id}"),
+            None => format!("response{id}"),
+        };
+        return (what, body);
+    }
     let Ok(msg) = serde_json::from_slice::<Value>(line) else {
         let text = String::from_utf8_lossy(line).into_owned();
         return ("not JSON".into(), text);

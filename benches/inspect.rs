@@ -331,13 +331,14 @@ fn flat_memory(bin: &str, quick: bool) {
     let mut decompressed = 0u64;
     let zstd = best_of(3, || {
         let t = Instant::now();
-        let out = Command::new("zstd")
+        let mut zstd = Command::new("zstd")
             .args(["-dcq", &segment])
             .stdout(Stdio::piped())
             .spawn()
             .expect("zstd");
-        decompressed = std::io::copy(&mut out.stdout.expect("piped"), &mut std::io::sink())
-            .expect("zstd output");
+        let mut output = zstd.stdout.take().expect("piped");
+        decompressed = std::io::copy(&mut output, &mut std::io::sink()).expect("zstd output");
+        assert!(zstd.wait().expect("zstd").success());
         t.elapsed()
     });
     let commands: [(&str, &[&str]); 5] = [

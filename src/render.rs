@@ -5,8 +5,10 @@
 //! [`Transcript`] (text, here: `show` and the markdown export) and [`html::HtmlPage`] (the HTML
 //! export).
 
+mod chunk;
 pub mod html;
 pub mod model;
+mod pretty;
 
 use std::io::{self, Write};
 

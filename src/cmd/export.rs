@@ -70,7 +70,10 @@ fn markdown(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow:
         Step::Segment { .. } => transcript.new_run(),
         Step::Record(record) => {
             transcript.record(&record)?;
-            out.write_all(&std::mem::take(transcript.buffer()))
+            let buffer = transcript.buffer();
+            out.write_all(buffer)?;
+            buffer.clear();
+            Ok(())
         }
         Step::End { path, tail } => {
             warn(path, tail);

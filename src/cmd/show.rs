@@ -32,8 +32,11 @@ pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
         Step::Record(record) => match transcript.as_mut() {
             Some(t) => {
                 t.record(&record)?;
-                // Stream: hand over what was rendered so far.
-                out.write_all(&std::mem::take(t.buffer()))
+                // Stream: hand over what was rendered so far (the buffer is kept for the next).
+                let buffer = t.buffer();
+                out.write_all(buffer)?;
+                buffer.clear();
+                Ok(())
             }
             None => Ok(()),
         },

@@ -446,8 +446,16 @@ fn yes() -> bool {
 /// Decode a record line (without its `\n`), checking its CRC.
 pub fn decode_record(line: &[u8]) -> Result<Record, DecodeError> {
     check_crc(line)?;
-    let wire: WireRecord<'_> =
-        serde_json::from_slice(line).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    if let Some(record) = decode_message_as_written(&line[CRC_FIELD_LEN..]) {
+        return Ok(record);
+    }
+    // A line that is UTF-8 (every line a writer writes) is parsed as text: checked once as a
+    // whole instead of string by string. Anything else takes the byte parser, for its error.
+    let wire: WireRecord<'_> = match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(line),
+    }
+    .map_err(|e| DecodeError::Malformed(e.to_string()))?;
     let body = if let Some(from) = wire.from {
         let from = match from {
             "client" => Side::Client,
@@ -493,9 +501,137 @@ pub fn decode_record(line: &[u8]) -> Result<Record, DecodeError> {
     })
 }
 
+/// A message record laid out exactly as [`encode_record`] writes it, read without serde:
+/// `"seq":N,"t":N,"mono":N,"from":"client|agent","msg":MSG` then the flags that are set, in
+/// order, and `}`. `MSG` is checked as serde would check it (one JSON value, UTF-8, no
+/// surrounding space). `None` for any other layout (events, text, an unusual spelling of a
+/// number): the serde path decides those, and this one never accepts a line it would refuse
+/// or read one differently (the fields after `MSG` can only be the flags, since a JSON value
+/// that ends in `true` or `false` is that literal alone).
+fn decode_message_as_written(rest: &[u8]) -> Option<Record> {
+    let rest = rest.strip_prefix(br#""seq":"#)?;
+    let (seq, rest) = unsigned(rest)?;
+    let rest = rest.strip_prefix(br#","t":"#)?;
+    let (t, rest) = match rest.strip_prefix(b"-") {
+        Some(rest) => {
+            let (n, rest) = unsigned(rest)?;
+            // `-0` and values past i64 are left to serde.
+            (
+                i64::try_from(n).ok().filter(|n| *n > 0)?.checked_neg()?,
+                rest,
+            )
+        }
+        None => {
+            let (n, rest) = unsigned(rest)?;
+            (i64::try_from(n).ok()?, rest)
+        }
+    };
+    let rest = rest.strip_prefix(br#","mono":"#)?;
+    let (mono, rest) = unsigned(rest)?;
+    let rest = rest.strip_prefix(br#","from":""#)?;
+    let (from, rest) = if let Some(rest) = rest.strip_prefix(br#"client","msg":"#) {
+        (Side::Client, rest)
+    } else {
+        (Side::Agent, rest.strip_prefix(br#"agent","msg":"#)?)
+    };
+    let mut msg = rest.strip_suffix(b"}")?;
+    let mut flag = |name: &[u8]| match msg.strip_suffix(name) {
+        Some(before) => {
+            msg = before;
+            true
+        }
+        None => false,
+    };
+    let proxy = flag(br#","proxy":true"#);
+    let redacted = flag(br#","redacted":true"#);
+    let eol = !flag(br#","eol":false"#);
+    let cr = flag(br#","cr":true"#);
+    if !is_bare(msg) {
+        return None;
+    }
+    let text = std::str::from_utf8(msg).ok()?;
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    Some(Record {
+        seq,
+        unix_us: t,
+        mono_us: mono,
+        body: Body::Message {
+            from,
+            payload: Payload {
+                bytes: Bytes::copy_from_slice(msg),
+                encoding: Encoding::Json,
+                cr,
+                eol,
+                redacted,
+                proxy,
+            },
+        },
+    })
+}
+
+/// A JSON unsigned integer as serde reads it into a `u64` (no leading zero, no overflow),
+/// and what follows it.
+fn unsigned(text: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || (digits > 1 && text[0] == b'0') {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in &text[..digits] {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some((n, &text[digits..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_written_layout_reads_as_serde_reads_it() {
+        let lines: &[&str] = &[
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":{"a":1}}"#,
+            r#""seq":0,"t":-5,"mono":0,"from":"client","msg":[1,2],"cr":true,"eol":false,"redacted":true,"proxy":true}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":true,"proxy":true}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":"a,\"proxy\":true","redacted":true}"#,
+            r#""seq":18446744073709551615,"t":-9223372036854775807,"mono":3,"from":"agent","msg":1}"#,
+            // Out of range for a number, but not for serde skipping a value.
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":{"a":1e400}}"#,
+            // Left to serde.
+            r#""seq":18446744073709551616,"t":2,"mono":3,"from":"agent","msg":1}"#,
+            r#""seq":01,"t":2,"mono":3,"from":"agent","msg":1}"#,
+            r#""seq":1,"t":-0,"mono":3,"from":"agent","msg":1}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg": {"a":1}}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":{"a":1},"msg":{}}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":{"a":1},"cr":false}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","msg":{"a":}}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"other","msg":1}"#,
+            r#""seq":1,"t":2,"mono":3,"from":"agent","text":"x"}"#,
+        ];
+        for (i, rest) in lines.iter().enumerate() {
+            let mut line = br#"{"crc":"00000000","#.to_vec();
+            line.extend_from_slice(rest.as_bytes());
+            let fast = decode_message_as_written(rest.as_bytes());
+            assert_eq!(fast.is_some(), i < 6, "{rest}");
+            let wire: Result<WireRecord<'_>, _> = serde_json::from_slice(&line);
+            if let Some(fast) = fast {
+                let wire = wire.expect("serde reads it too");
+                assert_eq!(
+                    (fast.seq, fast.unix_us, fast.mono_us),
+                    (wire.seq, wire.t, wire.mono)
+                );
+                let Body::Message { from, payload } = fast.body else {
+                    panic!("a message")
+                };
+                assert_eq!(from.as_str(), wire.from.unwrap());
+                assert_eq!(payload.bytes, wire.msg.unwrap().get().as_bytes());
+                assert_eq!(
+                    (payload.cr, payload.eol, payload.redacted, payload.proxy),
+                    (wire.cr, wire.eol, wire.redacted, wire.proxy)
+                );
+            }
+        }
+    }
 
     fn roundtrip(record: Record) {
         let mut out = Vec::new();

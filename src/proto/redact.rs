@@ -116,7 +116,14 @@ pub fn redact_event(event: &mut Event) -> bool {
 pub fn redact_record(record: &mut Record) -> bool {
     match &mut record.body {
         Body::Message { payload, .. } => {
-            match redact_line(&envelope::peek(&payload.bytes), &payload.bytes) {
+            // Only a setup request or `terminal/create` is redacted structurally: a line that
+            // cannot be one needs only the token pass, and no peek for its method.
+            let clean = if may_be_structural(&payload.bytes) {
+                redact_line(&envelope::peek(&payload.bytes), &payload.bytes)
+            } else {
+                redact_tokens(&payload.bytes)
+            };
+            match clean {
                 Some(clean) => {
                     payload.bytes = Bytes::from(clean);
                     payload.redacted = true;
@@ -134,6 +141,22 @@ pub fn redact_record(record: &mut Record) -> bool {
         },
         Body::Event(event) => redact_event(event),
     }
+}
+
+/// False only when `body` cannot be a message whose method is one the structural pass redacts:
+/// without a backslash a JSON string is its bytes, so such a method would be spelled out,
+/// quotes included.
+fn may_be_structural(body: &[u8]) -> bool {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        let names: Vec<String> = SESSION_SETUP
+            .iter()
+            .chain(&["terminal/create"])
+            .map(|m| regex::escape(&format!("\"{m}\"")))
+            .collect();
+        Regex::new(&names.join("|")).expect("the method pattern compiles")
+    });
+    memchr::memchr(b'\\', body).is_some() || re.is_match(body)
 }
 
 /// Replace the `value` of every `{name, value}` entry in `list` (or every value of an object).

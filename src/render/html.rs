@@ -38,20 +38,32 @@ pub fn escape_text(text: &str) -> Cow<'_, str> {
 }
 
 fn escape_chars<'a>(text: &'a str, special: &[char]) -> Cow<'a, str> {
-    if !text.contains(special) {
+    // The specials are ASCII: scan bytes, copying the runs between them whole.
+    let is_special = |b: u8| special.iter().any(|c| *c as u32 == u32::from(b));
+    let bytes = text.as_bytes();
+    let Some(first) = bytes.iter().position(|b| is_special(*b)) else {
         return Cow::Borrowed(text);
-    }
+    };
     let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            c if !special.contains(&c) => out.push(c),
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            _ => out.push_str("&#39;"),
+    let mut start = 0;
+    for (i, b) in bytes.iter().enumerate().skip(first) {
+        let replacement = match b {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            b'\'' => "&#39;",
+            _ => continue,
+        };
+        if !is_special(*b) {
+            continue;
         }
+        // `i` is an ASCII byte, so both slices end on character boundaries.
+        out.push_str(&text[start..i]);
+        out.push_str(replacement);
+        start = i + 1;
     }
+    out.push_str(&text[start..]);
     Cow::Owned(out)
 }
 
@@ -527,6 +539,15 @@ impl<W: Write> WireView<W> {
 /// A wire line for the wire view: what it is (`method #id`, `response #id`, `error #id`,
 /// `method`, `not JSON`) and its text (JSON indented).
 fn message(line: &[u8]) -> (String, String) {
+    if let Some((top, body)) = super::pretty::pretty(line) {
+        let id = top.id.map(|id| format!(" #{id}")).unwrap_or_default();
+        let what = match top.method {
+            Some(method) => format!("{method}{id}"),
+            None if top.error => format!("error{id}"),
+            None => format!("response{id}"),
+        };
+        return (what, body);
+    }
     let Ok(msg) = serde_json::from_slice::<Value>(line) else {
         let text = String::from_utf8_lossy(line).into_owned();
         return ("not JSON".into(), text);

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::chunk::ChunkKind;
 use crate::acp::{permission_choice, prompt_text};
 use crate::journal::{Body, Event as JournalEvent, Record};
 
@@ -284,6 +285,13 @@ impl Timeline {
             Body::Stderr(_) => return Ok(()),
             Body::Event(event) => return self.proxy_event(event, sink),
         };
+        // Most lines are message chunks: read those without building a `Value`.
+        if let Some((kind, text)) = super::chunk::chunk(&payload.bytes) {
+            return match kind {
+                ChunkKind::User => self.emit(sink, &Event::User(&text)),
+                ChunkKind::Voice(voice) => self.chunk(voice, &text, sink),
+            };
+        }
         let Ok(msg) = serde_json::from_slice::<Value>(&payload.bytes) else {
             let text = String::from_utf8_lossy(&payload.bytes);
             return self.emit(sink, &Event::NotJson { from, text });

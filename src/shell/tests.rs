@@ -322,6 +322,7 @@ fn config(root: &Path) -> ShellConfig {
         },
         grace: Duration::from_secs(5),
         respawn: 0,
+        tracing: Default::default(),
     }
 }
 

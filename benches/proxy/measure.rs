@@ -185,8 +185,11 @@ struct EchoPath {
 impl EchoPath {
     /// Start the path in front of the echo agent and initialize it.
     fn start(kind: PathKind) -> EchoPath {
-        let journal = matches!(kind, PathKind::Journal | PathKind::Conductor)
-            .then(|| tempfile::tempdir().expect("tempdir"));
+        let journal = matches!(
+            kind,
+            PathKind::Journal | PathKind::JournalOtlp | PathKind::Conductor
+        )
+        .then(|| tempfile::tempdir().expect("tempdir"));
         let agent = vec![me(), "__echo".to_string()];
         let mut child = kind
             .command(&agent, journal.as_ref().map(|d| d.path()))
@@ -344,6 +347,8 @@ pub struct Throughput {
     /// Median of three runs each (direct, relay).
     pub baselines: Vec<FloodRun>,
     pub journal_small: FloodRun,
+    /// The same traffic with `--otlp` to the in-process sink.
+    pub journal_otlp: FloodRun,
     pub journal_big: FloodRun,
     /// The store of the big acp-journal run.
     pub store: StoreBytes,
@@ -361,6 +366,12 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
     }
     let small_dir = tempfile::tempdir().expect("tempdir");
     let journal_small = flood_run(PathKind::Journal, scale.flood_small, Some(small_dir.path()));
+    let otlp_dir = tempfile::tempdir().expect("tempdir");
+    let journal_otlp = flood_run(
+        PathKind::JournalOtlp,
+        scale.flood_small,
+        Some(otlp_dir.path()),
+    );
     let conductor = peers::conductor().map(|_| {
         let trace_dir = tempfile::tempdir().expect("tempdir");
         let run = flood_run(
@@ -376,6 +387,7 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
     Throughput {
         baselines,
         journal_small,
+        journal_otlp,
         journal_big,
         store,
         conductor,

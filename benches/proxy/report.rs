@@ -124,6 +124,18 @@ pub fn render(
             show(l.ratio(0.99))
         );
     }
+    for l in lat {
+        let (j, o) = (2, 3);
+        let _ = writeln!(
+            r,
+            "Added latency with `--otlp` (spans to a local sink that accepts and discards) vs without, {}: {:.1} vs {:.1} µs at p50, {:.1} vs {:.1} µs at p99.",
+            l.label(),
+            l.added(o, 0.5),
+            l.added(j, 0.5),
+            l.added(o, 0.99),
+            l.added(j, 0.99)
+        );
+    }
     let _ = writeln!(r);
 
     // 2. throughput
@@ -137,7 +149,7 @@ pub fn render(
     for run in tp
         .baselines
         .iter()
-        .chain([&tp.journal_small, &tp.journal_big])
+        .chain([&tp.journal_small, &tp.journal_otlp, &tp.journal_big])
     {
         let _ = writeln!(
             r,
@@ -152,6 +164,13 @@ pub fn render(
     }
     let _ = writeln!(
         r,
+        "\nThroughput with `--otlp` / without: **{:.2}×** ({} OTLP requests, {:.1} kB of spans taken by the sink).",
+        tp.journal_otlp.mb_s() / tp.journal_small.mb_s(),
+        crate::roles::SINK_REQUESTS.load(std::sync::atomic::Ordering::Relaxed),
+        crate::roles::SINK_BYTES.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3
+    );
+    let _ = writeln!(
+        r,
         "\nCPU time (user + system, from /proc/<pid>/task/*/stat, 10 ms ticks, so runs shorter than 0.2 s are left out) of the relaying process between the start line and its exit:\n"
     );
     let _ = writeln!(
@@ -162,7 +181,7 @@ pub fn render(
     for run in tp
         .baselines
         .iter()
-        .chain([&tp.journal_small, &tp.journal_big])
+        .chain([&tp.journal_small, &tp.journal_otlp, &tp.journal_big])
         .filter(|run| !run.cpu.is_empty() && run.secs >= 0.2)
     {
         let mut threads = run.cpu.clone();

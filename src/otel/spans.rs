@@ -317,6 +317,9 @@ impl SpanBuilder {
             Body::Event(event) => return self.proxy_event(at, event),
             Body::Stderr(_) => return,
         };
+        if !self.content && is_chunk(&payload.bytes) {
+            return;
+        }
         let Ok(msg) = serde_json::from_slice::<Value>(&payload.bytes) else {
             return;
         };
@@ -643,6 +646,19 @@ impl SpanBuilder {
         };
         self.event(at, "acp.proxy", vec![("acp.proxy.action".into(), s(what))]);
     }
+}
+
+/// A message, agent thought or user chunk (most of a session's traffic): without content they
+/// make no span, so they are not parsed (`"sessionUpdate":"…_chunk"` unescaped is only ever the
+/// update's own member).
+fn is_chunk(line: &[u8]) -> bool {
+    [
+        &b"\"sessionUpdate\":\"agent_message_chunk\""[..],
+        b"\"sessionUpdate\":\"agent_thought_chunk\"",
+        b"\"sessionUpdate\":\"user_message_chunk\"",
+    ]
+    .iter()
+    .any(|needle| memchr::memmem::find(line, needle).is_some())
 }
 
 /// GenAI message JSON: one message of `role` with one text part.

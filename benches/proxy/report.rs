@@ -142,7 +142,7 @@ pub fn render(
     let _ = writeln!(r, "## 2. Throughput (flood agent)\n");
     let _ = writeln!(
         r,
-        "The flood agent pre-generates its messages, answers `initialize` (untimed), then on `session/prompt` writes N lines (N−1 `session/update`s + the prompt response) and exits. Time = from writing the prompt line to reading the N-th line. MB = 10⁶ bytes. Direct and relay: median of 3 runs.\n"
+        "The flood agent pre-generates its messages, answers `initialize` (untimed), then on `session/prompt` writes N lines (N−1 `session/update`s + the prompt response) and exits. Time = from writing the prompt line to reading the N-th line. MB = 10⁶ bytes. Direct and relay, and acp-journal with and without `--otlp` on the smaller flood: median of 3 runs.\n"
     );
     let _ = writeln!(r, "| path | messages | MB | seconds | MB/s | messages/s |");
     let _ = writeln!(r, "|---|---:|---:|---:|---:|---:|");
@@ -164,7 +164,7 @@ pub fn render(
     }
     let _ = writeln!(
         r,
-        "\nThroughput with `--otlp` / without: **{:.2}×** ({} OTLP requests, {:.1} kB of spans taken by the sink).",
+        "\nThroughput with `--otlp` / without (medians): **{:.2}×** ({} OTLP requests in all runs, {:.1} kB of spans taken by the sink).",
         tp.journal_otlp.mb_s() / tp.journal_small.mb_s(),
         crate::roles::SINK_REQUESTS.load(std::sync::atomic::Ordering::Relaxed),
         crate::roles::SINK_BYTES.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3

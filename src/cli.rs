@@ -91,6 +91,24 @@ pub struct ProxyArgs {
     /// line), or every agent's (`all`; each row names the agent in `_meta.acpJournal.agent`).
     #[arg(long, value_enum, default_value = "agent", value_name = "SCOPE")]
     pub list_scope: ListScope,
+
+    /// Export OpenTelemetry GenAI spans of every turn live, over OTLP/HTTP, to ENDPOINT (a base
+    /// URL; `/v1/traces` is added) or, without one, where the `OTEL_EXPORTER_OTLP_*` variables
+    /// say (default `http://localhost:4318`). Never slows the relay: spans a slow or absent
+    /// backend cannot take are dropped and counted in the journal.
+    #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "")]
+    pub otlp: Option<String>,
+
+    /// With --otlp: spans carry the prompt and output text, tool arguments and results (as
+    /// journaled, so redacted unless --no-redact).
+    #[arg(long, requires = "otlp")]
+    pub otlp_content: bool,
+
+    /// Add a W3C `traceparent` (the turn's `invoke_agent` span) to the `_meta` of every
+    /// `session/prompt` sent to the agent, so an agent's own telemetry nests under it. The one
+    /// option that changes forwarded bytes; off by default.
+    #[arg(long)]
+    pub trace_context: bool,
 }
 
 /// `--list-scope` values.
@@ -178,6 +196,7 @@ Examples:
   acp-journal export 3fa8 --format markdown -o session.md
   acp-journal export 3fa8 --format html -o session.html
   acp-journal export 3fa8 --format ndjson | jq -c .method
+  acp-journal export 3fa8 4b1c --format otlp --endpoint http://localhost:6006
 
 Secrets are redacted again at export (as in the journal); --no-redact exports them as stored.")]
     Export(ExportArgs),
@@ -254,9 +273,9 @@ The original is not changed.")]
 /// `export` options.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Session ID, unique prefix, segment file or directory.
-    #[arg(value_name = "SESSION|PATH")]
-    pub session: String,
+    /// Session ID, unique prefix, segment file or directory (several only with `--format otlp`).
+    #[arg(value_name = "SESSION|PATH", required = true)]
+    pub sessions: Vec<String>,
     /// Output format.
     #[arg(long, value_enum)]
     pub format: ExportFormat,
@@ -266,6 +285,13 @@ pub struct ExportArgs {
     /// Do not redact secrets again.
     #[arg(long)]
     pub no_redact: bool,
+    /// With `--format otlp`: POST the spans to an OTLP/HTTP endpoint instead of writing
+    /// OTLP/JSON: ENDPOINT (a base URL), else the `OTEL_EXPORTER_OTLP_*` variables.
+    #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "", conflicts_with = "output")]
+    pub endpoint: Option<String>,
+    /// With `--format otlp`: spans carry prompt and output text, tool arguments and results.
+    #[arg(long)]
+    pub content: bool,
 }
 
 /// `export` formats.
@@ -277,6 +303,9 @@ pub enum ExportFormat {
     Ndjson,
     /// One self-contained HTML page: the turns as a timeline (tool calls expand), and the wire.
     Html,
+    /// OpenTelemetry GenAI spans (OTLP/JSON, or POSTed with --endpoint): one `invoke_agent`
+    /// span per turn, one `execute_tool` span per tool call.
+    Otlp,
 }
 
 /// `search` options.

@@ -13,6 +13,8 @@
 //!   decides what to journal and what to forward.
 //! - [`render`]: readable transcripts of journal records.
 //! - [`replay`]: recordings as exchanges: played as an agent, compared, bundled.
+//! - [`otel`]: OpenTelemetry GenAI spans of sessions: built from records, encoded as OTLP,
+//!   exported after the fact or live.
 //! - [`shell`]: the I/O driver: spawns the agent, pumps lines, applies the core's actions.
 //! - [`cli`] and [`cmd`]: the command line and one module per subcommand.
 #![warn(missing_docs, unreachable_pub)]
@@ -23,6 +25,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cmd;
 pub mod journal;
+pub mod otel;
 pub mod proto;
 pub mod render;
 pub mod replay;

@@ -185,8 +185,11 @@ struct EchoPath {
 impl EchoPath {
     /// Start the path in front of the echo agent and initialize it.
     fn start(kind: PathKind) -> EchoPath {
-        let journal = matches!(kind, PathKind::Journal | PathKind::Conductor)
-            .then(|| tempfile::tempdir().expect("tempdir"));
+        let journal = matches!(
+            kind,
+            PathKind::Journal | PathKind::JournalOtlp | PathKind::Conductor
+        )
+        .then(|| tempfile::tempdir().expect("tempdir"));
         let agent = vec![me(), "__echo".to_string()];
         let mut child = kind
             .command(&agent, journal.as_ref().map(|d| d.path()))
@@ -344,6 +347,8 @@ pub struct Throughput {
     /// Median of three runs each (direct, relay).
     pub baselines: Vec<FloodRun>,
     pub journal_small: FloodRun,
+    /// The same traffic with `--otlp` to the in-process sink (median of 3, as `journal_small`).
+    pub journal_otlp: FloodRun,
     pub journal_big: FloodRun,
     /// The store of the big acp-journal run.
     pub store: StoreBytes,
@@ -359,8 +364,27 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
         runs.sort_by(|a, b| a.secs.total_cmp(&b.secs));
         baselines.push(runs.swap_remove(1));
     }
-    let small_dir = tempfile::tempdir().expect("tempdir");
-    let journal_small = flood_run(PathKind::Journal, scale.flood_small, Some(small_dir.path()));
+    // Without and with --otlp: alternated, median of 3 each (the conductor compares with the
+    // journal of the median run without).
+    let mut small: Vec<(FloodRun, tempfile::TempDir)> = Vec::new();
+    let mut otlp: Vec<FloodRun> = Vec::new();
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        small.push((
+            flood_run(PathKind::Journal, scale.flood_small, Some(dir.path())),
+            dir,
+        ));
+        let dir = tempfile::tempdir().expect("tempdir");
+        otlp.push(flood_run(
+            PathKind::JournalOtlp,
+            scale.flood_small,
+            Some(dir.path()),
+        ));
+    }
+    small.sort_by(|a, b| a.0.secs.total_cmp(&b.0.secs));
+    otlp.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    let (journal_small, small_dir) = small.swap_remove(1);
+    let journal_otlp = otlp.swap_remove(1);
     let conductor = peers::conductor().map(|_| {
         let trace_dir = tempfile::tempdir().expect("tempdir");
         let run = flood_run(
@@ -376,6 +400,7 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
     Throughput {
         baselines,
         journal_small,
+        journal_otlp,
         journal_big,
         store,
         conductor,

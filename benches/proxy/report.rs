@@ -124,20 +124,32 @@ pub fn render(
             show(l.ratio(0.99))
         );
     }
+    for l in lat {
+        let (j, o) = (2, 3);
+        let _ = writeln!(
+            r,
+            "Added latency with `--otlp` (spans to a local sink that accepts and discards) vs without, {}: {:.1} vs {:.1} µs at p50, {:.1} vs {:.1} µs at p99.",
+            l.label(),
+            l.added(o, 0.5),
+            l.added(j, 0.5),
+            l.added(o, 0.99),
+            l.added(j, 0.99)
+        );
+    }
     let _ = writeln!(r);
 
     // 2. throughput
     let _ = writeln!(r, "## 2. Throughput (flood agent)\n");
     let _ = writeln!(
         r,
-        "The flood agent pre-generates its messages, answers `initialize` (untimed), then on `session/prompt` writes N lines (N−1 `session/update`s + the prompt response) and exits. Time = from writing the prompt line to reading the N-th line. MB = 10⁶ bytes. Direct and relay: median of 3 runs.\n"
+        "The flood agent pre-generates its messages, answers `initialize` (untimed), then on `session/prompt` writes N lines (N−1 `session/update`s + the prompt response) and exits. Time = from writing the prompt line to reading the N-th line. MB = 10⁶ bytes. Direct and relay, and acp-journal with and without `--otlp` on the smaller flood: median of 3 runs.\n"
     );
     let _ = writeln!(r, "| path | messages | MB | seconds | MB/s | messages/s |");
     let _ = writeln!(r, "|---|---:|---:|---:|---:|---:|");
     for run in tp
         .baselines
         .iter()
-        .chain([&tp.journal_small, &tp.journal_big])
+        .chain([&tp.journal_small, &tp.journal_otlp, &tp.journal_big])
     {
         let _ = writeln!(
             r,
@@ -152,6 +164,13 @@ pub fn render(
     }
     let _ = writeln!(
         r,
+        "\nThroughput with `--otlp` / without (medians): **{:.2}×** ({} OTLP requests in all runs, {:.1} kB of spans taken by the sink).",
+        tp.journal_otlp.mb_s() / tp.journal_small.mb_s(),
+        crate::roles::SINK_REQUESTS.load(std::sync::atomic::Ordering::Relaxed),
+        crate::roles::SINK_BYTES.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3
+    );
+    let _ = writeln!(
+        r,
         "\nCPU time (user + system, from /proc/<pid>/task/*/stat, 10 ms ticks, so runs shorter than 0.2 s are left out) of the relaying process between the start line and its exit:\n"
     );
     let _ = writeln!(
@@ -162,7 +181,7 @@ pub fn render(
     for run in tp
         .baselines
         .iter()
-        .chain([&tp.journal_small, &tp.journal_big])
+        .chain([&tp.journal_small, &tp.journal_otlp, &tp.journal_big])
         .filter(|run| !run.cpu.is_empty() && run.secs >= 0.2)
     {
         let mut threads = run.cpu.clone();

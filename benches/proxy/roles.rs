@@ -6,9 +6,12 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::mem::ManuallyDrop;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::FromRawFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::peers;
 use crate::traffic::{Flood, PROMPT_RESPONSE, init_response};
@@ -128,11 +131,18 @@ pub enum PathKind {
     Direct,
     Relay,
     Journal,
+    /// acp-journal exporting spans live (`--otlp`) to [`otlp_sink`].
+    JournalOtlp,
     /// The official Rust ACP conductor with its trace on (see `peers.rs`).
     Conductor,
 }
 
-const PATHS: [PathKind; 3] = [PathKind::Direct, PathKind::Relay, PathKind::Journal];
+const PATHS: [PathKind; 4] = [
+    PathKind::Direct,
+    PathKind::Relay,
+    PathKind::Journal,
+    PathKind::JournalOtlp,
+];
 
 /// The paths measured: [`PATHS`], then the conductor when it is installed.
 pub fn paths() -> Vec<PathKind> {
@@ -149,6 +159,7 @@ impl PathKind {
             PathKind::Direct => "direct pipe",
             PathKind::Relay => "minimal relay",
             PathKind::Journal => "acp-journal",
+            PathKind::JournalOtlp => "acp-journal --otlp",
             PathKind::Conductor => "ACP conductor --trace",
         }
     }
@@ -174,16 +185,18 @@ impl PathKind {
                 c.arg("__relay").arg("--").args(agent);
                 c
             }
-            PathKind::Journal => {
+            PathKind::Journal | PathKind::JournalOtlp => {
                 let mut c = Command::new(PROXY);
                 if std::env::var_os("ACP_JOURNAL_LOG").is_none() {
                     c.env("ACP_JOURNAL_LOG", "warn");
                 }
                 c.arg("--journal-dir")
                     .arg(journal.expect("a journal dir"))
-                    .args(extra_proxy_args())
-                    .arg("--")
-                    .args(agent);
+                    .args(extra_proxy_args());
+                if self == PathKind::JournalOtlp {
+                    c.arg("--otlp").arg(otlp_sink());
+                }
+                c.arg("--").args(agent);
                 c
             }
             PathKind::Conductor => peers::command(agent, journal.expect("a trace dir")),
@@ -210,4 +223,60 @@ pub fn me() -> String {
         .expect("current_exe")
         .display()
         .to_string()
+}
+
+/// OTLP requests and body bytes the sink has taken.
+pub static SINK_REQUESTS: AtomicU64 = AtomicU64::new(0);
+pub static SINK_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The URL of an OTLP/HTTP sink in this process that reads every request and answers `200`
+/// at once (started on first use): the backend of [`PathKind::JournalOtlp`].
+pub fn otlp_sink() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the OTLP sink");
+        let url = format!("http://{}", listener.local_addr().expect("local_addr"));
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                std::thread::spawn(move || sink_connection(conn));
+            }
+        });
+        url
+    })
+}
+
+fn sink_connection(conn: TcpStream) {
+    let mut out = conn.try_clone().expect("clone the socket");
+    let mut input = BufReader::new(conn);
+    let mut line = String::new();
+    loop {
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            match input.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; length];
+        if input.read_exact(&mut body).is_err() {
+            return;
+        }
+        SINK_REQUESTS.fetch_add(1, Ordering::Relaxed);
+        SINK_BYTES.fetch_add(length as u64, Ordering::Relaxed);
+        if out
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .is_err()
+        {
+            return;
+        }
+    }
 }

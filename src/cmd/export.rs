@@ -11,13 +11,46 @@ use super::records::{Step, file_name, redacted_line, walk};
 use crate::catalog::Catalog;
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::journal::{Body, Header, Store, Tail};
+use crate::otel::http::Endpoint;
+use crate::otel::otlp;
+use crate::otel::spans::{Span, SpanBuilder};
 use crate::proto::redact;
 use crate::render::html::HtmlPage;
 use crate::render::{SessionFacts, Style, Transcript, utc};
 
-/// Write the export to `-o FILE` or stdout.
+/// Write the export to `-o FILE` or stdout (or, for OTLP with `--endpoint`, POST it).
 pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let segments = store.resolve(&args.session).map_err(anyhow::Error::msg)?;
+    if args.format != ExportFormat::Otlp {
+        if args.sessions.len() > 1 {
+            anyhow::bail!("only --format otlp exports several sessions at once: give one");
+        }
+        if args.endpoint.is_some() || args.content {
+            anyhow::bail!("--endpoint and --content go with --format otlp");
+        }
+    }
+    let sessions = args
+        .sessions
+        .iter()
+        .map(|s| store.resolve(s).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let redact = !args.no_redact;
+    if let Some(url) = args.endpoint.as_deref() {
+        let endpoint = Endpoint::from_process_env(Some(url)).map_err(anyhow::Error::msg)?;
+        let spans = otlp_spans(&sessions, redact, args.content)?;
+        let client = endpoint.client(std::time::Duration::from_secs(30));
+        for batch in spans.chunks(512) {
+            endpoint
+                .post(&client, batch)
+                .map_err(|e| anyhow::anyhow!("exporting spans: {e}"))?;
+        }
+        eprintln!(
+            "acp-journal: exported {} spans to {}",
+            spans.len(),
+            endpoint.url
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let segments = &sessions[0];
     let sink: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
             crate::journal::private::create_private_file(path)
@@ -26,11 +59,16 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
         None => Box::new(std::io::stdout().lock()),
     };
     let mut out = std::io::BufWriter::new(sink);
-    let redact = !args.no_redact;
     match args.format {
-        ExportFormat::Markdown => markdown(&segments, redact, &mut out)?,
-        ExportFormat::Ndjson => ndjson(&segments, redact, &mut out)?,
-        ExportFormat::Html => html(&segments, redact, &mut out)?,
+        ExportFormat::Markdown => markdown(segments, redact, &mut out)?,
+        ExportFormat::Ndjson => ndjson(segments, redact, &mut out)?,
+        ExportFormat::Html => html(segments, redact, &mut out)?,
+        ExportFormat::Otlp => {
+            let spans = otlp_spans(&sessions, redact, args.content)?;
+            let resource = otlp::resource(|k| std::env::var(k).ok());
+            serde_json::to_writer(&mut out, &otlp::to_json(&resource, &spans))?;
+            out.write_all(b"\n")?;
+        }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -142,4 +180,48 @@ fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Res
     })?;
     wire.finish()?;
     Ok(())
+}
+
+/// The spans of each session's segments, in order (a run's open turn ends with its segment).
+fn otlp_spans(sessions: &[Vec<PathBuf>], redact: bool, content: bool) -> anyhow::Result<Vec<Span>> {
+    let mut spans = Vec::new();
+    for segments in sessions {
+        let mut builder: Option<SpanBuilder> = None;
+        walk(segments, redact, &mut |step| {
+            match step {
+                Step::Segment { header, .. } => {
+                    let b = match builder.as_mut() {
+                        Some(b) => {
+                            b.end_run();
+                            b
+                        }
+                        None => builder.insert(SpanBuilder::new(
+                            header.session.as_deref().unwrap_or(""),
+                            content,
+                        )),
+                    };
+                    if let Some(response) =
+                        header.initialize.as_ref().and_then(|i| i.response_value())
+                    {
+                        b.initialize(&response);
+                    }
+                }
+                Step::Record(record) => {
+                    if let Some(b) = builder.as_mut() {
+                        b.record(&record);
+                    }
+                }
+                Step::End { path, tail } => warn(path, tail),
+            }
+            if let Some(b) = builder.as_mut() {
+                spans.extend(b.take());
+            }
+            Ok(())
+        })?;
+        if let Some(mut b) = builder {
+            b.end_run();
+            spans.extend(b.take());
+        }
+    }
+    Ok(spans)
 }

@@ -41,6 +41,17 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         grace,
         respawn: args.respawn,
         list_all: args.list_scope == ListScope::All,
+        tracing: crate::otel::live::Options {
+            endpoint: match args.otlp.as_deref() {
+                Some(url) => Some(
+                    crate::otel::http::Endpoint::from_process_env(Some(url))
+                        .map_err(anyhow::Error::msg)?,
+                ),
+                None => None,
+            },
+            content: args.otlp_content,
+            trace_context: args.trace_context,
+        },
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -79,6 +79,14 @@ pub enum Event {
         /// What the proxy did.
         action: String,
     },
+    /// The live OTLP export (`--otlp`) lost `spans` spans (backend down, slow or refusing) and
+    /// never saw `records` session records (its queue was full); journaled at the end of a run.
+    OtlpDropped {
+        /// Spans not delivered.
+        spans: u64,
+        /// Records not exported.
+        records: u64,
+    },
     /// The writer closed the segment after `records` records (the end marker).
     SegmentEnd {
         /// Records in the segment before this one.
@@ -121,6 +129,7 @@ impl Event {
             Event::AgentRestarted { .. } => "agent_restarted",
             Event::SessionRestored { .. } => "session_restored",
             Event::PromptStalled { .. } => "prompt_stalled",
+            Event::OtlpDropped { .. } => "otlp_dropped",
             Event::SegmentEnd { .. } => "segment_end",
             Event::BundleManifest { .. } => "bundle_manifest",
             Event::ForkedFrom { .. } => "forked_from",
@@ -204,6 +213,13 @@ mod tests {
             (
                 Event::Reprimed { sent: Value::Null },
                 r#"{"type":"reprimed","sent":null}"#,
+            ),
+            (
+                Event::OtlpDropped {
+                    spans: 3,
+                    records: 0,
+                },
+                r#"{"type":"otlp_dropped","spans":3,"records":0}"#,
             ),
             (
                 Event::SegmentEnd { records: 24 },

@@ -69,6 +69,8 @@ pub struct ShellConfig {
     pub respawn: u32,
     /// `session/list` shows every agent's sessions (`--list-scope all`), not only this agent's.
     pub list_all: bool,
+    /// Live OTLP export and `traceparent` injection ([`crate::otel::live`]).
+    pub tracing: crate::otel::live::Options,
 }
 
 /// Clock for stamps: wall clock plus monotonic time since the run started.
@@ -180,6 +182,10 @@ pub async fn run<P: Process>(
         to_agent,
         to_client: client.output,
         services,
+        otel: config
+            .tracing
+            .enabled()
+            .then(|| crate::otel::live::Hook::new(config.tracing.clone())),
     };
     let mut from_client = client.input;
     let agent_stderr = StderrCopy::spawn();
@@ -389,6 +395,19 @@ pub async fn run<P: Process>(
         };
         tracing::error!("the agent exited with status {code}{why} while the editor was connected");
     }
+    if let Some(hook) = out.otel.take() {
+        let dropped = hook.finish(Duration::from_secs(3));
+        if dropped != crate::otel::live::Dropped::default() {
+            tracing::warn!(
+                "OTLP export: {} spans and {} records dropped",
+                dropped.spans,
+                dropped.records
+            );
+            let (spans, records) = (dropped.spans, dropped.records);
+            core.handle_event(clock.now(), Event::OtlpDropped { spans, records });
+            apply(&mut core, &clock, &mut out);
+        }
+    }
     let end = clock.now();
     let Outputs {
         journals,
@@ -588,6 +607,8 @@ struct Outputs {
     to_agent: Output,
     to_client: Output,
     services: Services,
+    /// `--otlp`, `--trace-context`: sees every action before it is applied.
+    otel: Option<crate::otel::live::Hook>,
 }
 
 /// What a batch of actions releases once its records are written.
@@ -633,7 +654,10 @@ struct Applied {
 fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
     let mut applied = Applied::default();
     let mut batch = Batch::default();
-    while let Some(action) = core.poll_action() {
+    while let Some(mut action) = core.poll_action() {
+        if let Some(hook) = out.otel.as_mut() {
+            hook.action(&mut action);
+        }
         match action {
             Action::OpenSession {
                 session,

@@ -323,6 +323,7 @@ fn config(root: &Path) -> ShellConfig {
         grace: Duration::from_secs(5),
         respawn: 0,
         list_all: false,
+        tracing: Default::default(),
     }
 }
 

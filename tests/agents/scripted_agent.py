@@ -11,6 +11,9 @@ Behaviour is chosen by the first argument:
   mix     sessions mix-0, mix-1, ... ($AGENT_SESSION_PREFIX before each when set); a prompt
           whose first text block reads "updates=N big=B perm=P" gets N updates of varied
           sizes, one update of B KiB, P permission requests (not waited for), then its response
+  otel    agentInfo in initialize; session "otel-session"; each prompt sends a plan, a completed
+          `read` tool call, a failed `execute` tool call, a usage_update and a message, and
+          answers with token usage; every line received is logged to $AGENT_LOG when set
   secrets log every line received to $AGENT_LOG, print $AGENT_STDERR_SECRET on stderr, and on
           session/prompt echo the prompt and ask the client for a terminal whose env holds
           $AGENT_TERMINAL_SECRET
@@ -52,7 +55,7 @@ if mode == "dead":
     os._exit(4)
 stalled = False
 sessions = requests = 0
-log = open(os.environ["AGENT_LOG"], "a") if mode == "secrets" else None
+log = open(os.environ["AGENT_LOG"], "a") if mode == "secrets" or (mode == "otel" and os.environ.get("AGENT_LOG")) else None
 if mode == "secrets":
     print(f"agent starting with token {os.environ['AGENT_STDERR_SECRET']}", file=sys.stderr, flush=True)
 
@@ -69,7 +72,10 @@ for line in sys.stdin:
         continue
     if method == "initialize":
         caps = {"loadSession": True} if mode in ("lossy", "forgetful") else {}
-        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": caps}})
+        result = {"protocolVersion": 1, "agentCapabilities": caps}
+        if mode == "otel":
+            result["agentInfo"] = {"name": "scripted-otel", "version": "0.1"}
+        send({"jsonrpc": "2.0", "id": mid, "result": result})
     elif method == "session/load" and mode == "lossy":
         sid = msg["params"]["sessionId"]
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
@@ -114,6 +120,20 @@ for line in sys.stdin:
             stalled = True
         else:
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif method == "session/prompt" and mode == "otel":
+        sid = msg["params"]["sessionId"]
+        def su(u):
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
+        su({"sessionUpdate": "plan", "entries": [{"content": "look", "priority": "high", "status": "pending"}]})
+        su({"sessionUpdate": "tool_call", "toolCallId": "read-1", "title": "Read notes.txt", "kind": "read",
+            "status": "in_progress", "rawInput": {"path": "notes.txt"}})
+        su({"sessionUpdate": "tool_call_update", "toolCallId": "read-1", "status": "completed", "rawOutput": "notes"})
+        su({"sessionUpdate": "tool_call", "toolCallId": "run-1", "title": "Run make", "kind": "execute"})
+        su({"sessionUpdate": "tool_call_update", "toolCallId": "run-1", "status": "failed"})
+        su({"sessionUpdate": "usage_update", "used": 900, "size": 200000, "cost": {"amount": 0.25, "currency": "USD"}})
+        su({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "done"}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn", "usage": {
+            "inputTokens": 120, "outputTokens": 30, "totalTokens": 150, "cachedReadTokens": 100, "cachedWriteTokens": 7}}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
         if mode == "flood":

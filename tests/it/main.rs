@@ -10,6 +10,7 @@ mod html;
 mod kill_storm;
 mod loading;
 mod maintain;
+mod otel;
 mod peers;
 mod replay;
 mod respawn;

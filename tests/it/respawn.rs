@@ -118,6 +118,24 @@ fn killed_between_prompts(agent: Vec<String>, echoes: bool) {
     let count = |t: &str| events.iter().filter(|e| *e == t).count();
     assert_eq!(count("session_restored"), 2, "{events:?}");
     assert!(count("agent_restarted") >= 2, "{events:?}");
+    // `show` and the HTML export tell the restarts, `stats` counts them.
+    let (code, shown, _) = crate::util::run_cli_store(store.path(), &["show", &session]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        shown.matches("acp-journal restarted it").count(),
+        2,
+        "{shown}"
+    );
+    assert_eq!(
+        shown.matches("restored on the restarted agent").count(),
+        2,
+        "{shown}"
+    );
+    let (_, html, _) =
+        crate::util::run_cli_store(store.path(), &["export", &session, "--format", "html"]);
+    assert_eq!(html.matches("acp-journal restarted it").count(), 2);
+    let (_, stats, _) = crate::util::run_cli_store(store.path(), &["stats", &session]);
+    assert!(stats.contains("2 agent restarts"), "{stats}");
 }
 
 #[test]

@@ -22,6 +22,41 @@ pub const FREE_LINE_BYTES: usize = 64 << 20;
 /// See [`FREE_LINE_BYTES`]: how far a line past that size may outgrow the compressed input.
 pub const MAX_EXPANSION: u64 = 256;
 
+/// Whether a line still without its newline, `pending` decompressed bytes long after
+/// `compressed` bytes of zstd were read, is past the limits above (damage, not a line to wait for).
+pub(super) fn line_too_long(pending: usize, compressed: u64) -> bool {
+    pending > MAX_LINE_BYTES
+        || (pending > FREE_LINE_BYTES && pending as u64 > MAX_EXPANSION.saturating_mul(compressed))
+}
+
+/// The damage [`line_too_long`] reports.
+pub(super) fn too_long_reason() -> String {
+    format!(
+        "line over {FREE_LINE_BYTES} bytes inflated more than {MAX_EXPANSION} times from its zstd, or over {MAX_LINE_BYTES} bytes"
+    )
+}
+
+/// The checks on a decoded record that both [`SegmentReader`] and [`super::SegmentTail`] make:
+/// the record decodes, and its `seq` is not a repeat within the zstd frame (`seen`, cleared when
+/// `new_frame`). `Err` is why the segment is damaged from here.
+pub(super) fn check_record(
+    decoded: Result<Record, DecodeError>,
+    seen: &mut std::collections::HashSet<u64>,
+    new_frame: bool,
+) -> Result<Record, String> {
+    if new_frame {
+        seen.clear();
+    }
+    match decoded {
+        Ok(record) if !seen.insert(record.seq) => Err(format!(
+            "a copy of the earlier record {} (damaged compressed data)",
+            record.seq
+        )),
+        Ok(record) => Ok(record),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// How a segment ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Tail {
@@ -172,11 +207,7 @@ impl<R: Read> Lines<R> {
             }
             searched = self.buf.len();
             let pending = self.buf.len() - self.start;
-            if pending > MAX_LINE_BYTES
-                || (pending > FREE_LINE_BYTES
-                    && pending as u64
-                        > MAX_EXPANSION.saturating_mul(self.decoder.compressed_bytes()))
-            {
+            if line_too_long(pending, self.decoder.compressed_bytes()) {
                 return Line::TooLong;
             }
             if let Some(end) = &self.eof {
@@ -345,9 +376,7 @@ impl<R: Read> SegmentReader<R> {
                     }
                 }
                 Line::TooLong => {
-                    self.corrupt(format!(
-                        "line over {FREE_LINE_BYTES} bytes inflated more than {MAX_EXPANSION} times from its zstd, or over {MAX_LINE_BYTES} bytes"
-                    ));
+                    self.corrupt(too_long_reason());
                     return None;
                 }
                 Line::End { partial, end } => {
@@ -373,24 +402,15 @@ impl<R: Read> SegmentReader<R> {
 
     /// Count a decoded record in, or note why the segment is damaged from here.
     fn accept(&mut self, decoded: Result<Record, DecodeError>) -> Option<Record> {
-        if std::mem::take(&mut self.lines.new_frame) {
-            self.seen.clear();
-        }
-        match decoded {
-            Ok(record) if !self.seen.insert(record.seq) => {
-                self.corrupt(format!(
-                    "a copy of the earlier record {} (damaged compressed data)",
-                    record.seq
-                ));
-                None
-            }
+        let new_frame = std::mem::take(&mut self.lines.new_frame);
+        match check_record(decoded, &mut self.seen, new_frame) {
             Ok(record) => {
                 self.records += 1;
                 self.last_was_end_marker = is_end_marker(&record);
                 Some(record)
             }
-            Err(e) => {
-                self.corrupt(e.to_string());
+            Err(reason) => {
+                self.corrupt(reason);
                 None
             }
         }

@@ -14,9 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::{DecodeError, Header, Record, decode_header, decode_record};
 use super::frames::{BlockDecoder, Step};
-use super::reader::{
-    FREE_LINE_BYTES, MAX_EXPANSION, MAX_LINE_BYTES, OpenError, Tail, is_end_marker,
-};
+use super::reader::{OpenError, Tail, check_record, is_end_marker, line_too_long, too_long_reason};
 
 /// What [`SegmentTail::poll`] found.
 #[derive(Debug)]
@@ -194,14 +192,8 @@ impl SegmentTail {
             }
             self.scanned = self.buf.len();
             let pending = self.pending();
-            if pending > MAX_LINE_BYTES
-                || (pending > FREE_LINE_BYTES
-                    && pending as u64
-                        > MAX_EXPANSION.saturating_mul(self.decoder.compressed_bytes()))
-            {
-                return Some(Err(self.damage(format!(
-                    "line over {FREE_LINE_BYTES} bytes inflated more than {MAX_EXPANSION} times from its zstd, or over {MAX_LINE_BYTES} bytes"
-                ))));
+            if line_too_long(pending, self.decoder.compressed_bytes()) {
+                return Some(Err(self.damage(too_long_reason())));
             }
             if self.start > 0 {
                 self.buf.drain(..self.start);
@@ -236,24 +228,15 @@ impl SegmentTail {
 
     /// Count a decoded record in, or note why the segment is damaged from here (as the reader).
     fn accept(&mut self, decoded: Result<Record, DecodeError>) -> Next {
-        if std::mem::take(&mut self.new_frame) {
-            self.seen.clear();
-        }
-        match decoded {
-            Ok(record) if !self.seen.insert(record.seq) => {
-                self.corrupt(format!(
-                    "a copy of the earlier record {} (damaged compressed data)",
-                    record.seq
-                ));
-                self.poll()
-            }
+        let new_frame = std::mem::take(&mut self.new_frame);
+        match check_record(decoded, &mut self.seen, new_frame) {
             Ok(record) => {
                 self.records += 1;
                 self.last_was_end_marker = is_end_marker(&record);
                 Next::Record(record)
             }
-            Err(e) => {
-                self.corrupt(e.to_string());
+            Err(reason) => {
+                self.corrupt(reason);
                 self.poll()
             }
         }

@@ -111,23 +111,8 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
     }
     Store::new(store.path()).create_dirs().expect("store");
     std::fs::write(store.path().join("catalog.ndjson"), catalog).expect("catalog");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acp-journal"))
-        .arg("--journal-dir")
-        .arg(store.path())
-        .args(["--fsync", "never", "--"])
-        .arg(&me)
-        .arg("__agent")
-        .env("ACP_JOURNAL_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawning the proxy");
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let (mut child, mut stdin, mut stdout) = initialized_proxy(store.path());
     let mut line = Vec::new();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":1,"clientCapabilities":{{}}}}}}"#).expect("write");
-    line.clear();
-    stdout.read_until(b'\n', &mut line).expect("initialize");
     let mut ask = |params: serde_json::Value| -> (Duration, serde_json::Value) {
         let start = Instant::now();
         writeln!(
@@ -261,8 +246,15 @@ fn write_session(root: &Path, n: usize) -> u64 {
     stats.file_bytes
 }
 
-/// One load through a fresh proxy: (time to response, updates replayed, peak RSS KiB).
-fn load_once(store: &Path) -> (Duration, usize, u64) {
+/// The proxy in front of this binary's agent (`__agent`) on `store`, initialized: the child,
+/// its stdin, and its stdout buffered.
+fn initialized_proxy(
+    store: &Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
     let me = std::env::current_exe().expect("current exe");
     let mut child = Command::new(env!("CARGO_BIN_EXE_acp-journal"))
         .arg("--journal-dir")
@@ -275,14 +267,20 @@ fn load_once(store: &Path) -> (Duration, usize, u64) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawning the proxy");
-    let pid = child.id();
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("piped"));
-    let mut line = Vec::new();
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":1,"clientCapabilities":{{}}}}}}"#).expect("write");
     stdout
-        .read_until(b'\n', &mut line)
+        .read_until(b'\n', &mut Vec::new())
         .expect("initialize response");
+    (child, stdin, stdout)
+}
+
+/// One load through a fresh proxy: (time to response, updates replayed, peak RSS KiB).
+fn load_once(store: &Path) -> (Duration, usize, u64) {
+    let (mut child, mut stdin, mut stdout) = initialized_proxy(store);
+    let pid = child.id();
+    let mut line = Vec::new();
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let sampler = {
         let peak = peak.clone();

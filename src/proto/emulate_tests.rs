@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::tests::Harness;
+use super::tests::{Harness, fetch, json_of};
 use super::*;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
@@ -35,27 +35,12 @@ fn load_replayed(h: &mut Harness, summary: Summary) {
     history(h, load, HistoryChunk::End(summary));
 }
 
-fn json_of(line: &Bytes) -> Value {
-    serde_json::from_slice(line).unwrap()
-}
-
 fn last_to_client(h: &Harness) -> Value {
     json_of(h.to_client.last().unwrap())
 }
 
 fn last_to_agent(h: &Harness) -> Value {
     json_of(h.to_agent.last().unwrap())
-}
-
-fn fetch(h: &Harness) -> u64 {
-    h.requests
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::FetchHistory { load, .. } => Some(*load),
-            _ => None,
-        })
-        .expect("a FetchHistory")
 }
 
 fn history(h: &mut Harness, load: u64, chunk: HistoryChunk) {

@@ -18,6 +18,17 @@ fn emulating() -> Harness {
     h
 }
 
+/// `--load journal` in front of an agent that advertises `loadSession`.
+fn journal_mode_over_a_loading_agent() -> Harness {
+    agent_with(
+        Config {
+            load: LoadMode::Journal,
+            ..Config::default()
+        },
+        r#"{"loadSession":true}"#,
+    )
+}
+
 /// A harness initialized with an agent that advertises `caps` (its `agentCapabilities`).
 fn agent_with(config: Config, caps: &str) -> Harness {
     let mut h = Harness::with(config);
@@ -316,13 +327,7 @@ fn native_loads_pass_through_and_their_replay_is_not_journaled_twice() {
 
 #[test]
 fn load_journal_mode_hides_the_agents_own_replay() {
-    let mut h = agent_with(
-        Config {
-            load: LoadMode::Journal,
-            ..Config::default()
-        },
-        r#"{"loadSession":true}"#,
-    );
+    let mut h = journal_mode_over_a_loading_agent();
     h.client(LOAD);
     let load = fetch(&h);
     history(
@@ -516,13 +521,7 @@ fn a_renumbered_client_id_comes_back_on_a_merged_session_list() {
 
 #[test]
 fn cancelling_a_journal_mode_load_does_not_leave_the_session_hidden() {
-    let mut h = agent_with(
-        Config {
-            load: LoadMode::Journal,
-            ..Config::default()
-        },
-        r#"{"loadSession":true}"#,
-    );
+    let mut h = journal_mode_over_a_loading_agent();
     load_replayed(&mut h, Summary::default());
     h.client(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"S"}}"#);
     h.agent(
@@ -699,13 +698,7 @@ fn a_failing_native_resume_is_served_from_the_journal_on_a_new_session() {
 
 #[test]
 fn load_journal_mode_falls_back_to_a_new_session_when_the_agents_load_fails() {
-    let mut h = agent_with(
-        Config {
-            load: LoadMode::Journal,
-            ..Config::default()
-        },
-        r#"{"loadSession":true}"#,
-    );
+    let mut h = journal_mode_over_a_loading_agent();
     load_replayed(&mut h, summary());
     assert_eq!(last_to_agent(&h)["method"], "session/load");
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32603,"message":"No previous sessions found for this project."}}"#);

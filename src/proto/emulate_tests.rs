@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::tests::Harness;
+use super::tests::{Harness, fetch, json_of};
 use super::*;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
@@ -16,6 +16,17 @@ fn emulating() -> Harness {
     h.client(INIT);
     h.agent(INIT_OK);
     h
+}
+
+/// `--load journal` in front of an agent that advertises `loadSession`.
+fn journal_mode_over_a_loading_agent() -> Harness {
+    agent_with(
+        Config {
+            load: LoadMode::Journal,
+            ..Config::default()
+        },
+        r#"{"loadSession":true}"#,
+    )
 }
 
 /// A harness initialized with an agent that advertises `caps` (its `agentCapabilities`).
@@ -35,27 +46,12 @@ fn load_replayed(h: &mut Harness, summary: Summary) {
     history(h, load, HistoryChunk::End(summary));
 }
 
-fn json_of(line: &Bytes) -> Value {
-    serde_json::from_slice(line).unwrap()
-}
-
 fn last_to_client(h: &Harness) -> Value {
     json_of(h.to_client.last().unwrap())
 }
 
 fn last_to_agent(h: &Harness) -> Value {
     json_of(h.to_agent.last().unwrap())
-}
-
-fn fetch(h: &Harness) -> u64 {
-    h.requests
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::FetchHistory { load, .. } => Some(*load),
-            _ => None,
-        })
-        .expect("a FetchHistory")
 }
 
 fn history(h: &mut Harness, load: u64, chunk: HistoryChunk) {
@@ -331,13 +327,7 @@ fn native_loads_pass_through_and_their_replay_is_not_journaled_twice() {
 
 #[test]
 fn load_journal_mode_hides_the_agents_own_replay() {
-    let mut h = agent_with(
-        Config {
-            load: LoadMode::Journal,
-            ..Config::default()
-        },
-        r#"{"loadSession":true}"#,
-    );
+    let mut h = journal_mode_over_a_loading_agent();
     h.client(LOAD);
     let load = fetch(&h);
     history(
@@ -531,13 +521,7 @@ fn a_renumbered_client_id_comes_back_on_a_merged_session_list() {
 
 #[test]
 fn cancelling_a_journal_mode_load_does_not_leave_the_session_hidden() {
-    let mut h = agent_with(
-        Config {
-            load: LoadMode::Journal,
-            ..Config::default()
-        },
-        r#"{"loadSession":true}"#,
-    );
+    let mut h = journal_mode_over_a_loading_agent();
     load_replayed(&mut h, Summary::default());
     h.client(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"S"}}"#);
     h.agent(
@@ -714,13 +698,7 @@ fn a_failing_native_resume_is_served_from_the_journal_on_a_new_session() {
 
 #[test]
 fn load_journal_mode_falls_back_to_a_new_session_when_the_agents_load_fails() {
-    let mut h = agent_with(
-        Config {
-            load: LoadMode::Journal,
-            ..Config::default()
-        },
-        r#"{"loadSession":true}"#,
-    );
+    let mut h = journal_mode_over_a_loading_agent();
     load_replayed(&mut h, summary());
     assert_eq!(last_to_agent(&h)["method"], "session/load");
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","error":{"code":-32603,"message":"No previous sessions found for this project."}}"#);

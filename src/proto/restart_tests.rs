@@ -2,19 +2,15 @@
 //! request, answers to a dead agent's requests, stalls — literal JSON lines through the
 //! [`Harness`].
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::tests::Harness;
+use super::tests::{Harness, fetch, json_of};
 use super::*;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
 const NEW: &str =
     r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#;
 const PROMPT: &str = r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"hi"}]}}"#;
-
-fn json_of(line: &Bytes) -> Value {
-    serde_json::from_slice(line).unwrap()
-}
 
 /// A connection whose agent advertised `caps`, with session "S" live on it.
 fn live(config: Config, caps: &str) -> Harness {
@@ -32,17 +28,6 @@ fn restart(h: &mut Harness, code: i32) {
     let at = h.stamp();
     h.proxy.handle_agent_restart(at, code);
     h.drain();
-}
-
-fn fetch(h: &Harness) -> u64 {
-    h.requests
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::FetchHistory { load, .. } => Some(*load),
-            _ => None,
-        })
-        .expect("a FetchHistory")
 }
 
 fn history(h: &mut Harness, load: u64, summary: Summary) {

@@ -126,6 +126,23 @@ impl Harness {
     }
 }
 
+/// The `load` of the last history fetch the proxy asked for.
+pub(super) fn fetch(h: &Harness) -> u64 {
+    h.requests
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::FetchHistory { load, .. } => Some(*load),
+            _ => None,
+        })
+        .expect("a FetchHistory")
+}
+
+/// One written line, parsed.
+pub(super) fn json_of(line: &Bytes) -> serde_json::Value {
+    serde_json::from_slice(line).unwrap()
+}
+
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
 const INIT_OK: &str =
     r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}"#;

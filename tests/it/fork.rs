@@ -5,23 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{Peers, TestClient, proxied, run_cli_store};
-
-/// The text of every `user_message_chunk` and `agent_message_chunk`, in order, tagged.
-fn texts(updates: &[Value]) -> Vec<String> {
-    updates
-        .iter()
-        .filter_map(|u| {
-            let update = &u["params"]["update"];
-            let tag = match update["sessionUpdate"].as_str()? {
-                "user_message_chunk" => "user",
-                "agent_message_chunk" => "agent",
-                _ => return None,
-            };
-            Some(format!("{tag}: {}", update["content"]["text"].as_str()?))
-        })
-        .collect()
-}
+use crate::util::{Peers, TestClient, proxied, run_cli_store, texts};
 
 /// Load `session` through the proxy and prompt once; returns the replayed updates and the
 /// live messages of the prompt.

@@ -55,6 +55,15 @@ fn init_with_list_changed(client: &mut TestClient) -> Value {
     init
 }
 
+/// The text of every update the client received from message `from` on, concatenated.
+fn update_texts(client: &TestClient, from: usize) -> String {
+    client.received[from..]
+        .iter()
+        .filter_map(|r| r.json.as_ref())
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
 #[test]
 fn session_list_pages_ten_thousand_sessions_newest_first_as_valid_v1() {
     let agent = Peers::get().py_echo_agent();
@@ -201,11 +210,7 @@ fn a_session_recorded_with_one_agent_continues_in_another_and_back() {
             .get("result")
             .is_some()
     );
-    let echoed: String = client.received[before..]
-        .iter()
-        .filter_map(|r| r.json.as_ref())
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
-        .collect();
+    let echoed = update_texts(&client, before);
     assert!(echoed.contains("asked the typescript agent"), "{echoed}");
     client.finish();
 
@@ -291,11 +296,7 @@ fn session_fork_for_an_agent_without_it_keeps_the_first_turn_only() {
             .get("result")
             .is_some()
     );
-    let echoed: String = client.received[before..]
-        .iter()
-        .filter_map(|r| r.json.as_ref())
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
-        .collect();
+    let echoed = update_texts(&client, before);
     assert!(
         echoed.contains("first turn") && !echoed.contains("second turn"),
         "the fork's agent has turn 1 only: {echoed}"

@@ -6,23 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{Peers, TestClient, proxied, proxied_with, run_cli};
-
-/// The text of every `user_message_chunk` and `agent_message_chunk`, in order, tagged.
-fn texts(updates: &[Value]) -> Vec<String> {
-    updates
-        .iter()
-        .filter_map(|u| {
-            let update = &u["params"]["update"];
-            let tag = match update["sessionUpdate"].as_str()? {
-                "user_message_chunk" => "user",
-                "agent_message_chunk" => "agent",
-                _ => return None,
-            };
-            Some(format!("{tag}: {}", update["content"]["text"].as_str()?))
-        })
-        .collect()
-}
+use crate::util::{Peers, TestClient, proxied, proxied_with, run_cli, texts};
 
 /// Record a session with two prompts; returns its ID.
 fn record(store: &Path, agent: &[String], prompts: &[&str]) -> String {

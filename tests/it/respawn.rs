@@ -72,11 +72,18 @@ fn only_expected_ids(client: &TestClient) {
     }
 }
 
-fn killed_between_prompts(agent: Vec<String>, echoes: bool) {
+/// A proxy in front of `agent`, recording into a fresh store, with one session started: the
+/// store, the client, the proxy's pid and the session ID.
+fn started(agent: &[String]) -> (tempfile::TempDir, TestClient, u32, String) {
     let store = tempfile::tempdir().unwrap();
-    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    let mut client = TestClient::spawn(&proxied(store.path(), agent));
     let proxy = client.child.id();
     let session = client.start_session("/tmp");
+    (store, client, proxy, session)
+}
+
+fn killed_between_prompts(agent: Vec<String>, echoes: bool) {
+    let (store, mut client, proxy, session) = started(&agent);
     assert!(
         client
             .prompt(&session, "first question")
@@ -244,10 +251,7 @@ fn exit_code_within(client: &mut TestClient, within: Duration) -> i32 {
 
 #[test]
 fn typescript_agent_killed_mid_prompt_answers_it_restarted() {
-    let store = tempfile::tempdir().unwrap();
-    let mut client = TestClient::spawn(&proxied(store.path(), &Peers::get().ts_agent()));
-    let proxy = client.child.id();
-    let session = client.start_session("/tmp");
+    let (_store, mut client, proxy, session) = started(&Peers::get().ts_agent());
     let pid = agent_pid(proxy, None);
     send_prompt(&mut client, "p1", &session, "a long task");
     read_until(&mut client, "the first session/update", |m| {
@@ -266,10 +270,7 @@ fn typescript_agent_killed_mid_prompt_answers_it_restarted() {
 
 #[test]
 fn typescript_agent_killed_while_asking_permission_journals_the_late_answer() {
-    let store = tempfile::tempdir().unwrap();
-    let mut client = TestClient::spawn(&proxied(store.path(), &Peers::get().ts_agent()));
-    let proxy = client.child.id();
-    let session = client.start_session("/tmp");
+    let (store, mut client, proxy, session) = started(&Peers::get().ts_agent());
     let mut pid = agent_pid(proxy, None);
     let mut late = vec![];
     for (round, option) in [(1, "allow"), (2, "reject")] {

@@ -334,6 +334,22 @@ impl TestClient {
 }
 
 /// This test client's answer to a message from the agent, when it is a request.
+/// The text of every `user_message_chunk` and `agent_message_chunk`, in order, tagged.
+pub fn texts(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .filter_map(|u| {
+            let update = &u["params"]["update"];
+            let tag = match update["sessionUpdate"].as_str()? {
+                "user_message_chunk" => "user",
+                "agent_message_chunk" => "agent",
+                _ => return None,
+            };
+            Some(format!("{tag}: {}", update["content"]["text"].as_str()?))
+        })
+        .collect()
+}
+
 pub fn reply_to(msg: &Value) -> Option<Value> {
     msg.get("method")?;
     let req_id = msg.get("id")?.clone();

@@ -172,6 +172,13 @@ impl Store {
     }
 }
 
+/// A run's name, `<UTC time>-<pid>` (e.g. `20261121T214153.123456Z-4242`): sortable, unique
+/// per process, and the stem of the run's segment files.
+pub fn run_id(unix_us: i64, pid: u32) -> String {
+    let ts = jiff::Timestamp::from_microsecond(unix_us).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    format!("{}-{pid}", ts.strftime("%Y%m%dT%H%M%S.%6fZ"))
+}
+
 /// Every segment file directly inside `dir`, sorted by name.
 ///
 /// # Errors

@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::catalog::{Catalog, CatalogEntry};
 use crate::journal::format::Encoding;
 use crate::journal::reader::is_end_marker;
-use crate::journal::store::segments_in;
+use crate::journal::store::{run_id, segments_in};
 use crate::journal::writer::SegmentStats;
 use crate::journal::{Body, Event, Header, Payload, Record, SegmentKind, SegmentReader, Store};
 use crate::replay::bundle::is_prompt_turn;
@@ -117,7 +117,7 @@ pub fn fork_session(
         .and_then(|s| s.agent.clone())
         .unwrap_or_else(|| header.argv.join(" "));
     header.session = Some(fork_id.to_string());
-    header.run = run_id(unix_us);
+    header.run = run_id(unix_us, std::process::id());
     header.proxy = concat!("acp-journal ", env!("CARGO_PKG_VERSION")).into();
     header.started = unix_us;
     header.pid = std::process::id();
@@ -184,16 +184,6 @@ pub fn fork_session(
         records: stats.records,
         cwd,
     })
-}
-
-/// `<UTC time>-<pid>`, like a proxy run's name.
-fn run_id(unix_us: i64) -> String {
-    let ts = jiff::Timestamp::from_microsecond(unix_us).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    format!(
-        "{}-{}",
-        ts.strftime("%Y%m%dT%H%M%S.%6fZ"),
-        std::process::id()
-    )
 }
 
 /// What the first pass learns.

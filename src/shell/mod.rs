@@ -147,7 +147,7 @@ pub async fn run<P: Process>(
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let info = RunInfo {
-        run: run_id(start.unix_us, std::process::id()),
+        run: crate::journal::store::run_id(start.unix_us, std::process::id()),
         argv: if config.core.redact {
             proto::redact::redact_argv(&argv)
         } else {
@@ -746,10 +746,4 @@ fn forward_signal(
     if running {
         process.signal(sig);
     }
-}
-
-/// `<UTC time>-<pid>`, e.g. `20261121T214153.123456Z-4242`: sortable and unique per process.
-fn run_id(unix_us: i64, pid: u32) -> String {
-    let ts = jiff::Timestamp::from_microsecond(unix_us).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    format!("{}-{pid}", ts.strftime("%Y%m%dT%H%M%S.%6fZ"))
 }

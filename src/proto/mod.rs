@@ -826,17 +826,13 @@ impl Proxy {
             .event(at, Target::Connection, Event::AgentRestarted { code });
         let lost = self.sessions.lose_live();
         self.drop_agent(at, agent_restarted);
-        let open: Vec<(Side, RequestId)> = self
-            .pending
-            .keys()
-            .filter(|(side, _)| *side == Side::Agent)
-            .cloned()
-            .collect();
-        for key in open {
-            if let Some(p) = self.pending.remove(&key) {
-                self.dead.insert(key.1, p.session);
+        let dead = &mut self.dead;
+        self.pending.retain(|(side, id), p| {
+            if *side == Side::Agent {
+                dead.insert(id.clone(), p.session.take());
             }
-        }
+            *side != Side::Agent
+        });
         self.agent_initialized = false;
         let message = format!(
             "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."

@@ -719,8 +719,8 @@ impl Proxy {
                 if let Some(usage) = peek
                     .result
                     .filter(|r| r.get().contains("\"usage\""))
-                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-                    .map(|r| r["usage"].clone())
+                    .and_then(|r| serde_json::from_str::<serde_json::Map<_, _>>(r.get()).ok())
+                    .and_then(|mut r| r.remove("usage"))
                     .filter(serde_json::Value::is_object)
                 {
                     self.fx.push(Action::Catalog(CatalogUpdate::Usage {

@@ -235,8 +235,6 @@ pub(super) struct Loads {
     by_request: HashMap<RequestId, u64>,
     /// Client-facing session → its latest load.
     by_session: HashMap<SessionId, u64>,
-    /// Loads whose setup request is in flight (their new agent session is not known yet).
-    starting: usize,
 }
 
 fn present(v: &Value) -> bool {
@@ -284,7 +282,7 @@ impl Loads {
 
     /// True while some load waits for the agent to start a session it does not know yet.
     pub(super) fn awaiting_new_session(&self) -> bool {
-        self.starting > 0
+        self.loads.values().any(|l| l.phase == Phase::Starting)
     }
 
     /// Operation ids of every load, oldest first.
@@ -345,22 +343,13 @@ impl Loads {
         if self.by_session.get(&load.session) == Some(&op) {
             self.by_session.remove(&load.session);
         }
-        if load.phase == Phase::Starting {
-            self.starting -= 1;
-        }
         Some(load)
     }
 
     fn set_phase(&mut self, op: u64, phase: Phase) {
-        let Some(l) = self.loads.get_mut(&op) else {
-            return;
-        };
-        match (l.phase == Phase::Starting, phase == Phase::Starting) {
-            (false, true) => self.starting += 1,
-            (true, false) => self.starting -= 1,
-            _ => {}
+        if let Some(l) = self.loads.get_mut(&op) {
+            l.phase = phase;
         }
-        l.phase = phase;
     }
 
     /// A chunk of a session's history, answering [`Action::FetchHistory`].

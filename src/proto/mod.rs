@@ -719,8 +719,8 @@ impl Proxy {
                 if let Some(usage) = peek
                     .result
                     .filter(|r| r.get().contains("\"usage\""))
-                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-                    .map(|r| r["usage"].clone())
+                    .and_then(|r| serde_json::from_str::<serde_json::Map<_, _>>(r.get()).ok())
+                    .and_then(|mut r| r.remove("usage"))
                     .filter(serde_json::Value::is_object)
                 {
                     self.fx.push(Action::Catalog(CatalogUpdate::Usage {
@@ -826,17 +826,13 @@ impl Proxy {
             .event(at, Target::Connection, Event::AgentRestarted { code });
         let lost = self.sessions.lose_live();
         self.drop_agent(at, agent_restarted);
-        let open: Vec<(Side, RequestId)> = self
-            .pending
-            .keys()
-            .filter(|(side, _)| *side == Side::Agent)
-            .cloned()
-            .collect();
-        for key in open {
-            if let Some(p) = self.pending.remove(&key) {
-                self.dead.insert(key.1, p.session);
+        let dead = &mut self.dead;
+        self.pending.retain(|(side, id), p| {
+            if *side == Side::Agent {
+                dead.insert(id.clone(), p.session.take());
             }
-        }
+            *side != Side::Agent
+        });
         self.agent_initialized = false;
         let message = format!(
             "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
@@ -1601,13 +1597,8 @@ impl Proxy {
     fn map_agent_line(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
         let method = peek.method()?;
         let session = peek.session.as_deref()?;
-        if method == "session/update" {
-            if session_info_finder().find(line).is_some() {
-                self.catalog_info(peek, session);
-            }
-            if usage_finder().find(line).is_some() {
-                self.catalog_usage(peek, session);
-            }
+        if method == "session/update" && names_catalog_update(line) {
+            self.catalog_update(peek, session);
         }
         let (client_session, mapping) = self.sessions.mapping_of_agent(session)?;
         mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
@@ -1672,51 +1663,46 @@ impl Proxy {
         out
     }
 
-    /// A `usage_update` passed through: its token counts and cost go to the catalog.
-    fn catalog_usage(&mut self, peek: &Peek<'_>, session: &str) {
-        let params: serde_json::Value = peek
+    /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
+    /// through goes to the catalog.
+    fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            update: serde_json::Map<String, serde_json::Value>,
+        }
+        let Some(Params { mut update }) = peek
             .params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_default();
-        let serde_json::Value::Object(mut update) = params["update"].clone() else {
+            .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+        else {
             return;
         };
-        if update.get("sessionUpdate").and_then(|v| v.as_str()) != Some("usage_update") {
-            return;
-        }
-        update.remove("sessionUpdate");
-        update.remove("_meta");
+        let kind = update.get("sessionUpdate").and_then(|v| v.as_str());
+        let usage = match kind {
+            Some("usage_update") => true,
+            Some("session_info_update") => false,
+            _ => return,
+        };
         let session = self
             .sessions
             .client_id(session)
             .cloned()
             .unwrap_or_else(|| self.sessions.id(session));
-        self.fx.push(Action::Catalog(CatalogUpdate::Usage {
-            session,
-            usage: serde_json::Value::Object(update),
-        }));
-    }
-
-    /// A `session_info_update` passed through: its title and time go to the catalog.
-    fn catalog_info(&mut self, peek: &Peek<'_>, session: &str) {
-        let params: serde_json::Value = peek
-            .params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_default();
-        let update = &params["update"];
-        if update["sessionUpdate"] != "session_info_update" {
-            return;
-        }
-        let client_session = self
-            .sessions
-            .client_id(session)
-            .cloned()
-            .unwrap_or_else(|| self.sessions.id(session));
-        self.fx.push(Action::Catalog(CatalogUpdate::Info {
-            session: client_session,
-            title: update["title"].as_str().map(str::to_string),
-            updated_at: update["updatedAt"].as_str().map(str::to_string),
-        }));
+        let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
+        let update = if usage {
+            update.remove("sessionUpdate");
+            update.remove("_meta");
+            CatalogUpdate::Usage {
+                session,
+                usage: serde_json::Value::Object(update),
+            }
+        } else {
+            CatalogUpdate::Info {
+                session,
+                title: text(update.get("title")),
+                updated_at: text(update.get("updatedAt")),
+            }
+        };
+        self.fx.push(Action::Catalog(update));
     }
 
     /// The agent's output ended: answer every client request still waiting on it, whether
@@ -1831,16 +1817,14 @@ fn agent_exited(method: &str) -> String {
     )
 }
 
-/// Finds `"usage_update"` (built once).
-fn usage_finder() -> &'static memchr::memmem::Finder<'static> {
+/// Whether `line` may carry a `usage_update` or `session_info_update` (one pass over the
+/// line, with a finder built once: building one costs more than a search).
+fn names_catalog_update(line: &[u8]) -> bool {
     static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
         std::sync::OnceLock::new();
-    FINDER.get_or_init(|| memchr::memmem::Finder::new(b"\"usage_update\""))
-}
-
-/// Finds `"session_info_update"` (built once: building a finder costs more than a search).
-fn session_info_finder() -> &'static memchr::memmem::Finder<'static> {
-    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
-        std::sync::OnceLock::new();
-    FINDER.get_or_init(|| memchr::memmem::Finder::new(b"\"session_info_update\""))
+    let finder = FINDER.get_or_init(|| memchr::memmem::Finder::new(b"_update\""));
+    finder.find_iter(line).any(|at| {
+        let before = &line[..at];
+        before.ends_with(b"\"usage") || before.ends_with(b"\"session_info")
+    })
 }

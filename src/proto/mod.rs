@@ -1753,6 +1753,7 @@ impl Proxy {
         }
         self.ids.forget_agent();
         self.native.clear();
+        self.sessions.end_native_loads();
         self.prompts.clear();
         self.auth_pending = None;
         self.release_held(at);

@@ -269,3 +269,17 @@ fn a_prompt_the_agent_keeps_talking_on_or_waits_on_the_client_for_is_not_stalled
         "the agent waits for the user"
     );
 }
+
+#[test]
+fn a_native_load_cut_short_by_a_restart_does_not_keep_its_replay_out_of_the_journal() {
+    let mut h = live(Config::default(), r#"{"loadSession":true}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"S","cwd":"/w","mcpServers":[]}}"#);
+    restart(&mut h, 137);
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    let update = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"later"}}}}"#;
+    h.agent(update);
+    assert!(
+        h.session("S").contains(&update.to_string()),
+        "journaled: the replay it belonged to is over"
+    );
+}

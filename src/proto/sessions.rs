@@ -320,6 +320,13 @@ impl SessionTable {
         }
     }
 
+    /// The agent is gone: no native load it was replaying goes on.
+    pub(super) fn end_native_loads(&mut self) {
+        for session in self.sessions.values_mut() {
+            session.native_load = None;
+        }
+    }
+
     /// The client request of the native load the agent is replaying the session for.
     pub(super) fn native_load(&self, s: &str) -> Option<&RequestId> {
         self.sessions.get(s)?.native_load.as_ref()

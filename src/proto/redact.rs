@@ -147,16 +147,15 @@ pub fn redact_record(record: &mut Record) -> bool {
 /// without a backslash a JSON string is its bytes, so such a method would be spelled out,
 /// quotes included.
 fn may_be_structural(body: &[u8]) -> bool {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| {
-        let names: Vec<String> = SESSION_SETUP
+    static METHODS: OnceLock<Vec<memchr::memmem::Finder<'static>>> = OnceLock::new();
+    let methods = METHODS.get_or_init(|| {
+        SESSION_SETUP
             .iter()
             .chain(&["terminal/create"])
-            .map(|m| regex::escape(&format!("\"{m}\"")))
-            .collect();
-        Regex::new(&names.join("|")).expect("the method pattern compiles")
+            .map(|m| memchr::memmem::Finder::new(format!("\"{m}\"").as_bytes()).into_owned())
+            .collect()
     });
-    memchr::memchr(b'\\', body).is_some() || re.is_match(body)
+    memchr::memchr(b'\\', body).is_some() || methods.iter().any(|m| m.find(body).is_some())
 }
 
 /// Replace the `value` of every `{name, value}` entry in `list` (or every value of an object).

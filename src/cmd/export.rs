@@ -107,7 +107,7 @@ fn markdown(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow:
         }
         Step::Segment { .. } => transcript.new_run(),
         Step::Record(record) => {
-            transcript.record(&record)?;
+            transcript.record(record)?;
             let buffer = transcript.buffer();
             out.write_all(buffer)?;
             buffer.clear();
@@ -153,7 +153,7 @@ fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Res
             Ok(())
         }
         (Step::Segment { index, header }, Some(page)) => page.run(index + 1, &utc(header.started)),
-        (Step::Record(record), Some(page)) => page.record(&record),
+        (Step::Record(record), Some(page)) => page.record(record),
         (Step::End { path, tail }, Some(page)) => {
             warn(path, tail);
             page.damage(&file_name(path), tail)
@@ -175,7 +175,7 @@ fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Res
             let initialize = [lines[0].as_deref(), lines[1].as_deref()];
             wire.run(index + 1, &file_name(&segments[index]), initialize)
         }
-        Step::Record(record) => wire.record(&record),
+        Step::Record(record) => wire.record(record),
         Step::End { path, tail } => wire.damage(&file_name(path), tail),
     })?;
     wire.finish()?;
@@ -208,7 +208,7 @@ fn otlp_spans(sessions: &[Vec<PathBuf>], redact: bool, content: bool) -> anyhow:
                 }
                 Step::Record(record) => {
                     if let Some(b) = builder.as_mut() {
-                        b.record(&record);
+                        b.record(record);
                     }
                 }
                 Step::End { path, tail } => warn(path, tail),

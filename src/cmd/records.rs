@@ -2,8 +2,7 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-
-use anyhow::Context;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Header, Record, SegmentReader, Tail};
@@ -20,7 +19,7 @@ pub(super) enum Step<'a> {
         header: &'a Header,
     },
     /// A record (the end marker left out).
-    Record(Record),
+    Record(&'a Record),
     /// A segment ended other than cleanly (unfinished, torn or corrupt).
     End {
         /// The segment file.
@@ -30,32 +29,107 @@ pub(super) enum Step<'a> {
     },
 }
 
+/// Records handed over between the reading thread and the visitor at a time.
+const BATCH_RECORDS: usize = 256;
+/// Batches in flight: with [`BATCH_RECORDS`], what bounds a pass's memory (a few MiB at most
+/// for ordinary lines), whatever the session's size.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// What the reading thread sends: [`Step`]s, owned, records in batches.
+enum Read {
+    Segment(usize, Header),
+    Records(Vec<Record>),
+    End(usize, Tail),
+    Failed(anyhow::Error),
+}
+
 /// Read `segments` in order and hand every step to `visit`; with `redact`, messages are
 /// redacted again as the proxy does when journaling.
+///
+/// Two threads: one decompresses, checks, decodes (and redacts) the records while `visit`
+/// renders the ones before, through a bounded channel, so a pass takes the longer of the two
+/// halves rather than their sum, and memory stays flat. Visited batches go back to the reading
+/// thread to be freed there: memory freed by the thread that allocated it is cheap, by another
+/// it is not (with glibc's allocator, the pipeline cost more CPU than it saved). When `visit`
+/// fails (a closed pipe), the reading thread stops at its next batch.
 pub(super) fn walk(
     segments: &[PathBuf],
     redact: bool,
     visit: &mut dyn FnMut(Step<'_>) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
+    let (send, receive) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+    let (recycle, visited) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(move || read(segments, redact, &send, &visited));
+        for read in receive {
+            match read {
+                Read::Segment(index, header) => visit(Step::Segment {
+                    index,
+                    header: &header,
+                })?,
+                Read::Records(records) => {
+                    for record in &records {
+                        visit(Step::Record(record))?;
+                    }
+                    // The reading thread may be gone (it ended): then drop the batch here.
+                    let _ = recycle.send(records);
+                }
+                Read::End(index, tail) => visit(Step::End {
+                    path: &segments[index],
+                    tail: &tail,
+                })?,
+                Read::Failed(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The reading half of [`walk`]: stops early when the visitor is gone.
+fn read(
+    segments: &[PathBuf],
+    redact: bool,
+    send: &SyncSender<Read>,
+    visited: &Receiver<Vec<Record>>,
+) {
     for (index, path) in segments.iter().enumerate() {
-        let mut reader =
-            SegmentReader::open(path).with_context(|| format!("reading {}", path.display()))?;
-        visit(Step::Segment {
-            index,
-            header: reader.header(),
-        })?;
-        for record in reader.by_ref().filter(|r| !is_end_marker(r)) {
-            let mut record = record;
+        let mut reader = match SegmentReader::open(path) {
+            Ok(reader) => reader,
+            Err(e) => {
+                let e = anyhow::Error::new(e).context(format!("reading {}", path.display()));
+                let _ = send.send(Read::Failed(e));
+                return;
+            }
+        };
+        if send
+            .send(Read::Segment(index, reader.header().clone()))
+            .is_err()
+        {
+            return;
+        }
+        let mut batch = Vec::with_capacity(BATCH_RECORDS);
+        for mut record in reader.by_ref().filter(|r| !is_end_marker(r)) {
+            visited.try_iter().for_each(drop);
             if redact {
                 redact::redact_record(&mut record);
             }
-            visit(Step::Record(record))?;
+            batch.push(record);
+            if batch.len() == BATCH_RECORDS {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_RECORDS));
+                if send.send(Read::Records(full)).is_err() {
+                    return;
+                }
+            }
         }
-        if let Some(tail) = reader.tail().filter(|t| **t != Tail::Clean) {
-            visit(Step::End { path, tail })?;
+        if !batch.is_empty() && send.send(Read::Records(batch)).is_err() {
+            return;
+        }
+        if let Some(tail) = reader.tail().filter(|t| **t != Tail::Clean)
+            && send.send(Read::End(index, tail.clone())).is_err()
+        {
+            return;
         }
     }
-    Ok(())
 }
 
 /// A wire line redacted again (with `redact`), as the proxy does when journaling.

@@ -25,13 +25,13 @@ pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
     walk(&segments, false, &mut |step| match step {
         Step::Record(record) if args.json => {
             line.clear();
-            encode_record(&record, &mut line);
+            encode_record(record, &mut line);
             out.write_all(&line)
         }
-        Step::Record(record) if args.raw => raw(&mut out, &record),
+        Step::Record(record) if args.raw => raw(&mut out, record),
         Step::Record(record) => match transcript.as_mut() {
             Some(t) => {
-                t.record(&record)?;
+                t.record(record)?;
                 // Stream: hand over what was rendered so far (the buffer is kept for the next).
                 let buffer = t.buffer();
                 out.write_all(buffer)?;

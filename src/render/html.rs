@@ -28,36 +28,42 @@ const SCRIPT: &str = include_str!("html.js");
 
 /// `text` with `& < > " '` escaped: safe in element content and in quoted attributes.
 pub fn escape(text: &str) -> Cow<'_, str> {
-    escape_chars(text, &['&', '<', '>', '"', '\''])
+    let special = |(_, b): &(usize, &u8)| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
+    escape_at(
+        text,
+        text.as_bytes()
+            .iter()
+            .enumerate()
+            .filter(special)
+            .map(|(i, _)| i),
+    )
 }
 
 /// `text` with `& < >` escaped: safe in element content only (not in attributes). Big JSON
-/// bodies use it: their many quotes stay one byte each.
+/// bodies use it: their many quotes stay one byte each, and the scan runs at memchr's speed.
 pub fn escape_text(text: &str) -> Cow<'_, str> {
-    escape_chars(text, &['&', '<', '>'])
+    escape_at(
+        text,
+        memchr::memchr3_iter(b'&', b'<', b'>', text.as_bytes()),
+    )
 }
 
-fn escape_chars<'a>(text: &'a str, special: &[char]) -> Cow<'a, str> {
-    // The specials are ASCII: scan bytes, copying the runs between them whole.
-    let is_special = |b: u8| special.iter().any(|c| *c as u32 == u32::from(b));
-    let bytes = text.as_bytes();
-    let Some(first) = bytes.iter().position(|b| is_special(*b)) else {
+/// `text` with the ASCII specials at `at` (ascending) replaced by their entities, the runs
+/// between them copied whole.
+fn escape_at(text: &str, mut at: impl Iterator<Item = usize>) -> Cow<'_, str> {
+    let Some(first) = at.next() else {
         return Cow::Borrowed(text);
     };
     let mut out = String::with_capacity(text.len() + 16);
     let mut start = 0;
-    for (i, b) in bytes.iter().enumerate().skip(first) {
-        let replacement = match b {
+    for i in std::iter::once(first).chain(at) {
+        let replacement = match text.as_bytes()[i] {
             b'&' => "&amp;",
             b'<' => "&lt;",
             b'>' => "&gt;",
             b'"' => "&quot;",
-            b'\'' => "&#39;",
-            _ => continue,
+            _ => "&#39;",
         };
-        if !is_special(*b) {
-            continue;
-        }
         // `i` is an ASCII byte, so both slices end on character boundaries.
         out.push_str(&text[start..i]);
         out.push_str(replacement);

@@ -4,8 +4,8 @@
 //! - `search` over the store's journals against `zstd -dc FILES | grep -c` on the same files, in
 //!   the same run (target: no slower).
 //! - Decode speed, in MB/s of raw NDJSON (target: at least 150 MB/s), and peak RSS (target:
-//!   flat, a few MB, whatever the journal's size) of `show`, `export --format
-//!   markdown|ndjson|html` and `search` over one session of about 1 GB of raw NDJSON, beside
+//!   flat, a few MB, whatever the journal's size) of `show`, `watch --from-start`, `export
+//!   --format markdown|ndjson|html` and `search` over one session of about 1 GB of raw NDJSON, beside
 //!   `zstd -dc` of the same segment (decompression alone: the floor of any reader).
 //!
 //! The stores are generated with the library's segment writer: 10 000 small sessions, plus a
@@ -342,8 +342,10 @@ fn flat_memory(bin: &str, quick: bool) {
         assert!(zstd.wait().expect("zstd").success());
         t.elapsed()
     });
-    let commands: [(&str, &[&str]); 5] = [
+    let commands: [(&str, &[&str]); 6] = [
         ("show", &["show", "huge"]),
+        // The session is closed: `watch` renders it from the start and ends at its end marker.
+        ("watch --from-start", &["watch", "huge", "--from-start"]),
         (
             "export --format markdown",
             &["export", "huge", "--format", "markdown"],

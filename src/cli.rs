@@ -303,8 +303,8 @@ pub enum ExportFormat {
     Ndjson,
     /// One self-contained HTML page: the turns as a timeline (tool calls expand), and the wire.
     Html,
-    /// OpenTelemetry GenAI spans (OTLP/JSON, or POSTed with --endpoint): one `invoke_agent`
-    /// span per turn, one `execute_tool` span per tool call.
+    /// OpenTelemetry GenAI spans (OTLP/JSON lines, a request per 512 spans, or POSTed with
+    /// --endpoint): one `invoke_agent` span per turn, one `execute_tool` span per tool call.
     Otlp,
 }
 

@@ -36,18 +36,15 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
     let redact = !args.no_redact;
     if let Some(url) = args.endpoint.as_deref() {
         let endpoint = Endpoint::from_process_env(Some(url)).map_err(anyhow::Error::msg)?;
-        let spans = otlp_spans(&sessions, redact, args.content)?;
         let client = endpoint.client(std::time::Duration::from_secs(30));
-        for batch in spans.chunks(512) {
+        let mut exported = 0;
+        otlp_spans(&sessions, redact, args.content, &mut |batch| {
+            exported += batch.len();
             endpoint
                 .post(&client, batch)
-                .map_err(|e| anyhow::anyhow!("exporting spans: {e}"))?;
-        }
-        eprintln!(
-            "acp-journal: exported {} spans to {}",
-            spans.len(),
-            endpoint.url
-        );
+                .map_err(|e| anyhow::anyhow!("exporting spans: {e}"))
+        })?;
+        eprintln!("acp-journal: exported {exported} spans to {}", endpoint.url);
         return Ok(ExitCode::SUCCESS);
     }
     let segments = &sessions[0];
@@ -64,10 +61,13 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
         ExportFormat::Ndjson => ndjson(segments, redact, &mut out)?,
         ExportFormat::Html => html(segments, redact, &mut out)?,
         ExportFormat::Otlp => {
-            let spans = otlp_spans(&sessions, redact, args.content)?;
+            // JSON Lines, as the OpenTelemetry file exporter writes: a request per batch.
             let resource = otlp::resource(|k| std::env::var(k).ok());
-            serde_json::to_writer(&mut out, &otlp::to_json(&resource, &spans))?;
-            out.write_all(b"\n")?;
+            otlp_spans(&sessions, redact, args.content, &mut |batch| {
+                serde_json::to_writer(&mut out, &otlp::to_json(&resource, batch))?;
+                out.write_all(b"\n")?;
+                Ok(())
+            })?;
         }
     }
     out.flush()?;
@@ -182,12 +182,22 @@ fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Res
     Ok(())
 }
 
-/// The spans of each session's segments, in order (a run's open turn ends with its segment).
-fn otlp_spans(sessions: &[Vec<PathBuf>], redact: bool, content: bool) -> anyhow::Result<Vec<Span>> {
+/// Spans in a batch of [`otlp_spans`].
+const SPAN_BATCH: usize = 512;
+
+/// The spans of each session's segments, in order (a run's open turn ends with its segment),
+/// handed to `emit` in batches of at most [`SPAN_BATCH`] as they are built (flat memory).
+fn otlp_spans(
+    sessions: &[Vec<PathBuf>],
+    redact: bool,
+    content: bool,
+    emit: &mut dyn FnMut(&[Span]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut spans = Vec::new();
+    let mut failed = None;
     for segments in sessions {
         let mut builder: Option<SpanBuilder> = None;
-        walk(segments, redact, &mut |step| {
+        let walked = walk(segments, redact, &mut |step| {
             match step {
                 Step::Segment { header, .. } => {
                     let b = match builder.as_mut() {
@@ -216,12 +226,26 @@ fn otlp_spans(sessions: &[Vec<PathBuf>], redact: bool, content: bool) -> anyhow:
             if let Some(b) = builder.as_mut() {
                 spans.extend(b.take());
             }
+            if spans.len() >= SPAN_BATCH {
+                if let Err(e) = emit(&spans) {
+                    failed = Some(e);
+                    return Err(std::io::Error::other("exporting spans"));
+                }
+                spans.clear();
+            }
             Ok(())
-        })?;
+        });
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        walked?;
         if let Some(mut b) = builder {
             b.end_run();
             spans.extend(b.take());
         }
     }
-    Ok(spans)
+    if spans.is_empty() {
+        return Ok(());
+    }
+    emit(&spans)
 }

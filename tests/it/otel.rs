@@ -124,7 +124,8 @@ fn wait_for_spans(project: &str, count: usize) -> BTreeMap<String, Value> {
     }
 }
 
-/// The spans of `export --format otlp -o FILE`: (trace, span, parent, name) by span ID.
+/// The spans of `export --format otlp -o FILE` (every line's request): (trace, span, parent,
+/// name) by span ID.
 fn exported(
     store: &Path,
     session: &str,
@@ -143,11 +144,19 @@ fn exported(
         ],
     );
     assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    v["resourceSpans"][0]["scopeSpans"][0]["spans"]
-        .as_array()
-        .unwrap()
+    // JSON Lines: one export request per batch of spans.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let requests: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    requests
         .iter()
+        .flat_map(|v| {
+            v["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+        })
         .map(|s| {
             (
                 s["spanId"].as_str().unwrap().to_string(),

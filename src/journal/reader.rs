@@ -435,7 +435,7 @@ pub fn is_end_marker(record: &Record) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::journal::format::Payload;
     use crate::journal::writer::SegmentWriter;
@@ -443,7 +443,8 @@ mod tests {
     use bytes::Bytes;
     use std::io::Read;
 
-    fn message(seq: u64, text: &str) -> Record {
+    /// A `session/update` record numbered `seq` carrying `text`.
+    pub(crate) fn message(seq: u64, text: &str) -> Record {
         Record {
             seq,
             unix_us: 1,

@@ -247,10 +247,8 @@ impl SegmentTail {
 mod tests {
     use super::*;
     use crate::journal::SegmentReader;
-    use crate::journal::format::{Body, Payload, encode_record};
+    use crate::journal::format::encode_record;
     use crate::journal::writer::SegmentWriter;
-    use crate::wire::Side;
-    use bytes::Bytes;
     use std::io::Write;
 
     fn message(seq: u64, size: usize) -> Record {
@@ -258,17 +256,7 @@ mod tests {
         let text: String = (0..size)
             .map(|i| char::from(b'a' + ((i as u64 * 7 + seq * 13) % 26) as u8))
             .collect();
-        Record {
-            seq,
-            unix_us: 1,
-            mono_us: seq,
-            body: Body::Message {
-                from: Side::Agent,
-                payload: Payload::from_line(Bytes::from(format!(
-                    r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"n":{seq},"t":"{text}"}}}}"#
-                ))),
-            },
-        }
+        crate::journal::reader::tests::message(seq, &text)
     }
 
     fn encoded(records: &[Record]) -> Vec<u8> {

@@ -36,7 +36,7 @@ const BATCH_RECORDS: usize = 256;
 const BATCHES_IN_FLIGHT: usize = 8;
 
 /// What the reading thread sends: [`Step`]s, owned, records in batches.
-enum Read {
+enum Reading {
     Segment(usize, Header),
     Records(Vec<Record>),
     End(usize, Tail),
@@ -61,24 +61,24 @@ pub(super) fn walk(
     let (recycle, visited) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         scope.spawn(move || read(segments, redact, &send, &visited));
-        for read in receive {
-            match read {
-                Read::Segment(index, header) => visit(Step::Segment {
+        for reading in receive {
+            match reading {
+                Reading::Segment(index, header) => visit(Step::Segment {
                     index,
                     header: &header,
                 })?,
-                Read::Records(records) => {
+                Reading::Records(records) => {
                     for record in &records {
                         visit(Step::Record(record))?;
                     }
                     // The reading thread may be gone (it ended): then drop the batch here.
                     let _ = recycle.send(records);
                 }
-                Read::End(index, tail) => visit(Step::End {
+                Reading::End(index, tail) => visit(Step::End {
                     path: &segments[index],
                     tail: &tail,
                 })?,
-                Read::Failed(e) => return Err(e),
+                Reading::Failed(e) => return Err(e),
             }
         }
         Ok(())
@@ -89,7 +89,7 @@ pub(super) fn walk(
 fn read(
     segments: &[PathBuf],
     redact: bool,
-    send: &SyncSender<Read>,
+    send: &SyncSender<Reading>,
     visited: &Receiver<Vec<Record>>,
 ) {
     for (index, path) in segments.iter().enumerate() {
@@ -97,35 +97,35 @@ fn read(
             Ok(reader) => reader,
             Err(e) => {
                 let e = anyhow::Error::new(e).context(format!("reading {}", path.display()));
-                let _ = send.send(Read::Failed(e));
+                let _ = send.send(Reading::Failed(e));
                 return;
             }
         };
         if send
-            .send(Read::Segment(index, reader.header().clone()))
+            .send(Reading::Segment(index, reader.header().clone()))
             .is_err()
         {
             return;
         }
         let mut batch = Vec::with_capacity(BATCH_RECORDS);
         for mut record in reader.by_ref().filter(|r| !is_end_marker(r)) {
-            visited.try_iter().for_each(drop);
             if redact {
                 redact::redact_record(&mut record);
             }
             batch.push(record);
             if batch.len() == BATCH_RECORDS {
+                visited.try_iter().for_each(drop);
                 let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_RECORDS));
-                if send.send(Read::Records(full)).is_err() {
+                if send.send(Reading::Records(full)).is_err() {
                     return;
                 }
             }
         }
-        if !batch.is_empty() && send.send(Read::Records(batch)).is_err() {
+        if !batch.is_empty() && send.send(Reading::Records(batch)).is_err() {
             return;
         }
         if let Some(tail) = reader.tail().filter(|t| **t != Tail::Clean)
-            && send.send(Read::End(index, tail.clone())).is_err()
+            && send.send(Reading::End(index, tail.clone())).is_err()
         {
             return;
         }

@@ -64,6 +64,14 @@ fn update_texts(client: &TestClient, from: usize) -> String {
         .collect()
 }
 
+/// Send `text` to `session`, expect a result, and return the update texts it brought.
+fn prompt_echo(client: &mut TestClient, session: &str, text: &str) -> String {
+    let before = client.received.len();
+    let response = client.prompt(session, text);
+    assert!(response.get("result").is_some(), "{response}");
+    update_texts(client, before)
+}
+
 #[test]
 fn session_list_pages_ten_thousand_sessions_newest_first_as_valid_v1() {
     let agent = Peers::get().py_echo_agent();
@@ -203,14 +211,7 @@ fn a_session_recorded_with_one_agent_continues_in_another_and_back() {
     let (updates, response) = client.load(&session, "/tmp");
     assert!(response.get("result").is_some(), "{response}");
     assert!(!updates.is_empty());
-    let before = client.received.len();
-    assert!(
-        client
-            .prompt(&session, "asked the echo agent")
-            .get("result")
-            .is_some()
-    );
-    let echoed = update_texts(&client, before);
+    let echoed = prompt_echo(&mut client, &session, "asked the echo agent");
     assert!(echoed.contains("asked the typescript agent"), "{echoed}");
     client.finish();
 
@@ -289,14 +290,7 @@ fn session_fork_for_an_agent_without_it_keeps_the_first_turn_only() {
         .unwrap_or_else(|| panic!("fork failed: {forked}"))
         .to_string();
     assert_ne!(fork, session);
-    let before = client.received.len();
-    assert!(
-        client
-            .prompt(&fork, "third, in the fork")
-            .get("result")
-            .is_some()
-    );
-    let echoed = update_texts(&client, before);
+    let echoed = prompt_echo(&mut client, &fork, "third, in the fork");
     assert!(
         echoed.contains("first turn") && !echoed.contains("second turn"),
         "the fork's agent has turn 1 only: {echoed}"

@@ -397,7 +397,15 @@ pub trait Catalog {
     ///
     /// # Errors
     /// I/O errors.
-    fn append_catalog(&self, entry: &CatalogEntry) -> io::Result<()>;
+    fn append_catalog(&self, entry: &CatalogEntry) -> io::Result<()> {
+        self.append_catalog_entries(std::slice::from_ref(entry))
+    }
+
+    /// Append entries to the catalog with a single `write(2)` (nothing for none).
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn append_catalog_entries(&self, entries: &[CatalogEntry]) -> io::Result<()>;
 
     /// Every session in the store, newest first, from the catalog (rebuilt from the segments if
     /// the catalog is missing). Segments never closed are read to count their records.
@@ -431,15 +439,21 @@ pub trait Catalog {
 }
 
 impl Catalog for Store {
-    fn append_catalog(&self, entry: &CatalogEntry) -> io::Result<()> {
-        let mut line = serde_json::to_vec(entry).expect("catalog entries serialize");
-        line.push(b'\n');
+    fn append_catalog_entries(&self, entries: &[CatalogEntry]) -> io::Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut lines = Vec::new();
+        for entry in entries {
+            serde_json::to_writer(&mut lines, entry).expect("catalog entries serialize");
+            lines.push(b'\n');
+        }
         let mut file = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
             .open(self.root().join("catalog.ndjson"))?;
-        file.write_all(&line)
+        file.write_all(&lines)
     }
 
     fn sessions(&self) -> io::Result<Vec<SessionSummary>> {

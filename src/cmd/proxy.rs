@@ -37,6 +37,7 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
                 .stall_timeout
                 .map(|secs| (secs.clamp(0.0, 86_400.0) * 1e6) as u64),
             stall_grace_us: (grace.as_micros() as u64),
+            ..crate::proto::Config::default()
         },
         grace,
         respawn: args.respawn,

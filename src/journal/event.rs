@@ -79,6 +79,12 @@ pub enum Event {
         /// What the proxy did.
         action: String,
     },
+    /// A restarted agent did not answer the client's recorded `initialize` within the timeout
+    /// (`after_ms` milliseconds): the proxy killed it, to restart it again or end.
+    InitTimeout {
+        /// How long it had waited.
+        after_ms: u64,
+    },
     /// The live OTLP export (`--otlp`) lost `spans` spans (backend down, slow or refusing) and
     /// never saw `records` session records (its queue was full); journaled at the end of a run.
     OtlpDropped {
@@ -129,6 +135,7 @@ impl Event {
             Event::AgentRestarted { .. } => "agent_restarted",
             Event::SessionRestored { .. } => "session_restored",
             Event::PromptStalled { .. } => "prompt_stalled",
+            Event::InitTimeout { .. } => "init_timeout",
             Event::OtlpDropped { .. } => "otlp_dropped",
             Event::SegmentEnd { .. } => "segment_end",
             Event::BundleManifest { .. } => "bundle_manifest",

@@ -190,6 +190,20 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// A second handle on the file, to `fdatasync` it from another thread, when something was
+    /// written since the last sync; the sync is then counted as done (a failure of it is the
+    /// caller's to report).
+    ///
+    /// # Errors
+    /// Duplicating the file descriptor.
+    pub fn sync_handle(&mut self) -> Option<io::Result<File>> {
+        if !self.unsynced {
+            return None;
+        }
+        self.unsynced = false;
+        Some(self.file.try_clone())
+    }
+
     /// Append the end marker (a `segment_end` event stamped with `seq`/`unix_us`/`mono_us`), end
     /// the frame, write it out and sync: the file is then a complete zstd stream that readers
     /// report as clean.

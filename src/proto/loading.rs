@@ -235,6 +235,8 @@ pub(super) struct Loads {
     by_request: HashMap<RequestId, u64>,
     /// Client-facing session → its latest load.
     by_session: HashMap<SessionId, u64>,
+    /// Bytes of the client lines waiting for restores.
+    waiting_bytes: usize,
 }
 
 fn present(v: &Value) -> bool {
@@ -274,10 +276,16 @@ impl Loads {
                 ..
             }) => {
                 lines.push(line.clone());
+                self.waiting_bytes += line.len();
                 true
             }
             _ => false,
         }
+    }
+
+    /// Bytes of the client lines waiting for their sessions' restores.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.waiting_bytes
     }
 
     /// True while some load waits for the agent to start a session it does not know yet.
@@ -308,8 +316,13 @@ impl Loads {
             agent_failed,
             fork,
         } = request;
-        if let Asker::Client(id) = &asker {
-            self.by_request.insert(id.clone(), op);
+        match &asker {
+            Asker::Client(id) => {
+                self.by_request.insert(id.clone(), op);
+            }
+            Asker::Restore(lines) => {
+                self.waiting_bytes += lines.iter().map(Bytes::len).sum::<usize>()
+            }
         }
         let load = Load {
             asker,
@@ -337,8 +350,13 @@ impl Loads {
 
     fn remove(&mut self, op: u64) -> Option<Load> {
         let load = self.loads.remove(&op)?;
-        if let Some(id) = load.client_id() {
-            self.by_request.remove(id);
+        match &load.asker {
+            Asker::Client(id) => {
+                self.by_request.remove(id);
+            }
+            Asker::Restore(lines) => {
+                self.waiting_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
+            }
         }
         if self.by_session.get(&load.session) == Some(&op) {
             self.by_session.remove(&load.session);

@@ -300,6 +300,14 @@ pub struct Config {
     pub stall_timeout_us: Option<u64>,
     /// See `stall_timeout_us`.
     pub stall_grace_us: u64,
+    /// How long a restarted agent has to answer the client's recorded `initialize`
+    /// (microseconds): past it the agent is taken for failed and restarted again (within
+    /// `--respawn`), while the client's lines wait, bounded (`held_limit`).
+    pub reinit_timeout_us: u64,
+    /// Bytes of client lines the core holds for the agent (while a restarted agent is
+    /// initialized, or a lost session is restored) before it stops reading the client:
+    /// backpressure, as a full pipe would give, instead of unbounded memory.
+    pub held_limit: usize,
 }
 
 impl Default for Config {
@@ -311,6 +319,8 @@ impl Default for Config {
             reprime_limit: 32 * 1024,
             stall_timeout_us: None,
             stall_grace_us: 5_000_000,
+            reinit_timeout_us: 60_000_000,
+            held_limit: 8 * 1024 * 1024,
         }
     }
 }
@@ -534,11 +544,21 @@ impl Proxy {
         {
             // Messages wait for the restarted agent; anything else is no message of the
             // protocol and passes as it always does.
-            reinit.held.push(line);
+            reinit.hold(line);
             return;
         }
-        if from == Side::Agent && !self.prompts.is_empty() {
-            restart::agent_active(&mut self.prompts, &self.sessions, &peek, at);
+        if !self.prompts.is_empty() {
+            let session = match (from, &peek.kind) {
+                (Side::Agent, _) => peek.session.as_deref(),
+                (Side::Client, Kind::Response { id, .. }) => self
+                    .pending
+                    .get(&(Side::Agent, id.clone()))
+                    .and_then(|p| p.session.as_deref()),
+                (Side::Client, _) => None,
+            };
+            if let Some(s) = session {
+                restart::prompt_active(&mut self.prompts, &self.sessions, s, at);
+            }
         }
         if self.config.load != LoadMode::Off {
             let consumed = match from {
@@ -807,9 +827,31 @@ impl Proxy {
     /// connected.
     pub fn can_restart(&self) -> bool {
         self.config.load != LoadMode::Off
-            && self.agent_initialized
+            && (self.agent_initialized || self.reinit.is_some())
             && self.client_init.is_some()
             && !self.client_ended
+    }
+
+    /// False while the client lines held for the agent (a restarted agent being initialized,
+    /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
+    /// reading the client until they have gone on, as a full pipe would.
+    pub fn reads_client(&self) -> bool {
+        let held = self.reinit.as_ref().map_or(0, |r| r.held_bytes) + self.loads.held_bytes();
+        held < self.config.held_limit
+    }
+
+    /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
+    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, or a prompt
+    /// stalling (`--stall-timeout`). `None`: no timer runs.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let reinit = self
+            .reinit
+            .as_ref()
+            .and_then(|r| r.deadline(self.config.reinit_timeout_us));
+        let stall = self.config.stall_timeout_us.and_then(|timeout| {
+            restart::next_stall_check(&self.prompts, timeout, self.config.stall_grace_us)
+        });
+        reinit.into_iter().chain(stall).min()
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it
@@ -818,9 +860,9 @@ impl Proxy {
     /// tools may have run); requests of the dead agent the client may still answer are
     /// journaled and dropped when it does; every live session is lost, restored on its next
     /// request; the client's `initialize` (and `authenticate`) go to the new agent, and client
-    /// lines wait until it has answered.
+    /// lines wait until it has answered (those that waited for an agent that died before it
+    /// answered wait on for this one).
     pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
-        self.end_reinit(at);
         self.flush_stderr(at, true);
         self.fx
             .event(at, Target::Connection, Event::AgentRestarted { code });
@@ -851,7 +893,12 @@ impl Proxy {
         let Some(init) = self.client_init.clone() else {
             return;
         };
-        self.reinit = Some(Reinit::default());
+        let held = self.reinit.take().map(|r| r.held).unwrap_or_default();
+        let mut reinit = Reinit::new(at);
+        for line in held {
+            reinit.hold(line);
+        }
+        self.reinit = Some(reinit);
         self.send_recorded(at, Purpose::Reinitialize, &init);
     }
 
@@ -903,6 +950,28 @@ impl Proxy {
         self.end_reinit(at);
     }
 
+    /// A restarted agent that has not answered `initialize` within `reinit_timeout_us` is
+    /// taken for failed: the shell kills it and restarts it again as after a crash (within
+    /// `--respawn`; else the proxy ends, answering every waiting request).
+    fn check_reinit(&mut self, at: Stamp) {
+        let timeout = self.config.reinit_timeout_us;
+        let Some(reinit) = self.reinit.as_mut() else {
+            return;
+        };
+        if reinit.deadline(timeout).is_none_or(|d| at.mono_us < d) {
+            return;
+        }
+        reinit.timed_out = true;
+        let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
+        self.fx
+            .event(at, Target::Connection, Event::InitTimeout { after_ms });
+        self.fx.push(Action::Log(format!(
+            "the restarted agent did not answer initialize within {} s: restarting it",
+            timeout / 1_000_000
+        )));
+        self.fx.push(Action::RestartAgent);
+    }
+
     /// The restarted agent is ready (or will not be): the client lines that waited go on.
     fn end_reinit(&mut self, at: Stamp) {
         if let Some(reinit) = self.reinit.take() {
@@ -914,8 +983,11 @@ impl Proxy {
 
     /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
     /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
-    /// ([`Action::RestartAgent`]). Call about once a second.
+    /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
+    /// time. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
     pub fn handle_tick(&mut self, at: Stamp) {
+        self.now = at.mono_us;
+        self.check_reinit(at);
         let Some(timeout) = self.config.stall_timeout_us else {
             return;
         };

@@ -13,13 +13,43 @@ use bytes::Bytes;
 
 use super::sessions::SessionTable;
 use super::{SessionId, Stamp};
-use crate::wire::envelope::{Peek, RequestId};
+use crate::wire::envelope::RequestId;
 
 /// A restarted agent being initialized.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Reinit {
+    /// When the recorded `initialize` was sent again (monotonic microseconds): past
+    /// `Config::reinit_timeout_us` without an answer the agent is taken for failed.
+    pub(super) since: u64,
     /// Client lines that arrived meanwhile, in order.
     pub(super) held: Vec<Bytes>,
+    /// Their bytes.
+    pub(super) held_bytes: usize,
+    /// The proxy gave up on this agent (it asked the shell to restart it).
+    pub(super) timed_out: bool,
+}
+
+impl Reinit {
+    pub(super) fn new(at: Stamp) -> Reinit {
+        Reinit {
+            since: at.mono_us,
+            held: Vec::new(),
+            held_bytes: 0,
+            timed_out: false,
+        }
+    }
+
+    /// Hold a client line until the agent is ready.
+    pub(super) fn hold(&mut self, line: Bytes) {
+        self.held_bytes += line.len();
+        self.held.push(line);
+    }
+
+    /// When the agent's silence on `initialize` becomes a failure (monotonic microseconds),
+    /// unless the proxy already gave up on it.
+    pub(super) fn deadline(&self, timeout: u64) -> Option<u64> {
+        (!self.timed_out).then(|| self.since.saturating_add(timeout))
+    }
 }
 
 /// A prompt in flight, watched for stalls.
@@ -55,16 +85,14 @@ pub(super) enum Stall {
     Restart(SessionId),
 }
 
-/// An agent line: the prompt of the session it names is alive.
-pub(super) fn agent_active(
+/// A line of session `s` from the agent, or the client's answer to the agent's request in it:
+/// the prompt of that session is alive. `s` may be the agent-side ID of a mapped session.
+pub(super) fn prompt_active(
     prompts: &mut std::collections::HashMap<SessionId, PromptWatch>,
     sessions: &SessionTable,
-    peek: &Peek<'_>,
+    s: &str,
     at: Stamp,
 ) {
-    let Some(s) = peek.session.as_deref() else {
-        return;
-    };
     let client = sessions.client_id(s).map_or(s, |c| &**c);
     if let Some(watch) = prompts.get_mut(client) {
         watch.last = at.mono_us;
@@ -80,6 +108,22 @@ pub(super) fn prompt_answered(
     if prompts.get(s).is_some_and(|w| &w.id == id) {
         prompts.remove(s);
     }
+}
+
+/// The next time [`stalls`] can find something to do (monotonic microseconds).
+pub(super) fn next_stall_check(
+    prompts: &std::collections::HashMap<SessionId, PromptWatch>,
+    timeout: u64,
+    grace: u64,
+) -> Option<u64> {
+    prompts
+        .values()
+        .filter_map(|watch| match watch.cancelled_at {
+            None => Some(watch.last.saturating_add(timeout)),
+            Some(at) if !watch.restart_asked => Some(at.max(watch.last).saturating_add(grace)),
+            Some(_) => None,
+        })
+        .min()
 }
 
 /// The stalls at `now`: prompts silent for `timeout` get a cancel, cancelled ones silent for

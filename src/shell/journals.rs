@@ -20,8 +20,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::catalog::Catalog;
-use crate::catalog::{CatalogEntry, git_branch};
+use crate::catalog::CatalogEntry;
 use crate::journal::Store;
 use crate::journal::format::{
     Body, FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
@@ -130,8 +129,23 @@ impl Shared {
         });
     }
 
-    fn sync(&self) {
-        self.with_writer(SegmentWriter::sync);
+    /// A handle to `fdatasync` the segment off the main loop, when it has unsynced writes.
+    fn sync_handle(&self) -> Option<std::fs::File> {
+        let mut handle = None;
+        self.with_writer(|writer| match writer.sync_handle() {
+            Some(Ok(file)) => {
+                handle = Some(file);
+                Ok(())
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        });
+        handle
+    }
+
+    /// An `fdatasync` of the segment failed: suspend it, as after a write error.
+    fn sync_failed(&self, error: &std::io::Error) {
+        self.with_writer(|_| Err(std::io::Error::new(error.kind(), error.to_string())));
     }
 
     /// Run `op` on the writer unless it is suspended; suspend it after an error, or when the
@@ -228,6 +242,8 @@ pub struct JournalSet<T> {
     /// Buffers back from the compressor, reused so a flood does not allocate per batch.
     spare: Vec<Vec<u8>>,
     health: Arc<Health>,
+    /// An `interval` sync is running on a blocking thread.
+    syncing: Arc<AtomicBool>,
 }
 
 fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>> {
@@ -253,6 +269,7 @@ impl<T: Send + 'static> JournalSet<T> {
             queued: 0,
             spare: Vec::new(),
             health,
+            syncing: Arc::new(AtomicBool::new(false)),
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
@@ -307,19 +324,20 @@ impl<T: Send + 'static> JournalSet<T> {
             .create_segment_writer(dir, &self.info.run, header)
     }
 
-    /// Create a session's segment and catalog it.
+    /// Create a session's segment; returns its catalog entry (without the Git branch, which
+    /// the catalog thread looks up), none when the segment could not be created.
     pub fn open_session(
         &mut self,
         session: &SessionId,
         cwd: Option<String>,
         initialize: &Initialize,
         at: Stamp,
-    ) {
+    ) -> Option<CatalogEntry> {
         let name = format!("session {session:?}");
         if self.health.full() {
             self.sessions
                 .insert(session.clone(), Slot::new(None, name, &self.health));
-            return;
+            return None;
         }
         let header = self.header(
             SegmentKind::Session,
@@ -329,28 +347,26 @@ impl<T: Send + 'static> JournalSet<T> {
             at,
         );
         let dir = self.store.session_dir(session);
-        let writer = match self.create(&dir, &header) {
+        let (writer, entry) = match self.create(&dir, &header) {
             Ok(writer) => {
                 let entry = CatalogEntry::Open {
                     session: session.to_string(),
                     segment: self.store.relative(writer.path()),
-                    git_branch: cwd.as_deref().and_then(|d| git_branch(Path::new(d))),
+                    git_branch: None,
                     cwd,
                     agent: Some(self.info.argv.join(" ")),
                     t: at.unix_us,
                 };
-                if let Err(e) = self.store.append_catalog(&entry) {
-                    tracing::warn!("cannot update the journal catalog: {e}");
-                }
-                Some(writer)
+                (Some(writer), Some(entry))
             }
             Err(e) => {
                 self.health.fail(&name, &dir, &e);
-                None
+                (None, None)
             }
         };
         self.sessions
             .insert(session.clone(), Slot::new(writer, name, &self.health));
+        entry
     }
 
     /// Journals that stopped since the last call (for the core's `journal_error` events).
@@ -475,40 +491,56 @@ impl<T: Send + 'static> JournalSet<T> {
         std::iter::once(&mut self.connection).chain(self.sessions.values_mut())
     }
 
-    /// `fdatasync` every file written since the last sync (the `interval` policy's tick).
+    /// `fdatasync` every file written since the last sync (the `interval` policy's tick), on a
+    /// blocking thread: the main loop never waits for the disk. A sync still running when the
+    /// next tick comes makes that tick a no-op.
     pub fn sync(&mut self) {
-        if self.fsync == FsyncPolicy::Never {
+        if self.fsync == FsyncPolicy::Never || self.syncing.load(Ordering::Acquire) {
             return;
         }
-        for shared in self.slots().filter_map(|s| s.shared.as_ref()) {
-            shared.sync();
+        let files: Vec<(Shared, std::fs::File)> = self
+            .slots()
+            .filter_map(|s| s.shared.as_ref())
+            .filter_map(|shared| Some((shared.clone(), shared.sync_handle()?)))
+            .collect();
+        if files.is_empty() {
+            return;
         }
+        self.syncing.store(true, Ordering::Release);
+        let syncing = self.syncing.clone();
+        tokio::task::spawn_blocking(move || {
+            for (shared, file) in files {
+                if let Err(e) = file.sync_data() {
+                    shared.sync_failed(&e);
+                }
+            }
+            syncing.store(false, Ordering::Release);
+        });
     }
 
-    /// Close every segment cleanly (end marker, end of frame, sync) and catalog the sessions.
-    /// Batches still queued are written first; what they carry is dropped.
-    pub async fn close(mut self, seq: u64, at: Stamp) {
+    /// Close every segment cleanly (end marker, end of frame, sync); returns the sessions'
+    /// catalog entries. Batches still queued are written first; what they carry is dropped.
+    pub async fn close(mut self, seq: u64, at: Stamp) -> Vec<CatalogEntry> {
         while self.queued > 0 && self.finished().await.is_some() {}
         self.write_pending();
+        let mut entries = Vec::new();
         for (_, slot) in self.sessions.drain() {
             let Some(shared) = slot.shared else { continue };
             let Some((segment, stats)) = shared.close(seq, at) else {
                 continue;
             };
-            let entry = CatalogEntry::Close {
+            entries.push(CatalogEntry::Close {
                 segment: self.store.relative(&segment),
                 records: stats.records,
                 bytes: stats.file_bytes,
                 turns: slot.turns,
                 t: at.unix_us,
-            };
-            if let Err(e) = self.store.append_catalog(&entry) {
-                tracing::warn!("cannot update the journal catalog: {e}");
-            }
+            });
         }
         if let Some(shared) = &self.connection.shared {
             shared.close(seq, at);
         }
+        entries
     }
 
     /// Write what is pending on this thread.

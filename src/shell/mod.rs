@@ -17,6 +17,7 @@
 //! Nothing here writes to stdout except [`pipes::Output::stdout`], and only forwarded lines.
 
 pub mod agent;
+mod catalog;
 pub mod history;
 pub mod journals;
 pub mod lines;
@@ -29,7 +30,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use tokio::io::AsyncReadExt;
@@ -39,9 +40,9 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
-use crate::catalog::{Catalog, CatalogEntry, CatalogIndex};
+use crate::catalog::CatalogEntry;
 use crate::journal::{Event, Store};
-use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, ListedSession, Proxy, Stamp};
+use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, Proxy, Stamp};
 use crate::replay::fork::{ForkPoint, fork_session};
 use crate::wire::Side;
 pub use agent::{Agent, Process};
@@ -73,9 +74,10 @@ pub struct ShellConfig {
     pub tracing: crate::otel::live::Options,
 }
 
-/// Clock for stamps: wall clock plus monotonic time since the run started.
+/// Clock for stamps: wall clock plus monotonic time since the run started. The monotonic part
+/// is tokio's clock, so a test that pauses time drives every timer of the loop and the core.
 #[derive(Clone, Copy)]
-struct Clock(Instant);
+struct Clock(tokio::time::Instant);
 
 impl Clock {
     fn now(&self) -> Stamp {
@@ -87,6 +89,11 @@ impl Clock {
             unix_us,
             mono_us: self.0.elapsed().as_micros() as u64,
         }
+    }
+
+    /// The instant of a core deadline (monotonic microseconds, as in [`Stamp::mono_us`]).
+    fn at(&self, mono_us: u64) -> tokio::time::Instant {
+        self.0 + Duration::from_micros(mono_us)
     }
 }
 
@@ -139,7 +146,7 @@ pub async fn run<P: Process>(
             return Ok(127);
         }
     };
-    let clock = Clock(Instant::now());
+    let clock = Clock(tokio::time::Instant::now());
     let start = clock.now();
     let argv: Vec<String> = config
         .agent
@@ -160,13 +167,16 @@ pub async fn run<P: Process>(
     let mut core = Proxy::new(config.core);
     let (history_tx, mut history_rx) = mpsc::channel::<(u64, HistoryChunk)>(4);
     let (fork_tx, mut fork_rx) = mpsc::channel::<(u64, Result<(), String>)>(4);
+    let scope = catalog::ListScope {
+        agent: agent_line,
+        all: config.list_all,
+    };
+    let (catalog, mut catalog_rx) = catalog::CatalogService::start(config.store.clone(), scope);
     let services = Services {
         run_started_us: start.unix_us,
         fork_tx,
-        index: CatalogIndex::new(&config.store),
         store: config.store.clone(),
-        agent: agent_line,
-        list_all: config.list_all,
+        catalog,
         history_tx,
         fetches: HashMap::new(),
     };
@@ -194,6 +204,7 @@ pub async fn run<P: Process>(
     // hear of them (`session/list_changed`).
     let mut list_tick = tokio::time::interval(Duration::from_millis(250));
     list_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The `interval` fsync policy's tick, which also writes the catalog's coalesced entries.
     let mut sync_tick = tokio::time::interval(Duration::from_secs(1));
     sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -221,6 +232,7 @@ pub async fn run<P: Process>(
             break;
         }
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let core_timer = core.poll_timeout().map(|at| clock.at(at));
         let throttled = (out.to_client.full() && !out.to_client.waiting())
             || (out.to_agent.full() && !out.to_agent.waiting());
         tokio::select! {
@@ -246,7 +258,7 @@ pub async fn run<P: Process>(
                     }
                 }
             }
-            input = from_client.read(), if client_open && !out.busy_for(&out.to_agent) => {
+            input = from_client.read(), if client_open && core.reads_client() && !out.busy_for(&out.to_agent) => {
                 let at = clock.now();
                 match input {
                     Some(lines) => {
@@ -274,6 +286,12 @@ pub async fn run<P: Process>(
                 core.handle_history(clock.now(), load, chunk);
             }
             Some((op, outcome)) = fork_rx.recv() => core.handle_forked(clock.now(), op, outcome),
+            Some(answer) = catalog_rx.recv() => match answer {
+                catalog::CatalogAnswer::Sessions { request, sessions } => {
+                    core.handle_sessions(clock.now(), request, sessions);
+                }
+                catalog::CatalogAnswer::Changed(cwds) => core.handle_store_changed(clock.now(), &cwds),
+            },
             exit = process.wait(), if status.is_none() => {
                 let code = exit?;
                 core.handle_event(clock.now(), Event::AgentExit { code });
@@ -302,16 +320,14 @@ pub async fn run<P: Process>(
                 agent_err_open = false;
             }
             _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
-            _ = sync_tick.tick() => {
-                out.journals.sync();
+            _ = tokio::time::sleep_until(core_timer.unwrap_or(far)), if core_timer.is_some() => {
                 core.handle_tick(clock.now());
             }
-            _ = list_tick.tick(), if core.wants_list_changes() => {
-                let cwds = out.services.changed_cwds();
-                if !cwds.is_empty() {
-                    core.handle_store_changed(clock.now(), &cwds);
-                }
+            _ = sync_tick.tick() => {
+                out.journals.sync();
+                out.services.catalog.flush();
             }
+            _ = list_tick.tick(), if core.wants_list_changes() => out.services.catalog.check_changes(),
             Some(sig) = signals.recv() => {
                 // The agent was asked to stop: its end is no crash to recover from.
                 stopping = true;
@@ -342,7 +358,7 @@ pub async fn run<P: Process>(
             let at = clock.now();
             let restarted = if !client_open {
                 None
-            } else if !respawn.take(Instant::now()) {
+            } else if !respawn.take(tokio::time::Instant::now()) {
                 tracing::error!(
                     "the agent exited with status {code} after {} restarts within a minute: not restarting it again (--respawn {})",
                     respawn.recent(),
@@ -396,7 +412,10 @@ pub async fn run<P: Process>(
         tracing::error!("the agent exited with status {code}{why} while the editor was connected");
     }
     if let Some(hook) = out.otel.take() {
-        let dropped = hook.finish(Duration::from_secs(3));
+        // Waits up to 3 s for the exporter: on a blocking thread, not the runtime's.
+        let dropped = tokio::task::spawn_blocking(move || hook.finish(Duration::from_secs(3)))
+            .await
+            .unwrap_or_default();
         if dropped != crate::otel::live::Dropped::default() {
             tracing::warn!(
                 "OTLP export: {} spans and {} records dropped",
@@ -412,9 +431,15 @@ pub async fn run<P: Process>(
     let Outputs {
         journals,
         mut to_client,
+        services,
         ..
     } = out;
-    journals.close(core.next_seq(), end).await;
+    let mut catalog = services.catalog;
+    for entry in journals.close(core.next_seq(), end).await {
+        catalog.append(entry);
+    }
+    // Written in order after everything else this run cataloged (off the runtime's thread).
+    let _ = tokio::task::spawn_blocking(move || catalog.close()).await;
     // Deliver what is queued for the client (bounded: the client may have stopped reading).
     to_client.close();
     let flush_deadline = tokio::time::Instant::now() + config.grace;
@@ -456,19 +481,15 @@ impl StderrCopy {
     }
 }
 
-/// The store-side services the core asks for: history reads, session lists, catalog updates.
+/// The store-side services the core asks for: history reads, the catalog, forks.
 struct Services {
     store: Store,
     /// When this run started (Unix microseconds).
     run_started_us: i64,
     /// Forks made in the store, answered to the main loop.
     fork_tx: mpsc::Sender<(u64, Result<(), String>)>,
-    /// The catalog in memory, for `session/list` and its change notifications.
-    index: CatalogIndex,
-    /// This run's agent command line (as the catalog has it), and whether `session/list` shows
-    /// every agent's sessions (`--list-scope all`) or only this agent's.
-    agent: String,
-    list_all: bool,
+    /// Catalog appends and reads (`session/list`, its change notifications), on their thread.
+    catalog: catalog::CatalogService,
     history_tx: mpsc::Sender<(u64, HistoryChunk)>,
     /// Running history reads and their cancel flags.
     fetches: HashMap<u64, Arc<AtomicBool>>,
@@ -489,43 +510,6 @@ impl Services {
         }
     }
 
-    /// The store's sessions for `session/list`: deleted ones left out, and (unless
-    /// `--list-scope all`) those another agent recorded. A session's `state` is given only
-    /// while a live proxy serves it.
-    fn sessions(&mut self) -> Vec<ListedSession> {
-        if let Err(e) = self.index.refresh() {
-            tracing::warn!("reading the journal catalog: {e}");
-        }
-        let iso = |us: i64| {
-            jiff::Timestamp::from_microsecond(us)
-                .ok()
-                .map(|t| t.to_string())
-        };
-        self.index
-            .sessions()
-            .filter(|s| !s.deleted)
-            .filter(|s| self.list_all || s.agent.as_deref() == Some(self.agent.as_str()))
-            .map(|s| ListedSession {
-                session: s.session.clone(),
-                cwd: s.cwd.clone(),
-                title: s.title.clone(),
-                updated_at: s.updated_at.clone().or_else(|| iso(s.updated)),
-                updated_us: s.updated,
-                agent_ids: s.agent_ids.clone(),
-                state: s.state.clone().filter(|_| {
-                    s.open
-                        && s.segments
-                            .last()
-                            .is_some_and(|seg| self.store.writer_alive(seg))
-                }),
-                last_turn_ended_at: s.last_turn_ended.and_then(iso),
-                usage: s.usage.clone(),
-                git_branch: s.git_branch.clone(),
-                agent: self.list_all.then(|| s.agent.clone()).flatten(),
-            })
-            .collect()
-    }
-
     /// Fork `parent` into a new session `fork` in the store (through the turn of `message`,
     /// or all of it) on a blocking thread; the outcome goes to the main loop. The copy is
     /// stamped just before this run started, so it comes before the fork's own segment of this
@@ -543,22 +527,7 @@ impl Services {
         });
     }
 
-    /// The working directories of the sessions that changed in the store since last asked.
-    fn changed_cwds(&mut self) -> Vec<String> {
-        let changed = self.index.refresh().unwrap_or_else(|e| {
-            tracing::warn!("reading the journal catalog: {e}");
-            Vec::new()
-        });
-        let mut cwds: Vec<String> = changed
-            .iter()
-            .filter_map(|s| self.index.get(s)?.cwd.clone())
-            .collect();
-        cwds.sort_unstable();
-        cwds.dedup();
-        cwds
-    }
-
-    fn catalog(&self, update: CatalogUpdate, at: Stamp) {
+    fn catalog(&mut self, update: CatalogUpdate, at: Stamp) {
         let t = at.unix_us;
         let entry = match update {
             CatalogUpdate::Alias { session, agent } => CatalogEntry::Alias {
@@ -595,9 +564,7 @@ impl Services {
                 t,
             },
         };
-        if let Err(e) = self.store.append_catalog(&entry) {
-            tracing::warn!("cannot update the journal catalog: {e}");
-        }
+        self.catalog.append(entry);
     }
 }
 
@@ -663,9 +630,14 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
                 session,
                 cwd,
                 initialize,
-            } => out
-                .journals
-                .open_session(&session, cwd, &initialize, clock.now()),
+            } => {
+                let entry = out
+                    .journals
+                    .open_session(&session, cwd, &initialize, clock.now());
+                if let Some(entry) = entry {
+                    out.services.catalog.append(entry);
+                }
+            }
             Action::Journal { target, record } => out.journals.append(&target, &record),
             Action::Forward { to, line } => batch.forwards.push((to, line)),
             Action::CloseAgentStdin => batch.close_agent = true,
@@ -681,10 +653,7 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
                 transcript_limit,
             }),
             Action::CancelHistory { load } => out.services.cancel_history(load),
-            Action::FetchSessions { request } => {
-                let sessions = out.services.sessions();
-                core.handle_sessions(clock.now(), request, sessions);
-            }
+            Action::FetchSessions { request } => out.services.catalog.sessions(request),
             Action::Catalog(update) if !out.journals.store_full() => {
                 out.services.catalog(update, clock.now());
             }

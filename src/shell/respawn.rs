@@ -2,7 +2,9 @@
 //! so an agent that dies at once ends the proxy instead of looping.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// The window the limit counts restarts in.
 const WINDOW: Duration = Duration::from_secs(60);

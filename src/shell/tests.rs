@@ -224,6 +224,17 @@ struct Peers {
     /// Signals for the proxy.
     signals: mpsc::Sender<i32>,
     checker: Arc<Mutex<Checker>>,
+    /// The ends of the agents the proxy starts after this one, in order.
+    next: std::collections::VecDeque<AgentEnds>,
+}
+
+/// The test's ends of one agent the proxy may start.
+struct AgentEnds {
+    to_agent: BufReader<DuplexStream>,
+    agent: DuplexStream,
+    agent_err: DuplexStream,
+    exit: oneshot::Sender<i32>,
+    got: mpsc::UnboundedReceiver<i32>,
 }
 
 impl Peers {
@@ -249,7 +260,8 @@ impl Peers {
         read_json(&mut self.to_agent).await
     }
 
-    /// The agent closes its output and exits with `code`.
+    /// The agent closes its output and exits with `code`; the test's ends are then those of
+    /// the next agent the proxy may start, if any.
     fn agent_exits(self, code: i32) -> Peers {
         let Peers {
             client,
@@ -261,22 +273,33 @@ impl Peers {
             got,
             signals,
             checker,
+            mut next,
         } = self;
         drop((agent, agent_err));
         exit.send(code).unwrap();
-        let (dead, _) = tokio::io::duplex(1);
-        let (dead_err, _) = tokio::io::duplex(1);
-        let (exit, _) = oneshot::channel();
+        let ends = next.pop_front().unwrap_or_else(|| {
+            let (dead, _) = tokio::io::duplex(1);
+            let (dead_err, _) = tokio::io::duplex(1);
+            let (exit, _) = oneshot::channel();
+            AgentEnds {
+                to_agent,
+                agent: dead,
+                agent_err: dead_err,
+                exit,
+                got,
+            }
+        });
         Peers {
             client,
             to_client,
-            to_agent,
-            agent: dead,
-            agent_err: dead_err,
-            exit,
-            got,
+            to_agent: ends.to_agent,
+            agent: ends.agent,
+            agent_err: ends.agent_err,
+            exit: ends.exit,
+            got: ends.got,
             signals,
             checker,
+            next,
         }
     }
 
@@ -329,14 +352,21 @@ fn config(root: &Path) -> ShellConfig {
 
 /// The proxy's future and the test's ends, with `client_buffer` bytes of pipe to the client.
 fn start(root: &Path, client_buffer: usize) -> (impl Future<Output = anyhow::Result<i32>>, Peers) {
-    let checker = Checker::new(root);
-    let (client, client_input) = tokio::io::duplex(1 << 20);
+    start_with(config(root), client_buffer, 1)
+}
+
+/// Bytes of pipe from the client to the proxy.
+const CLIENT_PIPE: usize = 64 << 10;
+
+/// The proxy with `config`, and `agents` agents for it to start, one after the other.
+fn start_with(
+    config: ShellConfig,
+    client_buffer: usize,
+    agents: usize,
+) -> (impl Future<Output = anyhow::Result<i32>>, Peers) {
+    let checker = Checker::new(config.store.root());
+    let (client, client_input) = tokio::io::duplex(CLIENT_PIPE);
     let (client_output, to_client) = tokio::io::duplex(client_buffer);
-    let (agent_stdin, to_agent) = tokio::io::duplex(1 << 20);
-    let (agent, agent_stdout) = tokio::io::duplex(64 << 10);
-    let (agent_err, agent_stderr) = tokio::io::duplex(1 << 10);
-    let (exit, exit_rx) = oneshot::channel();
-    let (got_tx, got) = mpsc::unbounded_channel();
     let (signals, signals_rx) = mpsc::channel(4);
     let probe = |inner| {
         Box::new(Probe {
@@ -350,32 +380,49 @@ fn start(root: &Path, client_buffer: usize) -> (impl Future<Output = anyhow::Res
         input: pipes::ClientInput::reader(Box::new(client_input)),
         output: Output::writer(probe(client_output)),
     };
-    let agent_end = Agent {
-        stdin: Output::writer(probe(agent_stdin)),
-        stdout: Box::new(agent_stdout),
-        stderr: Box::new(agent_stderr),
-        process: FakeProcess {
-            exit: exit_rx,
-            got: got_tx,
-        },
-    };
-    let mut agent_end = Some(agent_end);
+    let mut processes = std::collections::VecDeque::new();
+    let mut ends = std::collections::VecDeque::new();
+    for _ in 0..agents {
+        let (agent_stdin, to_agent) = tokio::io::duplex(1 << 20);
+        let (agent, agent_stdout) = tokio::io::duplex(64 << 10);
+        let (agent_err, agent_stderr) = tokio::io::duplex(1 << 10);
+        let (exit, exit_rx) = oneshot::channel();
+        let (got_tx, got) = mpsc::unbounded_channel();
+        processes.push_back(Agent {
+            stdin: Output::writer(probe(agent_stdin)),
+            stdout: Box::new(agent_stdout) as pipes::Reader,
+            stderr: Box::new(agent_stderr) as pipes::Reader,
+            process: FakeProcess {
+                exit: exit_rx,
+                got: got_tx,
+            },
+        });
+        ends.push_back(AgentEnds {
+            to_agent: BufReader::new(to_agent),
+            agent,
+            agent_err,
+            exit,
+            got,
+        });
+    }
     let spawn = move || {
-        agent_end
-            .take()
-            .ok_or_else(|| std::io::Error::other("one agent only"))
+        processes
+            .pop_front()
+            .ok_or_else(|| std::io::Error::other("no more agents"))
     };
-    let proxy = run(config(root), client_end, spawn, signals_rx);
+    let proxy = run(config, client_end, spawn, signals_rx);
+    let first = ends.pop_front().expect("one agent at least");
     let peers = Peers {
         client,
         to_client: BufReader::new(to_client),
-        to_agent: BufReader::new(to_agent),
-        agent,
-        agent_err,
-        exit,
-        got,
+        to_agent: first.to_agent,
+        agent: first.agent,
+        agent_err: first.agent_err,
+        exit: first.exit,
+        got: first.got,
         signals,
         checker,
+        next: ends,
     };
     (proxy, peers)
 }
@@ -773,4 +820,158 @@ async fn signals_are_forwarded_and_an_agent_that_outstays_the_client_is_terminat
             "segment_end"
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_agent_that_never_answers_initialize_is_restarted_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.respawn = 3;
+    config.core.reinit_timeout_us = 30_000_000;
+    let (proxy, mut p) = start_with(config, 1 << 20, 3);
+    let script = async move {
+        open_session(&mut p).await;
+        prompt_turn(&mut p, 1).await;
+        // The agent dies between turns; the second one is sent the client's initialize and
+        // never answers it.
+        let mut p = p.agent_exits(137);
+        let reinit = p.agent_gets().await;
+        assert_eq!(reinit["method"], "initialize");
+        let restarted = tokio::time::Instant::now();
+        // The client's next prompt waits for the agent.
+        p.client_says(PROMPT).await;
+        // The timeout: the silent agent is killed...
+        assert_eq!(p.got.recv().await, Some(libc::SIGKILL));
+        assert_eq!(restarted.elapsed().as_secs(), 30, "after the timeout");
+        // ...and a third one started, which answers: the session is restored on it and the
+        // waiting prompt goes on, answered once.
+        let mut p = p.agent_exits(128 + libc::SIGKILL);
+        let reinit = p.agent_gets().await;
+        assert_eq!(reinit["method"], "initialize");
+        p.agent_says(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}"#,
+            reinit["id"]
+        ))
+        .await;
+        let new = p.agent_gets().await;
+        assert_eq!(new["method"], "session/new", "the lost session is restored");
+        p.agent_says(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"S3"}}}}"#,
+            new["id"]
+        ))
+        .await;
+        let prompt = p.agent_gets().await;
+        assert_eq!(prompt["method"], "session/prompt");
+        assert_eq!(prompt["params"]["sessionId"], "S3");
+        p.agent_says(PROMPT_OK).await;
+        let answer = p.client_gets().await;
+        assert_eq!(answer["id"], 2, "{answer}");
+        assert_eq!(answer["result"]["stopReason"], "end_turn");
+        shut_down(p, 0).await
+    };
+    let (code, _p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    // (The prompt went to the agent edited, re-primed on the new session, so the probes'
+    // byte-for-byte check does not apply to this run.)
+    let store = Store::new(dir.path());
+    let connection = segments_in(&store.root().join("connections")).unwrap();
+    let events: Vec<String> = SegmentReader::open(&connection[0])
+        .unwrap()
+        .filter_map(|r| match r.body {
+            Body::Event(e) => Some(e.kind().to_string()),
+            _ => None,
+        })
+        .filter(|e| e != "eof")
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "agent_exit",
+            "agent_restarted",
+            "init_timeout",
+            "agent_exit",
+            "agent_restarted",
+            "agent_exit",
+            "segment_end"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn past_the_held_limit_the_client_is_not_read_until_the_agent_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.respawn = 1;
+    config.core.held_limit = 16 * 1024;
+    let (proxy, mut p) = start_with(config, 1 << 20, 2);
+    const LINES: usize = 300;
+    let note = |n: usize| {
+        let pad = "x".repeat(1000);
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"_test/note","params":{{"sessionId":"S","n":{n},"pad":"{pad}"}}}}"#
+        )
+    };
+    let line_len = note(0).len() + 1;
+    let script = async move {
+        open_session(&mut p).await;
+        let mut p = p.agent_exits(137);
+        let reinit = p.agent_gets().await;
+        // 300 KB of client lines while the agent is being initialized: the proxy takes up to
+        // its limit (16 KiB here) and leaves the rest in the pipe and the writer.
+        let written = Arc::new(AtomicUsize::new(0));
+        let mut client = std::mem::replace(&mut p.client, tokio::io::duplex(1).0);
+        let counter = written.clone();
+        let writer = tokio::spawn(async move {
+            for n in 0..LINES {
+                client
+                    .write_all(format!("{}\n", note(n)).as_bytes())
+                    .await
+                    .unwrap();
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            client
+        });
+        // Wait until the writer makes no progress for a while.
+        let mut last = usize::MAX;
+        while written.load(Ordering::Relaxed) != last {
+            last = written.load(Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert!(last < LINES, "the writer is blocked");
+        // What left the writer: in the pipe, or read by the proxy (held, or in its read buffer).
+        let taken = last * line_len - CLIENT_PIPE;
+        assert!(
+            taken < 16 * 1024 + 64 * 1024 + 2 * line_len,
+            "the proxy took {taken} bytes while the agent was not ready"
+        );
+        // The agent answers: everything goes on, in order, nothing lost.
+        p.agent_says(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}"#,
+            reinit["id"]
+        ))
+        .await;
+        // The first note names the lost session: it is restored first (session/new).
+        let new = p.agent_gets().await;
+        assert_eq!(new["method"], "session/new");
+        p.agent_says(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"S2"}}}}"#,
+            new["id"]
+        ))
+        .await;
+        for n in 0..LINES {
+            let m = p.agent_gets().await;
+            assert_eq!(m["method"], "_test/note");
+            assert_eq!(m["params"]["sessionId"], "S2");
+            assert_eq!(m["params"]["n"], n);
+        }
+        p.client = writer.await.unwrap();
+        shut_down(p, 0).await
+    };
+    let (code, _p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    let notes = session_messages(dir.path(), "S", Side::Client)
+        .iter()
+        .filter(|l| l.windows(10).any(|w| w == b"_test/note"))
+        .count();
+    assert_eq!(notes, LINES, "every held line journaled once");
 }

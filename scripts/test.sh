@@ -18,4 +18,5 @@ cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked
+scripts/module-deps.sh
 scripts/fuzz.sh

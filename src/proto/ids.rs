@@ -6,19 +6,8 @@
 
 use std::collections::HashMap;
 
-use super::loading::Step;
+use super::Purpose;
 use crate::wire::envelope::RequestId;
-
-/// Why the proxy sent a request to the agent.
-#[derive(Clone, Debug)]
-pub(super) enum Purpose {
-    /// A step of load `op`.
-    Load(u64, Step),
-    /// The client's recorded `initialize`, to a restarted agent.
-    Reinitialize,
-    /// The client's recorded `authenticate`, to a restarted agent.
-    Reauthenticate,
-}
 
 /// The proxy's own requests in flight and the ids it renumbered.
 #[derive(Debug, Default)]

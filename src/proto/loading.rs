@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::history::Summary;
-use super::sessions::Mapping;
+use super::sessions::{Mapping, SetupParams};
 use super::{Action, Cx, Event, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
 use crate::wire::envelope::{Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
@@ -53,45 +53,6 @@ pub(super) enum Asker {
     /// Nobody asked: the session was live when the agent was restarted, and these client lines
     /// (the first names the session) go to the agent once it is up again.
     Restore(Vec<Bytes>),
-}
-
-/// What a session was set up with in this connection (`session/new`, `session/load`,
-/// `session/resume` params), as raw JSON: what brings it up again on a fresh agent session.
-#[derive(Clone, Debug)]
-pub(super) struct SetupParams {
-    cwd: Option<String>,
-    mcp_servers: String,
-    additional: Option<String>,
-}
-
-impl SetupParams {
-    /// From a setup request's params.
-    pub(super) fn parse(params: &Value) -> SetupParams {
-        SetupParams {
-            cwd: params["cwd"].as_str().map(str::to_string),
-            mcp_servers: if present(&params["mcpServers"]) {
-                params["mcpServers"].to_string()
-            } else {
-                "[]".into()
-            },
-            additional: present(&params["additionalDirectories"])
-                .then(|| params["additionalDirectories"].to_string()),
-        }
-    }
-
-    /// The `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`, as
-    /// params for the request that brings the agent up.
-    fn to_params(&self, additional_directories: bool) -> RawObject {
-        let mut params = RawObject::default();
-        if let Some(cwd) = &self.cwd {
-            params.set("cwd", json_string(cwd));
-        }
-        params.set("mcpServers", self.mcp_servers.clone());
-        if let (Some(dirs), true) = (&self.additional, additional_directories) {
-            params.set("additionalDirectories", dirs.clone());
-        }
-        params
-    }
 }
 
 /// A `session/load` or `session/resume` as the client asked for it, or a restore.

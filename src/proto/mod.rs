@@ -73,12 +73,12 @@ use capabilities::{AgentCaps, ClientCaps};
 use effects::Effects;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
-use ids::Purpose;
 use listing::List;
-use loading::{LoadRequest, Loads, NativeLoad, Progress, SetupParams, Step};
+use loading::{LoadRequest, Loads, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
 use restart::{PromptWatch, Reinit, Stall};
 use sessions::SessionTable;
+use sessions::SetupParams;
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -280,6 +280,17 @@ pub enum LoadMode {
     Agent,
     /// Change nothing: a pure recorder.
     Off,
+}
+
+/// Why the proxy sent a request to the agent.
+#[derive(Clone, Debug)]
+enum Purpose {
+    /// A step of load `op`.
+    Load(u64, Step),
+    /// The client's recorded `initialize`, to a restarted agent.
+    Reinitialize,
+    /// The client's recorded `authenticate`, to a restarted agent.
+    Reauthenticate,
 }
 
 /// Core settings.

@@ -6,9 +6,51 @@
 
 use std::collections::HashMap;
 
-use super::loading::SetupParams;
+use serde_json::Value;
+
 use super::{Action, Effects, Initialize, SessionId};
 use crate::wire::envelope::RequestId;
+use crate::wire::rewrite::{RawObject, json_string};
+
+/// What a session was set up with in this connection (`session/new`, `session/load`,
+/// `session/resume` params), as raw JSON: what brings it up again on a fresh agent session.
+#[derive(Clone, Debug)]
+pub(super) struct SetupParams {
+    /// The working directory (a load fills it from the journal when the client gave none).
+    pub(super) cwd: Option<String>,
+    mcp_servers: String,
+    additional: Option<String>,
+}
+
+impl SetupParams {
+    /// From a setup request's params.
+    pub(super) fn parse(params: &Value) -> SetupParams {
+        SetupParams {
+            cwd: params["cwd"].as_str().map(str::to_string),
+            mcp_servers: if !params["mcpServers"].is_null() {
+                params["mcpServers"].to_string()
+            } else {
+                "[]".into()
+            },
+            additional: (!params["additionalDirectories"].is_null())
+                .then(|| params["additionalDirectories"].to_string()),
+        }
+    }
+
+    /// The `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`, as
+    /// params for the request that brings the agent up.
+    pub(super) fn to_params(&self, additional_directories: bool) -> RawObject {
+        let mut params = RawObject::default();
+        if let Some(cwd) = &self.cwd {
+            params.set("cwd", json_string(cwd));
+        }
+        params.set("mcpServers", self.mcp_servers.clone());
+        if let (Some(dirs), true) = (&self.additional, additional_directories) {
+            params.set("additionalDirectories", dirs.clone());
+        }
+        params
+    }
+}
 
 /// A client-facing session continued on a different agent-side session.
 #[derive(Clone, Debug)]

@@ -15,15 +15,15 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::model::Voice;
-
 /// Whose chunk a `session/update` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ChunkKind {
     /// `user_message_chunk`.
     User,
-    /// `agent_message_chunk` or `agent_thought_chunk`.
-    Voice(Voice),
+    /// `agent_message_chunk`.
+    Agent,
+    /// `agent_thought_chunk`.
+    Thought,
 }
 
 /// The kind and `content.text` of a chunk update, or `None` (see the module docs).
@@ -264,8 +264,8 @@ impl<'de> de::Deserialize<'de> for Update<'de> {
                             once(&mut map, &mut kind)?;
                             chunk = Some(match kind.as_ref().map(|k| &*k.0) {
                                 Some("user_message_chunk") => ChunkKind::User,
-                                Some("agent_message_chunk") => ChunkKind::Voice(Voice::Agent),
-                                Some("agent_thought_chunk") => ChunkKind::Voice(Voice::Thought),
+                                Some("agent_message_chunk") => ChunkKind::Agent,
+                                Some("agent_thought_chunk") => ChunkKind::Thought,
                                 _ => return Err(bail()),
                             });
                         }
@@ -325,8 +325,8 @@ mod tests {
         let update = &msg["params"]["update"];
         let kind = match update["sessionUpdate"].as_str()? {
             "user_message_chunk" => ChunkKind::User,
-            "agent_message_chunk" => ChunkKind::Voice(Voice::Agent),
-            "agent_thought_chunk" => ChunkKind::Voice(Voice::Thought),
+            "agent_message_chunk" => ChunkKind::Agent,
+            "agent_thought_chunk" => ChunkKind::Thought,
             _ => return None,
         };
         Some((kind, update["content"]["text"].as_str()?.to_string()))

@@ -289,7 +289,8 @@ impl Timeline {
         if let Some((kind, text)) = super::chunk::chunk(&payload.bytes) {
             return match kind {
                 ChunkKind::User => self.emit(sink, &Event::User(&text)),
-                ChunkKind::Voice(voice) => self.chunk(voice, &text, sink),
+                ChunkKind::Agent => self.chunk(Voice::Agent, &text, sink),
+                ChunkKind::Thought => self.chunk(Voice::Thought, &text, sink),
             };
         }
         let Ok(msg) = serde_json::from_slice::<Value>(&payload.bytes) else {

@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -73,9 +74,10 @@ pub struct ProxyArgs {
     pub reprime_limit: usize,
 
     /// Seconds to wait for the agent to exit once the client has gone, before SIGTERM (and
-    /// again before SIGKILL).
-    #[arg(long, default_value = "5", value_name = "SECS")]
-    pub grace: f64,
+    /// again before SIGKILL); also how long what the agent started gets between SIGTERM and
+    /// SIGKILL once the agent has exited.
+    #[arg(long, default_value = "5", value_name = "SECS", value_parser = parse_seconds)]
+    pub grace: Duration,
 
     /// When the agent dies while the editor is connected, start it again and restore its
     /// sessions, at most N times a minute (`0`: end with the agent, as `--load off` always does).
@@ -84,8 +86,13 @@ pub struct ProxyArgs {
 
     /// Cancel a prompt the agent sends nothing for during SECS seconds (`session/cancel`), and
     /// restart the agent if it still does not answer within `--grace`. Off by default.
-    #[arg(long, value_name = "SECS")]
-    pub stall_timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    pub stall_timeout: Option<Duration>,
+
+    /// Seconds a restarted agent has to answer the editor's `initialize` before it is taken
+    /// for failed and restarted again (within `--respawn`).
+    #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_timeout)]
+    pub init_timeout: Duration,
 
     /// Which journaled sessions `session/list` shows: those of this agent (the same command
     /// line), or every agent's (`all`; each row names the agent in `_meta.acpJournal.agent`).
@@ -268,6 +275,17 @@ The original is not changed.")]
     /// Print the man page (roff).
     #[command(after_help = "Example:\n  acp-journal man > /usr/local/share/man/man1/acp-journal.1")]
     Man,
+    /// Internal: the reaper a proxy starts to end its agents' process groups if it dies.
+    #[command(name = "__reap", hide = true)]
+    Reap(ReapArgs),
+}
+
+/// `__reap` options.
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// Seconds between SIGTERM and SIGKILL.
+    #[arg(long, value_parser = parse_seconds)]
+    pub grace: Duration,
 }
 
 /// `export` options.
@@ -363,6 +381,30 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
+/// The longest duration a flag takes: a day.
+const MAX_SECONDS: f64 = 86_400.0;
+
+/// Parse a number of seconds (`5`, `0.5`): finite, from 0 to a day.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.0..=MAX_SECONDS).contains(&seconds) {
+        return Err(format!("{text:?}: use a number of seconds from 0 to 86400"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parse a timeout in seconds: as [`parse_seconds`], but more than zero.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_seconds(text)?;
+    if timeout.is_zero() {
+        return Err(format!("{text:?}: a timeout must be more than 0 seconds"));
+    }
+    Ok(timeout)
+}
+
 /// Parse an age like `90m`, `12h`, `30d`, `4w` (or seconds with `s`).
 pub fn parse_age(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
@@ -385,7 +427,11 @@ pub fn parse_age(text: &str) -> Result<std::time::Duration, String> {
             ));
         }
     };
-    Ok(std::time::Duration::from_secs(n.saturating_mul(seconds)))
+    const CENTURY: u64 = 100 * 366 * 86_400;
+    n.checked_mul(seconds)
+        .filter(|s| *s <= CENTURY)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("{text:?}: an age is at most a century"))
 }
 
 /// `show` options.
@@ -478,9 +524,11 @@ pub fn parse_pace(text: &str) -> Result<Pace, String> {
         _ => text
             .strip_prefix('x')
             .and_then(|n| n.parse::<f64>().ok())
-            .filter(|n| n.is_finite() && *n > 0.0)
+            .filter(|n| (0.01..=10_000.0).contains(n))
             .map(Pace::Speed)
-            .ok_or_else(|| format!("{text:?}: use recorded, fast, or xN such as x2 or x0.5")),
+            .ok_or_else(|| {
+                format!("{text:?}: use recorded, fast, or xN with N from 0.01 to 10000, such as x2 or x0.5")
+            }),
     }
 }
 
@@ -515,8 +563,8 @@ pub struct RerunArgs {
     #[arg(long, value_name = "KIND", value_enum, value_delimiter = ',')]
     pub fail_on: Vec<crate::replay::diff::Category>,
     /// Give up on a request the agent has not answered within SECONDS.
-    #[arg(long, value_name = "SECONDS", default_value = "300")]
-    pub timeout: u64,
+    #[arg(long, value_name = "SECONDS", default_value = "300", value_parser = parse_timeout)]
+    pub timeout: Duration,
     /// The agent command.
     #[arg(last = true, required = true, value_name = "AGENT")]
     pub agent: Vec<String>,

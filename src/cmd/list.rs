@@ -18,7 +18,9 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
     }
     let mut sessions = store.sessions_with(false)?;
     let since = args.since.map(|age| {
-        jiff::Timestamp::now().as_microsecond() - i64::try_from(age.as_micros()).unwrap_or(i64::MAX)
+        jiff::Timestamp::now()
+            .as_microsecond()
+            .saturating_sub(i64::try_from(age.as_micros()).unwrap_or(i64::MAX))
     });
     sessions.retain(|s| {
         !s.deleted

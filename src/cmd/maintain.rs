@@ -14,7 +14,7 @@ use crate::journal::{SegmentReader, SegmentWriter, Store, Tail};
 /// Remove whole sessions whose last activity is older than the age, newest `keep` excepted.
 pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> {
     let now = jiff::Timestamp::now().as_microsecond();
-    let cutoff = now - i64::try_from(args.older_than.as_micros()).unwrap_or(i64::MAX);
+    let cutoff = now.saturating_sub(i64::try_from(args.older_than.as_micros()).unwrap_or(i64::MAX));
     let mut sessions = store.sessions_with(false)?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
     let mut out = std::io::stdout().lock();

@@ -73,6 +73,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Fork(args)) => fork::run(&store, args),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
+        Some(Command::Reap(args)) => {
+            crate::shell::reaper::run(std::io::stdin().lock(), args.grace);
+            Ok(ExitCode::SUCCESS)
+        }
         None => proxy::run(store, cli.proxy, cli.agent),
     };
     match result {

@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use crate::cli::{ListScope, ProxyArgs, Reprime};
 use crate::journal::Store;
+use crate::shell::reaper::Reaper;
 use crate::shell::{self, Agent, Client, ShellConfig, agent};
 
 /// Run the proxy; the exit code is the agent's.
@@ -23,7 +24,7 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     if std::io::stdin().is_terminal() {
         return Ok(exec_agent(&agent));
     }
-    let grace = Duration::from_secs_f64(args.grace.clamp(0.0, 3600.0));
+    let grace = args.grace;
     let config = ShellConfig {
         agent,
         store,
@@ -33,10 +34,9 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
             load: args.load.into(),
             reprime: args.reprime == Reprime::Transcript,
             reprime_limit: args.reprime_limit,
-            stall_timeout_us: args
-                .stall_timeout
-                .map(|secs| (secs.clamp(0.0, 86_400.0) * 1e6) as u64),
-            stall_grace_us: (grace.as_micros() as u64),
+            stall_timeout_us: args.stall_timeout.map(micros),
+            stall_grace_us: micros(grace),
+            reinit_timeout_us: micros(args.init_timeout),
             ..crate::proto::Config::default()
         },
         grace,
@@ -63,13 +63,20 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         // Spawned from the main thread, which lives as long as the proxy (the parent-death
         // signal follows the spawning thread): `run` calls it there, at start and on restarts.
         let argv = config.agent.clone();
-        let spawn = move || agent::spawn(&argv).and_then(Agent::from_child);
+        let reaper = Reaper::start(grace);
+        let spawn =
+            move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()));
         let signals = shell::unix_signals().context("setting up signal handling")?;
         shell::run(config, Client::stdio(), spawn, signals).await
     })?;
     // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
     runtime.shutdown_background();
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// A flag's duration in microseconds (flags are at most a day long).
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// With a terminal on stdin there is no ACP client: this is a terminal-auth login (the editor

@@ -88,7 +88,7 @@ impl Agent {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     bail!(
                         "the agent did not answer {method} within {} s",
-                        self.timeout.as_secs()
+                        self.timeout.as_secs_f64()
                     )
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -228,7 +228,7 @@ pub(super) fn run(store: &Store, args: RerunArgs) -> anyhow::Result<ExitCode> {
         bail!("{}: no session in this recording", args.source);
     }
     let started = jiff::Timestamp::now().as_microsecond();
-    let mut agent = Agent::start(store, &args.agent, Duration::from_secs(args.timeout))?;
+    let mut agent = Agent::start(store, &args.agent, args.timeout)?;
     let init = original
         .initialize_request
         .as_ref()

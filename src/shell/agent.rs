@@ -1,15 +1,18 @@
 //! The agent as the main loop sees it ([`Agent`]: its pipes and its [`Process`]), and the real
-//! one: spawning the subprocess so it dies with us, signalling it, its exit code.
+//! one: spawning the subprocess in a process group of its own so it — and what it starts —
+//! dies with us ([`super::reaper`]), signalling that group, its exit code.
 
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::process::{Child, Command};
 
 use super::pipes::{Output, Reader};
+use super::reaper::{Reaper, signal_group};
 
 /// The agent's end of the proxy: lines for its stdin, its stdout and stderr, its process.
 pub struct Agent<P> {
@@ -33,33 +36,57 @@ pub trait Process {
     fn kill(&mut self);
 }
 
-impl Process for Child {
+/// The real agent: the child process, leader of its own process group.
+#[derive(Debug)]
+pub struct AgentProcess {
+    child: Child,
+    /// Its process group (its pid).
+    group: Option<u32>,
+    reaper: Arc<Reaper>,
+}
+
+impl Process for AgentProcess {
     async fn wait(&mut self) -> io::Result<i32> {
-        Child::wait(self).await.map(exit_code)
+        let status = self.child.wait().await?;
+        if let Some(group) = self.group.take() {
+            self.reaper.end_group(group);
+        }
+        Ok(exit_code(status))
     }
 
+    /// The whole group gets it, as a terminal's Ctrl-C reaches every process of a job.
     fn signal(&mut self, sig: i32) {
-        if let Some(pid) = self.id() {
-            signal(pid, sig);
+        if let Some(group) = self.group {
+            signal_group(group, sig);
         }
     }
 
     fn kill(&mut self) {
-        let _ = self.start_kill();
+        self.signal(libc::SIGKILL);
+        let _ = self.child.start_kill();
     }
 }
 
-impl Agent<Child> {
-    /// The spawned agent ([`spawn`]) with its stdin as a non-blocking pipe on the reactor.
+impl Agent<AgentProcess> {
+    /// The spawned agent ([`spawn`]) with its stdin as a non-blocking pipe on the reactor; its
+    /// process group is listed with `reaper`, which ends it if the proxy dies.
     ///
     /// # Errors
     /// Making its stdin non-blocking.
-    pub fn from_child(mut child: Child) -> io::Result<Agent<Child>> {
+    pub fn from_child(mut child: Child, reaper: Arc<Reaper>) -> io::Result<Agent<AgentProcess>> {
+        let group = child.id();
+        if let Some(group) = group {
+            reaper.watch(group);
+        }
         Ok(Agent {
             stdin: Output::pipe(child.stdin.take().expect("piped").into_owned_fd()?)?,
             stdout: Box::new(child.stdout.take().expect("piped")),
             stderr: Box::new(child.stderr.take().expect("piped")),
-            process: child,
+            process: AgentProcess {
+                child,
+                group,
+                reaper,
+            },
         })
     }
 }
@@ -78,9 +105,10 @@ pub fn ignore_file_size_signal() {
     }
 }
 
-/// Spawn the agent with piped stdio. On Linux it gets `PR_SET_PDEATHSIG(SIGKILL)`, so it dies
-/// even if the proxy is killed with SIGKILL. Must be called from the thread that lives as long
-/// as the proxy (the parent-death signal follows the spawning thread).
+/// Spawn the agent with piped stdio, as the leader of a new process group. On Linux it gets
+/// `PR_SET_PDEATHSIG(SIGKILL)`, so it dies even if the proxy is killed with SIGKILL (and the
+/// reaper ends the rest of its group). Must be called from the thread that lives as long as
+/// the proxy (the parent-death signal follows the spawning thread).
 ///
 /// # Errors
 /// The spawn error (command not found, not executable).
@@ -94,6 +122,7 @@ pub fn spawn(argv: &[OsString]) -> io::Result<Child> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true);
     let sigxfsz = INHERITED_SIGXFSZ.load(Ordering::Relaxed);
     // SAFETY: signal(2) is async-signal-safe; it restores the disposition the proxy inherited.
@@ -121,14 +150,6 @@ pub fn spawn(argv: &[OsString]) -> io::Result<Child> {
         }
     }
     command.spawn()
-}
-
-/// Send `signal` to the process `pid` (ignored if it is already gone).
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(pid as libc::pid_t, signal);
-    }
 }
 
 /// The proxy's exit code for the agent's status: its code, or 128 + the signal that killed it.

@@ -22,6 +22,7 @@ pub mod history;
 pub mod journals;
 pub mod lines;
 pub mod pipes;
+pub mod reaper;
 pub mod respawn;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
-//! The inspection commands on recorded journals: list, verify (clean, torn, corrupt, foreign).
+//! The inspection commands on recorded journals (list, verify: clean, torn, corrupt, foreign), and
+//! the validation of numeric flags.
 
 use std::path::Path;
 
@@ -230,4 +231,39 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
     assert_eq!(code, 0, "{err}");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(rows.len(), n);
+}
+
+#[test]
+fn bad_numbers_in_flags_exit_2_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--grace", "nan", "--", "true"], "--grace"),
+        (&["--grace=-1", "--", "true"], "--grace"),
+        (&["--grace", "1e300", "--", "true"], "--grace"),
+        (&["--stall-timeout", "nan", "--", "true"], "--stall-timeout"),
+        (&["--stall-timeout", "0", "--", "true"], "--stall-timeout"),
+        (&["--init-timeout", "inf", "--", "true"], "--init-timeout"),
+        (&["--respawn=-1", "--", "true"], "--respawn"),
+        (
+            &["--reprime-limit", "lots", "--", "true"],
+            "--reprime-limit",
+        ),
+        (&["replay", "x", "--pace", "x1e-300"], "--pace"),
+        (&["replay", "x", "--pace", "xNaN"], "--pace"),
+        (
+            &["rerun", "x", "--timeout", "1e300", "--", "true"],
+            "--timeout",
+        ),
+        (
+            &["prune", "--older-than", "99999999999999999w"],
+            "--older-than",
+        ),
+        (&["list", "--since", "999999999999w"], "--since"),
+    ];
+    for (args, flag) in cases {
+        let (code, stdout, stderr) = run_cli(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(stderr.contains(flag), "{args:?} names {flag}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
 }

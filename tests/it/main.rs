@@ -12,6 +12,7 @@ mod loading;
 mod maintain;
 mod otel;
 mod peers;
+mod process_tree;
 mod replay;
 mod respawn;
 mod samples;

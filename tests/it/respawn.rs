@@ -18,17 +18,21 @@ use serde_json::{Value, json};
 
 use crate::util::{Peers, TestClient, proxied, proxied_with, read_store, scripted};
 
-/// The agent process the proxy `proxy` runs now (its child), waiting up to 10 s for one other
-/// than `not`.
+/// The agent process the proxy `proxy` runs now (its child, not its reaper), waiting up to
+/// 10 s for one other than `not`.
 pub(crate) fn agent_pid(proxy: u32, not: Option<i32>) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
+    let reaper = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|arg| arg == b"__reap"))
+    };
     loop {
         let children = std::fs::read_to_string(format!("/proc/{proxy}/task/{proxy}/children"))
             .unwrap_or_default();
         if let Some(pid) = children
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
-            .find(|p| Some(*p) != not)
+            .find(|p| Some(*p) != not && !reaper(*p))
         {
             return pid;
         }

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::history::Summary;
-use super::sessions::{Mapping, SetupParams};
+use super::sessions::{AgentSessionId, Mapping, SetupParams};
 use super::{Action, Cx, Event, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
 use crate::wire::envelope::{Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
@@ -543,14 +543,14 @@ impl Loads {
             return Progress::Going;
         };
         let agent_session = match how {
-            Underneath::New => result["sessionId"].as_str().map(SessionId::from),
+            Underneath::New => result["sessionId"].as_str().map(AgentSessionId::from),
             Underneath::Resume => Some(
                 l.summary
                     .agent_session
-                    .clone()
-                    .map_or_else(|| session.clone(), SessionId::from),
+                    .as_deref()
+                    .map_or_else(|| AgentSessionId::native(session), AgentSessionId::from),
             ),
-            Underneath::Load => Some(session.clone()),
+            Underneath::Load => Some(AgentSessionId::native(session)),
         };
         let Some(agent_session) = agent_session else {
             return self.finish(
@@ -566,7 +566,7 @@ impl Loads {
         };
         // A fresh session is mapped even when the agent reuses the ID (agents that count
         // sessions from 0 per process do): it needs re-priming and fresh tool ids.
-        if agent_session != *session || how == Underneath::New {
+        if agent_session.as_str() != &**session || how == Underneath::New {
             self.map(cx, at, op, session, &agent_session, how == Underneath::New);
         }
         let Some(l) = self.loads.get_mut(&op) else {
@@ -626,7 +626,7 @@ impl Loads {
         at: Stamp,
         op: u64,
         session: &SessionId,
-        agent: &SessionId,
+        agent: &AgentSessionId,
         fresh: bool,
     ) {
         let (reprime, turns) = match self.loads.get(&op) {
@@ -690,7 +690,7 @@ impl Loads {
         cx: &mut Cx<'_>,
         at: Stamp,
         op: u64,
-        agent: &SessionId,
+        agent: &AgentSessionId,
         result: &Value,
     ) {
         let Some(l) = self.loads.get_mut(&op) else {
@@ -825,7 +825,7 @@ impl Loads {
 /// session (which answered `result`) to the recorded mode and config.
 fn restore_requests(
     summary: &Summary,
-    agent: &SessionId,
+    agent: &AgentSessionId,
     result: &Value,
 ) -> Vec<(Step, &'static str, String)> {
     let mut requests = Vec::new();
@@ -835,7 +835,7 @@ fn restore_requests(
             .as_array()
             .is_some_and(|modes| modes.iter().any(|m| m["id"] == mode.as_str()))
     {
-        let params = json!({"sessionId": &**agent, "modeId": mode}).to_string();
+        let params = json!({"sessionId": agent.as_str(), "modeId": mode}).to_string();
         requests.push((Step::SetMode(mode.clone()), "session/set_mode", params));
     }
     for option in result["configOptions"].as_array().into_iter().flatten() {
@@ -848,7 +848,7 @@ fn restore_requests(
         if &option["currentValue"] == recorded {
             continue;
         }
-        let mut params = json!({"sessionId": &**agent, "configId": id, "value": recorded});
+        let mut params = json!({"sessionId": agent.as_str(), "configId": id, "value": recorded});
         if recorded.is_boolean() {
             params["type"] = json!("boolean");
         }

@@ -77,8 +77,9 @@ use listing::List;
 use loading::{LoadRequest, Loads, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
 use restart::{PromptWatch, Reinit, Stall};
+pub use sessions::AgentSessionId;
 use sessions::SessionTable;
-use sessions::SetupParams;
+use sessions::{AgentRef, SetupParams};
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -190,7 +191,7 @@ pub enum CatalogUpdate {
         /// Client-facing ID.
         session: SessionId,
         /// Agent-side ID.
-        agent: SessionId,
+        agent: AgentSessionId,
     },
     /// A `session_info_update` passed through.
     Info {
@@ -559,16 +560,21 @@ impl Proxy {
             return;
         }
         if !self.prompts.is_empty() {
+            // The client-facing session: the agent's line names its own ID, the pending table
+            // holds the client's view.
             let session = match (from, &peek.kind) {
-                (Side::Agent, _) => peek.session.as_deref(),
+                (Side::Agent, _) => peek
+                    .session
+                    .as_deref()
+                    .map(|s| self.sessions.client_of(AgentRef(s))),
                 (Side::Client, Kind::Response { id, .. }) => self
                     .pending
                     .get(&(Side::Agent, id.clone()))
-                    .and_then(|p| p.session.as_deref()),
+                    .and_then(|p| p.session.clone()),
                 (Side::Client, _) => None,
             };
             if let Some(s) = session {
-                restart::prompt_active(&mut self.prompts, &self.sessions, s, at);
+                restart::prompt_active(&mut self.prompts, &s, at);
             }
         }
         if self.config.load != LoadMode::Off {
@@ -1033,7 +1039,8 @@ impl Proxy {
                         "the agent sent nothing for session {s} for {} s: cancelling the prompt",
                         timeout / 1_000_000
                     )));
-                    let params = json!({"sessionId": &*self.sessions.agent_id(&s)}).to_string();
+                    let params =
+                        json!({"sessionId": self.sessions.agent_id(&s).as_str()}).to_string();
                     self.fx
                         .send_agent(at, Target::Session(s), None, "session/cancel", &params);
                 }
@@ -1328,7 +1335,7 @@ impl Proxy {
         self.fx.journal(Target::Session(s.clone()), record);
         // Closing cancels ongoing work, as `session/cancel` would.
         let agent_side = self.sessions.agent_id(s);
-        let params = json!({"sessionId": &*agent_side}).to_string();
+        let params = json!({"sessionId": agent_side.as_str()}).to_string();
         self.fx.send_agent(
             at,
             Target::Session(s.clone()),
@@ -1469,7 +1476,7 @@ impl Proxy {
         let mapped = self
             .sessions
             .agent_ids()
-            .map(|(agent, client)| (&**agent, &**client));
+            .map(|(agent, client)| (agent.as_str(), &**client));
         let Some(line) = self.lists.get(&op).and_then(|l| l.merged(mapped)) else {
             return;
         };
@@ -1539,7 +1546,7 @@ impl Proxy {
                     self.pass_all(at, held);
                     return false;
                 }
-                if self.is_starting(session) {
+                if self.is_starting(AgentRef(session)) {
                     self.held.push(line.clone());
                     return true;
                 }
@@ -1551,7 +1558,7 @@ impl Proxy {
 
     /// True while a load is bringing up the agent-side `session` (or an agent-side session not
     /// known yet, while a load waits for the agent to start one).
-    fn is_starting(&self, session: &str) -> bool {
+    fn is_starting(&self, session: AgentRef<'_>) -> bool {
         self.sessions.starting_as(session)
             || (self.loads.awaiting_new_session() && !self.sessions.knows(session))
     }
@@ -1641,7 +1648,7 @@ impl Proxy {
         let edit = ClientEdit {
             id: new_id.as_ref(),
             cancel: cancel.as_ref(),
-            agent_session: session.zip(agent_session.as_deref()),
+            agent_session: session.zip(agent_session.as_ref().map(AgentSessionId::as_str)),
             reprime: reprime.as_deref(),
         };
         if edit.is_empty() {
@@ -1683,7 +1690,7 @@ impl Proxy {
         if method == "session/update" && names_catalog_update(line) {
             self.catalog_update(peek, session);
         }
-        let (client_session, mapping) = self.sessions.mapping_of_agent(session)?;
+        let (client_session, mapping) = self.sessions.mapping_of_agent(AgentRef(session))?;
         mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
     }
 
@@ -1765,11 +1772,7 @@ impl Proxy {
             Some("session_info_update") => false,
             _ => return,
         };
-        let session = self
-            .sessions
-            .client_id(session)
-            .cloned()
-            .unwrap_or_else(|| self.sessions.id(session));
+        let session = self.sessions.client_of(AgentRef(session));
         let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
         let update = if usage {
             update.remove("sessionUpdate");

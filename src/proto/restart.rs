@@ -11,7 +11,6 @@
 
 use bytes::Bytes;
 
-use super::sessions::SessionTable;
 use super::{SessionId, Stamp};
 use crate::wire::envelope::RequestId;
 
@@ -85,16 +84,14 @@ pub(super) enum Stall {
     Restart(SessionId),
 }
 
-/// A line of session `s` from the agent, or the client's answer to the agent's request in it:
-/// the prompt of that session is alive. `s` may be the agent-side ID of a mapped session.
+/// A line of (client-facing) session `s` from the agent, or the client's answer to the agent's
+/// request in it: the prompt of that session is alive.
 pub(super) fn prompt_active(
     prompts: &mut std::collections::HashMap<SessionId, PromptWatch>,
-    sessions: &SessionTable,
-    s: &str,
+    s: &SessionId,
     at: Stamp,
 ) {
-    let client = sessions.client_id(s).map_or(s, |c| &**c);
-    if let Some(watch) = prompts.get_mut(client) {
+    if let Some(watch) = prompts.get_mut(s) {
         watch.last = at.mono_us;
     }
 }

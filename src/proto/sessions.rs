@@ -4,7 +4,10 @@
 //! Everything the core knows about a session lives here, so no two collections can disagree,
 //! and every lookup a message needs is one hash probe (no scan over sessions or operations).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -52,11 +55,52 @@ impl SetupParams {
     }
 }
 
+/// A session ID as the agent knows it: the client-facing ID of a session live natively, another
+/// one for a mapped session. A type of its own, apart from the client-facing [`SessionId`], so
+/// that the two namespaces cannot be mixed by accident.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AgentSessionId(Arc<str>);
+
+impl AgentSessionId {
+    /// The ID a session live natively has on the agent: its client-facing one.
+    pub(super) fn native(session: &SessionId) -> AgentSessionId {
+        AgentSessionId(session.clone())
+    }
+
+    /// The ID's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The agent-side ID `id`, as an agent named it (in an answer or a line).
+impl From<&str> for AgentSessionId {
+    fn from(id: &str) -> AgentSessionId {
+        AgentSessionId(Arc::from(id))
+    }
+}
+
+impl Borrow<str> for AgentSessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AgentSessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An agent-side session ID as read from an agent's line, for lookups in the table.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AgentRef<'a>(pub(super) &'a str);
+
 /// A client-facing session continued on a different agent-side session.
 #[derive(Clone, Debug)]
 pub(super) struct Mapping {
     /// The agent-side ID.
-    pub(super) agent: SessionId,
+    pub(super) agent: AgentSessionId,
     /// Prefix for the agent's `toolCallId`/`messageId`s, unique to the load that mapped it.
     pub(super) prefix: String,
     /// Transcript to send with the next prompt (re-priming).
@@ -138,7 +182,7 @@ impl Session {
 pub(super) struct SessionTable {
     sessions: HashMap<SessionId, Session>,
     /// Agent-side ID → client-facing ID, for mapped sessions.
-    by_agent: HashMap<SessionId, SessionId>,
+    by_agent: HashMap<AgentSessionId, SessionId>,
 }
 
 impl SessionTable {
@@ -308,16 +352,24 @@ impl SessionTable {
     }
 
     /// The ID the agent knows the session by.
-    pub(super) fn agent_id(&self, session: &SessionId) -> SessionId {
+    pub(super) fn agent_id(&self, session: &SessionId) -> AgentSessionId {
         self.sessions
             .get(session)
             .and_then(Session::mapping)
-            .map_or_else(|| session.clone(), |m| m.agent.clone())
+            .map_or_else(|| AgentSessionId::native(session), |m| m.agent.clone())
     }
 
     /// The client-facing session an agent-side ID was mapped from.
-    pub(super) fn client_id(&self, agent: &str) -> Option<&SessionId> {
-        self.by_agent.get(agent)
+    pub(super) fn client_id(&self, agent: AgentRef<'_>) -> Option<&SessionId> {
+        self.by_agent.get(agent.0)
+    }
+
+    /// The client-facing session of an agent-side ID: the one it was mapped from, else the
+    /// same ID (a session live natively).
+    pub(super) fn client_of(&self, agent: AgentRef<'_>) -> SessionId {
+        self.client_id(agent)
+            .cloned()
+            .unwrap_or_else(|| self.id(agent.0))
     }
 
     /// The mapping of a client-facing session, for editing its lines.
@@ -326,15 +378,15 @@ impl SessionTable {
     }
 
     /// The mapping of the client-facing session an agent-side ID belongs to.
-    pub(super) fn mapping_of_agent(&self, agent: &str) -> Option<(&SessionId, &Mapping)> {
-        let client = self.by_agent.get(agent)?;
+    pub(super) fn mapping_of_agent(&self, agent: AgentRef<'_>) -> Option<(&SessionId, &Mapping)> {
+        let client = self.by_agent.get(agent.0)?;
         Some((client, self.sessions.get(client)?.mapping()?))
     }
 
     /// True while a load is bringing up the session the agent-side ID is mapped to: its lines
     /// are held until the load is answered.
-    pub(super) fn starting_as(&self, agent: &str) -> bool {
-        let Some(client) = self.by_agent.get(agent) else {
+    pub(super) fn starting_as(&self, agent: AgentRef<'_>) -> bool {
+        let Some(client) = self.by_agent.get(agent.0) else {
             return false;
         };
         match self.sessions.get(client) {
@@ -343,14 +395,15 @@ impl SessionTable {
                     agent: AgentSide::Starting { .. },
                     ..
                 },
-            ) => s.mapping().is_some_and(|m| &*m.agent == agent),
+            ) => s.mapping().is_some_and(|m| m.agent.as_str() == agent.0),
             _ => false,
         }
     }
 
-    /// True when the agent-side ID is known to the table, as a session or a mapping.
-    pub(super) fn knows(&self, s: &str) -> bool {
-        self.journal_open(s) || self.by_agent.contains_key(s)
+    /// True when the agent-side ID is known to the table, as a mapping or as a session
+    /// (natively live sessions have the same ID on both sides).
+    pub(super) fn knows(&self, agent: AgentRef<'_>) -> bool {
+        self.journal_open(agent.0) || self.by_agent.contains_key(agent.0)
     }
 
     /// Mark (with the client's request id) or unmark a native load in progress.
@@ -375,7 +428,7 @@ impl SessionTable {
     }
 
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.
-    pub(super) fn agent_ids(&self) -> impl Iterator<Item = (&SessionId, &SessionId)> {
+    pub(super) fn agent_ids(&self) -> impl Iterator<Item = (&AgentSessionId, &SessionId)> {
         self.by_agent.iter()
     }
 }

@@ -2,8 +2,13 @@
 //! answers to the core's fetches, checking the invariants of `acp_journal::proto`.
 //!
 //! Input: byte 0 is the configuration (bits 0-1 load mode off/auto/journal/agent, bit 2 redact,
-//! bit 3 re-prime, bit 4 a 1 ms stall timeout); the rest is split on `\n` into steps, each a byte saying what happens and
-//! the step's bytes (see [`Step`]). `fuzz/corpus/proxy/seed-*` are real sessions in this form.
+//! bit 3 re-prime, bit 4 a 1 ms stall timeout, bit 5 a 1 ms initialize timeout for restarted
+//! agents, bit 6 a 4 KiB bound on held client lines); the rest is split on `\n` into steps,
+//! each a byte saying what happens and the step's bytes (see [`Step`]).
+//! `fuzz/corpus/proxy/seed-*` are real sessions in this form.
+//!
+//! As the shell does, the driver gives the core no client line while `reads_client` is false,
+//! and a tick moves time to what `poll_timeout` asks (which must then lie in the future).
 
 #![no_main]
 
@@ -218,6 +223,9 @@ impl Driver {
     fn step(&mut self, step: Step<'_>) {
         match step {
             Step::Line(from, ..) | Step::Partial(from, _) if self.ended.contains(&from) => {}
+            // The shell does not read the client while the core holds too much for the agent.
+            Step::Line(Side::Client, ..) | Step::Partial(Side::Client, _)
+                if !self.proxy.reads_client() => {}
             Step::Line(from, body, end) => self.line(from, Bytes::from([body, end].concat())),
             Step::Partial(from, body) if !body.is_empty() => {
                 self.line(from, Bytes::copy_from_slice(body))
@@ -286,10 +294,19 @@ impl Driver {
                 self.drain();
             }
             Step::Tick => {
-                self.now += 1_000_000;
+                // To the core's next timer (or a second on, without one).
+                let due = self.proxy.poll_timeout().unwrap_or(self.now + 1_000_000);
+                self.now = self.now.max(due);
                 let at = self.stamp();
                 self.proxy.handle_tick(at);
                 self.drain();
+                if let Some(next) = self.proxy.poll_timeout() {
+                    assert!(
+                        next > at.mono_us,
+                        "after a tick at {}, the core asks for another at {next}: the shell would spin",
+                        at.mono_us
+                    );
+                }
             }
             Step::StoreChanged(body) => {
                 let at = self.stamp();
@@ -392,6 +409,8 @@ fuzz_target!(|data: &[u8]| {
         reprime_limit: 4096,
         stall_timeout_us: (cfg & 16 != 0).then_some(1_000),
         stall_grace_us: 1_000,
+        reinit_timeout_us: if cfg & 32 != 0 { 1_000 } else { 60_000_000 },
+        held_limit: if cfg & 64 != 0 { 4096 } else { 8 << 20 },
     };
     let mut driver = Driver {
         proxy: Proxy::new(config),

@@ -984,7 +984,7 @@ impl Proxy {
             .event(at, Target::Connection, Event::InitTimeout { after_ms });
         self.fx.push(Action::Log(format!(
             "the restarted agent did not answer initialize within {} s: restarting it",
-            timeout / 1_000_000
+            timeout as f64 / 1e6
         )));
         self.fx.push(Action::RestartAgent);
     }
@@ -1037,7 +1037,7 @@ impl Proxy {
                     );
                     self.fx.push(Action::Log(format!(
                         "the agent sent nothing for session {s} for {} s: cancelling the prompt",
-                        timeout / 1_000_000
+                        timeout as f64 / 1e6
                     )));
                     let params =
                         json!({"sessionId": self.sessions.agent_id(&s).as_str()}).to_string();

@@ -126,6 +126,16 @@ struct Turn {
     agent: String,
 }
 
+/// Cut `text` to (about) its last `n` bytes, at a character boundary; returns the bytes cut.
+fn keep_tail(text: &mut String, n: usize) -> usize {
+    let mut cut = text.len().saturating_sub(n);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text.drain(..cut);
+    cut
+}
+
 /// Output kept per terminal (the latest bytes).
 pub const TERMINAL_OUTPUT_LIMIT: usize = 64 * 1024;
 /// Terminals whose output a replay keeps.
@@ -557,6 +567,11 @@ impl Replay {
                 if let (Some(text), Some(turn)) = (text, self.turns.back_mut()) {
                     turn.agent.push_str(&text);
                     self.transcript_bytes += text.len();
+                    // Only the latest `transcript_limit` bytes can reach the transcript: a
+                    // long turn keeps at most twice that.
+                    if turn.agent.len() > 2 * self.transcript_limit {
+                        self.transcript_bytes -= keep_tail(&mut turn.agent, self.transcript_limit);
+                    }
                 }
             }
             _ => {}
@@ -938,6 +953,44 @@ mod tests {
                 .ends_with("User: question 99\nAgent: answer 99\n")
         );
         assert_eq!(summary.turns, 100);
+    }
+
+    #[test]
+    fn a_long_turn_keeps_only_what_its_transcript_can_hold() {
+        let limit = 1000;
+        let mut records = vec![rec(
+            0,
+            Side::Client,
+            r#"{"method":"session/prompt","id":1,"params":{"sessionId":"S","prompt":[{"type":"text","text":"tell me everything"}]}}"#,
+        )];
+        // 2 MB of answer in 10 000 chunks, multi-byte characters included, the last one marked.
+        for i in 1..=10_000u64 {
+            let text = if i == 10_000 {
+                "THE END".to_string()
+            } else {
+                format!("é{i:0>198}")
+            };
+            records.push(update(i, &format!(r#"{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}"#)));
+        }
+        let mut r = Replay::new("S", ClientSupport::default(), limit);
+        let mut out = vec![];
+        for rec in &records {
+            r.emit(rec, &mut out);
+            let held: usize = r.turns.iter().map(|t| t.user.len() + t.agent.len()).sum();
+            assert!(
+                held <= 2 * limit + 200,
+                "the replay holds {held} bytes of turns"
+            );
+            assert_eq!(held, r.transcript_bytes);
+        }
+        let summary = r.finish(&mut out);
+        assert!(
+            summary.transcript.starts_with('…'),
+            "{}",
+            summary.transcript
+        );
+        assert!(summary.transcript.ends_with("THE END\n"));
+        assert!(summary.transcript.len() <= limit + '…'.len_utf8());
     }
 
     fn terminal_records(output_result: &str) -> Vec<Record> {

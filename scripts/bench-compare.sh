@@ -138,7 +138,12 @@ run() {
   out="$RESULTS/$bench-$side-$round"
   log "run: $bench, $side (${rev:0:9}), round $round"
   local t=$SECONDS
-  (cd "$wt" && env "${BENCH_ENV[@]}" CARGO_TARGET_DIR="$wt/target" \
+  # The head's proxy bench also plays its prompt turns through the base's binary, in the same
+  # run (BENCH_PROXY_BASE): those figures do not depend on the base having that measurement.
+  local base_proxy=()
+  [[ $side == head && $bench == proxy ]] \
+    && base_proxy=(BENCH_PROXY_BASE="$WORK/$BASE/target/release/acp-journal")
+  (cd "$wt" && env "${BENCH_ENV[@]}" "${base_proxy[@]}" CARGO_TARGET_DIR="$wt/target" \
       CARGO_MANIFEST_DIR="$wt" "${EXE[$side/$bench]}" --bench >"$out.md" 2>"$out.log") \
     || { log "$bench failed at $side; see $out.log"; tail -5 "$out.log" >&2; exit 1; }
   log "  $((SECONDS - t)) s"
@@ -244,6 +249,12 @@ PICK = [
     ("proxy", r"Journal size", r"^acp-journal journal / \d+ messages$", r"^bytes/message$", "journal (bytes/message)"),
     ("proxy", r"Peak RSS", r".", r"^peak RSS", "peak RSS acp-journal (MiB)"),
     ("proxy", r"conductor", r"^throughput$", r"^ACP conductor", "ACP conductor throughput (MB/s)"),
+    ("proxy", r"Prompt turns", r"^acp-journal$", r"^turns/s$", "prompt turns acp-journal (turns/s)"),
+    ("proxy", r"Prompt turns", r"^acp-journal$", r"^CPU µs/turn$", "prompt turns acp-journal (CPU µs/turn)"),
+    ("proxy", r"Prompt turns", r"^acp-journal$", r"^store bytes/turn$", "prompt turns acp-journal (store bytes/turn)"),
+    ("proxy", r"Prompt turns", r"^acp-journal \(base build\)$", r"^turns/s$", "prompt turns, the base's binary in head's run (turns/s)"),
+    ("proxy", r"Prompt turns", r"^acp-journal \(base build\)$", r"^CPU µs/turn$", "prompt turns, the base's binary in head's run (CPU µs/turn)"),
+    ("proxy", r"Prompt turns", r"^acp-journal \(base build\)$", r"^store bytes/turn$", "prompt turns, the base's binary in head's run (store bytes/turn)"),
     ("load", r"", r".", r"session/load → response", "session/load → response (ms)"),
     ("load", r"", r".", r"proxy peak RSS", "load: proxy peak RSS (MiB)"),
     ("inspect", r"", r"^list over", r"^acp-journal$", "list (ms)"),

@@ -11,20 +11,23 @@
 //!   writes the N messages (N−1 `session/update` notifications and the prompt's response) as
 //!   fast as it can and exits;
 //! - `__relay -- CMD…`: the baseline relay: spawns CMD and copies bytes both ways with two
-//!   threads, no parsing, no journaling.
+//!   threads, no parsing, no journaling;
+//! - `__turns`: an agent that answers each prompt with a chunk, a usage update and the response
+//!   ([`turns`]).
 //!
 //! Each measurement runs three paths in the same process: (a) direct pipe to the agent, (b) the
 //! minimal relay in front of it, (c) `acp-journal --journal-dir <tmp> -- <agent>`; and, when it
 //! is installed (`scripts/bench-peers.sh`, run by the bench if needed), (d) the official Rust
 //! ACP conductor with its trace on, on the same traffic ([`peers`]).
 //!
-//! Environment: `BENCH_QUICK=1` scales every count down ~10×; `BENCH_PROXY_ARGS="--fsync never"`
+//! Environment: `BENCH_QUICK=1` scales every count down ~10×; `BENCH_PROXY_BASE=<acp-journal
+//! binary>` adds another build to the prompt-turns measurement, for before/after in one run; `BENCH_PROXY_ARGS="--fsync never"`
 //! (whitespace-separated) adds options to the acp-journal command line, for experiments;
 //! `ACP_JOURNAL_LOG` is passed through (the bench sets it to `warn` when unset).
 //!
 //! Layout: [`roles`] (the helper roles and the paths measured), [`traffic`] (the messages they
-//! exchange), [`measure`] (the measurements), [`report`] (the markdown report), [`peers`] (the
-//! ACP conductor).
+//! exchange), [`measure`] (the measurements), [`turns`] (prompt turns), [`report`] (the markdown
+//! report), [`peers`] (the ACP conductor).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,6 +37,7 @@ mod peers;
 mod report;
 mod roles;
 mod traffic;
+mod turns;
 
 use measure::{Load, Scale, run_latency, run_sizes, run_throughput};
 use report::render;
@@ -46,6 +50,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("__echo") => echo_agent(),
+        Some("__turns") => turns::turns_agent(),
         Some("__flood") => {
             let n = args[2].parse().expect("__flood N SEED");
             let seed = args[3].parse().expect("__flood N SEED");
@@ -81,6 +86,7 @@ fn bench() {
     let latency = [run_latency(&scale, false), run_latency(&scale, true)];
     let throughput = run_throughput(&scale);
     let sizes = run_sizes(&scale, &throughput.store);
+    let turns = turns::run_turns(scale.turns);
 
     let report = render(
         &scale,
@@ -88,6 +94,7 @@ fn bench() {
         &latency,
         &throughput,
         &sizes,
+        &turns,
         started.elapsed(),
     );
     print!("{report}");

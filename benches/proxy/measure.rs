@@ -23,6 +23,7 @@ pub struct Scale {
     pub flood_small: usize,
     pub flood_baseline: usize,
     pub zstd19_lines: usize,
+    pub turns: usize,
 }
 
 impl Scale {
@@ -37,6 +38,8 @@ impl Scale {
             flood_small: 100_000 / div,
             flood_baseline: 200_000 / div,
             zstd19_lines: 100_000 / div,
+            // Fewer would leave the CPU figure (10 ms ticks) too coarse.
+            turns: if quick { 5_000 } else { 20_000 },
         }
     }
 }
@@ -185,11 +188,9 @@ struct EchoPath {
 impl EchoPath {
     /// Start the path in front of the echo agent and initialize it.
     fn start(kind: PathKind) -> EchoPath {
-        let journal = matches!(
-            kind,
-            PathKind::Journal | PathKind::JournalOtlp | PathKind::Conductor
-        )
-        .then(|| tempfile::tempdir().expect("tempdir"));
+        let journal = kind
+            .journals()
+            .then(|| tempfile::tempdir().expect("tempdir"));
         let agent = vec![me(), "__echo".to_string()];
         let mut child = kind
             .command(&agent, journal.as_ref().map(|d| d.path()))

@@ -44,6 +44,7 @@ pub fn render(
     lat: &[Latency; 2],
     tp: &Throughput,
     sz: &Sizes,
+    turns: &crate::turns::Turns,
     elapsed: Duration,
 ) -> String {
     let mut r = String::new();
@@ -327,6 +328,8 @@ pub fn render(
     let big = tp.journal_big.peak_kib.unwrap_or(0) as f64;
     let rss_flat = big <= small * 1.25 + 1024.0;
     let journal_ratio = sz.raw as f64 / sz.journal as f64;
+    crate::turns::render(&mut r, turns);
+
     let _ = writeln!(r, "\n## Targets\n");
     let _ = writeln!(r, "| target | measured | |");
     let _ = writeln!(r, "|---|---|---|");

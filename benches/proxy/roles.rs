@@ -20,7 +20,7 @@ use crate::traffic::{Flood, PROMPT_RESPONSE, init_response};
 pub const PROXY: &str = env!("CARGO_BIN_EXE_acp-journal");
 
 /// An unbuffered handle on one of our standard file descriptors (never closed by us).
-fn raw_fd(fd: i32) -> ManuallyDrop<File> {
+pub fn raw_fd(fd: i32) -> ManuallyDrop<File> {
     // SAFETY: fds 0 and 1 are open for the life of the process, and `ManuallyDrop` keeps the
     // `File` from closing them.
     ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })
@@ -51,7 +51,7 @@ pub fn echo_agent() {
 
 /// The id (as JSON text) of `line` when it is a `method` request. A proxy may renumber
 /// requests (the ACP conductor does), so answers carry the id received.
-fn request_id(line: &[u8], method: &str) -> Option<String> {
+pub fn request_id(line: &[u8], method: &str) -> Option<String> {
     let needle = format!("\"method\":\"{method}\"");
     memchr::memmem::find(line, needle.as_bytes())?;
     let msg: serde_json::Value = serde_json::from_slice(line).ok()?;
@@ -135,6 +135,16 @@ pub enum PathKind {
     JournalOtlp,
     /// The official Rust ACP conductor with its trace on (see `peers.rs`).
     Conductor,
+    /// Another build of acp-journal (`BENCH_PROXY_BASE`), for before/after figures in one run
+    /// (prompt turns only).
+    JournalBase,
+}
+
+/// The other build of acp-journal `BENCH_PROXY_BASE` names, if any.
+pub fn base_proxy() -> Option<String> {
+    std::env::var("BENCH_PROXY_BASE")
+        .ok()
+        .filter(|p| !p.is_empty())
 }
 
 const PATHS: [PathKind; 4] = [
@@ -161,7 +171,13 @@ impl PathKind {
             PathKind::Journal => "acp-journal",
             PathKind::JournalOtlp => "acp-journal --otlp",
             PathKind::Conductor => "ACP conductor --trace",
+            PathKind::JournalBase => "acp-journal (base build)",
         }
+    }
+
+    /// True when the path keeps a store (a journal, or the conductor's trace).
+    pub fn journals(self) -> bool {
+        !matches!(self, PathKind::Direct | PathKind::Relay)
     }
 
     /// True when the path relays every byte unchanged (the conductor re-encodes messages and
@@ -185,8 +201,12 @@ impl PathKind {
                 c.arg("__relay").arg("--").args(agent);
                 c
             }
-            PathKind::Journal | PathKind::JournalOtlp => {
-                let mut c = Command::new(PROXY);
+            PathKind::Journal | PathKind::JournalOtlp | PathKind::JournalBase => {
+                let binary = match self {
+                    PathKind::JournalBase => base_proxy().expect("BENCH_PROXY_BASE"),
+                    _ => PROXY.to_string(),
+                };
+                let mut c = Command::new(binary);
                 if std::env::var_os("ACP_JOURNAL_LOG").is_none() {
                     c.env("ACP_JOURNAL_LOG", "warn");
                 }

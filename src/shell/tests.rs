@@ -77,6 +77,20 @@ fn session_messages(root: &Path, session: &str, from: Side) -> Vec<Vec<u8>> {
     lines
 }
 
+/// The kinds of the events in a session's segments, in order.
+fn session_events(root: &Path, session: &str) -> Vec<String> {
+    let store = Store::new(root);
+    let mut events = Vec::new();
+    for path in segments_in(&store.session_dir(session)).unwrap() {
+        for record in SegmentReader::open(&path).unwrap() {
+            if let Body::Event(e) = record.body {
+                events.push(e.kind().to_string());
+            }
+        }
+    }
+    events
+}
+
 /// What the probes saw: every forwarded line against the journal on disk at that moment.
 struct Checker {
     root: PathBuf,
@@ -846,13 +860,7 @@ async fn a_restarted_agent_that_never_answers_initialize_is_restarted_again() {
         // ...and a third one started, which answers: the session is restored on it and the
         // waiting prompt goes on, answered once.
         let mut p = p.agent_exits(128 + libc::SIGKILL);
-        let reinit = p.agent_gets().await;
-        assert_eq!(reinit["method"], "initialize");
-        p.agent_says(&format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}"#,
-            reinit["id"]
-        ))
-        .await;
+        reinitialized(&mut p).await;
         let new = p.agent_gets().await;
         assert_eq!(new["method"], "session/new", "the lost session is restored");
         p.agent_says(&format!(
@@ -873,18 +881,8 @@ async fn a_restarted_agent_that_never_answers_initialize_is_restarted_again() {
     assert_eq!(code.unwrap(), 0);
     // (The prompt went to the agent edited, re-primed on the new session, so the probes'
     // byte-for-byte check does not apply to this run.)
-    let store = Store::new(dir.path());
-    let connection = segments_in(&store.root().join("connections")).unwrap();
-    let events: Vec<String> = SegmentReader::open(&connection[0])
-        .unwrap()
-        .filter_map(|r| match r.body {
-            Body::Event(e) => Some(e.kind().to_string()),
-            _ => None,
-        })
-        .filter(|e| e != "eof")
-        .collect();
     assert_eq!(
-        events,
+        connection_events(dir.path()),
         [
             "agent_exit",
             "agent_restarted",
@@ -895,6 +893,119 @@ async fn a_restarted_agent_that_never_answers_initialize_is_restarted_again() {
             "segment_end"
         ]
     );
+}
+
+/// The connection journal's events, `eof`s left out.
+fn connection_events(root: &Path) -> Vec<String> {
+    let store = Store::new(root);
+    let connection = segments_in(&store.root().join("connections")).unwrap();
+    SegmentReader::open(&connection[0])
+        .unwrap()
+        .filter_map(|r| match r.body {
+            Body::Event(e) => Some(e.kind().to_string()),
+            _ => None,
+        })
+        .filter(|e| e != "eof")
+        .collect()
+}
+
+/// The agent answers a restarted agent's `initialize` (the client's, sent again).
+async fn reinitialized(p: &mut Peers) {
+    let reinit = p.agent_gets().await;
+    assert_eq!(reinit["method"], "initialize");
+    p.agent_says(&init_ok(&reinit["id"])).await;
+}
+
+/// The agent's answer to the `initialize` request `id`.
+fn init_ok(id: &Value) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}"#
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn restarts_are_counted_within_a_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.respawn = 1;
+    let (proxy, mut p) = start_with(config, 1 << 20, 3);
+    let script = async move {
+        open_session(&mut p).await;
+        // The first death is restarted.
+        let mut p = p.agent_exits(137);
+        reinitialized(&mut p).await;
+        // A minute later the restart has aged out of the window: restarted again.
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        let mut p = p.agent_exits(137);
+        reinitialized(&mut p).await;
+        // At once again: past --respawn 1 within the minute, the proxy ends with the agent.
+        let mut p = p.agent_exits(3);
+        let mut rest = String::new();
+        p.to_client.read_line(&mut rest).await.unwrap();
+        assert_eq!(rest, "", "the client's end is closed");
+        p
+    };
+    let (code, _p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 3);
+    assert_eq!(
+        connection_events(dir.path()),
+        [
+            "agent_exit",
+            "agent_restarted",
+            "agent_exit",
+            "agent_restarted",
+            "agent_exit",
+            "segment_end"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_prompt_is_cancelled_then_its_agent_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.respawn = 1;
+    config.core.stall_timeout_us = Some(10_000_000);
+    config.core.stall_grace_us = 5_000_000;
+    let (proxy, mut p) = start_with(config, 1 << 20, 2);
+    let script = async move {
+        open_session(&mut p).await;
+        p.client_says(PROMPT).await;
+        assert_eq!(p.agent_gets().await["method"], "session/prompt");
+        let sent = tokio::time::Instant::now();
+        // A sign of life resets the watch.
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        p.agent_says(&update("thinking")).await;
+        assert_eq!(
+            p.client_gets().await["params"]["update"]["content"]["text"],
+            "thinking"
+        );
+        // Then silence: cancelled after the timeout...
+        let cancel = p.agent_gets().await;
+        assert_eq!(cancel["method"], "session/cancel");
+        assert_eq!(sent.elapsed().as_secs(), 18, "10 s after the last update");
+        // ...and killed after the grace.
+        assert_eq!(p.got.recv().await, Some(libc::SIGKILL));
+        assert_eq!(sent.elapsed().as_secs(), 23, "5 s after the cancel");
+        let mut p = p.agent_exits(128 + libc::SIGKILL);
+        reinitialized(&mut p).await;
+        let answer = p.client_gets().await;
+        assert_eq!(answer["id"], 2, "{answer}");
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        shut_down(p, 0).await
+    };
+    let (code, _p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+    let events = connection_events(dir.path());
+    assert_eq!(
+        events,
+        ["agent_exit", "agent_restarted", "agent_exit", "segment_end"]
+    );
+    let stalls: Vec<String> = session_events(dir.path(), "S")
+        .into_iter()
+        .filter(|e| e == "prompt_stalled")
+        .collect();
+    assert_eq!(stalls.len(), 2, "cancel, then restart");
 }
 
 #[tokio::test]
@@ -945,11 +1056,7 @@ async fn past_the_held_limit_the_client_is_not_read_until_the_agent_is_back() {
             "the proxy took {taken} bytes while the agent was not ready"
         );
         // The agent answers: everything goes on, in order, nothing lost.
-        p.agent_says(&format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}"#,
-            reinit["id"]
-        ))
-        .await;
+        p.agent_says(&init_ok(&reinit["id"])).await;
         // The first note names the lost session: it is restored first (session/new).
         let new = p.agent_gets().await;
         assert_eq!(new["method"], "session/new");

@@ -20,6 +20,7 @@ pub mod agent;
 mod catalog;
 pub mod history;
 pub mod journals;
+mod life;
 pub mod lines;
 pub mod pipes;
 pub mod reaper;
@@ -210,26 +211,13 @@ pub async fn run<P: Process>(
     sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     let mut respawn = respawn::Respawn::new(config.respawn);
-    // The agent's output ended and it may be restarted: waiting for its exit status.
-    let mut dying = false;
-    // A signal was forwarded to the agent, or it was told to go after the client left: it is
-    // not restarted.
-    let mut stopping = false;
     let mut out_lines = LineSplitter::new();
     let mut err_buf = vec![0u8; 64 * 1024];
     let mut client_open = true;
     let mut client_gone_seen = false;
-    let mut agent_out_open = true;
-    let mut agent_err_open = true;
-    let mut status = None;
-    // After the client leaves: when to SIGTERM, then SIGKILL the agent.
-    let mut deadline: Option<(tokio::time::Instant, i32)> = None;
-    // After the agent exits: how long to wait for its stdout to reach EOF (a grandchild may
-    // hold it open).
-    let mut drain_until: Option<tokio::time::Instant> = None;
-
+    let mut life = life::AgentLife::new(config.grace);
     loop {
-        if status.is_some() && !agent_out_open && !agent_err_open && out.journals.queued() == 0 {
+        if life.over() && out.journals.queued() == 0 {
             break;
         }
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -241,11 +229,11 @@ pub async fn run<P: Process>(
             _ = out.to_client.writable(), if out.to_client.waiting() => out.to_client.write_now(),
             _ = out.to_agent.writable(), if out.to_agent.waiting() => out.to_agent.write_now(),
             Some(batch) = out.journals.finished(), if out.journals.queued() > 0 => {
-                if out.deliver(batch) && deadline.is_none() {
-                    deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
+                if out.deliver(batch) {
+                    life.terminate_after_grace(tokio::time::Instant::now());
                 }
             }
-            read = agent_out.read_buf(out_lines.buffer()), if agent_out_open && !out.busy_for(&out.to_client) => {
+            read = agent_out.read_buf(out_lines.buffer()), if life.reads_out() && !out.busy_for(&out.to_client) => {
                 let at = clock.now();
                 match read {
                     Ok(n) if n > 0 => {
@@ -254,8 +242,8 @@ pub async fn run<P: Process>(
                         }
                     }
                     _ => {
-                        dying = agent_output_ended(&mut core, &mut out_lines, at, respawn.enabled() && !stopping);
-                        agent_out_open = false;
+                        let dying = agent_output_ended(&mut core, &mut out_lines, at, life.restartable(respawn.enabled()));
+                        life.output_ended(dying);
                     }
                 }
             }
@@ -273,14 +261,14 @@ pub async fn run<P: Process>(
                     }
                 }
             }
-            read = agent_err.read(&mut err_buf), if agent_err_open => {
+            read = agent_err.read(&mut err_buf), if life.reads_err() => {
                 match read {
                     Ok(n) if n > 0 => {
                         let chunk = Bytes::copy_from_slice(&err_buf[..n]);
                         agent_stderr.pass(chunk.clone());
                         core.handle_stderr(clock.now(), chunk);
                     }
-                    _ => agent_err_open = false,
+                    _ => life.errors_ended(),
                 }
             }
             Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
@@ -293,32 +281,29 @@ pub async fn run<P: Process>(
                 }
                 catalog::CatalogAnswer::Changed(cwds) => core.handle_store_changed(clock.now(), &cwds),
             },
-            exit = process.wait(), if status.is_none() => {
+            exit = process.wait(), if life.running() => {
                 let code = exit?;
                 core.handle_event(clock.now(), Event::AgentExit { code });
-                status = Some(code);
-                drain_until = Some(tokio::time::Instant::now() + config.grace);
+                life.exited(code, tokio::time::Instant::now());
             }
-            _ = tokio::time::sleep_until(deadline.map_or(far, |d| d.0)), if deadline.is_some() && status.is_none() => {
-                let (_, sig) = deadline.take().expect("guarded");
-                tracing::warn!("the agent did not exit after the client left; sending signal {sig}");
-                core.handle_event(clock.now(), Event::Terminate { signal: sig });
-                if sig == libc::SIGKILL {
-                    process.kill();
-                } else {
-                    process.signal(sig);
-                    deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGKILL));
+            _ = tokio::time::sleep_until(life.terminate_due().unwrap_or(far)), if life.terminate_due().is_some() => {
+                if let Some(sig) = life.terminate_now(tokio::time::Instant::now()) {
+                    tracing::warn!("the agent did not exit after the client left; sending signal {sig}");
+                    core.handle_event(clock.now(), Event::Terminate { signal: sig });
+                    if sig == libc::SIGKILL {
+                        process.kill();
+                    } else {
+                        process.signal(sig);
+                    }
                 }
             }
-            _ = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => {
+            _ = tokio::time::sleep_until(life.drain_due().unwrap_or(far)), if life.drain_due().is_some() => {
                 tracing::warn!("the agent exited but its output is still open (a child process holds it); stopping");
-                drain_until = None;
-                if agent_out_open {
+                if life.stop_draining() {
                     // As at EOF: the client's pending requests get their answers.
-                    dying = agent_output_ended(&mut core, &mut out_lines, clock.now(), respawn.enabled() && !stopping);
+                    let dying = agent_output_ended(&mut core, &mut out_lines, clock.now(), life.restartable(respawn.enabled()));
+                    life.output_ended(dying);
                 }
-                agent_out_open = false;
-                agent_err_open = false;
             }
             _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
             _ = tokio::time::sleep_until(core_timer.unwrap_or(far)), if core_timer.is_some() => {
@@ -331,8 +316,8 @@ pub async fn run<P: Process>(
             _ = list_tick.tick(), if core.wants_list_changes() => out.services.catalog.check_changes(),
             Some(sig) = signals.recv() => {
                 // The agent was asked to stop: its end is no crash to recover from.
-                stopping = true;
-                forward_signal(&mut core, &clock, &mut process, sig, status.is_none());
+                life.stop();
+                forward_signal(&mut core, &clock, &mut process, sig, life.running());
             }
         }
         if out.to_client.is_gone() && !client_gone_seen {
@@ -354,8 +339,7 @@ pub async fn run<P: Process>(
                 },
             );
         }
-        if dying && let Some(code) = status {
-            dying = false;
+        if let Some(code) = life.take_death() {
             let at = clock.now();
             let restarted = if !client_open {
                 None
@@ -385,25 +369,24 @@ pub async fn run<P: Process>(
                     agent_err = agent.stderr;
                     process = agent.process;
                     out_lines = LineSplitter::new();
-                    (status, drain_until) = (None, None);
-                    (agent_out_open, agent_err_open) = (true, true);
+                    life.restarted();
                     core.handle_agent_restart(at, code);
                 }
                 None => core.handle_eof(at, Side::Agent),
             }
         }
         let applied = apply(&mut core, &clock, &mut out);
-        if applied.closed_agent && deadline.is_none() {
-            deadline = Some((tokio::time::Instant::now() + config.grace, libc::SIGTERM));
+        if applied.closed_agent {
+            life.terminate_after_grace(tokio::time::Instant::now());
         }
-        if applied.restart_agent && status.is_none() {
+        if applied.restart_agent && life.running() {
             process.kill();
         }
     }
 
     if client_open
-        && !stopping
-        && let Some(code) = status
+        && !life.stopping()
+        && let Some(code) = life.status()
     {
         let why = if core.agent_answered_initialize() {
             ""
@@ -455,7 +438,7 @@ pub async fn run<P: Process>(
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
-    Ok(status.unwrap_or(1))
+    Ok(life.status().unwrap_or(1))
 }
 
 /// Copies the agent's stderr to ours on its own thread, so an editor that does not drain our

@@ -14,7 +14,9 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::ListedSession;
+use super::{Action, ListedSession, Proxy, Stamp, Target};
+use crate::wire::Side;
+use crate::wire::envelope::{self, Peek};
 use crate::wire::envelope::{RequestId, error_json};
 use crate::wire::rewrite::edit_line;
 
@@ -195,4 +197,119 @@ fn decode_cursor(cursor: &str) -> Option<Cursor> {
     }
     let (updated, session) = text.strip_prefix("acpj2:")?.split_once(':')?;
     Some(Cursor::After(updated.parse().ok()?, session.to_string()))
+}
+
+/// How long a `session/list` for a working directory keeps its changes announced
+/// (`session/list_changed`), as the history-list draft says.
+const LIST_WATCH_US: u64 = 10 * 60 * 1_000_000;
+
+impl Proxy {
+    /// True while the client wants `session/list_changed` for some working directory (it
+    /// declared `session.listChanged` and listed one in the last 10 minutes): the shell then
+    /// watches the store and calls [`Proxy::handle_store_changed`].
+    pub fn wants_list_changes(&self) -> bool {
+        self.watched
+            .values()
+            .any(|listed| self.now.saturating_sub(*listed) < LIST_WATCH_US)
+    }
+
+    /// Sessions of these working directories changed in the store (this proxy or another
+    /// started, updated or ended one): tell the client, for each it watches.
+    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
+        self.now = at.mono_us;
+        self.watched
+            .retain(|_, listed| at.mono_us.saturating_sub(*listed) < LIST_WATCH_US);
+        for cwd in cwds.iter().filter(|c| self.watched.contains_key(*c)) {
+            let line = Bytes::from(format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
+            ));
+            let record = self.fx.proxy_record(at, Side::Agent, line.clone());
+            self.fx.journal(Target::Connection, record);
+            self.fx.forward(Side::Client, line);
+        }
+    }
+
+    /// The store's sessions, answering [`Action::FetchSessions`].
+    pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
+        let Some(list) = self.lists.get_mut(&request) else {
+            return;
+        };
+        list.listed = Some(sessions);
+        if list.forwarded {
+            self.try_merge_list(at, request);
+            return;
+        }
+        let Some(list) = self.remove_list(request) else {
+            return;
+        };
+        self.fx.answer(
+            at,
+            Target::Connection,
+            &list.client_id,
+            list.page().as_deref().map_err(String::as_str),
+        );
+    }
+
+    pub(super) fn start_list(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let op = self.next_op();
+        let forwarded = self.agent.list;
+        if !forwarded
+            && self.client.list_changed
+            && let Some(cwd) = envelope::str_field(peek.params, "cwd")
+        {
+            self.watched.insert(cwd, at.mono_us);
+        }
+        self.lists.insert(
+            op,
+            List {
+                client_id: id.clone(),
+                cwd: envelope::str_field(peek.params, "cwd"),
+                cursor: envelope::str_field(peek.params, "cursor"),
+                limit: peek
+                    .params
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                    .and_then(|p| p["limit"].as_u64())
+                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                forwarded,
+                listed: None,
+                response: None,
+            },
+        );
+        self.lists_by_request.insert(id.clone(), op);
+        self.fx.push(Action::FetchSessions { request: op });
+        if forwarded {
+            return false;
+        }
+        self.fx.journal_client(at, Target::Connection, peek, line);
+        true
+    }
+
+    pub(super) fn remove_list(&mut self, op: u64) -> Option<List> {
+        let list = self.lists.remove(&op)?;
+        if self.lists_by_request.get(&list.client_id) == Some(&op) {
+            self.lists_by_request.remove(&list.client_id);
+        }
+        Some(list)
+    }
+
+    /// Relay the agent's `session/list` answer merged with the journal's, once both are here.
+    pub(super) fn try_merge_list(&mut self, at: Stamp, op: u64) {
+        let mapped = self
+            .sessions
+            .agent_ids()
+            .map(|(agent, client)| (agent.as_str(), &**client));
+        let Some(line) = self.lists.get(&op).and_then(|l| l.merged(mapped)) else {
+            return;
+        };
+        self.remove_list(op);
+        let facing = envelope::peek(&line);
+        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
+    }
 }

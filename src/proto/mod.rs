@@ -43,6 +43,7 @@ mod capabilities;
 mod effects;
 #[cfg(test)]
 mod emulate_tests;
+mod fork;
 pub mod history;
 mod ids;
 mod listing;
@@ -76,7 +77,7 @@ use ids::OwnIds;
 use listing::List;
 use loading::{LoadRequest, Loads, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
-use restart::{PromptWatch, Reinit, Stall};
+use restart::{PromptWatch, Reinit};
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
 use sessions::{AgentRef, SetupParams};
@@ -361,10 +362,6 @@ struct Setup {
 
 /// Requests awaiting their response, by sender and id.
 type PendingTable = HashMap<(Side, RequestId), Pending>;
-
-/// How long a `session/list` for a working directory keeps its changes announced
-/// (`session/list_changed`), as the history-list draft says.
-const LIST_WATCH_US: u64 = 10 * 60 * 1_000_000;
 
 /// Methods whose response creates a session.
 const CREATES_SESSION: &[&str] = &["session/new", "session/fork"];
@@ -839,257 +836,6 @@ impl Proxy {
         self.agent_initialized
     }
 
-    /// True when the agent could be restarted should it die now: the proxy is not a pure
-    /// recorder (`--load off`), the current agent answered `initialize`, and the client is
-    /// connected.
-    pub fn can_restart(&self) -> bool {
-        self.config.load != LoadMode::Off
-            && (self.agent_initialized || self.reinit.is_some())
-            && self.client_init.is_some()
-            && !self.client_ended
-    }
-
-    /// False while the client lines held for the agent (a restarted agent being initialized,
-    /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
-    /// reading the client until they have gone on, as a full pipe would.
-    pub fn reads_client(&self) -> bool {
-        let held = self.reinit.as_ref().map_or(0, |r| r.held_bytes) + self.loads.held_bytes();
-        held < self.config.held_limit
-    }
-
-    /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
-    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, or a prompt
-    /// stalling (`--stall-timeout`). `None`: no timer runs.
-    pub fn poll_timeout(&self) -> Option<u64> {
-        let reinit = self
-            .reinit
-            .as_ref()
-            .and_then(|r| r.deadline(self.config.reinit_timeout_us));
-        let stall = self.config.stall_timeout_us.and_then(|timeout| {
-            restart::next_stall_check(&self.prompts, timeout, self.config.stall_grace_us)
-        });
-        reinit.into_iter().chain(stall).min()
-    }
-
-    /// The agent died (exit `code`) while the client was connected, and the shell started it
-    /// again: forwards go to the new agent from now on. Every client request still waiting is
-    /// answered with an error that says the agent was restarted (a prompt is never retried:
-    /// tools may have run); requests of the dead agent the client may still answer are
-    /// journaled and dropped when it does; every live session is lost, restored on its next
-    /// request; the client's `initialize` (and `authenticate`) go to the new agent, and client
-    /// lines wait until it has answered (those that waited for an agent that died before it
-    /// answered wait on for this one).
-    pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
-        self.flush_stderr(at, true);
-        self.fx
-            .event(at, Target::Connection, Event::AgentRestarted { code });
-        let lost = self.sessions.lose_live();
-        self.drop_agent(at, agent_restarted);
-        let dead = &mut self.dead;
-        self.pending.retain(|(side, id), p| {
-            if *side == Side::Agent {
-                dead.insert(id.clone(), p.session.take());
-            }
-            *side != Side::Agent
-        });
-        self.agent_initialized = false;
-        let message = format!(
-            "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
-        );
-        self.fx.push(Action::Log(message.clone()));
-        for s in &lost {
-            self.fx.event(
-                at,
-                Target::Session(s.clone()),
-                Event::AgentRestarted { code },
-            );
-            if self.client.notices {
-                self.fx.notify_client(at, s, json!({"sessionUpdate": "notice", "severity": "warning", "title": "The agent was restarted", "description": message}));
-            }
-        }
-        let Some(init) = self.client_init.clone() else {
-            return;
-        };
-        let held = self.reinit.take().map(|r| r.held).unwrap_or_default();
-        let mut reinit = Reinit::new(at);
-        for line in held {
-            reinit.hold(line);
-        }
-        self.reinit = Some(reinit);
-        self.send_recorded(at, Purpose::Reinitialize, &init);
-    }
-
-    /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an
-    /// id of ours.
-    fn send_recorded(&mut self, at: Stamp, purpose: Purpose, line: &Bytes) {
-        let peek = envelope::peek(line);
-        let (Some(method), Some(params)) = (peek.method(), peek.params) else {
-            return;
-        };
-        let pending = &self.pending;
-        let id = self.ids.request(purpose, |id| {
-            pending.contains_key(&(Side::Client, id.clone()))
-        });
-        self.fx
-            .send_agent(at, Target::Connection, Some(&id), method, params.get());
-    }
-
-    /// The restarted agent answered the `initialize` or `authenticate` the proxy sent again.
-    fn reinit_answered(
-        &mut self,
-        at: Stamp,
-        purpose: Purpose,
-        peek: &Peek<'_>,
-        line: &Bytes,
-        failed: bool,
-    ) {
-        let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-        self.fx.journal(Target::Connection, record);
-        match purpose {
-            Purpose::Reinitialize if !failed => {
-                self.agent_initialized = true;
-                if let Some(agent) = AgentCaps::from_initialize(peek) {
-                    self.agent = agent;
-                }
-                if let Some(auth) = self.client_auth.clone() {
-                    self.send_recorded(at, Purpose::Reauthenticate, &auth);
-                    return;
-                }
-            }
-            Purpose::Reinitialize | Purpose::Reauthenticate if failed => {
-                self.fx.push(Action::Log(format!(
-                    "the restarted agent refused the client's recorded request: {}",
-                    String::from_utf8_lossy(line).trim_end()
-                )));
-            }
-            _ => {}
-        }
-        self.end_reinit(at);
-    }
-
-    /// A restarted agent that has not answered `initialize` within `reinit_timeout_us` is
-    /// taken for failed: the shell kills it and restarts it again as after a crash (within
-    /// `--respawn`; else the proxy ends, answering every waiting request).
-    fn check_reinit(&mut self, at: Stamp) {
-        let timeout = self.config.reinit_timeout_us;
-        let Some(reinit) = self.reinit.as_mut() else {
-            return;
-        };
-        if reinit.deadline(timeout).is_none_or(|d| at.mono_us < d) {
-            return;
-        }
-        reinit.timed_out = true;
-        let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
-        self.fx
-            .event(at, Target::Connection, Event::InitTimeout { after_ms });
-        self.fx.push(Action::Log(format!(
-            "the restarted agent did not answer initialize within {} s: restarting it",
-            timeout as f64 / 1e6
-        )));
-        self.fx.push(Action::RestartAgent);
-    }
-
-    /// The restarted agent is ready (or will not be): the client lines that waited go on.
-    fn end_reinit(&mut self, at: Stamp) {
-        if let Some(reinit) = self.reinit.take() {
-            for line in reinit.held {
-                self.handle_line(at, Side::Client, line);
-            }
-        }
-    }
-
-    /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
-    /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
-    /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
-    /// time. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
-    pub fn handle_tick(&mut self, at: Stamp) {
-        self.now = at.mono_us;
-        self.check_reinit(at);
-        let Some(timeout) = self.config.stall_timeout_us else {
-            return;
-        };
-        if self.prompts.is_empty() {
-            return;
-        }
-        let pending = &self.pending;
-        let waiting = |s: &str| {
-            pending
-                .iter()
-                .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
-        };
-        let stalls = restart::stalls(
-            &mut self.prompts,
-            at.mono_us,
-            timeout,
-            self.config.stall_grace_us,
-            waiting,
-        );
-        let mut restart = false;
-        for stall in stalls {
-            match stall {
-                Stall::Cancel(s) => {
-                    self.fx.event(
-                        at,
-                        Target::Session(s.clone()),
-                        Event::PromptStalled {
-                            action: "cancel".into(),
-                        },
-                    );
-                    self.fx.push(Action::Log(format!(
-                        "the agent sent nothing for session {s} for {} s: cancelling the prompt",
-                        timeout as f64 / 1e6
-                    )));
-                    let params =
-                        json!({"sessionId": self.sessions.agent_id(&s).as_str()}).to_string();
-                    self.fx
-                        .send_agent(at, Target::Session(s), None, "session/cancel", &params);
-                }
-                Stall::Restart(s) => {
-                    self.fx.event(
-                        at,
-                        Target::Session(s.clone()),
-                        Event::PromptStalled {
-                            action: "restart".into(),
-                        },
-                    );
-                    self.fx.push(Action::Log(format!(
-                        "the agent did not answer the cancelled prompt of session {s}: restarting it"
-                    )));
-                    restart = true;
-                }
-            }
-        }
-        if restart {
-            self.fx.push(Action::RestartAgent);
-        }
-    }
-
-    /// True while the client wants `session/list_changed` for some working directory (it
-    /// declared `session.listChanged` and listed one in the last 10 minutes): the shell then
-    /// watches the store and calls [`Proxy::handle_store_changed`].
-    pub fn wants_list_changes(&self) -> bool {
-        self.watched
-            .values()
-            .any(|listed| self.now.saturating_sub(*listed) < LIST_WATCH_US)
-    }
-
-    /// Sessions of these working directories changed in the store (this proxy or another
-    /// started, updated or ended one): tell the client, for each it watches.
-    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
-        self.now = at.mono_us;
-        self.watched
-            .retain(|_, listed| at.mono_us.saturating_sub(*listed) < LIST_WATCH_US);
-        for cwd in cwds.iter().filter(|c| self.watched.contains_key(*c)) {
-            let line = Bytes::from(format!(
-                "{}\n",
-                json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
-            ));
-            let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-            self.fx.journal(Target::Connection, record);
-            self.fx.forward(Side::Client, line);
-        }
-    }
-
     /// A chunk of the agent's stderr. It is journaled by whole lines (a line split across
     /// writes stays one record, so redaction sees it whole); a partial line is held until its
     /// newline, 64 KiB, or the agent's end.
@@ -1124,27 +870,6 @@ impl Proxy {
         let (mut cx, loads) = self.cx();
         let progress = loads.history(&mut cx, at, load, chunk);
         self.progressed(at, progress);
-    }
-
-    /// The store's sessions, answering [`Action::FetchSessions`].
-    pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
-        let Some(list) = self.lists.get_mut(&request) else {
-            return;
-        };
-        list.listed = Some(sessions);
-        if list.forwarded {
-            self.try_merge_list(at, request);
-            return;
-        }
-        let Some(list) = self.remove_list(request) else {
-            return;
-        };
-        self.fx.answer(
-            at,
-            Target::Connection,
-            &list.client_id,
-            list.page().as_deref().map_err(String::as_str),
-        );
     }
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
@@ -1236,47 +961,6 @@ impl Proxy {
         }
     }
 
-    /// A client line that names a session lost in an agent restart: bring the session up again
-    /// first (it waits), or answer what needs no agent. False when the line goes its usual way
-    /// (the session is not lost, or the client loads, resumes or deletes it).
-    fn restore_first(&mut self, at: Stamp, s: &str, peek: &Peek<'_>, line: &Bytes) -> bool {
-        if self.loads.wait_for_restore(s, line) {
-            return true;
-        }
-        if !self.sessions.is_lost(s) {
-            return false;
-        }
-        let session = self.sessions.id(s);
-        match (peek.method(), &peek.kind) {
-            (Some("session/load" | "session/resume" | "session/delete"), _) => false,
-            (Some("session/cancel"), _) => {
-                // Nothing runs on the new agent yet.
-                self.fx
-                    .journal_client(at, Target::Session(session), peek, line);
-                true
-            }
-            (Some("session/close"), Kind::Request { id, .. }) => {
-                self.fx
-                    .journal_client(at, Target::Session(session.clone()), peek, line);
-                self.sessions.set_not_live(&session);
-                self.fx.answer(at, Target::Session(session), id, Ok("{}"));
-                true
-            }
-            _ => {
-                let setup = self
-                    .sessions
-                    .setup(s)
-                    .cloned()
-                    .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
-                let request = LoadRequest::restore(session, setup, line.clone());
-                let op = self.next_op();
-                let (mut cx, loads) = self.cx();
-                loads.start(&mut cx, op, request);
-                true
-            }
-        }
-    }
-
     /// In `auto` and `journal` modes, keep a load or resume the client sends the agent, to
     /// serve it from the journal should the agent fail it.
     fn keep_native(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
@@ -1347,52 +1031,6 @@ impl Proxy {
         self.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
     }
 
-    /// `session/fork` for an agent without it: the proxy forks the session in the journal
-    /// (`ForkJournal`), then brings the fork up on a fresh agent session with the re-prime.
-    fn start_fork(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
-        let Some(mut request) = LoadRequest::parse(id, peek, false) else {
-            self.fx.journal_client(at, Target::Connection, peek, line);
-            let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.fx.answer(at, Target::Connection, id, Err(&error));
-            return;
-        };
-        let parent = std::mem::replace(&mut request.session, SessionId::from(""));
-        request.session = SessionId::from(fork_id(&parent, at, self.fx.next_seq()));
-        request.request = Some(self.fx.client_record(at, peek, line));
-        request.fork = true;
-        let op = self.next_op();
-        self.fx.push(Action::ForkJournal {
-            op,
-            parent,
-            fork: request.session.clone(),
-            message: envelope::str_field(peek.params, "messageId"),
-        });
-        self.forks.insert(op, request);
-    }
-
-    /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
-    /// agent and answer), or it could not be made (`error`: answer that).
-    pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
-        let Some(request) = self.forks.remove(&op) else {
-            return;
-        };
-        match outcome {
-            Ok(()) => {
-                let (mut cx, loads) = self.cx();
-                loads.start(&mut cx, op, request);
-            }
-            Err(error) => {
-                if let Some(record) = request.request {
-                    self.fx.journal(Target::Connection, record);
-                }
-                if let loading::Asker::Client(id) = &request.asker {
-                    let error = error_json(-32002, &error, None);
-                    self.fx.answer(at, Target::Connection, id, Err(&error));
-                }
-            }
-        }
-    }
-
     fn start_load(
         &mut self,
         at: Stamp,
@@ -1427,62 +1065,6 @@ impl Proxy {
         }
         self.release_held(at);
         true
-    }
-
-    fn start_list(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) -> bool {
-        let op = self.next_op();
-        let forwarded = self.agent.list;
-        if !forwarded
-            && self.client.list_changed
-            && let Some(cwd) = envelope::str_field(peek.params, "cwd")
-        {
-            self.watched.insert(cwd, at.mono_us);
-        }
-        self.lists.insert(
-            op,
-            List {
-                client_id: id.clone(),
-                cwd: envelope::str_field(peek.params, "cwd"),
-                cursor: envelope::str_field(peek.params, "cursor"),
-                limit: peek
-                    .params
-                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
-                    .and_then(|p| p["limit"].as_u64())
-                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
-                forwarded,
-                listed: None,
-                response: None,
-            },
-        );
-        self.lists_by_request.insert(id.clone(), op);
-        self.fx.push(Action::FetchSessions { request: op });
-        if forwarded {
-            return false;
-        }
-        self.fx.journal_client(at, Target::Connection, peek, line);
-        true
-    }
-
-    fn remove_list(&mut self, op: u64) -> Option<List> {
-        let list = self.lists.remove(&op)?;
-        if self.lists_by_request.get(&list.client_id) == Some(&op) {
-            self.lists_by_request.remove(&list.client_id);
-        }
-        Some(list)
-    }
-
-    /// Relay the agent's `session/list` answer merged with the journal's, once both are here.
-    fn try_merge_list(&mut self, at: Stamp, op: u64) {
-        let mapped = self
-            .sessions
-            .agent_ids()
-            .map(|(agent, client)| (agent.as_str(), &**client));
-        let Some(line) = self.lists.get(&op).and_then(|l| l.merged(mapped)) else {
-            return;
-        };
-        self.remove_list(op);
-        let facing = envelope::peek(&line);
-        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
     }
 
     /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
@@ -1865,14 +1447,6 @@ fn record_bytes(record: &Record) -> Bytes {
         Body::Message { payload, .. } => payload.bytes.clone(),
         _ => Bytes::new(),
     }
-}
-
-/// A new session ID for a fork of `parent` made at `at` (32 hex digits, derived from the
-/// parent, the time and the record number: the core reads no randomness).
-fn fork_id(parent: &str, at: Stamp, seq: u64) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(format!("{parent}\n{}\n{seq}", at.unix_us));
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The JSON-RPC id a response answers: the client's own when it was renumbered.

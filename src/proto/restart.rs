@@ -11,8 +11,16 @@
 
 use bytes::Bytes;
 
-use super::{SessionId, Stamp};
+use serde_json::json;
+
+use super::capabilities::AgentCaps;
+use super::loading::LoadRequest;
+use super::sessions::SetupParams;
+use super::{Action, LoadMode, Proxy, Purpose, SessionId, Stamp, Target, agent_restarted};
+use crate::journal::Event;
+use crate::wire::Side;
 use crate::wire::envelope::RequestId;
+use crate::wire::envelope::{self, Kind, Peek};
 
 /// A restarted agent being initialized.
 #[derive(Debug)]
@@ -158,4 +166,278 @@ pub(super) fn stalls(
         }
     }
     out
+}
+
+impl Proxy {
+    /// True when the agent could be restarted should it die now: the proxy is not a pure
+    /// recorder (`--load off`), the current agent answered `initialize`, and the client is
+    /// connected.
+    pub fn can_restart(&self) -> bool {
+        self.config.load != LoadMode::Off
+            && (self.agent_initialized || self.reinit.is_some())
+            && self.client_init.is_some()
+            && !self.client_ended
+    }
+
+    /// False while the client lines held for the agent (a restarted agent being initialized,
+    /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
+    /// reading the client until they have gone on, as a full pipe would.
+    pub fn reads_client(&self) -> bool {
+        let held = self.reinit.as_ref().map_or(0, |r| r.held_bytes) + self.loads.held_bytes();
+        held < self.config.held_limit
+    }
+
+    /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
+    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, or a prompt
+    /// stalling (`--stall-timeout`). `None`: no timer runs.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let reinit = self
+            .reinit
+            .as_ref()
+            .and_then(|r| r.deadline(self.config.reinit_timeout_us));
+        let stall = self.config.stall_timeout_us.and_then(|timeout| {
+            next_stall_check(&self.prompts, timeout, self.config.stall_grace_us)
+        });
+        reinit.into_iter().chain(stall).min()
+    }
+
+    /// The agent died (exit `code`) while the client was connected, and the shell started it
+    /// again: forwards go to the new agent from now on. Every client request still waiting is
+    /// answered with an error that says the agent was restarted (a prompt is never retried:
+    /// tools may have run); requests of the dead agent the client may still answer are
+    /// journaled and dropped when it does; every live session is lost, restored on its next
+    /// request; the client's `initialize` (and `authenticate`) go to the new agent, and client
+    /// lines wait until it has answered (those that waited for an agent that died before it
+    /// answered wait on for this one).
+    pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
+        self.flush_stderr(at, true);
+        self.fx
+            .event(at, Target::Connection, Event::AgentRestarted { code });
+        let lost = self.sessions.lose_live();
+        self.drop_agent(at, agent_restarted);
+        let dead = &mut self.dead;
+        self.pending.retain(|(side, id), p| {
+            if *side == Side::Agent {
+                dead.insert(id.clone(), p.session.take());
+            }
+            *side != Side::Agent
+        });
+        self.agent_initialized = false;
+        let message = format!(
+            "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
+        );
+        self.fx.push(Action::Log(message.clone()));
+        for s in &lost {
+            self.fx.event(
+                at,
+                Target::Session(s.clone()),
+                Event::AgentRestarted { code },
+            );
+            if self.client.notices {
+                self.fx.notify_client(at, s, json!({"sessionUpdate": "notice", "severity": "warning", "title": "The agent was restarted", "description": message}));
+            }
+        }
+        let Some(init) = self.client_init.clone() else {
+            return;
+        };
+        let held = self.reinit.take().map(|r| r.held).unwrap_or_default();
+        let mut reinit = Reinit::new(at);
+        for line in held {
+            reinit.hold(line);
+        }
+        self.reinit = Some(reinit);
+        self.send_recorded(at, Purpose::Reinitialize, &init);
+    }
+
+    /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an
+    /// id of ours.
+    pub(super) fn send_recorded(&mut self, at: Stamp, purpose: Purpose, line: &Bytes) {
+        let peek = envelope::peek(line);
+        let (Some(method), Some(params)) = (peek.method(), peek.params) else {
+            return;
+        };
+        let pending = &self.pending;
+        let id = self.ids.request(purpose, |id| {
+            pending.contains_key(&(Side::Client, id.clone()))
+        });
+        self.fx
+            .send_agent(at, Target::Connection, Some(&id), method, params.get());
+    }
+
+    /// The restarted agent answered the `initialize` or `authenticate` the proxy sent again.
+    pub(super) fn reinit_answered(
+        &mut self,
+        at: Stamp,
+        purpose: Purpose,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        failed: bool,
+    ) {
+        let record = self.fx.proxy_record(at, Side::Agent, line.clone());
+        self.fx.journal(Target::Connection, record);
+        match purpose {
+            Purpose::Reinitialize if !failed => {
+                self.agent_initialized = true;
+                if let Some(agent) = AgentCaps::from_initialize(peek) {
+                    self.agent = agent;
+                }
+                if let Some(auth) = self.client_auth.clone() {
+                    self.send_recorded(at, Purpose::Reauthenticate, &auth);
+                    return;
+                }
+            }
+            Purpose::Reinitialize | Purpose::Reauthenticate if failed => {
+                self.fx.push(Action::Log(format!(
+                    "the restarted agent refused the client's recorded request: {}",
+                    String::from_utf8_lossy(line).trim_end()
+                )));
+            }
+            _ => {}
+        }
+        self.end_reinit(at);
+    }
+
+    /// A restarted agent that has not answered `initialize` within `reinit_timeout_us` is
+    /// taken for failed: the shell kills it and restarts it again as after a crash (within
+    /// `--respawn`; else the proxy ends, answering every waiting request).
+    pub(super) fn check_reinit(&mut self, at: Stamp) {
+        let timeout = self.config.reinit_timeout_us;
+        let Some(reinit) = self.reinit.as_mut() else {
+            return;
+        };
+        if reinit.deadline(timeout).is_none_or(|d| at.mono_us < d) {
+            return;
+        }
+        reinit.timed_out = true;
+        let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
+        self.fx
+            .event(at, Target::Connection, Event::InitTimeout { after_ms });
+        self.fx.push(Action::Log(format!(
+            "the restarted agent did not answer initialize within {} s: restarting it",
+            timeout as f64 / 1e6
+        )));
+        self.fx.push(Action::RestartAgent);
+    }
+
+    /// The restarted agent is ready (or will not be): the client lines that waited go on.
+    pub(super) fn end_reinit(&mut self, at: Stamp) {
+        if let Some(reinit) = self.reinit.take() {
+            for line in reinit.held {
+                self.handle_line(at, Side::Client, line);
+            }
+        }
+    }
+
+    /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
+    /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
+    /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
+    /// time. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
+    pub fn handle_tick(&mut self, at: Stamp) {
+        self.now = at.mono_us;
+        self.check_reinit(at);
+        let Some(timeout) = self.config.stall_timeout_us else {
+            return;
+        };
+        if self.prompts.is_empty() {
+            return;
+        }
+        let pending = &self.pending;
+        let waiting = |s: &str| {
+            pending
+                .iter()
+                .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
+        };
+        let stalls = stalls(
+            &mut self.prompts,
+            at.mono_us,
+            timeout,
+            self.config.stall_grace_us,
+            waiting,
+        );
+        let mut restart = false;
+        for stall in stalls {
+            match stall {
+                Stall::Cancel(s) => {
+                    self.fx.event(
+                        at,
+                        Target::Session(s.clone()),
+                        Event::PromptStalled {
+                            action: "cancel".into(),
+                        },
+                    );
+                    self.fx.push(Action::Log(format!(
+                        "the agent sent nothing for session {s} for {} s: cancelling the prompt",
+                        timeout as f64 / 1e6
+                    )));
+                    let params =
+                        json!({"sessionId": self.sessions.agent_id(&s).as_str()}).to_string();
+                    self.fx
+                        .send_agent(at, Target::Session(s), None, "session/cancel", &params);
+                }
+                Stall::Restart(s) => {
+                    self.fx.event(
+                        at,
+                        Target::Session(s.clone()),
+                        Event::PromptStalled {
+                            action: "restart".into(),
+                        },
+                    );
+                    self.fx.push(Action::Log(format!(
+                        "the agent did not answer the cancelled prompt of session {s}: restarting it"
+                    )));
+                    restart = true;
+                }
+            }
+        }
+        if restart {
+            self.fx.push(Action::RestartAgent);
+        }
+    }
+
+    /// A client line that names a session lost in an agent restart: bring the session up again
+    /// first (it waits), or answer what needs no agent. False when the line goes its usual way
+    /// (the session is not lost, or the client loads, resumes or deletes it).
+    pub(super) fn restore_first(
+        &mut self,
+        at: Stamp,
+        s: &str,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        if self.loads.wait_for_restore(s, line) {
+            return true;
+        }
+        if !self.sessions.is_lost(s) {
+            return false;
+        }
+        let session = self.sessions.id(s);
+        match (peek.method(), &peek.kind) {
+            (Some("session/load" | "session/resume" | "session/delete"), _) => false,
+            (Some("session/cancel"), _) => {
+                // Nothing runs on the new agent yet.
+                self.fx
+                    .journal_client(at, Target::Session(session), peek, line);
+                true
+            }
+            (Some("session/close"), Kind::Request { id, .. }) => {
+                self.fx
+                    .journal_client(at, Target::Session(session.clone()), peek, line);
+                self.sessions.set_not_live(&session);
+                self.fx.answer(at, Target::Session(session), id, Ok("{}"));
+                true
+            }
+            _ => {
+                let setup = self
+                    .sessions
+                    .setup(s)
+                    .cloned()
+                    .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
+                let request = LoadRequest::restore(session, setup, line.clone());
+                let op = self.next_op();
+                let (mut cx, loads) = self.cx();
+                loads.start(&mut cx, op, request);
+                true
+            }
+        }
+    }
 }

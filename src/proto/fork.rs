@@ -1,0 +1,65 @@
+//! `session/fork` for agents without it: the proxy copies the session's history in the journal
+//! ([`super::Action::ForkJournal`], done by the shell), then brings the copy up on a fresh agent
+//! session as a load (a `Loads` fork: `session/new`, mapping, re-prime) and answers with its ID.
+
+use bytes::Bytes;
+
+use super::loading::{self, LoadRequest};
+use super::{Action, Proxy, SessionId, Stamp, Target};
+use crate::wire::envelope::{self, Peek, RequestId, error_json};
+
+impl Proxy {
+    /// `session/fork` for an agent without it: the proxy forks the session in the journal
+    /// (`ForkJournal`), then brings the fork up on a fresh agent session with the re-prime.
+    pub(super) fn start_fork(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
+        let Some(mut request) = LoadRequest::parse(id, peek, false) else {
+            self.fx.journal_client(at, Target::Connection, peek, line);
+            let error = error_json(-32602, "Invalid params: sessionId is required", None);
+            self.fx.answer(at, Target::Connection, id, Err(&error));
+            return;
+        };
+        let parent = std::mem::replace(&mut request.session, SessionId::from(""));
+        request.session = SessionId::from(fork_id(&parent, at, self.fx.next_seq()));
+        request.request = Some(self.fx.client_record(at, peek, line));
+        request.fork = true;
+        let op = self.next_op();
+        self.fx.push(Action::ForkJournal {
+            op,
+            parent,
+            fork: request.session.clone(),
+            message: envelope::str_field(peek.params, "messageId"),
+        });
+        self.forks.insert(op, request);
+    }
+
+    /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
+    /// agent and answer), or it could not be made (`error`: answer that).
+    pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
+        let Some(request) = self.forks.remove(&op) else {
+            return;
+        };
+        match outcome {
+            Ok(()) => {
+                let (mut cx, loads) = self.cx();
+                loads.start(&mut cx, op, request);
+            }
+            Err(error) => {
+                if let Some(record) = request.request {
+                    self.fx.journal(Target::Connection, record);
+                }
+                if let loading::Asker::Client(id) = &request.asker {
+                    let error = error_json(-32002, &error, None);
+                    self.fx.answer(at, Target::Connection, id, Err(&error));
+                }
+            }
+        }
+    }
+}
+
+/// A new session ID for a fork of `parent` made at `at` (32 hex digits, derived from the
+/// parent, the time and the record number: the core reads no randomness).
+fn fork_id(parent: &str, at: Stamp, seq: u64) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{parent}\n{}\n{seq}", at.unix_us));
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -188,14 +188,7 @@ struct EchoPath {
 impl EchoPath {
     /// Start the path in front of the echo agent and initialize it.
     fn start(kind: PathKind) -> EchoPath {
-        let journal = kind
-            .journals()
-            .then(|| tempfile::tempdir().expect("tempdir"));
-        let agent = vec![me(), "__echo".to_string()];
-        let mut child = kind
-            .command(&agent, journal.as_ref().map(|d| d.path()))
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {}: {e}", kind.name()));
+        let (mut child, journal) = kind.start("__echo");
         let mut path = EchoPath {
             stdin: child.stdin.take().expect("piped"),
             stdout: BufReader::with_capacity(1 << 16, child.stdout.take().expect("piped")),
@@ -431,21 +424,13 @@ fn store_bytes(dir: &Path) -> StoreBytes {
         recompressed: 0,
     };
     let mut records = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let meta = e.metadata().expect("metadata");
-            if meta.is_dir() {
-                stack.push(e.path());
-            } else {
-                sb.all += meta.len();
-                if e.file_name().to_string_lossy().ends_with(".acpj.zst") {
-                    sb.segments += meta.len();
-                    sb.count += 1;
-                    let file = File::open(e.path()).expect("open segment");
-                    records.extend(zstd::stream::decode_all(file).expect("decode segment"));
-                }
-            }
+    for (path, len) in files_under(dir) {
+        sb.all += len;
+        if path.to_string_lossy().ends_with(".acpj.zst") {
+            sb.segments += len;
+            sb.count += 1;
+            let file = File::open(&path).expect("open segment");
+            records.extend(zstd::stream::decode_all(file).expect("decode segment"));
         }
     }
     sb.decoded = records.len() as u64;
@@ -453,6 +438,37 @@ fn store_bytes(dir: &Path) -> StoreBytes {
         .expect("zstd")
         .len() as u64;
     sb
+}
+
+/// Every file under `dir`, with its size.
+pub fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let meta = e.metadata().expect("metadata");
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                files.push((e.path(), meta.len()));
+            }
+        }
+    }
+    files
+}
+
+/// The name and CPU ticks (user + system, 10 ms) in a `/proc/…/stat` line.
+pub fn stat_ticks(stat: &str) -> Option<(&str, u64)> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    // After the name: state (field 3) … utime (14), stime (15).
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Some((&stat[open + 1..close], ticks(11) + ticks(12)))
 }
 
 fn vm_hwm_kib(pid: u32) -> Option<u64> {
@@ -471,20 +487,11 @@ fn thread_ticks(pid: u32) -> Vec<(u32, String, u64)> {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
             continue;
         };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        let Some((name, ticks)) = stat_ticks(&stat) else {
             continue;
         };
-        let name = stat[open + 1..close].to_string();
-        // After the name: state (field 3) … utime (14), stime (15).
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
         let tid = task.file_name().to_string_lossy().parse().unwrap_or(0);
-        out.push((tid, name, ticks(11) + ticks(12)));
+        out.push((tid, name.to_string(), ticks));
     }
     out
 }

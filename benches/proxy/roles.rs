@@ -186,6 +186,20 @@ impl PathKind {
         self != PathKind::Conductor
     }
 
+    /// Start this path in front of this bench binary's helper agent `role`, with a fresh store
+    /// when the path keeps one.
+    pub fn start(self, role: &str) -> (std::process::Child, Option<tempfile::TempDir>) {
+        let store = self
+            .journals()
+            .then(|| tempfile::tempdir().expect("tempdir"));
+        let agent = vec![me(), role.to_string()];
+        let child = self
+            .command(&agent, store.as_ref().map(|d| d.path()))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {}: {e}", self.name()));
+        (child, store)
+    }
+
     /// The command line of this path in front of `agent` (`journal` is the store for
     /// acp-journal, the directory of the trace file for the conductor).
     pub fn command(self, agent: &[String], journal: Option<&Path>) -> Command {

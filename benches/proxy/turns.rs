@@ -11,7 +11,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
-use crate::roles::{PathKind, me, raw_fd, request_id};
+use crate::measure::{files_under, stat_ticks};
+use crate::roles::{PathKind, raw_fd, request_id};
 use crate::traffic::{INIT_REQUEST, init_response};
 
 /// The `__turns` agent (see the module documentation).
@@ -70,14 +71,7 @@ struct TurnsPath {
 
 impl TurnsPath {
     fn start(kind: PathKind) -> TurnsPath {
-        let store = kind
-            .journals()
-            .then(|| tempfile::tempdir().expect("tempdir"));
-        let agent = vec![me(), "__turns".to_string()];
-        let mut child = kind
-            .command(&agent, store.as_ref().map(|d| d.path()))
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {}: {e}", kind.name()));
+        let (mut child, store) = kind.start("__turns");
         let mut path = TurnsPath {
             kind,
             stdin: child.stdin.take().expect("piped"),
@@ -212,37 +206,15 @@ pub fn run_turns(turns: usize) -> Turns {
 
 /// User + system CPU ticks (10 ms) of process `pid`, its threads (live and ended) included.
 fn process_ticks(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    let Some(close) = stat.rfind(')') else {
-        return 0;
-    };
-    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field(11) + field(12)
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat_ticks(&stat).map(|(_, ticks)| ticks))
+        .unwrap_or(0)
 }
 
 /// Bytes of every file under `dir`.
 fn dir_bytes(dir: &std::path::Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let meta = e.metadata().expect("metadata");
-            if meta.is_dir() {
-                stack.push(e.path());
-            } else {
-                total += meta.len();
-            }
-        }
-    }
-    total
+    files_under(dir).iter().map(|(_, len)| len).sum()
 }
 
 /// The report's section.

@@ -186,6 +186,61 @@ fn synthetic_load_replays_then_starts_a_new_session_and_maps_it() {
 }
 
 #[test]
+fn agent_lines_held_while_a_load_starts_their_session_are_bounded() {
+    let mut h = Harness::with(Config {
+        held_limit: 1000,
+        ..Config::default()
+    });
+    h.client(INIT);
+    h.agent(INIT_OK);
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+    let chunk = |n: usize, session: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{n:0>50}"}}}}}}}}"#
+        )
+    };
+    let texts = |out: &[Bytes]| -> Vec<(String, String)> {
+        out.iter()
+            .map(json_of)
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .map(|m| {
+                let text = m["params"]["update"]["content"]["text"].as_str().unwrap();
+                let session = m["params"]["sessionId"].as_str().unwrap();
+                (session.to_string(), text.to_string())
+            })
+            .collect()
+    };
+    // The agent floods its new session before answering `session/new`: held up to 1000
+    // bytes, then the held lines and the rest pass as they come, in order. The client does
+    // not know that session yet: they pass as the agent sent them.
+    let before = h.to_client.len();
+    for n in 0..20 {
+        h.agent(&chunk(n, "U"));
+    }
+    let out = texts(&h.to_client[before..]);
+    let expected: Vec<(String, String)> = (0..20)
+        .map(|n| ("U".to_string(), format!("{n:0>50}")))
+        .collect();
+    assert_eq!(out, expected);
+    // Answered, the session is mapped while its mode is restored: the rest goes out under
+    // the client's session ID, still as it comes.
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"sessionId":"U","modes":{"currentModeId":"code","availableModes":[{"id":"code","name":"Code"},{"id":"plan","name":"Plan"}]}}}"#);
+    assert_eq!(last_to_agent(&h)["method"], "session/set_mode");
+    let before = h.to_client.len();
+    h.agent(&chunk(20, "U"));
+    assert_eq!(
+        texts(&h.to_client[before..]),
+        vec![("S".to_string(), format!("{:0>50}", 20))]
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
+    assert_eq!(last_to_client(&h)["id"], 5, "the load is answered");
+    assert!(!h.proxy.held.overflowed(), "the next load holds again");
+}
+
+#[test]
 fn loading_an_unknown_session_is_resource_not_found() {
     let mut h = emulating();
     h.client(LOAD);

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::held::HeldLines;
 use super::history::Summary;
 use super::sessions::{AgentSessionId, Mapping, SetupParams};
 use super::{Action, Cx, Event, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
@@ -113,36 +114,21 @@ impl LoadRequest {
 pub(super) const NATIVE_HOLD_BYTES: usize = 16 << 20;
 
 /// A `session/load` or `session/resume` the client sent the agent itself, kept until its answer
-/// so a failure can be served from the journal. The agent's replay is held meanwhile: shown if
-/// the load succeeds, dropped if the journal's replay replaces it.
+/// so a failure can be served from the journal. The agent's replay is held meanwhile (up to
+/// [`NATIVE_HOLD_BYTES`]): shown if the load succeeds, dropped if the journal's replay
+/// replaces it.
 #[derive(Debug)]
 pub(super) struct NativeLoad {
     pub(super) request: LoadRequest,
-    pub(super) held: Vec<Bytes>,
-    held_bytes: usize,
-    /// The held replay went out past [`NATIVE_HOLD_BYTES`]: the rest passes as it comes.
-    pub(super) overflowed: bool,
+    pub(super) held: HeldLines,
 }
 
 impl NativeLoad {
     pub(super) fn new(request: LoadRequest) -> NativeLoad {
         NativeLoad {
             request,
-            held: Vec::new(),
-            held_bytes: 0,
-            overflowed: false,
+            held: HeldLines::default(),
         }
-    }
-
-    /// Hold a replay line; `false` when the bound is reached (the caller releases `held`).
-    pub(super) fn hold(&mut self, line: &Bytes) -> bool {
-        if self.overflowed || self.held_bytes + line.len() > NATIVE_HOLD_BYTES {
-            self.overflowed = true;
-            return false;
-        }
-        self.held_bytes += line.len();
-        self.held.push(line.clone());
-        true
     }
 }
 

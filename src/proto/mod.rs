@@ -44,6 +44,7 @@ mod effects;
 #[cfg(test)]
 mod emulate_tests;
 mod fork;
+mod held;
 pub mod history;
 mod ids;
 mod listing;
@@ -72,10 +73,11 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
 use capabilities::{AgentCaps, ClientCaps};
 use effects::Effects;
+use held::HeldLines;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
 use listing::List;
-use loading::{LoadRequest, Loads, NativeLoad, Progress, Step};
+use loading::{LoadRequest, Loads, NATIVE_HOLD_BYTES, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
 use restart::{PromptWatch, Reinit};
 pub use sessions::AgentSessionId;
@@ -319,7 +321,9 @@ pub struct Config {
     pub reinit_timeout_us: u64,
     /// Bytes of client lines the core holds for the agent (while a restarted agent is
     /// initialized, or a lost session is restored) before it stops reading the client:
-    /// backpressure, as a full pipe would give, instead of unbounded memory.
+    /// backpressure, as a full pipe would give, instead of unbounded memory. Also the bound of
+    /// the agent lines held while a load brings their session up: past it they go out as they
+    /// come (the agent is not stopped, as the load waits for its answer).
     pub held_limit: usize,
 }
 
@@ -425,8 +429,8 @@ pub struct Proxy {
     lists_by_request: HashMap<RequestId, u64>,
     /// Operation numbers (loads and lists), naming the store requests.
     next_op: u64,
-    /// Agent lines held while a load is bringing its session up.
-    held: Vec<Bytes>,
+    /// Agent lines held while a load is bringing its session up (bounded by `held_limit`).
+    held: HeldLines,
     /// Loads and resumes the client sent the agent, by client request id, in `auto` and
     /// `journal` modes: served from the journal should the agent fail them.
     native: HashMap<RequestId, NativeLoad>,
@@ -475,7 +479,7 @@ impl Proxy {
             lists: HashMap::new(),
             lists_by_request: HashMap::new(),
             next_op: 0,
-            held: Vec::new(),
+            held: HeldLines::default(),
             native: HashMap::new(),
             client_init: None,
             client_auth: None,
@@ -982,10 +986,10 @@ impl Proxy {
         };
         let NativeLoad {
             mut request,
-            held,
-            overflowed,
-            ..
+            mut held,
         } = native;
+        let overflowed = held.overflowed();
+        let held = held.take();
         if !failed {
             self.sessions
                 .set_setup(&request.session, request.setup.clone());
@@ -1121,16 +1125,20 @@ impl Proxy {
                     .and_then(|id| self.native.get_mut(id))
                     .filter(|_| update)
                 {
-                    if native.hold(line) {
+                    if native.held.hold(line, NATIVE_HOLD_BYTES) {
                         return true;
                     }
-                    let held = std::mem::take(&mut native.held);
+                    let held = native.held.take();
                     self.pass_all(at, held);
                     return false;
                 }
                 if self.is_starting(AgentRef(session)) {
-                    self.held.push(line.clone());
-                    return true;
+                    if self.held.hold(line, self.config.held_limit) {
+                        return true;
+                    }
+                    // Past the bound the lines go out as they come, after those held.
+                    let held = self.held.take();
+                    self.pass_all(at, held);
                 }
                 false
             }
@@ -1181,7 +1189,7 @@ impl Proxy {
 
     /// Forward the agent lines held during a load, through the normal path.
     fn release_held(&mut self, at: Stamp) {
-        let held = std::mem::take(&mut self.held);
+        let held = self.held.reset();
         for line in held {
             self.handle_line(at, Side::Agent, line);
         }

@@ -170,6 +170,7 @@ fn session(
             segment: store.relative(&path),
             cwd: Some("/bench".into()),
             agent: Some("npx @zed-industries/claude-code-acp".into()),
+            agent_name: None,
             t: started,
         })
         .expect("catalog");

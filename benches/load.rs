@@ -103,6 +103,7 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
             segment: format!("sessions/s{i:06}/x.acpj.zst"),
             cwd: Some("/bench".into()),
             agent: Some(agent.clone()),
+            agent_name: None,
             git_branch: Some("main".into()),
             t: 1_795_000_000_000_000 + i as i64 * 1_000,
         };

@@ -37,6 +37,10 @@ pub enum CatalogEntry {
         /// The agent command line (as in the segment header).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
+        /// The agent's own name, from its `initialize` response (see
+        /// [`crate::acp::agent_title`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_name: Option<String>,
         /// The Git branch checked out in `cwd` when the segment was opened.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         git_branch: Option<String>,
@@ -66,6 +70,16 @@ pub enum CatalogEntry {
         /// Unix microseconds.
         t: i64,
     },
+    /// The session's first prompt (in a run): its first line, the session's title while the
+    /// agent gives none. The first such entry of a session counts.
+    Prompt {
+        /// The session ID.
+        session: String,
+        /// See [`crate::acp::prompt_title`].
+        title: String,
+        /// Unix microseconds.
+        t: i64,
+    },
     /// The client deleted the session (`session/delete`): hidden from lists, kept on disk.
     Delete {
         /// The session ID.
@@ -83,10 +97,13 @@ pub enum CatalogEntry {
         /// Unix microseconds.
         t: i64,
     },
-    /// A prompt turn of the session ended.
+    /// Prompt turns of the session ended (the last at `t`).
     TurnEnded {
         /// The session ID.
         session: String,
+        /// How many (entries are coalesced; absent: one).
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        turns: u64,
         /// Unix microseconds.
         t: i64,
     },
@@ -116,6 +133,15 @@ pub enum CatalogEntry {
     },
 }
 
+fn one() -> u64 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
 /// What `list` shows for one session.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
@@ -137,6 +163,8 @@ pub struct SessionSummary {
     pub open: bool,
     /// The latest title from the agent's `session_info_update`.
     pub title: Option<String>,
+    /// The first line of its first prompt (see [`CatalogEntry::Prompt`]).
+    pub prompt: Option<String>,
     /// The latest `updatedAt` from the agent, if it sent one.
     pub updated_at: Option<String>,
     /// Agent-side IDs the session was continued under.
@@ -145,7 +173,10 @@ pub struct SessionSummary {
     pub deleted: bool,
     /// The agent command line of its latest segment.
     pub agent: Option<String>,
-    /// Prompt turns across its segments.
+    /// The agent's own name (`agentInfo`) in its latest segment that had one.
+    pub agent_name: Option<String>,
+    /// Prompt turns across its segments (those of its latest segment counted as they end,
+    /// while it is written).
     pub turns: u64,
     /// The state its proxy last reported (`running`, `idle`, `requires_action`); meaningful
     /// only while `open` and its proxy is alive.
@@ -167,6 +198,9 @@ struct Summaries {
     closed: HashMap<String, (u64, u64, u64, i64)>,
     /// Segment → session, to attribute a close.
     segment_of: HashMap<String, String>,
+    /// Turns ended in each session's latest segment while it is open, from `turnended`
+    /// entries (its close entry gives the count then).
+    live_turns: HashMap<String, u64>,
 }
 
 impl Summaries {
@@ -187,6 +221,7 @@ impl Summaries {
                 segment,
                 cwd,
                 agent,
+                agent_name,
                 git_branch,
                 t,
             } => {
@@ -196,6 +231,9 @@ impl Summaries {
                     .or_insert_with(|| SessionSummary::new(session.clone(), t));
                 if agent.is_some() {
                     s.agent = agent;
+                }
+                if agent_name.is_some() {
+                    s.agent_name = agent_name;
                 }
                 if cwd.is_some() {
                     s.cwd = cwd;
@@ -207,6 +245,7 @@ impl Summaries {
                 s.deleted = false;
                 s.open = true;
                 s.updated = s.updated.max(t);
+                self.live_turns.remove(&session);
                 self.segment_of.insert(segment.clone(), session.clone());
                 s.segments.push(segment);
                 Some(session)
@@ -222,6 +261,9 @@ impl Summaries {
                     .insert(segment.clone(), (records, bytes, turns, t));
                 let session = self.segment_of.get(&segment)?.clone();
                 let s = self.by_id.get_mut(&session)?;
+                if s.segments.last() == Some(&segment) {
+                    self.live_turns.remove(&session);
+                }
                 s.records += records;
                 s.bytes += bytes;
                 s.turns += turns;
@@ -248,6 +290,12 @@ impl Summaries {
                 s.updated = s.updated.max(t);
                 Some(session)
             }
+            CatalogEntry::Prompt { session, title, t } => {
+                let s = self.by_id.get_mut(&session)?;
+                s.prompt.get_or_insert(title);
+                s.updated = s.updated.max(t);
+                Some(session)
+            }
             CatalogEntry::Delete { session, .. } => {
                 self.by_id.get_mut(&session)?.deleted = true;
                 Some(session)
@@ -258,8 +306,9 @@ impl Summaries {
                 s.updated = s.updated.max(t);
                 Some(session)
             }
-            CatalogEntry::TurnEnded { session, t } => {
+            CatalogEntry::TurnEnded { session, turns, t } => {
                 let s = self.by_id.get_mut(&session)?;
+                *self.live_turns.entry(session.clone()).or_default() += turns;
                 s.last_turn_ended = Some(t);
                 s.updated = s.updated.max(t);
                 Some(session)
@@ -280,6 +329,16 @@ impl Summaries {
 }
 
 impl SessionSummary {
+    /// Its title: the agent's, else the first line of its first prompt.
+    pub fn shown_title(&self) -> Option<&str> {
+        self.title.as_deref().or(self.prompt.as_deref())
+    }
+
+    /// True when the client ever sent it a prompt (a session opened and left empty has none).
+    pub fn has_prompt(&self) -> bool {
+        self.prompt.is_some() || self.turns > 0 || self.last_turn_ended.is_some()
+    }
+
     fn new(session: String, t: i64) -> SessionSummary {
         SessionSummary {
             session,
@@ -291,10 +350,12 @@ impl SessionSummary {
             segments: vec![],
             open: false,
             title: None,
+            prompt: None,
             updated_at: None,
             agent_ids: vec![],
             deleted: false,
             agent: None,
+            agent_name: None,
             turns: 0,
             state: None,
             last_turn_ended: None,
@@ -473,6 +534,7 @@ impl Catalog for Store {
             }
             Err(e) => return Err(e),
         }
+        let live_turns = summaries.live_turns;
         let mut by_id = summaries.by_id;
         // Segments removed by `prune` (or by hand) are gone from the list.
         by_id.retain(|_, s| {
@@ -492,15 +554,21 @@ impl Catalog for Store {
                     s.updated = s.updated.max(*t);
                 } else {
                     s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                    if !count_open {
-                        continue;
-                    }
-                    if let Ok(reader) = SegmentReader::open(&path) {
+                    // The latest segment's turns as they ended (its journal may not have them
+                    // on disk yet); a segment read counts what a killed proxy left.
+                    let live = if s.segments.last() == Some(segment) {
+                        live_turns.get(&s.session).copied().unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    let mut turns = live;
+                    if count_open && let Ok(reader) = SegmentReader::open(&path) {
                         let scan = SegmentScan::of(reader);
                         s.records += scan.records;
-                        s.turns += scan.turns;
+                        turns = turns.max(scan.turns);
                         s.updated = s.updated.max(scan.last);
                     }
+                    s.turns += turns;
                 }
             }
         }
@@ -593,9 +661,21 @@ fn scan_segments(store: &Store) -> io::Result<Vec<CatalogEntry>> {
                 segment: segment.clone(),
                 cwd: header.cwd.clone(),
                 agent: Some(header.argv.join(" ")),
+                agent_name: header
+                    .initialize
+                    .as_ref()
+                    .and_then(|i| i.response_value())
+                    .and_then(|r| crate::acp::agent_title(&r)),
                 t: header.started,
             });
             let scan = SegmentScan::of(reader);
+            if let Some(title) = scan.prompt {
+                entries.push(CatalogEntry::Prompt {
+                    session: session.clone(),
+                    title,
+                    t: header.started,
+                });
+            }
             if let Some(title) = scan.title {
                 entries.push(CatalogEntry::Info {
                     session: session.clone(),
@@ -632,6 +712,8 @@ struct SegmentScan {
     turns: u64,
     last: i64,
     title: Option<String>,
+    /// The first line of its first prompt.
+    prompt: Option<String>,
     aliases: Vec<String>,
     clean: bool,
 }
@@ -644,6 +726,7 @@ impl SegmentScan {
             turns: 0,
             last: reader.header().started,
             title: None,
+            prompt: None,
             aliases: vec![],
             clean: false,
         };
@@ -659,6 +742,11 @@ impl SegmentScan {
                         |needle: &[u8]| memchr::memmem::find(&payload.bytes, needle).is_some();
                     if crate::wire::envelope::is_prompt_turn(*from, false, &payload.bytes) {
                         scan.turns += 1;
+                        if scan.prompt.is_none() {
+                            let msg: serde_json::Value =
+                                serde_json::from_slice(&payload.bytes).unwrap_or_default();
+                            scan.prompt = crate::acp::prompt_title(&msg["params"]["prompt"]);
+                        }
                     }
                     if *from == Side::Agent && finder(b"\"session_info_update\"") {
                         let msg: serde_json::Value =
@@ -687,6 +775,7 @@ mod tests {
             segment: format!("sessions/{session}/{t}.acpj.zst"),
             cwd: Some("/w".into()),
             agent: Some("agent".into()),
+            agent_name: None,
             git_branch: Some("main".into()),
             t,
         }
@@ -721,6 +810,7 @@ mod tests {
             },
             CatalogEntry::TurnEnded {
                 session: "a".into(),
+                turns: 1,
                 t: 8,
             },
         ] {
@@ -755,6 +845,46 @@ mod tests {
         .unwrap();
         assert_eq!(index.refresh().unwrap(), ["c"]);
         assert!(index.get("a").is_none());
+    }
+
+    #[test]
+    fn a_live_session_counts_its_turns_as_they_end_and_its_close_does_not_count_them_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.create_dirs().unwrap();
+        let turns = |store: &Store| store.sessions_with(false).unwrap()[0].turns;
+        let open = open("S", 1);
+        let CatalogEntry::Open { segment, .. } = &open else {
+            unreachable!()
+        };
+        std::fs::create_dir_all(dir.path().join("sessions/S")).unwrap();
+        std::fs::write(dir.path().join(segment), b"").unwrap();
+        store.append_catalog(&open).unwrap();
+        // An entry written before the count existed stands for one turn.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("catalog.ndjson"))
+            .unwrap()
+            .write_all(b"{\"ev\":\"turnended\",\"session\":\"S\",\"t\":2}\n")
+            .unwrap();
+        store
+            .append_catalog(&CatalogEntry::TurnEnded {
+                session: "S".into(),
+                turns: 3,
+                t: 3,
+            })
+            .unwrap();
+        assert_eq!(turns(&store), 4, "counted while the segment is open");
+        store
+            .append_catalog(&CatalogEntry::Close {
+                segment: segment.clone(),
+                records: 10,
+                bytes: 0,
+                turns: 4,
+                t: 4,
+            })
+            .unwrap();
+        assert_eq!(turns(&store), 4, "the close's count replaces the live one");
     }
 
     #[test]

@@ -28,17 +28,19 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
                 .cwd
                 .as_deref()
                 .is_none_or(|c| s.cwd.as_deref() == Some(c))
-            && args
-                .agent
-                .as_deref()
-                .is_none_or(|a| s.agent.as_deref().is_some_and(|x| x.contains(a)))
+            && args.agent.as_deref().is_none_or(|a| {
+                [&s.agent, &s.agent_name]
+                    .into_iter()
+                    .any(|x| x.as_deref().is_some_and(|x| x.contains(a)))
+            })
             && since.is_none_or(|t| s.updated >= t)
     });
     sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let rows: Vec<_> = sessions.iter().map(|s| json!({
-            "session": s.session, "title": s.title, "cwd": s.cwd, "agent": s.agent,
+            "session": s.session, "title": s.shown_title(), "cwd": s.cwd, "agent": s.agent,
+            "agent_name": s.agent_name,
             "started": s.started, "updated": s.updated, "turns": s.turns, "records": s.records,
             "bytes": s.bytes, "state": state(store, s), "segments": s.segments,
         })).collect();
@@ -62,9 +64,15 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
             out,
             "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  {}",
             prefixes[s.session.as_str()],
-            cut(s.title.as_deref().unwrap_or("-"), 24),
+            cut(s.shown_title().unwrap_or("-"), 24),
             cut(s.cwd.as_deref().unwrap_or("-"), 16),
-            cut(s.agent.as_deref().map(agent_name).unwrap_or("-"), 16),
+            cut(
+                s.agent_name
+                    .as_deref()
+                    .or(s.agent.as_deref().map(agent_name))
+                    .unwrap_or("-"),
+                16
+            ),
             when(s.started),
             when(s.updated),
             s.turns,

@@ -218,6 +218,14 @@ pub enum CatalogUpdate {
         /// The state.
         state: &'static str,
     },
+    /// The session's first prompt in this run: its first line (redacted), the session's title
+    /// when the agent gives none.
+    Prompt {
+        /// The session.
+        session: SessionId,
+        /// See [`crate::acp::prompt_title`].
+        title: String,
+    },
     /// A prompt turn ended.
     TurnEnded {
         /// The session.
@@ -250,8 +258,10 @@ pub struct ListedSession {
     pub session: String,
     /// Working directory.
     pub cwd: Option<String>,
-    /// Latest title.
+    /// Its title: the agent's latest, else the first line of its first prompt.
     pub title: Option<String>,
+    /// The client ever sent it a prompt: sessions without one are left out of lists.
+    pub prompted: bool,
     /// Last activity, ISO 8601.
     pub updated_at: Option<String>,
     /// Last activity, Unix microseconds: the list's order (newest first).
@@ -672,6 +682,12 @@ impl Proxy {
                             state,
                         }));
                     }
+                    if from == Side::Client
+                        && method == "session/prompt"
+                        && self.sessions.first_prompt(s)
+                    {
+                        self.catalog_prompt(s, peek);
+                    }
                 }
                 let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
                     record: record.clone(),
@@ -740,6 +756,28 @@ impl Proxy {
             }
             Kind::OtherJson | Kind::Invalid => Target::Connection,
         }
+    }
+
+    /// The first prompt of session `s` in this run: its title for the catalog.
+    fn catalog_prompt(&mut self, s: &SessionId, peek: &Peek<'_>) {
+        let Some(params) = peek
+            .params
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+        else {
+            return;
+        };
+        let Some(mut title) = crate::acp::prompt_title(&params["prompt"]) else {
+            return;
+        };
+        if self.config.redact
+            && let Some(redacted) = redact::redact_tokens(title.as_bytes())
+        {
+            title = String::from_utf8_lossy(&redacted).into_owned();
+        }
+        self.fx.push(Action::Catalog(CatalogUpdate::Prompt {
+            session: s.clone(),
+            title,
+        }));
     }
 
     /// A response in session `s` to a `method` request: a prompt's ends the turn (with the

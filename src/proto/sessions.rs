@@ -145,6 +145,8 @@ pub(super) struct Session {
     pub(super) closed_mapping: Option<Mapping>,
     /// What it was set up with in this connection: how to bring it up again.
     pub(super) setup: Option<SetupParams>,
+    /// The client sent it a prompt in this run.
+    pub(super) prompted: bool,
 }
 
 impl Session {
@@ -198,6 +200,11 @@ impl SessionTable {
     }
 
     /// True when the session's journal is open in this run.
+    /// The client sends `s` a prompt: true for its first in this run.
+    pub(super) fn first_prompt(&mut self, s: &SessionId) -> bool {
+        !std::mem::replace(&mut self.entry(s).prompted, true)
+    }
+
     pub(super) fn journal_open(&self, s: &str) -> bool {
         self.sessions.get(s).is_some_and(|s| s.journal_open)
     }

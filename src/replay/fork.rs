@@ -156,9 +156,18 @@ pub fn fork_session(
         segment: segment.clone(),
         cwd: cwd.clone(),
         agent: Some(agent),
+        agent_name: summary.and_then(|s| s.agent_name.clone()),
         git_branch: summary.and_then(|s| s.git_branch.clone()),
         t: unix_us,
     }];
+    // The fork keeps the parent's first prompt when it keeps a turn.
+    if let Some(title) = summary.and_then(|s| s.prompt.clone()).filter(|_| keep > 0) {
+        entries.push(CatalogEntry::Prompt {
+            session: fork_id.to_string(),
+            title,
+            t: unix_us,
+        });
+    }
     if title.is_some() {
         entries.push(CatalogEntry::Info {
             session: fork_id.to_string(),

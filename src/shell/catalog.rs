@@ -2,9 +2,9 @@
 //! one thread, in order, so no `open`/`write`/`read` of `catalog.ndjson` (nor the `.git` walk
 //! for a session's branch) ever blocks the relay.
 //!
-//! What changes with every turn (a session's `state`, its last turn's end, its usage) is
-//! coalesced on the main loop ([`CatalogService::append`]): the latest per session, written
-//! with the next [`CatalogService::flush`] (the shell calls it once a second), before any other
+//! What changes with every turn (a session's `state`, its first prompt, its last turn's end,
+//! its usage) is coalesced on the main loop ([`CatalogService::append`]): the latest per
+//! session (the first prompt: the first), written with the next [`CatalogService::flush`] (the shell calls it once a second), before any other
 //! entry, and before the catalog is read for `session/list`. A busy session thus costs at most
 //! one catalog write a second, however many turns and usage reports it has, and memory stays
 //! bounded by the number of sessions. Everything else (a session opened, closed, aliased,
@@ -56,6 +56,7 @@ pub(super) struct ListScope {
 /// The latest of a session's per-turn entries, not yet written.
 #[derive(Default)]
 struct Live {
+    prompt: Option<CatalogEntry>,
     usage: Option<CatalogEntry>,
     turn_ended: Option<CatalogEntry>,
     state: Option<CatalogEntry>,
@@ -96,8 +97,9 @@ impl CatalogService {
     pub(super) fn append(&mut self, entry: CatalogEntry) {
         let session = match &entry {
             CatalogEntry::State { session, .. }
+            | CatalogEntry::Prompt { session, .. }
             | CatalogEntry::TurnEnded { session, .. }
-            | CatalogEntry::Usage { session, .. } => session.clone(),
+            | CatalogEntry::Usage { session, .. } => session,
             _ => {
                 let mut entries = self.take_live();
                 entries.push(entry);
@@ -105,10 +107,27 @@ impl CatalogService {
                 return;
             }
         };
-        let live = self.live.entry(session).or_default();
+        // A session's key is allocated once per flush, not per entry.
+        if !self.live.contains_key(session) {
+            self.live.insert(session.clone(), Live::default());
+        }
+        let live = self.live.get_mut(session.as_str()).expect("inserted above");
         match entry {
             CatalogEntry::State { .. } => live.state = Some(entry),
-            CatalogEntry::TurnEnded { .. } => live.turn_ended = Some(entry),
+            CatalogEntry::Prompt { .. } => {
+                live.prompt.get_or_insert(entry);
+            }
+            CatalogEntry::TurnEnded { session, turns, t } => {
+                let before = match live.turn_ended.take() {
+                    Some(CatalogEntry::TurnEnded { turns, .. }) => turns,
+                    _ => 0,
+                };
+                live.turn_ended = Some(CatalogEntry::TurnEnded {
+                    session,
+                    turns: before + turns,
+                    t,
+                });
+            }
             CatalogEntry::Usage { usage, t, session } => {
                 live.usage = Some(match live.usage.take() {
                     Some(CatalogEntry::Usage {
@@ -168,7 +187,7 @@ impl CatalogService {
     fn take_live(&mut self) -> Vec<CatalogEntry> {
         std::mem::take(&mut self.live)
             .into_values()
-            .flat_map(|live| [live.usage, live.turn_ended, live.state])
+            .flat_map(|live| [live.prompt, live.usage, live.turn_ended, live.state])
             .flatten()
             .collect()
     }
@@ -241,7 +260,8 @@ fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<L
         .map(|s| ListedSession {
             session: s.session.clone(),
             cwd: s.cwd.clone(),
-            title: s.title.clone(),
+            title: s.shown_title().map(str::to_string),
+            prompted: s.has_prompt(),
             updated_at: s.updated_at.clone().or_else(|| iso(s.updated)),
             updated_us: s.updated,
             agent_ids: s.agent_ids.clone(),
@@ -320,6 +340,7 @@ mod tests {
             });
             service.append(CatalogEntry::TurnEnded {
                 session: "S".into(),
+                turns: 1,
                 t: turn * 2 + 1,
             });
             service.append(state("S", "idle", turn * 2 + 1));
@@ -343,6 +364,7 @@ mod tests {
             serde_json::json!({"used": 999, "size": 9})
         );
         assert_eq!(written[1]["t"], 1999);
+        assert_eq!(written[1]["turns"], 1000, "every turn counted");
         assert_eq!(written[2]["state"], "idle");
         assert_eq!(written[4]["state"], "running");
     }
@@ -360,6 +382,7 @@ mod tests {
             segment: "sessions/S/x.acpj.zst".into(),
             cwd: Some("/nowhere".into()),
             agent: Some("agent".into()),
+            agent_name: None,
             git_branch: None,
             t: 1,
         });

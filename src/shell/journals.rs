@@ -355,6 +355,11 @@ impl<T: Send + 'static> JournalSet<T> {
                     git_branch: None,
                     cwd,
                     agent: Some(self.info.argv.join(" ")),
+                    agent_name: initialize
+                        .response
+                        .as_deref()
+                        .and_then(|r| serde_json::from_slice(r).ok())
+                        .and_then(|r| crate::acp::agent_title(&r)),
                     t: at.unix_us,
                 };
                 (Some(writer), Some(entry))

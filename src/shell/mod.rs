@@ -529,6 +529,11 @@ impl Services {
                 updated_at,
                 t,
             },
+            CatalogUpdate::Prompt { session, title } => CatalogEntry::Prompt {
+                session: session.to_string(),
+                title,
+                t,
+            },
             CatalogUpdate::Delete { session } => CatalogEntry::Delete {
                 session: session.to_string(),
                 t,
@@ -540,6 +545,7 @@ impl Services {
             },
             CatalogUpdate::TurnEnded { session } => CatalogEntry::TurnEnded {
                 session: session.to_string(),
+                turns: 1,
                 t,
             },
             CatalogUpdate::Usage { session, usage } => CatalogEntry::Usage {

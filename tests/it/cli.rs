@@ -169,6 +169,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
                 segment: store.relative(&path),
                 cwd: header.cwd.clone(),
                 agent: Some(header.argv[0].clone()),
+                agent_name: None,
                 t: header.started,
             });
             catalog.push(CatalogEntry::Close {
@@ -186,6 +187,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
                 segment: store.relative(&path),
                 cwd: header.cwd.clone(),
                 agent: Some(header.argv[0].clone()),
+                agent_name: None,
                 t: header.started,
             });
         }
@@ -266,4 +268,58 @@ fn bad_numbers_in_flags_exit_2_naming_the_flag() {
         assert!(stderr.contains(flag), "{args:?} names {flag}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn list_shows_a_live_sessions_turns_its_first_prompt_as_title_and_the_agents_name() {
+    let peers = crate::util::Peers::get();
+    let store = tempfile::tempdir().unwrap();
+    let dir = store.path().to_str().unwrap();
+    let mut client = TestClient::spawn(&crate::util::proxied(store.path(), &peers.py_agent()));
+    let session = client.start_session(dir);
+    for text in ["\n  Fix the flaky test in ci.yml\nthen run it", "and again"] {
+        assert!(client.prompt(&session, text).get("result").is_some());
+    }
+    let row = |args: &[&str]| -> serde_json::Value {
+        let mut cmd = vec!["list", "--journal-dir", dir, "--json"];
+        cmd.extend(args);
+        let (code, out, err) = run_cli(&cmd);
+        assert_eq!(code, 0, "{err}");
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        rows.into_iter()
+            .find(|r| r["session"] == session.as_str())
+            .unwrap_or_else(|| panic!("{session} not listed: {out}"))
+    };
+    // While its proxy runs, the catalog learns each turn's end (written within a second).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let live = loop {
+        let live = row(&[]);
+        if live["turns"] == 2 || std::time::Instant::now() > deadline {
+            break live;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(live["turns"], 2, "{live}");
+    assert_eq!(live["state"], "live", "{live}");
+    assert_eq!(live["title"], "Fix the flaky test in ci.yml", "{live}");
+    assert_eq!(live["agent_name"], "Example Agent", "{live}");
+    assert!(
+        live["agent"].as_str().unwrap().contains("agent.py"),
+        "the command stays: {live}"
+    );
+    let (_, table, _) = run_cli(&["list", "--journal-dir", dir]);
+    let line = table.lines().find(|l| l.contains("Fix the flaky")).unwrap();
+    assert!(line.contains("Example Agent"), "{table}");
+    assert_eq!(client.finish().0, 0);
+    // Closed: the close entry's count, not twice; the same from the segments alone.
+    assert_eq!(row(&[])["turns"], 2);
+    let rebuilt = row(&["--rebuild-catalog"]);
+    assert_eq!(
+        (&rebuilt["turns"], &rebuilt["title"], &rebuilt["agent_name"]),
+        (
+            &json!(2),
+            &json!("Fix the flaky test in ci.yml"),
+            &json!("Example Agent")
+        )
+    );
 }

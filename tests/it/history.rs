@@ -29,6 +29,7 @@ fn generate(store: &Path, agent: &str, cwd: &str, n: usize) {
             segment: format!("sessions/gen-{i:05}/x.acpj.zst"),
             cwd: Some(cwd.into()),
             agent: Some(agent.into()),
+            agent_name: None,
             git_branch: Some("main".into()),
             t: 1_700_000_000_000_000 + i as i64 * 1_000_000,
         };

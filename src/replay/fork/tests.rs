@@ -81,6 +81,7 @@ fn segment(store: &Store, run: &str, records: &[Record]) {
             segment: store.relative(&path),
             cwd: Some("/rec".into()),
             agent: Some("agent --flag".into()),
+            agent_name: None,
             git_branch: Some("main".into()),
             t: 1,
         })

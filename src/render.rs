@@ -225,6 +225,14 @@ pub fn utc(unix_us: i64) -> String {
         .unwrap_or_default()
 }
 
+/// A journal time in UTC, RFC 3339 with every microsecond (`2026-11-25T01:27:39.166700Z`: fixed
+/// width, so the strings sort as the times do; empty when out of range).
+pub fn utc_us(unix_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(unix_us)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .unwrap_or_default()
+}
+
 /// A journal time of day in UTC: `HH:MM:SS.mmm`.
 pub fn clock(unix_us: i64) -> String {
     jiff::Timestamp::from_microsecond(unix_us)
@@ -279,6 +287,14 @@ mod tests {
 
     use super::*;
     use crate::journal::{Body, Payload};
+
+    #[test]
+    fn utc_us_keeps_every_microsecond_at_a_fixed_width() {
+        assert_eq!(utc_us(1_795_000_000_000_000), "2026-11-18T11:06:40.000000Z");
+        assert_eq!(utc_us(1_795_000_000_166_700), "2026-11-18T11:06:40.166700Z");
+        assert_eq!(utc_us(1), "1970-01-01T00:00:00.000001Z");
+        assert_eq!(utc_us(i64::MAX), "");
+    }
 
     fn transcript(lines: &[(Side, &str)]) -> String {
         let mut t = Transcript::new(Vec::new(), Style::Plain);

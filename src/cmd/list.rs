@@ -9,6 +9,7 @@ use crate::catalog::Catalog;
 use crate::catalog::SessionSummary;
 use crate::cli::ListArgs;
 use crate::journal::Store;
+use crate::render::utc_us;
 
 /// Print the sessions as a table or JSON.
 pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
@@ -38,12 +39,19 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
     sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
-        let rows: Vec<_> = sessions.iter().map(|s| json!({
-            "session": s.session, "title": s.shown_title(), "cwd": s.cwd, "agent": s.agent,
-            "agent_name": s.agent_name,
-            "started": s.started, "updated": s.updated, "turns": s.turns, "records": s.records,
-            "bytes": s.bytes, "state": state(store, s), "segments": s.segments,
-        })).collect();
+        let rows: Vec<_> = sessions
+            .iter()
+            .map(|s| {
+                json!({
+                    "session": s.session, "title": s.shown_title(), "cwd": s.cwd, "agent": s.agent,
+                    "agent_name": s.agent_name,
+                    "started": utc_us(s.started), "updated": utc_us(s.updated),
+                    "last_turn_ended": s.last_turn_ended.map(utc_us),
+                    "turns": s.turns, "records": s.records,
+                    "bytes": s.bytes, "state": state(store, s), "segments": s.segments,
+                })
+            })
+            .collect();
         serde_json::to_writer_pretty(&mut out, &rows)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);

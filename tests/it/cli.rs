@@ -303,6 +303,13 @@ fn list_shows_a_live_sessions_turns_its_first_prompt_as_title_and_the_agents_nam
     assert_eq!(live["state"], "live", "{live}");
     assert_eq!(live["title"], "Fix the flaky test in ci.yml", "{live}");
     assert_eq!(live["agent_name"], "Example Agent", "{live}");
+    for time in ["started", "updated", "last_turn_ended"] {
+        let text = live[time].as_str().unwrap_or_default();
+        assert!(
+            text.len() == 27 && text.parse::<jiff::Timestamp>().is_ok(),
+            "{time}: RFC 3339 with microseconds: {live}"
+        );
+    }
     assert!(
         live["agent"].as_str().unwrap().contains("agent.py"),
         "the command stays: {live}"

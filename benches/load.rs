@@ -109,6 +109,14 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
         };
         catalog.extend(serde_json::to_vec(&entry).expect("json"));
         catalog.push(b'\n');
+        // A prompted session: `session/list` shows only those.
+        let prompt = CatalogEntry::Prompt {
+            session: format!("s{i:06}"),
+            title: format!("task {i}"),
+            t: 1_795_000_000_000_000 + i as i64 * 1_000,
+        };
+        catalog.extend(serde_json::to_vec(&prompt).expect("json"));
+        catalog.push(b'\n');
     }
     Store::new(store.path()).create_dirs().expect("store");
     std::fs::write(store.path().join("catalog.ndjson"), catalog).expect("catalog");

@@ -428,6 +428,7 @@ fn listed(n: usize) -> Vec<ListedSession> {
             } else {
                 vec![]
             },
+            prompted: true,
             ..ListedSession::default()
         })
         .collect()
@@ -490,6 +491,36 @@ fn session_list_merges_with_the_agents_own_list() {
         .map(|s| s["sessionId"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids, ["s1", "native", "s0", "s2"]);
+}
+
+#[test]
+fn sessions_never_prompted_are_left_out_of_the_list() {
+    let mut h = emulating();
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{}}"#);
+    let mut sessions = listed(3);
+    sessions[1].prompted = false;
+    sessions_answer(&mut h, sessions.clone());
+    let ids: Vec<Value> = last_to_client(&h)["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].clone())
+        .collect();
+    assert_eq!(ids, [json!("s0"), json!("s2")]);
+    // Merged with an agent's list: the agent's rows are its own to choose.
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{}}"#);
+    sessions[2].prompted = false;
+    sessions_answer(&mut h, sessions);
+    h.agent(r#"{"jsonrpc":"2.0","id":9,"result":{"sessions":[{"sessionId":"s2","cwd":"/a"}]}}"#);
+    let mut ids: Vec<Value> = last_to_client(&h)["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].clone())
+        .collect();
+    ids.sort_by_key(Value::to_string);
+    assert_eq!(ids, [json!("s0"), json!("s2")]);
 }
 
 #[test]
@@ -816,6 +847,7 @@ fn history_rows(n: usize) -> Vec<ListedSession> {
             session: format!("h{i:05}"),
             cwd: Some("/a".into()),
             updated_us: i as i64 * 1_000_000,
+            prompted: true,
             ..ListedSession::default()
         })
         .collect()
@@ -870,6 +902,7 @@ fn history_rows_carry_branch_state_turn_end_cost_and_usage() {
             ),
             git_branch: Some("main".into()),
             agent: Some("node agent.js".into()),
+            prompted: true,
             ..ListedSession::default()
         }],
     );

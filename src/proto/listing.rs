@@ -7,7 +7,9 @@
 //! at most [`MAX_PAGE`]) with an opaque cursor naming the last row's place in that order, and per
 //! row, besides `sessionId`, `cwd`, `title` and `updatedAt`: `gitBranch`, `state` (while a proxy
 //! serves the session), `lastTurnEndedAt` and `cost`. What no schema has a field for (token
-//! usage, the agent that recorded the session) goes in `_meta.acpJournal`.
+//! usage, the agent that recorded the session) goes in `_meta.acpJournal`. Sessions the client
+//! never prompted are left out (the agent's own rows are its to choose), and a row's title is
+//! the agent's, else the first line of its first prompt.
 
 use std::collections::{HashMap, HashSet};
 
@@ -43,13 +45,15 @@ pub(super) struct List {
 }
 
 impl List {
+    /// The store's sessions this list shows: in its cwd, and prompted (an editor opens a
+    /// session for every chat it opens: one left without a prompt is not history).
     fn wanted<'a>(
         &'a self,
         listed: &'a [ListedSession],
     ) -> impl Iterator<Item = &'a ListedSession> {
         listed
             .iter()
-            .filter(|s| self.cwd.is_none() || s.cwd == self.cwd)
+            .filter(|s| s.prompted && (self.cwd.is_none() || s.cwd == self.cwd))
     }
 
     /// The answer served from the journal: `Ok(result)` or `Err(error)`, as JSON.

@@ -515,7 +515,9 @@ async fn proxy_made_answers_are_on_disk_before_they_are_forwarded() {
     let (proxy, mut p) = start(dir.path(), 1 << 20);
     let script = async move {
         open_session(&mut p).await;
-        // The agent cannot list sessions: the proxy answers from the catalog.
+        prompt_turn(&mut p, 0).await;
+        // The agent cannot list sessions: the proxy answers from the catalog (which lists
+        // sessions with a prompt).
         p.client_says(r#"{"jsonrpc":"2.0","id":7,"method":"session/list","params":{}}"#)
             .await;
         let list = p.client_gets().await;

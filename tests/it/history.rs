@@ -35,6 +35,13 @@ fn generate(store: &Path, agent: &str, cwd: &str, n: usize) {
         };
         catalog.extend(serde_json::to_vec(&entry).unwrap());
         catalog.push(b'\n');
+        let prompt = CatalogEntry::Prompt {
+            session: format!("gen-{i:05}"),
+            title: format!("task {i}"),
+            t: 1_700_000_000_000_000 + i as i64 * 1_000_000,
+        };
+        catalog.extend(serde_json::to_vec(&prompt).unwrap());
+        catalog.push(b'\n');
     }
     std::fs::write(store.root().join("catalog.ndjson"), catalog).unwrap();
     // One title and usage report, to check the fields.
@@ -106,6 +113,7 @@ fn session_list_pages_ten_thousand_sessions_newest_first_as_valid_v1() {
             let first = &rows[0];
             assert_eq!(first["sessionId"], "gen-09999");
             assert_eq!(first["gitBranch"], "main");
+            assert_eq!(first["title"], "task 9999", "the first prompt's line");
             assert_eq!(first["cost"], json!({"amount": 0.25, "currency": "USD"}));
             assert_eq!(first["_meta"]["acpJournal"]["usage"]["used"], 12);
             assert!(first["updatedAt"].as_str().unwrap().starts_with("2023-11-"));
@@ -161,13 +169,16 @@ fn list_changed_reaches_a_client_while_another_proxy_records_a_session() {
     );
     let listed = watcher.request("session/list", json!({"cwd": cwd}));
     assert_eq!(
-        listed["result"]["sessions"][0]["sessionId"],
-        session.as_str()
+        listed["result"]["sessions"],
+        json!([]),
+        "not history before its first prompt"
     );
     assert!(other.prompt(&session, "hello").get("result").is_some());
     assert!(wait_list_changed(&mut watcher, &cwd), "a turn in it");
     let listed = watcher.request("session/list", json!({"cwd": cwd}));
     let row = &listed["result"]["sessions"][0];
+    assert_eq!(row["sessionId"], session.as_str(), "{row}");
+    assert_eq!(row["title"], "hello", "the first prompt's line: {row}");
     assert_eq!(row["state"], "idle", "{row}");
     assert!(row["lastTurnEndedAt"].is_string(), "{row}");
     other.finish();

@@ -490,7 +490,85 @@ fn session_list_merges_with_the_agents_own_list() {
         .iter()
         .map(|s| s["sessionId"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ids, ["s1", "native", "s0", "s2"]);
+    // One order: all tie at the epoch here (`listed` has no times), so by ID.
+    assert_eq!(ids, ["native", "s0", "s1", "s2"]);
+}
+
+#[test]
+fn a_merged_list_is_one_order_newest_first_with_a_cursor_across_both() {
+    let at = |secs: i64| 1_795_000_000_000_000 + secs * 1_000_000;
+    let iso = |secs: i64| {
+        jiff::Timestamp::from_microsecond(at(secs))
+            .unwrap()
+            .to_string()
+    };
+    let journal = |id: &str, secs: i64, agent_ids: Vec<String>| ListedSession {
+        session: id.into(),
+        cwd: Some("/a".into()),
+        updated_us: at(secs),
+        agent_ids,
+        prompted: true,
+        ..ListedSession::default()
+    };
+    // The journal: sessions the agent does not list, and one it lists under its own ID.
+    let store = vec![
+        journal("j95", 95, vec![]),
+        journal("j70", 70, vec![]),
+        journal("j20", 20, vec![]),
+        journal("j10", 10, vec![]),
+        journal("mapped", 90, vec!["agent-b".into()]),
+    ];
+    let ids = |msg: &Value| -> Vec<String> {
+        msg["result"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"cwd":"/a","limit":2}}"#);
+    sessions_answer(&mut h, store.clone());
+    assert!(last_to_agent(&h)["params"].get("cursor").is_none());
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"sessions":[{{"sessionId":"a100","cwd":"/a","updatedAt":"{}"}},{{"sessionId":"agent-b","cwd":"/a"}}],"nextCursor":"agent-page-2"}}}}"#,
+        iso(100)
+    ));
+    let page = last_to_client(&h);
+    assert_eq!(
+        ids(&page),
+        ["a100", "j95", "mapped"],
+        "the journal's rows between the agent's, the agent's row without a time placed by the journal's"
+    );
+    let cursor = page["result"]["nextCursor"].as_str().unwrap().to_string();
+    assert_ne!(cursor, "agent-page-2", "wrapped");
+    // The next page: the agent gets its own cursor back.
+    h.client(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"session/list","params":{{"cwd":"/a","limit":2,"cursor":"{cursor}"}}}}"#
+    ));
+    sessions_answer(&mut h, store.clone());
+    assert_eq!(last_to_agent(&h)["params"]["cursor"], "agent-page-2");
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"result":{{"sessions":[{{"sessionId":"a50","cwd":"/a","updatedAt":"{}"}}]}}}}"#,
+        iso(50)
+    ));
+    let page = last_to_client(&h);
+    assert_eq!(
+        ids(&page),
+        ["j70", "a50", "j20"],
+        "after the agent's last page, the journal's older rows, `limit` of them"
+    );
+    let cursor = page["result"]["nextCursor"].as_str().unwrap().to_string();
+    // The rest from the journal alone, not forwarded.
+    let sent = h.to_agent.len();
+    h.client(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"session/list","params":{{"cwd":"/a","limit":2,"cursor":"{cursor}"}}}}"#
+    ));
+    sessions_answer(&mut h, store);
+    assert_eq!(h.to_agent.len(), sent);
+    let page = last_to_client(&h);
+    assert_eq!(ids(&page), ["j10"]);
+    assert!(page["result"].get("nextCursor").is_none());
 }
 
 #[test]

@@ -1,6 +1,12 @@
 //! `session/list`: answered from the journal's catalog for agents that lack it, or merged with
-//! the agent's own answer for agents that have it (agent-side IDs of mapped sessions shown as the
-//! client-facing ones, journal sessions the agent no longer lists added on the first page).
+//! the agent's own answer for agents that have it.
+//!
+//! Merged, the agent's rows (agent-side IDs of mapped sessions shown as the client-facing ones)
+//! and the journal's sessions the agent does not list make one order, newest activity first: each
+//! page of the agent's gets the journal's rows that fall between it and the page before, and the
+//! agent's `nextCursor` goes to the client wrapped with that place ([`Cursor::Merged`]), unwrapped
+//! on the way back. After the agent's last page, the journal's older rows follow in pages of
+//! their own.
 //!
 //! Served from the journal it follows the "session list for history views" draft: rows ordered
 //! by last activity, newest first (ties by session ID), pages of `limit` rows (default [`PAGE`],
@@ -38,6 +44,10 @@ pub(super) struct List {
     pub(super) limit: Option<usize>,
     /// Forwarded to the agent (which has `list`): merge its answer.
     pub(super) forwarded: bool,
+    /// Forwarded under the agent's own cursor, unwrapped from the client's.
+    pub(super) agent_cursor: Option<String>,
+    /// Merged: the journal's rows shown are after this place (the previous page's last row).
+    after: Option<(i64, String)>,
     /// The store's sessions, once fetched.
     pub(super) listed: Option<Vec<ListedSession>>,
     /// The agent's answer, held until `listed` arrives.
@@ -69,7 +79,7 @@ impl List {
             self.wanted(listed).filter(|s| s.cwd.is_some()).collect();
         rows.sort_unstable_by(|a, b| order(a).cmp(&order(b)));
         let start = match &cursor {
-            Some(Cursor::After(updated, session)) => rows
+            Some(Cursor::After(updated, session) | Cursor::Merged(_, updated, session)) => rows
                 .partition_point(|s| order(s) <= (std::cmp::Reverse(*updated), session.as_str())),
             Some(Cursor::Offset(n)) => *n,
             None => 0,
@@ -100,40 +110,106 @@ impl List {
                 to_client.insert(a, &s.session);
             }
         }
+        let journal: HashMap<&str, &ListedSession> =
+            listed.iter().map(|s| (s.session.as_str(), s)).collect();
         let merged = edit_line(response, |msg| {
-            let Some(result) = msg
+            let Some(mut result) = msg
                 .get("result")
                 .and_then(|r| serde_json::from_str::<Value>(r).ok())
             else {
                 return;
             };
+            // The agent's rows, client-facing, each with its place in the order.
             let mut seen = HashSet::new();
-            let mut sessions = Vec::new();
+            let mut rows: Vec<(i64, Value)> = Vec::new();
+            let mut previous = i64::MAX;
             for mut info in result["sessions"].as_array().cloned().unwrap_or_default() {
                 if let Some(id) = info["sessionId"].as_str()
                     && let Some(client) = to_client.get(id)
                 {
                     info["sessionId"] = json!(client);
                 }
-                if seen.insert(info["sessionId"].to_string()) {
-                    sessions.push(info);
+                let Some(id) = info["sessionId"].as_str().map(str::to_string) else {
+                    continue;
+                };
+                if !seen.insert(id.clone()) {
+                    continue;
                 }
+                // Its `updatedAt`, else the journal's last activity, else the row before's.
+                let updated = info["updatedAt"]
+                    .as_str()
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .map(|t| t.as_microsecond())
+                    .or_else(|| journal.get(id.as_str()).map(|s| s.updated_us))
+                    .unwrap_or(previous);
+                previous = updated;
+                rows.push((updated, info));
             }
-            if self.cursor.is_none() {
-                for s in self.wanted(listed) {
-                    if let Some(info) = session_info(s)
-                        && seen.insert(info["sessionId"].to_string())
-                    {
-                        sessions.push(info);
+            let agent_next = result["nextCursor"].as_str().map(str::to_string);
+            let oldest_agent = rows
+                .iter()
+                .map(|(updated, info)| (*updated, info["sessionId"].as_str().unwrap_or_default()))
+                .max_by(|a, b| place(a).cmp(&place(b)))
+                .map(|(updated, id)| (updated, id.to_string()));
+            // The journal's rows between the previous page and this one's oldest agent row
+            // (after the agent's last page: all that follow, up to the page's limit).
+            let mut extra: Vec<&ListedSession> = self
+                .wanted(listed)
+                .filter(|s| !seen.contains(&s.session))
+                .filter(|s| {
+                    self.after
+                        .as_ref()
+                        .is_none_or(|(u, id)| order(s) > (std::cmp::Reverse(*u), id.as_str()))
+                })
+                .filter(|s| match (&agent_next, &oldest_agent) {
+                    (Some(_), Some((u, id))) => order(s) < (std::cmp::Reverse(*u), id.as_str()),
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                })
+                .collect();
+            extra.sort_unstable_by(|a, b| order(a).cmp(&order(b)));
+            let limit = self.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+            let journal_more = agent_next.is_none() && extra.len() > limit;
+            extra.truncate(if agent_next.is_none() {
+                limit
+            } else {
+                extra.len()
+            });
+            rows.extend(
+                extra
+                    .iter()
+                    .filter_map(|s| Some((s.updated_us, session_info(s)?))),
+            );
+            rows.sort_by(|(ua, a), (ub, b)| {
+                let id = |v: &Value| v["sessionId"].as_str().unwrap_or_default().to_string();
+                place(&(*ua, id(a).as_str())).cmp(&place(&(*ub, id(b).as_str())))
+            });
+            let last = rows
+                .last()
+                .map(|(u, v)| (*u, v["sessionId"].as_str().unwrap_or_default().to_string()));
+            let next = match (agent_next, last) {
+                (Some(agent), Some((u, id))) => Some(encode_merged(&agent, u, &id)),
+                (None, Some((u, id))) if journal_more => Some(encode_cursor(u, &id)),
+                _ => None,
+            };
+            result["sessions"] = Value::Array(rows.into_iter().map(|(_, v)| v).collect());
+            match next {
+                Some(next) => result["nextCursor"] = json!(next),
+                None => {
+                    if let Some(r) = result.as_object_mut() {
+                        r.remove("nextCursor");
                     }
                 }
             }
-            msg.edit("result", |r| {
-                r.set("sessions", Value::Array(sessions).to_string())
-            });
+            msg.set("result", result.to_string());
         });
         Some(merged.map(Bytes::from).unwrap_or_else(|| response.clone()))
     }
+}
+
+/// A place in the order (last activity, session ID): newest first, then by ID.
+fn place<'a>(&(updated, session): &(i64, &'a str)) -> (std::cmp::Reverse<i64>, &'a str) {
+    (std::cmp::Reverse(updated), session)
 }
 
 /// A row's place in the list: newest activity first, then by session ID.
@@ -182,19 +258,35 @@ fn encode_cursor(updated: i64, session: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("acpj2:{updated}:{session}"))
 }
 
+/// The agent's cursor `agent`, for a merged list whose last row was `session`, last active at
+/// `updated`.
+fn encode_merged(agent: &str, updated: i64, session: &str) -> String {
+    use base64::Engine;
+    let raw = json!(["acpjm", agent, updated, session]).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
 /// Where a page starts.
-enum Cursor {
+pub(super) enum Cursor {
     /// After the row of this session, last active at this time.
     After(i64, String),
+    /// A merged list's: the agent's own cursor, and the place of the last row shown.
+    Merged(String, i64, String),
     /// At this position (cursors of earlier versions).
     Offset(usize),
 }
 
-fn decode_cursor(cursor: &str) -> Option<Cursor> {
+pub(super) fn decode_cursor(cursor: &str) -> Option<Cursor> {
     use base64::Engine;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()?;
+    if let Ok((tag, agent, updated, session)) =
+        serde_json::from_slice::<(String, String, i64, String)>(&raw)
+        && tag == "acpjm"
+    {
+        return Some(Cursor::Merged(agent, updated, session));
+    }
     let text = String::from_utf8(raw).ok()?;
     if let Some(offset) = text.strip_prefix("acpj:") {
         return Some(Cursor::Offset(offset.parse().ok()?));
@@ -263,7 +355,20 @@ impl Proxy {
         line: &Bytes,
     ) -> bool {
         let op = self.next_op();
-        let forwarded = self.agent.list;
+        let cursor = envelope::str_field(peek.params, "cursor");
+        // With an agent that lists: the first page and the merged ones go to it; a page of the
+        // journal's rows after the agent's last is served here.
+        let (forwarded, agent_cursor, after) = match cursor.as_deref().map(decode_cursor) {
+            _ if !self.agent.list => (false, None, None),
+            Some(Some(Cursor::Merged(agent, updated, session))) => {
+                (true, Some(agent), Some((updated, session)))
+            }
+            Some(Some(Cursor::After(..) | Cursor::Offset(_))) => (false, None, None),
+            // A cursor of the agent's own, never wrapped: the journal's rows were on the first
+            // page, none goes on this one.
+            Some(None) => (true, None, Some((i64::MIN, String::new()))),
+            None => (true, None, None),
+        };
         if !forwarded
             && self.client.list_changed
             && let Some(cwd) = envelope::str_field(peek.params, "cwd")
@@ -275,13 +380,15 @@ impl Proxy {
             List {
                 client_id: id.clone(),
                 cwd: envelope::str_field(peek.params, "cwd"),
-                cursor: envelope::str_field(peek.params, "cursor"),
+                cursor,
                 limit: peek
                     .params
                     .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
                     .and_then(|p| p["limit"].as_u64())
                     .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
                 forwarded,
+                agent_cursor,
+                after,
                 listed: None,
                 response: None,
             },

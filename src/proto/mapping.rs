@@ -78,11 +78,16 @@ pub(super) struct ClientEdit<'a> {
     pub(super) agent_session: Option<(&'a str, &'a str)>,
     /// The re-prime transcript, for a `session/prompt`.
     pub(super) reprime: Option<&'a str>,
+    /// The agent's own cursor, for a `session/list` the client sent with a merged list's.
+    pub(super) cursor: Option<&'a str>,
 }
 
 impl ClientEdit<'_> {
     pub(super) fn is_empty(&self) -> bool {
-        self.id.is_none() && self.cancel.is_none() && self.agent_session.is_none()
+        self.id.is_none()
+            && self.cancel.is_none()
+            && self.agent_session.is_none()
+            && self.cursor.is_none()
     }
 }
 
@@ -100,6 +105,9 @@ pub(super) fn edit_client_line(line: &[u8], edit: &ClientEdit<'_>) -> Option<Vec
         msg.edit("params", |p| {
             if let Some(alias) = edit.cancel {
                 p.set("requestId", alias.to_json());
+            }
+            if let Some(cursor) = edit.cursor {
+                p.set("cursor", json_string(cursor));
             }
             if let Some((client, agent)) = edit.agent_session {
                 p.set("sessionId", json_string(agent));

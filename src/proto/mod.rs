@@ -1259,6 +1259,14 @@ impl Proxy {
             (Some("$/cancel_request"), Some(rid)) => self.ids.sent_as(&rid).cloned(),
             _ => None,
         };
+        let cursor = match (&peek.kind, method) {
+            (Kind::Request { id, .. }, Some("session/list")) => self
+                .lists_by_request
+                .get(id)
+                .and_then(|op| self.lists.get(op))
+                .and_then(|l| l.agent_cursor.clone()),
+            _ => None,
+        };
         // Only requests and notifications are mapped: an object without a method is no
         // message of the session, and passes unchanged.
         let session = peek.session.as_deref().filter(|_| method.is_some());
@@ -1278,6 +1286,7 @@ impl Proxy {
             cancel: cancel.as_ref(),
             agent_session: session.zip(agent_session.as_ref().map(AgentSessionId::as_str)),
             reprime: reprime.as_deref(),
+            cursor: cursor.as_deref(),
         };
         if edit.is_empty() {
             return None;

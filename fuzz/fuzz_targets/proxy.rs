@@ -18,7 +18,8 @@ use acp_journal::journal::format::{Encoding, decode_record, encode_record};
 use acp_journal::journal::{Body, Record};
 use acp_journal::proto::redact::{REDACTED, redact_tokens};
 use acp_journal::proto::{
-    Action, Config, HistoryChunk, ListedSession, LoadMode, Proxy, Stamp, Summary, Target,
+    Action, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy, Stamp, Summary,
+    Target,
 };
 use acp_journal::wire::Side;
 use acp_journal::wire::envelope::{self, Kind};
@@ -30,6 +31,8 @@ use serde_json::Value;
 enum Step<'a> {
     /// A whole line from a peer, with `\n` or `\r\n`.
     Line(Side, &'a [u8], &'static [u8]),
+    /// A whole line from a second client connection.
+    Second(&'a [u8]),
     /// A final line without terminator.
     Partial(Side, &'a [u8]),
     /// A stderr chunk, with or without a newline.
@@ -60,7 +63,8 @@ fn parse(chunk: &[u8]) -> Option<Step<'_>> {
     let (&op, body) = chunk.split_first()?;
     let first = body.first().copied().unwrap_or(0);
     Some(match op % 16 {
-        0..=3 => Step::Line(Side::Client, body, b"\n"),
+        0..=2 => Step::Line(Side::Client, body, b"\n"),
+        3 => Step::Second(body),
         4 => Step::Line(Side::Client, body, b"\r\n"),
         5..=8 => Step::Line(Side::Agent, body, b"\n"),
         9 => Step::Line(Side::Agent, body, b"\r\n"),
@@ -94,6 +98,17 @@ struct Driver {
     agent_ended: bool,
     /// Sides whose stream ended: nothing more comes from them (the shell stops reading).
     ended: HashSet<Side>,
+    /// A second client connection sent a line: its requests are renumbered and lines for
+    /// clients routed, so the one-connection stream checks no longer apply.
+    several: bool,
+}
+
+/// The peer of `side` on the first connection.
+fn peer(side: Side) -> Peer {
+    match side {
+        Side::Client => Peer::Client(ConnId::FIRST),
+        Side::Agent => Peer::Agent,
+    }
 }
 
 impl Driver {
@@ -107,6 +122,7 @@ impl Driver {
 
     /// Apply every pending action; returns the lines forwarded, by receiver.
     fn drain(&mut self) -> Vec<(Side, Bytes)> {
+        let several = self.several;
         let mut forwarded = vec![];
         while let Some(action) = self.proxy.poll_action() {
             match action {
@@ -123,7 +139,14 @@ impl Driver {
                             String::from_utf8_lossy(&line)
                         );
                     }
-                    forwarded.push((to, line));
+                    if !several {
+                        assert_eq!(
+                            to,
+                            peer(to.side()),
+                            "one connection: every client line goes to it"
+                        );
+                    }
+                    forwarded.push((to.side(), line));
                 }
                 Action::OpenSession { session, .. } => {
                     assert!(
@@ -186,8 +209,11 @@ impl Driver {
     fn line(&mut self, from: Side, line: Bytes) {
         let at = self.stamp();
         self.inputs.insert(line.clone());
-        self.proxy.handle_line(at, from, line.clone());
+        self.proxy.handle_line(at, peer(from), line.clone());
         let forwarded = self.drain();
+        if self.several {
+            return;
+        }
         let same = forwarded
             .iter()
             .any(|(to, l)| *to == from.other() && *l == line);
@@ -227,6 +253,15 @@ impl Driver {
             Step::Line(Side::Client, ..) | Step::Partial(Side::Client, _)
                 if !self.proxy.reads_client() => {}
             Step::Line(from, body, end) => self.line(from, Bytes::from([body, end].concat())),
+            Step::Second(_) if self.ended.contains(&Side::Client) => {}
+            Step::Second(body) => {
+                let at = self.stamp();
+                let line = Bytes::from([body, b"\n"].concat());
+                self.inputs.insert(line.clone());
+                self.several = true;
+                self.proxy.handle_line(at, Peer::Client(ConnId(1)), line);
+                self.drain();
+            }
             Step::Partial(from, body) if !body.is_empty() => {
                 self.line(from, Bytes::copy_from_slice(body))
             }
@@ -239,7 +274,7 @@ impl Driver {
             }
             Step::Eof(from) => {
                 let at = self.stamp();
-                self.proxy.handle_eof(at, from);
+                self.proxy.handle_eof(at, peer(from));
                 self.agent_ended |= from == Side::Agent;
                 self.ended.insert(from);
                 self.drain();
@@ -423,6 +458,7 @@ fuzz_target!(|data: &[u8]| {
         inputs: HashSet::new(),
         agent_ended: false,
         ended: HashSet::new(),
+        several: false,
     };
     for chunk in rest.split(|b| *b == b'\n') {
         if let Some(step) = parse(chunk) {

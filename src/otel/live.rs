@@ -23,7 +23,7 @@ use bytes::Bytes;
 use super::http::Endpoint;
 use super::spans::{SpanBuilder, SpanContext, prompt_ids};
 use crate::journal::{Body, Record};
-use crate::proto::{Action, SessionId, Target};
+use crate::proto::{Action, Peer, SessionId, Target};
 use crate::wire::rewrite::{edit_line, json_string};
 use crate::wire::{Side, envelope};
 
@@ -151,7 +151,7 @@ impl Hook {
                 }
             }
             Action::Forward {
-                to: Side::Agent,
+                to: Peer::Agent,
                 line,
             } if self.trace_context => {
                 if envelope::peek(line).method() == Some("session/prompt")
@@ -351,7 +351,7 @@ mod tests {
             b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"S\",\"prompt\":[]}}\n",
         );
         let mut forward = Action::Forward {
-            to: Side::Agent,
+            to: Peer::Agent,
             line,
         };
         hook.action(&mut forward);

@@ -2,23 +2,34 @@
 //! and the lines the proxy writes itself (answers, its own requests, notices).
 //!
 //! Every component of the core emits through one [`Effects`], so the record sequence and the
-//! order of actions are those of the calls.
+//! order of actions are those of the calls. Lines for clients are queued unaddressed
+//! ([`Queued::ToClients`]): the proxy routes them to connections as they are polled
+//! ([`super::connection`]).
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{Action, Body, Event, Payload, Record, SessionId, Side, Stamp, Target, redact};
+use super::{Action, Body, Event, Payload, Peer, Record, SessionId, Side, Stamp, Target, redact};
 use crate::wire::envelope::{self, Peek, RequestId, response_line};
 use crate::wire::rewrite::json_string;
+
+/// An entry of the output queue.
+#[derive(Debug)]
+pub(super) enum Queued {
+    /// An action, as it is.
+    Action(Action),
+    /// A line for clients, to be routed to connections.
+    ToClients(Bytes),
+}
 
 /// The core's output queue and record numbering.
 #[derive(Debug)]
 pub(super) struct Effects {
     redact: bool,
     seq: u64,
-    actions: VecDeque<Action>,
+    actions: VecDeque<Queued>,
 }
 
 impl Effects {
@@ -30,12 +41,12 @@ impl Effects {
         }
     }
 
-    pub(super) fn pop(&mut self) -> Option<Action> {
+    pub(super) fn pop(&mut self) -> Option<Queued> {
         self.actions.pop_front()
     }
 
     pub(super) fn push(&mut self, action: Action) {
-        self.actions.push_back(action);
+        self.actions.push_back(Queued::Action(action));
     }
 
     /// Sequence number of the next record.
@@ -63,7 +74,7 @@ impl Effects {
         {
             redact::redact_event(event);
         }
-        self.actions.push_back(Action::Journal { target, record });
+        self.push(Action::Journal { target, record });
     }
 
     /// Journal an event.
@@ -72,8 +83,15 @@ impl Effects {
         self.journal(target, record);
     }
 
+    /// Forward `line` to the agent, or to the clients it is for.
     pub(super) fn forward(&mut self, to: Side, line: Bytes) {
-        self.actions.push_back(Action::Forward { to, line });
+        self.actions.push_back(match to {
+            Side::Agent => Queued::Action(Action::Forward {
+                to: Peer::Agent,
+                line,
+            }),
+            Side::Client => Queued::ToClients(line),
+        });
     }
 
     /// How a line is stored: classified, and redacted when configured.

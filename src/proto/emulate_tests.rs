@@ -724,7 +724,7 @@ fn loads_and_forwarded_lists_are_answered_once_when_the_agent_exits() {
     sessions_answer(&mut h, listed(1));
     let before = h.to_client.len();
     let at = h.stamp();
-    h.proxy.handle_eof(at, Side::Agent);
+    h.proxy.handle_eof(at, Peer::Agent);
     h.drain();
     let answers: Vec<Value> = h.to_client[before..].iter().map(json_of).collect();
     let ids: Vec<Value> = answers.iter().map(|a| a["id"].clone()).collect();

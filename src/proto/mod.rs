@@ -6,7 +6,8 @@
 //!
 //! # Driving contract
 //! - Inputs (`handle_*`, return `()`): [`Proxy::handle_line`] for every whole line read from a
-//!   peer (line ending included), [`Proxy::handle_eof`] when a peer closes its stream,
+//!   peer (line ending included): the agent, or a client connection ([`Peer`], [`ConnId`]; the
+//!   stdio proxy has one), [`Proxy::handle_eof`] when a peer closes its stream,
 //!   [`Proxy::handle_stderr`] for agent stderr chunks, [`Proxy::handle_event`] for things the
 //!   shell observed (agent exit, signals), and the answers to its requests to the store
 //!   ([`Proxy::handle_history`], [`Proxy::handle_sessions`]).
@@ -34,12 +35,17 @@
 //! - [`listing`]: `session/list` served from the store or merged with the agent's;
 //! - [`sessions`] and [`mapping`]: the session table, and the edits of a session continued on
 //!   the agent under another ID; [`ids`]: the proxy's own request ids;
+//! - [`connection`]: several client connections on the one agent (ids per connection, lines
+//!   routed to the connections a session is attached to);
 //! - `session/close` and `session/delete` answered here, and every client request answered
 //!   with -32603 once the agent has exited.
 //!
 //! Edits go through [`crate::wire::rewrite`], which keeps every member it does not change byte for byte.
 
 mod capabilities;
+mod connection;
+#[cfg(test)]
+mod connection_tests;
 mod effects;
 #[cfg(test)]
 mod emulate_tests;
@@ -72,7 +78,9 @@ use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
 use capabilities::{AgentCaps, ClientCaps};
-use effects::Effects;
+pub use connection::{ConnId, Peer};
+use connection::{Connections, Route};
+use effects::{Effects, Queued};
 use held::HeldLines;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
@@ -121,7 +129,7 @@ pub enum Action {
     /// Write exactly these bytes to `to`.
     Forward {
         /// The receiving peer.
-        to: Side,
+        to: Peer,
         /// The line, terminator included: the bytes received.
         line: Bytes,
     },
@@ -424,6 +432,10 @@ impl Cx<'_> {
 pub struct Proxy {
     config: Config,
     fx: Effects,
+    /// The client connections, and the ids of their requests.
+    connections: Connections,
+    /// Lines for clients routed to more than one connection, not polled yet.
+    routed: std::collections::VecDeque<Action>,
     pending: PendingTable,
     sessions: SessionTable,
     initialize: Initialize,
@@ -478,6 +490,8 @@ impl Proxy {
         Proxy {
             config,
             fx: Effects::new(config.redact),
+            connections: Connections::default(),
+            routed: std::collections::VecDeque::new(),
             pending: HashMap::new(),
             sessions: SessionTable::default(),
             initialize: Initialize::default(),
@@ -509,7 +523,37 @@ impl Proxy {
     /// The next action to apply, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.fx.pop()
+        loop {
+            if let Some(action) = self.routed.pop_front() {
+                return Some(action);
+            }
+            let line = match self.fx.pop()? {
+                Queued::Action(action) => return Some(action),
+                Queued::ToClients(line) => line,
+            };
+            let sessions = &self.sessions;
+            match self.connections.route(line, |s| sessions.attached(s)) {
+                Route::One(conn, line) => {
+                    if self.connections.several()
+                        && let Some(created) = connection::created_session(&line)
+                    {
+                        self.sessions.attach(&created, conn);
+                    }
+                    return Some(Action::Forward {
+                        to: Peer::Client(conn),
+                        line,
+                    });
+                }
+                Route::Each(conns, line) => {
+                    self.routed
+                        .extend(conns.into_iter().map(|conn| Action::Forward {
+                            to: Peer::Client(conn),
+                            line: line.clone(),
+                        }));
+                }
+                Route::Dropped => {}
+            }
+        }
     }
 
     /// Requests still awaiting a response (both directions).
@@ -558,7 +602,50 @@ impl Proxy {
     }
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
-    pub fn handle_line(&mut self, at: Stamp, from: Side, line: Bytes) {
+    pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
+        match from {
+            Peer::Agent => self.take_line(at, Side::Agent, line),
+            Peer::Client(conn) => {
+                if let Some(line) = self.arrive(at, conn, line) {
+                    self.take_line(at, Side::Client, line);
+                }
+            }
+        }
+    }
+
+    /// A line from connection `conn`, as the core takes it (`None`: answered here). The
+    /// connection is attached to the session the line names; a later connection's request is
+    /// renumbered, and its `initialize` answered with the agent's recorded answer.
+    fn arrive(&mut self, at: Stamp, conn: ConnId, line: Bytes) -> Option<Bytes> {
+        self.connections.arrive(conn);
+        let peek = envelope::peek(&line);
+        if let Some(s) = peek.session.as_deref()
+            && peek.method().is_some()
+        {
+            self.sessions.attach(s, conn);
+        }
+        if conn != ConnId::FIRST
+            && let Kind::Request { id, method } = &peek.kind
+            && method == "initialize"
+            && let Some(answer) = self.initialize.response.as_deref()
+            && let Some(result) = envelope::peek(answer).result
+        {
+            // The agent is initialized once; a later connection gets its answer.
+            self.fx.journal_client(at, Target::Connection, &peek, &line);
+            let line = envelope::response_line(id, Ok(result.get()));
+            let record = self.fx.proxy_record(at, Side::Agent, line.clone());
+            self.fx.journal(Target::Connection, record);
+            self.fx.push(Action::Forward {
+                to: Peer::Client(conn),
+                line,
+            });
+            return None;
+        }
+        Some(self.connections.inbound(conn, &peek, &line).unwrap_or(line))
+    }
+
+    /// A whole line from one side, as the core handles it.
+    fn take_line(&mut self, at: Stamp, from: Side, line: Bytes) {
         self.now = at.mono_us;
         let peek = envelope::peek(&line);
         if from == Side::Client
@@ -856,7 +943,16 @@ impl Proxy {
     /// client request still waiting for an answer (and any the client sends later) is answered
     /// with error -32603 ("the agent exited"), journaled as a line the proxy made. After the
     /// client closed its stream (a normal shutdown) nothing is answered.
-    pub fn handle_eof(&mut self, at: Stamp, from: Side) {
+    /// A client connection that ends while others remain is detached from its sessions (they
+    /// live on); the last one ending is the client's end.
+    pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
+        if let Peer::Client(conn) = from {
+            self.sessions.detach(conn);
+            if !self.connections.end(conn) {
+                return;
+            }
+        }
+        let from = from.side();
         if from == Side::Agent {
             self.flush_stderr(at, true);
             self.agent_ended = true;
@@ -1199,7 +1295,7 @@ impl Proxy {
             Progress::Done => {}
             Progress::Restored(lines) => {
                 for line in lines {
-                    self.handle_line(at, Side::Client, line);
+                    self.take_line(at, Side::Client, line);
                 }
             }
             Progress::Unrestored { lines, error } => {
@@ -1229,7 +1325,7 @@ impl Proxy {
     fn release_held(&mut self, at: Stamp) {
         let held = self.held.reset();
         for line in held {
-            self.handle_line(at, Side::Agent, line);
+            self.take_line(at, Side::Agent, line);
         }
     }
 

@@ -100,7 +100,7 @@ fn lines_that_are_not_utf8_are_redacted_too() {
     let mut h = Harness::new();
     let line = Bytes::from([&b"\xff\xfe "[..], TOKEN.as_bytes(), b"\n"].concat());
     let at = h.stamp();
-    h.proxy.handle_line(at, Side::Agent, line.clone());
+    h.proxy.handle_line(at, Peer::Agent, line.clone());
     h.drain();
     assert_eq!(h.to_client, [line], "forwarded unaltered");
     let record = &h.journals[&Target::Connection][0];

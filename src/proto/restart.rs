@@ -323,7 +323,7 @@ impl Proxy {
     pub(super) fn end_reinit(&mut self, at: Stamp) {
         if let Some(reinit) = self.reinit.take() {
             for line in reinit.held {
-                self.handle_line(at, Side::Client, line);
+                self.take_line(at, Side::Client, line);
             }
         }
     }

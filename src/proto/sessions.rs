@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Action, Effects, Initialize, SessionId};
+use super::{Action, ConnId, Effects, Initialize, SessionId};
 use crate::wire::envelope::RequestId;
 use crate::wire::rewrite::{RawObject, json_string};
 
@@ -147,6 +147,9 @@ pub(super) struct Session {
     pub(super) setup: Option<SetupParams>,
     /// The client sent it a prompt in this run.
     pub(super) prompted: bool,
+    /// The client connections attached to it (that sent a line naming it, or were answered
+    /// with its creation), in the order they came; a connection's end detaches it.
+    pub(super) attached: Vec<ConnId>,
 }
 
 impl Session {
@@ -200,6 +203,29 @@ impl SessionTable {
     }
 
     /// True when the session's journal is open in this run.
+    /// Connection `conn` uses session `s` (one the table knows).
+    pub(super) fn attach(&mut self, s: &str, conn: ConnId) {
+        if let Some(session) = self.sessions.get_mut(s)
+            && !session.attached.contains(&conn)
+        {
+            session.attached.push(conn);
+        }
+    }
+
+    /// Connection `conn` ended: its sessions live on without it.
+    pub(super) fn detach(&mut self, conn: ConnId) {
+        for session in self.sessions.values_mut() {
+            session.attached.retain(|c| *c != conn);
+        }
+    }
+
+    /// The connections attached to `s`.
+    pub(super) fn attached(&self, s: &str) -> &[ConnId] {
+        self.sessions
+            .get(s)
+            .map_or(&[], |session| &session.attached)
+    }
+
     /// The client sends `s` a prompt: true for its first in this run.
     pub(super) fn first_prompt(&mut self, s: &SessionId) -> bool {
         !std::mem::replace(&mut self.entry(s).prompted, true)

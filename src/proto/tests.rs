@@ -7,11 +7,22 @@ use bytes::Bytes;
 use super::*;
 use crate::journal::format::Encoding;
 
+/// The peer on `side`: the first client connection, or the agent.
+pub(super) fn peer(side: Side) -> Peer {
+    match side {
+        Side::Client => Peer::Client(ConnId::FIRST),
+        Side::Agent => Peer::Agent,
+    }
+}
+
 /// Feeds lines to a [`Proxy`] and collects what it does.
 pub(super) struct Harness {
     pub(super) proxy: Proxy,
     now: u64,
+    /// Lines to any client connection, in order.
     pub(super) to_client: Vec<Bytes>,
+    /// The same, by connection.
+    pub(super) clients: BTreeMap<ConnId, Vec<Bytes>>,
     pub(super) to_agent: Vec<Bytes>,
     pub(super) journals: BTreeMap<Target, Vec<Record>>,
     pub(super) opened: Vec<(SessionId, Option<String>, Initialize)>,
@@ -34,6 +45,7 @@ impl Harness {
             proxy: Proxy::new(config),
             now: 0,
             to_client: vec![],
+            clients: BTreeMap::new(),
             to_agent: vec![],
             journals: BTreeMap::new(),
             opened: vec![],
@@ -50,7 +62,7 @@ impl Harness {
         }
     }
 
-    fn line(&mut self, from: Side, line: &str) {
+    fn line(&mut self, from: Peer, line: &str) {
         let at = self.stamp();
         self.proxy
             .handle_line(at, from, Bytes::from(format!("{line}\n")));
@@ -58,19 +70,27 @@ impl Harness {
     }
 
     pub(super) fn client(&mut self, line: &str) {
-        self.line(Side::Client, line)
+        self.line(Peer::Client(ConnId::FIRST), line)
+    }
+
+    /// A line from client connection `conn`.
+    pub(super) fn client_on(&mut self, conn: u32, line: &str) {
+        self.line(Peer::Client(ConnId(conn)), line)
     }
 
     pub(super) fn agent(&mut self, line: &str) {
-        self.line(Side::Agent, line)
+        self.line(Peer::Agent, line)
     }
 
     pub(super) fn drain(&mut self) {
         while let Some(action) = self.proxy.poll_action() {
             match action {
                 Action::Forward { to, line } => match to {
-                    Side::Client => self.to_client.push(line),
-                    Side::Agent => self.to_agent.push(line),
+                    Peer::Client(conn) => {
+                        self.clients.entry(conn).or_default().push(line.clone());
+                        self.to_client.push(line);
+                    }
+                    Peer::Agent => self.to_agent.push(line),
                 },
                 Action::OpenSession {
                     session,
@@ -181,7 +201,7 @@ fn every_line_is_forwarded_byte_for_byte() {
             Side::Agent
         };
         let at = h.stamp();
-        h.proxy.handle_line(at, from, wire.clone());
+        h.proxy.handle_line(at, peer(from), wire.clone());
         h.drain();
         let out = if from == Side::Client {
             h.to_agent.last()
@@ -193,7 +213,7 @@ fn every_line_is_forwarded_byte_for_byte() {
     // A final partial line at EOF is forwarded as it came.
     let at = h.stamp();
     h.proxy
-        .handle_line(at, Side::Agent, Bytes::from_static(b"{\"partial\":"));
+        .handle_line(at, Peer::Agent, Bytes::from_static(b"{\"partial\":"));
     h.drain();
     assert_eq!(
         h.to_client.last().unwrap(),
@@ -403,7 +423,7 @@ fn hostile_session_ids_are_just_strings() {
 fn client_eof_closes_the_agent_stdin_and_is_journaled() {
     let mut h = started();
     let at = h.stamp();
-    h.proxy.handle_eof(at, Side::Client);
+    h.proxy.handle_eof(at, Peer::Client(ConnId::FIRST));
     h.drain();
     assert!(h.closed_agent_stdin);
     let last = h.journals[&Target::Connection].last().unwrap();
@@ -435,7 +455,7 @@ fn when_the_agent_exits_every_pending_client_request_is_answered_in_order() {
     h.agent(r#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"S1","toolCall":{"toolCallId":"t"},"options":[]}}"#);
     let before = h.to_client.len();
     let at = h.stamp();
-    h.proxy.handle_eof(at, Side::Agent);
+    h.proxy.handle_eof(at, Peer::Agent);
     h.drain();
     let answers: Vec<Value> = h.to_client[before..].iter().map(parse).collect();
     let ids: Vec<Value> = answers.iter().map(|a| a["id"].clone()).collect();
@@ -481,7 +501,7 @@ fn after_the_client_closed_its_stream_the_agent_exit_answers_nothing() {
     let before = h.to_client.len();
     for side in [Side::Client, Side::Agent] {
         let at = h.stamp();
-        h.proxy.handle_eof(at, side);
+        h.proxy.handle_eof(at, peer(side));
         h.drain();
     }
     assert_eq!(h.to_client.len(), before, "a normal shutdown");

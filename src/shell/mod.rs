@@ -44,15 +44,17 @@ use std::sync::atomic::AtomicBool;
 
 use crate::catalog::CatalogEntry;
 use crate::journal::{Event, Store};
-use crate::proto::{self, Action, CatalogUpdate, HistoryChunk, Proxy, Stamp};
+use crate::proto::{self, Action, CatalogUpdate, ConnId, HistoryChunk, Peer, Proxy, Stamp};
 use crate::replay::fork::{ForkPoint, fork_session};
-use crate::wire::Side;
 pub use agent::{Agent, Process};
 use history::HistoryRequest;
 use journals::{Commit, FsyncPolicy, JournalSet, RunInfo};
 use lines::LineSplitter;
 pub use pipes::Client;
 use pipes::Output;
+
+/// The editor on stdin/stdout: the stdio proxy's one client connection.
+const EDITOR: Peer = Peer::Client(ConnId::FIRST);
 
 /// Everything the shell needs to run one proxy session.
 #[derive(Clone, Debug)]
@@ -238,7 +240,7 @@ pub async fn run<P: Process>(
                 match read {
                     Ok(n) if n > 0 => {
                         while let Some(line) = out_lines.next_line() {
-                            core.handle_line(at, Side::Agent, line);
+                            core.handle_line(at, Peer::Agent, line);
                         }
                     }
                     _ => {
@@ -252,11 +254,11 @@ pub async fn run<P: Process>(
                 match input {
                     Some(lines) => {
                         for line in lines {
-                            core.handle_line(at, Side::Client, line);
+                            core.handle_line(at, EDITOR, line);
                         }
                     }
                     None => {
-                        core.handle_eof(at, Side::Client);
+                        core.handle_eof(at, EDITOR);
                         client_open = false;
                     }
                 }
@@ -326,7 +328,7 @@ pub async fn run<P: Process>(
             core.handle_event(clock.now(), Event::ClientGone);
             if client_open {
                 client_open = false;
-                core.handle_eof(clock.now(), Side::Client);
+                core.handle_eof(clock.now(), EDITOR);
             }
         }
         for failure in out.journals.take_failures() {
@@ -372,7 +374,7 @@ pub async fn run<P: Process>(
                     life.restarted();
                     core.handle_agent_restart(at, code);
                 }
-                None => core.handle_eof(at, Side::Agent),
+                None => core.handle_eof(at, Peer::Agent),
             }
         }
         let applied = apply(&mut core, &clock, &mut out);
@@ -571,7 +573,7 @@ struct Outputs {
 /// What a batch of actions releases once its records are written.
 #[derive(Default)]
 struct Batch {
-    forwards: Vec<(Side, Bytes)>,
+    forwards: Vec<(Peer, Bytes)>,
     close_agent: bool,
 }
 
@@ -580,8 +582,8 @@ impl Outputs {
     fn deliver(&mut self, batch: Batch) -> bool {
         for (to, line) in batch.forwards {
             match to {
-                Side::Agent => self.to_agent.push(line),
-                Side::Client => self.to_client.push(line),
+                Peer::Agent => self.to_agent.push(line),
+                Peer::Client(_) => self.to_client.push(line),
             }
         }
         self.to_client.write_now();
@@ -676,12 +678,12 @@ fn agent_output_ended(
     respawn: bool,
 ) -> bool {
     if let Some(partial) = lines.finish() {
-        core.handle_line(at, Side::Agent, partial);
+        core.handle_line(at, Peer::Agent, partial);
     }
     if respawn && core.can_restart() {
         return true;
     }
-    core.handle_eof(at, Side::Agent);
+    core.handle_eof(at, Peer::Agent);
     false
 }
 

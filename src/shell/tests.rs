@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::*;
 use crate::journal::store::segments_in;
 use crate::journal::{Body, SegmentReader};
+use crate::wire::Side;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
 /// An agent with no session capabilities: the proxy lists and loads sessions for it.

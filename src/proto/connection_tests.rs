@@ -1,0 +1,157 @@
+//! Several client connections on one core: ids mapped per connection, lines routed to the
+//! connections a session is attached to, a connection that ends while its sessions live on.
+
+use serde_json::{Value, json};
+
+use super::tests::{Harness, json_of};
+use super::*;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
+const INIT_OK: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{},"resume":{},"close":{},"delete":{},"fork":{}}},"authMethods":[]}}"#;
+
+fn new_session(id: u32) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"session/new","params":{{"cwd":"/w","mcpServers":[]}}}}"#
+    )
+}
+
+fn update(session: &str, text: &str) -> String {
+    json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":session,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":text}}}}).to_string()
+}
+
+fn received(h: &Harness, conn: u32) -> Vec<Value> {
+    h.clients
+        .get(&ConnId(conn))
+        .map(|lines| lines.iter().map(json_of).collect())
+        .unwrap_or_default()
+}
+
+fn last_to_agent(h: &Harness) -> Value {
+    json_of(h.to_agent.last().unwrap())
+}
+
+/// Two connections, each with a session of its own on the one agent.
+fn two_sessions() -> Harness {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(INIT_OK);
+    h.client_on(1, INIT);
+    h.client(&new_session(1));
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"A"}}"#);
+    h.client_on(1, &new_session(1));
+    assert_eq!(last_to_agent(&h)["id"], "acp-journal:c1:1", "renumbered");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:1","result":{"sessionId":"B"}}"#);
+    h
+}
+
+#[test]
+fn a_later_connection_is_initialized_from_the_agents_answer_and_its_ids_are_its_own() {
+    let h = two_sessions();
+    let inits = h
+        .to_agent
+        .iter()
+        .filter(|l| json_of(l)["method"] == "initialize")
+        .count();
+    assert_eq!(inits, 1, "the agent is initialized once");
+    let one = received(&h, 1);
+    assert_eq!(one[0]["id"], 0);
+    assert_eq!(
+        one[0]["result"]["agentCapabilities"],
+        json_of(&h.clients[&ConnId::FIRST][0])["result"]["agentCapabilities"]
+    );
+    assert_eq!(
+        one[1],
+        json!({"jsonrpc":"2.0","id":1,"result":{"sessionId":"B"}})
+    );
+    let zero = received(&h, 0);
+    assert_eq!(zero.len(), 2, "its initialize and session/new answers only");
+    assert_eq!(zero[1]["result"]["sessionId"], "A");
+}
+
+#[test]
+fn a_sessions_lines_go_to_the_connections_attached_to_it() {
+    let mut h = two_sessions();
+    let before = (received(&h, 0).len(), received(&h, 1).len());
+    h.agent(&update("A", "to zero"));
+    h.agent(&update("B", "to one"));
+    // A permission request goes to one connection, which answers it.
+    h.agent(r#"{"jsonrpc":"2.0","id":40,"method":"session/request_permission","params":{"sessionId":"B","toolCall":{"toolCallId":"t"},"options":[]}}"#);
+    let zero = &received(&h, 0)[before.0..];
+    let one = &received(&h, 1)[before.1..];
+    assert_eq!(zero.len(), 1);
+    assert_eq!(zero[0]["params"]["update"]["content"]["text"], "to zero");
+    assert_eq!(one.len(), 2);
+    assert_eq!(one[0]["params"]["update"]["content"]["text"], "to one");
+    assert_eq!(one[1]["method"], "session/request_permission");
+    h.client_on(
+        1,
+        r#"{"jsonrpc":"2.0","id":40,"result":{"outcome":{"outcome":"cancelled"}}}"#,
+    );
+    assert_eq!(last_to_agent(&h)["id"], 40, "the agent's id, as it sent it");
+    // The same request id from both connections: each gets its own answer.
+    h.client(r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"A","prompt":[]}}"#);
+    h.client_on(1, r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"B","prompt":[]}}"#);
+    h.client_on(
+        1,
+        r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}"#,
+    );
+    assert_eq!(
+        last_to_agent(&h)["params"]["requestId"],
+        "acp-journal:c1:7",
+        "a cancel names the request as the agent knows it"
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:7","result":{"stopReason":"cancelled"}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}"#);
+    assert_eq!(
+        received(&h, 1).last().unwrap(),
+        &json!({"jsonrpc":"2.0","id":7,"result":{"stopReason":"cancelled"}})
+    );
+    assert_eq!(
+        received(&h, 0).last().unwrap(),
+        &json!({"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}})
+    );
+}
+
+#[test]
+fn a_connection_ends_while_its_session_lives_on_and_the_last_ends_the_client() {
+    let mut h = two_sessions();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId::FIRST));
+    h.drain();
+    assert!(!h.closed_agent_stdin, "another connection is open");
+    // Session A lives on: a later connection takes it up.
+    h.client_on(1, r#"{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"A","prompt":[]}}"#);
+    h.agent(&update("A", "to one now"));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:8","result":{"stopReason":"end_turn"}}"#);
+    let one = received(&h, 1);
+    let n = one.len();
+    assert_eq!(
+        one[n - 2]["params"]["update"]["content"]["text"],
+        "to one now"
+    );
+    assert_eq!(one[n - 1]["id"], 8);
+    assert_eq!(h.proxy.sessions.attached("A"), [ConnId(1)]);
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
+    h.drain();
+    assert!(h.closed_agent_stdin, "the last connection ended");
+}
+
+#[test]
+fn with_one_connection_lines_cross_unread_and_unchanged() {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT);
+    h.agent(INIT_OK);
+    h.client(&new_session(1));
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"A"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:1","method":"session/prompt","params":{"sessionId":"A","prompt":[]}}"#);
+    assert_eq!(
+        last_to_agent(&h)["id"],
+        "acp-journal:c1:1",
+        "no other connection: the id is the client's"
+    );
+    // An agent line before any client line still reaches the one client.
+    let mut h = Harness::with(Config::default());
+    h.agent(&update("A", "early"));
+    assert_eq!(h.clients[&ConnId::FIRST].len(), 1);
+}

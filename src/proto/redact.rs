@@ -83,19 +83,31 @@ fn escaped(bytes: &[u8], at: usize) -> bool {
         == 1
 }
 
-/// Redact token-shaped substrings in every string of a JSON value (proxy events); true when
-/// something changed.
+/// Redact token-shaped substrings in every string of a JSON value, object keys included
+/// (proxy events); true when something changed.
 pub fn redact_value(value: &mut Value) -> bool {
+    let redacted =
+        |s: &str| redact_tokens(s.as_bytes()).map(|r| String::from_utf8_lossy(&r).into_owned());
     match value {
-        Value::String(s) => match redact_tokens(s.as_bytes()) {
+        Value::String(s) => match redacted(s) {
             Some(r) => {
-                *s = String::from_utf8_lossy(&r).into_owned();
+                *s = r;
                 true
             }
             None => false,
         },
         Value::Array(items) => items.iter_mut().fold(false, |c, v| redact_value(v) | c),
-        Value::Object(map) => map.values_mut().fold(false, |c, v| redact_value(v) | c),
+        Value::Object(map) => {
+            let mut changed = false;
+            if map.keys().any(|k| redacted(k).is_some()) {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, v)| (redacted(&k).unwrap_or(k), v))
+                    .collect();
+                changed = true;
+            }
+            map.values_mut().fold(changed, |c, v| redact_value(v) | c)
+        }
         _ => false,
     }
 }

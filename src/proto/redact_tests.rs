@@ -124,3 +124,12 @@ fn a_token_behind_a_json_escape_leaves_the_record_readable() {
     assert_eq!(&back, record);
     assert!(!String::from_utf8_lossy(&encoded).contains("pm_abcdefghij"));
 }
+
+#[test]
+fn a_token_in_an_object_key_of_an_event_is_redacted() {
+    let mut value = json!({"sent": [{format!("ty{TOKEN}pe"): "text", "text": "fine"}]});
+    assert!(redact::redact_value(&mut value));
+    let text = value.to_string();
+    assert!(!text.contains(TOKEN), "{text}");
+    assert_eq!(value["sent"][0]["text"], "fine");
+}

@@ -42,6 +42,8 @@ pub struct Transcript<W: Write> {
 struct Text<W: Write> {
     out: W,
     style: Style,
+    /// Following a live session: a permission request shows while it waits for its answer.
+    live: bool,
 }
 
 impl<W: Write> Text<W> {
@@ -107,6 +109,22 @@ impl<W: Write> Render for Text<W> {
             Event::Permission { title, choice, .. } => {
                 self.line("35", &format!("? permission for {title}: {choice}"))
             }
+            Event::PermissionAsked { title, options } if self.live => {
+                let offered: Vec<&str> = options
+                    .iter()
+                    .map(|o| if o.name.is_empty() { &o.id } else { &o.name })
+                    .map(String::as_str)
+                    .collect();
+                self.line(
+                    "1;35",
+                    &format!(
+                        "? permission for {title}: waiting for the user ({})",
+                        offered.join(" / ")
+                    ),
+                )
+            }
+            // A recording shows the answer, which says what was asked.
+            Event::PermissionAsked { .. } => Ok(()),
             Event::Plan(update) => self.line("33", &plan_summary(update)),
             Event::Mode(mode) => self.line("2", &format!("── mode → {mode}")),
             Event::Config(options) => self.line("2", &format!("── {}", config_summary(options))),
@@ -151,8 +169,20 @@ impl<W: Write> Transcript<W> {
     pub fn new(out: W, style: Style) -> Transcript<W> {
         Transcript {
             timeline: Timeline::new(),
-            text: Text { out, style },
+            text: Text {
+                out,
+                style,
+                live: false,
+            },
         }
+    }
+
+    /// Render as a live session is followed (`watch`): a permission request shows as soon as
+    /// it is asked, marked as waiting, and its answer when it comes.
+    #[must_use]
+    pub fn live(mut self) -> Transcript<W> {
+        self.text.live = true;
+        self
     }
 
     /// Render one record.

@@ -207,7 +207,7 @@ impl Watcher<'_> {
 
     fn new_session(&mut self, dir: Option<PathBuf>) -> usize {
         let transcript = match self.format {
-            Format::Text(style) => Some(Transcript::new(Vec::new(), style)),
+            Format::Text(style) => Some(Transcript::new(Vec::new(), style).live()),
             _ => None,
         };
         self.sessions.push(Watched {

@@ -406,6 +406,8 @@ impl<W: Write> Render for Html<W> {
             Event::Config(options) => self.div("meta", &config_summary(options)),
             Event::Title(title) => self.div("meta", &format!("title: {title}")),
             Event::Cancelled => self.div("cancelled", "cancelled by the user"),
+            // A recording shows the answer, which says what was asked.
+            Event::PermissionAsked { .. } => Ok(()),
             Event::Failed {
                 method,
                 code,

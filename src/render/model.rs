@@ -120,6 +120,14 @@ pub enum Event<'a> {
         /// The path or command it is about.
         target: &'a str,
     },
+    /// The agent asks the client's permission for a tool call (the answer follows as
+    /// [`Event::Permission`]).
+    PermissionAsked {
+        /// The title of the tool call that asks.
+        title: &'a str,
+        /// What the agent offers.
+        options: &'a [PermissionOption],
+    },
     /// The client answered a permission request.
     Permission {
         /// The title of the tool call that asked.
@@ -366,6 +374,13 @@ impl Timeline {
                         name: o["name"].as_str().unwrap_or("").to_string(),
                     })
                     .collect();
+                self.emit(
+                    sink,
+                    &Event::PermissionAsked {
+                        title: &pending.title,
+                        options: &pending.options,
+                    },
+                )?;
             }
             (Side::Agent, m) if m.starts_with("fs/") || m.starts_with("terminal/") => {
                 let target = params["path"]
@@ -605,6 +620,7 @@ mod tests {
                     ..
                 } => format!("end {number} {stop_reason:?}"),
                 Event::Permission { title, choice, .. } => format!("permission {title} {choice}"),
+                Event::PermissionAsked { title, .. } => format!("permission asked {title}"),
                 other => format!("{other:?}"),
             };
             self.0.push(text);
@@ -679,6 +695,7 @@ mod tests {
                 "chunk Agent a false",
                 "ParagraphEnd",
                 "tool Read pending true",
+                "permission asked Read",
                 "permission Read cancelled",
                 "tool Read failed false",
                 "chunk Agent a true",

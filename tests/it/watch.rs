@@ -239,3 +239,70 @@ fn watch_all_picks_up_a_session_that_starts_after_it() {
     }
     assert_eq!(updates, received, "every update, in order");
 }
+
+#[test]
+fn a_permission_request_shows_while_it_waits_and_its_answer_when_it_comes() {
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &Peers::get().ts_agent()));
+    let session = client.start_session("/tmp");
+    let mut watch = Watch::start(store.path(), &[&session]);
+    client.send(
+        &serde_json::json!({"jsonrpc": "2.0", "id": 90, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "change it"}]}}),
+    );
+    // The agent asks; the client does not answer yet.
+    let asked = loop {
+        let msg = client
+            .recv()
+            .expect("the agent's permission request")
+            .json
+            .clone();
+        if let Some(msg) = msg.filter(|m| m["method"] == "session/request_permission") {
+            break msg;
+        }
+    };
+    let title = asked["params"]["toolCall"]["title"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    watch.wait_for("the waiting request", |l| {
+        l.starts_with(&format!("? permission for {title}: waiting for the user"))
+    });
+    let waiting = watch
+        .out
+        .iter()
+        .find(|l| l.contains("waiting for the user"))
+        .unwrap();
+    assert!(
+        waiting.contains("Allow this change"),
+        "the options: {waiting}"
+    );
+    // The tool call it is about is on screen before it.
+    let call = watch
+        .out
+        .iter()
+        .position(|l| l.starts_with("⏺ ") && l.contains(&title));
+    let ask = watch
+        .out
+        .iter()
+        .position(|l| l.contains("waiting for the user"));
+    assert!(call.is_some() && call < ask, "{:#?}", watch.out);
+    // Answered: the choice follows.
+    client.send(&crate::util::reply_to(&asked).unwrap());
+    watch.wait_for("the answer", |l| {
+        l.starts_with(&format!("? permission for {title}: ")) && !l.contains("waiting")
+    });
+    loop {
+        let msg = client.recv().expect("the prompt's answer").json.clone();
+        if msg.is_some_and(|m| m["id"] == 90) {
+            break;
+        }
+    }
+    client.finish();
+    let (code, out, err) = watch.exit();
+    assert_eq!(code, 0, "{err:?}");
+    // `show` prints the answer only: what was asked is in it.
+    let (_, shown, _) = crate::util::run_cli_store(store.path(), &["show", &session]);
+    assert!(!shown.contains("waiting for the user"), "{shown}");
+    assert!(out.iter().any(|l| l.contains("waiting for the user")));
+}

@@ -147,9 +147,12 @@ impl<W: Write> Render for Text<W> {
                 "31",
                 &format!("! not JSON from the {}: {text}", from.as_str()),
             ),
-            Event::Replayed { updates } => self.line(
+            Event::Replayed {
+                updates,
+                agent_failed,
+            } => self.line(
                 "2",
-                &format!("── loaded from the journal ({updates} updates replayed)"),
+                &format!("── {}", model::replay_note(*updates, *agent_failed)),
             ),
             Event::Continued { agent_session } => self.line(
                 "2",

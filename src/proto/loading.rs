@@ -386,11 +386,14 @@ impl Loads {
                     let record = cx.fx.proxy_record(at, super::Side::Agent, failed);
                     cx.fx.journal(Target::Session(session.clone()), record);
                 }
-                cx.fx.event(
-                    at,
-                    Target::Session(session.clone()),
-                    Event::Replayed { lines: replayed },
-                );
+                // A load tells what it replayed; a resume or a restore replays nothing.
+                if l.replay {
+                    cx.fx.event(
+                        at,
+                        Target::Session(session.clone()),
+                        Event::Replayed { lines: replayed },
+                    );
+                }
                 self.bring_up(cx, at, op)
             }
         }

@@ -214,19 +214,11 @@ impl Proxy {
         self.fx
             .event(at, Target::Connection, Event::AgentRestarted { code });
         let lost = self.sessions.lose_live();
-        self.drop_agent(at, agent_restarted);
-        let dead = &mut self.dead;
-        self.pending.retain(|(side, id), p| {
-            if *side == Side::Agent {
-                dead.insert(id.clone(), p.session.take());
-            }
-            *side != Side::Agent
-        });
-        self.agent_initialized = false;
         let message = format!(
             "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
         );
         self.fx.push(Action::Log(message.clone()));
+        // Each session tells of the restart first, then of the requests it failed.
         for s in &lost {
             self.fx.event(
                 at,
@@ -237,6 +229,15 @@ impl Proxy {
                 self.fx.notify_client(at, s, json!({"sessionUpdate": "notice", "severity": "warning", "title": "The agent was restarted", "description": message}));
             }
         }
+        self.drop_agent(at, agent_restarted);
+        let dead = &mut self.dead;
+        self.pending.retain(|(side, id), p| {
+            if *side == Side::Agent {
+                dead.insert(id.clone(), p.session.take());
+            }
+            *side != Side::Agent
+        });
+        self.agent_initialized = false;
         let Some(init) = self.client_init.clone() else {
             return;
         };

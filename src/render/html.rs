@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use similar::{ChangeTag, TextDiff};
 
-use super::model::{Event, Render, Timeline, ToolCall, Voice};
+use super::model::{Event, Render, Timeline, ToolCall, Voice, replay_note};
 use super::{SessionFacts, arrow, clock, config_summary, plan_mark, utc};
 use crate::journal::{Body, Record, Tail};
 use crate::wire::Side;
@@ -429,10 +429,10 @@ impl<W: Write> Render for Html<W> {
                 "error",
                 &format!("not JSON from the {}: {text}", from.as_str()),
             ),
-            Event::Replayed { updates } => self.div(
-                "meta",
-                &format!("loaded from the journal ({updates} updates replayed)"),
-            ),
+            Event::Replayed {
+                updates,
+                agent_failed,
+            } => self.div("meta", &replay_note(*updates, *agent_failed)),
             Event::Continued { agent_session } => self.div(
                 "meta",
                 &format!("continued on a new agent session {agent_session}"),

@@ -176,6 +176,9 @@ pub enum Event<'a> {
     Replayed {
         /// How many updates it replayed.
         updates: u64,
+        /// The agent's own load failed first with this error (`code message`): the editor
+        /// never saw it.
+        agent_failed: Option<&'a str>,
     },
     /// The proxy continued the session on a new agent session.
     Continued {
@@ -191,6 +194,8 @@ pub enum Event<'a> {
     Restored {
         /// `session/resume`, `session/load` or `session/new`.
         how: &'a str,
+        /// The agent's new session it goes on under, when it is one.
+        agent_session: Option<&'a str>,
     },
     /// The agent was silent on a prompt past `--stall-timeout`: the proxy cancelled it
     /// (`cancel`) or, still silent, restarted the agent (`restart`).
@@ -245,6 +250,8 @@ pub trait Render {
 /// A request waiting for its response.
 struct Pending {
     method: String,
+    /// The proxy sent it (to bring a session up underneath): not the client's doing.
+    proxy: bool,
     /// The tool call title of a permission request.
     title: String,
     options: Vec<PermissionOption>,
@@ -263,6 +270,23 @@ pub struct Timeline {
     open: Option<Voice>,
     /// Prompt turns started so far.
     turns: u64,
+    /// What the last record left for the next one to complete.
+    held: Option<Held>,
+}
+
+/// A fact told together with the one that follows it (one line for one thing that happened),
+/// or on its own if that does not come.
+enum Held {
+    /// The agent's error on the client's load, which the proxy consumed: a `replayed` event
+    /// next says the journal served it.
+    Refused {
+        method: String,
+        code: Value,
+        message: String,
+    },
+    /// The session went on under a new agent session: a `session_restored` event next says it
+    /// was a restore.
+    Continued(String),
 }
 
 impl Timeline {
@@ -283,11 +307,49 @@ impl Timeline {
         sink.event(event)
     }
 
+    /// Tell what was held on its own: what would have completed it did not come.
+    fn tell_held(&mut self, sink: &mut dyn Render) -> std::io::Result<()> {
+        match self.held.take() {
+            None => Ok(()),
+            Some(Held::Refused {
+                method,
+                code,
+                message,
+            }) => self.emit(
+                sink,
+                &Event::Failed {
+                    method: &method,
+                    code: &code,
+                    message: &message,
+                },
+            ),
+            Some(Held::Continued(agent_session)) => self.emit(
+                sink,
+                &Event::Continued {
+                    agent_session: &agent_session,
+                },
+            ),
+        }
+    }
+
     /// Interpret one record, handing its events to `sink`.
     ///
     /// # Errors
     /// The sink's write errors.
     pub fn record(&mut self, record: &Record, sink: &mut dyn Render) -> std::io::Result<()> {
+        let completes = matches!(
+            (&self.held, &record.body),
+            (
+                Some(Held::Refused { .. }),
+                Body::Event(JournalEvent::Replayed { .. })
+            ) | (
+                Some(Held::Continued(_)),
+                Body::Event(JournalEvent::SessionRestored { .. })
+            )
+        );
+        if !completes {
+            self.tell_held(sink)?;
+        }
         let (from, payload) = match &record.body {
             Body::Message { from, payload } => (*from, payload),
             Body::Stderr(_) => return Ok(()),
@@ -309,13 +371,23 @@ impl Timeline {
         let id = msg.get("id").map(Value::to_string);
         match (method, id) {
             ("session/update", _) => self.update(&msg["params"]["update"], sink),
-            ("", Some(id)) => self.response(from, &id, &msg, record.mono_us, sink),
-            (method, Some(id)) => self.request(from, method, id, &msg["params"], record, sink),
-            ("session/cancel", None) => self.emit(sink, &Event::Cancelled),
+            ("", Some(id)) => self.response(from, &id, &msg, record, payload.proxy, sink),
+            (method, Some(id)) => self.request(
+                from,
+                method,
+                id,
+                &msg["params"],
+                record,
+                payload.proxy,
+                sink,
+            ),
+            // The proxy's own cancels (a close, a stall) are told by their events.
+            ("session/cancel", None) if !payload.proxy => self.emit(sink, &Event::Cancelled),
             _ => Ok(()),
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn request(
         &mut self,
         from: Side,
@@ -323,10 +395,12 @@ impl Timeline {
         id: String,
         params: &Value,
         record: &Record,
+        proxy: bool,
         sink: &mut dyn Render,
     ) -> std::io::Result<()> {
         let mut pending = Pending {
             method: method.to_string(),
+            proxy,
             title: String::new(),
             options: Vec::new(),
             turn: self.turns,
@@ -345,7 +419,8 @@ impl Timeline {
                     },
                 )?;
             }
-            (Side::Client, "session/new" | "session/load" | "session/resume") => {
+            // The proxy's own setup underneath a load or a restore is told by its events.
+            (Side::Client, "session/new" | "session/load" | "session/resume") if !proxy => {
                 let cwd = params["cwd"].as_str().unwrap_or("?");
                 self.emit(sink, &Event::Setup { method, cwd })?;
             }
@@ -400,15 +475,33 @@ impl Timeline {
         from: Side,
         id: &str,
         msg: &Value,
-        mono_us: u64,
+        record: &Record,
+        proxy: bool,
         sink: &mut dyn Render,
     ) -> std::io::Result<()> {
+        let mono_us = record.mono_us;
         let Some(pending) = self.pending.remove(&(from.other(), id.to_string())) else {
             return Ok(());
         };
         let method = pending.method.as_str();
         let result = &msg["result"];
-        if let Some(error) = msg.get("error") {
+        if let Some(error) = msg.get("error")
+            && proxy
+            && !pending.proxy
+            && matches!(method, "session/load" | "session/resume")
+        {
+            // The agent's error on the client's load, which the proxy consumed: the load was
+            // served from the journal (the `Replayed` event next says so) or failed.
+            self.held = Some(Held::Refused {
+                method: method.to_string(),
+                code: error["code"].clone(),
+                message: error["message"].as_str().unwrap_or("").to_string(),
+            });
+            return Ok(());
+        }
+        if let Some(error) = msg.get("error").filter(|_| !pending.proxy) {
+            // (The proxy's own requests that fail are handled by the proxy: what the client
+            // got is told by the answer to its request.)
             self.emit(
                 sink,
                 &Event::Failed {
@@ -447,6 +540,7 @@ impl Timeline {
                     },
                 )
             }
+            "session/new" if pending.proxy => Ok(()),
             "session/new" => match result["sessionId"].as_str() {
                 Some(s) => self.emit(sink, &Event::Session(s)),
                 None => Ok(()),
@@ -511,15 +605,42 @@ impl Timeline {
     fn proxy_event(&mut self, event: &JournalEvent, sink: &mut dyn Render) -> std::io::Result<()> {
         match event {
             JournalEvent::Replayed { lines } => {
-                self.emit(sink, &Event::Replayed { updates: *lines })
+                let refused = match self.held.take() {
+                    Some(Held::Refused {
+                        method,
+                        code,
+                        message,
+                    }) => Some(format!("{method} failed on the agent: {code} {message}")),
+                    _ => None,
+                };
+                self.emit(
+                    sink,
+                    &Event::Replayed {
+                        updates: *lines,
+                        agent_failed: refused.as_deref(),
+                    },
+                )
             }
             JournalEvent::SessionMapped { agent_session } => {
-                self.emit(sink, &Event::Continued { agent_session })
+                self.held = Some(Held::Continued(agent_session.clone()));
+                Ok(())
             }
             JournalEvent::AgentRestarted { code } => {
                 self.emit(sink, &Event::Restarted { code: *code })
             }
-            JournalEvent::SessionRestored { how } => self.emit(sink, &Event::Restored { how }),
+            JournalEvent::SessionRestored { how } => {
+                let agent_session = match self.held.take() {
+                    Some(Held::Continued(s)) => Some(s),
+                    _ => None,
+                };
+                self.emit(
+                    sink,
+                    &Event::Restored {
+                        how,
+                        agent_session: agent_session.as_deref(),
+                    },
+                )
+            }
             JournalEvent::PromptStalled { action } => self.emit(sink, &Event::Stalled { action }),
             JournalEvent::ForkedFrom {
                 parent,
@@ -559,10 +680,20 @@ impl Timeline {
     /// # Errors
     /// The sink's write errors.
     pub fn finish(&mut self, sink: &mut dyn Render) -> std::io::Result<()> {
+        self.tell_held(sink)?;
         if self.open.take().is_some() {
             sink.event(&Event::ParagraphEnd)?;
         }
         Ok(())
+    }
+}
+
+/// A load served from the journal, in words.
+pub fn replay_note(updates: u64, agent_failed: Option<&str>) -> String {
+    let served = format!("loaded from the journal ({updates} updates replayed)");
+    match agent_failed {
+        Some(failed) => format!("{failed}; {served}"),
+        None => served,
     }
 }
 
@@ -573,7 +704,14 @@ pub fn proxy_note(event: &Event<'_>) -> String {
         Event::Restarted { code } => {
             format!("the agent exited (status {code}) and acp-journal restarted it")
         }
-        Event::Restored { how } => format!("restored on the restarted agent ({how})"),
+        Event::Restored {
+            how,
+            agent_session: None,
+        } => format!("restored on the restarted agent ({how})"),
+        Event::Restored {
+            how,
+            agent_session: Some(agent),
+        } => format!("restored on the restarted agent ({how}, as agent session {agent})"),
         Event::Stalled { action: "cancel" } => {
             "the agent was silent past --stall-timeout: acp-journal cancelled the prompt".into()
         }
@@ -645,6 +783,120 @@ mod tests {
         }
         timeline.finish(&mut log).unwrap();
         log.0
+    }
+
+    /// What a record is, for [`run_records`].
+    enum Rec<'a> {
+        /// A line as it crossed.
+        Line(Side, &'a str),
+        /// A line the proxy made or consumed.
+        Proxy(Side, &'a str),
+        /// An event of the proxy's.
+        Event(JournalEvent),
+    }
+
+    fn run_records(records: Vec<Rec<'_>>) -> Vec<String> {
+        let mut timeline = Timeline::new();
+        let mut log = Log::default();
+        for (i, rec) in records.into_iter().enumerate() {
+            let body = match rec {
+                Rec::Line(from, line) | Rec::Proxy(from, line) => {
+                    let mut payload = Payload::from_line(Bytes::from(line.to_string()));
+                    payload.proxy = matches!(rec, Rec::Proxy(..));
+                    Body::Message { from, payload }
+                }
+                Rec::Event(event) => Body::Event(event),
+            };
+            let record = Record {
+                seq: i as u64,
+                unix_us: 0,
+                mono_us: i as u64,
+                body,
+            };
+            timeline.record(&record, &mut log).unwrap();
+        }
+        timeline.finish(&mut log).unwrap();
+        log.0
+    }
+
+    #[test]
+    fn each_thing_that_happened_is_told_once_as_the_editor_saw_it() {
+        let log = run_records(vec![
+            // A native load the agent failed, served from the journal.
+            Rec::Line(
+                Side::Client,
+                r#"{"id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/w"}}"#,
+            ),
+            Rec::Proxy(
+                Side::Agent,
+                r#"{"id":1,"error":{"code":-32000,"message":"No previous sessions found"}}"#,
+            ),
+            Rec::Event(JournalEvent::Replayed { lines: 4 }),
+            // The proxy brings it up underneath: its own requests are not the client's, and
+            // one that fails (the agent's own load, tried first) is the proxy's to handle.
+            Rec::Proxy(
+                Side::Client,
+                r#"{"id":"acp-journal:9","method":"session/load","params":{"sessionId":"S","cwd":"/w"}}"#,
+            ),
+            Rec::Proxy(
+                Side::Agent,
+                r#"{"id":"acp-journal:9","error":{"code":-32603,"message":"No previous sessions"}}"#,
+            ),
+            Rec::Proxy(
+                Side::Client,
+                r#"{"id":"acp-journal:0","method":"session/new","params":{"cwd":"/w"}}"#,
+            ),
+            Rec::Line(
+                Side::Agent,
+                r#"{"id":"acp-journal:0","result":{"sessionId":"U"}}"#,
+            ),
+            Rec::Event(JournalEvent::SessionMapped {
+                agent_session: "U".into(),
+            }),
+            Rec::Proxy(Side::Agent, r#"{"id":1,"result":{}}"#),
+            // A restore after a restart: one line.
+            Rec::Event(JournalEvent::AgentRestarted { code: 137 }),
+            Rec::Proxy(
+                Side::Client,
+                r#"{"id":"acp-journal:1","method":"session/new","params":{"cwd":"/w"}}"#,
+            ),
+            Rec::Line(
+                Side::Agent,
+                r#"{"id":"acp-journal:1","result":{"sessionId":"V"}}"#,
+            ),
+            Rec::Event(JournalEvent::SessionMapped {
+                agent_session: "V".into(),
+            }),
+            Rec::Event(JournalEvent::SessionRestored {
+                how: "session/new".into(),
+            }),
+            // The proxy's own cancel (a close) is no user's.
+            Rec::Proxy(
+                Side::Client,
+                r#"{"method":"session/cancel","params":{"sessionId":"V"}}"#,
+            ),
+            // An agent error the proxy consumed and nothing served: told as a failure.
+            Rec::Line(
+                Side::Client,
+                r#"{"id":2,"method":"session/resume","params":{"sessionId":"T","cwd":"/w"}}"#,
+            ),
+            Rec::Proxy(
+                Side::Agent,
+                r#"{"id":2,"error":{"code":-32002,"message":"gone"}}"#,
+            ),
+        ]);
+        assert_eq!(
+            log,
+            [
+                "Setup { method: \"session/load\", cwd: \"/w\" }",
+                "Replayed { updates: 4, agent_failed: Some(\"session/load failed on the agent: -32000 No previous sessions found\") }",
+                "Continued { agent_session: \"U\" }",
+                "Restarted { code: 137 }",
+                "Restored { how: \"session/new\", agent_session: Some(\"V\") }",
+                "Setup { method: \"session/resume\", cwd: \"/w\" }",
+                "Failed { method: \"session/resume\", code: Number(-32002), message: \"gone\" }",
+            ]
+        );
     }
 
     fn update(u: &str) -> String {

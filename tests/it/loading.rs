@@ -243,6 +243,20 @@ fn a_failing_native_load_is_served_from_the_journal() {
                 .any(|r| r.to_string().contains("No previous sessions")),
             "{options:?}"
         );
+        // The timeline says so in one line, not as a failed load: the editor got a good one.
+        let (_, shown, _) = crate::util::run_cli_store(store.path(), &["show", &session]);
+        assert!(!shown.contains("! session/load failed"), "{shown}");
+        if options[1] == "auto" {
+            let line = shown
+                .lines()
+                .find(|l| l.contains("No previous sessions"))
+                .expect(&shown);
+            assert!(
+                line.contains("session/load failed on the agent")
+                    && line.contains("loaded from the journal (8 updates replayed)"),
+                "{line}"
+            );
+        }
     }
 }
 

@@ -317,6 +317,33 @@ fn typescript_agent_killed_while_asking_permission_journals_the_late_answer() {
         2,
         "{events:?}"
     );
+    // The timeline tells each thing once, in the order it happened, as the editor saw it: the
+    // exit, then the prompt it failed, then one line for the restore.
+    let (_, shown, _) = crate::util::run_cli_store(store.path(), &["show", &session]);
+    let lines: Vec<&str> = shown.lines().collect();
+    let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    let exited = at("the agent exited (status 137)").expect(&shown);
+    let failed = at("! session/prompt failed: -32603").expect(&shown);
+    assert!(exited < failed, "{shown}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("restored on the restarted agent ("))
+            .count(),
+        2,
+        "{shown}"
+    );
+    for wrong in [
+        "loaded from the journal",
+        "── session/new",
+        "continued on a new agent session",
+    ] {
+        assert_eq!(
+            lines.iter().filter(|l| l.contains(wrong)).count(),
+            usize::from(wrong == "── session/new"),
+            "{wrong:?} (the client's own session/new only): {shown}"
+        );
+    }
 }
 
 #[test]

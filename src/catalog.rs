@@ -80,6 +80,26 @@ pub enum CatalogEntry {
         /// Unix microseconds.
         t: i64,
     },
+    /// The client named the session (`_session/rename`): its title from then on, whatever the
+    /// agent's.
+    Rename {
+        /// The session ID.
+        session: String,
+        /// The name.
+        title: String,
+        /// Unix microseconds.
+        t: i64,
+    },
+    /// The client archived the session (`_session/archive`) or took it back
+    /// (`_session/unarchive`): archived, `session/list` leaves it out unless asked.
+    Archive {
+        /// The session ID.
+        session: String,
+        /// Archived or not.
+        archived: bool,
+        /// Unix microseconds.
+        t: i64,
+    },
     /// The client deleted the session (`session/delete`): hidden from lists, kept on disk.
     Delete {
         /// The session ID.
@@ -165,6 +185,10 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// The first line of its first prompt (see [`CatalogEntry::Prompt`]).
     pub prompt: Option<String>,
+    /// The name the client gave it (`_session/rename`), over any title of the agent's.
+    pub name: Option<String>,
+    /// Archived by the client (`_session/archive`).
+    pub archived: bool,
     /// The latest `updatedAt` from the agent, if it sent one.
     pub updated_at: Option<String>,
     /// Agent-side IDs the session was continued under.
@@ -290,6 +314,18 @@ impl Summaries {
                 s.updated = s.updated.max(t);
                 Some(session)
             }
+            CatalogEntry::Rename { session, title, t } => {
+                let s = self.by_id.get_mut(&session)?;
+                s.name = Some(title);
+                s.updated = s.updated.max(t);
+                Some(session)
+            }
+            CatalogEntry::Archive {
+                session, archived, ..
+            } => {
+                self.by_id.get_mut(&session)?.archived = archived;
+                Some(session)
+            }
             CatalogEntry::Prompt { session, title, t } => {
                 let s = self.by_id.get_mut(&session)?;
                 s.prompt.get_or_insert(title);
@@ -329,9 +365,13 @@ impl Summaries {
 }
 
 impl SessionSummary {
-    /// Its title: the agent's, else the first line of its first prompt.
+    /// Its title: the name the client gave it, else the agent's, else the first line of its
+    /// first prompt.
     pub fn shown_title(&self) -> Option<&str> {
-        self.title.as_deref().or(self.prompt.as_deref())
+        self.name
+            .as_deref()
+            .or(self.title.as_deref())
+            .or(self.prompt.as_deref())
     }
 
     /// True when the client ever sent it a prompt (a session opened and left empty has none).
@@ -351,6 +391,8 @@ impl SessionSummary {
             open: false,
             title: None,
             prompt: None,
+            name: None,
+            archived: false,
             updated_at: None,
             agent_ids: vec![],
             deleted: false,
@@ -676,6 +718,20 @@ fn scan_segments(store: &Store) -> io::Result<Vec<CatalogEntry>> {
                     t: header.started,
                 });
             }
+            if let Some(title) = scan.name.clone() {
+                entries.push(CatalogEntry::Rename {
+                    session: session.clone(),
+                    title,
+                    t: scan.last,
+                });
+            }
+            if let Some(archived) = scan.archived {
+                entries.push(CatalogEntry::Archive {
+                    session: session.clone(),
+                    archived,
+                    t: scan.last,
+                });
+            }
             if let Some(title) = scan.title {
                 entries.push(CatalogEntry::Info {
                     session: session.clone(),
@@ -714,6 +770,10 @@ struct SegmentScan {
     title: Option<String>,
     /// The first line of its first prompt.
     prompt: Option<String>,
+    /// The last name the agent took (`_session/rename`).
+    name: Option<String>,
+    /// The last archive state the agent took (`_session/archive`/`unarchive`).
+    archived: Option<bool>,
     aliases: Vec<String>,
     clean: bool,
 }
@@ -727,9 +787,13 @@ impl SegmentScan {
             last: reader.header().started,
             title: None,
             prompt: None,
+            name: None,
+            archived: None,
             aliases: vec![],
             clean: false,
         };
+        // Session-index requests the client sent, by id: applied once the agent answers.
+        let mut asks: HashMap<String, serde_json::Value> = HashMap::new();
         for record in reader.by_ref() {
             scan.last = scan.last.max(record.unix_us);
             match &record.body {
@@ -746,6 +810,32 @@ impl SegmentScan {
                             let msg: serde_json::Value =
                                 serde_json::from_slice(&payload.bytes).unwrap_or_default();
                             scan.prompt = crate::acp::prompt_title(&msg["params"]["prompt"]);
+                        }
+                    }
+                    if *from == Side::Client && finder(b"\"_session/") {
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&payload.bytes).unwrap_or_default();
+                        if msg["method"]
+                            .as_str()
+                            .is_some_and(|m| m.starts_with("_session/"))
+                        {
+                            asks.insert(msg["id"].to_string(), msg);
+                        }
+                    }
+                    if *from == Side::Agent && !asks.is_empty() && finder(b"\"result\"") {
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&payload.bytes).unwrap_or_default();
+                        if let Some(ask) = asks.remove(&msg["id"].to_string())
+                            && msg.get("result").is_some()
+                        {
+                            match ask["method"].as_str() {
+                                Some("_session/rename") => {
+                                    scan.name = ask["params"]["title"].as_str().map(str::to_string);
+                                }
+                                Some("_session/archive") => scan.archived = Some(true),
+                                Some("_session/unarchive") => scan.archived = Some(false),
+                                _ => {}
+                            }
                         }
                     }
                     if *from == Side::Agent && finder(b"\"session_info_update\"") {

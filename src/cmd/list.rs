@@ -44,7 +44,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
             .map(|s| {
                 json!({
                     "session": s.session, "title": s.shown_title(), "cwd": s.cwd, "agent": s.agent,
-                    "agent_name": s.agent_name,
+                    "agent_name": s.agent_name, "archived": s.archived,
                     "started": utc_us(s.started), "updated": utc_us(s.updated),
                     "last_turn_ended": s.last_turn_ended.map(utc_us),
                     "turns": s.turns, "records": s.records,

@@ -1173,3 +1173,74 @@ fn a_fork_of_an_unknown_session_is_resource_not_found() {
     let answer = last_to_client(&h);
     assert_eq!(answer["error"]["code"], -32002);
 }
+
+#[test]
+fn the_vendor_session_index_reaches_the_catalog_once_the_agent_does_it_and_archived_rows_hide() {
+    let mut h = emulating();
+    let catalog = |h: &Harness| -> Vec<CatalogUpdate> {
+        h.requests
+            .iter()
+            .filter_map(|a| match a {
+                Action::Catalog(
+                    u @ (CatalogUpdate::Rename { .. } | CatalogUpdate::Archive { .. }),
+                ) => Some(u.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"_session/rename","params":{"sessionId":"S","title":"  Parser fix ghp_abcdefghijklmnopqrstuvwxyz0123456789 "}}"#);
+    assert_eq!(
+        last_to_agent(&h)["method"],
+        "_session/rename",
+        "passed on untouched"
+    );
+    assert!(catalog(&h).is_empty(), "not before the agent did it");
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"_session/archive","params":{"sessionId":"S"}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Method not found"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":3,"method":"_session/archive","params":{"sessionId":"S"}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+    h.client(
+        r#"{"jsonrpc":"2.0","id":4,"method":"_session/unarchive","params":{"sessionId":"S"}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":4,"result":{}}"#);
+    assert_eq!(
+        catalog(&h),
+        [
+            CatalogUpdate::Rename {
+                session: "S".into(),
+                title: "Parser fix [REDACTED]".into()
+            },
+            CatalogUpdate::Archive {
+                session: "S".into(),
+                archived: true
+            },
+            CatalogUpdate::Archive {
+                session: "S".into(),
+                archived: false
+            },
+        ],
+        "a failed archive changes nothing; the name is trimmed and redacted"
+    );
+    // The journal's list leaves archived sessions out unless asked for them.
+    let mut sessions = listed(2);
+    sessions[1].archived = true;
+    let ids = |h: &Harness| -> Vec<String> {
+        last_to_client(h)["result"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}"#);
+    sessions_answer(&mut h, sessions.clone());
+    assert_eq!(ids(&h), ["s0"]);
+    for (filter, expected) in [("archived", vec!["s1"]), ("all", vec!["s0", "s1"])] {
+        h.client(&format!(
+            r#"{{"jsonrpc":"2.0","id":6,"method":"session/list","params":{{"_meta":{{"jetbrains":{{"air":{{"list":{{"archived":"{filter}"}}}}}}}}}}}}"#
+        ));
+        sessions_answer(&mut h, sessions.clone());
+        assert_eq!(ids(&h), expected, "{filter}");
+    }
+}

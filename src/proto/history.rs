@@ -179,6 +179,10 @@ pub struct Replay {
     terminals: HashMap<String, Terminal>,
     terminals_dropped: bool,
     terminal_asks: VecDeque<TerminalAsk>,
+    /// `_session/steering` requests (user input into the running turn, a vendor extension)
+    /// waiting for the agent to take them, by request id: their record's sequence number and
+    /// content blocks.
+    steering: HashMap<String, (u64, Value)>,
 }
 
 /// The fields of an agent `session/update` a replay needs, peeked without building a `Value`
@@ -247,6 +251,7 @@ impl Replay {
             terminals: HashMap::new(),
             terminals_dropped: false,
             terminal_asks: VecDeque::new(),
+            steering: HashMap::new(),
         }
     }
 
@@ -611,6 +616,22 @@ impl Replay {
                 }
                 self.push_turn(turn);
             }
+            // Bounded: an agent that never answers leaves at most this many waiting.
+            (Side::Client, "_session/steering") if self.steering.len() < 64 => {
+                self.steering.insert(
+                    msg["id"].to_string(),
+                    (record.seq, params["prompt"].clone()),
+                );
+            }
+            (Side::Agent, "") if !self.steering.is_empty() => {
+                if let Some((seq, prompt)) = self.steering.remove(&msg["id"].to_string())
+                    && msg.get("result").is_some()
+                    && msg["result"]["outcome"] != "promptRequired"
+                {
+                    self.steered(seq, &prompt, out);
+                }
+                self.learn_state(&msg["result"]);
+            }
             (Side::Client, "session/new" | "session/load" | "session/resume") => {
                 if let Some(cwd) = params["cwd"].as_str() {
                     self.summary.cwd = Some(cwd.to_string());
@@ -629,6 +650,27 @@ impl Replay {
             (Side::Agent, "session/update") => self.emit_update(record, &params["update"], out),
             (Side::Agent, _) => self.learn_state(&msg["result"]),
             _ => {}
+        }
+    }
+
+    /// User input the agent took into its running turn: replayed as the user's, and part of
+    /// that turn in the transcript.
+    fn steered(&mut self, seq: u64, prompt: &Value, out: &mut Vec<Bytes>) {
+        let id = format!("acpj-user-{seq}");
+        let mut text = String::new();
+        for block in prompt.as_array().into_iter().flatten() {
+            self.user_messages += 1;
+            out.push(self.notification(
+                json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id}),
+            ));
+            if let Some(t) = block["text"].as_str() {
+                text.push('\n');
+                text.push_str(t);
+            }
+        }
+        if let Some(turn) = self.turns.back_mut() {
+            turn.user.push_str(&text);
+            self.transcript_bytes += text.len();
         }
     }
 
@@ -795,6 +837,50 @@ mod tests {
                     .to_string()
             })
             .collect()
+    }
+
+    #[test]
+    fn steering_the_agent_took_is_replayed_as_the_users_and_joins_the_transcript() {
+        let records = vec![
+            rec(
+                0,
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"go"}]}}"#,
+            ),
+            rec(
+                1,
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":2,"method":"_session/steering","params":{"sessionId":"S","prompt":[{"type":"text","text":"use tabs"}]}}"#,
+            ),
+            rec(2, Side::Agent, r#"{"jsonrpc":"2.0","id":2,"result":{}}"#),
+            update(
+                3,
+                r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"}}"#,
+            ),
+            rec(
+                4,
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":3,"method":"_session/steering","params":{"sessionId":"S","prompt":[{"type":"text","text":"refused"}]}}"#,
+            ),
+            rec(
+                5,
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":3,"result":{"outcome":"promptRequired"}}"#,
+            ),
+        ];
+        let (lines, summary) = replay(&records, ClientSupport::default());
+        let users: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+            .map(|l| l["params"]["update"]["content"]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(users, ["go", "use tabs"]);
+        assert!(
+            summary.transcript.contains("User: go\nuse tabs"),
+            "{}",
+            summary.transcript
+        );
+        assert!(!summary.transcript.contains("refused"));
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub(super) struct List {
     pub(super) agent_cursor: Option<String>,
     /// Merged: the journal's rows shown are after this place (the previous page's last row).
     after: Option<(i64, String)>,
+    /// Which sessions, by archive state.
+    archived: ArchiveFilter,
     /// The store's sessions, once fetched.
     pub(super) listed: Option<Vec<ListedSession>>,
     /// The agent's answer, held until `listed` arrives.
@@ -55,15 +57,18 @@ pub(super) struct List {
 }
 
 impl List {
-    /// The store's sessions this list shows: in its cwd, and prompted (an editor opens a
-    /// session for every chat it opens: one left without a prompt is not history).
+    /// The store's sessions this list shows: in its cwd, prompted (an editor opens a session
+    /// for every chat it opens: one left without a prompt is not history), and archived or
+    /// not as it asks.
     fn wanted<'a>(
         &'a self,
         listed: &'a [ListedSession],
     ) -> impl Iterator<Item = &'a ListedSession> {
-        listed
-            .iter()
-            .filter(|s| s.prompted && (self.cwd.is_none() || s.cwd == self.cwd))
+        listed.iter().filter(|s| {
+            s.prompted
+                && (self.cwd.is_none() || s.cwd == self.cwd)
+                && self.archived.keeps(s.archived)
+        })
     }
 
     /// The answer served from the journal: `Ok(result)` or `Err(error)`, as JSON.
@@ -204,6 +209,37 @@ impl List {
             msg.set("result", result.to_string());
         });
         Some(merged.map(Bytes::from).unwrap_or_else(|| response.clone()))
+    }
+}
+
+/// Which sessions a list shows by archive state: `_meta.jetbrains.air.list.archived` of the
+/// request, as the adapters that have `_session/archive` read it (default `unarchived`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArchiveFilter {
+    Unarchived,
+    Archived,
+    All,
+}
+
+impl ArchiveFilter {
+    fn of(params: Option<&serde_json::value::RawValue>) -> ArchiveFilter {
+        let params: Value = params
+            .filter(|p| p.get().contains("\"archived\""))
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        match params["_meta"]["jetbrains"]["air"]["list"]["archived"].as_str() {
+            Some("archived") => ArchiveFilter::Archived,
+            Some("all") => ArchiveFilter::All,
+            _ => ArchiveFilter::Unarchived,
+        }
+    }
+
+    fn keeps(self, archived: bool) -> bool {
+        match self {
+            ArchiveFilter::Unarchived => !archived,
+            ArchiveFilter::Archived => archived,
+            ArchiveFilter::All => true,
+        }
     }
 }
 
@@ -389,6 +425,7 @@ impl Proxy {
                 forwarded,
                 agent_cursor,
                 after,
+                archived: ArchiveFilter::of(peek.params),
                 listed: None,
                 response: None,
             },

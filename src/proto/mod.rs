@@ -226,6 +226,22 @@ pub enum CatalogUpdate {
         /// The state.
         state: &'static str,
     },
+    /// The client named the session (`_session/rename`, a vendor extension the adapters
+    /// share): its title from now on, whatever the agent's.
+    Rename {
+        /// The session.
+        session: SessionId,
+        /// The name.
+        title: String,
+    },
+    /// The client archived (`_session/archive`) or unarchived (`_session/unarchive`) the
+    /// session: archived, it is left out of `session/list` unless asked for.
+    Archive {
+        /// The session.
+        session: SessionId,
+        /// Archived or not.
+        archived: bool,
+    },
     /// The session's first prompt in this run: its first line (redacted), the session's title
     /// when the agent gives none.
     Prompt {
@@ -270,6 +286,8 @@ pub struct ListedSession {
     pub title: Option<String>,
     /// The client ever sent it a prompt: sessions without one are left out of lists.
     pub prompted: bool,
+    /// Archived by the client (`_session/archive`): left out unless the list asks for it.
+    pub archived: bool,
     /// Last activity, ISO 8601.
     pub updated_at: Option<String>,
     /// Last activity, Unix microseconds: the list's order (newest first).
@@ -370,6 +388,8 @@ struct Pending {
     session: Option<SessionId>,
     /// For `session/new` / `session/fork`: the request record, to copy into the new session.
     setup: Option<Setup>,
+    /// What the catalog learns should the agent do it (a vendor rename or archive).
+    index: Option<CatalogUpdate>,
 }
 
 #[derive(Debug)]
@@ -384,6 +404,39 @@ struct Setup {
 
 /// Requests awaiting their response, by sender and id.
 type PendingTable = HashMap<(Side, RequestId), Pending>;
+
+/// What the catalog learns from a client request of the vendor session-index extensions
+/// (`_session/rename`, `_session/archive`, `_session/unarchive`) once the agent does it.
+fn session_index_update(
+    method: &str,
+    session: &SessionId,
+    peek: &Peek<'_>,
+) -> Option<CatalogUpdate> {
+    let session = session.clone();
+    match method {
+        "_session/rename" => {
+            let title = envelope::str_field(peek.params, "title")?;
+            let title = title.trim();
+            (!title.is_empty()).then(|| CatalogUpdate::Rename {
+                session,
+                title: title
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(200)
+                    .collect(),
+            })
+        }
+        "_session/archive" => Some(CatalogUpdate::Archive {
+            session,
+            archived: true,
+        }),
+        "_session/unarchive" => Some(CatalogUpdate::Archive {
+            session,
+            archived: false,
+        }),
+        _ => None,
+    }
+}
 
 /// Methods whose response creates a session.
 const CREATES_SESSION: &[&str] = &["session/new", "session/fork"];
@@ -787,6 +840,10 @@ impl Proxy {
                     cwd: envelope::str_field(peek.params, "cwd"),
                     copied_to: None,
                 });
+                let index = match (from, &session) {
+                    (Side::Client, Some(s)) => session_index_update(method, s, peek),
+                    _ => None,
+                };
                 self.pending.insert(
                     (from, id.clone()),
                     Pending {
@@ -794,6 +851,7 @@ impl Proxy {
                         seq: record.seq,
                         session: session.clone(),
                         setup,
+                        index,
                     },
                 );
                 session.map_or(Target::Connection, Target::Session)
@@ -817,6 +875,12 @@ impl Proxy {
                 }
                 if let Some(s) = &pending.session {
                     self.catalog_turn(s, &pending.method, peek);
+                }
+                if let Some(mut update) = pending.index.clone().filter(|_| !*is_error) {
+                    if let CatalogUpdate::Rename { title, .. } = &mut update {
+                        *title = self.redacted(std::mem::take(title));
+                    }
+                    self.fx.push(Action::Catalog(update));
                 }
                 if pending.method == "session/prompt"
                     && let Some(s) = &pending.session
@@ -853,18 +917,22 @@ impl Proxy {
         else {
             return;
         };
-        let Some(mut title) = crate::acp::prompt_title(&params["prompt"]) else {
+        let Some(title) = crate::acp::prompt_title(&params["prompt"]) else {
             return;
         };
-        if self.config.redact
-            && let Some(redacted) = redact::redact_tokens(title.as_bytes())
-        {
-            title = String::from_utf8_lossy(&redacted).into_owned();
-        }
+        let title = self.redacted(title);
         self.fx.push(Action::Catalog(CatalogUpdate::Prompt {
             session: s.clone(),
             title,
         }));
+    }
+
+    /// Text for the catalog, its token-shaped parts redacted as configured.
+    fn redacted(&self, text: String) -> String {
+        match redact::redact_tokens(text.as_bytes()).filter(|_| self.config.redact) {
+            Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
+            None => text,
+        }
     }
 
     /// A response in session `s` to a `method` request: a prompt's ends the turn (with the

@@ -252,6 +252,8 @@ struct Pending {
     method: String,
     /// The proxy sent it (to bring a session up underneath): not the client's doing.
     proxy: bool,
+    /// The text a `_session/steering` request adds to the running turn.
+    steering: Option<String>,
     /// The tool call title of a permission request.
     title: String,
     options: Vec<PermissionOption>,
@@ -401,6 +403,7 @@ impl Timeline {
         let mut pending = Pending {
             method: method.to_string(),
             proxy,
+            steering: None,
             title: String::new(),
             options: Vec::new(),
             turn: self.turns,
@@ -423,6 +426,10 @@ impl Timeline {
             (Side::Client, "session/new" | "session/load" | "session/resume") if !proxy => {
                 let cwd = params["cwd"].as_str().unwrap_or("?");
                 self.emit(sink, &Event::Setup { method, cwd })?;
+            }
+            // User input into the running turn (a vendor extension): told when the agent takes it.
+            (Side::Client, "_session/steering") => {
+                pending.steering = Some(prompt_text(&params["prompt"]));
             }
             (Side::Client, "session/set_mode") => {
                 self.emit(sink, &Event::Mode(params["modeId"].as_str().unwrap_or("?")))?;
@@ -540,6 +547,12 @@ impl Timeline {
                     },
                 )
             }
+            "_session/steering" => match pending.steering.as_deref() {
+                // Not taken: the client sends it as a prompt of its own.
+                Some(_) if result["outcome"] == "promptRequired" => Ok(()),
+                Some(text) => self.emit(sink, &Event::User(text)),
+                None => Ok(()),
+            },
             "session/new" if pending.proxy => Ok(()),
             "session/new" => match result["sessionId"].as_str() {
                 Some(s) => self.emit(sink, &Event::Session(s)),
@@ -895,6 +908,41 @@ mod tests {
                 "Restored { how: \"session/new\", agent_session: Some(\"V\") }",
                 "Setup { method: \"session/resume\", cwd: \"/w\" }",
                 "Failed { method: \"session/resume\", code: Number(-32002), message: \"gone\" }",
+            ]
+        );
+    }
+
+    #[test]
+    fn steering_the_agent_takes_is_user_input_and_one_it_refuses_is_not() {
+        let log = run(&[
+            (
+                Side::Client,
+                r#"{"id":1,"method":"session/prompt","params":{"prompt":[{"type":"text","text":"go"}]}}"#,
+            ),
+            (
+                Side::Client,
+                r#"{"id":2,"method":"_session/steering","params":{"sessionId":"S","prompt":[{"type":"text","text":"use tabs"}]}}"#,
+            ),
+            (Side::Agent, r#"{"id":2,"result":{}}"#),
+            (
+                Side::Agent,
+                r#"{"id":1,"result":{"stopReason":"end_turn"}}"#,
+            ),
+            (
+                Side::Client,
+                r#"{"id":3,"method":"_session/steering","params":{"sessionId":"S","prompt":[{"type":"text","text":"late"}]}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"id":3,"result":{"outcome":"promptRequired","reason":"noRunningTurn"}}"#,
+            ),
+        ]);
+        assert_eq!(
+            log,
+            [
+                "turn 1 go",
+                "User(\"use tabs\")",
+                "end 1 Some(\"end_turn\")"
             ]
         );
     }

@@ -262,6 +262,7 @@ fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<L
             cwd: s.cwd.clone(),
             title: s.shown_title().map(str::to_string),
             prompted: s.has_prompt(),
+            archived: s.archived,
             updated_at: s.updated_at.clone().or_else(|| iso(s.updated)),
             updated_us: s.updated,
             agent_ids: s.agent_ids.clone(),

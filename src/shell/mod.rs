@@ -531,6 +531,16 @@ impl Services {
                 updated_at,
                 t,
             },
+            CatalogUpdate::Rename { session, title } => CatalogEntry::Rename {
+                session: session.to_string(),
+                title,
+                t,
+            },
+            CatalogUpdate::Archive { session, archived } => CatalogEntry::Archive {
+                session: session.to_string(),
+                archived,
+                t,
+            },
             CatalogUpdate::Prompt { session, title } => CatalogEntry::Prompt {
                 session: session.to_string(),
                 title,

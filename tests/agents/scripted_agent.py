@@ -23,6 +23,8 @@ Behaviour is chosen by the first argument:
   stall   on a session/prompt whose last text block contains "stall" (the user's message: a
           re-prime transcript comes first), send one update and then never answer anything
           again (session/cancel included); other prompts get one update and end_turn
+  index   answer the vendor session-index requests (`_session/rename`, `_session/archive`,
+          `_session/unarchive`, `_session/steering`) with {}, as the adapters that have them do
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -134,6 +136,9 @@ for line in sys.stdin:
         su({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "done"}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn", "usage": {
             "inputTokens": 120, "outputTokens": 30, "totalTokens": 150, "cachedReadTokens": 100, "cachedWriteTokens": 7}}})
+    elif mode == "index" and method in ("_session/rename", "_session/archive", "_session/unarchive",
+                                        "_session/steering"):
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
         if mode == "flood":

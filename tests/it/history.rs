@@ -11,7 +11,7 @@ use acp_journal::catalog::{Catalog, CatalogEntry};
 use acp_journal::journal::Store;
 use serde_json::{Value, json};
 
-use crate::util::{Peers, TestClient, proxied, proxied_with};
+use crate::util::{Peers, TestClient, proxied, proxied_with, run_cli_store};
 
 /// The agent command line as the catalog stores it.
 fn agent_line(agent: &[String]) -> String {
@@ -328,5 +328,88 @@ fn session_fork_for_an_agent_without_it_keeps_the_first_turn_only() {
     assert_eq!(user_texts(&updates), ["first turn", "third, in the fork"]);
     let (updates, _) = client.load(&session, "/tmp");
     assert_eq!(user_texts(&updates), ["first turn", "second turn"]);
+    client.finish();
+}
+
+#[test]
+fn a_rename_an_archive_and_steering_reach_list_session_list_show_and_a_load() {
+    let agent = crate::util::scripted("index");
+    let store = tempfile::tempdir().unwrap();
+    let cwd = store.path().display().to_string();
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    let session = client.start_session(&cwd);
+    // Steering sent while the turn runs (the agent here answers at once: it took it).
+    client.send(&json!({"jsonrpc": "2.0", "id": 50, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "write the parser"}]}}));
+    let steer = client.request(
+        "_session/steering",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "and use tabs"}]}),
+    );
+    assert_eq!(steer["result"], json!({}), "{steer}");
+    let answered = |client: &TestClient| {
+        client
+            .received
+            .iter()
+            .any(|r| r.json.as_ref().is_some_and(|m| m["id"] == 50))
+    };
+    while !answered(&client) {
+        client.recv().expect("the prompt's answer");
+    }
+    let renamed = client.request(
+        "_session/rename",
+        json!({"sessionId": session, "title": "Parser rewrite"}),
+    );
+    assert_eq!(
+        renamed["result"],
+        json!({}),
+        "passed to the agent: {renamed}"
+    );
+    let rows = |client: &mut TestClient, params: Value| -> Vec<Value> {
+        let page = client.request("session/list", params);
+        page["result"]["sessions"]
+            .as_array()
+            .cloned()
+            .expect("rows")
+    };
+    let listed = rows(&mut client, json!({"cwd": cwd}));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        listed[0]["title"], "Parser rewrite",
+        "the client's name wins"
+    );
+    client.request("_session/archive", json!({"sessionId": session}));
+    assert!(
+        rows(&mut client, json!({"cwd": cwd})).is_empty(),
+        "archived: hidden"
+    );
+    let all = json!({"cwd": cwd, "_meta": {"jetbrains": {"air": {"list": {"archived": "all"}}}}});
+    assert_eq!(rows(&mut client, all).len(), 1, "unless asked for");
+    client.finish();
+
+    let (_, out, _) = run_cli_store(store.path(), &["list", "--json"]);
+    let listed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&listed[0]["title"], &listed[0]["archived"]),
+        (&json!("Parser rewrite"), &json!(true))
+    );
+    let (_, rebuilt, _) = run_cli_store(store.path(), &["list", "--json", "--rebuild-catalog"]);
+    assert_eq!(
+        serde_json::from_str::<Vec<Value>>(&rebuilt).unwrap()[0]["title"],
+        "Parser rewrite",
+        "read back from the segments"
+    );
+    // The steering is the user's input in the timeline and in a load's replay.
+    let (_, shown, _) = run_cli_store(store.path(), &["show", &session]);
+    assert!(shown.contains("❯ and use tabs"), "{shown}");
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    client.initialize();
+    let (updates, response) = client.load(&session, &cwd);
+    assert!(response.get("result").is_some(), "{response}");
+    let users: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|u| u["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(users, ["write the parser", "and use tabs"]);
     client.finish();
 }

@@ -6,6 +6,10 @@
 #   .peers/py-examples/               examples/ from the PyPI sdist
 #                                     (echo_agent.py, agent.py, client.py, ...)
 #   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
+#   .peers/adapters/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js
+#                                     the adapter users install today (with the Claude Code
+#                                     binary it drives; the tests point it at a loopback
+#                                     model server of ours: no key, no network)
 #
 # Env overrides: PEERS_DIR (default <repo>/.peers), PYTHON (default python3),
 # FORCE=1 to reinstall.
@@ -15,12 +19,14 @@ PY_PKG=agent-client-protocol
 PY_VER=0.12.1
 NODE_PKG=@agentclientprotocol/sdk
 NODE_VER=1.9.0
+CLAUDE_PKG=@agentclientprotocol/claude-agent-acp
+CLAUDE_VER=0.101.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
-WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER layout=1"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER claude=$CLAUDE_PKG@$CLAUDE_VER layout=1"
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
 die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -29,11 +35,14 @@ VENV_PY="$PEERS/venv/bin/python"
 PY_EX="$PEERS/py-examples"
 NODE_SDK="$PEERS/node/node_modules/$NODE_PKG"
 NODE_AGENT="$NODE_SDK/dist/examples/agent.js"
+CLAUDE_DIR="$PEERS/adapters/node_modules/$CLAUDE_PKG"
+CLAUDE_AGENT="$CLAUDE_DIR/dist/index.js"
 
 check_installed() {
   [[ -x "$VENV_PY" ]] &&
   [[ -f "$PY_EX/echo_agent.py" && -f "$PY_EX/agent.py" && -f "$PY_EX/client.py" ]] &&
-  [[ -f "$NODE_AGENT" ]]
+  [[ -f "$NODE_AGENT" ]] &&
+  [[ -f "$CLAUDE_AGENT" ]]
 }
 
 if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_installed; then
@@ -45,7 +54,7 @@ mkdir -p "$PEERS"
 rm -f "$STAMP"
 if [[ "${FORCE:-0}" == 1 ]]; then
   log "FORCE=1: removing $PEERS/{venv,py-examples,sdist,node}"
-  rm -rf "$PEERS/venv" "$PEERS/py-examples" "$PEERS/sdist" "$PEERS/node"
+  rm -rf "$PEERS/venv" "$PEERS/py-examples" "$PEERS/sdist" "$PEERS/node" "$PEERS/adapters"
 fi
 
 # ---------------------------------------------------------------- Python
@@ -101,8 +110,21 @@ else
   log "note: $NODE_PKG@$NODE_VER ships no dist/examples/client.js"
 fi
 
+# ---------------------------------------------------------------- today's adapters
+INSTALLED_CLAUDE_VER="$(node -p "require('$CLAUDE_DIR/package.json').version" 2>/dev/null || true)"
+if [[ "$INSTALLED_CLAUDE_VER" == "$CLAUDE_VER" && -f "$CLAUDE_AGENT" ]]; then
+  log "$CLAUDE_PKG@$CLAUDE_VER already installed"
+else
+  log "npm install --prefix $PEERS/adapters $CLAUDE_PKG@$CLAUDE_VER (with the Claude Code binary it drives, ~320 MB on disk)"
+  mkdir -p "$PEERS/adapters"
+  npm install --prefix "$PEERS/adapters" --no-audit --no-fund --save-exact \
+    --loglevel=error "$CLAUDE_PKG@$CLAUDE_VER" >&2
+fi
+[[ -f "$CLAUDE_AGENT" ]] || die "missing $CLAUDE_AGENT after npm install (package layout changed?)"
+
 check_installed || die "post-install check failed"
 printf '%s\n' "$WANT" > "$STAMP"
 log "done: peers installed in $PEERS"
 log "  python: $VENV_PY $PY_EX/echo_agent.py | agent.py | client.py"
 log "  node:   node $NODE_AGENT"
+log "  claude: node $CLAUDE_AGENT"

@@ -10,7 +10,7 @@ use crate::shell::journals::FsyncPolicy;
 
 const EXAMPLES: &str = "\
 Examples:
-  acp-journal -- npx @zed-industries/claude-code-acp
+  acp-journal -- npx @agentclientprotocol/claude-agent-acp
       Run an agent behind the proxy; every session is journaled.
   acp-journal list
       Show the recorded sessions.
@@ -241,7 +241,7 @@ diverged.")]
     /// Drive a real agent with a recording's prompts, journal the run, and diff it with the original.
     #[command(after_help = "\
 Example:
-  acp-journal rerun 3fa8 --fail-on tools -- npx @zed-industries/claude-code-acp
+  acp-journal rerun 3fa8 --fail-on tools -- npx @agentclientprotocol/claude-agent-acp
 
 The agent's requests are answered from the recording: permission outcomes as recorded, file reads
 with the recorded content. The new run is journaled in the store like any proxied session.")]

@@ -129,7 +129,7 @@ pub(super) fn shortest_prefixes(ids: &[String]) -> std::collections::HashMap<&st
     out
 }
 
-/// The program name of an agent command (`npx @zed-industries/claude-code-acp` → `claude-code-acp`).
+/// The program name of an agent command (`npx @agentclientprotocol/claude-agent-acp` → `claude-agent-acp`).
 fn agent_name(argv: &str) -> &str {
     let last_path = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
     let words: Vec<&str> = argv.split_whitespace().collect();

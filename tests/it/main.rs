@@ -1,5 +1,6 @@
 //! Integration tests: the built binary, driven end to end.
 
+mod adapters;
 mod cli;
 mod concurrency;
 mod faults;

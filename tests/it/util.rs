@@ -63,6 +63,18 @@ impl Peers {
         self.python("client.py")
     }
 
+    /// `@agentclientprotocol/claude-agent-acp`, the adapter users install today (it needs a
+    /// model server: see `tests/it/adapters.rs`).
+    pub fn claude_agent(&self) -> Vec<String> {
+        vec![
+            "node".into(),
+            self.dir
+                .join("adapters/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js")
+                .display()
+                .to_string(),
+        ]
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![

@@ -7,9 +7,10 @@
 #                                     (echo_agent.py, agent.py, client.py, ...)
 #   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
 #   .peers/adapters/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js
-#                                     the adapter users install today (with the Claude Code
-#                                     binary it drives; the tests point it at a loopback
-#                                     model server of ours: no key, no network)
+#   .peers/adapters/node_modules/@agentclientprotocol/codex-acp/dist/index.js
+#                                     the adapters users install today (with the Claude Code
+#                                     and Codex binaries they drive; the tests point them at a
+#                                     loopback model server of ours: no key, no network)
 #
 # Env overrides: PEERS_DIR (default <repo>/.peers), PYTHON (default python3),
 # FORCE=1 to reinstall.
@@ -21,12 +22,16 @@ NODE_PKG=@agentclientprotocol/sdk
 NODE_VER=1.9.0
 CLAUDE_PKG=@agentclientprotocol/claude-agent-acp
 CLAUDE_VER=0.101.0
+CODEX_PKG=@agentclientprotocol/codex-acp
+CODEX_VER=2.6.0
+CODEX_BIN_PKG=@openai/codex
+CODEX_BIN_VER=0.166.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
-WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER claude=$CLAUDE_PKG@$CLAUDE_VER layout=1"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER layout=1"
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
 die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -37,12 +42,15 @@ NODE_SDK="$PEERS/node/node_modules/$NODE_PKG"
 NODE_AGENT="$NODE_SDK/dist/examples/agent.js"
 CLAUDE_DIR="$PEERS/adapters/node_modules/$CLAUDE_PKG"
 CLAUDE_AGENT="$CLAUDE_DIR/dist/index.js"
+CODEX_DIR="$PEERS/adapters/node_modules/$CODEX_PKG"
+CODEX_AGENT="$CODEX_DIR/dist/index.js"
 
 check_installed() {
   [[ -x "$VENV_PY" ]] &&
   [[ -f "$PY_EX/echo_agent.py" && -f "$PY_EX/agent.py" && -f "$PY_EX/client.py" ]] &&
   [[ -f "$NODE_AGENT" ]] &&
-  [[ -f "$CLAUDE_AGENT" ]]
+  [[ -f "$CLAUDE_AGENT" ]] &&
+  [[ -f "$CODEX_AGENT" ]]
 }
 
 if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_installed; then
@@ -111,16 +119,21 @@ else
 fi
 
 # ---------------------------------------------------------------- today's adapters
-INSTALLED_CLAUDE_VER="$(node -p "require('$CLAUDE_DIR/package.json').version" 2>/dev/null || true)"
-if [[ "$INSTALLED_CLAUDE_VER" == "$CLAUDE_VER" && -f "$CLAUDE_AGENT" ]]; then
-  log "$CLAUDE_PKG@$CLAUDE_VER already installed"
+version_of() { node -p "require('$PEERS/adapters/node_modules/$1/package.json').version" 2>/dev/null || true; }
+if [[ "$(version_of "$CLAUDE_PKG")" == "$CLAUDE_VER" && "$(version_of "$CODEX_PKG")" == "$CODEX_VER" &&
+      "$(version_of "$CODEX_BIN_PKG")" == "$CODEX_BIN_VER" ]]; then
+  log "$CLAUDE_PKG@$CLAUDE_VER and $CODEX_PKG@$CODEX_VER already installed"
 else
-  log "npm install --prefix $PEERS/adapters $CLAUDE_PKG@$CLAUDE_VER (with the Claude Code binary it drives, ~320 MB on disk)"
+  # The binaries the adapters drive come with them (Claude Code, Codex: ~800 MB on disk);
+  # codex-acp's Codex is pinned too (its package asks for ^0.166).
+  log "npm install --prefix $PEERS/adapters $CLAUDE_PKG@$CLAUDE_VER $CODEX_PKG@$CODEX_VER $CODEX_BIN_PKG@$CODEX_BIN_VER"
   mkdir -p "$PEERS/adapters"
   npm install --prefix "$PEERS/adapters" --no-audit --no-fund --save-exact \
-    --loglevel=error "$CLAUDE_PKG@$CLAUDE_VER" >&2
+    --loglevel=error "$CLAUDE_PKG@$CLAUDE_VER" "$CODEX_PKG@$CODEX_VER" "$CODEX_BIN_PKG@$CODEX_BIN_VER" >&2
 fi
-[[ -f "$CLAUDE_AGENT" ]] || die "missing $CLAUDE_AGENT after npm install (package layout changed?)"
+for agent in "$CLAUDE_AGENT" "$CODEX_AGENT"; do
+  [[ -f "$agent" ]] || die "missing $agent after npm install (package layout changed?)"
+done
 
 check_installed || die "post-install check failed"
 printf '%s\n' "$WANT" > "$STAMP"
@@ -128,3 +141,4 @@ log "done: peers installed in $PEERS"
 log "  python: $VENV_PY $PY_EX/echo_agent.py | agent.py | client.py"
 log "  node:   node $NODE_AGENT"
 log "  claude: node $CLAUDE_AGENT"
+log "  codex:  node $CODEX_AGENT"

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""A loopback stand-in for the Anthropic Messages API (our own), just enough for the adapters'
-requests: `POST /v1/messages` (streamed as server-sent events, or not), `count_tokens`, and `{}`
-for anything else. No key is checked and nothing leaves the machine.
+"""A loopback stand-in for the Anthropic Messages API and the OpenAI Responses API (our own), just
+enough for the adapters' requests: `POST /v1/messages` (streamed as server-sent events, or not),
+`count_tokens`, `POST /v1/responses` (streamed), and `{}` for anything else. No key is checked and
+nothing leaves the machine.
 
 Each answer says what the model was shown: "You said: <the last user text>. I can see N user
 messages." (user text blocks, Claude Code's <system-reminder> blocks left out), so a test can tell
 whether a restored session kept its context. Prints the port on stdout; with $MODEL_LOG set,
-appends one JSON line per request ({"path", "model", "stream", "users"}).
+appends one JSON line per request ({"path", "model", "stream", "users"}); with $MODEL_HEADERS set,
+each request's path, headers and body size.
 """
 import http.server
 import json
@@ -46,8 +48,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.reply(200, b"{}")
 
+    def body(self):
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            raw = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return raw
+                raw += self.rfile.read(size)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("content-length") or 0))
+
     def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        raw = self.body()
+        if os.environ.get("MODEL_HEADERS"):
+            with open(os.environ["MODEL_HEADERS"], "a") as log:
+                log.write(f"{self.path} {dict(self.headers)} {len(raw)}\n")
         try:
             req = json.loads(raw)
         except ValueError:
@@ -57,6 +74,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(LOG, "a") as log:
                 log.write(json.dumps({"path": self.path, "model": req.get("model"),
                                       "stream": bool(req.get("stream")), "users": users}) + "\n")
+        if self.path.rstrip("/").endswith("/responses"):
+            return self.openai_responses(req)
         if self.path.startswith("/v1/messages/count_tokens"):
             return self.reply(200, json.dumps({"input_tokens": 10}).encode())
         if not self.path.startswith("/v1/messages"):
@@ -82,6 +101,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                "usage": {"output_tokens": 5}}),
             ("message_stop", {"type": "message_stop"}),
+        ]
+        body = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
+        self.reply(200, body, "text/event-stream")
+
+    def openai_responses(self, req):
+        """The OpenAI Responses API, streamed (what codex sends)."""
+        users = []
+        for item in req.get("input") or []:
+            if item.get("role") != "user":
+                continue
+            for part in item.get("content") or []:
+                text = part.get("text") if isinstance(part, dict) else None
+                if text and part.get("type") == "input_text" and not text.lstrip().startswith("<"):
+                    users.append(text)
+        if LOG:
+            with open(LOG, "a") as log:
+                log.write(json.dumps({"path": self.path, "model": req.get("model"),
+                                      "stream": bool(req.get("stream")), "users": users}) + "\n")
+        last = users[-1].strip().splitlines()[0] if users and users[-1].strip() else ""
+        text = f"You said: {last}. I can see {len(users)} user messages."
+        model = req.get("model") or "gpt"
+        item = {"type": "message", "id": "msg_loop", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        response = {"id": "resp_loop", "object": "response", "model": model, "status": "completed",
+                    "output": [item], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                                                "input_tokens_details": {"cached_tokens": 0},
+                                                "output_tokens_details": {"reasoning_tokens": 0}}}
+        events = [
+            ("response.created", {"type": "response.created", "response": dict(response, status="in_progress", output=[])}),
+            ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                            "item": dict(item, status="in_progress", content=[])}),
+            ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": "msg_loop",
+                                            "output_index": 0, "content_index": 0, "delta": text}),
+            ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
+            ("response.completed", {"type": "response.completed", "response": response}),
         ]
         body = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
         self.reply(200, body, "text/event-stream")

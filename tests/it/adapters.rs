@@ -1,7 +1,8 @@
-//! The adapter users install today, `@agentclientprotocol/claude-agent-acp` (pinned by
-//! `scripts/install-peers.sh`, with the Claude Code binary it drives), through the built binary,
-//! against a loopback model server of ours (`tests/agents/model_server.py`: the Anthropic Messages
-//! API, no key, no network). The model's answers say how many user messages it was shown, so each
+//! The adapters users install today, `@agentclientprotocol/claude-agent-acp` and
+//! `@agentclientprotocol/codex-acp` (pinned by `scripts/install-peers.sh`, with the Claude Code and
+//! Codex binaries they drive), through the built binary, against a loopback model server of ours
+//! (`tests/agents/model_server.py`: the Anthropic Messages and OpenAI Responses APIs, no key, no
+//! network). The model's answers say how many user messages it was shown, so each
 //! test checks the context the agent really has, not only what the editor is shown: a
 //! conversation, a native load in a new proxy, `--load journal`, and a respawn after `kill -9`.
 
@@ -47,7 +48,7 @@ impl Model {
             .filter(|r| {
                 r["path"]
                     .as_str()
-                    .is_some_and(|p| p.starts_with("/v1/messages"))
+                    .is_some_and(|p| p.starts_with("/v1/messages") || p.ends_with("/responses"))
             })
             .filter(|r| r["stream"] == true)
             .map(|r| {
@@ -69,9 +70,17 @@ impl Drop for Model {
     }
 }
 
-/// A machine for the adapter: its own home (where Claude Code keeps its sessions), a working
-/// directory, the model server, and a store.
+/// Which adapter.
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    Claude,
+    Codex,
+}
+
+/// A machine for the adapter: its own home (where it keeps its sessions), a working directory,
+/// the model server, and a store.
 struct Setup {
+    adapter: Adapter,
     model: Model,
     home: tempfile::TempDir,
     cwd: tempfile::TempDir,
@@ -79,10 +88,22 @@ struct Setup {
 }
 
 impl Setup {
-    fn new() -> Setup {
+    fn new(adapter: Adapter) -> Setup {
         let home = tempfile::tempdir().unwrap();
+        let model = Model::start(home.path());
+        // Codex reads its model provider from $CODEX_HOME/config.toml.
+        let codex = home.path().join(".codex");
+        std::fs::create_dir_all(&codex).unwrap();
+        let config = format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"loopback\"\napproval_policy = \"never\"\n\
+             sandbox_mode = \"read-only\"\n\n[model_providers.loopback]\nname = \"loopback\"\n\
+             base_url = \"{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            model.url
+        );
+        std::fs::write(codex.join("config.toml"), config).unwrap();
         Setup {
-            model: Model::start(home.path()),
+            adapter,
+            model,
             home,
             cwd: tempfile::tempdir().unwrap(),
             store: tempfile::tempdir().unwrap(),
@@ -95,7 +116,10 @@ impl Setup {
 
     /// The proxy (with `options`) in front of the adapter, pointed at the model server.
     fn client(&self, options: &[&str]) -> TestClient {
-        let agent = Peers::get().claude_agent();
+        let agent = match self.adapter {
+            Adapter::Claude => Peers::get().claude_agent(),
+            Adapter::Codex => Peers::get().codex_agent(),
+        };
         let cmd = if options.is_empty() {
             proxied(self.store.path(), &agent)
         } else {
@@ -103,12 +127,15 @@ impl Setup {
         };
         let url = PathBuf::from(&self.model.url);
         let one = PathBuf::from("1");
-        let key = PathBuf::from("sk-ant-loopback");
+        let key = PathBuf::from("sk-loopback");
+        let codex_home = self.home.path().join(".codex");
         TestClient::spawn_env(
             &cmd,
             &[
                 ("ANTHROPIC_BASE_URL", &url),
                 ("ANTHROPIC_API_KEY", &key),
+                ("OPENAI_API_KEY", &key),
+                ("CODEX_HOME", &codex_home),
                 ("HOME", self.home.path()),
                 // Claude Code refuses its permission bypass to root outside a sandbox.
                 ("IS_SANDBOX", &one),
@@ -117,6 +144,16 @@ impl Setup {
             ],
         )
     }
+}
+
+/// Close the client's end; the proxy ends with the agent. codex-acp does not exit at the end of
+/// its stdin: the proxy terminates it after `--grace` (2 s in the tests) and ends with its status.
+fn ends(client: TestClient) {
+    let code = client.finish().0;
+    assert!(
+        code == 0 || code == 128 + libc::SIGTERM,
+        "exit status {code}"
+    );
 }
 
 /// Send `text` to `session`; the answer's end_turn and the agent text it brought.
@@ -144,49 +181,77 @@ fn user_texts(updates: &[Value]) -> Vec<String> {
 
 #[test]
 fn claude_agent_acp_converses_loads_natively_and_from_the_journal_with_its_context() {
-    let setup = Setup::new();
+    converses_and_loads(Adapter::Claude, "Claude Agent");
+}
+
+#[test]
+fn codex_acp_converses_loads_natively_and_from_the_journal_with_its_context() {
+    converses_and_loads(Adapter::Codex, "Codex");
+}
+
+#[test]
+fn claude_agent_acp_killed_with_sigkill_is_restarted_and_its_session_keeps_its_context() {
+    killed_and_restarted(Adapter::Claude);
+}
+
+#[test]
+fn codex_acp_killed_with_sigkill_is_restarted_and_its_session_keeps_its_context() {
+    killed_and_restarted(Adapter::Codex);
+}
+
+/// A conversation; a native load in a new proxy; `--load journal`; what `list` shows.
+fn converses_and_loads(adapter: Adapter, name: &str) {
+    let setup = Setup::new(adapter);
     let cwd = setup.cwd();
     let mut client = setup.client(&[]);
     let init = client.initialize();
-    assert_eq!(
-        init["result"]["agentInfo"]["title"], "Claude Agent",
-        "{init}"
-    );
+    let info = &init["result"]["agentInfo"];
+    let shown = info["title"]
+        .as_str()
+        .or(info["name"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(shown.contains(name), "{adapter:?}: {init}");
     let session = client.new_session(&cwd);
+    let first = turn(&mut client, &session, "first task");
     assert!(
-        turn(&mut client, &session, "first task").contains("You said: first task. I can see 1")
+        first.contains("You said: first task. I can see 1"),
+        "{first}"
     );
-    assert!(turn(&mut client, &session, "second task").contains("I can see 2 user messages"));
-    assert_eq!(client.finish().0, 0);
+    let second = turn(&mut client, &session, "second task");
+    assert!(second.contains("I can see 2 user messages"), "{second}");
+    ends(client);
 
     // A new proxy: the agent loads the session itself, and has its context.
     let mut client = setup.client(&[]);
     client.initialize();
     let (updates, response) = client.load(&session, &cwd);
-    assert!(response.get("result").is_some(), "{response}");
+    assert!(response.get("result").is_some(), "{adapter:?}: {response}");
+    // The agent's own replay, passed on as it came (codex-acp 2.6 replays only a loaded
+    // session's first turn, without the proxy too; its model still gets every turn).
     let users = user_texts(&updates);
     assert!(
-        users.iter().any(|u| u.contains("first task"))
-            && users.iter().any(|u| u.contains("second task")),
-        "the agent's own replay: {users:?}"
+        users.iter().any(|u| u.contains("first task")),
+        "{adapter:?}: the agent's own replay: {users:?}"
     );
-    assert!(turn(&mut client, &session, "third task").contains("I can see 3 user messages"));
-    assert_eq!(client.finish().0, 0);
+    let third = turn(&mut client, &session, "third task");
+    assert!(third.contains("I can see 3 user messages"), "{third}");
+    ends(client);
 
     // `--load journal`: the journal's replay, the agent's own load underneath (context kept).
     let mut client = setup.client(&["--load", "journal"]);
     client.initialize();
     let (updates, response) = client.load(&session, &cwd);
-    assert!(response.get("result").is_some(), "{response}");
+    assert!(response.get("result").is_some(), "{adapter:?}: {response}");
     assert_eq!(
         user_texts(&updates),
         ["first task", "second task", "third task"],
         "the journal's replay, once"
     );
-    assert!(turn(&mut client, &session, "fourth task").contains("I can see 4 user messages"));
-    assert_eq!(client.finish().0, 0);
+    let fourth = turn(&mut client, &session, "fourth task");
+    assert!(fourth.contains("I can see 4 user messages"), "{fourth}");
+    ends(client);
 
-    // What the list shows of it.
     let (_, out, _) = crate::util::run_cli_store(setup.store.path(), &["list", "--json"]);
     let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
     let row = rows
@@ -194,16 +259,23 @@ fn claude_agent_acp_converses_loads_natively_and_from_the_journal_with_its_conte
         .find(|r| r["session"] == session.as_str())
         .expect(&out);
     assert_eq!(row["turns"], 4, "{row}");
-    assert_eq!(row["agent_name"], "Claude Agent", "{row}");
+    assert_eq!(row["agent_name"], shown.as_str(), "{row}");
+    assert_eq!(
+        row["title"].as_str().map(|t| !t.is_empty()),
+        Some(true),
+        "{row}"
+    );
 }
 
-#[test]
-fn claude_agent_acp_killed_with_sigkill_is_restarted_and_its_session_keeps_its_context() {
-    let setup = Setup::new();
+/// `kill -9` of the agent between prompts: the next prompt is answered by the restarted agent,
+/// with the conversation's context.
+fn killed_and_restarted(adapter: Adapter) {
+    let setup = Setup::new(adapter);
     let cwd = setup.cwd();
     let mut client = setup.client(&[]);
     let session = client.start_session(&cwd);
-    assert!(turn(&mut client, &session, "before the crash").contains("I can see 1"));
+    let before = turn(&mut client, &session, "before the crash");
+    assert!(before.contains("I can see 1"), "{before}");
     let proxy = client.child.id();
     let pid = agent_pid(proxy, None);
     kill9(pid);
@@ -212,14 +284,17 @@ fn claude_agent_acp_killed_with_sigkill_is_restarted_and_its_session_keeps_its_c
     let after = turn(&mut client, &session, "after the crash");
     assert!(
         after.contains("You said: after the crash. I can see 2 user messages"),
-        "restored on the restarted agent with its context: {after}"
+        "{adapter:?}: restored on the restarted agent with its context: {after}"
     );
-    assert_eq!(client.finish().0, 0);
+    ends(client);
     let turns = setup.model.turns();
-    assert_eq!(
-        turns.last().map(|t| t.len()),
-        Some(2),
-        "the model saw both prompts: {turns:?}"
+    assert!(
+        turns.iter().any(|t| t
+            .iter()
+            .map(String::as_str)
+            .eq(["before the crash", "after the crash"])),
+        "the model saw both prompts in one conversation: {turns:?} {}",
+        std::fs::read_to_string(&setup.model.log).unwrap_or_default()
     );
     let (_, shown, _) = crate::util::run_cli_store(setup.store.path(), &["show", &session]);
     assert!(

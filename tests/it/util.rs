@@ -75,6 +75,18 @@ impl Peers {
         ]
     }
 
+    /// `@agentclientprotocol/codex-acp`, the other adapter users install today (it needs a model
+    /// server: see `tests/it/adapters.rs`).
+    pub fn codex_agent(&self) -> Vec<String> {
+        vec![
+            "node".into(),
+            self.dir
+                .join("adapters/node_modules/@agentclientprotocol/codex-acp/dist/index.js")
+                .display()
+                .to_string(),
+        ]
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![

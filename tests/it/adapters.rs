@@ -199,7 +199,8 @@ fn codex_acp_killed_with_sigkill_is_restarted_and_its_session_keeps_its_context(
     killed_and_restarted(Adapter::Codex);
 }
 
-/// A conversation; a native load in a new proxy; `--load journal`; what `list` shows.
+/// A conversation; a native load in a new proxy; `--load journal`; a native resume; what `list`
+/// shows.
 fn converses_and_loads(adapter: Adapter, name: &str) {
     let setup = Setup::new(adapter);
     let cwd = setup.cwd();
@@ -252,13 +253,31 @@ fn converses_and_loads(adapter: Adapter, name: &str) {
     assert!(fourth.contains("I can see 4 user messages"), "{fourth}");
     ends(client);
 
+    // `session/resume` in a new proxy: the agent's own, nothing replayed, the context kept.
+    let mut client = setup.client(&[]);
+    client.initialize();
+    let before = client.received.len();
+    let resumed = client.request(
+        "session/resume",
+        serde_json::json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    assert!(resumed.get("result").is_some(), "{adapter:?}: {resumed}");
+    let replayed = client.received[before..]
+        .iter()
+        .filter_map(|r| r.json.as_ref())
+        .any(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk");
+    assert!(!replayed, "{adapter:?}: a resume replays nothing");
+    let fifth = turn(&mut client, &session, "fifth task");
+    assert!(fifth.contains("I can see 5 user messages"), "{fifth}");
+    ends(client);
+
     let (_, out, _) = crate::util::run_cli_store(setup.store.path(), &["list", "--json"]);
     let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
     let row = rows
         .iter()
         .find(|r| r["session"] == session.as_str())
         .expect(&out);
-    assert_eq!(row["turns"], 4, "{row}");
+    assert_eq!(row["turns"], 5, "{row}");
     assert_eq!(row["agent_name"], shown.as_str(), "{row}");
     assert_eq!(
         row["title"].as_str().map(|t| !t.is_empty()),

@@ -291,7 +291,7 @@ impl Summaries {
                 s.records += records;
                 s.bytes += bytes;
                 s.turns += turns;
-                s.updated = s.updated.max(t);
+                s.updated = s.updated.max(closing(s, t));
                 s.open = s.segments.iter().any(|seg| !self.closed.contains_key(seg));
                 if !s.open {
                     s.state = None;
@@ -361,6 +361,17 @@ impl Summaries {
                 Some(session)
             }
         }
+    }
+}
+
+/// What a segment's close at `t` says of a session's last activity: nothing when the catalog
+/// tells its turns' ends (a proxy ending, with every session it served, is nobody's activity),
+/// else the close time (a catalog written before turn ends were, or a session without turns).
+fn closing(s: &SessionSummary, t: i64) -> i64 {
+    if s.last_turn_ended.is_some() {
+        i64::MIN
+    } else {
+        t
     }
 }
 
@@ -593,7 +604,7 @@ impl Catalog for Store {
                     s.records += records;
                     s.bytes += bytes;
                     s.turns += turns;
-                    s.updated = s.updated.max(*t);
+                    s.updated = s.updated.max(closing(s, *t));
                 } else {
                     s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
                     // The latest segment's turns as they ended (its journal may not have them

@@ -989,6 +989,47 @@ mod tests {
     }
 
     #[test]
+    fn a_proxys_end_is_not_its_sessions_last_activity() {
+        let mut summaries = Summaries::default();
+        for (session, ended) in [("a", 10), ("b", 20)] {
+            let open = open(session, 1);
+            let CatalogEntry::Open { segment, .. } = &open else {
+                unreachable!()
+            };
+            let segment = segment.clone();
+            summaries.apply(open);
+            summaries.apply(CatalogEntry::TurnEnded {
+                session: session.into(),
+                turns: 1,
+                t: ended,
+            });
+            summaries.apply(CatalogEntry::Close {
+                segment,
+                records: 3,
+                bytes: 0,
+                turns: 1,
+                t: 100,
+            });
+        }
+        // Without turn ends (an old catalog, an empty session) the close is all there is.
+        let empty = open("c", 1);
+        let CatalogEntry::Open { segment, .. } = &empty else {
+            unreachable!()
+        };
+        let segment = segment.clone();
+        summaries.apply(empty);
+        summaries.apply(CatalogEntry::Close {
+            segment,
+            records: 1,
+            bytes: 0,
+            turns: 0,
+            t: 100,
+        });
+        let updated = |s: &str| summaries.by_id[s].updated;
+        assert_eq!((updated("a"), updated("b"), updated("c")), (10, 20, 100));
+    }
+
+    #[test]
     fn the_git_branch_comes_from_head_or_a_worktree_link() {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");

@@ -365,10 +365,11 @@ impl Summaries {
 }
 
 /// What a segment's close at `t` says of a session's last activity: nothing when the catalog
-/// tells its turns' ends (a proxy ending, with every session it served, is nobody's activity),
-/// else the close time (a catalog written before turn ends were, or a session without turns).
+/// tells its turns' ends, or it had none (a proxy ending, with every session it served, is
+/// nobody's activity); the close time for turns a catalog written before turn ends were cannot
+/// date otherwise.
 fn closing(s: &SessionSummary, t: i64) -> i64 {
-    if s.last_turn_ended.is_some() {
+    if s.last_turn_ended.is_some() || s.turns == 0 {
         i64::MIN
     } else {
         t
@@ -1011,7 +1012,8 @@ mod tests {
                 t: 100,
             });
         }
-        // Without turn ends (an old catalog, an empty session) the close is all there is.
+        // Without turn ends: an empty session's last activity is its start; an old catalog's
+        // turns are dated by the close.
         let empty = open("c", 1);
         let CatalogEntry::Open { segment, .. } = &empty else {
             unreachable!()
@@ -1025,8 +1027,24 @@ mod tests {
             turns: 0,
             t: 100,
         });
+        let old = open("d", 2);
+        let CatalogEntry::Open { segment, .. } = &old else {
+            unreachable!()
+        };
+        let segment = segment.clone();
+        summaries.apply(old);
+        summaries.apply(CatalogEntry::Close {
+            segment,
+            records: 9,
+            bytes: 0,
+            turns: 2,
+            t: 100,
+        });
         let updated = |s: &str| summaries.by_id[s].updated;
-        assert_eq!((updated("a"), updated("b"), updated("c")), (10, 20, 100));
+        assert_eq!(
+            (updated("a"), updated("b"), updated("c"), updated("d")),
+            (10, 20, 1, 100)
+        );
     }
 
     #[test]

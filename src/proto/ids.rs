@@ -4,16 +4,36 @@
 //! the ids of a restarted agent's requests that collide with a request of the agent before it
 //! that the client may still answer (`"acp-journal:agent:N"`, restored on the way back).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use super::Purpose;
 use crate::wire::envelope::RequestId;
 
+/// The id of a request of the proxy's own to the agent (`"acp-journal:N"`): a type of its own,
+/// so a client's or an agent's id cannot be taken for one (an agent's answer is looked up by
+/// its id through [`Borrow`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct OwnId(RequestId);
+
+impl OwnId {
+    /// The id as it goes on the wire.
+    pub(super) fn request_id(&self) -> &RequestId {
+        &self.0
+    }
+}
+
+impl Borrow<RequestId> for OwnId {
+    fn borrow(&self) -> &RequestId {
+        &self.0
+    }
+}
+
 /// The proxy's own requests in flight and the ids it renumbered.
 #[derive(Debug, Default)]
 pub(super) struct OwnIds {
     /// Requests the proxy sent to the agent: id → why.
-    ours: HashMap<RequestId, Purpose>,
+    ours: HashMap<OwnId, Purpose>,
     next: u64,
     /// Renumbered client ids: sent id → the client's id.
     aliases: HashMap<RequestId, RequestId>,
@@ -29,12 +49,12 @@ impl OwnIds {
         &mut self,
         purpose: Purpose,
         taken: impl Fn(&RequestId) -> bool,
-    ) -> RequestId {
+    ) -> OwnId {
         let id = loop {
             let id = RequestId::String(format!("acp-journal:{}", self.next));
             self.next += 1;
             if !taken(&id) {
-                break id;
+                break OwnId(id);
             }
         };
         self.ours.insert(id.clone(), purpose);

@@ -473,7 +473,7 @@ impl Cx<'_> {
         self.fx.send_agent(
             at,
             Target::Session(session.clone()),
-            Some(&id),
+            Some(id.request_id()),
             method,
             params,
         );

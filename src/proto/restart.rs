@@ -261,8 +261,13 @@ impl Proxy {
         let id = self.ids.request(purpose, |id| {
             pending.contains_key(&(Side::Client, id.clone()))
         });
-        self.fx
-            .send_agent(at, Target::Connection, Some(&id), method, params.get());
+        self.fx.send_agent(
+            at,
+            Target::Connection,
+            Some(id.request_id()),
+            method,
+            params.get(),
+        );
     }
 
     /// The restarted agent answered the `initialize` or `authenticate` the proxy sent again.

@@ -39,11 +39,15 @@ pub(super) enum Step {
     SetConfig,
 }
 
+/// Where a load stands, with what only that step needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    Fetching,
+    /// The journal is replayed to the client: the lines sent so far.
+    Fetching { replayed: u64 },
+    /// The agent is asked to bring the session up.
     Starting,
-    Restoring,
+    /// The recorded mode and config options are set again: the requests not answered yet.
+    Restoring { outstanding: usize },
 }
 
 /// Who waits for a load.
@@ -149,8 +153,6 @@ struct Load {
     phase: Phase,
     summary: Summary,
     answer: RawObject,
-    outstanding: usize,
-    replayed: u64,
 }
 
 impl Load {
@@ -160,6 +162,18 @@ impl Load {
         } else {
             "session/resume"
         }
+    }
+
+    /// A request that restores the recorded mode or config was answered.
+    fn restore_answered(&mut self) {
+        if let Phase::Restoring { outstanding } = &mut self.phase {
+            *outstanding = outstanding.saturating_sub(1);
+        }
+    }
+
+    /// True while requests restoring the recorded mode or config wait for their answers.
+    fn restoring(&self) -> bool {
+        matches!(self.phase, Phase::Restoring { outstanding } if outstanding > 0)
     }
 
     fn is_restore(&self) -> bool {
@@ -279,11 +293,9 @@ impl Loads {
             request,
             agent_failed,
             fork,
-            phase: Phase::Fetching,
+            phase: Phase::Fetching { replayed: 0 },
             summary: Summary::default(),
             answer: RawObject::default(),
-            outstanding: 0,
-            replayed: 0,
         };
         self.by_session.insert(session.clone(), op);
         self.loads.insert(op, load);
@@ -331,7 +343,9 @@ impl Loads {
         match chunk {
             HistoryChunk::Lines(lines) => {
                 if l.replay {
-                    l.replayed += lines.len() as u64;
+                    if let Phase::Fetching { replayed } = &mut l.phase {
+                        *replayed += lines.len() as u64;
+                    }
                     for line in lines {
                         cx.fx.forward(super::Side::Client, line);
                     }
@@ -372,7 +386,10 @@ impl Loads {
             }
             HistoryChunk::End(summary) => {
                 let session = l.session.clone();
-                let replayed = l.replayed;
+                let replayed = match l.phase {
+                    Phase::Fetching { replayed } => replayed,
+                    Phase::Starting | Phase::Restoring { .. } => 0,
+                };
                 l.summary = summary;
                 let cwd = l.setup.cwd.clone();
                 let request = l.request.take();
@@ -477,7 +494,7 @@ impl Loads {
             Step::Setup(how) => self.on_setup(cx, at, op, &session, how, line, &result, is_error),
             Step::SetMode(mode) => {
                 if let Some(l) = self.loads.get_mut(&op) {
-                    l.outstanding -= 1;
+                    l.restore_answered();
                     if !is_error {
                         l.answer
                             .edit("modes", |m| m.set("currentModeId", json_string(&mode)));
@@ -487,7 +504,7 @@ impl Loads {
             }
             Step::SetConfig => {
                 if let Some(l) = self.loads.get_mut(&op) {
-                    l.outstanding -= 1;
+                    l.restore_answered();
                     if !is_error && present(&result["configOptions"]) {
                         l.answer
                             .set("configOptions", result["configOptions"].to_string());
@@ -511,7 +528,7 @@ impl Loads {
         is_error: bool,
     ) -> Progress {
         cx.sessions.stop_hiding(session);
-        self.set_phase(op, Phase::Restoring);
+        self.set_phase(op, Phase::Restoring { outstanding: 0 });
         if is_error {
             if how != Underneath::New {
                 // The agent lost it (or cannot load it): start afresh; the journal has it.
@@ -686,7 +703,14 @@ impl Loads {
             return;
         };
         let requests = restore_requests(&l.summary, agent, result);
-        l.outstanding += requests.len();
+        l.phase = match l.phase {
+            Phase::Restoring { outstanding } => Phase::Restoring {
+                outstanding: outstanding + requests.len(),
+            },
+            Phase::Fetching { .. } | Phase::Starting => Phase::Restoring {
+                outstanding: requests.len(),
+            },
+        };
         let session = l.session.clone();
         for (step, method, params) in requests {
             cx.request(at, &session, op, step, method, &params);
@@ -695,7 +719,7 @@ impl Loads {
 
     fn maybe_finish(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) -> Progress {
         match self.loads.get(&op) {
-            Some(l) if l.outstanding == 0 => self.finish(cx, at, op, Ok(())),
+            Some(l) if !l.restoring() => self.finish(cx, at, op, Ok(())),
             _ => Progress::Going,
         }
     }
@@ -746,7 +770,7 @@ impl Loads {
     /// client id and session.
     fn abandon(&mut self, cx: &mut Cx<'_>, op: u64) -> Option<Load> {
         let mut l = self.remove(op)?;
-        if l.phase == Phase::Fetching {
+        if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx.push(Action::CancelHistory { load: op });
         } else {
             cx.sessions.set_not_live(&l.session);

@@ -198,6 +198,9 @@ pub(super) struct Loads {
     by_session: HashMap<SessionId, u64>,
     /// Bytes of the client lines waiting for restores.
     waiting_bytes: usize,
+    /// The loads and resumes the client sent the agent itself, by client request id, kept
+    /// until the agent answers (`auto` and `journal` modes).
+    native: HashMap<RequestId, NativeLoad>,
 }
 
 fn present(v: &Value) -> bool {
@@ -217,6 +220,29 @@ pub(super) enum Progress {
 }
 
 impl Loads {
+    /// Keep a load or resume the client sent the agent, to serve it from the journal should
+    /// the agent fail it.
+    pub(super) fn keep_native(&mut self, request: LoadRequest) {
+        if let Asker::Client(id) = &request.asker {
+            self.native.insert(id.clone(), NativeLoad::new(request));
+        }
+    }
+
+    /// The kept native load of client request `id`, once the agent answered it.
+    pub(super) fn take_native(&mut self, id: &RequestId) -> Option<NativeLoad> {
+        self.native.remove(id)
+    }
+
+    /// The kept native load of client request `id`, while the agent replays it.
+    pub(super) fn native_mut(&mut self, id: &RequestId) -> Option<&mut NativeLoad> {
+        self.native.get_mut(id)
+    }
+
+    /// The agent is gone: the native loads it was running end with it.
+    pub(super) fn forget_native(&mut self) {
+        self.native.clear();
+    }
+
     /// The load a client request id names.
     pub(super) fn by_request(&self, id: &RequestId) -> Option<u64> {
         self.by_request.get(id).copied()

@@ -506,9 +506,6 @@ pub struct Proxy {
     next_op: u64,
     /// Agent lines held while a load is bringing its session up (bounded by `held_limit`).
     held: HeldLines,
-    /// Loads and resumes the client sent the agent, by client request id, in `auto` and
-    /// `journal` modes: served from the journal should the agent fail them.
-    native: HashMap<RequestId, NativeLoad>,
     /// The client's `initialize` and its last accepted `authenticate` lines, as received: what
     /// a restarted agent is told again.
     client_init: Option<Bytes>,
@@ -557,7 +554,6 @@ impl Proxy {
             lists_by_request: HashMap::new(),
             next_op: 0,
             held: HeldLines::default(),
-            native: HashMap::new(),
             client_init: None,
             client_auth: None,
             auth_pending: None,
@@ -1174,7 +1170,7 @@ impl Proxy {
             return;
         }
         if let Some(request) = LoadRequest::parse(id, peek, replay) {
-            self.native.insert(id.clone(), NativeLoad::new(request));
+            self.loads.keep_native(request);
         }
     }
 
@@ -1183,7 +1179,7 @@ impl Proxy {
     /// replay, which the journal's replaces, is dropped).
     fn native_answered(&mut self, at: Stamp, id: &RequestId, line: &Bytes, failed: bool) -> bool {
         let client_id = self.ids.client_id(id);
-        let Some(native) = self.native.remove(&client_id) else {
+        let Some(native) = self.loads.take_native(&client_id) else {
             return false;
         };
         let NativeLoad {
@@ -1324,7 +1320,7 @@ impl Proxy {
                 if let Some(native) = self
                     .sessions
                     .native_load(session)
-                    .and_then(|id| self.native.get_mut(id))
+                    .and_then(|id| self.loads.native_mut(id))
                     .filter(|_| update)
                 {
                     if native.held.hold(line, NATIVE_HOLD_BYTES) {
@@ -1639,7 +1635,7 @@ impl Proxy {
                 .answer(at, target, &id, Err(&error(&pending.method)));
         }
         self.ids.forget_agent();
-        self.native.clear();
+        self.loads.forget_native();
         self.sessions.end_native_loads();
         self.prompts.clear();
         self.auth_pending = None;

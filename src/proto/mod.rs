@@ -87,7 +87,7 @@ use ids::OwnIds;
 use listing::List;
 use loading::{LoadRequest, Loads, NATIVE_HOLD_BYTES, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
-use restart::{PromptWatch, Reinit};
+use restart::{Prompts, Reinit};
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
 use sessions::{AgentRef, SetupParams};
@@ -522,7 +522,7 @@ pub struct Proxy {
     /// Forks waiting for their journal copy, by operation.
     forks: HashMap<u64, LoadRequest>,
     /// Prompts in flight by session, for `--stall-timeout`.
-    prompts: HashMap<SessionId, PromptWatch>,
+    prompts: Prompts,
     /// The working directories the client listed sessions of, and when (monotonic
     /// microseconds): changes there are announced with `session/list_changed` for 10 minutes.
     watched: HashMap<String, u64>,
@@ -560,7 +560,7 @@ impl Proxy {
             agent_initialized: false,
             reinit: None,
             dead: HashMap::new(),
-            prompts: HashMap::new(),
+            prompts: Prompts::default(),
             forks: HashMap::new(),
             watched: HashMap::new(),
             now: 0,
@@ -721,7 +721,7 @@ impl Proxy {
                 (Side::Client, _) => None,
             };
             if let Some(s) = session {
-                restart::prompt_active(&mut self.prompts, &s, at);
+                self.prompts.active(&s, at);
             }
         }
         if self.config.load != LoadMode::Off {
@@ -749,7 +749,7 @@ impl Proxy {
             && let Some(s) = peek.session.as_deref()
         {
             let s = self.sessions.id(s);
-            self.prompts.insert(s, PromptWatch::new(id.clone(), at));
+            self.prompts.start(s, id.clone(), at);
         }
         let rewritten = match (self.config.load, from) {
             (LoadMode::Off, _) => None,
@@ -881,7 +881,7 @@ impl Proxy {
                 if pending.method == "session/prompt"
                     && let Some(s) = &pending.session
                 {
-                    restart::prompt_answered(&mut self.prompts, s, id);
+                    self.prompts.answered(s, id);
                 }
                 let created = match (&pending.setup, is_error) {
                     (Some(_), false) => {

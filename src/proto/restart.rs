@@ -9,6 +9,8 @@
 //! `authenticate`) go to the new agent, and every live session becomes lost: the next client
 //! request that names it brings it up again ([`super::loading`], a restore) before it is sent.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 
 use serde_json::json;
@@ -61,19 +63,19 @@ impl Reinit {
 
 /// A prompt in flight, watched for stalls.
 #[derive(Debug)]
-pub(super) struct PromptWatch {
+struct PromptWatch {
     /// The client's request id.
-    pub(super) id: RequestId,
+    id: RequestId,
     /// When the agent last sent anything for its session (monotonic microseconds).
-    pub(super) last: u64,
+    last: u64,
     /// When the proxy cancelled it for stalling.
-    pub(super) cancelled_at: Option<u64>,
+    cancelled_at: Option<u64>,
     /// The proxy asked for a restart already.
-    pub(super) restart_asked: bool,
+    restart_asked: bool,
 }
 
 impl PromptWatch {
-    pub(super) fn new(id: RequestId, at: Stamp) -> PromptWatch {
+    fn new(id: RequestId, at: Stamp) -> PromptWatch {
         PromptWatch {
             id,
             last: at.mono_us,
@@ -85,87 +87,99 @@ impl PromptWatch {
 
 /// What a stalled prompt calls for.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Stall {
+enum Stall {
     /// Cancel the prompt of this session.
     Cancel(SessionId),
     /// Its cancel went unanswered: restart the agent (for this session).
     Restart(SessionId),
 }
 
-/// A line of (client-facing) session `s` from the agent, or the client's answer to the agent's
-/// request in it: the prompt of that session is alive.
-pub(super) fn prompt_active(
-    prompts: &mut std::collections::HashMap<SessionId, PromptWatch>,
-    s: &SessionId,
-    at: Stamp,
-) {
-    if let Some(watch) = prompts.get_mut(s) {
-        watch.last = at.mono_us;
+/// The prompts in flight, one per session, watched for stalls (`--stall-timeout`).
+#[derive(Debug, Default)]
+pub(super) struct Prompts {
+    by_session: HashMap<SessionId, PromptWatch>,
+}
+
+impl Prompts {
+    /// True when no prompt is in flight (the common case costs no lookup).
+    pub(super) fn is_empty(&self) -> bool {
+        self.by_session.is_empty()
     }
-}
 
-/// The prompt of session `s` with request id `id` was answered.
-pub(super) fn prompt_answered(
-    prompts: &mut std::collections::HashMap<SessionId, PromptWatch>,
-    s: &str,
-    id: &RequestId,
-) {
-    if prompts.get(s).is_some_and(|w| &w.id == id) {
-        prompts.remove(s);
+    /// The client sent session `s` a prompt (request `id`).
+    pub(super) fn start(&mut self, s: SessionId, id: RequestId, at: Stamp) {
+        self.by_session.insert(s, PromptWatch::new(id, at));
     }
-}
 
-/// The next time [`stalls`] can find something to do (monotonic microseconds).
-pub(super) fn next_stall_check(
-    prompts: &std::collections::HashMap<SessionId, PromptWatch>,
-    timeout: u64,
-    grace: u64,
-) -> Option<u64> {
-    prompts
-        .values()
-        .filter_map(|watch| match watch.cancelled_at {
-            None => Some(watch.last.saturating_add(timeout)),
-            Some(at) if !watch.restart_asked => Some(at.max(watch.last).saturating_add(grace)),
-            Some(_) => None,
-        })
-        .min()
-}
-
-/// The stalls at `now`: prompts silent for `timeout` get a cancel, cancelled ones silent for
-/// `grace` more a restart. `waiting_on_client` says the agent is waiting for the client's answer
-/// in a session (its silence is then no stall).
-pub(super) fn stalls(
-    prompts: &mut std::collections::HashMap<SessionId, PromptWatch>,
-    now: u64,
-    timeout: u64,
-    grace: u64,
-    waiting_on_client: impl Fn(&str) -> bool,
-) -> Vec<Stall> {
-    let mut out = Vec::new();
-    let mut sessions: Vec<&SessionId> = prompts.keys().collect();
-    sessions.sort_unstable();
-    let sessions: Vec<SessionId> = sessions.into_iter().cloned().collect();
-    for s in sessions {
-        let Some(watch) = prompts.get_mut(&s) else {
-            continue;
-        };
-        if waiting_on_client(&s) {
-            watch.last = now;
-            continue;
-        }
-        match watch.cancelled_at {
-            None if now.saturating_sub(watch.last) >= timeout => {
-                watch.cancelled_at = Some(now);
-                out.push(Stall::Cancel(s));
-            }
-            Some(at) if !watch.restart_asked && now.saturating_sub(at.max(watch.last)) >= grace => {
-                watch.restart_asked = true;
-                out.push(Stall::Restart(s));
-            }
-            _ => {}
+    /// A line of (client-facing) session `s` from the agent, or the client's answer to the
+    /// agent's request in it: the prompt of that session is alive.
+    pub(super) fn active(&mut self, s: &SessionId, at: Stamp) {
+        if let Some(watch) = self.by_session.get_mut(s) {
+            watch.last = at.mono_us;
         }
     }
-    out
+
+    /// The prompt of session `s` with request id `id` was answered.
+    pub(super) fn answered(&mut self, s: &str, id: &RequestId) {
+        if self.by_session.get(s).is_some_and(|w| &w.id == id) {
+            self.by_session.remove(s);
+        }
+    }
+
+    /// The agent is gone: its prompts are answered already.
+    pub(super) fn clear(&mut self) {
+        self.by_session.clear();
+    }
+
+    /// The next time [`Prompts::stalls`] can find something to do (monotonic microseconds).
+    fn next_check(&self, timeout: u64, grace: u64) -> Option<u64> {
+        self.by_session
+            .values()
+            .filter_map(|watch| match watch.cancelled_at {
+                None => Some(watch.last.saturating_add(timeout)),
+                Some(at) if !watch.restart_asked => Some(at.max(watch.last).saturating_add(grace)),
+                Some(_) => None,
+            })
+            .min()
+    }
+
+    /// The stalls at `now`: prompts silent for `timeout` get a cancel, cancelled ones silent
+    /// for `grace` more a restart. `waiting_on_client` says the agent is waiting for the
+    /// client's answer in a session (its silence is then no stall).
+    fn stalls(
+        &mut self,
+        now: u64,
+        timeout: u64,
+        grace: u64,
+        waiting_on_client: impl Fn(&str) -> bool,
+    ) -> Vec<Stall> {
+        let mut out = Vec::new();
+        let mut sessions: Vec<SessionId> = self.by_session.keys().cloned().collect();
+        sessions.sort_unstable();
+        for s in sessions {
+            let Some(watch) = self.by_session.get_mut(&s) else {
+                continue;
+            };
+            if waiting_on_client(&s) {
+                watch.last = now;
+                continue;
+            }
+            match watch.cancelled_at {
+                None if now.saturating_sub(watch.last) >= timeout => {
+                    watch.cancelled_at = Some(now);
+                    out.push(Stall::Cancel(s));
+                }
+                Some(at)
+                    if !watch.restart_asked && now.saturating_sub(at.max(watch.last)) >= grace =>
+                {
+                    watch.restart_asked = true;
+                    out.push(Stall::Restart(s));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 impl Proxy {
@@ -195,9 +209,10 @@ impl Proxy {
             .reinit
             .as_ref()
             .and_then(|r| r.deadline(self.config.reinit_timeout_us));
-        let stall = self.config.stall_timeout_us.and_then(|timeout| {
-            next_stall_check(&self.prompts, timeout, self.config.stall_grace_us)
-        });
+        let stall = self
+            .config
+            .stall_timeout_us
+            .and_then(|timeout| self.prompts.next_check(timeout, self.config.stall_grace_us));
         reinit.into_iter().chain(stall).min()
     }
 
@@ -353,13 +368,9 @@ impl Proxy {
                 .iter()
                 .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
         };
-        let stalls = stalls(
-            &mut self.prompts,
-            at.mono_us,
-            timeout,
-            self.config.stall_grace_us,
-            waiting,
-        );
+        let stalls = self
+            .prompts
+            .stalls(at.mono_us, timeout, self.config.stall_grace_us, waiting);
         let mut restart = false;
         for stall in stalls {
             match stall {

@@ -1042,44 +1042,44 @@ fn the_catalog_hears_when_a_session_runs_waits_and_ends_its_turn_with_usage() {
     h.client(r#"{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"cancelled"}}}"#);
     h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"usage_update","used":5,"size":10}}}"#);
     h.agent(r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7}}}"#);
-    let updates: Vec<&CatalogUpdate> = h
-        .requests
-        .iter()
-        .filter_map(|a| match a {
-            Action::Catalog(u) => Some(u),
-            _ => None,
-        })
+    // Per-turn facts are no actions: coalesced in the core until the shell takes them.
+    assert!(
+        !h.requests.iter().any(|a| matches!(a, Action::Catalog(_))),
+        "{:?}",
+        h.requests
+    );
+    let facts: Vec<CatalogUpdate> = h
+        .proxy
+        .take_turn_facts()
+        .into_iter()
+        .map(|(u, _)| u)
         .collect();
     let s = SessionId::from("S");
     assert_eq!(
-        updates,
+        facts,
         [
-            &CatalogUpdate::State {
+            CatalogUpdate::Usage {
                 session: s.clone(),
-                state: "running"
+                usage: json!({"used":5,"size":10,"inputTokens":3,"outputTokens":4,"totalTokens":7})
             },
-            &CatalogUpdate::State {
+            CatalogUpdate::TurnEnded {
                 session: s.clone(),
-                state: "requires_action"
+                turns: 1
             },
-            &CatalogUpdate::State {
-                session: s.clone(),
-                state: "running"
-            },
-            &CatalogUpdate::Usage {
-                session: s.clone(),
-                usage: json!({"used":5,"size":10})
-            },
-            &CatalogUpdate::TurnEnded { session: s.clone() },
-            &CatalogUpdate::State {
-                session: s.clone(),
+            CatalogUpdate::State {
+                session: s,
                 state: "idle"
             },
-            &CatalogUpdate::Usage {
-                session: s,
-                usage: json!({"inputTokens":3,"outputTokens":4,"totalTokens":7})
-            },
         ]
+    );
+    // While the permission request waited, the state said so.
+    h.agent(r#"{"jsonrpc":"2.0","id":8,"method":"session/request_permission","params":{"sessionId":"S","toolCall":{"toolCallId":"t"},"options":[]}}"#);
+    assert_eq!(
+        h.proxy.take_turn_facts()[0].0,
+        CatalogUpdate::State {
+            session: SessionId::from("S"),
+            state: "requires_action"
+        }
     );
 }
 

@@ -65,6 +65,7 @@ mod restart_tests;
 mod sessions;
 #[cfg(test)]
 mod tests;
+mod turn_facts;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -91,6 +92,7 @@ use restart::{Prompts, Reinit};
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
 use sessions::{AgentRef, SetupParams};
+use turn_facts::TurnFacts;
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -250,10 +252,12 @@ pub enum CatalogUpdate {
         /// See [`crate::acp::prompt_title`].
         title: String,
     },
-    /// A prompt turn ended.
+    /// Prompt turns ended (the last at the time given with it).
     TurnEnded {
         /// The session.
         session: SessionId,
+        /// How many.
+        turns: u64,
     },
     /// The agent reported token usage or cost (`usage_update` fields, or a prompt's `usage`).
     Usage {
@@ -528,6 +532,10 @@ pub struct Proxy {
     watched: HashMap<String, u64>,
     /// The latest input's time, monotonic microseconds.
     now: u64,
+    /// The latest line's time, Unix microseconds (when catalog facts are learned).
+    unix_now: i64,
+    /// What the catalog learns with every turn, until the shell takes it.
+    facts: TurnFacts,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
     /// The client closed its stream: it expects no more answers.
@@ -564,6 +572,8 @@ impl Proxy {
             forks: HashMap::new(),
             watched: HashMap::new(),
             now: 0,
+            unix_now: 0,
+            facts: TurnFacts::default(),
             agent_ended: false,
             client_ended: false,
         }
@@ -696,6 +706,7 @@ impl Proxy {
     /// A whole line from one side, as the core handles it.
     fn take_line(&mut self, at: Stamp, from: Side, line: Bytes) {
         self.now = at.mono_us;
+        self.unix_now = at.unix_us;
         let peek = envelope::peek(&line);
         if from == Side::Client
             && let Some(reinit) = &mut self.reinit
@@ -813,16 +824,13 @@ impl Proxy {
                         _ => None,
                     };
                     if let Some(state) = state {
-                        self.fx.push(Action::Catalog(CatalogUpdate::State {
-                            session: s.clone(),
-                            state,
-                        }));
+                        self.facts.state(s, state, record.unix_us);
                     }
                     if from == Side::Client
                         && method == "session/prompt"
                         && self.sessions.first_prompt(s)
                     {
-                        self.catalog_prompt(s, peek);
+                        self.catalog_prompt(s, peek, record.unix_us);
                     }
                 }
                 let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
@@ -870,7 +878,7 @@ impl Proxy {
                     self.initialize.response = Some(record_bytes(record));
                 }
                 if let Some(s) = &pending.session {
-                    self.catalog_turn(s, &pending.method, peek);
+                    self.catalog_turn(s, &pending.method, peek, record.unix_us);
                 }
                 if let Some(mut update) = pending.index.clone().filter(|_| !*is_error) {
                     if let CatalogUpdate::Rename { title, .. } = &mut update {
@@ -905,8 +913,8 @@ impl Proxy {
         }
     }
 
-    /// The first prompt of session `s` in this run: its title for the catalog.
-    fn catalog_prompt(&mut self, s: &SessionId, peek: &Peek<'_>) {
+    /// The first prompt of session `s` in this run (at `t`): its title for the catalog.
+    fn catalog_prompt(&mut self, s: &SessionId, peek: &Peek<'_>, t: i64) {
         let Some(params) = peek
             .params
             .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
@@ -917,10 +925,7 @@ impl Proxy {
             return;
         };
         let title = self.redacted(title);
-        self.fx.push(Action::Catalog(CatalogUpdate::Prompt {
-            session: s.clone(),
-            title,
-        }));
+        self.facts.prompt(s, title, t);
     }
 
     /// Text for the catalog, its token-shaped parts redacted as configured.
@@ -931,39 +936,39 @@ impl Proxy {
         }
     }
 
-    /// A response in session `s` to a `method` request: a prompt's ends the turn (with the
-    /// usage it reports), the answer to a permission or elicitation request lets it run on.
-    fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>) {
-        let session = s.clone();
+    /// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
+    /// (with the usage it reports), the answer to a permission or elicitation request lets it
+    /// run on.
+    fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
         match method {
             "session/prompt" => {
-                self.fx
-                    .push(Action::Catalog(CatalogUpdate::TurnEnded { session }));
-                self.fx.push(Action::Catalog(CatalogUpdate::State {
-                    session: s.clone(),
-                    state: "idle",
-                }));
+                self.facts.turn_ended(s, t);
+                self.facts.state(s, "idle", t);
+                #[derive(serde::Deserialize)]
+                struct Answer {
+                    usage: Option<serde_json::Map<String, serde_json::Value>>,
+                }
                 if let Some(usage) = peek
                     .result
                     .filter(|r| r.get().contains("\"usage\""))
-                    .and_then(|r| serde_json::from_str::<serde_json::Map<_, _>>(r.get()).ok())
-                    .and_then(|mut r| r.remove("usage"))
-                    .filter(serde_json::Value::is_object)
+                    .and_then(|r| serde_json::from_str::<Answer>(r.get()).ok())
+                    .and_then(|a| a.usage)
                 {
-                    self.fx.push(Action::Catalog(CatalogUpdate::Usage {
-                        session: s.clone(),
-                        usage,
-                    }));
+                    self.facts.usage(s, usage, t);
                 }
             }
             "session/request_permission" | "elicitation/create" => {
-                self.fx.push(Action::Catalog(CatalogUpdate::State {
-                    session,
-                    state: "running",
-                }));
+                self.facts.state(s, "running", t);
             }
             _ => {}
         }
+    }
+
+    /// What the catalog learned with the turns since the last call (coalesced per session,
+    /// each with its time): take it about once a second, and before anything else is written
+    /// to the catalog or read from it.
+    pub fn take_turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
+        self.facts.take()
     }
 
     /// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
@@ -1570,22 +1575,18 @@ impl Proxy {
             _ => return,
         };
         let session = self.sessions.client_of(AgentRef(session));
-        let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
-        let update = if usage {
+        if usage {
             update.remove("sessionUpdate");
             update.remove("_meta");
-            CatalogUpdate::Usage {
-                session,
-                usage: serde_json::Value::Object(update),
-            }
-        } else {
-            CatalogUpdate::Info {
-                session,
-                title: text(update.get("title")),
-                updated_at: text(update.get("updatedAt")),
-            }
-        };
-        self.fx.push(Action::Catalog(update));
+            self.facts.usage(&session, update, self.unix_now);
+            return;
+        }
+        let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
+        self.fx.push(Action::Catalog(CatalogUpdate::Info {
+            session,
+            title: text(update.get("title")),
+            updated_at: text(update.get("updatedAt")),
+        }));
     }
 
     /// The agent's output ended: answer every client request still waiting on it, whether

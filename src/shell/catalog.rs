@@ -2,15 +2,12 @@
 //! one thread, in order, so no `open`/`write`/`read` of `catalog.ndjson` (nor the `.git` walk
 //! for a session's branch) ever blocks the relay.
 //!
-//! What changes with every turn (a session's `state`, its first prompt, its last turn's end,
-//! its usage) is coalesced on the main loop ([`CatalogService::append`]): the latest per
-//! session (the first prompt: the first), written with the next [`CatalogService::flush`] (the shell calls it once a second), before any other
-//! entry, and before the catalog is read for `session/list`. A busy session thus costs at most
-//! one catalog write a second, however many turns and usage reports it has, and memory stays
-//! bounded by the number of sessions. Everything else (a session opened, closed, aliased,
-//! titled, deleted) is written at once, in the order it happened.
+//! What changes with every turn (a session's state, first prompt, turn ends, usage) is coalesced
+//! in the core ([`crate::proto::Proxy::take_turn_facts`]); the shell writes it about once a
+//! second, and before any other entry or a read for `session/list`, with
+//! [`CatalogService::write`]. Everything else (a session opened, closed, aliased, titled,
+//! deleted) is written at once, in the order it happened.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::thread::JoinHandle;
 
@@ -53,21 +50,10 @@ pub(super) struct ListScope {
     pub(super) all: bool,
 }
 
-/// The latest of a session's per-turn entries, not yet written.
-#[derive(Default)]
-struct Live {
-    prompt: Option<CatalogEntry>,
-    usage: Option<CatalogEntry>,
-    turn_ended: Option<CatalogEntry>,
-    state: Option<CatalogEntry>,
-}
-
 /// The main loop's end of the catalog thread.
 pub(super) struct CatalogService {
     jobs: Option<std::sync::mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
-    /// Per-turn entries waiting for the next flush, by session.
-    live: BTreeMap<String, Live>,
 }
 
 impl CatalogService {
@@ -86,82 +72,23 @@ impl CatalogService {
         let service = CatalogService {
             jobs: thread.as_ref().map(|_| jobs),
             thread,
-            live: BTreeMap::new(),
         };
         (service, answers_rx)
     }
 
-    /// Record `entry`: a per-turn entry waits for the next [`CatalogService::flush`] (replacing
-    /// or merging with the one waiting for its session); any other is written at once, after
-    /// what waits.
+    /// Write `entry` (with one `write(2)`, in order after what was asked before).
     pub(super) fn append(&mut self, entry: CatalogEntry) {
-        let session = match &entry {
-            CatalogEntry::State { session, .. }
-            | CatalogEntry::Prompt { session, .. }
-            | CatalogEntry::TurnEnded { session, .. }
-            | CatalogEntry::Usage { session, .. } => session,
-            _ => {
-                let mut entries = self.take_live();
-                entries.push(entry);
-                self.send(Job::Write(entries));
-                return;
-            }
-        };
-        // A session's key is allocated once per flush, not per entry.
-        if !self.live.contains_key(session) {
-            self.live.insert(session.clone(), Live::default());
-        }
-        let live = self.live.get_mut(session.as_str()).expect("inserted above");
-        match entry {
-            CatalogEntry::State { .. } => live.state = Some(entry),
-            CatalogEntry::Prompt { .. } => {
-                live.prompt.get_or_insert(entry);
-            }
-            CatalogEntry::TurnEnded { session, turns, t } => {
-                let before = match live.turn_ended.take() {
-                    Some(CatalogEntry::TurnEnded { turns, .. }) => turns,
-                    _ => 0,
-                };
-                live.turn_ended = Some(CatalogEntry::TurnEnded {
-                    session,
-                    turns: before + turns,
-                    t,
-                });
-            }
-            CatalogEntry::Usage { usage, t, session } => {
-                live.usage = Some(match live.usage.take() {
-                    Some(CatalogEntry::Usage {
-                        usage: serde_json::Value::Object(mut old),
-                        ..
-                    }) if usage.is_object() => {
-                        if let serde_json::Value::Object(new) = usage {
-                            old.extend(new);
-                        }
-                        CatalogEntry::Usage {
-                            session,
-                            usage: serde_json::Value::Object(old),
-                            t,
-                        }
-                    }
-                    _ => CatalogEntry::Usage { session, usage, t },
-                });
-            }
-            _ => unreachable!("matched above"),
-        }
+        self.write(vec![entry]);
     }
 
-    /// Write the per-turn entries that wait.
-    pub(super) fn flush(&mut self) {
-        let entries = self.take_live();
-        if !entries.is_empty() {
-            self.send(Job::Write(entries));
-        }
+    /// Write `entries` with one `write(2)`, in order after what was asked before.
+    pub(super) fn write(&mut self, entries: Vec<CatalogEntry>) {
+        self.send(Job::Write(entries));
     }
 
-    /// Ask for the session list (answered on the thread's channel), after what waits is
-    /// written: the list shows every state this run has seen.
+    /// Ask for the session list (answered on the thread's channel), after what was written
+    /// before.
     pub(super) fn sessions(&mut self, request: u64) {
-        self.flush();
         if self.jobs.is_none() {
             tracing::warn!("the catalog thread is gone: session/list sees no journal");
         }
@@ -173,23 +100,14 @@ impl CatalogService {
         self.send(Job::Changed);
     }
 
-    /// Write what waits, then let the thread finish its work and end.
+    /// Let the thread finish its work and end.
     pub(super) fn close(mut self) {
-        self.flush();
         self.jobs = None;
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
             tracing::error!("the catalog thread panicked");
         }
-    }
-
-    fn take_live(&mut self) -> Vec<CatalogEntry> {
-        std::mem::take(&mut self.live)
-            .into_values()
-            .flat_map(|live| [live.prompt, live.usage, live.turn_ended, live.state])
-            .flatten()
-            .collect()
     }
 
     fn send(&mut self, job: Job) {
@@ -320,54 +238,29 @@ mod tests {
     }
 
     #[test]
-    fn per_turn_entries_are_coalesced_until_a_flush_and_others_go_at_once_in_order() {
+    fn entries_are_written_in_the_order_asked() {
         let (_dir, store) = store();
         let scope = ListScope {
             agent: "a".into(),
             all: false,
         };
         let (mut service, _answers) = CatalogService::start(store.clone(), scope);
-        for turn in 0..1000 {
-            service.append(state("S", "running", turn * 2));
-            service.append(CatalogEntry::Usage {
-                session: "S".into(),
-                usage: serde_json::json!({"used": turn}),
-                t: turn * 2,
-            });
-            service.append(CatalogEntry::Usage {
-                session: "S".into(),
-                usage: serde_json::json!({"size": 9}),
-                t: turn * 2,
-            });
-            service.append(CatalogEntry::TurnEnded {
-                session: "S".into(),
-                turns: 1,
-                t: turn * 2 + 1,
-            });
-            service.append(state("S", "idle", turn * 2 + 1));
-        }
-        // A structural entry writes what waits first.
+        service.write(vec![state("S", "running", 1), state("S", "idle", 2)]);
         service.append(CatalogEntry::Delete {
             session: "T".into(),
-            t: 5000,
+            t: 3,
         });
-        service.append(state("S", "running", 6000));
+        service.append(state("S", "running", 4));
         service.close();
         let written = lines(&store);
-        let kinds: Vec<&str> = written.iter().map(|l| l["ev"].as_str().unwrap()).collect();
+        let kinds: Vec<(&str, i64)> = written
+            .iter()
+            .map(|l| (l["ev"].as_str().unwrap(), l["t"].as_i64().unwrap()))
+            .collect();
         assert_eq!(
             kinds,
-            ["usage", "turnended", "state", "delete", "state"],
-            "{written:?}"
+            [("state", 1), ("state", 2), ("delete", 3), ("state", 4)]
         );
-        assert_eq!(
-            written[0]["usage"],
-            serde_json::json!({"used": 999, "size": 9})
-        );
-        assert_eq!(written[1]["t"], 1999);
-        assert_eq!(written[1]["turns"], 1000, "every turn counted");
-        assert_eq!(written[2]["state"], "idle");
-        assert_eq!(written[4]["state"], "running");
     }
 
     #[tokio::test]

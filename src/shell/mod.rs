@@ -313,7 +313,8 @@ pub async fn run<P: Process>(
             }
             _ = sync_tick.tick() => {
                 out.journals.sync();
-                out.services.catalog.flush();
+                let full = out.journals.store_full();
+                out.services.turn_facts(core.take_turn_facts(), full);
             }
             _ = list_tick.tick(), if core.wants_list_changes() => out.services.catalog.check_changes(),
             Some(sig) = signals.recv() => {
@@ -414,6 +415,8 @@ pub async fn run<P: Process>(
         }
     }
     let end = clock.now();
+    let full = out.journals.store_full();
+    out.services.turn_facts(core.take_turn_facts(), full);
     let Outputs {
         journals,
         mut to_client,
@@ -513,60 +516,71 @@ impl Services {
         });
     }
 
-    fn catalog(&mut self, update: CatalogUpdate, at: Stamp) {
-        let t = at.unix_us;
-        let entry = match update {
-            CatalogUpdate::Alias { session, agent } => CatalogEntry::Alias {
-                session: session.to_string(),
-                agent: agent.to_string(),
-                t,
-            },
-            CatalogUpdate::Info {
-                session,
-                title,
-                updated_at,
-            } => CatalogEntry::Info {
-                session: session.to_string(),
-                title,
-                updated_at,
-                t,
-            },
-            CatalogUpdate::Rename { session, title } => CatalogEntry::Rename {
-                session: session.to_string(),
-                title,
-                t,
-            },
-            CatalogUpdate::Archive { session, archived } => CatalogEntry::Archive {
-                session: session.to_string(),
-                archived,
-                t,
-            },
-            CatalogUpdate::Prompt { session, title } => CatalogEntry::Prompt {
-                session: session.to_string(),
-                title,
-                t,
-            },
-            CatalogUpdate::Delete { session } => CatalogEntry::Delete {
-                session: session.to_string(),
-                t,
-            },
-            CatalogUpdate::State { session, state } => CatalogEntry::State {
-                session: session.to_string(),
-                state: state.to_string(),
-                t,
-            },
-            CatalogUpdate::TurnEnded { session } => CatalogEntry::TurnEnded {
-                session: session.to_string(),
-                turns: 1,
-                t,
-            },
-            CatalogUpdate::Usage { session, usage } => CatalogEntry::Usage {
-                session: session.to_string(),
-                usage,
-                t,
-            },
-        };
-        self.catalog.append(entry);
+    /// Write what the core learned with the turns (before anything else it asks of the
+    /// catalog), unless the store is full.
+    fn turn_facts(&mut self, facts: Vec<(CatalogUpdate, i64)>, store_full: bool) {
+        if !facts.is_empty() && !store_full {
+            let entries = facts
+                .into_iter()
+                .map(|(u, t)| catalog_entry(u, t))
+                .collect();
+            self.catalog.write(entries);
+        }
+    }
+}
+
+/// The catalog entry of a core's update learned at `t` (Unix microseconds).
+fn catalog_entry(update: CatalogUpdate, t: i64) -> CatalogEntry {
+    match update {
+        CatalogUpdate::Alias { session, agent } => CatalogEntry::Alias {
+            session: session.to_string(),
+            agent: agent.to_string(),
+            t,
+        },
+        CatalogUpdate::Info {
+            session,
+            title,
+            updated_at,
+        } => CatalogEntry::Info {
+            session: session.to_string(),
+            title,
+            updated_at,
+            t,
+        },
+        CatalogUpdate::Rename { session, title } => CatalogEntry::Rename {
+            session: session.to_string(),
+            title,
+            t,
+        },
+        CatalogUpdate::Archive { session, archived } => CatalogEntry::Archive {
+            session: session.to_string(),
+            archived,
+            t,
+        },
+        CatalogUpdate::Prompt { session, title } => CatalogEntry::Prompt {
+            session: session.to_string(),
+            title,
+            t,
+        },
+        CatalogUpdate::Delete { session } => CatalogEntry::Delete {
+            session: session.to_string(),
+            t,
+        },
+        CatalogUpdate::State { session, state } => CatalogEntry::State {
+            session: session.to_string(),
+            state: state.to_string(),
+            t,
+        },
+        CatalogUpdate::TurnEnded { session, turns } => CatalogEntry::TurnEnded {
+            session: session.to_string(),
+            turns,
+            t,
+        },
+        CatalogUpdate::Usage { session, usage } => CatalogEntry::Usage {
+            session: session.to_string(),
+            usage,
+            t,
+        },
     }
 }
 
@@ -655,9 +669,16 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
                 transcript_limit,
             }),
             Action::CancelHistory { load } => out.services.cancel_history(load),
-            Action::FetchSessions { request } => out.services.catalog.sessions(request),
+            Action::FetchSessions { request } => {
+                // The list shows every turn this run has seen.
+                let full = out.journals.store_full();
+                out.services.turn_facts(core.take_turn_facts(), full);
+                out.services.catalog.sessions(request);
+            }
             Action::Catalog(update) if !out.journals.store_full() => {
-                out.services.catalog(update, clock.now());
+                out.services.turn_facts(core.take_turn_facts(), false);
+                let entry = catalog_entry(update, clock.now().unix_us);
+                out.services.catalog.append(entry);
             }
             Action::Catalog(_) => {}
             Action::Log(message) => tracing::info!("{message}"),

@@ -110,7 +110,8 @@ impl Watch {
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
         self.err.extend(self.errors.try_iter());
-        (status.code().unwrap_or(-1), self.out, self.err)
+        let (out, err) = (std::mem::take(&mut self.out), std::mem::take(&mut self.err));
+        (status.code().unwrap_or(-1), out, err)
     }
 
     /// Stop the watcher (it runs until interrupted) and return its output.
@@ -118,7 +119,16 @@ impl Watch {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
         self.out.extend(self.lines.iter());
-        self.out
+        std::mem::take(&mut self.out)
+    }
+}
+
+impl Drop for Watch {
+    /// A test that fails midway does not leave its watcher running (`--all` runs until
+    /// interrupted).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -662,59 +662,57 @@ impl Proxy {
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
     pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
-        match from {
-            Peer::Agent => self.take_line(at, Side::Agent, line),
-            Peer::Client(conn) => {
-                if let Some(line) = self.arrive(at, conn, line) {
-                    self.take_line(at, Side::Client, line);
-                }
-            }
-        }
-    }
-
-    /// A line from connection `conn`, as the core takes it (`None`: answered here). The
-    /// connection is attached to the session the line names; a later connection's request is
-    /// renumbered, and its `initialize` answered with the agent's recorded answer.
-    fn arrive(&mut self, at: Stamp, conn: ConnId, line: Bytes) -> Option<Bytes> {
-        self.connections.arrive(conn);
         let peek = envelope::peek(&line);
+        let conn = match from {
+            Peer::Agent => return self.take(at, Side::Agent, &peek, &line),
+            Peer::Client(conn) => conn,
+        };
+        self.connections.arrive(conn);
         if let Some(s) = peek.session.as_deref()
             && peek.method().is_some()
         {
             self.sessions.attach(s, conn);
         }
+        match self.connections.inbound(conn, &peek, &line) {
+            None => self.take(at, Side::Client, &peek, &line),
+            Some(renumbered) => self.take_later(at, conn, renumbered),
+        }
+    }
+
+    /// A request of a connection other than the first, under the id it is renumbered to (its
+    /// answer gets the connection's own id back when routed). Its `initialize` is answered
+    /// with the agent's recorded answer: the agent is initialized once.
+    fn take_later(&mut self, at: Stamp, conn: ConnId, line: Bytes) {
+        let peek = envelope::peek(&line);
         if conn != ConnId::FIRST
             && let Kind::Request { id, method } = &peek.kind
             && method == "initialize"
             && let Some(answer) = self.initialize.response.as_deref()
             && let Some(result) = envelope::peek(answer).result
         {
-            // The agent is initialized once; a later connection gets its answer.
             self.fx.journal_client(at, Target::Connection, &peek, &line);
-            let line = envelope::response_line(id, Ok(result.get()));
-            let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-            self.fx.journal(Target::Connection, record);
-            self.fx.push(Action::Forward {
-                to: Peer::Client(conn),
-                line,
-            });
-            return None;
+            self.fx.answer(at, Target::Connection, id, Ok(result.get()));
+            return;
         }
-        Some(self.connections.inbound(conn, &peek, &line).unwrap_or(line))
+        self.take(at, Side::Client, &peek, &line);
     }
 
-    /// A whole line from one side, as the core handles it.
+    /// A whole line from one side (the proxy's own re-feeds: held and restored lines).
     fn take_line(&mut self, at: Stamp, from: Side, line: Bytes) {
+        self.take(at, from, &envelope::peek(&line), &line);
+    }
+
+    /// A whole line from one side, as the core handles it, described by `peek`.
+    fn take(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         self.now = at.mono_us;
         self.unix_now = at.unix_us;
-        let peek = envelope::peek(&line);
         if from == Side::Client
             && let Some(reinit) = &mut self.reinit
             && peek.is_message()
         {
             // Messages wait for the restarted agent; anything else is no message of the
             // protocol and passes as it always does.
-            reinit.hold(line);
+            reinit.hold(line.clone());
             return;
         }
         if !self.prompts.is_empty() {
@@ -737,14 +735,14 @@ impl Proxy {
         }
         if self.config.load != LoadMode::Off {
             let consumed = match from {
-                Side::Client => self.intercept_client(at, &peek, &line),
-                Side::Agent => self.intercept_agent(at, &peek, &line),
+                Side::Client => self.intercept_client(at, peek, line),
+                Side::Agent => self.intercept_agent(at, peek, line),
             };
             if consumed {
                 return;
             }
         }
-        self.pass(at, from, &peek, &line);
+        self.pass(at, from, peek, line);
         if from == Side::Client && self.agent_ended {
             // Nobody will answer it: say so at once.
             self.agent_gone(at);

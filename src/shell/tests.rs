@@ -814,19 +814,8 @@ async fn signals_are_forwarded_and_an_agent_that_outstays_the_client_is_terminat
     };
     let (code, _p) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 128 + libc::SIGKILL);
-    let events: Vec<String> = {
-        let store = Store::new(dir.path());
-        let connection = segments_in(&store.root().join("connections")).unwrap();
-        SegmentReader::open(&connection[0])
-            .unwrap()
-            .filter_map(|r| match r.body {
-                Body::Event(e) => Some(e.kind().to_string()),
-                _ => None,
-            })
-            .collect()
-    };
     assert_eq!(
-        events,
+        every_connection_event(dir.path()),
         [
             "signal",
             "eof",
@@ -900,6 +889,13 @@ async fn a_restarted_agent_that_never_answers_initialize_is_restarted_again() {
 
 /// The connection journal's events, `eof`s left out.
 fn connection_events(root: &Path) -> Vec<String> {
+    let mut events = every_connection_event(root);
+    events.retain(|e| e != "eof");
+    events
+}
+
+/// The kinds of every event in the run's connection journal, in order.
+fn every_connection_event(root: &Path) -> Vec<String> {
     let store = Store::new(root);
     let connection = segments_in(&store.root().join("connections")).unwrap();
     SegmentReader::open(&connection[0])
@@ -908,7 +904,6 @@ fn connection_events(root: &Path) -> Vec<String> {
             Body::Event(e) => Some(e.kind().to_string()),
             _ => None,
         })
-        .filter(|e| e != "eof")
         .collect()
 }
 

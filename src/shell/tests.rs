@@ -1080,3 +1080,66 @@ async fn past_the_held_limit_the_client_is_not_read_until_the_agent_is_back() {
         .count();
     assert_eq!(notes, LINES, "every held line journaled once");
 }
+
+#[tokio::test(start_paused = true)]
+async fn list_changes_are_announced_while_the_listing_is_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let (proxy, mut p) = start(dir.path(), 1 << 20);
+    // Another proxy's session starts in a working directory.
+    let elsewhere = |session: &str| {
+        crate::catalog::Catalog::append_catalog_entries(
+            &store,
+            &[crate::catalog::CatalogEntry::Open {
+                session: session.into(),
+                segment: format!("sessions/{session}/0.zst"),
+                cwd: Some("/other".into()),
+                agent: None,
+                agent_name: None,
+                git_branch: None,
+                t: 1,
+            }],
+        )
+        .unwrap()
+    };
+    let script = async move {
+        p.client_says(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"listChanged":{}}}}}"#,
+        )
+        .await;
+        assert_eq!(p.agent_gets().await["method"], "initialize");
+        p.agent_says(INIT_OK).await;
+        p.client_gets().await;
+        p.client_says(
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"cwd":"/other"}}"#,
+        )
+        .await;
+        assert_eq!(
+            p.client_gets().await["result"]["sessions"],
+            serde_json::json!([])
+        );
+        let listed = tokio::time::Instant::now();
+        // A change there is announced at a later check (every 250 ms).
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        elsewhere("A");
+        let changed = p.client_gets().await;
+        assert_eq!(changed["method"], "session/list_changed", "{changed}");
+        assert_eq!(changed["params"]["cwd"], "/other");
+        // (Virtual time runs on while the catalog thread reads: a few ticks, not a bound.)
+        assert!(listed.elapsed() < Duration::from_secs(10 * 60), "within the watch");
+        // Ten minutes after the listing, the directory is no longer watched: a change there is
+        // not announced, and the next line the client gets is the answer to its next request.
+        tokio::time::sleep(Duration::from_secs(10 * 60)).await;
+        elsewhere("B");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        p.client_says(
+            r#"{"jsonrpc":"2.0","id":2,"method":"session/list","params":{"cwd":"/nowhere"}}"#,
+        )
+        .await;
+        let next = p.client_gets().await;
+        assert_eq!(next["id"], 2, "{next}");
+        shut_down(p, 0).await
+    };
+    let (code, _p) = tokio::join!(proxy, script);
+    assert_eq!(code.unwrap(), 0);
+}

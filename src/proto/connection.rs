@@ -8,7 +8,9 @@
 //! one id, and their answers get the connection's own id back. Lines the core makes for clients
 //! are routed here ([`Connections::route`]): a response to the connection that asked, a session's
 //! notification to the connections attached to it, an agent request to the first of them (one
-//! answer), anything else to every connection. While one connection was ever opened nothing is
+//! answer), anything else to every connection. An agent request whose connection ends before
+//! answering is asked again of another connection attached to its session, or answered by the
+//! proxy ([`Connections::end`] hands it back). While one connection was ever opened nothing is
 //! read or rewritten: its lines cross as they came.
 
 use std::collections::HashMap;
@@ -60,6 +62,8 @@ pub(super) struct Connections {
     renumbered: HashMap<RequestId, (ConnId, RequestId)>,
     /// The same, the other way (for `$/cancel_request`).
     sent_as: HashMap<(ConnId, RequestId), RequestId>,
+    /// Agent requests routed to one connection and not answered yet, with their lines.
+    asked: HashMap<RequestId, (ConnId, Bytes)>,
 }
 
 /// Where a line for clients goes.
@@ -84,11 +88,23 @@ impl Connections {
         true
     }
 
-    /// Connection `conn` closed its stream; true when no connection is left.
-    pub(super) fn end(&mut self, conn: ConnId) -> bool {
+    /// Connection `conn` closed its stream: the agent requests it left unanswered (ids and
+    /// lines, in no order), and whether no connection is left.
+    pub(super) fn end(&mut self, conn: ConnId) -> (Vec<(RequestId, Bytes)>, bool) {
         self.live.retain(|c| *c != conn);
         self.sent_as.retain(|(c, _), _| *c != conn);
-        self.live.is_empty()
+        let unanswered: Vec<RequestId> = self
+            .asked
+            .iter()
+            .filter(|(_, (c, _))| *c == conn)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let unanswered = unanswered
+            .into_iter()
+            .filter_map(|id| self.asked.remove_entry(&id))
+            .map(|(id, (_, line))| (id, line))
+            .collect();
+        (unanswered, self.live.is_empty())
     }
 
     /// True once a connection other than the first came.
@@ -116,6 +132,10 @@ impl Connections {
                     m.edit("params", |p| p.set("requestId", sent.to_json()));
                 })
                 .map(Bytes::from)
+            }
+            Kind::Response { id, .. } if self.several => {
+                self.asked.remove(id);
+                None
             }
             _ => None,
         }
@@ -157,14 +177,14 @@ impl Connections {
                     .as_deref()
                     .map(|s| attached(s).iter().copied().filter(live).collect())
                     .unwrap_or_default();
-                match (&peek.kind, session.first()) {
-                    (Kind::Request { .. }, Some(first)) => Route::One(*first, line),
-                    (Kind::Request { .. }, None) => match self.live.first() {
-                        Some(first) => Route::One(*first, line),
-                        None => Route::Dropped,
-                    },
-                    (_, Some(_)) => Route::Each(session, line),
-                    (_, None) => Route::Each(self.live.clone(), line),
+                match (&peek.kind, session.first().or(self.live.first()).copied()) {
+                    (Kind::Request { id, .. }, Some(first)) => {
+                        self.asked.insert(id.clone(), (first, line.clone()));
+                        Route::One(first, line)
+                    }
+                    (Kind::Request { .. }, None) => Route::Dropped,
+                    (_, _) if !session.is_empty() => Route::Each(session, line),
+                    (_, _) => Route::Each(self.live.clone(), line),
                 }
             }
             Kind::OtherJson | Kind::Invalid => Route::Each(self.live.clone(), line),

@@ -155,3 +155,48 @@ fn with_one_connection_lines_cross_unread_and_unchanged() {
     h.agent(&update("A", "early"));
     assert_eq!(h.clients[&ConnId::FIRST].len(), 1);
 }
+
+#[test]
+fn an_agent_request_left_unanswered_by_an_ended_connection_is_asked_again_or_answered() {
+    let mut h = two_sessions();
+    // Connection 1 takes part in session A too.
+    h.client_on(1, r#"{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":"A","prompt":[]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":41,"method":"session/request_permission","params":{"sessionId":"A","toolCall":{"toolCallId":"t"},"options":[]}}"#);
+    assert_eq!(
+        received(&h, 0).last().unwrap()["id"],
+        41,
+        "asked of the first attached"
+    );
+    let before = received(&h, 1).len();
+    // The first connection ends without answering: the other attached connection is asked.
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId::FIRST));
+    h.drain();
+    let one = &received(&h, 1)[before..];
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["method"], "session/request_permission");
+    assert_eq!(one[0]["id"], 41);
+    // A request of session B, whose only connection then ends too... while a third one is
+    // open: nobody attached can answer, so the proxy does, for the client.
+    h.client_on(2, INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":42,"method":"fs/read_text_file","params":{"sessionId":"B","path":"/w/x"}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":43,"method":"session/request_permission","params":{"sessionId":"B","toolCall":{"toolCallId":"u"},"options":[]}}"#);
+    let sent = h.to_agent.len();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
+    h.drain();
+    let mut answers: Vec<Value> = h.to_agent[sent..].iter().map(json_of).collect();
+    answers.sort_by_key(|a| a["id"].as_i64());
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert_eq!(answers[0]["id"], 41);
+    assert_eq!(answers[0]["result"]["outcome"]["outcome"], "cancelled");
+    assert_eq!(answers[1]["id"], 42);
+    assert_eq!(answers[1]["error"]["code"], -32603);
+    assert_eq!(answers[2]["id"], 43);
+    assert_eq!(answers[2]["result"]["outcome"]["outcome"], "cancelled");
+    assert!(
+        received(&h, 2).iter().all(|l| l.get("method").is_none()),
+        "none asked of 2"
+    );
+    assert_eq!(h.proxy.pending_requests(), 1, "the prompt still runs");
+}

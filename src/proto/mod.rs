@@ -1015,7 +1015,11 @@ impl Proxy {
     pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
         if let Peer::Client(conn) = from {
             self.sessions.detach(conn);
-            if !self.connections.end(conn) {
+            let (unanswered, last) = self.connections.end(conn);
+            if !last {
+                for (id, line) in unanswered {
+                    self.ask_again(at, id, line);
+                }
                 return;
             }
         }
@@ -1034,6 +1038,38 @@ impl Proxy {
         if from == Side::Client {
             self.fx.push(Action::CloseAgentStdin);
         }
+    }
+
+    /// An agent request whose connection ended unanswered: asked again of another connection
+    /// attached to its session, else answered for the client (a permission request as
+    /// cancelled, anything else with an error), so the agent is never left waiting.
+    fn ask_again(&mut self, at: Stamp, id: RequestId, line: Bytes) {
+        let peek = envelope::peek(&line);
+        if peek
+            .session
+            .as_deref()
+            .is_some_and(|s| !self.sessions.attached(s).is_empty())
+        {
+            self.fx.forward(Side::Client, line);
+            return;
+        }
+        let answer = match peek.method() {
+            Some("session/request_permission") => Ok(r#"{"outcome":{"outcome":"cancelled"}}"#),
+            _ => Err(error_json(
+                -32603,
+                "the client connection this request went to has ended",
+                None,
+            )),
+        };
+        if !self.pending.contains_key(&(Side::Agent, id.clone())) {
+            // Not the current agent's, or answered meanwhile: nobody waits.
+            return;
+        }
+        let answer = envelope::response_line(&id, answer.as_ref().map_err(String::as_str).copied());
+        let record = self.fx.proxy_record(at, Side::Client, answer.clone());
+        let target = self.attribute(Side::Client, &envelope::peek(&answer), &record);
+        self.fx.journal(target, record);
+        self.fx.forward(Side::Agent, answer);
     }
 
     /// True once the current agent answered `initialize` successfully.

@@ -1126,7 +1126,10 @@ async fn list_changes_are_announced_while_the_listing_is_watched() {
         assert_eq!(changed["method"], "session/list_changed", "{changed}");
         assert_eq!(changed["params"]["cwd"], "/other");
         // (Virtual time runs on while the catalog thread reads: a few ticks, not a bound.)
-        assert!(listed.elapsed() < Duration::from_secs(10 * 60), "within the watch");
+        assert!(
+            listed.elapsed() < Duration::from_secs(10 * 60),
+            "within the watch"
+        );
         // Ten minutes after the listing, the directory is no longer watched: a change there is
         // not announced, and the next line the client gets is the answer to its next request.
         tokio::time::sleep(Duration::from_secs(10 * 60)).await;

@@ -5,6 +5,11 @@
 //! `sessionCapabilities.{list,resume,close,delete}: {}` where the agent lacks them (resume and
 //! loading only when the proxy emulates loading); nothing else in that message changes
 //! ([`crate::wire::rewrite`]).
+//!
+//! ACP v2 (the agent answered `protocolVersion: 2`) puts capabilities elsewhere: `capabilities`,
+//! with `capabilities.session` (`{}` is the baseline: `session/new`, `list`, `resume`, `close`,
+//! `prompt`, `cancel`). There is no `session/load`, so only `capabilities.session.delete` is
+//! ever added, when the agent has sessions but lacks it.
 
 use serde_json::Value;
 
@@ -15,6 +20,8 @@ use crate::wire::rewrite::edit_line;
 /// What the agent advertised.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct AgentCaps {
+    /// It answered `protocolVersion: 2`: the connection speaks ACP v2.
+    pub(super) v2: bool,
     pub(super) load: bool,
     pub(super) list: bool,
     pub(super) resume: bool,
@@ -61,9 +68,25 @@ impl AgentCaps {
     /// From the agent's successful `initialize` response.
     pub(super) fn from_initialize(peek: &Peek<'_>) -> Option<AgentCaps> {
         let result: Value = serde_json::from_str(peek.result?.get()).ok()?;
+        if result["protocolVersion"] == 2 {
+            // The baseline `capabilities.session` brings list, resume and close.
+            let session = &result["capabilities"]["session"];
+            let baseline = session.is_object();
+            return Some(AgentCaps {
+                v2: true,
+                load: false,
+                list: baseline,
+                resume: baseline,
+                close: baseline,
+                delete: present(&session["delete"]),
+                fork: present(&session["fork"]),
+                additional_directories: present(&session["additionalDirectories"]),
+            });
+        }
         let caps = &result["agentCapabilities"];
         let session = &caps["sessionCapabilities"];
         Some(AgentCaps {
+            v2: false,
             load: caps["loadSession"] == true,
             list: present(&session["list"]),
             resume: present(&session["resume"]),
@@ -78,6 +101,13 @@ impl AgentCaps {
     /// agent lacks (`loading`: the proxy emulates loading and resuming).
     pub(super) fn missing(&self, loading: bool) -> Vec<&'static str> {
         let mut added = Vec::new();
+        if self.v2 {
+            // Only an agent with sessions (the baseline) can have their deletion added.
+            if self.list && !self.delete {
+                added.push("delete");
+            }
+            return added;
+        }
         if loading && !self.load {
             added.push("loadSession");
         }
@@ -96,11 +126,25 @@ impl AgentCaps {
     }
 }
 
-/// The initialize response with `added` advertised (from [`AgentCaps::missing`]); `None` when
-/// nothing is added or the line cannot be edited.
-pub(super) fn advertise(line: &[u8], added: &[&str]) -> Option<Vec<u8>> {
+/// The initialize response with `added` advertised (from [`AgentCaps::missing`]), where the
+/// connection's protocol version (`v2`) puts it; `None` when nothing is added or the line cannot
+/// be edited.
+pub(super) fn advertise(line: &[u8], added: &[&str], v2: bool) -> Option<Vec<u8>> {
     if added.is_empty() {
         return None;
+    }
+    if v2 {
+        return edit_line(line, |msg| {
+            msg.edit("result", |r| {
+                r.edit("capabilities", |c| {
+                    c.edit("session", |s| {
+                        for name in added {
+                            s.set(name, "{}".into());
+                        }
+                    });
+                });
+            });
+        });
     }
     edit_line(line, |msg| {
         msg.edit("result", |r| {

@@ -1244,3 +1244,126 @@ fn the_vendor_session_index_reaches_the_catalog_once_the_agent_does_it_and_archi
         assert_eq!(ids(&h), expected, "{filter}");
     }
 }
+
+// ACP v2: literal lines as `@agentclientprotocol/claude-agent-acp` 0.101 sends them.
+
+const INIT_V2: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"ed","version":"1"},"capabilities":{}}}"#;
+const INIT_V2_OK: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"info":{"name":"@agentclientprotocol/claude-agent-acp","title":"Claude Agent","version":"0.101.0"},"capabilities":{"session":{"prompt":{"image":{}},"delete":{},"fork":{}}},"authMethods":[]}}"#;
+const RESUME_V2: &str = r#"{"jsonrpc":"2.0","id":5,"method":"session/resume","params":{"sessionId":"S","cwd":"/w","mcpServers":[],"replayFrom":{"type":"start"}}}"#;
+
+fn v2_with(init_ok: &str) -> Harness {
+    let mut h = Harness::with(Config::default());
+    h.client(INIT_V2);
+    h.agent(init_ok);
+    h
+}
+
+#[test]
+fn a_v2_initialize_is_untouched_unless_delete_is_missing_and_then_it_goes_where_v2_puts_it() {
+    let h = v2_with(INIT_V2_OK);
+    assert_eq!(
+        h.to_client.last().unwrap(),
+        &Bytes::from(format!("{INIT_V2_OK}\n")),
+        "byte for byte: v2 has no loadSession and the agent has every session method"
+    );
+    let h = v2_with(
+        r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"info":{"name":"a","version":"1"},"capabilities":{"session":{}}}}"#,
+    );
+    let init = last_to_client(&h);
+    assert_eq!(
+        init["result"]["capabilities"]["session"],
+        json!({"delete": {}})
+    );
+    assert!(init["result"].get("agentCapabilities").is_none(), "{init}");
+}
+
+#[test]
+fn a_v2_native_resume_with_replay_passes_and_its_replay_is_not_journaled_twice() {
+    let mut h = v2_with(INIT_V2_OK);
+    h.client(RESUME_V2);
+    assert_eq!(last_to_agent(&h)["params"]["replayFrom"]["type"], "start");
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"first task"},"messageId":"m1"}}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","background":[]}}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+    let got: Vec<Value> = h.to_client[1..].iter().map(json_of).collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[0]["params"]["update"]["content"]["text"], "first task");
+    assert_eq!(got[2]["id"], 5);
+    let journaled = h.session("S").join("\n");
+    assert!(!journaled.contains("first task"), "{journaled}");
+}
+
+#[test]
+fn a_v2_resume_the_agent_fails_is_served_from_the_journal_with_its_state_before_the_answer() {
+    let mut h = v2_with(INIT_V2_OK);
+    h.client(RESUME_V2);
+    h.agent(r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32603,"message":"Internal error"}}"#);
+    let load = fetch(&h);
+    history(
+        &mut h,
+        load,
+        HistoryChunk::Lines(vec![replay_line("from the journal")]),
+    );
+    history(&mut h, load, HistoryChunk::End(summary()));
+    let new = last_to_agent(&h);
+    assert_eq!(new["method"], "session/new", "the agent lost it: a new one");
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"U"}}}}"#,
+        new["id"]
+    ));
+    let got: Vec<Value> = h.to_client[1..].iter().map(json_of).collect();
+    let n = got.len();
+    assert_eq!(
+        got[0]["params"]["update"]["content"]["text"],
+        "from the journal"
+    );
+    assert_eq!(
+        got[n - 2]["params"]["update"],
+        json!({"sessionUpdate": "state_update", "state": "idle"})
+    );
+    assert_eq!(got[n - 1]["id"], 5);
+    assert!(got[n - 1].get("result").is_some(), "{:?}", got[n - 1]);
+}
+
+#[test]
+fn a_v2_resume_from_an_unknown_cursor_is_the_agents_to_refuse_never_served_from_the_journal() {
+    let mut h = v2_with(INIT_V2_OK);
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/resume","params":{"sessionId":"S","cwd":"/w","replayFrom":{"type":"weird"}}}"#);
+    assert_eq!(last_to_agent(&h)["id"], 6, "forwarded");
+    h.agent(r#"{"jsonrpc":"2.0","id":6,"error":{"code":-32602,"message":"Invalid params"}}"#);
+    assert_eq!(last_to_client(&h)["error"]["code"], -32602);
+    assert!(
+        !h.requests
+            .iter()
+            .any(|a| matches!(a, Action::FetchHistory { .. })),
+        "no journal replay"
+    );
+    // An agent without sessions: the proxy refuses it itself.
+    let mut h = v2_with(
+        r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"info":{"name":"a","version":"1"},"capabilities":{}}}"#,
+    );
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/resume","params":{"sessionId":"S","cwd":"/w","replayFrom":{"type":"weird"}}}"#);
+    let answer = last_to_client(&h);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(h.to_agent.len(), 1, "only the initialize reached the agent");
+}
+
+#[test]
+fn a_v2_turn_ends_in_the_catalog_with_its_idle_state_update_not_with_the_prompt_answer() {
+    let mut h = v2_with(INIT_V2_OK);
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"hi"}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#);
+    let ended = |h: &mut Harness| {
+        h.proxy
+            .take_turn_facts()
+            .into_iter()
+            .any(|(u, _)| matches!(u, CatalogUpdate::TurnEnded { .. }))
+    };
+    assert!(!ended(&mut h), "the answer only says the prompt was taken");
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15}}}}"#);
+    assert!(ended(&mut h));
+}

@@ -57,6 +57,9 @@ pub struct ClientSupport {
     pub plan_operations: bool,
     /// Unstable `clientCapabilities.subagents`.
     pub subagents: bool,
+    /// The connection speaks ACP v2 (the agent answered `protocolVersion: 2`): replays are
+    /// shaped for it.
+    pub v2: bool,
 }
 
 /// How an update kind is replayed.
@@ -76,6 +79,7 @@ impl ClientSupport {
             compaction: present(&caps["session"]["compaction"]),
             plan_operations: present(&caps["plan"]),
             subagents: present(&caps["subagents"]),
+            v2: false,
         }
     }
 }
@@ -183,6 +187,12 @@ pub struct Replay {
     /// waiting for the agent to take them, by request id: their record's sequence number and
     /// content blocks.
     steering: HashMap<String, (u64, Value)>,
+    /// v2: the `user_message` made from the last recorded prompt, sent unless the agent's own
+    /// echo of it follows.
+    user_message: Option<Bytes>,
+    /// v2, for a session recorded under v1: the chunk kind being replayed and the `messageId`
+    /// given to its run of chunks.
+    message: Option<(String, String)>,
 }
 
 /// The fields of an agent `session/update` a replay needs, peeked without building a `Value`
@@ -252,6 +262,8 @@ impl Replay {
             terminals_dropped: false,
             terminal_asks: VecDeque::new(),
             steering: HashMap::new(),
+            user_message: None,
+            message: None,
         }
     }
 
@@ -518,6 +530,9 @@ impl Replay {
 
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
+        if self.support.v2 {
+            return self.emit_v2(record, out);
+        }
         let payload = match &record.body {
             Body::Event(event) => {
                 if let Event::SessionMapped { agent_session } = event {
@@ -548,15 +563,7 @@ impl Replay {
             "tool_call" | "tool_call_update" => {
                 if let Some(id) = update.tool_call_id.as_deref() {
                     let default = if kind == "tool_call" { "pending" } else { "" };
-                    match update.status.as_deref().unwrap_or(default) {
-                        "completed" | "failed" => {
-                            self.open_tools.remove(id);
-                        }
-                        "pending" | "in_progress" => {
-                            self.open_tools.insert(id.to_string(), ());
-                        }
-                        _ => {}
-                    }
+                    self.tool_status(id, update.status.as_deref().unwrap_or(default));
                 }
             }
             "agent_message_chunk" => {
@@ -569,14 +576,8 @@ impl Replay {
                     .content
                     .and_then(|c| serde_json::from_str::<Text<'_>>(c.get()).ok())
                     .and_then(|t| t.text);
-                if let (Some(text), Some(turn)) = (text, self.turns.back_mut()) {
-                    turn.agent.push_str(&text);
-                    self.transcript_bytes += text.len();
-                    // Only the latest `transcript_limit` bytes can reach the transcript: a
-                    // long turn keeps at most twice that.
-                    if turn.agent.len() > 2 * self.transcript_limit {
-                        self.transcript_bytes -= keep_tail(&mut turn.agent, self.transcript_limit);
-                    }
+                if let Some(text) = text {
+                    self.agent_text(&text);
                 }
             }
             _ => {}
@@ -593,6 +594,162 @@ impl Replay {
         line.extend_from_slice(&payload.bytes);
         line.push(b'\n');
         out.push(Bytes::from(line));
+    }
+
+    /// Agent text of the current turn, for the transcript.
+    fn agent_text(&mut self, text: &str) {
+        let Some(turn) = self.turns.back_mut() else {
+            return;
+        };
+        turn.agent.push_str(text);
+        self.transcript_bytes += text.len();
+        // Only the latest `transcript_limit` bytes can reach the transcript: a long turn keeps
+        // at most twice that.
+        if turn.agent.len() > 2 * self.transcript_limit {
+            self.transcript_bytes -= keep_tail(&mut turn.agent, self.transcript_limit);
+        }
+    }
+
+    /// A tool call's status, to close the ones a crash left open.
+    fn tool_status(&mut self, id: &str, status: &str) {
+        match status {
+            "completed" | "failed" => {
+                self.open_tools.remove(id);
+            }
+            "pending" | "in_progress" => {
+                self.open_tools.insert(id.to_string(), ());
+            }
+            _ => {}
+        }
+    }
+
+    /// The replay for an ACP v2 client. A session recorded under v2 replays its messages as
+    /// recorded (each prompt as the agent's `user_message` echo of it, else one made from the
+    /// prompt); one recorded under v1 is translated: message chunks get a `messageId` (one per
+    /// run of chunks), `tool_call` becomes the `tool_call_update` upsert, a `plan` becomes a
+    /// `plan_update` of one items plan (`acpj-plan`), and `current_mode_update` (v2 has no
+    /// modes) is left out. `state_update`s and
+    /// `notice`s are never replayed: the current state follows the replay (the load sends it).
+    fn emit_v2(&mut self, record: &Record, out: &mut Vec<Bytes>) {
+        let Some((from, msg)) = update_of(record) else {
+            if let Body::Event(Event::SessionMapped { agent_session }) = &record.body {
+                self.summary.agent_session = Some(agent_session.clone());
+            }
+            return;
+        };
+        let update = &msg["params"]["update"];
+        let kind = update["sessionUpdate"].as_str().unwrap_or("");
+        if from == Side::Agent && msg["method"] == "session/update" {
+            if kind == "user_message" {
+                self.user_message = None;
+            } else if let Some(made) = self.user_message.take() {
+                out.push(made);
+            }
+        }
+        match (from, msg["method"].as_str().unwrap_or("")) {
+            (Side::Client, "session/prompt") => {
+                out.extend(self.user_message.take());
+                self.message = None;
+                self.summary.turns += 1;
+                let prompt = &msg["params"]["prompt"];
+                let mut turn = Turn::default();
+                for block in prompt.as_array().into_iter().flatten() {
+                    self.user_messages += 1;
+                    turn.user
+                        .push_str(block["text"].as_str().unwrap_or_default());
+                }
+                self.push_turn(turn);
+                self.user_message = Some(self.notification(json!({
+                    "sessionUpdate": "user_message",
+                    "messageId": format!("acpj-user-{}", record.seq),
+                    "content": prompt,
+                })));
+            }
+            (Side::Agent, "session/update") => self.emit_update_v2(record, kind, update, out),
+            _ => self.emit_slow(record, out),
+        }
+    }
+
+    /// One recorded agent update, for a v2 client.
+    fn emit_update_v2(
+        &mut self,
+        record: &Record,
+        kind: &str,
+        update: &Value,
+        out: &mut Vec<Bytes>,
+    ) {
+        let Body::Message { payload, .. } = &record.body else {
+            return;
+        };
+        let chunk = matches!(
+            kind,
+            "user_message_chunk" | "agent_message_chunk" | "agent_thought_chunk"
+        );
+        if !chunk {
+            self.message = None;
+        }
+        if kind == "agent_message_chunk"
+            && let Some(text) = update["content"]["text"].as_str()
+        {
+            self.agent_text(text);
+        }
+        if let Some(id) = update["toolCallId"].as_str() {
+            let default = if kind == "tool_call" { "pending" } else { "" };
+            self.tool_status(id, update["status"].as_str().unwrap_or(default));
+        }
+        let edited = match kind {
+            _ if chunk && update.get("messageId").is_none_or(Value::is_null) => {
+                let id = match &self.message {
+                    Some((k, id)) if k == kind => id.clone(),
+                    _ => format!("acpj-{}-{}", kind.trim_end_matches("_chunk"), record.seq),
+                };
+                self.message = Some((kind.to_string(), id.clone()));
+                let mut update = update.clone();
+                update["messageId"] = Value::String(id);
+                Some(update)
+            }
+            "tool_call" => {
+                let mut update = update.clone();
+                update["sessionUpdate"] = json!("tool_call_update");
+                Some(update)
+            }
+            "plan" => Some(json!({
+                "sessionUpdate": "plan_update",
+                "plan": {"type": "items", "planId": "acpj-plan", "entries": update["entries"]},
+            })),
+            "user_message_chunk"
+            | "user_message"
+            | "agent_message_chunk"
+            | "agent_message"
+            | "agent_thought_chunk"
+            | "agent_thought"
+            | "tool_call_update"
+            | "tool_call_content_chunk"
+            | "plan_update"
+            | "terminal_update"
+            | "terminal_output_chunk" => None,
+            "current_mode_update" => {
+                self.summary.mode = update["currentModeId"].as_str().map(str::to_string);
+                return;
+            }
+            _ => {
+                if matches!(
+                    classify(kind, self.support),
+                    Class::State | Class::Compaction
+                ) {
+                    self.emit_update(record, update, out);
+                }
+                return;
+            }
+        };
+        match edited {
+            Some(update) => out.push(self.notification(update)),
+            None => {
+                let mut line = payload.bytes.to_vec();
+                line.push(b'\n');
+                out.push(Bytes::from(line));
+            }
+        }
     }
 
     /// Everything but history updates: prompts, setup requests, state updates, responses.
@@ -754,6 +911,7 @@ impl Replay {
     /// End of the records: append the latest state updates and `failed` updates for tool calls
     /// left open, and return the summary.
     pub fn finish(mut self, out: &mut Vec<Bytes>) -> Summary {
+        out.extend(self.user_message.take());
         for (_, update) in std::mem::take(&mut self.state) {
             out.push(self.notification(update));
         }
@@ -1315,5 +1473,113 @@ mod tests {
             lines[0]["params"]["update"],
             json!({"sessionUpdate":"tool_call","toolCallId":7,"title":"x","status":"completed","content":[{"type":"content","content":{"type":"text","text":"[terminal output was not recorded]"}}]})
         );
+    }
+
+    #[test]
+    fn a_v2_client_gets_v2_recorded_messages_as_recorded_and_v1_ones_translated() {
+        let v2 = ClientSupport {
+            v2: true,
+            ..ClientSupport::default()
+        };
+        // Recorded under v2: the agent's echo stands for the prompt; states are not replayed.
+        let (out, summary) = replay(
+            &[
+                rec(
+                    1,
+                    Side::Client,
+                    r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"first task"}]}}"#,
+                ),
+                rec(
+                    2,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message","messageId":"m1","content":[{"text":"first task","type":"text"}]}}}"#,
+                ),
+                rec(
+                    3,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"running"}}}"#,
+                ),
+                rec(
+                    4,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"},"messageId":"a1"}}}"#,
+                ),
+                rec(
+                    5,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}}}"#,
+                ),
+            ],
+            v2,
+        );
+        let kinds: Vec<&str> = out
+            .iter()
+            .map(|m| m["params"]["update"]["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["user_message", "agent_message_chunk"]);
+        assert_eq!(
+            out[0]["params"]["update"]["messageId"], "m1",
+            "the agent's own"
+        );
+        assert_eq!(summary.transcript, "User: first task\nAgent: done\n");
+        // Recorded under v1: the prompt becomes a user_message, chunks get a messageId per
+        // run, tool_call becomes the upsert, the plan is re-shaped, modes are left out.
+        let (out, _) = replay(
+            &[
+                rec(
+                    1,
+                    Side::Client,
+                    r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"go"}]}}"#,
+                ),
+                rec(
+                    2,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a"}}}}"#,
+                ),
+                rec(
+                    3,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"b"}}}}"#,
+                ),
+                rec(
+                    4,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"read","status":"completed"}}}"#,
+                ),
+                rec(
+                    5,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"plan","entries":[{"content":"x","status":"pending","priority":"low"}]}}}"#,
+                ),
+                rec(
+                    6,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"current_mode_update","currentModeId":"plan"}}}"#,
+                ),
+                rec(
+                    7,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"c"}}}}"#,
+                ),
+            ],
+            v2,
+        );
+        let updates: Vec<&Value> = out.iter().map(|m| &m["params"]["update"]).collect();
+        assert_eq!(updates.len(), 6, "{updates:?}");
+        assert_eq!(
+            *updates[0],
+            json!({"sessionUpdate": "user_message", "messageId": "acpj-user-1", "content": [{"type": "text", "text": "go"}]})
+        );
+        assert_eq!(updates[1]["messageId"], "acpj-agent_message-2");
+        assert_eq!(
+            updates[2]["messageId"], "acpj-agent_message-2",
+            "one message"
+        );
+        assert_eq!(updates[3]["sessionUpdate"], "tool_call_update");
+        assert_eq!(updates[3]["title"], "read");
+        assert_eq!(updates[4]["sessionUpdate"], "plan_update");
+        assert_eq!(updates[4]["plan"]["type"], "items");
+        assert_eq!(updates[4]["plan"]["entries"][0]["content"], "x");
+        assert_eq!(updates[5]["messageId"], "acpj-agent_message-7", "a new run");
     }
 }

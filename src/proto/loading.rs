@@ -141,8 +141,10 @@ impl NativeLoad {
 struct Load {
     asker: Asker,
     session: SessionId,
-    /// Replay the history (load) or not (resume, restore).
+    /// Replay the history (load, v2 resume with `replayFrom`) or not (resume, restore).
     replay: bool,
+    /// For a v2 client (the current state is told before the answer).
+    v2: bool,
     setup: SetupParams,
     /// The client's request, journaled once the session is known to exist.
     request: Option<Record>,
@@ -156,8 +158,9 @@ struct Load {
 }
 
 impl Load {
+    /// The client's method: a load replays; a resume does not, except in v2 (`replayFrom`).
     fn method(&self) -> &'static str {
-        if self.replay {
+        if self.replay && !self.v2 {
             "session/load"
         } else {
             "session/resume"
@@ -315,6 +318,7 @@ impl Loads {
             asker,
             session: session.clone(),
             replay,
+            v2: cx.client.support.v2,
             setup,
             request,
             agent_failed,
@@ -768,6 +772,14 @@ impl Loads {
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
                 cx.sessions.set_live(&l.session);
+                if l.v2 {
+                    // v2: the current state follows any replay and comes before the answer.
+                    cx.fx.notify_client(
+                        at,
+                        &l.session,
+                        json!({"sessionUpdate": "state_update", "state": "idle"}),
+                    );
+                }
                 let mut answer = l.answer;
                 if l.fork {
                     answer.set("sessionId", json_string(&l.session));

@@ -939,6 +939,8 @@ impl Proxy {
     /// run on.
     fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
         match method {
+            // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
+            "session/prompt" if self.agent.v2 => {}
             "session/prompt" => {
                 self.facts.turn_ended(s, t);
                 self.facts.state(s, "idle", t);
@@ -1142,6 +1144,9 @@ impl Proxy {
                     self.keep_native(id, peek, true);
                     false
                 }
+                "session/resume" if self.agent.v2 && self.emulates_loading() => {
+                    self.resume_v2(at, id, peek, line)
+                }
                 "session/resume" if !self.agent.resume && self.emulates_loading() => {
                     self.start_load(at, id, peek, line, false);
                     true
@@ -1200,6 +1205,37 @@ impl Proxy {
             }
             _ => false,
         }
+    }
+
+    /// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
+    /// agent's own (passed on, not journaled again), or the journal's should the agent fail it
+    /// or lack resume; without `replayFrom` nothing is replayed. Another cursor type is the
+    /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
+    /// resume at all), as the schema requires.
+    fn resume_v2(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) -> bool {
+        let replay = match replay_from(peek.params).as_deref() {
+            None => false,
+            Some("start") => true,
+            Some(_) if self.agent.resume => return false,
+            Some(other) => {
+                self.fx.journal_client(at, Target::Connection, peek, line);
+                let message =
+                    format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
+                let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
+                self.fx.answer(at, Target::Connection, id, Err(&error));
+                return true;
+            }
+        };
+        if !self.agent.resume {
+            self.start_load(at, id, peek, line, replay);
+            return true;
+        }
+        if replay && let Some(s) = peek.session.as_deref() {
+            self.sessions
+                .set_native_load(&SessionId::from(s), Some(id.clone()));
+        }
+        self.keep_native(id, peek, replay);
+        false
     }
 
     /// In `auto` and `journal` modes, keep a load or resume the client sends the agent, to
@@ -1555,8 +1591,9 @@ impl Proxy {
                 self.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     self.agent = agent;
+                    self.client.support.v2 = agent.v2;
                     let added = agent.missing(self.emulates_loading());
-                    out = capabilities::advertise(line, &added);
+                    out = capabilities::advertise(line, &added, agent.v2);
                     if out.is_some() {
                         self.fx.push(Action::Log(format!(
                             "advertising to the client on the agent's behalf: {}",
@@ -1565,7 +1602,7 @@ impl Proxy {
                     }
                 }
             }
-            Some("session/load") => {
+            Some("session/load" | "session/resume") => {
                 if let Some(s) = &session {
                     self.sessions.set_native_load(s, None);
                     if !is_error {
@@ -1606,6 +1643,10 @@ impl Proxy {
         let usage = match kind {
             Some("usage_update") => true,
             Some("session_info_update") => false,
+            Some("state_update") => {
+                let session = self.sessions.client_of(AgentRef(session));
+                return self.catalog_state(&session, update);
+            }
             _ => return,
         };
         let session = self.sessions.client_of(AgentRef(session));
@@ -1621,6 +1662,30 @@ impl Proxy {
             title: text(update.get("title")),
             updated_at: text(update.get("updatedAt")),
         }));
+    }
+
+    /// A v2 `state_update`: the session's state; an `idle` one with a `stopReason` ends a turn
+    /// (with its `usage`, when given).
+    fn catalog_state(
+        &mut self,
+        session: &SessionId,
+        mut update: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let t = self.unix_now;
+        let state = match update.get("state").and_then(|v| v.as_str()) {
+            Some("idle") => "idle",
+            Some("running") => "running",
+            Some("requires_action") => "requires_action",
+            _ => return,
+        };
+        let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
+        self.facts.state(session, state, t);
+        if ends_turn {
+            self.facts.turn_ended(session, t);
+            if let Some(serde_json::Value::Object(usage)) = update.remove("usage") {
+                self.facts.usage(session, usage, t);
+            }
+        }
     }
 
     /// The agent's output ended: answer every client request still waiting on it, whether
@@ -1692,6 +1757,14 @@ impl Setup {
 }
 
 /// The stored bytes of a message record (its wire form without line ending, as journaled).
+/// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or
+/// `null`), `""` when it has no string `type`.
+fn replay_from(params: Option<&serde_json::value::RawValue>) -> Option<String> {
+    let params: serde_json::Value = serde_json::from_str(params?.get()).ok()?;
+    let from = params.get("replayFrom").filter(|v| !v.is_null())?;
+    Some(from["type"].as_str().unwrap_or_default().to_string())
+}
+
 fn record_bytes(record: &Record) -> Bytes {
     match &record.body {
         Body::Message { payload, .. } => payload.bytes.clone(),
@@ -1728,7 +1801,7 @@ fn agent_exited(method: &str) -> String {
     )
 }
 
-/// Whether `line` may carry a `usage_update` or `session_info_update` (one pass over the
+/// Whether `line` may carry a `usage_update`, `session_info_update` or (v2) `state_update` (one pass over the
 /// line, with a finder built once: building one costs more than a search).
 fn names_catalog_update(line: &[u8]) -> bool {
     static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
@@ -1736,6 +1809,8 @@ fn names_catalog_update(line: &[u8]) -> bool {
     let finder = FINDER.get_or_init(|| memchr::memmem::Finder::new(b"_update\""));
     finder.find_iter(line).any(|at| {
         let before = &line[..at];
-        before.ends_with(b"\"usage") || before.ends_with(b"\"session_info")
+        before.ends_with(b"\"usage")
+            || before.ends_with(b"\"session_info")
+            || before.ends_with(b"\"state")
     })
 }

@@ -274,6 +274,14 @@ pub struct Timeline {
     turns: u64,
     /// What the last record left for the next one to complete.
     held: Option<Held>,
+    /// ACP v2: the turn whose prompt the agent took (its number and when it was sent); its
+    /// end is the agent's `state_update` to `idle`.
+    taken: Option<(u64, u64)>,
+    /// ACP v2: the prompt text of the taken turn, which the agent's `user_message` echoes.
+    echo: Option<String>,
+    /// ACP v2: the agent streamed message chunks in this turn (its `agent_message` upserts
+    /// repeat them).
+    streamed: bool,
 }
 
 /// A fact told together with the one that follows it (one line for one thing that happened),
@@ -372,7 +380,7 @@ impl Timeline {
         let method = msg["method"].as_str().unwrap_or("");
         let id = msg.get("id").map(Value::to_string);
         match (method, id) {
-            ("session/update", _) => self.update(&msg["params"]["update"], sink),
+            ("session/update", _) => self.update(&msg["params"]["update"], record.mono_us, sink),
             ("", Some(id)) => self.response(from, &id, &msg, record, payload.proxy, sink),
             (method, Some(id)) => self.request(
                 from,
@@ -414,6 +422,8 @@ impl Timeline {
                 self.turns += 1;
                 pending.turn = self.turns;
                 let prompt = prompt_text(&params["prompt"]);
+                self.streamed = false;
+                self.echo = Some(prompt.clone());
                 self.emit(
                     sink,
                     &Event::TurnStart {
@@ -519,6 +529,15 @@ impl Timeline {
             )?;
         }
         match method {
+            // ACP v2: the agent took the prompt (its `messageId`); the turn ends with `idle`.
+            "session/prompt"
+                if msg.get("error").is_none()
+                    && result.get("stopReason").is_none()
+                    && result.get("messageId").is_some() =>
+            {
+                self.taken = Some((pending.turn, pending.mono_us));
+                Ok(())
+            }
             "session/prompt" => {
                 self.titles.clear();
                 let seconds = mono_us.saturating_sub(pending.mono_us) as f64 / 1e6;
@@ -562,12 +581,53 @@ impl Timeline {
         }
     }
 
-    fn update(&mut self, update: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
+    fn update(
+        &mut self,
+        update: &Value,
+        mono_us: u64,
+        sink: &mut dyn Render,
+    ) -> std::io::Result<()> {
         let text = update["content"]["text"].as_str();
         match (update["sessionUpdate"].as_str().unwrap_or(""), text) {
             ("user_message_chunk", Some(text)) => self.emit(sink, &Event::User(text)),
             ("agent_message_chunk", Some(text)) => self.chunk(Voice::Agent, text, sink),
             ("agent_thought_chunk", Some(text)) => self.chunk(Voice::Thought, text, sink),
+            // ACP v2's whole-message upserts: the user's echoes the prompt (told already);
+            // the agent's repeat what it streamed.
+            ("user_message", _) => {
+                let text = prompt_text(&update["content"]);
+                match self.echo.take() {
+                    Some(prompt) if prompt == text => Ok(()),
+                    _ if text.is_empty() => Ok(()),
+                    _ => self.emit(sink, &Event::User(&text)),
+                }
+            }
+            (kind @ ("agent_message" | "agent_thought"), _) if !self.streamed => {
+                let text = prompt_text(&update["content"]);
+                let voice = match kind {
+                    "agent_message" => Voice::Agent,
+                    _ => Voice::Thought,
+                };
+                match text.is_empty() {
+                    true => Ok(()),
+                    false => self.chunk(voice, &text, sink),
+                }
+            }
+            ("state_update", _) if update["state"] == "idle" => {
+                let Some((number, sent)) = self.taken.take() else {
+                    return Ok(());
+                };
+                self.titles.clear();
+                self.emit(
+                    sink,
+                    &Event::TurnEnd {
+                        number,
+                        stop_reason: Some(update["stopReason"].as_str().unwrap_or("?")),
+                        seconds: mono_us.saturating_sub(sent) as f64 / 1e6,
+                    },
+                )
+            }
+            ("plan_update", _) => self.emit(sink, &Event::Plan(&update["plan"])),
             (kind @ ("tool_call" | "tool_call_update"), _) => {
                 let id = update["toolCallId"].as_str().unwrap_or("?");
                 if let Some(title) = update["title"].as_str() {
@@ -611,6 +671,7 @@ impl Timeline {
     }
 
     fn chunk(&mut self, voice: Voice, text: &str, sink: &mut dyn Render) -> std::io::Result<()> {
+        self.streamed |= voice == Voice::Agent;
         let first = self.open != Some(voice);
         self.emit(sink, &Event::Chunk { voice, text, first })
     }
@@ -684,6 +745,7 @@ impl Timeline {
     /// The sink's write errors.
     pub fn end_run(&mut self, sink: &mut dyn Render) -> std::io::Result<()> {
         self.pending.clear();
+        self.taken = None;
         self.titles.clear();
         self.finish(sink)
     }
@@ -1025,6 +1087,54 @@ mod tests {
                 "turn 1 ",
                 "Failed { method: \"session/prompt\", code: Number(-32603), message: \"boom\" }",
                 "end 1 None",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_v2_turn_ends_with_the_agents_idle_state_and_its_echoes_are_told_once() {
+        let log = run(&[
+            (
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"first task"}]}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message","messageId":"m1","content":[{"text":"first task","type":"text"}]}}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"running","background":[]}}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"You said it."},"messageId":"msg_loop"}}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"messageId":"msg_loop","content":[{"type":"text","text":"You said it."}],"sessionUpdate":"agent_message"}}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"plan_update","plan":{"type":"items","planId":"p","entries":[{"content":"read","status":"completed","priority":"high"}]}}}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn","usage":{"totalTokens":15}}}}"#,
+            ),
+        ]);
+        assert_eq!(
+            log,
+            [
+                "turn 1 first task",
+                "chunk Agent You said it. true",
+                "ParagraphEnd",
+                "Plan(Object {\"type\": String(\"items\"), \"planId\": String(\"p\"), \"entries\": Array [Object {\"content\": String(\"read\"), \"status\": String(\"completed\"), \"priority\": String(\"high\")}]})",
+                "end 1 Some(\"end_turn\")",
             ]
         );
     }

@@ -277,8 +277,8 @@ pub struct Timeline {
     /// ACP v2: the turn whose prompt the agent took (its number and when it was sent); its
     /// end is the agent's `state_update` to `idle`.
     taken: Option<(u64, u64)>,
-    /// ACP v2: the prompt text of the taken turn, which the agent's `user_message` echoes.
-    echo: Option<String>,
+    /// ACP v2: a prompt was sent whose echo (the agent's `user_message`) has not come yet.
+    echo: bool,
     /// ACP v2: the agent streamed message chunks in this turn (its `agent_message` upserts
     /// repeat them).
     streamed: bool,
@@ -423,7 +423,7 @@ impl Timeline {
                 pending.turn = self.turns;
                 let prompt = prompt_text(&params["prompt"]);
                 self.streamed = false;
-                self.echo = Some(prompt.clone());
+                self.echo = true;
                 self.emit(
                     sink,
                     &Event::TurnStart {
@@ -592,14 +592,15 @@ impl Timeline {
             ("user_message_chunk", Some(text)) => self.emit(sink, &Event::User(text)),
             ("agent_message_chunk", Some(text)) => self.chunk(Voice::Agent, text, sink),
             ("agent_thought_chunk", Some(text)) => self.chunk(Voice::Thought, text, sink),
-            // ACP v2's whole-message upserts: the user's echoes the prompt (told already);
-            // the agent's repeat what it streamed.
+            // ACP v2's whole-message upserts: the first user one after a prompt is the agent's
+            // echo of it (told already, and as the client sent it: a re-primed prompt's echo
+            // holds the transcript); the agent's repeat what it streamed.
             ("user_message", _) => {
                 let text = prompt_text(&update["content"]);
-                match self.echo.take() {
-                    Some(prompt) if prompt == text => Ok(()),
-                    _ if text.is_empty() => Ok(()),
-                    _ => self.emit(sink, &Event::User(&text)),
+                match std::mem::take(&mut self.echo) {
+                    true => Ok(()),
+                    false if text.is_empty() => Ok(()),
+                    false => self.emit(sink, &Event::User(&text)),
                 }
             }
             (kind @ ("agent_message" | "agent_thought"), _) if !self.streamed => {

@@ -116,6 +116,12 @@ impl Setup {
 
     /// The proxy (with `options`) in front of the adapter, pointed at the model server.
     fn client(&self, options: &[&str]) -> TestClient {
+        self.client_at_home(self.home.path(), options)
+    }
+
+    /// The same, with the adapter keeping its sessions in `home` (another home: a machine
+    /// where the agent never saw the session).
+    fn client_at_home(&self, home: &Path, options: &[&str]) -> TestClient {
         let agent = match self.adapter {
             Adapter::Claude => Peers::get().claude_agent(),
             Adapter::Codex => Peers::get().codex_agent(),
@@ -128,7 +134,7 @@ impl Setup {
         let url = PathBuf::from(&self.model.url);
         let one = PathBuf::from("1");
         let key = PathBuf::from("sk-loopback");
-        let codex_home = self.home.path().join(".codex");
+        let codex_home = home.join(".codex");
         TestClient::spawn_env(
             &cmd,
             &[
@@ -136,7 +142,7 @@ impl Setup {
                 ("ANTHROPIC_API_KEY", &key),
                 ("OPENAI_API_KEY", &key),
                 ("CODEX_HOME", &codex_home),
-                ("HOME", self.home.path()),
+                ("HOME", home),
                 // Claude Code refuses its permission bypass to root outside a sandbox.
                 ("IS_SANDBOX", &one),
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", &one),
@@ -320,4 +326,149 @@ fn killed_and_restarted(adapter: Adapter) {
         shown.contains("restored on the restarted agent ("),
         "{shown}"
     );
+}
+
+/// A v2 turn: the prompt is taken (its `messageId`), then the turn ends with the agent's idle
+/// `state_update`; returns the agent text of the turn.
+fn turn_v2(client: &mut TestClient, session: &str, text: &str) -> String {
+    let before = client.received.len();
+    let answer = client.prompt(session, text);
+    assert!(answer["result"]["messageId"].is_string(), "{answer}");
+    loop {
+        let Some(m) = client.recv().expect("the turn's end").json.clone() else {
+            continue;
+        };
+        let update = &m["params"]["update"];
+        if update["sessionUpdate"] == "state_update" && update["state"] == "idle" {
+            assert_eq!(update["stopReason"], "end_turn", "{m}");
+            break;
+        }
+    }
+    client.received[before..]
+        .iter()
+        .filter_map(|r| r.json.as_ref())
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// A v2 `session/resume` replaying from the start: the updates before the answer, and the answer.
+fn resume_v2(client: &mut TestClient, session: &str, cwd: &str) -> (Vec<Value>, Value) {
+    let before = client.received.len();
+    let answer = client.request(
+        "session/resume",
+        serde_json::json!({"sessionId": session, "cwd": cwd, "mcpServers": [], "replayFrom": {"type": "start"}}),
+    );
+    let updates = client.received[before..]
+        .iter()
+        .filter_map(|r| r.json.clone())
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    (updates, answer)
+}
+
+/// The user texts a v2 replay carries, whole messages and chunks alike.
+fn v2_user_texts(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .flat_map(|u| match u["sessionUpdate"].as_str() {
+            Some("user_message_chunk") => vec![u["content"].clone()],
+            Some("user_message") => u["content"].as_array().cloned().unwrap_or_default(),
+            _ => vec![],
+        })
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn initialize_v2(client: &mut TestClient) -> Value {
+    client.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": 2, "info": {"name": "acp-journal-tests", "version": "0"}, "capabilities": {}}),
+    )
+}
+
+/// claude-agent-acp speaks v2 to a client that asks for it: a conversation; a native resume
+/// replaying from the start in a new proxy; the same resume where the agent never saw the
+/// session (another home), served from the journal and continued on a new agent session; and
+/// what `show` and `list` make of it.
+#[test]
+fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() {
+    let setup = Setup::new(Adapter::Claude);
+    let cwd = setup.cwd();
+    let mut client = setup.client(&[]);
+    let init = initialize_v2(&mut client);
+    let result = &init["result"];
+    assert_eq!(result["protocolVersion"], 2, "{init}");
+    assert!(
+        result.get("agentCapabilities").is_none(),
+        "nothing v1 added: {init}"
+    );
+    let journaled = crate::util::journaled(setup.store.path(), acp_journal::wire::Side::Agent);
+    let raw = &client.received.last().unwrap().raw;
+    assert!(
+        journaled.iter().any(|l| l == raw),
+        "the agent's initialize answer reached the client byte for byte"
+    );
+    let session = client.new_session(&cwd);
+    let first = turn_v2(&mut client, &session, "first task");
+    assert!(first.contains("I can see 1 user messages"), "{first}");
+    let second = turn_v2(&mut client, &session, "second task");
+    assert!(second.contains("I can see 2 user messages"), "{second}");
+    ends(client);
+
+    // A new proxy: the agent resumes it itself and replays it.
+    let mut client = setup.client(&[]);
+    initialize_v2(&mut client);
+    let (updates, answer) = resume_v2(&mut client, &session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(v2_user_texts(&updates), ["first task", "second task"]);
+    assert_eq!(updates.last().unwrap()["sessionUpdate"], "state_update");
+    let third = turn_v2(&mut client, &session, "third task");
+    assert!(third.contains("I can see 3 user messages"), "{third}");
+    ends(client);
+
+    // On a machine where the agent never saw it: served from the journal, then continued on
+    // a new agent session that is told the conversation so far.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut client = setup.client_at_home(elsewhere.path(), &[]);
+    initialize_v2(&mut client);
+    let (updates, answer) = resume_v2(&mut client, &session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(
+        v2_user_texts(&updates),
+        ["first task", "second task", "third task"],
+        "the journal's replay, once: {updates:?}"
+    );
+    assert_eq!(
+        updates.last().unwrap(),
+        &serde_json::json!({"sessionUpdate": "state_update", "state": "idle"})
+    );
+    let fourth = turn_v2(&mut client, &session, "fourth task");
+    assert!(fourth.contains("You said: fourth task"), "{fourth}");
+    ends(client);
+    let turns = setup.model.turns();
+    let told: String = turns.last().unwrap().concat();
+    assert!(
+        ["first task", "second task", "third task", "fourth task"]
+            .iter()
+            .all(|t| told.contains(t)),
+        "the new agent session is told the conversation so far: {turns:?}"
+    );
+
+    let (_, shown, _) = crate::util::run_cli_store(setup.store.path(), &["show", &session]);
+    assert!(!shown.contains("── ?"), "{shown}");
+    assert!(!shown.contains("cancelled by the user"), "{shown}");
+    assert!(
+        !shown.contains("Context restored"),
+        "the agent's echo is not told: {shown}"
+    );
+    assert_eq!(shown.matches("end_turn").count(), 4, "{shown}");
+    let (_, out, _) = crate::util::run_cli_store(setup.store.path(), &["list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["session"] == session.as_str())
+        .expect(&out);
+    assert_eq!(row["turns"], 4, "{row}");
 }

@@ -1367,3 +1367,31 @@ fn a_v2_turn_ends_in_the_catalog_with_its_idle_state_update_not_with_the_prompt_
     h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15}}}}"#);
     assert!(ended(&mut h));
 }
+
+#[test]
+fn a_v2_turn_the_agent_dies_in_ends_for_the_client_with_a_notice_and_an_idle_state() {
+    let mut h = v2_with(INIT_V2_OK);
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"hi"}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"running"}}}"#);
+    let before = h.to_client.len();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Agent);
+    h.drain();
+    let got: Vec<Value> = h.to_client[before..].iter().map(json_of).collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0]["params"]["update"]["sessionUpdate"], "notice");
+    assert_eq!(got[0]["params"]["update"]["severity"], "error");
+    assert_eq!(
+        got[1]["params"]["update"],
+        json!({"sessionUpdate": "state_update", "state": "idle"})
+    );
+    assert!(
+        h.session("S").iter().any(|l| l.contains("\"notice\"")),
+        "journaled with the session"
+    );
+}

@@ -1592,6 +1592,8 @@ impl Proxy {
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     self.agent = agent;
                     self.client.support.v2 = agent.v2;
+                    // v2 clients take `notice` updates as a matter of course.
+                    self.client.notices |= agent.v2;
                     let added = agent.missing(self.emulates_loading());
                     out = capabilities::advertise(line, &added, agent.v2);
                     if out.is_some() {
@@ -1645,7 +1647,7 @@ impl Proxy {
             Some("session_info_update") => false,
             Some("state_update") => {
                 let session = self.sessions.client_of(AgentRef(session));
-                return self.catalog_state(&session, update);
+                return self.state_update(&session, update);
             }
             _ => return,
         };
@@ -1664,9 +1666,10 @@ impl Proxy {
         }));
     }
 
-    /// A v2 `state_update`: the session's state; an `idle` one with a `stopReason` ends a turn
-    /// (with its `usage`, when given).
-    fn catalog_state(
+    /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
+    /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
+    /// given).
+    fn state_update(
         &mut self,
         session: &SessionId,
         mut update: serde_json::Map<String, serde_json::Value>,
@@ -1679,6 +1682,7 @@ impl Proxy {
             _ => return,
         };
         let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
+        self.sessions.set_foreground(session, state != "idle");
         self.facts.state(session, state, t);
         if ends_turn {
             self.facts.turn_ended(session, t);
@@ -1733,6 +1737,23 @@ impl Proxy {
             };
             self.fx
                 .answer(at, target, &id, Err(&error(&pending.method)));
+        }
+        // v2: a turn's end is a state, not an answer: the busy sessions are told they are not.
+        let reason = serde_json::from_str::<serde_json::Value>(&error("session/prompt"))
+            .ok()
+            .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        for s in self.sessions.take_foreground() {
+            self.fx.notify_client(
+                at,
+                &s,
+                json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
+            );
+            self.fx.notify_client(
+                at,
+                &s,
+                json!({"sessionUpdate": "state_update", "state": "idle"}),
+            );
         }
         self.ids.forget_agent();
         self.loads.forget_native();

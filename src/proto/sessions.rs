@@ -150,6 +150,9 @@ pub(super) struct Session {
     /// The client connections attached to it (that sent a line naming it, or were answered
     /// with its creation), in the order they came; a connection's end detaches it.
     pub(super) attached: Vec<ConnId>,
+    /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
+    /// its end (`idle`).
+    pub(super) foreground: bool,
 }
 
 impl Session {
@@ -217,6 +220,24 @@ impl SessionTable {
         for session in self.sessions.values_mut() {
             session.attached.retain(|c| *c != conn);
         }
+    }
+
+    /// ACP v2: the agent reported session `s` (client-facing) busy or not.
+    pub(super) fn set_foreground(&mut self, s: &SessionId, busy: bool) {
+        if let Some(session) = self.sessions.get_mut(s) {
+            session.foreground = busy;
+        }
+    }
+
+    /// The sessions the agent was busy in (ACP v2), no longer so: the agent is gone.
+    pub(super) fn take_foreground(&mut self) -> Vec<SessionId> {
+        let mut busy: Vec<SessionId> = self
+            .sessions
+            .iter_mut()
+            .filter_map(|(id, session)| std::mem::take(&mut session.foreground).then(|| id.clone()))
+            .collect();
+        busy.sort_unstable();
+        busy
     }
 
     /// The connections attached to `s`.

@@ -472,3 +472,32 @@ fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() 
         .expect(&out);
     assert_eq!(row["turns"], 4, "{row}");
 }
+
+/// `kill -9` of claude-agent-acp between v2 turns: the next prompt is taken by the restarted
+/// agent, which resumes the session with its context.
+#[test]
+fn claude_agent_acp_in_v2_killed_with_sigkill_is_restarted_and_its_session_keeps_its_context() {
+    let setup = Setup::new(Adapter::Claude);
+    let cwd = setup.cwd();
+    let mut client = setup.client(&[]);
+    initialize_v2(&mut client);
+    let session = client.new_session(&cwd);
+    let before = turn_v2(&mut client, &session, "before the crash");
+    assert!(before.contains("I can see 1"), "{before}");
+    let proxy = client.child.id();
+    let pid = agent_pid(proxy, None);
+    kill9(pid);
+    agent_pid(proxy, Some(pid));
+    let after = turn_v2(&mut client, &session, "after the crash");
+    assert!(
+        after.contains("You said: after the crash. I can see 2 user messages"),
+        "restored on the restarted agent with its context: {after}"
+    );
+    ends(client);
+    let (_, shown, _) = crate::util::run_cli_store(setup.store.path(), &["show", &session]);
+    assert!(
+        shown.contains("restored on the restarted agent (session/resume"),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("end_turn").count(), 2, "{shown}");
+}

@@ -93,6 +93,8 @@ fn classify(kind: &str, support: ClientSupport) -> Class {
         | "tool_call_update"
         | "plan" => Class::History,
         "plan_update" | "plan_removed" if support.plan_operations => Class::History,
+        // v2's items plan, as v1's `plan` (see `emit_update`).
+        "plan_update" if !support.v2 => Class::History,
         "subagent_update" | "session_message" | "session_message_chunk" if support.subagents => {
             Class::History
         }
@@ -187,6 +189,12 @@ pub struct Replay {
     /// waiting for the agent to take them, by request id: their record's sequence number and
     /// content blocks.
     steering: HashMap<String, (u64, Value)>,
+    /// The session was recorded under v2 (its agent reported `state_update`s): learnt by the
+    /// first pass.
+    recorded_v2: bool,
+    /// v1, for a session recorded under v2: the tool calls replayed so far (v2 has no
+    /// `tool_call`: its first `tool_call_update` of an ID becomes one).
+    tools_seen: std::collections::HashSet<String>,
     /// v2: the `user_message` made from the last recorded prompt, sent unless the agent's own
     /// echo of it follows.
     user_message: Option<Bytes>,
@@ -262,6 +270,8 @@ impl Replay {
             terminals_dropped: false,
             terminal_asks: VecDeque::new(),
             steering: HashMap::new(),
+            recorded_v2: false,
+            tools_seen: Default::default(),
             user_message: None,
             message: None,
         }
@@ -272,6 +282,7 @@ impl Replay {
     pub fn observes(&self, line: &[u8]) -> bool {
         use memchr::memmem::find;
         find(line, b"\"compactionId\"").is_some()
+            || (!self.recorded_v2 && find(line, b"\"state_update\"").is_some())
             || find(line, b"\"terminal/").is_some()
             || (!self.terminal_asks.is_empty()
                 && (find(line, b"\"result\"").is_some() || find(line, b"\"error\"").is_some()))
@@ -284,6 +295,12 @@ impl Replay {
         };
         if !self.observes(&payload.bytes) {
             return;
+        }
+        if *from == Side::Agent
+            && memchr::memmem::find(&payload.bytes, b"\"state_update\"").is_some()
+        {
+            // Only v2 agents report their state: the session was recorded under v2.
+            self.recorded_v2 = true;
         }
         if memchr::memmem::find(&payload.bytes, b"\"compactionId\"").is_none() {
             return self.observe_terminal(*from, &payload.bytes);
@@ -564,8 +581,20 @@ impl Replay {
                 if let Some(id) = update.tool_call_id.as_deref() {
                     let default = if kind == "tool_call" { "pending" } else { "" };
                     self.tool_status(id, update.status.as_deref().unwrap_or(default));
+                    if self.recorded_v2
+                        && self.tools_seen.insert(id.to_string())
+                        && kind == "tool_call_update"
+                        && let Ok(mut msg) = serde_json::from_slice::<Value>(&payload.bytes)
+                    {
+                        // Recorded under v2, where the first upsert creates the call (and
+                        // there are no client terminals).
+                        msg["params"]["update"]["sessionUpdate"] = json!("tool_call");
+                        out.push(self.notification(msg["params"]["update"].take()));
+                        return;
+                    }
                 }
             }
+            "plan_update" => return self.emit_slow(record, out),
             "agent_message_chunk" => {
                 #[derive(serde::Deserialize)]
                 struct Text<'a> {
@@ -848,6 +877,15 @@ impl Replay {
     fn emit_update(&mut self, record: &Record, update: &Value, out: &mut Vec<Bytes>) {
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
         match classify(kind, self.support) {
+            Class::History
+                if kind == "plan_update"
+                    && !self.support.plan_operations
+                    && update["plan"]["type"] == "items" =>
+            {
+                // Recorded under v2: an items plan is v1's `plan`.
+                let plan = json!({"sessionUpdate": "plan", "entries": update["plan"]["entries"]});
+                out.push(self.notification(plan));
+            }
             Class::History => {
                 // Only odd-shaped updates the fast path could not peek get here: replay as is.
                 if let Body::Message { payload, .. } = &record.body {
@@ -1581,5 +1619,71 @@ mod tests {
         assert_eq!(updates[4]["plan"]["type"], "items");
         assert_eq!(updates[4]["plan"]["entries"][0]["content"], "x");
         assert_eq!(updates[5]["messageId"], "acpj-agent_message-7", "a new run");
+    }
+
+    #[test]
+    fn a_v1_client_gets_a_v2_recorded_session_translated() {
+        let (out, _) = replay(
+            &[
+                rec(
+                    1,
+                    Side::Client,
+                    r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"go"}]}}"#,
+                ),
+                rec(
+                    2,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message","messageId":"m1","content":[{"text":"go","type":"text"}]}}}"#,
+                ),
+                rec(
+                    3,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"running"}}}"#,
+                ),
+                rec(
+                    4,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","title":"read","status":"in_progress"}}}"#,
+                ),
+                rec(
+                    5,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"completed"}}}"#,
+                ),
+                rec(
+                    6,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"plan_update","plan":{"type":"items","planId":"p","entries":[{"content":"x","status":"pending","priority":"low"}]}}}}"#,
+                ),
+                rec(
+                    7,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"},"messageId":"a1"}}}"#,
+                ),
+                rec(
+                    8,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}}}"#,
+                ),
+            ],
+            ClientSupport::default(),
+        );
+        let updates: Vec<&Value> = out.iter().map(|m| &m["params"]["update"]).collect();
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| u["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "user_message_chunk",
+                "tool_call",
+                "tool_call_update",
+                "plan",
+                "agent_message_chunk"
+            ]
+        );
+        assert_eq!(updates[1]["title"], "read");
+        assert_eq!(updates[3]["entries"][0]["content"], "x");
     }
 }

@@ -390,8 +390,8 @@ fn initialize_v2(client: &mut TestClient) -> Value {
 
 /// claude-agent-acp speaks v2 to a client that asks for it: a conversation; a native resume
 /// replaying from the start in a new proxy; the same resume where the agent never saw the
-/// session (another home), served from the journal and continued on a new agent session; and
-/// what `show` and `list` make of it.
+/// session (another home), served from the journal and continued on a new agent session; a v1
+/// client loading it from the journal; and what `show` and `list` make of it.
 #[test]
 fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() {
     let setup = Setup::new(Adapter::Claude);
@@ -456,6 +456,31 @@ fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() 
         "the new agent session is told the conversation so far: {turns:?}"
     );
 
+    // A v1 client loads the v2 session from the journal (`--load journal`): v1's shape.
+    let mut client = setup.client_at_home(elsewhere.path(), &["--load", "journal"]);
+    client.initialize();
+    let (updates, response) = client.load(&session, &cwd);
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(
+        user_texts(&updates),
+        ["first task", "second task", "third task", "fourth task"]
+    );
+    let v2_only = [
+        "user_message",
+        "agent_message",
+        "state_update",
+        "plan_update",
+    ];
+    assert!(
+        updates
+            .iter()
+            .all(|u| !v2_only.contains(&u["params"]["update"]["sessionUpdate"].as_str().unwrap())),
+        "{updates:?}"
+    );
+    let fifth = turn(&mut client, &session, "fifth task");
+    assert!(fifth.contains("You said: fifth task"), "{fifth}");
+    ends(client);
+
     let (_, shown, _) = crate::util::run_cli_store(setup.store.path(), &["show", &session]);
     assert!(!shown.contains("── ?"), "{shown}");
     assert!(!shown.contains("cancelled by the user"), "{shown}");
@@ -463,14 +488,18 @@ fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() 
         !shown.contains("Context restored"),
         "the agent's echo is not told: {shown}"
     );
-    assert_eq!(shown.matches("end_turn").count(), 4, "{shown}");
+    assert_eq!(
+        shown.matches("end_turn").count(),
+        5,
+        "v2 and v1 turns: {shown}"
+    );
     let (_, out, _) = crate::util::run_cli_store(setup.store.path(), &["list", "--json"]);
     let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
     let row = rows
         .iter()
         .find(|r| r["session"] == session.as_str())
         .expect(&out);
-    assert_eq!(row["turns"], 4, "{row}");
+    assert_eq!(row["turns"], 5, "{row}");
 }
 
 /// `kill -9` of claude-agent-acp between v2 turns: the next prompt is taken by the restarted

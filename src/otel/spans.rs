@@ -255,6 +255,9 @@ struct Turn {
     usage: Usage,
     events: Vec<SpanEvent>,
     tools: HashMap<String, Tool>,
+    /// ACP v2: the agent took the prompt (answered its `messageId`); the turn ends with the
+    /// agent's `idle` `state_update`, and a tool call starts with its first `tool_call_update`.
+    taken: bool,
 }
 
 /// A permission request waiting for the client's answer.
@@ -384,6 +387,7 @@ impl SpanBuilder {
             usage: Usage::default(),
             events: Vec::new(),
             tools: HashMap::new(),
+            taken: false,
         });
     }
 
@@ -398,10 +402,14 @@ impl SpanBuilder {
             return;
         }
         let result = &msg["result"];
-        if let Some(turn) = self.turn.as_mut()
-            && result["usage"].is_object()
-        {
-            turn.usage.tokens(&result["usage"]);
+        if let Some(turn) = self.turn.as_mut() {
+            if result.get("stopReason").is_none() && result.get("messageId").is_some() {
+                turn.taken = true;
+                return;
+            }
+            if result["usage"].is_object() {
+                turn.usage.tokens(&result["usage"]);
+            }
         }
         let reason = result["stopReason"].as_str().unwrap_or("?").to_string();
         self.end_turn(at, Some(reason), None);
@@ -475,6 +483,13 @@ impl SpanBuilder {
             return;
         };
         match update["sessionUpdate"].as_str().unwrap_or("") {
+            "state_update" if turn.taken && update["state"] == "idle" => {
+                if update["usage"].is_object() {
+                    turn.usage.tokens(&update["usage"]);
+                }
+                let reason = update["stopReason"].as_str().unwrap_or("?").to_string();
+                self.end_turn(at, Some(reason), None);
+            }
             "agent_message_chunk" if content => {
                 turn.output
                     .push_str(update["content"]["text"].as_str().unwrap_or(""));
@@ -483,7 +498,7 @@ impl SpanBuilder {
                 let Some(id) = update["toolCallId"].as_str() else {
                     return;
                 };
-                if kind == "tool_call" && !turn.tools.contains_key(id) {
+                if (kind == "tool_call" || turn.taken) && !turn.tools.contains_key(id) {
                     turn.tools.insert(
                         id.to_string(),
                         Tool {
@@ -831,5 +846,29 @@ mod tests {
         );
         assert_ne!(turn_ids("S", 1, "2"), turn_ids("T", 1, "2"));
         assert_ne!(turn_ids("S", 1, "2"), turn_ids("S", 2, "2"));
+    }
+
+    #[test]
+    fn a_v2_turn_ends_at_the_agents_idle_state_with_its_tool_calls_and_usage() {
+        let lines = [
+            (Side::Client, r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"fix it"}]}}"#.to_string()),
+            (Side::Agent, r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#.to_string()),
+            (Side::Agent, update(r#"{"sessionUpdate":"state_update","state":"running"}"#)),
+            (Side::Agent, update(r#"{"sessionUpdate":"tool_call_update","toolCallId":"c1","title":"Read a.rs","kind":"read","status":"in_progress"}"#)),
+            (Side::Agent, update(r#"{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed"}"#)),
+            (Side::Agent, update(r#"{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15}}"#)),
+        ];
+        let refs: Vec<(Side, &str)> = lines.iter().map(|(s, l)| (*s, l.as_str())).collect();
+        let spans = feed(&refs, false);
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let turn = spans.iter().find(|s| s.parent.is_none()).unwrap();
+        assert_eq!(
+            turn.attr("gen_ai.response.finish_reasons"),
+            Some(&AttrValue::StrArray(vec!["end_turn".into()]))
+        );
+        assert_eq!(int_attr(turn, "gen_ai.usage.output_tokens"), 5);
+        assert_eq!(turn.end_ns - turn.start_ns, 5_000_000, "prompt to idle");
+        assert!(turn.attr("error.type").is_none());
     }
 }

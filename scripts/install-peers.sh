@@ -6,6 +6,11 @@
 #   .peers/py-examples/               examples/ from the PyPI sdist
 #                                     (echo_agent.py, agent.py, client.py, ...)
 #   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
+#   .peers/node-v2/node_modules/@agentclientprotocol/sdk/  the TypeScript SDK 2.4.0, whose
+#                                     experimental/v2 API tests/agents/ts_v2_client.mjs uses
+#   .peers/rust-sdk/src-5.0.0/target/release/examples/{simple_agent_v2,v2_one_shot_client}
+#                                     the Rust SDK's v2 examples (agent-client-protocol 5.0.0,
+#                                     built from the crates.io source with its own Cargo.lock)
 #   .peers/adapters/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js
 #   .peers/adapters/node_modules/@agentclientprotocol/codex-acp/dist/index.js
 #                                     the adapters users install today (with the Claude Code
@@ -26,12 +31,15 @@ CODEX_PKG=@agentclientprotocol/codex-acp
 CODEX_VER=2.6.0
 CODEX_BIN_PKG=@openai/codex
 CODEX_BIN_VER=0.166.0
+NODE_V2_VER=2.4.0
+RUST_SDK_PKG=agent-client-protocol
+RUST_SDK_VER=5.0.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
-WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER layout=1"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER layout=2"
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
 die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -44,13 +52,19 @@ CLAUDE_DIR="$PEERS/adapters/node_modules/$CLAUDE_PKG"
 CLAUDE_AGENT="$CLAUDE_DIR/dist/index.js"
 CODEX_DIR="$PEERS/adapters/node_modules/$CODEX_PKG"
 CODEX_AGENT="$CODEX_DIR/dist/index.js"
+NODE_V2_SDK="$PEERS/node-v2/node_modules/$NODE_PKG"
+RUST_SDK_SRC="$PEERS/rust-sdk/src-$RUST_SDK_VER"
+RUST_V2_AGENT="$RUST_SDK_SRC/target/release/examples/simple_agent_v2"
+RUST_V2_CLIENT="$RUST_SDK_SRC/target/release/examples/v2_one_shot_client"
 
 check_installed() {
   [[ -x "$VENV_PY" ]] &&
   [[ -f "$PY_EX/echo_agent.py" && -f "$PY_EX/agent.py" && -f "$PY_EX/client.py" ]] &&
   [[ -f "$NODE_AGENT" ]] &&
   [[ -f "$CLAUDE_AGENT" ]] &&
-  [[ -f "$CODEX_AGENT" ]]
+  [[ -f "$CODEX_AGENT" ]] &&
+  [[ -f "$NODE_V2_SDK/dist/v2/stable/acp.js" ]] &&
+  [[ -x "$RUST_V2_AGENT" && -x "$RUST_V2_CLIENT" ]]
 }
 
 if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] && check_installed; then
@@ -118,6 +132,41 @@ else
   log "note: $NODE_PKG@$NODE_VER ships no dist/examples/client.js"
 fi
 
+# ---------------------------------------------------------------- ACP v2 peers
+# The TypeScript SDK with the experimental v2 API, apart from the v1 examples' SDK.
+if [[ "$(node -p "require('$NODE_V2_SDK/package.json').version" 2>/dev/null || true)" == "$NODE_V2_VER" ]]; then
+  log "$NODE_PKG@$NODE_V2_VER already installed in $PEERS/node-v2"
+else
+  log "npm install --prefix $PEERS/node-v2 $NODE_PKG@$NODE_V2_VER"
+  mkdir -p "$PEERS/node-v2"
+  npm install --prefix "$PEERS/node-v2" --no-audit --no-fund --save-exact \
+    --loglevel=error "$NODE_PKG@$NODE_V2_VER" >&2
+fi
+# The Rust SDK's v2 examples: the crate's published source (fetched by cargo into its
+# registry cache), copied and built with the crate's own Cargo.lock.
+if [[ -x "$RUST_V2_AGENT" && -x "$RUST_V2_CLIENT" ]]; then
+  log "$RUST_SDK_PKG $RUST_SDK_VER v2 examples already built"
+else
+  command -v cargo >/dev/null || die "cargo not found"
+  FETCH="$PEERS/rust-sdk/fetch"
+  mkdir -p "$FETCH/src"
+  printf '[package]\nname = "fetch-acp-sdk"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n%s = "=%s"\n' \
+    "$RUST_SDK_PKG" "$RUST_SDK_VER" > "$FETCH/Cargo.toml"
+  echo 'fn main() {}' > "$FETCH/src/main.rs"
+  log "cargo fetch $RUST_SDK_PKG $RUST_SDK_VER"
+  cargo fetch --quiet --manifest-path "$FETCH/Cargo.toml"
+  CRATE_TOML="$(cargo metadata --quiet --format-version 1 --manifest-path "$FETCH/Cargo.toml" |
+    "$PYTHON" -c "import json,sys; m=json.load(sys.stdin); print(next(p['manifest_path'] for p in m['packages'] if p['name']=='$RUST_SDK_PKG' and p['version']=='$RUST_SDK_VER'))")"
+  rm -rf "$RUST_SDK_SRC"
+  cp -r "$(dirname "$CRATE_TOML")" "$RUST_SDK_SRC"
+  log "building simple_agent_v2 and v2_one_shot_client (about 2 minutes)"
+  cargo build --quiet --release --locked --manifest-path "$RUST_SDK_SRC/Cargo.toml" \
+    --features process,stdio,unstable_protocol_v2 --example simple_agent_v2 --example v2_one_shot_client
+fi
+for peer in "$RUST_V2_AGENT" "$RUST_V2_CLIENT"; do
+  [[ -x "$peer" ]] || die "missing $peer after cargo build"
+done
+
 # ---------------------------------------------------------------- today's adapters
 version_of() { node -p "require('$PEERS/adapters/node_modules/$1/package.json').version" 2>/dev/null || true; }
 if [[ "$(version_of "$CLAUDE_PKG")" == "$CLAUDE_VER" && "$(version_of "$CODEX_PKG")" == "$CODEX_VER" &&
@@ -142,3 +191,4 @@ log "  python: $VENV_PY $PY_EX/echo_agent.py | agent.py | client.py"
 log "  node:   node $NODE_AGENT"
 log "  claude: node $CLAUDE_AGENT"
 log "  codex:  node $CODEX_AGENT"
+log "  v2:     $RUST_V2_AGENT, $RUST_V2_CLIENT, $NODE_V2_SDK (tests/agents/ts_v2_client.mjs)"

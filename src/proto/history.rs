@@ -195,9 +195,9 @@ pub struct Replay {
     /// v1, for a session recorded under v2: the tool calls replayed so far (v2 has no
     /// `tool_call`: its first `tool_call_update` of an ID becomes one).
     tools_seen: std::collections::HashSet<String>,
-    /// v2: the `user_message` made from the last recorded prompt, sent unless the agent's own
-    /// echo of it follows.
-    user_message: Option<Bytes>,
+    /// v2: the last recorded prompt (its record's sequence number and content), replayed as
+    /// a `user_message` under the `messageId` of the agent's echo of it when one follows.
+    prompt: Option<(u64, Value)>,
     /// v2, for a session recorded under v1: the chunk kind being replayed and the `messageId`
     /// given to its run of chunks.
     message: Option<(String, String)>,
@@ -272,7 +272,7 @@ impl Replay {
             steering: HashMap::new(),
             recorded_v2: false,
             tools_seen: Default::default(),
-            user_message: None,
+            prompt: None,
             message: None,
         }
     }
@@ -653,8 +653,8 @@ impl Replay {
     }
 
     /// The replay for an ACP v2 client. A session recorded under v2 replays its messages as
-    /// recorded (each prompt as the agent's `user_message` echo of it, else one made from the
-    /// prompt); one recorded under v1 is translated: message chunks get a `messageId` (one per
+    /// recorded, each prompt as a `user_message` of the client's recorded prompt (under the
+    /// `messageId` of the agent's echo of it, which is not replayed); one recorded under v1 is translated: message chunks get a `messageId` (one per
     /// run of chunks), `tool_call` becomes the `tool_call_update` upsert, a `plan` becomes a
     /// `plan_update` of one items plan (`acpj-plan`), and `current_mode_update` (v2 has no
     /// modes) is left out. `state_update`s and
@@ -669,15 +669,17 @@ impl Replay {
         let update = &msg["params"]["update"];
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
         if from == Side::Agent && msg["method"] == "session/update" {
-            if kind == "user_message" {
-                self.user_message = None;
-            } else if let Some(made) = self.user_message.take() {
-                out.push(made);
+            if kind == "user_message" && self.prompt.is_some() {
+                // The agent's echo of the prompt: the prompt as the client sent it (a re-primed
+                // one's echo holds the transcript), under the echo's `messageId`.
+                self.user_message(update["messageId"].as_str(), out);
+                return;
             }
+            self.user_message(None, out);
         }
         match (from, msg["method"].as_str().unwrap_or("")) {
             (Side::Client, "session/prompt") => {
-                out.extend(self.user_message.take());
+                self.user_message(None, out);
                 self.message = None;
                 self.summary.turns += 1;
                 let prompt = &msg["params"]["prompt"];
@@ -688,14 +690,23 @@ impl Replay {
                         .push_str(block["text"].as_str().unwrap_or_default());
                 }
                 self.push_turn(turn);
-                self.user_message = Some(self.notification(json!({
-                    "sessionUpdate": "user_message",
-                    "messageId": format!("acpj-user-{}", record.seq),
-                    "content": prompt,
-                })));
+                self.prompt = Some((record.seq, prompt.clone()));
             }
             (Side::Agent, "session/update") => self.emit_update_v2(record, kind, update, out),
             _ => self.emit_slow(record, out),
+        }
+    }
+
+    /// The last prompt as a `user_message` (v2), under `id` (else one of its own), if it is
+    /// still to be replayed.
+    fn user_message(&mut self, id: Option<&str>, out: &mut Vec<Bytes>) {
+        if let Some((seq, content)) = self.prompt.take() {
+            let id = id.map_or_else(|| format!("acpj-user-{seq}"), str::to_string);
+            out.push(self.notification(json!({
+                "sessionUpdate": "user_message",
+                "messageId": id,
+                "content": content,
+            })));
         }
     }
 
@@ -949,7 +960,7 @@ impl Replay {
     /// End of the records: append the latest state updates and `failed` updates for tool calls
     /// left open, and return the summary.
     pub fn finish(mut self, out: &mut Vec<Bytes>) -> Summary {
-        out.extend(self.user_message.take());
+        self.user_message(None, out);
         for (_, update) in std::mem::take(&mut self.state) {
             out.push(self.notification(update));
         }
@@ -1530,7 +1541,7 @@ mod tests {
                 rec(
                     2,
                     Side::Agent,
-                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message","messageId":"m1","content":[{"text":"first task","type":"text"}]}}}"#,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message","messageId":"m1","content":[{"text":"[Context restored] first task","type":"text"}]}}}"#,
                 ),
                 rec(
                     3,

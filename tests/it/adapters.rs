@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::Value;
 
 use crate::respawn::{agent_pid, kill9};
-use crate::util::{Peers, TestClient, proxied, proxied_with, python, root};
+use crate::util::{Peers, TestClient, proxied, proxied_with, python, root, v2_user_texts};
 
 /// The loopback model server, stopped when dropped.
 struct Model {
@@ -328,64 +328,11 @@ fn killed_and_restarted(adapter: Adapter) {
     );
 }
 
-/// A v2 turn: the prompt is taken (its `messageId`), then the turn ends with the agent's idle
-/// `state_update`; returns the agent text of the turn.
+/// A v2 turn through [`TestClient::turn_v2`], which must end the turn; the agent text.
 fn turn_v2(client: &mut TestClient, session: &str, text: &str) -> String {
-    let before = client.received.len();
-    let answer = client.prompt(session, text);
-    assert!(answer["result"]["messageId"].is_string(), "{answer}");
-    loop {
-        let Some(m) = client.recv().expect("the turn's end").json.clone() else {
-            continue;
-        };
-        let update = &m["params"]["update"];
-        if update["sessionUpdate"] == "state_update" && update["state"] == "idle" {
-            assert_eq!(update["stopReason"], "end_turn", "{m}");
-            break;
-        }
-    }
-    client.received[before..]
-        .iter()
-        .filter_map(|r| r.json.as_ref())
-        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
-        .collect()
-}
-
-/// A v2 `session/resume` replaying from the start: the updates before the answer, and the answer.
-fn resume_v2(client: &mut TestClient, session: &str, cwd: &str) -> (Vec<Value>, Value) {
-    let before = client.received.len();
-    let answer = client.request(
-        "session/resume",
-        serde_json::json!({"sessionId": session, "cwd": cwd, "mcpServers": [], "replayFrom": {"type": "start"}}),
-    );
-    let updates = client.received[before..]
-        .iter()
-        .filter_map(|r| r.json.clone())
-        .filter(|m| m["method"] == "session/update")
-        .map(|m| m["params"]["update"].clone())
-        .collect();
-    (updates, answer)
-}
-
-/// The user texts a v2 replay carries, whole messages and chunks alike.
-fn v2_user_texts(updates: &[Value]) -> Vec<String> {
-    updates
-        .iter()
-        .flat_map(|u| match u["sessionUpdate"].as_str() {
-            Some("user_message_chunk") => vec![u["content"].clone()],
-            Some("user_message") => u["content"].as_array().cloned().unwrap_or_default(),
-            _ => vec![],
-        })
-        .filter_map(|c| c["text"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn initialize_v2(client: &mut TestClient) -> Value {
-    client.request(
-        "initialize",
-        serde_json::json!({"protocolVersion": 2, "info": {"name": "acp-journal-tests", "version": "0"}, "capabilities": {}}),
-    )
+    let (said, stop) = client.turn_v2(session, text);
+    assert_eq!(stop, "end_turn", "{said}");
+    said
 }
 
 /// claude-agent-acp speaks v2 to a client that asks for it: a conversation; a native resume
@@ -397,7 +344,7 @@ fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() 
     let setup = Setup::new(Adapter::Claude);
     let cwd = setup.cwd();
     let mut client = setup.client(&[]);
-    let init = initialize_v2(&mut client);
+    let init = client.initialize_v2();
     let result = &init["result"];
     assert_eq!(result["protocolVersion"], 2, "{init}");
     assert!(
@@ -419,8 +366,8 @@ fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() 
 
     // A new proxy: the agent resumes it itself and replays it.
     let mut client = setup.client(&[]);
-    initialize_v2(&mut client);
-    let (updates, answer) = resume_v2(&mut client, &session, &cwd);
+    client.initialize_v2();
+    let (updates, answer) = client.resume_v2(&session, &cwd);
     assert!(answer.get("result").is_some(), "{answer}");
     assert_eq!(v2_user_texts(&updates), ["first task", "second task"]);
     assert_eq!(updates.last().unwrap()["sessionUpdate"], "state_update");
@@ -432,8 +379,8 @@ fn claude_agent_acp_in_v2_converses_and_resumes_natively_and_from_the_journal() 
     // a new agent session that is told the conversation so far.
     let elsewhere = tempfile::tempdir().unwrap();
     let mut client = setup.client_at_home(elsewhere.path(), &[]);
-    initialize_v2(&mut client);
-    let (updates, answer) = resume_v2(&mut client, &session, &cwd);
+    client.initialize_v2();
+    let (updates, answer) = client.resume_v2(&session, &cwd);
     assert!(answer.get("result").is_some(), "{answer}");
     assert_eq!(
         v2_user_texts(&updates),
@@ -509,7 +456,7 @@ fn claude_agent_acp_in_v2_killed_with_sigkill_is_restarted_and_its_session_keeps
     let setup = Setup::new(Adapter::Claude);
     let cwd = setup.cwd();
     let mut client = setup.client(&[]);
-    initialize_v2(&mut client);
+    client.initialize_v2();
     let session = client.new_session(&cwd);
     let before = turn_v2(&mut client, &session, "before the crash");
     assert!(before.contains("I can see 1"), "{before}");

@@ -21,4 +21,5 @@ mod security;
 mod storage;
 mod terminals;
 mod util;
+mod v2;
 mod watch;

@@ -87,6 +87,34 @@ impl Peers {
         ]
     }
 
+    /// The Rust SDK's ACP v2 example agent (sessions kept in memory).
+    pub fn rust_v2_agent(&self) -> Vec<String> {
+        vec![self.rust_v2_example("simple_agent_v2")]
+    }
+
+    /// The Rust SDK's ACP v2 one-shot client (`--command CMD PROMPT`).
+    pub fn rust_v2_client(&self) -> String {
+        self.rust_v2_example("v2_one_shot_client")
+    }
+
+    fn rust_v2_example(&self, name: &str) -> String {
+        self.dir
+            .join("rust-sdk/src-5.0.0/target/release/examples")
+            .join(name)
+            .display()
+            .to_string()
+    }
+
+    /// Our ACP v2 client on the TypeScript SDK's `experimental/v2` API
+    /// (`tests/agents/ts_v2_client.mjs`, run from beside the SDK it imports).
+    pub fn ts_v2_client(&self) -> Vec<String> {
+        let dir = self.dir.join("node-v2");
+        let script = dir.join("ts_v2_client.mjs");
+        std::fs::copy(root().join("tests/agents/ts_v2_client.mjs"), &script)
+            .expect("copying the v2 client beside its SDK");
+        vec!["node".into(), script.display().to_string()]
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![
@@ -97,6 +125,19 @@ impl Peers {
                 .to_string(),
         ]
     }
+}
+
+/// The user texts of ACP v2 updates, whole messages and chunks alike.
+pub fn v2_user_texts(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .flat_map(|u| match u["sessionUpdate"].as_str() {
+            Some("user_message_chunk") => vec![u["content"].clone()],
+            Some("user_message") => u["content"].as_array().cloned().unwrap_or_default(),
+            _ => vec![],
+        })
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// The proxy command line in front of `agent`, journaling into `store`.
@@ -328,6 +369,55 @@ impl TestClient {
             .as_str()
             .unwrap_or_else(|| panic!("session/new failed: {new}"))
             .to_string()
+    }
+
+    /// `initialize` asking for ACP v2; returns the response.
+    pub fn initialize_v2(&mut self) -> Value {
+        self.request(
+            "initialize",
+            json!({"protocolVersion": 2, "info": {"name": "acp-journal-tests", "version": "0"}, "capabilities": {}}),
+        )
+    }
+
+    /// An ACP v2 turn: the prompt is taken (its `messageId`), then the turn ends with the
+    /// agent's idle `state_update`, whose `stopReason` is returned with the turn's agent text.
+    pub fn turn_v2(&mut self, session: &str, text: &str) -> (String, Value) {
+        let before = self.received.len();
+        let answer = self.prompt(session, text);
+        assert!(answer["result"]["messageId"].is_string(), "{answer}");
+        let stop = loop {
+            let Some(m) = self.recv().expect("the turn's end").json.clone() else {
+                continue;
+            };
+            let update = &m["params"]["update"];
+            if update["sessionUpdate"] == "state_update" && update["state"] == "idle" {
+                break update["stopReason"].clone();
+            }
+        };
+        let text = self.received[before..]
+            .iter()
+            .filter_map(|r| r.json.as_ref())
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+            .collect();
+        (text, stop)
+    }
+
+    /// An ACP v2 `session/resume` replaying from the start: the updates before the answer,
+    /// and the answer.
+    pub fn resume_v2(&mut self, session: &str, cwd: &str) -> (Vec<Value>, Value) {
+        let before = self.received.len();
+        let answer = self.request(
+            "session/resume",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": [], "replayFrom": {"type": "start"}}),
+        );
+        let updates = self.received[before..]
+            .iter()
+            .filter_map(|r| r.json.clone())
+            .filter(|m| m["method"] == "session/update")
+            .map(|m| m["params"]["update"].clone())
+            .collect();
+        (updates, answer)
     }
 
     /// One prompt turn; returns the response.

@@ -1,0 +1,153 @@
+//! ACP v2 through the built binary, with peers we did not write: the Rust SDK's v2 example
+//! agent (`simple_agent_v2`, sessions in memory) and one-shot client (`v2_one_shot_client`),
+//! and the TypeScript SDK's `experimental/v2` client API (`tests/agents/ts_v2_client.mjs`).
+//! claude-agent-acp in v2 is in `adapters.rs`.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::respawn::{agent_pid, kill9};
+use crate::util::{
+    Peers, TestClient, journaled, proxied, proxied_with, run_cli_store, v2_user_texts,
+};
+
+/// Run our TypeScript v2 client (`args`) against the proxy in front of `agent`; its JSON.
+fn ts_v2(store: &std::path::Path, args: &[&str], agent: &[String]) -> Value {
+    let mut argv = Peers::get().ts_v2_client();
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv.push("--".into());
+    argv.extend(proxied(store, agent));
+    let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{argv:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the client's JSON")
+}
+
+#[test]
+fn the_rust_v2_one_shot_client_converses_through_the_proxy_and_show_tells_the_turn() {
+    let store = tempfile::tempdir().unwrap();
+    let peers = Peers::get();
+    let command = proxied(store.path(), &peers.rust_v2_agent()).join(" ");
+    let out = Command::new(peers.rust_v2_client())
+        .args(["--command", &command, "what ends a v2 turn?"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Echo: what ends a v2 turn?"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Session is idle: Some(EndTurn)"),
+        "the client saw the turn end with the agent's idle state"
+    );
+    let (_, shown, _) = run_cli_store(store.path(), &["show", "echo-session-1"]);
+    assert!(
+        shown.contains("❯ what ends a v2 turn?\nEcho: what ends a v2 turn?\n── end_turn"),
+        "{shown}"
+    );
+    let (_, list, _) = run_cli_store(store.path(), &["list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&list).unwrap();
+    assert_eq!(rows[0]["turns"], 1, "{list}");
+    assert_eq!(rows[0]["title"], "what ends a v2 turn?", "{list}");
+}
+
+#[test]
+fn with_load_off_a_v2_connection_crosses_byte_for_byte() {
+    let store = tempfile::tempdir().unwrap();
+    let cmd = proxied_with(
+        store.path(),
+        &["--load", "off"],
+        &Peers::get().rust_v2_agent(),
+    );
+    let mut client = TestClient::spawn(&cmd);
+    client.initialize_v2();
+    let session = client.new_session("/tmp");
+    let (said, stop) = client.turn_v2(&session, "hi");
+    assert_eq!(
+        (said.as_str(), stop.as_str()),
+        ("Echo: hi", Some("end_turn"))
+    );
+    let (_, received) = client.finish();
+    let from_agent = journaled(store.path(), acp_journal::wire::Side::Agent);
+    for line in &received {
+        assert!(
+            from_agent.contains(&line.raw),
+            "a line the agent did not send: {}",
+            String::from_utf8_lossy(&line.raw)
+        );
+    }
+}
+
+#[test]
+fn an_in_memory_v2_agents_session_resumes_from_the_journal_in_a_new_process() {
+    let store = tempfile::tempdir().unwrap();
+    let agent = Peers::get().rust_v2_agent();
+    let first = ts_v2(
+        store.path(),
+        &["converse", "/tmp", "first task", "second task"],
+        &agent,
+    );
+    assert_eq!(
+        first["turns"],
+        serde_json::json!(["Echo: first task", "Echo: second task"])
+    );
+    let session = first["session"].as_str().unwrap();
+    // A new proxy, a new agent process that has no sessions: the TypeScript client resumes
+    // it from the start and prompts it.
+    let resumed = ts_v2(
+        store.path(),
+        &["resume", "/tmp", session, "third task"],
+        &agent,
+    );
+    let replayed: Vec<Value> = resumed["replayed"].as_array().unwrap().clone();
+    assert_eq!(v2_user_texts(&replayed), ["first task", "second task"]);
+    let third = resumed["turns"][0].as_str().unwrap();
+    assert!(
+        third.contains("User: first task") && third.ends_with("third task"),
+        "the new agent session is told the conversation: {third}"
+    );
+    let (_, shown, _) = run_cli_store(store.path(), &["show", session]);
+    assert!(
+        shown.contains("session/resume failed on the agent"),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("── end_turn").count(), 3, "{shown}");
+}
+
+#[test]
+fn a_v2_in_memory_agent_killed_with_sigkill_is_restarted_and_the_session_goes_on() {
+    let store = tempfile::tempdir().unwrap();
+    let mut client = TestClient::spawn(&proxied(store.path(), &Peers::get().rust_v2_agent()));
+    client.initialize_v2();
+    let session = client.new_session("/tmp");
+    let (said, _) = client.turn_v2(&session, "before the crash");
+    assert_eq!(said, "Echo: before the crash");
+    let proxy = client.child.id();
+    let pid = agent_pid(proxy, None);
+    kill9(pid);
+    agent_pid(proxy, Some(pid));
+    // The restarted agent has no sessions: the session is brought up on a new one, which is
+    // told the conversation with the next prompt.
+    let (said, stop) = client.turn_v2(&session, "after the crash");
+    assert_eq!(stop, "end_turn");
+    assert!(
+        said.contains("User: before the crash") && said.ends_with("after the crash"),
+        "{said}"
+    );
+    client.finish();
+    let (_, shown, _) = run_cli_store(store.path(), &["show", &session]);
+    assert!(
+        shown.contains("the agent exited (status")
+            && shown.contains("restored on the restarted agent"),
+        "{shown}"
+    );
+}

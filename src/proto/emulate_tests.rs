@@ -1395,3 +1395,36 @@ fn a_v2_turn_the_agent_dies_in_ends_for_the_client_with_a_notice_and_an_idle_sta
         "journaled with the session"
     );
 }
+
+#[test]
+fn a_v2_prompt_is_watched_for_stalls_until_its_session_is_idle_not_until_it_is_taken() {
+    let mut h = Harness::with(Config {
+        stall_timeout_us: Some(1_000_000),
+        ..Config::default()
+    });
+    h.client(INIT_V2);
+    h.agent(INIT_V2_OK);
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}"#);
+    let tick = |h: &mut Harness, s: u64| {
+        let at = Stamp {
+            unix_us: 0,
+            mono_us: s * 1_000_000,
+        };
+        h.proxy.handle_tick(at);
+        h.drain();
+        h.to_agent
+            .iter()
+            .filter(|l| json_of(l)["method"] == "session/cancel")
+            .count()
+    };
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"hi"}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#);
+    assert_eq!(tick(&mut h, 60), 1, "taken, then silent: cancelled");
+    h.client(r#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"again"}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":3,"result":{"messageId":"m2"}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}}}"#);
+    assert_eq!(tick(&mut h, 600), 1, "idle: nothing more to watch");
+}

@@ -884,7 +884,10 @@ impl Proxy {
                     }
                     self.fx.push(Action::Catalog(update));
                 }
+                // (A v2 answer only says the prompt was taken: the turn, and its watch, go on
+                // until the agent reports the session idle.)
                 if pending.method == "session/prompt"
+                    && !self.agent.v2
                     && let Some(s) = &pending.session
                 {
                     self.prompts.answered(s, id);
@@ -1683,6 +1686,9 @@ impl Proxy {
         };
         let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
         self.sessions.set_foreground(session, state != "idle");
+        if state == "idle" {
+            self.prompts.ended(session);
+        }
         self.facts.state(session, state, t);
         if ends_turn {
             self.facts.turn_ended(session, t);

@@ -126,6 +126,12 @@ impl Prompts {
         }
     }
 
+    /// ACP v2: the agent reported session `s` idle: its prompt's turn is over (the prompt's
+    /// answer only said it was taken).
+    pub(super) fn ended(&mut self, s: &str) {
+        self.by_session.remove(s);
+    }
+
     /// The agent is gone: its prompts are answered already.
     pub(super) fn clear(&mut self) {
         self.by_session.clear();

@@ -151,3 +151,25 @@ fn a_v2_in_memory_agent_killed_with_sigkill_is_restarted_and_the_session_goes_on
         "{shown}"
     );
 }
+
+#[test]
+fn a_v2_session_list_shows_the_sessions_a_new_agent_process_lost() {
+    let store = tempfile::tempdir().unwrap();
+    let agent = Peers::get().rust_v2_agent();
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    client.initialize_v2();
+    let old = client.new_session("/tmp");
+    client.turn_v2(&old, "remember me");
+    client.finish();
+    // A new agent process has no sessions (it keeps them in memory): the list still has the
+    // journal's, merged into the agent's own answer.
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    client.initialize_v2();
+    let list = client.request("session/list", serde_json::json!({"cwd": "/tmp"}));
+    let rows = list["result"]["sessions"].as_array().expect("sessions");
+    assert_eq!(rows.len(), 1, "{list}");
+    assert_eq!(rows[0]["sessionId"], old.as_str());
+    assert_eq!(rows[0]["cwd"], "/tmp");
+    assert_eq!(rows[0]["title"], "remember me");
+    client.finish();
+}

@@ -80,6 +80,35 @@ impl Agent {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        let response = self.until(answers, &format!("answer {method}"), |m| {
+            m.get("method").is_none() && m.get("id") == Some(&json!(id))
+        })?;
+        if method == "session/prompt"
+            && response["result"].get("stopReason").is_none()
+            && response["result"].get("messageId").is_some()
+        {
+            // ACP v2: the agent took the prompt; the turn ends with its idle state.
+            let session = params["sessionId"].clone();
+            self.until(answers, "end the turn", |m| {
+                let update = &m["params"]["update"];
+                m["method"] == "session/update"
+                    && m["params"]["sessionId"] == session
+                    && update["sessionUpdate"] == "state_update"
+                    && update["state"] == "idle"
+                    && update["stopReason"].is_string()
+            })?;
+        }
+        Ok(response)
+    }
+
+    /// Read the agent's messages until one `is_it`, answering its requests meanwhile (`what`
+    /// the agent is waited for to do, for the errors).
+    fn until(
+        &mut self,
+        answers: &mut Answers<'_>,
+        what: &str,
+        is_it: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
         let deadline = Instant::now() + self.timeout;
         loop {
             let wait = deadline.saturating_duration_since(Instant::now());
@@ -87,27 +116,26 @@ impl Agent {
                 Ok(line) => line,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     bail!(
-                        "the agent did not answer {method} within {} s",
+                        "the agent did not {what} within {} s",
                         self.timeout.as_secs_f64()
                     )
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    bail!("the agent exited before answering {method}")
+                    bail!("the agent exited before it could {what}")
                 }
             };
             let Ok(message) = serde_json::from_slice::<Value>(&line) else {
                 continue;
             };
-            match (message.get("id"), message.get("method")) {
-                (Some(got), None) if *got == json!(id) => return Ok(message),
-                (Some(request_id), Some(m)) => {
-                    let m = m.as_str().unwrap_or("");
-                    let mut reply = answers.answer(m, &message["params"]);
-                    reply["jsonrpc"] = json!("2.0");
-                    reply["id"] = request_id.clone();
-                    self.send(&reply)?;
-                }
-                _ => {}
+            if is_it(&message) {
+                return Ok(message);
+            }
+            if let (Some(request_id), Some(m)) = (message.get("id"), message.get("method")) {
+                let m = m.as_str().unwrap_or("");
+                let mut reply = answers.answer(m, &message["params"]);
+                reply["jsonrpc"] = json!("2.0");
+                reply["id"] = request_id.clone();
+                self.send(&reply)?;
             }
         }
     }

@@ -99,6 +99,9 @@ struct TurnBuilder {
     message_open: bool,
     message_id: Option<String>,
     tools: HashMap<String, usize>,
+    /// ACP v2: the agent took the prompt (sent at this time); the turn ends with its idle
+    /// `state_update`.
+    taken_at: Option<u64>,
 }
 
 impl TurnBuilder {
@@ -124,6 +127,14 @@ impl TurnBuilder {
         }
         let update = &msg["params"]["update"];
         match update["sessionUpdate"].as_str() {
+            Some("state_update") if update["state"] == "idle" => {
+                self.message_open = false;
+                if let (Some(sent), Some(reason)) = (self.taken_at, update["stopReason"].as_str()) {
+                    self.taken_at = None;
+                    self.turn.end = reason.to_string();
+                    self.turn.duration_us = Some(step.at_us.saturating_sub(sent));
+                }
+            }
             Some("agent_message_chunk") => {
                 let id = update["messageId"].as_str().map(str::to_string);
                 if !self.message_open || (id.is_some() && id != self.message_id) {
@@ -173,7 +184,17 @@ impl TurnBuilder {
     }
 
     fn ended(&mut self, exchange: &Exchange) {
-        self.turn.end = match exchange.response_value() {
+        let response = exchange.response_value();
+        if let Some(v) = &response
+            && v["result"].get("stopReason").is_none()
+            && v["result"].get("messageId").is_some()
+        {
+            // ACP v2: taken, not ended.
+            self.taken_at = Some(exchange.at_us);
+            self.turn.end = "(the turn did not end)".to_string();
+            return;
+        }
+        self.turn.end = match response {
             Some(v) if v.get("error").is_some() => format!(
                 "error {}: {}",
                 v["error"]["code"],

@@ -173,3 +173,16 @@ fn a_v2_session_list_shows_the_sessions_a_new_agent_process_lost() {
     assert_eq!(rows[0]["title"], "remember me");
     client.finish();
 }
+
+#[test]
+fn a_v2_recording_reruns_against_the_agent_turn_by_turn_and_compares_clean() {
+    let store = crate::util::sample_copy("rust-v2-agent");
+    let mut argv = vec!["rerun", "echo-session-1", "--"];
+    let agent = Peers::get().rust_v2_agent();
+    argv.extend(agent.iter().map(String::as_str));
+    let (code, out, err) = run_cli_store(store.path(), &argv);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("0 differences"), "{out}");
+    // (Each turn's end is the agent's idle state: a rerun that moved on when the prompt was
+    // only taken would differ in how its turn ended.)
+}

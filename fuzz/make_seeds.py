@@ -110,6 +110,36 @@ def load_from_journal():
     return s
 
 
+def resume_v2_from_journal():
+    """ACP v2: an agent that lost the session fails the client's resume with replay; the journal
+    answers, the proxy brings a new agent session up, the turn runs and the agent dies in it."""
+    s = b""
+    s += step(CLIENT, msg({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": 2, "info": {"name": "ed", "version": "1"}, "capabilities": {}}}))
+    s += step(AGENT, msg({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2, "info": {
+        "name": "a", "version": "1"}, "capabilities": {"session": {}}}}))
+    s += step(CLIENT, msg({"jsonrpc": "2.0", "id": 1, "method": "session/resume", "params": {
+        "sessionId": "old", "cwd": "/w", "replayFrom": {"type": "start"}}}))
+    s += step(AGENT, msg({"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "Resource not found"}}))
+    s += step(HISTORY, b"\x01" + msg({"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "old", "update": {"sessionUpdate": "user_message", "messageId": "m", "content": [{"type": "text", "text": "hi"}]}}}))
+    s += step(HISTORY, b"\x02" + b"xx|User: hi|")
+    s += step(AGENT, msg({"jsonrpc": "2.0", "id": "acp-journal:0", "result": {"sessionId": "new-1"}}))
+    s += step(CLIENT, msg({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+        "sessionId": "old", "prompt": [{"type": "text", "text": "again"}]}}))
+    s += step(AGENT, msg({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "new-1", "update": {
+        "sessionUpdate": "user_message", "messageId": "m2", "content": [{"type": "text", "text": "again"}]}}}))
+    s += step(AGENT, msg({"jsonrpc": "2.0", "id": 2, "result": {"messageId": "m2"}}))
+    s += step(AGENT, msg({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "new-1", "update": {
+        "sessionUpdate": "state_update", "state": "running"}}}))
+    s += step(AGENT, msg({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "new-1", "update": {
+        "sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "ls", "status": "in_progress"}}}))
+    s += step(CLIENT, msg({"jsonrpc": "2.0", "id": 3, "method": "session/resume", "params": {
+        "sessionId": "x", "cwd": "/w", "replayFrom": {"type": "weird"}}}))
+    s += step(EOF, b"\x05")
+    return s
+
+
 def main():
     for seg in segments():
         parts = seg.relative_to(ROOT / "journals").parts
@@ -125,6 +155,7 @@ def main():
             write("replay", name, replay_input(plain))
     for config, byte in CONFIGS.items():
         write("proxy", f"load-{config}", bytes([byte]) + load_from_journal())
+        write("proxy", f"resume-v2-{config}", bytes([byte]) + resume_v2_from_journal())
 
 
 if __name__ == "__main__":

@@ -186,3 +186,27 @@ fn a_v2_recording_reruns_against_the_agent_turn_by_turn_and_compares_clean() {
     // (Each turn's end is the agent's idle state: a rerun that moved on when the prompt was
     // only taken would differ in how its turn ended.)
 }
+
+#[test]
+fn a_v2_recording_replays_as_the_agent_to_the_rust_v2_client() {
+    let store = crate::util::sample_copy("rust-v2-agent");
+    let command = format!(
+        "{} replay --journal-dir {} echo-session-1",
+        crate::util::bin().display(),
+        store.path().display()
+    );
+    let out = Command::new(Peers::get().rust_v2_client())
+        .args(["--command", &command, "What ends a turn in ACP v2?"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Echo: What ends a turn in ACP v2?"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Session is idle: Some(EndTurn)"));
+}

@@ -1428,3 +1428,43 @@ fn a_v2_prompt_is_watched_for_stalls_until_its_session_is_idle_not_until_it_is_t
     h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}}}"#);
     assert_eq!(tick(&mut h, 600), 1, "idle: nothing more to watch");
 }
+
+#[test]
+fn a_session_id_the_store_already_holds_gets_a_fresh_client_facing_id_mapped_to_the_agents() {
+    let mut h = emulating();
+    h.proxy
+        .set_stored_check(|id| id == "echo-session-1" || id == "echo-session-1~2");
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"echo-session-1"}}"#);
+    assert_eq!(
+        last_to_client(&h)["result"]["sessionId"],
+        "echo-session-1~3",
+        "the first ID the store does not hold"
+    );
+    h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"echo-session-1~3","prompt":[]}}"#);
+    assert_eq!(last_to_agent(&h)["params"]["sessionId"], "echo-session-1");
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"echo-session-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#);
+    assert_eq!(
+        last_to_client(&h)["params"]["sessionId"],
+        "echo-session-1~3"
+    );
+    let journal = &h.journals[&Target::Session("echo-session-1~3".into())];
+    assert!(journal.iter().any(|r| matches!(&r.body, Body::Event(Event::SessionMapped { agent_session }) if agent_session == "echo-session-1")));
+    assert!(h.requests.contains(&Action::Catalog(CatalogUpdate::Alias {
+        session: "echo-session-1~3".into(),
+        agent: AgentSessionId::from("echo-session-1"),
+    })));
+    assert!(
+        !h.journals
+            .contains_key(&Target::Session("echo-session-1".into())),
+        "nothing goes to the earlier run's session"
+    );
+    // An ID the store does not hold passes as the agent gave it.
+    h.client(
+        r#"{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    h.agent(r#"{"jsonrpc":"2.0","id":3,"result":{"sessionId":"echo-session-2"}}"#);
+    assert_eq!(last_to_client(&h)["result"]["sessionId"], "echo-session-2");
+}

@@ -532,6 +532,8 @@ pub struct Proxy {
     watched: HashMap<String, u64>,
     /// The latest input's time, monotonic microseconds.
     now: u64,
+    /// Whether the store already holds a session ID (an earlier run's): set by the shell.
+    stored: StoredCheck,
     /// The latest line's time, Unix microseconds (when catalog facts are learned).
     unix_now: i64,
     /// What the catalog learns with every turn, until the shell takes it.
@@ -571,12 +573,34 @@ impl Proxy {
             prompts: Prompts::default(),
             forks: HashMap::new(),
             watched: HashMap::new(),
+            stored: StoredCheck(None),
             now: 0,
             unix_now: 0,
             facts: TurnFacts::default(),
             agent_ended: false,
             client_ended: false,
         }
+    }
+
+    /// How to tell that the store already holds a session ID (an earlier run's journal). An
+    /// agent's `session/new` answer naming one (an agent that numbers its sessions afresh in
+    /// each process) gets a fresh client-facing ID, mapped to the agent's, so two conversations
+    /// never share a journal. Without it, no ID is taken for reused.
+    pub fn set_stored_check(&mut self, stored: impl Fn(&str) -> bool + Send + 'static) {
+        self.stored = StoredCheck(Some(Box::new(stored)));
+    }
+
+    /// A client-facing ID for the agent's new session `s` when the store already holds `s`
+    /// from an earlier run: `s~2`, `s~3`, … (the first the store does not hold).
+    fn fresh_id_for_reused(&self, s: &str) -> Option<SessionId> {
+        let stored = self.stored.0.as_ref()?;
+        if self.sessions.journal_open(s) || !stored(s) {
+            return None;
+        }
+        (2u32..)
+            .map(|n| format!("{s}~{n}"))
+            .find(|id| !stored(id) && !self.sessions.journal_open(id))
+            .map(SessionId::from)
     }
 
     /// The next action to apply, in order.
@@ -901,6 +925,7 @@ impl Proxy {
                 match (created, pending.setup) {
                     (Some(new), Some(setup)) => {
                         self.open_session(&new, setup.cwd.clone(), false);
+                        self.tell_reused(&new, record);
                         self.sessions.set_setup(&new, setup.params);
                         if setup.copied_to.as_ref() != Some(&new) {
                             self.fx.journal(Target::Session(new.clone()), setup.record);
@@ -965,6 +990,27 @@ impl Proxy {
             }
             _ => {}
         }
+    }
+
+    /// A session the agent created under an ID the store held (see
+    /// [`Proxy::set_stored_check`]): its journal and the catalog say which ID the agent uses.
+    fn tell_reused(&mut self, session: &SessionId, record: &Record) {
+        let agent = self.sessions.agent_id(session);
+        if agent.as_str() == &**session {
+            return;
+        }
+        let at = Stamp {
+            unix_us: record.unix_us,
+            mono_us: record.mono_us,
+        };
+        let event = Event::SessionMapped {
+            agent_session: agent.to_string(),
+        };
+        self.fx.event(at, Target::Session(session.clone()), event);
+        self.fx.push(Action::Catalog(CatalogUpdate::Alias {
+            session: session.clone(),
+            agent,
+        }));
     }
 
     /// What the catalog learned with the turns since the last call (coalesced per session,
@@ -1617,8 +1663,27 @@ impl Proxy {
             }
             Some("session/new") if !is_error => {
                 if let Some(s) = envelope::str_field(peek.result, "sessionId") {
-                    let s = self.sessions.id(&s);
-                    self.sessions.set_live(&s);
+                    match self.fresh_id_for_reused(&s) {
+                        Some(fresh) => {
+                            // Mapped from the start (no prefix: nothing was replayed into it).
+                            let agent = AgentSessionId::from(s.as_str());
+                            let mapping = sessions::Mapping {
+                                agent,
+                                prefix: String::new(),
+                                reprime: None,
+                            };
+                            self.sessions.map(&fresh, mapping);
+                            out = rewrite::edit_line(line, |m| {
+                                m.edit("result", |r| {
+                                    r.set("sessionId", rewrite::json_string(&fresh))
+                                })
+                            });
+                        }
+                        None => {
+                            let s = self.sessions.id(&s);
+                            self.sessions.set_live(&s);
+                        }
+                    }
                 }
             }
             _ => {}
@@ -1784,6 +1849,20 @@ impl Setup {
 }
 
 /// The stored bytes of a message record (its wire form without line ending, as journaled).
+/// The shell's test for session IDs the store holds (see [`Proxy::set_stored_check`]).
+#[derive(Default)]
+struct StoredCheck(Option<Box<dyn Fn(&str) -> bool + Send>>);
+
+impl std::fmt::Debug for StoredCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StoredCheck(set)"
+        } else {
+            "StoredCheck(none)"
+        })
+    }
+}
+
 /// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or
 /// `null`), `""` when it has no string `type`.
 fn replay_from(params: Option<&serde_json::value::RawValue>) -> Option<String> {

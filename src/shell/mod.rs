@@ -169,6 +169,9 @@ pub async fn run<P: Process>(
     let agent_line = info.argv.join(" ");
     let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
     let mut core = Proxy::new(config.core);
+    // One stat per session the agent creates (rare), to keep an ID it reuses apart.
+    let store = config.store.clone();
+    core.set_stored_check(move |id| store.session_dir(id).exists());
     let (history_tx, mut history_rx) = mpsc::channel::<(u64, HistoryChunk)>(4);
     let (fork_tx, mut fork_rx) = mpsc::channel::<(u64, Result<(), String>)>(4);
     let scope = catalog::ListScope {

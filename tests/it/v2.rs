@@ -210,3 +210,40 @@ fn a_v2_recording_replays_as_the_agent_to_the_rust_v2_client() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Session is idle: Some(EndTurn)"));
 }
+
+#[test]
+fn an_agent_that_reuses_session_ids_across_processes_never_mixes_two_conversations() {
+    let store = tempfile::tempdir().unwrap();
+    let agent = Peers::get().rust_v2_agent();
+    let mut ids = Vec::new();
+    for text in ["the first conversation", "the second conversation"] {
+        let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+        client.initialize_v2();
+        let session = client.new_session("/tmp");
+        let (said, _) = client.turn_v2(&session, text);
+        assert_eq!(said, format!("Echo: {text}"));
+        client.finish();
+        ids.push(session);
+    }
+    // The agent called both `echo-session-1`; the editor saw two sessions.
+    assert_eq!(ids, ["echo-session-1", "echo-session-1~2"]);
+    for (id, text) in ids
+        .iter()
+        .zip(["the first conversation", "the second conversation"])
+    {
+        let (_, shown, _) = run_cli_store(store.path(), &["show", id]);
+        assert!(shown.contains(text), "{shown}");
+        assert_eq!(
+            shown.matches("❯ ").count(),
+            1,
+            "one conversation each: {shown}"
+        );
+    }
+    // Each resumes (from the journal: a new process has neither) with its own history.
+    let mut client = TestClient::spawn(&proxied(store.path(), &agent));
+    client.initialize_v2();
+    let (updates, answer) = client.resume_v2(&ids[1], "/tmp");
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(v2_user_texts(&updates), ["the second conversation"]);
+    client.finish();
+}

@@ -1849,9 +1849,12 @@ impl Setup {
 }
 
 /// The stored bytes of a message record (its wire form without line ending, as journaled).
+/// Whether the store holds a session ID.
+type IsStored = dyn Fn(&str) -> bool + Send;
+
 /// The shell's test for session IDs the store holds (see [`Proxy::set_stored_check`]).
 #[derive(Default)]
-struct StoredCheck(Option<Box<dyn Fn(&str) -> bool + Send>>);
+struct StoredCheck(Option<Box<IsStored>>);
 
 impl std::fmt::Debug for StoredCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -335,12 +335,75 @@ pub(super) fn decode_cursor(cursor: &str) -> Option<Cursor> {
 /// (`session/list_changed`), as the history-list draft says.
 const LIST_WATCH_US: u64 = 10 * 60 * 1_000_000;
 
+/// The lists in progress, and the working directories whose changes are announced.
+#[derive(Debug, Default)]
+pub(super) struct Lists {
+    by_op: HashMap<u64, List>,
+    /// Client request id → a list the proxy answers itself; agent-facing id → a forwarded
+    /// list whose answer it merges.
+    by_request: HashMap<RequestId, u64>,
+    /// The working directories the client listed sessions of, and when (monotonic
+    /// microseconds): changes there are announced with `session/list_changed` for 10 minutes.
+    watched: HashMap<String, u64>,
+}
+
+impl Lists {
+    /// List `op`.
+    pub(super) fn get(&self, op: u64) -> Option<&List> {
+        self.by_op.get(&op)
+    }
+
+    /// The list request `id` started, if it is still going.
+    pub(super) fn of_request(&self, id: &RequestId) -> Option<(u64, &List)> {
+        let op = *self.by_request.get(id)?;
+        Some((op, self.by_op.get(&op)?))
+    }
+
+    fn insert(&mut self, op: u64, list: List) {
+        self.by_request.insert(list.client_id.clone(), op);
+        self.by_op.insert(op, list);
+    }
+
+    /// Stop list `op`.
+    pub(super) fn remove(&mut self, op: u64) -> Option<List> {
+        let list = self.by_op.remove(&op)?;
+        if self.by_request.get(&list.client_id) == Some(&op) {
+            self.by_request.remove(&list.client_id);
+        }
+        Some(list)
+    }
+
+    /// The lists forwarded to the agent (answered through the pending table should it go).
+    pub(super) fn forwarded(&self) -> Vec<u64> {
+        let mut ops: Vec<u64> = self
+            .by_op
+            .iter()
+            .filter_map(|(op, l)| l.forwarded.then_some(*op))
+            .collect();
+        ops.sort_unstable();
+        ops
+    }
+
+    /// The agent's answer to forwarded list `op` (the client's id restored), to merge.
+    pub(super) fn answered(&mut self, op: u64, line: Bytes) {
+        if let Some(l) = self.by_op.get_mut(&op) {
+            l.response = Some(line);
+        }
+    }
+
+    /// Announce changes in `cwd`, listed at `at` (monotonic microseconds), for a while.
+    fn watch(&mut self, cwd: String, at: u64) {
+        self.watched.insert(cwd, at);
+    }
+}
+
 impl Proxy {
     /// True while the client wants `session/list_changed` for some working directory (it
     /// declared `session.listChanged` and listed one in the last 10 minutes): the shell then
     /// watches the store and calls [`Proxy::handle_store_changed`].
     pub fn wants_list_changes(&self) -> bool {
-        self.watched
+        self.lists
+            .watched
             .values()
             .any(|listed| self.now.saturating_sub(*listed) < LIST_WATCH_US)
     }
@@ -349,9 +412,10 @@ impl Proxy {
     /// started, updated or ended one): tell the client, for each it watches.
     pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
         self.now = at.mono_us;
-        self.watched
+        self.lists
+            .watched
             .retain(|_, listed| at.mono_us.saturating_sub(*listed) < LIST_WATCH_US);
-        for cwd in cwds.iter().filter(|c| self.watched.contains_key(*c)) {
+        for cwd in cwds.iter().filter(|c| self.lists.watched.contains_key(*c)) {
             let line = Bytes::from(format!(
                 "{}\n",
                 json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
@@ -364,7 +428,7 @@ impl Proxy {
 
     /// The store's sessions, answering [`Action::FetchSessions`].
     pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
-        let Some(list) = self.lists.get_mut(&request) else {
+        let Some(list) = self.lists.by_op.get_mut(&request) else {
             return;
         };
         list.listed = Some(sessions);
@@ -372,7 +436,7 @@ impl Proxy {
             self.try_merge_list(at, request);
             return;
         }
-        let Some(list) = self.remove_list(request) else {
+        let Some(list) = self.lists.remove(request) else {
             return;
         };
         self.fx.answer(
@@ -409,7 +473,7 @@ impl Proxy {
             && self.client.list_changed
             && let Some(cwd) = envelope::str_field(peek.params, "cwd")
         {
-            self.watched.insert(cwd, at.mono_us);
+            self.lists.watch(cwd, at.mono_us);
         }
         self.lists.insert(
             op,
@@ -430,7 +494,6 @@ impl Proxy {
                 response: None,
             },
         );
-        self.lists_by_request.insert(id.clone(), op);
         self.fx.push(Action::FetchSessions { request: op });
         if forwarded {
             return false;
@@ -439,24 +502,16 @@ impl Proxy {
         true
     }
 
-    pub(super) fn remove_list(&mut self, op: u64) -> Option<List> {
-        let list = self.lists.remove(&op)?;
-        if self.lists_by_request.get(&list.client_id) == Some(&op) {
-            self.lists_by_request.remove(&list.client_id);
-        }
-        Some(list)
-    }
-
     /// Relay the agent's `session/list` answer merged with the journal's, once both are here.
     pub(super) fn try_merge_list(&mut self, at: Stamp, op: u64) {
         let mapped = self
             .sessions
             .agent_ids()
             .map(|(agent, client)| (agent.as_str(), &**client));
-        let Some(line) = self.lists.get(&op).and_then(|l| l.merged(mapped)) else {
+        let Some(line) = self.lists.get(op).and_then(|l| l.merged(mapped)) else {
             return;
         };
-        self.remove_list(op);
+        self.lists.remove(op);
         let facing = envelope::peek(&line);
         self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
     }

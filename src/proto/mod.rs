@@ -85,7 +85,7 @@ use effects::{Effects, Queued};
 use held::HeldLines;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
-use listing::List;
+use listing::Lists;
 use loading::{LoadRequest, Loads, NATIVE_HOLD_BYTES, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
 use restart::{Prompts, Reinit};
@@ -502,10 +502,8 @@ pub struct Proxy {
     client: ClientCaps,
     ids: OwnIds,
     loads: Loads,
-    lists: HashMap<u64, List>,
-    /// Client request id → a list the proxy answers itself; agent-facing id → a forwarded
-    /// list whose answer it merges.
-    lists_by_request: HashMap<RequestId, u64>,
+    /// `session/list`s in progress and the working directories watched for changes.
+    lists: Lists,
     /// Operation numbers (loads and lists), naming the store requests.
     next_op: u64,
     /// Agent lines held while a load is bringing its session up (bounded by `held_limit`).
@@ -527,9 +525,6 @@ pub struct Proxy {
     forks: HashMap<u64, LoadRequest>,
     /// Prompts in flight by session, for `--stall-timeout`.
     prompts: Prompts,
-    /// The working directories the client listed sessions of, and when (monotonic
-    /// microseconds): changes there are announced with `session/list_changed` for 10 minutes.
-    watched: HashMap<String, u64>,
     /// The latest input's time, monotonic microseconds.
     now: u64,
     /// Whether the store already holds a session ID (an earlier run's): set by the shell.
@@ -560,8 +555,7 @@ impl Proxy {
             client: ClientCaps::default(),
             ids: OwnIds::default(),
             loads: Loads::default(),
-            lists: HashMap::new(),
-            lists_by_request: HashMap::new(),
+            lists: Lists::default(),
             next_op: 0,
             held: HeldLines::default(),
             client_init: None,
@@ -572,7 +566,6 @@ impl Proxy {
             dead: HashMap::new(),
             prompts: Prompts::default(),
             forks: HashMap::new(),
-            watched: HashMap::new(),
             stored: StoredCheck(None),
             now: 0,
             unix_now: 0,
@@ -1238,8 +1231,8 @@ impl Proxy {
                 let op = match method.as_ref() {
                     "$/cancel_request" => envelope::request_id(peek.params).and_then(|rid| {
                         self.loads.by_request(&rid).or_else(|| {
-                            let op = *self.lists_by_request.get(&rid)?;
-                            (!self.lists.get(&op)?.forwarded).then_some(op)
+                            let (op, list) = self.lists.of_request(&rid)?;
+                            (!list.forwarded).then_some(op)
                         })
                     }),
                     "session/cancel" => session().and_then(|s| self.loads.by_session(&s)),
@@ -1379,7 +1372,7 @@ impl Proxy {
 
     /// Stop a synthetic operation and answer it with -32800.
     fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
-        if let Some(list) = self.remove_list(op) {
+        if let Some(list) = self.lists.remove(op) {
             self.fx
                 .journal_client(at, Target::Connection, &envelope::peek(line), line);
             let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
@@ -1415,10 +1408,10 @@ impl Proxy {
                     None => {}
                 }
                 let client_id = self.ids.client_id(id);
-                let Some(&op) = self.lists_by_request.get(&client_id) else {
+                let Some((op, list)) = self.lists.of_request(&client_id) else {
                     return false;
                 };
-                if !self.lists.get(&op).is_some_and(|l| l.forwarded) {
+                if !list.forwarded {
                     return false;
                 }
                 // The client gets its own id back, even if it was renumbered.
@@ -1427,9 +1420,7 @@ impl Proxy {
                         .map_or_else(|| line.clone(), Bytes::from),
                     None => line.clone(),
                 };
-                if let Some(l) = self.lists.get_mut(&op) {
-                    l.response = Some(line);
-                }
+                self.lists.answered(op, line);
                 self.try_merge_list(at, op);
                 true
             }
@@ -1545,10 +1536,9 @@ impl Proxy {
         };
         let cursor = match (&peek.kind, method) {
             (Kind::Request { id, .. }, Some("session/list")) => self
-                .lists_by_request
-                .get(id)
-                .and_then(|op| self.lists.get(op))
-                .and_then(|l| l.agent_cursor.clone()),
+                .lists
+                .of_request(id)
+                .and_then(|(_, l)| l.agent_cursor.clone()),
             _ => None,
         };
         // Only requests and notifications are mapped: an object without a method is no
@@ -1783,13 +1773,8 @@ impl Proxy {
             }
         }
         // A list forwarded to the agent is answered through the pending table below.
-        let forwarded: Vec<u64> = self
-            .lists
-            .iter()
-            .filter_map(|(op, l)| l.forwarded.then_some(*op))
-            .collect();
-        for op in forwarded {
-            self.remove_list(op);
+        for op in self.lists.forwarded() {
+            self.lists.remove(op);
         }
         let mut waiting: Vec<(u64, RequestId)> = self
             .pending

@@ -88,7 +88,7 @@ use ids::OwnIds;
 use listing::Lists;
 use loading::{LoadRequest, Loads, NATIVE_HOLD_BYTES, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
-use restart::{Prompts, Reinit};
+use restart::{Handshake, Prompts};
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
 use sessions::{AgentRef, SetupParams};
@@ -508,16 +508,8 @@ pub struct Proxy {
     next_op: u64,
     /// Agent lines held while a load is bringing its session up (bounded by `held_limit`).
     held: HeldLines,
-    /// The client's `initialize` and its last accepted `authenticate` lines, as received: what
-    /// a restarted agent is told again.
-    client_init: Option<Bytes>,
-    client_auth: Option<Bytes>,
-    /// An `authenticate` the agent has not answered yet.
-    auth_pending: Option<(RequestId, Bytes)>,
-    /// The current agent answered `initialize`: it can be restarted should it die.
-    agent_initialized: bool,
-    /// A restarted agent is being initialized: client lines wait.
-    reinit: Option<Reinit>,
+    /// The handshake a restarted agent is told again, and where the current agent's stands.
+    handshake: Handshake,
     /// Requests of an agent that was restarted, still open at the client: its answers are
     /// journaled and dropped (by id, with the session they belong to).
     dead: HashMap<RequestId, Option<SessionId>>,
@@ -556,13 +548,9 @@ impl Proxy {
             ids: OwnIds::default(),
             loads: Loads::default(),
             lists: Lists::default(),
+            handshake: Handshake::default(),
             next_op: 0,
             held: HeldLines::default(),
-            client_init: None,
-            client_auth: None,
-            auth_pending: None,
-            agent_initialized: false,
-            reinit: None,
             dead: HashMap::new(),
             prompts: Prompts::default(),
             forks: HashMap::new(),
@@ -724,7 +712,7 @@ impl Proxy {
         self.now = at.mono_us;
         self.unix_now = at.unix_us;
         if from == Side::Client
-            && let Some(reinit) = &mut self.reinit
+            && let Some(reinit) = &mut self.handshake.reinit
             && peek.is_message()
         {
             // Messages wait for the restarted agent; anything else is no message of the
@@ -1118,7 +1106,7 @@ impl Proxy {
 
     /// True once the current agent answered `initialize` successfully.
     pub fn agent_answered_initialize(&self) -> bool {
-        self.agent_initialized
+        self.handshake.agent_initialized
     }
 
     /// A chunk of the agent's stderr. It is journaled by whole lines (a line split across
@@ -1515,10 +1503,10 @@ impl Proxy {
         match (&peek.kind, method) {
             (_, Some("initialize")) => {
                 self.client = ClientCaps::from_initialize(peek);
-                self.client_init = Some(line.clone());
+                self.handshake.client_init = Some(line.clone());
             }
             (Kind::Request { id, .. }, Some("authenticate")) => {
-                self.auth_pending = Some((id.clone(), line.clone()));
+                self.handshake.auth_pending = Some((id.clone(), line.clone()));
             }
             (Kind::Response { id, .. }, _) => {
                 let original = self.ids.restore_agent(id)?;
@@ -1620,14 +1608,14 @@ impl Proxy {
         let mut out = None;
         match method {
             Some("authenticate") => {
-                let sent = self.auth_pending.take();
+                let sent = self.handshake.auth_pending.take();
                 if !is_error && let Some((sent_id, sent_line)) = sent {
-                    self.client_auth =
+                    self.handshake.client_auth =
                         (sent_id == client_id_of(&original, id)).then_some(sent_line);
                 }
             }
             Some("initialize") if !is_error => {
-                self.agent_initialized = true;
+                self.handshake.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     self.agent = agent;
                     self.client.support.v2 = agent.v2;
@@ -1815,7 +1803,7 @@ impl Proxy {
         self.loads.forget_native();
         self.sessions.end_native_loads();
         self.prompts.clear();
-        self.auth_pending = None;
+        self.handshake.auth_pending = None;
         self.release_held(at);
     }
 }

@@ -61,6 +61,21 @@ impl Reinit {
     }
 }
 
+/// The handshake a restarted agent is told again, and where the current agent's stands.
+#[derive(Debug, Default)]
+pub(super) struct Handshake {
+    /// The client's `initialize` line, as received.
+    pub(super) client_init: Option<Bytes>,
+    /// The client's last `authenticate` the agent accepted, as received.
+    pub(super) client_auth: Option<Bytes>,
+    /// An `authenticate` the agent has not answered yet.
+    pub(super) auth_pending: Option<(RequestId, Bytes)>,
+    /// The current agent answered `initialize`: it can be restarted should it die.
+    pub(super) agent_initialized: bool,
+    /// A restarted agent is being initialized: client lines wait.
+    pub(super) reinit: Option<Reinit>,
+}
+
 /// A prompt in flight, watched for stalls.
 #[derive(Debug)]
 struct PromptWatch {
@@ -194,8 +209,8 @@ impl Proxy {
     /// connected.
     pub fn can_restart(&self) -> bool {
         self.config.load != LoadMode::Off
-            && (self.agent_initialized || self.reinit.is_some())
-            && self.client_init.is_some()
+            && (self.handshake.agent_initialized || self.handshake.reinit.is_some())
+            && self.handshake.client_init.is_some()
             && !self.client_ended
     }
 
@@ -203,7 +218,8 @@ impl Proxy {
     /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
     /// reading the client until they have gone on, as a full pipe would.
     pub fn reads_client(&self) -> bool {
-        let held = self.reinit.as_ref().map_or(0, |r| r.held_bytes) + self.loads.held_bytes();
+        let held =
+            self.handshake.reinit.as_ref().map_or(0, |r| r.held_bytes) + self.loads.held_bytes();
         held < self.config.held_limit
     }
 
@@ -212,6 +228,7 @@ impl Proxy {
     /// stalling (`--stall-timeout`). `None`: no timer runs.
     pub fn poll_timeout(&self) -> Option<u64> {
         let reinit = self
+            .handshake
             .reinit
             .as_ref()
             .and_then(|r| r.deadline(self.config.reinit_timeout_us));
@@ -258,16 +275,21 @@ impl Proxy {
             }
             *side != Side::Agent
         });
-        self.agent_initialized = false;
-        let Some(init) = self.client_init.clone() else {
+        self.handshake.agent_initialized = false;
+        let Some(init) = self.handshake.client_init.clone() else {
             return;
         };
-        let held = self.reinit.take().map(|r| r.held).unwrap_or_default();
+        let held = self
+            .handshake
+            .reinit
+            .take()
+            .map(|r| r.held)
+            .unwrap_or_default();
         let mut reinit = Reinit::new(at);
         for line in held {
             reinit.hold(line);
         }
-        self.reinit = Some(reinit);
+        self.handshake.reinit = Some(reinit);
         self.send_recorded(at, Purpose::Reinitialize, &init);
     }
 
@@ -304,11 +326,11 @@ impl Proxy {
         self.fx.journal(Target::Connection, record);
         match purpose {
             Purpose::Reinitialize if !failed => {
-                self.agent_initialized = true;
+                self.handshake.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     self.agent = agent;
                 }
-                if let Some(auth) = self.client_auth.clone() {
+                if let Some(auth) = self.handshake.client_auth.clone() {
                     self.send_recorded(at, Purpose::Reauthenticate, &auth);
                     return;
                 }
@@ -329,7 +351,7 @@ impl Proxy {
     /// `--respawn`; else the proxy ends, answering every waiting request).
     pub(super) fn check_reinit(&mut self, at: Stamp) {
         let timeout = self.config.reinit_timeout_us;
-        let Some(reinit) = self.reinit.as_mut() else {
+        let Some(reinit) = self.handshake.reinit.as_mut() else {
             return;
         };
         if reinit.deadline(timeout).is_none_or(|d| at.mono_us < d) {
@@ -348,7 +370,7 @@ impl Proxy {
 
     /// The restarted agent is ready (or will not be): the client lines that waited go on.
     pub(super) fn end_reinit(&mut self, at: Stamp) {
-        if let Some(reinit) = self.reinit.take() {
+        if let Some(reinit) = self.handshake.reinit.take() {
             for line in reinit.held {
                 self.take_line(at, Side::Client, line);
             }

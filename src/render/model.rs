@@ -631,10 +631,18 @@ impl Timeline {
             ("plan_update", _) => self.emit(sink, &Event::Plan(&update["plan"])),
             (kind @ ("tool_call" | "tool_call_update"), _) => {
                 let id = update["toolCallId"].as_str().unwrap_or("?");
-                if let Some(title) = update["title"].as_str() {
-                    self.titles.insert(id.to_string(), title.to_string());
+                // In a v2 turn there is no `tool_call`: a call's first upsert starts it.
+                let new = kind == "tool_call"
+                    || (self.taken.is_some() && !self.titles.contains_key(id));
+                match update["title"].as_str() {
+                    Some(title) => {
+                        self.titles.insert(id.to_string(), title.to_string());
+                    }
+                    None if new => {
+                        self.titles.insert(id.to_string(), id.to_string());
+                    }
+                    None => {}
                 }
-                let new = kind == "tool_call";
                 let status = update["status"]
                     .as_str()
                     .unwrap_or(if new { "pending" } else { "" });
@@ -1125,6 +1133,14 @@ mod tests {
             ),
             (
                 Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"t1","title":"Read a.rs","kind":"read","status":"in_progress"}}}"#,
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed"}}}"#,
+            ),
+            (
+                Side::Agent,
                 r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn","usage":{"totalTokens":15}}}}"#,
             ),
         ]);
@@ -1135,6 +1151,8 @@ mod tests {
                 "chunk Agent You said it. true",
                 "ParagraphEnd",
                 "Plan(Object {\"type\": String(\"items\"), \"planId\": String(\"p\"), \"entries\": Array [Object {\"content\": String(\"read\"), \"status\": String(\"completed\"), \"priority\": String(\"high\")}]})",
+                "tool Read a.rs in_progress true",
+                "tool Read a.rs completed false",
                 "end 1 Some(\"end_turn\")",
             ]
         );

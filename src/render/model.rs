@@ -632,8 +632,8 @@ impl Timeline {
             (kind @ ("tool_call" | "tool_call_update"), _) => {
                 let id = update["toolCallId"].as_str().unwrap_or("?");
                 // In a v2 turn there is no `tool_call`: a call's first upsert starts it.
-                let new = kind == "tool_call"
-                    || (self.taken.is_some() && !self.titles.contains_key(id));
+                let new =
+                    kind == "tool_call" || (self.taken.is_some() && !self.titles.contains_key(id));
                 match update["title"].as_str() {
                     Some(title) => {
                         self.titles.insert(id.to_string(), title.to_string());

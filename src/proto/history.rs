@@ -108,6 +108,28 @@ fn classify(kind: &str, support: ClientSupport) -> Class {
     }
 }
 
+/// Whether an update kind is part of the conversation a v2 client is replayed (messages, tool
+/// calls, plans, terminals; v1's `tool_call` and `plan` included, which are translated), as
+/// opposed to state (commands, usage, config, title, the state itself) and notices.
+fn in_conversation(kind: &str) -> bool {
+    matches!(
+        kind,
+        "user_message_chunk"
+            | "user_message"
+            | "agent_message_chunk"
+            | "agent_message"
+            | "agent_thought_chunk"
+            | "agent_thought"
+            | "tool_call"
+            | "tool_call_update"
+            | "tool_call_content_chunk"
+            | "plan"
+            | "plan_update"
+            | "terminal_update"
+            | "terminal_output_chunk"
+    )
+}
+
 /// The end of a replay: what the proxy needs to bring the agent back.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
@@ -675,7 +697,11 @@ impl Replay {
                 self.user_message(update["messageId"].as_str(), out);
                 return;
             }
-            self.user_message(None, out);
+            // Only the conversation comes after the prompt's message; state updates (commands,
+            // usage, the state itself), which may come before the echo, do not.
+            if in_conversation(kind) {
+                self.user_message(None, out);
+            }
         }
         match (from, msg["method"].as_str().unwrap_or("")) {
             (Side::Client, "session/prompt") => {
@@ -757,17 +783,7 @@ impl Replay {
                 "sessionUpdate": "plan_update",
                 "plan": {"type": "items", "planId": "acpj-plan", "entries": update["entries"]},
             })),
-            "user_message_chunk"
-            | "user_message"
-            | "agent_message_chunk"
-            | "agent_message"
-            | "agent_thought_chunk"
-            | "agent_thought"
-            | "tool_call_update"
-            | "tool_call_content_chunk"
-            | "plan_update"
-            | "terminal_update"
-            | "terminal_output_chunk" => None,
+            _ if in_conversation(kind) => None,
             "current_mode_update" => {
                 self.summary.mode = update["currentModeId"].as_str().map(str::to_string);
                 return;
@@ -1530,13 +1546,19 @@ mod tests {
             v2: true,
             ..ClientSupport::default()
         };
-        // Recorded under v2: the agent's echo stands for the prompt; states are not replayed.
+        // Recorded under v2: the agent's echo stands for the prompt (even after a state update);
+        // states are not replayed (their latest values are).
         let (out, summary) = replay(
             &[
                 rec(
                     1,
                     Side::Client,
                     r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"first task"}]}}"#,
+                ),
+                rec(
+                    2,
+                    Side::Agent,
+                    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}"#,
                 ),
                 rec(
                     2,
@@ -1565,7 +1587,15 @@ mod tests {
             .iter()
             .map(|m| m["params"]["update"]["sessionUpdate"].as_str().unwrap())
             .collect();
-        assert_eq!(kinds, ["user_message", "agent_message_chunk"]);
+        assert_eq!(
+            kinds,
+            [
+                "user_message",
+                "agent_message_chunk",
+                "available_commands_update"
+            ],
+            "the state last"
+        );
         assert_eq!(
             out[0]["params"]["update"]["messageId"], "m1",
             "the agent's own"

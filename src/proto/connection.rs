@@ -93,15 +93,9 @@ impl Connections {
     pub(super) fn end(&mut self, conn: ConnId) -> (Vec<(RequestId, Bytes)>, bool) {
         self.live.retain(|c| *c != conn);
         self.sent_as.retain(|(c, _), _| *c != conn);
-        let unanswered: Vec<RequestId> = self
+        let unanswered = self
             .asked
-            .iter()
-            .filter(|(_, (c, _))| *c == conn)
-            .map(|(id, _)| id.clone())
-            .collect();
-        let unanswered = unanswered
-            .into_iter()
-            .filter_map(|id| self.asked.remove_entry(&id))
+            .extract_if(|_, (c, _)| *c == conn)
             .map(|(id, (_, line))| (id, line))
             .collect();
         (unanswered, self.live.is_empty())

@@ -719,7 +719,7 @@ impl Replay {
                 self.prompt = Some((record.seq, prompt.clone()));
             }
             (Side::Agent, "session/update") => self.emit_update_v2(record, kind, update, out),
-            _ => self.emit_slow(record, out),
+            _ => self.emit_message(record, from, &msg, out),
         }
     }
 
@@ -810,9 +810,13 @@ impl Replay {
 
     /// Everything but history updates: prompts, setup requests, state updates, responses.
     fn emit_slow(&mut self, record: &Record, out: &mut Vec<Bytes>) {
-        let Some((from, msg)) = update_of(record) else {
-            return;
-        };
+        if let Some((from, msg)) = update_of(record) {
+            self.emit_message(record, from, &msg, out);
+        }
+    }
+
+    /// [`Replay::emit_slow`] for a record already parsed (`from`, `msg`).
+    fn emit_message(&mut self, record: &Record, from: Side, msg: &Value, out: &mut Vec<Bytes>) {
         let method = msg["method"].as_str().unwrap_or("");
         let params = &msg["params"];
         match (from, method) {

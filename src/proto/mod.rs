@@ -1085,19 +1085,20 @@ impl Proxy {
             self.fx.forward(Side::Client, line);
             return;
         }
-        let answer = match peek.method() {
-            Some("session/request_permission") => Ok(r#"{"outcome":{"outcome":"cancelled"}}"#),
-            _ => Err(error_json(
-                -32603,
-                "the client connection this request went to has ended",
-                None,
-            )),
-        };
         if !self.pending.contains_key(&(Side::Agent, id.clone())) {
             // Not the current agent's, or answered meanwhile: nobody waits.
             return;
         }
-        let answer = envelope::response_line(&id, answer.as_ref().map_err(String::as_str).copied());
+        let error;
+        let outcome = match peek.method() {
+            Some("session/request_permission") => Ok(r#"{"outcome":{"outcome":"cancelled"}}"#),
+            _ => {
+                let gone = "the client connection this request went to has ended";
+                error = error_json(-32603, gone, None);
+                Err(error.as_str())
+            }
+        };
+        let answer = envelope::response_line(&id, outcome);
         let record = self.fx.proxy_record(at, Side::Client, answer.clone());
         let target = self.attribute(Side::Client, &envelope::peek(&answer), &record);
         self.fx.journal(target, record);

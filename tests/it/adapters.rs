@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use crate::respawn::{agent_pid, kill9};
+use crate::respawn::{agent_pid, kill9_and_await_the_next};
 use crate::util::{Peers, TestClient, proxied, proxied_with, python, root, v2_user_texts};
 
 /// The loopback model server, stopped when dropped.
@@ -302,10 +302,8 @@ fn killed_and_restarted(adapter: Adapter) {
     let before = turn(&mut client, &session, "before the crash");
     assert!(before.contains("I can see 1"), "{before}");
     let proxy = client.child.id();
-    let pid = agent_pid(proxy, None);
-    kill9(pid);
     // The proxy has started the next one before the prompt is sent.
-    agent_pid(proxy, Some(pid));
+    kill9_and_await_the_next(proxy, agent_pid(proxy, None));
     let after = turn(&mut client, &session, "after the crash");
     assert!(
         after.contains("You said: after the crash. I can see 2 user messages"),
@@ -461,9 +459,7 @@ fn claude_agent_acp_in_v2_killed_with_sigkill_is_restarted_and_its_session_keeps
     let before = turn_v2(&mut client, &session, "before the crash");
     assert!(before.contains("I can see 1"), "{before}");
     let proxy = client.child.id();
-    let pid = agent_pid(proxy, None);
-    kill9(pid);
-    agent_pid(proxy, Some(pid));
+    kill9_and_await_the_next(proxy, agent_pid(proxy, None));
     let after = turn_v2(&mut client, &session, "after the crash");
     assert!(
         after.contains("You said: after the crash. I can see 2 user messages"),

@@ -41,6 +41,12 @@ pub(crate) fn agent_pid(proxy: u32, not: Option<i32>) -> i32 {
     }
 }
 
+/// `kill -9` of the proxy's agent `pid`, then the pid of the agent the proxy starts next.
+pub(crate) fn kill9_and_await_the_next(proxy: u32, pid: i32) -> i32 {
+    kill9(pid);
+    agent_pid(proxy, Some(pid))
+}
+
 pub(crate) fn kill9(pid: i32) {
     // SAFETY: a plain kill(2) of a process this test started (through the proxy).
     unsafe {
@@ -96,8 +102,7 @@ fn killed_between_prompts(agent: Vec<String>, echoes: bool) {
     );
     let mut pid = agent_pid(proxy, None);
     for round in 1..=2 {
-        kill9(pid);
-        pid = agent_pid(proxy, Some(pid));
+        pid = kill9_and_await_the_next(proxy, pid);
         let before = client.received.len();
         let answer = client.prompt(&session, &format!("question after kill {round}"));
         assert!(answer.get("result").is_some(), "round {round}: {answer}");

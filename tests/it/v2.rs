@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::respawn::{agent_pid, kill9};
+use crate::respawn::{agent_pid, kill9_and_await_the_next};
 use crate::util::{
     Peers, TestClient, journaled, proxied, proxied_with, run_cli_store, v2_user_texts,
 };
@@ -27,27 +27,29 @@ fn ts_v2(store: &std::path::Path, args: &[&str], agent: &[String]) -> Value {
     serde_json::from_slice(&out.stdout).expect("the client's JSON")
 }
 
+/// The Rust SDK's v2 one-shot client sends `prompt` to the agent `command` starts and waits for
+/// the agent's idle state (its stderr says so); what it printed (the agent's text).
+fn one_shot(command: &str, prompt: &str) -> String {
+    let out = Command::new(Peers::get().rust_v2_client())
+        .args(["--command", command, prompt])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("Session is idle: Some(EndTurn)"),
+        "the client saw the turn end with the agent's idle state: {err}"
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 #[test]
 fn the_rust_v2_one_shot_client_converses_through_the_proxy_and_show_tells_the_turn() {
     let store = tempfile::tempdir().unwrap();
-    let peers = Peers::get();
-    let command = proxied(store.path(), &peers.rust_v2_agent()).join(" ");
-    let out = Command::new(peers.rust_v2_client())
-        .args(["--command", &command, "what ends a v2 turn?"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let command = proxied(store.path(), &Peers::get().rust_v2_agent()).join(" ");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
+        one_shot(&command, "what ends a v2 turn?"),
         "Echo: what ends a v2 turn?"
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Session is idle: Some(EndTurn)"),
-        "the client saw the turn end with the agent's idle state"
     );
     let (_, shown, _) = run_cli_store(store.path(), &["show", "echo-session-1"]);
     assert!(
@@ -132,9 +134,7 @@ fn a_v2_in_memory_agent_killed_with_sigkill_is_restarted_and_the_session_goes_on
     let (said, _) = client.turn_v2(&session, "before the crash");
     assert_eq!(said, "Echo: before the crash");
     let proxy = client.child.id();
-    let pid = agent_pid(proxy, None);
-    kill9(pid);
-    agent_pid(proxy, Some(pid));
+    kill9_and_await_the_next(proxy, agent_pid(proxy, None));
     // The restarted agent has no sessions: the session is brought up on a new one, which is
     // told the conversation with the next prompt.
     let (said, stop) = client.turn_v2(&session, "after the crash");
@@ -195,20 +195,10 @@ fn a_v2_recording_replays_as_the_agent_to_the_rust_v2_client() {
         crate::util::bin().display(),
         store.path().display()
     );
-    let out = Command::new(Peers::get().rust_v2_client())
-        .args(["--command", &command, "What ends a turn in ACP v2?"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
+        one_shot(&command, "What ends a turn in ACP v2?"),
         "Echo: What ends a turn in ACP v2?"
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Session is idle: Some(EndTurn)"));
 }
 
 #[test]

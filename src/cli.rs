@@ -42,6 +42,17 @@ pub struct Cli {
     #[command(flatten)]
     pub proxy: ProxyArgs,
 
+    /// Be a bridge: a stdio agent to the editor whose agent is the remote ACP endpoint at URL
+    /// (`ws(s)://` or `http(s)://`, e.g. an `acp-journal serve`), reached over WebSocket with
+    /// the token of $ACP_JOURNAL_TOKEN or --token-file; journaled here; reconnected, and its
+    /// sessions restored, when the network drops. No agent command.
+    #[arg(long, value_name = "URL")]
+    pub connect: Option<String>,
+
+    /// With --connect: read the bearer token from FILE (unless $ACP_JOURNAL_TOKEN is set).
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub token_file: Option<PathBuf>,
+
     /// The agent command and its arguments, after `--`.
     #[arg(last = true, value_name = "AGENT")]
     pub agent: Vec<OsString>,
@@ -267,6 +278,19 @@ Examples:
 Prints the new session's ID; load it from the editor (through the proxy) to continue from there.
 The original is not changed.")]
     Fork(ForkArgs),
+    /// Serve an agent over ACP's remote transports (Streamable HTTP and WebSocket at /acp):
+    /// one agent process, journaled, respawned and restored as the stdio proxy does, behind any
+    /// number of client connections; sessions outlive connections.
+    #[command(after_help = "\
+Examples:
+  acp-journal serve -- npx @agentclientprotocol/claude-agent-acp
+      on 127.0.0.1:8080; the log names the token's file (or set ACP_JOURNAL_TOKEN)
+  acp-journal serve --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem -- my-agent
+  ACP_JOURNAL_TOKEN=$(cat token) acp-journal --connect wss://host:8443/acp
+      the bridge, as an editor's stdio agent command (not a subcommand)
+
+Every request needs `Authorization: Bearer TOKEN`. See docs/SERVING.md.")]
+    Serve(ServeArgs),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
@@ -602,6 +626,62 @@ pub struct BundleArgs {
     /// The bundle file to write (it must not exist).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+}
+
+/// `serve` options.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on. Anything but loopback exposes the agent to the network:
+    /// use TLS there.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+
+    /// Read the bearer token from FILE [default: $ACP_JOURNAL_TOKEN, else the store's
+    /// serve.token, made (0600) on first start].
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// TLS certificate chain (PEM); with --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM); with --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Client connections open at once (HTTP and WebSocket).
+    #[arg(long, default_value = "256", value_name = "N")]
+    pub max_connections: usize,
+
+    /// Largest message a client may send or be sent, in bytes.
+    #[arg(long, default_value = "16777216", value_name = "BYTES")]
+    pub max_message: usize,
+
+    /// Bytes queued for one client before it is taken for gone and dropped.
+    #[arg(long, default_value = "67108864", value_name = "BYTES")]
+    pub client_queue: usize,
+
+    /// Seconds an HTTP connection may go without an open stream (or a WebSocket without a
+    /// frame) before it is ended; its sessions live on.
+    #[arg(long, default_value = "300", value_name = "SECS", value_parser = parse_timeout)]
+    pub idle_timeout: Duration,
+
+    /// Seconds an agent request (a permission request) for a session no client is attached to
+    /// waits for one to attach; then it is answered as cancelled.
+    #[arg(long, default_value = "300", value_name = "SECS", value_parser = parse_timeout)]
+    pub unattended_timeout: Duration,
+
+    /// A browser Origin allowed to open a WebSocket, besides the server's own (repeatable).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+
+    /// Proxy options.
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+
+    /// The agent command and its arguments, after `--`.
+    #[arg(last = true, value_name = "AGENT", required = true)]
+    pub agent: Vec<OsString>,
 }
 
 /// `fork` options.

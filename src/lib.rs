@@ -16,6 +16,7 @@
 //! - [`otel`]: OpenTelemetry GenAI spans of sessions: built from records, encoded as OTLP,
 //!   exported after the fact or live.
 //! - [`shell`]: the I/O driver: spawns the agent, pumps lines, applies the core's actions.
+//! - [`net`]: `acp-journal serve`'s ACP over HTTP and WebSocket, and the `--connect` bridge.
 //! - [`cli`] and [`cmd`]: the command line and one module per subcommand.
 #![warn(missing_docs, unreachable_pub)]
 #![deny(clippy::print_stdout)]
@@ -25,6 +26,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cmd;
 pub mod journal;
+pub mod net;
 pub mod otel;
 pub mod proto;
 pub mod render;

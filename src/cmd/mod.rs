@@ -12,6 +12,7 @@ mod records;
 mod replay;
 mod rerun;
 mod search;
+mod serve;
 mod show;
 mod verify;
 mod watch;
@@ -71,13 +72,17 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Diff(args)) => diff::run(&store, args),
         Some(Command::Bundle(args)) => bundle::run(&store, args),
         Some(Command::Fork(args)) => fork::run(&store, args),
+        Some(Command::Serve(args)) => serve::run(store, args),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         Some(Command::Reap(args)) => {
             crate::shell::reaper::run(std::io::stdin().lock(), args.grace);
             Ok(ExitCode::SUCCESS)
         }
-        None => proxy::run(store, cli.proxy, cli.agent),
+        None => match cli.connect {
+            Some(url) => proxy::bridge(store, cli.proxy, &url, cli.token_file, cli.agent),
+            None => proxy::run(store, cli.proxy, cli.agent),
+        },
     };
     match result {
         Ok(code) => code,

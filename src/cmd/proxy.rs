@@ -10,8 +10,10 @@ use anyhow::Context;
 
 use crate::cli::{ListScope, ProxyArgs, Reprime};
 use crate::journal::Store;
+use crate::net::bridge::Remote;
+use crate::net::token::Token;
 use crate::shell::reaper::Reaper;
-use crate::shell::{self, Agent, Client, ShellConfig, agent};
+use crate::shell::{self, Agent, Client, Front, ShellConfig, agent};
 
 /// Run the proxy; the exit code is the agent's.
 pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow::Result<ExitCode> {
@@ -24,8 +26,70 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     if std::io::stdin().is_terminal() {
         return Ok(exec_agent(&agent));
     }
+    let config = shell_config(store, &args, agent)?;
     let grace = args.grace;
-    let config = ShellConfig {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let code = runtime.block_on(async {
+        agent::ignore_file_size_signal();
+        // Spawned from the main thread, which lives as long as the proxy (the parent-death
+        // signal follows the spawning thread): `run` calls it there, at start and on restarts.
+        let argv = config.agent.clone();
+        let reaper = Reaper::start(grace);
+        let spawn =
+            move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()));
+        let signals = shell::unix_signals().context("setting up signal handling")?;
+        shell::run(config, Front::Editor(Client::stdio()), spawn, signals).await
+    })?;
+    // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
+    runtime.shutdown_background();
+    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// Run the bridge (`--connect URL`): the proxy, whose agent is the remote endpoint at `url`.
+pub(super) fn bridge(
+    store: Store,
+    args: ProxyArgs,
+    url: &str,
+    token_file: Option<std::path::PathBuf>,
+    agent: Vec<OsString>,
+) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        agent.is_empty(),
+        "--connect takes no agent command: the agent is at the URL"
+    );
+    init_logging();
+    let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
+    let token = match (env.as_deref().and_then(Token::new), token_file) {
+        (Some(token), _) => Some(token),
+        (None, Some(file)) => Some(Token::resolve(None, Some(&file), &file)?.0),
+        (None, None) => None,
+    };
+    let remote = Remote::new(url, token, 16 << 20)?;
+    let config = shell_config(store, &args, vec![OsString::from(remote.url())])?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let code = runtime.block_on(async {
+        let signals = shell::unix_signals().context("setting up signal handling")?;
+        let spawn = move || Ok(remote.connect());
+        shell::run(config, Front::Editor(Client::stdio()), spawn, signals).await
+    })?;
+    runtime.shutdown_background();
+    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// The shell's configuration from the proxy's options.
+pub(super) fn shell_config(
+    store: Store,
+    args: &ProxyArgs,
+    agent: Vec<OsString>,
+) -> anyhow::Result<ShellConfig> {
+    let grace = args.grace;
+    Ok(ShellConfig {
         agent,
         store,
         fsync: args.fsync,
@@ -53,29 +117,11 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
             content: args.otlp_content,
             trace_context: args.trace_context,
         },
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let code = runtime.block_on(async {
-        agent::ignore_file_size_signal();
-        // Spawned from the main thread, which lives as long as the proxy (the parent-death
-        // signal follows the spawning thread): `run` calls it there, at start and on restarts.
-        let argv = config.agent.clone();
-        let reaper = Reaper::start(grace);
-        let spawn =
-            move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()));
-        let signals = shell::unix_signals().context("setting up signal handling")?;
-        shell::run(config, Client::stdio(), spawn, signals).await
-    })?;
-    // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
-    runtime.shutdown_background();
-    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+    })
 }
 
 /// A flag's duration in microseconds (flags are at most a day long).
-fn micros(duration: Duration) -> u64 {
+pub(super) fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
@@ -100,7 +146,7 @@ fn exec_agent(agent: &[OsString]) -> ExitCode {
 }
 
 /// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `info`).
-fn init_logging() {
+pub(super) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_JOURNAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

@@ -12,6 +12,12 @@
 //! answering is asked again of another connection attached to its session, or answered by the
 //! proxy ([`Connections::end`] hands it back). While one connection was ever opened nothing is
 //! read or rewritten: its lines cross as they came.
+//!
+//! A host (`acp-journal serve`, [`Connections::hosted`]) keeps sessions apart from connections
+//! strictly: a session's lines go only to the connections attached to it (none attached: they
+//! are journaled, not sent), and an agent request for a session nobody is attached to waits,
+//! bounded in number and time, for the next connection that loads or resumes the session; it is
+//! sent right after that connection's answer.
 
 use std::collections::HashMap;
 
@@ -64,7 +70,28 @@ pub(super) struct Connections {
     sent_as: HashMap<(ConnId, RequestId), RequestId>,
     /// Agent requests routed to one connection and not answered yet, with their lines.
     asked: HashMap<RequestId, (ConnId, Bytes)>,
+    /// A host: no session line goes to a connection that is not attached to it.
+    hosted: bool,
+    /// Agent requests for sessions nobody is attached to, oldest first (a host's).
+    waiting: Vec<Waiting>,
+    /// A host's load or resume requests (as sent), with the session they attach.
+    joining: HashMap<RequestId, SessionId>,
+    /// Waiting requests released to a connection, to go out after the line that released them.
+    released: Vec<(ConnId, Bytes)>,
 }
+
+/// An agent request waiting for a connection to attach to its session.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Waiting {
+    pub(super) id: RequestId,
+    pub(super) session: SessionId,
+    pub(super) line: Bytes,
+    /// When it began to wait (monotonic microseconds).
+    pub(super) since_us: u64,
+}
+
+/// At most this many agent requests wait for a connection; past it they are answered at once.
+pub(super) const WAITING_LIMIT: usize = 64;
 
 /// Where a line for clients goes.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,9 +102,25 @@ pub(super) enum Route {
     Each(Vec<ConnId>, Bytes),
     /// Nowhere: the connection it was for has ended.
     Dropped,
+    /// An agent request for a session nobody is attached to (a host's): the core makes it wait
+    /// ([`Connections::wait`]) or answers it.
+    Wait(Waiting),
 }
 
 impl Connections {
+    /// A host's connections (`acp-journal serve`): see the module's text.
+    pub(super) fn hosted() -> Connections {
+        Connections {
+            hosted: true,
+            ..Connections::default()
+        }
+    }
+
+    /// True for a host's connections.
+    pub(super) fn is_hosted(&self) -> bool {
+        self.hosted
+    }
+
     /// A line from connection `conn`: true the first time it is seen.
     pub(super) fn arrive(&mut self, conn: ConnId) -> bool {
         if self.live.contains(&conn) {
@@ -101,6 +144,41 @@ impl Connections {
         (unanswered, self.live.is_empty())
     }
 
+    /// Make `waiting` wait for a connection to attach to its session; false (it does not wait)
+    /// when [`WAITING_LIMIT`] requests already do.
+    pub(super) fn wait(&mut self, waiting: Waiting) -> bool {
+        if self.waiting.len() >= WAITING_LIMIT {
+            return false;
+        }
+        self.waiting.push(waiting);
+        true
+    }
+
+    /// When the oldest waiting request began to wait.
+    pub(super) fn oldest_waiting(&self) -> Option<u64> {
+        self.waiting.iter().map(|w| w.since_us).min()
+    }
+
+    /// The requests that have waited since `before` or longer, taken out.
+    pub(super) fn expired(&mut self, before: u64) -> Vec<Waiting> {
+        self.waiting
+            .extract_if(.., |w| w.since_us <= before)
+            .collect()
+    }
+
+    /// Send the requests waiting for session `s` to `conn`, which attached to it.
+    fn release(&mut self, s: &str, conn: ConnId) {
+        for w in self.waiting.extract_if(.., |w| *w.session == *s) {
+            self.asked.insert(w.id, (conn, w.line.clone()));
+            self.released.push((conn, w.line));
+        }
+    }
+
+    /// Lines released by the last routed one, to go out after it.
+    pub(super) fn take_released(&mut self) -> Vec<(ConnId, Bytes)> {
+        std::mem::take(&mut self.released)
+    }
+
     /// True once a connection other than the first came.
     pub(super) fn several(&self) -> bool {
         self.several
@@ -111,10 +189,16 @@ impl Connections {
     pub(super) fn inbound(&mut self, conn: ConnId, peek: &Peek<'_>, line: &Bytes) -> Option<Bytes> {
         match &peek.kind {
             // The first connection's ids pass as sent, unless one names another's request.
-            Kind::Request { id, .. }
+            Kind::Request { id, method }
                 if conn != ConnId::FIRST || self.renumbered.contains_key(id) =>
             {
                 let sent = RequestId::String(format!("acp-journal:c{}:{}", conn.0, id.to_json()));
+                if self.hosted
+                    && matches!(method.as_ref(), "session/load" | "session/resume")
+                    && let Some(s) = peek.session.as_deref()
+                {
+                    self.joining.insert(sent.clone(), SessionId::from(s));
+                }
                 self.renumbered.insert(sent.clone(), (conn, id.clone()));
                 self.sent_as.insert((conn, id.clone()), sent.clone());
                 rewrite::edit_line(line, |m| m.set("id", sent.to_json())).map(Bytes::from)
@@ -158,8 +242,20 @@ impl Connections {
                     };
                 };
                 self.sent_as.remove(&(conn, own.clone()));
+                let joined = self.joining.remove(id);
                 if !live(&conn) {
                     return Route::Dropped;
+                }
+                if let Some(s) = joined
+                    && matches!(
+                        peek.kind,
+                        Kind::Response {
+                            is_error: false,
+                            ..
+                        }
+                    )
+                {
+                    self.release(&s, conn);
                 }
                 let restored = rewrite::edit_line(&line, |m| m.set("id", own.to_json()))
                     .map_or(line, Bytes::from);
@@ -171,6 +267,21 @@ impl Connections {
                     .as_deref()
                     .map(|s| attached(s).iter().copied().filter(live).collect())
                     .unwrap_or_default();
+                if self.hosted
+                    && let Some(s) = peek.session.as_deref()
+                    && session.is_empty()
+                {
+                    // Nobody is attached: journaled only; a request waits for someone.
+                    if let Kind::Request { id, .. } = &peek.kind {
+                        return Route::Wait(Waiting {
+                            id: id.clone(),
+                            session: SessionId::from(s),
+                            line,
+                            since_us: 0,
+                        });
+                    }
+                    return Route::Dropped;
+                }
                 match (&peek.kind, session.first().or(self.live.first()).copied()) {
                     (Kind::Request { id, .. }, Some(first)) => {
                         self.asked.insert(id.clone(), (first, line.clone()));

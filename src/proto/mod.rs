@@ -365,6 +365,13 @@ pub struct Config {
     /// the agent lines held while a load brings their session up: past it they go out as they
     /// come (the agent is not stopped, as the load waits for its answer).
     pub held_limit: usize,
+    /// A host (`acp-journal serve`): connections come and go while the agent and its sessions
+    /// live on; a session's lines go only to the connections attached to it.
+    pub hosted: bool,
+    /// A host's agent requests for a session nobody is attached to wait this long
+    /// (microseconds) for a connection to attach, then are answered as when the connection
+    /// they went to ends (a permission request cancelled, anything else -32603).
+    pub unattended_timeout_us: u64,
 }
 
 impl Default for Config {
@@ -378,6 +385,8 @@ impl Default for Config {
             stall_grace_us: 5_000_000,
             reinit_timeout_us: 60_000_000,
             held_limit: 8 * 1024 * 1024,
+            hosted: false,
+            unattended_timeout_us: 300_000_000,
         }
     }
 }
@@ -537,7 +546,10 @@ impl Proxy {
         Proxy {
             config,
             fx: Effects::new(config.redact),
-            connections: Connections::default(),
+            connections: match config.hosted {
+                true => Connections::hosted(),
+                false => Connections::default(),
+            },
             routed: std::collections::VecDeque::new(),
             pending: HashMap::new(),
             sessions: SessionTable::default(),
@@ -603,10 +615,27 @@ impl Proxy {
                     {
                         self.sessions.attach(&created, conn);
                     }
+                    let released = self.connections.take_released();
+                    self.routed
+                        .extend(released.into_iter().map(|(conn, line)| Action::Forward {
+                            to: Peer::Client(conn),
+                            line,
+                        }));
                     return Some(Action::Forward {
                         to: Peer::Client(conn),
                         line,
                     });
+                }
+                Route::Wait(mut waiting) => {
+                    waiting.since_us = self.now;
+                    let (id, line) = (waiting.id.clone(), waiting.line.clone());
+                    if !self.connections.wait(waiting) {
+                        let at = Stamp {
+                            unix_us: self.unix_now,
+                            mono_us: self.now,
+                        };
+                        self.answer_unasked(at, id, &line, "too many requests wait for a client");
+                    }
                 }
                 Route::Each(conns, line) => {
                     self.routed
@@ -1048,7 +1077,7 @@ impl Proxy {
         if let Peer::Client(conn) = from {
             self.sessions.detach(conn);
             let (unanswered, last) = self.connections.end(conn);
-            if !last {
+            if !last || self.connections.is_hosted() {
                 for (id, line) in unanswered {
                     self.ask_again(at, id, line);
                 }
@@ -1062,29 +1091,59 @@ impl Proxy {
             if !self.client_ended {
                 self.agent_gone(at);
             }
+            self.fx.event(at, Target::Connection, Event::Eof { from });
         } else {
-            self.end_reinit(at);
-            self.client_ended = true;
-        }
-        self.fx.event(at, Target::Connection, Event::Eof { from });
-        if from == Side::Client {
-            self.fx.push(Action::CloseAgentStdin);
+            self.handle_clients_gone(at);
         }
     }
 
+    /// No client can come any more: the editor's stream ended, or a host stops. The agent's
+    /// stdin is closed (a normal shutdown).
+    pub fn handle_clients_gone(&mut self, at: Stamp) {
+        self.end_reinit(at);
+        self.client_ended = true;
+        let from = Side::Client;
+        self.fx.event(at, Target::Connection, Event::Eof { from });
+        self.fx.push(Action::CloseAgentStdin);
+    }
+
     /// An agent request whose connection ended unanswered: asked again of another connection
-    /// attached to its session, else answered for the client (a permission request as
-    /// cancelled, anything else with an error), so the agent is never left waiting.
+    /// attached to its session (or, for a host, of the next to attach), else answered for the
+    /// client (a permission request as cancelled, anything else with an error), so the agent
+    /// is never left waiting.
     fn ask_again(&mut self, at: Stamp, id: RequestId, line: Bytes) {
         let peek = envelope::peek(&line);
         if peek
             .session
             .as_deref()
-            .is_some_and(|s| !self.sessions.attached(s).is_empty())
+            .is_some_and(|s| self.connections.is_hosted() || !self.sessions.attached(s).is_empty())
         {
+            // Routed again: to an attached connection, or (a host's) to wait for one.
             self.fx.forward(Side::Client, line);
             return;
         }
+        self.answer_unasked(
+            at,
+            id,
+            &line,
+            "the client connection this request went to has ended",
+        );
+    }
+
+    /// A host's agent requests that waited for a client longer than
+    /// [`Config::unattended_timeout_us`] are answered.
+    fn expire_waiting(&mut self, at: Stamp) {
+        let before = at.mono_us.saturating_sub(self.config.unattended_timeout_us);
+        for waiting in self.connections.expired(before) {
+            let why = "no client attached to the session in time to answer this request";
+            self.answer_unasked(at, waiting.id, &waiting.line, why);
+        }
+    }
+
+    /// Answer the agent's request `id` (its `line`) for the client, which cannot (`why`): a
+    /// permission request as cancelled, anything else with error -32603.
+    fn answer_unasked(&mut self, at: Stamp, id: RequestId, line: &Bytes, why: &str) {
+        let peek = envelope::peek(line);
         if !self.pending.contains_key(&(Side::Agent, id.clone())) {
             // Not the current agent's, or answered meanwhile: nobody waits.
             return;
@@ -1093,8 +1152,7 @@ impl Proxy {
         let outcome = match peek.method() {
             Some("session/request_permission") => Ok(r#"{"outcome":{"outcome":"cancelled"}}"#),
             _ => {
-                let gone = "the client connection this request went to has ended";
-                error = error_json(-32603, gone, None);
+                error = error_json(-32603, why, None);
                 Err(error.as_str())
             }
         };

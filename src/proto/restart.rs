@@ -236,7 +236,11 @@ impl Proxy {
             .config
             .stall_timeout_us
             .and_then(|timeout| self.prompts.next_check(timeout, self.config.stall_grace_us));
-        reinit.into_iter().chain(stall).min()
+        let waiting = self
+            .connections
+            .oldest_waiting()
+            .map(|since| since.saturating_add(self.config.unattended_timeout_us));
+        reinit.into_iter().chain(stall).chain(waiting).min()
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it
@@ -384,6 +388,7 @@ impl Proxy {
     pub fn handle_tick(&mut self, at: Stamp) {
         self.now = at.mono_us;
         self.check_reinit(at);
+        self.expire_waiting(at);
         let Some(timeout) = self.config.stall_timeout_us else {
             return;
         };

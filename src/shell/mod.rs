@@ -19,6 +19,7 @@
 pub mod agent;
 mod catalog;
 pub mod history;
+pub mod hub;
 pub mod journals;
 mod life;
 pub mod lines;
@@ -55,6 +56,86 @@ use pipes::Output;
 
 /// The editor on stdin/stdout: the stdio proxy's one client connection.
 const EDITOR: Peer = Peer::Client(ConnId::FIRST);
+
+/// The clients' side of the proxy.
+pub enum Front {
+    /// One editor on a pipe (the stdio proxy): its end is the client's end.
+    Editor(Client),
+    /// The network's connections (`acp-journal serve`): they come and go while the agent and
+    /// its sessions live on, until the hub closes or a signal asks the host to stop.
+    Hub(hub::Hub),
+}
+
+/// Where client lines come from.
+enum FrontInput {
+    Editor(pipes::ClientInput),
+    Hub(hub::Hub),
+}
+
+/// What the clients' side said.
+enum Input {
+    Lines(ConnId, Vec<Bytes>),
+    Opened(ConnId, hub::ConnOut),
+    Ended(ConnId),
+    /// No client can come any more (the editor's end, the hub closed).
+    Over,
+}
+
+impl FrontInput {
+    async fn read(&mut self) -> Input {
+        match self {
+            FrontInput::Editor(input) => match input.read().await {
+                Some(lines) => Input::Lines(ConnId::FIRST, lines),
+                None => Input::Over,
+            },
+            FrontInput::Hub(hub) => match hub.next().await {
+                Some(hub::HubEvent::Line(conn, line)) => Input::Lines(conn, vec![line]),
+                Some(hub::HubEvent::Opened(conn, out)) => Input::Opened(conn, out),
+                Some(hub::HubEvent::Closed(conn)) => Input::Ended(conn),
+                None => Input::Over,
+            },
+        }
+    }
+}
+
+/// Where lines for clients go.
+enum FrontOutput {
+    Editor(Output),
+    Hub(hub::Outboxes),
+}
+
+impl FrontOutput {
+    fn push(&mut self, conn: ConnId, line: Bytes) {
+        match self {
+            FrontOutput::Editor(out) => out.push(line),
+            FrontOutput::Hub(outboxes) => outboxes.push(conn, line),
+        }
+    }
+
+    fn write_now(&mut self) {
+        if let FrontOutput::Editor(out) = self {
+            out.write_now();
+        }
+    }
+
+    /// The editor's pipe waits to be writable (a host's outboxes never wait).
+    fn waiting(&self) -> bool {
+        matches!(self, FrontOutput::Editor(out) if out.waiting())
+    }
+
+    async fn writable(&mut self) {
+        match self {
+            FrontOutput::Editor(out) => out.writable().await,
+            FrontOutput::Hub(_) => std::future::pending().await,
+        }
+    }
+
+    /// Too much is queued for the editor (a host drops a connection that does not read
+    /// instead: the agent is never slowed by a client).
+    fn full(&self) -> bool {
+        matches!(self, FrontOutput::Editor(out) if out.full())
+    }
+}
 
 /// Everything the shell needs to run one proxy session.
 #[derive(Clone, Debug)]
@@ -126,17 +207,18 @@ pub fn unix_signals() -> io::Result<mpsc::Receiver<i32>> {
     Ok(rx)
 }
 
-/// Run the proxy between `client` and the agent that `spawn` starts, until the agent exits
-/// for good, forwarding the signals that arrive on `signals`; returns the exit code for our
-/// process (the agent's, or 127 when it cannot be started). An agent that dies while the client
-/// is connected is started again by `spawn` (at most `config.respawn` times a minute) and its
+/// Run the proxy between the clients of `front` and the agent that `spawn` starts, until the
+/// agent exits for good, forwarding the signals that arrive on `signals` (a host stops instead:
+/// the agent's stdin is closed, then it is ended after the grace period); returns the exit code
+/// for our process (the agent's, or 127 when it cannot be started). An agent that dies while a
+/// client may come is started again by `spawn` (at most `config.respawn` times a minute) and its
 /// sessions restored ([`Proxy::handle_agent_restart`]).
 ///
 /// # Errors
 /// Only a failure to wait for the agent.
 pub async fn run<P: Process>(
     config: ShellConfig,
-    client: Client,
+    front: Front,
     mut spawn: impl FnMut() -> std::io::Result<Agent<P>>,
     mut signals: mpsc::Receiver<i32>,
 ) -> anyhow::Result<i32> {
@@ -194,17 +276,24 @@ pub async fn run<P: Process>(
         stderr: mut agent_err,
         mut process,
     } = agent;
+    let (mut from_clients, to_clients) = match front {
+        Front::Editor(client) => (
+            FrontInput::Editor(client.input),
+            FrontOutput::Editor(client.output),
+        ),
+        Front::Hub(hub) => (FrontInput::Hub(hub), FrontOutput::Hub(Default::default())),
+    };
+    let hosted = matches!(from_clients, FrontInput::Hub(_));
     let mut out = Outputs {
         journals,
         to_agent,
-        to_client: client.output,
+        to_client: to_clients,
         services,
         otel: config
             .tracing
             .enabled()
             .then(|| crate::otel::live::Hook::new(config.tracing.clone())),
     };
-    let mut from_client = client.input;
     let agent_stderr = StderrCopy::spawn();
 
     // How often the catalog is checked for other proxies' changes, while the client wants to
@@ -238,7 +327,7 @@ pub async fn run<P: Process>(
                     life.terminate_after_grace(tokio::time::Instant::now());
                 }
             }
-            read = agent_out.read_buf(out_lines.buffer()), if life.reads_out() && !out.busy_for(&out.to_client) => {
+            read = agent_out.read_buf(out_lines.buffer()), if life.reads_out() && !out.busy_for_clients() => {
                 let at = clock.now();
                 match read {
                     Ok(n) if n > 0 => {
@@ -252,15 +341,31 @@ pub async fn run<P: Process>(
                     }
                 }
             }
-            input = from_client.read(), if client_open && core.reads_client() && !out.busy_for(&out.to_agent) => {
+            input = from_clients.read(), if client_open && core.reads_client() && !out.busy_for(&out.to_agent) => {
                 let at = clock.now();
                 match input {
-                    Some(lines) => {
+                    Input::Lines(conn, lines) => {
                         for line in lines {
-                            core.handle_line(at, EDITOR, line);
+                            core.handle_line(at, Peer::Client(conn), line);
                         }
                     }
-                    None => {
+                    Input::Opened(conn, outbox) => {
+                        if let FrontOutput::Hub(outboxes) = &mut out.to_client {
+                            outboxes.opened(conn, outbox);
+                        }
+                    }
+                    Input::Ended(conn) => {
+                        if let FrontOutput::Hub(outboxes) = &mut out.to_client
+                            && outboxes.closed(conn)
+                        {
+                            core.handle_eof(at, Peer::Client(conn));
+                        }
+                    }
+                    Input::Over if hosted => {
+                        core.handle_clients_gone(at);
+                        client_open = false;
+                    }
+                    Input::Over => {
                         core.handle_eof(at, EDITOR);
                         client_open = false;
                     }
@@ -320,13 +425,32 @@ pub async fn run<P: Process>(
                 out.services.turn_facts(core.take_turn_facts(), full);
             }
             _ = list_tick.tick(), if core.wants_list_changes() => out.services.catalog.check_changes(),
-            Some(sig) = signals.recv() => {
+            Some(sig) = signals.recv(), if !hosted || client_open => {
                 // The agent was asked to stop: its end is no crash to recover from.
                 life.stop();
-                forward_signal(&mut core, &clock, &mut process, sig, life.running());
+                if hosted {
+                    // A host stops: no client may come; the agent's stdin closes.
+                    tracing::info!("signal {sig}: stopping (the agent's sessions are in the journal)");
+                    core.handle_event(clock.now(), Event::Signal { signal: sig });
+                    core.handle_clients_gone(clock.now());
+                    client_open = false;
+                    if let FrontOutput::Hub(outboxes) = &mut out.to_client {
+                        outboxes.close_all();
+                    }
+                } else {
+                    forward_signal(&mut core, &clock, &mut process, sig, life.running());
+                }
             }
         }
-        if out.to_client.is_gone() && !client_gone_seen {
+        if let FrontOutput::Hub(outboxes) = &mut out.to_client {
+            for conn in outboxes.take_dropped() {
+                core.handle_eof(clock.now(), Peer::Client(conn));
+            }
+        }
+        if let FrontOutput::Editor(to_client) = &out.to_client
+            && to_client.is_gone()
+            && !client_gone_seen
+        {
             client_gone_seen = true;
             tracing::info!("the client stopped reading (broken pipe)");
             core.handle_event(clock.now(), Event::ClientGone);
@@ -422,7 +546,7 @@ pub async fn run<P: Process>(
     out.services.turn_facts(core.take_turn_facts(), full);
     let Outputs {
         journals,
-        mut to_client,
+        to_client,
         services,
         ..
     } = out;
@@ -433,6 +557,9 @@ pub async fn run<P: Process>(
     // Written in order after everything else this run cataloged (off the runtime's thread).
     let _ = tokio::task::spawn_blocking(move || catalog.close()).await;
     // Deliver what is queued for the client (bounded: the client may have stopped reading).
+    let FrontOutput::Editor(mut to_client) = to_client else {
+        return Ok(life.status().unwrap_or(1));
+    };
     to_client.close();
     let flush_deadline = tokio::time::Instant::now() + config.grace;
     while to_client.backlog() > 0
@@ -591,7 +718,7 @@ fn catalog_entry(update: CatalogUpdate, t: i64) -> CatalogEntry {
 struct Outputs {
     journals: JournalSet<Batch>,
     to_agent: Output,
-    to_client: Output,
+    to_client: FrontOutput,
     services: Services,
     /// `--otlp`, `--trace-context`: sees every action before it is applied.
     otel: Option<crate::otel::live::Hook>,
@@ -610,7 +737,7 @@ impl Outputs {
         for (to, line) in batch.forwards {
             match to {
                 Peer::Agent => self.to_agent.push(line),
-                Peer::Client(_) => self.to_client.push(line),
+                Peer::Client(conn) => self.to_client.push(conn, line),
             }
         }
         self.to_client.write_now();
@@ -624,6 +751,11 @@ impl Outputs {
     /// Stop reading sources while a destination or the compressor is behind.
     fn busy_for(&self, destination: &Output) -> bool {
         destination.full() || self.journals.queued() >= 2
+    }
+
+    /// The same, for the clients' side.
+    fn busy_for_clients(&self) -> bool {
+        self.to_client.full() || self.journals.queued() >= 2
     }
 }
 

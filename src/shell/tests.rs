@@ -425,7 +425,7 @@ fn start_with(
             .pop_front()
             .ok_or_else(|| std::io::Error::other("no more agents"))
     };
-    let proxy = run(config, client_end, spawn, signals_rx);
+    let proxy = run(config, Front::Editor(client_end), spawn, signals_rx);
     let first = ends.pop_front().expect("one agent at least");
     let peers = Peers {
         client,

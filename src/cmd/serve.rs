@@ -1,0 +1,78 @@
+//! `acp-journal serve`: the agent over ACP's HTTP and WebSocket transports.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::proxy::{init_logging, micros, shell_config};
+use crate::cli::ServeArgs;
+use crate::journal::Store;
+use crate::net::token::{Token, TokenSource};
+use crate::shell::reaper::Reaper;
+use crate::shell::{self, Agent, Front, agent, hub};
+
+/// Serve until a signal stops the host (or the agent ends for good); the exit code is the
+/// agent's.
+pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
+    let default_file = store.root().join("serve.token");
+    let (token, source) = Token::resolve(env, args.token_file.as_deref(), &default_file)?;
+    match source {
+        TokenSource::Environment => tracing::info!("token: from ACP_JOURNAL_TOKEN"),
+        TokenSource::File(path) => tracing::info!("token: from {}", path.display()),
+        TokenSource::Generated(path) => {
+            tracing::info!("token: made a new one in {} (0600)", path.display());
+        }
+    }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::net::tls::server_config(cert, key)?),
+        _ => None,
+    };
+    if !args.listen.ip().is_loopback() && tls.is_none() {
+        tracing::warn!(
+            "LISTENING ON {} WITHOUT TLS: the token and every message travel in clear over the network; use --tls-cert/--tls-key (or a TLS proxy in front)",
+            args.listen
+        );
+    }
+    let options = crate::net::Options {
+        token,
+        max_message: args.max_message,
+        max_connections: args.max_connections,
+        idle_timeout: args.idle_timeout,
+        init_timeout: args.proxy.init_timeout,
+        allowed_origins: args.allow_origin.clone(),
+        tls,
+    };
+    let mut config = shell_config(store, &args.proxy, args.agent.clone())?;
+    config.core.hosted = true;
+    config.core.unattended_timeout_us = micros(args.unattended_timeout);
+    let grace = config.grace;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let code = runtime.block_on(async {
+        agent::ignore_file_size_signal();
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let address = listener.local_addr().context("the listening address")?;
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!("serving ACP at {scheme}://{address}/acp (WebSocket on the same URL)");
+        let (link, hub) = hub::hub(args.client_queue);
+        tokio::spawn(crate::net::serve(listener, options, link));
+        let argv = config.agent.clone();
+        let reaper = Reaper::start(grace);
+        let spawn =
+            move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()));
+        let signals = shell::unix_signals().context("setting up signal handling")?;
+        shell::run(config, Front::Hub(hub), spawn, signals).await
+    })?;
+    runtime.shutdown_background();
+    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}

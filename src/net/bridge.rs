@@ -1,0 +1,201 @@
+//! The bridge (`acp-journal --connect URL`): for editors that speak only stdio, a remote ACP
+//! endpoint (an `acp-journal serve`, an SDK's server) stands where the agent process would, over
+//! one WebSocket (`http(s)://` URLs are taken as `ws(s)://` on the same path). The proxy runs as
+//! ever — journals, session loading — and a dropped socket is an agent that died: the proxy
+//! connects again, re-initializes with the editor's `initialize` and restores the editor's
+//! sessions on the new connection by `session/load` or `session/resume`, which a host like
+//! `acp-journal serve` answers from its journal.
+
+use std::io;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::token::Token;
+use crate::shell::agent::{Agent, Process};
+use crate::shell::pipes::Output;
+
+/// Bytes a pipe between the proxy and the socket task holds.
+const PIPE: usize = 1 << 20;
+
+/// Where the bridge connects.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    /// The WebSocket URL.
+    url: String,
+    token: Option<Token>,
+    max_message: usize,
+}
+
+impl Remote {
+    /// `url` (`ws`, `wss`, `http` or `https`), with the bearer `token` if any.
+    ///
+    /// # Errors
+    /// Another scheme.
+    pub fn new(url: &str, token: Option<Token>, max_message: usize) -> anyhow::Result<Remote> {
+        let url = match url.split_once("://") {
+            Some(("ws" | "wss", _)) => url.to_string(),
+            Some(("http", rest)) => format!("ws://{rest}"),
+            Some(("https", rest)) => format!("wss://{rest}"),
+            _ => anyhow::bail!(
+                "--connect takes a ws://, wss://, http:// or https:// URL, not {url:?}"
+            ),
+        };
+        Ok(Remote {
+            url,
+            token,
+            max_message,
+        })
+    }
+
+    /// The URL, as journal headers name the "agent".
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A new connection as the proxy's agent: lines written to its stdin go out as frames,
+    /// frames come in as its stdout's lines; it "exits" when the socket closes (status 0 when
+    /// the remote closed it, 1 when it could not be reached or broke).
+    pub fn connect(&self) -> Agent<Link> {
+        let (ours, theirs_in) = tokio::io::duplex(PIPE);
+        let (theirs_out, ours_out) = tokio::io::duplex(PIPE);
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let remote = self.clone();
+        tokio::spawn(async move {
+            let code = remote.pump(theirs_in, theirs_out, stop_rx).await;
+            let _ = exit_tx.send(code);
+        });
+        Agent {
+            stdin: Output::writer(Box::new(ours)),
+            stdout: Box::new(ours_out),
+            stderr: Box::new(tokio::io::empty()),
+            process: Link {
+                exit: Some(exit_rx),
+                stop: Some(stop_tx),
+            },
+        }
+    }
+
+    async fn pump(
+        &self,
+        from_proxy: tokio::io::DuplexStream,
+        mut to_proxy: tokio::io::DuplexStream,
+        mut stop: oneshot::Receiver<()>,
+    ) -> i32 {
+        let socket = tokio::select! {
+            socket = self.open() => socket,
+            _ = &mut stop => return 1,
+        };
+        let socket = match socket {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::warn!("cannot connect to {}: {e}", self.url);
+                return 1;
+            }
+        };
+        tracing::info!("connected to {}", self.url);
+        let (mut sink, mut frames) = socket.split();
+        let mut lines = BufReader::new(from_proxy);
+        let mut line = Vec::new();
+        loop {
+            tokio::select! {
+                read = lines.read_until(b'\n', &mut line) => {
+                    match read {
+                        Ok(n) if n > 0 => {
+                            let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
+                            line.clear();
+                            if sink.send(Message::text(text)).await.is_err() {
+                                return 1;
+                            }
+                        }
+                        _ => {
+                            // The proxy closed the agent's stdin: a normal end.
+                            let _ = sink.send(Message::Close(None)).await;
+                            return 0;
+                        }
+                    }
+                }
+                frame = frames.next() => match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        let mut bytes = Vec::with_capacity(text.len() + 1);
+                        bytes.extend_from_slice(text.as_bytes());
+                        bytes.push(b'\n');
+                        if to_proxy.write_all(&bytes).await.is_err() {
+                            return 1;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None => {
+                        tracing::warn!("{} closed the connection", self.url);
+                        return 0;
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!("the connection to {} broke: {e}", self.url);
+                        return 1;
+                    }
+                    Some(Ok(_)) => {}
+                },
+                _ = &mut stop => return 1,
+            }
+        }
+    }
+
+    async fn open(
+        &self,
+    ) -> io::Result<
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    > {
+        let mut request = self
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(io::Error::other)?;
+        if let Some(token) = &self.token {
+            let value = format!("Bearer {}", token.secret());
+            request.headers_mut().insert(
+                hyper::header::AUTHORIZATION,
+                value.parse().map_err(io::Error::other)?,
+            );
+        }
+        let mut config = WebSocketConfig::default();
+        config.max_message_size = Some(self.max_message);
+        config.max_frame_size = Some(self.max_message);
+        let (socket, _) =
+            tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, None)
+                .await
+                .map_err(io::Error::other)?;
+        Ok(socket)
+    }
+}
+
+/// A connection to the remote as the proxy's agent process.
+pub struct Link {
+    exit: Option<oneshot::Receiver<i32>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Process for Link {
+    async fn wait(&mut self) -> io::Result<i32> {
+        match self.exit.take() {
+            Some(exit) => Ok(exit.await.unwrap_or(1)),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A signal ends the connection (there is no process to signal).
+    fn signal(&mut self, _signal: i32) {
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

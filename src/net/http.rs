@@ -1,0 +1,452 @@
+//! Streamable HTTP: a connection is made by `POST`ing `initialize` (answered inline, with its
+//! `Acp-Connection-Id`); later messages are `POST`ed (202); what the host sends goes out on
+//! Server-Sent-Event streams the client opens with `GET` — the connection's stream, and one per
+//! session (`Acp-Session-Id`); `DELETE` ends the connection.
+//!
+//! Routing, in one task per connection ([`Dispatcher`]): a message naming a session (its
+//! `params.sessionId`, or the response to a request of the client that named one) goes on that
+//! session's stream when the client has it open, else on the connection's stream; with no
+//! stream open it waits (bounded). So a load's answer follows its replay on one stream, and a
+//! client that opens no session streams (Python's, until it sees a session) still gets all.
+//!
+//! Leniencies (each SDK's server is stricter in a way the other SDK's client trips on): a session
+//! stream is made by its `GET` even for a session the connection has not named yet (the
+//! TypeScript client opens it before `session/load`); `Acp-Session-Id` may be missing on any
+//! `POST` (the Python client omits it on load, resume and on its answers to requests); a second
+//! `GET` of a stream replaces the first instead of a 409; `Content-Type` may be missing; the
+//! `Accept` header of a `GET` is not checked.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response, StatusCode, header};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{
+    Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, SESSION_ID, connection_id, json,
+    message_line, message_of, plain,
+};
+use crate::shell::hub::{Connection, Outbox};
+use crate::wire::envelope::{self, Kind};
+
+/// Frames a stream's body holds before the dispatcher waits for the client to read.
+const STREAM_DEPTH: usize = 64;
+
+/// A live HTTP connection, as request handlers reach it.
+#[derive(Clone)]
+pub(super) struct Handle {
+    connection: Arc<Connection>,
+    control: mpsc::UnboundedSender<Control>,
+}
+
+/// What request handlers tell a connection's dispatcher.
+enum Control {
+    /// The client opened a stream (`None`: the connection's).
+    Stream(Option<String>, mpsc::Sender<Bytes>),
+    /// The client sent request `id` (its JSON) for `session`: the answer goes on its stream.
+    Request(String, String),
+    /// `DELETE`.
+    End,
+}
+
+/// `POST /acp`.
+pub(super) async fn post(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
+    if let Some(kind) = req.headers().get(header::CONTENT_TYPE) {
+        let media = kind.as_bytes().split(|b| *b == b';').next().unwrap_or(b"");
+        if !media.trim_ascii().eq_ignore_ascii_case(b"application/json") {
+            return plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "send application/json");
+        }
+    }
+    let existing = match header_str(&req, CONNECTION_ID) {
+        Some(id) => match lookup(&host, id) {
+            Some(handle) => Some(handle),
+            None => return plain(StatusCode::NOT_FOUND, "unknown Acp-Connection-Id"),
+        },
+        None => None,
+    };
+    let session_header = header_str(&req, SESSION_ID).map(str::to_string);
+    let limit = host.options.max_message;
+    let body = match Limited::new(req.into_body(), limit).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            let text = format!("a message is at most {limit} bytes");
+            return plain(StatusCode::PAYLOAD_TOO_LARGE, &text);
+        }
+        Err(_) => return plain(StatusCode::BAD_REQUEST, "the body could not be read"),
+    };
+    let line = match message_line(&body) {
+        Ok(line) => line,
+        Err(invalid) => return json(StatusCode::BAD_REQUEST, invalid.error_json()),
+    };
+    let peek = envelope::peek(&line);
+    let initialize = matches!(&peek.kind, Kind::Request { method, .. } if method == "initialize");
+    let Some(handle) = existing else {
+        if !initialize {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "missing Acp-Connection-Id (only initialize opens a connection)",
+            );
+        }
+        return open(host, line).await;
+    };
+    if initialize {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "initialize is not allowed on an existing connection",
+        );
+    }
+    let session = peek.session.as_deref();
+    if let (Some(header), Some(named)) = (session_header.as_deref(), session)
+        && header != named
+    {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "Acp-Session-Id does not match params.sessionId",
+        );
+    }
+    if let Kind::Request { id, .. } = &peek.kind
+        && let Some(s) = session.or(session_header.as_deref())
+    {
+        let _ = handle
+            .control
+            .send(Control::Request(id.to_json(), s.to_string()));
+    }
+    match handle.connection.send(line).await {
+        true => Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(super::full(Bytes::new()))
+            .expect("a static response"),
+        false => plain(StatusCode::SERVICE_UNAVAILABLE, "the host is stopping"),
+    }
+}
+
+/// A connection opened by its `initialize`: answered inline once the agent's answer comes.
+async fn open(host: Arc<Host>, line: Bytes) -> Response<Body> {
+    let Kind::Request { id, .. } = envelope::peek(&line).kind else {
+        unreachable!("only an initialize request opens a connection")
+    };
+    if !host.admit() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many connections");
+    }
+    let Some((connection, outbox)) = host.link.open().await else {
+        host.release();
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "the host is stopping");
+    };
+    let name = connection_id();
+    let connection = Arc::new(connection);
+    let (control, control_rx) = mpsc::unbounded_channel();
+    let (answer_tx, answer_rx) = oneshot::channel();
+    let handle = Handle {
+        connection: connection.clone(),
+        control,
+    };
+    host.http
+        .lock()
+        .expect("the connection table")
+        .insert(name.clone(), handle.clone());
+    tracing::info!("HTTP connection {name} opened");
+    let dispatcher = Dispatcher {
+        outbox,
+        control: control_rx,
+        initialize: Some((id.to_json(), answer_tx)),
+        connection_stream: None,
+        session_streams: HashMap::new(),
+        answers: HashMap::new(),
+        waiting: VecDeque::new(),
+        waiting_bytes: 0,
+        limit: host.options.max_message.max(1 << 20) * 4,
+    };
+    let idle = host.options.idle_timeout;
+    let table = host.clone();
+    let closing = name.clone();
+    tokio::spawn(async move {
+        dispatcher.run(idle).await;
+        table
+            .http
+            .lock()
+            .expect("the connection table")
+            .remove(&closing);
+        table.release();
+        tracing::info!("HTTP connection {closing} ended");
+    });
+    if !connection.send(line).await {
+        let _ = handle.control.send(Control::End);
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "the host is stopping");
+    }
+    drop(connection);
+    match tokio::time::timeout(host.options.init_timeout, answer_rx).await {
+        Ok(Ok(answer)) => {
+            let mut response = json(StatusCode::OK, message_of(&answer));
+            response.headers_mut().insert(
+                CONNECTION_ID,
+                header::HeaderValue::from_str(&name).expect("hex is a header value"),
+            );
+            response
+        }
+        _ => {
+            let _ = handle.control.send(Control::End);
+            plain(
+                StatusCode::GATEWAY_TIMEOUT,
+                "the agent did not answer initialize in time",
+            )
+        }
+    }
+}
+
+/// `GET /acp`: a connection's or a session's event stream.
+pub(super) fn get(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
+    let Some(id) = header_str(&req, CONNECTION_ID) else {
+        return plain(StatusCode::BAD_REQUEST, "missing Acp-Connection-Id");
+    };
+    let Some(handle) = lookup(&host, id) else {
+        return plain(StatusCode::NOT_FOUND, "unknown Acp-Connection-Id");
+    };
+    let session = header_str(&req, SESSION_ID).map(str::to_string);
+    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_DEPTH);
+    if handle.control.send(Control::Stream(session, tx)).is_err() {
+        return plain(StatusCode::NOT_FOUND, "the connection has ended");
+    }
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        let frame = rx.recv().await?;
+        Some((Ok(Frame::data(frame)), rx))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        // nginx and its kind: do not buffer the stream.
+        .header("x-accel-buffering", "no")
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("a static response")
+}
+
+/// `DELETE /acp`: the connection ends (its sessions live on).
+pub(super) fn delete(host: &Host, req: &Request<Incoming>) -> Response<Body> {
+    let Some(id) = header_str(req, CONNECTION_ID) else {
+        return plain(StatusCode::BAD_REQUEST, "missing Acp-Connection-Id");
+    };
+    let Some(handle) = lookup(host, id) else {
+        return plain(StatusCode::NOT_FOUND, "unknown Acp-Connection-Id");
+    };
+    let _ = handle.control.send(Control::End);
+    Response::builder()
+        .status(StatusCode::ACCEPTED)
+        .body(super::full(Bytes::new()))
+        .expect("a static response")
+}
+
+fn header_str<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+fn lookup(host: &Host, id: &str) -> Option<Handle> {
+    host.http
+        .lock()
+        .expect("the connection table")
+        .get(id)
+        .cloned()
+}
+
+/// One HTTP connection's outgoing side: the host's lines onto the client's streams.
+struct Dispatcher {
+    outbox: Outbox,
+    control: mpsc::UnboundedReceiver<Control>,
+    /// The `initialize` request's id and where its answer goes (the `POST` waits for it).
+    initialize: Option<(String, oneshot::Sender<Bytes>)>,
+    connection_stream: Option<mpsc::Sender<Bytes>>,
+    session_streams: HashMap<String, mpsc::Sender<Bytes>>,
+    /// The client's requests that named a session: their answers go on its stream.
+    answers: HashMap<String, String>,
+    /// Messages waiting for the client to open a stream, and their bytes.
+    waiting: VecDeque<Bytes>,
+    waiting_bytes: usize,
+    /// Bound of `waiting`.
+    limit: usize,
+}
+
+/// Why a dispatcher stops.
+struct Ended;
+
+impl Dispatcher {
+    async fn run(mut self, idle: std::time::Duration) {
+        let mut keepalive = tokio::time::interval(KEEPALIVE);
+        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut unread_since = Some(Instant::now());
+        loop {
+            let deadline = unread_since.map(|since| since + idle);
+            let step = tokio::select! {
+                biased;
+                control = self.control.recv() => match control {
+                    Some(control) => self.control(control).await,
+                    None => Err(Ended),
+                },
+                line = self.outbox.recv() => match line {
+                    Some(line) => self.route(line).await,
+                    None => Err(Ended),
+                },
+                _ = keepalive.tick() => self.keep_alive(),
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(far)), if deadline.is_some() => {
+                    tracing::info!("an HTTP connection had no stream open for {} s: ending it", idle.as_secs());
+                    Err(Ended)
+                }
+            };
+            if step.is_err() {
+                return;
+            }
+            let open = self.connection_stream.is_some() || !self.session_streams.is_empty();
+            unread_since = match (open, unread_since) {
+                (true, _) => None,
+                (false, None) => Some(Instant::now()),
+                (false, since) => since,
+            };
+        }
+    }
+
+    async fn control(&mut self, control: Control) -> Result<(), Ended> {
+        match control {
+            Control::Stream(None, tx) => {
+                // A second GET replaces the first (its stream ends).
+                self.connection_stream = Some(tx);
+                let waiting: Vec<Bytes> = self.waiting.drain(..).collect();
+                self.waiting_bytes = 0;
+                for line in waiting {
+                    self.route(line).await?;
+                }
+                Ok(())
+            }
+            Control::Stream(Some(session), tx) => {
+                self.session_streams.insert(session, tx);
+                Ok(())
+            }
+            Control::Request(id, session) => {
+                self.answers.insert(id, session);
+                Ok(())
+            }
+            Control::End => Err(Ended),
+        }
+    }
+
+    /// Send a line where it goes: see the module's text.
+    async fn route(&mut self, line: Bytes) -> Result<(), Ended> {
+        let peek = envelope::peek(&line);
+        let session = match &peek.kind {
+            Kind::Response { id, .. } => {
+                let id = id.to_json();
+                if let Some((init, _)) = &self.initialize
+                    && *init == id
+                {
+                    let (_, answer) = self.initialize.take().expect("checked");
+                    let _ = answer.send(line);
+                    return Ok(());
+                }
+                self.answers.remove(&id)
+            }
+            _ => peek.session.as_deref().map(str::to_string),
+        };
+        let frame = sse_frame(&line);
+        if let Some(s) = session
+            && let Some(stream) = self.session_streams.get(&s)
+        {
+            match send(stream, frame.clone()).await {
+                Sent::Yes => return Ok(()),
+                Sent::Closed => {
+                    self.session_streams.remove(&s);
+                }
+                Sent::TooSlow => return Err(Ended),
+            }
+        }
+        if let Some(stream) = &self.connection_stream {
+            match send(stream, frame).await {
+                Sent::Yes => return Ok(()),
+                Sent::Closed => self.connection_stream = None,
+                Sent::TooSlow => return Err(Ended),
+            }
+        }
+        // No stream open: wait for one, bounded.
+        self.waiting_bytes += line.len();
+        self.waiting.push_back(line);
+        if self.waiting_bytes > self.limit {
+            tracing::warn!(
+                "an HTTP client opens no stream to read what it is sent: ending its connection"
+            );
+            return Err(Ended);
+        }
+        Ok(())
+    }
+
+    fn keep_alive(&mut self) -> Result<(), Ended> {
+        let comment = Bytes::from_static(b":\n\n");
+        self.session_streams.retain(|_, s| {
+            !matches!(
+                s.try_send(comment.clone()),
+                Err(mpsc::error::TrySendError::Closed(_))
+            )
+        });
+        if let Some(stream) = &self.connection_stream
+            && stream
+                .try_send(comment)
+                .is_err_and(|e| matches!(e, mpsc::error::TrySendError::Closed(_)))
+        {
+            self.connection_stream = None;
+        }
+        Ok(())
+    }
+}
+
+enum Sent {
+    Yes,
+    /// The client closed the stream.
+    Closed,
+    /// The client did not read within [`SEND_TIMEOUT`].
+    TooSlow,
+}
+
+async fn send(stream: &mpsc::Sender<Bytes>, frame: Bytes) -> Sent {
+    match tokio::time::timeout(SEND_TIMEOUT, stream.send(frame)).await {
+        Ok(Ok(())) => Sent::Yes,
+        Ok(Err(_)) => Sent::Closed,
+        Err(_) => {
+            tracing::warn!(
+                "an HTTP client did not read its stream for {} s: ending its connection",
+                SEND_TIMEOUT.as_secs()
+            );
+            Sent::TooSlow
+        }
+    }
+}
+
+/// One Server-Sent Event carrying one message (a JSON line holds no line break).
+fn sse_frame(line: &Bytes) -> Bytes {
+    let message = message_of(line);
+    let mut frame = Vec::with_capacity(message.len() + 8);
+    frame.extend_from_slice(b"data: ");
+    frame.extend_from_slice(&message);
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
+}
+
+fn far() -> Instant {
+    Instant::now() + std::time::Duration::from_secs(86_400)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_the_message_on_one_data_line() {
+        let line = Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n");
+        assert_eq!(
+            &sse_frame(&line)[..],
+            b"data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\n"
+        );
+    }
+}

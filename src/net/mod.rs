@@ -1,0 +1,362 @@
+//! `acp-journal serve`'s network side: ACP's remote transports on one URL (`/acp`), as the
+//! SDKs speak them (see `docs/SERVING.md` for the wire and every leniency): Streamable HTTP
+//! (`POST` of one JSON-RPC message, the answer to `initialize` inline with `Acp-Connection-Id`,
+//! everything else on `GET` Server-Sent-Event streams, `DELETE` to end) in [`http`], and
+//! WebSocket (one message per text frame) in [`ws`]. HTTP/1.1 and HTTP/2 (h2c by prior
+//! knowledge, h2 by ALPN with TLS).
+//!
+//! Each client connection is a [`crate::shell::hub::Connection`]: its lines go to the one
+//! protocol core in front of the one agent, and the core's lines for it come back through its
+//! outbox. A connection's end never ends a session.
+//!
+//! Every request needs the bearer [`token::Token`]; checks come before anything is allocated.
+//! Limits: a message of at most [`Options::max_message`] bytes (413), at most
+//! [`Options::max_connections`] ACP connections (503) and four times as many sockets, a socket
+//! that sends no request within [`HANDSHAKE`] is closed, a client that does not take what it is
+//! sent within [`SEND_TIMEOUT`] (or lets its queue pass the hub's limit) is dropped.
+
+pub mod bridge;
+mod http;
+pub mod tls;
+pub mod token;
+mod ws;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode, header};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::shell::hub::HubLink;
+use token::Token;
+
+/// How long a new socket has to send its first request (and to finish TLS).
+pub const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// How long a client may take to accept one message before it is dropped.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often an idle stream or socket gets a keep-alive (an SSE comment, a WebSocket ping).
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The header naming a connection.
+const CONNECTION_ID: &str = "acp-connection-id";
+/// The header naming a session.
+const SESSION_ID: &str = "acp-session-id";
+
+/// What the server allows.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The bearer token.
+    pub token: Token,
+    /// Largest message, in bytes (a bigger body gets 413; a bigger WebSocket frame closes).
+    pub max_message: usize,
+    /// ACP connections open at once (HTTP and WebSocket).
+    pub max_connections: usize,
+    /// An HTTP connection with no stream open for this long, or a WebSocket that answers no
+    /// ping for this long, is ended (its sessions live on).
+    pub idle_timeout: Duration,
+    /// How long `initialize` may wait for the agent's answer (then 504).
+    pub init_timeout: Duration,
+    /// Browser origins allowed to open a WebSocket besides the server's own host.
+    pub allowed_origins: Vec<String>,
+    /// TLS, when given a certificate and key.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// A response body: whole, or a stream of Server-Sent Events.
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The server's shared state.
+struct Host {
+    options: Options,
+    link: HubLink,
+    /// HTTP connections by `Acp-Connection-Id`.
+    http: Mutex<HashMap<String, http::Handle>>,
+    /// ACP connections open (HTTP and WebSocket).
+    open: AtomicUsize,
+}
+
+impl Host {
+    /// Count a new ACP connection in; false (nothing counted) at the limit.
+    fn admit(&self) -> bool {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.options.max_connections).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serve ACP on `listener` until the hub's main loop is gone. Each socket runs on its own task.
+pub async fn serve(listener: TcpListener, options: Options, link: HubLink) {
+    let sockets = Arc::new(Semaphore::new(options.max_connections * 4 + 16));
+    let host = Arc::new(Host {
+        options,
+        link,
+        http: Mutex::new(HashMap::new()),
+        open: AtomicUsize::new(0),
+    });
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors and the like: wait, do not spin.
+                tracing::warn!("accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = sockets.clone().try_acquire_owned() else {
+            tracing::warn!("too many sockets open: refusing {peer}");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let host = host.clone();
+        tokio::spawn(async move {
+            socket(host, stream, peer).await;
+            drop(permit);
+        });
+    }
+}
+
+/// One socket: TLS if configured, then HTTP/1.1 or HTTP/2 until it closes.
+async fn socket(host: Arc<Host>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    match host.options.tls.clone() {
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+            let stream = match tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return tracing::debug!("TLS handshake with {peer}: {e}"),
+                Err(_) => return tracing::debug!("TLS handshake with {peer}: timed out"),
+            };
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            serve_http(host, stream, h2).await;
+        }
+        None => {
+            // A socket that sends nothing is closed, not kept (h2c or HTTP/1.1 told by its
+            // first bytes).
+            let mut first = [0u8; 24];
+            let h2 = match tokio::time::timeout(HANDSHAKE, stream.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => first[..n] == b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..n],
+                _ => return tracing::debug!("{peer} sent no request"),
+            };
+            serve_http(host, stream, h2).await;
+        }
+    }
+}
+
+async fn serve_http<S>(host: Arc<Host>, stream: S, h2: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(stream);
+    let service = hyper::service::service_fn(move |req| {
+        let host = host.clone();
+        async move { Ok::<_, Infallible>(handle(host, req).await) }
+    });
+    let result = if h2 {
+        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(KEEPALIVE)
+            .max_frame_size(1 << 20)
+            .serve_connection(io, service)
+            .await
+    } else {
+        hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HANDSHAKE)
+            .max_buf_size(1 << 20)
+            .serve_connection(io, service)
+            .with_upgrades()
+            .await
+    };
+    if let Err(e) = result {
+        tracing::debug!("HTTP connection: {e}");
+    }
+}
+
+/// One request: `/acp` only, the token first.
+async fn handle(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
+    if req.uri().path() != "/acp" {
+        return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp");
+    }
+    let authorization = req.headers().get(header::AUTHORIZATION);
+    if !host
+        .options
+        .token
+        .admits(authorization.map(|v| v.as_bytes()))
+    {
+        let mut response = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    }
+    if ws::is_upgrade(&req) {
+        return ws::accept(host, req);
+    }
+    match *req.method() {
+        hyper::Method::POST => http::post(host, req).await,
+        hyper::Method::GET => http::get(host, req),
+        hyper::Method::DELETE => http::delete(&host, &req),
+        _ => {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE");
+            response.headers_mut().insert(
+                header::ALLOW,
+                header::HeaderValue::from_static("POST, GET, DELETE"),
+            );
+            response
+        }
+    }
+}
+
+/// A new connection's `Acp-Connection-Id`: 128 random bits, hex.
+fn connection_id() -> String {
+    let mut bytes = [0u8; 16];
+    // No randomness is a broken machine; the id is no secret (the token is), only unique.
+    if getrandom::fill(&mut bytes).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = t.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why a client's message is refused.
+#[derive(Debug, PartialEq, Eq)]
+enum Invalid {
+    /// Not JSON (JSON-RPC -32700).
+    Parse,
+    /// JSON, but not one JSON-RPC object: a batch, a scalar (-32600).
+    NotAnObject,
+}
+
+impl Invalid {
+    /// The JSON-RPC error a client gets for it (`id` null: the message had none we can trust).
+    fn error_json(&self) -> String {
+        let (code, message) = match self {
+            Invalid::Parse => (-32700, "Parse error: not JSON"),
+            Invalid::NotAnObject => (
+                -32600,
+                "Invalid Request: one JSON-RPC object per message (no batches)",
+            ),
+        };
+        serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
+            .to_string()
+    }
+}
+
+/// A client's message as the core takes it: one line. The bytes pass as sent, except that line
+/// breaks (whitespace between JSON tokens: a JSON string cannot hold one raw) become spaces, and
+/// a newline ends the line.
+fn message_line(body: &[u8]) -> Result<Bytes, Invalid> {
+    let body = body.trim_ascii();
+    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+        return Err(Invalid::Parse);
+    }
+    if body.first() != Some(&b'{') {
+        return Err(Invalid::NotAnObject);
+    }
+    let mut line = Vec::with_capacity(body.len() + 1);
+    line.extend(body.iter().map(|&b| match b {
+        b'\n' | b'\r' => b' ',
+        b => b,
+    }));
+    line.push(b'\n');
+    Ok(Bytes::from(line))
+}
+
+/// A line the core sent, as one message (its line break off).
+fn message_of(line: &Bytes) -> Bytes {
+    let mut message = line.clone();
+    while message.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        message.truncate(message.len() - 1);
+    }
+    message
+}
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).boxed()
+}
+
+/// A plain-text response.
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(full(format!("{text}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// A JSON response.
+fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_becomes_one_line_with_its_bytes_kept() {
+        let pretty = b" {\n  \"jsonrpc\": \"2.0\",\r\n  \"method\": \"x\", \"params\": {\"t\": \"a\\nb\"}\n}\n";
+        let line = message_line(pretty).unwrap();
+        assert_eq!(
+            &line[..],
+            b"{   \"jsonrpc\": \"2.0\",    \"method\": \"x\", \"params\": {\"t\": \"a\\nb\"} }\n"
+        );
+        let compact = br#"{"jsonrpc":"2.0","id":1,"method":"m"}"#;
+        assert_eq!(&message_line(compact).unwrap()[..compact.len()], compact);
+        assert_eq!(message_of(&line).last(), Some(&b'}'));
+    }
+
+    #[test]
+    fn garbage_batches_and_scalars_are_refused() {
+        assert_eq!(message_line(b"not json"), Err(Invalid::Parse));
+        assert_eq!(message_line(b"{\"a\":"), Err(Invalid::Parse));
+        assert_eq!(message_line(b""), Err(Invalid::Parse));
+        assert_eq!(
+            message_line(b"[{\"jsonrpc\":\"2.0\"}]"),
+            Err(Invalid::NotAnObject)
+        );
+        assert_eq!(message_line(b"42"), Err(Invalid::NotAnObject));
+        let error: serde_json::Value = serde_json::from_str(&Invalid::Parse.error_json()).unwrap();
+        assert_eq!(error["error"]["code"], -32700);
+        assert!(error["id"].is_null());
+    }
+
+    #[test]
+    fn connection_ids_are_unique_hex() {
+        let (a, b) = (connection_id(), connection_id());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}

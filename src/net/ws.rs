@@ -1,0 +1,180 @@
+//! WebSocket on the same URL: a socket is a connection, one JSON-RPC message per text frame both
+//! ways (its `Acp-Connection-Id` is a header of the 101). Binary frames are refused (close 1003,
+//! as the Remote drafts require; the SDKs ignore them); a text frame that is not one JSON-RPC
+//! object gets a JSON-RPC error frame and harms nothing else. The host pings every
+//! [`super::KEEPALIVE`]; a socket that sends nothing (pongs included) for the idle timeout is
+//! closed (1001). `Origin`, when a browser sends it, must be the server's own host or allowed.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+
+use super::{
+    Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, connection_id, message_line, message_of,
+    plain,
+};
+use crate::shell::hub::{Connection, Outbox};
+
+/// True for a WebSocket upgrade request.
+pub(super) fn is_upgrade(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(header::UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+}
+
+/// Answer the upgrade (101) and run the socket on its own task.
+pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
+    let headers = req.headers();
+    let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY) else {
+        return plain(StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key");
+    };
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .is_none_or(|v| v.as_bytes() != b"13")
+    {
+        return plain(StatusCode::BAD_REQUEST, "WebSocket version 13 only");
+    }
+    if !origin_allowed(&host, &req) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this Origin may not open a WebSocket here",
+        );
+    }
+    if !host.admit() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many connections");
+    }
+    let accept = derive_accept_key(key.as_bytes());
+    let name = connection_id();
+    let mut config = WebSocketConfig::default();
+    config.max_message_size = Some(host.options.max_message);
+    config.max_frame_size = Some(host.options.max_message);
+    let (task_host, task_name) = (host.clone(), name.clone());
+    tokio::spawn(async move {
+        let upgraded = hyper::upgrade::on(req).await;
+        let link = task_host.link.open().await;
+        if let (Ok(upgraded), Some((connection, outbox))) = (upgraded, link) {
+            tracing::info!("WebSocket connection {task_name} opened");
+            let socket = WebSocketStream::from_raw_socket(
+                TokioIo::new(upgraded),
+                Role::Server,
+                Some(config),
+            )
+            .await;
+            run(socket, connection, outbox, task_host.options.idle_timeout).await;
+            tracing::info!("WebSocket connection {task_name} ended");
+        }
+        task_host.release();
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::UPGRADE, "websocket")
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+        .header(CONNECTION_ID, name)
+        .body(super::full(Bytes::new()))
+        .expect("a static response")
+}
+
+/// No `Origin` (not a browser), or one whose host is the `Host` the request was sent to, or
+/// one of `--allow-origin`.
+fn origin_allowed(host: &Host, req: &Request<Incoming>) -> bool {
+    let Some(origin) = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return true;
+    };
+    if host.options.allowed_origins.iter().any(|o| o == origin) {
+        return true;
+    }
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    let own = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    own.is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
+}
+
+async fn run<S>(
+    socket: WebSocketStream<S>,
+    connection: Connection,
+    mut outbox: Outbox,
+    idle: std::time::Duration,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut sink, mut frames) = socket.split();
+    let mut ping = tokio::time::interval(KEEPALIVE);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut heard = Instant::now();
+    let close = |code: CloseCode, reason: &'static str| {
+        Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }))
+    };
+    loop {
+        tokio::select! {
+            frame = frames.next() => {
+                heard = Instant::now();
+                match frame {
+                    Some(Ok(Message::Text(text))) => match message_line(text.as_bytes()) {
+                        Ok(line) => {
+                            if !connection.send(line).await {
+                                let _ = sink.send(close(CloseCode::Away, "the host is stopping")).await;
+                                return;
+                            }
+                        }
+                        Err(invalid) => {
+                            if sink.send(Message::text(invalid.error_json())).await.is_err() {
+                                return;
+                            }
+                        }
+                    },
+                    Some(Ok(Message::Binary(_))) => {
+                        let _ = sink.send(close(CloseCode::Unsupported, "ACP messages are text frames")).await;
+                        return;
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                }
+            }
+            line = outbox.recv() => {
+                let Some(line) = line else {
+                    let _ = sink.send(close(CloseCode::Policy, "the client did not read what it was sent")).await;
+                    return;
+                };
+                let text = String::from_utf8_lossy(&message_of(&line)).into_owned();
+                match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::text(text))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        tracing::warn!("a WebSocket client did not read for {} s: closing it", SEND_TIMEOUT.as_secs());
+                        return;
+                    }
+                }
+            }
+            _ = ping.tick() => {
+                if heard.elapsed() > idle {
+                    let _ = sink.send(close(CloseCode::Away, "idle")).await;
+                    return;
+                }
+                if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

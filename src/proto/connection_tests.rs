@@ -200,3 +200,118 @@ fn an_agent_request_left_unanswered_by_an_ended_connection_is_asked_again_or_ans
     );
     assert_eq!(h.proxy.pending_requests(), 1, "the prompt still runs");
 }
+
+/// A host (`serve`): connection 1 made session A, connection 2 is open.
+fn hosted() -> Harness {
+    let config = Config {
+        hosted: true,
+        unattended_timeout_us: 1_000_000,
+        ..Config::default()
+    };
+    let mut h = Harness::with(config);
+    h.client_on(1, INIT);
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:0","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    h.client_on(1, &new_session(1));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:1","result":{"sessionId":"A"}}"#);
+    h.client_on(2, INIT);
+    h
+}
+
+const PERMISSION_A: &str = r#"{"jsonrpc":"2.0","id":50,"method":"session/request_permission","params":{"sessionId":"A","toolCall":{"toolCallId":"t"},"options":[]}}"#;
+
+#[test]
+fn a_host_sends_a_sessions_lines_only_to_its_connections_and_lives_on_without_any() {
+    let mut h = hosted();
+    assert_eq!(
+        received(&h, 1)[0]["id"],
+        0,
+        "each connection gets its own ids back"
+    );
+    assert_eq!(received(&h, 2)[0]["id"], 0);
+    h.agent(&update("A", "for one"));
+    assert_eq!(received(&h, 1).last().unwrap()["method"], "session/update");
+    assert_eq!(received(&h, 2).len(), 1, "two is not attached to A");
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
+    h.proxy.handle_eof(at, Peer::Client(ConnId(2)));
+    h.drain();
+    assert!(
+        !h.closed_agent_stdin,
+        "a host's agent outlives every connection"
+    );
+    h.agent(&update("A", "while nobody is there"));
+    assert!(
+        h.session("A")
+            .iter()
+            .any(|l| l.contains("while nobody is there")),
+        "journaled"
+    );
+    assert_eq!(received(&h, 1).len(), 3, "sent to nobody");
+    let at = h.stamp();
+    h.proxy.handle_clients_gone(at);
+    h.drain();
+    assert!(h.closed_agent_stdin, "the host stops");
+}
+
+#[test]
+fn a_request_for_a_session_nobody_is_attached_to_waits_for_the_next_that_loads_it() {
+    let mut h = hosted();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
+    h.drain();
+    let sent = h.to_agent.len();
+    h.agent(PERMISSION_A);
+    assert_eq!(h.to_agent.len(), sent, "not answered: it waits");
+    assert!(
+        received(&h, 2).iter().all(|l| l.get("method").is_none()),
+        "not asked of two"
+    );
+    assert_eq!(h.proxy.poll_timeout(), Some(h.now() + 1_000_000));
+    // Connection 2 loads A (the agent's own load): the request follows the load's answer.
+    h.client_on(2, r#"{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"A","cwd":"/w","mcpServers":[]}}"#);
+    h.agent(&update("A", "replayed"));
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c2:3","result":{}}"#);
+    let two = received(&h, 2);
+    let n = two.len();
+    assert_eq!(
+        two[n - 3]["params"]["update"]["content"]["text"],
+        "replayed"
+    );
+    assert_eq!(two[n - 2], json!({"jsonrpc":"2.0","id":3,"result":{}}));
+    assert_eq!(two[n - 1]["method"], "session/request_permission");
+    assert_eq!(two[n - 1]["id"], 50);
+    h.client_on(2, r#"{"jsonrpc":"2.0","id":50,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}"#);
+    assert_eq!(last_to_agent(&h)["result"]["outcome"]["optionId"], "allow");
+    assert_eq!(h.proxy.poll_timeout(), None);
+}
+
+#[test]
+fn a_request_that_waits_too_long_or_past_the_limit_is_answered_for_the_client() {
+    let mut h = hosted();
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
+    h.drain();
+    h.agent(PERMISSION_A);
+    h.agent(r#"{"jsonrpc":"2.0","id":51,"method":"fs/read_text_file","params":{"sessionId":"A","path":"/w/x"}}"#);
+    let sent = h.to_agent.len();
+    let first = h.proxy.poll_timeout().unwrap();
+    h.proxy.handle_tick(Stamp {
+        unix_us: 0,
+        mono_us: first + 10,
+    });
+    h.drain();
+    let answers: Vec<Value> = h.to_agent[sent..].iter().map(json_of).collect();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0]["id"], 50);
+    assert_eq!(answers[0]["result"]["outcome"]["outcome"], "cancelled");
+    assert_eq!(answers[1]["id"], 51);
+    assert_eq!(answers[1]["error"]["code"], -32603);
+    assert_eq!(h.proxy.poll_timeout(), None);
+    // Past the limit, a request is answered at once.
+    for n in 0..connection::WAITING_LIMIT + 1 {
+        h.agent(&format!(r#"{{"jsonrpc":"2.0","id":{},"method":"session/request_permission","params":{{"sessionId":"A","toolCall":{{"toolCallId":"t"}},"options":[]}}}}"#, 100 + n));
+    }
+    let last = last_to_agent(&h);
+    assert_eq!(last["id"], 100 + connection::WAITING_LIMIT);
+    assert_eq!(last["result"]["outcome"]["outcome"], "cancelled");
+}

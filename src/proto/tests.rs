@@ -54,6 +54,11 @@ impl Harness {
         }
     }
 
+    /// The monotonic time of the last stamp.
+    pub(super) fn now(&self) -> u64 {
+        self.now
+    }
+
     pub(super) fn stamp(&mut self) -> Stamp {
         self.now += 10;
         Stamp {

@@ -293,6 +293,13 @@ impl Dispatcher {
                     None => Err(Ended),
                 },
                 _ = keepalive.tick() => self.keep_alive(),
+                // Both SDKs' clients take the end of the connection's stream for the end of the
+                // connection (they never open it again): so does the host, at once, so the
+                // requests it was asked are asked again of the session's other clients.
+                _ = closed(&self.connection_stream), if self.connection_stream.is_some() => {
+                    tracing::info!("an HTTP client closed its connection stream: ending the connection");
+                    Err(Ended)
+                }
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(far)), if deadline.is_some() => {
                     tracing::info!("an HTTP connection had no stream open for {} s: ending it", idle.as_secs());
                     Err(Ended)
@@ -431,6 +438,14 @@ fn sse_frame(line: &Bytes) -> Bytes {
     frame.extend_from_slice(&message);
     frame.extend_from_slice(b"\n\n");
     Bytes::from(frame)
+}
+
+/// Resolves when the client closed `stream` (its body was dropped).
+async fn closed(stream: &Option<mpsc::Sender<Bytes>>) {
+    match stream {
+        Some(stream) => stream.closed().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn far() -> Instant {

@@ -18,6 +18,7 @@ mod replay;
 mod respawn;
 mod samples;
 mod security;
+mod serve;
 mod storage;
 mod terminals;
 mod util;

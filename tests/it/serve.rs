@@ -1,0 +1,512 @@
+//! `acp-journal serve`: ACP over Streamable HTTP and WebSocket, driven by the SDKs' own client
+//! transports (TypeScript 2.4.0, Python 0.12.1) and by raw sockets for what no client sends.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::{Peers, TIMEOUT, bin};
+
+/// The token every test server takes.
+pub const TOKEN: &str = "test-token-0123456789";
+
+/// `acp-journal serve` in front of an agent, on a free loopback port.
+pub struct Served {
+    child: Child,
+    /// `http://127.0.0.1:PORT/acp`.
+    pub url: String,
+    pub addr: SocketAddr,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Served {
+    /// Serve `agent` journaling into `store`, with extra `options` (before `--`).
+    pub fn start(store: &Path, options: &[&str], agent: &[String]) -> Served {
+        Served::start_env(store, options, agent, &[("ACP_JOURNAL_TOKEN", TOKEN)])
+    }
+
+    pub fn start_env(
+        store: &Path,
+        options: &[&str],
+        agent: &[String],
+        env: &[(&str, &str)],
+    ) -> Served {
+        let mut child = Command::new(bin())
+            .args(["--journal-dir", &store.display().to_string(), "serve"])
+            .args(["--listen", "127.0.0.1:0", "--grace", "2"])
+            .args(options)
+            .arg("--")
+            .args(agent)
+            .envs(env.iter().copied())
+            .env("ACP_JOURNAL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning acp-journal serve");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let deadline = Instant::now() + TIMEOUT;
+        let url = loop {
+            let text = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
+            if let Some(at) = text.find("serving ACP at ") {
+                let rest = &text[at + "serving ACP at ".len()..];
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+            assert!(Instant::now() < deadline, "serve did not start: {text}");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("serve exited ({status}): {text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let authority = url.split("://").nth(1).unwrap().split('/').next().unwrap();
+        let addr = authority.parse().unwrap();
+        Served {
+            child,
+            url,
+            addr,
+            stderr,
+        }
+    }
+
+    /// The same URL as `ws://`.
+    pub fn ws_url(&self) -> String {
+        self.url
+            .replacen("http://", "ws://", 1)
+            .replacen("https://", "wss://", 1)
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stop it (SIGTERM) and wait for it.
+    pub fn stop(mut self) -> String {
+        self.terminate();
+        self.log()
+    }
+
+    fn terminate(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        panic!("serve did not stop on SIGTERM: {}", self.log());
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// An HTTP/1.1 response read off a raw socket.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// One request on its own socket (`Connection: close`); `headers` as `Name: value` lines.
+pub fn request(addr: SocketAddr, method: &str, headers: &[String], body: &[u8]) -> Reply {
+    let mut socket = TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut head = format!(
+        "{method} /acp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).unwrap();
+    // A refused body may be answered before it is all sent.
+    let _ = socket.write_all(body);
+    read_reply(&mut BufReader::new(socket), true)
+}
+
+fn read_reply(reader: &mut impl BufRead, to_end: bool) -> Reply {
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no status in {status_line:?}"))
+        .parse()
+        .unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        headers.push((name.trim().to_string(), value.trim().to_string()));
+    }
+    let mut body = Vec::new();
+    let length = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .map(|(_, v)| v.parse::<usize>().unwrap());
+    match length {
+        Some(n) => {
+            body.resize(n, 0);
+            reader.read_exact(&mut body).unwrap();
+        }
+        None if to_end => {
+            let _ = reader.read_to_end(&mut body);
+        }
+        None => {}
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+pub fn bearer() -> String {
+    format!("Authorization: Bearer {TOKEN}")
+}
+
+const JSON: &str = "Content-Type: application/json";
+
+fn initialize() -> Vec<u8> {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}})
+        .to_string()
+        .into_bytes()
+}
+
+/// A raw Streamable HTTP client: `initialize` POSTed, the connection stream read on a thread.
+struct RawHttp {
+    addr: SocketAddr,
+    connection: String,
+    events: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawHttp {
+    fn open(addr: SocketAddr) -> RawHttp {
+        let reply = request(addr, "POST", &[bearer(), JSON.into()], &initialize());
+        assert_eq!(
+            reply.status,
+            200,
+            "{:?}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(reply.json()["id"], 0);
+        let connection = reply.header("acp-connection-id").unwrap().to_string();
+        let mut socket = TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "GET /acp HTTP/1.1\r\nHost: {addr}\r\n{}\r\nAccept: text/event-stream\r\nAcp-Connection-Id: {connection}\r\n\r\n",
+            bearer()
+        );
+        socket.write_all(head.as_bytes()).unwrap();
+        let mut reader = BufReader::new(socket);
+        let reply = read_reply(&mut reader, false);
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+        let (tx, events) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Chunked transfer: chunk sizes and data lines interleave; data lines carry JSON.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if let Some(data) = line.trim_end().strip_prefix("data: ")
+                    && let Ok(v) = serde_json::from_str::<Value>(data)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+                line.clear();
+            }
+        });
+        RawHttp {
+            addr,
+            connection,
+            events,
+        }
+    }
+
+    fn post(&self, message: &Value) -> Reply {
+        let headers = [
+            bearer(),
+            JSON.into(),
+            format!("Acp-Connection-Id: {}", self.connection),
+        ];
+        request(self.addr, "POST", &headers, message.to_string().as_bytes())
+    }
+
+    /// Events until one satisfies `done` (which is returned with those before it).
+    fn until(&self, done: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let event = self
+                .events
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("timed out; saw {seen:?}"));
+            let end = done(&event);
+            seen.push(event);
+            if end {
+                return seen;
+            }
+        }
+    }
+
+    /// A whole conversation with the TypeScript example agent: a session, a prompt, its
+    /// permission request allowed; returns the session's ID.
+    fn converse(&self) -> String {
+        let reply = self.post(&json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}));
+        assert_eq!(reply.status, 202);
+        let seen = self.until(|e| e["id"] == 1);
+        let session = seen.last().unwrap()["result"]["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let reply = self.post(&json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"hello"}]}}));
+        assert_eq!(reply.status, 202);
+        let seen = self.until(|e| e["method"] == "session/request_permission");
+        let asked = seen.last().unwrap();
+        let option = asked["params"]["options"][0]["optionId"].clone();
+        let answer = json!({"jsonrpc":"2.0","id":asked["id"],"result":{"outcome":{"outcome":"selected","optionId":option}}});
+        assert_eq!(self.post(&answer).status, 202);
+        let seen = self.until(|e| e["id"] == 2);
+        assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn");
+        session
+    }
+}
+
+#[test]
+fn every_request_needs_the_token() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let wrong = "Authorization: Bearer test-token-0123456788".to_string();
+    for auth in [
+        vec![],
+        vec![wrong.clone()],
+        vec!["Authorization: Basic dGVzdA==".into()],
+    ] {
+        let mut headers = auth.clone();
+        headers.push(JSON.into());
+        let reply = request(served.addr, "POST", &headers, &initialize());
+        assert_eq!(reply.status, 401, "{auth:?}");
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(request(served.addr, "GET", &auth, b"").status, 401);
+        assert_eq!(request(served.addr, "DELETE", &auth, b"").status, 401);
+        let mut upgrade = auth.clone();
+        upgrade.extend([
+            "Upgrade: websocket".to_string(),
+            "Connection: Upgrade".into(),
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==".into(),
+            "Sec-WebSocket-Version: 13".into(),
+        ]);
+        assert_eq!(request(served.addr, "GET", &upgrade, b"").status, 401);
+    }
+    let reply = request(served.addr, "POST", &[bearer(), JSON.into()], &initialize());
+    assert_eq!(reply.status, 200);
+    assert!(reply.json()["result"]["agentCapabilities"]["loadSession"] == true);
+    let log = served.stop();
+    assert!(!log.contains(TOKEN), "the token is never logged");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_harms_nothing_else() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let addr = served.addr;
+    // Hundreds of sockets that connect and never finish a request.
+    let mut half_open = Vec::new();
+    for n in 0..300 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        if n % 2 == 0 {
+            s.write_all(b"POST /acp HTTP/1.1\r\nContent-Le").unwrap();
+        }
+        half_open.push(s);
+    }
+    let auth = || vec![bearer(), JSON.to_string()];
+    let garbage = request(addr, "POST", &auth(), b"this is not json");
+    assert_eq!(garbage.status, 400);
+    assert_eq!(garbage.json()["error"]["code"], -32700);
+    let batch = request(
+        addr,
+        "POST",
+        &auth(),
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}]",
+    );
+    assert_eq!(batch.status, 400);
+    assert_eq!(batch.json()["error"]["code"], -32600);
+    let huge = vec![b' '; 17 << 20];
+    assert_eq!(request(addr, "POST", &auth(), &huge).status, 413);
+    let not_init = json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}).to_string();
+    assert_eq!(
+        request(addr, "POST", &auth(), not_init.as_bytes()).status,
+        400
+    );
+    let mut unknown = auth();
+    unknown.push("Acp-Connection-Id: 0123".into());
+    assert_eq!(
+        request(addr, "POST", &unknown, not_init.as_bytes()).status,
+        404
+    );
+    assert_eq!(request(addr, "GET", &unknown, b"").status, 404);
+    assert_eq!(request(addr, "DELETE", &unknown, b"").status, 404);
+    assert_eq!(request(addr, "PUT", &auth(), b"{}").status, 405);
+    let mut form = vec![bearer(), "Content-Type: text/plain".into()];
+    assert_eq!(request(addr, "POST", &form, &initialize()).status, 415);
+    form.clear();
+    // Then a whole conversation still works.
+    let client = RawHttp::open(addr);
+    let session = client.converse();
+    let reply = request(
+        addr,
+        "DELETE",
+        &[
+            bearer(),
+            format!("Acp-Connection-Id: {}", client.connection),
+        ],
+        b"",
+    );
+    assert_eq!(reply.status, 202);
+    drop(half_open);
+    served.stop();
+    let show = Command::new(bin())
+        .args([
+            "--journal-dir",
+            &store.path().display().to_string(),
+            "show",
+            &session,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("❯ hello"), "{text}");
+    assert!(text.contains("end_turn"), "{text}");
+}
+
+#[test]
+fn the_agents_turn_goes_on_after_its_connection_drops_and_a_later_connection_answers_its_permission_request()
+ {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        store.path(),
+        &["--load", "journal"],
+        &Peers::get().ts_agent(),
+    );
+    let a = RawHttp::open(served.addr);
+    let reply = a.post(&json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}));
+    assert_eq!(reply.status, 202);
+    let session = a.until(|e| e["id"] == 1).last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.post(&json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"hello"}]}}));
+    a.until(|e| e["params"]["update"]["sessionUpdate"] == "tool_call");
+    // A's client vanishes (no DELETE): its stream is dropped mid-turn.
+    drop(a);
+    // B comes, loads the session (from the journal), and is asked what A was to be asked.
+    let b = RawHttp::open(served.addr);
+    let load = json!({"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":session,"cwd":"/tmp","mcpServers":[]}});
+    assert_eq!(b.post(&load).status, 202);
+    let seen = b.until(|e| e["method"] == "session/request_permission");
+    let answered_at = seen
+        .iter()
+        .position(|e| e["id"] == 5)
+        .expect("the load's answer");
+    assert!(
+        answered_at < seen.len() - 1,
+        "the request comes after the load's answer"
+    );
+    let replayed: Vec<&Value> = seen[..answered_at].iter().collect();
+    assert!(
+        replayed
+            .iter()
+            .any(|e| e["params"]["update"]["sessionUpdate"] == "user_message_chunk"),
+        "the history: {replayed:?}"
+    );
+    let asked = seen.last().unwrap();
+    let option = asked["params"]["options"][0]["optionId"].clone();
+    b.post(&json!({"jsonrpc":"2.0","id":asked["id"],"result":{"outcome":{"outcome":"selected","optionId":option}}}));
+    // The turn goes on; B sees the rest of it live, and the journal its end.
+    b.until(|e| {
+        e["params"]["update"]["sessionUpdate"] == "tool_call_update"
+            && e["params"]["update"]["status"] == "completed"
+    });
+    let text = show_until(store.path(), &session, "end_turn");
+    assert!(
+        text.contains("? permission for Modifying critical configuration file: allow"),
+        "{text}"
+    );
+    served.stop();
+}
+
+/// `acp-journal show SESSION` once it contains `wanted` (the session is live: polled).
+pub fn show_until(store: &Path, session: &str, wanted: &str) -> String {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let show = Command::new(bin())
+            .args([
+                "--journal-dir",
+                &store.display().to_string(),
+                "show",
+                session,
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&show.stdout).into_owned();
+        if text.contains(wanted) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "no {wanted:?} in: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -11,9 +11,9 @@ use std::io;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Error, Message};
 
 use super::token::Token;
 use crate::shell::agent::{Agent, Process};
@@ -21,6 +21,13 @@ use crate::shell::pipes::Output;
 
 /// Bytes a pipe between the proxy and the socket task holds.
 const PIPE: usize = 1 << 20;
+
+/// How long a connection is tried before the remote counts as gone (the proxy then restarts
+/// it, within `--respawn`).
+const RECONNECT: std::time::Duration = std::time::Duration::from_secs(30);
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Where the bridge connects.
 #[derive(Clone, Debug)]
@@ -88,16 +95,10 @@ impl Remote {
         mut stop: oneshot::Receiver<()>,
     ) -> i32 {
         let socket = tokio::select! {
-            socket = self.open() => socket,
+            socket = self.open_retrying() => socket,
             _ = &mut stop => return 1,
         };
-        let socket = match socket {
-            Ok(socket) => socket,
-            Err(e) => {
-                tracing::warn!("cannot connect to {}: {e}", self.url);
-                return 1;
-            }
-        };
+        let Some(socket) = socket else { return 1 };
         tracing::info!("connected to {}", self.url);
         let (mut sink, mut frames) = socket.split();
         let mut lines = BufReader::new(from_proxy);
@@ -144,32 +145,47 @@ impl Remote {
         }
     }
 
-    async fn open(
-        &self,
-    ) -> io::Result<
-        tokio_tungstenite::WebSocketStream<
-            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-        >,
-    > {
-        let mut request = self
-            .url
-            .as_str()
-            .into_client_request()
-            .map_err(io::Error::other)?;
+    /// Connect, trying again with backoff (0.1 s doubling to 2 s) for up to [`RECONNECT`]: a
+    /// host that restarts, a network that comes back.
+    async fn open_retrying(&self) -> Option<Socket> {
+        let deadline = tokio::time::Instant::now() + RECONNECT;
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            match self.open().await {
+                Ok(socket) => return Some(socket),
+                Err(Error::Http(response)) if response.status().is_client_error() => {
+                    // A wrong token, a wrong URL: trying again will not help.
+                    let status = response.status();
+                    tracing::error!("{} refused the connection: {status}", self.url);
+                    return None;
+                }
+                Err(e) if tokio::time::Instant::now() + pause > deadline => {
+                    tracing::warn!("cannot connect to {}: {e}", self.url);
+                    return None;
+                }
+                Err(e) => tracing::info!("cannot connect to {} yet ({e}); trying again", self.url),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_secs(2));
+        }
+    }
+
+    async fn open(&self) -> Result<Socket, Error> {
+        let mut request = self.url.as_str().into_client_request()?;
         if let Some(token) = &self.token {
-            let value = format!("Bearer {}", token.secret());
-            request.headers_mut().insert(
-                hyper::header::AUTHORIZATION,
-                value.parse().map_err(io::Error::other)?,
-            );
+            // A token is checked to be a header value when it is read.
+            if let Ok(value) = format!("Bearer {}", token.secret()).parse() {
+                request
+                    .headers_mut()
+                    .insert(hyper::header::AUTHORIZATION, value);
+            }
         }
         let mut config = WebSocketConfig::default();
         config.max_message_size = Some(self.max_message);
         config.max_frame_size = Some(self.max_message);
         let (socket, _) =
             tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, None)
-                .await
-                .map_err(io::Error::other)?;
+                .await?;
         Ok(socket)
     }
 }
@@ -181,11 +197,14 @@ pub struct Link {
 }
 
 impl Process for Link {
+    /// Cancel-safe, as the main loop needs: the receiver stays until it has answered.
     async fn wait(&mut self) -> io::Result<i32> {
-        match self.exit.take() {
-            Some(exit) => Ok(exit.await.unwrap_or(1)),
-            None => std::future::pending().await,
-        }
+        let Some(exit) = &mut self.exit else {
+            return std::future::pending().await;
+        };
+        let code = exit.await.unwrap_or(1);
+        self.exit = None;
+        Ok(code)
     }
 
     /// A signal ends the connection (there is no process to signal).

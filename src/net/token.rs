@@ -29,10 +29,12 @@ impl std::fmt::Debug for Token {
 }
 
 impl Token {
-    /// A token given as it is (trimmed); `None` when empty.
+    /// A token given as it is (trimmed); `None` when empty or not all visible ASCII (it must
+    /// fit an `Authorization` header).
     pub fn new(secret: &str) -> Option<Token> {
         let secret = secret.trim();
-        (!secret.is_empty()).then(|| Token(secret.to_string()))
+        let fits = !secret.is_empty() && secret.bytes().all(|b| b.is_ascii_graphic());
+        fits.then(|| Token(secret.to_string()))
     }
 
     /// The token: from `env` (`ACP_JOURNAL_TOKEN`), else from `file`, else the store's
@@ -45,7 +47,13 @@ impl Token {
         file: Option<&Path>,
         default_file: &Path,
     ) -> io::Result<(Token, TokenSource)> {
-        if let Some(token) = env.as_deref().and_then(Token::new) {
+        if let Some(env) = env.filter(|e| !e.trim().is_empty()) {
+            let token = Token::new(&env).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "ACP_JOURNAL_TOKEN holds more than visible ASCII",
+                )
+            })?;
             return Ok((token, TokenSource::Environment));
         }
         let path = file.unwrap_or(default_file);
@@ -54,7 +62,10 @@ impl Token {
                 let token = Token::new(&text).ok_or_else(|| {
                     io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("the token file {} is empty", path.display()),
+                        format!(
+                            "the token file {} is empty or holds more than visible ASCII",
+                            path.display()
+                        ),
                     )
                 })?;
                 Ok((token, TokenSource::File(path.to_path_buf())))

@@ -38,7 +38,10 @@ impl Served {
     ) -> Served {
         let mut child = Command::new(bin())
             .args(["--journal-dir", &store.display().to_string(), "serve"])
-            .args(["--listen", "127.0.0.1:0", "--grace", "2"])
+            .args(match options.contains(&"--listen") {
+                true => vec!["--grace", "2"],
+                false => vec!["--listen", "127.0.0.1:0", "--grace", "2"],
+            })
             .args(options)
             .arg("--")
             .args(agent)
@@ -509,4 +512,153 @@ pub fn show_until(store: &Path, session: &str, wanted: &str) -> String {
         assert!(Instant::now() < deadline, "no {wanted:?} in: {text}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The pids of `parent`'s children.
+fn children(parent: u32) -> Vec<u32> {
+    let path = format!("/proc/{parent}/task/{parent}/children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[test]
+fn an_agent_killed_under_serve_is_started_again_and_its_session_goes_on() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let client = RawHttp::open(served.addr);
+    let session = client.converse();
+    let agents: Vec<u32> = children(served.pid())
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.contains("agent.js"))
+        })
+        .collect();
+    assert_eq!(agents.len(), 1, "one agent process");
+    // SAFETY: killing the agent we started.
+    unsafe { libc::kill(agents[0] as i32, libc::SIGKILL) };
+    // The same connection's next prompt: the session is restored on the new agent.
+    let prompt = json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"again"}]}});
+    let deadline = Instant::now() + TIMEOUT;
+    let answer = loop {
+        client.post(&prompt);
+        let seen = client.until(|e| e["id"] == 7 || e["method"] == "session/request_permission");
+        let last = seen.last().unwrap().clone();
+        if last["method"] == "session/request_permission" {
+            let option = last["params"]["options"][0]["optionId"].clone();
+            client.post(&json!({"jsonrpc":"2.0","id":last["id"],"result":{"outcome":{"outcome":"selected","optionId":option}}}));
+            break client.until(|e| e["id"] == 7).last().unwrap().clone();
+        }
+        // Answered with "the agent was restarted" while it died: send it again.
+        assert!(last.get("error").is_some(), "{last}");
+        assert!(Instant::now() < deadline);
+    };
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let log = served.stop();
+    assert!(log.contains("restarted it"), "{log}");
+}
+
+/// The bridge's command line: the stdio agent an editor runs.
+fn bridge(store: &Path, url: &str) -> Vec<String> {
+    vec![
+        bin().display().to_string(),
+        "--journal-dir".into(),
+        store.display().to_string(),
+        "--connect".into(),
+        url.to_string(),
+    ]
+}
+
+#[test]
+fn a_stdio_client_talks_to_serve_through_the_bridge_and_both_sides_journal() {
+    let peers = Peers::get();
+    let remote = tempfile::tempdir().unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let served = Served::start(remote.path(), &[], &peers.ts_agent());
+    let mut argv = peers.py_client();
+    argv.extend(bridge(local.path(), &served.ws_url()));
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(local.path())
+        .env("ACP_JOURNAL_TOKEN", TOKEN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Add a greeting\nAnd another one\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("| Agent:").count(),
+        4,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    served.stop();
+    for store in [local.path(), remote.path()] {
+        let list = Command::new(bin())
+            .args([
+                "--journal-dir",
+                &store.display().to_string(),
+                "list",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+        assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+        assert_eq!(sessions[0]["turns"], 2, "{sessions}");
+    }
+}
+
+#[test]
+fn the_bridge_reconnects_when_the_host_comes_back_and_the_session_goes_on() {
+    let peers = Peers::get();
+    let remote = tempfile::tempdir().unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let served = Served::start(remote.path(), &[], &peers.ts_agent());
+    let port = served.addr.port().to_string();
+    let listen = format!("127.0.0.1:{port}");
+    let url = served.ws_url();
+    let mut client = crate::util::TestClient::spawn_env(
+        &bridge(local.path(), &url),
+        &[("ACP_JOURNAL_TOKEN", Path::new(TOKEN))],
+    );
+    let init = client.request(
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{}}),
+    );
+    assert_eq!(
+        init["result"]["agentCapabilities"]["loadSession"], true,
+        "{init}"
+    );
+    let new = client.request("session/new", json!({"cwd":"/tmp","mcpServers":[]}));
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let first = client.prompt(&session, "before");
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    // The host dies hard and comes back on the same port, with the same store.
+    let pid = served.pid();
+    // SAFETY: killing the server we started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    drop(served);
+    let served = Served::start(remote.path(), &["--listen", &listen], &peers.ts_agent());
+    let mut answer = client.prompt(&session, "after");
+    if answer.get("error").is_some() {
+        // The prompt raced the reconnection: the proxy said the agent restarted.
+        answer = client.prompt(&session, "after");
+    }
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    client.finish();
+    served.stop();
+    let text = show_until(local.path(), &session, "❯ after");
+    assert!(text.contains("❯ before"), "{text}");
 }

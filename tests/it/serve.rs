@@ -662,3 +662,86 @@ fn the_bridge_reconnects_when_the_host_comes_back_and_the_session_goes_on() {
     let text = show_until(local.path(), &session, "❯ after");
     assert!(text.contains("❯ before"), "{text}");
 }
+
+/// A WebSocket client on a plain socket, with the token.
+fn websocket(served: &Served) -> tokio_tungstenite::tungstenite::WebSocket<TcpStream> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = served.ws_url().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let socket = TcpStream::connect(served.addr).unwrap();
+    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let (ws, response) = tokio_tungstenite::tungstenite::client::client(request, socket).unwrap();
+    assert!(response.headers().contains_key("acp-connection-id"));
+    ws
+}
+
+/// Send `message` and read frames until the answer to `id`.
+fn ws_call(ws: &mut tokio_tungstenite::tungstenite::WebSocket<TcpStream>, message: Value) -> Value {
+    use tokio_tungstenite::tungstenite::Message;
+    let id = message["id"].clone();
+    ws.send(Message::text(message.to_string())).unwrap();
+    loop {
+        if let Message::Text(text) = ws.read().unwrap() {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_and_slows_nobody() {
+    use tokio_tungstenite::tungstenite::Message;
+    let store = tempfile::tempdir().unwrap();
+    let queue = (1 << 20).to_string();
+    let served = Served::start(
+        store.path(),
+        &["--client-queue", &queue],
+        &crate::util::scripted("mix"),
+    );
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}});
+    let new = json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}});
+    let mut slow = websocket(&served);
+    ws_call(&mut slow, init.clone());
+    let session = ws_call(&mut slow, new.clone())["result"]["sessionId"].clone();
+    // 16 MiB of updates for a client that reads none of them.
+    let flood = json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"updates=2000 big=16384"}]}});
+    slow.send(Message::text(flood.to_string())).unwrap();
+    // Another client converses meanwhile.
+    let mut other = websocket(&served);
+    ws_call(&mut other, init);
+    let mine = ws_call(&mut other, json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}))["result"]["sessionId"].clone();
+    let prompt = json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":mine,"prompt":[{"type":"text","text":"updates=3"}]}});
+    assert_eq!(
+        ws_call(&mut other, prompt)["result"]["stopReason"],
+        "end_turn"
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    while !served.log().contains("does not read what it is sent") {
+        assert!(Instant::now() < deadline, "{}", served.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The flood was journaled whole for the session, and the host holds no copy of it.
+    let text = show_until(store.path(), session.as_str().unwrap(), "end_turn");
+    assert!(text.contains("❯ updates=2000"), "{text}");
+    assert!(
+        rss_kib(served.pid()) < 64 * 1024,
+        "{} KiB",
+        rss_kib(served.pid())
+    );
+    drop(slow);
+    served.stop();
+}

@@ -206,7 +206,7 @@ fn read_reply(reader: &mut impl BufRead, to_end: bool) -> Reply {
             body.resize(n, 0);
             reader.read_exact(&mut body).unwrap();
         }
-        None if to_end => {
+        None if to_end && status != 101 => {
             let _ = reader.read_to_end(&mut body);
         }
         None => {}
@@ -743,5 +743,43 @@ fn a_client_that_stops_reading_is_dropped_and_slows_nobody() {
         rss_kib(served.pid())
     );
     drop(slow);
+    served.stop();
+}
+
+#[test]
+fn a_browser_websocket_from_another_origin_is_refused() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        store.path(),
+        &["--allow-origin", "https://editor.example"],
+        &Peers::get().ts_agent(),
+    );
+    let upgrade = |origin: Option<String>| {
+        let mut headers = vec![
+            bearer(),
+            "Upgrade: websocket".to_string(),
+            "Connection: Upgrade".into(),
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==".into(),
+            "Sec-WebSocket-Version: 13".into(),
+        ];
+        headers.extend(origin.map(|o| format!("Origin: {o}")));
+        request(served.addr, "GET", &headers, b"").status
+    };
+    assert_eq!(upgrade(Some("https://evil.example".into())), 403);
+    assert_eq!(
+        upgrade(Some(format!("http://{}.evil.example", served.addr.ip()))),
+        403
+    );
+    assert_eq!(
+        upgrade(Some(format!("http://{}", served.addr))),
+        101,
+        "its own origin"
+    );
+    assert_eq!(
+        upgrade(Some("https://editor.example".into())),
+        101,
+        "--allow-origin"
+    );
+    assert_eq!(upgrade(None), 101, "not a browser");
     served.stop();
 }

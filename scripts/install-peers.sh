@@ -2,12 +2,15 @@
 # Install pinned ACP test peers (Python + TypeScript reference SDK examples)
 # into <repo>/.peers/. Idempotent: a second run with the same pins is a no-op.
 #
-#   .peers/venv/                      python venv with agent-client-protocol
+#   .peers/venv/                      python venv with agent-client-protocol and its [http]
+#                                     extra (the remote transports acp.http and acp.ws)
 #   .peers/py-examples/               examples/ from the PyPI sdist
 #                                     (echo_agent.py, agent.py, client.py, ...)
 #   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
 #   .peers/node-v2/node_modules/@agentclientprotocol/sdk/  the TypeScript SDK 2.4.0, whose
-#                                     experimental/v2 API tests/agents/ts_v2_client.mjs uses
+#                                     experimental/v2 API tests/agents/ts_v2_client.mjs uses,
+#                                     and ws, which its experimental ws-client needs on Node
+#                                     (tests/agents/sdk_remote.mjs)
 #   .peers/rust-sdk/src-5.0.0/target/release/examples/{simple_agent_v2,v2_one_shot_client}
 #                                     the Rust SDK's v2 examples (agent-client-protocol 5.0.0,
 #                                     built from the crates.io source with its own Cargo.lock)
@@ -32,6 +35,9 @@ CODEX_VER=2.6.0
 CODEX_BIN_PKG=@openai/codex
 CODEX_BIN_VER=0.166.0
 NODE_V2_VER=2.4.0
+WS_VER=8.18.3
+# The Python SDK's [http] extra, pinned as resolved on 2026-11-25.
+PY_HTTP_PINS="httpx==0.28.1 httpcore==1.0.9 h2==4.4.1 hpack==4.2.0 websockets==17.4 anyio==4.16.0"
 RUST_SDK_PKG=agent-client-protocol
 RUST_SDK_VER=5.0.0
 
@@ -39,7 +45,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
-WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER layout=2"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER ws=$WS_VER py-http=${PY_HTTP_PINS// /,} layout=3"
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
 die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -64,6 +70,8 @@ check_installed() {
   [[ -f "$CLAUDE_AGENT" ]] &&
   [[ -f "$CODEX_AGENT" ]] &&
   [[ -f "$NODE_V2_SDK/dist/v2/stable/acp.js" ]] &&
+  [[ -f "$PEERS/node-v2/node_modules/ws/package.json" ]] &&
+  "$VENV_PY" -c "import acp.http, acp.ws, httpx, websockets" 2>/dev/null &&
   [[ -x "$RUST_V2_AGENT" && -x "$RUST_V2_CLIENT" ]]
 }
 
@@ -90,6 +98,13 @@ if [[ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$PY_PKG
 else
   log "pip install $PY_PKG==$PY_VER into venv"
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check "$PY_PKG==$PY_VER"
+fi
+if "$VENV_PY" -c "import httpx, websockets, h2" 2>/dev/null; then
+  log "$PY_PKG[http] dependencies already in venv"
+else
+  log "pip install $PY_PKG[http]==$PY_VER ($PY_HTTP_PINS)"
+  # shellcheck disable=SC2086
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check "$PY_PKG[http]==$PY_VER" $PY_HTTP_PINS
 fi
 
 if [[ ! -f "$PY_EX/echo_agent.py" || ! -f "$PY_EX/agent.py" || ! -f "$PY_EX/client.py" ]]; then
@@ -141,6 +156,11 @@ else
   mkdir -p "$PEERS/node-v2"
   npm install --prefix "$PEERS/node-v2" --no-audit --no-fund --save-exact \
     --loglevel=error "$NODE_PKG@$NODE_V2_VER" >&2
+fi
+if [[ "$(node -p "require('$PEERS/node-v2/node_modules/ws/package.json').version" 2>/dev/null || true)" != "$WS_VER" ]]; then
+  log "npm install --prefix $PEERS/node-v2 ws@$WS_VER"
+  npm install --prefix "$PEERS/node-v2" --no-audit --no-fund --save-exact \
+    --loglevel=error "$NODE_PKG@$NODE_V2_VER" "ws@$WS_VER" >&2
 fi
 # The Rust SDK's v2 examples: the crate's published source (fetched by cargo into its
 # registry cache), copied and built with the crate's own Cargo.lock.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every test from a fresh checkout: installs the pinned reference peers (Python and
 # TypeScript ACP SDKs) into .peers/ and Debian's chromium (the HTML export's browser test; about
-# 25 s the first time, nothing after) and the OTLP backend for the tracing tests (Arize Phoenix
+# 25 s the first time, nothing after), Debian's nginx (serve behind a reverse proxy) and the OTLP backend for the tracing tests (Arize Phoenix
 # from PyPI: about 2.5 minutes and 850 MB the first time), then lints and runs the unit and integration tests, then a
 # bounded fuzz run (scripts/fuzz.sh; ACPJ_FUZZ_SECONDS=0 skips it).
 set -euo pipefail
@@ -13,6 +13,7 @@ command -v prlimit >/dev/null && command -v unshare >/dev/null \
   || { echo "[test] installing util-linux" >&2; apt-get install -y -qq util-linux >/dev/null; }
 scripts/install-peers.sh
 scripts/install-chromium.sh
+scripts/install-nginx.sh
 scripts/install-otlp-backend.sh
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check

@@ -783,3 +783,145 @@ fn a_browser_websocket_from_another_origin_is_refused() {
     assert_eq!(upgrade(None), 101, "not a browser");
     served.stop();
 }
+
+/// An SDK client's run against `url`: its JSON events (stdout), and its stderr.
+fn sdk_client(
+    client: &[String],
+    url: &str,
+    transport: &str,
+    args: &[&str],
+) -> (Vec<Value>, String) {
+    let out = Command::new(&client[0])
+        .args(&client[1..])
+        .args(["--url", url, "--transport", transport, "--token", TOKEN])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (events, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn of_kind<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == event).collect()
+}
+
+/// The agent's texts and tool calls among `events`' updates, in order.
+fn story(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "update")
+        .filter_map(|e| {
+            let u = &e["update"];
+            match u["sessionUpdate"].as_str()? {
+                "agent_message_chunk" => Some(format!("text {}", u["content"]["text"].as_str()?)),
+                "tool_call" => Some(format!("tool {}", u["toolCallId"].as_str()?)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn clients() -> [(&'static str, Vec<String>); 2] {
+    let peers = Peers::get();
+    [
+        ("typescript", peers.ts_remote_client()),
+        ("python", peers.py_remote_client()),
+    ]
+}
+
+#[test]
+fn both_sdk_clients_converse_over_http_and_websocket_with_permission_requests() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let mut stories = Vec::new();
+    for (name, client) in clients() {
+        for transport in ["http", "ws"] {
+            let (events, stderr) =
+                sdk_client(&client, &served.url, transport, &["--prompt", "hello"]);
+            let results = of_kind(&events, "result");
+            assert_eq!(
+                results.len(),
+                1,
+                "{name} over {transport}: {events:?}\n{stderr}"
+            );
+            assert_eq!(results[0]["stopReason"], "end_turn");
+            let asked = of_kind(&events, "permission");
+            assert_eq!(asked.len(), 1, "{name} over {transport}: {events:?}");
+            stories.push(story(&events));
+        }
+    }
+    assert!(stories[0].len() >= 4, "{stories:?}");
+    assert!(
+        stories.iter().all(|s| *s == stories[0]),
+        "every client saw the same turn: {stories:?}"
+    );
+    served.stop();
+    let list = Command::new(bin())
+        .args([
+            "--journal-dir",
+            &store.path().display().to_string(),
+            "list",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let sessions = sessions.as_array().unwrap();
+    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    assert!(sessions.iter().all(|s| s["turns"] == 1), "{sessions:?}");
+}
+
+#[test]
+fn a_client_cut_mid_turn_then_another_loads_the_session_and_answers_with_nothing_lost_or_twice() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        store.path(),
+        &["--load", "journal"],
+        &Peers::get().ts_agent(),
+    );
+    let [(_, ts), (_, py)] = clients();
+    // The whole turn as one client sees it, for comparison.
+    let (whole, _) = sdk_client(&ts, &served.url, "ws", &["--prompt", "hello"]);
+    let whole = story(&whole);
+    // A TypeScript client over HTTP vanishes two updates into its turn (before the agent asks
+    // its permission).
+    let (cut, stderr) = sdk_client(
+        &ts,
+        &served.url,
+        "http",
+        &["--prompt", "hello", "--drop-after", "2"],
+    );
+    let session = of_kind(&cut, "session")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(of_kind(&cut, "result").is_empty(), "{cut:?}\n{stderr}");
+    // A Python client over WebSocket loads the session: the history, then the permission
+    // request the turn is waiting on, which it answers; the turn then ends.
+    let (joined, stderr) = sdk_client(
+        &py,
+        &served.url,
+        "ws",
+        &["--session", &session, "--load", "--linger", "3"],
+    );
+    assert_eq!(of_kind(&joined, "loaded").len(), 1, "{joined:?}\n{stderr}");
+    assert_eq!(
+        of_kind(&joined, "permission").len(),
+        1,
+        "{joined:?}\n{stderr}"
+    );
+    show_until(store.path(), &session, "end_turn");
+    // A third client, later, loads the finished session: the whole turn, once.
+    let (after, stderr) = sdk_client(&ts, &served.url, "ws", &["--session", &session, "--load"]);
+    assert_eq!(of_kind(&after, "loaded").len(), 1, "{after:?}\n{stderr}");
+    assert_eq!(
+        story(&after),
+        whole,
+        "the journal's replay is the turn as it happened"
+    );
+    served.stop();
+}

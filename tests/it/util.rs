@@ -115,6 +115,26 @@ impl Peers {
         vec!["node".into(), script.display().to_string()]
     }
 
+    /// Our remote client on the TypeScript SDK 2.4.0's HTTP and WebSocket client transports
+    /// (`tests/agents/sdk_remote.mjs`, run from beside the SDK it imports).
+    pub fn ts_remote_client(&self) -> Vec<String> {
+        let script = self.dir.join("node-v2/sdk_remote.mjs");
+        std::fs::copy(root().join("tests/agents/sdk_remote.mjs"), &script)
+            .expect("copying the remote client beside its SDK");
+        vec!["node".into(), script.display().to_string()]
+    }
+
+    /// The same on the Python SDK 0.12.1's `acp.http` and `acp.ws` (`tests/agents/sdk_remote.py`).
+    pub fn py_remote_client(&self) -> Vec<String> {
+        vec![
+            self.dir.join("venv/bin/python").display().to_string(),
+            root()
+                .join("tests/agents/sdk_remote.py")
+                .display()
+                .to_string(),
+        ]
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![

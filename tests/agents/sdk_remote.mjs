@@ -1,0 +1,94 @@
+// An ACP v1 client on the TypeScript SDK 2.4.0's remote transports
+// (`experimental/http-client`, `experimental/ws-client`; pinned by scripts/install-peers.sh).
+// Our own test driver around the SDK's client transport (the peer under test is the transport),
+// with the same command line and output as tests/agents/sdk_remote.py:
+//   sdk_remote.mjs --url URL --transport http|ws [--token T] [--cwd DIR]
+//                  [--session ID (--load|--resume)] [--prompt TEXT]... [--permission allow|reject|never]
+//                  [--drop-after N] [--linger SECONDS]
+// One JSON object per line on stdout: initialized, session, update, permission, result, loaded,
+// resumed, error. TLS: NODE_EXTRA_CA_CERTS.
+import * as acp from "@agentclientprotocol/sdk";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import WebSocket from "ws";
+
+const argv = process.argv.slice(2);
+const opts = { prompt: [], permission: "allow", linger: 0 };
+for (let i = 0; i < argv.length; i++) {
+  const flag = argv[i];
+  const value = () => argv[++i];
+  switch (flag) {
+    case "--url": opts.url = value(); break;
+    case "--transport": opts.transport = value(); break;
+    case "--token": opts.token = value(); break;
+    case "--cwd": opts.cwd = value(); break;
+    case "--session": opts.session = value(); break;
+    case "--load": opts.load = true; break;
+    case "--resume": opts.resume = true; break;
+    case "--prompt": opts.prompt.push(value()); break;
+    case "--permission": opts.permission = value(); break;
+    case "--drop-after": opts.dropAfter = Number(value()); break;
+    case "--linger": opts.linger = Number(value()); break;
+    default: throw new Error(`unknown option ${flag}`);
+  }
+}
+const emit = (event) => process.stdout.write(JSON.stringify(event) + "\n");
+
+const headers = opts.token ? { Authorization: `Bearer ${opts.token}` } : {};
+const stream = opts.transport === "ws"
+  ? createWebSocketStream(opts.url.replace(/^http/, "ws"), { headers, WebSocket })
+  : createHttpStream(opts.url, { headers });
+
+let updates = 0;
+let prompting = false;
+const app = acp.client({ name: "acp-journal-tests" })
+  .onNotification("session/update", async ({ params }) => {
+    emit({ event: "update", sessionId: params.sessionId, update: params.update });
+    updates += 1;
+    if (prompting && opts.dropAfter !== undefined && updates >= opts.dropAfter) process.exit(0);
+  })
+  .onRequest("session/request_permission", async ({ params }) => {
+    if (opts.permission === "never") {
+      emit({ event: "permission", request: params, answer: null });
+      return new Promise(() => {});
+    }
+    const kind = opts.permission === "allow" ? "allow" : "reject";
+    const chosen = params.options.find((o) => String(o.kind).startsWith(kind)) ?? params.options[0];
+    const answer = { outcome: { outcome: "selected", optionId: chosen.optionId } };
+    emit({ event: "permission", request: params, answer });
+    return answer;
+  });
+
+try {
+  await app.connectWith(stream, async (cx) => {
+    const init = await cx.request("initialize", {
+      protocolVersion: 1,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientInfo: { name: "acp-journal-tests", version: "0" },
+    });
+    emit({ event: "initialized", agentCapabilities: init.agentCapabilities });
+    const cwd = opts.cwd ?? process.cwd();
+    let sessionId = opts.session;
+    if (sessionId && opts.resume) {
+      await cx.request("session/resume", { sessionId, cwd, mcpServers: [] });
+      emit({ event: "resumed" });
+    } else if (sessionId) {
+      await cx.request("session/load", { sessionId, cwd, mcpServers: [] });
+      emit({ event: "loaded" });
+    } else {
+      sessionId = (await cx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+    }
+    emit({ event: "session", sessionId });
+    for (const text of opts.prompt) {
+      prompting = true;
+      const result = await cx.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+      prompting = false;
+      emit({ event: "result", stopReason: result.stopReason });
+    }
+    if (opts.linger) await new Promise((resolve) => setTimeout(resolve, opts.linger * 1000));
+  });
+} catch (error) {
+  emit({ event: "error", message: String(error?.message ?? error) });
+  process.exit(1);
+}
+process.exit(0);

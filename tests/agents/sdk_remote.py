@@ -1,0 +1,125 @@
+"""An ACP client on the Python SDK 0.12.1's remote transports (``acp.http``, ``acp.ws``).
+
+Our own test driver around the SDK's client transport (the peer under test is the transport):
+  sdk_remote.py --url URL --transport http|ws [--token T] [--cwd DIR]
+                [--session ID (--load|--resume)] [--prompt TEXT]... [--permission allow|reject|never]
+                [--drop-after N] [--linger SECONDS]
+One JSON object per line on stdout: initialized, session, update, permission, result, loaded,
+resumed, error. --drop-after N: after N session/update notifications during the first prompt,
+exit at once without closing anything (a laptop lid). --linger: stay connected that long after the
+last step (to answer requests that arrive). Diagnostics on stderr.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from acp import connect_to_agent, text_block
+from acp.interfaces import Client
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
+class Recorder(Client):
+    def __init__(self, permission: str, drop_after: int | None) -> None:
+        self.permission = permission
+        self.drop_after = drop_after
+        self.updates = 0
+        self.prompting = False
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: Any, **kwargs: Any) -> Any:
+        options = [plain(o) for o in options]
+        if self.permission == "never":
+            emit({"event": "permission", "request": {"sessionId": session_id, "options": options}, "answer": None})
+            await asyncio.Event().wait()
+        kind = "allow" if self.permission == "allow" else "reject"
+        chosen = next((o for o in options if str(o.get("kind", "")).startswith(kind)), options[0])
+        answer = {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
+        emit({"event": "permission", "request": {"sessionId": session_id, "toolCall": plain(tool_call), "options": options}, "answer": answer})
+        return answer
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        emit({"event": "update", "sessionId": session_id, "update": plain(update)})
+        self.updates += 1
+        if self.prompting and self.drop_after is not None and self.updates >= self.drop_after:
+            os._exit(0)
+
+    async def write_text_file(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        return {"content": ""}
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--transport", choices=["http", "ws"], required=True)
+    parser.add_argument("--token")
+    parser.add_argument("--cwd", default=os.getcwd())
+    parser.add_argument("--session")
+    parser.add_argument("--load", action="store_true")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--prompt", action="append", default=[])
+    parser.add_argument("--permission", choices=["allow", "reject", "never"], default="allow")
+    parser.add_argument("--drop-after", type=int)
+    parser.add_argument("--linger", type=float, default=0.0)
+    args = parser.parse_args()
+
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
+    if args.transport == "http":
+        from acp.http import create_http_stream
+
+        transport = create_http_stream(args.url, headers=headers)
+    else:
+        from acp.ws import create_websocket_stream
+
+        url = args.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+        transport = await create_websocket_stream(url, headers=headers)
+    recorder = Recorder(args.permission, args.drop_after)
+    conn = connect_to_agent(recorder, transport)
+    try:
+        init = await conn.initialize(protocol_version=1)
+        emit({"event": "initialized", "agentCapabilities": plain(init.agent_capabilities)})
+        if args.session:
+            session_id = args.session
+            if args.resume:
+                await conn.resume_session(session_id=session_id, cwd=args.cwd, mcp_servers=[])
+                emit({"event": "resumed"})
+            else:
+                await conn.load_session(session_id=session_id, cwd=args.cwd, mcp_servers=[])
+                emit({"event": "loaded"})
+        else:
+            session = await conn.new_session(cwd=args.cwd, mcp_servers=[])
+            session_id = session.session_id
+        emit({"event": "session", "sessionId": session_id})
+        for text in args.prompt:
+            recorder.prompting = True
+            result = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
+            recorder.prompting = False
+            emit({"event": "result", "stopReason": plain(result.stop_reason)})
+        if args.linger:
+            await asyncio.sleep(args.linger)
+    except Exception as error:  # the test reads it
+        emit({"event": "error", "message": f"{type(error).__name__}: {error}"})
+        return 1
+    finally:
+        await conn.close()
+        await transport.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,196 @@
+//! The markdown report.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::figures::{Fan, Idle, Latency, Scale, Throughput};
+use crate::measure::Load;
+use crate::roles::{PROXY, extra_proxy_args};
+use crate::server::Target;
+use crate::traffic::{Flood, SEED};
+
+fn machine() -> String {
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("model name"))?;
+            Some(l.split(':').nth(1)?.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    format!("nproc {nproc}, {cpu}, Linux {kernel}")
+}
+
+#[derive(Default)]
+pub struct Results {
+    pub throughput: Vec<Throughput>,
+    pub latency: Vec<Latency>,
+    pub idle: Vec<Idle>,
+    pub fan: Option<Fan>,
+}
+
+pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> String {
+    let mut r = String::new();
+    let _ = writeln!(r, "# acp-journal serve benchmark\n");
+    let _ = writeln!(r, "- Machine: {}", machine());
+    let _ = writeln!(
+        r,
+        "- Binary: `{}` (bench profile), extra options: {}",
+        Path::new(PROXY)
+            .file_name()
+            .map_or("".into(), |f| f.to_string_lossy()),
+        match extra_proxy_args() {
+            a if a.is_empty() => "none".to_string(),
+            a => format!("`{}`", a.join(" ")),
+        }
+    );
+    let _ = writeln!(
+        r,
+        "- Run: {}{}, {:.0} s; {}",
+        if scale.quick { "quick" } else { "full" },
+        if scale.quick {
+            " (`BENCH_QUICK=1`)"
+        } else {
+            ""
+        },
+        elapsed.as_secs_f64(),
+        load.report(elapsed)
+    );
+    let _ = writeln!(
+        r,
+        "- How to run: `BENCH_QUICK=1 cargo bench --bench serve` (~10 s once built; without `BENCH_QUICK` the full run, ~25 s: 10× the floods and round trips); report in `target/serve-bench-report.md`"
+    );
+    let _ = writeln!(
+        r,
+        "- Paths: (a) `acp-journal --journal-dir <tmp> -- <agent>` on pipes (the baseline); (b) `acp-journal --journal-dir <tmp> serve --listen 127.0.0.1:0 -- <agent>`, a WebSocket client at `/acp`; (c) the same serve, a Streamable HTTP client (`POST`s on one keep-alive socket, the connection's SSE stream on another, no session stream). Every client is async on one Tokio thread (pipes included) and makes a session with `session/new` first (serve sends a session's lines only to the connections attached to it). The agents are this bench binary's roles."
+    );
+
+    if let Some(base) = res.throughput.first() {
+        throughput(&mut r, base, &res.throughput);
+    }
+    if let Some(direct) = res.latency.first() {
+        latency(&mut r, scale, direct, &res.latency);
+    }
+    if !res.idle.is_empty() {
+        memory(&mut r, &res.idle, res.fan.as_ref());
+    }
+    r
+}
+
+fn throughput(r: &mut String, base: &Throughput, all: &[Throughput]) {
+    let bytes = Flood::new(SEED).lines(base.messages).len();
+    let _ = writeln!(r, "\n## 1. Throughput: one prompt, a flood back\n");
+    let _ = writeln!(
+        r,
+        "The flood agent answers one `session/prompt` with {} messages ({} `session/update`s of the bench's realistic mix, mean {:.0} B, then the response) as fast as a pipe takes them. Time from the prompt sent to the last message received; median of {} runs per path, the paths rotated. CPU: user + system of the acp-journal process (`/proc/PID/stat`, {:.0} µs ticks, summed over the runs) per message. Peak RSS: the process's VmHWM after the flood, the highest of the runs.\n",
+        base.messages,
+        base.messages - 1,
+        bytes as f64 / base.messages as f64,
+        base.runs.len(),
+        crate::server::tick_us()
+    );
+    let _ = writeln!(
+        r,
+        "| path | messages/s | × (a) | CPU µs/message | × (a) | peak RSS MiB |"
+    );
+    let _ = writeln!(r, "|---|---:|---:|---:|---:|---:|");
+    for t in all {
+        let _ = writeln!(
+            r,
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} |",
+            t.target.name(),
+            t.msg_s(),
+            t.msg_s() / base.msg_s(),
+            t.cpu_us(),
+            t.cpu_us() / base.cpu_us(),
+            t.hwm() as f64 / 1024.0
+        );
+    }
+}
+
+fn latency(r: &mut String, scale: &Scale, direct: &Latency, all: &[Latency]) {
+    let _ = writeln!(r, "\n## 2. Added latency: prompt → response\n");
+    let _ = writeln!(
+        r,
+        "{} round trips per path (after {} of warm-up), interleaved in blocks of {}: a `session/prompt` sent, the turns agent's `agent_message_chunk`, `usage_update` and response received. Added = the path's round trip minus the direct pipe's at the same quantile (both directions, one proxy). CPU: of the proxy or serve process over the timed round trips (the agent's for the direct pipe), from 10 ms ticks.\n",
+        direct.rtt.len(),
+        scale.warmup,
+        (scale.round_trips / 20).max(1)
+    );
+    let _ = writeln!(
+        r,
+        "| path | p50 µs | p99 µs | added p50 µs | added p99 µs | CPU µs/round trip |"
+    );
+    let _ = writeln!(r, "|---|---:|---:|---:|---:|---:|");
+    for l in all {
+        let added = |q| match l.target {
+            Target::Direct => "—".to_string(),
+            _ => format!("{:.1}", l.us(q) - direct.us(q)),
+        };
+        let _ = writeln!(
+            r,
+            "| {} | {:.1} | {:.1} | {} | {} | {:.1} |",
+            l.target.name(),
+            l.us(0.5),
+            l.us(0.99),
+            added(0.5),
+            added(0.99),
+            l.cpu_us
+        );
+    }
+}
+
+fn memory(r: &mut String, idle: &[Idle], fan: Option<&Fan>) {
+    let _ = writeln!(r, "\n## 3. Memory of serve\n");
+    let _ = writeln!(
+        r,
+        "VmRSS of the serve process (the agent, a separate process, not counted) right after start, then with clients connected one after another, each initialized and with a session (`session/new`), idle for 0.5 s before the reading; per added client: the growth over the row before, divided by the clients added.\n"
+    );
+    let mut header = String::from("| clients |");
+    let mut rule = String::from("|---:|");
+    for i in idle {
+        let _ = write!(
+            header,
+            " {} VmRSS KiB | KiB per added client |",
+            i.target.name()
+        );
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(r, "{header}\n{rule}");
+    if let Some(first) = idle.first() {
+        for (row, (k, _)) in first.rss.iter().enumerate() {
+            let mut line = format!("| {k} |");
+            for i in idle {
+                let (_, kib) = i.rss[row];
+                // Over the previous row: the first client also starts the agent's session.
+                let per = match row {
+                    0 => "—".to_string(),
+                    _ => {
+                        let (k0, kib0) = i.rss[row - 1];
+                        format!("{:.0}", (kib as f64 - kib0 as f64) / (k - k0) as f64)
+                    }
+                };
+                let _ = write!(line, " {kib} | {per} |");
+            }
+            let _ = writeln!(r, "{line}");
+        }
+    }
+    if let Some(f) = fan {
+        let _ = writeln!(
+            r,
+            "\n{} WebSocket clients attached to one session (each did `session/new`; the flood agent gives every one the same session), one of them prompts, all {} take the flood of {} messages at once: {:.3} s, {:.0} messages delivered/s in all, {:.2} CPU µs of serve per message delivered; serve's VmRSS {} KiB before, peak (VmHWM) {} KiB.",
+            f.clients,
+            f.clients,
+            f.messages,
+            f.secs,
+            f.delivered_s(),
+            f.cpu_us(),
+            f.rss_before,
+            f.hwm
+        );
+    }
+}

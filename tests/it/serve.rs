@@ -925,3 +925,138 @@ fn a_client_cut_mid_turn_then_another_loads_the_session_and_answers_with_nothing
     );
     served.stop();
 }
+
+/// A self-signed certificate for 127.0.0.1 and localhost (`openssl`), as `cert.pem`/`key.pem`.
+fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=acp-journal test"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// An SDK client's run that trusts `ca` (Node: NODE_EXTRA_CA_CERTS; Python's httpx: SSL_CERT_FILE).
+fn sdk_client_trusting(
+    client: &[String],
+    ca: &Path,
+    url: &str,
+    transport: &str,
+    args: &[&str],
+) -> Vec<Value> {
+    let out = Command::new(&client[0])
+        .args(&client[1..])
+        .args(["--url", url, "--transport", transport, "--token", TOKEN])
+        .args(args)
+        .env("NODE_EXTRA_CA_CERTS", ca)
+        .env("SSL_CERT_FILE", ca)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        of_kind(&events, "result").len(),
+        1,
+        "{url} {transport}: {events:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    events
+}
+
+#[test]
+fn tls_with_the_sdk_clients_over_https_and_wss() {
+    let store = tempfile::tempdir().unwrap();
+    let (cert, key) = certificate(store.path());
+    let (cert_s, key_s) = (cert.display().to_string(), key.display().to_string());
+    let served = Served::start(
+        store.path(),
+        &["--tls-cert", &cert_s, "--tls-key", &key_s],
+        &Peers::get().ts_agent(),
+    );
+    assert!(served.url.starts_with("https://"), "{}", served.url);
+    for (_, client) in clients() {
+        for transport in ["http", "ws"] {
+            sdk_client_trusting(&client, &cert, &served.url, transport, &["--prompt", "hi"]);
+        }
+    }
+    // Plain HTTP on the TLS port gets nowhere.
+    let plain = std::panic::catch_unwind(|| {
+        request(served.addr, "POST", &[bearer(), JSON.into()], &initialize())
+    });
+    assert!(plain.is_err() || plain.unwrap().status != 200);
+    served.stop();
+}
+
+#[test]
+fn behind_nginx_with_tls_both_sdk_clients_work() {
+    let store = tempfile::tempdir().unwrap();
+    let prefix = tempfile::tempdir().unwrap();
+    certificate(prefix.path());
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = std::fs::read_to_string(crate::util::root().join("docs/nginx-acp.conf"))
+        .unwrap()
+        .replace("__PREFIX__", &prefix.path().display().to_string())
+        .replace("__PORT__", &port.to_string())
+        .replace("__UPSTREAM__", &served.addr.to_string());
+    let conf = prefix.path().join("nginx.conf");
+    std::fs::write(&conf, config).unwrap();
+    let mut nginx = Command::new("/usr/sbin/nginx")
+        .args(["-p", &prefix.path().display().to_string(), "-c"])
+        .arg(&conf)
+        .args(["-g", "daemon off;"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nginx: run scripts/install-nginx.sh (scripts/test.sh does)");
+    let deadline = Instant::now() + TIMEOUT;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nginx did not start");
+        assert!(
+            nginx.try_wait().unwrap().is_none(),
+            "nginx exited: {:?}",
+            nginx.wait_with_output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("https://localhost:{port}/acp");
+    let ca = prefix.path().join("cert.pem");
+    let mut stories = Vec::new();
+    for (_, client) in clients() {
+        for transport in ["http", "ws"] {
+            let events = sdk_client_trusting(&client, &ca, &url, transport, &["--prompt", "hi"]);
+            assert_eq!(of_kind(&events, "permission").len(), 1, "{events:?}");
+            stories.push(story(&events));
+        }
+    }
+    assert!(stories.iter().all(|s| *s == stories[0]), "{stories:?}");
+    // SIGTERM, not SIGKILL: the master takes its workers with it.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(nginx.id() as i32, libc::SIGTERM) };
+    let _ = nginx.wait();
+    served.stop();
+}

@@ -58,6 +58,8 @@ pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> 
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(host.options.max_message);
     config.max_frame_size = Some(host.options.max_message);
+    // An idle socket keeps this much (the default, 128 KiB, is zeroed on its first read).
+    config.read_buffer_size = 8 * 1024;
     let (task_host, task_name) = (host.clone(), name.clone());
     tokio::spawn(async move {
         let upgraded = hyper::upgrade::on(req).await;
@@ -106,6 +108,9 @@ fn origin_allowed(host: &Host, req: &Request<Incoming>) -> bool {
         .or_else(|| req.uri().authority().map(|a| a.as_str()));
     own.is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
 }
+
+/// Messages written with one flush, at most.
+const BATCH: usize = 256;
 
 async fn run<S>(
     socket: WebSocketStream<S>,
@@ -156,8 +161,18 @@ async fn run<S>(
                     let _ = sink.send(close(CloseCode::Policy, "the client did not read what it was sent")).await;
                     return;
                 };
-                let text = String::from_utf8_lossy(&message_of(&line)).into_owned();
-                match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::text(text))).await {
+                // What is queued goes out in one write: one frame per message, one flush.
+                let batch: Vec<Bytes> = std::iter::once(line)
+                    .chain(std::iter::from_fn(|| outbox.ready()).take(BATCH))
+                    .collect();
+                let send = async {
+                    for line in batch {
+                        let text = String::from_utf8_lossy(&message_of(&line)).into_owned();
+                        sink.feed(Message::text(text)).await?;
+                    }
+                    sink.flush().await
+                };
+                match tokio::time::timeout(SEND_TIMEOUT, send).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return,
                     Err(_) => {

@@ -4,14 +4,17 @@
 //! that never blocks the loop.
 //!
 //! Bounds: the events of all connections share one channel of [`EVENTS`] (a connection whose
-//! lines the core does not take is not read: backpressure to its socket); each connection's
-//! outbox holds at most `limit` bytes, and a connection past it (a client that stopped reading)
-//! is dropped: its outbox ends and the core hears it ended. The agent is never slowed by a
-//! client.
+//! lines the core does not take is not read: backpressure to its socket). For lines out, a
+//! connection whose outbox holds more than [`SOFT_LIMIT`] makes the loop stop reading the agent
+//! for a moment ([`Outboxes::full`]: a burst is paced to the clients that read it, as a pipe
+//! would); one that stays past it for [`STALL`] (a client that stopped reading), or passes its
+//! hard `limit`, is dropped: its outbox ends and the core hears it ended. So a client slows the
+//! agent for [`STALL`] at most, once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -20,6 +23,12 @@ use crate::proto::ConnId;
 
 /// Capacity of the channel of all connections' events.
 const EVENTS: usize = 256;
+
+/// Bytes queued for a connection past which the agent is not read until it catches up.
+pub const SOFT_LIMIT: usize = 1 << 20;
+
+/// How long a connection may stay past [`SOFT_LIMIT`] before it is dropped.
+pub const STALL: Duration = Duration::from_secs(2);
 
 /// What the network layer tells the main loop.
 #[derive(Debug)]
@@ -67,6 +76,7 @@ impl HubLink {
             tx,
             queued: queued.clone(),
             limit: self.limit,
+            behind_since: None,
         };
         self.events.send(HubEvent::Opened(id, out)).await.ok()?;
         let connection = Connection {
@@ -134,6 +144,13 @@ impl Outbox {
         self.queued.fetch_sub(line.len(), Ordering::Relaxed);
         Some(line)
     }
+
+    /// The next line if one is queued now (an ended outbox shows at the next [`Outbox::recv`]).
+    pub fn ready(&mut self) -> Option<Bytes> {
+        let line = self.rx.try_recv().ok()?;
+        self.queued.fetch_sub(line.len(), Ordering::Relaxed);
+        Some(line)
+    }
 }
 
 /// The main loop's handle on one connection's outbox.
@@ -142,6 +159,8 @@ pub struct ConnOut {
     tx: mpsc::UnboundedSender<Bytes>,
     queued: Arc<AtomicUsize>,
     limit: usize,
+    /// Since when it has been past [`SOFT_LIMIT`].
+    behind_since: Option<tokio::time::Instant>,
 }
 
 /// The connections' outboxes, as the main loop writes them.
@@ -150,6 +169,8 @@ pub(super) struct Outboxes {
     open: HashMap<ConnId, ConnOut>,
     /// Connections dropped for a full outbox (or gone), for the core to hear of.
     dropped: Vec<ConnId>,
+    /// A connection is past [`SOFT_LIMIT`] (as of the loop's last check).
+    pub(super) behind: bool,
 }
 
 impl Outboxes {
@@ -180,6 +201,36 @@ impl Outboxes {
         }
     }
 
+    /// True while a connection is past [`SOFT_LIMIT`]: the agent waits for it. One that has
+    /// been past it for [`STALL`] is dropped here.
+    pub(super) fn full(&mut self, now: tokio::time::Instant) -> bool {
+        let mut full = false;
+        let mut stalled = Vec::new();
+        for (conn, out) in &mut self.open {
+            let queued = out.queued.load(Ordering::Relaxed);
+            if queued <= SOFT_LIMIT {
+                out.behind_since = None;
+                continue;
+            }
+            let since = *out.behind_since.get_or_insert(now);
+            if now.duration_since(since) >= STALL {
+                tracing::warn!(
+                    "client connection {} does not read what it is sent ({queued} bytes queued for {} s): dropping it",
+                    conn.0,
+                    STALL.as_secs()
+                );
+                stalled.push(*conn);
+            } else {
+                full = true;
+            }
+        }
+        for conn in stalled {
+            self.open.remove(&conn);
+            self.dropped.push(conn);
+        }
+        full
+    }
+
     /// Connections dropped since the last call.
     pub(super) fn take_dropped(&mut self) -> Vec<ConnId> {
         std::mem::take(&mut self.dropped)
@@ -188,5 +239,70 @@ impl Outboxes {
     /// Drop every connection (the host is closing).
     pub(super) fn close_all(&mut self) {
         self.open.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(limit: usize) -> (Outboxes, Outbox) {
+        let (link, _hub) = hub(limit);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let mut outboxes = Outboxes::default();
+        let out = ConnOut {
+            tx,
+            queued: queued.clone(),
+            limit: link.limit,
+            behind_since: None,
+        };
+        outboxes.opened(ConnId(1), out);
+        (outboxes, Outbox { rx, queued })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_behind_pauses_the_agent_and_one_that_stays_behind_is_dropped() {
+        let (mut outboxes, mut outbox) = one(64 << 20);
+        let t0 = tokio::time::Instant::now();
+        let line = Bytes::from(vec![b'x'; 64 << 10]);
+        for _ in 0..20 {
+            outboxes.push(ConnId(1), line.clone());
+        }
+        assert!(outboxes.full(t0), "past the soft limit: the agent waits");
+        // It reads: the agent goes on.
+        while outbox.ready().is_some() {}
+        assert!(!outboxes.full(t0 + STALL / 2));
+        // It stops reading: dropped once behind for STALL.
+        for _ in 0..20 {
+            outboxes.push(ConnId(1), line.clone());
+        }
+        assert!(outboxes.full(t0 + STALL));
+        assert!(outboxes.take_dropped().is_empty());
+        assert!(
+            !outboxes.full(t0 + STALL * 2),
+            "dropped: it holds nothing up"
+        );
+        assert_eq!(outboxes.take_dropped(), [ConnId(1)]);
+        assert_eq!(
+            outbox.recv().await.map(|l| l.len()),
+            Some(line.len()),
+            "what was queued"
+        );
+        while outbox.ready().is_some() {}
+        assert_eq!(outbox.recv().await, None, "then its end");
+    }
+
+    #[test]
+    fn past_the_hard_limit_a_connection_is_dropped_at_once() {
+        let (mut outboxes, _outbox) = one(1000);
+        outboxes.push(ConnId(1), Bytes::from(vec![b'x'; 600]));
+        assert!(outboxes.take_dropped().is_empty());
+        outboxes.push(ConnId(1), Bytes::from(vec![b'x'; 600]));
+        assert_eq!(outboxes.take_dropped(), [ConnId(1)]);
+        assert!(
+            !outboxes.closed(ConnId(1)),
+            "the core has heard of it already"
+        );
     }
 }

@@ -130,10 +130,20 @@ impl FrontOutput {
         }
     }
 
-    /// Too much is queued for the editor (a host drops a connection that does not read
-    /// instead: the agent is never slowed by a client).
+    /// Too much is queued for the editor, or for a host's connection (which is dropped if it
+    /// stays behind: see [`hub`]). Updated by [`FrontOutput::check`].
     fn full(&self) -> bool {
-        matches!(self, FrontOutput::Editor(out) if out.full())
+        match self {
+            FrontOutput::Editor(out) => out.full(),
+            FrontOutput::Hub(outboxes) => outboxes.behind,
+        }
+    }
+
+    /// For a host: whether a connection is behind (and drop one that stays behind).
+    fn check(&mut self) {
+        if let FrontOutput::Hub(outboxes) = self {
+            outboxes.behind = outboxes.full(tokio::time::Instant::now());
+        }
     }
 }
 
@@ -316,6 +326,7 @@ pub async fn run<P: Process>(
         }
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
         let core_timer = core.poll_timeout().map(|at| clock.at(at));
+        out.to_client.check();
         let throttled = (out.to_client.full() && !out.to_client.waiting())
             || (out.to_agent.full() && !out.to_agent.waiting());
         tokio::select! {

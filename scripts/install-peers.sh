@@ -9,8 +9,8 @@
 #   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
 #   .peers/node-v2/node_modules/@agentclientprotocol/sdk/  the TypeScript SDK 2.4.0, whose
 #                                     experimental/v2 API tests/agents/ts_v2_client.mjs uses,
-#                                     and ws, which its experimental ws-client needs on Node
-#                                     (tests/agents/sdk_remote.mjs)
+#                                     and ws, which its experimental ws-client and server need
+#                                     on Node (tests/agents/sdk_remote.mjs, ts_sdk_server.mjs)
 #   .peers/rust-sdk/src-5.0.0/target/release/examples/{simple_agent_v2,v2_one_shot_client}
 #                                     the Rust SDK's v2 examples (agent-client-protocol 5.0.0,
 #                                     built from the crates.io source with its own Cargo.lock)
@@ -36,8 +36,9 @@ CODEX_BIN_PKG=@openai/codex
 CODEX_BIN_VER=0.166.0
 NODE_V2_VER=2.4.0
 WS_VER=8.18.3
-# The Python SDK's [http] extra, pinned as resolved on 2026-11-25.
-PY_HTTP_PINS="httpx==0.28.1 httpcore==1.0.9 h2==4.4.1 hpack==4.2.0 websockets==17.4 anyio==4.16.0"
+# The Python SDK's [http] extra (httpx[http2], websockets) and everything it pulls in, pinned as
+# pip resolved it on 2026-11-25 (h11 is the HTTP/1.1 the client speaks on http:// URLs).
+PY_HTTP_PINS="httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 h2==4.4.1 hpack==4.2.0 hyperframe==6.1.0 websockets==17.4 anyio==4.16.0 idna==3.20 certifi==2026.10.19.post1"
 RUST_SDK_PKG=agent-client-protocol
 RUST_SDK_VER=5.0.0
 
@@ -45,7 +46,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
-WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER ws=$WS_VER py-http=${PY_HTTP_PINS// /,} layout=3"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER ws=$WS_VER py-http=${PY_HTTP_PINS// /,} layout=4"
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
 die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -63,6 +64,15 @@ RUST_SDK_SRC="$PEERS/rust-sdk/src-$RUST_SDK_VER"
 RUST_V2_AGENT="$RUST_SDK_SRC/target/release/examples/simple_agent_v2"
 RUST_V2_CLIENT="$RUST_SDK_SRC/target/release/examples/v2_one_shot_client"
 
+# Whether the venv holds every pin of PY_HTTP_PINS at its exact version.
+py_http_pinned() {
+  # shellcheck disable=SC2086
+  "$VENV_PY" - $PY_HTTP_PINS <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(any(m.version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))
+PY
+}
+
 check_installed() {
   [[ -x "$VENV_PY" ]] &&
   [[ -f "$PY_EX/echo_agent.py" && -f "$PY_EX/agent.py" && -f "$PY_EX/client.py" ]] &&
@@ -70,8 +80,8 @@ check_installed() {
   [[ -f "$CLAUDE_AGENT" ]] &&
   [[ -f "$CODEX_AGENT" ]] &&
   [[ -f "$NODE_V2_SDK/dist/v2/stable/acp.js" ]] &&
-  [[ -f "$PEERS/node-v2/node_modules/ws/package.json" ]] &&
-  "$VENV_PY" -c "import acp.http, acp.ws, httpx, websockets" 2>/dev/null &&
+  [[ "$(node -p "require('$PEERS/node-v2/node_modules/ws/package.json').version" 2>/dev/null)" == "$WS_VER" ]] &&
+  "$VENV_PY" -c "import acp.http, acp.ws, httpx, websockets, h2" 2>/dev/null && py_http_pinned &&
   [[ -x "$RUST_V2_AGENT" && -x "$RUST_V2_CLIENT" ]]
 }
 
@@ -99,8 +109,8 @@ else
   log "pip install $PY_PKG==$PY_VER into venv"
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check "$PY_PKG==$PY_VER"
 fi
-if "$VENV_PY" -c "import httpx, websockets, h2" 2>/dev/null; then
-  log "$PY_PKG[http] dependencies already in venv"
+if py_http_pinned; then
+  log "$PY_PKG[http] dependencies already in venv at their pins"
 else
   log "pip install $PY_PKG[http]==$PY_VER ($PY_HTTP_PINS)"
   # shellcheck disable=SC2086

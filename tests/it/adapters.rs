@@ -473,3 +473,80 @@ fn claude_agent_acp_in_v2_killed_with_sigkill_is_restarted_and_its_session_keeps
     );
     assert_eq!(shown.matches("end_turn").count(), 2, "{shown}");
 }
+
+#[test]
+fn claude_behind_serve_over_the_sdk_transports_a_session_another_client_loads_and_continues() {
+    let setup = Setup::new(Adapter::Claude);
+    let home = setup.home.path().display().to_string();
+    let codex_home = setup.home.path().join(".codex").display().to_string();
+    let env = [
+        ("ACP_JOURNAL_TOKEN", crate::serve::TOKEN),
+        ("ANTHROPIC_BASE_URL", setup.model.url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-loopback"),
+        ("OPENAI_API_KEY", "sk-loopback"),
+        ("CODEX_HOME", codex_home.as_str()),
+        ("HOME", home.as_str()),
+        ("IS_SANDBOX", "1"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+    ];
+    let served = crate::serve::Served::start_env(
+        setup.store.path(),
+        &[],
+        &Peers::get().claude_agent(),
+        &env,
+    );
+    let [(_, ts), (_, py)] = crate::serve::clients();
+    let cwd = setup.cwd();
+    let (first, stderr) = crate::serve::sdk_client(
+        &ts,
+        &served.url,
+        "ws",
+        &["--cwd", &cwd, "--prompt", "first task"],
+    );
+    let results = crate::serve::of_kind(&first, "result");
+    assert_eq!(results.len(), 1, "{first:?}\n{stderr}");
+    assert_eq!(results[0]["stopReason"], "end_turn");
+    let session = crate::serve::of_kind(&first, "session")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Another SDK, another transport: loads the session (the adapter's own load) and goes on.
+    let (second, stderr) = crate::serve::sdk_client(
+        &py,
+        &served.url,
+        "http",
+        &[
+            "--cwd",
+            &cwd,
+            "--session",
+            &session,
+            "--load",
+            "--prompt",
+            "second task",
+        ],
+    );
+    assert_eq!(
+        crate::serve::of_kind(&second, "loaded").len(),
+        1,
+        "{second:?}\n{stderr}"
+    );
+    assert_eq!(
+        crate::serve::of_kind(&second, "result")[0]["stopReason"],
+        "end_turn",
+        "{second:?}"
+    );
+    let replayed: Vec<&Value> = crate::serve::of_kind(&second, "update");
+    assert!(
+        replayed.iter().any(|u| u["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("first task"))),
+        "the history came with the load: {replayed:?}"
+    );
+    served.stop();
+    let turns = setup.model.turns();
+    assert!(
+        turns.iter().any(|t| *t == ["first task", "second task"]),
+        "the second turn reached the model with the first: {turns:?}"
+    );
+}

@@ -785,7 +785,7 @@ fn a_browser_websocket_from_another_origin_is_refused() {
 }
 
 /// An SDK client's run against `url`: its JSON events (stdout), and its stderr.
-fn sdk_client(
+pub fn sdk_client(
     client: &[String],
     url: &str,
     transport: &str,
@@ -805,12 +805,12 @@ fn sdk_client(
     (events, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-fn of_kind<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
+pub fn of_kind<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["event"] == event).collect()
 }
 
 /// The agent's texts and tool calls among `events`' updates, in order.
-fn story(events: &[Value]) -> Vec<String> {
+pub fn story(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["event"] == "update")
@@ -825,7 +825,7 @@ fn story(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn clients() -> [(&'static str, Vec<String>); 2] {
+pub fn clients() -> [(&'static str, Vec<String>); 2] {
     let peers = Peers::get();
     [
         ("typescript", peers.ts_remote_client()),

@@ -3,11 +3,13 @@
 Our own test driver around the SDK's client transport (the peer under test is the transport):
   sdk_remote.py --url URL --transport http|ws [--token T] [--cwd DIR]
                 [--session ID (--load|--resume)] [--prompt TEXT]... [--permission allow|reject|never]
-                [--drop-after N] [--linger SECONDS]
-One JSON object per line on stdout: initialized, session, update, permission, result, loaded,
-resumed, error. --drop-after N: after N session/update notifications during the first prompt,
-exit at once without closing anything (a laptop lid). --linger: stay connected that long after the
-last step (to answer requests that arrive). Diagnostics on stderr.
+                [--drop-after N] [--list] [--linger SECONDS]
+One JSON object per line on stdout: initialized, list, loaded, resumed, session, update,
+permission, result, error (then exit 1). --list: session/list after initialize (and no
+session/new unless there are prompts). --drop-after N: after N session/update notifications during
+the first prompt, exit at once without closing anything (a laptop lid). --linger: stay connected
+that long after the last step (to answer requests that arrive). Otherwise the connection is closed
+cleanly before exit 0 (HTTP: the SDK's DELETE; WebSocket: a close frame). Diagnostics on stderr.
 """
 
 import argparse
@@ -19,6 +21,7 @@ from typing import Any
 
 from acp import connect_to_agent, text_block
 from acp.interfaces import Client
+from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -52,8 +55,10 @@ class Recorder(Client):
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         emit({"event": "update", "sessionId": session_id, "update": plain(update)})
+        if not self.prompting:
+            return
         self.updates += 1
-        if self.prompting and self.drop_after is not None and self.updates >= self.drop_after:
+        if self.drop_after is not None and self.updates >= self.drop_after:
             os._exit(0)
 
     async def write_text_file(self, *args: Any, **kwargs: Any) -> None:
@@ -75,6 +80,7 @@ async def main() -> int:
     parser.add_argument("--prompt", action="append", default=[])
     parser.add_argument("--permission", choices=["allow", "reject", "never"], default="allow")
     parser.add_argument("--drop-after", type=int)
+    parser.add_argument("--list", action="store_true")
     parser.add_argument("--linger", type=float, default=0.0)
     args = parser.parse_args()
 
@@ -87,12 +93,27 @@ async def main() -> int:
         from acp.ws import create_websocket_stream
 
         url = args.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
-        transport = await create_websocket_stream(url, headers=headers)
+        try:
+            transport = await create_websocket_stream(url, headers=headers)
+        except Exception as error:  # a refused handshake (401, ...) or no server
+            emit({"event": "error", "message": f"{type(error).__name__}: {error}"})
+            return 1
     recorder = Recorder(args.permission, args.drop_after)
     conn = connect_to_agent(recorder, transport)
     try:
-        init = await conn.initialize(protocol_version=1)
+        init = await conn.initialize(
+            protocol_version=1,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+            ),
+            client_info=Implementation(name="acp-journal-tests", version="0"),
+        )
         emit({"event": "initialized", "agentCapabilities": plain(init.agent_capabilities)})
+        if args.list:
+            listed = await conn.list_sessions()
+            emit({"event": "list", "sessions": plain(listed)["sessions"], "nextCursor": listed.next_cursor})
+            if not args.session and not args.prompt:
+                return 0
         if args.session:
             session_id = args.session
             if args.resume:
@@ -105,8 +126,8 @@ async def main() -> int:
             session = await conn.new_session(cwd=args.cwd, mcp_servers=[])
             session_id = session.session_id
         emit({"event": "session", "sessionId": session_id})
-        for text in args.prompt:
-            recorder.prompting = True
+        for i, text in enumerate(args.prompt):
+            recorder.prompting = i == 0
             result = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
             recorder.prompting = False
             emit({"event": "result", "stopReason": plain(result.stop_reason)})

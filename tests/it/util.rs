@@ -135,6 +135,19 @@ impl Peers {
         ]
     }
 
+    /// The TypeScript SDK 2.4.0's own remote server (`experimental/server` and
+    /// `experimental/node`) at `http://127.0.0.1:PORT/acp`, HTTP and WebSocket, each connection
+    /// bridged to its own stdio agent (`tests/agents/ts_sdk_server.mjs`, run from beside the SDK
+    /// it imports). Append `[--port P] [--token T] -- AGENT...`; its first stdout line is
+    /// `{"event":"listening","port":P,"url":…}`.
+    #[allow(dead_code)] // the baseline for serve's tests and benchmark, which take it up next
+    pub fn ts_sdk_server(&self) -> Vec<String> {
+        let script = self.dir.join("node-v2/ts_sdk_server.mjs");
+        std::fs::copy(root().join("tests/agents/ts_sdk_server.mjs"), &script)
+            .expect("copying the SDK server beside its SDK");
+        vec!["node".into(), script.display().to_string()]
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![

@@ -446,6 +446,10 @@ fuzz_target!(|data: &[u8]| {
         stall_grace_us: 1_000,
         reinit_timeout_us: if cfg & 32 != 0 { 1_000 } else { 60_000_000 },
         held_limit: if cfg & 64 != 0 { 4096 } else { 8 << 20 },
+        // The host's mode (`serve`) drops lines for sessions nobody is attached to, which the
+        // forwarding checks below do not expect: not fuzzed here yet.
+        hosted: false,
+        unattended_timeout_us: 1_000,
     };
     let mut driver = Driver {
         proxy: Proxy::new(config),

@@ -3,7 +3,7 @@
 Our own test driver around the SDK's client transport (the peer under test is the transport):
   sdk_remote.py --url URL --transport http|ws [--token T] [--cwd DIR]
                 [--session ID (--load|--resume)] [--prompt TEXT]... [--permission allow|reject|never]
-                [--drop-after N] [--list] [--linger SECONDS]
+                [--drop-after N] [--list] [--linger SECONDS] [--h2c]
 One JSON object per line on stdout: initialized, list, loaded, resumed, session, update,
 permission, result, error (then exit 1). --list: session/list after initialize (and no
 session/new unless there are prompts). --drop-after N: after N session/update notifications during
@@ -81,6 +81,7 @@ async def main() -> int:
     parser.add_argument("--permission", choices=["allow", "reject", "never"], default="allow")
     parser.add_argument("--drop-after", type=int)
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--h2c", action="store_true", help="HTTP/2 by prior knowledge on http://")
     parser.add_argument("--linger", type=float, default=0.0)
     args = parser.parse_args()
 
@@ -88,7 +89,12 @@ async def main() -> int:
     if args.transport == "http":
         from acp.http import create_http_stream
 
-        transport = create_http_stream(args.url, headers=headers)
+        client = None
+        if args.h2c:
+            import httpx
+
+            client = httpx.AsyncClient(http1=False, http2=True, timeout=httpx.Timeout(30.0, read=None))
+        transport = create_http_stream(args.url, headers=headers, client=client)
     else:
         from acp.ws import create_websocket_stream
 

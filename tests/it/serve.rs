@@ -854,6 +854,15 @@ fn both_sdk_clients_converse_over_http_and_websocket_with_permission_requests() 
             stories.push(story(&events));
         }
     }
+    // HTTP/2 by prior knowledge (h2c), with the Python SDK's own HTTP/2 client.
+    let python = &clients()[1].1;
+    let (events, stderr) = sdk_client(python, &served.url, "http", &["--prompt", "hello", "--h2c"]);
+    assert_eq!(
+        of_kind(&events, "result").len(),
+        1,
+        "h2c: {events:?}\n{stderr}"
+    );
+    stories.push(story(&events));
     assert!(stories[0].len() >= 4, "{stories:?}");
     assert!(
         stories.iter().all(|s| *s == stories[0]),
@@ -871,7 +880,7 @@ fn both_sdk_clients_converse_over_http_and_websocket_with_permission_requests() 
         .unwrap();
     let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
     let sessions = sessions.as_array().unwrap();
-    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    assert_eq!(sessions.len(), 5, "{sessions:?}");
     assert!(sessions.iter().all(|s| s["turns"] == 1), "{sessions:?}");
 }
 
@@ -1058,5 +1067,39 @@ fn behind_nginx_with_tls_both_sdk_clients_work() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(nginx.id() as i32, libc::SIGTERM) };
     let _ = nginx.wait();
+    served.stop();
+}
+
+#[test]
+fn an_http_connection_that_opens_no_stream_is_ended_after_the_idle_timeout() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        store.path(),
+        &["--idle-timeout", "1"],
+        &Peers::get().ts_agent(),
+    );
+    let reply = request(served.addr, "POST", &[bearer(), JSON.into()], &initialize());
+    assert_eq!(reply.status, 200);
+    let connection = reply.header("acp-connection-id").unwrap().to_string();
+    let new = json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}});
+    let post = || {
+        let headers = [
+            bearer(),
+            JSON.into(),
+            format!("Acp-Connection-Id: {connection}"),
+        ];
+        request(served.addr, "POST", &headers, new.to_string().as_bytes()).status
+    };
+    assert_eq!(post(), 202, "alive at first");
+    let deadline = Instant::now() + TIMEOUT;
+    while post() != 404 {
+        assert!(Instant::now() < deadline, "never reaped: {}", served.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        served.log().contains("had no stream open"),
+        "{}",
+        served.log()
+    );
     served.stop();
 }

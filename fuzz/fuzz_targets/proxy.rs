@@ -446,9 +446,9 @@ fuzz_target!(|data: &[u8]| {
         stall_grace_us: 1_000,
         reinit_timeout_us: if cfg & 32 != 0 { 1_000 } else { 60_000_000 },
         held_limit: if cfg & 64 != 0 { 4096 } else { 8 << 20 },
-        // The host's mode (`serve`) drops lines for sessions nobody is attached to, which the
-        // forwarding checks below do not expect: not fuzzed here yet.
-        hosted: false,
+        // The host's mode (`serve`): lines go only to attached connections (the one-connection
+        // stream checks are off, as with a second connection).
+        hosted: cfg & 128 != 0,
         unattended_timeout_us: 1_000,
     };
     let mut driver = Driver {
@@ -462,7 +462,7 @@ fuzz_target!(|data: &[u8]| {
         inputs: HashSet::new(),
         agent_ended: false,
         ended: HashSet::new(),
-        several: false,
+        several: config.hosted,
     };
     for chunk in rest.split(|b| *b == b'\n') {
         if let Some(step) = parse(chunk) {

@@ -112,6 +112,8 @@ impl Connections {
     pub(super) fn hosted() -> Connections {
         Connections {
             hosted: true,
+            // Every line is read and routed, whichever connection comes first.
+            several: true,
             ..Connections::default()
         }
     }

@@ -23,6 +23,8 @@ pub struct Scale {
     /// Clients taking one flood at once, and its messages.
     pub fan_clients: usize,
     pub fan_flood: usize,
+    /// Why (d), the TypeScript SDK's server, is left out (node or the peers missing).
+    pub sdk_skipped: Option<String>,
 }
 
 impl Scale {
@@ -42,12 +44,21 @@ impl Scale {
             idle_steps: [1, 10, 100],
             fan_clients: 10,
             fan_flood: if quick { 10_000 } else { 50_000 },
+            sdk_skipped: crate::server::sdk_server().err(),
         }
     }
 }
 
-/// The three paths a flood or a prompt crosses through acp-journal.
-pub const PATHS: [Target; 3] = [Target::Stdio, Target::Ws, Target::Http];
+/// The paths a flood or a prompt crosses: the three through acp-journal, and (d) the TypeScript
+/// SDK's own server when it can run.
+fn paths(scale: &Scale) -> Vec<Target> {
+    let mut paths = vec![Target::Stdio, Target::Ws, Target::Http];
+    match &scale.sdk_skipped {
+        None => paths.push(Target::Sdk),
+        Some(why) => eprintln!("bench: (d) skipped: {why}"),
+    }
+    paths
+}
 
 fn flood_role(n: usize) -> Vec<String> {
     vec!["__sflood".into(), n.to_string(), SEED.to_string()]
@@ -93,12 +104,12 @@ impl Throughput {
 async fn flood_once(target: Target, n: usize) -> FloodRun {
     let (running, mut client) = start(target, &flood_role(n)).await;
     let prompt = prompt_request(&client.session);
-    let ticks0 = ticks(running.pid);
+    let ticks0 = running.ticks();
     let t0 = Instant::now();
     client.send(prompt.trim_end()).await;
     let last = client.count(n).await;
     let secs = t0.elapsed().as_secs_f64();
-    let ticks = ticks(running.pid).saturating_sub(ticks0);
+    let ticks = running.ticks().saturating_sub(ticks0);
     let hwm = vm_kib(running.pid, "VmHWM:");
     assert!(
         memchr::memmem::find(&last, br#""id":1"#).is_some()
@@ -117,9 +128,9 @@ async fn flood_once(target: Target, n: usize) -> FloodRun {
 }
 
 pub async fn run_throughput(scale: &Scale) -> Vec<Throughput> {
-    let mut all: Vec<Throughput> = PATHS
-        .iter()
-        .map(|&target| Throughput {
+    let mut all: Vec<Throughput> = paths(scale)
+        .into_iter()
+        .map(|target| Throughput {
             target,
             messages: scale.flood,
             runs: Vec::new(),
@@ -187,7 +198,9 @@ impl TurnPath {
 }
 
 pub async fn run_latency(scale: &Scale) -> Vec<Latency> {
-    let targets = [Target::Direct, Target::Stdio, Target::Ws, Target::Http];
+    let targets: Vec<Target> = std::iter::once(Target::Direct)
+        .chain(paths(scale))
+        .collect();
     let mut paths = Vec::new();
     for &target in &targets {
         let (running, client) = start(target, &["__turns".to_string()]).await;
@@ -202,7 +215,7 @@ pub async fn run_latency(scale: &Scale) -> Vec<Latency> {
         }
         paths.push(path);
     }
-    let ticks0: Vec<u64> = paths.iter().map(|p| ticks(p.running.pid)).collect();
+    let ticks0: Vec<u64> = paths.iter().map(|p| p.running.ticks()).collect();
     let block = (scale.round_trips / 20).max(1);
     let mut rtt: Vec<Vec<u64>> = targets
         .iter()
@@ -224,7 +237,7 @@ pub async fn run_latency(scale: &Scale) -> Vec<Latency> {
         .iter()
         .zip(&ticks0)
         .map(|(p, t0)| {
-            ticks(p.running.pid).saturating_sub(*t0) as f64 * tick_us() / scale.round_trips as f64
+            p.running.ticks().saturating_sub(*t0) as f64 * tick_us() / scale.round_trips as f64
         })
         .collect();
     for p in paths {

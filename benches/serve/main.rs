@@ -8,8 +8,11 @@
 //!
 //! Measured, in one run: (1) throughput and CPU per message of the acp-journal process on one
 //! flood, for (a) the stdio proxy on pipes, (b) serve over WebSocket, (c) serve over Streamable
-//! HTTP (SSE), each as a ratio to (a); (2) prompt → response round trips (p50, p99) for a direct
-//! pipe to the agent and (a), (b), (c); (3) serve's RSS with 1, 10 and 100 idle clients (each
+//! HTTP (SSE), each as a ratio to (a), and (d) the TypeScript SDK 2.4.0's own server over
+//! WebSocket (`tests/agents/ts_sdk_server.mjs` run beside `.peers/node-v2`, one agent process per
+//! connection; skipped with a note when node or the peers are missing; its CPU is the node
+//! process's plus its agent child's); (2) prompt → response round trips (p50, p99) for a direct
+//! pipe to the agent and (a), (b), (c), (d); (3) serve's RSS with 1, 10 and 100 idle clients (each
 //! initialized, with a session), and with 10 WebSocket clients taking a flood at once.
 //!
 //! The proxy bench's helper roles and traffic are reused as they are (its modules included

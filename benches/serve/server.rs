@@ -20,6 +20,8 @@ pub enum Target {
     Ws,
     /// (c) `serve`, Streamable HTTP (the connection's SSE stream).
     Http,
+    /// (d) The TypeScript SDK 2.4.0's own server (`tests/agents/ts_sdk_server.mjs`), WebSocket.
+    Sdk,
 }
 
 impl Target {
@@ -29,6 +31,7 @@ impl Target {
             Target::Stdio => "(a) stdio proxy",
             Target::Ws => "(b) serve, WebSocket",
             Target::Http => "(c) serve, HTTP+SSE",
+            Target::Sdk => "(d) TS SDK 2.4.0 server, WebSocket",
         }
     }
 }
@@ -74,6 +77,18 @@ pub async fn start(target: Target, role: &[String]) -> (Running, Client) {
             };
             (running, client)
         }
+        Target::Sdk => {
+            let serve = Serve::start_sdk(&agent);
+            let client = Client::ws(&serve.endpoint).await;
+            let running = Running {
+                target,
+                pid: serve.pid(),
+                child: None,
+                serve: Some(serve),
+                _store: None,
+            };
+            (running, client)
+        }
         Target::Ws | Target::Http => {
             let serve = Serve::start(&agent);
             let client = match target {
@@ -93,6 +108,15 @@ pub async fn start(target: Target, role: &[String]) -> (Running, Client) {
 }
 
 impl Running {
+    /// CPU ticks of the measured process; for (d), the node server's plus its children's (the
+    /// agent it started for this connection).
+    pub fn ticks(&self) -> u64 {
+        match self.target {
+            Target::Sdk => ticks(self.pid) + children(self.pid).into_iter().map(ticks).sum::<u64>(),
+            _ => ticks(self.pid),
+        }
+    }
+
     /// Close the client and end the process.
     pub async fn finish(mut self, client: Client) {
         client.close().await;
@@ -112,25 +136,70 @@ impl Running {
     }
 }
 
-/// An `acp-journal serve` process on a loopback port chosen by the kernel, with a fresh store.
+/// An `acp-journal serve` process on a loopback port chosen by the kernel, with a fresh store
+/// (or, from [`Serve::start_sdk`], the TypeScript SDK's server, no store).
 pub struct Serve {
     child: std::process::Child,
     pub endpoint: Endpoint,
-    _store: tempfile::TempDir,
+    _store: Option<tempfile::TempDir>,
+}
+
+/// The TypeScript SDK 2.4.0's server script, copied beside the SDK it imports (as the tests'
+/// `Peers::ts_sdk_server` does), as a command line; `Err` says why (d) cannot run.
+pub fn sdk_server() -> Result<Vec<String>, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let peers = std::env::var_os("ACP_JOURNAL_PEERS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join(".peers"));
+    let sdk = peers.join("node-v2/node_modules/@agentclientprotocol/sdk");
+    if !peers.join(".stamp").exists() || !sdk.exists() {
+        return Err(format!(
+            "the reference peers (TypeScript SDK 2.4.0 in {}) are not installed: run scripts/install-peers.sh",
+            peers.join("node-v2").display()
+        ));
+    }
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !node_ok {
+        return Err("`node` is not on PATH".into());
+    }
+    let script = peers.join("node-v2/ts_sdk_server.mjs");
+    std::fs::copy(root.join("tests/agents/ts_sdk_server.mjs"), &script)
+        .map_err(|e| format!("copying tests/agents/ts_sdk_server.mjs beside the SDK: {e}"))?;
+    Ok(vec!["node".into(), script.display().to_string()])
+}
+
+/// The direct children of process `pid` (from `/proc/*/stat`).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let close = s.rfind(')')?;
+                    s[close + 1..]
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }
 
 impl Serve {
     /// Start `serve` in front of `agent` and wait for the address it logs.
     pub fn start(agent: &[String]) -> Serve {
         let store = tempfile::tempdir().expect("tempdir");
-        let token = format!(
-            "bench-{}-{:x}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos()
-        );
+        let token = token();
         let log = std::env::var("ACP_JOURNAL_LOG")
             .unwrap_or_else(|_| "warn,acp_journal::cmd::serve=info".into());
         let mut child = Command::new(PROXY)
@@ -178,7 +247,57 @@ impl Serve {
         Serve {
             child,
             endpoint: Endpoint { authority, token },
-            _store: store,
+            _store: Some(store),
+        }
+    }
+
+    /// Start the TypeScript SDK's server (see [`sdk_server`]) in front of `agent` (one agent
+    /// process per connection) and wait for the `listening` line it prints.
+    pub fn start_sdk(agent: &[String]) -> Serve {
+        let command = sdk_server().expect("the TypeScript SDK's server");
+        let token = token();
+        let mut child = Command::new(&command[0])
+            .args(&command[1..])
+            .args(["--port", "0", "--token", &token, "--"])
+            .args(agent)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the TypeScript SDK's server");
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let msg: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                if let (Some(port), Some(tx)) = (msg["port"].as_u64(), tx.take()) {
+                    let _ = tx.send(format!("127.0.0.1:{port}"));
+                }
+            }
+        });
+        // Its diagnostics, passed on except the per-connection agent starts and exits.
+        let stderr = child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if !line.contains("exited (") && !line.contains(": agent pid ") {
+                    eprintln!("bench: [ts-sdk-server] {line}");
+                }
+            }
+        });
+        let authority = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the TypeScript SDK's server did not print its port within 30 s");
+            }
+        };
+        Serve {
+            child,
+            endpoint: Endpoint { authority, token },
+            _store: None,
         }
     }
 
@@ -196,7 +315,7 @@ impl Serve {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        eprintln!("bench: serve did not stop within 10 s of SIGTERM: killing it");
+        eprintln!("bench: server did not stop within 10 s of SIGTERM: killing it");
     }
 }
 
@@ -208,6 +327,18 @@ impl Drop for Serve {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A fresh bearer token.
+fn token() -> String {
+    format!(
+        "bench-{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    )
 }
 
 /// CPU ticks (user + system, all threads) of process `pid`.

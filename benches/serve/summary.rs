@@ -68,6 +68,20 @@ pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> S
         r,
         "- Paths: (a) `acp-journal --journal-dir <tmp> -- <agent>` on pipes (the baseline); (b) `acp-journal --journal-dir <tmp> serve --listen 127.0.0.1:0 -- <agent>`, a WebSocket client at `/acp`; (c) the same serve, a Streamable HTTP client (`POST`s on one keep-alive socket, the connection's SSE stream on another, no session stream). Every client is async on one Tokio thread (pipes included) and makes a session with `session/new` first (serve sends a session's lines only to the connections attached to it). The agents are this bench binary's roles."
     );
+    match &scale.sdk_skipped {
+        None => {
+            let _ = writeln!(
+                r,
+                "- Path (d), throughput and latency only: the TypeScript SDK 2.4.0's own server (`node tests/agents/ts_sdk_server.mjs --port 0 --token T -- <agent>`, run from a copy in `.peers/node-v2/`: `experimental/server`'s AcpServer with the `ws` adapter), the same WebSocket client with the bearer token. It starts one agent subprocess per connection (the bench opens one connection per measurement), bridged message for message, no journal. Its CPU is the node server's plus that agent child's (the agent's own work is in it, unlike (a)–(c), whose agent is a separate process not counted); its peak RSS is the node process's alone."
+            );
+        }
+        Some(why) => {
+            let _ = writeln!(
+                r,
+                "- Path (d), the TypeScript SDK 2.4.0's own server over WebSocket, skipped: {why}."
+            );
+        }
+    }
 
     if let Some(base) = res.throughput.first() {
         throughput(&mut r, base, &res.throughput);
@@ -86,7 +100,7 @@ fn throughput(r: &mut String, base: &Throughput, all: &[Throughput]) {
     let _ = writeln!(r, "\n## 1. Throughput: one prompt, a flood back\n");
     let _ = writeln!(
         r,
-        "The flood agent answers one `session/prompt` with {} messages ({} `session/update`s of the bench's realistic mix, mean {:.0} B, then the response) as fast as a pipe takes them. Time from the prompt sent to the last message received; median of {} runs per path, the paths rotated. CPU: user + system of the acp-journal process (`/proc/PID/stat`, {:.0} µs ticks, summed over the runs) per message. Peak RSS: the process's VmHWM after the flood, the highest of the runs.\n",
+        "The flood agent answers one `session/prompt` with {} messages ({} `session/update`s of the bench's realistic mix, mean {:.0} B, then the response) as fast as a pipe takes them. Time from the prompt sent to the last message received; median of {} runs per path, the paths rotated. CPU: user + system of the acp-journal process (for (d), the node server and its agent child) (`/proc/PID/stat`, {:.0} µs ticks, summed over the runs) per message. Peak RSS: the process's VmHWM after the flood, the highest of the runs.\n",
         base.messages,
         base.messages - 1,
         bytes as f64 / base.messages as f64,
@@ -116,7 +130,7 @@ fn latency(r: &mut String, scale: &Scale, direct: &Latency, all: &[Latency]) {
     let _ = writeln!(r, "\n## 2. Added latency: prompt → response\n");
     let _ = writeln!(
         r,
-        "{} round trips per path (after {} of warm-up), interleaved in blocks of {}: a `session/prompt` sent, the turns agent's `agent_message_chunk`, `usage_update` and response received. Added = the path's round trip minus the direct pipe's at the same quantile (both directions, one proxy). CPU: of the proxy or serve process over the timed round trips (the agent's for the direct pipe), from 10 ms ticks.\n",
+        "{} round trips per path (after {} of warm-up), interleaved in blocks of {}: a `session/prompt` sent, the turns agent's `agent_message_chunk`, `usage_update` and response received. Added = the path's round trip minus the direct pipe's at the same quantile (both directions, one proxy). CPU: of the proxy or serve process over the timed round trips (the agent's for the direct pipe; for (d), the node server's and its agent child's), from 10 ms ticks.\n",
         direct.rtt.len(),
         scale.warmup,
         (scale.round_trips / 20).max(1)

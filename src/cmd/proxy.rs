@@ -12,6 +12,7 @@ use crate::cli::{ListScope, ProxyArgs, Reprime};
 use crate::journal::Store;
 use crate::net::bridge::Remote;
 use crate::net::token::Token;
+use crate::shell::agent::AgentProcess;
 use crate::shell::reaper::Reaper;
 use crate::shell::{self, Agent, Client, Front, ShellConfig, agent};
 
@@ -27,25 +28,37 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
         return Ok(exec_agent(&agent));
     }
     let config = shell_config(store, &args, agent)?;
-    let grace = args.grace;
+    on_runtime(async {
+        let spawn = local_agent(&config);
+        let signals = shell::unix_signals().context("setting up signal handling")?;
+        shell::run(config, Front::Editor(Client::stdio()), spawn, signals).await
+    })
+}
+
+/// Run `main` (which returns the agent's status) on a runtime on this thread; our exit code.
+pub(super) fn on_runtime(
+    main: impl std::future::Future<Output = anyhow::Result<i32>>,
+) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let code = runtime.block_on(async {
-        agent::ignore_file_size_signal();
-        // Spawned from the main thread, which lives as long as the proxy (the parent-death
-        // signal follows the spawning thread): `run` calls it there, at start and on restarts.
-        let argv = config.agent.clone();
-        let reaper = Reaper::start(grace);
-        let spawn =
-            move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()));
-        let signals = shell::unix_signals().context("setting up signal handling")?;
-        shell::run(config, Front::Editor(Client::stdio()), spawn, signals).await
-    })?;
+    let code = runtime.block_on(main)?;
     // Do not wait for the stdin thread: it may be blocked reading a client that stays open.
     runtime.shutdown_background();
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// What starts the agent of `config` (at start and on each restart), in its own process group
+/// ended by the reaper. Called on the runtime's (main) thread, which lives as long as the proxy:
+/// the parent-death signal follows the spawning thread.
+pub(super) fn local_agent(
+    config: &ShellConfig,
+) -> impl FnMut() -> std::io::Result<Agent<AgentProcess>> + use<> {
+    agent::ignore_file_size_signal();
+    let argv = config.agent.clone();
+    let reaper = Reaper::start(config.grace);
+    move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()))
 }
 
 /// Run the bridge (`--connect URL`): the proxy, whose agent is the remote endpoint at `url`.
@@ -61,25 +74,24 @@ pub(super) fn bridge(
         "--connect takes no agent command: the agent is at the URL"
     );
     init_logging();
-    let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
-    let token = match (env.as_deref().and_then(Token::new), token_file) {
-        (Some(token), _) => Some(token),
-        (None, Some(file)) => Some(Token::resolve(None, Some(&file), &file)?.0),
+    let env = std::env::var("ACP_JOURNAL_TOKEN")
+        .ok()
+        .filter(|e| !e.trim().is_empty());
+    // As serve takes it (an invalid one is an error), but none is made: a server may need none.
+    let token = match (env, token_file) {
         (None, None) => None,
+        (env, file) => {
+            let file = file.unwrap_or_default();
+            Some(Token::resolve(env, Some(&file), &file)?.0)
+        }
     };
     let remote = Remote::new(url, token, 16 << 20)?;
     let config = shell_config(store, &args, vec![OsString::from(remote.url())])?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let code = runtime.block_on(async {
+    on_runtime(async {
         let signals = shell::unix_signals().context("setting up signal handling")?;
         let spawn = move || Ok(remote.connect());
         shell::run(config, Front::Editor(Client::stdio()), spawn, signals).await
-    })?;
-    runtime.shutdown_background();
-    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+    })
 }
 
 /// The shell's configuration from the proxy's options.

@@ -4,12 +4,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::proxy::{init_logging, micros, shell_config};
+use super::proxy::{init_logging, local_agent, micros, on_runtime, shell_config};
 use crate::cli::ServeArgs;
 use crate::journal::Store;
 use crate::net::token::{Token, TokenSource};
-use crate::shell::reaper::Reaper;
-use crate::shell::{self, Agent, Front, agent, hub};
+use crate::shell::{self, Front, hub};
 
 /// Serve until a signal stops the host (or the agent ends for good); the exit code is the
 /// agent's.
@@ -47,13 +46,7 @@ pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = shell_config(store, &args.proxy, args.agent.clone())?;
     config.core.hosted = true;
     config.core.unattended_timeout_us = micros(args.unattended_timeout);
-    let grace = config.grace;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let code = runtime.block_on(async {
-        agent::ignore_file_size_signal();
+    on_runtime(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -66,13 +59,8 @@ pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("serving ACP at {scheme}://{address}/acp (WebSocket on the same URL)");
         let (link, hub) = hub::hub(args.client_queue);
         tokio::spawn(crate::net::serve(listener, options, link));
-        let argv = config.agent.clone();
-        let reaper = Reaper::start(grace);
-        let spawn =
-            move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()));
+        let spawn = local_agent(&config);
         let signals = shell::unix_signals().context("setting up signal handling")?;
         shell::run(config, Front::Hub(hub), spawn, signals).await
-    })?;
-    runtime.shutdown_background();
-    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+    })
 }

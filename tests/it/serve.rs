@@ -1,7 +1,7 @@
 //! `acp-journal serve`: ACP over Streamable HTTP and WebSocket, driven by the SDKs' own client
 //! transports (TypeScript 2.4.0, Python 0.12.1) and by raw sockets for what no client sends.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -52,18 +52,7 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawning acp-journal serve");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        let mut err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
+        let stderr = crate::util::collect_stderr(&mut child);
         let deadline = Instant::now() + TIMEOUT;
         let url = loop {
             let text = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
@@ -791,10 +780,22 @@ pub fn sdk_client(
     transport: &str,
     args: &[&str],
 ) -> (Vec<Value>, String) {
+    sdk_client_env(client, url, transport, args, &[])
+}
+
+/// The same, with extra environment variables.
+fn sdk_client_env(
+    client: &[String],
+    url: &str,
+    transport: &str,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> (Vec<Value>, String) {
     let out = Command::new(&client[0])
         .args(&client[1..])
         .args(["--url", url, "--transport", transport, "--token", TOKEN])
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -963,7 +964,8 @@ fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     (cert, key)
 }
 
-/// An SDK client's run that trusts `ca` (Node: NODE_EXTRA_CA_CERTS; Python's httpx: SSL_CERT_FILE).
+/// An SDK client's run that trusts `ca` (Node: NODE_EXTRA_CA_CERTS; Python's httpx:
+/// SSL_CERT_FILE), which must end its turn.
 fn sdk_client_trusting(
     client: &[String],
     ca: &Path,
@@ -971,24 +973,12 @@ fn sdk_client_trusting(
     transport: &str,
     args: &[&str],
 ) -> Vec<Value> {
-    let out = Command::new(&client[0])
-        .args(&client[1..])
-        .args(["--url", url, "--transport", transport, "--token", TOKEN])
-        .args(args)
-        .env("NODE_EXTRA_CA_CERTS", ca)
-        .env("SSL_CERT_FILE", ca)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let env = [("NODE_EXTRA_CA_CERTS", ca), ("SSL_CERT_FILE", ca)];
+    let (events, stderr) = sdk_client_env(client, url, transport, args, &env);
     assert_eq!(
         of_kind(&events, "result").len(),
         1,
-        "{url} {transport}: {events:?}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{url} {transport}: {events:?}\n{stderr}"
     );
     events
 }

@@ -160,6 +160,23 @@ impl Peers {
     }
 }
 
+/// A child's stderr, collected by a thread as it comes.
+pub fn collect_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = stderr.clone();
+    let mut err = child.stderr.take().expect("a piped stderr");
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                return;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    stderr
+}
+
 /// The user texts of ACP v2 updates, whole messages and chunks alike.
 pub fn v2_user_texts(updates: &[Value]) -> Vec<String> {
     updates
@@ -257,18 +274,7 @@ impl TestClient {
                 }
             }
         });
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        let mut err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
+        let stderr = collect_stderr(&mut child);
         TestClient {
             stdin: child.stdin.take(),
             child,

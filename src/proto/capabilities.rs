@@ -98,9 +98,13 @@ impl AgentCaps {
     }
 
     /// What the proxy adds: `loadSession` and the names of the `sessionCapabilities` the
-    /// agent lacks (`loading`: the proxy emulates loading and resuming).
-    pub(super) fn missing(&self, loading: bool) -> Vec<&'static str> {
+    /// agent lacks (`loading`: the proxy emulates loading and resuming), and `attach` (the
+    /// multi-client draft's) for a host (`hosted`), which lets several clients share a session.
+    pub(super) fn missing(&self, loading: bool, hosted: bool) -> Vec<&'static str> {
         let mut added = Vec::new();
+        if hosted {
+            added.push("attach");
+        }
         if self.v2 {
             // Only an agent with sessions (the baseline) can have their deletion added.
             if self.list && !self.delete {
@@ -139,7 +143,7 @@ pub(super) fn advertise(line: &[u8], added: &[&str], v2: bool) -> Option<Vec<u8>
                 r.edit("capabilities", |c| {
                     c.edit("session", |s| {
                         for name in added {
-                            s.set(name, "{}".into());
+                            s.set(name, value_of(name).into());
                         }
                     });
                 });
@@ -157,15 +161,22 @@ pub(super) fn advertise(line: &[u8], added: &[&str], v2: bool) -> Option<Vec<u8>
                         for name in added.iter().filter(|a| **a != "loadSession") {
                             // The proxy's own list follows the history-list draft: `limit` and
                             // the order, and `session/list_changed`.
-                            let value = match *name {
-                                "list" => r#"{"limit":{},"changes":{}}"#,
-                                _ => "{}",
-                            };
-                            s.set(name, value.into());
+                            s.set(name, value_of(name).into());
                         }
                     });
                 }
             });
         });
     })
+}
+
+/// The value advertised for session capability `name`. The proxy's own list follows the
+/// history-list draft (`limit`, the order, `session/list_changed`); a host's attach takes both
+/// of the multi-client draft's roles.
+fn value_of(name: &str) -> &'static str {
+    match name {
+        "list" => r#"{"limit":{},"changes":{}}"#,
+        "attach" => r#"{"roles":["controller","observer"]}"#,
+        _ => "{}",
+    }
 }

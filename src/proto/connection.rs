@@ -1,31 +1,50 @@
 //! Client connections. The core serves any number of them on one agent: every client line comes
 //! from a connection ([`Peer::Client`]) and every line for a client goes to one, while sessions
 //! live apart from any connection (a session records the connections attached to it, and a
-//! connection can end while its sessions go on). The stdio proxy is the one-connection case.
+//! connection can end while its sessions go on). The stdio proxy is the one-connection case:
+//! while one connection was ever opened nothing is read or rewritten, its lines cross as they
+//! came.
 //!
 //! The first connection's request ids reach the agent as sent. Every later connection's
 //! requests are renumbered (`"acp-journal:cN:<id>"`), so the agent never sees two requests under
 //! one id, and their answers get the connection's own id back. Lines the core makes for clients
-//! are routed here ([`Connections::route`]): a response to the connection that asked, a session's
-//! notification to the connections attached to it, an agent request to the first of them (one
-//! answer), anything else to every connection. An agent request whose connection ends before
-//! answering is asked again of another connection attached to its session, or answered by the
-//! proxy ([`Connections::end`] hands it back). While one connection was ever opened nothing is
-//! read or rewritten: its lines cross as they came.
+//! are routed here ([`Connections::route`]): a response to the connection that asked; a
+//! session's notification to the connections attached to it; an agent request to where it can
+//! be answered:
+//! - `session/request_permission` to every controller attached to the session: the first answer
+//!   that is not an error wins and goes to the agent, the others asked get `$/cancel_request`
+//!   and every other attached connection a `session/update` (`tool_call_update` with
+//!   `_meta.acpJournal.permission`) saying what was chosen, by whom; later answers are dropped;
+//! - a terminal's requests to the connection that created the terminal; `fs/*` and
+//!   `terminal/create` to the connection running the session's turn, else another attached one
+//!   that declared the capability, else the proxy answers with an error;
+//! - anything else to the turn's connection, else the first attached.
+//!
+//! An agent request whose connections all end before answering is asked again of another
+//! connection attached to its session, or answered by the proxy ([`Connections::end`] hands it
+//! back).
 //!
 //! A host (`acp-journal serve`, [`Connections::hosted`]) keeps sessions apart from connections
 //! strictly: a session's lines go only to the connections attached to it (none attached: they
 //! are journaled, not sent), and an agent request for a session nobody is attached to waits,
-//! bounded in number and time, for the next connection that loads or resumes the session; it is
-//! sent right after that connection's answer.
+//! bounded in number and time, for the next connection that joins the session; it is sent right
+//! after that connection's answer. A host's connection joins a session live on the agent by
+//! `session/load`, `session/resume` or the multi-client draft's `session/attach`: the core
+//! serves it from the journal, and the session's lines are held for the joining connection
+//! ([`Connections::joins_live`]) until its answer, so it gets the history, the answer, then every
+//! live line once, in order. A prompt while another connection's turn runs in the session is
+//! refused (-32000, "session busy"); a prompt taken is shown to the other attached connections
+//! as the user's message (ACP v1; a v2 agent echoes it itself).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
+use serde_json::{Value, json};
 
 use super::SessionId;
+use super::sessions::SessionTable;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId};
+use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
 
 /// A client connection, numbered by the shell (the stdio proxy's is [`ConnId::FIRST`]).
@@ -68,17 +87,152 @@ pub(super) struct Connections {
     renumbered: HashMap<RequestId, (ConnId, RequestId)>,
     /// The same, the other way (for `$/cancel_request`).
     sent_as: HashMap<(ConnId, RequestId), RequestId>,
-    /// Agent requests routed to one connection and not answered yet, with their lines.
-    asked: HashMap<RequestId, (ConnId, Bytes)>,
+    /// Agent requests sent to connections and not answered yet.
+    asked: HashMap<RequestId, Asked>,
+    /// Permission requests lately settled by one connection: the others' answers are dropped.
+    settled: VecDeque<RequestId>,
+    /// What each connection declared in its `initialize`.
+    views: HashMap<ConnId, ClientView>,
+    /// Connections attached to a session as observers (`session/attach`, role `observer`).
+    observers: HashSet<(ConnId, SessionId)>,
+    /// Connections attached by `session/attach`: they take the draft's own updates.
+    drafted: HashSet<(ConnId, SessionId)>,
+    /// The prompt turn running in each session: who sent it, under which (sent) id.
+    turns: HashMap<SessionId, (ConnId, RequestId)>,
+    /// Terminals a client created for the agent, and that client.
+    terminals: HashMap<String, ConnId>,
     /// A host: no session line goes to a connection that is not attached to it.
     hosted: bool,
     /// Agent requests for sessions nobody is attached to, oldest first (a host's).
     waiting: Vec<Waiting>,
-    /// A host's load or resume requests (as sent), with the session they attach.
-    joining: HashMap<RequestId, SessionId>,
-    /// Waiting requests released to a connection, to go out after the line that released them.
-    released: Vec<(ConnId, Bytes)>,
+    /// A host's load, resume or attach requests (as sent) not answered yet.
+    joining: HashMap<RequestId, Join>,
+    /// A session's lines held for connections joining it while it is live, until their answer.
+    held: HashMap<ConnId, Held>,
+    /// Lines for connections that go out before any other line the core routes next.
+    outgoing: VecDeque<(ConnId, Bytes)>,
+    /// Connections the core must end (they fell too far behind while joining a session).
+    to_end: Vec<ConnId>,
+    /// Attachments that ended without the connection ending (a failed join, a detach).
+    detached: Vec<(ConnId, SessionId)>,
+    /// Agent requests that lost the last connection they were asked of (a failed join).
+    orphaned: Vec<(RequestId, Bytes)>,
+    /// Requests (as the agent sees their ids) whose answer creates a session for the
+    /// connection that sent them (`session/new`, `session/fork`).
+    creating: HashSet<RequestId>,
+    /// Sessions created for a connection by the last answer routed, to attach it.
+    created: Vec<(SessionId, ConnId)>,
 }
+
+/// An agent request sent (or held) for connections, and not answered yet.
+#[derive(Debug)]
+struct Asked {
+    /// The connections asked. A permission request asks every attached controller; any other
+    /// request one connection.
+    conns: Vec<ConnId>,
+    line: Bytes,
+    method: String,
+    session: Option<SessionId>,
+}
+
+/// What a connection declared in its `initialize`: what it can do for the agent, who it is.
+#[derive(Clone, Debug, Default)]
+struct ClientView {
+    read: bool,
+    write: bool,
+    terminal: bool,
+    name: Option<String>,
+    version: Option<String>,
+}
+
+impl ClientView {
+    fn from_initialize(peek: &Peek<'_>) -> ClientView {
+        let params: Value = peek
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let caps = &params["clientCapabilities"];
+        let info = &params["clientInfo"];
+        ClientView {
+            read: caps["fs"]["readTextFile"] == true,
+            write: caps["fs"]["writeTextFile"] == true,
+            terminal: caps["terminal"] == true,
+            name: info["name"].as_str().map(String::from),
+            version: info["version"].as_str().map(String::from),
+        }
+    }
+
+    /// True when it declared what an agent request of `method` needs.
+    fn can(&self, method: &str) -> bool {
+        match method {
+            "fs/read_text_file" => self.read,
+            "fs/write_text_file" => self.write,
+            m if m.starts_with("terminal/") => self.terminal,
+            _ => true,
+        }
+    }
+}
+
+/// A connection joining a session: a load, resume or `session/attach` not answered yet.
+#[derive(Debug)]
+struct Join {
+    conn: ConnId,
+    session: SessionId,
+    /// The session is live and the core serves the join from the journal: the session's lines
+    /// are held for the connection until the answer (see [`Connections::joins_live`]).
+    live: bool,
+    /// A `session/attach`: its role and history policy.
+    attach: Option<Attach>,
+}
+
+/// What a `session/attach` asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Attach {
+    pub(super) observer: bool,
+    pub(super) history: HistoryPolicy,
+}
+
+/// The multi-client draft's `historyPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HistoryPolicy {
+    /// The whole history, as `session/load` replays it.
+    Full,
+    /// Only what waits for an answer (the pending permission requests).
+    PendingOnly,
+    /// Nothing: only what happens from now on.
+    None,
+}
+
+impl Attach {
+    /// The params of a `session/attach`; `Err` with the message of an invalid value.
+    pub(super) fn parse(params: Option<&serde_json::value::RawValue>) -> Result<Attach, String> {
+        let params: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let observer = match params["role"].as_str() {
+            None | Some("controller") => false,
+            Some("observer") => true,
+            Some(other) => return Err(format!("unknown role {other:?}")),
+        };
+        let history = match params["historyPolicy"].as_str() {
+            None | Some("full") => HistoryPolicy::Full,
+            Some("pending_only") => HistoryPolicy::PendingOnly,
+            Some("none") => HistoryPolicy::None,
+            Some(other) => return Err(format!("unknown historyPolicy {other:?}")),
+        };
+        Ok(Attach { observer, history })
+    }
+}
+
+/// Lines held for a joining connection, in order, under [`HOLD_LIMIT`].
+#[derive(Debug, Default)]
+struct Held {
+    lines: Vec<Bytes>,
+    bytes: usize,
+}
+
+/// The most a joining connection has held for it; past it the connection is ended.
+pub(super) const HOLD_LIMIT: usize = 16 << 20;
 
 /// An agent request waiting for a connection to attach to its session.
 #[derive(Debug, PartialEq, Eq)]
@@ -93,6 +247,9 @@ pub(super) struct Waiting {
 /// At most this many agent requests wait for a connection; past it they are answered at once.
 pub(super) const WAITING_LIMIT: usize = 64;
 
+/// How many settled permission requests are remembered (to drop the later answers).
+const SETTLED_MEMORY: usize = 256;
+
 /// Where a line for clients goes.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Route {
@@ -105,6 +262,22 @@ pub(super) enum Route {
     /// An agent request for a session nobody is attached to (a host's): the core makes it wait
     /// ([`Connections::wait`]) or answers it.
     Wait(Waiting),
+    /// An agent request no attached connection can answer (none declared the capability it
+    /// needs, or the terminal it names is gone): the core answers it, for this reason.
+    Unanswerable(RequestId, Bytes, &'static str),
+}
+
+/// What the core does with a client line.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Inbound {
+    /// Take it as it came.
+    AsIs,
+    /// Take it under the proxy's id (a later connection's request, or a cancel naming one).
+    Renumbered(Bytes),
+    /// Refuse the request (here under the proxy's id): answer it with this error (JSON).
+    Refused(Bytes, RequestId, String),
+    /// An answer to a permission request another connection answered first: not forwarded.
+    Settled,
 }
 
 impl Connections {
@@ -133,17 +306,46 @@ impl Connections {
         true
     }
 
-    /// Connection `conn` closed its stream: the agent requests it left unanswered (ids and
-    /// lines, in no order), and whether no connection is left.
+    /// Connection `conn` closed its stream: the agent requests it left unanswered, asked of no
+    /// other connection (ids and lines, in no order), and whether no connection is left.
     pub(super) fn end(&mut self, conn: ConnId) -> (Vec<(RequestId, Bytes)>, bool) {
         self.live.retain(|c| *c != conn);
         self.sent_as.retain(|(c, _), _| *c != conn);
-        let unanswered = self
-            .asked
-            .extract_if(|_, (c, _)| *c == conn)
-            .map(|(id, (_, line))| (id, line))
-            .collect();
+        self.views.remove(&conn);
+        self.observers.retain(|(c, _)| *c != conn);
+        self.drafted.retain(|(c, _)| *c != conn);
+        self.terminals.retain(|_, c| *c != conn);
+        self.held.remove(&conn);
+        self.outgoing.retain(|(c, _)| *c != conn);
+        let unanswered = self.forget_asked(|c, _| c == conn);
         (unanswered, self.live.is_empty())
+    }
+
+    /// Take the connections matching `gone` (a connection, with the session asked about) out
+    /// of the agent requests they were asked: those asked of nobody else, with their lines.
+    fn forget_asked(
+        &mut self,
+        gone: impl Fn(ConnId, Option<&SessionId>) -> bool,
+    ) -> Vec<(RequestId, Bytes)> {
+        let mut left = Vec::new();
+        for (id, asked) in &mut self.asked {
+            asked.conns.retain(|c| !gone(*c, asked.session.as_ref()));
+            if asked.conns.is_empty() {
+                left.push(id.clone());
+            }
+        }
+        left.into_iter()
+            .filter_map(|id| self.asked.remove_entry(&id))
+            .map(|(id, asked)| (id, asked.line))
+            .collect()
+    }
+
+    /// Connection `conn` leaves session `s` (`session/detach`, or a `session/close` while
+    /// others stay attached): what it was asked about the session and nobody else was.
+    pub(super) fn detach(&mut self, conn: ConnId, s: &SessionId) -> Vec<(RequestId, Bytes)> {
+        self.observers.remove(&(conn, s.clone()));
+        self.drafted.remove(&(conn, s.clone()));
+        self.forget_asked(|c, session| c == conn && session == Some(s))
     }
 
     /// Make `waiting` wait for a connection to attach to its session; false (it does not wait)
@@ -168,139 +370,662 @@ impl Connections {
             .collect()
     }
 
-    /// Send the requests waiting for session `s` to `conn`, which attached to it.
-    fn release(&mut self, s: &str, conn: ConnId) {
-        for w in self.waiting.extract_if(.., |w| *w.session == *s) {
-            self.asked.insert(w.id, (conn, w.line.clone()));
-            self.released.push((conn, w.line));
+    /// The next line to go out ahead of anything routed later (held or released lines, the
+    /// notices of a settled request, prompt echoes).
+    pub(super) fn pop_outgoing(&mut self) -> Option<(ConnId, Bytes)> {
+        self.outgoing.pop_front()
+    }
+
+    /// Connections to end, taken out.
+    pub(super) fn take_to_end(&mut self) -> Vec<ConnId> {
+        std::mem::take(&mut self.to_end)
+    }
+
+    /// Sessions the last routed answers created, with the connection they are for.
+    pub(super) fn take_created(&mut self) -> Vec<(SessionId, ConnId)> {
+        std::mem::take(&mut self.created)
+    }
+
+    /// Attachments that ended without their connection ending, taken out.
+    pub(super) fn take_detached(&mut self) -> Vec<(ConnId, SessionId)> {
+        std::mem::take(&mut self.detached)
+    }
+
+    /// Agent requests left without anyone to answer them, taken out.
+    pub(super) fn take_orphaned(&mut self) -> Vec<(RequestId, Bytes)> {
+        std::mem::take(&mut self.orphaned)
+    }
+
+    /// True while connection `conn` has not ended.
+    pub(super) fn is_live(&self, conn: ConnId) -> bool {
+        self.live.contains(&conn)
+    }
+
+    /// The connection that sent request `sent` (as the agent sees its id).
+    pub(super) fn conn_of(&self, sent: &RequestId) -> ConnId {
+        self.renumbered.get(sent).map_or(ConnId::FIRST, |(c, _)| *c)
+    }
+
+    /// The connection running the current prompt turn of session `s`, if any.
+    pub(super) fn turn_of(&self, s: &str) -> Option<ConnId> {
+        self.turns.get(s).map(|(c, _)| *c)
+    }
+
+    /// The join `sent` (a load or resume of a live session) is served from the journal: the
+    /// session's lines are held for its connection until the answer, so the history comes
+    /// first and every live line once after it.
+    pub(super) fn joins_live(&mut self, sent: &RequestId) {
+        if let Some(join) = self.joining.get_mut(sent) {
+            join.live = true;
         }
     }
 
-    /// Lines released by the last routed one, to go out after it.
-    pub(super) fn take_released(&mut self) -> Vec<(ConnId, Bytes)> {
-        std::mem::take(&mut self.released)
-    }
-
-    /// True once a connection other than the first came.
-    pub(super) fn several(&self) -> bool {
-        self.several
-    }
-
     /// A client line as the core handles it: a later connection's request under an id of the
-    /// proxy's (and a cancel naming one of its requests likewise); `None` to take it as it is.
-    pub(super) fn inbound(&mut self, conn: ConnId, peek: &Peek<'_>, line: &Bytes) -> Option<Bytes> {
+    /// proxy's (and a cancel naming one of its requests likewise), refused, or dropped.
+    pub(super) fn inbound(
+        &mut self,
+        conn: ConnId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        sessions: &SessionTable,
+        echo_prompts: bool,
+    ) -> Inbound {
+        if let Kind::Request { method, .. } = &peek.kind
+            && method == "initialize"
+        {
+            self.views.insert(conn, ClientView::from_initialize(peek));
+        }
+        let creates = matches!(&peek.kind, Kind::Request { method, .. }
+            if matches!(method.as_ref(), "session/new" | "session/fork"));
         match &peek.kind {
             // The first connection's ids pass as sent, unless one names another's request.
             Kind::Request { id, method }
                 if conn != ConnId::FIRST || self.renumbered.contains_key(id) =>
             {
                 let sent = RequestId::String(format!("acp-journal:c{}:{}", conn.0, id.to_json()));
-                if self.hosted
-                    && matches!(method.as_ref(), "session/load" | "session/resume")
-                    && let Some(s) = peek.session.as_deref()
-                {
-                    self.joining.insert(sent.clone(), SessionId::from(s));
-                }
+                let Some(renumbered) =
+                    rewrite::edit_line(line, |m| m.set("id", sent.to_json())).map(Bytes::from)
+                else {
+                    return Inbound::AsIs;
+                };
                 self.renumbered.insert(sent.clone(), (conn, id.clone()));
                 self.sent_as.insert((conn, id.clone()), sent.clone());
-                rewrite::edit_line(line, |m| m.set("id", sent.to_json())).map(Bytes::from)
+                if creates {
+                    self.creating.insert(sent.clone());
+                }
+                let session = peek.session.as_deref().map(SessionId::from);
+                match (method.as_ref(), session) {
+                    ("session/load" | "session/resume", Some(s)) if self.hosted => {
+                        let join = Join {
+                            conn,
+                            session: s,
+                            live: false,
+                            attach: None,
+                        };
+                        self.joining.insert(sent, join);
+                    }
+                    ("session/attach", Some(s)) if self.hosted => {
+                        let attach = match Attach::parse(peek.params) {
+                            Ok(attach) => attach,
+                            Err(why) => {
+                                let error =
+                                    error_json(-32602, &format!("Invalid params: {why}"), None);
+                                return Inbound::Refused(renumbered, sent, error);
+                            }
+                        };
+                        let join = Join {
+                            conn,
+                            session: s,
+                            live: false,
+                            attach: Some(attach),
+                        };
+                        self.joining.insert(sent, join);
+                    }
+                    ("session/prompt", Some(s)) if self.hosted => {
+                        if let Some(why) = self.prompt_refused(conn, &s) {
+                            let error = error_json(-32000, why, Some(json!({"sessionId": &*s})));
+                            return Inbound::Refused(renumbered, sent, error);
+                        }
+                        if echo_prompts {
+                            self.echo_prompt(conn, &s, sessions, peek.params);
+                        }
+                        self.turns.insert(s, (conn, sent));
+                    }
+                    _ => {}
+                }
+                Inbound::Renumbered(renumbered)
             }
             Kind::Notification { method } if method == "$/cancel_request" && self.several => {
-                let cancelled = envelope::request_id(peek.params)?;
-                let sent = self.sent_as.get(&(conn, cancelled))?.clone();
+                let Some(sent) = envelope::request_id(peek.params)
+                    .and_then(|cancelled| self.sent_as.get(&(conn, cancelled)).cloned())
+                else {
+                    return Inbound::AsIs;
+                };
                 rewrite::edit_line(line, |m| {
                     m.edit("params", |p| p.set("requestId", sent.to_json()));
                 })
-                .map(Bytes::from)
+                .map_or(Inbound::AsIs, |l| Inbound::Renumbered(Bytes::from(l)))
             }
-            Kind::Response { id, .. } if self.several => {
-                self.asked.remove(id);
-                None
+            Kind::Response { id, is_error } if self.several => {
+                self.answered(conn, id, *is_error, peek, sessions)
             }
+            Kind::Request { id, .. } if creates && self.several => {
+                self.creating.insert(id.clone());
+                Inbound::AsIs
+            }
+            _ => Inbound::AsIs,
+        }
+    }
+
+    /// Why a prompt of `conn` in session `s` is refused: it observes the session, or another
+    /// connection's turn runs there (prompts are not queued: see docs/SERVING.md).
+    fn prompt_refused(&self, conn: ConnId, s: &SessionId) -> Option<&'static str> {
+        if self.observers.contains(&(conn, s.clone())) {
+            return Some("this connection observes the session: observers cannot prompt");
+        }
+        match self.turns.get(s) {
+            Some((other, _)) if *other != conn && self.live.contains(other) => Some(
+                "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
+            ),
             _ => None,
         }
     }
 
-    /// Where a line the core sends to clients goes. `attached` gives the connections attached
-    /// to a session (the first attached answers the agent's requests).
-    pub(super) fn route<'a>(
+    /// Show a prompt of `conn` to the other connections attached to session `s` as the user's
+    /// message (ACP v1: agents do not echo prompts; v2 agents send `user_message` themselves).
+    fn echo_prompt(
         &mut self,
-        line: Bytes,
-        attached: impl Fn(&str) -> &'a [ConnId],
-    ) -> Route {
+        conn: ConnId,
+        s: &SessionId,
+        sessions: &SessionTable,
+        params: Option<&serde_json::value::RawValue>,
+    ) {
+        let others: Vec<ConnId> = self
+            .attached_live(sessions, s)
+            .into_iter()
+            .filter(|c| *c != conn)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let Some(Value::Array(blocks)) = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .map(|mut p| p["prompt"].take())
+        else {
+            return;
+        };
+        for block in blocks {
+            let line = notification_line(
+                "session/update",
+                json!({"sessionId": &**s, "update": {"sessionUpdate": "user_message_chunk", "content": block}}),
+            );
+            for c in &others {
+                self.send_or_hold(*c, line.clone());
+            }
+        }
+    }
+
+    /// Send `line` to `conn` now, or hold it while the connection joins the line's session
+    /// live (the line comes after the history it is being sent).
+    fn send_or_hold(&mut self, conn: ConnId, line: Bytes) {
+        if !self.holds_for(conn) {
+            self.outgoing.push_back((conn, line));
+            return;
+        }
+        let held = self.held.entry(conn).or_default();
+        held.bytes += line.len();
+        held.lines.push(line);
+        if held.bytes > HOLD_LIMIT {
+            tracing::warn!(
+                "client connection {} fell {} bytes behind while joining a session: ending it",
+                conn.0,
+                held.bytes
+            );
+            self.held.remove(&conn);
+            self.to_end.push(conn);
+        }
+    }
+
+    /// True while `conn` joins a live session (its lines are held).
+    fn holds_for(&self, conn: ConnId) -> bool {
+        self.joining.values().any(|j| j.live && j.conn == conn)
+    }
+
+    /// A client's answer to an agent request. A permission request's first answer (not an
+    /// error) wins: the others asked are told it is settled. A later answer is dropped.
+    fn answered(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        is_error: bool,
+        peek: &Peek<'_>,
+        sessions: &SessionTable,
+    ) -> Inbound {
+        let Some(asked) = self.asked.get_mut(id) else {
+            return match self.settled.contains(id) {
+                true => Inbound::Settled,
+                false => Inbound::AsIs,
+            };
+        };
+        if is_error && asked.conns.len() > 1 && asked.conns.contains(&conn) {
+            // Wait for another connection's answer.
+            asked.conns.retain(|c| *c != conn);
+            return Inbound::Settled;
+        }
+        let Some(asked) = self.asked.remove(id) else {
+            return Inbound::AsIs;
+        };
+        match asked.method.as_str() {
+            "session/request_permission" => self.settle(conn, id, &asked, peek, sessions),
+            "terminal/create" => {
+                if let Some(terminal) = envelope::str_field(peek.result, "terminalId") {
+                    self.terminals.insert(terminal.to_string(), conn);
+                }
+            }
+            "terminal/release" => {
+                if let Some(terminal) = terminal_of(&asked.line) {
+                    self.terminals.remove(&terminal);
+                }
+            }
+            _ => {}
+        }
+        Inbound::AsIs
+    }
+
+    /// Connection `winner` answered permission request `id`: the others asked get
+    /// `$/cancel_request` for it, and every other connection attached to its session a
+    /// `session/update` with the outcome (a `tool_call_update` whose
+    /// `_meta.acpJournal.permission` says what was chosen and by whom; `session/attach`ed
+    /// connections also the draft's `permission_resolved`).
+    fn settle(
+        &mut self,
+        winner: ConnId,
+        id: &RequestId,
+        asked: &Asked,
+        peek: &Peek<'_>,
+        sessions: &SessionTable,
+    ) {
+        if self.settled.len() >= SETTLED_MEMORY {
+            self.settled.pop_front();
+        }
+        self.settled.push_back(id.clone());
+        let cancel = notification_line("$/cancel_request", json!({"requestId": id_value(id)}));
+        for c in asked.conns.iter().filter(|c| **c != winner) {
+            self.send_or_hold(*c, cancel.clone());
+        }
+        let Some(s) = &asked.session else { return };
+        let request: Value = envelope::peek(&asked.line)
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let Some(tool) = request["toolCall"]["toolCallId"].as_str() else {
+            return;
+        };
+        let result: Value = peek
+            .result
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or(Value::Null);
+        let outcome = &result["outcome"];
+        let by = format!("c{}", winner.0);
+        let client = self.views.get(&winner).and_then(|v| v.name.clone());
+        let permission = json!({
+            "outcome": outcome["outcome"],
+            "optionId": outcome["optionId"],
+            "by": by,
+            "client": client,
+        });
+        let update = notification_line(
+            "session/update",
+            json!({"sessionId": &**s, "update": {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": tool,
+                "_meta": {"acpJournal": {"permission": permission}},
+            }}),
+        );
+        let resolved = notification_line(
+            "session/update",
+            json!({"sessionId": &**s, "update": {
+                "sessionUpdate": "permission_resolved",
+                "toolCallId": tool,
+                "chosenOptionId": outcome["optionId"],
+                "resolvedBy": {"name": client, "version": self.views.get(&winner).and_then(|v| v.version.clone())},
+            }}),
+        );
+        let others: Vec<ConnId> = self
+            .attached_live(sessions, s)
+            .into_iter()
+            .filter(|c| *c != winner)
+            .collect();
+        for c in others {
+            self.send_or_hold(c, update.clone());
+            if self.drafted.contains(&(c, s.clone())) {
+                self.send_or_hold(c, resolved.clone());
+            }
+        }
+    }
+
+    /// The live connections attached to session `s`.
+    fn attached_live(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
+        sessions
+            .attached(s)
+            .iter()
+            .copied()
+            .filter(|c| self.live.contains(c))
+            .collect()
+    }
+
+    /// A line addressed to the asker of request `sent` (a load's replay): its connection.
+    pub(super) fn route_reply(&self, sent: &RequestId, line: Bytes) -> Route {
+        if !self.several {
+            return Route::One(ConnId::FIRST, line);
+        }
+        let conn = self.conn_of(sent);
+        match self.live.contains(&conn) {
+            true => Route::One(conn, line),
+            false => Route::Dropped,
+        }
+    }
+
+    /// Where a line the core sends to clients goes (see the module's text).
+    pub(super) fn route(&mut self, line: Bytes, sessions: &SessionTable) -> Route {
         if !self.several {
             // The one connection (the stdio proxy's editor, there before its first line).
             return Route::One(ConnId::FIRST, line);
         }
         let peek = envelope::peek(&line);
-        let live = |c: &ConnId| self.live.contains(c);
         match &peek.kind {
-            Kind::Response { id, .. } => {
-                let Some((conn, own)) = self.renumbered.remove(id) else {
-                    // Not renumbered: the first connection's.
-                    return match live(&ConnId::FIRST) {
-                        true => Route::One(ConnId::FIRST, line),
-                        false => Route::Dropped,
-                    };
-                };
-                self.sent_as.remove(&(conn, own.clone()));
-                let joined = self.joining.remove(id);
-                if !live(&conn) {
-                    return Route::Dropped;
-                }
-                if let Some(s) = joined
-                    && matches!(
-                        peek.kind,
-                        Kind::Response {
-                            is_error: false,
-                            ..
-                        }
-                    )
-                {
-                    self.release(&s, conn);
-                }
-                let restored = rewrite::edit_line(&line, |m| m.set("id", own.to_json()))
-                    .map_or(line, Bytes::from);
-                Route::One(conn, restored)
+            Kind::Response { id, is_error } => self.route_response(id, *is_error, &line),
+            Kind::Request { id, method } => {
+                let session = peek.session.as_deref().map(SessionId::from);
+                self.route_request(id, method, session, line.clone(), sessions)
             }
-            Kind::Request { .. } | Kind::Notification { .. } => {
-                let session: Vec<ConnId> = peek
-                    .session
-                    .as_deref()
-                    .map(|s| attached(s).iter().copied().filter(live).collect())
-                    .unwrap_or_default();
-                if self.hosted
-                    && let Some(s) = peek.session.as_deref()
-                    && session.is_empty()
-                {
-                    // Nobody is attached: journaled only; a request waits for someone.
-                    if let Kind::Request { id, .. } = &peek.kind {
-                        return Route::Wait(Waiting {
-                            id: id.clone(),
-                            session: SessionId::from(s),
-                            line,
-                            since_us: 0,
-                        });
-                    }
-                    return Route::Dropped;
+            Kind::Notification { .. } => {
+                let Some(s) = peek.session.as_deref() else {
+                    return Route::Each(self.live.clone(), line);
+                };
+                let attached = self.attached_live(sessions, s);
+                if attached.is_empty() {
+                    // Nobody is attached: a host journals it only; else it goes to everyone.
+                    return match self.hosted {
+                        true => Route::Dropped,
+                        false => Route::Each(self.live.clone(), line),
+                    };
                 }
-                match (&peek.kind, session.first().or(self.live.first()).copied()) {
-                    (Kind::Request { id, .. }, Some(first)) => {
-                        self.asked.insert(id.clone(), (first, line.clone()));
-                        Route::One(first, line)
+                let mut now = Vec::with_capacity(attached.len());
+                for c in attached {
+                    match self.holds_for(c) {
+                        true => self.send_or_hold(c, line.clone()),
+                        false => now.push(c),
                     }
-                    (Kind::Request { .. }, None) => Route::Dropped,
-                    (_, _) if !session.is_empty() => Route::Each(session, line),
-                    (_, _) => Route::Each(self.live.clone(), line),
                 }
+                Route::Each(now, line)
             }
             Kind::OtherJson | Kind::Invalid => Route::Each(self.live.clone(), line),
         }
     }
+
+    /// An answer for a client: to the connection that asked, its own id restored. A join's
+    /// answer attaches the connection: what was held for it, and what waits for someone to
+    /// answer in the session, follow it.
+    fn route_response(&mut self, id: &RequestId, is_error: bool, line: &Bytes) -> Route {
+        if self.creating.remove(id)
+            && let Some(s) = created_session(line)
+        {
+            let conn = self.renumbered.get(id).map_or(ConnId::FIRST, |(c, _)| *c);
+            self.created.push((s, conn));
+        }
+        let Some((conn, own)) = self.renumbered.remove(id) else {
+            // Not renumbered: the first connection's.
+            return match self.live.contains(&ConnId::FIRST) {
+                true => Route::One(ConnId::FIRST, line.clone()),
+                false => Route::Dropped,
+            };
+        };
+        self.sent_as.remove(&(conn, own.clone()));
+        self.turns.retain(|_, (_, sent)| sent != id);
+        let join = self.joining.remove(id);
+        if !self.live.contains(&conn) {
+            return Route::Dropped;
+        }
+        let mut answer = rewrite::edit_line(line, |m| m.set("id", own.to_json()))
+            .map_or_else(|| line.clone(), Bytes::from);
+        if let Some(join) = join {
+            match is_error {
+                true => self.join_failed(&join),
+                false => {
+                    if let Some(attach) = join.attach
+                        && let Some(edited) = self.attach_answer(&answer, &join, attach)
+                    {
+                        answer = edited;
+                    }
+                    self.joined(&join);
+                }
+            }
+        }
+        Route::One(conn, answer)
+    }
+
+    /// A join failed: nothing held is sent, and the connection is not attached.
+    fn join_failed(&mut self, join: &Join) {
+        self.held.remove(&join.conn);
+        self.detached.push((join.conn, join.session.clone()));
+        let orphaned = self.forget_asked(|c, s| c == join.conn && s == Some(&join.session));
+        self.orphaned.extend(orphaned);
+    }
+
+    /// Connection `join.conn` is attached to `join.session`: the lines held for it, then the
+    /// requests waiting for someone to attach, then the permission requests others were asked
+    /// and have not answered (unless it asked for no history).
+    fn joined(&mut self, join: &Join) {
+        let conn = join.conn;
+        let s = &join.session;
+        if let Some(held) = self.held.remove(&conn) {
+            for line in held.lines {
+                let still_asked = match envelope::peek(&line).kind {
+                    Kind::Request { id, .. } => self.asked.contains_key(&id),
+                    _ => true,
+                };
+                if still_asked {
+                    self.outgoing.push_back((conn, line));
+                }
+            }
+        }
+        let observer = join.attach.is_some_and(|a| a.observer);
+        if observer {
+            self.observers.insert((conn, s.clone()));
+        }
+        if join.attach.is_some() {
+            self.drafted.insert((conn, s.clone()));
+        }
+        if observer {
+            return;
+        }
+        for w in self.waiting.extract_if(.., |w| w.session == *s) {
+            self.asked.insert(
+                w.id,
+                Asked {
+                    conns: vec![conn],
+                    line: w.line.clone(),
+                    method: envelope::peek(&w.line)
+                        .method()
+                        .unwrap_or_default()
+                        .to_string(),
+                    session: Some(w.session),
+                },
+            );
+            self.outgoing.push_back((conn, w.line));
+        }
+        if join
+            .attach
+            .is_some_and(|a| a.history == HistoryPolicy::None)
+        {
+            return;
+        }
+        let mut pending: Vec<(&RequestId, &mut Asked)> = self
+            .asked
+            .iter_mut()
+            .filter(|(_, a)| {
+                a.method == "session/request_permission"
+                    && a.session.as_ref() == Some(s)
+                    && !a.conns.contains(&conn)
+            })
+            .collect();
+        pending.sort_by_key(|(id, _)| id.to_json());
+        for (_, asked) in pending {
+            asked.conns.push(conn);
+            self.outgoing.push_back((conn, asked.line.clone()));
+        }
+    }
+
+    /// The answer to a `session/attach`: the load's answer with the draft's `sessionId`,
+    /// `role` and `connectedClients`.
+    fn attach_answer(&self, answer: &[u8], join: &Join, attach: Attach) -> Option<Bytes> {
+        let role = |observer: bool| if observer { "observer" } else { "controller" };
+        let clients: Vec<Value> = self
+            .live
+            .iter()
+            .filter(|c| **c != join.conn)
+            .filter_map(|c| {
+                let view = self.views.get(c)?;
+                let observer = self.observers.contains(&(*c, join.session.clone()));
+                Some(json!({"name": view.name, "version": view.version, "role": role(observer)}))
+            })
+            .collect();
+        rewrite::edit_line(answer, |m| {
+            m.edit("result", |r| {
+                r.set("sessionId", rewrite::json_string(&join.session));
+                r.set("role", rewrite::json_string(role(attach.observer)));
+                r.set("connectedClients", Value::Array(clients).to_string());
+            });
+        })
+        .map(Bytes::from)
+    }
+
+    /// An agent request for clients. A permission request goes to every controller attached
+    /// to its session (held for those joining); a terminal's request to the connection that
+    /// created the terminal; an fs or `terminal/create` request to the connection running the
+    /// turn, else another attached one that declared the capability; anything else to the
+    /// turn's connection, else the first attached (else the first connection).
+    fn route_request(
+        &mut self,
+        id: &RequestId,
+        method: &str,
+        session: Option<SessionId>,
+        line: Bytes,
+        sessions: &SessionTable,
+    ) -> Route {
+        let controllers: Vec<ConnId> = session.as_deref().map_or_else(Vec::new, |s| {
+            self.attached_live(sessions, s)
+                .into_iter()
+                .filter(|c| !self.observers.contains(&(*c, SessionId::from(s))))
+                .collect()
+        });
+        if self.hosted
+            && let Some(s) = &session
+            && controllers.is_empty()
+        {
+            // Nobody can answer: it waits for someone to attach.
+            return Route::Wait(Waiting {
+                id: id.clone(),
+                session: s.clone(),
+                line,
+                since_us: 0,
+            });
+        }
+        let asked = |conns: Vec<ConnId>| Asked {
+            conns,
+            line: line.clone(),
+            method: method.to_string(),
+            session: session.clone(),
+        };
+        if method == "session/request_permission" && !controllers.is_empty() {
+            let mut now = Vec::with_capacity(controllers.len());
+            for c in &controllers {
+                match self.holds_for(*c) {
+                    true => self.send_or_hold(*c, line.clone()),
+                    false => now.push(*c),
+                }
+            }
+            self.asked.insert(id.clone(), asked(controllers));
+            return Route::Each(now, line);
+        }
+        let ready: Vec<ConnId> = controllers
+            .iter()
+            .copied()
+            .filter(|c| !self.holds_for(*c))
+            .collect();
+        let turn = session
+            .as_deref()
+            .and_then(|s| self.turn_of(s))
+            .filter(|c| ready.contains(c));
+        let can = |c: &ConnId| self.views.get(c).is_none_or(|v| v.can(method));
+        let chosen = if let Some(terminal) =
+            terminal_of(&line).filter(|_| method != "terminal/create")
+        {
+            match self.terminals.get(&terminal) {
+                Some(c) if self.live.contains(c) => Some(*c),
+                _ => {
+                    return Route::Unanswerable(
+                        id.clone(),
+                        line,
+                        "the client connection that created this terminal has ended",
+                    );
+                }
+            }
+        } else if method.starts_with("fs/") || method.starts_with("terminal/") {
+            match turn.filter(can).or_else(|| ready.iter().copied().find(can)) {
+                Some(c) => Some(c),
+                None if !ready.is_empty() => {
+                    return Route::Unanswerable(
+                        id.clone(),
+                        line,
+                        "no client connection attached to the session declared the capability this request needs",
+                    );
+                }
+                None => None,
+            }
+        } else {
+            turn.or_else(|| ready.first().copied())
+        };
+        match chosen
+            .or_else(|| controllers.first().copied())
+            .or_else(|| self.live.first().copied())
+        {
+            Some(c) => {
+                self.asked.insert(id.clone(), asked(vec![c]));
+                match self.holds_for(c) {
+                    true => {
+                        self.send_or_hold(c, line);
+                        Route::Dropped
+                    }
+                    false => Route::One(c, line),
+                }
+            }
+            None => Route::Dropped,
+        }
+    }
+}
+
+/// A notification line of the proxy's.
+fn notification_line(method: &str, params: Value) -> Bytes {
+    let mut line = json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+/// A request id as a JSON value.
+fn id_value(id: &RequestId) -> Value {
+    serde_json::from_str(&id.to_json()).unwrap_or(Value::Null)
+}
+
+/// The `terminalId` an agent request names.
+fn terminal_of(line: &[u8]) -> Option<String> {
+    memchr::memmem::find(line, b"\"terminalId\"")?;
+    envelope::str_field(envelope::peek(line).params, "terminalId")
 }
 
 /// The session a response for a client creates (`result.sessionId`), to attach its connection.
-pub(super) fn created_session(line: &[u8]) -> Option<SessionId> {
+fn created_session(line: &[u8]) -> Option<SessionId> {
     memchr::memmem::find(line, b"\"sessionId\"")?;
     let peek = envelope::peek(line);
     envelope::str_field(peek.result, "sessionId").map(SessionId::from)

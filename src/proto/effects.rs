@@ -22,6 +22,9 @@ pub(super) enum Queued {
     Action(Action),
     /// A line for clients, to be routed to connections.
     ToClients(Bytes),
+    /// A line for the connection that sent this request (as the agent knows its id): a
+    /// load's replay.
+    ToAsker(RequestId, Bytes),
 }
 
 /// The core's output queue and record numbering.
@@ -92,6 +95,11 @@ impl Effects {
             }),
             Side::Client => Queued::ToClients(line),
         });
+    }
+
+    /// Queue `line` for the connection that sent request `id` (a load's replay).
+    pub(super) fn forward_to_asker(&mut self, id: &RequestId, line: Bytes) {
+        self.actions.push_back(Queued::ToAsker(id.clone(), line));
     }
 
     /// How a line is stored: classified, and redacted when configured.

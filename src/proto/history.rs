@@ -193,6 +193,8 @@ struct TerminalAsk {
 
 /// A replay in progress.
 pub struct Replay {
+    /// The session is live: tool calls still open stay open (see [`Replay::keep_tools_open`]).
+    keep_open: bool,
     session: String,
     support: ClientSupport,
     transcript_limit: usize,
@@ -277,6 +279,7 @@ impl Replay {
     /// for re-priming is bounded by `transcript_limit` bytes (the latest turns are kept).
     pub fn new(session: &str, support: ClientSupport, transcript_limit: usize) -> Replay {
         Replay {
+            keep_open: false,
             session: session.to_string(),
             support,
             transcript_limit,
@@ -977,12 +980,21 @@ impl Replay {
         }
     }
 
+    /// The session is live (a client joins it while it runs): tool calls still open at the
+    /// end of the records are not reported failed, since their updates follow live.
+    pub fn keep_tools_open(&mut self) {
+        self.keep_open = true;
+    }
+
     /// End of the records: append the latest state updates and `failed` updates for tool calls
     /// left open, and return the summary.
     pub fn finish(mut self, out: &mut Vec<Bytes>) -> Summary {
         self.user_message(None, out);
         for (_, update) in std::mem::take(&mut self.state) {
             out.push(self.notification(update));
+        }
+        if self.keep_open {
+            self.open_tools.clear();
         }
         for id in std::mem::take(&mut self.open_tools).into_keys() {
             out.push(self.notification(

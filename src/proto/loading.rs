@@ -78,6 +78,9 @@ pub(super) struct LoadRequest {
     /// A fork the proxy made in the journal for an agent without `session/fork`: brought up
     /// on a fresh agent session, and the answer names it.
     pub(super) fork: bool,
+    /// The session is live (a host's client joins it): the history replayed is what the
+    /// journal held when the load began, and the live lines follow it.
+    pub(super) live: bool,
 }
 
 impl LoadRequest {
@@ -95,6 +98,7 @@ impl LoadRequest {
             request: None,
             agent_failed: None,
             fork: false,
+            live: false,
         })
     }
 
@@ -109,6 +113,7 @@ impl LoadRequest {
             request: None,
             agent_failed: None,
             fork: false,
+            live: false,
         }
     }
 }
@@ -305,6 +310,7 @@ impl Loads {
             request,
             agent_failed,
             fork,
+            live,
         } = request;
         match &asker {
             Asker::Client(id) => {
@@ -334,6 +340,7 @@ impl Loads {
             session,
             support: cx.client.support,
             transcript_limit: cx.config.reprime_limit,
+            until: live.then(|| cx.fx.next_seq()),
         });
     }
 
@@ -377,7 +384,10 @@ impl Loads {
                         *replayed += lines.len() as u64;
                     }
                     for line in lines {
-                        cx.fx.forward(super::Side::Client, line);
+                        match &l.asker {
+                            Asker::Client(id) => cx.fx.forward_to_asker(id, line),
+                            Asker::Restore(_) => cx.fx.forward(super::Side::Client, line),
+                        }
                     }
                 }
                 Progress::Going

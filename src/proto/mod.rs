@@ -80,7 +80,7 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
 use capabilities::{AgentCaps, ClientCaps};
 pub use connection::{ConnId, Peer};
-use connection::{Connections, Route};
+use connection::{Connections, Inbound, Route};
 use effects::{Effects, Queued};
 use held::HeldLines;
 pub use history::{ClientSupport, Summary};
@@ -164,7 +164,15 @@ pub enum Action {
         support: ClientSupport,
         /// Bound of the transcript kept for re-priming.
         transcript_limit: usize,
+        /// The session is live (another connection joins it): replay only the records before
+        /// this sequence number (what follows reaches the client live), and leave tool calls
+        /// still running open. The shell starts the read once the records before it are
+        /// written.
+        until: Option<u64>,
     },
+    /// End a client connection (it fell too far behind while joining a session); the shell
+    /// then reports its end as for any connection.
+    EndClient(ConnId),
     /// Stop a `FetchHistory` (its chunks are no longer wanted).
     CancelHistory {
         /// The fetch.
@@ -603,28 +611,34 @@ impl Proxy {
             if let Some(action) = self.routed.pop_front() {
                 return Some(action);
             }
-            let line = match self.fx.pop()? {
+            if let Some((conn, line)) = self.connections.pop_outgoing() {
+                return Some(Action::Forward {
+                    to: Peer::Client(conn),
+                    line,
+                });
+            }
+            self.settle_connections();
+            let route = match self.fx.pop()? {
                 Queued::Action(action) => return Some(action),
-                Queued::ToClients(line) => line,
+                Queued::ToClients(line) => self.connections.route(line, &self.sessions),
+                Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
-            let sessions = &self.sessions;
-            match self.connections.route(line, |s| sessions.attached(s)) {
+            match route {
                 Route::One(conn, line) => {
-                    if self.connections.several()
-                        && let Some(created) = connection::created_session(&line)
-                    {
+                    for (created, conn) in self.connections.take_created() {
                         self.sessions.attach(&created, conn);
                     }
-                    let released = self.connections.take_released();
-                    self.routed
-                        .extend(released.into_iter().map(|(conn, line)| Action::Forward {
-                            to: Peer::Client(conn),
-                            line,
-                        }));
                     return Some(Action::Forward {
                         to: Peer::Client(conn),
                         line,
                     });
+                }
+                Route::Unanswerable(id, line, why) => {
+                    let at = Stamp {
+                        unix_us: self.unix_now,
+                        mono_us: self.now,
+                    };
+                    self.answer_unasked(at, id, &line, why);
                 }
                 Route::Wait(mut waiting) => {
                     waiting.since_us = self.now;
@@ -646,6 +660,24 @@ impl Proxy {
                 }
                 Route::Dropped => {}
             }
+        }
+    }
+
+    /// What routing left for the core: connections to end, attachments that ended (a failed
+    /// join), agent requests nobody is left to answer.
+    fn settle_connections(&mut self) {
+        for conn in self.connections.take_to_end() {
+            self.fx.push(Action::EndClient(conn));
+        }
+        for (conn, s) in self.connections.take_detached() {
+            self.sessions.detach_from(&s, conn);
+        }
+        let at = Stamp {
+            unix_us: self.unix_now,
+            mono_us: self.now,
+        };
+        for (id, line) in self.connections.take_orphaned() {
+            self.ask_again(at, id, line);
         }
     }
 
@@ -707,9 +739,23 @@ impl Proxy {
         {
             self.sessions.attach(s, conn);
         }
-        match self.connections.inbound(conn, &peek, &line) {
-            None => self.take(at, Side::Client, &peek, &line),
-            Some(renumbered) => self.take_later(at, conn, renumbered),
+        let echo_prompts = !self.agent.v2;
+        match self
+            .connections
+            .inbound(conn, &peek, &line, &self.sessions, echo_prompts)
+        {
+            Inbound::AsIs => self.take(at, Side::Client, &peek, &line),
+            Inbound::Renumbered(renumbered) => self.take_later(at, conn, renumbered),
+            Inbound::Refused(renumbered, sent, error) => {
+                let peek = envelope::peek(&renumbered);
+                self.fx
+                    .journal_client(at, Target::Connection, &peek, &renumbered);
+                self.fx.answer(at, Target::Connection, &sent, Err(&error));
+            }
+            Inbound::Settled => {
+                // Another connection answered first; this answer has nobody to go to.
+                tracing::debug!("dropped a late answer of connection {}", conn.0);
+            }
         }
     }
 
@@ -1220,10 +1266,17 @@ impl Proxy {
             return true;
         }
         let session = || peek.session.as_deref().map(SessionId::from);
+        if self.connections.is_hosted()
+            && let Kind::Request { id, method } = &peek.kind
+            && let Some(s) = session()
+            && self.join_or_leave(at, id, method, &s, peek, line)
+        {
+            return true;
+        }
         match &peek.kind {
             Kind::Request { id, method } => match method.as_ref() {
                 "session/load" if self.synthesizes_load() => {
-                    self.start_load(at, id, peek, line, true);
+                    self.start_load(at, id, peek, line, true, false);
                     true
                 }
                 "session/load" => {
@@ -1237,7 +1290,7 @@ impl Proxy {
                     self.resume_v2(at, id, peek, line)
                 }
                 "session/resume" if !self.agent.resume && self.emulates_loading() => {
-                    self.start_load(at, id, peek, line, false);
+                    self.start_load(at, id, peek, line, false, false);
                     true
                 }
                 "session/resume" if self.emulates_loading() => {
@@ -1282,7 +1335,11 @@ impl Proxy {
                             (!list.forwarded).then_some(op)
                         })
                     }),
-                    "session/cancel" => session().and_then(|s| self.loads.by_session(&s)),
+                    // A host's live session: the cancel is for the turn, not for a client
+                    // joining it.
+                    "session/cancel" => session()
+                        .filter(|s| !(self.connections.is_hosted() && self.sessions.is_live(s)))
+                        .and_then(|s| self.loads.by_session(&s)),
                     _ => None,
                 };
                 let Some(op) = op else { return false };
@@ -1291,6 +1348,67 @@ impl Proxy {
                     _ => "cancelled by session/cancel",
                 };
                 self.cancel_op(at, op, line, why)
+            }
+            _ => false,
+        }
+    }
+
+    /// A host's client joins or leaves session `s` (true when the request was taken here).
+    /// A load or resume (v1) of a session live on the agent joins it: served from the journal,
+    /// never passed to the agent, so the other connections' turn goes on untouched; the
+    /// history replayed is what the journal held when the request came and every live line
+    /// follows it once ([`Connections::joins_live`]). `session/attach` (the multi-client
+    /// draft) joins likewise, bringing the session up first when it is not live, with the
+    /// history its `historyPolicy` asks for. `session/detach`, and `session/close` while other
+    /// connections stay attached, detach this connection only.
+    fn join_or_leave(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        method: &str,
+        s: &SessionId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let live = self.sessions.is_live(s);
+        let conn = self.connections.conn_of(id);
+        match method {
+            "session/load" | "session/resume" if live && !self.agent.v2 => {
+                self.connections.joins_live(id);
+                self.start_load(at, id, peek, line, method == "session/load", true);
+                true
+            }
+            "session/attach" => {
+                let full = connection::Attach::parse(peek.params)
+                    .is_ok_and(|a| a.history == connection::HistoryPolicy::Full);
+                if live {
+                    self.connections.joins_live(id);
+                }
+                self.start_load(at, id, peek, line, full, live);
+                true
+            }
+            "session/detach" | "session/close" => {
+                let others = self
+                    .sessions
+                    .attached(s)
+                    .iter()
+                    .any(|c| *c != conn && self.connections.is_live(*c));
+                if method == "session/close" && !others {
+                    return false;
+                }
+                self.fx.journal_client(at, Target::Connection, peek, line);
+                self.sessions.detach_from(s, conn);
+                let unanswered = self.connections.detach(conn, s);
+                let answer = match method {
+                    "session/detach" => json!({"sessionId": &**s, "status": "detached"}),
+                    _ => json!({}),
+                };
+                self.fx
+                    .answer(at, Target::Connection, id, Ok(&answer.to_string()));
+                for (id, line) in unanswered {
+                    self.ask_again(at, id, line);
+                }
+                true
             }
             _ => false,
         }
@@ -1316,7 +1434,7 @@ impl Proxy {
             }
         };
         if !self.agent.resume {
-            self.start_load(at, id, peek, line, replay);
+            self.start_load(at, id, peek, line, replay, false);
             return true;
         }
         if replay && let Some(s) = peek.session.as_deref() {
@@ -1404,6 +1522,7 @@ impl Proxy {
         peek: &Peek<'_>,
         line: &Bytes,
         replay: bool,
+        live: bool,
     ) {
         let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
             self.fx.journal_client(at, Target::Connection, peek, line);
@@ -1412,6 +1531,7 @@ impl Proxy {
             return;
         };
         request.request = Some(self.fx.client_record(at, peek, line));
+        request.live = live;
         let op = self.next_op();
         let (mut cx, loads) = self.cx();
         loads.start(&mut cx, op, request);
@@ -1680,7 +1800,8 @@ impl Proxy {
                     self.client.support.v2 = agent.v2;
                     // v2 clients take `notice` updates as a matter of course.
                     self.client.notices |= agent.v2;
-                    let added = agent.missing(self.emulates_loading());
+                    let added =
+                        agent.missing(self.emulates_loading(), self.connections.is_hosted());
                     out = capabilities::advertise(line, &added, agent.v2);
                     if out.is_some() {
                         self.fx.push(Action::Log(format!(

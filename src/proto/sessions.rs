@@ -215,6 +215,13 @@ impl SessionTable {
         }
     }
 
+    /// Connection `conn` left session `s` (the session lives on).
+    pub(super) fn detach_from(&mut self, s: &str, conn: ConnId) {
+        if let Some(session) = self.sessions.get_mut(s) {
+            session.attached.retain(|c| *c != conn);
+        }
+    }
+
     /// Connection `conn` ended: its sessions live on without it.
     pub(super) fn detach(&mut self, conn: ConnId) {
         for session in self.sessions.values_mut() {

@@ -25,6 +25,8 @@ pub struct HistoryRequest {
     pub support: ClientSupport,
     /// Transcript bound.
     pub transcript_limit: usize,
+    /// A live session's: only the records numbered below this, tool calls left open.
+    pub until: Option<u64>,
 }
 
 /// Read the session's segments (oldest first) twice — compactions and terminal outputs first
@@ -44,11 +46,17 @@ pub fn read(
         return;
     }
     let mut replay = Replay::new(&req.session, req.support, req.transcript_limit);
+    if req.until.is_some() {
+        replay.keep_tools_open();
+    }
+    let before = |seq: u64| req.until.is_none_or(|until| seq < until);
     for path in &segments {
         match SegmentReader::open(path) {
             Ok(mut reader) => {
                 while let Some(record) = reader.next_where(|line| replay.observes(line)) {
-                    replay.observe(&record);
+                    if before(record.seq) {
+                        replay.observe(&record);
+                    }
                 }
             }
             Err(e) => tracing::warn!("skipping {}: {e}", path.display()),
@@ -59,7 +67,7 @@ pub fn read(
         let Ok(reader) = SegmentReader::open(path) else {
             continue;
         };
-        for record in reader {
+        for record in reader.filter(|r| before(r.seq)) {
             replay.emit(&record, &mut lines);
             if lines.len() >= CHUNK && !send(HistoryChunk::Lines(std::mem::take(&mut lines))) {
                 return;

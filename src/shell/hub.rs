@@ -183,6 +183,13 @@ impl Outboxes {
         self.open.remove(&conn).is_some()
     }
 
+    /// End `conn` (the core asks it): its outbox closes, and the core hears it ended.
+    pub(super) fn end(&mut self, conn: ConnId) {
+        if self.open.remove(&conn).is_some() {
+            self.dropped.push(conn);
+        }
+    }
+
     /// Queue `line` for `conn`; a connection whose outbox would pass its limit is dropped.
     pub(super) fn push(&mut self, conn: ConnId, line: Bytes) {
         let Some(out) = self.open.get(&conn) else {

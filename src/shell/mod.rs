@@ -740,6 +740,11 @@ struct Outputs {
 struct Batch {
     forwards: Vec<(Peer, Bytes)>,
     close_agent: bool,
+    /// History reads, started once the records before them are written (a live session's
+    /// replay must find every record the core numbered before it).
+    fetches: Vec<HistoryRequest>,
+    /// Client connections to end.
+    end_clients: Vec<ConnId>,
 }
 
 impl Outputs {
@@ -753,6 +758,14 @@ impl Outputs {
         }
         self.to_client.write_now();
         self.to_agent.write_now();
+        for request in batch.fetches {
+            self.services.fetch_history(request);
+        }
+        if let FrontOutput::Hub(outboxes) = &mut self.to_client {
+            for conn in batch.end_clients {
+                outboxes.end(conn);
+            }
+        }
         if batch.close_agent {
             self.to_agent.close();
         }
@@ -808,12 +821,15 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
                 session,
                 support,
                 transcript_limit,
-            } => out.services.fetch_history(HistoryRequest {
+                until,
+            } => batch.fetches.push(HistoryRequest {
                 load,
                 session: session.to_string(),
                 support,
                 transcript_limit,
+                until,
             }),
+            Action::EndClient(conn) => batch.end_clients.push(conn),
             Action::CancelHistory { load } => out.services.cancel_history(load),
             Action::FetchSessions { request } => {
                 // The list shows every turn this run has seen.
@@ -837,7 +853,10 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
             } => out.services.fork(op, &parent, &fork, message),
         }
     }
-    let empty = batch.forwards.is_empty() && !batch.close_agent;
+    let empty = batch.forwards.is_empty()
+        && !batch.close_agent
+        && batch.fetches.is_empty()
+        && batch.end_clients.is_empty();
     match out.journals.commit(batch, empty) {
         Commit::Done(batch) => applied.closed_agent = out.deliver(batch),
         Commit::Queued => {}

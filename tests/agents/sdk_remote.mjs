@@ -79,6 +79,21 @@ async function closed() {
   ]);
 }
 
+// session/prompt; refused while another client's turn runs in the session ("session busy"), it is
+// sent again after 0.25 s (event busy).
+async function promptWhenFree(cx, sessionId, text) {
+  for (let tries = 0; tries < 400; tries++) {
+    try {
+      return await cx.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+    } catch (error) {
+      if (!(error?.code === -32000 && String(error?.message).includes("busy"))) throw error;
+      emit({ event: "busy" });
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+  throw new Error("the session stayed busy");
+}
+
 let updates = 0;
 let prompting = false;
 const app = acp.client({ name: "acp-journal-tests" })
@@ -127,7 +142,7 @@ try {
     emit({ event: "session", sessionId });
     for (const [i, text] of opts.prompt.entries()) {
       prompting = i === 0;
-      const result = await cx.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+      const result = await promptWhenFree(cx, sessionId, text);
       prompting = false;
       emit({ event: "result", stopReason: result.stopReason });
     }

@@ -7,7 +7,9 @@ Our own test driver around the SDK's client transport (the peer under test is th
 One JSON object per line on stdout: initialized, list, loaded, resumed, session, update,
 permission, result, error (then exit 1). --list: session/list after initialize (and no
 session/new unless there are prompts). --drop-after N: after N session/update notifications during
-the first prompt, exit at once without closing anything (a laptop lid). --linger: stay connected
+the first prompt, exit at once without closing anything (a laptop lid). A prompt the host refuses
+because another client's turn runs in the session ("session busy") is sent again after 0.25 s
+(event busy). --linger: stay connected
 that long after the last step (to answer requests that arrive). Otherwise the connection is closed
 cleanly before exit 0 (HTTP: the SDK's DELETE; WebSocket: a close frame). Diagnostics on stderr.
 """
@@ -66,6 +68,24 @@ class Recorder(Client):
 
     async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
         return {"content": ""}
+
+
+def is_busy(error: Exception) -> bool:
+    """The host refused a prompt because another client's turn runs in the session."""
+    return getattr(error, "code", None) == -32000 and "busy" in str(error)
+
+
+async def prompt_when_free(conn: Any, session_id: str, text: str) -> Any:
+    """session/prompt; refused while another client's turn runs, it is sent again shortly."""
+    for _ in range(400):
+        try:
+            return await conn.prompt(session_id=session_id, prompt=[text_block(text)])
+        except Exception as error:
+            if not is_busy(error):
+                raise
+            emit({"event": "busy"})
+            await asyncio.sleep(0.25)
+    raise RuntimeError("the session stayed busy")
 
 
 async def main() -> int:
@@ -134,7 +154,7 @@ async def main() -> int:
         emit({"event": "session", "sessionId": session_id})
         for i, text in enumerate(args.prompt):
             recorder.prompting = i == 0
-            result = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
+            result = await prompt_when_free(conn, session_id, text)
             recorder.prompting = False
             emit({"event": "result", "stopReason": plain(result.stop_reason)})
         if args.linger:

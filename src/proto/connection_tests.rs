@@ -557,3 +557,45 @@ fn a_close_while_others_are_attached_detaches_only_that_connection() {
     h.client_on(1, bad);
     assert_eq!(received(&h, 1).last().unwrap()["error"]["code"], -32602);
 }
+
+#[test]
+fn a_hosts_list_marks_the_sessions_live_on_its_agent() {
+    let mut h = hosted();
+    h.client_on(
+        2,
+        r#"{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}"#,
+    );
+    let request = h
+        .requests
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::FetchSessions { request } => Some(*request),
+            _ => None,
+        })
+        .expect("a FetchSessions");
+    let row = |id: &str| ListedSession {
+        session: id.into(),
+        cwd: Some("/w".into()),
+        prompted: true,
+        updated_us: 1,
+        ..ListedSession::default()
+    };
+    let at = h.stamp();
+    h.proxy
+        .handle_sessions(at, request, vec![row("A"), row("old")]);
+    h.drain();
+    let answer = received(&h, 2).last().unwrap().clone();
+    let rows = answer["result"]["sessions"].as_array().unwrap().clone();
+    let live = |id: &str| {
+        rows.iter().find(|r| r["sessionId"] == id).unwrap()["_meta"]["acpJournal"]["live"] == true
+    };
+    assert!(live("A"), "{rows:?}");
+    assert!(!live("old"), "{rows:?}");
+    let init = &received(&h, 2)[0];
+    assert_eq!(
+        init["result"]["agentCapabilities"]["sessionCapabilities"]["attach"]["roles"],
+        json!(["controller", "observer"]),
+        "a host advertises the draft's attach"
+    );
+}

@@ -54,6 +54,8 @@ pub(super) struct List {
     pub(super) listed: Option<Vec<ListedSession>>,
     /// The agent's answer, held until `listed` arrives.
     pub(super) response: Option<Bytes>,
+    /// A host's sessions live on its agent (`_meta.acpJournal.live` on their rows).
+    live: HashSet<String>,
 }
 
 impl List {
@@ -92,7 +94,10 @@ impl List {
         let limit = self.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
         let page = &rows[start.min(rows.len())..];
         let (page, more) = (&page[..page.len().min(limit)], page.len() > limit);
-        let sessions: Vec<Value> = page.iter().filter_map(|s| session_info(s)).collect();
+        let sessions: Vec<Value> = page
+            .iter()
+            .filter_map(|s| session_info(s, self.live.contains(&s.session)))
+            .collect();
         let mut result = json!({"sessions": sessions});
         if more && let Some(last) = page.last() {
             result["nextCursor"] = json!(encode_cursor(last.updated_us, &last.session));
@@ -180,11 +185,10 @@ impl List {
             } else {
                 extra.len()
             });
-            rows.extend(
-                extra
-                    .iter()
-                    .filter_map(|s| Some((s.updated_us, session_info(s)?))),
-            );
+            rows.extend(extra.iter().filter_map(|s| {
+                let live = self.live.contains(&s.session);
+                Some((s.updated_us, session_info(s, live)?))
+            }));
             rows.sort_by(|(ua, a), (ub, b)| {
                 let id = |v: &Value| v["sessionId"].as_str().unwrap_or_default().to_string();
                 place(&(*ua, id(a).as_str())).cmp(&place(&(*ub, id(b).as_str())))
@@ -253,8 +257,9 @@ fn order(s: &ListedSession) -> (std::cmp::Reverse<i64>, &str) {
     (std::cmp::Reverse(s.updated_us), &s.session)
 }
 
-/// The `SessionInfo` of a listed session (`None` without a cwd, which the schema requires).
-fn session_info(s: &ListedSession) -> Option<Value> {
+/// The `SessionInfo` of a listed session (`None` without a cwd, which the schema requires);
+/// `live`: a host's session live on its agent, which a client joins as it runs.
+fn session_info(s: &ListedSession, live: bool) -> Option<Value> {
     let mut info = json!({"sessionId": s.session, "cwd": s.cwd.as_ref()?});
     if let Some(title) = &s.title {
         info["title"] = json!(title);
@@ -281,6 +286,9 @@ fn session_info(s: &ListedSession) -> Option<Value> {
     }
     if let Some(usage) = &s.usage {
         ours.insert("usage".into(), usage.clone());
+    }
+    if live {
+        ours.insert("live".into(), json!(true));
     }
     if !ours.is_empty() {
         info["_meta"] = json!({ "acpJournal": ours });
@@ -431,6 +439,13 @@ impl Proxy {
         let Some(list) = self.lists.by_op.get_mut(&request) else {
             return;
         };
+        if self.connections.is_hosted() {
+            list.live = sessions
+                .iter()
+                .filter(|s| self.sessions.is_live(&s.session))
+                .map(|s| s.session.clone())
+                .collect();
+        }
         list.listed = Some(sessions);
         if list.forwarded {
             self.try_merge_list(at, request);
@@ -492,6 +507,7 @@ impl Proxy {
                 archived: ArchiveFilter::of(peek.params),
                 listed: None,
                 response: None,
+                live: HashSet::new(),
             },
         );
         self.fx.push(Action::FetchSessions { request: op });

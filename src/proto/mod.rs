@@ -1354,7 +1354,7 @@ impl Proxy {
     }
 
     /// A host's client joins or leaves session `s` (true when the request was taken here).
-    /// A load or resume (v1) of a session live on the agent joins it: served from the journal,
+    /// A load or resume of a session live on the agent joins it: served from the journal,
     /// never passed to the agent, so the other connections' turn goes on untouched; the
     /// history replayed is what the journal held when the request came and every live line
     /// follows it once ([`Connections::joins_live`]). `session/attach` (the multi-client
@@ -1378,6 +1378,17 @@ impl Proxy {
                 self.start_load(at, id, peek, line, method == "session/load", true);
                 true
             }
+            // ACP v2: a resume replays with `replayFrom: {type: "start"}`, else nothing; another
+            // cursor is the agent's to take.
+            "session/resume" if live => match replay_from(peek.params).as_deref() {
+                None | Some("start") => {
+                    let replay = replay_from(peek.params).is_some();
+                    self.connections.joins_live(id);
+                    self.start_load(at, id, peek, line, replay, true);
+                    true
+                }
+                Some(_) => false,
+            },
             "session/attach" => {
                 let full = connection::Attach::parse(peek.params)
                     .is_ok_and(|a| a.history == connection::HistoryPolicy::Full);

@@ -475,7 +475,7 @@ fn claude_agent_acp_in_v2_killed_with_sigkill_is_restarted_and_its_session_keeps
 }
 
 #[test]
-fn claude_behind_serve_over_the_sdk_transports_a_session_another_client_loads_and_continues() {
+fn claude_behind_serve_two_sdk_clients_share_a_session_and_one_carries_on_when_the_other_drops() {
     let setup = Setup::new(Adapter::Claude);
     let home = setup.home.path().display().to_string();
     let codex_home = setup.home.path().join(".codex").display().to_string();
@@ -498,20 +498,22 @@ fn claude_behind_serve_over_the_sdk_transports_a_session_another_client_loads_an
     );
     let [(_, ts), (_, py)] = crate::serve::clients();
     let cwd = setup.cwd();
-    let (first, stderr) = crate::serve::sdk_client(
+    // A: the TypeScript SDK over WebSocket, staying connected after its turn.
+    let mut first = crate::attach::Running::start(
         &ts,
         &served.url,
         "ws",
-        &["--cwd", &cwd, "--prompt", "first task"],
+        &["--cwd", &cwd, "--prompt", "first task", "--linger", "120"],
     );
-    let results = crate::serve::of_kind(&first, "result");
-    assert_eq!(results.len(), 1, "{first:?}\n{stderr}");
-    assert_eq!(results[0]["stopReason"], "end_turn");
-    let session = crate::serve::of_kind(&first, "session")[0]["sessionId"]
+    let seen = first.until("result").to_vec();
+    let results = crate::serve::of_kind(&seen, "result");
+    assert_eq!(results[0]["stopReason"], "end_turn", "{seen:?}");
+    let session = crate::serve::of_kind(&seen, "session")[0]["sessionId"]
         .as_str()
         .unwrap()
         .to_string();
-    // Another SDK, another transport: loads the session (the adapter's own load) and goes on.
+    // B: another SDK, another transport, joins the live session (served from the journal, the
+    // adapter untouched) and prompts; A sees B's turn.
     let (second, stderr) = crate::serve::sdk_client(
         &py,
         &served.url,
@@ -543,10 +545,44 @@ fn claude_behind_serve_over_the_sdk_transports_a_session_another_client_loads_an
             .is_some_and(|t| t.contains("first task"))),
         "the history came with the load: {replayed:?}"
     );
+    let b_turn = crate::serve::story(&second)
+        .into_iter()
+        .filter(|s| s.starts_with("text"))
+        .last()
+        .unwrap();
+    let seen = first.until_story(&b_turn).to_vec();
+    assert!(
+        seen.iter()
+            .any(|e| e["update"]["content"]["text"] == "second task"),
+        "A sees B's prompt: {seen:?}"
+    );
+    // A drops; B comes back over WebSocket and carries on.
+    first.kill();
+    let (third, stderr) = crate::serve::sdk_client(
+        &py,
+        &served.url,
+        "ws",
+        &[
+            "--cwd",
+            &cwd,
+            "--session",
+            &session,
+            "--load",
+            "--prompt",
+            "third task",
+        ],
+    );
+    assert_eq!(
+        crate::serve::of_kind(&third, "result")[0]["stopReason"],
+        "end_turn",
+        "{third:?}\n{stderr}"
+    );
     served.stop();
     let turns = setup.model.turns();
     assert!(
-        turns.iter().any(|t| *t == ["first task", "second task"]),
-        "the second turn reached the model with the first: {turns:?}"
+        turns
+            .iter()
+            .any(|t| *t == ["first task", "second task", "third task"]),
+        "every turn reached the model with those before: {turns:?}"
     );
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the built binary, driven end to end.
 
 mod adapters;
+mod attach;
 mod cli;
 mod concurrency;
 mod faults;

@@ -174,6 +174,12 @@ impl Driver {
                     assert_ne!(self.config.load, LoadMode::Off);
                     self.forks.push_back(op);
                 }
+                Action::EndClient(conn) => {
+                    // The shell ends the connection; the core then hears it ended.
+                    assert!(self.config.hosted, "only a host ends a connection");
+                    let at = self.stamp();
+                    self.proxy.handle_eof(at, Peer::Client(conn));
+                }
                 Action::CloseAgentStdin
                 | Action::Catalog(_)
                 | Action::Log(_)

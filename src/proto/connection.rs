@@ -120,7 +120,8 @@ pub(super) struct Connections {
     /// Requests (as the agent sees their ids) whose answer creates a session for the
     /// connection that sent them (`session/new`, `session/fork`).
     creating: HashSet<RequestId>,
-    /// Sessions created for a connection by the last answer routed, to attach it.
+    /// Sessions to attach connections to: created for them (`session/new`, `session/fork`) or
+    /// joined by them.
     created: Vec<(SessionId, ConnId)>,
 }
 
@@ -381,7 +382,7 @@ impl Connections {
         std::mem::take(&mut self.to_end)
     }
 
-    /// Sessions the last routed answers created, with the connection they are for.
+    /// Sessions to attach connections to, taken out.
     pub(super) fn take_created(&mut self) -> Vec<(SessionId, ConnId)> {
         std::mem::take(&mut self.created)
     }
@@ -456,6 +457,7 @@ impl Connections {
                 let session = peek.session.as_deref().map(SessionId::from);
                 match (method.as_ref(), session) {
                     ("session/load" | "session/resume", Some(s)) if self.hosted => {
+                        self.created.push((s.clone(), conn));
                         let join = Join {
                             conn,
                             session: s,
@@ -473,6 +475,7 @@ impl Connections {
                                 return Inbound::Refused(renumbered, sent, error);
                             }
                         };
+                        self.created.push((s.clone(), conn));
                         let join = Join {
                             conn,
                             session: s,
@@ -819,6 +822,8 @@ impl Connections {
     fn joined(&mut self, join: &Join) {
         let conn = join.conn;
         let s = &join.session;
+        // The session is known now (a load brought it up): the connection is attached to it.
+        self.created.push((s.clone(), conn));
         if let Some(held) = self.held.remove(&conn) {
             for line in held.lines {
                 let still_asked = match envelope::peek(&line).kind {

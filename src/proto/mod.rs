@@ -625,9 +625,6 @@ impl Proxy {
             };
             match route {
                 Route::One(conn, line) => {
-                    for (created, conn) in self.connections.take_created() {
-                        self.sessions.attach(&created, conn);
-                    }
                     return Some(Action::Forward {
                         to: Peer::Client(conn),
                         line,
@@ -663,9 +660,13 @@ impl Proxy {
         }
     }
 
-    /// What routing left for the core: connections to end, attachments that ended (a failed
-    /// join), agent requests nobody is left to answer.
+    /// What routing left for the core: attachments (a session created for a connection, a
+    /// connection joining one), connections to end, attachments that ended (a failed join),
+    /// agent requests nobody is left to answer.
     fn settle_connections(&mut self) {
+        for (s, conn) in self.connections.take_created() {
+            self.sessions.attach(&s, conn);
+        }
         for conn in self.connections.take_to_end() {
             self.fx.push(Action::EndClient(conn));
         }
@@ -1370,7 +1371,8 @@ impl Proxy {
         peek: &Peek<'_>,
         line: &Bytes,
     ) -> bool {
-        let live = self.sessions.is_live(s);
+        // `--load off` serves nothing from the journal: joins go to the agent as they came.
+        let live = self.sessions.is_live(s) && self.config.load != LoadMode::Off;
         let conn = self.connections.conn_of(id);
         match method {
             "session/load" | "session/resume" if live && !self.agent.v2 => {
@@ -1389,7 +1391,7 @@ impl Proxy {
                 }
                 Some(_) => false,
             },
-            "session/attach" => {
+            "session/attach" if self.config.load != LoadMode::Off => {
                 let full = connection::Attach::parse(peek.params)
                     .is_ok_and(|a| a.history == connection::HistoryPolicy::Full);
                 if live {

@@ -526,8 +526,9 @@ impl Connections {
         if self.observers.contains(&(conn, s.clone())) {
             return Some("this connection observes the session: observers cannot prompt");
         }
+        // The turn runs on the agent whether or not its connection is still there.
         match self.turns.get(s) {
-            Some((other, _)) if *other != conn && self.live.contains(other) => Some(
+            Some((other, _)) if *other != conn => Some(
                 "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
             ),
             _ => None,

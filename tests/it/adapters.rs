@@ -547,8 +547,7 @@ fn claude_behind_serve_two_sdk_clients_share_a_session_and_one_carries_on_when_t
     );
     let b_turn = crate::serve::story(&second)
         .into_iter()
-        .filter(|s| s.starts_with("text"))
-        .last()
+        .rfind(|s| s.starts_with("text"))
         .unwrap();
     let seen = first.until_story(&b_turn).to_vec();
     assert!(

@@ -12,6 +12,7 @@ mod kill_storm;
 mod loading;
 mod maintain;
 mod otel;
+mod page;
 mod peers;
 mod process_tree;
 mod replay;

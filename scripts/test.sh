@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test from a fresh checkout: installs the pinned reference peers (Python and
 # TypeScript ACP SDKs, with their HTTP and WebSocket transports) into .peers/, Debian's chromium
-# (the HTML export's browser test; about 25 s the first time, nothing after), Debian's nginx
+# and a pinned puppeteer-core into .peers/browser/ (the HTML export's and serve's page's browser
+# tests; about 30 s the first time, nothing after), Debian's nginx
 # (serve behind a reverse proxy; the tests run their own, no service is left running) and the
 # OTLP backend for the tracing tests (Arize Phoenix from PyPI: about 2.5 minutes and 850 MB the
 # first time), then lints and runs the unit and integration tests, then a bounded fuzz run

@@ -3,13 +3,16 @@
 //! (`POST` of one JSON-RPC message, the answer to `initialize` inline with `Acp-Connection-Id`,
 //! everything else on `GET` Server-Sent-Event streams, `DELETE` to end) in [`http`], and
 //! WebSocket (one message per text frame) in [`ws`]. HTTP/1.1 and HTTP/2 (h2c by prior
-//! knowledge, h2 by ALPN with TLS).
+//! knowledge, h2 by ALPN with TLS). At `/`, a page for the browser ([`page`]): an ACP client of
+//! its own over the WebSocket, signed in with the token exchanged for a cookie.
 //!
 //! Each client connection is a [`crate::shell::hub::Connection`]: its lines go to the one
 //! protocol core in front of the one agent, and the core's lines for it come back through its
 //! outbox. A connection's end never ends a session.
 //!
-//! Every request needs the bearer [`token::Token`]; checks come before anything is allocated.
+//! Every request to `/acp` needs the bearer [`token::Token`] (a WebSocket from the page may show
+//! the page's cookie instead, with an `Origin` the Origin check admits); checks come before
+//! anything is allocated.
 //! Limits: a message of at most [`Options::max_message`] bytes (413), at most
 //! [`Options::max_connections`] ACP connections (503) and four times as many sockets, a socket
 //! that sends no request within [`HANDSHAKE`] is closed, a client that does not take what it is
@@ -17,6 +20,7 @@
 
 pub mod bridge;
 mod http;
+mod page;
 pub mod tls;
 pub mod token;
 mod ws;
@@ -191,17 +195,20 @@ where
     }
 }
 
-/// One request: `/acp` only, the token first.
+/// One request: `/acp`, the token first; the page's paths; nothing else.
 async fn handle(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
-    if req.uri().path() != "/acp" {
-        return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp");
+    match req.uri().path() {
+        "/acp" => {}
+        path if page::serves(path) => return page::handle(&host, req).await,
+        _ => return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp"),
     }
     let authorization = req.headers().get(header::AUTHORIZATION);
-    if !host
+    let admitted = host
         .options
         .token
         .admits(authorization.map(|v| v.as_bytes()))
-    {
+        || (ws::is_upgrade(&req) && page::admits_socket(&host, &req));
+    if !admitted {
         let mut response = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -225,6 +232,24 @@ async fn handle(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
             response
         }
     }
+}
+
+/// The `Origin` a browser sent with `req` (`None`: none, or not text).
+fn origin<B>(req: &Request<B>) -> Option<&str> {
+    req.headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// True when `origin`'s host (and port) is the `Host` `req` was sent to: a page of this server.
+fn own_origin<B>(req: &Request<B>, origin: &str) -> bool {
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    let own = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    own.is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
 }
 
 /// A new connection's `Acp-Connection-Id`: 128 random bits, hex.

@@ -1,4 +1,5 @@
-//! The bearer token every request to `acp-journal serve` must carry.
+//! The bearer token every request to `acp-journal serve` must carry, and the browser page's
+//! cookie derived from it.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -105,17 +106,62 @@ impl Token {
         else {
             return false;
         };
-        let want = self.0.as_bytes();
-        let given = given.trim_ascii();
-        if given.len() != want.len() {
-            return false;
-        }
-        given
-            .iter()
-            .zip(want)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+        self.is(given)
     }
+
+    /// True when `given` (typed into the page's login form, or in `/?token=`; trimmed) is the
+    /// token, compared in time that depends on the lengths only.
+    pub fn is(&self, given: &[u8]) -> bool {
+        same(given.trim_ascii(), self.0.as_bytes())
+    }
+
+    /// The value of the page's cookie: hex HMAC-SHA256 of [`COOKIE_MESSAGE`] keyed with the
+    /// token. Not the token (a cookie the browser leaks does not give the bearer token away),
+    /// and the same for as long as the token is.
+    pub fn cookie(&self) -> String {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.0.as_bytes());
+        let tag = ring::hmac::sign(&key, COOKIE_MESSAGE);
+        tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// True when one of `headers` (`Cookie` values: HTTP/2 may split them) holds
+    /// [`COOKIE`]`=`[`Token::cookie`], compared in time that depends on the lengths only.
+    pub fn admits_cookie<'a>(&self, headers: impl IntoIterator<Item = &'a [u8]>) -> bool {
+        let want = self.cookie();
+        let mut found = false;
+        for header in headers {
+            for pair in header.split(|b| *b == b';') {
+                let pair = pair.trim_ascii();
+                if let Some(value) = pair
+                    .strip_prefix(COOKIE.as_bytes())
+                    .and_then(|rest| rest.strip_prefix(b"="))
+                {
+                    // Every candidate is compared: no early exit on the first match.
+                    found |= same(value, want.as_bytes());
+                }
+            }
+        }
+        found
+    }
+}
+
+/// The name of the page's cookie.
+pub const COOKIE: &str = "acp_journal";
+
+/// What the page's cookie signs (a new version of the page's login would change it, and so
+/// end the sessions of the old one).
+pub const COOKIE_MESSAGE: &[u8] = b"acp-journal page v1";
+
+/// `given == want`, in time that depends on the lengths only.
+fn same(given: &[u8], want: &[u8]) -> bool {
+    if given.len() != want.len() {
+        return false;
+    }
+    given
+        .iter()
+        .zip(want)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
 }
 
 #[cfg(test)]
@@ -138,6 +184,36 @@ mod tests {
             assert!(!token.admits(Some(wrong)), "{wrong:?}");
         }
         assert!(!token.admits(None));
+    }
+
+    #[test]
+    fn the_cookie_is_an_hmac_of_the_token_and_only_it_is_admitted() {
+        let token = Token::new("s3cret").unwrap();
+        let cookie = token.cookie();
+        assert_eq!(cookie.len(), 64);
+        assert!(cookie.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(!cookie.contains("s3cret"));
+        // HMAC-SHA256("s3cret", "acp-journal page v1"), as `openssl dgst -sha256 -hmac` says.
+        assert_eq!(
+            cookie,
+            "6782c35318adc37d549cdfaa5a3c7f33ee67c3c76098593bf596879d5eb27ce9"
+        );
+        assert_ne!(Token::new("s3cret2").unwrap().cookie(), cookie);
+        let jar = format!("theme=dark; {COOKIE}={cookie}; x=1");
+        assert!(token.admits_cookie([jar.as_bytes()]));
+        let split = format!("{COOKIE}={cookie}");
+        assert!(token.admits_cookie([&b"theme=dark"[..], split.as_bytes()]));
+        for wrong in [
+            format!("{COOKIE}={}", &cookie[1..]),
+            format!("{COOKIE}=s3cret"),
+            format!("x{COOKIE}={cookie}"),
+            format!("{COOKIE}={}", cookie.to_uppercase()),
+            String::new(),
+        ] {
+            assert!(!token.admits_cookie([wrong.as_bytes()]), "{wrong}");
+        }
+        assert!(!token.admits_cookie(std::iter::empty()));
+        assert!(token.is(b" s3cret\n") && !token.is(b"s3cre"));
     }
 
     #[test]

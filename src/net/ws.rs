@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 
 use super::{
     Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, connection_id, message_line, message_of,
-    plain,
+    origin, own_origin, plain,
 };
 use crate::shell::hub::{Connection, Outbox};
 
@@ -89,24 +89,11 @@ pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> 
 
 /// No `Origin` (not a browser), or one whose host is the `Host` the request was sent to, or
 /// one of `--allow-origin`.
-fn origin_allowed(host: &Host, req: &Request<Incoming>) -> bool {
-    let Some(origin) = req
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-    else {
+pub(super) fn origin_allowed(host: &Host, req: &Request<Incoming>) -> bool {
+    let Some(origin) = origin(req) else {
         return true;
     };
-    if host.options.allowed_origins.iter().any(|o| o == origin) {
-        return true;
-    }
-    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-    let own = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()));
-    own.is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
+    host.options.allowed_origins.iter().any(|o| o == origin) || own_origin(req, origin)
 }
 
 /// Messages written with one flush, at most.

@@ -23,7 +23,8 @@ use super::{SessionFacts, arrow, clock, config_summary, plan_mark, utc};
 use crate::journal::{Body, Record, Tail};
 use crate::wire::Side;
 
-const STYLE: &str = include_str!("html.css");
+/// The page's stylesheet (also the start of `serve`'s page's: the same cards in both).
+pub const STYLE: &str = include_str!("html.css");
 const SCRIPT: &str = include_str!("html.js");
 
 /// `text` with `& < > " '` escaped: safe in element content and in quoted attributes.

@@ -13,6 +13,7 @@ mod kill_storm;
 mod loading;
 mod maintain;
 mod otel;
+mod page;
 mod peers;
 mod process_tree;
 mod replay;

@@ -148,6 +148,26 @@ impl Peers {
         vec!["node".into(), script.display().to_string()]
     }
 
+    /// Our driver of `serve`'s page in headless chromium (`tests/agents/page_driver.mjs`), run
+    /// from beside the puppeteer-core that `scripts/install-chromium.sh` pins in `browser/`.
+    pub fn page_driver(&self) -> Vec<String> {
+        let dir = self.dir.join("browser");
+        assert!(
+            dir.join(".stamp").exists(),
+            "puppeteer-core is not installed in {}: run scripts/install-chromium.sh (scripts/test.sh does)",
+            dir.display()
+        );
+        // Copied whole, then renamed: a driver another test is starting never reads half a file.
+        let script = dir.join("page_driver.mjs");
+        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let copy = dir.join(format!("page_driver.{}.{n}.tmp", std::process::id()));
+        std::fs::copy(root().join("tests/agents/page_driver.mjs"), &copy)
+            .expect("copying the page driver beside puppeteer-core");
+        std::fs::rename(&copy, &script).expect("putting the page driver in place");
+        vec!["node".into(), script.display().to_string()]
+    }
+
     /// The TypeScript SDK's scripted example agent.
     pub fn ts_agent(&self) -> Vec<String> {
         vec![

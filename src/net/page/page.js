@@ -1,0 +1,896 @@
+// acp-journal serve's page: an ACP client of its own over a WebSocket to /acp (the browser sends
+// the page's cookie with the upgrade). It lists the sessions, follows one live with the HTML
+// export's cards, answers its permission requests, sends prompts and cancels turns.
+//
+// Everything an agent or the host sends is untrusted: the DOM is built with createElement and
+// textContent only (no innerHTML anywhere), as strictly escaped as the export.
+(function () {
+  "use strict";
+
+  var VERSION = document.body.getAttribute("data-version") || "";
+  var LIST_EVERY_MS = 10000;
+  var BACKOFF_FIRST_MS = 500;
+  var BACKOFF_MAX_MS = 10000;
+  // A diff whose changed middle is larger than this many line pairs is shown as all removed,
+  // then all added (the comparison would take too long).
+  var DIFF_CELLS = 4000000;
+
+  var $ = function (id) { return document.getElementById(id); };
+
+  /** An element with a class and text (both optional). */
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+
+  function str(v) { return typeof v === "string" ? v : ""; }
+
+  // ------------------------------------------------------------------ the connection
+
+  var conn = {
+    ws: null,
+    nextId: 1,
+    pending: {},        // request id -> {resolve, reject}
+    attach: false,      // the host advertised session/attach
+    ready: false,       // this socket is initialized
+    opened: null,       // the session attached or loaded on this socket
+    everOpen: false,    // this socket got through its handshake
+    backoff: BACKOFF_FIRST_MS,
+    retry: null,
+    now: false          // the next reconnection is ours (to open another session): at once
+  };
+
+  function setConnection(text, cls) {
+    var s = $("connection");
+    s.textContent = text;
+    s.className = "connection " + (cls || "");
+  }
+
+  function connect() {
+    conn.retry = null;
+    var ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/acp");
+    conn.ws = ws;
+    conn.everOpen = false;
+    setConnection("connecting…");
+    ws.onopen = function () {
+      if (conn.ws !== ws) { return; }
+      conn.everOpen = true;
+      start();
+    };
+    ws.onmessage = function (e) {
+      if (conn.ws !== ws) { return; }
+      var msg;
+      try { msg = JSON.parse(e.data); } catch (err) { return; }
+      if (msg && typeof msg === "object" && !Array.isArray(msg)) { receive(msg); }
+    };
+    ws.onclose = function () {
+      if (conn.ws !== ws) { return; }
+      dropped();
+    };
+  }
+
+  /** The socket is gone: fail what waits on it, then connect again, backing off. */
+  function dropped() {
+    var failed = conn.pending;
+    conn.pending = {};
+    conn.ready = false;
+    conn.opened = null;
+    conn.ws = null;
+    Object.keys(failed).forEach(function (id) {
+      failed[id].reject({ code: 0, message: "the connection to the host was lost" });
+    });
+    view.connectionLost();
+    var delay = conn.now ? 0 : conn.backoff;
+    if (!conn.now) { conn.backoff = Math.min(conn.backoff * 2, BACKOFF_MAX_MS); }
+    conn.now = false;
+    if (!conn.everOpen) {
+      // Refused before the handshake: perhaps the cookie is no longer good (a new token).
+      fetch("/", { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+        return r.text();
+      }).then(function (text) {
+        if (text.indexOf("id=\"login\"") >= 0) { location.reload(); }
+      }, function () {});
+    }
+    setConnection(delay ? "disconnected: trying again in " + Math.round(delay / 1000) + " s" : "reconnecting…", "down");
+    conn.retry = setTimeout(connect, delay);
+  }
+
+  /** Close this socket and open another at once (a session is opened on a fresh connection). */
+  function reconnectNow() {
+    if (conn.ws) {
+      conn.now = true;
+      conn.ws.close();
+    } else if (conn.retry) {
+      clearTimeout(conn.retry);
+      connect();
+    }
+  }
+
+  function send(msg) {
+    if (!conn.ws || conn.ws.readyState !== WebSocket.OPEN) { return false; }
+    msg.jsonrpc = "2.0";
+    conn.ws.send(JSON.stringify(msg));
+    return true;
+  }
+
+  /** A request; resolves with its result, rejects with its error ({code, message}). */
+  function request(method, params) {
+    return new Promise(function (resolve, reject) {
+      var id = conn.nextId++;
+      if (!send({ id: id, method: method, params: params })) {
+        reject({ code: 0, message: "not connected to the host" });
+        return;
+      }
+      conn.pending[id] = { resolve: resolve, reject: reject };
+    });
+  }
+
+  function notify(method, params) { send({ method: method, params: params }); }
+
+  function answer(id, result) { send({ id: id, result: result }); }
+
+  function refuse(id, code, message) { send({ id: id, error: { code: code, message: message } }); }
+
+  function receive(msg) {
+    var hasId = Object.prototype.hasOwnProperty.call(msg, "id") && msg.id !== null;
+    if (typeof msg.method === "string") {
+      if (hasId) { hostRequest(msg); } else { hostNotification(msg.method, msg.params || {}); }
+      return;
+    }
+    if (!hasId) { return; }
+    var waiting = conn.pending[msg.id];
+    if (!waiting) { return; }
+    delete conn.pending[msg.id];
+    if (msg.error) {
+      waiting.reject({ code: msg.error.code, message: str(msg.error.message) || "error" });
+    } else {
+      waiting.resolve(msg.result || {});
+    }
+  }
+
+  function hostRequest(msg) {
+    var params = msg.params || {};
+    if (msg.method === "session/request_permission" && params.sessionId === conn.opened) {
+      // For the session shown; else the user just picked another one and this socket is
+      // closing: left unanswered, the host asks again elsewhere.
+      if (view.shows(params.sessionId)) {
+        view.follow(function () { view.permissionAsked(msg.id, params); });
+      }
+      return;
+    }
+    // No file system, no terminals (not declared).
+    refuse(msg.id, -32601, "Method not found: " + msg.method);
+  }
+
+  function hostNotification(method, params) {
+    if (method === "session/update") {
+      if (view.shows(params.sessionId) && params.update) {
+        view.follow(function () { view.update(params.update); });
+      }
+    } else if (method === "session/list_changed") {
+      list.soon();
+    } else if (method === "$/cancel_request") {
+      var id = params.requestId !== undefined ? params.requestId : params.id;
+      if (view.settle(id)) {
+        refuse(id, -32800, "Request cancelled");
+      }
+    }
+  }
+
+  /** A fresh socket: initialize, list, and bring back the session that was open. */
+  function start() {
+    setConnection("initializing…");
+    request("initialize", {
+      protocolVersion: 1,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientInfo: { name: "acp-journal page", version: VERSION }
+    }).then(function (init) {
+      conn.backoff = BACKOFF_FIRST_MS;
+      conn.ready = true;
+      var caps = init.agentCapabilities || {};
+      conn.attach = !!(caps.sessionCapabilities && caps.sessionCapabilities.attach);
+      setConnection("connected", "up");
+      list.refresh();
+      if (view.session) { open(view.session); }
+    }, function (error) {
+      setConnection("initialize failed: " + error.message, "down");
+    });
+  }
+
+  /** Attach to (or load) `session` on this socket; its history arrives first. */
+  function open(session) {
+    conn.opened = session.sessionId;
+    view.reset(session);
+    var id = session.sessionId;
+    var call = conn.attach
+      ? request("session/attach", { sessionId: id, role: "controller", historyPolicy: "full" })
+      : request("session/load", { sessionId: id, cwd: session.cwd || "/", mcpServers: [] });
+    call.then(function () {
+      if (view.shows(id)) { view.opened(); }
+    }, function (error) {
+      if (view.shows(id)) {
+        view.follow(function () {
+          view.failed(conn.attach ? "session/attach" : "session/load", error);
+        });
+      }
+    });
+  }
+
+  // ------------------------------------------------------------------ the session list
+
+  var list = {
+    rows: [],
+    soonTimer: null,
+
+    refresh: function () {
+      request("session/list", {}).then(function (result) {
+        list.rows = Array.isArray(result.sessions) ? result.sessions : [];
+        list.render();
+        // The open session's facts (state, title, live) as the list now has them.
+        list.rows.forEach(function (row) {
+          if (row && view.session && row.sessionId === view.session.sessionId) {
+            Object.keys(row).forEach(function (k) { view.session[k] = row[k]; });
+            view.header();
+          }
+        });
+        // The session in the address (#ID): opened once it is listed (after a reload too).
+        var wanted = fromHash();
+        if (wanted && !view.session) {
+          list.rows.forEach(function (row) { if (row && row.sessionId === wanted) { choose(row); } });
+        }
+      }, function () {});
+    },
+
+    soon: function () {
+      if (list.soonTimer) { return; }
+      list.soonTimer = setTimeout(function () { list.soonTimer = null; list.refresh(); }, 200);
+    },
+
+    render: function () {
+      var ul = $("session-list");
+      ul.replaceChildren();
+      $("session-count").textContent = "(" + list.rows.length + ")";
+      $("no-sessions").hidden = list.rows.length > 0;
+      list.rows.forEach(function (row) {
+        if (!row || typeof row.sessionId !== "string") { return; }
+        var ours = (row._meta && row._meta.acpJournal) || {};
+        var li = el("li");
+        var button = el("button", "session-row");
+        button.type = "button";
+        button.setAttribute("data-session", row.sessionId);
+        if (view.session && view.session.sessionId === row.sessionId) {
+          button.setAttribute("aria-current", "true");
+        }
+        button.appendChild(el("span", "s-title", str(row.title) || row.sessionId));
+        var facts = el("span", "s-facts");
+        facts.appendChild(el("span", "badge " + (ours.live === true ? "live" : "stored"),
+          ours.live === true ? "live" : "not live"));
+        if (str(row.state)) { facts.appendChild(el("span", "s-state", row.state)); }
+        if (str(row.updatedAt)) {
+          var time = el("time", "s-updated", ago(row.updatedAt));
+          time.setAttribute("datetime", row.updatedAt);
+          time.title = row.updatedAt;
+          facts.appendChild(time);
+        }
+        if (str(ours.agent)) { facts.appendChild(el("span", "s-agent", ours.agent)); }
+        button.appendChild(facts);
+        button.addEventListener("click", function () { choose(row); });
+        li.appendChild(button);
+        ul.appendChild(li);
+      });
+    }
+  };
+
+  /** "3 min ago" for an RFC 3339 time. */
+  function ago(at) {
+    var then = Date.parse(at);
+    if (isNaN(then)) { return at; }
+    var s = Math.max(0, Math.round((Date.now() - then) / 1000));
+    if (s < 60) { return s + " s ago"; }
+    if (s < 3600) { return Math.round(s / 60) + " min ago"; }
+    if (s < 86400) { return Math.round(s / 3600) + " h ago"; }
+    return new Date(then).toLocaleDateString();
+  }
+
+  /** The session ID in the address's fragment, if any. */
+  function fromHash() {
+    try { return decodeURIComponent(location.hash.slice(1)); } catch (e) { return ""; }
+  }
+
+  /** The user picked a session in the list. */
+  function choose(row) {
+    if (view.session && view.session.sessionId === row.sessionId && conn.opened === row.sessionId) { return; }
+    view.reset(row);
+    history.replaceState(null, "", "#" + encodeURIComponent(row.sessionId));
+    list.render();
+    if (window.matchMedia("(max-width: 56rem)").matches) { $("sessions").open = false; }
+    if (conn.opened) {
+      // One session per connection: its updates and requests are all for the one shown.
+      reconnectNow();
+    } else if (conn.ready) {
+      open(row);
+    } else if (!conn.ws) {
+      // Waiting to reconnect: now.
+      reconnectNow();
+    }
+  }
+
+  // ------------------------------------------------------------------ the transcript
+
+  var view = {
+    session: null,    // the session shown (its list row)
+    turn: null,       // the open turn's <section>
+    turns: 0,
+    para: null,       // the open paragraph: {voice, node (its text node)}
+    tools: {},        // toolCallId -> tool card
+    asks: {},         // JSON of a request id -> permission card
+    options: {},      // toolCallId -> the options its permission request offered
+    plan: null,       // the open turn's plan card
+    running: null,    // this page's prompt in flight: {turn}
+    echo: "",         // what of our prompt the host may still echo as user_message_chunk
+    userMessage: "",  // the messageId of the user's text being shown
+
+    shows: function (sessionId) {
+      return !!view.session && sessionId === view.session.sessionId && conn.opened === sessionId;
+    },
+
+    /** Show `session`, empty, until its history arrives. */
+    reset: function (session) {
+      view.session = session;
+      view.turn = null;
+      view.turns = 0;
+      view.para = null;
+      view.tools = {};
+      view.asks = {};
+      view.options = {};
+      view.plan = null;
+      view.running = null;
+      view.echo = "";
+      view.userMessage = "";
+      $("timeline").replaceChildren();
+      view.header();
+      $("prompt").hidden = false;
+      $("session-tools").hidden = false;
+      $("prompt-error").hidden = true;
+      view.turnState();
+    },
+
+    header: function () {
+      var s = view.session;
+      var title = $("session-title");
+      title.replaceChildren();
+      title.appendChild(document.createTextNode((str(s.title) || "ACP session") + " "));
+      title.appendChild(el("code", null, s.sessionId));
+      var facts = $("session-facts");
+      facts.replaceChildren();
+      var ours = (s._meta && s._meta.acpJournal) || {};
+      [["agent", ours.agent], ["working directory", s.cwd], ["state", s.state],
+        ["live", ours.live === true ? "yes" : (ours.live === false ? "no" : undefined)]]
+        .forEach(function (f) {
+          if (!str(f[1])) { return; }
+          facts.appendChild(el("dt", null, f[0]));
+          var dd = el("dd");
+          dd.appendChild(el("code", null, f[1]));
+          facts.appendChild(dd);
+        });
+    },
+
+    /** The history is in: what comes next is live (a paragraph of its own). */
+    opened: function () {
+      view.closePara();
+      view.turnState();
+    },
+
+    /** Run `render`, keeping the window at the bottom if it was there. */
+    follow: function (render) {
+      var root = document.scrollingElement || document.documentElement;
+      var atBottom = root.scrollHeight - root.scrollTop - window.innerHeight < 120;
+      render();
+      if (atBottom) { window.scrollTo(0, root.scrollHeight); }
+    },
+
+    connectionLost: function () {
+      Object.keys(view.asks).forEach(function (key) {
+        view.settleCard(view.asks[key], "the connection dropped: the host asks again once it is back");
+      });
+      view.asks = {};
+      if (view.running) {
+        view.running = null;
+        view.turnState();
+      }
+    },
+
+    turnState: function () {
+      $("turn-state").textContent = view.running ? "running…" : "";
+      $("send").disabled = !!view.running;
+    },
+
+    where: function () { return view.turn || $("timeline"); },
+
+    add: function (node) {
+      view.closePara();
+      view.where().appendChild(node);
+      return node;
+    },
+
+    closePara: function () { view.para = null; },
+
+    startTurn: function (text) {
+      view.closePara();
+      view.turns += 1;
+      var section = el("section", "turn");
+      section.id = "turn-" + view.turns;
+      section.appendChild(el("h3", null, "Turn " + view.turns));
+      $("timeline").appendChild(section);
+      view.turn = section;
+      view.plan = null;
+      // Agents number tool calls per turn (call_1 again in the next one): a card per turn.
+      view.tools = {};
+      var user = el("div", "user", text);
+      section.appendChild(user);
+      view.para = { voice: "user", node: user.firstChild || user.appendChild(document.createTextNode("")) };
+      return section;
+    },
+
+    /** Text of `voice` (agent, thought, user): one paragraph while the same voice goes on. */
+    chunk: function (voice, text) {
+      if (view.para && view.para.voice === voice) {
+        view.para.node.appendData(text);
+        return;
+      }
+      if (voice === "user") {
+        view.startTurn(text);
+        return;
+      }
+      var div = view.add(el("div", voice === "agent" ? "agent" : "thought"));
+      var node = document.createTextNode(text);
+      div.appendChild(node);
+      view.para = { voice: voice, node: node };
+    },
+
+    meta: function (text) { view.add(el("div", "meta", text)); },
+
+    failed: function (method, error) {
+      view.add(el("div", "error", method + " failed: " + error.code + " " + error.message));
+    },
+
+    update: function (u) {
+      var kind = str(u.sessionUpdate);
+      var text = u.content && typeof u.content.text === "string" ? u.content.text : null;
+      switch (kind) {
+        case "user_message_chunk":
+          if (text === null) { return; }
+          if (view.echo && view.echo.indexOf(text) === 0) {
+            // The host's echo of the prompt this page sent (shown already).
+            view.echo = view.echo.slice(text.length);
+            return;
+          }
+          view.echo = "";
+          // A prompt's blocks share a messageId (the journal's replay gives each prompt one):
+          // another id is another prompt, so another turn.
+          var message = str(u.messageId);
+          if (message !== view.userMessage) { view.closePara(); }
+          view.userMessage = message;
+          view.chunk("user", text);
+          return;
+        case "agent_message_chunk":
+          view.echo = "";
+          if (text !== null) { view.chunk("agent", text); }
+          return;
+        case "agent_thought_chunk":
+          view.echo = "";
+          if (text !== null) { view.chunk("thought", text); }
+          return;
+        case "tool_call":
+        case "tool_call_update":
+          view.echo = "";
+          view.tool(u, kind === "tool_call");
+          return;
+        case "plan":
+          view.planCard(u);
+          return;
+        case "plan_update":
+          view.planCard(u.plan || {});
+          return;
+        case "current_mode_update":
+          view.meta("mode → " + (str(u.currentModeId) || "?"));
+          return;
+        case "config_option_update":
+          var set = (Array.isArray(u.configOptions) ? u.configOptions : []).map(function (o) {
+            var v = o && o.currentValue;
+            return (str(o && o.id) || "?") + " = " + (typeof v === "string" ? v : JSON.stringify(v));
+          });
+          view.meta("config: " + set.join(", "));
+          return;
+        case "session_info_update":
+          if (str(u.title)) {
+            view.meta("title: " + u.title);
+            view.session.title = u.title;
+            view.header();
+          }
+          return;
+        default:
+          return;
+      }
+    },
+
+    planCard: function (plan) {
+      var card = view.plan;
+      if (!card || card.parentNode !== view.where()) {
+        card = view.add(el("div", "plan"));
+        view.plan = card;
+      } else {
+        view.closePara();
+      }
+      card.replaceChildren(document.createTextNode("plan"));
+      var ul = el("ul");
+      (Array.isArray(plan.entries) ? plan.entries : []).forEach(function (entry) {
+        var status = str(entry && entry.status) || "pending";
+        var mark = status === "completed" ? "[x]" : (status === "in_progress" ? "[>]" : "[ ]");
+        ul.appendChild(el("li", "p-" + status, mark + " " + str(entry && entry.content)));
+      });
+      card.appendChild(ul);
+    },
+
+    /** A tool call, or an update merged into its card. */
+    tool: function (u, isNew) {
+      var id = str(u.toolCallId) || "?";
+      var card = view.tools[id];
+      if (!card) {
+        var details = el("details", "tool");
+        details.setAttribute("data-tool", id);
+        card = { node: details, summary: el("summary"), body: el("div", "body"), call: { toolCallId: id } };
+        details.appendChild(card.summary);
+        details.appendChild(card.body);
+        view.tools[id] = card;
+        view.add(details);
+      } else {
+        view.closePara();
+      }
+      var call = card.call;
+      ["title", "kind", "status", "locations", "content", "rawInput", "rawOutput"].forEach(function (f) {
+        if (Object.prototype.hasOwnProperty.call(u, f)) { call[f] = u[f]; }
+      });
+      if (isNew && !call.status) { call.status = "pending"; }
+      var permission = u._meta && u._meta.acpJournal && u._meta.acpJournal.permission;
+      if (permission && typeof permission === "object") { call.permission = permission; }
+      view.renderTool(card);
+    },
+
+    renderTool: function (card) {
+      var call = card.call;
+      var summary = card.summary;
+      summary.replaceChildren();
+      if (str(call.kind)) {
+        summary.appendChild(el("span", "kind", call.kind));
+        summary.appendChild(document.createTextNode(" "));
+      }
+      summary.appendChild(el("span", "title", str(call.title) || call.toolCallId));
+      if (str(call.status)) {
+        summary.appendChild(document.createTextNode(" "));
+        summary.appendChild(el("span", "status s-" + call.status, call.status));
+      }
+      (Array.isArray(call.locations) ? call.locations : []).forEach(function (l) {
+        if (!l || !str(l.path)) { return; }
+        var where = typeof l.line === "number" ? l.path + ":" + l.line : l.path;
+        summary.appendChild(document.createTextNode(" "));
+        summary.appendChild(el("span", "loc", where));
+      });
+      if (call.permission) {
+        summary.appendChild(document.createTextNode(" "));
+        summary.appendChild(el("span", "perm", permissionText(call.permission, view.options[call.toolCallId])));
+      }
+      var body = card.body;
+      body.replaceChildren();
+      var empty = true;
+      (Array.isArray(call.content) ? call.content : []).forEach(function (item) {
+        empty = false;
+        var type = item && item.type;
+        if (type === "diff") {
+          body.appendChild(diff(item));
+        } else if (type === "content" && item.content && typeof item.content.text === "string") {
+          body.appendChild(el("pre", "text", item.content.text));
+        } else if (type === "content") {
+          json(body, "content", item.content);
+        } else if (type === "terminal") {
+          var p = el("p", null, "terminal ");
+          p.appendChild(el("code", null, str(item.terminalId) || "?"));
+          body.appendChild(p);
+        } else {
+          json(body, "content", item);
+        }
+      });
+      ["rawInput", "rawOutput"].forEach(function (f) {
+        if (Object.prototype.hasOwnProperty.call(call, f)) {
+          empty = false;
+          json(body, f, call[f]);
+        }
+      });
+      if (empty) { body.appendChild(el("p", "empty", "no details in this message")); }
+    },
+
+    /** The host asks this page's permission: a card with the options as buttons. */
+    permissionAsked: function (id, params) {
+      var toolCall = params.toolCall || {};
+      var toolId = str(toolCall.toolCallId);
+      var title = str(toolCall.title) ||
+        (view.tools[toolId] && str(view.tools[toolId].call.title)) || "a tool call";
+      var options = Array.isArray(params.options) ? params.options : [];
+      if (toolId) { view.options[toolId] = options; }
+      var card = el("div", "permission asking");
+      card.appendChild(document.createTextNode("Permission for "));
+      card.appendChild(el("b", null, title));
+      var choices = el("div", "choices");
+      options.forEach(function (option) {
+        var optionId = str(option && option.optionId);
+        var kind = str(option && option.kind);
+        var button = el("button", "option " + (kind.indexOf("allow") === 0 ? "allow" : "reject"),
+          str(option && option.name) || optionId);
+        button.type = "button";
+        button.setAttribute("data-option", optionId);
+        button.addEventListener("click", function () {
+          if (!card.parentNode || card.getAttribute("data-answered")) { return; }
+          answer(id, { outcome: { outcome: "selected", optionId: optionId } });
+          delete view.asks[JSON.stringify(id)];
+          card.setAttribute("data-answered", optionId);
+          card.classList.remove("asking");
+          choices.remove();
+          card.appendChild(document.createTextNode(": "));
+          card.appendChild(el("b", "choice", optionId));
+          if (str(option.name)) { card.appendChild(document.createTextNode(" (" + option.name + ")")); }
+        });
+        choices.appendChild(button);
+      });
+      card.appendChild(choices);
+      view.asks[JSON.stringify(id)] = card;
+      view.add(card);
+      card.scrollIntoView({ block: "nearest" });
+    },
+
+    /** The host took back request `id` (another client answered it): true when it was ours. */
+    settle: function (id) {
+      var key = JSON.stringify(id);
+      var card = view.asks[key];
+      if (!card) { return false; }
+      delete view.asks[key];
+      view.settleCard(card, "answered elsewhere");
+      return true;
+    },
+
+    settleCard: function (card, why) {
+      card.classList.remove("asking");
+      card.setAttribute("data-settled", "true");
+      var choices = card.querySelector(".choices");
+      if (choices) { choices.remove(); }
+      card.appendChild(document.createTextNode(" "));
+      card.appendChild(el("span", "settled", why));
+    },
+
+    /** This page prompts: a turn of its own, ended by the prompt's answer. */
+    prompt: function (text) {
+      var session = view.session;
+      view.startTurn(text);
+      view.closePara();
+      view.echo = text;
+      var turn = view.turn;
+      var started = Date.now();
+      view.running = { turn: turn };
+      view.turnState();
+      var seconds = function () { return ((Date.now() - started) / 1000).toFixed(1) + " s"; };
+      request("session/prompt", { sessionId: session.sessionId, prompt: [{ type: "text", text: text }] })
+        .then(function (result) {
+          if (view.session !== session) { return; }
+          view.follow(function () {
+            view.endTurn(turn, "turn-end", (str(result.stopReason) || "?") + " · " + seconds());
+          });
+        }, function (error) {
+          if (view.session !== session) { return; }
+          var refused = turn.children.length <= 2; // its heading and the prompt: nothing ran
+          showPromptError(error.message);
+          if (refused) {
+            turn.remove();
+            view.turns -= 1;
+            if (view.turn === turn) { view.turn = null; }
+            if (!$("prompt-text").value) { $("prompt-text").value = text; }
+          } else {
+            view.follow(function () {
+              turn.appendChild(el("div", "error", "session/prompt failed: " + error.code + " " + error.message));
+              view.endTurn(turn, "turn-end failed", "failed · " + seconds());
+            });
+          }
+          if (view.running && view.running.turn === turn) { view.running = null; }
+          view.turnState();
+        });
+    },
+
+    endTurn: function (turn, cls, text) {
+      if (view.turn === turn) { view.closePara(); }
+      turn.appendChild(el("div", cls, text));
+      if (view.running && view.running.turn === turn) { view.running = null; }
+      view.turnState();
+    }
+  };
+
+  /** "permission: allow (Allow this change) by acp-journal page" for `_meta.acpJournal.permission`. */
+  function permissionText(p, options) {
+    var optionId = str(p.optionId);
+    var name = "";
+    (options || []).forEach(function (o) { if (o && o.optionId === optionId) { name = str(o.name); } });
+    var what = optionId || str(p.outcome) || "?";
+    var text = "permission: " + what + (name ? " (" + name + ")" : "");
+    if (str(p.outcome) && p.outcome !== "selected") { text += " [" + p.outcome + "]"; }
+    var by = typeof p.by === "string" ? p.by : (p.by && (str(p.by.name) || str(p.by.client)));
+    if (by) { text += " by " + by; }
+    return text;
+  }
+
+  function json(parent, label, value) {
+    parent.appendChild(el("h4", null, label));
+    var text;
+    try { text = JSON.stringify(value, null, 2); } catch (e) { text = String(value); }
+    parent.appendChild(el("pre", "json", text === undefined ? "null" : text));
+  }
+
+  // ------------------------------------------------------------------ diffs, as the export
+
+  /** Lines of `text`, each with its line break (the last may have none). */
+  function splitLines(text) {
+    var out = [];
+    var start = 0;
+    for (var i = 0; i < text.length; i++) {
+      if (text.charCodeAt(i) === 10) { out.push(text.slice(start, i + 1)); start = i + 1; }
+    }
+    if (start < text.length) { out.push(text.slice(start)); }
+    return out;
+  }
+
+  /** The edit script from `a` to `b` (lines): [{tag: " "|"-"|"+", line}]. */
+  function diffLines(a, b) {
+    var pre = 0;
+    while (pre < a.length && pre < b.length && a[pre] === b[pre]) { pre++; }
+    var post = 0;
+    while (post < a.length - pre && post < b.length - pre &&
+      a[a.length - 1 - post] === b[b.length - 1 - post]) { post++; }
+    var x = a.slice(pre, a.length - post);
+    var y = b.slice(pre, b.length - post);
+    var ops = [];
+    var i;
+    for (i = 0; i < pre; i++) { ops.push({ tag: " ", line: a[i] }); }
+    if (x.length * y.length > DIFF_CELLS) {
+      x.forEach(function (l) { ops.push({ tag: "-", line: l }); });
+      y.forEach(function (l) { ops.push({ tag: "+", line: l }); });
+    } else {
+      // Longest common subsequence, from the end.
+      var n = x.length;
+      var m = y.length;
+      var w = m + 1;
+      var lcs = new Uint32Array((n + 1) * w);
+      for (var p = n - 1; p >= 0; p--) {
+        for (var q = m - 1; q >= 0; q--) {
+          lcs[p * w + q] = x[p] === y[q] ? lcs[(p + 1) * w + q + 1] + 1
+            : Math.max(lcs[(p + 1) * w + q], lcs[p * w + q + 1]);
+        }
+      }
+      var r = 0;
+      var s = 0;
+      // Deletions before insertions, as unified diffs show them.
+      while (r < n || s < m) {
+        if (r < n && s < m && x[r] === y[s]) {
+          ops.push({ tag: " ", line: x[r] }); r++; s++;
+        } else if (r < n && (s === m || lcs[(r + 1) * w + s] >= lcs[r * w + s + 1])) {
+          ops.push({ tag: "-", line: x[r] }); r++;
+        } else {
+          ops.push({ tag: "+", line: y[s] }); s++;
+        }
+      }
+    }
+    for (i = a.length - post; i < a.length; i++) { ops.push({ tag: " ", line: a[i] }); }
+    return ops;
+  }
+
+  /** `@@ -a,b +c,d @@` ranges as the export writes them. */
+  function range(start, len) {
+    if (len === 1) { return String(start + 1); }
+    return (len === 0 ? start : start + 1) + "," + len;
+  }
+
+  /** A `diff` content block as a unified diff (context 3), the export's markup. */
+  function diff(item) {
+    var path = str(item.path) || "?";
+    var box = el("div", "diff");
+    var head = el("div", "diff-path", typeof item.oldText === "string" ? "diff " : "new file ");
+    head.appendChild(el("code", null, path));
+    box.appendChild(head);
+    var pre = el("pre");
+    pre.appendChild(el("span", "d-file", "--- " + path + "\n+++ " + path + "\n"));
+    var ops = diffLines(splitLines(str(item.oldText)), splitLines(str(item.newText)));
+    // Where each op stands in the old and new texts.
+    var oldAt = 0;
+    var newAt = 0;
+    ops.forEach(function (op) {
+      op.old = oldAt;
+      op.new = newAt;
+      if (op.tag !== "+") { oldAt++; }
+      if (op.tag !== "-") { newAt++; }
+    });
+    var changed = [];
+    ops.forEach(function (op, k) { if (op.tag !== " ") { changed.push(k); } });
+    var context = 3;
+    var h = 0;
+    while (h < changed.length) {
+      var first = changed[h];
+      var last = first;
+      while (h + 1 < changed.length && changed[h + 1] - last <= 2 * context + 1) { h++; last = changed[h]; }
+      h++;
+      var from = Math.max(0, first - context);
+      var to = Math.min(ops.length, last + context + 1);
+      var oldLen = 0;
+      var newLen = 0;
+      for (var k = from; k < to; k++) {
+        if (ops[k].tag !== "+") { oldLen++; }
+        if (ops[k].tag !== "-") { newLen++; }
+      }
+      pre.appendChild(el("span", "d-hunk", "@@ -" + range(ops[from].old, oldLen) + " +" +
+        range(ops[from].new, newLen) + " @@\n"));
+      for (k = from; k < to; k++) {
+        var op = ops[k];
+        var line = op.line.charAt(op.line.length - 1) === "\n" ? op.line.slice(0, -1) : op.line;
+        var cls = op.tag === "-" ? "d-del" : (op.tag === "+" ? "d-ins" : "d-ctx");
+        pre.appendChild(el("span", cls, op.tag + line + "\n"));
+        if (line === op.line) {
+          pre.appendChild(el("span", "d-hunk", "\\ No newline at end of file\n"));
+        }
+      }
+    }
+    box.appendChild(pre);
+    return box;
+  }
+
+  // ------------------------------------------------------------------ the controls
+
+  function showPromptError(message) {
+    var e = $("prompt-error");
+    e.textContent = "The prompt failed: " + message;
+    e.hidden = false;
+  }
+
+  $("prompt").addEventListener("submit", function (e) {
+    e.preventDefault();
+    var box = $("prompt-text");
+    var text = box.value;
+    if (!text.trim() || !view.session || view.running) { return; }
+    if (conn.opened !== view.session.sessionId) {
+      showPromptError("not connected to the session yet");
+      return;
+    }
+    $("prompt-error").hidden = true;
+    box.value = "";
+    view.follow(function () { view.prompt(text); });
+  });
+
+  $("prompt-text").addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { $("prompt").requestSubmit(); }
+  });
+
+  $("cancel").addEventListener("click", function () {
+    if (!view.session || conn.opened !== view.session.sessionId) { return; }
+    notify("session/cancel", { sessionId: view.session.sessionId });
+    view.follow(function () { view.add(el("div", "cancelled", "cancelled by the user")); });
+  });
+
+  // The export's buttons.
+  var tools = function () { return document.querySelectorAll("details.tool"); };
+  $("expand-tools").addEventListener("click", function () { tools().forEach(function (d) { d.open = true; }); });
+  $("collapse-tools").addEventListener("click", function () { tools().forEach(function (d) { d.open = false; }); });
+  $("toggle-thoughts").addEventListener("click", function (e) {
+    var hidden = document.body.classList.toggle("hide-thoughts");
+    e.target.textContent = hidden ? "Show thoughts" : "Hide thoughts";
+  });
+
+  setInterval(function () {
+    if (conn.ws && conn.ws.readyState === WebSocket.OPEN) { list.refresh(); }
+  }, LIST_EVERY_MS);
+  connect();
+})();

@@ -1,0 +1,272 @@
+// Drives `acp-journal serve`'s page in Debian's headless chromium with puppeteer-core (pinned by
+// scripts/install-chromium.sh, run from beside it in <peers>/browser/). Our own test driver
+// (tests/it/page.rs runs it); it waits for what a person would see and reports it, the Rust
+// test asserts:
+//   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
+//                   --scenario converse|hostile|settle --prompt TEXT [--expect TEXT]
+// converse: the login form without a cookie; `/?token=` and its redirect; the session list;
+//   the session opened (its history, `--expect` in it); `--prompt` sent from the page; the
+//   permission request its turn raises, screenshot on a phone (390x844), answered (allow); the
+//   turn's end, screenshot on a desktop (1280x900).
+// hostile: signed in, the session opened, `--prompt` sent; the turn's end and what the
+//   transcript holds (markup in agent output must be text).
+// settle (tests/agents/page_agent.py): signed in, the session opened; a prompt the host
+//   refuses ("busy"), then one ("settle") whose permission request is taken back at once.
+// One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
+// screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import puppeteer from "puppeteer-core";
+
+const argv = process.argv.slice(2);
+const opts = {};
+for (let i = 0; i < argv.length; i += 2) {
+  const name = argv[i].replace(/^--/, "");
+  if (argv[i + 1] === undefined) throw new Error(`${argv[i]} needs a value`);
+  opts[name] = argv[i + 1];
+}
+const emit = (event) => process.stdout.write(JSON.stringify(event) + "\n");
+const base = opts.url.replace(/\/+$/, "");
+// (Not `isMobile`: changing it reloads the page.)
+const PHONE = { width: 390, height: 844, deviceScaleFactor: 1 };
+const DESKTOP = { width: 1280, height: 900, deviceScaleFactor: 1 };
+fs.mkdirSync(opts.shots, { recursive: true });
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), "acp-journal-page-"));
+const browser = await puppeteer.launch({
+  executablePath: process.env.ACP_JOURNAL_CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  userDataDir: profile,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const page = await browser.newPage();
+page.setDefaultTimeout(60_000);
+await page.setViewport(DESKTOP);
+const problems = [];
+page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+page.on("console", (m) => {
+  if (m.type() === "error") problems.push(`console: ${m.text()}`);
+});
+
+let step = "start";
+try {
+  // Without the cookie: the login form, and nothing of any session.
+  step = "login-form";
+  const first = await page.goto(`${base}/`);
+  emit({
+    step,
+    status: first.status(),
+    form: await page.$eval("form", (f) => f.getAttribute("action")).catch(() => null),
+    scripts: await page.$$eval("script", (s) => s.length),
+    html: await page.content(),
+  });
+
+  // A wrong token: the form again, with its error.
+  step = "wrong-token";
+  const wrong = await page.goto(`${base}/?token=${encodeURIComponent(opts.token + "x")}`);
+  emit({
+    step,
+    status: wrong.status(),
+    alert: await page.$eval("[role=alert]", (e) => e.textContent).catch(() => null),
+  });
+
+  // The token, once, for the cookie.
+  step = "sign-in";
+  const signed = await page.goto(`${base}/?token=${encodeURIComponent(opts.token)}`);
+  const chain = signed.request().redirectChain();
+  const cookies = await browser.cookies();
+  emit({
+    step,
+    redirects: chain.map((r) => ({ url: r.url(), status: r.response()?.status() })),
+    status: signed.status(),
+    url: page.url(),
+    documentCookie: await page.evaluate(() => document.cookie),
+    cookies: cookies.map((c) => ({
+      name: c.name, value: c.value, httpOnly: c.httpOnly, sameSite: c.sameSite, path: c.path,
+      secure: c.secure,
+    })),
+    headers: signed.headers(),
+  });
+
+  step = "list";
+  const row = `.session-row[data-session="${opts.session}"]`;
+  await page.waitForSelector(row);
+  emit({
+    step,
+    row: await page.$eval(row, (e) => e.innerText),
+    rows: await page.$$eval(".session-row", (rs) => rs.length),
+    connection: await page.$eval("#connection", (e) => e.textContent),
+  });
+
+  step = "open";
+  await page.click(row);
+  if (opts.expect) {
+    await page.waitForFunction(
+      (text) => document.getElementById("timeline").innerText.includes(text),
+      {},
+      opts.expect,
+    );
+  } else {
+    await page.waitForSelector("#timeline section.turn");
+  }
+  emit({
+    step,
+    title: await page.$eval("#session-title", (e) => e.innerText),
+    turns: await page.$$eval("#timeline section.turn", (s) => s.length),
+    tools: await page.$$eval("#timeline details.tool", (t) => t.length),
+    timeline: await page.$eval("#timeline", (e) => e.innerText),
+  });
+
+  if (opts.scenario === "settle") {
+    // A prompt the host refuses: its message, the text kept, no turn left behind.
+    step = "refused";
+    const turns = () => page.$$eval("#timeline section.turn", (s) => s.length);
+    const before = await turns();
+    await page.type("#prompt-text", "busy");
+    await page.click("#send");
+    await page.waitForSelector("#prompt-error:not([hidden])");
+    emit({
+      step,
+      error: await page.$eval("#prompt-error", (e) => e.textContent),
+      kept: await page.$eval("#prompt-text", (e) => e.value),
+      turnsBefore: before,
+      turnsAfter: await turns(),
+    });
+
+    // A permission request another client answered: settled, answered -32800; the outcome on
+    // the tool's card.
+    step = "settled";
+    await page.$eval("#prompt-text", (e) => { e.value = ""; });
+    await page.type("#prompt-text", "settle");
+    await page.click("#send");
+    const turn = `#timeline section.turn:nth-of-type(${before + 1})`;
+    await page.waitForSelector(`${turn} .turn-end`);
+    const shot = path.join(opts.shots, "settle-desktop.png");
+    await page.click("#expand-tools");
+    await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+    await page.screenshot({ path: shot });
+    emit({
+      step,
+      permission: await page.$eval(`${turn} .permission`, (e) => ({
+        text: e.innerText,
+        settled: e.getAttribute("data-settled"),
+        buttons: e.querySelectorAll("button").length,
+      })),
+      agent: await page.$eval(`${turn} .agent`, (e) => e.textContent),
+      tool: await page.$eval(`${turn} details.tool summary`, (e) => e.innerText),
+      tools: await page.$$eval(`${turn} details.tool`, (ts) => ts.length),
+      diff: await page.$$eval(`${turn} .diff pre span`, (ss) => ss.map((x) => [x.className, x.textContent])),
+      plans: await page.$$eval(`${turn} .plan`, (ps) => ps.map((p) => [...p.querySelectorAll("li")].map((l) => [l.className, l.textContent]))),
+      end: await page.$eval(`${turn} .turn-end`, (e) => e.textContent),
+      screenshot: shot,
+      problems,
+    });
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(0);
+  }
+
+  step = "prompt";
+  const turnsBefore = await page.$$eval("#timeline section.turn", (s) => s.length);
+  await page.type("#prompt-text", opts.prompt);
+  await page.click("#send");
+  const lastTurn = `#timeline section.turn:nth-of-type(${turnsBefore + 1})`;
+  await page.waitForSelector(lastTurn);
+
+  if (opts.scenario === "converse") {
+    // An update arrives live, then the permission request the turn raises.
+    step = "live-update";
+    await page.waitForSelector(`${lastTurn} .agent`);
+    emit({ step, agent: await page.$eval(`${lastTurn} .agent`, (e) => e.innerText) });
+
+    step = "permission";
+    await page.waitForSelector(`${lastTurn} .permission.asking button.option`);
+    await page.setViewport(PHONE);
+    await page.$eval(`${lastTurn} .permission.asking`, (e) => e.scrollIntoView({ block: "center" }));
+    const layout = await page.evaluate(() => {
+      const visible = [...document.querySelectorAll("button")].filter((b) => b.offsetParent !== null);
+      return {
+        viewport: window.innerWidth,
+        scrollWidth: document.documentElement.scrollWidth,
+        smallestButton: Math.min(...visible.map((b) => b.getBoundingClientRect().height)),
+        smallButtons: visible
+          .filter((b) => b.getBoundingClientRect().height < 40)
+          .map((b) => b.textContent),
+        sessionsBelowList: document.getElementById("session").getBoundingClientRect().top >=
+          document.getElementById("sessions").getBoundingClientRect().bottom,
+      };
+    });
+    // The narrowest phone the page is made for, too.
+    await page.setViewport({ ...PHONE, width: 375 });
+    layout.narrowScrollWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+    await page.setViewport(PHONE);
+    await page.$eval(`${lastTurn} .permission.asking`, (e) => e.scrollIntoView({ block: "center" }));
+    const phone = path.join(opts.shots, `${opts.scenario}-phone.png`);
+    await page.screenshot({ path: phone });
+    emit({
+      step,
+      card: await page.$eval(`${lastTurn} .permission.asking`, (e) => e.innerText),
+      options: await page.$$eval(`${lastTurn} .permission.asking button.option`, (bs) =>
+        bs.map((b) => ({ id: b.getAttribute("data-option"), text: b.textContent }))),
+      layout,
+      screenshot: phone,
+    });
+
+    step = "answer";
+    await page.click(`${lastTurn} .permission button.option.allow`);
+    await page.waitForSelector(`${lastTurn} .permission[data-answered]`);
+    emit({ step, card: await page.$eval(`${lastTurn} .permission`, (e) => e.innerText) });
+  }
+
+  step = "turn-end";
+  await page.waitForSelector(`${lastTurn} .turn-end`);
+  await page.setViewport(DESKTOP);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const desktop = path.join(opts.shots, `${opts.scenario}-desktop.png`);
+  await page.screenshot({ path: desktop });
+  emit({
+    step,
+    end: await page.$eval(`${lastTurn} .turn-end`, (e) => e.innerText),
+    turn: await page.$eval(lastTurn, (e) => e.innerText),
+    tools: await page.$$eval(`${lastTurn} details.tool`, (ts) => ts.map((t) => ({
+      id: t.getAttribute("data-tool"),
+      status: t.querySelector(".status")?.textContent ?? null,
+    }))),
+    // Elements where only text belongs: any is agent markup that was not escaped.
+    markup: await page.$$eval(
+      "#timeline img, #timeline script, #timeline iframe, #timeline .user *, #timeline .agent *, " +
+        "#session-list .s-title *, #session-title b, #session-title img",
+      (es) => es.map((e) => e.outerHTML)),
+    users: await page.$$eval("#timeline .user", (es) => es.map((e) => e.textContent)),
+    agents: await page.$$eval("#timeline .agent", (es) => es.map((e) => e.textContent)),
+    pwned: await page.evaluate(() => window.__pwned === 1 || !!document.querySelector("blink")),
+    screenshot: desktop,
+    problems,
+  });
+} catch (error) {
+  const shot = path.join(opts.shots, "error.png");
+  await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+  emit({
+    step: "error",
+    at: step,
+    message: String(error?.message ?? error),
+    problems,
+    html: await page.content().catch(() => ""),
+    screenshot: shot,
+  });
+  await browser.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+  process.exit(1);
+}
+await browser.close();
+fs.rmSync(profile, { recursive: true, force: true });
+process.exit(0);

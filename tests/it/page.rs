@@ -1,0 +1,637 @@
+//! `acp-journal serve`'s page: its routes and cookie over raw sockets, and the page itself in
+//! Debian's headless chromium driven by puppeteer-core (`tests/agents/page_driver.mjs`; both
+//! installed by `scripts/install-chromium.sh`, which `scripts/test.sh` runs), in front of real
+//! agents with a real SDK client. Screenshots go to `target/page-screenshots/`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::serve::{Served, TOKEN, of_kind, sdk_client};
+use crate::util::{Peers, TIMEOUT, python, root};
+
+/// Agent output that would add elements, or run script, if the page did not escape it.
+const HOSTILE: &str = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
+const HOSTILE_TOO: &str = "<b>bold?</b><img src=x onerror=\"window.__pwned=1\"> & done";
+
+/// The Content-Security-Policy every page response carries.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// An HTTP/1.1 response: status, headers (names lowercase), body.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One request to `path` on its own socket (`Connection: close`); `headers` as `Name: value`.
+fn http(addr: SocketAddr, method: &str, path: &str, headers: &[String], body: &[u8]) -> Reply {
+    let mut socket = TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).unwrap();
+    // A refused body may be answered before it is all sent.
+    let _ = socket.write_all(body);
+    let mut raw = Vec::new();
+    // A 101 keeps the socket open: read what came.
+    let _ = socket.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// A WebSocket upgrade of `/acp` with `extra` headers: its status.
+fn upgrade(served: &Served, extra: &[String]) -> u16 {
+    let mut headers = vec![
+        "Upgrade: websocket".to_string(),
+        "Connection: Upgrade".into(),
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==".into(),
+        "Sec-WebSocket-Version: 13".into(),
+    ];
+    headers.extend_from_slice(extra);
+    let mut socket = TcpStream::connect(served.addr).unwrap();
+    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut head = format!("GET /acp HTTP/1.1\r\nHost: {}\r\n", served.addr);
+    for h in &headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).unwrap();
+    let mut first = [0u8; 12];
+    socket.read_exact(&mut first).unwrap();
+    String::from_utf8_lossy(&first[9..12]).parse().unwrap()
+}
+
+/// The page's headers, on every response of its paths.
+fn assert_page_headers(reply: &Reply, what: &str) {
+    assert_eq!(reply.header("content-security-policy"), Some(CSP), "{what}");
+    assert_eq!(
+        reply.header("x-content-type-options"),
+        Some("nosniff"),
+        "{what}"
+    );
+    assert_eq!(
+        reply.header("referrer-policy"),
+        Some("no-referrer"),
+        "{what}"
+    );
+}
+
+/// `Set-Cookie`'s `acp_journal=VALUE`, checked for its attributes; returns `acp_journal=VALUE`.
+fn signed_in_cookie(reply: &Reply) -> String {
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(reply.header("location"), Some("/"));
+    let set = reply.header("set-cookie").expect("a cookie");
+    let mut parts = set.split("; ");
+    let pair = parts.next().unwrap().to_string();
+    let attributes: Vec<&str> = parts.collect();
+    assert_eq!(
+        attributes,
+        ["HttpOnly", "SameSite=Strict", "Path=/"],
+        "{set}"
+    );
+    let value = pair.strip_prefix("acp_journal=").expect(set);
+    assert_eq!(value.len(), 64, "hex HMAC-SHA256: {set}");
+    assert!(!value.contains(TOKEN), "the cookie is not the token");
+    pair
+}
+
+#[test]
+fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin_websocket() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let addr = served.addr;
+    let own = format!("Origin: http://{addr}");
+
+    // Without the cookie: the login form, no script, nothing of any session.
+    let login = http(addr, "GET", "/", &[], b"");
+    assert_eq!(login.status, 200);
+    assert_page_headers(&login, "the login form");
+    assert_eq!(login.header("cache-control"), Some("no-store"));
+    assert!(login.body.contains("action=\"/login\""), "{}", login.body);
+    assert!(!login.body.contains("<script"), "{}", login.body);
+
+    // A wrong token, in the address or the form: 401 and the form again, with its error.
+    for reply in [
+        http(addr, "GET", "/?token=nope", &[], b""),
+        http(
+            addr,
+            "POST",
+            "/login",
+            &[
+                "Content-Type: application/x-www-form-urlencoded".into(),
+                own.clone(),
+            ],
+            b"token=test-token-012345678",
+        ),
+    ] {
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        assert!(reply.body.contains("role=\"alert\""), "{}", reply.body);
+        assert!(reply.header("set-cookie").is_none());
+        assert_page_headers(&reply, "a wrong token");
+    }
+
+    // The token, for the cookie: by the address (percent-encoded or not) or by the form.
+    let by_link = signed_in_cookie(&http(addr, "GET", &format!("/?token={TOKEN}"), &[], b""));
+    let encoded = TOKEN.replace('-', "%2D");
+    let by_encoded = signed_in_cookie(&http(addr, "GET", &format!("/?token={encoded}"), &[], b""));
+    let form = format!("token={TOKEN}");
+    let form_headers = |origin: &str| {
+        vec![
+            "Content-Type: application/x-www-form-urlencoded".to_string(),
+            origin.to_string(),
+        ]
+    };
+    let by_form = signed_in_cookie(&http(
+        addr,
+        "POST",
+        "/login",
+        &form_headers(&own),
+        form.as_bytes(),
+    ));
+    assert!(by_link == by_encoded && by_link == by_form, "one cookie");
+    let cookie = format!("Cookie: theme=dark; {by_link}");
+
+    // The form: only from this server's own page, only a form, only a small one.
+    let elsewhere = http(
+        addr,
+        "POST",
+        "/login",
+        &form_headers("Origin: https://evil.example"),
+        form.as_bytes(),
+    );
+    assert_eq!(elsewhere.status, 403);
+    assert!(elsewhere.header("set-cookie").is_none());
+    let json = http(
+        addr,
+        "POST",
+        "/login",
+        &["Content-Type: application/json".into()],
+        form.as_bytes(),
+    );
+    assert_eq!(json.status, 415);
+    let mut big = form.clone().into_bytes();
+    big.extend(std::iter::repeat_n(b'x', 8 * 1024));
+    let big = http(addr, "POST", "/login", &form_headers(&own), &big);
+    assert_eq!(big.status, 413);
+    assert_eq!(http(addr, "GET", "/login", &[], b"").status, 405);
+
+    // With the cookie: the page (its files from this server only).
+    let page = http(addr, "GET", "/", std::slice::from_ref(&cookie), b"");
+    assert_eq!(page.status, 200);
+    assert_page_headers(&page, "the page");
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    for file in ["src=\"/page.js\"", "href=\"/page.css\""] {
+        assert!(page.body.contains(file), "{file}: {}", page.body);
+    }
+    assert!(!page.body.contains("http://") && !page.body.contains("https://"));
+    for (path, kind) in [
+        ("/page.js", "text/javascript; charset=utf-8"),
+        ("/page.css", "text/css; charset=utf-8"),
+    ] {
+        let asset = http(addr, "GET", path, &[], b"");
+        assert_eq!(asset.status, 200, "{path}");
+        assert_eq!(asset.header("content-type"), Some(kind));
+        assert_page_headers(&asset, path);
+        assert_eq!(asset.header("cache-control"), Some("no-cache"));
+        let etag = asset.header("etag").expect("an ETag").to_string();
+        let again = http(addr, "GET", path, &[format!("If-None-Match: {etag}")], b"");
+        assert_eq!(again.status, 304, "{path}");
+        assert!(!asset.body.contains("http://") && !asset.body.contains("https://"));
+    }
+    let css = http(addr, "GET", "/page.css", &[], b"").body;
+    assert!(
+        css.contains(".tool .body") && css.contains(".d-ins") && css.contains(".session-row"),
+        "the export's cards and the page's own"
+    );
+    assert_eq!(http(addr, "GET", "/index.html", &[], b"").status, 404);
+    assert_eq!(http(addr, "GET", "/acp/x", &[], b"").status, 404);
+
+    // The WebSocket takes the cookie for the bearer header, only with an Origin the Origin
+    // check admits; everything else on /acp stays bearer-only.
+    assert_eq!(upgrade(&served, &[cookie.clone(), own.clone()]), 101);
+    assert_eq!(
+        upgrade(&served, std::slice::from_ref(&own)),
+        401,
+        "no cookie"
+    );
+    assert_eq!(
+        upgrade(&served, std::slice::from_ref(&cookie)),
+        401,
+        "the cookie without an Origin"
+    );
+    assert_eq!(
+        upgrade(
+            &served,
+            &[cookie.clone(), "Origin: https://evil.example".into()]
+        ),
+        401,
+        "the cookie from another origin"
+    );
+    let forged = format!("Cookie: acp_journal={}", "0".repeat(64));
+    assert_eq!(
+        upgrade(&served, &[forged, own.clone()]),
+        401,
+        "a wrong cookie"
+    );
+    let token_as_cookie = format!("Cookie: acp_journal={TOKEN}");
+    assert_eq!(upgrade(&served, &[token_as_cookie, own.clone()]), 401);
+    assert_eq!(
+        upgrade(&served, &[format!("Authorization: Bearer {TOKEN}")]),
+        101,
+        "the bearer token as ever"
+    );
+    let initialize = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
+    let post = http(
+        addr,
+        "POST",
+        "/acp",
+        &[
+            cookie.clone(),
+            own.clone(),
+            "Content-Type: application/json".into(),
+        ],
+        initialize,
+    );
+    assert_eq!(post.status, 401, "Streamable HTTP is bearer-only");
+    assert_eq!(
+        http(addr, "GET", "/acp", &[cookie.clone(), own.clone()], b"").status,
+        401
+    );
+
+    let log = served.stop();
+    assert!(!log.contains(TOKEN), "the token is never logged: {log}");
+    assert!(log.contains("the page: a browser signed in"), "{log}");
+}
+
+/// Where screenshots go: `target/page-screenshots/`.
+fn screenshots() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run the page driver's `scenario` against `served` on `session`; its steps by name. Fails
+/// with the driver's report when a step fails; prints the screenshots' paths.
+fn drive(
+    served: &Served,
+    session: &str,
+    scenario: &str,
+    prompt: &str,
+    expect: &str,
+) -> std::collections::HashMap<String, Value> {
+    let driver = Peers::get().page_driver();
+    let base = served.url.trim_end_matches("/acp").to_string();
+    let shots = screenshots();
+    let out = Command::new(&driver[0])
+        .args(&driver[1..])
+        .args(["--url", &base, "--token", TOKEN, "--session", session])
+        .args([
+            "--scenario",
+            scenario,
+            "--prompt",
+            prompt,
+            "--expect",
+            expect,
+        ])
+        .arg("--shots")
+        .arg(&shots)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the page driver (node)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let steps: std::collections::HashMap<String, Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| Some((e["step"].as_str()?.to_string(), e)))
+        .collect();
+    if let Some(error) = steps.get("error") {
+        panic!(
+            "the page driver failed at {}: {}\nproblems: {}\nscreenshot: {}\nDOM: {}\nserve: {}",
+            error["at"],
+            error["message"],
+            error["problems"],
+            error["screenshot"],
+            error["html"],
+            served.log()
+        );
+    }
+    assert!(
+        out.status.success(),
+        "the page driver: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in steps.values() {
+        if let Some(shot) = step["screenshot"].as_str() {
+            // Straight to stderr, past the test harness's capture: shown in every run's output.
+            let line = format!("page screenshot ({scenario}, {}): {shot}\n", step["step"]);
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+    steps
+}
+
+/// A session made and prompted by the TypeScript SDK's client over WebSocket; its ID.
+fn prompted_session(served: &Served, prompt: &str) -> String {
+    let client = Peers::get().ts_remote_client();
+    let (events, stderr) = sdk_client(
+        &client,
+        &served.url,
+        "ws",
+        &["--prompt", prompt, "--cwd", "/tmp"],
+    );
+    assert_eq!(of_kind(&events, "result").len(), 1, "{events:?}\n{stderr}");
+    of_kind(&events, "session")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn the_page_in_chromium_follows_a_session_answers_its_permission_request_and_prompts() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    // An SDK client first: a session whose turn asked (and got) a permission.
+    let session = prompted_session(&served, "Summarize the project");
+    let steps = drive(
+        &served,
+        &session,
+        "converse",
+        "Now tidy the config",
+        "I've successfully updated the configuration",
+    );
+
+    // Without the cookie: a login form and nothing of the session.
+    let login = &steps["login-form"];
+    assert_eq!(login["status"], 200);
+    assert_eq!(login["form"], "/login");
+    assert_eq!(login["scripts"], 0);
+    let html = login["html"].as_str().unwrap();
+    assert!(
+        !html.contains(&session) && !html.contains("Summarize the project"),
+        "{html}"
+    );
+    assert_eq!(steps["wrong-token"]["status"], 401);
+
+    // `/?token=`: one 303 to `/`, the token gone from the address, the cookie out of the
+    // script's reach.
+    let signed = &steps["sign-in"];
+    let redirects = signed["redirects"].as_array().unwrap();
+    assert_eq!(redirects.len(), 1, "{signed}");
+    assert_eq!(redirects[0]["status"], 303);
+    let base = served.url.trim_end_matches("acp");
+    assert_eq!(signed["url"], base, "{signed}");
+    assert!(!signed["url"].as_str().unwrap().contains(TOKEN));
+    assert_eq!(signed["documentCookie"], "", "HttpOnly");
+    let cookies = signed["cookies"].as_array().unwrap();
+    assert_eq!(cookies.len(), 1, "{cookies:?}");
+    assert_eq!(cookies[0]["name"], "acp_journal");
+    assert_eq!(cookies[0]["httpOnly"], true);
+    assert_eq!(cookies[0]["sameSite"], "Strict");
+    assert_ne!(cookies[0]["value"], TOKEN);
+    assert_eq!(signed["headers"]["content-security-policy"], CSP);
+
+    // The list shows the session; opened, its history (the SDK client's turn, with its tool
+    // calls as cards).
+    let list = &steps["list"];
+    assert!(
+        list["row"]
+            .as_str()
+            .unwrap()
+            .contains("Summarize the project"),
+        "{list}"
+    );
+    assert_eq!(list["connection"], "connected");
+    let opened = &steps["open"];
+    assert_eq!(opened["turns"], 1, "{opened}");
+    assert_eq!(
+        opened["tools"], 2,
+        "call_1 and call_2, updates merged: {opened}"
+    );
+    let history = opened["timeline"].as_str().unwrap();
+    for text in [
+        "Summarize the project",
+        "Reading project files",
+        "Modifying critical configuration file",
+        "Perfect! I've successfully updated the configuration.",
+    ] {
+        assert!(history.contains(text), "{text} in {history}");
+    }
+
+    // The page's own prompt: an update arrives live, then the permission request, answered
+    // from the page, and the turn ends.
+    assert!(
+        steps["live-update"]["agent"]
+            .as_str()
+            .unwrap()
+            .contains("I'll help you with that"),
+        "{}",
+        steps["live-update"]
+    );
+    let asked = &steps["permission"];
+    let options: Vec<&str> = asked["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow", "reject"], "{asked}");
+    assert!(
+        asked["card"]
+            .as_str()
+            .unwrap()
+            .contains("Permission for Modifying critical configuration file"),
+        "{asked}"
+    );
+    // On a phone: one column, no sideways scrolling, buttons a finger can hit.
+    let layout = &asked["layout"];
+    assert_eq!(layout["viewport"], 390, "{layout}");
+    assert!(
+        layout["scrollWidth"].as_u64().unwrap() <= 390,
+        "no horizontal scroll: {layout}"
+    );
+    assert!(
+        layout["narrowScrollWidth"].as_u64().unwrap() <= 375,
+        "none at 375 px either: {layout}"
+    );
+    assert!(
+        layout["smallestButton"].as_f64().unwrap() >= 40.0,
+        "{layout}"
+    );
+    assert_eq!(layout["sessionsBelowList"], true, "stacked: {layout}");
+    assert!(
+        steps["answer"]["card"]
+            .as_str()
+            .unwrap()
+            .contains(": allow (Allow this change)"),
+        "{}",
+        steps["answer"]
+    );
+    let end = &steps["turn-end"];
+    assert!(
+        end["end"].as_str().unwrap().starts_with("end_turn"),
+        "{end}"
+    );
+    let turn = end["turn"].as_str().unwrap();
+    assert!(turn.contains("Now tidy the config"), "{turn}");
+    assert!(
+        turn.contains("Perfect! I've successfully updated the configuration."),
+        "the answer after the permission: {turn}"
+    );
+    let tools = end["tools"].as_array().unwrap();
+    assert_eq!(
+        tools.len(),
+        2,
+        "one card per tool call, its updates merged: {end}"
+    );
+    assert!(tools.iter().all(|t| t["status"] == "completed"), "{end}");
+    let problems: Vec<&Value> = end["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.as_str().unwrap().starts_with("page error"))
+        .collect();
+    assert!(problems.is_empty(), "{problems:?}");
+
+    // The journal has the page's turn, and its permission answer.
+    let text = crate::serve::show_until(store.path(), &session, "❯ Now tidy the config");
+    assert!(
+        text.contains("? permission for Modifying critical configuration file: allow"),
+        "{text}"
+    );
+    let log = served.stop();
+    assert!(!log.contains(TOKEN), "{log}");
+}
+
+#[test]
+fn agent_markup_on_the_page_is_text() {
+    let store = tempfile::tempdir().unwrap();
+    // The Python SDK's echo agent says back what it is told: markup, from the agent.
+    let served = Served::start(store.path(), &[], &Peers::get().py_echo_agent());
+    let session = prompted_session(&served, HOSTILE);
+    let steps = drive(&served, &session, "hostile", HOSTILE_TOO, HOSTILE);
+    let list = &steps["list"];
+    assert!(list["row"].as_str().unwrap().contains(HOSTILE), "{list}");
+    let end = &steps["turn-end"];
+    assert_eq!(end["markup"], serde_json::json!([]), "{end}");
+    assert_eq!(end["pwned"], false);
+    assert_eq!(end["users"], serde_json::json!([HOSTILE, HOSTILE_TOO]));
+    assert_eq!(
+        end["agents"],
+        serde_json::json!([HOSTILE, HOSTILE_TOO]),
+        "the agent's echoes, as text"
+    );
+    served.stop();
+}
+
+#[test]
+fn the_page_shows_a_refused_prompt_and_a_permission_request_another_client_answered() {
+    let store = tempfile::tempdir().unwrap();
+    // Our agent sends what the host sends once several clients share a session: a refusal, a
+    // permission request taken back (`$/cancel_request`), its outcome on the tool call.
+    let agent = vec![
+        python(),
+        root()
+            .join("tests/agents/page_agent.py")
+            .display()
+            .to_string(),
+    ];
+    let served = Served::start(store.path(), &[], &agent);
+    let session = prompted_session(&served, "hello");
+    let steps = drive(&served, &session, "settle", "", "You said: hello");
+
+    let refused = &steps["refused"];
+    assert_eq!(
+        refused["error"], "The prompt failed: session busy: another client's turn is running",
+        "{refused}"
+    );
+    assert_eq!(refused["kept"], "busy", "the text is kept to send again");
+    assert_eq!(
+        refused["turnsAfter"], refused["turnsBefore"],
+        "no turn: {refused}"
+    );
+
+    let settled = &steps["settled"];
+    let permission = &settled["permission"];
+    assert_eq!(permission["settled"], "true", "{settled}");
+    assert_eq!(permission["buttons"], 0, "{settled}");
+    assert!(
+        permission["text"]
+            .as_str()
+            .unwrap()
+            .contains("answered elsewhere"),
+        "{settled}"
+    );
+    assert_eq!(
+        settled["agent"], "permission: error -32800; fs: error -32601",
+        "the page answered the taken-back request -32800, and fs -32601"
+    );
+    assert!(
+        settled["tool"]
+            .as_str()
+            .unwrap()
+            .contains("completed /work/notes.txt:2 permission: yes (Allow) by another client"),
+        "{settled}"
+    );
+    assert_eq!(settled["tools"], 1, "the call and its update, one card");
+    assert_eq!(
+        settled["diff"],
+        serde_json::json!([
+            ["d-file", "--- /work/notes.txt\n+++ /work/notes.txt\n"],
+            ["d-hunk", "@@ -1,3 +1,3 @@\n"],
+            ["d-ctx", " one\n"],
+            ["d-del", "-two\n"],
+            ["d-ins", "+2\n"],
+            ["d-ctx", " three\n"]
+        ]),
+        "the export's unified diff"
+    );
+    assert_eq!(
+        settled["plans"],
+        serde_json::json!([[
+            ["p-completed", "[x] edit notes.txt"],
+            ["p-completed", "[x] tell the user"]
+        ]]),
+        "one plan card, updated in place"
+    );
+    assert!(settled["end"].as_str().unwrap().starts_with("end_turn"));
+    served.stop();
+}

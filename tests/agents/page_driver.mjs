@@ -3,7 +3,7 @@
 // (tests/it/page.rs runs it); it waits for what a person would see and reports it, the Rust
 // test asserts:
 //   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
-//                   --scenario converse|hostile|settle --prompt TEXT [--expect TEXT]
+//                   --scenario converse|hostile|settle|shared --prompt TEXT [--expect TEXT]
 // converse: the login form without a cookie; `/?token=` and its redirect; the session list;
 //   the session opened (its history, `--expect` in it); `--prompt` sent from the page; the
 //   permission request its turn raises, screenshot on a phone (390x844), answered (allow); the
@@ -225,6 +225,21 @@ try {
     await page.click(`${lastTurn} .permission button.option.allow`);
     await page.waitForSelector(`${lastTurn} .permission[data-answered]`);
     emit({ step, card: await page.$eval(`${lastTurn} .permission`, (e) => e.innerText) });
+  }
+
+  if (opts.scenario === "shared") {
+    // Another client attached to the session answers the permission request first: the card
+    // is settled here, without a click.
+    step = "settled-elsewhere";
+    await page.waitForSelector(`${lastTurn} .permission[data-settled]`);
+    emit({
+      step,
+      card: await page.$eval(`${lastTurn} .permission`, (e) => ({
+        text: e.innerText,
+        settled: e.getAttribute("data-settled"),
+        buttons: e.querySelectorAll("button").length,
+      })),
+    });
   }
 
   step = "turn-end";

@@ -61,10 +61,10 @@ impl Running {
         &self.seen
     }
 
-    /// Wait until the agent's texts and tool calls seen (`story`) include `wanted`.
+    /// Wait until one of the agent's texts and tool calls seen (`story`) contains `wanted`.
     pub fn until_story(&mut self, wanted: &str) -> &[Value] {
         let deadline = Instant::now() + TIMEOUT;
-        while !story(&self.seen).iter().any(|s| s == wanted) {
+        while !story(&self.seen).iter().any(|s| s.contains(wanted)) {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.events.recv_timeout(left) {
                 Ok(e) => self.seen.push(e),
@@ -75,7 +75,7 @@ impl Running {
     }
 
     /// Wait for `n` events of kind `event`.
-    fn until_count(&mut self, event: &str, n: usize) -> &[Value] {
+    pub fn until_count(&mut self, event: &str, n: usize) -> &[Value] {
         let deadline = Instant::now() + TIMEOUT;
         while of_kind(&self.seen, event).len() < n {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -219,4 +219,29 @@ fn a_typescript_client_over_websocket_and_a_python_client_over_http_share_a_live
 fn a_python_client_over_websocket_and_a_typescript_client_over_http_share_a_live_session() {
     let [(_, ts), (_, py)] = clients();
     two_clients_on_one_session((&py, "ws"), (&ts, "http"));
+}
+
+#[test]
+fn the_first_client_of_a_fresh_host_loads_a_journaled_session_with_its_history() {
+    let store = tempfile::tempdir().unwrap();
+    let [(_, ts), (_, py)] = clients();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let (before, stderr) = sdk_client(&ts, &served.url, "ws", &["--prompt", "hello"]);
+    assert_eq!(of_kind(&before, "result").len(), 1, "{before:?}\n{stderr}");
+    let session = of_kind(&before, "session")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    served.stop();
+    // A new host on the same store: its first client loads the session, which is in the
+    // journal only (the agent's own load, or the journal's, brings it up).
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    let (after, stderr) = sdk_client(&py, &served.url, "http", &["--session", &session, "--load"]);
+    assert_eq!(of_kind(&after, "loaded").len(), 1, "{after:?}\n{stderr}");
+    assert_eq!(
+        story(&after),
+        story(&before),
+        "the history, as the first host's client saw the turn"
+    );
+    served.stop();
 }

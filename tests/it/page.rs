@@ -601,8 +601,9 @@ fn the_page_shows_a_refused_prompt_and_a_permission_request_another_client_answe
         "{settled}"
     );
     assert_eq!(
-        settled["agent"], "permission: error -32800; fs: error -32601",
-        "the page answered the taken-back request -32800, and fs -32601"
+        settled["agent"], "permission: error -32800; fs: error -32603",
+        "the page answered the taken-back request -32800; the fs request the host answered \
+         (no attached client declared fs)"
     );
     assert!(
         settled["tool"]
@@ -633,5 +634,61 @@ fn the_page_shows_a_refused_prompt_and_a_permission_request_another_client_answe
         "one plan card, updated in place"
     );
     assert!(settled["end"].as_str().unwrap().starts_with("end_turn"));
+    served.stop();
+}
+
+#[test]
+fn the_page_and_an_sdk_client_share_a_live_session_and_the_first_answer_wins() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    // The Python SDK's client over WebSocket makes the session, prompts, and stays attached,
+    // answering every permission request at once.
+    let py = Peers::get().py_remote_client();
+    let mut editor = crate::attach::Running::start(
+        &py,
+        &served.url,
+        "ws",
+        &[
+            "--prompt",
+            "Summarize the project",
+            "--cwd",
+            "/tmp",
+            "--linger",
+            "120",
+        ],
+    );
+    let seen = editor.until("result").to_vec();
+    let session = of_kind(&seen, "session")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The page joins the live session (session/attach) and prompts: the turn's permission
+    // request goes to both; the editor answers first, the page's card is settled.
+    let steps = drive(
+        &served,
+        &session,
+        "shared",
+        "Now tidy the config",
+        "Summarize the project",
+    );
+    let card = &steps["settled-elsewhere"]["card"];
+    assert_eq!(card["settled"], "true", "{card}");
+    assert_eq!(card["buttons"], 0, "{card}");
+    let turn = steps["turn-end"]["turn"].as_str().unwrap();
+    assert!(
+        turn.contains("I've successfully updated the configuration"),
+        "{turn}"
+    );
+    // The editor saw the page's prompt as the user's message, answered its permission request,
+    // and saw the page's turn.
+    let seen = editor.until_count("permission", 2).to_vec();
+    assert!(
+        seen.iter()
+            .any(|e| e["update"]["sessionUpdate"] == "user_message_chunk"
+                && e["update"]["content"]["text"] == "Now tidy the config"),
+        "{seen:?}"
+    );
+    editor.until_story("I've successfully updated the configuration");
+    editor.kill();
     served.stop();
 }

@@ -721,7 +721,8 @@
     var what = optionId || str(p.outcome) || "?";
     var text = "permission: " + what + (name ? " (" + name + ")" : "");
     if (str(p.outcome) && p.outcome !== "selected") { text += " [" + p.outcome + "]"; }
-    var by = typeof p.by === "string" ? p.by : (p.by && (str(p.by.name) || str(p.by.client)));
+    // The host's `by` names the connection (`c3`), `client` the name it gave in `initialize`.
+    var by = str(p.client) || (typeof p.by === "string" ? p.by : "");
     if (by) { text += " by " + by; }
     return text;
   }

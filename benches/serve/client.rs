@@ -79,6 +79,13 @@ impl Client {
 
     /// A WebSocket connection to `serve`: initialized, a session made.
     pub async fn ws(at: &Endpoint) -> Client {
+        let mut client = Client::ws_bare(at).await;
+        client.new_session().await;
+        client
+    }
+
+    /// A WebSocket connection to `serve`, initialized, no session yet (see [`Client::join`]).
+    pub async fn ws_bare(at: &Endpoint) -> Client {
         let socket = connect(&at.authority).await;
         let mut request = format!("ws://{}/acp", at.authority)
             .into_client_request()
@@ -99,13 +106,20 @@ impl Client {
         };
         client.send(INIT_REQUEST.trim_end()).await;
         client.response("0").await;
-        client.new_session().await;
         client
     }
 
     /// A Streamable HTTP connection to `serve` (`initialize` answered inline, then the
     /// connection's event stream opened): initialized, a session made.
     pub async fn http(at: &Endpoint) -> Client {
+        let mut client = Client::http_bare(at).await;
+        client.new_session().await;
+        client
+    }
+
+    /// A Streamable HTTP connection to `serve`, initialized, no session yet (see
+    /// [`Client::join`]).
+    pub async fn http_bare(at: &Endpoint) -> Client {
         let bearer = format!("Bearer {}", at.token);
         let mut post = handshake(&at.authority).await;
         let request = Request::post("/acp")
@@ -149,7 +163,7 @@ impl Client {
         let response = get.send_request(request).await.expect("GET the stream");
         assert_eq!(response.status(), StatusCode::OK, "GET the stream");
         // The GET's socket lives as long as its body is read; `get` itself may go.
-        let mut client = Client {
+        Client {
             inner: Inner::Http(Box::new(Http {
                 post,
                 events: response.into_body(),
@@ -160,9 +174,7 @@ impl Client {
                 connection,
             })),
             session: String::new(),
-        };
-        client.new_session().await;
-        client
+        }
     }
 
     async fn new_session(&mut self) {
@@ -173,6 +185,21 @@ impl Client {
             .as_str()
             .expect("a sessionId")
             .to_string();
+    }
+
+    /// Join `session`, live on serve's agent (another connection made it), by `session/load`:
+    /// the host answers from the journal (the history, then the answer); from then on this
+    /// connection gets every live line of the session too.
+    pub async fn join(&mut self, session: &str) {
+        let load = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": "load",
+            "method": "session/load",
+            "params": {"sessionId": session, "cwd": "/tmp/bench", "mcpServers": []},
+        });
+        self.send(&load.to_string()).await;
+        self.response(r#""load""#).await;
+        self.session = session.to_string();
     }
 
     /// Send one message (JSON text, no line break).

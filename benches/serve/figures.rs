@@ -20,9 +20,14 @@ pub struct Scale {
     pub warmup: usize,
     /// Idle clients of the memory figure, in steps.
     pub idle_steps: [usize; 3],
-    /// Clients taking one flood at once, and its messages.
-    pub fan_clients: usize,
+    /// Clients attached to one session taking its floods at once, in steps; one flood's
+    /// messages; the updates to deliver at each step (in as many floods as that takes).
+    pub fan_clients: [usize; 3],
     pub fan_flood: usize,
+    pub fan_deliveries: usize,
+    /// The update-delay figure: updates of the paced turn, and the pace.
+    pub paced_updates: usize,
+    pub paced_interval_us: u64,
     /// Why (d), the TypeScript SDK's server, is left out (node or the peers missing).
     pub sdk_skipped: Option<String>,
 }
@@ -42,8 +47,11 @@ impl Scale {
             round_trips: 20_000 / div,
             warmup: 2_000 / div,
             idle_steps: [1, 10, 100],
-            fan_clients: 10,
+            fan_clients: [1, 10, 50],
             fan_flood: if quick { 10_000 } else { 50_000 },
+            fan_deliveries: if quick { 1_000_000 } else { 5_000_000 },
+            paced_updates: if quick { 2_500 } else { 20_000 },
+            paced_interval_us: 1_000,
             sdk_skipped: crate::server::sdk_server().err(),
         }
     }
@@ -306,74 +314,145 @@ pub async fn run_idle(scale: &Scale, target: Target) -> Idle {
     Idle { target, rss }
 }
 
-/// Clients of one session taking one flood at once (WebSocket).
+/// Clients attached to one busy session taking its floods at once (WebSocket).
 pub struct Fan {
     pub clients: usize,
+    /// Messages of one flood (N−1 updates, then the prompt's response).
     pub messages: usize,
+    /// Floods (prompt turns), one after another.
+    pub turns: usize,
+    /// From each prompt sent to the last client's last message of its flood, summed.
     pub secs: f64,
     pub ticks: u64,
+    /// VmRSS (KiB) of serve with every client attached, before the first prompt.
     pub rss_before: u64,
+    /// VmHWM (KiB) of serve after the last flood.
     pub hwm: u64,
 }
 
 impl Fan {
-    /// Messages delivered (every client's) per second.
-    pub fn delivered_s(&self) -> f64 {
-        (self.clients * self.messages) as f64 / self.secs
+    /// The agent's updates, all turns.
+    pub fn agent_updates(&self) -> usize {
+        (self.messages - 1) * self.turns
     }
 
-    pub fn cpu_us(&self) -> f64 {
-        self.ticks as f64 * tick_us() / (self.clients * self.messages) as f64
+    /// Updates delivered, every client's.
+    pub fn delivered(&self) -> usize {
+        self.clients * self.agent_updates()
+    }
+
+    pub fn delivered_s(&self) -> f64 {
+        self.delivered() as f64 / self.secs
+    }
+
+    /// CPU µs of serve per update delivered (to one client).
+    pub fn cpu_us_delivered(&self) -> f64 {
+        self.ticks as f64 * tick_us() / self.delivered() as f64
+    }
+
+    /// CPU µs of serve per update of the agent (delivered to every client).
+    pub fn cpu_us_update(&self) -> f64 {
+        self.ticks as f64 * tick_us() / self.agent_updates() as f64
     }
 }
 
-pub async fn run_fan(scale: &Scale) -> Fan {
+/// A `session/prompt` with id `id` in `session` (the flood agent answers any).
+fn flood_prompt(session: &str, id: usize) -> String {
+    prompt_request(session)
+        .trim_end()
+        .replacen("\"id\":1", &format!("\"id\":{id}"), 1)
+}
+
+/// One client's part of a flood: the prompting client's N−1 updates and the response to `id`;
+/// a joined client's echo of the prompt (`user_message_chunk`, ACP v1) and the N−1 updates.
+async fn take_flood(client: &mut Client, n: usize, prompter: bool, id: usize, last_update: &[u8]) {
+    if prompter {
+        let last = client.count(n).await;
+        let want = format!("\"id\":{id},");
+        assert!(
+            memchr::memmem::find(&last, want.as_bytes()).is_some()
+                && memchr::memmem::find(&last, br#""result""#).is_some(),
+            "fan-out: the prompting client's last message is not the response to {id}: {}",
+            String::from_utf8_lossy(&last)
+        );
+        return;
+    }
+    // The echo comes before the agent has the prompt, so before its updates.
+    let first = client.recv().await;
+    let echoed = memchr::memmem::find(&first, br#""user_message_chunk""#).is_some();
+    let rest = if echoed { n - 1 } else { n - 2 };
+    let last = client.count(rest).await;
+    assert_eq!(
+        &last[..],
+        last_update,
+        "fan-out: a joined client's last message is not the flood's last update"
+    );
+}
+
+/// `clients` WebSocket clients on one session of serve in front of the flood agent: the first
+/// makes the session (`session/new`) and prompts, the others join it by `session/load` first;
+/// `turns` floods of `scale.fan_flood` messages, each taken by every client at once.
+pub async fn run_fan(scale: &Scale, clients: usize) -> Fan {
     let n = scale.fan_flood;
+    // About the same deliveries at every step (10 ms CPU ticks): more turns for fewer clients.
+    let turns = (scale.fan_deliveries / (clients * n)).max(1);
+    let last_update = {
+        let data = crate::traffic::Flood::new(SEED).lines(n);
+        let updates = &data[..data.len() - crate::traffic::PROMPT_RESPONSE.len() - 1];
+        let from = memchr::memrchr(b'\n', updates).map_or(0, |i| i + 1);
+        updates[from..].to_vec()
+    };
     let mut agent = vec![me()];
     agent.extend(flood_role(n));
     let serve = Serve::start(&agent);
-    let mut clients = Vec::new();
-    for _ in 0..scale.fan_clients {
-        clients.push(Client::ws(&serve.endpoint).await);
+    let mut all = vec![Client::ws(&serve.endpoint).await];
+    let session = all[0].session.clone();
+    while all.len() < clients {
+        let mut c = Client::ws_bare(&serve.endpoint).await;
+        c.join(&session).await;
+        all.push(c);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = serve.pid();
     let rss_before = vm_kib(pid, "VmRSS:");
     eprintln!(
-        "bench: fan-out: {} WebSocket clients on one session, one flood of {n}",
-        clients.len()
+        "bench: fan-out: {clients} WebSocket clients on one session (the first made it, the others joined by session/load), {turns} flood(s) of {n}"
     );
-    let prompt = prompt_request(&clients[0].session);
     let ticks0 = ticks(pid);
-    let t0 = Instant::now();
-    clients[0].send(prompt.trim_end()).await;
-    // The prompting client gets the response too; the others the updates.
-    join_all(
-        clients
-            .iter_mut()
-            .enumerate()
-            .map(|(i, c)| c.count(if i == 0 { n } else { n - 1 })),
-    )
-    .await;
-    let secs = t0.elapsed().as_secs_f64();
+    let mut secs = 0.0;
+    for turn in 1..=turns {
+        let t0 = Instant::now();
+        all[0].send(&flood_prompt(&session, turn)).await;
+        join_all(
+            all.iter_mut()
+                .enumerate()
+                .map(|(i, c)| take_flood(c, n, i == 0, turn, &last_update)),
+        )
+        .await;
+        secs += t0.elapsed().as_secs_f64();
+    }
     let ticks = ticks(pid).saturating_sub(ticks0);
     let hwm = vm_kib(pid, "VmHWM:");
-    for c in clients {
+    for c in all {
         c.close().await;
     }
     serve.stop();
     let fan = Fan {
-        clients: scale.fan_clients,
+        clients,
         messages: n,
+        turns,
         secs,
         ticks,
         rss_before,
         hwm,
     };
     eprintln!(
-        "bench:   {:.3} s, {:.0} messages delivered/s, peak RSS {} KiB",
+        "bench:   {:.3} s, {:.0} updates delivered/s, {:.2} CPU µs per update delivered, {:.2} per agent update; VmRSS {} KiB before, peak {} KiB",
         fan.secs,
         fan.delivered_s(),
+        fan.cpu_us_delivered(),
+        fan.cpu_us_update(),
+        fan.rss_before,
         fan.hwm
     );
     fan

@@ -1,10 +1,11 @@
 //! Benchmark of `acp-journal serve` (ACP over WebSocket and Streamable HTTP at `/acp`) against
 //! the stdio proxy on the same traffic.
 //!
-//! Run with `BENCH_QUICK=1 cargo bench --bench serve` (~10 s once built; without `BENCH_QUICK`
-//! the full run, 10× the floods and round trips). The markdown report goes to stdout and to
-//! `target/serve-bench-report.md`; progress goes to stderr. A watchdog aborts after 10 minutes.
-//! No figure is checked against a target.
+//! Run with `BENCH_QUICK=1 cargo bench --bench serve` (~20 s once built; without `BENCH_QUICK`
+//! the full run, ~2 min: 10× the floods and round trips, 8× the paced updates, 5× the fan-out's
+//! deliveries). The markdown report goes to stdout and to `target/serve-bench-report.md`;
+//! progress goes to stderr. A watchdog aborts after 10 minutes. No figure is checked against a
+//! target.
 //!
 //! Measured, in one run: (1) throughput and CPU per message of the acp-journal process on one
 //! flood, for (a) the stdio proxy on pipes, (b) serve over WebSocket, (c) serve over Streamable
@@ -12,24 +13,30 @@
 //! WebSocket (`tests/agents/ts_sdk_server.mjs` run beside `.peers/node-v2`, one agent process per
 //! connection; skipped with a note when node or the peers are missing; its CPU is the node
 //! process's plus its agent child's); (2) prompt → response round trips (p50, p99) for a direct
-//! pipe to the agent and (a), (b), (c), (d); (3) serve's RSS with 1, 10 and 100 idle clients (each
-//! initialized, with a session), and with 10 WebSocket clients taking a flood at once.
+//! pipe to the agent and (a), (b), (c), (d); (3) an update's delay from the agent to each client
+//! of one session ([`paced`]: the one prompting, one that joined by `session/load` over WebSocket,
+//! one over HTTP+SSE; a direct pipe and (a) for comparison); (4) serve's RSS with 1, 10 and 100
+//! idle clients (each initialized, with a session); (5) 1, 10 and 50 WebSocket clients attached
+//! to one session (the others joined the first's by `session/load`) taking its floods: serve's
+//! CPU per update delivered and per agent update, deliveries per second, RSS before and peak.
 //!
 //! The proxy bench's helper roles and traffic are reused as they are (its modules included
 //! below from `benches/proxy/`); this binary re-executes itself as `__turns` (the prompt-turns
 //! agent), `__echo`, `__flood N SEED`, and its own `__sflood N SEED`: the flood agent with the
 //! `session/new` serve needs (serve sends a session's lines only to the connections attached to
-//! it), answering any number of clients and prompts.
+//! it), answering any number of clients and prompts; and `__pace N INTERVAL_US`, the pacing
+//! agent of [`paced`].
 //!
-//! Environment: `BENCH_QUICK=1`; `BENCH_SERVE_ONLY=throughput|latency|memory` runs one
-//! measurement; `BENCH_SERVE_FLOOD=N` sets the throughput flood's messages (past ~230 000, one
-//! turn passes serve's 64 MiB `--client-queue` and the client is dropped);
+//! Environment: `BENCH_QUICK=1`; `BENCH_SERVE_ONLY=throughput|latency|delay|memory|fan` runs
+//! one measurement (`memory`: the idle clients and the fan-out); `BENCH_SERVE_FLOOD=N` sets the
+//! throughput flood's messages (past ~230 000, one turn passes serve's 64 MiB `--client-queue`
+//! and the client is dropped);
 //! `BENCH_PROXY_ARGS="--fsync never"` (whitespace-separated) adds options to both acp-journal
 //! command lines; `ACP_JOURNAL_LOG` is passed through (serve gets `warn` with its address line
 //! when unset).
 //!
 //! Layout: [`client`] (one ACP client per transport), [`server`] (the paths and processes),
-//! [`figures`] (the measurements), [`summary`] (the report).
+//! [`figures`] (the measurements), [`paced`] (the update delay), [`summary`] (the report).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -57,6 +64,7 @@ mod turns;
 
 mod client;
 mod figures;
+mod paced;
 mod server;
 mod summary;
 
@@ -77,6 +85,10 @@ fn main() {
         Some("__sflood") => session_flood_agent(
             args[2].parse().expect("__sflood N SEED"),
             args[3].parse().expect("__sflood N SEED"),
+        ),
+        Some("__pace") => paced::pacing_agent(
+            args[2].parse().expect("__pace N INTERVAL_US"),
+            args[3].parse().expect("__pace N INTERVAL_US"),
         ),
         // `cargo bench` passes `--bench`; anything else runs the bench.
         _ => bench(),
@@ -142,9 +154,10 @@ fn bench() {
         .enable_all()
         .build()
         .expect("a runtime");
-    // `BENCH_SERVE_ONLY=throughput|latency|memory`: one measurement (for experiments).
+    // `BENCH_SERVE_ONLY=throughput|latency|delay|memory|fan`: one measurement (for
+    // experiments; `memory` is the idle clients and the fan-out).
     let only = std::env::var("BENCH_SERVE_ONLY").unwrap_or_default();
-    let run = |what: &str| only.is_empty() || only == what;
+    let run = |what: &str| only.is_empty() || only == what || (only == "memory" && what == "fan");
     let results = runtime.block_on(async {
         let mut results = summary::Results::default();
         if run("throughput") {
@@ -153,11 +166,19 @@ fn bench() {
         if run("latency") {
             results.latency = figures::run_latency(&scale).await;
         }
+        if run("delay") {
+            results.delays =
+                Some(paced::run_delays(scale.paced_updates, scale.paced_interval_us).await);
+        }
         if run("memory") {
             for target in [server::Target::Ws, server::Target::Http] {
                 results.idle.push(figures::run_idle(&scale, target).await);
             }
-            results.fan = Some(figures::run_fan(&scale).await);
+        }
+        if run("fan") {
+            for clients in scale.fan_clients {
+                results.fan.push(figures::run_fan(&scale, clients).await);
+            }
         }
         results
     });

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::figures::{Fan, Idle, Latency, Scale, Throughput};
 use crate::measure::Load;
+use crate::paced::{Delays, Receiver, WARMUP};
 use crate::roles::{PROXY, extra_proxy_args};
 use crate::server::Target;
 use crate::traffic::{Flood, SEED};
@@ -29,8 +30,9 @@ fn machine() -> String {
 pub struct Results {
     pub throughput: Vec<Throughput>,
     pub latency: Vec<Latency>,
+    pub delays: Option<Delays>,
     pub idle: Vec<Idle>,
-    pub fan: Option<Fan>,
+    pub fan: Vec<Fan>,
 }
 
 pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> String {
@@ -62,7 +64,7 @@ pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> S
     );
     let _ = writeln!(
         r,
-        "- How to run: `BENCH_QUICK=1 cargo bench --bench serve` (~10 s once built; without `BENCH_QUICK` the full run, ~25 s: 10× the floods and round trips); report in `target/serve-bench-report.md`"
+        "- How to run: `BENCH_QUICK=1 cargo bench --bench serve` (~20 s once built; without `BENCH_QUICK` the full run, ~2 min: 10× the floods and round trips, 8× the paced updates, 5× the fan-out's deliveries); report in `target/serve-bench-report.md`"
     );
     let _ = writeln!(
         r,
@@ -89,8 +91,14 @@ pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> S
     if let Some(direct) = res.latency.first() {
         latency(&mut r, scale, direct, &res.latency);
     }
+    if let Some(d) = &res.delays {
+        delays(&mut r, d);
+    }
     if !res.idle.is_empty() {
-        memory(&mut r, &res.idle, res.fan.as_ref());
+        memory(&mut r, &res.idle);
+    }
+    if !res.fan.is_empty() {
+        fan(&mut r, &res.fan);
     }
     r
 }
@@ -158,8 +166,8 @@ fn latency(r: &mut String, scale: &Scale, direct: &Latency, all: &[Latency]) {
     }
 }
 
-fn memory(r: &mut String, idle: &[Idle], fan: Option<&Fan>) {
-    let _ = writeln!(r, "\n## 3. Memory of serve\n");
+fn memory(r: &mut String, idle: &[Idle]) {
+    let _ = writeln!(r, "\n## 4. Memory of serve, idle clients\n");
     let _ = writeln!(
         r,
         "VmRSS of the serve process (the agent, a separate process, not counted) right after start, then with clients connected one after another, each initialized and with a session (`session/new`), idle for 0.5 s before the reading; per added client: the growth over the row before, divided by the clients added.\n"
@@ -193,16 +201,69 @@ fn memory(r: &mut String, idle: &[Idle], fan: Option<&Fan>) {
             let _ = writeln!(r, "{line}");
         }
     }
-    if let Some(f) = fan {
+}
+
+fn delays(r: &mut String, d: &Delays) {
+    let _ = writeln!(
+        r,
+        "\n## 3. Update delay: agent → each client attached to a session\n"
+    );
+    let _ = writeln!(
+        r,
+        "The pacing agent answers one `session/prompt` with {} `agent_message_chunk` updates (~295 B), one every {} µs, each stamped with the time it was written (`CLOCK_MONOTONIC`, ns); each client notes when each arrives, on a thread and a Tokio runtime of its own. Delay = received − written, the first {WARMUP} updates left out. Through serve, one turn, three clients of one session: A made it (`session/new`) and prompts, B and C joined it by `session/load` before the prompt. For comparison, the same agent and turn through a direct pipe and the stdio proxy (one client each, run before).\n",
+        d.updates, d.interval_us
+    );
+    let _ = writeln!(
+        r,
+        "| receiver | p50 µs | p90 µs | p99 µs | max µs | p50 over direct µs | p99 over direct µs |"
+    );
+    let _ = writeln!(r, "|---|---:|---:|---:|---:|---:|---:|");
+    let direct = d.rows.iter().find(|x| x.receiver == Receiver::Direct);
+    for x in &d.rows {
+        let over = |q| match direct {
+            Some(base) if x.receiver != Receiver::Direct => format!("{:.1}", x.us(q) - base.us(q)),
+            _ => "—".to_string(),
+        };
         let _ = writeln!(
             r,
-            "\n{} WebSocket clients attached to one session (each did `session/new`; the flood agent gives every one the same session), one of them prompts, all {} take the flood of {} messages at once: {:.3} s, {:.0} messages delivered/s in all, {:.2} CPU µs of serve per message delivered; serve's VmRSS {} KiB before, peak (VmHWM) {} KiB.",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} |",
+            x.receiver.name(),
+            x.us(0.5),
+            x.us(0.9),
+            x.us(0.99),
+            x.us(1.0),
+            over(0.5),
+            over(0.99)
+        );
+    }
+}
+
+fn fan(r: &mut String, all: &[Fan]) {
+    let _ = writeln!(
+        r,
+        "\n## 5. One busy session, 1, 10 and 50 clients attached\n"
+    );
+    let _ = writeln!(
+        r,
+        "serve in front of the flood agent; WebSocket clients (async, on the bench's one Tokio thread): the first makes the session (`session/new`) and prompts, the others join it by `session/load` first. Each turn, the agent answers the prompt with a flood of {} messages ({} updates of the throughput mix, then the response), every client takes all of it (the joined ones also the prompt's `user_message_chunk` echo); the next prompt once every client has all of it; turns enough for about the same deliveries at every step. Time: prompt sent → the last client's last message, summed over the turns. CPU: of the serve process over the turns (`/proc/PID/stat`, 10 ms ticks), per update delivered to one client and per update of the agent. RSS: serve's VmRSS with every client attached, before the first prompt; peak: its VmHWM after the last turn.\n",
+        all[0].messages,
+        all[0].messages - 1
+    );
+    let _ = writeln!(
+        r,
+        "| clients | turns | updates delivered | delivered/s | CPU µs/update delivered | CPU µs/agent update | VmRSS before KiB | peak (VmHWM) KiB |"
+    );
+    let _ = writeln!(r, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for f in all {
+        let _ = writeln!(
+            r,
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
             f.clients,
-            f.clients,
-            f.messages,
-            f.secs,
+            f.turns,
+            f.delivered(),
             f.delivered_s(),
-            f.cpu_us(),
+            f.cpu_us_delivered(),
+            f.cpu_us_update(),
             f.rss_before,
             f.hwm
         );

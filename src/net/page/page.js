@@ -25,6 +25,9 @@
     return e;
   }
 
+  /** A paragraph's text node past this many characters continues in a block of its own. */
+  var SEGMENT = 4096;
+
   function str(v) { return typeof v === "string" ? v : ""; }
 
   // ------------------------------------------------------------------ the connection
@@ -383,13 +386,25 @@
       view.turnState();
     },
 
-    /** Run `render`, keeping the window at the bottom if it was there. */
+    /** Run `render`, keeping the window at the bottom if it was there. Whether it was is read
+     *  once per frame, before the frame's first change (when the layout is still clean), and
+     *  the scroll is done once, at the frame: reading the layout after every update would lay
+     *  the whole transcript out again for each one, and a fast agent would leave the page
+     *  further and further behind. */
     follow: function (render) {
-      var root = document.scrollingElement || document.documentElement;
-      var atBottom = root.scrollHeight - root.scrollTop - window.innerHeight < 120;
+      if (view.stick === null) {
+        var root = document.scrollingElement || document.documentElement;
+        view.stick = root.scrollHeight - root.scrollTop - window.innerHeight < 120;
+        requestAnimationFrame(function () {
+          if (view.stick) { window.scrollTo(0, root.scrollHeight); }
+          view.stick = null;
+        });
+      }
       render();
-      if (atBottom) { window.scrollTo(0, root.scrollHeight); }
     },
+
+    /** Keep to the bottom at the next frame (`null`: not read this frame yet). */
+    stick: null,
 
     connectionLost: function () {
       Object.keys(view.asks).forEach(function (key) {
@@ -430,14 +445,29 @@
       view.tools = {};
       var user = el("div", "user", text);
       section.appendChild(user);
-      view.para = { voice: "user", node: user.firstChild || user.appendChild(document.createTextNode("")) };
+      view.para = {
+        voice: "user",
+        node: user.firstChild || user.appendChild(document.createTextNode("")),
+        block: user,
+      };
       return section;
     },
 
     /** Text of `voice` (agent, thought, user): one paragraph while the same voice goes on. */
     chunk: function (voice, text) {
       if (view.para && view.para.voice === voice) {
-        view.para.node.appendData(text);
+        var node = view.para.node;
+        if (node.length >= SEGMENT && node.substringData(node.length - 1, 1) === "\n") {
+          // A long paragraph goes on in a block of its own from a line's end: the browser then
+          // lays out only the last block for each chunk, not the whole paragraph again (which
+          // would slow a long answer down chunk after chunk). It reads the same.
+          var seg = el("div", "seg");
+          node = seg.appendChild(document.createTextNode(text));
+          view.para.block.appendChild(seg);
+          view.para.node = node;
+          return;
+        }
+        node.appendData(text);
         return;
       }
       if (voice === "user") {
@@ -447,7 +477,7 @@
       var div = view.add(el("div", voice === "agent" ? "agent" : "thought"));
       var node = document.createTextNode(text);
       div.appendChild(node);
-      view.para = { voice: voice, node: node };
+      view.para = { voice: voice, node: node, block: div };
     },
 
     meta: function (text) { view.add(el("div", "meta", text)); },

@@ -97,8 +97,8 @@ pub(super) struct Connections {
     observers: HashSet<(ConnId, SessionId)>,
     /// Connections attached by `session/attach`: they take the draft's own updates.
     drafted: HashSet<(ConnId, SessionId)>,
-    /// The prompt turn running in each session: who sent it, under which (sent) id.
-    turns: HashMap<SessionId, (ConnId, RequestId)>,
+    /// The prompt turn running in each session.
+    turns: HashMap<SessionId, Turn>,
     /// Terminals a client created for the agent, and that client.
     terminals: HashMap<String, ConnId>,
     /// A host: no session line goes to a connection that is not attached to it.
@@ -134,6 +134,18 @@ struct Asked {
     line: Bytes,
     method: String,
     session: Option<SessionId>,
+}
+
+/// A prompt turn running in a session.
+#[derive(Debug)]
+struct Turn {
+    /// The connection that sent the prompt.
+    conn: ConnId,
+    /// The prompt's id, as sent to the agent.
+    sent: RequestId,
+    /// Tell the other attached connections when it ends (ACP v1: nothing else does; a v2 agent
+    /// reports its `idle` state itself).
+    tell_end: bool,
 }
 
 /// What a connection declared in its `initialize`: what it can do for the agent, who it is.
@@ -409,7 +421,7 @@ impl Connections {
 
     /// The connection running the current prompt turn of session `s`, if any.
     pub(super) fn turn_of(&self, s: &str) -> Option<ConnId> {
-        self.turns.get(s).map(|(c, _)| *c)
+        self.turns.get(s).map(|t| t.conn)
     }
 
     /// The join `sent` (a load or resume of a live session) is served from the journal: the
@@ -492,7 +504,12 @@ impl Connections {
                         if echo_prompts {
                             self.echo_prompt(conn, &s, sessions, peek.params);
                         }
-                        self.turns.insert(s, (conn, sent));
+                        let turn = Turn {
+                            conn,
+                            sent,
+                            tell_end: echo_prompts,
+                        };
+                        self.turns.insert(s, turn);
                     }
                     _ => {}
                 }
@@ -528,7 +545,7 @@ impl Connections {
         }
         // The turn runs on the agent whether or not its connection is still there.
         match self.turns.get(s) {
-            Some((other, _)) if *other != conn => Some(
+            Some(turn) if turn.conn != conn => Some(
                 "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
             ),
             _ => None,
@@ -738,7 +755,7 @@ impl Connections {
         }
         let peek = envelope::peek(&line);
         match &peek.kind {
-            Kind::Response { id, is_error } => self.route_response(id, *is_error, &line),
+            Kind::Response { id, is_error } => self.route_response(id, *is_error, &line, sessions),
             Kind::Request { id, method } => {
                 let session = peek.session.as_deref().map(SessionId::from);
                 self.route_request(id, method, session, line.clone(), sessions)
@@ -771,7 +788,13 @@ impl Connections {
     /// An answer for a client: to the connection that asked, its own id restored. A join's
     /// answer attaches the connection: what was held for it, and what waits for someone to
     /// answer in the session, follow it.
-    fn route_response(&mut self, id: &RequestId, is_error: bool, line: &Bytes) -> Route {
+    fn route_response(
+        &mut self,
+        id: &RequestId,
+        is_error: bool,
+        line: &Bytes,
+        sessions: &SessionTable,
+    ) -> Route {
         if self.creating.remove(id)
             && let Some(s) = created_session(line)
         {
@@ -786,7 +809,15 @@ impl Connections {
             };
         };
         self.sent_as.remove(&(conn, own.clone()));
-        self.turns.retain(|_, (_, sent)| sent != id);
+        if let Some(s) = self
+            .turns
+            .iter()
+            .find_map(|(s, t)| (t.sent == *id).then(|| s.clone()))
+            && let Some(turn) = self.turns.remove(&s)
+            && turn.tell_end
+        {
+            self.tell_turn_end(&s, &turn, line, sessions);
+        }
         let join = self.joining.remove(id);
         if !self.live.contains(&conn) {
             return Route::Dropped;
@@ -807,6 +838,44 @@ impl Connections {
             }
         }
         Route::One(conn, answer)
+    }
+
+    /// The turn `turn` of session `s` ended with `answer` (the prompt's response): the other
+    /// connections attached to the session get a `session_info_update` whose
+    /// `_meta.acpJournal.turnEnded` says how (`stopReason`, or the error's `message`) and whose
+    /// turn it was, since the prompt's answer goes only to the connection that sent it.
+    fn tell_turn_end(
+        &mut self,
+        s: &SessionId,
+        turn: &Turn,
+        answer: &[u8],
+        sessions: &SessionTable,
+    ) {
+        let peek = envelope::peek(answer);
+        let mut ended = match envelope::str_field(peek.result, "stopReason") {
+            Some(reason) => json!({"stopReason": reason}),
+            None => {
+                let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
+                json!({"error": answer["error"]["message"]})
+            }
+        };
+        ended["by"] = json!(format!("c{}", turn.conn.0));
+        ended["client"] = json!(self.views.get(&turn.conn).and_then(|v| v.name.clone()));
+        let line = notification_line(
+            "session/update",
+            json!({"sessionId": &**s, "update": {
+                "sessionUpdate": "session_info_update",
+                "_meta": {"acpJournal": {"turnEnded": ended}},
+            }}),
+        );
+        let others: Vec<ConnId> = self
+            .attached_live(sessions, s)
+            .into_iter()
+            .filter(|c| *c != turn.conn)
+            .collect();
+        for c in others {
+            self.send_or_hold(c, line.clone());
+        }
     }
 
     /// A join failed: nothing held is sent, and the connection is not attached.

@@ -457,6 +457,15 @@ fn a_prompt_while_another_connections_turn_runs_is_refused_then_taken_and_shown_
     assert_eq!(last_to_agent(&h)["method"], "session/cancel");
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:c1:7","result":{"stopReason":"cancelled"}}"#);
     assert_eq!(received(&h, 1).last().unwrap()["id"], 7);
+    // Two is told the turn ended (the prompt's answer is one's).
+    let told = received(&h, 2).last().unwrap().clone();
+    let info = &told["params"]["update"];
+    assert_eq!(info["sessionUpdate"], "session_info_update");
+    assert_eq!(
+        info["_meta"]["acpJournal"]["turnEnded"]["stopReason"],
+        "cancelled"
+    );
+    assert_eq!(info["_meta"]["acpJournal"]["turnEnded"]["by"], "c1");
     // The turn is over: two's prompt goes on, and one sees it as the user's message.
     h.client_on(2, r#"{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":"A","prompt":[{"type":"text","text":"me now"}]}}"#);
     assert_eq!(last_to_agent(&h)["id"], "acp-journal:c2:9");

@@ -4,12 +4,15 @@
 // test asserts:
 //   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
 //                   --scenario converse|hostile|settle|shared --prompt TEXT [--expect TEXT]
+//                   [--other TEXT]
 // converse: the login form without a cookie; `/?token=` and its redirect; the session list;
 //   the session opened (its history, `--expect` in it); `--prompt` sent from the page; the
 //   permission request its turn raises, screenshot on a phone (390x844), answered (allow); the
 //   turn's end, screenshot on a desktop (1280x900).
 // hostile: signed in, the session opened, `--prompt` sent; the turn's end and what the
 //   transcript holds (markup in agent output must be text).
+// shared: as converse, but another client answers the permission request first (the card is
+//   settled); with --other, the turn another client then prompts, followed to its end.
 // settle (tests/agents/page_agent.py): signed in, the session opened; a prompt the host
 //   refuses ("busy"), then one ("settle") whose permission request is taken back at once.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
@@ -267,6 +270,23 @@ try {
     screenshot: desktop,
     problems,
   });
+
+  if (opts.scenario === "shared" && opts.other) {
+    // Another client prompts `--other` next (the test makes it): its turn, live, to its end.
+    step = "other-turn";
+    const other = await page.waitForFunction(
+      (text) => [...document.querySelectorAll("#timeline section.turn")].find(
+        (t) => t.querySelector(".user")?.textContent.includes(text) && t.querySelector(".turn-end")),
+      {},
+      opts.other,
+    );
+    emit({
+      step,
+      end: await other.evaluate((t) => t.querySelector(".turn-end").textContent),
+      turn: await other.evaluate((t) => t.innerText),
+      problems,
+    });
+  }
 } catch (error) {
   const shot = path.join(opts.shots, "error.png");
   await page.screenshot({ path: shot, fullPage: true }).catch(() => {});

@@ -63,8 +63,18 @@ impl Running {
 
     /// Wait until one of the agent's texts and tool calls seen (`story`) contains `wanted`.
     pub fn until_story(&mut self, wanted: &str) -> &[Value] {
+        self.until_story_count(wanted, 1)
+    }
+
+    /// Wait until `n` of the agent's texts and tool calls seen contain `wanted`.
+    pub fn until_story_count(&mut self, wanted: &str, n: usize) -> &[Value] {
         let deadline = Instant::now() + TIMEOUT;
-        while !story(&self.seen).iter().any(|s| s.contains(wanted)) {
+        while story(&self.seen)
+            .iter()
+            .filter(|s| s.contains(wanted))
+            .count()
+            < n
+        {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.events.recv_timeout(left) {
                 Ok(e) => self.seen.push(e),

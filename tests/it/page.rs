@@ -317,6 +317,18 @@ fn drive(
     prompt: &str,
     expect: &str,
 ) -> std::collections::HashMap<String, Value> {
+    drive_with(served, session, scenario, prompt, expect, &[])
+}
+
+/// [`drive`], with `extra` options for the driver.
+fn drive_with(
+    served: &Served,
+    session: &str,
+    scenario: &str,
+    prompt: &str,
+    expect: &str,
+    extra: &[&str],
+) -> std::collections::HashMap<String, Value> {
     let driver = Peers::get().page_driver();
     let base = served.url.trim_end_matches("/acp").to_string();
     let shots = screenshots();
@@ -331,6 +343,7 @@ fn drive(
             "--expect",
             expect,
         ])
+        .args(extra)
         .arg("--shots")
         .arg(&shots)
         .stdin(Stdio::null())
@@ -663,13 +676,36 @@ fn the_page_and_an_sdk_client_share_a_live_session_and_the_first_answer_wins() {
         .unwrap()
         .to_string();
     // The page joins the live session (session/attach) and prompts: the turn's permission
-    // request goes to both; the editor answers first, the page's card is settled.
-    let steps = drive(
-        &served,
-        &session,
-        "shared",
-        "Now tidy the config",
-        "Summarize the project",
+    // request goes to both; the editor answers first, the page's card is settled. Then another
+    // client prompts: the page follows its turn to its end.
+    let other = "And once more from the terminal";
+    let steps = std::thread::scope(|scope| {
+        let page = scope.spawn(|| {
+            drive_with(
+                &served,
+                &session,
+                "shared",
+                "Now tidy the config",
+                "Summarize the project",
+                &["--other", other],
+            )
+        });
+        // Once the page's turn is over (the editor saw its last text), the other client prompts.
+        editor.until_story_count("I've successfully updated the configuration", 2);
+        let (third, stderr) = sdk_client(
+            &Peers::get().ts_remote_client(),
+            &served.url,
+            "ws",
+            &["--session", &session, "--load", "--prompt", other],
+        );
+        assert_eq!(of_kind(&third, "result").len(), 1, "{third:?}\n{stderr}");
+        page.join().unwrap()
+    });
+    let other_turn = &steps["other-turn"];
+    let end = other_turn["end"].as_str().unwrap();
+    assert!(
+        end.starts_with("end_turn") && end.contains("acp-journal-tests"),
+        "the page shows the other client's turn end: {other_turn}"
     );
     let card = &steps["settled-elsewhere"]["card"];
     assert_eq!(card["settled"], "true", "{card}");

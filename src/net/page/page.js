@@ -540,6 +540,15 @@
             view.session.title = u.title;
             view.header();
           }
+          var ended = u._meta && u._meta.acpJournal && u._meta.acpJournal.turnEnded;
+          if (ended && typeof ended === "object" && view.turn && !view.turn.querySelector(".turn-end")) {
+            // Another client's turn ended (the host tells; the prompt's answer went to that
+            // client).
+            var who = str(ended.client) || str(ended.by);
+            var how = str(ended.stopReason) || (str(ended.error) ? "failed: " + ended.error : "?");
+            view.endTurn(view.turn, str(ended.stopReason) ? "turn-end" : "turn-end failed",
+              how + (who ? " · by " + who : ""));
+          }
           return;
         default:
           return;

@@ -58,6 +58,7 @@ mod ids;
 mod listing;
 mod loading;
 mod mapping;
+mod prompt;
 pub mod redact;
 #[cfg(test)]
 mod redact_tests;
@@ -90,7 +91,7 @@ use ids::OwnIds;
 use listing::Lists;
 use loading::{LoadRequest, Loads, NATIVE_HOLD_BYTES, NativeLoad, Progress, Step};
 use mapping::ClientEdit;
-use restart::{Handshake, Prompts};
+use restart::Handshake;
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
 use sessions::{AgentRef, SetupParams};
@@ -534,8 +535,6 @@ pub struct Proxy {
     dead: HashMap<RequestId, Option<SessionId>>,
     /// Forks waiting for their journal copy, by operation.
     forks: HashMap<u64, LoadRequest>,
-    /// Prompts in flight by session, for `--stall-timeout`.
-    prompts: Prompts,
     /// The latest input's time, monotonic microseconds.
     now: u64,
     /// Whether the store already holds a session ID (an earlier run's): set by the shell.
@@ -574,7 +573,6 @@ impl Proxy {
             next_op: 0,
             held: HeldLines::default(),
             dead: HashMap::new(),
-            prompts: Prompts::default(),
             forks: HashMap::new(),
             stored: StoredCheck(None),
             now: 0,
@@ -758,7 +756,7 @@ impl Proxy {
             reinit.hold(line.clone());
             return;
         }
-        if !self.prompts.is_empty() {
+        if self.sessions.prompting() {
             // The client-facing session: the agent's line names its own ID, the pending table
             // holds the client's view.
             let session = match (from, &peek.kind) {
@@ -773,7 +771,7 @@ impl Proxy {
                 (Side::Client, _) => None,
             };
             if let Some(s) = session {
-                self.prompts.active(&s, at);
+                self.sessions.prompt_active(&s, at.mono_us);
             }
         }
         if self.config.load != LoadMode::Off {
@@ -801,7 +799,7 @@ impl Proxy {
             && let Some(s) = peek.session.as_deref()
         {
             let s = self.sessions.id(s);
-            self.prompts.start(s, id.clone(), at);
+            self.sessions.start_prompt(&s, id.clone(), at);
         }
         let rewritten = match (self.config.load, from) {
             (LoadMode::Off, _) => None,
@@ -933,7 +931,7 @@ impl Proxy {
                     && !self.agent.v2
                     && let Some(s) = &pending.session
                 {
-                    self.prompts.answered(s, id);
+                    self.sessions.end_prompt(s, Some(id));
                 }
                 let created = match (&pending.setup, is_error) {
                     (Some(_), false) => {
@@ -1756,7 +1754,7 @@ impl Proxy {
         let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
         self.sessions.set_foreground(session, state != "idle");
         if state == "idle" {
-            self.prompts.ended(session);
+            self.sessions.end_prompt(session, None);
         }
         self.facts.state(session, state, t);
         if ends_turn {
@@ -1828,7 +1826,7 @@ impl Proxy {
         self.ids.forget_agent();
         self.loads.forget_native();
         self.sessions.end_native_loads();
-        self.prompts.clear();
+        self.sessions.end_prompts();
         self.handshake.auth_pending = None;
         self.release_held(at);
     }

@@ -9,16 +9,15 @@
 //! `authenticate`) go to the new agent, and every live session becomes lost: the next client
 //! request that names it brings it up again ([`super::loading`], a restore) before it is sent.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 
 use serde_json::json;
 
 use super::capabilities::AgentCaps;
 use super::loading::LoadRequest;
+use super::prompt::Stall;
 use super::sessions::SetupParams;
-use super::{Action, LoadMode, Proxy, Purpose, SessionId, Stamp, Target, agent_restarted};
+use super::{Action, LoadMode, Proxy, Purpose, Stamp, Target, agent_restarted};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
@@ -76,133 +75,6 @@ pub(super) struct Handshake {
     pub(super) reinit: Option<Reinit>,
 }
 
-/// A prompt in flight, watched for stalls.
-#[derive(Debug)]
-struct PromptWatch {
-    /// The client's request id.
-    id: RequestId,
-    /// When the agent last sent anything for its session (monotonic microseconds).
-    last: u64,
-    /// When the proxy cancelled it for stalling.
-    cancelled_at: Option<u64>,
-    /// The proxy asked for a restart already.
-    restart_asked: bool,
-}
-
-impl PromptWatch {
-    fn new(id: RequestId, at: Stamp) -> PromptWatch {
-        PromptWatch {
-            id,
-            last: at.mono_us,
-            cancelled_at: None,
-            restart_asked: false,
-        }
-    }
-}
-
-/// What a stalled prompt calls for.
-#[derive(Debug, PartialEq, Eq)]
-enum Stall {
-    /// Cancel the prompt of this session.
-    Cancel(SessionId),
-    /// Its cancel went unanswered: restart the agent (for this session).
-    Restart(SessionId),
-}
-
-/// The prompts in flight, one per session, watched for stalls (`--stall-timeout`).
-#[derive(Debug, Default)]
-pub(super) struct Prompts {
-    by_session: HashMap<SessionId, PromptWatch>,
-}
-
-impl Prompts {
-    /// True when no prompt is in flight (the common case costs no lookup).
-    pub(super) fn is_empty(&self) -> bool {
-        self.by_session.is_empty()
-    }
-
-    /// The client sent session `s` a prompt (request `id`).
-    pub(super) fn start(&mut self, s: SessionId, id: RequestId, at: Stamp) {
-        self.by_session.insert(s, PromptWatch::new(id, at));
-    }
-
-    /// A line of (client-facing) session `s` from the agent, or the client's answer to the
-    /// agent's request in it: the prompt of that session is alive.
-    pub(super) fn active(&mut self, s: &SessionId, at: Stamp) {
-        if let Some(watch) = self.by_session.get_mut(s) {
-            watch.last = at.mono_us;
-        }
-    }
-
-    /// The prompt of session `s` with request id `id` was answered.
-    pub(super) fn answered(&mut self, s: &str, id: &RequestId) {
-        if self.by_session.get(s).is_some_and(|w| &w.id == id) {
-            self.by_session.remove(s);
-        }
-    }
-
-    /// ACP v2: the agent reported session `s` idle: its prompt's turn is over (the prompt's
-    /// answer only said it was taken).
-    pub(super) fn ended(&mut self, s: &str) {
-        self.by_session.remove(s);
-    }
-
-    /// The agent is gone: its prompts are answered already.
-    pub(super) fn clear(&mut self) {
-        self.by_session.clear();
-    }
-
-    /// The next time [`Prompts::stalls`] can find something to do (monotonic microseconds).
-    fn next_check(&self, timeout: u64, grace: u64) -> Option<u64> {
-        self.by_session
-            .values()
-            .filter_map(|watch| match watch.cancelled_at {
-                None => Some(watch.last.saturating_add(timeout)),
-                Some(at) if !watch.restart_asked => Some(at.max(watch.last).saturating_add(grace)),
-                Some(_) => None,
-            })
-            .min()
-    }
-
-    /// The stalls at `now`: prompts silent for `timeout` get a cancel, cancelled ones silent
-    /// for `grace` more a restart. `waiting_on_client` says the agent is waiting for the
-    /// client's answer in a session (its silence is then no stall).
-    fn stalls(
-        &mut self,
-        now: u64,
-        timeout: u64,
-        grace: u64,
-        waiting_on_client: impl Fn(&str) -> bool,
-    ) -> Vec<Stall> {
-        let mut out = Vec::new();
-        let mut sessions: Vec<SessionId> = self.by_session.keys().cloned().collect();
-        sessions.sort_unstable();
-        for s in sessions {
-            let Some(watch) = self.by_session.get_mut(&s) else {
-                continue;
-            };
-            if waiting_on_client(&s) {
-                watch.last = now;
-                continue;
-            }
-            match watch.cancelled_at {
-                None if now.saturating_sub(watch.last) >= timeout => {
-                    watch.cancelled_at = Some(now);
-                    out.push(Stall::Cancel(s));
-                }
-                Some(at)
-                    if !watch.restart_asked && now.saturating_sub(at.max(watch.last)) >= grace =>
-                {
-                    watch.restart_asked = true;
-                    out.push(Stall::Restart(s));
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-}
-
 impl Proxy {
     /// True when the agent could be restarted should it die now: the proxy is not a pure
     /// recorder (`--load off`), the current agent answered `initialize`, and the client is
@@ -232,10 +104,10 @@ impl Proxy {
             .reinit
             .as_ref()
             .and_then(|r| r.deadline(self.config.reinit_timeout_us));
-        let stall = self
-            .config
-            .stall_timeout_us
-            .and_then(|timeout| self.prompts.next_check(timeout, self.config.stall_grace_us));
+        let stall = self.config.stall_timeout_us.and_then(|timeout| {
+            self.sessions
+                .next_prompt_check(timeout, self.config.stall_grace_us)
+        });
         let waiting = self
             .connections
             .oldest_waiting()
@@ -392,7 +264,7 @@ impl Proxy {
         let Some(timeout) = self.config.stall_timeout_us else {
             return;
         };
-        if self.prompts.is_empty() {
+        if !self.sessions.prompting() {
             return;
         }
         let pending = &self.pending;
@@ -401,13 +273,13 @@ impl Proxy {
                 .iter()
                 .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
         };
-        let stalls = self
-            .prompts
-            .stalls(at.mono_us, timeout, self.config.stall_grace_us, waiting);
+        let stalls =
+            self.sessions
+                .prompt_stalls(at.mono_us, timeout, self.config.stall_grace_us, waiting);
         let mut restart = false;
-        for stall in stalls {
+        for (s, stall) in stalls {
             match stall {
-                Stall::Cancel(s) => {
+                Stall::Cancel => {
                     self.fx.event(
                         at,
                         Target::Session(s.clone()),
@@ -424,7 +296,7 @@ impl Proxy {
                     self.fx
                         .send_agent(at, Target::Session(s), None, "session/cancel", &params);
                 }
-                Stall::Restart(s) => {
+                Stall::Restart => {
                     self.fx.event(
                         at,
                         Target::Session(s.clone()),

@@ -5,13 +5,14 @@
 //! and every lookup a message needs is one hash probe (no scan over sessions or operations).
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Action, ConnId, Effects, Initialize, SessionId};
+use super::prompt::{PromptWatch, Stall};
+use super::{Action, ConnId, Effects, Initialize, SessionId, Stamp};
 use crate::wire::envelope::RequestId;
 use crate::wire::rewrite::{RawObject, json_string};
 
@@ -153,6 +154,8 @@ pub(super) struct Session {
     /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
     /// its end (`idle`).
     pub(super) foreground: bool,
+    /// Its prompt in flight, watched for stalls (with `--stall-timeout`).
+    prompt: Option<PromptWatch>,
 }
 
 impl Session {
@@ -191,6 +194,8 @@ pub(super) struct SessionTable {
     sessions: HashMap<SessionId, Session>,
     /// Agent-side ID → client-facing ID, for mapped sessions.
     by_agent: HashMap<AgentSessionId, SessionId>,
+    /// The sessions with a prompt in flight (an index: the watch is the session's).
+    prompting: HashSet<SessionId>,
 }
 
 impl SessionTable {
@@ -213,6 +218,80 @@ impl SessionTable {
         {
             session.attached.push(conn);
         }
+    }
+
+    /// The client sent session `s` a prompt (request `id`), watched from `at`.
+    pub(super) fn start_prompt(&mut self, s: &SessionId, id: RequestId, at: Stamp) {
+        self.entry(s).prompt = Some(PromptWatch::new(id, at));
+        self.prompting.insert(s.clone());
+    }
+
+    /// True when a prompt is in flight in some session (the common case costs no lookup).
+    pub(super) fn prompting(&self) -> bool {
+        !self.prompting.is_empty()
+    }
+
+    /// A line of session `s` from the agent, or the client's answer to the agent's request in
+    /// it, at `now`: its prompt is alive.
+    pub(super) fn prompt_active(&mut self, s: &str, now: u64) {
+        if let Some(watch) = self.sessions.get_mut(s).and_then(|x| x.prompt.as_mut()) {
+            watch.active(now);
+        }
+    }
+
+    /// Session `s`'s prompt is over: answered (request `id`), or (`None`, ACP v2) the agent
+    /// reported the session idle.
+    pub(super) fn end_prompt(&mut self, s: &str, id: Option<&RequestId>) {
+        let Some(session) = self.sessions.get_mut(s) else {
+            return;
+        };
+        if session
+            .prompt
+            .as_ref()
+            .is_some_and(|w| id.is_none_or(|id| w.is(id)))
+        {
+            session.prompt = None;
+            self.prompting.remove(s);
+        }
+    }
+
+    /// The agent is gone: its prompts are answered already.
+    pub(super) fn end_prompts(&mut self) {
+        for s in std::mem::take(&mut self.prompting) {
+            if let Some(session) = self.sessions.get_mut(&s) {
+                session.prompt = None;
+            }
+        }
+    }
+
+    /// The next time [`SessionTable::prompt_stalls`] can find something to do.
+    pub(super) fn next_prompt_check(&self, timeout: u64, grace: u64) -> Option<u64> {
+        self.prompting
+            .iter()
+            .filter_map(|s| self.sessions.get(s)?.prompt.as_ref())
+            .filter_map(|w| w.next_check(timeout, grace))
+            .min()
+    }
+
+    /// The stalls at `now`, by session in order of ID ([`PromptWatch::check`]).
+    pub(super) fn prompt_stalls(
+        &mut self,
+        now: u64,
+        timeout: u64,
+        grace: u64,
+        waiting_on_client: impl Fn(&str) -> bool,
+    ) -> Vec<(SessionId, Stall)> {
+        let mut sessions: Vec<SessionId> = self.prompting.iter().cloned().collect();
+        sessions.sort_unstable();
+        sessions
+            .into_iter()
+            .filter_map(|s| {
+                let waiting = waiting_on_client(&s);
+                let watch = self.sessions.get_mut(&s)?.prompt.as_mut()?;
+                let stall = watch.check(now, timeout, grace, waiting)?;
+                Some((s, stall))
+            })
+            .collect()
     }
 
     /// Connection `conn` left session `s` (the session lives on).

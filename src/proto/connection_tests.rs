@@ -574,15 +574,6 @@ fn a_hosts_list_marks_the_sessions_live_on_its_agent() {
         2,
         r#"{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}"#,
     );
-    let request = h
-        .requests
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::FetchSessions { request } => Some(*request),
-            _ => None,
-        })
-        .expect("a FetchSessions");
     let row = |id: &str| ListedSession {
         session: id.into(),
         cwd: Some("/w".into()),
@@ -590,10 +581,7 @@ fn a_hosts_list_marks_the_sessions_live_on_its_agent() {
         updated_us: 1,
         ..ListedSession::default()
     };
-    let at = h.stamp();
-    h.proxy
-        .handle_sessions(at, request, vec![row("A"), row("old")]);
-    h.drain();
+    super::tests::sessions_answer(&mut h, vec![row("A"), row("old")]);
     let answer = received(&h, 2).last().unwrap().clone();
     let rows = answer["result"]["sessions"].as_array().unwrap().clone();
     let live = |id: &str| {

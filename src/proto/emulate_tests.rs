@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::tests::{Harness, fetch, json_of};
+use super::tests::{Harness, fetch, json_of, sessions_answer};
 use super::*;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
@@ -432,21 +432,6 @@ fn listed(n: usize) -> Vec<ListedSession> {
             ..ListedSession::default()
         })
         .collect()
-}
-
-fn sessions_answer(h: &mut Harness, sessions: Vec<ListedSession>) {
-    let request = h
-        .requests
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::FetchSessions { request } => Some(*request),
-            _ => None,
-        })
-        .expect("a FetchSessions");
-    let at = h.stamp();
-    h.proxy.handle_sessions(at, request, sessions);
-    h.drain();
 }
 
 #[test]

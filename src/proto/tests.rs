@@ -163,6 +163,22 @@ pub(super) fn fetch(h: &Harness) -> u64 {
         .expect("a FetchHistory")
 }
 
+/// Answer the last `FetchSessions` the proxy asked for with `sessions`.
+pub(super) fn sessions_answer(h: &mut Harness, sessions: Vec<ListedSession>) {
+    let request = h
+        .requests
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::FetchSessions { request } => Some(*request),
+            _ => None,
+        })
+        .expect("a FetchSessions");
+    let at = h.stamp();
+    h.proxy.handle_sessions(at, request, sessions);
+    h.drain();
+}
+
 /// One written line, parsed.
 pub(super) fn json_of(line: &Bytes) -> serde_json::Value {
     serde_json::from_slice(line).unwrap()

@@ -4,13 +4,13 @@
 //! agents with a real SDK client. Screenshots go to `target/page-screenshots/`.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::serve::{Served, TOKEN, of_kind, sdk_client};
+use crate::serve::{Reply, Served, TOKEN, of_kind, request_to as http, sdk_client};
 use crate::util::{Peers, TIMEOUT, python, root};
 
 /// Agent output that would add elements, or run script, if the page did not escape it.
@@ -20,60 +20,6 @@ const HOSTILE_TOO: &str = "<b>bold?</b><img src=x onerror=\"window.__pwned=1\"> 
 /// The Content-Security-Policy every page response carries.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
                    img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-/// An HTTP/1.1 response: status, headers (names lowercase), body.
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One request to `path` on its own socket (`Connection: close`); `headers` as `Name: value`.
-fn http(addr: SocketAddr, method: &str, path: &str, headers: &[String], body: &[u8]) -> Reply {
-    let mut socket = TcpStream::connect(addr).unwrap();
-    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for h in headers {
-        head.push_str(h);
-        head.push_str("\r\n");
-    }
-    head.push_str("\r\n");
-    socket.write_all(head.as_bytes()).unwrap();
-    // A refused body may be answered before it is all sent.
-    let _ = socket.write_all(body);
-    let mut raw = Vec::new();
-    // A 101 keeps the socket open: read what came.
-    let _ = socket.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Reply {
-        status,
-        headers,
-        body: body.to_string(),
-    }
-}
 
 /// A WebSocket upgrade of `/acp` with `extra` headers: its status.
 fn upgrade(served: &Served, extra: &[String]) -> u16 {
@@ -115,7 +61,7 @@ fn assert_page_headers(reply: &Reply, what: &str) {
 
 /// `Set-Cookie`'s `acp_journal=VALUE`, checked for its attributes; returns `acp_journal=VALUE`.
 fn signed_in_cookie(reply: &Reply) -> String {
-    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(reply.status, 303, "{}", reply.text());
     assert_eq!(reply.header("location"), Some("/"));
     let set = reply.header("set-cookie").expect("a cookie");
     let mut parts = set.split("; ");
@@ -144,8 +90,12 @@ fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin
     assert_eq!(login.status, 200);
     assert_page_headers(&login, "the login form");
     assert_eq!(login.header("cache-control"), Some("no-store"));
-    assert!(login.body.contains("action=\"/login\""), "{}", login.body);
-    assert!(!login.body.contains("<script"), "{}", login.body);
+    assert!(
+        login.text().contains("action=\"/login\""),
+        "{}",
+        login.text()
+    );
+    assert!(!login.text().contains("<script"), "{}", login.text());
 
     // A wrong token, in the address or the form: 401 and the form again, with its error.
     for reply in [
@@ -161,8 +111,8 @@ fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin
             b"token=test-token-012345678",
         ),
     ] {
-        assert_eq!(reply.status, 401, "{}", reply.body);
-        assert!(reply.body.contains("role=\"alert\""), "{}", reply.body);
+        assert_eq!(reply.status, 401, "{}", reply.text());
+        assert!(reply.text().contains("role=\"alert\""), "{}", reply.text());
         assert!(reply.header("set-cookie").is_none());
         assert_page_headers(&reply, "a wrong token");
     }
@@ -218,9 +168,9 @@ fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin
     assert_page_headers(&page, "the page");
     assert_eq!(page.header("cache-control"), Some("no-store"));
     for file in ["src=\"/page.js\"", "href=\"/page.css\""] {
-        assert!(page.body.contains(file), "{file}: {}", page.body);
+        assert!(page.text().contains(file), "{file}: {}", page.text());
     }
-    assert!(!page.body.contains("http://") && !page.body.contains("https://"));
+    assert!(!page.text().contains("http://") && !page.text().contains("https://"));
     for (path, kind) in [
         ("/page.js", "text/javascript; charset=utf-8"),
         ("/page.css", "text/css; charset=utf-8"),
@@ -233,9 +183,9 @@ fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin
         let etag = asset.header("etag").expect("an ETag").to_string();
         let again = http(addr, "GET", path, &[format!("If-None-Match: {etag}")], b"");
         assert_eq!(again.status, 304, "{path}");
-        assert!(!asset.body.contains("http://") && !asset.body.contains("https://"));
+        assert!(!asset.text().contains("http://") && !asset.text().contains("https://"));
     }
-    let css = http(addr, "GET", "/page.css", &[], b"").body;
+    let css = http(addr, "GET", "/page.css", &[], b"").text();
     assert!(
         css.contains(".tool .body") && css.contains(".d-ins") && css.contains(".session-row"),
         "the export's cards and the page's own"

@@ -140,18 +140,36 @@ impl Reply {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
     }
 }
 
-/// One request on its own socket (`Connection: close`); `headers` as `Name: value` lines.
+/// One request to `/acp` on its own socket (`Connection: close`); `headers` as `Name: value`
+/// lines.
 pub fn request(addr: SocketAddr, method: &str, headers: &[String], body: &[u8]) -> Reply {
+    request_to(addr, method, "/acp", headers, body)
+}
+
+/// One request to `path` on its own socket (`Connection: close`); `headers` as `Name: value`
+/// lines.
+pub fn request_to(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[String],
+    body: &[u8],
+) -> Reply {
     let mut socket = TcpStream::connect(addr).unwrap();
     socket.set_read_timeout(Some(TIMEOUT)).unwrap();
     let mut head = format!(
-        "{method} /acp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     for h in headers {

@@ -112,13 +112,8 @@ fn session_flood_agent(n: usize, seed: u64) {
         if input.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
             return;
         }
-        let written = if let Some(id) = request_id(&line, "initialize") {
-            out.write_all(init_response(&id).as_bytes())
-        } else if let Some(id) = request_id(&line, "session/new") {
-            out.write_all(
-                format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"sessionId\":\"{session}\"}}}}\n")
-                    .as_bytes(),
-            )
+        let written = if let Some(answer) = answer_setup(&line, &session) {
+            out.write_all(answer.as_bytes())
         } else if let Some(id) = request_id(&line, "session/prompt") {
             out.write_all(updates).and_then(|()| {
                 out.write_all(
@@ -134,6 +129,18 @@ fn session_flood_agent(n: usize, seed: u64) {
             return;
         }
     }
+}
+
+/// A bench agent's answer to `initialize` or `session/new` (which makes `session`), if `line`
+/// is one of them.
+pub fn answer_setup(line: &[u8], session: &str) -> Option<String> {
+    if let Some(id) = request_id(line, "initialize") {
+        return Some(init_response(&id));
+    }
+    let id = request_id(line, "session/new")?;
+    Some(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"sessionId\":\"{session}\"}}}}\n"
+    ))
 }
 
 fn bench() {

@@ -18,7 +18,6 @@ use tokio::sync::oneshot;
 use crate::client::Client;
 use crate::roles::{me, raw_fd, request_id};
 use crate::server::{Serve, Target, start};
-use crate::traffic::init_response;
 
 /// The pacing agent's one session.
 const SESSION: &str = "bench-paced-0000000000000000";
@@ -52,13 +51,8 @@ pub fn pacing_agent(n: usize, interval_us: u64) {
         if input.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
             return;
         }
-        let written = if let Some(id) = request_id(&line, "initialize") {
-            out.write_all(init_response(&id).as_bytes())
-        } else if let Some(id) = request_id(&line, "session/new") {
-            out.write_all(
-                format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"sessionId\":\"{SESSION}\"}}}}\n")
-                    .as_bytes(),
-            )
+        let written = if let Some(answer) = crate::answer_setup(&line, SESSION) {
+            out.write_all(answer.as_bytes())
         } else if let Some(id) = request_id(&line, "session/load") {
             out.write_all(
                 format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}\n").as_bytes(),

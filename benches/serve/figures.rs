@@ -364,7 +364,8 @@ fn flood_prompt(session: &str, id: usize) -> String {
 }
 
 /// One client's part of a flood: the prompting client's N−1 updates and the response to `id`;
-/// a joined client's echo of the prompt (`user_message_chunk`, ACP v1) and the N−1 updates.
+/// a joined client's echo of the prompt (`user_message_chunk`, ACP v1), the N−1 updates, and
+/// the host's notice that the turn ended (`turnEnded`).
 async fn take_flood(client: &mut Client, n: usize, prompter: bool, id: usize, last_update: &[u8]) {
     if prompter {
         let last = client.count(n).await;
@@ -386,6 +387,13 @@ async fn take_flood(client: &mut Client, n: usize, prompter: bool, id: usize, la
         &last[..],
         last_update,
         "fan-out: a joined client's last message is not the flood's last update"
+    );
+    // Then the host tells it the turn ended (the prompt's answer went to the prompting client).
+    let told = client.recv().await;
+    assert!(
+        memchr::memmem::find(&told, br#""turnEnded""#).is_some(),
+        "fan-out: a joined client is not told the turn ended: {}",
+        String::from_utf8_lossy(&told)
     );
 }
 

@@ -23,6 +23,8 @@ Behaviour is chosen by the first argument:
   stall   on a session/prompt whose last text block contains "stall" (the user's message: a
           re-prime transcript comes first), send one update and then never answer anything
           again (session/cancel included); other prompts get one update and end_turn
+  files   on each session/prompt ask the client to read /work/notes.txt (fs/read_text_file),
+          then say what came back ("read: <content>" or "read: error <code>") and end the turn
   index   answer the vendor session-index requests (`_session/rename`, `_session/archive`,
           `_session/unarchive`, `_session/steering`) with {}, as the adapters that have them do
 Writes its pid to $AGENT_PID_FILE when set.
@@ -136,6 +138,21 @@ for line in sys.stdin:
         su({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "done"}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn", "usage": {
             "inputTokens": 120, "outputTokens": 30, "totalTokens": 150, "cachedReadTokens": 100, "cachedWriteTokens": 7}}})
+    elif method == "session/prompt" and mode == "files":
+        sid = msg["params"]["sessionId"]
+        requests += 1
+        rid = f"read-{requests}"
+        send({"jsonrpc": "2.0", "id": rid, "method": "fs/read_text_file",
+              "params": {"sessionId": sid, "path": "/work/notes.txt"}})
+        said = "no answer"
+        for reply in sys.stdin:
+            got = json.loads(reply)
+            if got.get("id") == rid and "method" not in got:
+                said = got["result"].get("content") if "result" in got else f"error {got['error'].get('code')}"
+                break
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"read: {said}"}}}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
     elif mode == "index" and method in ("_session/rename", "_session/archive", "_session/unarchive",
                                         "_session/steering"):
         send({"jsonrpc": "2.0", "id": mid, "result": {}})

@@ -3,9 +3,10 @@
 Our own test driver around the SDK's client transport (the peer under test is the transport):
   sdk_remote.py --url URL --transport http|ws [--token T] [--cwd DIR]
                 [--session ID (--load|--resume)] [--prompt TEXT]... [--permission allow|reject|never]
-                [--drop-after N] [--list] [--linger SECONDS] [--h2c]
+                [--drop-after N] [--list] [--linger SECONDS] [--h2c] [--fs TEXT]
 One JSON object per line on stdout: initialized, list, loaded, resumed, session, update,
-permission, result, error (then exit 1). --list: session/list after initialize (and no
+permission, fs, result, error (then exit 1). --fs: declare fs.readTextFile and answer every
+read with TEXT (event fs). --list: session/list after initialize (and no
 session/new unless there are prompts). --drop-after N: after N session/update notifications during
 the first prompt, exit at once without closing anything (a laptop lid). A prompt the host refuses
 because another client's turn runs in the session ("session busy") is sent again after 0.25 s
@@ -38,7 +39,8 @@ def plain(value: Any) -> Any:
 
 
 class Recorder(Client):
-    def __init__(self, permission: str, drop_after: int | None) -> None:
+    def __init__(self, permission: str, drop_after: int | None, fs: str | None) -> None:
+        self.fs = fs
         self.permission = permission
         self.drop_after = drop_after
         self.updates = 0
@@ -67,7 +69,8 @@ class Recorder(Client):
         return None
 
     async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
-        return {"content": ""}
+        emit({"event": "fs", "path": kwargs.get("path")})
+        return {"content": self.fs or ""}
 
 
 def is_busy(error: Exception) -> bool:
@@ -103,6 +106,7 @@ async def main() -> int:
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--h2c", action="store_true", help="HTTP/2 by prior knowledge on http://")
     parser.add_argument("--linger", type=float, default=0.0)
+    parser.add_argument("--fs", help="declare fs.readTextFile and answer every read with this text")
     args = parser.parse_args()
 
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
@@ -124,13 +128,14 @@ async def main() -> int:
         except Exception as error:  # a refused handshake (401, ...) or no server
             emit({"event": "error", "message": f"{type(error).__name__}: {error}"})
             return 1
-    recorder = Recorder(args.permission, args.drop_after)
+    recorder = Recorder(args.permission, args.drop_after, args.fs)
     conn = connect_to_agent(recorder, transport)
     try:
         init = await conn.initialize(
             protocol_version=1,
             client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+                fs=FileSystemCapabilities(read_text_file=args.fs is not None, write_text_file=False),
+                terminal=False,
             ),
             client_info=Implementation(name="acp-journal-tests", version="0"),
         )

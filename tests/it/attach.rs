@@ -255,3 +255,45 @@ fn the_first_client_of_a_fresh_host_loads_a_journaled_session_with_its_history()
     );
     served.stop();
 }
+
+#[test]
+fn a_file_request_goes_to_the_attached_client_that_can_answer_it() {
+    let store = tempfile::tempdir().unwrap();
+    let agent = crate::util::scripted("files");
+    let served = Served::start(store.path(), &[], &agent);
+    let [(_, ts), (_, py)] = clients();
+    // A (Python, WebSocket) declares fs.readTextFile; it makes the session and stays.
+    let mut first = Running::start(
+        &py,
+        &served.url,
+        "ws",
+        &["--prompt", "read", "--fs", "from A", "--linger", "60"],
+    );
+    let seen = first.until("result").to_vec();
+    assert!(
+        story(&seen).contains(&"text read: from A".to_string()),
+        "{seen:?}"
+    );
+    let session = of_kind(&seen, "session")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // B (TypeScript, HTTP) declares no fs and prompts: the agent's read goes to A, who can.
+    let args = ["--session", session.as_str(), "--load", "--prompt", "read"];
+    let (second, stderr) = sdk_client(&ts, &served.url, "http", &args);
+    assert_eq!(of_kind(&second, "result").len(), 1, "{second:?}\n{stderr}");
+    assert!(
+        story(&second).contains(&"text read: from A".to_string()),
+        "B's turn read through A: {second:?}"
+    );
+    assert_eq!(of_kind(first.until_count("fs", 2), "fs").len(), 2);
+    // A leaves: nobody attached can read, so the host answers the agent itself.
+    first.kill();
+    let (third, stderr) = sdk_client(&ts, &served.url, "http", &args);
+    assert_eq!(of_kind(&third, "result").len(), 1, "{third:?}\n{stderr}");
+    assert!(
+        story(&third).contains(&"text read: error -32603".to_string()),
+        "{third:?}"
+    );
+    served.stop();
+}

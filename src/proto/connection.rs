@@ -394,6 +394,15 @@ impl Connections {
         std::mem::take(&mut self.to_end)
     }
 
+    /// True when routing left something for the core (attachments, connections to end, failed
+    /// joins, orphaned requests): never with one connection.
+    pub(super) fn unsettled(&self) -> bool {
+        !(self.created.is_empty()
+            && self.to_end.is_empty()
+            && self.detached.is_empty()
+            && self.orphaned.is_empty())
+    }
+
     /// Sessions to attach connections to, taken out.
     pub(super) fn take_created(&mut self) -> Vec<(SessionId, ConnId)> {
         std::mem::take(&mut self.created)

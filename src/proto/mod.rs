@@ -617,7 +617,9 @@ impl Proxy {
                     line,
                 });
             }
-            self.settle_connections();
+            if self.connections.unsettled() {
+                self.settle_connections();
+            }
             let route = match self.fx.pop()? {
                 Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &self.sessions),

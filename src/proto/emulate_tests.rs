@@ -237,7 +237,40 @@ fn agent_lines_held_while_a_load_starts_their_session_are_bounded() {
     );
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
     assert_eq!(last_to_client(&h)["id"], 5, "the load is answered");
-    assert!(!h.proxy.held.overflowed(), "the next load holds again");
+    assert!(
+        !h.proxy.sessions.held_overflowed(),
+        "the next load holds again"
+    );
+}
+
+#[test]
+fn a_session_the_agent_names_while_a_load_waits_gets_its_early_lines_first() {
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(summary()));
+    assert_eq!(last_to_agent(&h)["method"], "session/new");
+    // Meanwhile the client starts a session of its own; the agent sends its first update
+    // before its answer, while the load waits for an unknown session: held.
+    h.client(
+        r#"{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"/v","mcpServers":[]}}"#,
+    );
+    let update = |text: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"V","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
+        )
+    };
+    let before = h.to_client.len();
+    h.agent(&update("first"));
+    assert_eq!(h.to_client.len(), before, "held while V is unknown");
+    h.agent(r#"{"jsonrpc":"2.0","id":7,"result":{"sessionId":"V"}}"#);
+    h.agent(&update("second"));
+    // V is not the load's: its lines go out in the agent's order, the load still waiting.
+    let out: Vec<Value> = h.to_client[before..].iter().map(json_of).collect();
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[0]["id"], 7);
+    assert_eq!(out[1]["params"]["update"]["content"]["text"], "first");
+    assert_eq!(out[2]["params"]["update"]["content"]["text"], "second");
 }
 
 #[test]

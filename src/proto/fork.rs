@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::loading::{self, LoadRequest};
+use super::load_request::{Asker, LoadRequest};
 use super::{Action, Proxy, SessionId, Stamp, Target};
 use crate::wire::envelope::{self, Peek, RequestId, error_json};
 
@@ -47,7 +47,7 @@ impl Proxy {
                 if let Some(record) = request.request {
                     self.fx.journal(Target::Connection, record);
                 }
-                if let loading::Asker::Client(id) = &request.asker {
+                if let Asker::Client(id) = &request.asker {
                     let error = error_json(-32002, &error, None);
                     self.fx.answer(at, Target::Connection, id, Err(&error));
                 }

@@ -1,7 +1,7 @@
-//! Lines held back, in order and bounded: agent lines that must not reach the client yet (a
-//! native load's replay until its answer, updates of a session a load is still bringing up).
-//! Past the bound nothing more is held (the caller sends what was held, then lets lines pass
-//! as they come), so an agent that floats a flood never grows the proxy's memory.
+//! Lines held back, in order and bounded: the agent's replay of a native load, which must not
+//! reach the client before the agent's answer says whether it stands. Past the bound nothing
+//! more is held (the caller sends what was held, then lets lines pass as they come), so an agent
+//! that floats a flood never grows the proxy's memory.
 
 use bytes::Bytes;
 
@@ -15,7 +15,7 @@ pub(super) struct HeldLines {
 
 impl HeldLines {
     /// Hold `line`; `false` (and nothing held) once holding it would pass `limit` bytes, and
-    /// from then on until [`HeldLines::reset`].
+    /// from then on.
     pub(super) fn hold(&mut self, line: &Bytes, limit: usize) -> bool {
         if self.overflowed || self.bytes + line.len() > limit {
             self.overflowed = true;
@@ -36,12 +36,6 @@ impl HeldLines {
         self.bytes = 0;
         std::mem::take(&mut self.lines)
     }
-
-    /// The lines held so far; holding starts afresh.
-    pub(super) fn reset(&mut self) -> Vec<Bytes> {
-        self.overflowed = false;
-        self.take()
-    }
 }
 
 #[cfg(test)]
@@ -49,7 +43,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn past_the_bound_nothing_more_is_held_until_reset() {
+    fn past_the_bound_nothing_more_is_held() {
         let mut held = HeldLines::default();
         let line = Bytes::from_static(b"0123456789\n");
         assert!(held.hold(&line, 25));
@@ -58,8 +52,5 @@ mod tests {
         assert!(held.overflowed());
         assert_eq!(held.take().len(), 2);
         assert!(!held.hold(&line, 25), "still past the bound after take");
-        assert!(held.reset().is_empty());
-        assert!(!held.overflowed());
-        assert!(held.hold(&line, 25));
     }
 }

@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::held::HeldLines;
 use super::history::Summary;
-use super::sessions::{AgentSessionId, Mapping, SetupParams};
+use super::load_request::{Asker, LoadRequest, SetupParams};
+use super::sessions::{AgentSessionId, Mapping};
 use super::{Action, Cx, Event, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
 use crate::wire::envelope::{Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
@@ -48,97 +48,6 @@ enum Phase {
     Starting,
     /// The recorded mode and config options are set again: the requests not answered yet.
     Restoring { outstanding: usize },
-}
-
-/// Who waits for a load.
-#[derive(Debug)]
-pub(super) enum Asker {
-    /// The client's `session/load` or `session/resume` (this request id): answered when done.
-    Client(RequestId),
-    /// Nobody asked: the session was live when the agent was restarted, and these client lines
-    /// (the first names the session) go to the agent once it is up again.
-    Restore(Vec<Bytes>),
-}
-
-/// A `session/load` or `session/resume` as the client asked for it, or a restore.
-#[derive(Debug)]
-pub(super) struct LoadRequest {
-    pub(super) asker: Asker,
-    pub(super) session: SessionId,
-    /// Replay the history (load) or not (resume, restore).
-    pub(super) replay: bool,
-    pub(super) setup: SetupParams,
-    /// The client's request, journaled once the session is known to exist (`None` when it
-    /// was journaled as it passed to the agent).
-    pub(super) request: Option<Record>,
-    /// The agent's own load (or resume) of the session failed with this answer: it is what the
-    /// client gets when the journal has no such session, and the agent's own load is not tried
-    /// again.
-    pub(super) agent_failed: Option<Bytes>,
-    /// A fork the proxy made in the journal for an agent without `session/fork`: brought up
-    /// on a fresh agent session, and the answer names it.
-    pub(super) fork: bool,
-    /// The session is live (a host's client joins it): the history replayed is what the
-    /// journal held when the load began, and the live lines follow it.
-    pub(super) live: bool,
-}
-
-impl LoadRequest {
-    /// The request's params; `None` without a `sessionId`.
-    pub(super) fn parse(id: &RequestId, peek: &Peek<'_>, replay: bool) -> Option<LoadRequest> {
-        let params: Value = peek
-            .params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or(Value::Null);
-        Some(LoadRequest {
-            asker: Asker::Client(id.clone()),
-            session: SessionId::from(params["sessionId"].as_str()?),
-            replay,
-            setup: SetupParams::parse(&params),
-            request: None,
-            agent_failed: None,
-            fork: false,
-            live: false,
-        })
-    }
-
-    /// Bring `session` up again on a restarted agent, then pass `line` (a client line that
-    /// names it) on.
-    pub(super) fn restore(session: SessionId, setup: SetupParams, line: Bytes) -> LoadRequest {
-        LoadRequest {
-            asker: Asker::Restore(vec![line]),
-            session,
-            replay: false,
-            setup,
-            request: None,
-            agent_failed: None,
-            fork: false,
-            live: false,
-        }
-    }
-}
-
-/// The most agent replay held for a native load at a time; past it the replay is forwarded
-/// as it comes (and a failing load is then served from the journal without replaying it again).
-pub(super) const NATIVE_HOLD_BYTES: usize = 16 << 20;
-
-/// A `session/load` or `session/resume` the client sent the agent itself, kept until its answer
-/// so a failure can be served from the journal. The agent's replay is held meanwhile (up to
-/// [`NATIVE_HOLD_BYTES`]): shown if the load succeeds, dropped if the journal's replay
-/// replaces it.
-#[derive(Debug)]
-pub(super) struct NativeLoad {
-    pub(super) request: LoadRequest,
-    pub(super) held: HeldLines,
-}
-
-impl NativeLoad {
-    pub(super) fn new(request: LoadRequest) -> NativeLoad {
-        NativeLoad {
-            request,
-            held: HeldLines::default(),
-        }
-    }
 }
 
 /// A `session/load` (or `session/resume`) the proxy is answering, or a restore.
@@ -206,9 +115,6 @@ pub(super) struct Loads {
     by_session: HashMap<SessionId, u64>,
     /// Bytes of the client lines waiting for restores.
     waiting_bytes: usize,
-    /// The loads and resumes the client sent the agent itself, by client request id, kept
-    /// until the agent answers (`auto` and `journal` modes).
-    native: HashMap<RequestId, NativeLoad>,
 }
 
 fn present(v: &Value) -> bool {
@@ -228,29 +134,6 @@ pub(super) enum Progress {
 }
 
 impl Loads {
-    /// Keep a load or resume the client sent the agent, to serve it from the journal should
-    /// the agent fail it.
-    pub(super) fn keep_native(&mut self, request: LoadRequest) {
-        if let Asker::Client(id) = &request.asker {
-            self.native.insert(id.clone(), NativeLoad::new(request));
-        }
-    }
-
-    /// The kept native load of client request `id`, once the agent answered it.
-    pub(super) fn take_native(&mut self, id: &RequestId) -> Option<NativeLoad> {
-        self.native.remove(id)
-    }
-
-    /// The kept native load of client request `id`, while the agent replays it.
-    pub(super) fn native_mut(&mut self, id: &RequestId) -> Option<&mut NativeLoad> {
-        self.native.get_mut(id)
-    }
-
-    /// The agent is gone: the native loads it was running end with it.
-    pub(super) fn forget_native(&mut self) {
-        self.native.clear();
-    }
-
     /// The load a client request id names.
     pub(super) fn by_request(&self, id: &RequestId) -> Option<u64> {
         self.by_request.get(id).copied()

@@ -56,6 +56,7 @@ mod held;
 pub mod history;
 mod ids;
 mod listing;
+mod load_request;
 mod loading;
 mod mapping;
 mod prompt;
@@ -85,16 +86,16 @@ use capabilities::{AgentCaps, ClientCaps};
 pub use connection::{ConnId, Peer};
 use connection::{Connections, Inbound, Route};
 use effects::{Effects, Queued};
-use held::HeldLines;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
 use listing::Lists;
-use loading::{LoadRequest, Loads, NATIVE_HOLD_BYTES, NativeLoad, Progress, Step};
+use load_request::{LoadRequest, NATIVE_HOLD_BYTES, NativeLoad, SetupParams};
+use loading::{Loads, Progress, Step};
 use mapping::ClientEdit;
 use restart::Handshake;
+use sessions::AgentRef;
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
-use sessions::{AgentRef, SetupParams};
 use turn_facts::TurnFacts;
 
 /// When an input happened, read by the shell (the core never reads a clock).
@@ -526,8 +527,6 @@ pub struct Proxy {
     lists: Lists,
     /// Operation numbers (loads and lists), naming the store requests.
     next_op: u64,
-    /// Agent lines held while a load is bringing its session up (bounded by `held_limit`).
-    held: HeldLines,
     /// The handshake a restarted agent is told again, and where the current agent's stands.
     handshake: Handshake,
     /// Requests of an agent that was restarted, still open at the client: its answers are
@@ -571,7 +570,6 @@ impl Proxy {
             lists: Lists::default(),
             handshake: Handshake::default(),
             next_op: 0,
-            held: HeldLines::default(),
             dead: HashMap::new(),
             forks: HashMap::new(),
             stored: StoredCheck(None),
@@ -776,14 +774,20 @@ impl Proxy {
                 self.sessions.prompt_active(&s, at.mono_us);
             }
         }
-        if self.config.load != LoadMode::Off {
-            let consumed = match from {
+        let consumed = self.config.load != LoadMode::Off
+            && match from {
                 Side::Client => self.intercept_client(at, peek, line),
                 Side::Agent => self.intercept_agent(at, peek, line),
             };
-            if consumed {
-                return;
+        if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
+            if !consumed {
+                self.pass(at, from, peek, line);
             }
+            self.claim_unclaimed(at);
+            return;
+        }
+        if consumed {
+            return;
         }
         self.pass(at, from, peek, line);
         if from == Side::Client && self.agent_ended {
@@ -1073,7 +1077,7 @@ impl Proxy {
     fn is_native_replay(&self, from: Side, peek: &Peek<'_>, target: &Target) -> bool {
         from == Side::Agent
             && peek.method() == Some("session/update")
-            && matches!(target, Target::Session(s) if self.sessions.native_load(s).is_some())
+            && matches!(target, Target::Session(s) if self.sessions.native_load(s).is_some_and(|n| n.replaying))
     }
 
     /// A peer closed its stream. When the agent's ends while the client is still there, every
@@ -1187,10 +1191,7 @@ impl Proxy {
                     true
                 }
                 "session/load" => {
-                    if let Some(s) = session() {
-                        self.sessions.set_native_load(&s, Some(id.clone()));
-                    }
-                    self.keep_native(id, peek, true);
+                    self.begin_native_load(id, peek, true);
                     false
                 }
                 "session/resume" if self.agent.v2 && self.emulates_loading() => {
@@ -1201,7 +1202,7 @@ impl Proxy {
                     true
                 }
                 "session/resume" if self.emulates_loading() => {
-                    self.keep_native(id, peek, false);
+                    self.begin_native_load(id, peek, false);
                     false
                 }
                 "session/fork" if !self.agent.fork && self.emulates_loading() => {
@@ -1283,22 +1284,21 @@ impl Proxy {
             self.start_load(at, id, peek, line, replay, false);
             return true;
         }
-        if replay && let Some(s) = peek.session.as_deref() {
-            self.sessions
-                .set_native_load(&SessionId::from(s), Some(id.clone()));
-        }
-        self.keep_native(id, peek, replay);
+        self.begin_native_load(id, peek, replay);
         false
     }
 
-    /// In `auto` and `journal` modes, keep a load or resume the client sends the agent, to
-    /// serve it from the journal should the agent fail it.
-    fn keep_native(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
-        if !self.emulates_loading() {
+    /// The client sends the agent its own load or resume (`replay`: the agent replays the
+    /// history): its session keeps it until the agent answers, in `auto` and `journal` modes
+    /// with what serves it from the journal should the agent fail it.
+    fn begin_native_load(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
+        let Some(s) = peek.session.as_deref().map(SessionId::from) else {
             return;
-        }
-        if let Some(request) = LoadRequest::parse(id, peek, replay) {
-            self.loads.keep_native(request);
+        };
+        let fallback = LoadRequest::parse(id, peek, replay).filter(|_| self.emulates_loading());
+        if replay || fallback.is_some() {
+            let load = NativeLoad::new(id.clone(), replay, fallback);
+            self.sessions.begin_native_load(&s, load);
         }
     }
 
@@ -1307,24 +1307,36 @@ impl Proxy {
     /// replay, which the journal's replaces, is dropped).
     fn native_answered(&mut self, at: Stamp, id: &RequestId, line: &Bytes, failed: bool) -> bool {
         let client_id = self.ids.client_id(id);
-        let Some(native) = self.loads.take_native(&client_id) else {
+        let Some(session) = self
+            .pending
+            .get(&(Side::Client, client_id.clone()))
+            .and_then(|p| p.session.clone())
+        else {
             return false;
         };
-        let NativeLoad {
-            mut request,
-            mut held,
-        } = native;
-        let overflowed = held.overflowed();
-        let held = held.take();
+        let Some(native) = self
+            .sessions
+            .native_load_mut(&session)
+            .filter(|n| n.id == client_id)
+        else {
+            return false;
+        };
+        let Some(mut request) = native.fallback.take() else {
+            return false;
+        };
+        let overflowed = native.held.overflowed();
+        let held = native.held.take();
         if !failed {
+            // The replay goes out still marked as the agent's own (not journaled again); the
+            // answer's rewrite ends the load.
             self.sessions
                 .set_setup(&request.session, request.setup.clone());
             self.pass_all(at, held);
             return false;
         }
         self.ids.restore(id);
-        self.pending.remove(&(Side::Client, client_id));
-        self.sessions.set_native_load(&request.session, None);
+        self.pending.remove(&(Side::Client, client_id.clone()));
+        let _ = self.sessions.end_native_load(&session, &client_id);
         request.replay &= !overflowed;
         request.agent_failed = Some(line.clone());
         let op = self.next_op();
@@ -1447,9 +1459,8 @@ impl Proxy {
                 }
                 if let Some(native) = self
                     .sessions
-                    .native_load(session)
-                    .and_then(|id| self.loads.native_mut(id))
-                    .filter(|_| update)
+                    .native_load_mut(session)
+                    .filter(|n| update && n.holds_replay())
                 {
                     if native.held.hold(line, NATIVE_HOLD_BYTES) {
                         return true;
@@ -1458,12 +1469,13 @@ impl Proxy {
                     self.pass_all(at, held);
                     return false;
                 }
-                if self.is_starting(AgentRef(session)) {
-                    if self.held.hold(line, self.config.held_limit) {
+                let agent = AgentRef(session);
+                if self.is_starting(agent) {
+                    if self.sessions.hold(agent, line, self.config.held_limit) {
                         return true;
                     }
                     // Past the bound the lines go out as they come, after those held.
-                    let held = self.held.take();
+                    let held = self.sessions.take_held(agent);
                     self.pass_all(at, held);
                 }
                 false
@@ -1513,10 +1525,19 @@ impl Proxy {
         }
     }
 
-    /// Forward the agent lines held during a load, through the normal path.
+    /// Forward the agent lines held by sessions no load brings up any more, through the
+    /// normal path.
     fn release_held(&mut self, at: Stamp) {
-        let held = self.held.reset();
-        for line in held {
+        for line in self.sessions.release_held() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// After an agent answer, which may have named an agent-side session: the lines held for
+    /// it before it was known go where its later lines go (its session's held lines while a
+    /// load brings it up, else out), ahead of them.
+    fn claim_unclaimed(&mut self, at: Stamp) {
+        for line in self.sessions.take_unclaimed() {
             self.take_line(at, Side::Agent, line);
         }
     }
@@ -1627,7 +1648,7 @@ impl Proxy {
     ) -> Option<Vec<u8>> {
         let original = self.ids.restore(id);
         let client_id = original.clone().unwrap_or_else(|| id.clone());
-        let pending = self.pending.get(&(Side::Client, client_id));
+        let pending = self.pending.get(&(Side::Client, client_id.clone()));
         let method = pending.map(|p| p.method.as_str());
         let session = pending.and_then(|p| p.session.clone());
         let mut out = None;
@@ -1659,7 +1680,7 @@ impl Proxy {
             }
             Some("session/load" | "session/resume") => {
                 if let Some(s) = &session {
-                    self.sessions.set_native_load(s, None);
+                    let _ = self.sessions.end_native_load(s, &client_id);
                     if !is_error {
                         self.sessions.set_live(s);
                     }
@@ -1826,7 +1847,6 @@ impl Proxy {
             );
         }
         self.ids.forget_agent();
-        self.loads.forget_native();
         self.sessions.end_native_loads();
         self.sessions.end_prompts();
         self.handshake.auth_pending = None;

@@ -14,9 +14,8 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::capabilities::AgentCaps;
-use super::loading::LoadRequest;
+use super::load_request::{LoadRequest, SetupParams};
 use super::prompt::Stall;
-use super::sessions::SetupParams;
 use super::{Action, LoadMode, Proxy, Purpose, Stamp, Target, agent_restarted};
 use crate::journal::Event;
 use crate::wire::Side;

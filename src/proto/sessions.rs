@@ -9,52 +9,12 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::Value;
+use bytes::Bytes;
 
+use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Stall};
 use super::{Action, ConnId, Effects, Initialize, SessionId, Stamp};
 use crate::wire::envelope::RequestId;
-use crate::wire::rewrite::{RawObject, json_string};
-
-/// What a session was set up with in this connection (`session/new`, `session/load`,
-/// `session/resume` params), as raw JSON: what brings it up again on a fresh agent session.
-#[derive(Clone, Debug)]
-pub(super) struct SetupParams {
-    /// The working directory (a load fills it from the journal when the client gave none).
-    pub(super) cwd: Option<String>,
-    mcp_servers: String,
-    additional: Option<String>,
-}
-
-impl SetupParams {
-    /// From a setup request's params.
-    pub(super) fn parse(params: &Value) -> SetupParams {
-        SetupParams {
-            cwd: params["cwd"].as_str().map(str::to_string),
-            mcp_servers: if !params["mcpServers"].is_null() {
-                params["mcpServers"].to_string()
-            } else {
-                "[]".into()
-            },
-            additional: (!params["additionalDirectories"].is_null())
-                .then(|| params["additionalDirectories"].to_string()),
-        }
-    }
-
-    /// The `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`, as
-    /// params for the request that brings the agent up.
-    pub(super) fn to_params(&self, additional_directories: bool) -> RawObject {
-        let mut params = RawObject::default();
-        if let Some(cwd) = &self.cwd {
-            params.set("cwd", json_string(cwd));
-        }
-        params.set("mcpServers", self.mcp_servers.clone());
-        if let (Some(dirs), true) = (&self.additional, additional_directories) {
-            params.set("additionalDirectories", dirs.clone());
-        }
-        params
-    }
-}
 
 /// A session ID as the agent knows it: the client-facing ID of a session live natively, another
 /// one for a mapped session. A type of its own, apart from the client-facing [`SessionId`], so
@@ -136,9 +96,9 @@ pub(super) enum AgentSide {
 pub(super) struct Session {
     /// Its journal segment is open in this run.
     pub(super) journal_open: bool,
-    /// The agent is replaying it for the `session/load` (this client request) the client sent
-    /// it: that replay is forwarded but not journaled again.
-    pub(super) native_load: Option<RequestId>,
+    /// A `session/load` or `session/resume` the client sent the agent itself, until the agent
+    /// answers it.
+    native_load: Option<NativeLoad>,
     /// Where it stands on the agent.
     pub(super) agent: AgentSide,
     /// The mapping of a mapped session the client closed: lines that still name it are mapped
@@ -156,6 +116,8 @@ pub(super) struct Session {
     pub(super) foreground: bool,
     /// Its prompt in flight, watched for stalls (with `--stall-timeout`).
     prompt: Option<PromptWatch>,
+    /// Agent lines held while a load brings it up (until the load ends).
+    held: Vec<Bytes>,
 }
 
 impl Session {
@@ -196,6 +158,15 @@ pub(super) struct SessionTable {
     by_agent: HashMap<AgentSessionId, SessionId>,
     /// The sessions with a prompt in flight (an index: the watch is the session's).
     prompting: HashSet<SessionId>,
+    /// The sessions holding agent lines (an index: the lines are the session's).
+    holding: HashSet<SessionId>,
+    /// Agent lines naming an agent-side session the table does not know yet, held while a
+    /// load waits for the agent's `session/new` answer (which may name it).
+    unclaimed: Vec<Bytes>,
+    /// The bytes held by every session and `unclaimed` together.
+    held_bytes: usize,
+    /// Holding them passed the bound: nothing more is held until a load ends.
+    held_full: bool,
 }
 
 impl SessionTable {
@@ -210,7 +181,6 @@ impl SessionTable {
         self.sessions.entry(s.clone()).or_default()
     }
 
-    /// True when the session's journal is open in this run.
     /// Connection `conn` uses session `s` (one the table knows).
     pub(super) fn attach(&mut self, s: &str, conn: ConnId) {
         if let Some(session) = self.sessions.get_mut(s)
@@ -546,25 +516,112 @@ impl SessionTable {
         self.journal_open(agent.0) || self.by_agent.contains_key(agent.0)
     }
 
-    /// Mark (with the client's request id) or unmark a native load in progress.
-    pub(super) fn set_native_load(&mut self, s: &SessionId, load: Option<RequestId>) {
-        if load.is_some() {
-            self.entry(s).native_load = load;
-        } else if let Some(entry) = self.sessions.get_mut(s) {
-            entry.native_load = None;
+    /// Hold an agent line of agent-side session `agent` while a load brings it up (the
+    /// starting session's, or `unclaimed` for an agent-side session not known yet). False, and
+    /// nothing held, once the lines held by every session would pass `limit` bytes; from then
+    /// on nothing more is held until a load ends.
+    pub(super) fn hold(&mut self, agent: AgentRef<'_>, line: &Bytes, limit: usize) -> bool {
+        if self.held_full || self.held_bytes + line.len() > limit {
+            self.held_full = true;
+            return false;
+        }
+        let held = match self.by_agent.get(agent.0) {
+            Some(client) => match self.sessions.get_mut(client) {
+                Some(session) => {
+                    self.holding.insert(client.clone());
+                    &mut session.held
+                }
+                None => return false,
+            },
+            None => &mut self.unclaimed,
+        };
+        held.push(line.clone());
+        self.held_bytes += line.len();
+        true
+    }
+
+    /// The lines held for agent-side session `agent` so far, to pass before its next one.
+    pub(super) fn take_held(&mut self, agent: AgentRef<'_>) -> Vec<Bytes> {
+        let held = match self.by_agent.get(agent.0) {
+            Some(client) => match self.sessions.get_mut(client) {
+                Some(session) => &mut session.held,
+                None => return Vec::new(),
+            },
+            None => &mut self.unclaimed,
+        };
+        let lines = std::mem::take(held);
+        self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
+        lines
+    }
+
+    /// The unclaimed lines, once an agent answer may have named their sessions: to be taken
+    /// again (held by the session now starting as one, passed, or held unclaimed again).
+    pub(super) fn take_unclaimed(&mut self) -> Vec<Bytes> {
+        if self.unclaimed.is_empty() {
+            return Vec::new();
+        }
+        let lines = std::mem::take(&mut self.unclaimed);
+        self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
+        lines
+    }
+
+    /// A load ended (or the agent did): the lines held by every session no load is bringing
+    /// up any more, and the unclaimed ones, in order within each session; holding starts
+    /// afresh.
+    pub(super) fn release_held(&mut self) -> Vec<Bytes> {
+        self.held_full = false;
+        let mut lines = std::mem::take(&mut self.unclaimed);
+        let mut done = Vec::new();
+        for s in &self.holding {
+            if let Some(session) = self.sessions.get_mut(s)
+                && !matches!(session.agent, AgentSide::Starting { .. })
+            {
+                lines.append(&mut session.held);
+                done.push(s.clone());
+            }
+        }
+        for s in done {
+            self.holding.remove(&s);
+        }
+        self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
+        lines
+    }
+
+    /// True while nothing more is held for the bound.
+    #[cfg(test)]
+    pub(super) fn held_overflowed(&self) -> bool {
+        self.held_full
+    }
+
+    /// The client sent the agent its own load or resume of `s`.
+    pub(super) fn begin_native_load(&mut self, s: &SessionId, load: NativeLoad) {
+        self.entry(s).native_load = Some(load);
+    }
+
+    /// The agent answered client request `id`: the native load of `s` it was, if any, ends.
+    pub(super) fn end_native_load(&mut self, s: &str, id: &RequestId) -> Option<NativeLoad> {
+        let session = self.sessions.get_mut(s)?;
+        match &session.native_load {
+            Some(load) if load.id == *id => session.native_load.take(),
+            _ => None,
         }
     }
 
-    /// The agent is gone: no native load it was replaying goes on.
+    /// The agent is gone: no native load it was running goes on.
     pub(super) fn end_native_loads(&mut self) {
         for session in self.sessions.values_mut() {
             session.native_load = None;
         }
     }
 
-    /// The client request of the native load the agent is replaying the session for.
-    pub(super) fn native_load(&self, s: &str) -> Option<&RequestId> {
+    /// The native load of `s` in progress.
+    pub(super) fn native_load(&self, s: &str) -> Option<&NativeLoad> {
         self.sessions.get(s)?.native_load.as_ref()
+    }
+
+    /// The native load of `s` in progress, to hold its replay or take its fallback.
+    pub(super) fn native_load_mut(&mut self, s: &str) -> Option<&mut NativeLoad> {
+        self.sessions.get_mut(s)?.native_load.as_mut()
     }
 
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.

@@ -2,11 +2,17 @@
 //! ([`super::Action::ForkJournal`], done by the shell), then brings the copy up on a fresh agent
 //! session as a load (a `Loads` fork: `session/new`, mapping, re-prime) and answers with its ID.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 
 use super::load_request::{Asker, LoadRequest};
 use super::{Action, Proxy, SessionId, Stamp, Target};
 use crate::wire::envelope::{self, Peek, RequestId, error_json};
+
+/// Forks waiting for their journal copy, by operation.
+#[derive(Debug, Default)]
+pub(super) struct Forks(HashMap<u64, LoadRequest>);
 
 impl Proxy {
     /// `session/fork` for an agent without it: the proxy forks the session in the journal
@@ -29,13 +35,13 @@ impl Proxy {
             fork: request.session.clone(),
             message: envelope::str_field(peek.params, "messageId"),
         });
-        self.forks.insert(op, request);
+        self.forks.0.insert(op, request);
     }
 
     /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
     /// agent and answer), or it could not be made (`error`: answer that).
     pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
-        let Some(request) = self.forks.remove(&op) else {
+        let Some(request) = self.forks.0.remove(&op) else {
             return;
         };
         match outcome {

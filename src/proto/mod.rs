@@ -86,6 +86,7 @@ use capabilities::{AgentCaps, ClientCaps};
 pub use connection::{ConnId, Peer};
 use connection::{Connections, Inbound, Route};
 use effects::{Effects, Queued};
+use fork::Forks;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
 use listing::Lists;
@@ -529,11 +530,8 @@ pub struct Proxy {
     next_op: u64,
     /// The handshake a restarted agent is told again, and where the current agent's stands.
     handshake: Handshake,
-    /// Requests of an agent that was restarted, still open at the client: its answers are
-    /// journaled and dropped (by id, with the session they belong to).
-    dead: HashMap<RequestId, Option<SessionId>>,
-    /// Forks waiting for their journal copy, by operation.
-    forks: HashMap<u64, LoadRequest>,
+    /// Forks waiting for their journal copy.
+    forks: Forks,
     /// The latest input's time, monotonic microseconds.
     now: u64,
     /// Whether the store already holds a session ID (an earlier run's): set by the shell.
@@ -570,8 +568,7 @@ impl Proxy {
             lists: Lists::default(),
             handshake: Handshake::default(),
             next_op: 0,
-            dead: HashMap::new(),
-            forks: HashMap::new(),
+            forks: Forks::default(),
             stored: StoredCheck(None),
             now: 0,
             unix_now: 0,
@@ -1164,7 +1161,7 @@ impl Proxy {
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
     fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
         if let Kind::Response { id, .. } = &peek.kind
-            && let Some(session) = self.dead.remove(id)
+            && let Some(session) = self.handshake.dead.remove(id)
         {
             // The agent that asked is gone: journaled, never forwarded to its successor.
             let target = session.map_or(Target::Connection, Target::Session);
@@ -1616,7 +1613,7 @@ impl Proxy {
             return self.rewrite_agent_response(peek, line, id, *is_error);
         }
         if let Kind::Request { id, .. } = &peek.kind
-            && self.dead.contains_key(id)
+            && self.handshake.dead.contains_key(id)
         {
             // The client may still answer the dead agent's request with this id.
             let alias = self.ids.renumber_agent(id);

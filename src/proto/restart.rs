@@ -9,6 +9,8 @@
 //! `authenticate`) go to the new agent, and every live session becomes lost: the next client
 //! request that names it brings it up again ([`super::loading`], a restore) before it is sent.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 
 use serde_json::json;
@@ -16,7 +18,7 @@ use serde_json::json;
 use super::capabilities::AgentCaps;
 use super::load_request::{LoadRequest, SetupParams};
 use super::prompt::Stall;
-use super::{Action, LoadMode, Proxy, Purpose, Stamp, Target, agent_restarted};
+use super::{Action, LoadMode, Proxy, Purpose, SessionId, Stamp, Target, agent_restarted};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
@@ -59,7 +61,8 @@ impl Reinit {
     }
 }
 
-/// The handshake a restarted agent is told again, and where the current agent's stands.
+/// The handshake a restarted agent is told again, where the current agent's stands, and what
+/// the agent before it left open.
 #[derive(Debug, Default)]
 pub(super) struct Handshake {
     /// The client's `initialize` line, as received.
@@ -72,6 +75,9 @@ pub(super) struct Handshake {
     pub(super) agent_initialized: bool,
     /// A restarted agent is being initialized: client lines wait.
     pub(super) reinit: Option<Reinit>,
+    /// Requests of an agent that was restarted, still open at the client: its answers are
+    /// journaled and dropped (by id, with the session they belong to).
+    pub(super) dead: HashMap<RequestId, Option<SessionId>>,
 }
 
 impl Proxy {
@@ -143,7 +149,7 @@ impl Proxy {
             }
         }
         self.drop_agent(at, agent_restarted);
-        let dead = &mut self.dead;
+        let dead = &mut self.handshake.dead;
         self.pending.retain(|(side, id), p| {
             if *side == Side::Agent {
                 dead.insert(id.clone(), p.session.take());

@@ -18,9 +18,12 @@ use serde_json::{Value, json};
 
 use super::history::Summary;
 use super::load_request::{Asker, LoadRequest, SetupParams};
-use super::sessions::{AgentSessionId, Mapping};
-use super::{Action, Cx, Event, HistoryChunk, LoadMode, Record, SessionId, Stamp, Target, mapping};
-use crate::wire::envelope::{Peek, RequestId, error_json};
+use super::sessions::{AgentRef, AgentSessionId, Mapping};
+use super::{
+    Action, Cx, Event, HistoryChunk, LoadMode, Proxy, Record, SessionId, Stamp, Target, mapping,
+};
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
 
 /// What brings the agent to a live session under a synthetic load.
@@ -803,4 +806,111 @@ fn restore_requests(
         ));
     }
     requests
+}
+
+impl Proxy {
+    /// Serve the client's `session/load` or `session/resume` from the journal (`replay`: the
+    /// history goes first; `live`: a host's client joins a session live on the agent).
+    pub(super) fn start_load(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        replay: bool,
+        live: bool,
+    ) {
+        let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
+            self.fx.journal_client(at, Target::Connection, peek, line);
+            let error = error_json(-32602, "Invalid params: sessionId is required", None);
+            self.fx.answer(at, Target::Connection, id, Err(&error));
+            return;
+        };
+        request.request = Some(self.fx.client_record(at, peek, line));
+        request.live = live;
+        let op = self.next_op();
+        let (mut cx, loads) = self.cx();
+        loads.start(&mut cx, op, request);
+    }
+
+    /// Stop a synthetic operation and answer it with -32800.
+    pub(super) fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
+        if let Some(list) = self.lists.remove(op) {
+            self.fx
+                .journal_client(at, Target::Connection, &envelope::peek(line), line);
+            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
+            self.fx
+                .answer(at, Target::Connection, &list.client_id, Err(&error));
+        } else {
+            let (mut cx, loads) = self.cx();
+            loads.cancel(&mut cx, at, op, line, why);
+        }
+        self.release_held(at);
+        true
+    }
+
+    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
+        let (mut cx, loads) = self.cx();
+        let progress = loads.history(&mut cx, at, load, chunk);
+        self.progressed(at, progress);
+    }
+
+    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
+    /// on (or answer) the client lines that waited for a restore.
+    pub(super) fn progressed(&mut self, at: Stamp, progress: Progress) {
+        match progress {
+            Progress::Going => return,
+            Progress::Done => {}
+            Progress::Restored(lines) => {
+                for line in lines {
+                    self.take_line(at, Side::Client, line);
+                }
+            }
+            Progress::Unrestored { lines, error } => {
+                for line in lines {
+                    self.refuse(at, &line, &error);
+                }
+            }
+        }
+        self.release_held(at);
+    }
+
+    /// Journal a client line that cannot go to the agent and, if it is a request, answer it
+    /// with `error`.
+    pub(super) fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
+        let peek = envelope::peek(line);
+        let target = peek
+            .session
+            .as_deref()
+            .map_or(Target::Connection, |s| Target::Session(self.sessions.id(s)));
+        self.fx.journal_client(at, target.clone(), &peek, line);
+        if let Kind::Request { id, .. } = &peek.kind {
+            self.fx.answer(at, target, id, Err(error));
+        }
+    }
+
+    /// Forward the agent lines held by sessions no load brings up any more, through the
+    /// normal path.
+    pub(super) fn release_held(&mut self, at: Stamp) {
+        for line in self.sessions.release_held() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// After an agent answer, which may have named an agent-side session: the lines held for
+    /// it before it was known go where its later lines go (its session's held lines while a
+    /// load brings it up, else out), ahead of them.
+    pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
+        for line in self.sessions.take_unclaimed() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// True while a load is bringing up the agent-side `session` (or an agent-side session not
+    /// known yet, while a load waits for the agent to start one).
+    pub(super) fn is_starting(&self, session: AgentRef<'_>) -> bool {
+        self.sessions.starting_as(session)
+            || (self.loads.awaiting_new_session() && !self.sessions.knows(session))
+    }
 }

@@ -17,14 +17,8 @@
 //!   on that order (a record is written before its line is forwarded): `shell::apply`.
 //!
 //! # Attribution
-//! Requests and notifications belong to `params.sessionId`. Responses carry no session: they
-//! belong to the session of the request they answer, found in a pending table per sender
-//! (both peers number their requests independently; `1` and `"1"` are different ids).
-//! `$/cancel_request` belongs to the session of the request it cancels. A `session/new`
-//! (or `session/fork`) response names the new session: the request is copied into that
-//! session's journal before the response. Updates for a session whose `session/new` response
-//! has not arrived yet open the session early (and take the copy of the only pending
-//! `session/new`, if there is exactly one). Everything else goes to the connection journal.
+//! Every record goes to the journal of the session it belongs to, else to the connection's:
+//! [`attribution`].
 //!
 //! # What the proxy changes
 //! With `--load off` nothing: every `Forward` carries the bytes received. Otherwise the core adds
@@ -33,21 +27,28 @@
 //!   delete on the agent's behalf;
 //! - [`loading`]: `session/load` and `session/resume` served from the journal;
 //! - [`listing`]: `session/list` served from the store or merged with the agent's;
-//! - [`sessions`] and [`mapping`]: the session table, and the edits of a session continued on
-//!   the agent under another ID; [`ids`]: the proxy's own request ids;
+//! - [`native`]: the loads the client sends the agent itself, served from the journal should
+//!   the agent fail them; [`fork`]: `session/fork` made in the journal;
+//! - [`sessions`] and [`mapping`]: the session table (each session owning its prompt, its native
+//!   load and the lines held while a load brings it up), and the edits of a session continued
+//!   on the agent under another ID; [`ids`]: the proxy's own request ids; [`edits`]: where the
+//!   edits are made on the way through, and what the agent's answers teach the core;
+//! - [`restart`]: the agent restarted under live sessions, and every request answered once it
+//!   is gone; [`turn_facts`]: what the catalog learns from the turns;
 //! - [`connection`]: several client connections on the one agent (ids per connection, lines
 //!   routed to the connections a session is attached to, a host's sessions shared by several
 //!   clients), and [`clients`]: the transitions as clients come, join, leave and go;
-//! - `session/close` and `session/delete` answered here, and every client request answered
-//!   with -32603 once the agent has exited.
+//! - `session/close` and `session/delete` answered here.
 //!
 //! Edits go through [`crate::wire::rewrite`], which keeps every member it does not change byte for byte.
 
+mod attribution;
 mod capabilities;
 mod clients;
 mod connection;
 #[cfg(test)]
 mod connection_tests;
+mod edits;
 mod effects;
 #[cfg(test)]
 mod emulate_tests;
@@ -59,6 +60,7 @@ mod listing;
 mod load_request;
 mod loading;
 mod mapping;
+mod native;
 mod prompt;
 pub mod redact;
 #[cfg(test)]
@@ -80,7 +82,7 @@ use serde_json::json;
 use crate::journal::Event;
 use crate::journal::format::{Body, Payload, Record};
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
+use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
 use capabilities::{AgentCaps, ClientCaps};
 pub use connection::{ConnId, Peer};
@@ -90,9 +92,8 @@ use fork::Forks;
 pub use history::{ClientSupport, Summary};
 use ids::OwnIds;
 use listing::Lists;
-use load_request::{LoadRequest, NATIVE_HOLD_BYTES, NativeLoad, SetupParams};
-use loading::{Loads, Progress, Step};
-use mapping::ClientEdit;
+use load_request::{NATIVE_HOLD_BYTES, SetupParams};
+use loading::{Loads, Step};
 use restart::Handshake;
 use sessions::AgentRef;
 pub use sessions::AgentSessionId;
@@ -431,42 +432,6 @@ struct Setup {
 /// Requests awaiting their response, by sender and id.
 type PendingTable = HashMap<(Side, RequestId), Pending>;
 
-/// What the catalog learns from a client request of the vendor session-index extensions
-/// (`_session/rename`, `_session/archive`, `_session/unarchive`) once the agent does it.
-fn session_index_update(
-    method: &str,
-    session: &SessionId,
-    peek: &Peek<'_>,
-) -> Option<CatalogUpdate> {
-    let session = session.clone();
-    match method {
-        "_session/rename" => {
-            let title = envelope::str_field(peek.params, "title")?;
-            let title = title.trim();
-            (!title.is_empty()).then(|| CatalogUpdate::Rename {
-                session,
-                title: title
-                    .chars()
-                    .filter(|c| !c.is_control())
-                    .take(200)
-                    .collect(),
-            })
-        }
-        "_session/archive" => Some(CatalogUpdate::Archive {
-            session,
-            archived: true,
-        }),
-        "_session/unarchive" => Some(CatalogUpdate::Archive {
-            session,
-            archived: false,
-        }),
-        _ => None,
-    }
-}
-
-/// Methods whose response creates a session.
-const CREATES_SESSION: &[&str] = &["session/new", "session/fork"];
-
 /// What the components of the core share while they handle one input: the output, the session
 /// table, the request ids, and what both peers declared.
 struct Cx<'a> {
@@ -584,19 +549,6 @@ impl Proxy {
     /// never share a journal. Without it, no ID is taken for reused.
     pub fn set_stored_check(&mut self, stored: impl Fn(&str) -> bool + Send + 'static) {
         self.stored = StoredCheck(Some(Box::new(stored)));
-    }
-
-    /// A client-facing ID for the agent's new session `s` when the store already holds `s`
-    /// from an earlier run: `s~2`, `s~3`, … (the first the store does not hold).
-    fn fresh_id_for_reused(&self, s: &str) -> Option<SessionId> {
-        let stored = self.stored.0.as_ref()?;
-        if self.sessions.journal_open(s) || !stored(s) {
-            return None;
-        }
-        (2u32..)
-            .map(|n| format!("{s}~{n}"))
-            .find(|id| !stored(id) && !self.sessions.journal_open(id))
-            .map(SessionId::from)
     }
 
     /// The next action to apply, in order.
@@ -844,239 +796,6 @@ impl Proxy {
         self.fx.forward(from.other(), forward);
     }
 
-    /// Decide the journal of a line and update the pending table.
-    fn attribute(&mut self, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
-        let session = peek.session.as_deref().map(|s| self.sessions.id(s));
-        match &peek.kind {
-            Kind::Request { id, method } => {
-                let session = session.or_else(|| {
-                    // Request-scoped messages (elicitation) name a request of the other peer.
-                    let rid = envelope::request_id(peek.params)?;
-                    self.pending.get(&(from.other(), rid))?.session.clone()
-                });
-                if method == "initialize" {
-                    self.initialize.request = Some(record_bytes(record));
-                }
-                if let Some(s) = &session {
-                    let state = match (from, method.as_ref()) {
-                        (Side::Client, "session/prompt") => Some("running"),
-                        (Side::Agent, "session/request_permission" | "elicitation/create") => {
-                            Some("requires_action")
-                        }
-                        _ => None,
-                    };
-                    if let Some(state) = state {
-                        self.facts.state(s, state, record.unix_us);
-                    }
-                    if from == Side::Client
-                        && method == "session/prompt"
-                        && self.sessions.first_prompt(s)
-                    {
-                        self.catalog_prompt(s, peek, record.unix_us);
-                    }
-                }
-                let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
-                    record: record.clone(),
-                    params: SetupParams::parse(
-                        &peek
-                            .params
-                            .and_then(|p| serde_json::from_str(p.get()).ok())
-                            .unwrap_or_default(),
-                    ),
-                    cwd: envelope::str_field(peek.params, "cwd"),
-                    copied_to: None,
-                });
-                let index = match (from, &session) {
-                    (Side::Client, Some(s)) => session_index_update(method, s, peek),
-                    _ => None,
-                };
-                self.pending.insert(
-                    (from, id.clone()),
-                    Pending {
-                        method: method.to_string(),
-                        seq: record.seq,
-                        session: session.clone(),
-                        setup,
-                        index,
-                    },
-                );
-                session.map_or(Target::Connection, Target::Session)
-            }
-            Kind::Notification { method } => {
-                let session = session.or_else(|| {
-                    if method != "$/cancel_request" {
-                        return None;
-                    }
-                    let rid = envelope::request_id(peek.params)?;
-                    self.pending.get(&(from, rid))?.session.clone()
-                });
-                session.map_or(Target::Connection, Target::Session)
-            }
-            Kind::Response { id, is_error } => {
-                let Some(pending) = self.pending.remove(&(from.other(), id.clone())) else {
-                    return Target::Connection;
-                };
-                if pending.method == "initialize" {
-                    self.initialize.response = Some(record_bytes(record));
-                }
-                if let Some(s) = &pending.session {
-                    self.catalog_turn(s, &pending.method, peek, record.unix_us);
-                }
-                if let Some(mut update) = pending.index.clone().filter(|_| !*is_error) {
-                    if let CatalogUpdate::Rename { title, .. } = &mut update {
-                        *title = self.redacted(std::mem::take(title));
-                    }
-                    self.fx.push(Action::Catalog(update));
-                }
-                // (A v2 answer only says the prompt was taken: the turn, and its watch, go on
-                // until the agent reports the session idle.)
-                if pending.method == "session/prompt"
-                    && !self.agent.v2
-                    && let Some(s) = &pending.session
-                {
-                    self.sessions.end_prompt(s, Some(id));
-                }
-                let created = match (&pending.setup, is_error) {
-                    (Some(_), false) => {
-                        envelope::str_field(peek.result, "sessionId").map(SessionId::from)
-                    }
-                    _ => None,
-                };
-                match (created, pending.setup) {
-                    (Some(new), Some(setup)) => {
-                        self.open_session(&new, setup.cwd.clone(), false);
-                        self.tell_reused(&new, record);
-                        self.sessions.set_setup(&new, setup.params);
-                        if setup.copied_to.as_ref() != Some(&new) {
-                            self.fx.journal(Target::Session(new.clone()), setup.record);
-                        }
-                        Target::Session(new)
-                    }
-                    _ => pending.session.map_or(Target::Connection, Target::Session),
-                }
-            }
-            Kind::OtherJson | Kind::Invalid => Target::Connection,
-        }
-    }
-
-    /// The first prompt of session `s` in this run (at `t`): its title for the catalog.
-    fn catalog_prompt(&mut self, s: &SessionId, peek: &Peek<'_>, t: i64) {
-        let Some(params) = peek
-            .params
-            .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
-        else {
-            return;
-        };
-        let Some(title) = crate::acp::prompt_title(&params["prompt"]) else {
-            return;
-        };
-        let title = self.redacted(title);
-        self.facts.prompt(s, title, t);
-    }
-
-    /// Text for the catalog, its token-shaped parts redacted as configured.
-    fn redacted(&self, text: String) -> String {
-        match redact::redact_tokens(text.as_bytes()).filter(|_| self.config.redact) {
-            Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
-            None => text,
-        }
-    }
-
-    /// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
-    /// (with the usage it reports), the answer to a permission or elicitation request lets it
-    /// run on.
-    fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
-        match method {
-            // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
-            "session/prompt" if self.agent.v2 => {}
-            "session/prompt" => {
-                self.facts.turn_ended(s, t);
-                self.facts.state(s, "idle", t);
-                #[derive(serde::Deserialize)]
-                struct Answer {
-                    usage: Option<serde_json::Map<String, serde_json::Value>>,
-                }
-                if let Some(usage) = peek
-                    .result
-                    .filter(|r| r.get().contains("\"usage\""))
-                    .and_then(|r| serde_json::from_str::<Answer>(r.get()).ok())
-                    .and_then(|a| a.usage)
-                {
-                    self.facts.usage(s, usage, t);
-                }
-            }
-            "session/request_permission" | "elicitation/create" => {
-                self.facts.state(s, "running", t);
-            }
-            _ => {}
-        }
-    }
-
-    /// A session the agent created under an ID the store held (see
-    /// [`Proxy::set_stored_check`]): its journal and the catalog say which ID the agent uses.
-    fn tell_reused(&mut self, session: &SessionId, record: &Record) {
-        let agent = self.sessions.agent_id(session);
-        if agent.as_str() == &**session {
-            return;
-        }
-        let at = Stamp {
-            unix_us: record.unix_us,
-            mono_us: record.mono_us,
-        };
-        let event = Event::SessionMapped {
-            agent_session: agent.to_string(),
-        };
-        self.fx.event(at, Target::Session(session.clone()), event);
-        self.fx.push(Action::Catalog(CatalogUpdate::Alias {
-            session: session.clone(),
-            agent,
-        }));
-    }
-
-    /// What the catalog learned with the turns since the last call (coalesced per session,
-    /// each with its time): take it about once a second, and before anything else is written
-    /// to the catalog or read from it.
-    pub fn take_turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
-        self.facts.take()
-    }
-
-    /// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
-    /// through early agent traffic takes the copy of the only unclaimed pending `session/new`.
-    fn open_session(&mut self, session: &SessionId, cwd: Option<String>, claim: bool) {
-        if self.sessions.journal_open(session) {
-            return;
-        }
-        let early_copy = if claim {
-            let mut unclaimed = self
-                .pending
-                .values_mut()
-                .filter_map(|p| p.setup.as_mut())
-                .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
-            match (unclaimed.next(), unclaimed.next()) {
-                (Some(setup), None) => {
-                    setup.copied_to = Some(session.clone());
-                    Some((setup.record.clone(), setup.cwd.clone()))
-                }
-                _ => None,
-            }
-        } else {
-            None
-        };
-        let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, c)| c.clone()));
-        self.sessions
-            .open_journal(&mut self.fx, session, cwd, &self.initialize);
-        if let Some((record, _)) = early_copy {
-            self.fx.journal(Target::Session(session.clone()), record);
-        }
-    }
-
-    /// True for the agent's own replay during a native load (forwarded, not journaled again).
-    fn is_native_replay(&self, from: Side, peek: &Peek<'_>, target: &Target) -> bool {
-        from == Side::Agent
-            && peek.method() == Some("session/update")
-            && matches!(target, Target::Session(s) if self.sessions.native_load(s).is_some_and(|n| n.replaying))
-    }
-
     /// A peer closed its stream. When the agent's ends while the client is still there, every
     /// client request still waiting for an answer (and any the client sends later) is answered
     /// with error -32603 ("the agent exited"), journaled as a line the proxy made. After the
@@ -1149,13 +868,6 @@ impl Proxy {
     /// Something the shell observed, journaled with the connection.
     pub fn handle_event(&mut self, at: Stamp, event: Event) {
         self.fx.event(at, Target::Connection, event);
-    }
-
-    /// A chunk of a session's history, answering [`Action::FetchHistory`].
-    pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
-        let (mut cx, loads) = self.cx();
-        let progress = loads.history(&mut cx, at, load, chunk);
-        self.progressed(at, progress);
     }
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
@@ -1258,90 +970,6 @@ impl Proxy {
         }
     }
 
-    /// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
-    /// agent's own (passed on, not journaled again), or the journal's should the agent fail it
-    /// or lack resume; without `replayFrom` nothing is replayed. Another cursor type is the
-    /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
-    /// resume at all), as the schema requires.
-    fn resume_v2(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) -> bool {
-        let replay = match replay_from(peek.params).as_deref() {
-            None => false,
-            Some("start") => true,
-            Some(_) if self.agent.resume => return false,
-            Some(other) => {
-                self.fx.journal_client(at, Target::Connection, peek, line);
-                let message =
-                    format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
-                let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
-                self.fx.answer(at, Target::Connection, id, Err(&error));
-                return true;
-            }
-        };
-        if !self.agent.resume {
-            self.start_load(at, id, peek, line, replay, false);
-            return true;
-        }
-        self.begin_native_load(id, peek, replay);
-        false
-    }
-
-    /// The client sends the agent its own load or resume (`replay`: the agent replays the
-    /// history): its session keeps it until the agent answers, in `auto` and `journal` modes
-    /// with what serves it from the journal should the agent fail it.
-    fn begin_native_load(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
-        let Some(s) = peek.session.as_deref().map(SessionId::from) else {
-            return;
-        };
-        let fallback = LoadRequest::parse(id, peek, replay).filter(|_| self.emulates_loading());
-        if replay || fallback.is_some() {
-            let load = NativeLoad::new(id.clone(), replay, fallback);
-            self.sessions.begin_native_load(&s, load);
-        }
-    }
-
-    /// The agent answered a load or resume the client sent it: on success its held replay goes
-    /// out before the answer; on failure the load is served from the journal instead (the held
-    /// replay, which the journal's replaces, is dropped).
-    fn native_answered(&mut self, at: Stamp, id: &RequestId, line: &Bytes, failed: bool) -> bool {
-        let client_id = self.ids.client_id(id);
-        let Some(session) = self
-            .pending
-            .get(&(Side::Client, client_id.clone()))
-            .and_then(|p| p.session.clone())
-        else {
-            return false;
-        };
-        let Some(native) = self
-            .sessions
-            .native_load_mut(&session)
-            .filter(|n| n.id == client_id)
-        else {
-            return false;
-        };
-        let Some(mut request) = native.fallback.take() else {
-            return false;
-        };
-        let overflowed = native.held.overflowed();
-        let held = native.held.take();
-        if !failed {
-            // The replay goes out still marked as the agent's own (not journaled again); the
-            // answer's rewrite ends the load.
-            self.sessions
-                .set_setup(&request.session, request.setup.clone());
-            self.pass_all(at, held);
-            return false;
-        }
-        self.ids.restore(id);
-        self.pending.remove(&(Side::Client, client_id.clone()));
-        let _ = self.sessions.end_native_load(&session, &client_id);
-        request.replay &= !overflowed;
-        request.agent_failed = Some(line.clone());
-        let op = self.next_op();
-        let (mut cx, loads) = self.cx();
-        loads.start(&mut cx, op, request);
-        true
-    }
-
     /// Journal and forward agent lines that were held, in order.
     fn pass_all(&mut self, at: Stamp, lines: Vec<Bytes>) {
         for line in lines {
@@ -1368,44 +996,6 @@ impl Proxy {
         );
         self.sessions.set_not_live(s);
         self.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
-    }
-
-    fn start_load(
-        &mut self,
-        at: Stamp,
-        id: &RequestId,
-        peek: &Peek<'_>,
-        line: &Bytes,
-        replay: bool,
-        live: bool,
-    ) {
-        let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
-            self.fx.journal_client(at, Target::Connection, peek, line);
-            let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.fx.answer(at, Target::Connection, id, Err(&error));
-            return;
-        };
-        request.request = Some(self.fx.client_record(at, peek, line));
-        request.live = live;
-        let op = self.next_op();
-        let (mut cx, loads) = self.cx();
-        loads.start(&mut cx, op, request);
-    }
-
-    /// Stop a synthetic operation and answer it with -32800.
-    fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
-        if let Some(list) = self.lists.remove(op) {
-            self.fx
-                .journal_client(at, Target::Connection, &envelope::peek(line), line);
-            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
-            self.fx
-                .answer(at, Target::Connection, &list.client_id, Err(&error));
-        } else {
-            let (mut cx, loads) = self.cx();
-            loads.cancel(&mut cx, at, op, line, why);
-        }
-        self.release_held(at);
-        true
     }
 
     /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
@@ -1480,375 +1070,6 @@ impl Proxy {
             _ => false,
         }
     }
-
-    /// True while a load is bringing up the agent-side `session` (or an agent-side session not
-    /// known yet, while a load waits for the agent to start one).
-    fn is_starting(&self, session: AgentRef<'_>) -> bool {
-        self.sessions.starting_as(session)
-            || (self.loads.awaiting_new_session() && !self.sessions.knows(session))
-    }
-
-    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
-    /// on (or answer) the client lines that waited for a restore.
-    fn progressed(&mut self, at: Stamp, progress: Progress) {
-        match progress {
-            Progress::Going => return,
-            Progress::Done => {}
-            Progress::Restored(lines) => {
-                for line in lines {
-                    self.take_line(at, Side::Client, line);
-                }
-            }
-            Progress::Unrestored { lines, error } => {
-                for line in lines {
-                    self.refuse(at, &line, &error);
-                }
-            }
-        }
-        self.release_held(at);
-    }
-
-    /// Journal a client line that cannot go to the agent and, if it is a request, answer it
-    /// with `error`.
-    fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
-        let peek = envelope::peek(line);
-        let target = peek
-            .session
-            .as_deref()
-            .map_or(Target::Connection, |s| Target::Session(self.sessions.id(s)));
-        self.fx.journal_client(at, target.clone(), &peek, line);
-        if let Kind::Request { id, .. } = &peek.kind {
-            self.fx.answer(at, target, id, Err(error));
-        }
-    }
-
-    /// Forward the agent lines held by sessions no load brings up any more, through the
-    /// normal path.
-    fn release_held(&mut self, at: Stamp) {
-        for line in self.sessions.release_held() {
-            self.take_line(at, Side::Agent, line);
-        }
-    }
-
-    /// After an agent answer, which may have named an agent-side session: the lines held for
-    /// it before it was known go where its later lines go (its session's held lines while a
-    /// load brings it up, else out), ahead of them.
-    fn claim_unclaimed(&mut self, at: Stamp) {
-        for line in self.sessions.take_unclaimed() {
-            self.take_line(at, Side::Agent, line);
-        }
-    }
-
-    /// Client line edits on the way to the agent: renumbered ids, mapped session IDs,
-    /// re-priming.
-    fn rewrite_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
-        let method = peek.method();
-        match (&peek.kind, method) {
-            (_, Some("initialize")) => {
-                self.client = ClientCaps::from_initialize(peek);
-                self.handshake.client_init = Some(line.clone());
-            }
-            (Kind::Request { id, .. }, Some("authenticate")) => {
-                self.handshake.auth_pending = Some((id.clone(), line.clone()));
-            }
-            (Kind::Response { id, .. }, _) => {
-                let original = self.ids.restore_agent(id)?;
-                return rewrite::edit_line(line, |m| m.set("id", original.to_json()));
-            }
-            _ => {}
-        }
-        let new_id = match &peek.kind {
-            Kind::Request { id, .. } => self.ids.renumber(id),
-            _ => None,
-        };
-        let cancel = match (method, envelope::request_id(peek.params)) {
-            (Some("$/cancel_request"), Some(rid)) => self.ids.sent_as(&rid).cloned(),
-            _ => None,
-        };
-        let cursor = match (&peek.kind, method) {
-            (Kind::Request { id, .. }, Some("session/list")) => self
-                .lists
-                .of_request(id)
-                .and_then(|(_, l)| l.agent_cursor.clone()),
-            _ => None,
-        };
-        // Only requests and notifications are mapped: an object without a method is no
-        // message of the session, and passes unchanged.
-        let session = peek.session.as_deref().filter(|_| method.is_some());
-        let mapping = session.and_then(|s| self.sessions.mapping_mut(s));
-        let (agent_session, reprime) = match mapping {
-            Some(m) => {
-                let reprime = match method {
-                    Some("session/prompt") => m.reprime.take(),
-                    _ => None,
-                };
-                (Some(m.agent.clone()), reprime)
-            }
-            None => (None, None),
-        };
-        let edit = ClientEdit {
-            id: new_id.as_ref(),
-            cancel: cancel.as_ref(),
-            agent_session: session.zip(agent_session.as_ref().map(AgentSessionId::as_str)),
-            reprime: reprime.as_deref(),
-            cursor: cursor.as_deref(),
-        };
-        if edit.is_empty() {
-            return None;
-        }
-        let out = mapping::edit_client_line(line, &edit)?;
-        if let (Some(session), Some(_)) = (session, &reprime) {
-            let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
-            let session = self.sessions.id(session);
-            let sent = sent["params"]["prompt"].clone();
-            self.fx
-                .event(at, Target::Session(session), Event::Reprimed { sent });
-        }
-        Some(out)
-    }
-
-    /// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions.
-    fn rewrite_agent(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
-        if let Kind::Response { id, is_error } = &peek.kind {
-            return self.rewrite_agent_response(peek, line, id, *is_error);
-        }
-        if let Kind::Request { id, .. } = &peek.kind
-            && self.handshake.dead.contains_key(id)
-        {
-            // The client may still answer the dead agent's request with this id.
-            let alias = self.ids.renumber_agent(id);
-            let mapped = self.map_agent_line(peek, line);
-            return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
-                m.set("id", alias.to_json())
-            });
-        }
-        self.map_agent_line(peek, line)
-    }
-
-    /// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog.
-    fn map_agent_line(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
-        let method = peek.method()?;
-        let session = peek.session.as_deref()?;
-        if method == "session/update" && names_catalog_update(line) {
-            self.catalog_update(peek, session);
-        }
-        let (client_session, mapping) = self.sessions.mapping_of_agent(AgentRef(session))?;
-        mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
-    }
-
-    fn rewrite_agent_response(
-        &mut self,
-        peek: &Peek<'_>,
-        line: &Bytes,
-        id: &RequestId,
-        is_error: bool,
-    ) -> Option<Vec<u8>> {
-        let original = self.ids.restore(id);
-        let client_id = original.clone().unwrap_or_else(|| id.clone());
-        let pending = self.pending.get(&(Side::Client, client_id.clone()));
-        let method = pending.map(|p| p.method.as_str());
-        let session = pending.and_then(|p| p.session.clone());
-        let mut out = None;
-        match method {
-            Some("authenticate") => {
-                let sent = self.handshake.auth_pending.take();
-                if !is_error && let Some((sent_id, sent_line)) = sent {
-                    self.handshake.client_auth =
-                        (sent_id == client_id_of(&original, id)).then_some(sent_line);
-                }
-            }
-            Some("initialize") if !is_error => {
-                self.handshake.agent_initialized = true;
-                if let Some(agent) = AgentCaps::from_initialize(peek) {
-                    self.agent = agent;
-                    self.client.support.v2 = agent.v2;
-                    // v2 clients take `notice` updates as a matter of course.
-                    self.client.notices |= agent.v2;
-                    let added =
-                        agent.missing(self.emulates_loading(), self.connections.is_hosted());
-                    out = capabilities::advertise(line, &added, agent.v2);
-                    if out.is_some() {
-                        self.fx.push(Action::Log(format!(
-                            "advertising to the client on the agent's behalf: {}",
-                            added.join(", ")
-                        )));
-                    }
-                }
-            }
-            Some("session/load" | "session/resume") => {
-                if let Some(s) = &session {
-                    let _ = self.sessions.end_native_load(s, &client_id);
-                    if !is_error {
-                        self.sessions.set_live(s);
-                    }
-                }
-            }
-            Some("session/new") if !is_error => {
-                if let Some(s) = envelope::str_field(peek.result, "sessionId") {
-                    match self.fresh_id_for_reused(&s) {
-                        Some(fresh) => {
-                            // Mapped from the start (no prefix: nothing was replayed into it).
-                            let agent = AgentSessionId::from(s.as_str());
-                            let mapping = sessions::Mapping {
-                                agent,
-                                prefix: String::new(),
-                                reprime: None,
-                            };
-                            self.sessions.map(&fresh, mapping);
-                            out = rewrite::edit_line(line, |m| {
-                                m.edit("result", |r| {
-                                    r.set("sessionId", rewrite::json_string(&fresh))
-                                })
-                            });
-                        }
-                        None => {
-                            let s = self.sessions.id(&s);
-                            self.sessions.set_live(&s);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-        if let Some(original) = original {
-            out = rewrite::edit_line(out.as_deref().unwrap_or(line), |msg| {
-                msg.set("id", original.to_json())
-            });
-        }
-        out
-    }
-
-    /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
-    /// through goes to the catalog.
-    fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
-        #[derive(serde::Deserialize)]
-        struct Params {
-            update: serde_json::Map<String, serde_json::Value>,
-        }
-        let Some(Params { mut update }) = peek
-            .params
-            .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
-        else {
-            return;
-        };
-        let kind = update.get("sessionUpdate").and_then(|v| v.as_str());
-        let usage = match kind {
-            Some("usage_update") => true,
-            Some("session_info_update") => false,
-            Some("state_update") => {
-                let session = self.sessions.client_of(AgentRef(session));
-                return self.state_update(&session, update);
-            }
-            _ => return,
-        };
-        let session = self.sessions.client_of(AgentRef(session));
-        if usage {
-            update.remove("sessionUpdate");
-            update.remove("_meta");
-            self.facts.usage(&session, update, self.unix_now);
-            return;
-        }
-        let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
-        self.fx.push(Action::Catalog(CatalogUpdate::Info {
-            session,
-            title: text(update.get("title")),
-            updated_at: text(update.get("updatedAt")),
-        }));
-    }
-
-    /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
-    /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
-    /// given).
-    fn state_update(
-        &mut self,
-        session: &SessionId,
-        mut update: serde_json::Map<String, serde_json::Value>,
-    ) {
-        let t = self.unix_now;
-        let state = match update.get("state").and_then(|v| v.as_str()) {
-            Some("idle") => "idle",
-            Some("running") => "running",
-            Some("requires_action") => "requires_action",
-            _ => return,
-        };
-        let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
-        self.sessions.set_foreground(session, state != "idle");
-        if state == "idle" {
-            self.sessions.end_prompt(session, None);
-        }
-        self.facts.state(session, state, t);
-        if ends_turn {
-            self.facts.turn_ended(session, t);
-            if let Some(serde_json::Value::Object(usage)) = update.remove("usage") {
-                self.facts.usage(session, usage, t);
-            }
-        }
-    }
-
-    /// The agent's output ended: answer every client request still waiting on it, whether
-    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
-    fn agent_gone(&mut self, at: Stamp) {
-        self.drop_agent(at, agent_exited);
-    }
-
-    /// The agent is gone: answer every client request still waiting on it with `error(method)`
-    /// (loads, restores, merged lists, forwarded requests, in arrival order), and forget
-    /// everything it was asked.
-    fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
-        for op in self.loads.ops() {
-            let (mut cx, loads) = self.cx();
-            let progress = loads.agent_gone(&mut cx, at, op, error);
-            if let Progress::Unrestored { lines, error } = progress {
-                for line in lines {
-                    self.refuse(at, &line, &error);
-                }
-            }
-        }
-        // A list forwarded to the agent is answered through the pending table below.
-        for op in self.lists.forwarded() {
-            self.lists.remove(op);
-        }
-        let mut waiting: Vec<(u64, RequestId)> = self
-            .pending
-            .iter()
-            .filter(|((side, _), _)| *side == Side::Client)
-            .map(|((_, id), p)| (p.seq, id.clone()))
-            .collect();
-        waiting.sort_unstable_by_key(|(seq, _)| *seq);
-        for (_, id) in waiting {
-            let Some(pending) = self.pending.remove(&(Side::Client, id.clone())) else {
-                continue;
-            };
-            let target = match pending.session {
-                Some(s) if self.sessions.journal_open(&s) => Target::Session(s),
-                _ => Target::Connection,
-            };
-            self.fx
-                .answer(at, target, &id, Err(&error(&pending.method)));
-        }
-        // v2: a turn's end is a state, not an answer: the busy sessions are told they are not.
-        let reason = serde_json::from_str::<serde_json::Value>(&error("session/prompt"))
-            .ok()
-            .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
-            .unwrap_or_default();
-        for s in self.sessions.take_foreground() {
-            self.fx.notify_client(
-                at,
-                &s,
-                json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
-            );
-            self.fx.notify_client(
-                at,
-                &s,
-                json!({"sessionUpdate": "state_update", "state": "idle"}),
-            );
-        }
-        self.ids.forget_agent();
-        self.sessions.end_native_loads();
-        self.sessions.end_prompts();
-        self.handshake.auth_pending = None;
-        self.release_held(at);
-    }
 }
 
 impl Setup {
@@ -1880,62 +1101,4 @@ impl std::fmt::Debug for StoredCheck {
             "StoredCheck(none)"
         })
     }
-}
-
-/// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or
-/// `null`), `""` when it has no string `type`.
-fn replay_from(params: Option<&serde_json::value::RawValue>) -> Option<String> {
-    let params: serde_json::Value = serde_json::from_str(params?.get()).ok()?;
-    let from = params.get("replayFrom").filter(|v| !v.is_null())?;
-    Some(from["type"].as_str().unwrap_or_default().to_string())
-}
-
-fn record_bytes(record: &Record) -> Bytes {
-    match &record.body {
-        Body::Message { payload, .. } => payload.bytes.clone(),
-        _ => Bytes::new(),
-    }
-}
-
-/// The JSON-RPC id a response answers: the client's own when it was renumbered.
-fn client_id_of(original: &Option<RequestId>, id: &RequestId) -> RequestId {
-    original.clone().unwrap_or_else(|| id.clone())
-}
-
-/// The error a client request gets when the agent was restarted before answering it.
-fn agent_restarted(method: &str) -> String {
-    let message = match method {
-        "session/prompt" => {
-            "the agent was restarted: send your message again (it was not retried: tools may have run)"
-        }
-        _ => "the agent was restarted before answering: send the request again",
-    };
-    error_json(
-        -32603,
-        message,
-        Some(json!({"reason": "the agent exited and acp-journal restarted it", "method": method})),
-    )
-}
-
-/// The error a client request gets when the agent exited before answering it.
-fn agent_exited(method: &str) -> String {
-    error_json(
-        -32603,
-        "the agent exited",
-        Some(json!({"reason": "the agent exited before answering", "method": method})),
-    )
-}
-
-/// Whether `line` may carry a `usage_update`, `session_info_update` or (v2) `state_update` (one pass over the
-/// line, with a finder built once: building one costs more than a search).
-fn names_catalog_update(line: &[u8]) -> bool {
-    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
-        std::sync::OnceLock::new();
-    let finder = FINDER.get_or_init(|| memchr::memmem::Finder::new(b"_update\""));
-    finder.find_iter(line).any(|at| {
-        let before = &line[..at];
-        before.ends_with(b"\"usage")
-            || before.ends_with(b"\"session_info")
-            || before.ends_with(b"\"state")
-    })
 }

@@ -8,6 +8,8 @@
 //! still open at the client are answered into the journal only, the recorded `initialize` (and
 //! `authenticate`) go to the new agent, and every live session becomes lost: the next client
 //! request that names it brings it up again ([`super::loading`], a restore) before it is sent.
+//! When the agent is gone for good, every client request still waiting on it — loads,
+//! restores, merged lists, forwarded requests — is answered with -32603, in arrival order.
 
 use std::collections::HashMap;
 
@@ -17,12 +19,13 @@ use serde_json::json;
 
 use super::capabilities::AgentCaps;
 use super::load_request::{LoadRequest, SetupParams};
+use super::loading::Progress;
 use super::prompt::Stall;
-use super::{Action, LoadMode, Proxy, Purpose, SessionId, Stamp, Target, agent_restarted};
+use super::{Action, LoadMode, Proxy, Purpose, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
-use crate::wire::envelope::{self, Kind, Peek};
+use crate::wire::envelope::{self, Kind, Peek, error_json};
 
 /// A restarted agent being initialized.
 #[derive(Debug)]
@@ -92,7 +95,7 @@ impl Proxy {
     }
 
     /// False while the client lines held for the agent (a restarted agent being initialized,
-    /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
+    /// lost sessions being restored) reach [`super::Config::held_limit`] bytes: the shell then stops
     /// reading the client until they have gone on, as a full pipe would.
     pub fn reads_client(&self) -> bool {
         let held =
@@ -367,4 +370,95 @@ impl Proxy {
             }
         }
     }
+}
+
+impl Proxy {
+    /// The agent's output ended: answer every client request still waiting on it, whether
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
+    pub(super) fn agent_gone(&mut self, at: Stamp) {
+        self.drop_agent(at, agent_exited);
+    }
+
+    /// The agent is gone: answer every client request still waiting on it with `error(method)`
+    /// (loads, restores, merged lists, forwarded requests, in arrival order), and forget
+    /// everything it was asked.
+    fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
+        for op in self.loads.ops() {
+            let (mut cx, loads) = self.cx();
+            let progress = loads.agent_gone(&mut cx, at, op, error);
+            if let Progress::Unrestored { lines, error } = progress {
+                for line in lines {
+                    self.refuse(at, &line, &error);
+                }
+            }
+        }
+        // A list forwarded to the agent is answered through the pending table below.
+        for op in self.lists.forwarded() {
+            self.lists.remove(op);
+        }
+        let mut waiting: Vec<(u64, RequestId)> = self
+            .pending
+            .iter()
+            .filter(|((side, _), _)| *side == Side::Client)
+            .map(|((_, id), p)| (p.seq, id.clone()))
+            .collect();
+        waiting.sort_unstable_by_key(|(seq, _)| *seq);
+        for (_, id) in waiting {
+            let Some(pending) = self.pending.remove(&(Side::Client, id.clone())) else {
+                continue;
+            };
+            let target = match pending.session {
+                Some(s) if self.sessions.journal_open(&s) => Target::Session(s),
+                _ => Target::Connection,
+            };
+            self.fx
+                .answer(at, target, &id, Err(&error(&pending.method)));
+        }
+        // v2: a turn's end is a state, not an answer: the busy sessions are told they are not.
+        let reason = serde_json::from_str::<serde_json::Value>(&error("session/prompt"))
+            .ok()
+            .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        for s in self.sessions.take_foreground() {
+            self.fx.notify_client(
+                at,
+                &s,
+                json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
+            );
+            self.fx.notify_client(
+                at,
+                &s,
+                json!({"sessionUpdate": "state_update", "state": "idle"}),
+            );
+        }
+        self.ids.forget_agent();
+        self.sessions.end_native_loads();
+        self.sessions.end_prompts();
+        self.handshake.auth_pending = None;
+        self.release_held(at);
+    }
+}
+
+/// The error a client request gets when the agent was restarted before answering it.
+fn agent_restarted(method: &str) -> String {
+    let message = match method {
+        "session/prompt" => {
+            "the agent was restarted: send your message again (it was not retried: tools may have run)"
+        }
+        _ => "the agent was restarted before answering: send the request again",
+    };
+    error_json(
+        -32603,
+        message,
+        Some(json!({"reason": "the agent exited and acp-journal restarted it", "method": method})),
+    )
+}
+
+/// The error a client request gets when the agent exited before answering it.
+fn agent_exited(method: &str) -> String {
+    error_json(
+        -32603,
+        "the agent exited",
+        Some(json!({"reason": "the agent exited before answering", "method": method})),
+    )
 }

@@ -1,5 +1,6 @@
 //! What the catalog learns with every turn (a session's first prompt, its state, its turns'
-//! ends, its usage), coalesced per session in the core until the shell takes it
+//! ends, its usage; its title and time from the agent's `session_info_update`, passed on at
+//! once), the facts coalesced per session in the core until the shell takes them
 //! ([`super::Proxy::take_turn_facts`], about once a second and before anything else is written
 //! to the catalog or read from it). A turn thus costs a few field updates, not an action each,
 //! and what waits is bounded by the sessions of the run.
@@ -8,7 +9,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{CatalogUpdate, SessionId};
+use super::sessions::AgentRef;
+use super::{Action, CatalogUpdate, Proxy, SessionId, redact};
+use crate::wire::envelope::Peek;
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
 #[derive(Debug, Default)]
@@ -82,6 +85,135 @@ impl TurnFacts {
             }
         }
         out
+    }
+}
+
+impl Proxy {
+    /// The first prompt of session `s` in this run (at `t`): its title for the catalog.
+    pub(super) fn catalog_prompt(&mut self, s: &SessionId, peek: &Peek<'_>, t: i64) {
+        let Some(params) = peek
+            .params
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+        else {
+            return;
+        };
+        let Some(title) = crate::acp::prompt_title(&params["prompt"]) else {
+            return;
+        };
+        let title = self.redacted(title);
+        self.facts.prompt(s, title, t);
+    }
+
+    /// Text for the catalog, its token-shaped parts redacted as configured.
+    pub(super) fn redacted(&self, text: String) -> String {
+        match redact::redact_tokens(text.as_bytes()).filter(|_| self.config.redact) {
+            Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
+            None => text,
+        }
+    }
+
+    /// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
+    /// (with the usage it reports), the answer to a permission or elicitation request lets it
+    /// run on.
+    pub(super) fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
+        match method {
+            // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
+            "session/prompt" if self.agent.v2 => {}
+            "session/prompt" => {
+                self.facts.turn_ended(s, t);
+                self.facts.state(s, "idle", t);
+                #[derive(serde::Deserialize)]
+                struct Answer {
+                    usage: Option<serde_json::Map<String, serde_json::Value>>,
+                }
+                if let Some(usage) = peek
+                    .result
+                    .filter(|r| r.get().contains("\"usage\""))
+                    .and_then(|r| serde_json::from_str::<Answer>(r.get()).ok())
+                    .and_then(|a| a.usage)
+                {
+                    self.facts.usage(s, usage, t);
+                }
+            }
+            "session/request_permission" | "elicitation/create" => {
+                self.facts.state(s, "running", t);
+            }
+            _ => {}
+        }
+    }
+
+    /// What the catalog learned with the turns since the last call (coalesced per session,
+    /// each with its time): take it about once a second, and before anything else is written
+    /// to the catalog or read from it.
+    pub fn take_turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
+        self.facts.take()
+    }
+
+    /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
+    /// through goes to the catalog.
+    pub(super) fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            update: serde_json::Map<String, serde_json::Value>,
+        }
+        let Some(Params { mut update }) = peek
+            .params
+            .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+        else {
+            return;
+        };
+        let kind = update.get("sessionUpdate").and_then(|v| v.as_str());
+        let usage = match kind {
+            Some("usage_update") => true,
+            Some("session_info_update") => false,
+            Some("state_update") => {
+                let session = self.sessions.client_of(AgentRef(session));
+                return self.state_update(&session, update);
+            }
+            _ => return,
+        };
+        let session = self.sessions.client_of(AgentRef(session));
+        if usage {
+            update.remove("sessionUpdate");
+            update.remove("_meta");
+            self.facts.usage(&session, update, self.unix_now);
+            return;
+        }
+        let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
+        self.fx.push(Action::Catalog(CatalogUpdate::Info {
+            session,
+            title: text(update.get("title")),
+            updated_at: text(update.get("updatedAt")),
+        }));
+    }
+
+    /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
+    /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
+    /// given).
+    fn state_update(
+        &mut self,
+        session: &SessionId,
+        mut update: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let t = self.unix_now;
+        let state = match update.get("state").and_then(|v| v.as_str()) {
+            Some("idle") => "idle",
+            Some("running") => "running",
+            Some("requires_action") => "requires_action",
+            _ => return,
+        };
+        let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
+        self.sessions.set_foreground(session, state != "idle");
+        if state == "idle" {
+            self.sessions.end_prompt(session, None);
+        }
+        self.facts.state(session, state, t);
+        if ends_turn {
+            self.facts.turn_ended(session, t);
+            if let Some(serde_json::Value::Object(usage)) = update.remove("usage") {
+                self.facts.usage(session, usage, t);
+            }
+        }
     }
 }
 

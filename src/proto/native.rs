@@ -1,0 +1,126 @@
+//! Loads the client sends the agent itself (`session/load`, `session/resume`, and ACP v2's
+//! `session/resume` with `replayFrom`): they pass, the session keeps them
+//! ([`super::load_request::NativeLoad`]) until the agent answers, the agent's replay is forwarded
+//! but not journaled again (the journal has it), and in `auto` and `journal` modes a load the
+//! agent fails is served from the journal instead ([`super::loading`]).
+
+use bytes::Bytes;
+use serde_json::json;
+
+use super::load_request::{LoadRequest, NativeLoad};
+use super::{Proxy, SessionId, Stamp, Target};
+use crate::wire::Side;
+use crate::wire::envelope::{Peek, RequestId, error_json};
+
+impl Proxy {
+    /// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
+    /// agent's own (passed on, not journaled again), or the journal's should the agent fail it
+    /// or lack resume; without `replayFrom` nothing is replayed. Another cursor type is the
+    /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
+    /// resume at all), as the schema requires.
+    pub(super) fn resume_v2(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let replay = match replay_from(peek.params).as_deref() {
+            None => false,
+            Some("start") => true,
+            Some(_) if self.agent.resume => return false,
+            Some(other) => {
+                self.fx.journal_client(at, Target::Connection, peek, line);
+                let message =
+                    format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
+                let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
+                self.fx.answer(at, Target::Connection, id, Err(&error));
+                return true;
+            }
+        };
+        if !self.agent.resume {
+            self.start_load(at, id, peek, line, replay, false);
+            return true;
+        }
+        self.begin_native_load(id, peek, replay);
+        false
+    }
+
+    /// The client sends the agent its own load or resume (`replay`: the agent replays the
+    /// history): its session keeps it until the agent answers, in `auto` and `journal` modes
+    /// with what serves it from the journal should the agent fail it.
+    pub(super) fn begin_native_load(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
+        let Some(s) = peek.session.as_deref().map(SessionId::from) else {
+            return;
+        };
+        let fallback = LoadRequest::parse(id, peek, replay).filter(|_| self.emulates_loading());
+        if replay || fallback.is_some() {
+            let load = NativeLoad::new(id.clone(), replay, fallback);
+            self.sessions.begin_native_load(&s, load);
+        }
+    }
+
+    /// The agent answered a load or resume the client sent it: on success its held replay goes
+    /// out before the answer; on failure the load is served from the journal instead (the held
+    /// replay, which the journal's replaces, is dropped).
+    pub(super) fn native_answered(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        line: &Bytes,
+        failed: bool,
+    ) -> bool {
+        let client_id = self.ids.client_id(id);
+        let Some(session) = self
+            .pending
+            .get(&(Side::Client, client_id.clone()))
+            .and_then(|p| p.session.clone())
+        else {
+            return false;
+        };
+        let Some(native) = self
+            .sessions
+            .native_load_mut(&session)
+            .filter(|n| n.id == client_id)
+        else {
+            return false;
+        };
+        let Some(mut request) = native.fallback.take() else {
+            return false;
+        };
+        let overflowed = native.held.overflowed();
+        let held = native.held.take();
+        if !failed {
+            // The replay goes out still marked as the agent's own (not journaled again); the
+            // answer's rewrite ends the load.
+            self.sessions
+                .set_setup(&request.session, request.setup.clone());
+            self.pass_all(at, held);
+            return false;
+        }
+        self.ids.restore(id);
+        self.pending.remove(&(Side::Client, client_id.clone()));
+        let _ = self.sessions.end_native_load(&session, &client_id);
+        request.replay &= !overflowed;
+        request.agent_failed = Some(line.clone());
+        let op = self.next_op();
+        let (mut cx, loads) = self.cx();
+        loads.start(&mut cx, op, request);
+        true
+    }
+
+    /// True for the agent's own replay during a native load (forwarded, not journaled again).
+    pub(super) fn is_native_replay(&self, from: Side, peek: &Peek<'_>, target: &Target) -> bool {
+        from == Side::Agent
+            && peek.method() == Some("session/update")
+            && matches!(target, Target::Session(s) if self.sessions.native_load(s).is_some_and(|n| n.replaying))
+    }
+}
+
+/// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or
+/// `null`), `""` when it has no string `type`.
+pub(super) fn replay_from(params: Option<&serde_json::value::RawValue>) -> Option<String> {
+    let params: serde_json::Value = serde_json::from_str(params?.get()).ok()?;
+    let from = params.get("replayFrom").filter(|v| !v.is_null())?;
+    Some(from["type"].as_str().unwrap_or_default().to_string())
+}

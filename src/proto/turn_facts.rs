@@ -5,9 +5,13 @@
 //! to the catalog or read from it). A turn thus costs a few field updates, not an action each,
 //! and what waits is bounded by the sessions of the run.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde_json::{Map, Value};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::sessions::AgentRef;
 use super::{Action, CatalogUpdate, Proxy, SessionId, redact};
@@ -17,7 +21,7 @@ use crate::wire::envelope::Peek;
 #[derive(Debug, Default)]
 struct Facts {
     prompt: Option<(String, i64)>,
-    usage: Option<(Map<String, Value>, i64)>,
+    usage: Option<(Usage, i64)>,
     turns: Option<(u64, i64)>,
     state: Option<(&'static str, i64)>,
 }
@@ -53,10 +57,10 @@ impl TurnFacts {
     }
 
     /// Usage the agent reported: merged into what waits.
-    pub(super) fn usage(&mut self, s: &SessionId, usage: Map<String, Value>, t: i64) {
+    pub(super) fn usage(&mut self, s: &SessionId, usage: Usage, t: i64) {
         match &mut self.of(s).usage {
             Some((old, at)) => {
-                old.extend(usage);
+                old.merge(usage);
                 *at = t;
             }
             slot @ None => *slot = Some((usage, t)),
@@ -73,7 +77,7 @@ impl TurnFacts {
                 out.push((CatalogUpdate::Prompt { session, title }, t));
             }
             if let Some((usage, t)) = facts.usage {
-                let (session, usage) = (session.clone(), Value::Object(usage));
+                let (session, usage) = (session.clone(), usage.into_value());
                 out.push((CatalogUpdate::Usage { session, usage }, t));
             }
             if let Some((turns, t)) = facts.turns {
@@ -86,6 +90,86 @@ impl TurnFacts {
         }
         out
     }
+}
+
+/// The most members a usage report keeps (a hostile agent's report of a million keys costs no
+/// more than this many).
+const USAGE_MEMBERS: usize = 64;
+
+/// A usage report as the agent sent it: its members in the order first seen, each value kept
+/// raw (parsed once, when the catalog takes it). A later report's members replace the earlier
+/// ones of the same name.
+#[derive(Debug, Default)]
+pub(super) struct Usage(Vec<(String, Box<RawValue>)>);
+
+impl Usage {
+    /// The members of a usage object (a `usage_update`, or a v2 turn's `usage`).
+    fn parse(json: &str) -> Option<Usage> {
+        serde_json::from_str(json).ok()
+    }
+
+    fn merge(&mut self, newer: Usage) {
+        for (name, value) in newer.0 {
+            match self.0.iter().position(|(old, _)| *old == name) {
+                Some(at) => self.0[at].1 = value,
+                None if self.0.len() < USAGE_MEMBERS => self.0.push((name, value)),
+                None => {}
+            }
+        }
+    }
+
+    fn into_value(self) -> Value {
+        let members = self.0.into_iter();
+        Value::Object(
+            members
+                .filter_map(|(name, raw)| Some((name, serde_json::from_str(raw.get()).ok()?)))
+                .collect(),
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for Usage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Usage, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = Usage;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a usage object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Usage, A::Error> {
+                let mut usage = Usage::default();
+                while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+                    let value: Box<RawValue> = map.next_value()?;
+                    usage.merge(Usage(vec![(name.into_owned(), value)]));
+                }
+                Ok(usage)
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+/// The members of a `session/update`'s `update` the catalog reads, each raw until read (a
+/// member of an unexpected type is then as if absent).
+#[derive(serde::Deserialize)]
+struct Update<'a> {
+    #[serde(rename = "sessionUpdate", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    title: Option<&'a RawValue>,
+    #[serde(rename = "updatedAt", borrow)]
+    updated_at: Option<&'a RawValue>,
+    #[serde(borrow)]
+    state: Option<&'a RawValue>,
+    #[serde(rename = "stopReason", borrow)]
+    stop_reason: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+}
+
+/// A raw member's text, when it is a string.
+fn text(raw: Option<&RawValue>) -> Option<String> {
+    serde_json::from_str(raw?.get()).ok()
 }
 
 impl Proxy {
@@ -124,7 +208,7 @@ impl Proxy {
                 self.facts.state(s, "idle", t);
                 #[derive(serde::Deserialize)]
                 struct Answer {
-                    usage: Option<serde_json::Map<String, serde_json::Value>>,
+                    usage: Option<Usage>,
                 }
                 if let Some(usage) = peek
                     .result
@@ -153,56 +237,58 @@ impl Proxy {
     /// through goes to the catalog.
     pub(super) fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
         #[derive(serde::Deserialize)]
-        struct Params {
-            update: serde_json::Map<String, serde_json::Value>,
+        struct Params<'a> {
+            #[serde(borrow)]
+            update: &'a RawValue,
         }
-        let Some(Params { mut update }) = peek
+        let Some(raw) = peek
             .params
-            .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
+            .map(|p| p.update)
         else {
             return;
         };
-        let kind = update.get("sessionUpdate").and_then(|v| v.as_str());
-        let usage = match kind {
-            Some("usage_update") => true,
-            Some("session_info_update") => false,
+        let Ok(update) = serde_json::from_str::<Update<'_>>(raw.get()) else {
+            return;
+        };
+        match update.kind.as_deref() {
+            Some("usage_update") => {
+                let session = self.sessions.client_of(AgentRef(session));
+                if let Some(mut usage) = Usage::parse(raw.get()) {
+                    usage
+                        .0
+                        .retain(|(name, _)| name != "sessionUpdate" && name != "_meta");
+                    self.facts.usage(&session, usage, self.unix_now);
+                }
+            }
+            Some("session_info_update") => {
+                let session = self.sessions.client_of(AgentRef(session));
+                self.fx.push(Action::Catalog(CatalogUpdate::Info {
+                    session,
+                    title: text(update.title),
+                    updated_at: text(update.updated_at),
+                }));
+            }
             Some("state_update") => {
                 let session = self.sessions.client_of(AgentRef(session));
-                return self.state_update(&session, update);
+                self.state_update(&session, &update);
             }
-            _ => return,
-        };
-        let session = self.sessions.client_of(AgentRef(session));
-        if usage {
-            update.remove("sessionUpdate");
-            update.remove("_meta");
-            self.facts.usage(&session, update, self.unix_now);
-            return;
+            _ => {}
         }
-        let text = |v: Option<&serde_json::Value>| v?.as_str().map(str::to_string);
-        self.fx.push(Action::Catalog(CatalogUpdate::Info {
-            session,
-            title: text(update.get("title")),
-            updated_at: text(update.get("updatedAt")),
-        }));
     }
 
     /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
     /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
     /// given).
-    fn state_update(
-        &mut self,
-        session: &SessionId,
-        mut update: serde_json::Map<String, serde_json::Value>,
-    ) {
+    fn state_update(&mut self, session: &SessionId, update: &Update<'_>) {
         let t = self.unix_now;
-        let state = match update.get("state").and_then(|v| v.as_str()) {
+        let state = match text(update.state).as_deref() {
             Some("idle") => "idle",
             Some("running") => "running",
             Some("requires_action") => "requires_action",
             _ => return,
         };
-        let ends_turn = state == "idle" && update.get("stopReason").is_some_and(|r| r.is_string());
+        let ends_turn = state == "idle" && text(update.stop_reason).is_some();
         self.sessions.set_foreground(session, state != "idle");
         if state == "idle" {
             self.sessions.end_prompt(session, None);
@@ -210,7 +296,7 @@ impl Proxy {
         self.facts.state(session, state, t);
         if ends_turn {
             self.facts.turn_ended(session, t);
-            if let Some(serde_json::Value::Object(usage)) = update.remove("usage") {
+            if let Some(usage) = update.usage.and_then(|raw| Usage::parse(raw.get())) {
                 self.facts.usage(session, usage, t);
             }
         }
@@ -231,9 +317,7 @@ mod tests {
         for turn in 0..1000 {
             facts.state(&s, "running", turn * 2);
             facts.prompt(&s, "later".into(), turn * 2);
-            let Value::Object(usage) = json!({"used": turn, "size": 9}) else {
-                unreachable!()
-            };
+            let usage = Usage::parse(&json!({"used": turn, "size": 9}).to_string()).unwrap();
             facts.usage(&s, usage, turn * 2);
             facts.turn_ended(&s, turn * 2 + 1);
             facts.state(&s, "idle", turn * 2 + 1);
@@ -272,5 +356,31 @@ mod tests {
             ]
         );
         assert!(facts.take().is_empty(), "taken");
+    }
+
+    #[test]
+    fn usage_reports_merge_by_member_in_first_seen_order_and_stay_bounded() {
+        let mut facts = TurnFacts::default();
+        let s = SessionId::from("S");
+        let report = |json: &str| Usage::parse(json).unwrap();
+        facts.usage(
+            &s,
+            report(r#"{"used":1,"size":9,"cost":{"amount":0.5}}"#),
+            1,
+        );
+        facts.usage(&s, report(r#"{"size":10,"used":2,"extra":[1]}"#), 2);
+        let hostile: Vec<String> = (0..1000).map(|n| format!(r#""k{n}":{n}"#)).collect();
+        facts.usage(&s, report(&format!("{{{}}}", hostile.join(","))), 3);
+        let [(CatalogUpdate::Usage { usage, .. }, 3)] = &facts.take()[..] else {
+            panic!("one usage fact");
+        };
+        let Value::Object(members) = usage else {
+            panic!("an object")
+        };
+        assert_eq!(members.len(), USAGE_MEMBERS);
+        let names: Vec<&str> = members.keys().take(5).map(String::as_str).collect();
+        assert_eq!(names, ["used", "size", "cost", "extra", "k0"]);
+        assert_eq!(members["used"], json!(2));
+        assert_eq!(members["cost"], json!({"amount": 0.5}));
     }
 }

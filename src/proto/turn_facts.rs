@@ -21,7 +21,7 @@ use crate::wire::envelope::Peek;
 #[derive(Debug, Default)]
 struct Facts {
     prompt: Option<(String, i64)>,
-    usage: Option<(Usage, i64)>,
+    usage: Option<(Members, i64)>,
     turns: Option<(u64, i64)>,
     state: Option<(&'static str, i64)>,
 }
@@ -57,7 +57,7 @@ impl TurnFacts {
     }
 
     /// Usage the agent reported: merged into what waits.
-    pub(super) fn usage(&mut self, s: &SessionId, usage: Usage, t: i64) {
+    pub(super) fn usage(&mut self, s: &SessionId, usage: Members, t: i64) {
         match &mut self.of(s).usage {
             Some((old, at)) => {
                 old.merge(usage);
@@ -92,30 +92,44 @@ impl TurnFacts {
     }
 }
 
-/// The most members a usage report keeps (a hostile agent's report of a million keys costs no
+/// The most members a [`Members`] keeps (a hostile agent's object of a million keys costs no
 /// more than this many).
-const USAGE_MEMBERS: usize = 64;
+const MEMBERS_LIMIT: usize = 64;
 
-/// A usage report as the agent sent it: its members in the order first seen, each value kept
-/// raw (parsed once, when the catalog takes it). A later report's members replace the earlier
-/// ones of the same name.
+/// A JSON object's members in the order first seen, each value kept raw (parsed only when
+/// read), read in one pass: a `session/update`'s `update`, and a usage report (merged with the
+/// next by name, parsed once when the catalog takes it). A later member of the same name
+/// replaces the earlier one.
 #[derive(Debug, Default)]
-pub(super) struct Usage(Vec<(String, Box<RawValue>)>);
+pub(super) struct Members(Vec<(String, Box<RawValue>)>);
 
-impl Usage {
-    /// The members of a usage object (a `usage_update`, or a v2 turn's `usage`).
-    fn parse(json: &str) -> Option<Usage> {
+impl Members {
+    fn parse(json: &str) -> Option<Members> {
         serde_json::from_str(json).ok()
     }
 
-    fn merge(&mut self, newer: Usage) {
-        for (name, value) in newer.0 {
-            match self.0.iter().position(|(old, _)| *old == name) {
-                Some(at) => self.0[at].1 = value,
-                None if self.0.len() < USAGE_MEMBERS => self.0.push((name, value)),
-                None => {}
-            }
+    fn set(&mut self, name: Cow<'_, str>, value: Box<RawValue>) {
+        match self.0.iter().position(|(old, _)| *old == name) {
+            Some(at) => self.0[at].1 = value,
+            None if self.0.len() < MEMBERS_LIMIT => self.0.push((name.into_owned(), value)),
+            None => {}
         }
+    }
+
+    fn merge(&mut self, newer: Members) {
+        for (name, value) in newer.0 {
+            self.set(Cow::Owned(name), value);
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&RawValue> {
+        let (_, value) = self.0.iter().find(|(member, _)| member == name)?;
+        Some(value)
+    }
+
+    /// A member's text, when it is a string.
+    fn text(&self, name: &str) -> Option<String> {
+        serde_json::from_str(self.get(name)?.get()).ok()
     }
 
     fn into_value(self) -> Value {
@@ -128,48 +142,24 @@ impl Usage {
     }
 }
 
-impl<'de> Deserialize<'de> for Usage {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Usage, D::Error> {
-        struct Members;
-        impl<'de> Visitor<'de> for Members {
-            type Value = Usage;
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Members, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Members;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a usage object")
+                f.write_str("an object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Usage, A::Error> {
-                let mut usage = Usage::default();
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut members = Members::default();
                 while let Some(name) = map.next_key::<Cow<'de, str>>()? {
-                    let value: Box<RawValue> = map.next_value()?;
-                    usage.merge(Usage(vec![(name.into_owned(), value)]));
+                    members.set(name, map.next_value()?);
                 }
-                Ok(usage)
+                Ok(members)
             }
         }
-        deserializer.deserialize_map(Members)
+        deserializer.deserialize_map(Visit)
     }
-}
-
-/// The members of a `session/update`'s `update` the catalog reads, each raw until read (a
-/// member of an unexpected type is then as if absent).
-#[derive(serde::Deserialize)]
-struct Update<'a> {
-    #[serde(rename = "sessionUpdate", borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    title: Option<&'a RawValue>,
-    #[serde(rename = "updatedAt", borrow)]
-    updated_at: Option<&'a RawValue>,
-    #[serde(borrow)]
-    state: Option<&'a RawValue>,
-    #[serde(rename = "stopReason", borrow)]
-    stop_reason: Option<&'a RawValue>,
-    #[serde(borrow)]
-    usage: Option<&'a RawValue>,
-}
-
-/// A raw member's text, when it is a string.
-fn text(raw: Option<&RawValue>) -> Option<String> {
-    serde_json::from_str(raw?.get()).ok()
 }
 
 impl Proxy {
@@ -208,7 +198,7 @@ impl Proxy {
                 self.facts.state(s, "idle", t);
                 #[derive(serde::Deserialize)]
                 struct Answer {
-                    usage: Option<Usage>,
+                    usage: Option<Members>,
                 }
                 if let Some(usage) = peek
                     .result
@@ -237,40 +227,34 @@ impl Proxy {
     /// through goes to the catalog.
     pub(super) fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
         #[derive(serde::Deserialize)]
-        struct Params<'a> {
-            #[serde(borrow)]
-            update: &'a RawValue,
+        struct Params {
+            update: Members,
         }
-        let Some(raw) = peek
+        let Some(Params { mut update }) = peek
             .params
-            .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
-            .map(|p| p.update)
+            .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
         else {
             return;
         };
-        let Ok(update) = serde_json::from_str::<Update<'_>>(raw.get()) else {
-            return;
-        };
-        match update.kind.as_deref() {
+        let session = || self.sessions.client_of(AgentRef(session));
+        match update.text("sessionUpdate").as_deref() {
             Some("usage_update") => {
-                let session = self.sessions.client_of(AgentRef(session));
-                if let Some(mut usage) = Usage::parse(raw.get()) {
-                    usage
-                        .0
-                        .retain(|(name, _)| name != "sessionUpdate" && name != "_meta");
-                    self.facts.usage(&session, usage, self.unix_now);
-                }
+                let session = session();
+                update
+                    .0
+                    .retain(|(name, _)| name != "sessionUpdate" && name != "_meta");
+                self.facts.usage(&session, update, self.unix_now);
             }
             Some("session_info_update") => {
-                let session = self.sessions.client_of(AgentRef(session));
+                let session = session();
                 self.fx.push(Action::Catalog(CatalogUpdate::Info {
                     session,
-                    title: text(update.title),
-                    updated_at: text(update.updated_at),
+                    title: update.text("title"),
+                    updated_at: update.text("updatedAt"),
                 }));
             }
             Some("state_update") => {
-                let session = self.sessions.client_of(AgentRef(session));
+                let session = session();
                 self.state_update(&session, &update);
             }
             _ => {}
@@ -280,15 +264,15 @@ impl Proxy {
     /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
     /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
     /// given).
-    fn state_update(&mut self, session: &SessionId, update: &Update<'_>) {
+    fn state_update(&mut self, session: &SessionId, update: &Members) {
         let t = self.unix_now;
-        let state = match text(update.state).as_deref() {
+        let state = match update.text("state").as_deref() {
             Some("idle") => "idle",
             Some("running") => "running",
             Some("requires_action") => "requires_action",
             _ => return,
         };
-        let ends_turn = state == "idle" && text(update.stop_reason).is_some();
+        let ends_turn = state == "idle" && update.text("stopReason").is_some();
         self.sessions.set_foreground(session, state != "idle");
         if state == "idle" {
             self.sessions.end_prompt(session, None);
@@ -296,7 +280,10 @@ impl Proxy {
         self.facts.state(session, state, t);
         if ends_turn {
             self.facts.turn_ended(session, t);
-            if let Some(usage) = update.usage.and_then(|raw| Usage::parse(raw.get())) {
+            if let Some(usage) = update
+                .get("usage")
+                .and_then(|raw| Members::parse(raw.get()))
+            {
                 self.facts.usage(session, usage, t);
             }
         }
@@ -317,7 +304,7 @@ mod tests {
         for turn in 0..1000 {
             facts.state(&s, "running", turn * 2);
             facts.prompt(&s, "later".into(), turn * 2);
-            let usage = Usage::parse(&json!({"used": turn, "size": 9}).to_string()).unwrap();
+            let usage = Members::parse(&json!({"used": turn, "size": 9}).to_string()).unwrap();
             facts.usage(&s, usage, turn * 2);
             facts.turn_ended(&s, turn * 2 + 1);
             facts.state(&s, "idle", turn * 2 + 1);
@@ -362,7 +349,7 @@ mod tests {
     fn usage_reports_merge_by_member_in_first_seen_order_and_stay_bounded() {
         let mut facts = TurnFacts::default();
         let s = SessionId::from("S");
-        let report = |json: &str| Usage::parse(json).unwrap();
+        let report = |json: &str| Members::parse(json).unwrap();
         facts.usage(
             &s,
             report(r#"{"used":1,"size":9,"cost":{"amount":0.5}}"#),
@@ -377,7 +364,7 @@ mod tests {
         let Value::Object(members) = usage else {
             panic!("an object")
         };
-        assert_eq!(members.len(), USAGE_MEMBERS);
+        assert_eq!(members.len(), MEMBERS_LIMIT);
         let names: Vec<&str> = members.keys().take(5).map(String::as_str).collect();
         assert_eq!(names, ["used", "size", "cost", "extra", "k0"]);
         assert_eq!(members["used"], json!(2));

@@ -36,13 +36,14 @@
 //! refused (-32000, "session busy"); a prompt taken is shown to the other attached connections
 //! as the user's message (ACP v1; a v2 agent echoes it itself).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::SessionId;
 use super::sessions::SessionTable;
+use super::{HashMap, HashSet};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;

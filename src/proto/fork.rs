@@ -2,10 +2,9 @@
 //! ([`super::Action::ForkJournal`], done by the shell), then brings the copy up on a fresh agent
 //! session as a load (a `Loads` fork: `session/new`, mapping, re-prime) and answers with its ID.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 
+use super::HashMap;
 use super::load_request::{Asker, LoadRequest};
 use super::{Action, Proxy, SessionId, Stamp, Target};
 use crate::wire::envelope::{self, Peek, RequestId, error_json};

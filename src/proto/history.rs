@@ -38,7 +38,8 @@
 //! [`TERMINAL_ASKS_LIMIT`] requests awaiting an answer (the oldest are forgotten), so the first
 //! pass keeps at most 8 MiB of output whatever the session's length.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use super::{HashMap, HashSet};
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -199,7 +200,7 @@ pub struct Replay {
     support: ClientSupport,
     transcript_limit: usize,
     compactions: HashMap<String, Value>,
-    compactions_emitted: std::collections::HashSet<String>,
+    compactions_emitted: HashSet<String>,
     state: BTreeMap<String, Value>,
     open_tools: BTreeMap<String, ()>,
     turns: std::collections::VecDeque<Turn>,
@@ -218,7 +219,7 @@ pub struct Replay {
     recorded_v2: bool,
     /// v1, for a session recorded under v2: the tool calls replayed so far (v2 has no
     /// `tool_call`: its first `tool_call_update` of an ID becomes one).
-    tools_seen: std::collections::HashSet<String>,
+    tools_seen: HashSet<String>,
     /// v2: the last recorded prompt (its record's sequence number and content), replayed as
     /// a `user_message` under the `messageId` of the agent's echo of it when one follows.
     prompt: Option<(u64, Value)>,
@@ -283,7 +284,7 @@ impl Replay {
             session: session.to_string(),
             support,
             transcript_limit,
-            compactions: HashMap::new(),
+            compactions: HashMap::default(),
             compactions_emitted: Default::default(),
             state: BTreeMap::new(),
             open_tools: BTreeMap::new(),
@@ -291,10 +292,10 @@ impl Replay {
             transcript_bytes: 0,
             summary: Summary::default(),
             user_messages: 0,
-            terminals: HashMap::new(),
+            terminals: HashMap::default(),
             terminals_dropped: false,
             terminal_asks: VecDeque::new(),
-            steering: HashMap::new(),
+            steering: HashMap::default(),
             recorded_v2: false,
             tools_seen: Default::default(),
             prompt: None,

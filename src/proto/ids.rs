@@ -5,8 +5,8 @@
 //! that the client may still answer (`"acp-journal:agent:N"`, restored on the way back).
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 
+use super::HashMap;
 use super::Purpose;
 use crate::wire::envelope::RequestId;
 

@@ -17,12 +17,11 @@
 //! never prompted are left out (the agent's own rows are its to choose), and a row's title is
 //! the agent's, else the first line of its first prompt.
 
-use std::collections::{HashMap, HashSet};
-
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{Action, ListedSession, Proxy, Stamp, Target};
+use super::{HashMap, HashSet};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Peek};
 use crate::wire::envelope::{RequestId, error_json};
@@ -130,7 +129,7 @@ impl List {
                 return;
             };
             // The agent's rows, client-facing, each with its place in the order.
-            let mut seen = HashSet::new();
+            let mut seen = HashSet::default();
             let mut rows: Vec<(i64, Value)> = Vec::new();
             let mut previous = i64::MAX;
             for mut info in result["sessions"].as_array().cloned().unwrap_or_default() {
@@ -507,7 +506,7 @@ impl Proxy {
                 archived: ArchiveFilter::of(peek.params),
                 listed: None,
                 response: None,
-                live: HashSet::new(),
+                live: HashSet::default(),
             },
         );
         self.fx.push(Action::FetchSessions { request: op });

@@ -11,11 +11,10 @@
 //!    meanwhile are released. The first prompt then carries a bounded transcript of the earlier
 //!    conversation (re-priming), since a fresh agent session remembers nothing.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::HashMap;
 use super::history::Summary;
 use super::load_request::{Asker, LoadRequest, SetupParams};
 use super::sessions::{AgentRef, AgentSessionId, Mapping};

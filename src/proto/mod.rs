@@ -73,7 +73,6 @@ mod sessions;
 mod tests;
 mod turn_facts;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -99,6 +98,14 @@ use sessions::AgentRef;
 pub use sessions::AgentSessionId;
 use sessions::SessionTable;
 use turn_facts::TurnFacts;
+
+/// The core's hash map: keyed by IDs the peers choose, hashed with foldhash's fast hasher
+/// seeded per map (hashbrown's default; several times cheaper than SipHash on the short keys
+/// every line is looked up by).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The core's hash set (see [`HashMap`]).
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 /// When an input happened, read by the shell (the core never reads a clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -522,7 +529,7 @@ impl Proxy {
                 false => Connections::default(),
             },
             routed: std::collections::VecDeque::new(),
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             sessions: SessionTable::default(),
             initialize: Initialize::default(),
             stderr: Vec::new(),

@@ -11,12 +11,11 @@
 //! When the agent is gone for good, every client request still waiting on it — loads,
 //! restores, merged lists, forwarded requests — is answered with -32603, in arrival order.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 
 use serde_json::json;
 
+use super::HashMap;
 use super::capabilities::AgentCaps;
 use super::load_request::{LoadRequest, SetupParams};
 use super::loading::Progress;

@@ -5,7 +5,6 @@
 //! and every lookup a message needs is one hash probe (no scan over sessions or operations).
 
 use std::borrow::Borrow;
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use bytes::Bytes;
 use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Stall};
 use super::{Action, ConnId, Effects, Initialize, SessionId, Stamp};
+use super::{HashMap, HashSet};
 use crate::wire::envelope::RequestId;
 
 /// A session ID as the agent knows it: the client-facing ID of a session live natively, another

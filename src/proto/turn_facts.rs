@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use super::sessions::AgentRef;
 use super::{Action, CatalogUpdate, Proxy, SessionId, redact};
-use crate::wire::envelope::Peek;
+use crate::wire::envelope::{Name, Peek};
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
 #[derive(Debug, Default)]
@@ -56,15 +56,15 @@ impl TurnFacts {
         *turns = Some((turns.map_or(0, |(n, _)| n) + 1, t));
     }
 
-    /// Usage the agent reported: merged into what waits.
-    pub(super) fn usage(&mut self, s: &SessionId, usage: Members, t: i64) {
-        match &mut self.of(s).usage {
-            Some((old, at)) => {
-                old.merge(usage);
-                *at = t;
-            }
-            slot @ None => *slot = Some((usage, t)),
-        }
+    /// Usage the agent reported (`report`'s members but those named in `skip`): merged into
+    /// what waits.
+    pub(super) fn usage(&mut self, s: &SessionId, report: &Fields<'_>, skip: &[&str], t: i64) {
+        let (usage, at) = self
+            .of(s)
+            .usage
+            .get_or_insert_with(|| (Members::default(), t));
+        usage.absorb(report, skip);
+        *at = t;
     }
 
     /// Everything that waits, as catalog updates with their times: per session its first
@@ -92,44 +92,78 @@ impl TurnFacts {
     }
 }
 
-/// The most members a [`Members`] keeps (a hostile agent's object of a million keys costs no
-/// more than this many).
+/// The most members a [`Fields`] reads and a [`Members`] keeps (a hostile agent's object of a
+/// million keys costs no more than this many).
 const MEMBERS_LIMIT: usize = 64;
 
-/// A JSON object's members in the order first seen, each value kept raw (parsed only when
-/// read), read in one pass: a `session/update`'s `update`, and a usage report (merged with the
-/// next by name, parsed once when the catalog takes it). A later member of the same name
-/// replaces the earlier one.
+/// A JSON object's members as read, in order, borrowed from its text (no copy, no allocation
+/// beyond the list): a `session/update`'s `update`, a usage report.
 #[derive(Debug, Default)]
-pub(super) struct Members(Vec<(String, Box<RawValue>)>);
+pub(super) struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-impl Members {
-    fn parse(json: &str) -> Option<Members> {
+impl<'a> Fields<'a> {
+    fn parse(json: &'a str) -> Option<Fields<'a>> {
         serde_json::from_str(json).ok()
     }
 
-    fn set(&mut self, name: Cow<'_, str>, value: Box<RawValue>) {
-        match self.0.iter().position(|(old, _)| *old == name) {
-            Some(at) => self.0[at].1 = value,
-            None if self.0.len() < MEMBERS_LIMIT => self.0.push((name.into_owned(), value)),
-            None => {}
-        }
-    }
-
-    fn merge(&mut self, newer: Members) {
-        for (name, value) in newer.0 {
-            self.set(Cow::Owned(name), value);
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<&RawValue> {
-        let (_, value) = self.0.iter().find(|(member, _)| member == name)?;
-        Some(value)
+    /// A member's raw value (the last of that name).
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        let (_, value) = self.0.iter().rev().find(|(member, _)| member == name)?;
+        Some(*value)
     }
 
     /// A member's text, when it is a string.
     fn text(&self, name: &str) -> Option<String> {
         serde_json::from_str(self.get(name)?.get()).ok()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Fields<'a>, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'a>, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
+                    if fields.len() < MEMBERS_LIMIT {
+                        fields.push((name, map.next_value::<&'de RawValue>()?));
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// A usage report as the catalog will take it: members in the order first seen, each value
+/// kept raw and parsed once, when taken; a later report's members replace the earlier ones of
+/// the same name (a value that did not change is not copied again).
+#[derive(Debug, Default)]
+pub(super) struct Members(Vec<(String, Box<RawValue>)>);
+
+impl Members {
+    /// Take in a report's members, but those named in `skip`.
+    fn absorb(&mut self, report: &Fields<'_>, skip: &[&str]) {
+        for (name, value) in &report.0 {
+            if skip.contains(&name.as_ref()) {
+                continue;
+            }
+            match self.0.iter().position(|(old, _)| old == name) {
+                Some(at) if self.0[at].1.get() == value.get() => {}
+                Some(at) => self.0[at].1 = (*value).to_owned(),
+                None if self.0.len() < MEMBERS_LIMIT => {
+                    self.0.push((name.to_string(), (*value).to_owned()));
+                }
+                None => {}
+            }
+        }
     }
 
     fn into_value(self) -> Value {
@@ -139,26 +173,6 @@ impl Members {
                 .filter_map(|(name, raw)| Some((name, serde_json::from_str(raw.get()).ok()?)))
                 .collect(),
         )
-    }
-}
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Members, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Members;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut members = Members::default();
-                while let Some(name) = map.next_key::<Cow<'de, str>>()? {
-                    members.set(name, map.next_value()?);
-                }
-                Ok(members)
-            }
-        }
-        deserializer.deserialize_map(Visit)
     }
 }
 
@@ -197,16 +211,17 @@ impl Proxy {
                 self.facts.turn_ended(s, t);
                 self.facts.state(s, "idle", t);
                 #[derive(serde::Deserialize)]
-                struct Answer {
-                    usage: Option<Members>,
+                struct Answer<'a> {
+                    #[serde(borrow)]
+                    usage: Option<Fields<'a>>,
                 }
                 if let Some(usage) = peek
                     .result
                     .filter(|r| r.get().contains("\"usage\""))
-                    .and_then(|r| serde_json::from_str::<Answer>(r.get()).ok())
+                    .and_then(|r| serde_json::from_str::<Answer<'_>>(r.get()).ok())
                     .and_then(|a| a.usage)
                 {
-                    self.facts.usage(s, usage, t);
+                    self.facts.usage(s, &usage, &[], t);
                 }
             }
             "session/request_permission" | "elicitation/create" => {
@@ -227,12 +242,13 @@ impl Proxy {
     /// through goes to the catalog.
     pub(super) fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
         #[derive(serde::Deserialize)]
-        struct Params {
-            update: Members,
+        struct Params<'a> {
+            #[serde(borrow)]
+            update: Fields<'a>,
         }
-        let Some(Params { mut update }) = peek
+        let Some(Params { update }) = peek
             .params
-            .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
         else {
             return;
         };
@@ -240,10 +256,8 @@ impl Proxy {
         match update.text("sessionUpdate").as_deref() {
             Some("usage_update") => {
                 let session = session();
-                update
-                    .0
-                    .retain(|(name, _)| name != "sessionUpdate" && name != "_meta");
-                self.facts.usage(&session, update, self.unix_now);
+                let skip = ["sessionUpdate", "_meta"];
+                self.facts.usage(&session, &update, &skip, self.unix_now);
             }
             Some("session_info_update") => {
                 let session = session();
@@ -264,7 +278,7 @@ impl Proxy {
     /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
     /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
     /// given).
-    fn state_update(&mut self, session: &SessionId, update: &Members) {
+    fn state_update(&mut self, session: &SessionId, update: &Fields<'_>) {
         let t = self.unix_now;
         let state = match update.text("state").as_deref() {
             Some("idle") => "idle",
@@ -280,11 +294,8 @@ impl Proxy {
         self.facts.state(session, state, t);
         if ends_turn {
             self.facts.turn_ended(session, t);
-            if let Some(usage) = update
-                .get("usage")
-                .and_then(|raw| Members::parse(raw.get()))
-            {
-                self.facts.usage(session, usage, t);
+            if let Some(usage) = update.get("usage").and_then(|raw| Fields::parse(raw.get())) {
+                self.facts.usage(session, &usage, &[], t);
             }
         }
     }
@@ -304,8 +315,8 @@ mod tests {
         for turn in 0..1000 {
             facts.state(&s, "running", turn * 2);
             facts.prompt(&s, "later".into(), turn * 2);
-            let usage = Members::parse(&json!({"used": turn, "size": 9}).to_string()).unwrap();
-            facts.usage(&s, usage, turn * 2);
+            let usage = json!({"used": turn, "size": 9}).to_string();
+            facts.usage(&s, &Fields::parse(&usage).unwrap(), &[], turn * 2);
             facts.turn_ended(&s, turn * 2 + 1);
             facts.state(&s, "idle", turn * 2 + 1);
         }
@@ -349,15 +360,11 @@ mod tests {
     fn usage_reports_merge_by_member_in_first_seen_order_and_stay_bounded() {
         let mut facts = TurnFacts::default();
         let s = SessionId::from("S");
-        let report = |json: &str| Members::parse(json).unwrap();
-        facts.usage(
-            &s,
-            report(r#"{"used":1,"size":9,"cost":{"amount":0.5}}"#),
-            1,
-        );
-        facts.usage(&s, report(r#"{"size":10,"used":2,"extra":[1]}"#), 2);
+        let mut report = |json: &str, t| facts.usage(&s, &Fields::parse(json).unwrap(), &[], t);
+        report(r#"{"used":1,"size":9,"cost":{"amount":0.5}}"#, 1);
+        report(r#"{"size":10,"used":2,"extra":[1]}"#, 2);
         let hostile: Vec<String> = (0..1000).map(|n| format!(r#""k{n}":{n}"#)).collect();
-        facts.usage(&s, report(&format!("{{{}}}", hostile.join(","))), 3);
+        report(&format!("{{{}}}", hostile.join(",")), 3);
         let [(CatalogUpdate::Usage { usage, .. }, 3)] = &facts.take()[..] else {
             panic!("one usage fact");
         };

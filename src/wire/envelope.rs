@@ -117,6 +117,29 @@ impl<'de: 'a, 'a> Deserialize<'de> for Present<'a> {
     }
 }
 
+/// An object member's name as read: borrowed from the text unless it had escapes (serde's own
+/// `Cow<str>` always copies).
+pub struct Name<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Name<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Name<'a>, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Name<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Name<'a>, E> {
+                Ok(Name(Cow::Borrowed(name)))
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Name<'a>, E> {
+                Ok(Name(Cow::Owned(name.to_owned())))
+            }
+        }
+        d.deserialize_str(Visit(std::marker::PhantomData))
+    }
+}
+
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(default, borrow)]
@@ -193,7 +216,7 @@ pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
             f.write_str("an object")
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            while let Some(Name(key)) = map.next_key::<Name<'de>>()? {
                 if key == self.0 {
                     let value = map.next_value::<Option<Cow<'de, str>>>()?;
                     *self.1.borrow_mut() = value.map(Cow::into_owned);
@@ -334,6 +357,9 @@ mod tests {
     fn reads_string_fields() {
         let p = peek(br#"{"method":"m","params":{"x":{"sessionId":"no"},"sessionId":"s\n1"}}"#);
         assert_eq!(str_field(p.params, "sessionId").as_deref(), Some("s\n1"));
+        // A name written with escapes is the same name (read as a copy, not borrowed).
+        let p = peek(br#"{"method":"m","params":{"session\u0049d":"s2"}}"#);
+        assert_eq!(str_field(p.params, "sessionId").as_deref(), Some("s2"));
         let p = peek(br#"{"method":"m","params":{"sessionId":5}}"#);
         assert_eq!(str_field(p.params, "sessionId"), None);
         let p = peek(br#"{"method":"m","params":[1]}"#);

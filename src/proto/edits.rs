@@ -160,7 +160,7 @@ impl Proxy {
             }
             Some("session/load" | "session/resume") => {
                 if let Some(s) = &session {
-                    let _ = self.sessions.end_native_load(s, &client_id);
+                    self.sessions.end_native_load(s, &client_id);
                     if !is_error {
                         self.sessions.set_live(s);
                     }

@@ -100,7 +100,7 @@ impl Proxy {
         }
         self.ids.restore(id);
         self.pending.remove(&(Side::Client, client_id.clone()));
-        let _ = self.sessions.end_native_load(&session, &client_id);
+        self.sessions.end_native_load(&session, &client_id);
         request.replay &= !overflowed;
         request.agent_failed = Some(line.clone());
         let op = self.next_op();

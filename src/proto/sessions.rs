@@ -525,29 +525,30 @@ impl SessionTable {
             self.held_full = true;
             return false;
         }
-        let held = match self.by_agent.get(agent.0) {
-            Some(client) => match self.sessions.get_mut(client) {
-                Some(session) => {
-                    self.holding.insert(client.clone());
-                    &mut session.held
-                }
-                None => return false,
-            },
-            None => &mut self.unclaimed,
+        if let Some(client) = self.by_agent.get(agent.0) {
+            self.holding.insert(client.clone());
+        }
+        let Some(held) = self.held_for(agent) else {
+            return false;
         };
         held.push(line.clone());
         self.held_bytes += line.len();
         true
     }
 
+    /// Where the lines of agent-side session `agent` are held: its session's, else (not known
+    /// yet) `unclaimed`.
+    fn held_for(&mut self, agent: AgentRef<'_>) -> Option<&mut Vec<Bytes>> {
+        match self.by_agent.get(agent.0) {
+            Some(client) => Some(&mut self.sessions.get_mut(client)?.held),
+            None => Some(&mut self.unclaimed),
+        }
+    }
+
     /// The lines held for agent-side session `agent` so far, to pass before its next one.
     pub(super) fn take_held(&mut self, agent: AgentRef<'_>) -> Vec<Bytes> {
-        let held = match self.by_agent.get(agent.0) {
-            Some(client) => match self.sessions.get_mut(client) {
-                Some(session) => &mut session.held,
-                None => return Vec::new(),
-            },
-            None => &mut self.unclaimed,
+        let Some(held) = self.held_for(agent) else {
+            return Vec::new();
         };
         let lines = std::mem::take(held);
         self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
@@ -599,11 +600,14 @@ impl SessionTable {
     }
 
     /// The agent answered client request `id`: the native load of `s` it was, if any, ends.
-    pub(super) fn end_native_load(&mut self, s: &str, id: &RequestId) -> Option<NativeLoad> {
-        let session = self.sessions.get_mut(s)?;
-        match &session.native_load {
-            Some(load) if load.id == *id => session.native_load.take(),
-            _ => None,
+    pub(super) fn end_native_load(&mut self, s: &str, id: &RequestId) {
+        if let Some(session) = self.sessions.get_mut(s)
+            && session
+                .native_load
+                .as_ref()
+                .is_some_and(|load| load.id == *id)
+        {
+            session.native_load = None;
         }
     }
 

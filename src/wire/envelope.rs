@@ -277,17 +277,50 @@ pub fn error_json(code: i64, message: &str, data: Option<serde_json::Value>) -> 
 }
 
 /// Whether a line is a prompt turn: a `session/prompt` request the client sent (`proxy`: the
-/// proxy made it, which is not a turn). A substring test first, so the common line costs no parse.
+/// proxy made it, which is not a turn), as [`peek`] would classify it. A substring test first,
+/// so the common line costs no parse; then the envelope alone (no `params.sessionId`, no
+/// [`Peek`] built).
 pub fn is_prompt_turn(from: super::Side, proxy: bool, line: &[u8]) -> bool {
+    let body = line.trim_ascii();
     from == super::Side::Client
         && !proxy
-        && memchr::memmem::find(line, b"\"session/prompt\"").is_some()
-        && matches!(peek(line).kind, Kind::Request { ref method, .. } if method == "session/prompt")
+        && memchr::memmem::find(body, b"\"session/prompt\"").is_some()
+        && body.first() == Some(&b'{')
+        && serde_json::from_slice::<Envelope<'_>>(body).is_ok_and(|env| {
+            env.method.as_deref() == Some("session/prompt")
+                && env.id.0.and_then(RequestId::from_raw).is_some()
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prompt_turn_is_the_client_s_own_session_prompt_request() {
+        use crate::wire::Side;
+        let prompt = br#"{"jsonrpc":"2.0","id":"7","method":"session/prompt","params":{"sessionId":"s","prompt":[]}}"#;
+        assert!(is_prompt_turn(Side::Client, false, prompt));
+        assert!(!is_prompt_turn(Side::Agent, false, prompt));
+        assert!(
+            !is_prompt_turn(Side::Client, true, prompt),
+            "the proxy's own"
+        );
+        for not_a_turn in [
+            &br#"{"jsonrpc":"2.0","method":"session/prompt","params":{}}"#[..],
+            br#"{"jsonrpc":"2.0","id":[1],"method":"session/prompt"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"text":"\"session/prompt\""}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"session/prompt""#,
+        ] {
+            let shown = String::from_utf8_lossy(not_a_turn);
+            assert!(!is_prompt_turn(Side::Client, false, not_a_turn), "{shown}");
+            assert!(
+                !matches!(peek(not_a_turn).kind, Kind::Request { ref method, .. } if method == "session/prompt"),
+                "peek agrees: {shown}"
+            );
+        }
+    }
 
     #[test]
     fn classifies_every_shape() {

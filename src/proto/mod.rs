@@ -735,18 +735,13 @@ impl Proxy {
                 Side::Client => self.intercept_client(at, peek, line),
                 Side::Agent => self.intercept_agent(at, peek, line),
             };
+        if !consumed {
+            self.pass(at, from, peek, line);
+        }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
-            if !consumed {
-                self.pass(at, from, peek, line);
-            }
+            // An answer may have brought up a session whose early lines wait unclaimed.
             self.claim_unclaimed(at);
-            return;
-        }
-        if consumed {
-            return;
-        }
-        self.pass(at, from, peek, line);
-        if from == Side::Client && self.agent_ended {
+        } else if !consumed && from == Side::Client && self.agent_ended {
             // Nobody will answer it: say so at once.
             self.agent_gone(at);
         }

@@ -14,30 +14,9 @@ Each prompt, by its text:
 import json
 import sys
 
-out = sys.stdout
+from line_agent import answer_to, send, text, update
+
 next_id = 0
-
-
-def send(msg):
-    out.write(json.dumps(msg, separators=(",", ":")) + "\n")
-    out.flush()
-
-
-def update(sid, update):
-    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
-
-
-def text(sid, words):
-    update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": words}})
-
-
-def answer_to(rid):
-    """Read until the client's answer to our request `rid` (other lines are not expected)."""
-    for line in sys.stdin:
-        msg = json.loads(line)
-        if msg.get("id") == rid and "method" not in msg:
-            return msg
-    sys.exit(0)
 
 
 def outcome(msg):

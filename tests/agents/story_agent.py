@@ -10,19 +10,10 @@ import json
 import sys
 import uuid
 
+from line_agent import answer_to, send, text, update
+
 changed = len(sys.argv) > 1 and sys.argv[1] == "changed"
-out = sys.stdout
 next_id = 0
-
-
-def send(msg):
-    out.write(json.dumps(msg, separators=(",", ":")) + "\n")
-    out.flush()
-
-
-def update(sid, update):
-    send({"jsonrpc": "2.0", "method": "session/update",
-          "params": {"sessionId": sid, "update": update}})
 
 
 def ask(method, params):
@@ -31,15 +22,7 @@ def ask(method, params):
     rid = next_id
     next_id += 1
     send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-    for line in sys.stdin:
-        msg = json.loads(line)
-        if msg.get("id") == rid and "method" not in msg:
-            return msg
-    sys.exit(0)
-
-
-def text(sid, words):
-    update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": words}})
+    return answer_to(rid)
 
 
 print("story agent ready", file=sys.stderr, flush=True)

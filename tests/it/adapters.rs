@@ -512,22 +512,26 @@ fn claude_behind_serve_two_sdk_clients_share_a_session_and_one_carries_on_when_t
         .as_str()
         .unwrap()
         .to_string();
+    // Each later client loads the session, then prompts.
+    let rejoin = |transport: &str, prompt: &str| {
+        crate::serve::sdk_client(
+            &py,
+            &served.url,
+            transport,
+            &[
+                "--cwd",
+                &cwd,
+                "--session",
+                &session,
+                "--load",
+                "--prompt",
+                prompt,
+            ],
+        )
+    };
     // B: another SDK, another transport, joins the live session (served from the journal, the
     // adapter untouched) and prompts; A sees B's turn.
-    let (second, stderr) = crate::serve::sdk_client(
-        &py,
-        &served.url,
-        "http",
-        &[
-            "--cwd",
-            &cwd,
-            "--session",
-            &session,
-            "--load",
-            "--prompt",
-            "second task",
-        ],
-    );
+    let (second, stderr) = rejoin("http", "second task");
     assert_eq!(
         crate::serve::of_kind(&second, "loaded").len(),
         1,
@@ -557,20 +561,7 @@ fn claude_behind_serve_two_sdk_clients_share_a_session_and_one_carries_on_when_t
     );
     // A drops; B comes back over WebSocket and carries on.
     first.kill();
-    let (third, stderr) = crate::serve::sdk_client(
-        &py,
-        &served.url,
-        "ws",
-        &[
-            "--cwd",
-            &cwd,
-            "--session",
-            &session,
-            "--load",
-            "--prompt",
-            "third task",
-        ],
-    );
+    let (third, stderr) = rejoin("ws", "third task");
     assert_eq!(
         crate::serve::of_kind(&third, "result")[0]["stopReason"],
         "end_turn",

@@ -1041,6 +1041,28 @@ fn list_changed_goes_to_a_client_that_asked_for_the_cwds_it_listed() {
 }
 
 #[test]
+fn a_list_watch_is_a_timer_that_ends_it_after_ten_minutes() {
+    let mut h = Harness::with(Config::default());
+    h.client(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"listChanged":{}}}}}"#);
+    h.agent(INIT_OK);
+    assert_eq!(h.proxy.poll_timeout(), None, "no timer runs");
+    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"cwd":"/a"}}"#);
+    let listed = h.now();
+    sessions_answer(&mut h, vec![]);
+    let end = h.proxy.poll_timeout().expect("the watch's end is a timer");
+    assert_eq!(end, listed + 10 * 60 * 1_000_000);
+    let tick = |mono_us| Stamp {
+        unix_us: 0,
+        mono_us,
+    };
+    h.proxy.handle_tick(tick(end - 1));
+    assert!(h.proxy.wants_list_changes(), "not over yet");
+    h.proxy.handle_tick(tick(end));
+    assert!(!h.proxy.wants_list_changes(), "over at its end");
+    assert_eq!(h.proxy.poll_timeout(), None);
+}
+
+#[test]
 fn a_client_without_list_changed_never_gets_it() {
     let mut h = emulating();
     h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"cwd":"/a"}}"#);

@@ -402,26 +402,36 @@ impl Lists {
     fn watch(&mut self, cwd: String, at: u64) {
         self.watched.insert(cwd, at);
     }
+
+    /// When the oldest watch ends (monotonic microseconds), if any is on.
+    pub(super) fn watch_end(&self) -> Option<u64> {
+        self.watched
+            .values()
+            .min()
+            .map(|listed| listed + LIST_WATCH_US)
+    }
+
+    /// The watches over by `now` (monotonic microseconds) end.
+    pub(super) fn end_watches(&mut self, now: u64) {
+        self.watched
+            .retain(|_, listed| now.saturating_sub(*listed) < LIST_WATCH_US);
+    }
 }
 
 impl Proxy {
     /// True while the client wants `session/list_changed` for some working directory (it
-    /// declared `session.listChanged` and listed one in the last 10 minutes): the shell then
-    /// watches the store and calls [`Proxy::handle_store_changed`].
+    /// declared `session.listChanged` and listed one in the last 10 minutes: a watch's end is a
+    /// [`Proxy::poll_timeout`], its tick ends it): the shell then watches the store and calls
+    /// [`Proxy::handle_store_changed`].
     pub fn wants_list_changes(&self) -> bool {
-        self.lists
-            .watched
-            .values()
-            .any(|listed| self.now.saturating_sub(*listed) < LIST_WATCH_US)
+        !self.lists.watched.is_empty()
     }
 
     /// Sessions of these working directories changed in the store (this proxy or another
     /// started, updated or ended one): tell the client, for each it watches.
     pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
         self.now = at.mono_us;
-        self.lists
-            .watched
-            .retain(|_, listed| at.mono_us.saturating_sub(*listed) < LIST_WATCH_US);
+        self.lists.end_watches(at.mono_us);
         for cwd in cwds.iter().filter(|c| self.lists.watched.contains_key(*c)) {
             let line = Bytes::from(format!(
                 "{}\n",

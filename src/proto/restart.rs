@@ -103,8 +103,9 @@ impl Proxy {
     }
 
     /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
-    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, or a prompt
-    /// stalling (`--stall-timeout`). `None`: no timer runs.
+    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, a prompt
+    /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running out
+    /// of time, or a `session/list_changed` watch ending. `None`: no timer runs.
     pub fn poll_timeout(&self) -> Option<u64> {
         let reinit = self
             .handshake
@@ -119,7 +120,13 @@ impl Proxy {
             .connections
             .oldest_waiting()
             .map(|since| since.saturating_add(self.config.unattended_timeout_us));
-        reinit.into_iter().chain(stall).chain(waiting).min()
+        let watch = self.lists.watch_end();
+        reinit
+            .into_iter()
+            .chain(stall)
+            .chain(waiting)
+            .chain(watch)
+            .min()
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it
@@ -263,11 +270,13 @@ impl Proxy {
     /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
     /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
     /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
-    /// time. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
+    /// time; agent requests nobody attached to answer in time are answered; list watches over
+    /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
     pub fn handle_tick(&mut self, at: Stamp) {
         self.now = at.mono_us;
         self.check_reinit(at);
         self.expire_waiting(at);
+        self.lists.end_watches(at.mono_us);
         let Some(timeout) = self.config.stall_timeout_us else {
             return;
         };

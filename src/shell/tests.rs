@@ -1081,15 +1081,46 @@ async fn past_the_held_limit_the_client_is_not_read_until_the_agent_is_back() {
     assert_eq!(notes, LINES, "every held line journaled once");
 }
 
-/// On the real clock: the catalog is read on a thread of its own, which a paused clock (running
-/// on by itself whenever the runtime waits) would race. The ten-minute watch is the core's
-/// (`proto::emulate_tests::list_changed_goes_to_a_client_that_asked_for_the_cwds_it_listed`).
-#[tokio::test]
-async fn a_change_in_a_listed_directory_is_announced_at_the_next_check() {
+/// Holds a paused clock still while the test waits on one of the proxy's threads (the
+/// catalog's): tokio moves a paused clock on by itself whenever the runtime has nothing to run,
+/// so a task that keeps yielding leaves it to `tokio::time::advance`. It lets go after 20 real
+/// seconds, so that a line that never comes still fails the test's read.
+fn hold_the_clock() -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async {
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            tokio::task::yield_now().await;
+        }
+    })
+}
+
+/// A session another proxy opened in `cwd`, as it writes the catalog.
+fn opened_elsewhere(store: &Store, session: &str, cwd: &str) {
+    crate::catalog::Catalog::append_catalog_entries(
+        store,
+        &[crate::catalog::CatalogEntry::Open {
+            session: session.into(),
+            segment: format!("sessions/s{session}/0.acpj.zst"),
+            cwd: Some(cwd.into()),
+            agent: None,
+            agent_name: None,
+            git_branch: None,
+            t: 1,
+        }],
+    )
+    .unwrap();
+}
+
+/// On a paused clock: a change in a listed directory is announced at the store's next check
+/// (every 250 ms), until the watch ends ten minutes after the list.
+#[tokio::test(start_paused = true)]
+async fn a_change_in_a_listed_directory_is_announced_at_the_next_check_for_ten_minutes() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::new(dir.path());
     let (proxy, mut p) = start(dir.path(), 1 << 20);
     let script = async move {
+        // The list and the checks are answered by the catalog's thread.
+        let held = hold_the_clock();
         p.client_says(
             r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"listChanged":{}}}}}"#,
         )
@@ -1105,23 +1136,27 @@ async fn a_change_in_a_listed_directory_is_announced_at_the_next_check() {
             p.client_gets().await["result"]["sessions"],
             serde_json::json!([])
         );
-        // Another proxy's session starts there.
-        crate::catalog::Catalog::append_catalog_entries(
-            &store,
-            &[crate::catalog::CatalogEntry::Open {
-                session: "A".into(),
-                segment: "sessions/sA/0.acpj.zst".into(),
-                cwd: Some("/other".into()),
-                agent: None,
-                agent_name: None,
-                git_branch: None,
-                t: 1,
-            }],
-        )
-        .unwrap();
+        opened_elsewhere(&store, "A", "/other");
+        tokio::time::advance(Duration::from_millis(250)).await;
         let changed = p.client_gets().await;
         assert_eq!(changed["method"], "session/list_changed", "{changed}");
         assert_eq!(changed["params"]["cwd"], "/other");
+        // Ten minutes on, the watch is over: a later change there is not announced. The
+        // catalog answers in order, so anything for /other would come before the answer to a
+        // list of another directory.
+        tokio::time::advance(Duration::from_secs(10 * 60)).await;
+        opened_elsewhere(&store, "B", "/other");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        p.client_says(
+            r#"{"jsonrpc":"2.0","id":2,"method":"session/list","params":{"cwd":"/elsewhere"}}"#,
+        )
+        .await;
+        let next = p.client_gets().await;
+        assert_eq!(
+            next["id"], 2,
+            "the list's answer, nothing before it: {next}"
+        );
+        held.abort();
         shut_down(p, 0).await
     };
     let (code, _p) = tokio::join!(proxy, script);

@@ -23,6 +23,7 @@ pub mod hub;
 pub mod journals;
 mod life;
 pub mod lines;
+mod main_loop;
 pub mod pipes;
 pub mod reaper;
 pub mod respawn;
@@ -36,7 +37,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use tokio::io::AsyncReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -49,8 +49,9 @@ use crate::proto::{self, Action, CatalogUpdate, ConnId, HistoryChunk, Peer, Prox
 use crate::replay::fork::{ForkPoint, fork_session};
 pub use agent::{Agent, Process};
 use history::HistoryRequest;
-use journals::{Commit, FsyncPolicy, JournalSet, RunInfo};
+use journals::{Commit, FsyncPolicy, JournalSet};
 use lines::LineSplitter;
+use main_loop::Running;
 pub use pipes::Client;
 use pipes::Output;
 
@@ -229,362 +230,16 @@ pub fn unix_signals() -> io::Result<mpsc::Receiver<i32>> {
 pub async fn run<P: Process>(
     config: ShellConfig,
     front: Front,
-    mut spawn: impl FnMut() -> std::io::Result<Agent<P>>,
-    mut signals: mpsc::Receiver<i32>,
+    spawn: impl FnMut() -> std::io::Result<Agent<P>>,
+    signals: mpsc::Receiver<i32>,
 ) -> anyhow::Result<i32> {
-    let agent = match spawn() {
-        Ok(agent) => agent,
-        Err(e) => {
-            eprintln!(
-                "acp-journal: cannot start the agent `{}`: {e}",
-                shown(&config.agent)
-            );
-            return Ok(127);
-        }
+    let Some(mut running) = Running::start(config, front, spawn, signals) else {
+        return Ok(127);
     };
-    let clock = Clock(tokio::time::Instant::now());
-    let start = clock.now();
-    let argv: Vec<String> = config
-        .agent
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let info = RunInfo {
-        run: crate::journal::store::run_id(start.unix_us, std::process::id()),
-        argv: if config.core.redact {
-            proto::redact::redact_argv(&argv)
-        } else {
-            argv
-        },
-        pid: std::process::id(),
-    };
-    let agent_line = info.argv.join(" ");
-    let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
-    let mut core = Proxy::new(config.core);
-    // One stat per session the agent creates (rare), to keep an ID it reuses apart.
-    let store = config.store.clone();
-    core.set_stored_check(move |id| store.session_dir(id).exists());
-    let (history_tx, mut history_rx) = mpsc::channel::<(u64, HistoryChunk)>(4);
-    let (fork_tx, mut fork_rx) = mpsc::channel::<(u64, Result<(), String>)>(4);
-    let scope = catalog::ListScope {
-        agent: agent_line,
-        all: config.list_all,
-    };
-    let (catalog, mut catalog_rx) = catalog::CatalogService::start(config.store.clone(), scope);
-    let services = Services {
-        run_started_us: start.unix_us,
-        fork_tx,
-        store: config.store.clone(),
-        catalog,
-        history_tx,
-        fetches: HashMap::new(),
-    };
-
-    let Agent {
-        stdin: to_agent,
-        stdout: mut agent_out,
-        stderr: mut agent_err,
-        mut process,
-    } = agent;
-    let (mut from_clients, to_clients) = match front {
-        Front::Editor(client) => (
-            FrontInput::Editor(client.input),
-            FrontOutput::Editor(client.output),
-        ),
-        Front::Hub(hub) => (FrontInput::Hub(hub), FrontOutput::Hub(Default::default())),
-    };
-    let hosted = matches!(from_clients, FrontInput::Hub(_));
-    let mut out = Outputs {
-        journals,
-        to_agent,
-        to_client: to_clients,
-        services,
-        otel: config
-            .tracing
-            .enabled()
-            .then(|| crate::otel::live::Hook::new(config.tracing.clone())),
-    };
-    let agent_stderr = StderrCopy::spawn();
-
-    // How often the catalog is checked for other proxies' changes, while the client wants to
-    // hear of them (`session/list_changed`).
-    let mut list_tick = tokio::time::interval(Duration::from_millis(250));
-    list_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The `interval` fsync policy's tick, which also writes the catalog's coalesced entries.
-    let mut sync_tick = tokio::time::interval(Duration::from_secs(1));
-    sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
-    let mut respawn = respawn::Respawn::new(config.respawn);
-    let mut out_lines = LineSplitter::new();
-    let mut err_buf = vec![0u8; 64 * 1024];
-    let mut client_open = true;
-    let mut client_gone_seen = false;
-    let mut life = life::AgentLife::new(config.grace);
-    loop {
-        if life.over() && out.journals.queued() == 0 {
-            break;
-        }
-        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
-        let core_timer = core.poll_timeout().map(|at| clock.at(at));
-        out.to_client.check();
-        let throttled = (out.to_client.full() && !out.to_client.waiting())
-            || (out.to_agent.full() && !out.to_agent.waiting());
-        tokio::select! {
-            biased;
-            _ = out.to_client.writable(), if out.to_client.waiting() => out.to_client.write_now(),
-            _ = out.to_agent.writable(), if out.to_agent.waiting() => out.to_agent.write_now(),
-            Some(batch) = out.journals.finished(), if out.journals.queued() > 0 => {
-                if out.deliver(batch) {
-                    life.terminate_after_grace(tokio::time::Instant::now());
-                }
-            }
-            read = agent_out.read_buf(out_lines.buffer()), if life.reads_out() && !out.busy_for_clients() => {
-                let at = clock.now();
-                match read {
-                    Ok(n) if n > 0 => {
-                        while let Some(line) = out_lines.next_line() {
-                            core.handle_line(at, Peer::Agent, line);
-                        }
-                    }
-                    _ => {
-                        let dying = agent_output_ended(&mut core, &mut out_lines, at, life.restartable(respawn.enabled()));
-                        life.output_ended(dying);
-                    }
-                }
-            }
-            input = from_clients.read(), if client_open && core.reads_client() && !out.busy_for(&out.to_agent) => {
-                let at = clock.now();
-                match input {
-                    Input::Lines(conn, lines) => {
-                        for line in lines {
-                            core.handle_line(at, Peer::Client(conn), line);
-                        }
-                    }
-                    Input::Opened(conn, outbox) => {
-                        if let FrontOutput::Hub(outboxes) = &mut out.to_client {
-                            outboxes.opened(conn, outbox);
-                        }
-                    }
-                    Input::Ended(conn) => {
-                        if let FrontOutput::Hub(outboxes) = &mut out.to_client
-                            && outboxes.closed(conn)
-                        {
-                            core.handle_eof(at, Peer::Client(conn));
-                        }
-                    }
-                    Input::Over if hosted => {
-                        core.handle_clients_gone(at);
-                        client_open = false;
-                    }
-                    Input::Over => {
-                        core.handle_eof(at, EDITOR);
-                        client_open = false;
-                    }
-                }
-            }
-            read = agent_err.read(&mut err_buf), if life.reads_err() => {
-                match read {
-                    Ok(n) if n > 0 => {
-                        let chunk = Bytes::copy_from_slice(&err_buf[..n]);
-                        agent_stderr.pass(chunk.clone());
-                        core.handle_stderr(clock.now(), chunk);
-                    }
-                    _ => life.errors_ended(),
-                }
-            }
-            Some((load, chunk)) = history_rx.recv(), if !out.to_client.full() => {
-                core.handle_history(clock.now(), load, chunk);
-            }
-            Some((op, outcome)) = fork_rx.recv() => core.handle_forked(clock.now(), op, outcome),
-            Some(answer) = catalog_rx.recv() => match answer {
-                catalog::CatalogAnswer::Sessions { request, sessions } => {
-                    core.handle_sessions(clock.now(), request, sessions);
-                }
-                catalog::CatalogAnswer::Changed(cwds) => core.handle_store_changed(clock.now(), &cwds),
-            },
-            exit = process.wait(), if life.running() => {
-                let code = exit?;
-                core.handle_event(clock.now(), Event::AgentExit { code });
-                life.exited(code, tokio::time::Instant::now());
-            }
-            _ = tokio::time::sleep_until(life.terminate_due().unwrap_or(far)), if life.terminate_due().is_some() => {
-                if let Some(sig) = life.terminate_now(tokio::time::Instant::now()) {
-                    tracing::warn!("the agent did not exit after the client left; sending signal {sig}");
-                    core.handle_event(clock.now(), Event::Terminate { signal: sig });
-                    if sig == libc::SIGKILL {
-                        process.kill();
-                    } else {
-                        process.signal(sig);
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(life.drain_due().unwrap_or(far)), if life.drain_due().is_some() => {
-                tracing::warn!("the agent exited but its output is still open (a child process holds it); stopping");
-                if life.stop_draining() {
-                    // As at EOF: the client's pending requests get their answers.
-                    let dying = agent_output_ended(&mut core, &mut out_lines, clock.now(), life.restartable(respawn.enabled()));
-                    life.output_ended(dying);
-                }
-            }
-            _ = tokio::time::sleep(Duration::from_millis(5)), if throttled => {}
-            _ = tokio::time::sleep_until(core_timer.unwrap_or(far)), if core_timer.is_some() => {
-                core.handle_tick(clock.now());
-            }
-            _ = sync_tick.tick() => {
-                out.journals.sync();
-                let full = out.journals.store_full();
-                out.services.turn_facts(core.take_turn_facts(), full);
-            }
-            _ = list_tick.tick(), if core.wants_list_changes() => out.services.catalog.check_changes(),
-            Some(sig) = signals.recv(), if !hosted || client_open => {
-                // The agent was asked to stop: its end is no crash to recover from.
-                life.stop();
-                if hosted {
-                    // A host stops: no client may come; the agent's stdin closes.
-                    tracing::info!("signal {sig}: stopping (the agent's sessions are in the journal)");
-                    core.handle_event(clock.now(), Event::Signal { signal: sig });
-                    core.handle_clients_gone(clock.now());
-                    client_open = false;
-                    if let FrontOutput::Hub(outboxes) = &mut out.to_client {
-                        outboxes.close_all();
-                    }
-                } else {
-                    forward_signal(&mut core, &clock, &mut process, sig, life.running());
-                }
-            }
-        }
-        if let FrontOutput::Hub(outboxes) = &mut out.to_client {
-            for conn in outboxes.take_dropped() {
-                core.handle_eof(clock.now(), Peer::Client(conn));
-            }
-        }
-        if let FrontOutput::Editor(to_client) = &out.to_client
-            && to_client.is_gone()
-            && !client_gone_seen
-        {
-            client_gone_seen = true;
-            tracing::info!("the client stopped reading (broken pipe)");
-            core.handle_event(clock.now(), Event::ClientGone);
-            if client_open {
-                client_open = false;
-                core.handle_eof(clock.now(), EDITOR);
-            }
-        }
-        for failure in out.journals.take_failures() {
-            core.handle_event(
-                clock.now(),
-                Event::JournalError {
-                    journal: failure.journal,
-                    error: failure.error,
-                    store_full: failure.store_full,
-                },
-            );
-        }
-        if let Some(code) = life.take_death() {
-            let at = clock.now();
-            let restarted = if !client_open {
-                None
-            } else if !respawn.take(tokio::time::Instant::now()) {
-                tracing::error!(
-                    "the agent exited with status {code} after {} restarts within a minute: not restarting it again (--respawn {})",
-                    respawn.recent(),
-                    config.respawn
-                );
-                None
-            } else {
-                match spawn() {
-                    Ok(agent) => Some(agent),
-                    Err(e) => {
-                        tracing::error!(
-                            "the agent exited with status {code} and cannot be started again: {e}"
-                        );
-                        None
-                    }
-                }
-            };
-            match restarted {
-                Some(agent) => {
-                    tracing::warn!("the agent exited with status {code}; restarted it");
-                    out.to_agent = agent.stdin;
-                    agent_out = agent.stdout;
-                    agent_err = agent.stderr;
-                    process = agent.process;
-                    out_lines = LineSplitter::new();
-                    life.restarted();
-                    core.handle_agent_restart(at, code);
-                }
-                None => core.handle_eof(at, Peer::Agent),
-            }
-        }
-        let applied = apply(&mut core, &clock, &mut out);
-        if applied.closed_agent {
-            life.terminate_after_grace(tokio::time::Instant::now());
-        }
-        if applied.restart_agent && life.running() {
-            process.kill();
-        }
+    while !running.over() {
+        running.step().await?;
     }
-
-    if client_open
-        && !life.stopping()
-        && let Some(code) = life.status()
-    {
-        let why = if core.agent_answered_initialize() {
-            ""
-        } else {
-            " before answering initialize"
-        };
-        tracing::error!("the agent exited with status {code}{why} while the editor was connected");
-    }
-    if let Some(hook) = out.otel.take() {
-        // Waits up to 3 s for the exporter: on a blocking thread, not the runtime's.
-        let dropped = tokio::task::spawn_blocking(move || hook.finish(Duration::from_secs(3)))
-            .await
-            .unwrap_or_default();
-        if dropped != crate::otel::live::Dropped::default() {
-            tracing::warn!(
-                "OTLP export: {} spans and {} records dropped",
-                dropped.spans,
-                dropped.records
-            );
-            let (spans, records) = (dropped.spans, dropped.records);
-            core.handle_event(clock.now(), Event::OtlpDropped { spans, records });
-            apply(&mut core, &clock, &mut out);
-        }
-    }
-    let end = clock.now();
-    let full = out.journals.store_full();
-    out.services.turn_facts(core.take_turn_facts(), full);
-    let Outputs {
-        journals,
-        to_client,
-        services,
-        ..
-    } = out;
-    let mut catalog = services.catalog;
-    for entry in journals.close(core.next_seq(), end).await {
-        catalog.append(entry);
-    }
-    // Written in order after everything else this run cataloged (off the runtime's thread).
-    let _ = tokio::task::spawn_blocking(move || catalog.close()).await;
-    // Deliver what is queued for the client (bounded: the client may have stopped reading).
-    let FrontOutput::Editor(mut to_client) = to_client else {
-        return Ok(life.status().unwrap_or(1));
-    };
-    to_client.close();
-    let flush_deadline = tokio::time::Instant::now() + config.grace;
-    while to_client.backlog() > 0
-        && !to_client.is_gone()
-        && tokio::time::Instant::now() < flush_deadline
-    {
-        if to_client.waiting() {
-            let _ = tokio::time::timeout_at(flush_deadline, to_client.writable()).await;
-            to_client.write_now();
-        } else {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-    Ok(life.status().unwrap_or(1))
+    Ok(running.finish().await)
 }
 
 /// Copies the agent's stderr to ours on its own thread, so an editor that does not drain our

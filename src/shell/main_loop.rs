@@ -203,7 +203,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                     _ => self.agent_output_ended(at),
                 }
             }
-            input = self.from_clients.read(), if self.client_open && self.core.reads_client() && !self.out.busy_for(&self.out.to_agent) => {
+            input = self.from_clients.read(), if self.client_open && self.core.reads_client() && !self.out.busy_for(&self.out.to_agent) && !self.out.to_client.stalled() => {
                 self.client_input(input);
             }
             read = self.agent_err.read(&mut self.err_buf), if self.life.reads_err() => {

@@ -140,6 +140,12 @@ impl FrontOutput {
         }
     }
 
+    /// The editor reads nothing of [`pipes::STALLED_LIMIT`] bytes queued for it: its own lines
+    /// wait, as behind a full pipe (a host's connections are dropped instead: see [`hub`]).
+    fn stalled(&self) -> bool {
+        matches!(self, FrontOutput::Editor(out) if out.stalled())
+    }
+
     /// For a host: whether a connection is behind (and drop one that stays behind).
     fn check(&mut self) {
         if let FrontOutput::Hub(outboxes) = self {

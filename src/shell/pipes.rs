@@ -26,6 +26,13 @@ use super::lines::LineSplitter;
 /// Bytes queued for one destination above which its source is no longer read.
 pub const BACKLOG_LIMIT: usize = 1 << 20;
 
+/// Bytes queued for the editor above which the editor itself is no longer read either. Relayed
+/// lines rarely get there (the agent stops being read past [`BACKLOG_LIMIT`]: only a huge line
+/// does); the proxy's own answers can, for an editor that keeps sending requests the proxy
+/// answers itself (`session/list` from the journal, …) and reads nothing. (4 MiB in unit tests,
+/// whose debug-built core would take seconds over a 64 MiB line.)
+pub const STALLED_LIMIT: usize = if cfg!(test) { 4 << 20 } else { 64 << 20 };
+
 /// A duplicate of one of our standard descriptors, as an owned fd.
 fn dup_std(fd: i32) -> io::Result<OwnedFd> {
     // SAFETY: dup(2) of a standard descriptor; the new fd is owned by the returned value.
@@ -224,6 +231,11 @@ impl Output {
     /// More than [`BACKLOG_LIMIT`] bytes are waiting: stop reading the source.
     pub fn full(&self) -> bool {
         !self.is_gone() && self.queued.load(Ordering::Relaxed) > BACKLOG_LIMIT
+    }
+
+    /// More than [`STALLED_LIMIT`] bytes are waiting: stop reading the reader too.
+    pub fn stalled(&self) -> bool {
+        !self.is_gone() && self.queued.load(Ordering::Relaxed) > STALLED_LIMIT
     }
 
     fn set_gone(&mut self) {

@@ -755,23 +755,10 @@ async fn a_client_that_stops_reading_stops_the_agent_being_read_and_loses_nothin
                 .await
                 .unwrap();
         };
-        let stall = async {
-            // Wait until the agent's writes make no progress for a second.
-            let (mut last, mut still) = (0, 0);
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let now = progress.load(Ordering::Relaxed);
-                still = if now == last { still + 1 } else { 0 };
-                if still == 5 {
-                    return now;
-                }
-                last = now;
-            }
-        };
         tokio::pin!(write);
         let stalled = tokio::select! {
             () = &mut write => panic!("the agent wrote everything to a client that does not read"),
-            stalled = stall => stalled,
+            stalled = stalls(&progress) => stalled,
         };
         assert!(
             stalled > pipes::BACKLOG_LIMIT && stalled < 2 * pipes::BACKLOG_LIMIT,
@@ -793,6 +780,70 @@ async fn a_client_that_stops_reading_stops_the_agent_being_read_and_loses_nothin
     };
     assert!(stalled < total);
     p.assert_journaled_first();
+}
+
+/// Once a writer's `progress` (bytes written) stays the same for a second: where it stopped.
+async fn stalls(progress: &AtomicUsize) -> usize {
+    let (mut last, mut still) = (0, 0);
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = progress.load(Ordering::Relaxed);
+        still = if now == last { still + 1 } else { 0 };
+        if still == 5 {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_reads_nothing_of_a_stalled_backlog_is_not_read_until_it_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mut p) = start(dir.path(), 64 << 10);
+    let progress = AtomicUsize::new(0);
+    let lines = 20_000;
+    let script = async {
+        open_session(&mut p).await;
+        // More than the stalled limit for a client that reads nothing for now (one huge line,
+        // so the agent is read to its end).
+        let huge = update(&"z".repeat(pipes::STALLED_LIMIT + (1 << 20)));
+        p.agent_says(&huge).await;
+        let note = |i: usize| {
+            format!("{{\"jsonrpc\":\"2.0\",\"method\":\"_test/n\",\"params\":{{\"i\":{i:05}}}}}\n")
+        };
+        let client = &mut p.client;
+        let write = async {
+            for i in 0..lines {
+                client.write_all(note(i).as_bytes()).await.unwrap();
+                progress.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        // The agent reads whatever reaches it.
+        let to_agent = &mut p.to_agent;
+        let agent_reads = async {
+            for i in 0..lines {
+                assert_eq!(read_line(to_agent).await, note(i));
+            }
+        };
+        tokio::pin!(write, agent_reads);
+        let stalled = tokio::select! {
+            () = &mut write => panic!("the client's lines were all read while it read nothing"),
+            () = &mut agent_reads => panic!("the agent got every line of a client that read nothing"),
+            stalled = stalls(&progress) => stalled,
+        };
+        assert!(
+            stalled < lines / 4,
+            "the client stalled after {stalled} lines"
+        );
+        // The client reads again: its lines go on, in order.
+        let big = read_line(&mut p.to_client).await;
+        assert_eq!(big.len(), huge.len() + 1);
+        tokio::join!(write, agent_reads);
+    };
+    tokio::select! {
+        _ = proxy => panic!("the proxy ended early"),
+        () = script => {}
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,12 +11,12 @@ Each prompt, by its text:
           chose, as the host tells it); end_turn
   else    one message, "You said: <prompt>", and end_turn
 """
+import itertools
 import json
-import sys
 
-from line_agent import answer_to, send, text, update
+from line_agent import answer_to, run, send, text, update
 
-next_id = 0
+sessions = itertools.count()
 
 
 def outcome(msg):
@@ -25,53 +25,40 @@ def outcome(msg):
     return f"result {json.dumps(msg.get('result'), sort_keys=True)}"
 
 
-for line in sys.stdin:
-    msg = json.loads(line)
-    method, mid = msg.get("method"), msg.get("id")
-    if method == "initialize":
-        send({"jsonrpc": "2.0", "id": mid, "result": {
-            "protocolVersion": 1, "agentCapabilities": {},
-            "agentInfo": {"name": "page-agent", "version": "1.0.0"}}})
-    elif method == "session/new":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"page-{next_id}"}})
-        next_id += 1
-    elif method == "session/prompt":
-        sid = msg["params"]["sessionId"]
-        prompt = " ".join(b.get("text", "") for b in msg["params"]["prompt"])
-        if prompt == "busy":
-            send({"jsonrpc": "2.0", "id": mid, "error": {
-                "code": -32000, "message": "session busy: another client's turn is running"}})
-            continue
-        if prompt == "settle":
-            update(sid, {"sessionUpdate": "plan", "entries": [
-                {"content": "edit notes.txt", "status": "in_progress", "priority": "high"},
-                {"content": "tell the user", "status": "pending", "priority": "low"}]})
-            tool = {"toolCallId": "edit-1", "title": "Edit notes.txt", "kind": "edit", "status": "pending",
-                    "locations": [{"path": "/work/notes.txt", "line": 2}],
-                    "content": [{"type": "diff", "path": "/work/notes.txt",
-                                 "oldText": "one\ntwo\nthree\n", "newText": "one\n2\nthree\n"}]}
-            update(sid, {"sessionUpdate": "tool_call", **tool})
-            send({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission", "params": {
-                "sessionId": sid, "toolCall": tool, "options": [
-                    {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
-                    {"optionId": "no", "name": "Reject", "kind": "reject_once"}]}})
-            send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "perm-1"}})
-            permission = outcome(answer_to("perm-1"))
-            send({"jsonrpc": "2.0", "id": "fs-1", "method": "fs/read_text_file",
-                  "params": {"sessionId": sid, "path": "/work/notes.txt"}})
-            fs = outcome(answer_to("fs-1"))
-            text(sid, f"permission: {permission}; fs: {fs}")
-            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "edit-1", "status": "completed",
-                         "_meta": {"acpJournal": {"permission": {
-                             "optionId": "yes", "outcome": "selected", "by": "another client"}}}})
-            update(sid, {"sessionUpdate": "plan", "entries": [
-                {"content": "edit notes.txt", "status": "completed", "priority": "high"},
-                {"content": "tell the user", "status": "completed", "priority": "low"}]})
-            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
-            continue
-        text(sid, f"You said: {prompt}")
+def prompt(mid, sid, words):
+    if words == "busy":
+        send({"jsonrpc": "2.0", "id": mid, "error": {
+            "code": -32000, "message": "session busy: another client's turn is running"}})
+        return
+    if words == "settle":
+        update(sid, {"sessionUpdate": "plan", "entries": [
+            {"content": "edit notes.txt", "status": "in_progress", "priority": "high"},
+            {"content": "tell the user", "status": "pending", "priority": "low"}]})
+        tool = {"toolCallId": "edit-1", "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                "locations": [{"path": "/work/notes.txt", "line": 2}],
+                "content": [{"type": "diff", "path": "/work/notes.txt",
+                             "oldText": "one\ntwo\nthree\n", "newText": "one\n2\nthree\n"}]}
+        update(sid, {"sessionUpdate": "tool_call", **tool})
+        send({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission", "params": {
+            "sessionId": sid, "toolCall": tool, "options": [
+                {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "no", "name": "Reject", "kind": "reject_once"}]}})
+        send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "perm-1"}})
+        permission = outcome(answer_to("perm-1"))
+        send({"jsonrpc": "2.0", "id": "fs-1", "method": "fs/read_text_file",
+              "params": {"sessionId": sid, "path": "/work/notes.txt"}})
+        fs = outcome(answer_to("fs-1"))
+        text(sid, f"permission: {permission}; fs: {fs}")
+        update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "edit-1", "status": "completed",
+                     "_meta": {"acpJournal": {"permission": {
+                         "optionId": "yes", "outcome": "selected", "by": "another client"}}}})
+        update(sid, {"sessionUpdate": "plan", "entries": [
+            {"content": "edit notes.txt", "status": "completed", "priority": "high"},
+            {"content": "tell the user", "status": "completed", "priority": "low"}]})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
-    elif method == "session/cancel" or mid is None:
-        continue
-    else:
-        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "Method not found"}})
+        return
+    text(sid, f"You said: {words}")
+    send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+
+
+run("page-agent", lambda: f"page-{next(sessions)}", prompt)

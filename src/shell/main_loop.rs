@@ -15,8 +15,7 @@ use super::lines::LineSplitter;
 use super::pipes::Reader;
 use super::{
     Agent, Clock, EDITOR, Front, FrontInput, FrontOutput, Input, Outputs, Process, Services,
-    ShellConfig, StderrCopy, agent_output_ended, apply, catalog, forward_signal, life, respawn,
-    shown,
+    ShellConfig, StderrCopy, apply, catalog, life, respawn,
 };
 use crate::journal::Event;
 use crate::proto::{self, HistoryChunk, Peer, Proxy, Stamp};
@@ -71,23 +70,23 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         mut spawn: S,
         signals: mpsc::Receiver<i32>,
     ) -> Option<Self> {
+        let argv: Vec<String> = config
+            .agent
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         let agent = match spawn() {
             Ok(agent) => agent,
             Err(e) => {
                 eprintln!(
                     "acp-journal: cannot start the agent `{}`: {e}",
-                    shown(&config.agent)
+                    argv.join(" ")
                 );
                 return None;
             }
         };
         let clock = Clock(tokio::time::Instant::now());
         let start = clock.now();
-        let argv: Vec<String> = config
-            .agent
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         let info = RunInfo {
             run: crate::journal::store::run_id(start.unix_us, std::process::id()),
             argv: if config.core.redact {
@@ -257,10 +256,17 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         Ok(())
     }
 
-    /// The agent's output ended (or was given up on): see [`agent_output_ended`].
+    /// The agent's output ended (EOF, or given up on): a last line without its newline, then
+    /// EOF, which answers the client's pending requests; or, when the agent may be restarted,
+    /// nothing yet: it is *dying*, and [`Running::settle`] decides once its exit status is known.
     fn agent_output_ended(&mut self, at: Stamp) {
-        let restartable = self.life.restartable(self.respawn.enabled());
-        let dying = agent_output_ended(&mut self.core, &mut self.out_lines, at, restartable);
+        if let Some(partial) = self.out_lines.finish() {
+            self.core.handle_line(at, Peer::Agent, partial);
+        }
+        let dying = self.life.restartable(self.respawn.enabled()) && self.core.can_restart();
+        if !dying {
+            self.core.handle_eof(at, Peer::Agent);
+        }
         self.life.output_ended(dying);
     }
 
@@ -325,8 +331,12 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                 outboxes.close_all();
             }
         } else {
-            let running = self.life.running();
-            forward_signal(&mut self.core, &self.clock, &mut self.process, sig, running);
+            tracing::info!("forwarding signal {sig} to the agent");
+            self.core
+                .handle_event(self.clock.now(), Event::Signal { signal: sig });
+            if self.life.running() {
+                self.process.signal(sig);
+            }
         }
     }
 

@@ -44,13 +44,12 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
 use crate::catalog::CatalogEntry;
-use crate::journal::{Event, Store};
+use crate::journal::Store;
 use crate::proto::{self, Action, CatalogUpdate, ConnId, HistoryChunk, Peer, Proxy, Stamp};
 use crate::replay::fork::{ForkPoint, fork_session};
 pub use agent::{Agent, Process};
 use history::HistoryRequest;
 use journals::{Commit, FsyncPolicy, JournalSet};
-use lines::LineSplitter;
 use main_loop::Running;
 pub use pipes::Client;
 use pipes::Output;
@@ -523,45 +522,4 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
         Commit::Queued => {}
     }
     applied
-}
-
-/// The agent's output ended (EOF, or given up on): a last line without its newline, then EOF,
-/// which answers the client's pending requests; or, when the agent may be restarted
-/// (`respawn`), nothing yet: returns true, and the loop decides once the exit status is known.
-fn agent_output_ended(
-    core: &mut Proxy,
-    lines: &mut LineSplitter,
-    at: Stamp,
-    respawn: bool,
-) -> bool {
-    if let Some(partial) = lines.finish() {
-        core.handle_line(at, Peer::Agent, partial);
-    }
-    if respawn && core.can_restart() {
-        return true;
-    }
-    core.handle_eof(at, Peer::Agent);
-    false
-}
-
-/// A command line as shown in messages.
-fn shown(argv: &[OsString]) -> String {
-    argv.iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn forward_signal(
-    core: &mut Proxy,
-    clock: &Clock,
-    process: &mut impl Process,
-    sig: i32,
-    running: bool,
-) {
-    tracing::info!("forwarding signal {sig} to the agent");
-    core.handle_event(clock.now(), Event::Signal { signal: sig });
-    if running {
-        process.signal(sig);
-    }
 }

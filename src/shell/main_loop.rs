@@ -32,8 +32,6 @@ pub(super) struct Running<P, S> {
     /// The agent process as the loop follows it.
     life: life::AgentLife,
     respawn: respawn::Respawn,
-    /// `--respawn`, for the message when restarts run out.
-    respawn_limit: u32,
     agent_out: Reader,
     agent_err: Reader,
     process: P,
@@ -147,7 +145,6 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             signals,
             life: life::AgentLife::new(config.grace),
             respawn: respawn::Respawn::new(config.respawn),
-            respawn_limit: config.respawn,
             agent_out: agent.stdout,
             agent_err: agent.stderr,
             process: agent.process,
@@ -392,7 +389,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             tracing::error!(
                 "the agent exited with status {code} after {} restarts within a minute: not restarting it again (--respawn {})",
                 self.respawn.recent(),
-                self.respawn_limit
+                self.respawn.limit()
             );
             None
         } else {

@@ -46,6 +46,11 @@ impl Respawn {
         true
     }
 
+    /// The restarts allowed per minute (`--respawn`).
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
     /// Restarts taken within the last minute.
     pub fn recent(&self) -> usize {
         self.recent.len()

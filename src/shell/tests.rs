@@ -782,7 +782,8 @@ async fn a_client_that_stops_reading_stops_the_agent_being_read_and_loses_nothin
     p.assert_journaled_first();
 }
 
-/// Once a writer's `progress` (bytes written) stays the same for a second: where it stopped.
+/// Once a writer's `progress` (how much it has written) stays the same for a second: where it
+/// stopped.
 async fn stalls(progress: &AtomicUsize) -> usize {
     let (mut last, mut still) = (0, 0);
     loop {

@@ -25,8 +25,28 @@ pub struct HistoryRequest {
     pub support: ClientSupport,
     /// Transcript bound.
     pub transcript_limit: usize,
-    /// A live session's: only the records numbered below this, tool calls left open.
-    pub until: Option<u64>,
+    /// A live session's: where its replay stops (tool calls left open).
+    pub until: Option<Until>,
+}
+
+/// Where a live session's replay stops: at the first record its live run numbered `seq` or
+/// later (what follows reaches the client live). Sequence numbers count within one run, so
+/// the cut applies to that run's segments only: an earlier run's records are all history,
+/// whatever their numbers.
+pub struct Until {
+    /// The live run (the segments' `run`).
+    pub run: String,
+    /// The first sequence number not replayed.
+    pub seq: u64,
+}
+
+impl Until {
+    /// The first sequence number `reader`'s segment does not replay, if it is the live run's.
+    fn cut_in<R: std::io::Read>(until: Option<&Until>, reader: &SegmentReader<R>) -> Option<u64> {
+        until
+            .filter(|until| reader.header().run == until.run)
+            .map(|until| until.seq)
+    }
 }
 
 /// Read the session's segments (oldest first) twice — compactions and terminal outputs first
@@ -49,12 +69,13 @@ pub fn read(
     if req.until.is_some() {
         replay.keep_tools_open();
     }
-    let before = |seq: u64| req.until.is_none_or(|until| seq < until);
+    let before = |cut: Option<u64>, seq: u64| cut.is_none_or(|cut| seq < cut);
     for path in &segments {
         match SegmentReader::open(path) {
             Ok(mut reader) => {
+                let cut = Until::cut_in(req.until.as_ref(), &reader);
                 while let Some(record) = reader.next_where(|line| replay.observes(line)) {
-                    if before(record.seq) {
+                    if before(cut, record.seq) {
                         replay.observe(&record);
                     }
                 }
@@ -67,7 +88,8 @@ pub fn read(
         let Ok(reader) = SegmentReader::open(path) else {
             continue;
         };
-        for record in reader.filter(|r| before(r.seq)) {
+        let cut = Until::cut_in(req.until.as_ref(), &reader);
+        for record in reader.filter(|r| before(cut, r.seq)) {
             replay.emit(&record, &mut lines);
             if lines.len() >= CHUNK && !send(HistoryChunk::Lines(std::mem::take(&mut lines))) {
                 return;

@@ -388,6 +388,11 @@ impl<T: Send + 'static> JournalSet<T> {
         )
     }
 
+    /// This run's identifier (every segment's `run`; record numbers count within it).
+    pub fn run(&self) -> &str {
+        &self.info.run
+    }
+
     /// True once the store is full: journaling has stopped for this run.
     pub fn store_full(&self) -> bool {
         self.health.full()

@@ -48,7 +48,7 @@ use crate::journal::Store;
 use crate::proto::{self, Action, CatalogUpdate, ConnId, HistoryChunk, Peer, Proxy, Stamp};
 use crate::replay::fork::{ForkPoint, fork_session};
 pub use agent::{Agent, Process};
-use history::HistoryRequest;
+use history::{HistoryRequest, Until};
 use journals::{Commit, FsyncPolicy, JournalSet};
 use main_loop::Running;
 pub use pipes::Client;
@@ -487,7 +487,10 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
                 session: session.to_string(),
                 support,
                 transcript_limit,
-                until,
+                until: until.map(|seq| Until {
+                    run: out.journals.run().to_owned(),
+                    seq,
+                }),
             }),
             Action::EndClient(conn) => batch.end_clients.push(conn),
             Action::CancelHistory { load } => out.services.cancel_history(load),

@@ -181,6 +181,9 @@ pub struct SessionSummary {
     pub segments: Vec<String>,
     /// True while a segment has no close entry (being written, or its proxy was killed).
     pub open: bool,
+    /// Its latest segment was closed cleanly: the session ended well, even if an earlier run
+    /// of it was killed (that run's segment stays unclosed: the session went on after it).
+    pub ended_clean: bool,
     /// The latest title from the agent's `session_info_update`.
     pub title: Option<String>,
     /// The first line of its first prompt (see [`CatalogEntry::Prompt`]).
@@ -268,6 +271,7 @@ impl Summaries {
                 // A session opened again after a delete (the client loaded it) is back.
                 s.deleted = false;
                 s.open = true;
+                s.ended_clean = false;
                 s.updated = s.updated.max(t);
                 self.live_turns.remove(&session);
                 self.segment_of.insert(segment.clone(), session.clone());
@@ -287,6 +291,7 @@ impl Summaries {
                 let s = self.by_id.get_mut(&session)?;
                 if s.segments.last() == Some(&segment) {
                     self.live_turns.remove(&session);
+                    s.ended_clean = true;
                 }
                 s.records += records;
                 s.bytes += bytes;
@@ -401,6 +406,7 @@ impl SessionSummary {
             bytes: 0,
             segments: vec![],
             open: false,
+            ended_clean: false,
             title: None,
             prompt: None,
             name: None,
@@ -609,14 +615,20 @@ impl Catalog for Store {
                 } else {
                     s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
                     // The latest segment's turns as they ended (its journal may not have them
-                    // on disk yet); a segment read counts what a killed proxy left.
+                    // on disk yet); a segment read counts what a killed proxy left. A segment
+                    // whose writer is gone (its proxy was killed) is read whatever
+                    // `count_open` says: nothing more will come, and only its records tell
+                    // how many turns it holds (the session may have gone on in a later one).
                     let live = if s.segments.last() == Some(segment) {
                         live_turns.get(&s.session).copied().unwrap_or(0)
                     } else {
                         0
                     };
                     let mut turns = live;
-                    if count_open && let Ok(reader) = SegmentReader::open(&path) {
+                    let torn = !self.writer_alive(segment);
+                    if (count_open || torn)
+                        && let Ok(reader) = SegmentReader::open(&path)
+                    {
                         let scan = SegmentScan::of(reader);
                         s.records += scan.records;
                         turns = turns.max(scan.turns);

@@ -94,11 +94,15 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
 
 /// `closed`; or, with a segment never closed, `live` while its writer runs, else `torn` (its
 /// proxy was killed: the journal ends without its end marker).
+/// `live` while a proxy writes it; `closed` when its latest run ended cleanly (an earlier run
+/// killed and continued is history, not the session's state); else `torn`.
 fn state(store: &Store, s: &SessionSummary) -> &'static str {
     if !s.open {
         "closed"
     } else if s.segments.iter().any(|seg| store.writer_alive(seg)) {
         "live"
+    } else if s.ended_clean {
+        "closed"
     } else {
         "torn"
     }

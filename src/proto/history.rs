@@ -213,19 +213,53 @@ pub struct Replay {
     /// `_session/steering` requests (user input into the running turn, a vendor extension)
     /// waiting for the agent to take them, by request id: their record's sequence number and
     /// content blocks.
-    steering: HashMap<String, (u64, Value)>,
+    steering: HashMap<String, (String, Value)>,
     /// The session was recorded under v2 (its agent reported `state_update`s): learnt by the
     /// first pass.
     recorded_v2: bool,
     /// v1, for a session recorded under v2: the tool calls replayed so far (v2 has no
     /// `tool_call`: its first `tool_call_update` of an ID becomes one).
     tools_seen: HashSet<String>,
-    /// v2: the last recorded prompt (its record's sequence number and content), replayed as
-    /// a `user_message` under the `messageId` of the agent's echo of it when one follows.
-    prompt: Option<(u64, Value)>,
+    /// v2: the last recorded prompt (the `messageId` made up for it, and its content),
+    /// replayed as a `user_message` under the `messageId` of the agent's echo of it when one
+    /// follows.
+    prompt: Option<(String, Value)>,
     /// v2, for a session recorded under v1: the chunk kind being replayed and the `messageId`
     /// given to its run of chunks.
     message: Option<(String, String)>,
+    /// The `messageId`s made up for messages recorded without one.
+    ids: MadeUpIds,
+}
+
+/// The `messageId`s a replay makes up (`acpj-user-12`, `acpj-agent_message-14`): named after
+/// the record's sequence number, which counts within one proxy run. A session that went on in
+/// several runs (a restart of `serve`, a load in a new proxy) has records with the same
+/// numbers, and two messages under one ID would be one message to a client: the runs are told
+/// apart by the numbers themselves (they rise within a run; one that does not starts another),
+/// and from the second run on an ID carries the run's ordinal (`acpj-user-1.12`). A session of
+/// one run keeps the IDs it always had.
+#[derive(Debug, Default)]
+pub struct MadeUpIds {
+    ordinal: u32,
+    last: Option<u64>,
+}
+
+impl MadeUpIds {
+    /// The next record's sequence number (every record, in journal order).
+    pub fn see(&mut self, seq: u64) {
+        if self.last.is_some_and(|last| seq <= last) {
+            self.ordinal += 1;
+        }
+        self.last = Some(seq);
+    }
+
+    /// The ID made up for a `kind` message (`user`, `agent_message`, …) recorded at `seq`.
+    pub fn made(&self, kind: &str, seq: u64) -> String {
+        match self.ordinal {
+            0 => format!("acpj-{kind}-{seq}"),
+            n => format!("acpj-{kind}-{n}.{seq}"),
+        }
+    }
 }
 
 /// The fields of an agent `session/update` a replay needs, peeked without building a `Value`
@@ -296,6 +330,7 @@ impl Replay {
             terminals_dropped: false,
             terminal_asks: VecDeque::new(),
             steering: HashMap::default(),
+            ids: MadeUpIds::default(),
             recorded_v2: false,
             tools_seen: Default::default(),
             prompt: None,
@@ -573,6 +608,7 @@ impl Replay {
 
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
+        self.ids.see(record.seq);
         if self.support.v2 {
             return self.emit_v2(record, out);
         }
@@ -720,7 +756,7 @@ impl Replay {
                         .push_str(block["text"].as_str().unwrap_or_default());
                 }
                 self.push_turn(turn);
-                self.prompt = Some((record.seq, prompt.clone()));
+                self.prompt = Some((self.ids.made("user", record.seq), prompt.clone()));
             }
             (Side::Agent, "session/update") => self.emit_update_v2(record, kind, update, out),
             _ => self.emit_message(record, from, &msg, out),
@@ -730,8 +766,8 @@ impl Replay {
     /// The last prompt as a `user_message` (v2), under `id` (else one of its own), if it is
     /// still to be replayed.
     fn user_message(&mut self, id: Option<&str>, out: &mut Vec<Bytes>) {
-        if let Some((seq, content)) = self.prompt.take() {
-            let id = id.map_or_else(|| format!("acpj-user-{seq}"), str::to_string);
+        if let Some((made, content)) = self.prompt.take() {
+            let id = id.map_or(made, str::to_string);
             out.push(self.notification(json!({
                 "sessionUpdate": "user_message",
                 "messageId": id,
@@ -771,7 +807,7 @@ impl Replay {
             _ if chunk && update.get("messageId").is_none_or(Value::is_null) => {
                 let id = match &self.message {
                     Some((k, id)) if k == kind => id.clone(),
-                    _ => format!("acpj-{}-{}", kind.trim_end_matches("_chunk"), record.seq),
+                    _ => self.ids.made(kind.trim_end_matches("_chunk"), record.seq),
                 };
                 self.message = Some((kind.to_string(), id.clone()));
                 let mut update = update.clone();
@@ -829,7 +865,7 @@ impl Replay {
                 let mut turn = Turn::default();
                 for block in params["prompt"].as_array().into_iter().flatten() {
                     self.user_messages += 1;
-                    let id = format!("acpj-user-{}", record.seq);
+                    let id = self.ids.made("user", record.seq);
                     out.push(self.notification(json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id})));
                     if let Some(text) = block["text"].as_str() {
                         turn.user.push_str(text);
@@ -841,15 +877,15 @@ impl Replay {
             (Side::Client, "_session/steering") if self.steering.len() < 64 => {
                 self.steering.insert(
                     msg["id"].to_string(),
-                    (record.seq, params["prompt"].clone()),
+                    (self.ids.made("user", record.seq), params["prompt"].clone()),
                 );
             }
             (Side::Agent, "") if !self.steering.is_empty() => {
-                if let Some((seq, prompt)) = self.steering.remove(&msg["id"].to_string())
+                if let Some((id, prompt)) = self.steering.remove(&msg["id"].to_string())
                     && msg.get("result").is_some()
                     && msg["result"]["outcome"] != "promptRequired"
                 {
-                    self.steered(seq, &prompt, out);
+                    self.steered(id, &prompt, out);
                 }
                 self.learn_state(&msg["result"]);
             }
@@ -876,8 +912,7 @@ impl Replay {
 
     /// User input the agent took into its running turn: replayed as the user's, and part of
     /// that turn in the transcript.
-    fn steered(&mut self, seq: u64, prompt: &Value, out: &mut Vec<Bytes>) {
-        let id = format!("acpj-user-{seq}");
+    fn steered(&mut self, id: String, prompt: &Value, out: &mut Vec<Bytes>) {
         let mut text = String::new();
         for block in prompt.as_array().into_iter().flatten() {
             self.user_messages += 1;
@@ -1065,6 +1100,52 @@ mod tests {
                 .collect(),
             summary,
         )
+    }
+
+    #[test]
+    fn made_up_message_ids_stay_apart_across_the_runs_of_a_session() {
+        // Two runs of one session: each numbers its records from where its proxy started, so
+        // both have a prompt at 3 and a chunk at 4.
+        let run = |text: &str| {
+            [
+                rec(
+                    3,
+                    Side::Client,
+                    &format!(
+                        r#"{{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{{"sessionId":"S","prompt":[{{"type":"text","text":"{text}"}}]}}}}"#
+                    ),
+                ),
+                update(
+                    4,
+                    r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"}}"#,
+                ),
+            ]
+        };
+        let records: Vec<Record> = run("first").into_iter().chain(run("second")).collect();
+        for support in [
+            ClientSupport::default(),
+            ClientSupport {
+                v2: true,
+                ..Default::default()
+            },
+        ] {
+            let (lines, _) = replay(&records, support);
+            let ids: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| l["params"]["update"]["messageId"].as_str())
+                .collect();
+            // v1 chunks without an ID pass as recorded; v2 needs one for each message.
+            let expected: &[&str] = match support.v2 {
+                false => &["acpj-user-3", "acpj-user-1.3"],
+                true => &[
+                    "acpj-user-3",
+                    "acpj-agent_message-4",
+                    "acpj-user-1.3",
+                    "acpj-agent_message-1.4",
+                ],
+            };
+            assert_eq!(ids, expected, "v2: {}", support.v2);
+        }
     }
 
     fn kinds(lines: &[Value]) -> Vec<String> {

@@ -27,6 +27,7 @@ use crate::journal::reader::is_end_marker;
 use crate::journal::store::{run_id, segments_in};
 use crate::journal::writer::SegmentStats;
 use crate::journal::{Body, Event, Header, Payload, Record, SegmentKind, SegmentReader, Store};
+use crate::proto::history::MadeUpIds;
 use crate::replay::bundle::is_prompt_turn;
 use crate::wire::Side;
 use crate::wire::rewrite::{RawObject, edit_line, json_string};
@@ -223,17 +224,20 @@ fn scan(segments: &[PathBuf], point: &ForkPoint) -> anyhow::Result<Scan> {
     let mut first: Option<Header> = None;
     let mut turns = 0;
     let mut message_turn = None;
+    // The replay's made-up IDs, to find a prompt by the ID a client was given for it.
+    let mut ids = MadeUpIds::default();
     for path in segments {
         let mut reader = open(path)?;
         first.get_or_insert_with(|| reader.header().clone());
         for record in reader.by_ref() {
+            ids.see(record.seq);
             let prompt = is_prompt_turn(&record);
             if prompt {
                 turns += 1;
             }
             if let Some((id, quoted)) = &wanted
                 && message_turn.is_none()
-                && ((prompt && *id == format!("acpj-user-{}", record.seq))
+                && ((prompt && *id == ids.made("user", record.seq))
                     || names_message(&record, id, quoted.as_bytes()))
             {
                 message_turn = Some(turns);

@@ -288,11 +288,12 @@ fn a_message_id_cuts_after_its_turn() {
 
     let report = fork_session(&store, PARENT, ForkPoint::Message("m-2".into()), "f2", 1).unwrap();
     assert_eq!(report.turns, 2);
-    // The ID a journal replay gave the second prompt (its record's seq in run-b).
+    // The ID a journal replay gave the second prompt (its record's seq in run-b, the
+    // session's second run: numbered from 1 again, so the ID carries the run's ordinal).
     let report = fork_session(
         &store,
         PARENT,
-        ForkPoint::Message("acpj-user-2".into()),
+        ForkPoint::Message("acpj-user-1.2".into()),
         "f3",
         1,
     )

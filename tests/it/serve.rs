@@ -569,7 +569,7 @@ fn an_agent_killed_under_serve_is_started_again_and_its_session_goes_on() {
 }
 
 /// The bridge's command line: the stdio agent an editor runs.
-fn bridge(store: &Path, url: &str) -> Vec<String> {
+pub fn bridge(store: &Path, url: &str) -> Vec<String> {
     vec![
         bin().display().to_string(),
         "--journal-dir".into(),

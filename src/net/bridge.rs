@@ -143,11 +143,11 @@ impl Remote {
                         }
                     }
                     Some(Ok(Message::Close(_))) | None => {
-                        tracing::warn!("the connection to the host dropped: {} closed it", self.url);
+                        tracing::warn!("{} closed the WebSocket", self.url);
                         return 0;
                     }
                     Some(Err(e)) => {
-                        tracing::warn!("the connection to the host dropped: {e} ({})", self.url);
+                        tracing::warn!("lost the WebSocket to {}: {e}", self.url);
                         return 1;
                     }
                     Some(Ok(_)) => {}

@@ -347,7 +347,7 @@ impl Proxy {
             Vec::new()
         };
         self.fx.push(Action::Log(format!(
-            "the host is back after {} s; its sessions are restored on their next request",
+            "the host is back after {:.1} s; its sessions are restored on their next request",
             secs(at.mono_us.saturating_sub(reinit.lost_since))
         )));
         self.notice(
@@ -388,7 +388,7 @@ impl Proxy {
         let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
         if tell {
             self.fx.push(Action::Log(format!(
-                "the host has been unreachable for {down} s"
+                "the host has been unreachable for {down:.1} s"
             )));
             let description = format!(
                 "acp-journal lost its connection to the host and is connecting again; a message waits up to {} s for it (--init-timeout).",
@@ -561,9 +561,17 @@ impl Proxy {
 
 impl Proxy {
     /// The agent's output ended: answer every client request still waiting on it, whether
-    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order, then
+    /// those held for a restarted agent that never answered `initialize` (what else was held
+    /// is journaled and dropped).
     pub(super) fn agent_gone(&mut self, at: Stamp) {
         self.drop_agent(at, agent_exited);
+        if let Some(reinit) = self.handshake.reinit.take() {
+            for line in reinit.held {
+                let error = agent_exited(envelope::peek(&line).method().unwrap_or(""));
+                self.refuse(at, &line, &error);
+            }
+        }
     }
 
     /// The agent is gone: answer every client request still waiting on it with `error(method)`

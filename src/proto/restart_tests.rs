@@ -489,7 +489,7 @@ fn a_host_unreachable_for_a_few_seconds_is_told_then_back_and_the_held_prompt_go
     assert!(
         logs(&h)
             .iter()
-            .any(|l| l.starts_with("the host is back after 10 s"))
+            .any(|l| l.starts_with("the host is back after 10.0 s"))
     );
     let load = fetch(&h);
     history(&mut h, load, Summary::default());
@@ -554,4 +554,22 @@ fn a_prompt_held_while_the_host_stays_unreachable_is_answered_at_the_init_timeou
     h.drain();
     tick_at(&mut h, t0 + 2 * timeout + 1);
     assert!(notices(&client_since(&h, seen)).is_empty());
+}
+
+#[test]
+fn requests_held_for_a_restarted_agent_are_answered_when_it_is_gone_for_good() {
+    let mut h = live(Config::default(), "{}");
+    restart(&mut h, 137);
+    h.client(PROMPT);
+    let seen = h.to_client.len();
+    // No more restarts (--respawn spent): the agent's end reaches the core.
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Agent);
+    h.drain();
+    let answer = client_since(&h, seen)
+        .into_iter()
+        .find(|m| m["id"] == 2)
+        .expect("the held prompt is answered");
+    assert_eq!(answer["error"]["message"], "the agent exited", "{answer}");
+    assert_eq!(answer["error"]["data"]["method"], "session/prompt");
 }

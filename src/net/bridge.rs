@@ -39,7 +39,8 @@ pub struct Remote {
     url: String,
     token: Option<Token>,
     max_message: usize,
-    /// A connection was made before: the next is one made again, tried without end.
+    /// [`Remote::connect`] was called before: the next connection is one made again, tried
+    /// until the proxy stops it.
     again: bool,
 }
 

@@ -50,7 +50,7 @@ pub(super) struct Reinit {
     /// Client lines that arrived meanwhile, in order.
     held: Vec<Bytes>,
     /// Their bytes.
-    pub(super) held_bytes: usize,
+    held_bytes: usize,
     /// When the oldest request among them arrived: it is answered `reinit_timeout_us` after.
     oldest_request: Option<u64>,
     /// The proxy gave up on this agent (it asked the shell to restart it).
@@ -383,7 +383,11 @@ impl Proxy {
         };
         reinit.told |= tell;
         reinit.timed_out |= give_up;
-        let lost = reinit.lost.clone();
+        let lost = if tell {
+            reinit.lost.clone()
+        } else {
+            Vec::new()
+        };
         let down = secs(at.mono_us.saturating_sub(reinit.lost_since));
         let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
         if tell {

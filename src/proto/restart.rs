@@ -420,6 +420,10 @@ impl Proxy {
         } else {
             "the restarted agent"
         };
+        let told = match answered {
+            0 => String::new(),
+            n => format!("; {n} request(s) waiting for it answered with an error"),
+        };
         if give_up {
             self.fx
                 .event(at, Target::Connection, Event::InitTimeout { after_ms });
@@ -429,13 +433,13 @@ impl Proxy {
                 "restarting it"
             };
             self.fx.push(Action::Log(format!(
-                "{what} did not answer initialize within {} s: {again} ({answered} waiting requests answered with an error)",
+                "{what} did not answer initialize within {} s: {again}{told}",
                 secs(timeout)
             )));
             self.fx.push(Action::RestartAgent);
         } else if answered > 0 {
             self.fx.push(Action::Log(format!(
-                "{answered} requests waited {} s for {what}: answered with an error",
+                "{answered} request(s) waited {} s for {what} to answer initialize: answered with an error",
                 secs(timeout)
             )));
         }

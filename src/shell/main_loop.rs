@@ -392,8 +392,13 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         let restarted = if !self.client_open {
             None
         } else if !self.respawn.take(tokio::time::Instant::now()) {
+            let again = if self.remote {
+                "connecting again"
+            } else {
+                "restarting it again"
+            };
             tracing::error!(
-                "{ended} after {} restarts within a minute: not restarting it again (--respawn {})",
+                "{ended} after {} restarts within a minute: not {again} (--respawn {})",
                 self.respawn.recent(),
                 self.respawn.limit()
             );

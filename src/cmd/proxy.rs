@@ -85,8 +85,9 @@ pub(super) fn bridge(
             Some(Token::resolve(env, Some(&file), &file)?.0)
         }
     };
-    let remote = Remote::new(url, token, 16 << 20)?;
-    let config = shell_config(store, &args, vec![OsString::from(remote.url())])?;
+    let mut remote = Remote::new(url, token, 16 << 20)?;
+    let mut config = shell_config(store, &args, vec![OsString::from(remote.url())])?;
+    config.core.remote = true;
     on_runtime(async {
         let signals = shell::unix_signals().context("setting up signal handling")?;
         let spawn = move || Ok(remote.connect());

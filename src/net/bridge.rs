@@ -1,10 +1,12 @@
 //! The bridge (`acp-journal --connect URL`): for editors that speak only stdio, a remote ACP
 //! endpoint (an `acp-journal serve`, an SDK's server) stands where the agent process would, over
 //! one WebSocket (`http(s)://` URLs are taken as `ws(s)://` on the same path). The proxy runs as
-//! ever — journals, session loading — and a dropped socket is an agent that died: the proxy
-//! connects again, re-initializes with the editor's `initialize` and restores the editor's
-//! sessions on the new connection by `session/load` or `session/resume`, which a host like
-//! `acp-journal serve` answers from its journal.
+//! ever — journals, session loading — and a dropped socket is the end of its agent, which the
+//! shell "restarts": the bridge connects again (trying with backoff until the proxy gives up on
+//! it: `--init-timeout`, then again within `--respawn`), re-initializes with the editor's
+//! `initialize` and restores the editor's sessions on the new connection by `session/load` or
+//! `session/resume`, which a host like `acp-journal serve` answers from its journal. The core
+//! knows its agent is a host (`proto::Config::remote`) and tells the editor and the log so.
 
 use std::io;
 
@@ -22,9 +24,10 @@ use crate::shell::pipes::Output;
 /// Bytes a pipe between the proxy and the socket task holds.
 const PIPE: usize = 1 << 20;
 
-/// How long a connection is tried before the remote counts as gone (the proxy then restarts
-/// it, within `--respawn`).
-const RECONNECT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long the first connection is tried before the remote counts as unreachable (the proxy
+/// then ends, as when an agent cannot start). A connection made again after a drop is tried
+/// until the proxy stops it: the core gives a host `--init-timeout` to answer.
+const FIRST_CONNECT: std::time::Duration = std::time::Duration::from_secs(30);
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -36,6 +39,9 @@ pub struct Remote {
     url: String,
     token: Option<Token>,
     max_message: usize,
+    /// [`Remote::connect`] was called before: the next connection is one made again, tried
+    /// until the proxy stops it.
+    again: bool,
 }
 
 impl Remote {
@@ -56,6 +62,7 @@ impl Remote {
             url,
             token,
             max_message,
+            again: false,
         })
     }
 
@@ -64,15 +71,17 @@ impl Remote {
         &self.url
     }
 
-    /// A new connection as the proxy's agent: lines written to its stdin go out as frames,
-    /// frames come in as its stdout's lines; it "exits" when the socket closes (status 0 when
-    /// the remote closed it, 1 when it could not be reached or broke).
-    pub fn connect(&self) -> Agent<Link> {
+    /// A new connection as the proxy's agent: lines written to its stdin go out as frames
+    /// (once it is open), frames come in as its stdout's lines; it "exits" when the socket
+    /// closes (status 0 when the remote closed it, 1 when it could not be reached, broke or was
+    /// stopped). The first one is tried for [`FIRST_CONNECT`], later ones until stopped.
+    pub fn connect(&mut self) -> Agent<Link> {
         let (ours, theirs_in) = tokio::io::duplex(PIPE);
         let (theirs_out, ours_out) = tokio::io::duplex(PIPE);
         let (exit_tx, exit_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let remote = self.clone();
+        self.again = true;
         tokio::spawn(async move {
             let code = remote.pump(theirs_in, theirs_out, stop_rx).await;
             let _ = exit_tx.send(code);
@@ -99,7 +108,11 @@ impl Remote {
             _ = &mut stop => return 1,
         };
         let Some(socket) = socket else { return 1 };
-        tracing::info!("connected to {}", self.url);
+        if self.again {
+            tracing::info!("connected to {} again", self.url);
+        } else {
+            tracing::info!("connected to {}", self.url);
+        }
         let (mut sink, mut frames) = socket.split();
         let mut lines = BufReader::new(from_proxy);
         let mut line = Vec::new();
@@ -131,11 +144,11 @@ impl Remote {
                         }
                     }
                     Some(Ok(Message::Close(_))) | None => {
-                        tracing::warn!("{} closed the connection", self.url);
+                        tracing::warn!("{} closed the WebSocket", self.url);
                         return 0;
                     }
                     Some(Err(e)) => {
-                        tracing::warn!("the connection to {} broke: {e}", self.url);
+                        tracing::warn!("lost the WebSocket to {}: {e}", self.url);
                         return 1;
                     }
                     Some(Ok(_)) => {}
@@ -145,12 +158,15 @@ impl Remote {
         }
     }
 
-    /// Connect, trying again with backoff (0.1 s doubling to 2 s) for up to [`RECONNECT`]: a
-    /// host that restarts, a network that comes back.
+    /// Connect, trying again with backoff (0.1 s doubling to 2 s), each failed attempt and when
+    /// the next is logged: a host that restarts, a network that comes back. The first
+    /// connection gives up after [`FIRST_CONNECT`]; one made again tries until stopped.
     async fn open_retrying(&self) -> Option<Socket> {
-        let deadline = tokio::time::Instant::now() + RECONNECT;
+        let deadline = (!self.again).then(|| tokio::time::Instant::now() + FIRST_CONNECT);
         let mut pause = std::time::Duration::from_millis(100);
+        let mut attempt = 0u64;
         loop {
+            attempt = attempt.saturating_add(1);
             match self.open().await {
                 Ok(socket) => return Some(socket),
                 Err(Error::Http(response)) if response.status().is_client_error() => {
@@ -159,11 +175,18 @@ impl Remote {
                     tracing::error!("{} refused the connection: {status}", self.url);
                     return None;
                 }
-                Err(e) if tokio::time::Instant::now() + pause > deadline => {
-                    tracing::warn!("cannot connect to {}: {e}", self.url);
+                Err(e) if deadline.is_some_and(|d| tokio::time::Instant::now() + pause > d) => {
+                    tracing::warn!(
+                        "cannot connect to {}: {e}; gave up after {attempt} attempts",
+                        self.url
+                    );
                     return None;
                 }
-                Err(e) => tracing::info!("cannot connect to {} yet ({e}); trying again", self.url),
+                Err(e) => tracing::info!(
+                    "cannot connect to {} ({e}): attempt {attempt} failed, the next in {:.1} s",
+                    self.url,
+                    pause.as_secs_f64()
+                ),
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(std::time::Duration::from_secs(2));

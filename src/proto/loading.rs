@@ -875,14 +875,14 @@ impl Proxy {
         self.release_held(at);
     }
 
-    /// Journal a client line that cannot go to the agent and, if it is a request, answer it
-    /// with `error`.
+    /// Journal a client line that cannot go to the agent (with its session, or the connection
+    /// when the session has no journal) and, if it is a request, answer it with `error`.
     pub(super) fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
         let peek = envelope::peek(line);
-        let target = peek
-            .session
-            .as_deref()
-            .map_or(Target::Connection, |s| Target::Session(self.sessions.id(s)));
+        let target = match peek.session.as_deref() {
+            Some(s) if self.sessions.journal_open(s) => Target::Session(self.sessions.id(s)),
+            _ => Target::Connection,
+        };
         self.fx.journal_client(at, target.clone(), &peek, line);
         if let Kind::Request { id, .. } = &peek.kind {
             self.fx.answer(at, target, id, Err(error));

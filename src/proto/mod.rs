@@ -378,7 +378,9 @@ pub struct Config {
     pub stall_grace_us: u64,
     /// How long a restarted agent has to answer the client's recorded `initialize`
     /// (microseconds): past it the agent is taken for failed and restarted again (within
-    /// `--respawn`), while the client's lines wait, bounded (`held_limit`).
+    /// `--respawn`), and the client's requests waiting for it are answered with an error. No
+    /// request waits longer for a restarted agent, across restarts; the client's lines wait
+    /// bounded (`held_limit`).
     pub reinit_timeout_us: u64,
     /// Bytes of client lines the core holds for the agent (while a restarted agent is
     /// initialized, or a lost session is restored) before it stops reading the client:
@@ -389,6 +391,9 @@ pub struct Config {
     /// A host (`acp-journal serve`): connections come and go while the agent and its sessions
     /// live on; a session's lines go only to the connections attached to it.
     pub hosted: bool,
+    /// The agent is a remote host the bridge connects to (`--connect`): its restarts are
+    /// connections made again, and the log, the client's notices and errors say so.
+    pub remote: bool,
     /// A host's agent requests for a session nobody is attached to wait this long
     /// (microseconds) for a connection to attach, then are answered as when the connection
     /// they went to ends (a permission request cancelled, anything else -32603).
@@ -407,6 +412,7 @@ impl Default for Config {
             reinit_timeout_us: 60_000_000,
             held_limit: 8 * 1024 * 1024,
             hosted: false,
+            remote: false,
             unattended_timeout_us: 300_000_000,
         }
     }
@@ -709,7 +715,7 @@ impl Proxy {
         {
             // Messages wait for the restarted agent; anything else is no message of the
             // protocol and passes as it always does.
-            reinit.hold(line.clone());
+            reinit.hold(at, peek, line.clone());
             return;
         }
         if self.sessions.prompting() {

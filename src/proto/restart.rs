@@ -8,6 +8,10 @@
 //! still open at the client are answered into the journal only, the recorded `initialize` (and
 //! `authenticate`) go to the new agent, and every live session becomes lost: the next client
 //! request that names it brings it up again ([`super::loading`], a restore) before it is sent.
+//! Requests that wait for the new agent wait at most `--init-timeout`, then are answered with
+//! -32603. For the bridge (`Config::remote`) the agent is a host and a restart a connection
+//! made again: the log and the client's errors say so, and the client is told when the host has
+//! been unreachable for a few seconds and when it is back.
 //! When the agent is gone for good, every client request still waiting on it — loads,
 //! restores, merged lists, forwarded requests — is answered with -32603, in arrival order.
 
@@ -26,40 +30,91 @@ use crate::wire::Side;
 use crate::wire::envelope::RequestId;
 use crate::wire::envelope::{self, Kind, Peek, error_json};
 
-/// A restarted agent being initialized.
+/// How long a host may be unreachable before the client is told (where it accepts notices).
+const NOTICE_AFTER_US: u64 = 3_000_000;
+
+/// A restarted agent being initialized, and what waits for it. When it dies (or is given up
+/// on) before it answered, the next one takes over what waits: [`Reinit::next`].
 #[derive(Debug)]
 pub(super) struct Reinit {
     /// When the recorded `initialize` was sent again (monotonic microseconds): past
     /// `Config::reinit_timeout_us` without an answer the agent is taken for failed.
-    pub(super) since: u64,
+    since: u64,
+    /// When the agent that answered `initialize` last was lost (for a host: when the
+    /// connection dropped).
+    lost_since: u64,
+    /// The sessions that were live on it, told of a host's absence and return.
+    lost: Vec<SessionId>,
+    /// The client was told the host is unreachable.
+    told: bool,
     /// Client lines that arrived meanwhile, in order.
-    pub(super) held: Vec<Bytes>,
+    held: Vec<Bytes>,
     /// Their bytes.
-    pub(super) held_bytes: usize,
+    held_bytes: usize,
+    /// When the oldest request among them arrived: it is answered `reinit_timeout_us` after.
+    oldest_request: Option<u64>,
     /// The proxy gave up on this agent (it asked the shell to restart it).
-    pub(super) timed_out: bool,
+    timed_out: bool,
 }
 
 impl Reinit {
-    pub(super) fn new(at: Stamp) -> Reinit {
+    fn new(at: Stamp, lost: Vec<SessionId>) -> Reinit {
         Reinit {
             since: at.mono_us,
+            lost_since: at.mono_us,
+            lost,
+            told: false,
             held: Vec::new(),
             held_bytes: 0,
+            oldest_request: None,
             timed_out: false,
         }
     }
 
-    /// Hold a client line until the agent is ready.
-    pub(super) fn hold(&mut self, line: Bytes) {
+    /// Another agent takes the place of this one before it answered: it gets its own time to
+    /// answer, and what waited waits on (the requests keep their own time).
+    fn next(mut self, at: Stamp, lost: Vec<SessionId>) -> Reinit {
+        self.since = at.mono_us;
+        self.timed_out = false;
+        self.lost.extend(lost);
+        self
+    }
+
+    /// Hold a client line (described by `peek`) until the agent is ready.
+    pub(super) fn hold(&mut self, at: Stamp, peek: &Peek<'_>, line: Bytes) {
+        if matches!(peek.kind, Kind::Request { .. }) {
+            self.oldest_request.get_or_insert(at.mono_us);
+        }
         self.held_bytes += line.len();
         self.held.push(line);
     }
 
+    /// Take the requests held, in order; notifications and answers wait on.
+    fn take_requests(&mut self) -> Vec<Bytes> {
+        let (requests, rest) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|line| matches!(envelope::peek(line).kind, Kind::Request { .. }));
+        self.held = rest;
+        self.held_bytes = self.held.iter().map(Bytes::len).sum();
+        self.oldest_request = None;
+        requests
+    }
+
     /// When the agent's silence on `initialize` becomes a failure (monotonic microseconds),
     /// unless the proxy already gave up on it.
-    pub(super) fn deadline(&self, timeout: u64) -> Option<u64> {
+    fn deadline(&self, timeout: u64) -> Option<u64> {
         (!self.timed_out).then(|| self.since.saturating_add(timeout))
+    }
+
+    /// When the oldest request held has waited `timeout`.
+    fn requests_deadline(&self, timeout: u64) -> Option<u64> {
+        self.oldest_request.map(|t| t.saturating_add(timeout))
+    }
+
+    /// When a host's client is told it is unreachable, unless it was: [`NOTICE_AFTER_US`]
+    /// after the connection dropped, or at the first timeout if that is sooner.
+    fn notice_due(&self, timeout: u64) -> Option<u64> {
+        (!self.told).then(|| self.lost_since.saturating_add(NOTICE_AFTER_US.min(timeout)))
     }
 }
 
@@ -103,15 +158,19 @@ impl Proxy {
     }
 
     /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
-    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, a prompt
-    /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running out
-    /// of time, or a `session/list_changed` watch ending. `None`: no timer runs.
+    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, a request
+    /// held for it waiting its longest, a host's client to be told it is unreachable, a prompt
+    /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running
+    /// out of time, or a `session/list_changed` watch ending. `None`: no timer runs.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let reinit = self
-            .handshake
-            .reinit
-            .as_ref()
-            .and_then(|r| r.deadline(self.config.reinit_timeout_us));
+        let timeout = self.config.reinit_timeout_us;
+        let reinit = self.handshake.reinit.as_ref().and_then(|r| {
+            let notice = r.notice_due(timeout).filter(|_| self.config.remote);
+            [r.deadline(timeout), r.requests_deadline(timeout), notice]
+                .into_iter()
+                .flatten()
+                .min()
+        });
         let stall = self.config.stall_timeout_us.and_then(|timeout| {
             self.sessions
                 .next_prompt_check(timeout, self.config.stall_grace_us)
@@ -130,21 +189,34 @@ impl Proxy {
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it
-    /// again: forwards go to the new agent from now on. Every client request still waiting is
-    /// answered with an error that says the agent was restarted (a prompt is never retried:
-    /// tools may have run); requests of the dead agent the client may still answer are
-    /// journaled and dropped when it does; every live session is lost, restored on its next
-    /// request; the client's `initialize` (and `authenticate`) go to the new agent, and client
-    /// lines wait until it has answered (those that waited for an agent that died before it
-    /// answered wait on for this one).
+    /// again (for a host: the connection dropped, and the bridge connects again): forwards go
+    /// to the new agent from now on. Every client request still waiting is answered with an
+    /// error that says what happened (a prompt is never retried: tools may have run);
+    /// requests of the dead agent the client may still answer are journaled and dropped when
+    /// it does; every live session is lost, restored on its next request; the client's
+    /// `initialize` (and `authenticate`) go to the new agent, and client lines wait until it
+    /// has answered (those that waited for an agent that died before it answered wait on for
+    /// this one, each request at most `--init-timeout` in all). The client is told of a
+    /// restarted process at once, of a host when it has been unreachable for a few seconds
+    /// ([`Proxy::check_reinit`]).
     pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
         self.flush_stderr(at, true);
         self.fx
             .event(at, Target::Connection, Event::AgentRestarted { code });
         let lost = self.sessions.lose_live();
-        let message = format!(
-            "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
-        );
+        // An agent being initialized died before it answered: what waited for it waits on.
+        let waiting = self.handshake.reinit.take();
+        let remote = self.config.remote;
+        let message = match (remote, &waiting) {
+            (false, _) => format!(
+                "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
+            ),
+            (true, None) => format!(
+                "the connection to the host dropped: connecting again; requests wait for it up to {} s (--init-timeout)",
+                secs(self.config.reinit_timeout_us)
+            ),
+            (true, Some(_)) => "connecting to the host again".to_string(),
+        };
         self.fx.push(Action::Log(message.clone()));
         // Each session tells of the restart first, then of the requests it failed.
         for s in &lost {
@@ -153,11 +225,18 @@ impl Proxy {
                 Target::Session(s.clone()),
                 Event::AgentRestarted { code },
             );
-            if self.client.notices {
-                self.fx.notify_client(at, s, json!({"sessionUpdate": "notice", "severity": "warning", "title": "The agent was restarted", "description": message}));
-            }
         }
-        self.drop_agent(at, agent_restarted);
+        if !remote {
+            self.notice(at, &lost, "warning", "The agent was restarted", &message);
+        }
+        self.drop_agent(
+            at,
+            if remote {
+                host_dropped
+            } else {
+                agent_restarted
+            },
+        );
         let dead = &mut self.handshake.dead;
         self.pending.retain(|(side, id), p| {
             if *side == Side::Agent {
@@ -169,18 +248,32 @@ impl Proxy {
         let Some(init) = self.handshake.client_init.clone() else {
             return;
         };
-        let held = self
-            .handshake
-            .reinit
-            .take()
-            .map(|r| r.held)
-            .unwrap_or_default();
-        let mut reinit = Reinit::new(at);
-        for line in held {
-            reinit.hold(line);
-        }
-        self.handshake.reinit = Some(reinit);
+        self.handshake.reinit = Some(match waiting {
+            Some(reinit) => reinit.next(at, lost),
+            None => Reinit::new(at, lost),
+        });
         self.send_recorded(at, Purpose::Reinitialize, &init);
+    }
+
+    /// Tell the client of each of `sessions` (where it accepts notices).
+    fn notice(
+        &mut self,
+        at: Stamp,
+        sessions: &[SessionId],
+        severity: &str,
+        title: &str,
+        description: &str,
+    ) {
+        if !self.client.notices {
+            return;
+        }
+        for s in sessions {
+            self.fx.notify_client(
+                at,
+                s,
+                json!({"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}),
+            );
+        }
     }
 
     /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an
@@ -220,6 +313,7 @@ impl Proxy {
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     self.agent = agent;
                 }
+                self.host_back(at);
                 if let Some(auth) = self.handshake.client_auth.clone() {
                     self.send_recorded(at, Purpose::Reauthenticate, &auth);
                     return;
@@ -236,26 +330,119 @@ impl Proxy {
         self.end_reinit(at);
     }
 
-    /// A restarted agent that has not answered `initialize` within `reinit_timeout_us` is
-    /// taken for failed: the shell kills it and restarts it again as after a crash (within
-    /// `--respawn`; else the proxy ends, answering every waiting request).
+    /// A host connected to again answered `initialize`: the log says it is back, and so is the
+    /// client told if it was told the host is unreachable.
+    fn host_back(&mut self, at: Stamp) {
+        let Some(reinit) = self
+            .handshake
+            .reinit
+            .as_ref()
+            .filter(|_| self.config.remote)
+        else {
+            return;
+        };
+        let lost = if reinit.told {
+            reinit.lost.clone()
+        } else {
+            Vec::new()
+        };
+        self.fx.push(Action::Log(format!(
+            "the host is back after {:.1} s; its sessions are restored on their next request",
+            secs(at.mono_us.saturating_sub(reinit.lost_since))
+        )));
+        self.notice(
+            at,
+            &lost,
+            "info",
+            "The host is back",
+            "acp-journal is connected to the host again; the conversation continues with your next message.",
+        );
+    }
+
+    /// Time passed while a restarted agent has not answered `initialize`. For a host, the
+    /// client is told it is unreachable once it has been for [`NOTICE_AFTER_US`] (or the
+    /// timeout, if sooner). An agent silent for `reinit_timeout_us` is taken for failed: every
+    /// request held for it is answered with -32603 (`data` naming the cause and the method;
+    /// notifications and answers wait on for the next agent, which journals and drops those
+    /// meant for a lost session or the dead agent), and the shell kills it and starts another
+    /// as after a crash (within `--respawn`; else the proxy ends, answering every waiting
+    /// request). A request that waited `reinit_timeout_us` across restarts is answered so too.
     pub(super) fn check_reinit(&mut self, at: Stamp) {
         let timeout = self.config.reinit_timeout_us;
+        let remote = self.config.remote;
         let Some(reinit) = self.handshake.reinit.as_mut() else {
             return;
         };
-        if reinit.deadline(timeout).is_none_or(|d| at.mono_us < d) {
-            return;
-        }
-        reinit.timed_out = true;
+        let due = |deadline: Option<u64>| deadline.is_some_and(|d| d <= at.mono_us);
+        let tell = remote && due(reinit.notice_due(timeout));
+        let give_up = due(reinit.deadline(timeout));
+        let requests = if give_up || due(reinit.requests_deadline(timeout)) {
+            reinit.take_requests()
+        } else {
+            Vec::new()
+        };
+        reinit.told |= tell;
+        reinit.timed_out |= give_up;
+        let lost = if tell {
+            reinit.lost.clone()
+        } else {
+            Vec::new()
+        };
+        let down = secs(at.mono_us.saturating_sub(reinit.lost_since));
         let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
-        self.fx
-            .event(at, Target::Connection, Event::InitTimeout { after_ms });
-        self.fx.push(Action::Log(format!(
-            "the restarted agent did not answer initialize within {} s: restarting it",
-            timeout as f64 / 1e6
-        )));
-        self.fx.push(Action::RestartAgent);
+        if tell {
+            self.fx.push(Action::Log(format!(
+                "the host has been unreachable for {down:.1} s"
+            )));
+            let description = format!(
+                "acp-journal lost its connection to the host and is connecting again; a message waits up to {} s for it (--init-timeout).",
+                secs(timeout)
+            );
+            self.notice(
+                at,
+                &lost,
+                "warning",
+                "The host is unreachable",
+                &description,
+            );
+        }
+        let answered = requests.len();
+        for line in requests {
+            let error = not_back(
+                remote,
+                timeout,
+                envelope::peek(&line).method().unwrap_or(""),
+            );
+            self.refuse(at, &line, &error);
+        }
+        let what = if remote {
+            "the host"
+        } else {
+            "the restarted agent"
+        };
+        let told = match answered {
+            0 => String::new(),
+            n => format!("; {n} request(s) waiting for it answered with an error"),
+        };
+        if give_up {
+            self.fx
+                .event(at, Target::Connection, Event::InitTimeout { after_ms });
+            let again = if remote {
+                "connecting again"
+            } else {
+                "restarting it"
+            };
+            self.fx.push(Action::Log(format!(
+                "{what} did not answer initialize within {} s: {again}{told}",
+                secs(timeout)
+            )));
+            self.fx.push(Action::RestartAgent);
+        } else if answered > 0 {
+            self.fx.push(Action::Log(format!(
+                "{answered} request(s) waited {} s for {what} to answer initialize: answered with an error",
+                secs(timeout)
+            )));
+        }
     }
 
     /// The restarted agent is ready (or will not be): the client lines that waited go on.
@@ -305,7 +492,7 @@ impl Proxy {
                     );
                     self.fx.push(Action::Log(format!(
                         "the agent sent nothing for session {s} for {} s: cancelling the prompt",
-                        timeout as f64 / 1e6
+                        secs(timeout)
                     )));
                     let params =
                         json!({"sessionId": self.sessions.agent_id(&s).as_str()}).to_string();
@@ -382,9 +569,17 @@ impl Proxy {
 
 impl Proxy {
     /// The agent's output ended: answer every client request still waiting on it, whether
-    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order.
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order, then
+    /// those held for a restarted agent that never answered `initialize` (what else was held
+    /// is journaled and dropped).
     pub(super) fn agent_gone(&mut self, at: Stamp) {
         self.drop_agent(at, agent_exited);
+        if let Some(reinit) = self.handshake.reinit.take() {
+            for line in reinit.held {
+                let error = agent_exited(envelope::peek(&line).method().unwrap_or(""));
+                self.refuse(at, &line, &error);
+            }
+        }
     }
 
     /// The agent is gone: answer every client request still waiting on it with `error(method)`
@@ -447,6 +642,11 @@ impl Proxy {
     }
 }
 
+/// Microseconds as seconds, for messages.
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
 /// The error a client request gets when the agent was restarted before answering it.
 fn agent_restarted(method: &str) -> String {
     let message = match method {
@@ -459,6 +659,50 @@ fn agent_restarted(method: &str) -> String {
         -32603,
         message,
         Some(json!({"reason": "the agent exited and acp-journal restarted it", "method": method})),
+    )
+}
+
+/// The error a client request gets when the connection to the host (the bridge's agent)
+/// dropped before it was answered.
+fn host_dropped(method: &str) -> String {
+    let message = match method {
+        "session/prompt" => {
+            "the connection to the host dropped: send your message again (it was not retried: tools may have run)"
+        }
+        _ => "the connection to the host dropped before the answer: send the request again",
+    };
+    error_json(
+        -32603,
+        message,
+        Some(
+            json!({"reason": "the connection to the host dropped; acp-journal is connecting again", "method": method}),
+        ),
+    )
+}
+
+/// The error a client request gets when it waited `timeout_us` (`--init-timeout`) for a
+/// restarted agent, or a host connected to again, to answer `initialize`.
+fn not_back(remote: bool, timeout_us: u64, method: &str) -> String {
+    let t = secs(timeout_us);
+    let (message, reason) = if remote {
+        (
+            "the host is unreachable: send the request again once it is back",
+            format!(
+                "acp-journal lost its connection to the host and could not connect again within {t} s (--init-timeout)"
+            ),
+        )
+    } else {
+        (
+            "the restarted agent does not answer initialize: send the request again",
+            format!(
+                "the agent was restarted and did not answer initialize within {t} s (--init-timeout)"
+            ),
+        )
+    };
+    error_json(
+        -32603,
+        message,
+        Some(json!({"reason": reason, "method": method})),
     )
 }
 

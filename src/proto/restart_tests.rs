@@ -283,3 +283,293 @@ fn a_native_load_cut_short_by_a_restart_does_not_keep_its_replay_out_of_the_jour
         "journaled: the replay it belonged to is over"
     );
 }
+
+/// The core's time at `mono_us` (the shell's paused clock, as it wakes at `poll_timeout`).
+fn at(mono_us: u64) -> Stamp {
+    Stamp {
+        unix_us: 1_000_000 + mono_us as i64,
+        mono_us,
+    }
+}
+
+/// A client line at `mono_us`.
+fn client_at(h: &mut Harness, mono_us: u64, line: &str) {
+    h.proxy.handle_line(
+        at(mono_us),
+        Peer::Client(ConnId::FIRST),
+        Bytes::from(format!("{line}\n")),
+    );
+    h.drain();
+}
+
+/// Tick the core at `mono_us`.
+fn tick_at(h: &mut Harness, mono_us: u64) {
+    h.proxy.handle_tick(at(mono_us));
+    h.drain();
+}
+
+/// The client's messages from `from` on, as JSON.
+fn client_since(h: &Harness, from: usize) -> Vec<serde_json::Value> {
+    h.to_client[from..].iter().map(json_of).collect()
+}
+
+/// The titles of the notices among `messages`.
+fn notices(messages: &[serde_json::Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "notice")
+        .map(|m| m["params"]["update"]["title"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn logs(h: &Harness) -> Vec<String> {
+    h.requests
+        .iter()
+        .filter_map(|a| match a {
+            Action::Log(message) => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+const SECOND: u64 = 1_000_000;
+
+#[test]
+fn a_request_held_for_a_restarted_agent_is_answered_when_its_initialize_times_out() {
+    let timeout = 20 * SECOND;
+    let mut h = live(
+        Config {
+            reinit_timeout_us: timeout,
+            ..Config::default()
+        },
+        "{}",
+    );
+    let t0 = 1_000 * SECOND;
+    h.proxy.handle_agent_restart(at(t0), 137);
+    h.drain();
+    // A prompt sent meanwhile waits for the new agent, which never answers initialize.
+    client_at(&mut h, t0 + SECOND, &PROMPT.replace("\"id\":2", "\"id\":3"));
+    assert_eq!(h.proxy.poll_timeout(), Some(t0 + timeout));
+    let seen = h.to_client.len();
+    tick_at(&mut h, t0 + timeout - 1);
+    assert_eq!(h.to_client.len(), seen, "not before the timeout");
+    assert!(!h.requests.contains(&Action::RestartAgent));
+    tick_at(&mut h, t0 + timeout);
+    let answer = client_since(&h, seen)
+        .into_iter()
+        .find(|m| m["id"] == 3)
+        .expect("the held prompt is answered at the timeout");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not answer initialize"),
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["data"]["method"], "session/prompt");
+    assert!(
+        answer["error"]["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer initialize within 20 s (--init-timeout)"),
+        "{answer}"
+    );
+    assert!(
+        h.requests.contains(&Action::RestartAgent),
+        "and it restarts"
+    );
+    assert!(
+        h.session("S").iter().any(|l| l.contains("\"id\":3")),
+        "the prompt and its answer are journaled with its session"
+    );
+    // The next agent answers: nothing held crosses over to it.
+    h.proxy.handle_agent_restart(at(t0 + timeout + SECOND), 137);
+    h.drain();
+    let init = json_of(h.to_agent.last().unwrap());
+    assert_eq!(init["method"], "initialize");
+    let sent = h.to_agent.len();
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}"#,
+        init["id"]
+    ));
+    assert_eq!(h.to_agent.len(), sent, "the answered prompt is not sent");
+}
+
+#[test]
+fn a_request_waits_for_restarted_agents_at_most_the_init_timeout_in_all() {
+    let timeout = 20 * SECOND;
+    let mut h = live(
+        Config {
+            reinit_timeout_us: timeout,
+            ..Config::default()
+        },
+        "{}",
+    );
+    let t0 = 1_000 * SECOND;
+    h.proxy.handle_agent_restart(at(t0), 137);
+    client_at(&mut h, t0 + SECOND, PROMPT);
+    // The new agent dies before it answers; the next one gets its own time, the prompt does
+    // not.
+    h.proxy.handle_agent_restart(at(t0 + 15 * SECOND), 1);
+    h.drain();
+    assert_eq!(h.proxy.poll_timeout(), Some(t0 + SECOND + timeout));
+    let seen = h.to_client.len();
+    tick_at(&mut h, t0 + SECOND + timeout);
+    let answer = client_since(&h, seen)
+        .into_iter()
+        .find(|m| m["id"] == 2)
+        .expect("answered");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        !h.requests.contains(&Action::RestartAgent),
+        "the agent has time left"
+    );
+    assert_eq!(h.proxy.poll_timeout(), Some(t0 + 15 * SECOND + timeout));
+}
+
+#[test]
+fn a_host_unreachable_for_a_few_seconds_is_told_then_back_and_the_held_prompt_goes_on() {
+    let mut h = live(
+        Config {
+            remote: true,
+            ..Config::default()
+        },
+        "{}",
+    );
+    h.client(PROMPT);
+    let t0 = 1_000 * SECOND;
+    let seen = h.to_client.len();
+    h.proxy.handle_agent_restart(at(t0), 1);
+    h.drain();
+    // The turn in flight is answered with what happened; nothing else is said yet.
+    let said = client_since(&h, seen);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the connection to the host dropped"),
+        "{}",
+        said[0]
+    );
+    assert!(
+        logs(&h)
+            .iter()
+            .any(|l| l.starts_with("the connection to the host dropped")),
+        "{:?}",
+        logs(&h)
+    );
+    assert!(!logs(&h).iter().any(|l| l.contains("restarted it")));
+    client_at(&mut h, t0 + SECOND, &PROMPT.replace("\"id\":2", "\"id\":3"));
+    assert_eq!(h.proxy.poll_timeout(), Some(t0 + 3 * SECOND));
+    let seen = h.to_client.len();
+    tick_at(&mut h, t0 + 3 * SECOND);
+    let said = client_since(&h, seen);
+    assert_eq!(notices(&said), ["The host is unreachable"], "{said:?}");
+    assert_eq!(said[0]["params"]["sessionId"], "S");
+    assert_eq!(said[0]["params"]["update"]["severity"], "warning");
+    assert!(!said.iter().any(|m| m["id"] == 3), "the prompt waits on");
+    assert_eq!(h.proxy.poll_timeout(), Some(t0 + 60 * SECOND));
+    // The host answers the recorded initialize: the client hears it is back, then the held
+    // prompt restores its session and goes on.
+    let seen = h.to_client.len();
+    h.proxy.handle_line(
+        at(t0 + 10 * SECOND),
+        Peer::Agent,
+        Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"id\":\"acp-journal:0\",\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{}}}\n"),
+    );
+    h.drain();
+    assert_eq!(
+        notices(&client_since(&h, seen)),
+        ["The host is back"],
+        "{:?}",
+        client_since(&h, seen)
+    );
+    assert!(
+        logs(&h)
+            .iter()
+            .any(|l| l.starts_with("the host is back after 10.0 s"))
+    );
+    let load = fetch(&h);
+    history(&mut h, load, Summary::default());
+    let new = json_of(h.to_agent.last().unwrap());
+    assert_eq!(new["method"], "session/new");
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"U"}}}}"#,
+        new["id"]
+    ));
+    let prompt = json_of(h.to_agent.last().unwrap());
+    assert_eq!(prompt["id"], 3);
+    assert_eq!(prompt["method"], "session/prompt");
+}
+
+#[test]
+fn a_prompt_held_while_the_host_stays_unreachable_is_answered_at_the_init_timeout() {
+    let timeout = 2 * SECOND;
+    let mut h = live(
+        Config {
+            remote: true,
+            reinit_timeout_us: timeout,
+            ..Config::default()
+        },
+        "{}",
+    );
+    let t0 = 1_000 * SECOND;
+    h.proxy.handle_agent_restart(at(t0), 1);
+    client_at(&mut h, t0 + 1, PROMPT);
+    // The timeout is shorter than the notice's few seconds: the notice comes with it, first.
+    assert_eq!(h.proxy.poll_timeout(), Some(t0 + timeout));
+    let seen = h.to_client.len();
+    tick_at(&mut h, t0 + timeout);
+    let said = client_since(&h, seen);
+    assert_eq!(notices(&said), ["The host is unreachable"], "{said:?}");
+    let answer = said.iter().position(|m| m["id"] == 2).expect("answered");
+    assert!(answer > 0, "after the notice: {said:?}");
+    let error = &said[answer]["error"];
+    assert_eq!(error["code"], -32603);
+    assert_eq!(
+        error["message"],
+        "the host is unreachable: send the request again once it is back"
+    );
+    assert_eq!(error["data"]["method"], "session/prompt");
+    assert!(
+        error["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("within 2 s (--init-timeout)"),
+        "{error}"
+    );
+    assert!(h.requests.contains(&Action::RestartAgent), "connect again");
+    assert!(
+        logs(&h)
+            .iter()
+            .any(|l| l.starts_with("the host did not answer initialize within 2 s")),
+        "{:?}",
+        logs(&h)
+    );
+    // Connecting again tells the client nothing new until the host is back.
+    let seen = h.to_client.len();
+    h.proxy.handle_agent_restart(at(t0 + timeout + 1), 1);
+    h.drain();
+    tick_at(&mut h, t0 + 2 * timeout + 1);
+    assert!(notices(&client_since(&h, seen)).is_empty());
+}
+
+#[test]
+fn requests_held_for_a_restarted_agent_are_answered_when_it_is_gone_for_good() {
+    let mut h = live(Config::default(), "{}");
+    restart(&mut h, 137);
+    h.client(PROMPT);
+    let seen = h.to_client.len();
+    // No more restarts (--respawn spent): the agent's end reaches the core.
+    let at = h.stamp();
+    h.proxy.handle_eof(at, Peer::Agent);
+    h.drain();
+    let answer = client_since(&h, seen)
+        .into_iter()
+        .find(|m| m["id"] == 2)
+        .expect("the held prompt is answered");
+    assert_eq!(answer["error"]["message"], "the agent exited", "{answer}");
+    assert_eq!(answer["error"]["data"]["method"], "session/prompt");
+}

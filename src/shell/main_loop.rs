@@ -57,6 +57,9 @@ pub(super) struct Running<P, S> {
     sync_tick: tokio::time::Interval,
     /// `--grace`: also how long the editor's last lines may take to be delivered at the end.
     grace: Duration,
+    /// The agent is a remote host (the bridge): its end is the connection's, and its restart
+    /// a connection made again.
+    remote: bool,
 }
 
 impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
@@ -161,6 +164,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             list_tick: tick(Duration::from_millis(250)),
             sync_tick: tick(Duration::from_secs(1)),
             grace: config.grace,
+            remote: config.core.remote,
         })
     }
 
@@ -380,14 +384,21 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
     }
 
     /// The agent died with `code`: started again while a client may come and restarts remain,
-    /// else its end reaches the core.
+    /// else its end reaches the core. (A host's connection, connected again, is told of by the
+    /// bridge and the core.)
     fn restart_or_end(&mut self, code: i32) {
         let at = self.clock.now();
+        let ended = self.ended(code);
         let restarted = if !self.client_open {
             None
         } else if !self.respawn.take(tokio::time::Instant::now()) {
+            let again = if self.remote {
+                "connecting again"
+            } else {
+                "restarting it again"
+            };
             tracing::error!(
-                "the agent exited with status {code} after {} restarts within a minute: not restarting it again (--respawn {})",
+                "{ended} after {} restarts within a minute: not {again} (--respawn {})",
                 self.respawn.recent(),
                 self.respawn.limit()
             );
@@ -396,16 +407,16 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             match (self.spawn)() {
                 Ok(agent) => Some(agent),
                 Err(e) => {
-                    tracing::error!(
-                        "the agent exited with status {code} and cannot be started again: {e}"
-                    );
+                    tracing::error!("{ended} and cannot be started again: {e}");
                     None
                 }
             }
         };
         match restarted {
             Some(agent) => {
-                tracing::warn!("the agent exited with status {code}; restarted it");
+                if !self.remote {
+                    tracing::warn!("{ended}; restarted it");
+                }
                 self.out.to_agent = agent.stdin;
                 self.agent_out = agent.stdout;
                 self.agent_err = agent.stderr;
@@ -415,6 +426,16 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                 self.core.handle_agent_restart(at, code);
             }
             None => self.core.handle_eof(at, Peer::Agent),
+        }
+    }
+
+    /// How the log tells of the agent's end: a process's exit status, or the end of the
+    /// connection to a host.
+    fn ended(&self, code: i32) -> String {
+        if self.remote {
+            "the connection to the host ended".to_string()
+        } else {
+            format!("the agent exited with status {code}")
         }
     }
 
@@ -431,9 +452,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             } else {
                 " before answering initialize"
             };
-            tracing::error!(
-                "the agent exited with status {code}{why} while the editor was connected"
-            );
+            tracing::error!("{}{why} while the editor was connected", self.ended(code));
         }
         if let Some(hook) = self.out.otel.take() {
             // Waits up to 3 s for the exporter: on a blocking thread, not the runtime's.

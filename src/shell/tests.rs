@@ -898,13 +898,19 @@ async fn a_restarted_agent_that_never_answers_initialize_is_restarted_again() {
         let restarted = tokio::time::Instant::now();
         // The client's next prompt waits for the agent.
         p.client_says(PROMPT).await;
-        // The timeout: the silent agent is killed...
+        // The timeout: the silent agent is killed, and the waiting prompt answered that it
+        // did not answer initialize (not held for the next one)...
         assert_eq!(p.got.recv().await, Some(libc::SIGKILL));
         assert_eq!(restarted.elapsed().as_secs(), 30, "after the timeout");
-        // ...and a third one started, which answers: the session is restored on it and the
-        // waiting prompt goes on, answered once.
+        let refused = p.client_gets().await;
+        assert_eq!(refused["id"], 2, "{refused}");
+        assert_eq!(refused["error"]["code"], -32603, "{refused}");
+        assert_eq!(refused["error"]["data"]["method"], "session/prompt");
+        // ...and a third one started, which answers: the prompt sent again restores the
+        // session on it and goes on, answered once.
         let mut p = p.agent_exits(128 + libc::SIGKILL);
         reinitialized(&mut p).await;
+        p.client_says(PROMPT).await;
         let new = p.agent_gets().await;
         assert_eq!(new["method"], "session/new", "the lost session is restored");
         p.agent_says(&format!(

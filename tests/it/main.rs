@@ -2,6 +2,7 @@
 
 mod adapters;
 mod attach;
+mod bridge;
 mod cli;
 mod concurrency;
 mod faults;

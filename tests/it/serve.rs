@@ -569,7 +569,7 @@ fn an_agent_killed_under_serve_is_started_again_and_its_session_goes_on() {
 }
 
 /// The bridge's command line: the stdio agent an editor runs.
-fn bridge(store: &Path, url: &str) -> Vec<String> {
+pub fn bridge(store: &Path, url: &str) -> Vec<String> {
     vec![
         bin().display().to_string(),
         "--journal-dir".into(),
@@ -660,7 +660,7 @@ fn the_bridge_reconnects_when_the_host_comes_back_and_the_session_goes_on() {
     let served = Served::start(remote.path(), &["--listen", &listen], &peers.ts_agent());
     let mut answer = client.prompt(&session, "after");
     if answer.get("error").is_some() {
-        // The prompt raced the reconnection: the proxy said the agent restarted.
+        // The prompt raced the drop: the proxy answered that the connection to the host dropped.
         answer = client.prompt(&session, "after");
     }
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");

@@ -144,6 +144,9 @@ impl List {
                 if !seen.insert(id.clone()) {
                     continue;
                 }
+                if let Some(s) = journal.get(id.as_str()) {
+                    add_ours(&mut info, s, self.live.contains(&id));
+                }
                 // Its `updatedAt`, else the journal's last activity, else the row before's.
                 let updated = info["updatedAt"]
                     .as_str()
@@ -279,6 +282,15 @@ fn session_info(s: &ListedSession, live: bool) -> Option<Value> {
     if let Some(cost) = cost.filter(|c| c["amount"].is_number() && c["currency"].is_string()) {
         info["cost"] = cost.clone();
     }
+    add_ours(&mut info, s, live);
+    Some(info)
+}
+
+/// What the journal knows of a listed session that the schema has no field for, as
+/// `_meta.acpJournal` of its row (`agent`, `usage`, `live`): on the journal's own rows and on
+/// the agent's rows of sessions the journal holds, beside the agent's own `_meta` keys (a row
+/// whose `_meta` is not an object is left as the agent sent it).
+fn add_ours(info: &mut Value, s: &ListedSession, live: bool) {
     let mut ours = serde_json::Map::new();
     if let Some(agent) = &s.agent {
         ours.insert("agent".into(), json!(agent));
@@ -289,10 +301,15 @@ fn session_info(s: &ListedSession, live: bool) -> Option<Value> {
     if live {
         ours.insert("live".into(), json!(true));
     }
-    if !ours.is_empty() {
-        info["_meta"] = json!({ "acpJournal": ours });
+    if ours.is_empty() {
+        return;
     }
-    Some(info)
+    if info["_meta"].is_null() {
+        info["_meta"] = json!({});
+    }
+    if let Some(meta) = info["_meta"].as_object_mut() {
+        meta.insert("acpJournal".into(), Value::Object(ours));
+    }
 }
 
 /// The cursor after the row of `session` last active at `updated` (microseconds).

@@ -9,6 +9,7 @@ mod faults;
 mod fork;
 mod golden;
 mod history;
+mod host_history;
 mod html;
 mod kill_storm;
 mod loading;

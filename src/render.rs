@@ -158,9 +158,10 @@ impl<W: Write> Render for Text<W> {
                 "2",
                 &format!("── continued on a new agent session {agent_session}"),
             ),
-            Event::Restarted { .. } | Event::Restored { .. } | Event::Stalled { .. } => {
-                self.line("33", &format!("── {}", model::proxy_note(event)))
-            }
+            Event::Restarted { .. }
+            | Event::HostDropped
+            | Event::Restored { .. }
+            | Event::Stalled { .. } => self.line("33", &format!("── {}", model::proxy_note(event))),
             Event::Forked { .. } => self.line("2", &format!("── {}", model::proxy_note(event))),
             Event::Bundle { summary } => self.line("2", &format!("── {summary}")),
         }

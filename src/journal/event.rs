@@ -66,6 +66,10 @@ pub enum Event {
         /// Its exit code.
         code: i32,
     },
+    /// The bridge's connection to the host (`--connect`) dropped while the client was
+    /// connected: it connects again, and the sessions are restored on the host as after an
+    /// agent restart (the host's agent may have lived on).
+    HostDropped,
     /// A session lost in an agent restart was brought up again on the new agent, by `how`
     /// (`session/resume`, `session/load` or `session/new`).
     SessionRestored {
@@ -133,6 +137,7 @@ impl Event {
             Event::SessionMapped { .. } => "session_mapped",
             Event::Reprimed { .. } => "reprimed",
             Event::AgentRestarted { .. } => "agent_restarted",
+            Event::HostDropped => "host_dropped",
             Event::SessionRestored { .. } => "session_restored",
             Event::PromptStalled { .. } => "prompt_stalled",
             Event::InitTimeout { .. } => "init_timeout",

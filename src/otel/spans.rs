@@ -655,6 +655,7 @@ impl SpanBuilder {
     fn proxy_event(&mut self, at: u64, event: &JournalEvent) {
         let what = match event {
             JournalEvent::AgentRestarted { code } => format!("agent restarted (status {code})"),
+            JournalEvent::HostDropped => "the connection to the host dropped".into(),
             JournalEvent::SessionRestored { how } => format!("session restored ({how})"),
             JournalEvent::PromptStalled { action } => format!("prompt stalled ({action})"),
             _ => return,

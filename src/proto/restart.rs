@@ -201,12 +201,15 @@ impl Proxy {
     /// ([`Proxy::check_reinit`]).
     pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
         self.flush_stderr(at, true);
-        self.fx
-            .event(at, Target::Connection, Event::AgentRestarted { code });
+        let remote = self.config.remote;
+        let event = || match remote {
+            true => Event::HostDropped,
+            false => Event::AgentRestarted { code },
+        };
+        self.fx.event(at, Target::Connection, event());
         let lost = self.sessions.lose_live();
         // An agent being initialized died before it answered: what waited for it waits on.
         let waiting = self.handshake.reinit.take();
-        let remote = self.config.remote;
         let message = match (remote, &waiting) {
             (false, _) => format!(
                 "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
@@ -220,11 +223,7 @@ impl Proxy {
         self.fx.push(Action::Log(message.clone()));
         // Each session tells of the restart first, then of the requests it failed.
         for s in &lost {
-            self.fx.event(
-                at,
-                Target::Session(s.clone()),
-                Event::AgentRestarted { code },
-            );
+            self.fx.event(at, Target::Session(s.clone()), event());
         }
         if !remote {
             self.notice(at, &lost, "warning", "The agent was restarted", &message);

@@ -438,9 +438,10 @@ impl<W: Write> Render for Html<W> {
                 "meta",
                 &format!("continued on a new agent session {agent_session}"),
             ),
-            Event::Restarted { .. } | Event::Restored { .. } | Event::Stalled { .. } => {
-                self.div("meta", &super::model::proxy_note(event))
-            }
+            Event::Restarted { .. }
+            | Event::HostDropped
+            | Event::Restored { .. }
+            | Event::Stalled { .. } => self.div("meta", &super::model::proxy_note(event)),
             Event::Forked { .. } => self.div("meta", &super::model::proxy_note(event)),
             Event::Bundle { summary } => self.div("meta", summary),
         }

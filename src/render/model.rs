@@ -190,12 +190,17 @@ pub enum Event<'a> {
         /// Its exit code.
         code: i32,
     },
-    /// The session was brought up again on the restarted agent, by `how` (a method).
+    /// The bridge's connection to the host dropped; it connects again.
+    HostDropped,
+    /// The session was brought up again on the restarted agent (or on the host the bridge
+    /// connected to again), by `how` (a method).
     Restored {
         /// `session/resume`, `session/load` or `session/new`.
         how: &'a str,
         /// The agent's new session it goes on under, when it is one.
         agent_session: Option<&'a str>,
+        /// On the host (the bridge connected again), not on a restarted agent.
+        host: bool,
     },
     /// The agent was silent on a prompt past `--stall-timeout`: the proxy cancelled it
     /// (`cancel`) or, still silent, restarted the agent (`restart`).
@@ -282,6 +287,8 @@ pub struct Timeline {
     /// ACP v2: the agent streamed message chunks in this turn (its `agent_message` upserts
     /// repeat them).
     streamed: bool,
+    /// The last restart was the bridge's connection to the host, not an agent process.
+    host: bool,
 }
 
 /// A fact told together with the one that follows it (one line for one thing that happened),
@@ -709,7 +716,12 @@ impl Timeline {
                 Ok(())
             }
             JournalEvent::AgentRestarted { code } => {
+                self.host = false;
                 self.emit(sink, &Event::Restarted { code: *code })
+            }
+            JournalEvent::HostDropped => {
+                self.host = true;
+                self.emit(sink, &Event::HostDropped)
             }
             JournalEvent::SessionRestored { how } => {
                 let agent_session = match self.held.take() {
@@ -721,6 +733,7 @@ impl Timeline {
                     &Event::Restored {
                         how,
                         agent_session: agent_session.as_deref(),
+                        host: self.host,
                     },
                 )
             }
@@ -782,20 +795,31 @@ pub fn replay_note(updates: u64, agent_failed: Option<&str>) -> String {
 }
 
 /// What the proxy did to keep a session alive, in words (for [`Event::Restarted`],
-/// [`Event::Restored`], [`Event::Stalled`] and [`Event::Forked`]; empty for other events).
+/// [`Event::HostDropped`], [`Event::Restored`], [`Event::Stalled`] and [`Event::Forked`];
+/// empty for other events).
 pub fn proxy_note(event: &Event<'_>) -> String {
     match event {
         Event::Restarted { code } => {
             format!("the agent exited (status {code}) and acp-journal restarted it")
         }
+        Event::HostDropped => {
+            "the connection to the host dropped: acp-journal connects again".into()
+        }
         Event::Restored {
             how,
-            agent_session: None,
-        } => format!("restored on the restarted agent ({how})"),
-        Event::Restored {
-            how,
-            agent_session: Some(agent),
-        } => format!("restored on the restarted agent ({how}, as agent session {agent})"),
+            agent_session,
+            host,
+        } => {
+            let on = if *host {
+                "the host"
+            } else {
+                "the restarted agent"
+            };
+            match agent_session {
+                None => format!("restored on {on} ({how})"),
+                Some(agent) => format!("restored on {on} ({how}, as agent session {agent})"),
+            }
+        }
         Event::Stalled { action: "cancel" } => {
             "the agent was silent past --stall-timeout: acp-journal cancelled the prompt".into()
         }
@@ -976,7 +1000,7 @@ mod tests {
                 "Replayed { updates: 4, agent_failed: Some(\"session/load failed on the agent: -32000 No previous sessions found\") }",
                 "Continued { agent_session: \"U\" }",
                 "Restarted { code: 137 }",
-                "Restored { how: \"session/new\", agent_session: Some(\"V\") }",
+                "Restored { how: \"session/new\", agent_session: Some(\"V\"), host: false }",
                 "Setup { method: \"session/resume\", cwd: \"/w\" }",
                 "Failed { method: \"session/resume\", code: Number(-32002), message: \"gone\" }",
             ]

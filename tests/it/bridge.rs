@@ -153,9 +153,24 @@ fn a_prompt_sent_while_the_host_is_down_goes_through_when_it_is_back_and_the_edi
     assert_told_of_the_host(&log);
     let again = format!("connected to {} again", scene.served.ws_url());
     assert!(log.contains(&again), "{log}");
-    let Scene { editor, served, .. } = scene;
+    let Scene {
+        editor,
+        served,
+        session,
+        _local: local,
+        ..
+    } = scene;
     editor.finish();
     served.stop();
+    // The bridge's journal tells the same: the host dropped, the session restored on it.
+    let (code, shown, _) = crate::util::run_cli_store(local.path(), &["show", &session]);
+    assert_eq!(code, 0);
+    assert!(
+        shown.contains("── the connection to the host dropped: acp-journal connects again"),
+        "{shown}"
+    );
+    assert!(shown.contains("── restored on the host ("), "{shown}");
+    assert!(!shown.contains("restarted"), "{shown}");
 }
 
 #[test]

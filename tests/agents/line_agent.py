@@ -28,20 +28,26 @@ def answer_to(rid):
     sys.exit(0)
 
 
-def run(name, new_session, prompt):
+def run(name, new_session, prompt, lists=False):
     """Serve the client until stdin ends: `initialize` answered as agent `name` (ACP v1, no
-    capabilities), `session/new` with the ID `new_session()` makes, each `session/prompt` handed
-    to `prompt(id, session, text)` (which answers it), other requests refused, notifications
-    ignored."""
+    capabilities; with `lists`, `sessionCapabilities.list`, and `session/list` answered with
+    the sessions made, as an adapter that keeps its own list does), `session/new` with the ID
+    `new_session()` makes, each `session/prompt` handed to `prompt(id, session, text)` (which
+    answers it), other requests refused, notifications ignored."""
+    made = []
     for line in sys.stdin:
         msg = json.loads(line)
         method, mid = msg.get("method"), msg.get("id")
         if method == "initialize":
+            caps = {"sessionCapabilities": {"list": {}}} if lists else {}
             send({"jsonrpc": "2.0", "id": mid, "result": {
-                "protocolVersion": 1, "agentCapabilities": {},
+                "protocolVersion": 1, "agentCapabilities": caps,
                 "agentInfo": {"name": name, "version": "1.0.0"}}})
         elif method == "session/new":
-            send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": new_session()}})
+            made.append({"sessionId": new_session(), "cwd": msg["params"].get("cwd", "/")})
+            send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": made[-1]["sessionId"]}})
+        elif method == "session/list" and lists:
+            send({"jsonrpc": "2.0", "id": mid, "result": {"sessions": made[::-1]}})
         elif method == "session/prompt":
             params = msg["params"]
             prompt(mid, params["sessionId"], " ".join(b.get("text", "") for b in params["prompt"]))

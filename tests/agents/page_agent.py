@@ -9,10 +9,14 @@ Each prompt, by its text:
           an fs/read_text_file request; a message saying what the client answered to both; the
           tool call completed with `_meta.acpJournal.permission` (the outcome another client
           chose, as the host tells it); end_turn
+  modes   a message, the mode changed to "plan" (`current_mode_update`), another message; end_turn
   else    one message, "You said: <prompt>", and end_turn
+
+With --lists it keeps its own session list (`sessionCapabilities.list`), as the adapters do.
 """
 import itertools
 import json
+import sys
 
 from line_agent import answer_to, run, send, text, update
 
@@ -57,8 +61,14 @@ def prompt(mid, sid, words):
             {"content": "tell the user", "status": "completed", "priority": "low"}]})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         return
+    if words == "modes":
+        text(sid, "Switching to plan mode.")
+        update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": "plan"})
+        text(sid, "Planning now.")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        return
     text(sid, f"You said: {words}")
     send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
 
 
-run("page-agent", lambda: f"page-{next(sessions)}", prompt)
+run("page-agent", lambda: f"page-{next(sessions)}", prompt, lists="--lists" in sys.argv)

@@ -3,7 +3,7 @@
 // (tests/it/page.rs runs it); it waits for what a person would see and reports it, the Rust
 // test asserts:
 //   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
-//                   --scenario converse|hostile|settle|shared --prompt TEXT [--expect TEXT]
+//                   --scenario converse|hostile|settle|shared|states --prompt TEXT [--expect TEXT]
 //                   [--other TEXT]
 // converse: the login form without a cookie; `/?token=` and its redirect; the session list;
 //   the session opened (its history, `--expect` in it); `--prompt` sent from the page; the
@@ -15,6 +15,8 @@
 //   settled); with --other, the turn another client then prompts, followed to its end.
 // settle (tests/agents/page_agent.py): signed in, the session opened; a prompt the host
 //   refuses ("busy"), then one ("settle") whose permission request is taken back at once.
+// states (tests/agents/page_agent.py): signed in, the session opened; a prompt ("modes") whose
+//   turn changes the mode, then the page reloaded (the history again).
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
 import fs from "node:fs";
@@ -173,6 +175,38 @@ try {
       screenshot: shot,
       problems,
     });
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(0);
+  }
+
+  if (opts.scenario === "states") {
+    // A mode change live: drawn in its turn, where it came, and in the session's facts.
+    step = "mode-live";
+    const before = await page.$$eval("#timeline section.turn", (s) => s.length);
+    await page.type("#prompt-text", "modes");
+    await page.click("#send");
+    const turn = `#timeline section.turn:nth-of-type(${before + 1})`;
+    await page.waitForSelector(`${turn} .turn-end`);
+    const shown = () => page.evaluate(() => ({
+      turns: [...document.querySelectorAll("#timeline section.turn")].map((t) =>
+        [...t.children].map((c) => `${c.className}: ${c.textContent}`)),
+      between: [...document.querySelectorAll("#timeline > .meta")].map((m) => m.textContent),
+      facts: document.getElementById("session-facts").innerText,
+    }));
+    emit({ step, ...(await shown()) });
+    // The page again: the history, whose state the host gives collapsed after its last turn,
+    // shows the mode in the facts and not in a turn it did not happen in.
+    step = "mode-history";
+    await page.reload();
+    await page.waitForFunction(
+      (n) => document.querySelectorAll("#timeline section.turn").length === n
+        && /Planning now/.test(document.getElementById("timeline").innerText),
+      {},
+      before + 1,
+    );
+    await page.waitForFunction(() => /plan/.test(document.getElementById("session-facts").innerText));
+    emit({ step, ...(await shown()), problems });
     await browser.close();
     fs.rmSync(profile, { recursive: true, force: true });
     process.exit(0);

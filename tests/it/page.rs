@@ -678,3 +678,59 @@ fn the_page_and_an_sdk_client_share_a_live_session_and_the_first_answer_wins() {
     editor.kill();
     served.stop();
 }
+
+#[test]
+fn the_page_marks_a_live_session_of_an_agent_with_its_own_list_and_draws_a_mode_change_in_its_turn()
+{
+    let store = tempfile::tempdir().unwrap();
+    // Our agent with a session list of its own (as the adapters have): the host's list is the
+    // agent's rows, merged.
+    let agent = vec![
+        python(),
+        root()
+            .join("tests/agents/page_agent.py")
+            .display()
+            .to_string(),
+        "--lists".into(),
+    ];
+    let served = Served::start(store.path(), &[], &agent);
+    let session = prompted_session(&served, "hello");
+    let steps = drive(&served, &session, "states", "", "You said: hello");
+
+    let row = steps["list"]["row"].as_str().unwrap();
+    assert!(
+        row.contains("live") && !row.contains("not live"),
+        "the session lives on the host's agent: {row}"
+    );
+
+    let live = &steps["mode-live"];
+    let turn = live["turns"].as_array().unwrap().last().unwrap().clone();
+    let at = |prefix: &str| {
+        turn.as_array()
+            .unwrap()
+            .iter()
+            .position(|c| c.as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in the turn: {turn}"))
+    };
+    let mode = at("meta: mode → plan");
+    let before = at("agent: Switching to plan mode.");
+    let after = at("agent: Planning now.");
+    assert!(
+        before < mode && mode < after,
+        "the mode change where it came, inside its turn: {turn}"
+    );
+    assert!(live["facts"].as_str().unwrap().contains("plan"), "{live}");
+
+    let history = &steps["mode-history"];
+    let turns = history["turns"].to_string();
+    assert!(
+        !turns.contains("mode →"),
+        "a replayed history's state is not drawn in a turn: {history}"
+    );
+    assert_eq!(history["between"], serde_json::json!([]), "{history}");
+    assert!(
+        history["facts"].as_str().unwrap().contains("plan"),
+        "{history}"
+    );
+    served.stop();
+}

@@ -334,6 +334,8 @@
     running: null,    // this page's prompt in flight: {turn}
     echo: "",         // what of our prompt the host may still echo as user_message_chunk
     userMessage: "",  // the messageId of the user's text being shown
+    history: false,   // the session's history is arriving (its state comes collapsed, last)
+    turnOpen: false,  // the last turn shown has not ended (this page's, or another client's)
 
     shows: function (sessionId) {
       return !!view.session && sessionId === view.session.sessionId && conn.opened === sessionId;
@@ -352,6 +354,7 @@
       view.running = null;
       view.echo = "";
       view.userMessage = "";
+      view.history = true;
       $("timeline").replaceChildren();
       view.header();
       $("prompt").hidden = false;
@@ -369,7 +372,8 @@
       var facts = $("session-facts");
       facts.replaceChildren();
       var ours = (s._meta && s._meta.acpJournal) || {};
-      [["agent", ours.agent], ["working directory", s.cwd], ["state", s.state],
+      [["agent", ours.agent], ["working directory", s.cwd], ["state", s.state], ["mode", s.mode],
+        ["config", s.config],
         ["live", ours.live === true ? "yes" : (ours.live === false ? "no" : undefined)]]
         .forEach(function (f) {
           if (!str(f[1])) { return; }
@@ -382,6 +386,9 @@
 
     /** The history is in: what comes next is live (a paragraph of its own). */
     opened: function () {
+      view.history = false;
+      // The history's last turn is over unless the session is running one now.
+      view.turnOpen = view.session.state === "running";
       view.closePara();
       view.turnState();
     },
@@ -424,6 +431,12 @@
 
     where: function () { return view.turn || $("timeline"); },
 
+    /** Where a change of state (mode, config) goes: the turn it happened in while one runs,
+     *  else between the turns (not inside the last one, which ended before it). */
+    now: function () {
+      return view.turnOpen && view.turn ? view.turn : $("timeline");
+    },
+
     add: function (node) {
       view.closePara();
       view.where().appendChild(node);
@@ -440,6 +453,7 @@
       section.appendChild(el("h3", null, "Turn " + view.turns));
       $("timeline").appendChild(section);
       view.turn = section;
+      view.turnOpen = true;
       view.plan = null;
       // Agents number tool calls per turn (call_1 again in the next one): a card per turn.
       view.tools = {};
@@ -481,6 +495,17 @@
     },
 
     meta: function (text) { view.add(el("div", "meta", text)); },
+
+    /** A change of state: in the session's facts; in the timeline where it happened when it
+     *  came live (a replayed history gives only the latest state, after its last turn: drawn
+     *  there, it would sit in a turn it did not happen in). */
+    stateChange: function (fact, value, text) {
+      view.session[fact] = value;
+      view.header();
+      if (view.history) { return; }
+      view.closePara();
+      view.now().appendChild(el("div", "meta", text));
+    },
 
     failed: function (method, error) {
       view.add(el("div", "error", method + " failed: " + error.code + " " + error.message));
@@ -525,14 +550,14 @@
           view.planCard(u.plan || {});
           return;
         case "current_mode_update":
-          view.meta("mode → " + (str(u.currentModeId) || "?"));
+          view.stateChange("mode", str(u.currentModeId), "mode → " + (str(u.currentModeId) || "?"));
           return;
         case "config_option_update":
           var set = (Array.isArray(u.configOptions) ? u.configOptions : []).map(function (o) {
             var v = o && o.currentValue;
             return (str(o && o.id) || "?") + " = " + (typeof v === "string" ? v : JSON.stringify(v));
           });
-          view.meta("config: " + set.join(", "));
+          view.stateChange("config", set.join(", "), "config: " + set.join(", "));
           return;
         case "session_info_update":
           if (str(u.title)) {
@@ -745,7 +770,7 @@
     },
 
     endTurn: function (turn, cls, text) {
-      if (view.turn === turn) { view.closePara(); }
+      if (view.turn === turn) { view.closePara(); view.turnOpen = false; }
       turn.appendChild(el("div", cls, text));
       if (view.running && view.running.turn === turn) { view.running = null; }
       view.turnState();

@@ -1030,7 +1030,12 @@ fn behind_nginx_with_tls_both_sdk_clients_work() {
     let store = tempfile::tempdir().unwrap();
     let prefix = tempfile::tempdir().unwrap();
     certificate(prefix.path());
-    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    // nginx passes on the name clients use (`proxy_set_header Host $host`): serve admits it.
+    let served = Served::start(
+        store.path(),
+        &["--allow-host", "localhost"],
+        &Peers::get().ts_agent(),
+    );
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

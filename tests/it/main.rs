@@ -8,6 +8,7 @@ mod faults;
 mod fork;
 mod golden;
 mod history;
+mod hostile;
 mod html;
 mod kill_storm;
 mod loading;

@@ -165,14 +165,14 @@ pub async fn serve(listener: TcpListener, options: Options, link: HubLink) -> st
             Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors and the like: wait, do not spin.
-                failed.count(e);
+                failed.count(format_args!("({e})"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
         let (pass, full) = sockets.admit();
         if full {
-            shed.count(peer.ip());
+            shed.count(format_args!("from {}", peer.ip()));
         }
         let _ = stream.set_nodelay(true);
         let host = host.clone();

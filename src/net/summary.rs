@@ -19,7 +19,7 @@ pub(super) struct Summary {
 #[derive(Default)]
 struct Counted {
     count: u64,
-    /// The last event's detail (a source address).
+    /// The last event's detail.
     last: String,
     /// A line is due (its timer runs).
     due: bool,
@@ -34,8 +34,8 @@ impl Summary {
         })
     }
 
-    /// Count one event (`detail`: which source). The first of a quiet spell is written at once;
-    /// the rest, counted, in one line [`INTERVAL`] later.
+    /// Count one event (`detail` follows its name in the line: `from 192.0.2.1`). The first of a
+    /// quiet spell is written at once; the rest, counted, in one line [`INTERVAL`] later.
     pub(super) fn count(self: &Arc<Self>, detail: impl std::fmt::Display) {
         let mut state = self.state.lock().expect("a summary");
         if state.due {
@@ -46,7 +46,7 @@ impl Summary {
         state.due = true;
         drop(state);
         tracing::warn!(
-            "{} from {detail} (more are summed up every {} s)",
+            "{} {detail} (more are summed up every {} s)",
             self.one,
             INTERVAL.as_secs()
         );
@@ -63,7 +63,7 @@ impl Summary {
                 state.count = 0;
                 drop(state);
                 tracing::warn!(
-                    "{count} {} in the last {} s (the last from {last})",
+                    "{count} {} in the last {} s (the last {last})",
                     summary.many,
                     INTERVAL.as_secs()
                 );

@@ -61,7 +61,7 @@ impl Throttle {
     /// that has not shown the token is gone by then: an answer later than that would reach
     /// nobody, and a waiting HTTP/2 request outlives its socket). Logged in a summary.
     pub(super) async fn wrong(&self, ip: IpAddr, within: Duration) {
-        self.log.count(ip);
+        self.log.count(format_args!("from {ip}"));
         let now = Instant::now();
         let at = self.schedule(ip.into(), now);
         tokio::time::sleep_until(at.min(now + within)).await;

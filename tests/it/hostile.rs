@@ -492,8 +492,18 @@ fn connection_ids_stay_out_of_the_log_and_tls_answers_carry_hsts() {
             &cert.display().to_string(),
             "--tls-key",
             &key.display().to_string(),
+            "--handshake-timeout",
+            HANDSHAKE,
         ],
         &Peers::get().ts_agent(),
+    );
+    // A TLS handshake that never finishes (a ClientHello's record header, then nothing) is
+    // closed within the limit too.
+    let mut stalled = hold(served.addr, &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]);
+    let limit = Duration::from_secs(2) + MARGIN;
+    assert!(
+        closed_within(&mut stalled, limit).is_some(),
+        "a stalled TLS handshake was left open past {limit:?}"
     );
     let url = format!("https://127.0.0.1:{}/acp", served.addr.port());
     let out = Command::new("curl")

@@ -290,7 +290,7 @@ Examples:
       the bridge, as an editor's stdio agent command (not a subcommand)
 
 Every request needs `Authorization: Bearer TOKEN`. See docs/SERVING.md.")]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
@@ -637,7 +637,8 @@ pub struct ServeArgs {
     pub listen: std::net::SocketAddr,
 
     /// Read the bearer token from FILE [default: $ACP_JOURNAL_TOKEN, else the store's
-    /// serve.token, made (0600) on first start].
+    /// serve.token, made (0600) on first start]. At least 16 characters; a file group or others
+    /// may read is refused.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
@@ -674,6 +675,16 @@ pub struct ServeArgs {
     /// A browser Origin allowed to open a WebSocket, besides the server's own (repeatable).
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+
+    /// A name clients (or a proxy in front) reach the server by, admitted in `Host` besides
+    /// localhost, 127.0.0.1, [::1] and the listening address (repeatable; NAME:PORT for one
+    /// port only). Any other Host is refused (421): no DNS rebinding.
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
+
+    /// Seconds a socket may go without showing the token (tests shorten it).
+    #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_timeout, hide = true)]
+    pub handshake_timeout: Duration,
 
     /// Proxy options.
     #[command(flatten)]

@@ -96,7 +96,7 @@ const browser = await puppeteer.launch({
 const page = await browser.newPage();
 page.setDefaultTimeout(120_000);
 await page.setViewport({ width: 1280, height: 900 });
-await page.goto(`${base}/?token=${encodeURIComponent(token)}`);
+await page.goto(`${base}/#token=${encodeURIComponent(token)}`);
 await page.click(`.session-row[data-session="${sessionId}"]`);
 await page.waitForFunction(() => document.getElementById("timeline").innerText.includes("warm up"));
 // Notes the arrival of each stamped line in the transcript's text.

@@ -72,7 +72,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Diff(args)) => diff::run(&store, args),
         Some(Command::Bundle(args)) => bundle::run(&store, args),
         Some(Command::Fork(args)) => fork::run(&store, args),
-        Some(Command::Serve(args)) => serve::run(store, args),
+        Some(Command::Serve(args)) => serve::run(store, *args),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         Some(Command::Reap(args)) => {

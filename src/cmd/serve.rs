@@ -17,6 +17,7 @@ pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
     let default_file = store.root().join("serve.token");
     let (token, source) = Token::resolve(env, args.token_file.as_deref(), &default_file)?;
+    token.ensure_long()?;
     match source {
         TokenSource::Environment => tracing::info!("token: from ACP_JOURNAL_TOKEN"),
         TokenSource::File(path) => tracing::info!("token: from {}", path.display()),
@@ -41,6 +42,8 @@ pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
         idle_timeout: args.idle_timeout,
         init_timeout: args.proxy.init_timeout,
         allowed_origins: args.allow_origin.clone(),
+        allowed_hosts: args.allow_host.clone(),
+        handshake: args.handshake_timeout,
         tls,
     };
     let mut config = shell_config(store, &args.proxy, args.agent.clone())?;
@@ -58,7 +61,11 @@ pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         tracing::info!("serving ACP at {scheme}://{address}/acp (WebSocket on the same URL)");
         let (link, hub) = hub::hub(args.client_queue);
-        tokio::spawn(crate::net::serve(listener, options, link));
+        tokio::spawn(async move {
+            if let Err(e) = crate::net::serve(listener, options, link).await {
+                tracing::error!("serving: {e}");
+            }
+        });
         let spawn = local_agent(&config);
         let signals = shell::unix_signals().context("setting up signal handling")?;
         shell::run(config, Front::Hub(hub), spawn, signals).await

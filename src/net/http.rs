@@ -5,9 +5,15 @@
 //!
 //! Routing, in one task per connection ([`Dispatcher`]): a message naming a session (its
 //! `params.sessionId`, or the response to a request of the client that named one) goes on that
-//! session's stream when the client has it open, else on the connection's stream; with no
-//! stream open it waits (bounded). So a load's answer follows its replay on one stream, and a
-//! client that opens no session streams (Python's, until it sees a session) still gets all.
+//! session's stream when the client has it open, else on the connection's stream. So a load's
+//! answer follows its replay on one stream, and a client that opens no session streams
+//! (Python's, until it sees a session) still gets all.
+//!
+//! Bounds: what a client has not read is paced by the hub's rule whether or not it opened a
+//! stream — with no stream open (or [`SOFT_LIMIT`] set aside for streams it has not opened) the
+//! dispatcher stops taking lines from the outbox, so they wait there, where more than
+//! [`SOFT_LIMIT`] for [`STALL`](crate::shell::hub::STALL) drops the client; and a stream holds
+//! at most [`SOFT_LIMIT`] of frames hyper has not taken ([`Stream`]).
 //!
 //! Leniencies (each SDK's server is stricter in a way the other SDK's client trips on): a session
 //! stream is made by its `GET` even for a session the connection has not named yet (the
@@ -23,18 +29,27 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode, header};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{
     Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, SESSION_ID, connection_id, json,
     message_line, message_of, plain,
 };
-use crate::shell::hub::{Connection, Outbox};
+use crate::shell::hub::{Connection, Outbox, SOFT_LIMIT};
 use crate::wire::envelope::{self, Kind};
 
-/// Frames a stream's body holds before the dispatcher waits for the client to read.
+/// Frames a stream's body holds before the dispatcher waits for the client to read (and at
+/// most [`SOFT_LIMIT`] bytes of them).
 const STREAM_DEPTH: usize = 64;
+
+/// The dispatcher's end of one event stream: frames, each with its share of the stream's
+/// [`SOFT_LIMIT`] bytes, given back once hyper takes it.
+#[derive(Clone)]
+struct Stream {
+    frames: mpsc::Sender<(Bytes, Option<OwnedSemaphorePermit>)>,
+    bytes: Arc<Semaphore>,
+}
 
 /// A live HTTP connection, as request handlers reach it.
 #[derive(Clone)]
@@ -46,7 +61,7 @@ pub(super) struct Handle {
 /// What request handlers tell a connection's dispatcher.
 enum Control {
     /// The client opened a stream (`None`: the connection's).
-    Stream(Option<String>, mpsc::Sender<Bytes>),
+    Stream(Option<String>, Stream),
     /// The client sent request `id` (its JSON) for `session`: the answer goes on its stream.
     Request(String, String),
     /// `DELETE`.
@@ -148,7 +163,9 @@ async fn open(host: Arc<Host>, line: Bytes) -> Response<Body> {
         .lock()
         .expect("the connection table")
         .insert(name.clone(), handle.clone());
-    tracing::info!("HTTP connection {name} opened");
+    let number = connection.id().0;
+    tracing::info!("HTTP connection #{number} opened");
+    tracing::debug!("HTTP connection #{number} is {name}");
     let dispatcher = Dispatcher {
         outbox,
         control: control_rx,
@@ -158,7 +175,6 @@ async fn open(host: Arc<Host>, line: Bytes) -> Response<Body> {
         answers: HashMap::new(),
         waiting: VecDeque::new(),
         waiting_bytes: 0,
-        limit: host.options.max_message.max(1 << 20) * 4,
     };
     let idle = host.options.idle_timeout;
     let table = host.clone();
@@ -171,7 +187,7 @@ async fn open(host: Arc<Host>, line: Bytes) -> Response<Body> {
             .expect("the connection table")
             .remove(&closing);
         table.release();
-        tracing::info!("HTTP connection {closing} ended");
+        tracing::info!("HTTP connection #{number} ended");
     });
     if !connection.send(line).await {
         let _ = handle.control.send(Control::End);
@@ -206,12 +222,21 @@ pub(super) fn get(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
         return plain(StatusCode::NOT_FOUND, "unknown Acp-Connection-Id");
     };
     let session = header_str(&req, SESSION_ID).map(str::to_string);
-    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_DEPTH);
-    if handle.control.send(Control::Stream(session, tx)).is_err() {
+    let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+    let stream = Stream {
+        frames: tx,
+        bytes: Arc::new(Semaphore::new(SOFT_LIMIT)),
+    };
+    if handle
+        .control
+        .send(Control::Stream(session, stream))
+        .is_err()
+    {
         return plain(StatusCode::NOT_FOUND, "the connection has ended");
     }
     let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-        let frame = rx.recv().await?;
+        // Its permit goes back as hyper takes the frame.
+        let (frame, _permit) = rx.recv().await?;
         Some((Ok(Frame::data(frame)), rx))
     });
     Response::builder()
@@ -261,15 +286,14 @@ struct Dispatcher {
     control: mpsc::UnboundedReceiver<Control>,
     /// The `initialize` request's id and where its answer goes (the `POST` waits for it).
     initialize: Option<(String, oneshot::Sender<Bytes>)>,
-    connection_stream: Option<mpsc::Sender<Bytes>>,
-    session_streams: HashMap<String, mpsc::Sender<Bytes>>,
+    connection_stream: Option<Stream>,
+    session_streams: HashMap<String, Stream>,
     /// The client's requests that named a session: their answers go on its stream.
     answers: HashMap<String, String>,
-    /// Messages waiting for the client to open a stream, and their bytes.
+    /// Messages taken from the outbox before a stream for them was open, and their bytes
+    /// (past [`SOFT_LIMIT`], no more are taken).
     waiting: VecDeque<Bytes>,
     waiting_bytes: usize,
-    /// Bound of `waiting`.
-    limit: usize,
 }
 
 /// Why a dispatcher stops.
@@ -282,16 +306,20 @@ impl Dispatcher {
         let mut unread_since = Some(Instant::now());
         loop {
             let deadline = unread_since.map(|since| since + idle);
+            let reading = self.reading();
+            let ended = self.outbox.ended();
             let step = tokio::select! {
                 biased;
                 control = self.control.recv() => match control {
                     Some(control) => self.control(control).await,
                     None => Err(Ended),
                 },
-                line = self.outbox.recv() => match line {
+                line = self.outbox.recv(), if reading => match line {
                     Some(line) => self.route(line).await,
                     None => Err(Ended),
                 },
+                // Not reading: the hub dropped it for what waits in its outbox.
+                () = ended, if !reading => Err(Ended),
                 _ = keepalive.tick() => self.keep_alive(),
                 // Both SDKs' clients take the end of the connection's stream for the end of the
                 // connection (they never open it again): so does the host, at once, so the
@@ -315,6 +343,13 @@ impl Dispatcher {
                 (false, since) => since,
             };
         }
+    }
+
+    /// Whether to take lines from the outbox: for the `initialize` answer, and while a stream
+    /// is open and little waits for another; else they wait in the outbox, paced by the hub.
+    fn reading(&self) -> bool {
+        let open = self.connection_stream.is_some() || !self.session_streams.is_empty();
+        self.initialize.is_some() || (open && self.waiting_bytes <= SOFT_LIMIT)
     }
 
     async fn control(&mut self, control: Control) -> Result<(), Ended> {
@@ -377,15 +412,9 @@ impl Dispatcher {
                 Sent::TooSlow => return Err(Ended),
             }
         }
-        // No stream open: wait for one, bounded.
+        // No stream open for it: it waits for one (see `reading`).
         self.waiting_bytes += line.len();
         self.waiting.push_back(line);
-        if self.waiting_bytes > self.limit {
-            tracing::warn!(
-                "an HTTP client opens no stream to read what it is sent: ending its connection"
-            );
-            return Err(Ended);
-        }
         Ok(())
     }
 
@@ -393,13 +422,14 @@ impl Dispatcher {
         let comment = Bytes::from_static(b":\n\n");
         self.session_streams.retain(|_, s| {
             !matches!(
-                s.try_send(comment.clone()),
+                s.frames.try_send((comment.clone(), None)),
                 Err(mpsc::error::TrySendError::Closed(_))
             )
         });
         if let Some(stream) = &self.connection_stream
             && stream
-                .try_send(comment)
+                .frames
+                .try_send((comment, None))
                 .is_err_and(|e| matches!(e, mpsc::error::TrySendError::Closed(_)))
         {
             self.connection_stream = None;
@@ -416,8 +446,14 @@ enum Sent {
     TooSlow,
 }
 
-async fn send(stream: &mpsc::Sender<Bytes>, frame: Bytes) -> Sent {
-    match tokio::time::timeout(SEND_TIMEOUT, stream.send(frame)).await {
+async fn send(stream: &Stream, frame: Bytes) -> Sent {
+    // A frame larger than the whole allowance takes all of it.
+    let share = u32::try_from(frame.len().min(SOFT_LIMIT)).unwrap_or(u32::MAX);
+    let send = async {
+        let permit = stream.bytes.clone().acquire_many_owned(share).await.ok();
+        stream.frames.send((frame, permit)).await
+    };
+    match tokio::time::timeout(SEND_TIMEOUT, send).await {
         Ok(Ok(())) => Sent::Yes,
         Ok(Err(_)) => Sent::Closed,
         Err(_) => {
@@ -441,9 +477,9 @@ fn sse_frame(line: &Bytes) -> Bytes {
 }
 
 /// Resolves when the client closed `stream` (its body was dropped).
-async fn closed(stream: &Option<mpsc::Sender<Bytes>>) {
+async fn closed(stream: &Option<Stream>) {
     match stream {
-        Some(stream) => stream.closed().await,
+        Some(stream) => stream.frames.closed().await,
         None => std::future::pending().await,
     }
 }

@@ -4,23 +4,28 @@
 //! everything else on `GET` Server-Sent-Event streams, `DELETE` to end) in [`http`], and
 //! WebSocket (one message per text frame) in [`ws`]. HTTP/1.1 and HTTP/2 (h2c by prior
 //! knowledge, h2 by ALPN with TLS). At `/`, a page for the browser ([`page`]): an ACP client of
-//! its own over the WebSocket, signed in with the token exchanged for a cookie.
+//! its own over the WebSocket, which shows the token as a subprotocol.
 //!
 //! Each client connection is a [`crate::shell::hub::Connection`]: its lines go to the one
 //! protocol core in front of the one agent, and the core's lines for it come back through its
 //! outbox. A connection's end never ends a session.
 //!
-//! Every request to `/acp` needs the bearer [`token::Token`] (a WebSocket from the page may show
-//! the page's cookie instead, with an `Origin` the Origin check admits); checks come before
-//! anything is allocated.
-//! Limits: a message of at most [`Options::max_message`] bytes (413), at most
-//! [`Options::max_connections`] ACP connections (503) and four times as many sockets, a socket
-//! that sends no request within [`HANDSHAKE`] is closed, a client that does not take what it is
-//! sent within [`SEND_TIMEOUT`] (or lets its queue pass the hub's limit) is dropped.
+//! Every request must name this server in its `Host` ([`hosts`]); every request to `/acp` needs
+//! the bearer [`token::Token`] (a WebSocket may show it as a subprotocol instead), checked before
+//! anything is allocated; a wrong one is answered late ([`throttle`]).
+//! Limits: a socket that has not shown the token lives at most [`Options::handshake`] and the
+//! oldest such is shed past its share ([`sockets`]); request headers at most [`MAX_HEAD`]; a
+//! message of at most [`Options::max_message`] bytes (413), at most
+//! [`Options::max_connections`] ACP connections (503); a client that does not take what it is
+//! sent within [`SEND_TIMEOUT`] (or lets its queue pass the hub's limits) is dropped.
 
 pub mod bridge;
+pub mod hosts;
 mod http;
 mod page;
+mod sockets;
+mod summary;
+mod throttle;
 pub mod tls;
 pub mod token;
 mod ws;
@@ -40,13 +45,26 @@ use hyper::{Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::shell::hub::HubLink;
+use hosts::Hosts;
+use sockets::{Pass, Sockets};
+use summary::Summary;
+use throttle::Throttle;
 use token::Token;
 
-/// How long a new socket has to send its first request (and to finish TLS).
-pub const HANDSHAKE: Duration = Duration::from_secs(10);
+/// Largest request head (HTTP/1.1 headers; an HTTP/2 header list), in bytes.
+pub const MAX_HEAD: usize = 32 * 1024;
+
+/// HTTP/2 streams open at once on one socket.
+const MAX_STREAMS: u32 = 32;
+
+/// HTTP/2 flow-control windows (bytes a client may send ahead), per stream and per socket: what
+/// a socket that has not shown the token can make the server hold.
+const H2_WINDOW: u32 = 64 * 1024;
+
+/// `Strict-Transport-Security` under TLS (no `includeSubDomains`: the name may hold others).
+const HSTS: &str = "max-age=31536000";
 
 /// How long a client may take to accept one message before it is dropped.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -75,6 +93,11 @@ pub struct Options {
     pub init_timeout: Duration,
     /// Browser origins allowed to open a WebSocket besides the server's own host.
     pub allowed_origins: Vec<String>,
+    /// `--allow-host`: names admitted in `Host` besides loopback and the listening address.
+    pub allowed_hosts: Vec<String>,
+    /// How long a socket may go without showing the token (TLS, request headers and bodies,
+    /// HTTP/2 frames and pings included; 10 s by default).
+    pub handshake: Duration,
     /// TLS, when given a certificate and key.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -86,6 +109,10 @@ type Body = BoxBody<Bytes, Infallible>;
 struct Host {
     options: Options,
     link: HubLink,
+    /// The `Host` values admitted.
+    names: Hosts,
+    /// Wrong tokens, per source.
+    throttle: Throttle,
     /// HTTP connections by `Acp-Connection-Id`.
     http: Mutex<HashMap<String, http::Handle>>,
     /// ACP connections open (HTTP and WebSocket).
@@ -108,84 +135,108 @@ impl Host {
 }
 
 /// Serve ACP on `listener` until the hub's main loop is gone. Each socket runs on its own task.
-pub async fn serve(listener: TcpListener, options: Options, link: HubLink) {
-    let sockets = Arc::new(Semaphore::new(options.max_connections * 4 + 16));
+///
+/// # Errors
+/// The listener's address cannot be read.
+pub async fn serve(listener: TcpListener, options: Options, link: HubLink) -> std::io::Result<()> {
+    let address = listener.local_addr()?;
+    // Sockets that have not shown the token: as many as ACP connections, and some; the oldest
+    // is shed for a new one. Those that have: four per connection, as before.
+    let sockets = Arc::new(Sockets::new(
+        options.max_connections + 16,
+        options.max_connections * 4 + 16,
+        options.handshake,
+    ));
     let host = Arc::new(Host {
+        names: Hosts::new(address, &options.allowed_hosts),
         options,
         link,
+        throttle: Throttle::new(),
         http: Mutex::new(HashMap::new()),
         open: AtomicUsize::new(0),
     });
+    let shed = Summary::new(
+        "an unauthenticated socket shed for a new one",
+        "unauthenticated sockets shed for new ones",
+    );
+    let failed = Summary::new("an accept error", "accept errors");
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors and the like: wait, do not spin.
-                tracing::warn!("accepting a connection: {e}");
+                failed.count(format_args!("({e})"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let Ok(permit) = sockets.clone().try_acquire_owned() else {
-            tracing::warn!("too many sockets open: refusing {peer}");
-            continue;
-        };
+        let (pass, full) = sockets.admit();
+        if full {
+            shed.count(format_args!("from {}", peer.ip()));
+        }
         let _ = stream.set_nodelay(true);
         let host = host.clone();
         tokio::spawn(async move {
-            socket(host, stream, peer).await;
-            drop(permit);
+            let pass = Arc::new(pass);
+            tokio::select! {
+                () = socket(host, stream, peer, pass.clone()) => {}
+                () = pass.ended() => tracing::debug!("{peer} did not show the token in time"),
+            }
         });
     }
 }
 
 /// One socket: TLS if configured, then HTTP/1.1 or HTTP/2 until it closes.
-async fn socket(host: Arc<Host>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+async fn socket(host: Arc<Host>, stream: tokio::net::TcpStream, peer: SocketAddr, pass: Arc<Pass>) {
     match host.options.tls.clone() {
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-            let stream = match tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => return tracing::debug!("TLS handshake with {peer}: {e}"),
-                Err(_) => return tracing::debug!("TLS handshake with {peer}: timed out"),
+            let stream = match acceptor.accept(stream).await {
+                Ok(stream) => stream,
+                Err(e) => return tracing::debug!("TLS handshake with {peer}: {e}"),
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            serve_http(host, stream, h2).await;
+            serve_http(host, stream, peer, pass, h2).await;
         }
         None => {
-            // A socket that sends nothing is closed, not kept (h2c or HTTP/1.1 told by its
-            // first bytes).
+            // h2c or HTTP/1.1, told by the first bytes.
             let mut first = [0u8; 24];
-            let h2 = match tokio::time::timeout(HANDSHAKE, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => first[..n] == b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..n],
+            let h2 = match stream.peek(&mut first).await {
+                Ok(n) if n > 0 => first[..n] == b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..n],
                 _ => return tracing::debug!("{peer} sent no request"),
             };
-            serve_http(host, stream, h2).await;
+            serve_http(host, stream, peer, pass, h2).await;
         }
     }
 }
 
-async fn serve_http<S>(host: Arc<Host>, stream: S, h2: bool)
+/// HTTP on one socket, each buffer bounded: a head of at most [`MAX_HEAD`], HTTP/2 windows of
+/// [`H2_WINDOW`] and [`MAX_STREAMS`] streams.
+async fn serve_http<S>(host: Arc<Host>, stream: S, peer: SocketAddr, pass: Arc<Pass>, h2: bool)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let io = TokioIo::new(stream);
+    let handshake = host.options.handshake;
     let service = hyper::service::service_fn(move |req| {
-        let host = host.clone();
-        async move { Ok::<_, Infallible>(handle(host, req).await) }
+        let (host, pass) = (host.clone(), pass.clone());
+        async move { Ok::<_, Infallible>(handle(host, peer, pass, req).await) }
     });
     let result = if h2 {
         hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .keep_alive_interval(KEEPALIVE)
-            .max_frame_size(1 << 20)
+            .max_header_list_size(MAX_HEAD as u32)
+            .max_concurrent_streams(MAX_STREAMS)
+            .initial_stream_window_size(H2_WINDOW)
+            .initial_connection_window_size(H2_WINDOW)
             .serve_connection(io, service)
             .await
     } else {
         hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(HANDSHAKE)
-            .max_buf_size(1 << 20)
+            .header_read_timeout(handshake)
+            .max_buf_size(MAX_HEAD)
             .serve_connection(io, service)
             .with_upgrades()
             .await
@@ -195,34 +246,77 @@ where
     }
 }
 
-/// One request: `/acp`, the token first; the page's paths; nothing else.
-async fn handle(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
+/// One request: its `Host` first; `/acp`, the token first; the page's paths; nothing else.
+async fn handle(
+    host: Arc<Host>,
+    peer: SocketAddr,
+    pass: Arc<Pass>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let mut response = route(&host, peer, pass, req).await;
+    if host.options.tls.is_some() {
+        response.headers_mut().insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            header::HeaderValue::from_static(HSTS),
+        );
+    }
+    response
+}
+
+async fn route(
+    host: &Arc<Host>,
+    peer: SocketAddr,
+    pass: Arc<Pass>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if !request_host(&req).is_some_and(|name| host.names.admits(name)) {
+        return plain(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this server does not answer to that Host (see --allow-host)",
+        );
+    }
     match req.uri().path() {
         "/acp" => {}
-        path if page::serves(path) => return page::handle(&host, req).await,
+        path if page::serves(path) => return page::handle(req),
         _ => return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp"),
     }
-    let authorization = req.headers().get(header::AUTHORIZATION);
-    let admitted = host
-        .options
-        .token
-        .admits(authorization.map(|v| v.as_bytes()))
-        || (ws::is_upgrade(&req) && page::admits_socket(&host, &req));
-    if !admitted {
-        let mut response = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        return response;
+    let upgrade = ws::is_upgrade(&req);
+    let protocols = req.headers().get_all(header::SEC_WEBSOCKET_PROTOCOL);
+    let shown = token::presented(
+        req.headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes()),
+        protocols.iter().filter(|_| upgrade).map(|v| v.as_bytes()),
+    );
+    match shown {
+        Some(given) if host.options.token.is(&given) => {
+            if !pass.authenticate() {
+                return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sockets");
+            }
+        }
+        Some(_) => {
+            let http1 = req.version() < hyper::Version::HTTP_2;
+            drop(req);
+            host.throttle.wrong(peer.ip(), host.options.handshake).await;
+            let mut response = unauthorized();
+            if http1 {
+                // One guess per socket.
+                response.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+            }
+            return response;
+        }
+        None => return unauthorized(),
     }
-    if ws::is_upgrade(&req) {
-        return ws::accept(host, req);
+    if upgrade {
+        return ws::accept(host.clone(), pass, req);
     }
     match *req.method() {
-        hyper::Method::POST => http::post(host, req).await,
-        hyper::Method::GET => http::get(host, req),
-        hyper::Method::DELETE => http::delete(&host, &req),
+        hyper::Method::POST => http::post(host.clone(), req).await,
+        hyper::Method::GET => http::get(host.clone(), req),
+        hyper::Method::DELETE => http::delete(host, &req),
         _ => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE");
             response.headers_mut().insert(
@@ -232,6 +326,24 @@ async fn handle(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
             response
         }
     }
+}
+
+/// 401, with `WWW-Authenticate: Bearer`.
+fn unauthorized() -> Response<Body> {
+    let mut response = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+/// The `Host` a request was sent to (HTTP/2: its `:authority`).
+fn request_host<B>(req: &Request<B>) -> Option<&str> {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
 }
 
 /// The `Origin` a browser sent with `req` (`None`: none, or not text).
@@ -244,12 +356,7 @@ fn origin<B>(req: &Request<B>) -> Option<&str> {
 /// True when `origin`'s host (and port) is the `Host` `req` was sent to: a page of this server.
 fn own_origin<B>(req: &Request<B>, origin: &str) -> bool {
     let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-    let own = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()));
-    own.is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
+    request_host(req).is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
 }
 
 /// A new connection's `Acp-Connection-Id`: 128 random bits, hex.

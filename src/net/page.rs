@@ -1,16 +1,16 @@
 //! The page `serve` shows a browser at `/`: the sessions, one session's transcript live, its
 //! permission requests answerable, a prompt box and a cancel button. The page is an ACP client
-//! of its own (`page/page.js`) over a WebSocket to `/acp`; this module serves it (and its login
-//! form, script and stylesheet) and signs the browser in.
+//! of its own (`page/page.js`) over a WebSocket to `/acp`; this module serves its three files.
 //!
-//! Signing in exchanges the token, once, for a cookie: `GET /?token=TOKEN` (a link the user
-//! opens) or the login form's `POST /login` answer `303 See Other` to `/` with
-//! `Set-Cookie: acp_journal=…; HttpOnly; SameSite=Strict; Path=/` (`; Secure` under TLS), so the
-//! token stays neither in the address bar nor anywhere the page's script can read. The cookie's
-//! value is [`Token::cookie`](super::token::Token::cookie), an HMAC of the token, not the token.
-//! Without the cookie `/` is a login form that holds no session data; with it the page's
-//! WebSocket is admitted to `/acp` in place of the bearer header (browsers cannot set one), and
-//! only with an `Origin` the Origin check admits. Streamable HTTP on `/acp` stays bearer-only.
+//! Signing in needs no cookie, nothing the browser would send by itself. The token comes in the
+//! address's fragment, `/#token=TOKEN` (a fragment never reaches the server, its logs or a proxy
+//! in front), or typed into the page's sign-in form; the script keeps it in the tab's
+//! `sessionStorage` (this origin, this tab, gone with it), takes it out of the address bar at
+//! once, and shows it on its own WebSocket only, as a `Sec-WebSocket-Protocol` value
+//! ([`Token::protocol`](super::token::Token::protocol): browsers cannot set `Authorization` on a
+//! WebSocket), where it is checked like the bearer header, wrong ones slowed alike, and the
+//! `Origin` check applies. `GET /?token=TOKEN` (older links) answers `303` to `/#token=TOKEN`.
+//! The page itself holds no session data: anyone may load it.
 //!
 //! Every response here carries a Content-Security-Policy that loads nothing from anywhere but
 //! this server, runs no inline script, and lets no other site frame the page ([`CSP`]); HTML is
@@ -19,24 +19,16 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use super::token::COOKIE;
-use super::{Body, Host, full, origin, own_origin, plain, ws};
+use super::{Body, full, plain};
 
 /// The page (no data of its own: its script fetches everything over the WebSocket).
 const INDEX: &str = include_str!("page/index.html");
 /// Where the page says which version of acp-journal serves it (its `clientInfo`).
 const VERSION_MARK: &str = "%VERSION%";
-/// The login form (no script, no session data).
-const LOGIN: &str = include_str!("page/login.html");
-/// Where the login form says a token was wrong: [`LOGIN_ERROR`] takes its place then.
-const LOGIN_ERROR_MARK: &str = "<!-- error -->";
-/// What it says.
-const LOGIN_ERROR: &str = "<p class=\"error\" role=\"alert\">That is not the token. Try again.</p>";
 /// The page's ACP client.
 const SCRIPT: &str = include_str!("page/page.js");
 /// What the page adds to the HTML export's stylesheet (layout, list, buttons, prompt box).
@@ -55,27 +47,22 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; \
      base-uri 'none'";
 
-/// Largest login form body, in bytes.
-const LOGIN_BODY: usize = 4 * 1024;
-
 /// The paths this module answers.
 pub(super) fn serves(path: &str) -> bool {
-    matches!(path, "/" | "/login" | "/page.js" | "/page.css")
+    matches!(path, "/" | "/page.js" | "/page.css")
 }
 
 /// One request to one of the page's paths ([`serves`]).
-pub(super) async fn handle(host: &Host, req: Request<Incoming>) -> Response<Body> {
+pub(super) fn handle(req: Request<Incoming>) -> Response<Body> {
     let mut response = match (req.method(), req.uri().path()) {
-        (&Method::GET, "/") => root(host, &req),
-        (&Method::POST, "/login") => login(host, req).await,
+        (&Method::GET, "/") => root(&req),
         (&Method::GET, "/page.js") => asset(&req, SCRIPT, "text/javascript; charset=utf-8"),
         (&Method::GET, "/page.css") => asset(&req, &STYLE, "text/css; charset=utf-8"),
-        (_, path) => {
-            let allow = if path == "/login" { "POST" } else { "GET" };
-            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, &format!("use {allow}"));
+        _ => {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET");
             response
                 .headers_mut()
-                .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+                .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
             response
         }
     };
@@ -96,96 +83,26 @@ pub(super) async fn handle(host: &Host, req: Request<Incoming>) -> Response<Body
     response
 }
 
-/// True for a WebSocket upgrade the page opens: its cookie, and an `Origin` (a browser always
-/// sends one) that the Origin check admits.
-pub(super) fn admits_socket(host: &Host, req: &Request<Incoming>) -> bool {
-    origin(req).is_some() && ws::origin_allowed(host, req) && signed_in(host, req)
-}
-
-/// True when `req` carries the page's cookie.
-fn signed_in(host: &Host, req: &Request<Incoming>) -> bool {
-    let cookies = req.headers().get_all(header::COOKIE);
-    host.options
-        .token
-        .admits_cookie(cookies.iter().map(|v| v.as_bytes()))
-}
-
-/// `GET /`: with `?token=`, the exchange for the cookie; else the page with the cookie, the
-/// login form without.
-fn root(host: &Host, req: &Request<Incoming>) -> Response<Body> {
-    if let Some(given) = req.uri().query().and_then(|q| form_field(q, "token")) {
-        return exchange(host, &given);
-    }
-    if signed_in(host, req) {
-        html(StatusCode::OK, INDEX_HTML.clone())
-    } else {
-        login_form(StatusCode::OK, false)
-    }
-}
-
-/// `POST /login`: the login form's token (`application/x-www-form-urlencoded`, at most
-/// [`LOGIN_BODY`] bytes), from a page of this server when the browser says where from.
-async fn login(host: &Host, req: Request<Incoming>) -> Response<Body> {
-    if origin(&req).is_some_and(|o| !own_origin(&req, o)) {
-        return plain(StatusCode::FORBIDDEN, "sign in from this server's own page");
-    }
-    let form = req.headers().get(header::CONTENT_TYPE).is_some_and(|kind| {
-        let media = kind.as_bytes().split(|b| *b == b';').next().unwrap_or(b"");
-        media
-            .trim_ascii()
-            .eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
-    });
-    if !form {
-        return plain(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send application/x-www-form-urlencoded",
-        );
-    }
-    let body = match Limited::new(req.into_body(), LOGIN_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            let text = format!("a login form is at most {LOGIN_BODY} bytes");
-            return plain(StatusCode::PAYLOAD_TOO_LARGE, &text);
+/// `GET /`: the page; with `?token=`, a `303` that moves the token into the fragment (checked
+/// there by the page's WebSocket, like any token).
+fn root(req: &Request<Incoming>) -> Response<Body> {
+    let Some(given) = req.uri().query().and_then(|q| form_field(q, "token")) else {
+        return html(StatusCode::OK, INDEX_HTML.clone());
+    };
+    let mut location = String::from("/#token=");
+    for b in given {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            location.push(char::from(b));
+        } else {
+            location.push_str(&format!("%{b:02X}"));
         }
-        Err(_) => return plain(StatusCode::BAD_REQUEST, "the body could not be read"),
-    };
-    let given = std::str::from_utf8(&body)
-        .ok()
-        .and_then(|form| form_field(form, "token"))
-        .unwrap_or_default();
-    exchange(host, &given)
-}
-
-/// The token `given` for the cookie: `303` to `/` with it when right, the login form again
-/// (401) when wrong.
-fn exchange(host: &Host, given: &[u8]) -> Response<Body> {
-    if !host.options.token.is(given) {
-        tracing::info!("the page: a wrong token was given");
-        return login_form(StatusCode::UNAUTHORIZED, true);
     }
-    tracing::info!("the page: a browser signed in");
-    let secure = if host.options.tls.is_some() {
-        "; Secure"
-    } else {
-        ""
-    };
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}",
-        host.options.token.cookie()
-    );
     let mut response = html(StatusCode::SEE_OTHER, String::new());
-    let headers = response.headers_mut();
-    headers.insert(header::LOCATION, header::HeaderValue::from_static("/"));
-    // Hex and fixed words: always a valid header value.
-    if let Ok(value) = header::HeaderValue::from_str(&cookie) {
-        headers.insert(header::SET_COOKIE, value);
+    // Percent-encoded ASCII: always a valid header value.
+    if let Ok(value) = header::HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
     }
     response
-}
-
-fn login_form(status: StatusCode, wrong: bool) -> Response<Body> {
-    let error = if wrong { LOGIN_ERROR } else { "" };
-    html(status, LOGIN.replacen(LOGIN_ERROR_MARK, error, 1))
 }
 
 /// An HTML response, never cached.
@@ -287,17 +204,14 @@ mod tests {
     }
 
     #[test]
-    fn the_login_form_has_its_error_mark_and_the_page_its_files() {
-        assert!(LOGIN.contains(LOGIN_ERROR_MARK));
+    fn the_page_has_its_files_and_its_sign_in_form() {
         assert!(INDEX_HTML.contains(env!("CARGO_PKG_VERSION")));
+        assert!(INDEX.contains("id=\"sign-in\""));
         for file in ["/page.js", "/page.css"] {
-            assert!(
-                INDEX.contains(file) && LOGIN.contains("/page.css"),
-                "{file}"
-            );
+            assert!(INDEX.contains(file), "{file}");
             assert!(serves(file));
         }
         assert!(STYLE.starts_with(crate::render::html::STYLE));
-        assert!(!serves("/acp") && !serves("/index.html"));
+        assert!(!serves("/acp") && !serves("/index.html") && !serves("/login"));
     }
 }

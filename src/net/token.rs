@@ -1,5 +1,6 @@
-//! The bearer token every request to `acp-journal serve` must carry, and the browser page's
-//! cookie derived from it.
+//! The bearer token every request to `acp-journal serve` must carry: where it comes from, what
+//! a request shows of it (the `Authorization` header, or for a browser's WebSocket, which cannot
+//! set that header, a `Sec-WebSocket-Protocol` value), and how it is compared.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -42,7 +43,8 @@ impl Token {
     /// `default_file`, made (32 random bytes, base64url) on first start as a 0600 file.
     ///
     /// # Errors
-    /// An unreadable or empty token file; no randomness; a file that cannot be written.
+    /// An unreadable or empty token file, or one that group or others may read (as ssh refuses
+    /// an open private key); no randomness; a file that cannot be written.
     pub fn resolve(
         env: Option<String>,
         file: Option<&Path>,
@@ -60,6 +62,7 @@ impl Token {
         let path = file.unwrap_or(default_file);
         match std::fs::read_to_string(path) {
             Ok(text) => {
+                refuse_unprotected(path)?;
                 let token = Token::new(&text).ok_or_else(|| {
                     io::Error::new(
                         io::ErrorKind::InvalidData,
@@ -96,61 +99,91 @@ impl Token {
         &self.0
     }
 
-    /// True when `header` (an `Authorization` value) is `Bearer <this token>`, compared in
-    /// time that depends on the lengths only.
-    pub fn admits(&self, header: Option<&[u8]>) -> bool {
-        let Some(header) = header else { return false };
-        let Some(given) = header
-            .strip_prefix(b"Bearer ")
-            .or_else(|| header.strip_prefix(b"bearer "))
-        else {
-            return false;
-        };
-        self.is(given)
+    /// Refuse a token too short to withstand guessing (`serve` takes none shorter than
+    /// [`MIN_LEN`] characters).
+    ///
+    /// # Errors
+    /// A token shorter than [`MIN_LEN`].
+    pub fn ensure_long(&self) -> io::Result<()> {
+        if self.0.len() >= MIN_LEN {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the token is {} characters long: serve takes none shorter than {MIN_LEN} (delete the store's serve.token and unset ACP_JOURNAL_TOKEN to have one made)",
+                self.0.len()
+            ),
+        ))
     }
 
-    /// True when `given` (typed into the page's login form, or in `/?token=`; trimmed) is the
-    /// token, compared in time that depends on the lengths only.
+    /// True when `given` (from [`presented`]; trimmed) is the token, compared in time that
+    /// depends on the lengths only.
     pub fn is(&self, given: &[u8]) -> bool {
         same(given.trim_ascii(), self.0.as_bytes())
     }
 
-    /// The value of the page's cookie: hex HMAC-SHA256 of [`COOKIE_MESSAGE`] keyed with the
-    /// token. Not the token (a cookie the browser leaks does not give the bearer token away),
-    /// and the same for as long as the token is.
-    pub fn cookie(&self) -> String {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.0.as_bytes());
-        let tag = ring::hmac::sign(&key, COOKIE_MESSAGE);
-        tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// True when one of `headers` (`Cookie` values: HTTP/2 may split them) holds
-    /// [`COOKIE`]`=`[`Token::cookie`], compared in time that depends on the lengths only.
-    pub fn admits_cookie<'a>(&self, headers: impl IntoIterator<Item = &'a [u8]>) -> bool {
-        let want = self.cookie();
-        let mut found = false;
-        for header in headers {
-            for pair in header.split(|b| *b == b';') {
-                let pair = pair.trim_ascii();
-                if let Some(value) = pair
-                    .strip_prefix(COOKIE.as_bytes())
-                    .and_then(|rest| rest.strip_prefix(b"="))
-                {
-                    // Every candidate is compared: no early exit on the first match.
-                    found |= same(value, want.as_bytes());
-                }
-            }
-        }
-        found
+    /// The `Sec-WebSocket-Protocol` value that carries this token ([`BEARER_PROTOCOL`] and
+    /// the token in base64url), as the page offers it.
+    pub fn protocol(&self) -> String {
+        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(self.0.as_bytes());
+        format!("{BEARER_PROTOCOL}{encoded}")
     }
 }
 
-/// The name of the page's cookie.
-pub const COOKIE: &str = "acp_journal";
+/// The shortest token `serve` takes.
+pub const MIN_LEN: usize = 16;
 
-/// What the page's cookie signs (a new version of the page's login would change it, and so
-/// end the sessions of the old one).
-pub const COOKIE_MESSAGE: &[u8] = b"acp-journal page v1";
+/// The WebSocket subprotocol the page asks for (and the server picks: never the one carrying
+/// the token, which is not echoed).
+pub const PROTOCOL: &str = "acp-journal";
+
+/// The prefix of the subprotocol value that carries the token, base64url without padding
+/// (a subprotocol is an HTTP token: no `/`, `=` or `+`).
+pub const BEARER_PROTOCOL: &str = "acp-journal.bearer.";
+
+/// The token a request shows, if any: `authorization` (`Bearer …`, the scheme in any case), else
+/// among `protocols` (`Sec-WebSocket-Protocol` values, comma-separated lists) a
+/// [`BEARER_PROTOCOL`] one. Nothing is compared here.
+pub fn presented<'a>(
+    authorization: Option<&[u8]>,
+    protocols: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<Vec<u8>> {
+    if let Some(header) = authorization {
+        let (scheme, rest) = header.split_at(header.len().min(7));
+        return scheme
+            .eq_ignore_ascii_case(b"bearer ")
+            .then(|| rest.to_vec())
+            .or(Some(Vec::new()));
+    }
+    protocols
+        .into_iter()
+        .flat_map(|value| value.split(|b| *b == b','))
+        .find_map(|p| p.trim_ascii().strip_prefix(BEARER_PROTOCOL.as_bytes()))
+        .map(|encoded| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(encoded)
+                // Not base64url: shown, and wrong.
+                .unwrap_or_default()
+        })
+}
+
+/// Refuse a token file that group or others may read or write.
+fn refuse_unprotected(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "UNPROTECTED TOKEN FILE: {} has mode {:04o}: a token others can read is not a secret; `chmod 600` it",
+            path.display(),
+            mode & 0o7777
+        ),
+    ))
+}
 
 /// `given == want`, in time that depends on the lengths only.
 fn same(given: &[u8], want: &[u8]) -> bool {
@@ -169,51 +202,81 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_exact_bearer_token_is_admitted() {
-        let token = Token::new("s3cret").unwrap();
-        assert!(token.admits(Some(b"Bearer s3cret")));
-        assert!(token.admits(Some(b"bearer s3cret ")));
+    fn a_token_is_shown_by_its_bearer_header_or_its_subprotocol_and_compared_exactly() {
+        let token = Token::new("s3cret-0123456789").unwrap();
+        let shown = |h: &[u8]| presented(Some(h), []).unwrap();
+        assert!(token.is(&shown(b"Bearer s3cret-0123456789")));
+        assert!(token.is(&shown(b"bEARER s3cret-0123456789 ")));
         for wrong in [
-            &b"Bearer s3cre"[..],
-            b"Bearer s3cret2",
-            b"Bearer S3cret",
-            b"Basic s3cret",
-            b"s3cret",
+            &b"Bearer s3cret-012345678"[..],
+            b"Bearer s3cret-01234567890",
+            b"Bearer S3cret-0123456789",
+            b"Basic s3cret-0123456789",
+            b"s3cret-0123456789",
+            b"Bearer",
             b"",
         ] {
-            assert!(!token.admits(Some(wrong)), "{wrong:?}");
+            assert!(!token.is(&shown(wrong)), "{wrong:?}");
         }
-        assert!(!token.admits(None));
+        assert_eq!(presented(None, []), None, "nothing shown");
+
+        let protocol = token.protocol();
+        assert!(!protocol.contains("s3cret"), "encoded: {protocol}");
+        assert!(
+            protocol
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        );
+        let offered = format!("{PROTOCOL}, {protocol}");
+        assert!(token.is(&presented(None, [offered.as_bytes()]).unwrap()));
+        let split = [PROTOCOL.as_bytes(), protocol.as_bytes()];
+        assert!(
+            token.is(&presented(None, split).unwrap()),
+            "HTTP/2 may split it"
+        );
+        assert_eq!(presented(None, [PROTOCOL.as_bytes()]), None);
+        let garbage = format!("{BEARER_PROTOCOL}!!");
+        assert!(!token.is(&presented(None, [garbage.as_bytes()]).unwrap()));
+        let other = Token::new("s3cret-0123456780").unwrap().protocol();
+        assert!(!token.is(&presented(None, [other.as_bytes()]).unwrap()));
+        // The header wins: a browser cannot set it, a client that does means it.
+        assert!(!token.is(&presented(Some(b"Bearer x"), [offered.as_bytes()]).unwrap()));
     }
 
     #[test]
-    fn the_cookie_is_an_hmac_of_the_token_and_only_it_is_admitted() {
-        let token = Token::new("s3cret").unwrap();
-        let cookie = token.cookie();
-        assert_eq!(cookie.len(), 64);
-        assert!(cookie.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert!(!cookie.contains("s3cret"));
-        // HMAC-SHA256("s3cret", "acp-journal page v1"), as `openssl dgst -sha256 -hmac` says.
-        assert_eq!(
-            cookie,
-            "6782c35318adc37d549cdfaa5a3c7f33ee67c3c76098593bf596879d5eb27ce9"
+    fn short_tokens_and_open_token_files_are_refused() {
+        assert!(Token::new("x").unwrap().ensure_long().is_err());
+        assert!(
+            Token::new("0123456789abcde")
+                .unwrap()
+                .ensure_long()
+                .is_err()
         );
-        assert_ne!(Token::new("s3cret2").unwrap().cookie(), cookie);
-        let jar = format!("theme=dark; {COOKIE}={cookie}; x=1");
-        assert!(token.admits_cookie([jar.as_bytes()]));
-        let split = format!("{COOKIE}={cookie}");
-        assert!(token.admits_cookie([&b"theme=dark"[..], split.as_bytes()]));
-        for wrong in [
-            format!("{COOKIE}={}", &cookie[1..]),
-            format!("{COOKIE}=s3cret"),
-            format!("x{COOKIE}={cookie}"),
-            format!("{COOKIE}={}", cookie.to_uppercase()),
-            String::new(),
+        assert!(
+            Token::new("0123456789abcdef")
+                .unwrap()
+                .ensure_long()
+                .is_ok()
+        );
+
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "0123456789abcdef\n").unwrap();
+        for (mode, ok) in [
+            (0o600, true),
+            (0o400, true),
+            (0o640, false),
+            (0o604, false),
+            (0o622, false),
         ] {
-            assert!(!token.admits_cookie([wrong.as_bytes()]), "{wrong}");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let result = Token::resolve(None, Some(&file), &file);
+            assert_eq!(result.is_ok(), ok, "{mode:o}");
+            if let Err(e) = result {
+                assert!(e.to_string().contains("UNPROTECTED TOKEN FILE"), "{e}");
+            }
         }
-        assert!(!token.admits_cookie(std::iter::empty()));
-        assert!(token.is(b" s3cret\n") && !token.is(b"s3cre"));
     }
 
     #[test]

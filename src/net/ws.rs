@@ -4,6 +4,8 @@
 //! object gets a JSON-RPC error frame and harms nothing else. The host pings every
 //! [`super::KEEPALIVE`]; a socket that sends nothing (pongs included) for the idle timeout is
 //! closed (1001). `Origin`, when a browser sends it, must be the server's own host or allowed.
+//! A client that offers the [`PROTOCOL`] subprotocol (the page, which shows its token as another
+//! one) gets it back; the one carrying the token is never echoed.
 
 use std::sync::Arc;
 
@@ -19,6 +21,8 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
+use super::sockets::Pass;
+use super::token::PROTOCOL;
 use super::{
     Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, connection_id, message_line, message_of,
     origin, own_origin, plain,
@@ -32,8 +36,8 @@ pub(super) fn is_upgrade(req: &Request<Incoming>) -> bool {
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
 }
 
-/// Answer the upgrade (101) and run the socket on its own task.
-pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
+/// Answer the upgrade (101) and run the socket on its own task (which keeps its `pass`).
+pub(super) fn accept(host: Arc<Host>, pass: Arc<Pass>, req: Request<Incoming>) -> Response<Body> {
     let headers = req.headers();
     let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY) else {
         return plain(StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key");
@@ -54,6 +58,11 @@ pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> 
         return plain(StatusCode::SERVICE_UNAVAILABLE, "too many connections");
     }
     let accept = derive_accept_key(key.as_bytes());
+    let offered = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .any(|p| p.trim_ascii() == PROTOCOL.as_bytes());
     let name = connection_id();
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(host.options.max_message);
@@ -65,7 +74,9 @@ pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> 
         let upgraded = hyper::upgrade::on(req).await;
         let link = task_host.link.open().await;
         if let (Ok(upgraded), Some((connection, outbox))) = (upgraded, link) {
-            tracing::info!("WebSocket connection {task_name} opened");
+            let number = connection.id().0;
+            tracing::info!("WebSocket connection #{number} opened");
+            tracing::debug!("WebSocket connection #{number} is {task_name}");
             let socket = WebSocketStream::from_raw_socket(
                 TokioIo::new(upgraded),
                 Role::Server,
@@ -73,16 +84,21 @@ pub(super) fn accept(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> 
             )
             .await;
             run(socket, connection, outbox, task_host.options.idle_timeout).await;
-            tracing::info!("WebSocket connection {task_name} ended");
+            tracing::info!("WebSocket connection #{number} ended");
         }
         task_host.release();
+        drop(pass);
     });
-    Response::builder()
+    let mut response = Response::builder()
         .status(StatusCode::SWITCHING_PROTOCOLS)
         .header(header::UPGRADE, "websocket")
         .header(header::CONNECTION, "Upgrade")
         .header(header::SEC_WEBSOCKET_ACCEPT, accept)
-        .header(CONNECTION_ID, name)
+        .header(CONNECTION_ID, name);
+    if offered {
+        response = response.header(header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL);
+    }
+    response
         .body(super::full(Bytes::new()))
         .expect("a static response")
 }

@@ -3,7 +3,10 @@
 //! Two passes, both only on what is written to disk:
 //! - **Structural**: values of `mcpServers[].env[]` and `mcpServers[].headers[]` in session
 //!   setup requests (`session/new`, `session/load`, `session/resume`, `session/fork`) and of
-//!   `env[]` in `terminal/create` become `"[REDACTED]"`; names are kept.
+//!   `env[]` in `terminal/create` become `"[REDACTED]"`; names are kept. In `mcpServers[].args`
+//!   the value after a secret-named option (`--api-key VALUE`, `--token=VALUE`) and in
+//!   `mcpServers[].url` and `args` secret-named query parameters (`?api_key=…`) are redacted as
+//!   in the agent's command line ([`redact_argv`], [`redact_query`]).
 //! - **Token-shaped strings** anywhere in the line (API keys, bearer tokens, JWTs) become
 //!   `[REDACTED]`. A match never contains `"` or `\`, so replacing it keeps JSON valid.
 
@@ -170,6 +173,31 @@ fn may_be_structural(body: &[u8]) -> bool {
     memchr::memchr(b'\\', body).is_some() || methods.iter().any(|m| m.find(body).is_some())
 }
 
+/// Redact an MCP server's `args` as [`redact_argv`] does, and its `url`'s query.
+fn redact_server(server: &mut Value) -> bool {
+    let mut changed = false;
+    if let Some(Value::Array(args)) = server.get_mut("args")
+        && args.iter().all(Value::is_string)
+    {
+        let given: Vec<String> = args
+            .iter()
+            .map(|a| a.as_str().unwrap_or_default().to_string())
+            .collect();
+        let redacted = redact_argv(&given);
+        if redacted != given {
+            *args = redacted.into_iter().map(Value::String).collect();
+            changed = true;
+        }
+    }
+    if let Some(Value::String(url)) = server.get_mut("url")
+        && let Some(redacted) = redact_query(url)
+    {
+        *url = redacted;
+        changed = true;
+    }
+    changed
+}
+
 /// Replace the `value` of every `{name, value}` entry in `list` (or every value of an object).
 fn redact_values(list: Option<&mut Value>) -> bool {
     let mut changed = false;
@@ -207,6 +235,7 @@ fn redact_structure(method: &str, body: &[u8]) -> Option<Vec<u8>> {
             for server in servers {
                 changed |= redact_values(server.get_mut("env"));
                 changed |= redact_values(server.get_mut("headers"));
+                changed |= redact_server(server);
             }
         }
     } else {
@@ -242,23 +271,47 @@ pub fn redact_line(peek: &Peek<'_>, body: &[u8]) -> Option<Vec<u8>> {
     redact_message(method.as_deref(), body)
 }
 
+/// True for an option or parameter name that says its value is a secret.
+fn sensitive(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "credential",
+        "signature",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// Redact the values of secret-named query parameters in the URLs of `text` (`?api_key=…`,
+/// `&access_token=…`, `;token=…`); `None` when there are none.
+pub fn redact_query(text: &str) -> Option<String> {
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(r#"([?&;])([A-Za-z0-9_.\-]+)=([^&#;\s"'\\]+)"#)
+            .expect("the query pattern compiles")
+    });
+    let mut changed = false;
+    let out = re.replace_all(text, |caps: &regex::Captures<'_>| {
+        if sensitive(&caps[2]) && &caps[3] != REDACTED {
+            changed = true;
+            format!("{}{}={REDACTED}", &caps[1], &caps[2])
+        } else {
+            caps[0].to_string()
+        }
+    });
+    changed.then(|| out.into_owned())
+}
+
 /// Redact an agent command line for the journal header: token-shaped strings, values of
-/// `--*key*|token|secret|password*` options and of `NAME=value` arguments with such names.
+/// `--*key*|token|secret|password*` options and of `NAME=value` arguments with such names,
+/// secret-named query parameters of URLs.
 pub fn redact_argv(argv: &[String]) -> Vec<String> {
-    let sensitive = |name: &str| {
-        let n = name.to_ascii_lowercase();
-        [
-            "key",
-            "token",
-            "secret",
-            "password",
-            "passwd",
-            "auth",
-            "credential",
-        ]
-        .iter()
-        .any(|w| n.contains(w))
-    };
     let mut out = Vec::with_capacity(argv.len());
     let mut hide_next = false;
     for arg in argv {
@@ -275,9 +328,10 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
         } else if arg.starts_with('-') && sensitive(arg) {
             hide_next = true;
         }
+        let arg = redact_query(arg).unwrap_or_else(|| arg.clone());
         out.push(match redact_tokens(arg.as_bytes()) {
             Some(r) => String::from_utf8_lossy(&r).into_owned(),
-            None => arg.clone(),
+            None => arg,
         });
     }
     out
@@ -380,6 +434,57 @@ mod tests {
                 "OPENAI_API_KEY=[REDACTED]",
                 "--model",
                 "m"
+            ]
+        );
+    }
+
+    #[test]
+    fn mcp_server_args_and_url_queries_are_redacted() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"a","command":"x","args":["--api-key","hunter2","--token=hunter3","--password","hunter4","--verbose","serve","https://h/x?user=me&api_key=hunter5#f"],"env":[]},{"type":"http","name":"h","url":"https://mcp.example/sse?access_token=hunter6&region=eu;key=hunter7","headers":[]}]}}"#;
+        let out = s(redact_message(Some("session/new"), line));
+        for secret in [
+            "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7",
+        ] {
+            assert!(!out.contains(secret), "{secret}: {out}");
+        }
+        for kept in [
+            "--api-key",
+            "--token=[REDACTED]",
+            "--verbose",
+            "\"serve\"",
+            "user=me",
+            "region=eu",
+            "#f",
+        ] {
+            assert!(out.contains(kept), "{kept}: {out}");
+        }
+        let _: Value = serde_json::from_str(&out).unwrap();
+        let clean = br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"a","command":"x","args":["--port","8080","https://h/?q=1"],"env":[]}]}}"#;
+        assert_eq!(redact_message(Some("session/new"), clean), None);
+    }
+
+    #[test]
+    fn url_query_secrets_are_redacted() {
+        assert_eq!(
+            redact_query("GET https://a.example/v1?key=abc&q=x&api_key=def&Access_Token=ghi")
+                .as_deref(),
+            Some(
+                "GET https://a.example/v1?key=[REDACTED]&q=x&api_key=[REDACTED]&Access_Token=[REDACTED]"
+            )
+        );
+        assert_eq!(redact_query("https://a.example/?q=key&page=2"), None);
+        assert_eq!(redact_query("?token="), None, "nothing to hide");
+        assert_eq!(redact_query(&format!("?token={REDACTED}")), None);
+        assert_eq!(
+            redact_argv(&[
+                "agent".into(),
+                "--url=https://h/?token=s3cret".into(),
+                "https://h/?a=1&sig=x&signature=y".into()
+            ]),
+            [
+                "agent",
+                "--url=https://h/?token=[REDACTED]",
+                "https://h/?a=1&sig=x&signature=[REDACTED]"
             ]
         );
     }

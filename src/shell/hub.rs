@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::proto::ConnId;
 
@@ -72,18 +72,20 @@ impl HubLink {
         let id = ConnId(self.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
+        let ended = Arc::new(Notify::new());
         let out = ConnOut {
             tx,
             queued: queued.clone(),
             limit: self.limit,
             behind_since: None,
+            ended: ended.clone(),
         };
         self.events.send(HubEvent::Opened(id, out)).await.ok()?;
         let connection = Connection {
             id,
             events: self.events.clone(),
         };
-        Some((connection, Outbox { rx, queued }))
+        Some((connection, Outbox { rx, queued, ended }))
     }
 }
 
@@ -135,6 +137,8 @@ impl Drop for Connection {
 pub struct Outbox {
     rx: mpsc::UnboundedReceiver<Bytes>,
     queued: Arc<AtomicUsize>,
+    /// Told when the hub drops the connection.
+    ended: Arc<Notify>,
 }
 
 impl Outbox {
@@ -151,6 +155,13 @@ impl Outbox {
         self.queued.fetch_sub(line.len(), Ordering::Relaxed);
         Some(line)
     }
+
+    /// Resolves once the hub has dropped the connection (lines queued before may still be read):
+    /// for a reader that is not taking lines and would not see the end in [`Outbox::recv`].
+    pub fn ended(&self) -> impl Future<Output = ()> + use<> {
+        let ended = self.ended.clone();
+        async move { ended.notified().await }
+    }
 }
 
 /// The main loop's handle on one connection's outbox.
@@ -161,6 +172,14 @@ pub struct ConnOut {
     limit: usize,
     /// Since when it has been past [`SOFT_LIMIT`].
     behind_since: Option<tokio::time::Instant>,
+    /// Told when this is dropped (the connection with it).
+    ended: Arc<Notify>,
+}
+
+impl Drop for ConnOut {
+    fn drop(&mut self) {
+        self.ended.notify_one();
+    }
 }
 
 /// The connections' outboxes, as the main loop writes them.
@@ -257,15 +276,17 @@ mod tests {
         let (link, _hub) = hub(limit);
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
+        let ended = Arc::new(Notify::new());
         let mut outboxes = Outboxes::default();
         let out = ConnOut {
             tx,
             queued: queued.clone(),
             limit: link.limit,
             behind_since: None,
+            ended: ended.clone(),
         };
         outboxes.opened(ConnId(1), out);
-        (outboxes, Outbox { rx, queued })
+        (outboxes, Outbox { rx, queued, ended })
     }
 
     #[tokio::test(start_paused = true)]
@@ -291,6 +312,9 @@ mod tests {
             "dropped: it holds nothing up"
         );
         assert_eq!(outboxes.take_dropped(), [ConnId(1)]);
+        tokio::time::timeout(Duration::from_millis(1), outbox.ended())
+            .await
+            .expect("a reader that takes nothing hears of it");
         assert_eq!(
             outbox.recv().await.map(|l| l.len()),
             Some(line.len()),

@@ -5,7 +5,9 @@
 //   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
 //                   --scenario converse|hostile|settle|shared|states --prompt TEXT [--expect TEXT]
 //                   [--other TEXT]
-// converse: the login form without a cookie; `/?token=` and its redirect; the session list;
+// converse: the sign-in form without a token; a wrong `/?token=` (an old link: its redirect to
+//   `/#token=`) refused and gone from the address; the token by `/#token=` and, in another tab,
+//   by the form, kept in the tab's sessionStorage, no cookie; the session list;
 //   the session opened (its history, `--expect` in it); `--prompt` sent from the page; the
 //   permission request its turn raises, screenshot on a phone (390x844), answered (allow); the
 //   turn's end, screenshot on a desktop (1280x900).
@@ -64,43 +66,59 @@ page.on("console", (m) => {
 
 let step = "start";
 try {
-  // Without the cookie: the login form, and nothing of any session.
-  step = "login-form";
+  // No token in this tab: the sign-in form, and nothing of any session.
+  step = "sign-in-form";
   const first = await page.goto(`${base}/`);
+  await page.waitForSelector("#sign-in:not([hidden])");
   emit({
     step,
     status: first.status(),
-    form: await page.$eval("form", (f) => f.getAttribute("action")).catch(() => null),
-    scripts: await page.$$eval("script", (s) => s.length),
+    layoutHidden: await page.$eval("#layout", (e) => e.hidden),
     html: await page.content(),
   });
 
-  // A wrong token: the form again, with its error.
+  // A wrong token, by an old link: `/?token=` redirected into the fragment, taken out of the
+  // address at once, refused by the WebSocket: the form again, with its error.
   step = "wrong-token";
   const wrong = await page.goto(`${base}/?token=${encodeURIComponent(opts.token + "x")}`);
+  await page.waitForSelector("#sign-in-error:not([hidden])");
   emit({
     step,
-    status: wrong.status(),
-    alert: await page.$eval("[role=alert]", (e) => e.textContent).catch(() => null),
+    redirects: wrong.request().redirectChain().map((r) => ({
+      status: r.response()?.status(), location: r.response()?.headers().location,
+    })),
+    url: page.url(),
+    alert: await page.$eval("#sign-in-error", (e) => e.textContent),
+    stored: await page.evaluate(() => sessionStorage.getItem("acp-journal.token")),
   });
 
-  // The token, once, for the cookie.
+  // The token in the fragment: never sent to the server, out of the address bar at once, kept
+  // in this tab only; no cookie.
   step = "sign-in";
-  const signed = await page.goto(`${base}/?token=${encodeURIComponent(opts.token)}`);
-  const chain = signed.request().redirectChain();
+  await page.goto("about:blank");
+  const signed = await page.goto(`${base}/#token=${encodeURIComponent(opts.token)}`);
+  await page.waitForFunction(() => document.getElementById("connection").textContent === "connected");
   const cookies = await browser.cookies();
   emit({
     step,
-    redirects: chain.map((r) => ({ url: r.url(), status: r.response()?.status() })),
     status: signed.status(),
     url: page.url(),
     documentCookie: await page.evaluate(() => document.cookie),
-    cookies: cookies.map((c) => ({
-      name: c.name, value: c.value, httpOnly: c.httpOnly, sameSite: c.sameSite, path: c.path,
-      secure: c.secure,
-    })),
+    cookies: cookies.length,
+    stored: await page.evaluate((t) => sessionStorage.getItem("acp-journal.token") === t, opts.token),
     headers: signed.headers(),
   });
+
+  // Another tab has no token: typed into the form, it signs in too.
+  step = "form-sign-in";
+  const tab = await browser.newPage();
+  await tab.goto(`${base}/`);
+  await tab.waitForSelector("#sign-in:not([hidden])");
+  await tab.type("#token", opts.token);
+  await tab.click("#sign-in-form button");
+  await tab.waitForFunction(() => document.getElementById("connection").textContent === "connected");
+  emit({ step, url: tab.url(), signInHidden: await tab.$eval("#sign-in", (e) => e.hidden) });
+  await tab.close();
 
   step = "list";
   const row = `.session-row[data-session="${opts.session}"]`;

@@ -10,6 +10,7 @@ mod fork;
 mod golden;
 mod history;
 mod host_history;
+mod hostile;
 mod html;
 mod kill_storm;
 mod loading;

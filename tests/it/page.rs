@@ -1,9 +1,9 @@
-//! `acp-journal serve`'s page: its routes and cookie over raw sockets, and the page itself in
+//! `acp-journal serve`'s page: its routes and sign-in over raw sockets, and the page itself in
 //! Debian's headless chromium driven by puppeteer-core (`tests/agents/page_driver.mjs`; both
 //! installed by `scripts/install-chromium.sh`, which `scripts/test.sh` runs), in front of real
 //! agents with a real SDK client. Screenshots go to `target/page-screenshots/`.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -23,6 +23,12 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 
 /// A WebSocket upgrade of `/acp` with `extra` headers: its status.
 fn upgrade(served: &Served, extra: &[String]) -> u16 {
+    upgrade_with(served, extra).0
+}
+
+/// A WebSocket upgrade of `/acp` with `extra` headers: its status, and the subprotocol the
+/// server picked.
+fn upgrade_with(served: &Served, extra: &[String]) -> (u16, Option<String>) {
     let mut headers = vec![
         "Upgrade: websocket".to_string(),
         "Connection: Upgrade".into(),
@@ -39,9 +45,23 @@ fn upgrade(served: &Served, extra: &[String]) -> u16 {
     }
     head.push_str("\r\n");
     socket.write_all(head.as_bytes()).unwrap();
-    let mut first = [0u8; 12];
-    socket.read_exact(&mut first).unwrap();
-    String::from_utf8_lossy(&first[9..12]).parse().unwrap()
+    let mut reader = std::io::BufReader::new(socket);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let status = line[9..12].parse().unwrap();
+    let mut protocol = None;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("sec-websocket-protocol")
+        {
+            protocol = Some(value.trim().to_string());
+        }
+    }
+    (status, protocol)
 }
 
 /// The page's headers, on every response of its paths.
@@ -59,114 +79,31 @@ fn assert_page_headers(reply: &Reply, what: &str) {
     );
 }
 
-/// `Set-Cookie`'s `acp_journal=VALUE`, checked for its attributes; returns `acp_journal=VALUE`.
-fn signed_in_cookie(reply: &Reply) -> String {
-    assert_eq!(reply.status, 303, "{}", reply.text());
-    assert_eq!(reply.header("location"), Some("/"));
-    let set = reply.header("set-cookie").expect("a cookie");
-    let mut parts = set.split("; ");
-    let pair = parts.next().unwrap().to_string();
-    let attributes: Vec<&str> = parts.collect();
-    assert_eq!(
-        attributes,
-        ["HttpOnly", "SameSite=Strict", "Path=/"],
-        "{set}"
-    );
-    let value = pair.strip_prefix("acp_journal=").expect(set);
-    assert_eq!(value.len(), 64, "hex HMAC-SHA256: {set}");
-    assert!(!value.contains(TOKEN), "the cookie is not the token");
-    pair
+/// The `Sec-WebSocket-Protocol` header the page sends for `token`.
+fn page_protocols(token: &str) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token);
+    format!("Sec-WebSocket-Protocol: acp-journal, acp-journal.bearer.{encoded}")
 }
 
 #[test]
-fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin_websocket() {
+fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
     let store = tempfile::tempdir().unwrap();
     let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
     let addr = served.addr;
     let own = format!("Origin: http://{addr}");
 
-    // Without the cookie: the login form, no script, nothing of any session.
-    let login = http(addr, "GET", "/", &[], b"");
-    assert_eq!(login.status, 200);
-    assert_page_headers(&login, "the login form");
-    assert_eq!(login.header("cache-control"), Some("no-store"));
-    assert!(
-        login.text().contains("action=\"/login\""),
-        "{}",
-        login.text()
-    );
-    assert!(!login.text().contains("<script"), "{}", login.text());
-
-    // A wrong token, in the address or the form: 401 and the form again, with its error.
-    for reply in [
-        http(addr, "GET", "/?token=nope", &[], b""),
-        http(
-            addr,
-            "POST",
-            "/login",
-            &[
-                "Content-Type: application/x-www-form-urlencoded".into(),
-                own.clone(),
-            ],
-            b"token=test-token-012345678",
-        ),
-    ] {
-        assert_eq!(reply.status, 401, "{}", reply.text());
-        assert!(reply.text().contains("role=\"alert\""), "{}", reply.text());
-        assert!(reply.header("set-cookie").is_none());
-        assert_page_headers(&reply, "a wrong token");
-    }
-
-    // The token, for the cookie: by the address (percent-encoded or not) or by the form.
-    let by_link = signed_in_cookie(&http(addr, "GET", &format!("/?token={TOKEN}"), &[], b""));
-    let encoded = TOKEN.replace('-', "%2D");
-    let by_encoded = signed_in_cookie(&http(addr, "GET", &format!("/?token={encoded}"), &[], b""));
-    let form = format!("token={TOKEN}");
-    let form_headers = |origin: &str| {
-        vec![
-            "Content-Type: application/x-www-form-urlencoded".to_string(),
-            origin.to_string(),
-        ]
-    };
-    let by_form = signed_in_cookie(&http(
-        addr,
-        "POST",
-        "/login",
-        &form_headers(&own),
-        form.as_bytes(),
-    ));
-    assert!(by_link == by_encoded && by_link == by_form, "one cookie");
-    let cookie = format!("Cookie: theme=dark; {by_link}");
-
-    // The form: only from this server's own page, only a form, only a small one.
-    let elsewhere = http(
-        addr,
-        "POST",
-        "/login",
-        &form_headers("Origin: https://evil.example"),
-        form.as_bytes(),
-    );
-    assert_eq!(elsewhere.status, 403);
-    assert!(elsewhere.header("set-cookie").is_none());
-    let json = http(
-        addr,
-        "POST",
-        "/login",
-        &["Content-Type: application/json".into()],
-        form.as_bytes(),
-    );
-    assert_eq!(json.status, 415);
-    let mut big = form.clone().into_bytes();
-    big.extend(std::iter::repeat_n(b'x', 8 * 1024));
-    let big = http(addr, "POST", "/login", &form_headers(&own), &big);
-    assert_eq!(big.status, 413);
-    assert_eq!(http(addr, "GET", "/login", &[], b"").status, 405);
-
-    // With the cookie: the page (its files from this server only).
-    let page = http(addr, "GET", "/", std::slice::from_ref(&cookie), b"");
+    // The page: to anyone, its files from this server only, no session data, no cookie.
+    let page = http(addr, "GET", "/", &[], b"");
     assert_eq!(page.status, 200);
     assert_page_headers(&page, "the page");
     assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert!(page.header("set-cookie").is_none());
+    assert!(
+        page.text().contains("id=\"sign-in-form\""),
+        "{}",
+        page.text()
+    );
     for file in ["src=\"/page.js\"", "href=\"/page.css\""] {
         assert!(page.text().contains(file), "{file}: {}", page.text());
     }
@@ -192,62 +129,82 @@ fn the_page_signs_in_with_the_token_only_and_its_cookie_opens_only_a_same_origin
     );
     assert_eq!(http(addr, "GET", "/index.html", &[], b"").status, 404);
     assert_eq!(http(addr, "GET", "/acp/x", &[], b"").status, 404);
+    assert_eq!(http(addr, "POST", "/", &[], b"token=x").status, 405);
+    assert_eq!(
+        http(addr, "POST", "/login", &[], b"token=x").status,
+        404,
+        "no login route: the token is checked on the WebSocket only"
+    );
 
-    // The WebSocket takes the cookie for the bearer header, only with an Origin the Origin
-    // check admits; everything else on /acp stays bearer-only.
-    assert_eq!(upgrade(&served, &[cookie.clone(), own.clone()]), 101);
+    // An old link, `/?token=`: moved into the fragment (which the browser keeps to itself),
+    // checked nowhere here, no cookie.
+    for given in [TOKEN, "wrong", "a+b%2Fc"] {
+        let moved = http(addr, "GET", &format!("/?token={given}"), &[], b"");
+        assert_eq!(moved.status, 303, "{given}");
+        assert!(moved.header("set-cookie").is_none());
+        assert_page_headers(&moved, "the redirect");
+        let want = match given {
+            "a+b%2Fc" => "/#token=a%20b%2Fc".to_string(),
+            other => format!("/#token={other}"),
+        };
+        assert_eq!(moved.header("location"), Some(want.as_str()));
+    }
+
+    // The WebSocket takes the token as the page shows it, a subprotocol, with the Origin check
+    // as ever; the token's subprotocol is never echoed.
+    let protocols = page_protocols(TOKEN);
+    let (status, accepted) = upgrade_with(&served, &[protocols.clone(), own.clone()]);
+    assert_eq!(status, 101);
+    assert_eq!(accepted.as_deref(), Some("acp-journal"));
+    assert_eq!(
+        upgrade(
+            &served,
+            &[protocols.clone(), "Origin: https://evil.example".into()]
+        ),
+        403,
+        "another origin"
+    );
     assert_eq!(
         upgrade(&served, std::slice::from_ref(&own)),
         401,
-        "no cookie"
-    );
-    assert_eq!(
-        upgrade(&served, std::slice::from_ref(&cookie)),
-        401,
-        "the cookie without an Origin"
+        "no token"
     );
     assert_eq!(
         upgrade(
             &served,
-            &[cookie.clone(), "Origin: https://evil.example".into()]
+            &[page_protocols("test-token-0123456788"), own.clone()]
         ),
         401,
-        "the cookie from another origin"
+        "a wrong one"
     );
-    let forged = format!("Cookie: acp_journal={}", "0".repeat(64));
+    let as_is = format!("Sec-WebSocket-Protocol: acp-journal.bearer.{TOKEN}");
+    assert_eq!(upgrade(&served, &[as_is, own.clone()]), 401, "not encoded");
     assert_eq!(
-        upgrade(&served, &[forged, own.clone()]),
+        upgrade(
+            &served,
+            &[format!("Cookie: acp_journal={TOKEN}"), own.clone()]
+        ),
         401,
-        "a wrong cookie"
+        "no cookie is a credential"
     );
-    let token_as_cookie = format!("Cookie: acp_journal={TOKEN}");
-    assert_eq!(upgrade(&served, &[token_as_cookie, own.clone()]), 401);
     assert_eq!(
         upgrade(&served, &[format!("Authorization: Bearer {TOKEN}")]),
         101,
         "the bearer token as ever"
     );
+    // Streamable HTTP takes the bearer header only.
     let initialize = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
     let post = http(
         addr,
         "POST",
         "/acp",
-        &[
-            cookie.clone(),
-            own.clone(),
-            "Content-Type: application/json".into(),
-        ],
+        &[protocols, own, "Content-Type: application/json".into()],
         initialize,
     );
     assert_eq!(post.status, 401, "Streamable HTTP is bearer-only");
-    assert_eq!(
-        http(addr, "GET", "/acp", &[cookie.clone(), own.clone()], b"").status,
-        401
-    );
 
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
-    assert!(log.contains("the page: a browser signed in"), "{log}");
 }
 
 /// Where screenshots go: `target/page-screenshots/`.
@@ -362,35 +319,42 @@ fn the_page_in_chromium_follows_a_session_answers_its_permission_request_and_pro
         "I've successfully updated the configuration",
     );
 
-    // Without the cookie: a login form and nothing of the session.
-    let login = &steps["login-form"];
-    assert_eq!(login["status"], 200);
-    assert_eq!(login["form"], "/login");
-    assert_eq!(login["scripts"], 0);
-    let html = login["html"].as_str().unwrap();
+    // Without a token: the sign-in form, and nothing of the session.
+    let form = &steps["sign-in-form"];
+    assert_eq!(form["status"], 200);
+    assert_eq!(form["layoutHidden"], true);
+    let html = form["html"].as_str().unwrap();
     assert!(
         !html.contains(&session) && !html.contains("Summarize the project"),
         "{html}"
     );
-    assert_eq!(steps["wrong-token"]["status"], 401);
 
-    // `/?token=`: one 303 to `/`, the token gone from the address, the cookie out of the
-    // script's reach.
-    let signed = &steps["sign-in"];
-    let redirects = signed["redirects"].as_array().unwrap();
-    assert_eq!(redirects.len(), 1, "{signed}");
-    assert_eq!(redirects[0]["status"], 303);
+    // A wrong token by an old link: one 303 into the fragment, then out of the address bar,
+    // refused, not kept.
     let base = served.url.trim_end_matches("acp");
+    let wrong = &steps["wrong-token"];
+    let redirects = wrong["redirects"].as_array().unwrap();
+    assert_eq!(redirects.len(), 1, "{wrong}");
+    assert_eq!(redirects[0]["status"], 303);
+    assert_eq!(
+        wrong["url"], base,
+        "the wrong token is gone from the address: {wrong}"
+    );
+    assert!(
+        wrong["alert"].as_str().unwrap().contains("not the token"),
+        "{wrong}"
+    );
+    assert_eq!(wrong["stored"], Value::Null);
+
+    // The token in the fragment (which a browser never sends): gone from the address, kept
+    // in the tab, no cookie at all.
+    let signed = &steps["sign-in"];
     assert_eq!(signed["url"], base, "{signed}");
-    assert!(!signed["url"].as_str().unwrap().contains(TOKEN));
-    assert_eq!(signed["documentCookie"], "", "HttpOnly");
-    let cookies = signed["cookies"].as_array().unwrap();
-    assert_eq!(cookies.len(), 1, "{cookies:?}");
-    assert_eq!(cookies[0]["name"], "acp_journal");
-    assert_eq!(cookies[0]["httpOnly"], true);
-    assert_eq!(cookies[0]["sameSite"], "Strict");
-    assert_ne!(cookies[0]["value"], TOKEN);
+    assert_eq!(signed["documentCookie"], "");
+    assert_eq!(signed["cookies"], 0);
+    assert_eq!(signed["stored"], true);
     assert_eq!(signed["headers"]["content-security-policy"], CSP);
+    assert_eq!(steps["form-sign-in"]["signInHidden"], true);
 
     // The list shows the session; opened, its history (the SDK client's turn, with its tool
     // calls as cards).

@@ -52,11 +52,13 @@ const GITHUB_TOKEN: &str = "ghp_Q8zK2mN4pR6tV8xB1dF3hJ5lN7pR9tV1xB3d";
 const OPENAI_KEY: &str = "sk-proj-T3BlbkFJq8W2e4R6t8Y0u2I4o6P8a0S2d4F6";
 const STDERR_TOKEN: &str = "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe";
 const ARGV_SECRET: &str = "argv-secret-4411";
+const MCP_ARG: &str = "mcp-arg-secret-90e7";
+const MCP_URL_KEY: &str = "mcp-url-secret-3c5d";
 
 fn mcp_servers() -> serde_json::Value {
     json!([
-        {"name": "gh", "command": "github-mcp", "args": [], "env": [{"name": "GITHUB_TOKEN", "value": MCP_ENV}]},
-        {"type": "http", "name": "api", "url": "https://mcp.invalid", "headers": [{"name": "Authorization", "value": MCP_HEADER}]}
+        {"name": "gh", "command": "github-mcp", "args": ["--api-key", MCP_ARG, "--stdio"], "env": [{"name": "GITHUB_TOKEN", "value": MCP_ENV}]},
+        {"type": "http", "name": "api", "url": format!("https://mcp.invalid/sse?region=eu&api_key={MCP_URL_KEY}"), "headers": [{"name": "Authorization", "value": MCP_HEADER}]}
     ])
 }
 
@@ -115,7 +117,14 @@ fn seeded_secrets_never_reach_the_journal_or_exports_but_reach_the_agent_unalter
 
     // The agent received every secret unaltered, the re-primed prompt included.
     let log = std::fs::read_to_string(&agent_log).unwrap();
-    for secret in [MCP_ENV, MCP_HEADER, GITHUB_TOKEN, OPENAI_KEY] {
+    for secret in [
+        MCP_ENV,
+        MCP_HEADER,
+        MCP_ARG,
+        MCP_URL_KEY,
+        GITHUB_TOKEN,
+        OPENAI_KEY,
+    ] {
         assert!(log.contains(secret), "the agent did not receive {secret}");
     }
     assert!(log.contains("Context restored"), "the prompt was re-primed");
@@ -123,6 +132,8 @@ fn seeded_secrets_never_reach_the_journal_or_exports_but_reach_the_agent_unalter
     let all = [
         MCP_ENV,
         MCP_HEADER,
+        MCP_ARG,
+        MCP_URL_KEY,
         TERMINAL_ENV,
         GITHUB_TOKEN,
         OPENAI_KEY,

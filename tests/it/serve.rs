@@ -229,9 +229,9 @@ pub fn bearer() -> String {
     format!("Authorization: Bearer {TOKEN}")
 }
 
-const JSON: &str = "Content-Type: application/json";
+pub const JSON: &str = "Content-Type: application/json";
 
-fn initialize() -> Vec<u8> {
+pub fn initialize() -> Vec<u8> {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}})
         .to_string()
         .into_bytes()
@@ -671,7 +671,7 @@ fn the_bridge_reconnects_when_the_host_comes_back_and_the_session_goes_on() {
 }
 
 /// A WebSocket client on a plain socket, with the token.
-fn websocket(served: &Served) -> tokio_tungstenite::tungstenite::WebSocket<TcpStream> {
+pub fn websocket(served: &Served) -> tokio_tungstenite::tungstenite::WebSocket<TcpStream> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut request = served.ws_url().into_client_request().unwrap();
     request
@@ -685,7 +685,10 @@ fn websocket(served: &Served) -> tokio_tungstenite::tungstenite::WebSocket<TcpSt
 }
 
 /// Send `message` and read frames until the answer to `id`.
-fn ws_call(ws: &mut tokio_tungstenite::tungstenite::WebSocket<TcpStream>, message: Value) -> Value {
+pub fn ws_call(
+    ws: &mut tokio_tungstenite::tungstenite::WebSocket<TcpStream>,
+    message: Value,
+) -> Value {
     use tokio_tungstenite::tungstenite::Message;
     let id = message["id"].clone();
     ws.send(Message::text(message.to_string())).unwrap();
@@ -699,7 +702,7 @@ fn ws_call(ws: &mut tokio_tungstenite::tungstenite::WebSocket<TcpStream>, messag
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
+pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
@@ -955,7 +958,7 @@ fn a_client_cut_mid_turn_then_another_loads_the_session_and_answers_with_nothing
 }
 
 /// A self-signed certificate for 127.0.0.1 and localhost (`openssl`), as `cert.pem`/`key.pem`.
-fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+pub fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let out = Command::new("openssl")
         .args([
@@ -1030,7 +1033,12 @@ fn behind_nginx_with_tls_both_sdk_clients_work() {
     let store = tempfile::tempdir().unwrap();
     let prefix = tempfile::tempdir().unwrap();
     certificate(prefix.path());
-    let served = Served::start(store.path(), &[], &Peers::get().ts_agent());
+    // nginx passes on the name clients use (`proxy_set_header Host $host`): serve admits it.
+    let served = Served::start(
+        store.path(),
+        &["--allow-host", "localhost"],
+        &Peers::get().ts_agent(),
+    );
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

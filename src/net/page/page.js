@@ -1,6 +1,8 @@
-// acp-journal serve's page: an ACP client of its own over a WebSocket to /acp (the browser sends
-// the page's cookie with the upgrade). It lists the sessions, follows one live with the HTML
-// export's cards, answers its permission requests, sends prompts and cancels turns.
+// acp-journal serve's page: an ACP client of its own over a WebSocket to /acp, which shows the
+// token as a subprotocol (a browser cannot set Authorization on a WebSocket). The token comes
+// from the address's fragment (#token=…, taken out of the address bar at once) or the sign-in
+// form, and stays in this tab's sessionStorage. It lists the sessions, follows one live with the
+// HTML export's cards, answers its permission requests, sends prompts and cancels turns.
 //
 // Everything an agent or the host sends is untrusted: the DOM is built with createElement and
 // textContent only (no innerHTML anywhere), as strictly escaped as the export.
@@ -30,6 +32,55 @@
 
   function str(v) { return typeof v === "string" ? v : ""; }
 
+  // ------------------------------------------------------------------ the token
+
+  var TOKEN_KEY = "acp-journal.token";
+  var SUBPROTOCOL = "acp-journal";
+  var BEARER_PROTOCOL = "acp-journal.bearer.";
+
+  /** The token: from the address's fragment (then out of the address bar), else this tab's. */
+  function takeToken() {
+    if (location.hash.indexOf("#token=") === 0) {
+      var given = "";
+      try { given = decodeURIComponent(location.hash.slice("#token=".length)); } catch (e) { given = ""; }
+      history.replaceState(null, "", location.pathname);
+      if (given.trim()) { sessionStorage.setItem(TOKEN_KEY, given.trim()); }
+    }
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  /** The subprotocols that show `token` (base64url, as a subprotocol must be a plain word);
+   *  null for one that is not ASCII (no token is). */
+  function protocols(token) {
+    if (!/^[\x21-\x7e]+$/.test(token)) { return null; }
+    var encoded = btoa(token).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    return [SUBPROTOCOL, BEARER_PROTOCOL + encoded];
+  }
+
+  /** The sign-in form instead of the page (`wrong`: the last token was refused). */
+  function signIn(wrong) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    $("bar").hidden = true;
+    $("layout").hidden = true;
+    $("sign-in").hidden = false;
+    $("sign-in-error").hidden = !wrong;
+    $("token").value = "";
+    $("token").focus();
+  }
+
+  $("sign-in-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    var given = $("token").value.trim();
+    if (!given) { return; }
+    sessionStorage.setItem(TOKEN_KEY, given);
+    $("token").value = "";
+    $("sign-in").hidden = true;
+    $("bar").hidden = false;
+    $("layout").hidden = false;
+    conn.backoff = BACKOFF_FIRST_MS;
+    connect();
+  });
+
   // ------------------------------------------------------------------ the connection
 
   var conn = {
@@ -53,7 +104,11 @@
 
   function connect() {
     conn.retry = null;
-    var ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/acp");
+    var token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) { signIn(false); return; }
+    var offered = protocols(token);
+    if (!offered) { signIn(true); return; }
+    var ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/acp", offered);
     conn.ws = ws;
     conn.everOpen = false;
     setConnection("connecting…");
@@ -88,15 +143,17 @@
     var delay = conn.now ? 0 : conn.backoff;
     if (!conn.now) { conn.backoff = Math.min(conn.backoff * 2, BACKOFF_MAX_MS); }
     conn.now = false;
-    if (!conn.everOpen) {
-      // Refused before the handshake: perhaps the cookie is no longer good (a new token).
-      fetch("/", { credentials: "same-origin", cache: "no-store" }).then(function (r) {
-        return r.text();
-      }).then(function (text) {
-        if (text.indexOf("id=\"login\"") >= 0) { location.reload(); }
-      }, function () {});
-    }
     setConnection(delay ? "disconnected: trying again in " + Math.round(delay / 1000) + " s" : "reconnecting…", "down");
+    if (!conn.everOpen) {
+      // Refused before the handshake: a wrong token (a browser is not told why), or no server.
+      // A request that may carry the header says which: 401 is the token.
+      var token = sessionStorage.getItem(TOKEN_KEY) || "";
+      fetch("/acp", { headers: { Authorization: "Bearer " + token }, cache: "no-store", credentials: "omit" })
+        .then(function (r) {
+          if (r.status === 401) { signIn(true); } else { conn.retry = setTimeout(connect, delay); }
+        }, function () { conn.retry = setTimeout(connect, delay); });
+      return;
+    }
     conn.retry = setTimeout(connect, delay);
   }
 
@@ -957,5 +1014,5 @@
   setInterval(function () {
     if (conn.ws && conn.ws.readyState === WebSocket.OPEN) { list.refresh(); }
   }, LIST_EVERY_MS);
-  connect();
+  if (takeToken()) { connect(); } else { signIn(false); }
 })();

@@ -455,6 +455,9 @@ fuzz_target!(|data: &[u8]| {
         // The host's mode (`serve`): lines go only to attached connections (the one-connection
         // stream checks are off, as with a second connection).
         hosted: cfg & 128 != 0,
+        // The bridge (`--connect`, never a host): its agent a host reached again, with the
+        // short init timeout.
+        remote: cfg & 128 == 0 && cfg & 32 != 0,
         unattended_timeout_us: 1_000,
     };
     let mut driver = Driver {

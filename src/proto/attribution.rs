@@ -13,10 +13,11 @@
 use bytes::Bytes;
 
 use super::load_request::SetupParams;
-use super::{
-    Action, CatalogUpdate, Event, Pending, Proxy, Record, SessionId, Setup, Stamp, Target,
-};
+use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
+use super::{Pending, Proxy, Setup};
+use crate::journal::Event;
 use crate::journal::format::Body;
+use crate::journal::format::Record;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek};
 

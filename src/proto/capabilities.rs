@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use super::history::ClientSupport;
+use super::vocab::ClientSupport;
 use crate::wire::envelope::Peek;
 use crate::wire::rewrite::edit_line;
 

@@ -8,9 +8,10 @@
 use bytes::Bytes;
 use serde_json::json;
 
-use super::connection::{self, ConnId};
+use super::Proxy;
+use super::connection;
 use super::native::replay_from;
-use super::{Action, LoadMode, Proxy, SessionId, Stamp, Target};
+use super::vocab::{Action, ConnId, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 

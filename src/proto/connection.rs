@@ -41,40 +41,10 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::SessionId;
 use super::sessions::SessionTable;
-use super::{HashMap, HashSet};
-use crate::wire::Side;
+use super::vocab::{ConnId, HashMap, HashSet, SessionId};
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
-
-/// A client connection, numbered by the shell (the stdio proxy's is [`ConnId::FIRST`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnId(pub u32);
-
-impl ConnId {
-    /// The first connection: its request ids pass as sent.
-    pub const FIRST: ConnId = ConnId(0);
-}
-
-/// Where a line comes from or goes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Peer {
-    /// A client connection.
-    Client(ConnId),
-    /// The agent.
-    Agent,
-}
-
-impl Peer {
-    /// The side of the proxy, as journal records name it.
-    pub fn side(self) -> Side {
-        match self {
-            Peer::Client(_) => Side::Client,
-            Peer::Agent => Side::Agent,
-        }
-    }
-}
 
 /// The connections the core has seen and the ids it renumbered for them. Until a second one
 /// comes, the first is taken to be there from the start (the stdio proxy's editor).

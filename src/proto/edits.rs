@@ -8,10 +8,12 @@
 
 use bytes::Bytes;
 
+use super::Proxy;
 use super::capabilities::{self, AgentCaps, ClientCaps};
 use super::mapping::{self, ClientEdit};
-use super::sessions::{self, AgentRef, AgentSessionId};
-use super::{Action, Event, Proxy, Stamp, Target};
+use super::sessions;
+use super::vocab::{Action, AgentRef, AgentSessionId, Stamp, Target};
+use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;

@@ -4,9 +4,9 @@
 
 use bytes::Bytes;
 
-use super::HashMap;
+use super::Proxy;
 use super::load_request::{Asker, LoadRequest};
-use super::{Action, Proxy, SessionId, Stamp, Target};
+use super::vocab::{Action, HashMap, SessionId, Stamp, Target};
 use crate::wire::envelope::{self, Peek, RequestId, error_json};
 
 /// Forks waiting for their journal copy, by operation.

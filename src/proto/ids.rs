@@ -4,30 +4,9 @@
 //! the ids of a restarted agent's requests that collide with a request of the agent before it
 //! that the client may still answer (`"acp-journal:agent:N"`, restored on the way back).
 
-use std::borrow::Borrow;
-
-use super::HashMap;
 use super::Purpose;
+use super::vocab::{HashMap, OwnId};
 use crate::wire::envelope::RequestId;
-
-/// The id of a request of the proxy's own to the agent (`"acp-journal:N"`): a type of its own,
-/// so a client's or an agent's id cannot be taken for one (an agent's answer is looked up by
-/// its id through [`Borrow`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct OwnId(RequestId);
-
-impl OwnId {
-    /// The id as it goes on the wire.
-    pub(super) fn request_id(&self) -> &RequestId {
-        &self.0
-    }
-}
-
-impl Borrow<RequestId> for OwnId {
-    fn borrow(&self) -> &RequestId {
-        &self.0
-    }
-}
 
 /// The proxy's own requests in flight and the ids it renumbered.
 #[derive(Debug, Default)]

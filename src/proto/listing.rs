@@ -20,8 +20,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{Action, ListedSession, Proxy, Stamp, Target};
-use super::{HashMap, HashSet};
+use super::Proxy;
+use super::vocab::{Action, HashMap, HashSet, ListedSession, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Peek};
 use crate::wire::envelope::{RequestId, error_json};

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::held::HeldLines;
-use super::{Record, SessionId};
+use super::vocab::SessionId;
+use crate::journal::format::Record;
 use crate::wire::envelope::{Peek, RequestId};
 use crate::wire::rewrite::{RawObject, json_string};
 

@@ -14,13 +14,15 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::HashMap;
-use super::history::Summary;
 use super::load_request::{Asker, LoadRequest, SetupParams};
-use super::sessions::{AgentRef, AgentSessionId, Mapping};
-use super::{
-    Action, Cx, Event, HistoryChunk, LoadMode, Proxy, Record, SessionId, Stamp, Target, mapping,
+use super::sessions::Mapping;
+use super::vocab::{
+    Action, AgentRef, AgentSessionId, HashMap, HistoryChunk, LoadMode, SessionId, Stamp, Summary,
+    Target,
 };
+use super::{Cx, Proxy, mapping};
+use crate::journal::Event;
+use crate::journal::format::Record;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};

@@ -7,8 +7,9 @@
 use bytes::Bytes;
 use serde_json::json;
 
+use super::Proxy;
 use super::load_request::{LoadRequest, NativeLoad};
-use super::{Proxy, SessionId, Stamp, Target};
+use super::vocab::{SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{Peek, RequestId, error_json};
 

@@ -2,7 +2,7 @@
 //! (`--stall-timeout`): silent for the timeout, it is cancelled; still silent for the grace period
 //! after, the agent is restarted (the transitions are `Proxy::handle_tick`'s, in `restart`).
 
-use super::Stamp;
+use super::vocab::Stamp;
 use crate::wire::envelope::RequestId;
 
 /// A prompt in flight, watched for stalls.

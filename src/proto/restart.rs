@@ -19,12 +19,12 @@ use bytes::Bytes;
 
 use serde_json::json;
 
-use super::HashMap;
 use super::capabilities::AgentCaps;
 use super::load_request::{LoadRequest, SetupParams};
 use super::loading::Progress;
 use super::prompt::Stall;
-use super::{Action, LoadMode, Proxy, Purpose, SessionId, Stamp, Target};
+use super::vocab::{Action, HashMap, LoadMode, SessionId, Stamp, Target};
+use super::{Proxy, Purpose};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;

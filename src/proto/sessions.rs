@@ -4,58 +4,15 @@
 //! Everything the core knows about a session lives here, so no two collections can disagree,
 //! and every lookup a message needs is one hash probe (no scan over sessions or operations).
 
-use std::borrow::Borrow;
-use std::fmt;
-use std::sync::Arc;
-
 use bytes::Bytes;
 
+use super::Effects;
 use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Stall};
-use super::{Action, ConnId, Effects, Initialize, SessionId, Stamp};
-use super::{HashMap, HashSet};
+use super::vocab::{
+    Action, AgentRef, AgentSessionId, ConnId, HashMap, HashSet, Initialize, SessionId, Stamp,
+};
 use crate::wire::envelope::RequestId;
-
-/// A session ID as the agent knows it: the client-facing ID of a session live natively, another
-/// one for a mapped session. A type of its own, apart from the client-facing [`SessionId`], so
-/// that the two namespaces cannot be mixed by accident.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct AgentSessionId(Arc<str>);
-
-impl AgentSessionId {
-    /// The ID a session live natively has on the agent: its client-facing one.
-    pub(super) fn native(session: &SessionId) -> AgentSessionId {
-        AgentSessionId(session.clone())
-    }
-
-    /// The ID's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// The agent-side ID `id`, as an agent named it (in an answer or a line).
-impl From<&str> for AgentSessionId {
-    fn from(id: &str) -> AgentSessionId {
-        AgentSessionId(Arc::from(id))
-    }
-}
-
-impl Borrow<str> for AgentSessionId {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for AgentSessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// An agent-side session ID as read from an agent's line, for lookups in the table.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct AgentRef<'a>(pub(super) &'a str);
 
 /// A client-facing session continued on a different agent-side session.
 #[derive(Clone, Debug)]

@@ -13,8 +13,8 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::sessions::AgentRef;
-use super::{Action, CatalogUpdate, Proxy, SessionId, redact};
+use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
+use super::{Proxy, redact};
 use crate::wire::envelope::{Name, Peek};
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.

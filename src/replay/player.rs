@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 
 use super::matching::{self, Difference};
 use super::recording::{AgentStep, Exchange, Recording};
-use crate::proto::history::{ClientSupport, Replay};
+use crate::proto::ClientSupport;
+use crate::proto::history::Replay;
 use crate::wire::envelope::{self, Kind, RequestId};
 use crate::wire::rewrite;
 

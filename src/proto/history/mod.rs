@@ -17,7 +17,7 @@ mod terminals;
 #[cfg(test)]
 mod tests;
 
-use super::{HashMap, HashSet};
+use super::vocab::{ClientSupport, HashMap, HashSet, Summary};
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -30,20 +30,6 @@ use crate::wire::Side;
 use terminals::Terminals;
 pub use terminals::{TERMINAL_ASKS_LIMIT, TERMINAL_LIMIT, TERMINAL_OUTPUT_LIMIT};
 
-/// What the current client accepts, beyond the baseline update kinds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClientSupport {
-    /// `clientCapabilities.session.compaction`.
-    pub compaction: bool,
-    /// Unstable `clientCapabilities.plan` (`plan_update`, `plan_removed`).
-    pub plan_operations: bool,
-    /// Unstable `clientCapabilities.subagents`.
-    pub subagents: bool,
-    /// The connection speaks ACP v2 (the agent answered `protocolVersion: 2`): replays are
-    /// shaped for it.
-    pub v2: bool,
-}
-
 /// How an update kind is replayed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
@@ -51,19 +37,6 @@ enum Class {
     State,
     Compaction,
     Never,
-}
-
-impl ClientSupport {
-    /// What a client supports, from the `clientCapabilities` of its `initialize` request.
-    pub fn from_capabilities(caps: &Value) -> ClientSupport {
-        let present = |v: &Value| !v.is_null();
-        ClientSupport {
-            compaction: present(&caps["session"]["compaction"]),
-            plan_operations: present(&caps["plan"]),
-            subagents: present(&caps["subagents"]),
-            v2: false,
-        }
-    }
 }
 
 fn classify(kind: &str, support: ClientSupport) -> Class {
@@ -110,23 +83,6 @@ fn in_conversation(kind: &str) -> bool {
             | "terminal_update"
             | "terminal_output_chunk"
     )
-}
-
-/// The end of a replay: what the proxy needs to bring the agent back.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Summary {
-    /// Prompt turns in the history.
-    pub turns: usize,
-    /// A bounded transcript of the conversation, for re-priming a fresh agent session.
-    pub transcript: String,
-    /// The latest mode (`currentModeId`), if the session had modes.
-    pub mode: Option<String>,
-    /// The latest value of each config option (`configId` → raw JSON value).
-    pub config: BTreeMap<String, Value>,
-    /// The agent-side session ID of the last run that mapped this session, if any.
-    pub agent_session: Option<String>,
-    /// The session's working directory as recorded.
-    pub cwd: Option<String>,
 }
 
 /// One turn of the transcript.

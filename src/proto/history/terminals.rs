@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::super::HashMap;
+use super::super::vocab::HashMap;
 use crate::wire::Side;
 
 /// Output kept per terminal (the latest bytes).

@@ -1,0 +1,459 @@
+//! The core's vocabulary: what every component of [`super::Proxy`] speaks — the IDs (a
+//! client-facing [`SessionId`], an agent's [`AgentSessionId`], a client connection's [`ConnId`],
+//! the proxy's own request's [`OwnId`]), where a line comes from or goes ([`Peer`], [`Target`]),
+//! when ([`Stamp`]), what the shell is asked to do ([`Action`], [`CatalogUpdate`]) and what it
+//! answers with ([`HistoryChunk`], [`ListedSession`]), what a client accepts
+//! ([`ClientSupport`]), what a replay leaves ([`Summary`]), and the settings ([`Config`]). It
+//! imports nothing else of the core: the components stand on it.
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::journal::format::Record;
+use crate::wire::Side;
+use crate::wire::envelope::RequestId;
+
+/// The core's hash map: keyed by IDs the peers choose, hashed with foldhash's fast hasher
+/// seeded per map (hashbrown's default; several times cheaper than SipHash on the short keys
+/// every line is looked up by).
+pub(super) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The core's hash set (see [`HashMap`]).
+pub(super) type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
+/// When an input happened, read by the shell (the core never reads a clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    /// Wall clock, Unix microseconds.
+    pub unix_us: i64,
+    /// Monotonic microseconds since the run started.
+    pub mono_us: u64,
+}
+
+/// An ACP session ID, exactly as on the wire.
+pub type SessionId = Arc<str>;
+
+/// Which journal a record goes to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// The run's connection journal.
+    Connection,
+    /// A session's journal.
+    Session(SessionId),
+}
+
+/// The `initialize` request and response lines (without line endings), once seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Initialize {
+    /// The client's request.
+    pub request: Option<Bytes>,
+    /// The agent's response.
+    pub response: Option<Bytes>,
+}
+
+/// An instruction for the shell. Apply in the order polled.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Write exactly these bytes to `to`.
+    Forward {
+        /// The receiving peer.
+        to: Peer,
+        /// The line, terminator included: the bytes received.
+        line: Bytes,
+    },
+    /// Create a journal segment for a session seen for the first time in this run.
+    OpenSession {
+        /// The session.
+        session: SessionId,
+        /// Its working directory, when known.
+        cwd: Option<String>,
+        /// The initialize exchange, copied into the segment header.
+        initialize: Initialize,
+    },
+    /// Append a record to a journal (before any later `Forward`).
+    Journal {
+        /// The journal.
+        target: Target,
+        /// The record.
+        record: Record,
+    },
+    /// The client closed its stream: close the agent's stdin.
+    CloseAgentStdin,
+    /// Read a session's journals and answer with [`super::Proxy::handle_history`] chunks: the replay
+    /// built by the history module's `Replay`, then its summary (or `Missing`).
+    FetchHistory {
+        /// Names the answer.
+        load: u64,
+        /// The client-facing session ID.
+        session: SessionId,
+        /// What the client accepts.
+        support: ClientSupport,
+        /// Bound of the transcript kept for re-priming.
+        transcript_limit: usize,
+        /// The session is live (another connection joins it): replay only the records before
+        /// this sequence number (what follows reaches the client live), and leave tool calls
+        /// still running open. The shell starts the read once the records before it are
+        /// written.
+        until: Option<u64>,
+    },
+    /// End a client connection (it fell too far behind while joining a session); the shell
+    /// then reports its end as for any connection.
+    EndClient(ConnId),
+    /// Stop a `FetchHistory` (its chunks are no longer wanted).
+    CancelHistory {
+        /// The fetch.
+        load: u64,
+    },
+    /// Read the session list from the store and answer with [`super::Proxy::handle_sessions`].
+    FetchSessions {
+        /// Names the answer.
+        request: u64,
+    },
+    /// Record session metadata in the store's catalog.
+    Catalog(CatalogUpdate),
+    /// Tell the user (log at info level).
+    Log(String),
+    /// Kill the agent (a prompt stalled past `--stall-timeout` and its cancel): the shell then
+    /// restarts it as after a crash.
+    RestartAgent,
+    /// Copy `parent`'s journal up to `turns` prompt turns or `message` (inclusive; all when
+    /// neither) into a new session `fork`, and answer with [`super::Proxy::handle_forked`].
+    ForkJournal {
+        /// Names the answer.
+        op: u64,
+        /// The session forked.
+        parent: SessionId,
+        /// The new session.
+        fork: SessionId,
+        /// Keep messages up to and including this `messageId`.
+        message: Option<String>,
+    },
+}
+
+/// Session metadata for the catalog.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CatalogUpdate {
+    /// The client-facing `session` continues on the agent as `agent`.
+    Alias {
+        /// Client-facing ID.
+        session: SessionId,
+        /// Agent-side ID.
+        agent: AgentSessionId,
+    },
+    /// A `session_info_update` passed through.
+    Info {
+        /// The session.
+        session: SessionId,
+        /// New title, if set.
+        title: Option<String>,
+        /// New `updatedAt`, if set.
+        updated_at: Option<String>,
+    },
+    /// The client deleted the session.
+    Delete {
+        /// The session.
+        session: SessionId,
+    },
+    /// The session's state changed: `running` (a prompt in progress), `idle`, or
+    /// `requires_action` (the agent waits for the user).
+    State {
+        /// The session.
+        session: SessionId,
+        /// The state.
+        state: &'static str,
+    },
+    /// The client named the session (`_session/rename`, a vendor extension the adapters
+    /// share): its title from now on, whatever the agent's.
+    Rename {
+        /// The session.
+        session: SessionId,
+        /// The name.
+        title: String,
+    },
+    /// The client archived (`_session/archive`) or unarchived (`_session/unarchive`) the
+    /// session: archived, it is left out of `session/list` unless asked for.
+    Archive {
+        /// The session.
+        session: SessionId,
+        /// Archived or not.
+        archived: bool,
+    },
+    /// The session's first prompt in this run: its first line (redacted), the session's title
+    /// when the agent gives none.
+    Prompt {
+        /// The session.
+        session: SessionId,
+        /// See [`crate::acp::prompt_title`].
+        title: String,
+    },
+    /// Prompt turns ended (the last at the time given with it).
+    TurnEnded {
+        /// The session.
+        session: SessionId,
+        /// How many.
+        turns: u64,
+    },
+    /// The agent reported token usage or cost (`usage_update` fields, or a prompt's `usage`).
+    Usage {
+        /// The session.
+        session: SessionId,
+        /// The reported fields.
+        usage: serde_json::Value,
+    },
+}
+
+/// One answer to [`Action::FetchHistory`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum HistoryChunk {
+    /// Replay lines (`session/update` notifications, newline-terminated), in order.
+    Lines(Vec<Bytes>),
+    /// The replay is complete.
+    End(Summary),
+    /// The store has no journal for the session.
+    Missing,
+}
+
+/// A session as the store lists it, for `session/list`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListedSession {
+    /// Client-facing ID.
+    pub session: String,
+    /// Working directory.
+    pub cwd: Option<String>,
+    /// Its title: the agent's latest, else the first line of its first prompt.
+    pub title: Option<String>,
+    /// The client ever sent it a prompt: sessions without one are left out of lists.
+    pub prompted: bool,
+    /// Archived by the client (`_session/archive`): left out unless the list asks for it.
+    pub archived: bool,
+    /// Last activity, ISO 8601.
+    pub updated_at: Option<String>,
+    /// Last activity, Unix microseconds: the list's order (newest first).
+    pub updated_us: i64,
+    /// Agent-side IDs it was continued under.
+    pub agent_ids: Vec<String>,
+    /// `running`, `idle` or `requires_action` while a live proxy serves it.
+    pub state: Option<String>,
+    /// When its last prompt turn ended, ISO 8601.
+    pub last_turn_ended_at: Option<String>,
+    /// Token usage and cost the agent reported, as JSON (`cost` is shown as the row's cost).
+    pub usage: Option<serde_json::Value>,
+    /// The Git branch of its cwd when it started.
+    pub git_branch: Option<String>,
+    /// The agent that recorded it (its command line), when listing every agent's sessions.
+    pub agent: Option<String>,
+}
+
+/// How the proxy handles session loading (`--load`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LoadMode {
+    /// Agents with `loadSession` load natively; for the others the proxy serves loads from the
+    /// journal.
+    #[default]
+    Auto,
+    /// Always serve loads from the journal, hiding the agent's own replay.
+    Journal,
+    /// Never emulate loading (list, close and delete are still served for agents that lack
+    /// them).
+    Agent,
+    /// Change nothing: a pure recorder.
+    Off,
+}
+
+/// Core settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Redact secrets in journal copies.
+    pub redact: bool,
+    /// Session loading.
+    pub load: LoadMode,
+    /// Send a transcript of the earlier conversation with the first prompt after a load that
+    /// had to start a fresh agent session.
+    pub reprime: bool,
+    /// Bound of that transcript, in bytes.
+    pub reprime_limit: usize,
+    /// `--stall-timeout`: a prompt that gets no message from the agent for this long
+    /// (microseconds) is cancelled, and if the agent still does not answer within
+    /// `stall_grace_us`, the agent is restarted.
+    pub stall_timeout_us: Option<u64>,
+    /// See `stall_timeout_us`.
+    pub stall_grace_us: u64,
+    /// How long a restarted agent has to answer the client's recorded `initialize`
+    /// (microseconds): past it the agent is taken for failed and restarted again (within
+    /// `--respawn`), and the client's requests waiting for it are answered with an error. No
+    /// request waits longer for a restarted agent, across restarts; the client's lines wait
+    /// bounded (`held_limit`).
+    pub reinit_timeout_us: u64,
+    /// Bytes of client lines the core holds for the agent (while a restarted agent is
+    /// initialized, or a lost session is restored) before it stops reading the client:
+    /// backpressure, as a full pipe would give, instead of unbounded memory. Also the bound of
+    /// the agent lines held while a load brings their session up: past it they go out as they
+    /// come (the agent is not stopped, as the load waits for its answer).
+    pub held_limit: usize,
+    /// A host (`acp-journal serve`): connections come and go while the agent and its sessions
+    /// live on; a session's lines go only to the connections attached to it.
+    pub hosted: bool,
+    /// The agent is a remote host the bridge connects to (`--connect`): its restarts are
+    /// connections made again, and the log, the client's notices and errors say so.
+    pub remote: bool,
+    /// A host's agent requests for a session nobody is attached to wait this long
+    /// (microseconds) for a connection to attach, then are answered as when the connection
+    /// they went to ends (a permission request cancelled, anything else -32603).
+    pub unattended_timeout_us: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            redact: true,
+            load: LoadMode::Auto,
+            reprime: true,
+            reprime_limit: 32 * 1024,
+            stall_timeout_us: None,
+            stall_grace_us: 5_000_000,
+            reinit_timeout_us: 60_000_000,
+            held_limit: 8 * 1024 * 1024,
+            hosted: false,
+            remote: false,
+            unattended_timeout_us: 300_000_000,
+        }
+    }
+}
+
+/// A client connection, numbered by the shell (the stdio proxy's is [`ConnId::FIRST`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u32);
+
+impl ConnId {
+    /// The first connection: its request ids pass as sent.
+    pub const FIRST: ConnId = ConnId(0);
+}
+
+/// Where a line comes from or goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// A client connection.
+    Client(ConnId),
+    /// The agent.
+    Agent,
+}
+
+impl Peer {
+    /// The side of the proxy, as journal records name it.
+    pub fn side(self) -> Side {
+        match self {
+            Peer::Client(_) => Side::Client,
+            Peer::Agent => Side::Agent,
+        }
+    }
+}
+
+/// A session ID as the agent knows it: the client-facing ID of a session live natively, another
+/// one for a mapped session. A type of its own, apart from the client-facing [`SessionId`], so
+/// that the two namespaces cannot be mixed by accident.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AgentSessionId(Arc<str>);
+
+impl AgentSessionId {
+    /// The ID a session live natively has on the agent: its client-facing one.
+    pub(super) fn native(session: &SessionId) -> AgentSessionId {
+        AgentSessionId(session.clone())
+    }
+
+    /// The ID's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The agent-side ID `id`, as an agent named it (in an answer or a line).
+impl From<&str> for AgentSessionId {
+    fn from(id: &str) -> AgentSessionId {
+        AgentSessionId(Arc::from(id))
+    }
+}
+
+impl Borrow<str> for AgentSessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AgentSessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An agent-side session ID as read from an agent's line, for lookups in the table.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AgentRef<'a>(pub(super) &'a str);
+
+/// The id of a request of the proxy's own to the agent (`"acp-journal:N"`): a type of its own,
+/// so a client's or an agent's id cannot be taken for one (an agent's answer is looked up by
+/// its id through [`Borrow`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct OwnId(pub(super) RequestId);
+
+impl OwnId {
+    /// The id as it goes on the wire.
+    pub(super) fn request_id(&self) -> &RequestId {
+        &self.0
+    }
+}
+
+impl Borrow<RequestId> for OwnId {
+    fn borrow(&self) -> &RequestId {
+        &self.0
+    }
+}
+
+/// What the current client accepts, beyond the baseline update kinds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientSupport {
+    /// `clientCapabilities.session.compaction`.
+    pub compaction: bool,
+    /// Unstable `clientCapabilities.plan` (`plan_update`, `plan_removed`).
+    pub plan_operations: bool,
+    /// Unstable `clientCapabilities.subagents`.
+    pub subagents: bool,
+    /// The connection speaks ACP v2 (the agent answered `protocolVersion: 2`): replays are
+    /// shaped for it.
+    pub v2: bool,
+}
+
+impl ClientSupport {
+    /// What a client supports, from the `clientCapabilities` of its `initialize` request.
+    pub fn from_capabilities(caps: &Value) -> ClientSupport {
+        let present = |v: &Value| !v.is_null();
+        ClientSupport {
+            compaction: present(&caps["session"]["compaction"]),
+            plan_operations: present(&caps["plan"]),
+            subagents: present(&caps["subagents"]),
+            v2: false,
+        }
+    }
+}
+
+/// The end of a replay: what the proxy needs to bring the agent back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Prompt turns in the history.
+    pub turns: usize,
+    /// A bounded transcript of the conversation, for re-priming a fresh agent session.
+    pub transcript: String,
+    /// The latest mode (`currentModeId`), if the session had modes.
+    pub mode: Option<String>,
+    /// The latest value of each config option (`configId` → raw JSON value).
+    pub config: BTreeMap<String, Value>,
+    /// The agent-side session ID of the last run that mapped this session, if any.
+    pub agent_session: Option<String>,
+    /// The session's working directory as recorded.
+    pub cwd: Option<String>,
+}

@@ -95,7 +95,7 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
     let mut kinds: BTreeMap<(&'static str, String), (u64, u64)> = BTreeMap::new();
     let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (i64::MAX, i64::MIN);
-    let mut restarts = 0u64;
+    let (mut restarts, mut host_drops) = (0u64, 0u64);
     for (_, segments) in targets(store, args.session.as_deref(), None)? {
         sessions += 1;
         for path in segments {
@@ -107,8 +107,10 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
                 first = first.min(record.unix_us);
                 last = last.max(record.unix_us);
                 let Body::Message { from, payload } = &record.body else {
-                    if let Body::Event(Event::AgentRestarted { .. }) = &record.body {
-                        restarts += 1;
+                    match &record.body {
+                        Body::Event(Event::AgentRestarted { .. }) => restarts += 1,
+                        Body::Event(Event::HostDropped) => host_drops += 1,
+                        _ => {}
                     }
                     continue;
                 };
@@ -164,6 +166,12 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
         writeln!(
             out,
             "{restarts} agent restarts (acp-journal started a dead agent again)"
+        )?;
+    }
+    if host_drops > 0 {
+        writeln!(
+            out,
+            "{host_drops} dropped connections to the host (the bridge connected again)"
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -171,6 +171,13 @@ fn a_prompt_sent_while_the_host_is_down_goes_through_when_it_is_back_and_the_edi
     );
     assert!(shown.contains("── restored on the host ("), "{shown}");
     assert!(!shown.contains("restarted"), "{shown}");
+    let (code, stats, _) = crate::util::run_cli_store(local.path(), &["stats", &session]);
+    assert_eq!(code, 0);
+    assert!(
+        stats.contains("1 dropped connections to the host (the bridge connected again)"),
+        "{stats}"
+    );
+    assert!(!stats.contains("agent restarts"), "{stats}");
 }
 
 #[test]

@@ -156,7 +156,7 @@ impl Driver {
                 }
                 Action::Journal { target, record } => {
                     assert!(
-                        target == Target::Connection || self.opened.contains(&target),
+                        target == Target::Run || self.opened.contains(&target),
                         "journal to {target:?} before it was opened"
                     );
                     self.check_record(&record);

@@ -5,7 +5,7 @@
 //! `session/new` (or `session/fork`) response names the new session: the request is copied into
 //! that session's journal before the response. Updates for a session whose `session/new`
 //! response has not arrived yet open the session early (and take the copy of the only pending
-//! `session/new`, if there is exactly one). Everything else goes to the connection journal.
+//! `session/new`, if there is exactly one). Everything else goes to the run's journal ([`Target::Run`]).
 //! A session is opened (`OpenSession`) the first time it is seen; a new session the agent
 //! names with an ID the store already holds from an earlier run gets a fresh client-facing ID
 //! (`s~2`, …) mapped to the agent's, so two conversations never share a journal.
@@ -78,7 +78,7 @@ impl Proxy {
                         index,
                     },
                 );
-                session.map_or(Target::Connection, Target::Session)
+                session.map_or(Target::Run, Target::Session)
             }
             Kind::Notification { method } => {
                 let session = session.or_else(|| {
@@ -88,11 +88,11 @@ impl Proxy {
                     let rid = envelope::request_id(peek.params)?;
                     self.pending.get(&(from, rid))?.session.clone()
                 });
-                session.map_or(Target::Connection, Target::Session)
+                session.map_or(Target::Run, Target::Session)
             }
             Kind::Response { id, is_error } => {
                 let Some(pending) = self.pending.remove(&(from.other(), id.clone())) else {
-                    return Target::Connection;
+                    return Target::Run;
                 };
                 if pending.method == "initialize" {
                     self.initialize.response = Some(record_bytes(record));
@@ -130,10 +130,10 @@ impl Proxy {
                         }
                         Target::Session(new)
                     }
-                    _ => pending.session.map_or(Target::Connection, Target::Session),
+                    _ => pending.session.map_or(Target::Run, Target::Session),
                 }
             }
-            Kind::OtherJson | Kind::Invalid => Target::Connection,
+            Kind::OtherJson | Kind::Invalid => Target::Run,
         }
     }
 

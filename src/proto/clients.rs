@@ -49,8 +49,8 @@ impl Proxy {
             && let Some(answer) = self.initialize.response.as_deref()
             && let Some(result) = envelope::peek(answer).result
         {
-            self.fx.journal_client(at, Target::Connection, &peek, &line);
-            self.fx.answer(at, Target::Connection, id, Ok(result.get()));
+            self.fx.journal_client(at, Target::Run, &peek, &line);
+            self.fx.answer(at, Target::Run, id, Ok(result.get()));
             return;
         }
         self.take(at, Side::Client, &peek, &line);
@@ -167,15 +167,14 @@ impl Proxy {
                 if method == "session/close" && !others {
                     return false;
                 }
-                self.fx.journal_client(at, Target::Connection, peek, line);
+                self.fx.journal_client(at, Target::Run, peek, line);
                 self.sessions.detach_from(s, conn);
                 let unanswered = self.connections.detach(conn, s);
                 let answer = match method {
                     "session/detach" => json!({"sessionId": &**s, "status": "detached"}),
                     _ => json!({}),
                 };
-                self.fx
-                    .answer(at, Target::Connection, id, Ok(&answer.to_string()));
+                self.fx.answer(at, Target::Run, id, Ok(&answer.to_string()));
                 for (id, line) in unanswered {
                     self.ask_again(at, id, line);
                 }

@@ -18,9 +18,9 @@ impl Proxy {
     /// (`ForkJournal`), then brings the fork up on a fresh agent session with the re-prime.
     pub(super) fn start_fork(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
         let Some(mut request) = LoadRequest::parse(id, peek, false) else {
-            self.fx.journal_client(at, Target::Connection, peek, line);
+            self.fx.journal_client(at, Target::Run, peek, line);
             let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.fx.answer(at, Target::Connection, id, Err(&error));
+            self.fx.answer(at, Target::Run, id, Err(&error));
             return;
         };
         let parent = std::mem::replace(&mut request.session, SessionId::from(""));
@@ -50,11 +50,11 @@ impl Proxy {
             }
             Err(error) => {
                 if let Some(record) = request.request {
-                    self.fx.journal(Target::Connection, record);
+                    self.fx.journal(Target::Run, record);
                 }
                 if let Asker::Client(id) = &request.asker {
                     let error = error_json(-32002, &error, None);
-                    self.fx.answer(at, Target::Connection, id, Err(&error));
+                    self.fx.answer(at, Target::Run, id, Err(&error));
                 }
             }
         }

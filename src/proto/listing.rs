@@ -455,7 +455,7 @@ impl Proxy {
                 json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
             ));
             let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-            self.fx.journal(Target::Connection, record);
+            self.fx.journal(Target::Run, record);
             self.fx.forward(Side::Client, line);
         }
     }
@@ -482,7 +482,7 @@ impl Proxy {
         };
         self.fx.answer(
             at,
-            Target::Connection,
+            Target::Run,
             &list.client_id,
             list.page().as_deref().map_err(String::as_str),
         );
@@ -540,7 +540,7 @@ impl Proxy {
         if forwarded {
             return false;
         }
-        self.fx.journal_client(at, Target::Connection, peek, line);
+        self.fx.journal_client(at, Target::Run, peek, line);
         true
     }
 

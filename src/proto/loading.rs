@@ -301,14 +301,14 @@ impl Loads {
                     return Progress::Done;
                 }
                 if let Some(request) = l.request {
-                    cx.fx.journal(Target::Connection, request);
+                    cx.fx.journal(Target::Run, request);
                 }
                 let error = error_json(
                     -32002,
                     "Resource not found: no journal for this session",
                     Some(json!({"sessionId": &*l.session})),
                 );
-                cx.fx.answer(at, Target::Connection, &id, Err(&error));
+                cx.fx.answer(at, Target::Run, &id, Err(&error));
                 Progress::Done
             }
             HistoryChunk::End(summary) => {
@@ -408,7 +408,7 @@ impl Loads {
     ) -> Progress {
         let session = self.session(op);
         let record = cx.fx.proxy_record(at, super::Side::Agent, line.clone());
-        let target = session.clone().map_or(Target::Connection, Target::Session);
+        let target = session.clone().map_or(Target::Run, Target::Session);
         cx.fx.journal(target, record);
         let Some(session) = session else {
             return Progress::Going; // cancelled meanwhile
@@ -822,9 +822,9 @@ impl Proxy {
         live: bool,
     ) {
         let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
-            self.fx.journal_client(at, Target::Connection, peek, line);
+            self.fx.journal_client(at, Target::Run, peek, line);
             let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.fx.answer(at, Target::Connection, id, Err(&error));
+            self.fx.answer(at, Target::Run, id, Err(&error));
             return;
         };
         request.request = Some(self.fx.client_record(at, peek, line));
@@ -838,10 +838,10 @@ impl Proxy {
     pub(super) fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
         if let Some(list) = self.lists.remove(op) {
             self.fx
-                .journal_client(at, Target::Connection, &envelope::peek(line), line);
+                .journal_client(at, Target::Run, &envelope::peek(line), line);
             let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
             self.fx
-                .answer(at, Target::Connection, &list.client_id, Err(&error));
+                .answer(at, Target::Run, &list.client_id, Err(&error));
         } else {
             let (mut cx, loads) = self.cx();
             loads.cancel(&mut cx, at, op, line, why);
@@ -883,7 +883,7 @@ impl Proxy {
         let peek = envelope::peek(line);
         let target = match peek.session.as_deref() {
             Some(s) if self.sessions.journal_open(s) => Target::Session(self.sessions.id(s)),
-            _ => Target::Connection,
+            _ => Target::Run,
         };
         self.fx.journal_client(at, target.clone(), &peek, line);
         if let Kind::Request { id, .. } = &peek.kind {

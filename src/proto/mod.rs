@@ -17,7 +17,7 @@
 //!   on that order (a record is written before its line is forwarded): `shell::apply`.
 //!
 //! # Attribution
-//! Every record goes to the journal of the session it belongs to, else to the connection's:
+//! Every record goes to the journal of the session it belongs to, else to the run's ([`Target::Run`]):
 //! [`attribution`].
 //!
 //! # What the proxy changes
@@ -381,9 +381,8 @@ impl Proxy {
             Inbound::Renumbered(renumbered) => self.take_later(at, conn, renumbered),
             Inbound::Refused(renumbered, sent, error) => {
                 let peek = envelope::peek(&renumbered);
-                self.fx
-                    .journal_client(at, Target::Connection, &peek, &renumbered);
-                self.fx.answer(at, Target::Connection, &sent, Err(&error));
+                self.fx.journal_client(at, Target::Run, &peek, &renumbered);
+                self.fx.answer(at, Target::Run, &sent, Err(&error));
             }
             Inbound::Settled => {
                 // Another connection answered first; this answer has nobody to go to.
@@ -520,7 +519,7 @@ impl Proxy {
             if !self.client_ended {
                 self.agent_gone(at);
             }
-            self.fx.event(at, Target::Connection, Event::Eof { from });
+            self.fx.event(at, Target::Run, Event::Eof { from });
         } else {
             self.handle_clients_gone(at);
         }
@@ -532,7 +531,7 @@ impl Proxy {
         self.end_reinit(at);
         self.client_ended = true;
         let from = Side::Client;
-        self.fx.event(at, Target::Connection, Event::Eof { from });
+        self.fx.event(at, Target::Run, Event::Eof { from });
         self.fx.push(Action::CloseAgentStdin);
     }
 
@@ -562,12 +561,12 @@ impl Proxy {
         let text = std::mem::replace(&mut self.stderr, rest);
         let text = self.fx.stderr_text(text);
         let record = self.fx.record(at, Body::Stderr(Bytes::from(text)));
-        self.fx.journal(Target::Connection, record);
+        self.fx.journal(Target::Run, record);
     }
 
     /// Something the shell observed, journaled with the connection.
     pub fn handle_event(&mut self, at: Stamp, event: Event) {
-        self.fx.event(at, Target::Connection, event);
+        self.fx.event(at, Target::Run, event);
     }
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
@@ -576,7 +575,7 @@ impl Proxy {
             && let Some(session) = self.handshake.dead.remove(id)
         {
             // The agent that asked is gone: journaled, never forwarded to its successor.
-            let target = session.map_or(Target::Connection, Target::Session);
+            let target = session.map_or(Target::Run, Target::Session);
             self.fx.journal_client(at, target, peek, line);
             return true;
         }
@@ -638,8 +637,8 @@ impl Proxy {
                     if self.agent.delete {
                         return false;
                     }
-                    self.fx.journal_client(at, Target::Connection, peek, line);
-                    self.fx.answer(at, Target::Connection, id, Ok("{}"));
+                    self.fx.journal_client(at, Target::Run, peek, line);
+                    self.fx.answer(at, Target::Run, id, Ok("{}"));
                     true
                 }
                 _ => false,

@@ -31,11 +31,11 @@ impl Proxy {
             Some("start") => true,
             Some(_) if self.agent.resume => return false,
             Some(other) => {
-                self.fx.journal_client(at, Target::Connection, peek, line);
+                self.fx.journal_client(at, Target::Run, peek, line);
                 let message =
                     format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
                 let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
-                self.fx.answer(at, Target::Connection, id, Err(&error));
+                self.fx.answer(at, Target::Run, id, Err(&error));
                 return true;
             }
         };

@@ -103,7 +103,7 @@ fn lines_that_are_not_utf8_are_redacted_too() {
     h.proxy.handle_line(at, Peer::Agent, line.clone());
     h.drain();
     assert_eq!(h.to_client, [line], "forwarded unaltered");
-    let record = &h.journals[&Target::Connection][0];
+    let record = &h.journals[&Target::Run][0];
     let Body::Message { payload, .. } = &record.body else {
         panic!("a message record");
     };
@@ -117,7 +117,7 @@ fn a_token_behind_a_json_escape_leaves_the_record_readable() {
     // `\n` then `pm_…`: the escape letter and the token pattern `npm_…` overlap.
     let line = r#"{"jsonrpc":"2.0","method":"x","params":{"t":"a\npm_abcdefghijklmnopqrstuvwxyz0123456789"}}"#;
     h.agent(line);
-    let record = &h.journals[&Target::Connection][0];
+    let record = &h.journals[&Target::Run][0];
     let mut encoded = Vec::new();
     encode_record(record, &mut encoded);
     let back = decode_record(&encoded[..encoded.len() - 1]).expect("the record reads back");

@@ -206,7 +206,7 @@ impl Proxy {
             true => Event::HostDropped,
             false => Event::AgentRestarted { code },
         };
-        self.fx.event(at, Target::Connection, event());
+        self.fx.event(at, Target::Run, event());
         let lost = self.sessions.lose_live();
         // An agent being initialized died before it answered: what waited for it waits on.
         let waiting = self.handshake.reinit.take();
@@ -286,13 +286,8 @@ impl Proxy {
         let id = self.ids.request(purpose, |id| {
             pending.contains_key(&(Side::Client, id.clone()))
         });
-        self.fx.send_agent(
-            at,
-            Target::Connection,
-            Some(id.request_id()),
-            method,
-            params.get(),
-        );
+        self.fx
+            .send_agent(at, Target::Run, Some(id.request_id()), method, params.get());
     }
 
     /// The restarted agent answered the `initialize` or `authenticate` the proxy sent again.
@@ -305,7 +300,7 @@ impl Proxy {
         failed: bool,
     ) {
         let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-        self.fx.journal(Target::Connection, record);
+        self.fx.journal(Target::Run, record);
         match purpose {
             Purpose::Reinitialize if !failed => {
                 self.handshake.agent_initialized = true;
@@ -425,7 +420,7 @@ impl Proxy {
         };
         if give_up {
             self.fx
-                .event(at, Target::Connection, Event::InitTimeout { after_ms });
+                .event(at, Target::Run, Event::InitTimeout { after_ms });
             let again = if remote {
                 "connecting again"
             } else {
@@ -611,7 +606,7 @@ impl Proxy {
             };
             let target = match pending.session {
                 Some(s) if self.sessions.journal_open(&s) => Target::Session(s),
-                _ => Target::Connection,
+                _ => Target::Run,
             };
             self.fx
                 .answer(at, target, &id, Err(&error(&pending.method)));

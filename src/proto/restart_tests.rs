@@ -131,7 +131,7 @@ fn a_restart_answers_the_prompt_then_restores_the_session_on_the_next_one() {
     let story = events(&h, &Target::Session("S".into()));
     assert!(story.contains(&"agent_restarted".to_string()), "{story:?}");
     assert!(story.contains(&"session_restored".to_string()), "{story:?}");
-    assert!(events(&h, &Target::Connection).contains(&"agent_restarted".to_string()));
+    assert!(events(&h, &Target::Run).contains(&"agent_restarted".to_string()));
 }
 
 #[test]

@@ -147,7 +147,7 @@ impl Harness {
     }
 
     pub(super) fn connection(&self) -> Vec<String> {
-        self.journal(&Target::Connection)
+        self.journal(&Target::Run)
     }
 }
 
@@ -260,7 +260,7 @@ fn session_new_request_is_copied_into_the_new_session() {
     assert_eq!(h.session("S1"), [NEW, NEW_OK, UPDATE_S1]);
     // The copy keeps the request's own sequence number and time.
     let records = &h.journals[&Target::Session("S1".into())];
-    let conn = &h.journals[&Target::Connection];
+    let conn = &h.journals[&Target::Run];
     assert_eq!(records[0].seq, conn[2].seq);
     assert!(records[0].seq < records[1].seq);
 }
@@ -403,7 +403,7 @@ fn redaction_changes_the_journal_copy_only() {
     assert_eq!(h.to_agent[0], format!("{new}\n"));
     let stored = &h.connection()[0];
     assert!(!stored.contains("hunter2hunter2") && stored.contains("API_KEY"));
-    let rec = &h.journals[&Target::Connection][0];
+    let rec = &h.journals[&Target::Run][0];
     assert!(matches!(&rec.body, Body::Message { payload, .. } if payload.redacted));
 
     let mut h = Harness::with(Config {
@@ -420,7 +420,7 @@ fn odd_lines_are_journaled_with_the_connection_as_what_they_are() {
     let mut h = Harness::new();
     h.agent("Starting agent v1.2...");
     h.client("[1,2,3]");
-    let records = &h.journals[&Target::Connection];
+    let records = &h.journals[&Target::Run];
     let enc = |i: usize| match &records[i].body {
         Body::Message { payload, .. } => payload.encoding,
         _ => unreachable!(),
@@ -447,7 +447,7 @@ fn client_eof_closes_the_agent_stdin_and_is_journaled() {
     h.proxy.handle_eof(at, Peer::Client(ConnId::FIRST));
     h.drain();
     assert!(h.closed_agent_stdin);
-    let last = h.journals[&Target::Connection].last().unwrap();
+    let last = h.journals[&Target::Run].last().unwrap();
     assert!(matches!(&last.body, Body::Event(Event::Eof { .. })));
 }
 
@@ -505,7 +505,7 @@ fn when_the_agent_exits_every_pending_client_request_is_answered_in_order() {
         .map(|l| String::from_utf8(l.to_vec()).unwrap())
         .collect();
     assert_eq!(made(&Target::Session("S1".into())), sent[..2]);
-    assert_eq!(made(&Target::Connection), sent[2..]);
+    assert_eq!(made(&Target::Run), sent[2..]);
     // A request sent after the agent is gone is answered at once.
     h.client(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"S1","prompt":[]}}"#);
     let late = parse(h.to_client.last().unwrap());

@@ -41,8 +41,10 @@ pub type SessionId = Arc<str>;
 /// Which journal a record goes to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
-    /// The run's connection journal.
-    Connection,
+    /// The run's own journal: what belongs to no session (the `initialize` exchange, stderr,
+    /// the proxy's events; FORMAT.md's connection segment). "Connection" in the core means a
+    /// client connection only.
+    Run,
     /// A session's journal.
     Session(SessionId),
 }

@@ -401,7 +401,7 @@ impl<T: Send + 'static> JournalSet<T> {
     /// Encode a record for its journal (written at the next [`JournalSet::commit`]).
     pub fn append(&mut self, target: &Target, record: &Record) {
         let slot = match target {
-            Target::Connection => &mut self.connection,
+            Target::Run => &mut self.connection,
             Target::Session(s) => match self.sessions.get_mut(s) {
                 Some(slot) => slot,
                 None => return,

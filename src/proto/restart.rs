@@ -643,34 +643,39 @@ fn secs(us: u64) -> f64 {
 
 /// The error a client request gets when the agent was restarted before answering it.
 fn agent_restarted(method: &str) -> String {
-    let message = match method {
-        "session/prompt" => {
-            "the agent was restarted: send your message again (it was not retried: tools may have run)"
-        }
-        _ => "the agent was restarted before answering: send the request again",
-    };
-    error_json(
-        -32603,
-        message,
-        Some(json!({"reason": "the agent exited and acp-journal restarted it", "method": method})),
-    )
+    lost_before_answer(false, method)
 }
 
 /// The error a client request gets when the connection to the host (the bridge's agent)
 /// dropped before it was answered.
 fn host_dropped(method: &str) -> String {
-    let message = match method {
-        "session/prompt" => {
-            "the connection to the host dropped: send your message again (it was not retried: tools may have run)"
+    lost_before_answer(true, method)
+}
+
+/// What [`agent_restarted`] and [`host_dropped`] say: a prompt was not retried (tools may have
+/// run), anything else may be sent again.
+fn lost_before_answer(remote: bool, method: &str) -> String {
+    let (what, reason) = match remote {
+        true => (
+            "the connection to the host dropped",
+            "the connection to the host dropped; acp-journal is connecting again",
+        ),
+        false => (
+            "the agent was restarted",
+            "the agent exited and acp-journal restarted it",
+        ),
+    };
+    let message = match (method, remote) {
+        ("session/prompt", _) => {
+            format!("{what}: send your message again (it was not retried: tools may have run)")
         }
-        _ => "the connection to the host dropped before the answer: send the request again",
+        (_, true) => format!("{what} before the answer: send the request again"),
+        (_, false) => format!("{what} before answering: send the request again"),
     };
     error_json(
         -32603,
-        message,
-        Some(
-            json!({"reason": "the connection to the host dropped; acp-journal is connecting again", "method": method}),
-        ),
+        &message,
+        Some(json!({"reason": reason, "method": method})),
     )
 }
 

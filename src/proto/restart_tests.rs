@@ -334,17 +334,27 @@ fn logs(h: &Harness) -> Vec<String> {
 
 const SECOND: u64 = 1_000_000;
 
-#[test]
-fn a_request_held_for_a_restarted_agent_is_answered_when_its_initialize_times_out() {
-    let timeout = 20 * SECOND;
-    let mut h = live(
+/// When the tests' agent dies: well past the harness's own stamps.
+const T0: u64 = 1_000 * SECOND;
+
+/// A live session whose agent (a host, when `remote`) gets `reinit_timeout_us` to answer the
+/// recorded `initialize` once it is started again.
+fn restarting(remote: bool, reinit_timeout_us: u64) -> Harness {
+    live(
         Config {
-            reinit_timeout_us: timeout,
+            remote,
+            reinit_timeout_us,
             ..Config::default()
         },
         "{}",
-    );
-    let t0 = 1_000 * SECOND;
+    )
+}
+
+#[test]
+fn a_request_held_for_a_restarted_agent_is_answered_when_its_initialize_times_out() {
+    let timeout = 20 * SECOND;
+    let mut h = restarting(false, timeout);
+    let t0 = T0;
     h.proxy.handle_agent_restart(at(t0), 137);
     h.drain();
     // A prompt sent meanwhile waits for the new agent, which never answers initialize.
@@ -399,14 +409,8 @@ fn a_request_held_for_a_restarted_agent_is_answered_when_its_initialize_times_ou
 #[test]
 fn a_request_waits_for_restarted_agents_at_most_the_init_timeout_in_all() {
     let timeout = 20 * SECOND;
-    let mut h = live(
-        Config {
-            reinit_timeout_us: timeout,
-            ..Config::default()
-        },
-        "{}",
-    );
-    let t0 = 1_000 * SECOND;
+    let mut h = restarting(false, timeout);
+    let t0 = T0;
     h.proxy.handle_agent_restart(at(t0), 137);
     client_at(&mut h, t0 + SECOND, PROMPT);
     // The new agent dies before it answers; the next one gets its own time, the prompt does
@@ -430,15 +434,9 @@ fn a_request_waits_for_restarted_agents_at_most_the_init_timeout_in_all() {
 
 #[test]
 fn a_host_unreachable_for_a_few_seconds_is_told_then_back_and_the_held_prompt_goes_on() {
-    let mut h = live(
-        Config {
-            remote: true,
-            ..Config::default()
-        },
-        "{}",
-    );
+    let mut h = restarting(true, Config::default().reinit_timeout_us);
     h.client(PROMPT);
-    let t0 = 1_000 * SECOND;
+    let t0 = T0;
     let seen = h.to_client.len();
     h.proxy.handle_agent_restart(at(t0), 1);
     h.drain();
@@ -507,15 +505,8 @@ fn a_host_unreachable_for_a_few_seconds_is_told_then_back_and_the_held_prompt_go
 #[test]
 fn a_prompt_held_while_the_host_stays_unreachable_is_answered_at_the_init_timeout() {
     let timeout = 2 * SECOND;
-    let mut h = live(
-        Config {
-            remote: true,
-            reinit_timeout_us: timeout,
-            ..Config::default()
-        },
-        "{}",
-    );
-    let t0 = 1_000 * SECOND;
+    let mut h = restarting(true, timeout);
+    let t0 = T0;
     h.proxy.handle_agent_restart(at(t0), 1);
     client_at(&mut h, t0 + 1, PROMPT);
     // The timeout is shorter than the notice's few seconds: the notice comes with it, first.

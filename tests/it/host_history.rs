@@ -11,8 +11,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{Message, WebSocket};
 
-use crate::serve::{Served, TOKEN};
-use crate::util::{Peers, TIMEOUT, TestClient, bin, reply_to};
+use crate::serve::{Served, websocket};
+use crate::util::{Peers, TestClient, bin, reply_to};
 
 /// One WebSocket client connection.
 struct Conn {
@@ -22,14 +22,7 @@ struct Conn {
 
 impl Conn {
     fn open(served: &Served) -> Conn {
-        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-        let mut request = served.ws_url().into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
-        let socket = TcpStream::connect(served.addr).unwrap();
-        socket.set_read_timeout(Some(TIMEOUT)).unwrap();
-        let (ws, _) = tokio_tungstenite::tungstenite::client::client(request, socket).unwrap();
+        let ws = websocket(served);
         let mut conn = Conn { ws, next_id: 0 };
         let init = conn.call(
             "initialize",

@@ -489,19 +489,20 @@ fn agent_markup_on_the_page_is_text() {
     served.stop();
 }
 
+/// Our `tests/agents/page_agent.py`, with `args`.
+fn page_agent(args: &[&str]) -> Vec<String> {
+    let script = root().join("tests/agents/page_agent.py");
+    let mut argv = vec![python(), script.display().to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv
+}
+
 #[test]
 fn the_page_shows_a_refused_prompt_and_a_permission_request_another_client_answered() {
     let store = tempfile::tempdir().unwrap();
     // Our agent sends what the host sends once several clients share a session: a refusal, a
     // permission request taken back (`$/cancel_request`), its outcome on the tool call.
-    let agent = vec![
-        python(),
-        root()
-            .join("tests/agents/page_agent.py")
-            .display()
-            .to_string(),
-    ];
-    let served = Served::start(store.path(), &[], &agent);
+    let served = Served::start(store.path(), &[], &page_agent(&[]));
     let session = prompted_session(&served, "hello");
     let steps = drive(&served, &session, "settle", "", "You said: hello");
 
@@ -649,15 +650,7 @@ fn the_page_marks_a_live_session_of_an_agent_with_its_own_list_and_draws_a_mode_
     let store = tempfile::tempdir().unwrap();
     // Our agent with a session list of its own (as the adapters have): the host's list is the
     // agent's rows, merged.
-    let agent = vec![
-        python(),
-        root()
-            .join("tests/agents/page_agent.py")
-            .display()
-            .to_string(),
-        "--lists".into(),
-    ];
-    let served = Served::start(store.path(), &[], &agent);
+    let served = Served::start(store.path(), &[], &page_agent(&["--lists"]));
     let session = prompted_session(&served, "hello");
     let steps = drive(&served, &session, "states", "", "You said: hello");
 

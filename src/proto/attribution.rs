@@ -12,193 +12,178 @@
 
 use bytes::Bytes;
 
+use super::catalog;
+use super::context::Cx;
 use super::load_request::SetupParams;
+use super::pending::{Pending, Setup};
 use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
-use super::{Pending, Proxy, Setup};
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::journal::format::Record;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek};
 
-impl Proxy {
-    /// Decide the journal of a line and update the pending table.
-    pub(super) fn attribute(&mut self, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
-        let session = peek.session.as_deref().map(|s| self.sessions.id(s));
-        match &peek.kind {
-            Kind::Request { id, method } => {
-                let session = session.or_else(|| {
-                    // Request-scoped messages (elicitation) name a request of the other peer.
-                    let rid = envelope::request_id(peek.params)?;
-                    self.pending.get(&(from.other(), rid))?.session.clone()
-                });
-                if method == "initialize" {
-                    self.initialize.request = Some(record_bytes(record));
-                }
-                if let Some(s) = &session {
-                    let state = match (from, method.as_ref()) {
-                        (Side::Client, "session/prompt") => Some("running"),
-                        (Side::Agent, "session/request_permission" | "elicitation/create") => {
-                            Some("requires_action")
-                        }
-                        _ => None,
-                    };
-                    if let Some(state) = state {
-                        self.facts.state(s, state, record.unix_us);
+/// Decide the journal of a line and update the pending table.
+pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
+    let session = peek.session.as_deref().map(|s| cx.sessions.id(s));
+    match &peek.kind {
+        Kind::Request { id, method } => {
+            let session = session.or_else(|| {
+                // Request-scoped messages (elicitation) name a request of the other peer.
+                let rid = envelope::request_id(peek.params)?;
+                cx.pending.get(&(from.other(), rid))?.session.clone()
+            });
+            if method == "initialize" {
+                cx.initialize.request = Some(record_bytes(record));
+            }
+            if let Some(s) = &session {
+                let state = match (from, method.as_ref()) {
+                    (Side::Client, "session/prompt") => Some("running"),
+                    (Side::Agent, "session/request_permission" | "elicitation/create") => {
+                        Some("requires_action")
                     }
-                    if from == Side::Client
-                        && method == "session/prompt"
-                        && self.sessions.first_prompt(s)
-                    {
-                        self.catalog_prompt(s, peek, record.unix_us);
-                    }
-                }
-                let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
-                    record: record.clone(),
-                    params: SetupParams::parse(
-                        &peek
-                            .params
-                            .and_then(|p| serde_json::from_str(p.get()).ok())
-                            .unwrap_or_default(),
-                    ),
-                    cwd: envelope::str_field(peek.params, "cwd"),
-                    copied_to: None,
-                });
-                let index = match (from, &session) {
-                    (Side::Client, Some(s)) => session_index_update(method, s, peek),
                     _ => None,
                 };
-                self.pending.insert(
-                    (from, id.clone()),
-                    Pending {
-                        method: method.to_string(),
-                        seq: record.seq,
-                        session: session.clone(),
-                        setup,
-                        index,
-                    },
-                );
-                session.map_or(Target::Run, Target::Session)
-            }
-            Kind::Notification { method } => {
-                let session = session.or_else(|| {
-                    if method != "$/cancel_request" {
-                        return None;
-                    }
-                    let rid = envelope::request_id(peek.params)?;
-                    self.pending.get(&(from, rid))?.session.clone()
-                });
-                session.map_or(Target::Run, Target::Session)
-            }
-            Kind::Response { id, is_error } => {
-                let Some(pending) = self.pending.remove(&(from.other(), id.clone())) else {
-                    return Target::Run;
-                };
-                if pending.method == "initialize" {
-                    self.initialize.response = Some(record_bytes(record));
+                if let Some(state) = state {
+                    cx.facts.state(s, state, record.unix_us);
                 }
-                if let Some(s) = &pending.session {
-                    self.catalog_turn(s, &pending.method, peek, record.unix_us);
-                }
-                if let Some(mut update) = pending.index.clone().filter(|_| !*is_error) {
-                    if let CatalogUpdate::Rename { title, .. } = &mut update {
-                        *title = self.redacted(std::mem::take(title));
-                    }
-                    self.fx.push(Action::Catalog(update));
-                }
-                // (A v2 answer only says the prompt was taken: the turn, and its watch, go on
-                // until the agent reports the session idle.)
-                if pending.method == "session/prompt"
-                    && !self.agent.v2
-                    && let Some(s) = &pending.session
+                if from == Side::Client && method == "session/prompt" && cx.sessions.first_prompt(s)
                 {
-                    self.sessions.end_prompt(s, Some(id));
-                }
-                let created = match (&pending.setup, is_error) {
-                    (Some(_), false) => {
-                        envelope::str_field(peek.result, "sessionId").map(SessionId::from)
-                    }
-                    _ => None,
-                };
-                match (created, pending.setup) {
-                    (Some(new), Some(setup)) => {
-                        self.open_session(&new, setup.cwd.clone(), false);
-                        self.tell_reused(&new, record);
-                        self.sessions.set_setup(&new, setup.params);
-                        if setup.copied_to.as_ref() != Some(&new) {
-                            self.fx.journal(Target::Session(new.clone()), setup.record);
-                        }
-                        Target::Session(new)
-                    }
-                    _ => pending.session.map_or(Target::Run, Target::Session),
+                    catalog::prompt(cx, s, peek, record.unix_us);
                 }
             }
-            Kind::OtherJson | Kind::Invalid => Target::Run,
+            let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
+                record: record.clone(),
+                params: SetupParams::parse(
+                    &peek
+                        .params
+                        .and_then(|p| serde_json::from_str(p.get()).ok())
+                        .unwrap_or_default(),
+                ),
+                cwd: envelope::str_field(peek.params, "cwd"),
+                copied_to: None,
+            });
+            let index = match (from, &session) {
+                (Side::Client, Some(s)) => session_index_update(method, s, peek),
+                _ => None,
+            };
+            cx.pending.insert(
+                (from, id.clone()),
+                Pending {
+                    method: method.to_string(),
+                    seq: record.seq,
+                    session: session.clone(),
+                    setup,
+                    index,
+                },
+            );
+            session.map_or(Target::Run, Target::Session)
         }
-    }
-
-    /// A session the agent created under an ID the store held (see
-    /// [`Proxy::set_stored_check`]): its journal and the catalog say which ID the agent uses.
-    fn tell_reused(&mut self, session: &SessionId, record: &Record) {
-        let agent = self.sessions.agent_id(session);
-        if agent.as_str() == &**session {
-            return;
+        Kind::Notification { method } => {
+            let session = session.or_else(|| {
+                if method != "$/cancel_request" {
+                    return None;
+                }
+                let rid = envelope::request_id(peek.params)?;
+                cx.pending.get(&(from, rid))?.session.clone()
+            });
+            session.map_or(Target::Run, Target::Session)
         }
-        let at = Stamp {
-            unix_us: record.unix_us,
-            mono_us: record.mono_us,
-        };
-        let event = Event::SessionMapped {
-            agent_session: agent.to_string(),
-        };
-        self.fx.event(at, Target::Session(session.clone()), event);
-        self.fx.push(Action::Catalog(CatalogUpdate::Alias {
-            session: session.clone(),
-            agent,
-        }));
-    }
-
-    /// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
-    /// through early agent traffic takes the copy of the only unclaimed pending `session/new`.
-    pub(super) fn open_session(&mut self, session: &SessionId, cwd: Option<String>, claim: bool) {
-        if self.sessions.journal_open(session) {
-            return;
-        }
-        let early_copy = if claim {
-            let mut unclaimed = self
-                .pending
-                .values_mut()
-                .filter_map(|p| p.setup.as_mut())
-                .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
-            match (unclaimed.next(), unclaimed.next()) {
-                (Some(setup), None) => {
-                    setup.copied_to = Some(session.clone());
-                    Some((setup.record.clone(), setup.cwd.clone()))
+        Kind::Response { id, is_error } => {
+            let Some(pending) = cx.pending.remove(&(from.other(), id.clone())) else {
+                return Target::Run;
+            };
+            if pending.method == "initialize" {
+                cx.initialize.response = Some(record_bytes(record));
+            }
+            if let Some(s) = &pending.session {
+                catalog::turn(cx, s, &pending.method, peek, record.unix_us);
+            }
+            if let Some(mut update) = pending.index.clone().filter(|_| !*is_error) {
+                if let CatalogUpdate::Rename { title, .. } = &mut update {
+                    *title = cx.redacted(std::mem::take(title));
+                }
+                cx.fx.push(Action::Catalog(update));
+            }
+            // (A v2 answer only says the prompt was taken: the turn, and its watch, go on
+            // until the agent reports the session idle.)
+            if pending.method == "session/prompt"
+                && !cx.agent.v2
+                && let Some(s) = &pending.session
+            {
+                cx.sessions.end_prompt(s, Some(id));
+            }
+            let created = match (&pending.setup, is_error) {
+                (Some(_), false) => {
+                    envelope::str_field(peek.result, "sessionId").map(SessionId::from)
                 }
                 _ => None,
+            };
+            match (created, pending.setup) {
+                (Some(new), Some(setup)) => {
+                    open_session(cx, &new, setup.cwd.clone(), false);
+                    tell_reused(cx, &new, record);
+                    cx.sessions.set_setup(&new, setup.params);
+                    if setup.copied_to.as_ref() != Some(&new) {
+                        cx.fx.journal(Target::Session(new.clone()), setup.record);
+                    }
+                    Target::Session(new)
+                }
+                _ => pending.session.map_or(Target::Run, Target::Session),
             }
-        } else {
-            None
-        };
-        let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, c)| c.clone()));
-        self.sessions
-            .open_journal(&mut self.fx, session, cwd, &self.initialize);
-        if let Some((record, _)) = early_copy {
-            self.fx.journal(Target::Session(session.clone()), record);
         }
+        Kind::OtherJson | Kind::Invalid => Target::Run,
     }
+}
 
-    /// A client-facing ID for the agent's new session `s` when the store already holds `s`
-    /// from an earlier run: `s~2`, `s~3`, … (the first the store does not hold).
-    pub(super) fn fresh_id_for_reused(&self, s: &str) -> Option<SessionId> {
-        let stored = self.stored.0.as_ref()?;
-        if self.sessions.journal_open(s) || !stored(s) {
-            return None;
+/// A session the agent created under an ID the store held (see
+/// [`super::Proxy::set_stored_check`]): its journal and the catalog say which ID the agent uses.
+fn tell_reused(cx: &mut Cx, session: &SessionId, record: &Record) {
+    let agent = cx.sessions.agent_id(session);
+    if agent.as_str() == &**session {
+        return;
+    }
+    let at = Stamp {
+        unix_us: record.unix_us,
+        mono_us: record.mono_us,
+    };
+    let event = Event::SessionMapped {
+        agent_session: agent.to_string(),
+    };
+    cx.fx.event(at, Target::Session(session.clone()), event);
+    cx.fx.push(Action::Catalog(CatalogUpdate::Alias {
+        session: session.clone(),
+        agent,
+    }));
+}
+
+/// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
+/// through early agent traffic takes the copy of the only unclaimed pending `session/new`.
+pub(super) fn open_session(cx: &mut Cx, session: &SessionId, cwd: Option<String>, claim: bool) {
+    if cx.sessions.journal_open(session) {
+        return;
+    }
+    let early_copy = if claim {
+        let mut unclaimed = cx
+            .pending
+            .values_mut()
+            .filter_map(|p| p.setup.as_mut())
+            .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
+        match (unclaimed.next(), unclaimed.next()) {
+            (Some(setup), None) => {
+                setup.copied_to = Some(session.clone());
+                Some((setup.record.clone(), setup.cwd.clone()))
+            }
+            _ => None,
         }
-        (2u32..)
-            .map(|n| format!("{s}~{n}"))
-            .find(|id| !stored(id) && !self.sessions.journal_open(id))
-            .map(SessionId::from)
+    } else {
+        None
+    };
+    let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, c)| c.clone()));
+    cx.sessions
+        .open_journal(&mut cx.fx, session, cwd, &cx.initialize);
+    if let Some((record, _)) = early_copy {
+        cx.fx.journal(Target::Session(session.clone()), record);
     }
 }
 

@@ -8,9 +8,12 @@
 
 use bytes::Bytes;
 
-use super::Proxy;
 use super::capabilities::{self, AgentCaps, ClientCaps};
+use super::catalog;
+use super::context::Cx;
+use super::listing::Lists;
 use super::mapping::{self, ClientEdit};
+use super::restart::Handshake;
 use super::sessions;
 use super::vocab::{Action, AgentRef, AgentSessionId, Stamp, Target};
 use crate::journal::Event;
@@ -18,190 +21,196 @@ use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
 
-impl Proxy {
-    /// Client line edits on the way to the agent: renumbered ids, mapped session IDs,
-    /// re-priming.
-    pub(super) fn rewrite_client(
-        &mut self,
-        at: Stamp,
-        peek: &Peek<'_>,
-        line: &Bytes,
-    ) -> Option<Vec<u8>> {
-        let method = peek.method();
-        match (&peek.kind, method) {
-            (_, Some("initialize")) => {
-                self.client = ClientCaps::from_initialize(peek);
-                self.handshake.client_init = Some(line.clone());
-            }
-            (Kind::Request { id, .. }, Some("authenticate")) => {
-                self.handshake.auth_pending = Some((id.clone(), line.clone()));
-            }
-            (Kind::Response { id, .. }, _) => {
-                let original = self.ids.restore_agent(id)?;
-                return rewrite::edit_line(line, |m| m.set("id", original.to_json()));
-            }
-            _ => {}
+/// Client line edits on the way to the agent: renumbered ids, mapped session IDs,
+/// re-priming.
+pub(super) fn rewrite_client(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    lists: &Lists,
+    at: Stamp,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> Option<Vec<u8>> {
+    let method = peek.method();
+    match (&peek.kind, method) {
+        (_, Some("initialize")) => {
+            cx.client = ClientCaps::from_initialize(peek);
+            handshake.client_init = Some(line.clone());
         }
-        let new_id = match &peek.kind {
-            Kind::Request { id, .. } => self.ids.renumber(id),
-            _ => None,
-        };
-        let cancel = match (method, envelope::request_id(peek.params)) {
-            (Some("$/cancel_request"), Some(rid)) => self.ids.sent_as(&rid).cloned(),
-            _ => None,
-        };
-        let cursor = match (&peek.kind, method) {
-            (Kind::Request { id, .. }, Some("session/list")) => self
-                .lists
-                .of_request(id)
-                .and_then(|(_, l)| l.agent_cursor.clone()),
-            _ => None,
-        };
-        // Only requests and notifications are mapped: an object without a method is no
-        // message of the session, and passes unchanged.
-        let session = peek.session.as_deref().filter(|_| method.is_some());
-        let mapping = session.and_then(|s| self.sessions.mapping_mut(s));
-        let (agent_session, reprime) = match mapping {
-            Some(m) => {
-                let reprime = match method {
-                    Some("session/prompt") => m.reprime.take(),
-                    _ => None,
-                };
-                (Some(m.agent.clone()), reprime)
-            }
-            None => (None, None),
-        };
-        let edit = ClientEdit {
-            id: new_id.as_ref(),
-            cancel: cancel.as_ref(),
-            agent_session: session.zip(agent_session.as_ref().map(AgentSessionId::as_str)),
-            reprime: reprime.as_deref(),
-            cursor: cursor.as_deref(),
-        };
-        if edit.is_empty() {
-            return None;
+        (Kind::Request { id, .. }, Some("authenticate")) => {
+            handshake.auth_pending = Some((id.clone(), line.clone()));
         }
-        let out = mapping::edit_client_line(line, &edit)?;
-        if let (Some(session), Some(_)) = (session, &reprime) {
-            let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
-            let session = self.sessions.id(session);
-            let sent = sent["params"]["prompt"].clone();
-            self.fx
-                .event(at, Target::Session(session), Event::Reprimed { sent });
+        (Kind::Response { id, .. }, _) => {
+            let original = cx.ids.restore_agent(id)?;
+            return rewrite::edit_line(line, |m| m.set("id", original.to_json()));
         }
-        Some(out)
+        _ => {}
     }
-
-    /// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions.
-    pub(super) fn rewrite_agent(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
-        if let Kind::Response { id, is_error } = &peek.kind {
-            return self.rewrite_agent_response(peek, line, id, *is_error);
+    let new_id = match &peek.kind {
+        Kind::Request { id, .. } => cx.ids.renumber(id),
+        _ => None,
+    };
+    let cancel = match (method, envelope::request_id(peek.params)) {
+        (Some("$/cancel_request"), Some(rid)) => cx.ids.sent_as(&rid).cloned(),
+        _ => None,
+    };
+    let cursor = match (&peek.kind, method) {
+        (Kind::Request { id, .. }, Some("session/list")) => lists
+            .of_request(id)
+            .and_then(|(_, l)| l.agent_cursor.clone()),
+        _ => None,
+    };
+    // Only requests and notifications are mapped: an object without a method is no
+    // message of the session, and passes unchanged.
+    let session = peek.session.as_deref().filter(|_| method.is_some());
+    let mapping = session.and_then(|s| cx.sessions.mapping_mut(s));
+    let (agent_session, reprime) = match mapping {
+        Some(m) => {
+            let reprime = match method {
+                Some("session/prompt") => m.reprime.take(),
+                _ => None,
+            };
+            (Some(m.agent.clone()), reprime)
         }
-        if let Kind::Request { id, .. } = &peek.kind
-            && self.handshake.dead.contains_key(id)
-        {
-            // The client may still answer the dead agent's request with this id.
-            let alias = self.ids.renumber_agent(id);
-            let mapped = self.map_agent_line(peek, line);
-            return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
-                m.set("id", alias.to_json())
-            });
-        }
-        self.map_agent_line(peek, line)
+        None => (None, None),
+    };
+    let edit = ClientEdit {
+        id: new_id.as_ref(),
+        cancel: cancel.as_ref(),
+        agent_session: session.zip(agent_session.as_ref().map(AgentSessionId::as_str)),
+        reprime: reprime.as_deref(),
+        cursor: cursor.as_deref(),
+    };
+    if edit.is_empty() {
+        return None;
     }
-
-    /// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog.
-    fn map_agent_line(&mut self, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
-        let method = peek.method()?;
-        let session = peek.session.as_deref()?;
-        if method == "session/update" && names_catalog_update(line) {
-            self.catalog_update(peek, session);
-        }
-        let (client_session, mapping) = self.sessions.mapping_of_agent(AgentRef(session))?;
-        mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
+    let out = mapping::edit_client_line(line, &edit)?;
+    if let (Some(session), Some(_)) = (session, &reprime) {
+        let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
+        let session = cx.sessions.id(session);
+        let sent = sent["params"]["prompt"].clone();
+        cx.fx
+            .event(at, Target::Session(session), Event::Reprimed { sent });
     }
+    Some(out)
+}
 
-    fn rewrite_agent_response(
-        &mut self,
-        peek: &Peek<'_>,
-        line: &Bytes,
-        id: &RequestId,
-        is_error: bool,
-    ) -> Option<Vec<u8>> {
-        let original = self.ids.restore(id);
-        let client_id = original.clone().unwrap_or_else(|| id.clone());
-        let pending = self.pending.get(&(Side::Client, client_id.clone()));
-        let method = pending.map(|p| p.method.as_str());
-        let session = pending.and_then(|p| p.session.clone());
-        let mut out = None;
-        match method {
-            Some("authenticate") => {
-                let sent = self.handshake.auth_pending.take();
-                if !is_error && let Some((sent_id, sent_line)) = sent {
-                    self.handshake.client_auth =
-                        (sent_id == client_id_of(&original, id)).then_some(sent_line);
+/// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions.
+pub(super) fn rewrite_agent(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    hosted: bool,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> Option<Vec<u8>> {
+    if let Kind::Response { id, is_error } = &peek.kind {
+        return rewrite_agent_response(cx, handshake, hosted, peek, line, id, *is_error);
+    }
+    if let Kind::Request { id, .. } = &peek.kind
+        && handshake.dead.contains_key(id)
+    {
+        // The client may still answer the dead agent's request with this id.
+        let alias = cx.ids.renumber_agent(id);
+        let mapped = map_agent_line(cx, peek, line);
+        return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
+            m.set("id", alias.to_json())
+        });
+    }
+    map_agent_line(cx, peek, line)
+}
+
+/// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog.
+fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
+    let method = peek.method()?;
+    let session = peek.session.as_deref()?;
+    if method == "session/update" && names_catalog_update(line) {
+        catalog::update(cx, peek, session);
+    }
+    let (client_session, mapping) = cx.sessions.mapping_of_agent(AgentRef(session))?;
+    mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
+}
+
+fn rewrite_agent_response(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    hosted: bool,
+    peek: &Peek<'_>,
+    line: &Bytes,
+    id: &RequestId,
+    is_error: bool,
+) -> Option<Vec<u8>> {
+    let original = cx.ids.restore(id);
+    let client_id = original.clone().unwrap_or_else(|| id.clone());
+    let pending = cx.pending.get(&(Side::Client, client_id.clone()));
+    let method = pending.map(|p| p.method.as_str());
+    let session = pending.and_then(|p| p.session.clone());
+    let mut out = None;
+    match method {
+        Some("authenticate") => {
+            let sent = handshake.auth_pending.take();
+            if !is_error && let Some((sent_id, sent_line)) = sent {
+                handshake.client_auth =
+                    (sent_id == client_id_of(&original, id)).then_some(sent_line);
+            }
+        }
+        Some("initialize") if !is_error => {
+            handshake.agent_initialized = true;
+            if let Some(agent) = AgentCaps::from_initialize(peek) {
+                cx.agent = agent;
+                cx.client.support.v2 = agent.v2;
+                // v2 clients take `notice` updates as a matter of course.
+                cx.client.notices |= agent.v2;
+                let added = agent.missing(cx.emulates_loading(), hosted);
+                out = capabilities::advertise(line, &added, agent.v2);
+                if out.is_some() {
+                    cx.fx.push(Action::Log(format!(
+                        "advertising to the client on the agent's behalf: {}",
+                        added.join(", ")
+                    )));
                 }
             }
-            Some("initialize") if !is_error => {
-                self.handshake.agent_initialized = true;
-                if let Some(agent) = AgentCaps::from_initialize(peek) {
-                    self.agent = agent;
-                    self.client.support.v2 = agent.v2;
-                    // v2 clients take `notice` updates as a matter of course.
-                    self.client.notices |= agent.v2;
-                    let added =
-                        agent.missing(self.emulates_loading(), self.connections.is_hosted());
-                    out = capabilities::advertise(line, &added, agent.v2);
-                    if out.is_some() {
-                        self.fx.push(Action::Log(format!(
-                            "advertising to the client on the agent's behalf: {}",
-                            added.join(", ")
-                        )));
+        }
+        Some("session/load" | "session/resume") => {
+            if let Some(s) = &session {
+                cx.sessions.end_native_load(s, &client_id);
+                if !is_error {
+                    cx.sessions.set_live(s);
+                }
+            }
+        }
+        Some("session/new") if !is_error => {
+            if let Some(s) = envelope::str_field(peek.result, "sessionId") {
+                match cx.fresh_id_for_reused(&s) {
+                    Some(fresh) => {
+                        // Mapped from the start (no prefix: nothing was replayed into it).
+                        let agent = AgentSessionId::from(s.as_str());
+                        let mapping = sessions::Mapping {
+                            agent,
+                            prefix: String::new(),
+                            reprime: None,
+                        };
+                        cx.sessions.map(&fresh, mapping);
+                        out = rewrite::edit_line(line, |m| {
+                            m.edit("result", |r| {
+                                r.set("sessionId", rewrite::json_string(&fresh))
+                            })
+                        });
+                    }
+                    None => {
+                        let s = cx.sessions.id(&s);
+                        cx.sessions.set_live(&s);
                     }
                 }
             }
-            Some("session/load" | "session/resume") => {
-                if let Some(s) = &session {
-                    self.sessions.end_native_load(s, &client_id);
-                    if !is_error {
-                        self.sessions.set_live(s);
-                    }
-                }
-            }
-            Some("session/new") if !is_error => {
-                if let Some(s) = envelope::str_field(peek.result, "sessionId") {
-                    match self.fresh_id_for_reused(&s) {
-                        Some(fresh) => {
-                            // Mapped from the start (no prefix: nothing was replayed into it).
-                            let agent = AgentSessionId::from(s.as_str());
-                            let mapping = sessions::Mapping {
-                                agent,
-                                prefix: String::new(),
-                                reprime: None,
-                            };
-                            self.sessions.map(&fresh, mapping);
-                            out = rewrite::edit_line(line, |m| {
-                                m.edit("result", |r| {
-                                    r.set("sessionId", rewrite::json_string(&fresh))
-                                })
-                            });
-                        }
-                        None => {
-                            let s = self.sessions.id(&s);
-                            self.sessions.set_live(&s);
-                        }
-                    }
-                }
-            }
-            _ => {}
         }
-        if let Some(original) = original {
-            out = rewrite::edit_line(out.as_deref().unwrap_or(line), |msg| {
-                msg.set("id", original.to_json())
-            });
-        }
-        out
+        _ => {}
     }
+    if let Some(original) = original {
+        out = rewrite::edit_line(out.as_deref().unwrap_or(line), |msg| {
+            msg.set("id", original.to_json())
+        });
+    }
+    out
 }
 
 /// Whether `line` may carry a `usage_update`, `session_info_update` or (v2) `state_update` (one pass over the

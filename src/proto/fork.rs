@@ -18,17 +18,17 @@ impl Proxy {
     /// (`ForkJournal`), then brings the fork up on a fresh agent session with the re-prime.
     pub(super) fn start_fork(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
         let Some(mut request) = LoadRequest::parse(id, peek, false) else {
-            self.fx.journal_client(at, Target::Run, peek, line);
+            self.cx.fx.journal_client(at, Target::Run, peek, line);
             let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.fx.answer(at, Target::Run, id, Err(&error));
+            self.cx.fx.answer(at, Target::Run, id, Err(&error));
             return;
         };
         let parent = std::mem::replace(&mut request.session, SessionId::from(""));
-        request.session = SessionId::from(fork_id(&parent, at, self.fx.next_seq()));
-        request.request = Some(self.fx.client_record(at, peek, line));
+        request.session = SessionId::from(fork_id(&parent, at, self.cx.fx.next_seq()));
+        request.request = Some(self.cx.fx.client_record(at, peek, line));
         request.fork = true;
-        let op = self.next_op();
-        self.fx.push(Action::ForkJournal {
+        let op = self.cx.next_op();
+        self.cx.fx.push(Action::ForkJournal {
             op,
             parent,
             fork: request.session.clone(),
@@ -45,16 +45,15 @@ impl Proxy {
         };
         match outcome {
             Ok(()) => {
-                let (mut cx, loads) = self.cx();
-                loads.start(&mut cx, op, request);
+                self.loads.start(&mut self.cx, op, request);
             }
             Err(error) => {
                 if let Some(record) = request.request {
-                    self.fx.journal(Target::Run, record);
+                    self.cx.fx.journal(Target::Run, record);
                 }
                 if let Asker::Client(id) = &request.asker {
                     let error = error_json(-32002, &error, None);
-                    self.fx.answer(at, Target::Run, id, Err(&error));
+                    self.cx.fx.answer(at, Target::Run, id, Err(&error));
                 }
             }
         }

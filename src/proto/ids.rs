@@ -4,7 +4,7 @@
 //! the ids of a restarted agent's requests that collide with a request of the agent before it
 //! that the client may still answer (`"acp-journal:agent:N"`, restored on the way back).
 
-use super::Purpose;
+use super::pending::Purpose;
 use super::vocab::{HashMap, OwnId};
 use crate::wire::envelope::RequestId;
 

@@ -447,16 +447,16 @@ impl Proxy {
     /// Sessions of these working directories changed in the store (this proxy or another
     /// started, updated or ended one): tell the client, for each it watches.
     pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
-        self.now = at.mono_us;
+        self.cx.now.mono_us = at.mono_us;
         self.lists.end_watches(at.mono_us);
         for cwd in cwds.iter().filter(|c| self.lists.watched.contains_key(*c)) {
             let line = Bytes::from(format!(
                 "{}\n",
                 json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
             ));
-            let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-            self.fx.journal(Target::Run, record);
-            self.fx.forward(Side::Client, line);
+            let record = self.cx.fx.proxy_record(at, Side::Agent, line.clone());
+            self.cx.fx.journal(Target::Run, record);
+            self.cx.fx.forward(Side::Client, line);
         }
     }
 
@@ -468,7 +468,7 @@ impl Proxy {
         if self.connections.is_hosted() {
             list.live = sessions
                 .iter()
-                .filter(|s| self.sessions.is_live(&s.session))
+                .filter(|s| self.cx.sessions.is_live(&s.session))
                 .map(|s| s.session.clone())
                 .collect();
         }
@@ -480,7 +480,7 @@ impl Proxy {
         let Some(list) = self.lists.remove(request) else {
             return;
         };
-        self.fx.answer(
+        self.cx.fx.answer(
             at,
             Target::Run,
             &list.client_id,
@@ -495,12 +495,12 @@ impl Proxy {
         peek: &Peek<'_>,
         line: &Bytes,
     ) -> bool {
-        let op = self.next_op();
+        let op = self.cx.next_op();
         let cursor = envelope::str_field(peek.params, "cursor");
         // With an agent that lists: the first page and the merged ones go to it; a page of the
         // journal's rows after the agent's last is served here.
         let (forwarded, agent_cursor, after) = match cursor.as_deref().map(decode_cursor) {
-            _ if !self.agent.list => (false, None, None),
+            _ if !self.cx.agent.list => (false, None, None),
             Some(Some(Cursor::Merged(agent, updated, session))) => {
                 (true, Some(agent), Some((updated, session)))
             }
@@ -511,7 +511,7 @@ impl Proxy {
             None => (true, None, None),
         };
         if !forwarded
-            && self.client.list_changed
+            && self.cx.client.list_changed
             && let Some(cwd) = envelope::str_field(peek.params, "cwd")
         {
             self.lists.watch(cwd, at.mono_us);
@@ -536,17 +536,18 @@ impl Proxy {
                 live: HashSet::default(),
             },
         );
-        self.fx.push(Action::FetchSessions { request: op });
+        self.cx.fx.push(Action::FetchSessions { request: op });
         if forwarded {
             return false;
         }
-        self.fx.journal_client(at, Target::Run, peek, line);
+        self.cx.fx.journal_client(at, Target::Run, peek, line);
         true
     }
 
     /// Relay the agent's `session/list` answer merged with the journal's, once both are here.
     pub(super) fn try_merge_list(&mut self, at: Stamp, op: u64) {
         let mapped = self
+            .cx
             .sessions
             .agent_ids()
             .map(|(agent, client)| (agent.as_str(), &**client));

@@ -14,34 +14,19 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::context::Cx;
 use super::load_request::{Asker, LoadRequest, SetupParams};
-use super::sessions::Mapping;
+use super::mapping;
+use super::pending::{Step, Underneath};
+use super::sessions::{Mapping, SessionTable};
 use super::vocab::{
     Action, AgentRef, AgentSessionId, HashMap, HistoryChunk, LoadMode, SessionId, Stamp, Summary,
     Target,
 };
-use super::{Cx, Proxy, mapping};
 use crate::journal::Event;
 use crate::journal::format::Record;
-use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
+use crate::wire::envelope::{Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
-
-/// What brings the agent to a live session under a synthetic load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Underneath {
-    Load,
-    Resume,
-    New,
-}
-
-/// Why the proxy sent a request to the agent.
-#[derive(Clone, Debug)]
-pub(super) enum Step {
-    Setup(Underneath),
-    SetMode(String),
-    SetConfig,
-}
 
 /// Where a load stands, with what only that step needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,7 +173,7 @@ impl Loads {
     }
 
     /// Start serving a load (or a resume): ask for the history.
-    pub(super) fn start(&mut self, cx: &mut Cx<'_>, op: u64, request: LoadRequest) {
+    pub(super) fn start(&mut self, cx: &mut Cx, op: u64, request: LoadRequest) {
         let LoadRequest {
             asker,
             session,
@@ -256,7 +241,7 @@ impl Loads {
     /// A chunk of a session's history, answering [`Action::FetchHistory`].
     pub(super) fn history(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         at: Stamp,
         op: u64,
         chunk: HistoryChunk,
@@ -321,7 +306,7 @@ impl Loads {
                 let cwd = l.setup.cwd.clone();
                 let request = l.request.take();
                 cx.sessions
-                    .open_journal(cx.fx, &session, cwd, cx.initialize);
+                    .open_journal(&mut cx.fx, &session, cwd, &cx.initialize);
                 if let Some(request) = request {
                     cx.fx.journal(Target::Session(session.clone()), request);
                 }
@@ -344,7 +329,7 @@ impl Loads {
     }
 
     /// After the replay: make the session live on the agent.
-    fn bring_up(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) -> Progress {
+    fn bring_up(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
@@ -398,7 +383,7 @@ impl Loads {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn on_response(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         at: Stamp,
         op: u64,
         step: Step,
@@ -445,7 +430,7 @@ impl Loads {
     #[allow(clippy::too_many_arguments)]
     fn on_setup(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         at: Stamp,
         op: u64,
         session: &SessionId,
@@ -529,13 +514,7 @@ impl Loads {
         self.maybe_finish(cx, at, op)
     }
 
-    fn request_new(
-        &mut self,
-        cx: &mut Cx<'_>,
-        at: Stamp,
-        op: u64,
-        session: &SessionId,
-    ) -> Progress {
+    fn request_new(&mut self, cx: &mut Cx, at: Stamp, op: u64, session: &SessionId) -> Progress {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
@@ -555,7 +534,7 @@ impl Loads {
     /// Map client-facing `session` to `agent`, persistently.
     fn map(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         at: Stamp,
         op: u64,
         session: &SessionId,
@@ -620,7 +599,7 @@ impl Loads {
     /// Restore the recorded mode and config options on a fresh agent session.
     fn restore_state(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         at: Stamp,
         op: u64,
         agent: &AgentSessionId,
@@ -644,7 +623,7 @@ impl Loads {
         }
     }
 
-    fn maybe_finish(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64) -> Progress {
+    fn maybe_finish(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
         match self.loads.get(&op) {
             Some(l) if !l.restoring() => self.finish(cx, at, op, Ok(())),
             _ => Progress::Going,
@@ -652,13 +631,7 @@ impl Loads {
     }
 
     /// Answer the client's load.
-    fn finish(
-        &mut self,
-        cx: &mut Cx<'_>,
-        at: Stamp,
-        op: u64,
-        outcome: Result<(), String>,
-    ) -> Progress {
+    fn finish(&mut self, cx: &mut Cx, at: Stamp, op: u64, outcome: Result<(), String>) -> Progress {
         let Some(l) = self.remove(op) else {
             return Progress::Going;
         };
@@ -703,7 +676,7 @@ impl Loads {
     /// Give up on a load (cancelled, or its agent gone): stop reading its history, stop hiding
     /// the session's agent lines, and journal its request in the session's journal. Returns its
     /// client id and session.
-    fn abandon(&mut self, cx: &mut Cx<'_>, op: u64) -> Option<Load> {
+    fn abandon(&mut self, cx: &mut Cx, op: u64) -> Option<Load> {
         let mut l = self.remove(op)?;
         if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx.push(Action::CancelHistory { load: op });
@@ -712,7 +685,7 @@ impl Loads {
         }
         cx.sessions.stop_hiding(&l.session);
         cx.sessions
-            .open_journal(cx.fx, &l.session, None, cx.initialize);
+            .open_journal(&mut cx.fx, &l.session, None, &cx.initialize);
         if let Some(request) = l.request.take() {
             cx.fx.journal(Target::Session(l.session.clone()), request);
         }
@@ -720,7 +693,7 @@ impl Loads {
     }
 
     /// The client cancelled load `op` (`line` is its cancel): answer it with -32800.
-    pub(super) fn cancel(&mut self, cx: &mut Cx<'_>, at: Stamp, op: u64, line: &Bytes, why: &str) {
+    pub(super) fn cancel(&mut self, cx: &mut Cx, at: Stamp, op: u64, line: &Bytes, why: &str) {
         let Some(l) = self.abandon(cx, op) else {
             return;
         };
@@ -746,7 +719,7 @@ impl Loads {
     /// lines are given back to be answered.
     pub(super) fn agent_gone(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         at: Stamp,
         op: u64,
         error: impl Fn(&str) -> String,
@@ -766,6 +739,37 @@ impl Loads {
                 Progress::Unrestored { lines, error }
             }
         }
+    }
+
+    /// Serve the client's `session/load` or `session/resume` from the journal (`replay`: the
+    /// history goes first; `live`: a host's client joins a session live on the agent).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn serve(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        replay: bool,
+        live: bool,
+    ) {
+        let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
+            cx.fx.journal_client(at, Target::Run, peek, line);
+            let error = error_json(-32602, "Invalid params: sessionId is required", None);
+            cx.fx.answer(at, Target::Run, id, Err(&error));
+            return;
+        };
+        request.request = Some(cx.fx.client_record(at, peek, line));
+        request.live = live;
+        let op = cx.next_op();
+        self.start(cx, op, request);
+    }
+
+    /// True while a load is bringing up the agent-side `session` (or an agent-side session not
+    /// known yet, while a load waits for the agent to start one).
+    pub(super) fn starting(&self, sessions: &SessionTable, session: AgentRef<'_>) -> bool {
+        sessions.starting_as(session) || (self.awaiting_new_session() && !sessions.knows(session))
     }
 }
 
@@ -807,111 +811,4 @@ fn restore_requests(
         ));
     }
     requests
-}
-
-impl Proxy {
-    /// Serve the client's `session/load` or `session/resume` from the journal (`replay`: the
-    /// history goes first; `live`: a host's client joins a session live on the agent).
-    pub(super) fn start_load(
-        &mut self,
-        at: Stamp,
-        id: &RequestId,
-        peek: &Peek<'_>,
-        line: &Bytes,
-        replay: bool,
-        live: bool,
-    ) {
-        let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
-            self.fx.journal_client(at, Target::Run, peek, line);
-            let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.fx.answer(at, Target::Run, id, Err(&error));
-            return;
-        };
-        request.request = Some(self.fx.client_record(at, peek, line));
-        request.live = live;
-        let op = self.next_op();
-        let (mut cx, loads) = self.cx();
-        loads.start(&mut cx, op, request);
-    }
-
-    /// Stop a synthetic operation and answer it with -32800.
-    pub(super) fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
-        if let Some(list) = self.lists.remove(op) {
-            self.fx
-                .journal_client(at, Target::Run, &envelope::peek(line), line);
-            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
-            self.fx
-                .answer(at, Target::Run, &list.client_id, Err(&error));
-        } else {
-            let (mut cx, loads) = self.cx();
-            loads.cancel(&mut cx, at, op, line, why);
-        }
-        self.release_held(at);
-        true
-    }
-
-    /// A chunk of a session's history, answering [`Action::FetchHistory`].
-    pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
-        let (mut cx, loads) = self.cx();
-        let progress = loads.history(&mut cx, at, load, chunk);
-        self.progressed(at, progress);
-    }
-
-    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
-    /// on (or answer) the client lines that waited for a restore.
-    pub(super) fn progressed(&mut self, at: Stamp, progress: Progress) {
-        match progress {
-            Progress::Going => return,
-            Progress::Done => {}
-            Progress::Restored(lines) => {
-                for line in lines {
-                    self.take_line(at, Side::Client, line);
-                }
-            }
-            Progress::Unrestored { lines, error } => {
-                for line in lines {
-                    self.refuse(at, &line, &error);
-                }
-            }
-        }
-        self.release_held(at);
-    }
-
-    /// Journal a client line that cannot go to the agent (with its session, or the connection
-    /// when the session has no journal) and, if it is a request, answer it with `error`.
-    pub(super) fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
-        let peek = envelope::peek(line);
-        let target = match peek.session.as_deref() {
-            Some(s) if self.sessions.journal_open(s) => Target::Session(self.sessions.id(s)),
-            _ => Target::Run,
-        };
-        self.fx.journal_client(at, target.clone(), &peek, line);
-        if let Kind::Request { id, .. } = &peek.kind {
-            self.fx.answer(at, target, id, Err(error));
-        }
-    }
-
-    /// Forward the agent lines held by sessions no load brings up any more, through the
-    /// normal path.
-    pub(super) fn release_held(&mut self, at: Stamp) {
-        for line in self.sessions.release_held() {
-            self.take_line(at, Side::Agent, line);
-        }
-    }
-
-    /// After an agent answer, which may have named an agent-side session: the lines held for
-    /// it before it was known go where its later lines go (its session's held lines while a
-    /// load brings it up, else out), ahead of them.
-    pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
-        for line in self.sessions.take_unclaimed() {
-            self.take_line(at, Side::Agent, line);
-        }
-    }
-
-    /// True while a load is bringing up the agent-side `session` (or an agent-side session not
-    /// known yet, while a load waits for the agent to start one).
-    pub(super) fn is_starting(&self, session: AgentRef<'_>) -> bool {
-        self.sessions.starting_as(session)
-            || (self.loads.awaiting_new_session() && !self.sessions.knows(session))
-    }
 }

@@ -44,10 +44,12 @@
 
 mod attribution;
 mod capabilities;
+mod catalog;
 mod clients;
 mod connection;
 #[cfg(test)]
 mod connection_tests;
+mod context;
 mod edits;
 mod effects;
 #[cfg(test)]
@@ -61,6 +63,7 @@ mod load_request;
 mod loading;
 mod mapping;
 mod native;
+mod pending;
 mod prompt;
 pub mod redact;
 #[cfg(test)]
@@ -78,138 +81,45 @@ use bytes::Bytes;
 use serde_json::json;
 
 use crate::journal::Event;
-use crate::journal::format::{Body, Record};
+use crate::journal::format::Body;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId};
+use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
-use capabilities::{AgentCaps, ClientCaps};
 use connection::{Connections, Inbound, Route};
+use context::Cx;
 use effects::{Effects, Queued};
 use fork::Forks;
-use ids::OwnIds;
 use listing::Lists;
-use load_request::{NATIVE_HOLD_BYTES, SetupParams};
-use loading::{Loads, Step};
+use load_request::NATIVE_HOLD_BYTES;
+use loading::{Loads, Progress};
+use native::NativeAnswer;
+use pending::Purpose;
 use restart::Handshake;
-use sessions::SessionTable;
-use turn_facts::TurnFacts;
+use vocab::AgentRef;
 pub use vocab::{
     Action, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, HistoryChunk, Initialize,
     ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,
 };
-use vocab::{AgentRef, HashMap};
-
-/// Why the proxy sent a request to the agent.
-#[derive(Clone, Debug)]
-enum Purpose {
-    /// A step of load `op`.
-    Load(u64, Step),
-    /// The client's recorded `initialize`, to a restarted agent.
-    Reinitialize,
-    /// The client's recorded `authenticate`, to a restarted agent.
-    Reauthenticate,
-}
-
-/// A request awaiting its response.
-#[derive(Debug)]
-struct Pending {
-    method: String,
-    /// Sequence number of the request's record (answers to an exited agent's requests go out
-    /// in arrival order).
-    seq: u64,
-    session: Option<SessionId>,
-    /// For `session/new` / `session/fork`: the request record, to copy into the new session.
-    setup: Option<Setup>,
-    /// What the catalog learns should the agent do it (a vendor rename or archive).
-    index: Option<CatalogUpdate>,
-}
-
-#[derive(Debug)]
-struct Setup {
-    record: Record,
-    /// Its params as sent (unredacted), to bring the session up again after a restart.
-    params: SetupParams,
-    cwd: Option<String>,
-    /// The session it was already copied into (an early update opened it).
-    copied_to: Option<SessionId>,
-}
-
-/// Requests awaiting their response, by sender and id.
-type PendingTable = HashMap<(Side, RequestId), Pending>;
-
-/// What the components of the core share while they handle one input: the output, the session
-/// table, the request ids, and what both peers declared.
-struct Cx<'a> {
-    fx: &'a mut Effects,
-    sessions: &'a mut SessionTable,
-    ids: &'a mut OwnIds,
-    pending: &'a PendingTable,
-    agent: AgentCaps,
-    client: ClientCaps,
-    config: Config,
-    initialize: &'a Initialize,
-}
-
-impl Cx<'_> {
-    /// Send a request of the proxy's own to the agent for operation `op`, journaled with
-    /// `session`.
-    fn request(
-        &mut self,
-        at: Stamp,
-        session: &SessionId,
-        op: u64,
-        step: Step,
-        method: &str,
-        params: &str,
-    ) {
-        let pending = self.pending;
-        let id = self.ids.request(Purpose::Load(op, step), |id| {
-            pending.contains_key(&(Side::Client, id.clone()))
-        });
-        self.fx.send_agent(
-            at,
-            Target::Session(session.clone()),
-            Some(id.request_id()),
-            method,
-            params,
-        );
-    }
-}
 
 /// The proxy state machine.
 #[derive(Debug)]
 pub struct Proxy {
-    config: Config,
-    fx: Effects,
+    /// What every component shares: the output, the session and pending tables, the time.
+    cx: Cx,
     /// The client connections, and the ids of their requests.
     connections: Connections,
     /// Lines for clients routed to more than one connection, not polled yet.
     routed: std::collections::VecDeque<Action>,
-    pending: PendingTable,
-    sessions: SessionTable,
-    initialize: Initialize,
     /// Agent stderr not yet journaled (journaled by whole lines).
     stderr: Vec<u8>,
-    agent: AgentCaps,
-    client: ClientCaps,
-    ids: OwnIds,
+    /// Loads served from the journal, restores and forks being brought up.
     loads: Loads,
     /// `session/list`s in progress and the working directories watched for changes.
     lists: Lists,
-    /// Operation numbers (loads and lists), naming the store requests.
-    next_op: u64,
     /// The handshake a restarted agent is told again, and where the current agent's stands.
     handshake: Handshake,
     /// Forks waiting for their journal copy.
     forks: Forks,
-    /// The latest input's time, monotonic microseconds.
-    now: u64,
-    /// Whether the store already holds a session ID (an earlier run's): set by the shell.
-    stored: StoredCheck,
-    /// The latest line's time, Unix microseconds (when catalog facts are learned).
-    unix_now: i64,
-    /// What the catalog learns with every turn, until the shell takes it.
-    facts: TurnFacts,
     /// The agent's output ended: client requests are answered by the proxy from now on.
     agent_ended: bool,
     /// The client closed its stream: it expects no more answers.
@@ -220,29 +130,17 @@ impl Proxy {
     /// A fresh core for one connection.
     pub fn new(config: Config) -> Proxy {
         Proxy {
-            config,
-            fx: Effects::new(config.redact),
+            cx: Cx::new(config),
             connections: match config.hosted {
                 true => Connections::hosted(),
                 false => Connections::default(),
             },
             routed: std::collections::VecDeque::new(),
-            pending: HashMap::default(),
-            sessions: SessionTable::default(),
-            initialize: Initialize::default(),
             stderr: Vec::new(),
-            agent: AgentCaps::default(),
-            client: ClientCaps::default(),
-            ids: OwnIds::default(),
             loads: Loads::default(),
             lists: Lists::default(),
             handshake: Handshake::default(),
-            next_op: 0,
             forks: Forks::default(),
-            stored: StoredCheck(None),
-            now: 0,
-            unix_now: 0,
-            facts: TurnFacts::default(),
             agent_ended: false,
             client_ended: false,
         }
@@ -253,7 +151,7 @@ impl Proxy {
     /// each process) gets a fresh client-facing ID, mapped to the agent's, so two conversations
     /// never share a journal. Without it, no ID is taken for reused.
     pub fn set_stored_check(&mut self, stored: impl Fn(&str) -> bool + Send + 'static) {
-        self.stored = StoredCheck(Some(Box::new(stored)));
+        self.cx.set_stored_check(Box::new(stored));
     }
 
     /// The next action to apply, in order.
@@ -270,11 +168,11 @@ impl Proxy {
                 });
             }
             if self.connections.unsettled() {
-                self.settle_connections();
+                clients::settle(&mut self.cx, &mut self.connections);
             }
-            let route = match self.fx.pop()? {
+            let route = match self.cx.fx.pop()? {
                 Queued::Action(action) => return Some(action),
-                Queued::ToClients(line) => self.connections.route(line, &self.sessions),
+                Queued::ToClients(line) => self.connections.route(line, &self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
             match route {
@@ -285,21 +183,21 @@ impl Proxy {
                     });
                 }
                 Route::Unanswerable(id, line, why) => {
-                    let at = Stamp {
-                        unix_us: self.unix_now,
-                        mono_us: self.now,
-                    };
-                    self.answer_unasked(at, id, &line, why);
+                    let at = self.cx.now;
+                    clients::answer_unasked(&mut self.cx, at, id, &line, why);
                 }
                 Route::Wait(mut waiting) => {
-                    waiting.since_us = self.now;
+                    waiting.since_us = self.cx.now.mono_us;
                     let (id, line) = (waiting.id.clone(), waiting.line.clone());
                     if !self.connections.wait(waiting) {
-                        let at = Stamp {
-                            unix_us: self.unix_now,
-                            mono_us: self.now,
-                        };
-                        self.answer_unasked(at, id, &line, "too many requests wait for a client");
+                        let at = self.cx.now;
+                        clients::answer_unasked(
+                            &mut self.cx,
+                            at,
+                            id,
+                            &line,
+                            "too many requests wait for a client",
+                        );
                     }
                 }
                 Route::Each(conns, line) => {
@@ -316,47 +214,19 @@ impl Proxy {
 
     /// Requests still awaiting a response (both directions).
     pub fn pending_requests(&self) -> usize {
-        self.pending.len()
+        self.cx.pending.len()
+    }
+
+    /// What the catalog learned with the turns since the last call (coalesced per session,
+    /// each with its time): take it about once a second, and before anything else is written
+    /// to the catalog or read from it.
+    pub fn take_turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
+        self.cx.facts.take()
     }
 
     /// Sequence number of the next record.
     pub fn next_seq(&self) -> u64 {
-        self.fx.next_seq()
-    }
-
-    /// The components' shared context, and the loads.
-    fn cx(&mut self) -> (Cx<'_>, &mut Loads) {
-        (
-            Cx {
-                fx: &mut self.fx,
-                sessions: &mut self.sessions,
-                ids: &mut self.ids,
-                pending: &self.pending,
-                agent: self.agent,
-                client: self.client,
-                config: self.config,
-                initialize: &self.initialize,
-            },
-            &mut self.loads,
-        )
-    }
-
-    fn emulates_loading(&self) -> bool {
-        matches!(self.config.load, LoadMode::Auto | LoadMode::Journal)
-    }
-
-    fn synthesizes_load(&self) -> bool {
-        match self.config.load {
-            LoadMode::Journal => true,
-            LoadMode::Auto => !self.agent.load,
-            LoadMode::Agent | LoadMode::Off => false,
-        }
-    }
-
-    fn next_op(&mut self) -> u64 {
-        let op = self.next_op;
-        self.next_op += 1;
-        op
+        self.cx.fx.next_seq()
     }
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
@@ -370,19 +240,28 @@ impl Proxy {
         if let Some(s) = peek.session.as_deref()
             && peek.method().is_some()
         {
-            self.sessions.attach(s, conn);
+            self.cx.sessions.attach(s, conn);
         }
-        let echo_prompts = !self.agent.v2;
+        let echo_prompts = !self.cx.agent.v2;
         match self
             .connections
-            .inbound(conn, &peek, &line, &self.sessions, echo_prompts)
+            .inbound(conn, &peek, &line, &self.cx.sessions, echo_prompts)
         {
             Inbound::AsIs => self.take(at, Side::Client, &peek, &line),
-            Inbound::Renumbered(renumbered) => self.take_later(at, conn, renumbered),
+            Inbound::Renumbered(renumbered) => {
+                // A request of a later connection, under the id it is renumbered to (its
+                // answer gets the connection's own id back when routed).
+                let peek = envelope::peek(&renumbered);
+                if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
+                    self.take(at, Side::Client, &peek, &renumbered);
+                }
+            }
             Inbound::Refused(renumbered, sent, error) => {
                 let peek = envelope::peek(&renumbered);
-                self.fx.journal_client(at, Target::Run, &peek, &renumbered);
-                self.fx.answer(at, Target::Run, &sent, Err(&error));
+                self.cx
+                    .fx
+                    .journal_client(at, Target::Run, &peek, &renumbered);
+                self.cx.fx.answer(at, Target::Run, &sent, Err(&error));
             }
             Inbound::Settled => {
                 // Another connection answered first; this answer has nobody to go to.
@@ -398,8 +277,7 @@ impl Proxy {
 
     /// A whole line from one side, as the core handles it, described by `peek`.
     fn take(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
-        self.now = at.mono_us;
-        self.unix_now = at.unix_us;
+        self.cx.now = at;
         if from == Side::Client
             && let Some(reinit) = &mut self.handshake.reinit
             && peek.is_message()
@@ -409,25 +287,26 @@ impl Proxy {
             reinit.hold(at, peek, line.clone());
             return;
         }
-        if self.sessions.prompting() {
+        if self.cx.sessions.prompting() {
             // The client-facing session: the agent's line names its own ID, the pending table
             // holds the client's view.
             let session = match (from, &peek.kind) {
                 (Side::Agent, _) => peek
                     .session
                     .as_deref()
-                    .map(|s| self.sessions.client_of(AgentRef(s))),
+                    .map(|s| self.cx.sessions.client_of(AgentRef(s))),
                 (Side::Client, Kind::Response { id, .. }) => self
+                    .cx
                     .pending
                     .get(&(Side::Agent, id.clone()))
                     .and_then(|p| p.session.clone()),
                 (Side::Client, _) => None,
             };
             if let Some(s) = session {
-                self.sessions.prompt_active(&s, at.mono_us);
+                self.cx.sessions.prompt_active(&s, at.mono_us);
             }
         }
-        let consumed = self.config.load != LoadMode::Off
+        let consumed = self.cx.config.load != LoadMode::Off
             && match from {
                 Side::Client => self.intercept_client(at, peek, line),
                 Side::Agent => self.intercept_agent(at, peek, line),
@@ -446,19 +325,29 @@ impl Proxy {
 
     /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
     fn pass(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
-        if self.config.stall_timeout_us.is_some()
+        if self.cx.config.stall_timeout_us.is_some()
             && from == Side::Client
             && let Kind::Request { id, method } = &peek.kind
             && method == "session/prompt"
             && let Some(s) = peek.session.as_deref()
         {
-            let s = self.sessions.id(s);
-            self.sessions.start_prompt(&s, id.clone(), at);
+            let s = self.cx.sessions.id(s);
+            self.cx.sessions.start_prompt(&s, id.clone(), at);
         }
-        let rewritten = match (self.config.load, from) {
+        let rewritten = match (self.cx.config.load, from) {
             (LoadMode::Off, _) => None,
-            (_, Side::Client) => self.rewrite_client(at, peek, line),
-            (_, Side::Agent) => self.rewrite_agent(peek, line),
+            (_, Side::Client) => edits::rewrite_client(
+                &mut self.cx,
+                &mut self.handshake,
+                &self.lists,
+                at,
+                peek,
+                line,
+            ),
+            (_, Side::Agent) => {
+                let hosted = self.connections.is_hosted();
+                edits::rewrite_agent(&mut self.cx, &mut self.handshake, hosted, peek, line)
+            }
         };
         // The journal holds what the client sent and what it received.
         match (from, rewritten.map(Bytes::from)) {
@@ -477,22 +366,22 @@ impl Proxy {
     /// `forward` to the other side.
     fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
         let record = {
-            let payload = self.fx.payload(peek, facing);
-            self.fx.record(at, Body::Message { from, payload })
+            let payload = self.cx.fx.payload(peek, facing);
+            self.cx.fx.record(at, Body::Message { from, payload })
         };
-        let target = self.attribute(from, peek, &record);
+        let target = attribution::attribute(&mut self.cx, from, peek, &record);
         if let Target::Session(session) = &target
-            && !self.sessions.journal_open(session)
+            && !self.cx.sessions.journal_open(session)
         {
             // A setup request names its cwd; early agent traffic may claim a pending
             // session/new.
             let cwd = envelope::str_field(peek.params, "cwd");
-            self.open_session(session, cwd, from == Side::Agent);
+            attribution::open_session(&mut self.cx, session, cwd, from == Side::Agent);
         }
-        if !self.is_native_replay(from, peek, &target) {
-            self.fx.journal(target, record);
+        if !native::is_native_replay(&self.cx.sessions, from, peek, &target) {
+            self.cx.fx.journal(target, record);
         }
-        self.fx.forward(from.other(), forward);
+        self.cx.fx.forward(from.other(), forward);
     }
 
     /// A peer closed its stream. When the agent's ends while the client is still there, every
@@ -503,11 +392,11 @@ impl Proxy {
     /// live on); the last one ending is the client's end.
     pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
         if let Peer::Client(conn) = from {
-            self.sessions.detach(conn);
+            self.cx.sessions.detach(conn);
             let (unanswered, last) = self.connections.end(conn);
             if !last || self.connections.is_hosted() {
                 for (id, line) in unanswered {
-                    self.ask_again(at, id, line);
+                    clients::ask_again(&mut self.cx, &self.connections, at, id, line);
                 }
                 return;
             }
@@ -519,7 +408,7 @@ impl Proxy {
             if !self.client_ended {
                 self.agent_gone(at);
             }
-            self.fx.event(at, Target::Run, Event::Eof { from });
+            self.cx.fx.event(at, Target::Run, Event::Eof { from });
         } else {
             self.handle_clients_gone(at);
         }
@@ -528,11 +417,12 @@ impl Proxy {
     /// No client can come any more: the editor's stream ended, or a host stops. The agent's
     /// stdin is closed (a normal shutdown).
     pub fn handle_clients_gone(&mut self, at: Stamp) {
-        self.end_reinit(at);
+        let held = self.handshake.end_reinit();
+        self.take_all(at, Side::Client, held);
         self.client_ended = true;
         let from = Side::Client;
-        self.fx.event(at, Target::Run, Event::Eof { from });
-        self.fx.push(Action::CloseAgentStdin);
+        self.cx.fx.event(at, Target::Run, Event::Eof { from });
+        self.cx.fx.push(Action::CloseAgentStdin);
     }
 
     /// True once the current agent answered `initialize` successfully.
@@ -559,14 +449,14 @@ impl Proxy {
         }
         let rest = self.stderr.split_off(cut);
         let text = std::mem::replace(&mut self.stderr, rest);
-        let text = self.fx.stderr_text(text);
-        let record = self.fx.record(at, Body::Stderr(Bytes::from(text)));
-        self.fx.journal(Target::Run, record);
+        let text = self.cx.fx.stderr_text(text);
+        let record = self.cx.fx.record(at, Body::Stderr(Bytes::from(text)));
+        self.cx.fx.journal(Target::Run, record);
     }
 
     /// Something the shell observed, journaled with the connection.
     pub fn handle_event(&mut self, at: Stamp, event: Event) {
-        self.fx.event(at, Target::Run, event);
+        self.cx.fx.event(at, Target::Run, event);
     }
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
@@ -576,11 +466,11 @@ impl Proxy {
         {
             // The agent that asked is gone: journaled, never forwarded to its successor.
             let target = session.map_or(Target::Run, Target::Session);
-            self.fx.journal_client(at, target, peek, line);
+            self.cx.fx.journal_client(at, target, peek, line);
             return true;
         }
         if let Some(s) = peek.session.as_deref().filter(|_| peek.method().is_some())
-            && self.restore_first(at, s, peek, line)
+            && restart::restore_first(&mut self.cx, &mut self.loads, at, s, peek, line)
         {
             return true;
         }
@@ -588,40 +478,52 @@ impl Proxy {
         if self.connections.is_hosted()
             && let Kind::Request { id, method } = &peek.kind
             && let Some(s) = session()
-            && self.join_or_leave(at, id, method, &s, peek, line)
+            && clients::join_or_leave(
+                &mut self.cx,
+                &mut self.connections,
+                &mut self.loads,
+                at,
+                id,
+                method,
+                &s,
+                peek,
+                line,
+            )
         {
             return true;
         }
         match &peek.kind {
             Kind::Request { id, method } => match method.as_ref() {
-                "session/load" if self.synthesizes_load() => {
-                    self.start_load(at, id, peek, line, true, false);
+                "session/load" if self.cx.synthesizes_load() => {
+                    self.loads
+                        .serve(&mut self.cx, at, id, peek, line, true, false);
                     true
                 }
                 "session/load" => {
-                    self.begin_native_load(id, peek, true);
+                    native::begin_native_load(&mut self.cx, id, peek, true);
                     false
                 }
-                "session/resume" if self.agent.v2 && self.emulates_loading() => {
-                    self.resume_v2(at, id, peek, line)
+                "session/resume" if self.cx.agent.v2 && self.cx.emulates_loading() => {
+                    native::resume_v2(&mut self.cx, &mut self.loads, at, id, peek, line)
                 }
-                "session/resume" if !self.agent.resume && self.emulates_loading() => {
-                    self.start_load(at, id, peek, line, false, false);
+                "session/resume" if !self.cx.agent.resume && self.cx.emulates_loading() => {
+                    self.loads
+                        .serve(&mut self.cx, at, id, peek, line, false, false);
                     true
                 }
-                "session/resume" if self.emulates_loading() => {
-                    self.begin_native_load(id, peek, false);
+                "session/resume" if self.cx.emulates_loading() => {
+                    native::begin_native_load(&mut self.cx, id, peek, false);
                     false
                 }
-                "session/fork" if !self.agent.fork && self.emulates_loading() => {
+                "session/fork" if !self.cx.agent.fork && self.cx.emulates_loading() => {
                     self.start_fork(at, id, peek, line);
                     true
                 }
                 "session/list" => self.start_list(at, id, peek, line),
-                "session/close" if self.agent.close => {
+                "session/close" if self.cx.agent.close => {
                     // The agent closes it: a later load must bring it up again.
                     if let Some(s) = session() {
-                        self.sessions.set_not_live(&s);
+                        self.cx.sessions.set_not_live(&s);
                     }
                     false
                 }
@@ -632,13 +534,14 @@ impl Proxy {
                 }
                 "session/delete" => {
                     let Some(s) = session() else { return false };
-                    self.fx
+                    self.cx
+                        .fx
                         .push(Action::Catalog(CatalogUpdate::Delete { session: s }));
-                    if self.agent.delete {
+                    if self.cx.agent.delete {
                         return false;
                     }
-                    self.fx.journal_client(at, Target::Run, peek, line);
-                    self.fx.answer(at, Target::Run, id, Ok("{}"));
+                    self.cx.fx.journal_client(at, Target::Run, peek, line);
+                    self.cx.fx.answer(at, Target::Run, id, Ok("{}"));
                     true
                 }
                 _ => false,
@@ -654,7 +557,7 @@ impl Proxy {
                     // A host's live session: the cancel is for the turn, not for a client
                     // joining it.
                     "session/cancel" => session()
-                        .filter(|s| !(self.connections.is_hosted() && self.sessions.is_live(s)))
+                        .filter(|s| !(self.connections.is_hosted() && self.cx.sessions.is_live(s)))
                         .and_then(|s| self.loads.by_session(&s)),
                     _ => None,
                 };
@@ -678,47 +581,68 @@ impl Proxy {
 
     /// `session/close` for an agent that lacks it: cancel the session's work, answer.
     fn close(&mut self, at: Stamp, s: &SessionId, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
-        let record = self.fx.client_record(at, peek, line);
-        if !self.sessions.journal_open(s) {
-            self.open_session(s, None, false);
+        let record = self.cx.fx.client_record(at, peek, line);
+        if !self.cx.sessions.journal_open(s) {
+            attribution::open_session(&mut self.cx, s, None, false);
         }
-        self.fx.journal(Target::Session(s.clone()), record);
+        self.cx.fx.journal(Target::Session(s.clone()), record);
         // Closing cancels ongoing work, as `session/cancel` would.
-        let agent_side = self.sessions.agent_id(s);
+        let agent_side = self.cx.sessions.agent_id(s);
         let params = json!({"sessionId": agent_side.as_str()}).to_string();
-        self.fx.send_agent(
+        self.cx.fx.send_agent(
             at,
             Target::Session(s.clone()),
             None,
             "session/cancel",
             &params,
         );
-        self.sessions.set_not_live(s);
-        self.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
+        self.cx.sessions.set_not_live(s);
+        self.cx
+            .fx
+            .answer(at, Target::Session(s.clone()), id, Ok("{}"));
     }
 
     /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
     fn intercept_agent(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
         match &peek.kind {
             Kind::Response { id, is_error } => {
-                if self.native_answered(at, id, line, *is_error) {
-                    return true;
+                match native::native_answered(&mut self.cx, &mut self.loads, id, line, *is_error) {
+                    NativeAnswer::NotNative => {}
+                    NativeAnswer::Passes(held) => {
+                        self.pass_all(at, held);
+                        return false;
+                    }
+                    NativeAnswer::Served => return true,
                 }
-                match self.ids.answered(id) {
+                match self.cx.ids.answered(id) {
                     Some(Purpose::Load(op, step)) => {
-                        let (mut cx, loads) = self.cx();
-                        let progress =
-                            loads.on_response(&mut cx, at, op, step, peek, line, *is_error);
+                        let progress = self.loads.on_response(
+                            &mut self.cx,
+                            at,
+                            op,
+                            step,
+                            peek,
+                            line,
+                            *is_error,
+                        );
                         self.progressed(at, progress);
                         return true;
                     }
                     Some(purpose) => {
-                        self.reinit_answered(at, purpose, peek, line, *is_error);
+                        let lines = self.handshake.answered(
+                            &mut self.cx,
+                            at,
+                            purpose,
+                            peek,
+                            line,
+                            *is_error,
+                        );
+                        self.take_all(at, Side::Client, lines);
                         return true;
                     }
                     None => {}
                 }
-                let client_id = self.ids.client_id(id);
+                let client_id = self.cx.ids.client_id(id);
                 let Some((op, list)) = self.lists.of_request(&client_id) else {
                     return false;
                 };
@@ -726,7 +650,7 @@ impl Proxy {
                     return false;
                 }
                 // The client gets its own id back, even if it was renumbered.
-                let line = match self.ids.restore(id) {
+                let line = match self.cx.ids.restore(id) {
                     Some(original) => rewrite::edit_line(line, |m| m.set("id", original.to_json()))
                         .map_or_else(|| line.clone(), Bytes::from),
                     None => line.clone(),
@@ -740,10 +664,11 @@ impl Proxy {
                     return false;
                 };
                 let update = peek.method() == Some("session/update");
-                if self.sessions.hides_replay(session) && update {
+                if self.cx.sessions.hides_replay(session) && update {
                     return true; // the agent's own replay under `--load journal`
                 }
                 if let Some(native) = self
+                    .cx
                     .sessions
                     .native_load_mut(session)
                     .filter(|n| update && n.holds_replay())
@@ -756,12 +681,16 @@ impl Proxy {
                     return false;
                 }
                 let agent = AgentRef(session);
-                if self.is_starting(agent) {
-                    if self.sessions.hold(agent, line, self.config.held_limit) {
+                if self.loads.starting(&self.cx.sessions, agent) {
+                    if self
+                        .cx
+                        .sessions
+                        .hold(agent, line, self.cx.config.held_limit)
+                    {
                         return true;
                     }
                     // Past the bound the lines go out as they come, after those held.
-                    let held = self.sessions.take_held(agent);
+                    let held = self.cx.sessions.take_held(agent);
                     self.pass_all(at, held);
                 }
                 false
@@ -769,35 +698,161 @@ impl Proxy {
             _ => false,
         }
     }
-}
 
-impl Setup {
-    /// Only the client creates sessions.
-    fn record_is_client_new(&self) -> bool {
-        matches!(
-            &self.record.body,
-            Body::Message {
-                from: Side::Client,
-                ..
-            }
-        )
-    }
-}
-
-/// The stored bytes of a message record (its wire form without line ending, as journaled).
-/// Whether the store holds a session ID.
-type IsStored = dyn Fn(&str) -> bool + Send;
-
-/// The shell's test for session IDs the store holds (see [`Proxy::set_stored_check`]).
-#[derive(Default)]
-struct StoredCheck(Option<Box<IsStored>>);
-
-impl std::fmt::Debug for StoredCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "StoredCheck(set)"
+    /// Stop a synthetic operation and answer it with -32800.
+    pub(super) fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
+        if let Some(list) = self.lists.remove(op) {
+            self.cx
+                .fx
+                .journal_client(at, Target::Run, &envelope::peek(line), line);
+            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
+            self.cx
+                .fx
+                .answer(at, Target::Run, &list.client_id, Err(&error));
         } else {
-            "StoredCheck(none)"
-        })
+            self.loads.cancel(&mut self.cx, at, op, line, why);
+        }
+        self.release_held(at);
+        true
+    }
+
+    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
+        let progress = self.loads.history(&mut self.cx, at, load, chunk);
+        self.progressed(at, progress);
+    }
+
+    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
+    /// on (or answer) the client lines that waited for a restore.
+    fn progressed(&mut self, at: Stamp, progress: Progress) {
+        match progress {
+            Progress::Going => return,
+            Progress::Done => {}
+            Progress::Restored(lines) => {
+                for line in lines {
+                    self.take_line(at, Side::Client, line);
+                }
+            }
+            Progress::Unrestored { lines, error } => {
+                for line in lines {
+                    self.cx.refuse(at, &line, &error);
+                }
+            }
+        }
+        self.release_held(at);
+    }
+
+    /// Forward the agent lines held by sessions no load brings up any more, through the
+    /// normal path.
+    pub(super) fn release_held(&mut self, at: Stamp) {
+        for line in self.cx.sessions.release_held() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// After an agent answer, which may have named an agent-side session: the lines held for
+    /// it before it was known go where its later lines go (its session's held lines while a
+    /// load brings it up, else out), ahead of them.
+    pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
+        for line in self.cx.sessions.take_unclaimed() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// True when the agent could be restarted should it die now: the proxy is not a pure
+    /// recorder (`--load off`), the current agent answered `initialize`, and the client is
+    /// connected.
+    pub fn can_restart(&self) -> bool {
+        self.handshake.can_restart(&self.cx.config) && !self.client_ended
+    }
+
+    /// False while the client lines held for the agent (a restarted agent being initialized,
+    /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
+    /// reading the client until they have gone on, as a full pipe would.
+    pub fn reads_client(&self) -> bool {
+        self.handshake.held_bytes() + self.loads.held_bytes() < self.cx.config.held_limit
+    }
+
+    /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
+    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, a request
+    /// held for it waiting its longest, a host's client to be told it is unreachable, a prompt
+    /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running
+    /// out of time, or a `session/list_changed` watch ending. `None`: no timer runs.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let config = &self.cx.config;
+        let stall = config.stall_timeout_us.and_then(|timeout| {
+            self.cx
+                .sessions
+                .next_prompt_check(timeout, config.stall_grace_us)
+        });
+        let waiting = self
+            .connections
+            .oldest_waiting()
+            .map(|since| since.saturating_add(config.unattended_timeout_us));
+        [
+            self.handshake.next_timer(config),
+            stall,
+            waiting,
+            self.lists.watch_end(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
+    /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
+    /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
+    /// time; agent requests nobody attached to answer in time are answered; list watches over
+    /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
+    pub fn handle_tick(&mut self, at: Stamp) {
+        self.cx.now.mono_us = at.mono_us;
+        self.handshake.check(&mut self.cx, at);
+        clients::expire_waiting(&mut self.cx, &mut self.connections, at);
+        self.lists.end_watches(at.mono_us);
+        restart::check_stalls(&mut self.cx, at);
+    }
+
+    /// The agent died (exit `code`) while the client was connected, and the shell started it
+    /// again (for a host: the connection dropped, and the bridge connects again): forwards go
+    /// to the new agent from now on. Every client request still waiting is answered with an
+    /// error that says what happened (a prompt is never retried: tools may have run);
+    /// requests of the dead agent the client may still answer are journaled and dropped when
+    /// it does; every live session is lost, restored on its next request; the client's
+    /// `initialize` (and `authenticate`) go to the new agent, and client lines wait until it
+    /// has answered (those that waited for an agent that died before it answered wait on for
+    /// this one, each request at most `--init-timeout` in all). The client is told of a
+    /// restarted process at once, of a host when it has been unreachable for a few seconds
+    /// (on a [`Proxy::handle_tick`]).
+    pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
+        self.flush_stderr(at, true);
+        let (lost, waiting) = self.handshake.agent_lost(&mut self.cx, at, code);
+        self.drop_agent(at, restart::lost_error(self.cx.config.remote));
+        self.handshake.restart(&mut self.cx, at, lost, waiting);
+    }
+
+    /// The agent's output ended: answer every client request still waiting on it, whether
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order, then
+    /// those held for a restarted agent that never answered `initialize` (what else was held
+    /// is journaled and dropped).
+    fn agent_gone(&mut self, at: Stamp) {
+        self.drop_agent(at, restart::agent_exited);
+        self.handshake.refuse_held(&mut self.cx, at);
+    }
+
+    /// The agent is gone: every client request still waiting on it is answered with
+    /// `error(method)` ([`restart::drop_agent`]); the agent lines held for sessions no load
+    /// brings up any more go out.
+    fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
+        restart::drop_agent(&mut self.cx, &mut self.loads, &mut self.lists, at, error);
+        self.handshake.auth_pending = None;
+        self.release_held(at);
+    }
+
+    /// Handle lines from one side again, in order (held and restored lines).
+    fn take_all(&mut self, at: Stamp, from: Side, lines: Vec<Bytes>) {
+        for line in lines {
+            self.take_line(at, from, line);
+        }
     }
 }

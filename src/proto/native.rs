@@ -7,115 +7,129 @@
 use bytes::Bytes;
 use serde_json::json;
 
-use super::Proxy;
+use super::context::Cx;
 use super::load_request::{LoadRequest, NativeLoad};
+use super::loading::Loads;
+use super::sessions::SessionTable;
 use super::vocab::{SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{Peek, RequestId, error_json};
 
-impl Proxy {
-    /// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
-    /// agent's own (passed on, not journaled again), or the journal's should the agent fail it
-    /// or lack resume; without `replayFrom` nothing is replayed. Another cursor type is the
-    /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
-    /// resume at all), as the schema requires.
-    pub(super) fn resume_v2(
-        &mut self,
-        at: Stamp,
-        id: &RequestId,
-        peek: &Peek<'_>,
-        line: &Bytes,
-    ) -> bool {
-        let replay = match replay_from(peek.params).as_deref() {
-            None => false,
-            Some("start") => true,
-            Some(_) if self.agent.resume => return false,
-            Some(other) => {
-                self.fx.journal_client(at, Target::Run, peek, line);
-                let message =
-                    format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
-                let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
-                self.fx.answer(at, Target::Run, id, Err(&error));
-                return true;
-            }
-        };
-        if !self.agent.resume {
-            self.start_load(at, id, peek, line, replay, false);
+/// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
+/// agent's own (passed on, not journaled again), or the journal's should the agent fail it
+/// or lack resume; without `replayFrom` nothing is replayed. Another cursor type is the
+/// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
+/// resume at all), as the schema requires.
+pub(super) fn resume_v2(
+    cx: &mut Cx,
+    loads: &mut Loads,
+    at: Stamp,
+    id: &RequestId,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> bool {
+    let replay = match replay_from(peek.params).as_deref() {
+        None => false,
+        Some("start") => true,
+        Some(_) if cx.agent.resume => return false,
+        Some(other) => {
+            cx.fx.journal_client(at, Target::Run, peek, line);
+            let message =
+                format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
+            let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
+            cx.fx.answer(at, Target::Run, id, Err(&error));
             return true;
         }
-        self.begin_native_load(id, peek, replay);
-        false
+    };
+    if !cx.agent.resume {
+        loads.serve(cx, at, id, peek, line, replay, false);
+        return true;
     }
+    begin_native_load(cx, id, peek, replay);
+    false
+}
 
-    /// The client sends the agent its own load or resume (`replay`: the agent replays the
-    /// history): its session keeps it until the agent answers, in `auto` and `journal` modes
-    /// with what serves it from the journal should the agent fail it.
-    pub(super) fn begin_native_load(&mut self, id: &RequestId, peek: &Peek<'_>, replay: bool) {
-        let Some(s) = peek.session.as_deref().map(SessionId::from) else {
-            return;
-        };
-        let fallback = LoadRequest::parse(id, peek, replay).filter(|_| self.emulates_loading());
-        if replay || fallback.is_some() {
-            let load = NativeLoad::new(id.clone(), replay, fallback);
-            self.sessions.begin_native_load(&s, load);
-        }
+/// The client sends the agent its own load or resume (`replay`: the agent replays the
+/// history): its session keeps it until the agent answers, in `auto` and `journal` modes
+/// with what serves it from the journal should the agent fail it.
+pub(super) fn begin_native_load(cx: &mut Cx, id: &RequestId, peek: &Peek<'_>, replay: bool) {
+    let Some(s) = peek.session.as_deref().map(SessionId::from) else {
+        return;
+    };
+    let fallback = LoadRequest::parse(id, peek, replay).filter(|_| cx.emulates_loading());
+    if replay || fallback.is_some() {
+        let load = NativeLoad::new(id.clone(), replay, fallback);
+        cx.sessions.begin_native_load(&s, load);
     }
+}
 
-    /// The agent answered a load or resume the client sent it: on success its held replay goes
-    /// out before the answer; on failure the load is served from the journal instead (the held
-    /// replay, which the journal's replaces, is dropped).
-    pub(super) fn native_answered(
-        &mut self,
-        at: Stamp,
-        id: &RequestId,
-        line: &Bytes,
-        failed: bool,
-    ) -> bool {
-        let client_id = self.ids.client_id(id);
-        let Some(session) = self
-            .pending
-            .get(&(Side::Client, client_id.clone()))
-            .and_then(|p| p.session.clone())
-        else {
-            return false;
-        };
-        let Some(native) = self
-            .sessions
-            .native_load_mut(&session)
-            .filter(|n| n.id == client_id)
-        else {
-            return false;
-        };
-        let Some(mut request) = native.fallback.take() else {
-            return false;
-        };
-        let overflowed = native.held.overflowed();
-        let held = native.held.take();
-        if !failed {
-            // The replay goes out still marked as the agent's own (not journaled again); the
-            // answer's rewrite ends the load.
-            self.sessions
-                .set_setup(&request.session, request.setup.clone());
-            self.pass_all(at, held);
-            return false;
-        }
-        self.ids.restore(id);
-        self.pending.remove(&(Side::Client, client_id.clone()));
-        self.sessions.end_native_load(&session, &client_id);
-        request.replay &= !overflowed;
-        request.agent_failed = Some(line.clone());
-        let op = self.next_op();
-        let (mut cx, loads) = self.cx();
-        loads.start(&mut cx, op, request);
-        true
+/// The agent answered a load or resume the client sent it: on success its held replay goes
+/// out before the answer; on failure the load is served from the journal instead (the held
+/// replay, which the journal's replaces, is dropped).
+pub(super) fn native_answered(
+    cx: &mut Cx,
+    loads: &mut Loads,
+    id: &RequestId,
+    line: &Bytes,
+    failed: bool,
+) -> NativeAnswer {
+    let client_id = cx.ids.client_id(id);
+    let Some(session) = cx
+        .pending
+        .get(&(Side::Client, client_id.clone()))
+        .and_then(|p| p.session.clone())
+    else {
+        return NativeAnswer::NotNative;
+    };
+    let Some(native) = cx
+        .sessions
+        .native_load_mut(&session)
+        .filter(|n| n.id == client_id)
+    else {
+        return NativeAnswer::NotNative;
+    };
+    let Some(mut request) = native.fallback.take() else {
+        return NativeAnswer::NotNative;
+    };
+    let overflowed = native.held.overflowed();
+    let held = native.held.take();
+    if !failed {
+        // The replay goes out still marked as the agent's own (not journaled again); the
+        // answer's rewrite ends the load.
+        cx.sessions
+            .set_setup(&request.session, request.setup.clone());
+        return NativeAnswer::Passes(held);
     }
+    cx.ids.restore(id);
+    cx.pending.remove(&(Side::Client, client_id.clone()));
+    cx.sessions.end_native_load(&session, &client_id);
+    request.replay &= !overflowed;
+    request.agent_failed = Some(line.clone());
+    let op = cx.next_op();
+    loads.start(cx, op, request);
+    NativeAnswer::Served
+}
 
-    /// True for the agent's own replay during a native load (forwarded, not journaled again).
-    pub(super) fn is_native_replay(&self, from: Side, peek: &Peek<'_>, target: &Target) -> bool {
-        from == Side::Agent
-            && peek.method() == Some("session/update")
-            && matches!(target, Target::Session(s) if self.sessions.native_load(s).is_some_and(|n| n.replaying))
-    }
+/// What became of an agent's answer to a load or resume.
+pub(super) enum NativeAnswer {
+    /// It answers no load the client sent the agent with a fallback: it goes its usual way.
+    NotNative,
+    /// The agent succeeded: the replay it sent meanwhile (held) goes out before the answer.
+    Passes(Vec<Bytes>),
+    /// The agent failed: the journal serves the load (the answer is consumed).
+    Served,
+}
+
+/// True for the agent's own replay during a native load (forwarded, not journaled again).
+pub(super) fn is_native_replay(
+    sessions: &SessionTable,
+    from: Side,
+    peek: &Peek<'_>,
+    target: &Target,
+) -> bool {
+    from == Side::Agent
+        && peek.method() == Some("session/update")
+        && matches!(target, Target::Session(s) if sessions.native_load(s).is_some_and(|n| n.replaying))
 }
 
 /// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or

@@ -20,11 +20,14 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::capabilities::AgentCaps;
+use super::context::Cx;
+use super::listing::Lists;
 use super::load_request::{LoadRequest, SetupParams};
+use super::loading::Loads;
 use super::loading::Progress;
+use super::pending::Purpose;
 use super::prompt::Stall;
-use super::vocab::{Action, HashMap, LoadMode, SessionId, Stamp, Target};
-use super::{Proxy, Purpose};
+use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
@@ -137,202 +140,149 @@ pub(super) struct Handshake {
     pub(super) dead: HashMap<RequestId, Option<SessionId>>,
 }
 
-impl Proxy {
-    /// True when the agent could be restarted should it die now: the proxy is not a pure
-    /// recorder (`--load off`), the current agent answered `initialize`, and the client is
-    /// connected.
-    pub fn can_restart(&self) -> bool {
-        self.config.load != LoadMode::Off
-            && (self.handshake.agent_initialized || self.handshake.reinit.is_some())
-            && self.handshake.client_init.is_some()
-            && !self.client_ended
+impl Handshake {
+    /// True when the agent could be restarted should it die now (the client still there): the
+    /// proxy is not a pure recorder (`--load off`), the current agent answered `initialize`
+    /// (or a restarted one is being initialized), and the client's `initialize` is recorded.
+    pub(super) fn can_restart(&self, config: &Config) -> bool {
+        config.load != LoadMode::Off
+            && (self.agent_initialized || self.reinit.is_some())
+            && self.client_init.is_some()
     }
 
-    /// False while the client lines held for the agent (a restarted agent being initialized,
-    /// lost sessions being restored) reach [`super::Config::held_limit`] bytes: the shell then stops
-    /// reading the client until they have gone on, as a full pipe would.
-    pub fn reads_client(&self) -> bool {
-        let held =
-            self.handshake.reinit.as_ref().map_or(0, |r| r.held_bytes) + self.loads.held_bytes();
-        held < self.config.held_limit
+    /// The bytes of the client lines held for a restarted agent.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.reinit.as_ref().map_or(0, |r| r.held_bytes)
     }
 
-    /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
-    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, a request
-    /// held for it waiting its longest, a host's client to be told it is unreachable, a prompt
-    /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running
-    /// out of time, or a `session/list_changed` watch ending. `None`: no timer runs.
-    pub fn poll_timeout(&self) -> Option<u64> {
-        let timeout = self.config.reinit_timeout_us;
-        let reinit = self.handshake.reinit.as_ref().and_then(|r| {
-            let notice = r.notice_due(timeout).filter(|_| self.config.remote);
+    /// When a restarted agent's `initialize` runs out of time, a request held for it has
+    /// waited its longest, or a host's client is to be told it is unreachable.
+    pub(super) fn next_timer(&self, config: &Config) -> Option<u64> {
+        let timeout = config.reinit_timeout_us;
+        self.reinit.as_ref().and_then(|r| {
+            let notice = r.notice_due(timeout).filter(|_| config.remote);
             [r.deadline(timeout), r.requests_deadline(timeout), notice]
                 .into_iter()
                 .flatten()
                 .min()
-        });
-        let stall = self.config.stall_timeout_us.and_then(|timeout| {
-            self.sessions
-                .next_prompt_check(timeout, self.config.stall_grace_us)
-        });
-        let waiting = self
-            .connections
-            .oldest_waiting()
-            .map(|since| since.saturating_add(self.config.unattended_timeout_us));
-        let watch = self.lists.watch_end();
-        reinit
-            .into_iter()
-            .chain(stall)
-            .chain(waiting)
-            .chain(watch)
-            .min()
+        })
     }
 
-    /// The agent died (exit `code`) while the client was connected, and the shell started it
-    /// again (for a host: the connection dropped, and the bridge connects again): forwards go
-    /// to the new agent from now on. Every client request still waiting is answered with an
-    /// error that says what happened (a prompt is never retried: tools may have run);
-    /// requests of the dead agent the client may still answer are journaled and dropped when
-    /// it does; every live session is lost, restored on its next request; the client's
-    /// `initialize` (and `authenticate`) go to the new agent, and client lines wait until it
-    /// has answered (those that waited for an agent that died before it answered wait on for
-    /// this one, each request at most `--init-timeout` in all). The client is told of a
-    /// restarted process at once, of a host when it has been unreachable for a few seconds
-    /// ([`Proxy::check_reinit`]).
-    pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
-        self.flush_stderr(at, true);
-        let remote = self.config.remote;
+    /// The agent died (exit `code`; for a host: the connection dropped): the run's journal,
+    /// every live session's and the log say so, the client is told of a restarted process.
+    /// Returns the sessions lost, and the restarted agent that was still being initialized
+    /// (what waited for it waits on).
+    pub(super) fn agent_lost(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        code: i32,
+    ) -> (Vec<SessionId>, Option<Reinit>) {
+        let remote = cx.config.remote;
         let event = || match remote {
             true => Event::HostDropped,
             false => Event::AgentRestarted { code },
         };
-        self.fx.event(at, Target::Run, event());
-        let lost = self.sessions.lose_live();
-        // An agent being initialized died before it answered: what waited for it waits on.
-        let waiting = self.handshake.reinit.take();
+        cx.fx.event(at, Target::Run, event());
+        let lost = cx.sessions.lose_live();
+        let waiting = self.reinit.take();
         let message = match (remote, &waiting) {
             (false, _) => format!(
                 "The agent exited (status {code}) and acp-journal restarted it; the conversation continues with your next message (a message that was in progress must be sent again)."
             ),
             (true, None) => format!(
                 "the connection to the host dropped: connecting again; requests wait for it up to {} s (--init-timeout)",
-                secs(self.config.reinit_timeout_us)
+                secs(cx.config.reinit_timeout_us)
             ),
             (true, Some(_)) => "connecting to the host again".to_string(),
         };
-        self.fx.push(Action::Log(message.clone()));
+        cx.fx.push(Action::Log(message.clone()));
         // Each session tells of the restart first, then of the requests it failed.
         for s in &lost {
-            self.fx.event(at, Target::Session(s.clone()), event());
+            cx.fx.event(at, Target::Session(s.clone()), event());
         }
         if !remote {
-            self.notice(at, &lost, "warning", "The agent was restarted", &message);
+            notice(
+                cx,
+                at,
+                &lost,
+                "warning",
+                "The agent was restarted",
+                &message,
+            );
         }
-        self.drop_agent(
-            at,
-            if remote {
-                host_dropped
-            } else {
-                agent_restarted
-            },
-        );
-        let dead = &mut self.handshake.dead;
-        self.pending.retain(|(side, id), p| {
+        (lost, waiting)
+    }
+
+    /// The new agent takes over (after [`Handshake::agent_lost`] and the requests it failed
+    /// were answered): requests of the dead agent still open at the client are kept to be
+    /// journaled and dropped, and the client's recorded `initialize` goes to the new agent;
+    /// client lines wait until it has answered.
+    pub(super) fn restart(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        lost: Vec<SessionId>,
+        waiting: Option<Reinit>,
+    ) {
+        let dead = &mut self.dead;
+        cx.pending.retain(|(side, id), p| {
             if *side == Side::Agent {
                 dead.insert(id.clone(), p.session.take());
             }
             *side != Side::Agent
         });
-        self.handshake.agent_initialized = false;
-        let Some(init) = self.handshake.client_init.clone() else {
+        self.agent_initialized = false;
+        let Some(init) = self.client_init.clone() else {
             return;
         };
-        self.handshake.reinit = Some(match waiting {
+        self.reinit = Some(match waiting {
             Some(reinit) => reinit.next(at, lost),
             None => Reinit::new(at, lost),
         });
-        self.send_recorded(at, Purpose::Reinitialize, &init);
-    }
-
-    /// Tell the client of each of `sessions` (where it accepts notices).
-    fn notice(
-        &mut self,
-        at: Stamp,
-        sessions: &[SessionId],
-        severity: &str,
-        title: &str,
-        description: &str,
-    ) {
-        if !self.client.notices {
-            return;
-        }
-        for s in sessions {
-            self.fx.notify_client(
-                at,
-                s,
-                json!({"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}),
-            );
-        }
-    }
-
-    /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an
-    /// id of ours.
-    pub(super) fn send_recorded(&mut self, at: Stamp, purpose: Purpose, line: &Bytes) {
-        let peek = envelope::peek(line);
-        let (Some(method), Some(params)) = (peek.method(), peek.params) else {
-            return;
-        };
-        let pending = &self.pending;
-        let id = self.ids.request(purpose, |id| {
-            pending.contains_key(&(Side::Client, id.clone()))
-        });
-        self.fx
-            .send_agent(at, Target::Run, Some(id.request_id()), method, params.get());
+        cx.send_recorded(at, Purpose::Reinitialize, &init);
     }
 
     /// The restarted agent answered the `initialize` or `authenticate` the proxy sent again.
-    pub(super) fn reinit_answered(
+    /// Returns the client lines that waited, to go on, once it is ready (or will not be).
+    pub(super) fn answered(
         &mut self,
+        cx: &mut Cx,
         at: Stamp,
         purpose: Purpose,
         peek: &Peek<'_>,
         line: &Bytes,
         failed: bool,
-    ) {
-        let record = self.fx.proxy_record(at, Side::Agent, line.clone());
-        self.fx.journal(Target::Run, record);
+    ) -> Vec<Bytes> {
+        let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
+        cx.fx.journal(Target::Run, record);
         match purpose {
             Purpose::Reinitialize if !failed => {
-                self.handshake.agent_initialized = true;
+                self.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
-                    self.agent = agent;
+                    cx.agent = agent;
                 }
-                self.host_back(at);
-                if let Some(auth) = self.handshake.client_auth.clone() {
-                    self.send_recorded(at, Purpose::Reauthenticate, &auth);
-                    return;
+                self.host_back(cx, at);
+                if let Some(auth) = self.client_auth.clone() {
+                    cx.send_recorded(at, Purpose::Reauthenticate, &auth);
+                    return Vec::new();
                 }
             }
             Purpose::Reinitialize | Purpose::Reauthenticate if failed => {
-                self.fx.push(Action::Log(format!(
+                cx.fx.push(Action::Log(format!(
                     "the restarted agent refused the client's recorded request: {}",
                     String::from_utf8_lossy(line).trim_end()
                 )));
             }
             _ => {}
         }
-        self.end_reinit(at);
+        self.end_reinit()
     }
 
     /// A host connected to again answered `initialize`: the log says it is back, and so is the
     /// client told if it was told the host is unreachable.
-    fn host_back(&mut self, at: Stamp) {
-        let Some(reinit) = self
-            .handshake
-            .reinit
-            .as_ref()
-            .filter(|_| self.config.remote)
-        else {
+    fn host_back(&self, cx: &mut Cx, at: Stamp) {
+        let Some(reinit) = self.reinit.as_ref().filter(|_| cx.config.remote) else {
             return;
         };
         let lost = if reinit.told {
@@ -340,11 +290,12 @@ impl Proxy {
         } else {
             Vec::new()
         };
-        self.fx.push(Action::Log(format!(
+        cx.fx.push(Action::Log(format!(
             "the host is back after {:.1} s; its sessions are restored on their next request",
             secs(at.mono_us.saturating_sub(reinit.lost_since))
         )));
-        self.notice(
+        notice(
+            cx,
             at,
             &lost,
             "info",
@@ -361,10 +312,10 @@ impl Proxy {
     /// meant for a lost session or the dead agent), and the shell kills it and starts another
     /// as after a crash (within `--respawn`; else the proxy ends, answering every waiting
     /// request). A request that waited `reinit_timeout_us` across restarts is answered so too.
-    pub(super) fn check_reinit(&mut self, at: Stamp) {
-        let timeout = self.config.reinit_timeout_us;
-        let remote = self.config.remote;
-        let Some(reinit) = self.handshake.reinit.as_mut() else {
+    pub(super) fn check(&mut self, cx: &mut Cx, at: Stamp) {
+        let timeout = cx.config.reinit_timeout_us;
+        let remote = cx.config.remote;
+        let Some(reinit) = self.reinit.as_mut() else {
             return;
         };
         let due = |deadline: Option<u64>| deadline.is_some_and(|d| d <= at.mono_us);
@@ -377,37 +328,16 @@ impl Proxy {
         };
         reinit.told |= tell;
         reinit.timed_out |= give_up;
-        let lost = if tell {
-            reinit.lost.clone()
-        } else {
-            Vec::new()
-        };
-        let down = secs(at.mono_us.saturating_sub(reinit.lost_since));
-        let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
         if tell {
-            self.fx.push(Action::Log(format!(
-                "the host has been unreachable for {down:.1} s"
-            )));
-            let description = format!(
-                "acp-journal lost its connection to the host and is connecting again; a message waits up to {} s for it (--init-timeout).",
-                secs(timeout)
-            );
-            self.notice(
-                at,
-                &lost,
-                "warning",
-                "The host is unreachable",
-                &description,
-            );
+            let down = secs(at.mono_us.saturating_sub(reinit.lost_since));
+            let lost = reinit.lost.clone();
+            tell_unreachable(cx, at, down, &lost);
         }
+        let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
         let answered = requests.len();
         for line in requests {
-            let error = not_back(
-                remote,
-                timeout,
-                envelope::peek(&line).method().unwrap_or(""),
-            );
-            self.refuse(at, &line, &error);
+            let method = envelope::peek(&line).method().unwrap_or("").to_string();
+            cx.refuse(at, &line, &not_back(remote, timeout, &method));
         }
         let what = if remote {
             "the host"
@@ -419,226 +349,259 @@ impl Proxy {
             n => format!("; {n} request(s) waiting for it answered with an error"),
         };
         if give_up {
-            self.fx
+            cx.fx
                 .event(at, Target::Run, Event::InitTimeout { after_ms });
             let again = if remote {
                 "connecting again"
             } else {
                 "restarting it"
             };
-            self.fx.push(Action::Log(format!(
+            cx.fx.push(Action::Log(format!(
                 "{what} did not answer initialize within {} s: {again}{told}",
                 secs(timeout)
             )));
-            self.fx.push(Action::RestartAgent);
+            cx.fx.push(Action::RestartAgent);
         } else if answered > 0 {
-            self.fx.push(Action::Log(format!(
+            cx.fx.push(Action::Log(format!(
                 "{answered} request(s) waited {} s for {what} to answer initialize: answered with an error",
                 secs(timeout)
             )));
         }
     }
 
-    /// The restarted agent is ready (or will not be): the client lines that waited go on.
-    pub(super) fn end_reinit(&mut self, at: Stamp) {
-        if let Some(reinit) = self.handshake.reinit.take() {
-            for line in reinit.held {
-                self.take_line(at, Side::Client, line);
-            }
-        }
+    /// The restarted agent is ready (or will not be): the client lines that waited, to go on.
+    pub(super) fn end_reinit(&mut self) -> Vec<Bytes> {
+        self.reinit.take().map(|r| r.held).unwrap_or_default()
     }
 
-    /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
-    /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
-    /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
-    /// time; agent requests nobody attached to answer in time are answered; list watches over
-    /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
-    pub fn handle_tick(&mut self, at: Stamp) {
-        self.now = at.mono_us;
-        self.check_reinit(at);
-        self.expire_waiting(at);
-        self.lists.end_watches(at.mono_us);
-        let Some(timeout) = self.config.stall_timeout_us else {
-            return;
-        };
-        if !self.sessions.prompting() {
-            return;
-        }
-        let pending = &self.pending;
-        let waiting = |s: &str| {
-            pending
-                .iter()
-                .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
-        };
-        let stalls =
-            self.sessions
-                .prompt_stalls(at.mono_us, timeout, self.config.stall_grace_us, waiting);
-        let mut restart = false;
-        for (s, stall) in stalls {
-            match stall {
-                Stall::Cancel => {
-                    self.fx.event(
-                        at,
-                        Target::Session(s.clone()),
-                        Event::PromptStalled {
-                            action: "cancel".into(),
-                        },
-                    );
-                    self.fx.push(Action::Log(format!(
-                        "the agent sent nothing for session {s} for {} s: cancelling the prompt",
-                        secs(timeout)
-                    )));
-                    let params =
-                        json!({"sessionId": self.sessions.agent_id(&s).as_str()}).to_string();
-                    self.fx
-                        .send_agent(at, Target::Session(s), None, "session/cancel", &params);
-                }
-                Stall::Restart => {
-                    self.fx.event(
-                        at,
-                        Target::Session(s.clone()),
-                        Event::PromptStalled {
-                            action: "restart".into(),
-                        },
-                    );
-                    self.fx.push(Action::Log(format!(
-                        "the agent did not answer the cancelled prompt of session {s}: restarting it"
-                    )));
-                    restart = true;
-                }
-            }
-        }
-        if restart {
-            self.fx.push(Action::RestartAgent);
-        }
-    }
-
-    /// A client line that names a session lost in an agent restart: bring the session up again
-    /// first (it waits), or answer what needs no agent. False when the line goes its usual way
-    /// (the session is not lost, or the client loads, resumes or deletes it).
-    pub(super) fn restore_first(
-        &mut self,
-        at: Stamp,
-        s: &str,
-        peek: &Peek<'_>,
-        line: &Bytes,
-    ) -> bool {
-        if self.loads.wait_for_restore(s, line) {
-            return true;
-        }
-        if !self.sessions.is_lost(s) {
-            return false;
-        }
-        let session = self.sessions.id(s);
-        match (peek.method(), &peek.kind) {
-            (Some("session/load" | "session/resume" | "session/delete"), _) => false,
-            (Some("session/cancel"), _) => {
-                // Nothing runs on the new agent yet.
-                self.fx
-                    .journal_client(at, Target::Session(session), peek, line);
-                true
-            }
-            (Some("session/close"), Kind::Request { id, .. }) => {
-                self.fx
-                    .journal_client(at, Target::Session(session.clone()), peek, line);
-                self.sessions.set_not_live(&session);
-                self.fx.answer(at, Target::Session(session), id, Ok("{}"));
-                true
-            }
-            _ => {
-                let setup = self
-                    .sessions
-                    .setup(s)
-                    .cloned()
-                    .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
-                let request = LoadRequest::restore(session, setup, line.clone());
-                let op = self.next_op();
-                let (mut cx, loads) = self.cx();
-                loads.start(&mut cx, op, request);
-                true
-            }
+    /// The agent is gone for good: the client lines held for a restarted agent that never
+    /// answered `initialize` are answered (requests) or journaled and dropped.
+    pub(super) fn refuse_held(&mut self, cx: &mut Cx, at: Stamp) {
+        for line in self.end_reinit() {
+            let error = agent_exited(envelope::peek(&line).method().unwrap_or(""));
+            cx.refuse(at, &line, &error);
         }
     }
 }
 
-impl Proxy {
-    /// The agent's output ended: answer every client request still waiting on it, whether
-    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order, then
-    /// those held for a restarted agent that never answered `initialize` (what else was held
-    /// is journaled and dropped).
-    pub(super) fn agent_gone(&mut self, at: Stamp) {
-        self.drop_agent(at, agent_exited);
-        if let Some(reinit) = self.handshake.reinit.take() {
-            for line in reinit.held {
-                let error = agent_exited(envelope::peek(&line).method().unwrap_or(""));
-                self.refuse(at, &line, &error);
-            }
-        }
-    }
+/// The log says a host has been unreachable for `down` seconds, and the client is told.
+fn tell_unreachable(cx: &mut Cx, at: Stamp, down: f64, lost: &[SessionId]) {
+    cx.fx.push(Action::Log(format!(
+        "the host has been unreachable for {down:.1} s"
+    )));
+    let description = format!(
+        "acp-journal lost its connection to the host and is connecting again; a message waits up to {} s for it (--init-timeout).",
+        secs(cx.config.reinit_timeout_us)
+    );
+    notice(
+        cx,
+        at,
+        lost,
+        "warning",
+        "The host is unreachable",
+        &description,
+    );
+}
 
-    /// The agent is gone: answer every client request still waiting on it with `error(method)`
-    /// (loads, restores, merged lists, forwarded requests, in arrival order), and forget
-    /// everything it was asked.
-    fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
-        for op in self.loads.ops() {
-            let (mut cx, loads) = self.cx();
-            let progress = loads.agent_gone(&mut cx, at, op, error);
-            if let Progress::Unrestored { lines, error } = progress {
-                for line in lines {
-                    self.refuse(at, &line, &error);
-                }
+/// Tell the client of each of `sessions` (where it accepts notices).
+fn notice(
+    cx: &mut Cx,
+    at: Stamp,
+    sessions: &[SessionId],
+    severity: &str,
+    title: &str,
+    description: &str,
+) {
+    if !cx.client.notices {
+        return;
+    }
+    for s in sessions {
+        cx.fx.notify_client(
+            at,
+            s,
+            json!({"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}),
+        );
+    }
+}
+
+/// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
+/// is cancelled, and if the agent stays silent for the grace period after, it is restarted
+/// ([`Action::RestartAgent`]).
+pub(super) fn check_stalls(cx: &mut Cx, at: Stamp) {
+    let Some(timeout) = cx.config.stall_timeout_us else {
+        return;
+    };
+    if !cx.sessions.prompting() {
+        return;
+    }
+    let pending = &cx.pending;
+    let waiting = |s: &str| {
+        pending
+            .iter()
+            .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
+    };
+    let stalls = cx
+        .sessions
+        .prompt_stalls(at.mono_us, timeout, cx.config.stall_grace_us, waiting);
+    let mut restart = false;
+    for (s, stall) in stalls {
+        match stall {
+            Stall::Cancel => {
+                cx.fx.event(
+                    at,
+                    Target::Session(s.clone()),
+                    Event::PromptStalled {
+                        action: "cancel".into(),
+                    },
+                );
+                cx.fx.push(Action::Log(format!(
+                    "the agent sent nothing for session {s} for {} s: cancelling the prompt",
+                    secs(timeout)
+                )));
+                let params = json!({"sessionId": cx.sessions.agent_id(&s).as_str()}).to_string();
+                cx.fx
+                    .send_agent(at, Target::Session(s), None, "session/cancel", &params);
+            }
+            Stall::Restart => {
+                cx.fx.event(
+                    at,
+                    Target::Session(s.clone()),
+                    Event::PromptStalled {
+                        action: "restart".into(),
+                    },
+                );
+                cx.fx.push(Action::Log(format!(
+                    "the agent did not answer the cancelled prompt of session {s}: restarting it"
+                )));
+                restart = true;
             }
         }
-        // A list forwarded to the agent is answered through the pending table below.
-        for op in self.lists.forwarded() {
-            self.lists.remove(op);
-        }
-        let mut waiting: Vec<(u64, RequestId)> = self
-            .pending
-            .iter()
-            .filter(|((side, _), _)| *side == Side::Client)
-            .map(|((_, id), p)| (p.seq, id.clone()))
-            .collect();
-        waiting.sort_unstable_by_key(|(seq, _)| *seq);
-        for (_, id) in waiting {
-            let Some(pending) = self.pending.remove(&(Side::Client, id.clone())) else {
-                continue;
-            };
-            let target = match pending.session {
-                Some(s) if self.sessions.journal_open(&s) => Target::Session(s),
-                _ => Target::Run,
-            };
-            self.fx
-                .answer(at, target, &id, Err(&error(&pending.method)));
-        }
-        // v2: a turn's end is a state, not an answer: the busy sessions are told they are not.
-        let reason = serde_json::from_str::<serde_json::Value>(&error("session/prompt"))
-            .ok()
-            .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
-            .unwrap_or_default();
-        for s in self.sessions.take_foreground() {
-            self.fx.notify_client(
-                at,
-                &s,
-                json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
-            );
-            self.fx.notify_client(
-                at,
-                &s,
-                json!({"sessionUpdate": "state_update", "state": "idle"}),
-            );
-        }
-        self.ids.forget_agent();
-        self.sessions.end_native_loads();
-        self.sessions.end_prompts();
-        self.handshake.auth_pending = None;
-        self.release_held(at);
     }
+    if restart {
+        cx.fx.push(Action::RestartAgent);
+    }
+}
+
+/// A client line that names a session lost in an agent restart: bring the session up again
+/// first (it waits), or answer what needs no agent. False when the line goes its usual way
+/// (the session is not lost, or the client loads, resumes or deletes it).
+pub(super) fn restore_first(
+    cx: &mut Cx,
+    loads: &mut Loads,
+    at: Stamp,
+    s: &str,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> bool {
+    if loads.wait_for_restore(s, line) {
+        return true;
+    }
+    if !cx.sessions.is_lost(s) {
+        return false;
+    }
+    let session = cx.sessions.id(s);
+    match (peek.method(), &peek.kind) {
+        (Some("session/load" | "session/resume" | "session/delete"), _) => false,
+        (Some("session/cancel"), _) => {
+            // Nothing runs on the new agent yet.
+            cx.fx
+                .journal_client(at, Target::Session(session), peek, line);
+            true
+        }
+        (Some("session/close"), Kind::Request { id, .. }) => {
+            cx.fx
+                .journal_client(at, Target::Session(session.clone()), peek, line);
+            cx.sessions.set_not_live(&session);
+            cx.fx.answer(at, Target::Session(session), id, Ok("{}"));
+            true
+        }
+        _ => {
+            let setup = cx
+                .sessions
+                .setup(s)
+                .cloned()
+                .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
+            let request = LoadRequest::restore(session, setup, line.clone());
+            let op = cx.next_op();
+            loads.start(cx, op, request);
+            true
+        }
+    }
+}
+
+/// The agent is gone: answer every client request still waiting on it with `error(method)`
+/// (loads, restores, merged lists, forwarded requests, in arrival order), and forget
+/// everything it was asked.
+pub(super) fn drop_agent(
+    cx: &mut Cx,
+    loads: &mut Loads,
+    lists: &mut Lists,
+    at: Stamp,
+    error: fn(&str) -> String,
+) {
+    for op in loads.ops() {
+        let progress = loads.agent_gone(cx, at, op, error);
+        if let Progress::Unrestored { lines, error } = progress {
+            for line in lines {
+                cx.refuse(at, &line, &error);
+            }
+        }
+    }
+    // A list forwarded to the agent is answered through the pending table below.
+    for op in lists.forwarded() {
+        lists.remove(op);
+    }
+    let mut waiting: Vec<(u64, RequestId)> = cx
+        .pending
+        .iter()
+        .filter(|((side, _), _)| *side == Side::Client)
+        .map(|((_, id), p)| (p.seq, id.clone()))
+        .collect();
+    waiting.sort_unstable_by_key(|(seq, _)| *seq);
+    for (_, id) in waiting {
+        let Some(pending) = cx.pending.remove(&(Side::Client, id.clone())) else {
+            continue;
+        };
+        let target = match pending.session {
+            Some(s) if cx.sessions.journal_open(&s) => Target::Session(s),
+            _ => Target::Run,
+        };
+        cx.fx.answer(at, target, &id, Err(&error(&pending.method)));
+    }
+    // v2: a turn's end is a state, not an answer: the busy sessions are told they are not.
+    let reason = serde_json::from_str::<serde_json::Value>(&error("session/prompt"))
+        .ok()
+        .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    for s in cx.sessions.take_foreground() {
+        cx.fx.notify_client(
+            at,
+            &s,
+            json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
+        );
+        cx.fx.notify_client(
+            at,
+            &s,
+            json!({"sessionUpdate": "state_update", "state": "idle"}),
+        );
+    }
+    cx.ids.forget_agent();
+    cx.sessions.end_native_loads();
+    cx.sessions.end_prompts();
 }
 
 /// Microseconds as seconds, for messages.
 fn secs(us: u64) -> f64 {
     us as f64 / 1e6
+}
+
+/// The error a client request still waiting gets when the agent is lost and another takes
+/// its place: a restarted agent's, or (`remote`) a host connected to again.
+pub(super) fn lost_error(remote: bool) -> fn(&str) -> String {
+    match remote {
+        true => host_dropped,
+        false => agent_restarted,
+    }
 }
 
 /// The error a client request gets when the agent was restarted before answering it.
@@ -706,7 +669,7 @@ fn not_back(remote: bool, timeout_us: u64, method: &str) -> String {
 }
 
 /// The error a client request gets when the agent exited before answering it.
-fn agent_exited(method: &str) -> String {
+pub(super) fn agent_exited(method: &str) -> String {
     error_json(
         -32603,
         "the agent exited",

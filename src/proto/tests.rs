@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::*;
-use crate::journal::format::Encoding;
+use crate::journal::format::{Encoding, Record};
 
 /// The peer on `side`: the first client connection, or the agent.
 pub(super) fn peer(side: Side) -> Peer {

@@ -13,9 +13,8 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
-use super::{Proxy, redact};
-use crate::wire::envelope::{Name, Peek};
+use super::vocab::{CatalogUpdate, SessionId};
+use crate::wire::envelope::Name;
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
 #[derive(Debug, Default)]
@@ -102,18 +101,18 @@ const MEMBERS_LIMIT: usize = 64;
 pub(super) struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'a> Fields<'a> {
-    fn parse(json: &'a str) -> Option<Fields<'a>> {
+    pub(super) fn parse(json: &'a str) -> Option<Fields<'a>> {
         serde_json::from_str(json).ok()
     }
 
     /// A member's raw value (the last of that name).
-    fn get(&self, name: &str) -> Option<&'a RawValue> {
+    pub(super) fn get(&self, name: &str) -> Option<&'a RawValue> {
         let (_, value) = self.0.iter().rev().find(|(member, _)| member == name)?;
         Some(*value)
     }
 
     /// A member's text, when it is a string.
-    fn text(&self, name: &str) -> Option<String> {
+    pub(super) fn text(&self, name: &str) -> Option<String> {
         serde_json::from_str(self.get(name)?.get()).ok()
     }
 }
@@ -173,131 +172,6 @@ impl Members {
                 .filter_map(|(name, raw)| Some((name, serde_json::from_str(raw.get()).ok()?)))
                 .collect(),
         )
-    }
-}
-
-impl Proxy {
-    /// The first prompt of session `s` in this run (at `t`): its title for the catalog.
-    pub(super) fn catalog_prompt(&mut self, s: &SessionId, peek: &Peek<'_>, t: i64) {
-        let Some(params) = peek
-            .params
-            .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
-        else {
-            return;
-        };
-        let Some(title) = crate::acp::prompt_title(&params["prompt"]) else {
-            return;
-        };
-        let title = self.redacted(title);
-        self.facts.prompt(s, title, t);
-    }
-
-    /// Text for the catalog, its token-shaped parts redacted as configured.
-    pub(super) fn redacted(&self, text: String) -> String {
-        match redact::redact_tokens(text.as_bytes()).filter(|_| self.config.redact) {
-            Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
-            None => text,
-        }
-    }
-
-    /// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
-    /// (with the usage it reports), the answer to a permission or elicitation request lets it
-    /// run on.
-    pub(super) fn catalog_turn(&mut self, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
-        match method {
-            // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
-            "session/prompt" if self.agent.v2 => {}
-            "session/prompt" => {
-                self.facts.turn_ended(s, t);
-                self.facts.state(s, "idle", t);
-                #[derive(serde::Deserialize)]
-                struct Answer<'a> {
-                    #[serde(borrow)]
-                    usage: Option<Fields<'a>>,
-                }
-                if let Some(usage) = peek
-                    .result
-                    .filter(|r| r.get().contains("\"usage\""))
-                    .and_then(|r| serde_json::from_str::<Answer<'_>>(r.get()).ok())
-                    .and_then(|a| a.usage)
-                {
-                    self.facts.usage(s, &usage, &[], t);
-                }
-            }
-            "session/request_permission" | "elicitation/create" => {
-                self.facts.state(s, "running", t);
-            }
-            _ => {}
-        }
-    }
-
-    /// What the catalog learned with the turns since the last call (coalesced per session,
-    /// each with its time): take it about once a second, and before anything else is written
-    /// to the catalog or read from it.
-    pub fn take_turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
-        self.facts.take()
-    }
-
-    /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
-    /// through goes to the catalog.
-    pub(super) fn catalog_update(&mut self, peek: &Peek<'_>, session: &str) {
-        #[derive(serde::Deserialize)]
-        struct Params<'a> {
-            #[serde(borrow)]
-            update: Fields<'a>,
-        }
-        let Some(Params { update }) = peek
-            .params
-            .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
-        else {
-            return;
-        };
-        let session = || self.sessions.client_of(AgentRef(session));
-        match update.text("sessionUpdate").as_deref() {
-            Some("usage_update") => {
-                let session = session();
-                let skip = ["sessionUpdate", "_meta"];
-                self.facts.usage(&session, &update, &skip, self.unix_now);
-            }
-            Some("session_info_update") => {
-                let session = session();
-                self.fx.push(Action::Catalog(CatalogUpdate::Info {
-                    session,
-                    title: update.text("title"),
-                    updated_at: update.text("updatedAt"),
-                }));
-            }
-            Some("state_update") => {
-                let session = session();
-                self.state_update(&session, &update);
-            }
-            _ => {}
-        }
-    }
-
-    /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
-    /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
-    /// given).
-    fn state_update(&mut self, session: &SessionId, update: &Fields<'_>) {
-        let t = self.unix_now;
-        let state = match update.text("state").as_deref() {
-            Some("idle") => "idle",
-            Some("running") => "running",
-            Some("requires_action") => "requires_action",
-            _ => return,
-        };
-        let ends_turn = state == "idle" && update.text("stopReason").is_some();
-        self.sessions.set_foreground(session, state != "idle");
-        if state == "idle" {
-            self.sessions.end_prompt(session, None);
-        }
-        self.facts.state(session, state, t);
-        if ends_turn {
-            self.facts.turn_ended(session, t);
-            if let Some(usage) = update.get("usage").and_then(|raw| Fields::parse(raw.get())) {
-                self.facts.usage(session, &usage, &[], t);
-            }
-        }
     }
 }
 

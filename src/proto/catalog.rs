@@ -1,0 +1,117 @@
+//! What the catalog learns from the lines passing through: a session's first prompt (its
+//! title), a turn's end and usage, its state (running, waiting for the client, idle), and the
+//! agent's `usage_update`, `session_info_update` and (v2) `state_update` notifications. The
+//! facts gather in [`super::turn_facts::TurnFacts`] until the shell takes them.
+
+use super::context::Cx;
+use super::turn_facts::Fields;
+use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
+use crate::wire::envelope::Peek;
+
+/// The first prompt of session `s` in this run (at `t`): its title for the catalog.
+pub(super) fn prompt(cx: &mut Cx, s: &SessionId, peek: &Peek<'_>, t: i64) {
+    let Some(params) = peek
+        .params
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+    else {
+        return;
+    };
+    let Some(title) = crate::acp::prompt_title(&params["prompt"]) else {
+        return;
+    };
+    let title = cx.redacted(title);
+    cx.facts.prompt(s, title, t);
+}
+
+/// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
+/// (with the usage it reports), the answer to a permission or elicitation request lets it
+/// run on.
+pub(super) fn turn(cx: &mut Cx, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
+    match method {
+        // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
+        "session/prompt" if cx.agent.v2 => {}
+        "session/prompt" => {
+            cx.facts.turn_ended(s, t);
+            cx.facts.state(s, "idle", t);
+            #[derive(serde::Deserialize)]
+            struct Answer<'a> {
+                #[serde(borrow)]
+                usage: Option<Fields<'a>>,
+            }
+            if let Some(usage) = peek
+                .result
+                .filter(|r| r.get().contains("\"usage\""))
+                .and_then(|r| serde_json::from_str::<Answer<'_>>(r.get()).ok())
+                .and_then(|a| a.usage)
+            {
+                cx.facts.usage(s, &usage, &[], t);
+            }
+        }
+        "session/request_permission" | "elicitation/create" => {
+            cx.facts.state(s, "running", t);
+        }
+        _ => {}
+    }
+}
+
+/// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
+/// through goes to the catalog.
+pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        update: Fields<'a>,
+    }
+    let Some(Params { update }) = peek
+        .params
+        .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
+    else {
+        return;
+    };
+    let session = || cx.sessions.client_of(AgentRef(session));
+    match update.text("sessionUpdate").as_deref() {
+        Some("usage_update") => {
+            let session = session();
+            let skip = ["sessionUpdate", "_meta"];
+            cx.facts.usage(&session, &update, &skip, cx.now.unix_us);
+        }
+        Some("session_info_update") => {
+            let session = session();
+            cx.fx.push(Action::Catalog(CatalogUpdate::Info {
+                session,
+                title: update.text("title"),
+                updated_at: update.text("updatedAt"),
+            }));
+        }
+        Some("state_update") => {
+            let session = session();
+            state_update(cx, &session, &update);
+        }
+        _ => {}
+    }
+}
+
+/// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
+/// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
+/// given).
+fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
+    let t = cx.now.unix_us;
+    let state = match update.text("state").as_deref() {
+        Some("idle") => "idle",
+        Some("running") => "running",
+        Some("requires_action") => "requires_action",
+        _ => return,
+    };
+    let ends_turn = state == "idle" && update.text("stopReason").is_some();
+    cx.sessions.set_foreground(session, state != "idle");
+    if state == "idle" {
+        cx.sessions.end_prompt(session, None);
+    }
+    cx.facts.state(session, state, t);
+    if ends_turn {
+        cx.facts.turn_ended(session, t);
+        if let Some(usage) = update.get("usage").and_then(|raw| Fields::parse(raw.get())) {
+            cx.facts.usage(session, &usage, &[], t);
+        }
+    }
+}

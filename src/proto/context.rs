@@ -1,0 +1,181 @@
+//! What the components of the core share while they handle one input ([`Cx`]): the output
+//! queue, the session table, the pending table, the proxy's own request ids, what both peers
+//! declared, the catalog's facts and the time. The components own everything else and are
+//! called with a `&mut Cx` beside their own state.
+
+use bytes::Bytes;
+
+use super::capabilities::{AgentCaps, ClientCaps};
+use super::effects::Effects;
+use super::ids::OwnIds;
+use super::pending::{PendingTable, Purpose, Step};
+use super::redact;
+use super::sessions::SessionTable;
+use super::turn_facts::TurnFacts;
+use super::vocab::{Config, HashMap, Initialize, LoadMode, SessionId, Stamp, Target};
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind};
+
+/// The state every component of the core may read and write.
+#[derive(Debug)]
+pub(super) struct Cx {
+    pub(super) config: Config,
+    /// The output: actions in order.
+    pub(super) fx: Effects,
+    pub(super) sessions: SessionTable,
+    /// Requests awaiting their response, by sender and id.
+    pub(super) pending: PendingTable,
+    pub(super) ids: OwnIds,
+    /// The client's `initialize` exchange, as recorded (copied into each session's journal).
+    pub(super) initialize: Initialize,
+    pub(super) agent: AgentCaps,
+    pub(super) client: ClientCaps,
+    /// What the catalog learns with every turn, until the shell takes it.
+    pub(super) facts: TurnFacts,
+    /// The latest input's time.
+    pub(super) now: Stamp,
+    /// Operation numbers (loads, lists, forks), naming the store requests.
+    next_op: u64,
+    /// Whether the store already holds a session ID (an earlier run's): set by the shell.
+    stored: StoredCheck,
+}
+
+impl Cx {
+    pub(super) fn new(config: Config) -> Cx {
+        Cx {
+            config,
+            fx: Effects::new(config.redact),
+            sessions: SessionTable::default(),
+            pending: HashMap::default(),
+            ids: OwnIds::default(),
+            initialize: Initialize::default(),
+            agent: AgentCaps::default(),
+            client: ClientCaps::default(),
+            facts: TurnFacts::default(),
+            now: Stamp::default(),
+            next_op: 0,
+            stored: StoredCheck(None),
+        }
+    }
+
+    /// A fresh operation number.
+    pub(super) fn next_op(&mut self) -> u64 {
+        let op = self.next_op;
+        self.next_op += 1;
+        op
+    }
+
+    /// The journal serves loads (`--load auto` or `journal`).
+    pub(super) fn emulates_loading(&self) -> bool {
+        matches!(self.config.load, LoadMode::Auto | LoadMode::Journal)
+    }
+
+    /// A `session/load` is served from the journal rather than passed to the agent.
+    pub(super) fn synthesizes_load(&self) -> bool {
+        match self.config.load {
+            LoadMode::Journal => true,
+            LoadMode::Auto => !self.agent.load,
+            LoadMode::Agent | LoadMode::Off => false,
+        }
+    }
+
+    /// Send a request of the proxy's own to the agent for operation `op`, journaled with
+    /// `session`.
+    pub(super) fn request(
+        &mut self,
+        at: Stamp,
+        session: &SessionId,
+        op: u64,
+        step: Step,
+        method: &str,
+        params: &str,
+    ) {
+        let id = self.own_id(Purpose::Load(op, step));
+        self.fx.send_agent(
+            at,
+            Target::Session(session.clone()),
+            Some(&id),
+            method,
+            params,
+        );
+    }
+
+    /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an
+    /// id of ours.
+    pub(super) fn send_recorded(&mut self, at: Stamp, purpose: Purpose, line: &Bytes) {
+        let peek = envelope::peek(line);
+        let (Some(method), Some(params)) = (peek.method(), peek.params) else {
+            return;
+        };
+        let id = self.own_id(purpose);
+        self.fx
+            .send_agent(at, Target::Run, Some(&id), method, params.get());
+    }
+
+    /// An id of ours for a request to the agent, clear of the client's pending ones.
+    fn own_id(&mut self, purpose: Purpose) -> envelope::RequestId {
+        let pending = &self.pending;
+        let id = self.ids.request(purpose, |id| {
+            pending.contains_key(&(Side::Client, id.clone()))
+        });
+        id.request_id().clone()
+    }
+
+    /// Journal a client line that cannot go to the agent (with its session, or the run's
+    /// journal when the session has none) and, if it is a request, answer it with `error`.
+    pub(super) fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
+        let peek = envelope::peek(line);
+        let target = match peek.session.as_deref() {
+            Some(s) if self.sessions.journal_open(s) => Target::Session(self.sessions.id(s)),
+            _ => Target::Run,
+        };
+        self.fx.journal_client(at, target.clone(), &peek, line);
+        if let Kind::Request { id, .. } = &peek.kind {
+            self.fx.answer(at, target, id, Err(error));
+        }
+    }
+
+    /// Text for the catalog, its token-shaped parts redacted as configured.
+    pub(super) fn redacted(&self, text: String) -> String {
+        match redact::redact_tokens(text.as_bytes()).filter(|_| self.config.redact) {
+            Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
+            None => text,
+        }
+    }
+
+    /// How to tell that the store already holds a session ID (see
+    /// [`super::Proxy::set_stored_check`]).
+    pub(super) fn set_stored_check(&mut self, stored: Box<IsStored>) {
+        self.stored = StoredCheck(Some(stored));
+    }
+
+    /// A client-facing ID for the agent's new session `s` when the store already holds `s`
+    /// from an earlier run: `s~2`, `s~3`, … (the first the store does not hold).
+    pub(super) fn fresh_id_for_reused(&self, s: &str) -> Option<SessionId> {
+        let stored = self.stored.0.as_ref()?;
+        if self.sessions.journal_open(s) || !stored(s) {
+            return None;
+        }
+        (2u32..)
+            .map(|n| format!("{s}~{n}"))
+            .find(|id| !stored(id) && !self.sessions.journal_open(id))
+            .map(SessionId::from)
+    }
+}
+
+/// Whether the store holds a session ID.
+pub(super) type IsStored = dyn Fn(&str) -> bool + Send;
+
+/// The shell's test for session IDs the store holds.
+#[derive(Default)]
+struct StoredCheck(Option<Box<IsStored>>);
+
+impl std::fmt::Debug for StoredCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StoredCheck(set)"
+        } else {
+            "StoredCheck(none)"
+        })
+    }
+}

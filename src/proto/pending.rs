@@ -1,0 +1,75 @@
+//! A request awaiting its answer, as the core keeps it: the pending table by sender and id,
+//! and why the proxy sent a request of its own (a step of a load, a handshake told again).
+
+use super::load_request::SetupParams;
+use super::vocab::{CatalogUpdate, HashMap, SessionId};
+use crate::journal::format::{Body, Record};
+use crate::wire::Side;
+use crate::wire::envelope::RequestId;
+
+/// What brings the agent to a live session under a synthetic load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Underneath {
+    Load,
+    Resume,
+    New,
+}
+
+/// A step of a load the proxy asked the agent for.
+#[derive(Clone, Debug)]
+pub(super) enum Step {
+    Setup(Underneath),
+    SetMode(String),
+    SetConfig,
+}
+
+/// Why the proxy sent a request to the agent.
+#[derive(Clone, Debug)]
+pub(super) enum Purpose {
+    /// A step of load `op`.
+    Load(u64, Step),
+    /// The client's recorded `initialize`, to a restarted agent.
+    Reinitialize,
+    /// The client's recorded `authenticate`, to a restarted agent.
+    Reauthenticate,
+}
+
+/// A request awaiting its response.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) method: String,
+    /// Sequence number of the request's record (answers to an exited agent's requests go out
+    /// in arrival order).
+    pub(super) seq: u64,
+    pub(super) session: Option<SessionId>,
+    /// For `session/new` / `session/fork`: the request record, to copy into the new session.
+    pub(super) setup: Option<Setup>,
+    /// What the catalog learns should the agent do it (a vendor rename or archive).
+    pub(super) index: Option<CatalogUpdate>,
+}
+
+#[derive(Debug)]
+pub(super) struct Setup {
+    pub(super) record: Record,
+    /// Its params as sent (unredacted), to bring the session up again after a restart.
+    pub(super) params: SetupParams,
+    pub(super) cwd: Option<String>,
+    /// The session it was already copied into (an early update opened it).
+    pub(super) copied_to: Option<SessionId>,
+}
+
+/// Requests awaiting their response, by sender and id.
+pub(super) type PendingTable = HashMap<(Side, RequestId), Pending>;
+
+impl Setup {
+    /// Only the client creates sessions.
+    pub(super) fn record_is_client_new(&self) -> bool {
+        matches!(
+            &self.record.body,
+            Body::Message {
+                from: Side::Client,
+                ..
+            }
+        )
+    }
+}

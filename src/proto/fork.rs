@@ -4,8 +4,9 @@
 
 use bytes::Bytes;
 
-use super::Proxy;
+use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
+use super::loading::Loads;
 use super::vocab::{Action, HashMap, SessionId, Stamp, Target};
 use crate::wire::envelope::{self, Peek, RequestId, error_json};
 
@@ -13,47 +14,59 @@ use crate::wire::envelope::{self, Peek, RequestId, error_json};
 #[derive(Debug, Default)]
 pub(super) struct Forks(HashMap<u64, LoadRequest>);
 
-impl Proxy {
+impl Forks {
     /// `session/fork` for an agent without it: the proxy forks the session in the journal
     /// (`ForkJournal`), then brings the fork up on a fresh agent session with the re-prime.
-    pub(super) fn start_fork(&mut self, at: Stamp, id: &RequestId, peek: &Peek<'_>, line: &Bytes) {
+    pub(super) fn start(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        id: &RequestId,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) {
         let Some(mut request) = LoadRequest::parse(id, peek, false) else {
-            self.cx.fx.journal_client(at, Target::Run, peek, line);
+            cx.fx.journal_client(at, Target::Run, peek, line);
             let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            self.cx.fx.answer(at, Target::Run, id, Err(&error));
+            cx.fx.answer(at, Target::Run, id, Err(&error));
             return;
         };
         let parent = std::mem::replace(&mut request.session, SessionId::from(""));
-        request.session = SessionId::from(fork_id(&parent, at, self.cx.fx.next_seq()));
-        request.request = Some(self.cx.fx.client_record(at, peek, line));
+        request.session = SessionId::from(fork_id(&parent, at, cx.fx.next_seq()));
+        request.request = Some(cx.fx.client_record(at, peek, line));
         request.fork = true;
-        let op = self.cx.next_op();
-        self.cx.fx.push(Action::ForkJournal {
+        let op = cx.next_op();
+        cx.fx.push(Action::ForkJournal {
             op,
             parent,
             fork: request.session.clone(),
             message: envelope::str_field(peek.params, "messageId"),
         });
-        self.forks.0.insert(op, request);
+        self.0.insert(op, request);
     }
 
     /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
     /// agent and answer), or it could not be made (`error`: answer that).
-    pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
-        let Some(request) = self.forks.0.remove(&op) else {
+    pub(super) fn forked(
+        &mut self,
+        cx: &mut Cx,
+        loads: &mut Loads,
+        at: Stamp,
+        op: u64,
+        outcome: Result<(), String>,
+    ) {
+        let Some(request) = self.0.remove(&op) else {
             return;
         };
         match outcome {
-            Ok(()) => {
-                self.loads.start(&mut self.cx, op, request);
-            }
+            Ok(()) => loads.start(cx, op, request),
             Err(error) => {
                 if let Some(record) = request.request {
-                    self.cx.fx.journal(Target::Run, record);
+                    cx.fx.journal(Target::Run, record);
                 }
                 if let Asker::Client(id) = &request.asker {
                     let error = error_json(-32002, &error, None);
-                    self.cx.fx.answer(at, Target::Run, id, Err(&error));
+                    cx.fx.answer(at, Target::Run, id, Err(&error));
                 }
             }
         }

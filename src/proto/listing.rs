@@ -20,7 +20,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::Proxy;
+use super::context::Cx;
+use super::sessions::SessionTable;
 use super::vocab::{Action, HashMap, HashSet, ListedSession, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Peek};
@@ -435,72 +436,77 @@ impl Lists {
     }
 }
 
-impl Proxy {
+impl Lists {
     /// True while the client wants `session/list_changed` for some working directory (it
-    /// declared `session.listChanged` and listed one in the last 10 minutes: a watch's end is a
-    /// [`Proxy::poll_timeout`], its tick ends it): the shell then watches the store and calls
-    /// [`Proxy::handle_store_changed`].
-    pub fn wants_list_changes(&self) -> bool {
-        !self.lists.watched.is_empty()
+    /// declared `session.listChanged` and listed one in the last 10 minutes).
+    pub(super) fn watching(&self) -> bool {
+        !self.watched.is_empty()
     }
 
-    /// Sessions of these working directories changed in the store (this proxy or another
-    /// started, updated or ended one): tell the client, for each it watches.
-    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
-        self.cx.now.mono_us = at.mono_us;
-        self.lists.end_watches(at.mono_us);
-        for cwd in cwds.iter().filter(|c| self.lists.watched.contains_key(*c)) {
+    /// Sessions of these working directories changed in the store: tell the client, for each
+    /// it watches.
+    pub(super) fn store_changed(&mut self, cx: &mut Cx, at: Stamp, cwds: &[String]) {
+        self.end_watches(at.mono_us);
+        for cwd in cwds.iter().filter(|c| self.watched.contains_key(*c)) {
             let line = Bytes::from(format!(
                 "{}\n",
                 json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
             ));
-            let record = self.cx.fx.proxy_record(at, Side::Agent, line.clone());
-            self.cx.fx.journal(Target::Run, record);
-            self.cx.fx.forward(Side::Client, line);
+            let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
+            cx.fx.journal(Target::Run, record);
+            cx.fx.forward(Side::Client, line);
         }
     }
 
-    /// The store's sessions, answering [`Action::FetchSessions`].
-    pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
-        let Some(list) = self.lists.by_op.get_mut(&request) else {
-            return;
-        };
-        if self.connections.is_hosted() {
+    /// The store's sessions for list `op` (`hosted`: the rows live on the host are marked):
+    /// the page is answered, or, for a list the agent answers too, the merged answer is
+    /// returned once both are here, to go out as the agent's.
+    pub(super) fn listed(
+        &mut self,
+        cx: &mut Cx,
+        hosted: bool,
+        at: Stamp,
+        op: u64,
+        sessions: Vec<ListedSession>,
+    ) -> Option<Bytes> {
+        let list = self.by_op.get_mut(&op)?;
+        if hosted {
             list.live = sessions
                 .iter()
-                .filter(|s| self.cx.sessions.is_live(&s.session))
+                .filter(|s| cx.sessions.is_live(&s.session))
                 .map(|s| s.session.clone())
                 .collect();
         }
         list.listed = Some(sessions);
         if list.forwarded {
-            self.try_merge_list(at, request);
-            return;
+            return self.try_merge(&cx.sessions, op);
         }
-        let Some(list) = self.lists.remove(request) else {
-            return;
-        };
-        self.cx.fx.answer(
+        let list = self.remove(op)?;
+        cx.fx.answer(
             at,
             Target::Run,
             &list.client_id,
             list.page().as_deref().map_err(String::as_str),
         );
+        None
     }
 
-    pub(super) fn start_list(
+    /// A client's `session/list`: the store is asked for its sessions; with an agent that
+    /// lists, the request goes on to it too (false: the line passes), else it is taken here.
+    pub(super) fn start(
         &mut self,
+        cx: &mut Cx,
         at: Stamp,
         id: &RequestId,
         peek: &Peek<'_>,
         line: &Bytes,
     ) -> bool {
-        let op = self.cx.next_op();
+        let op = cx.next_op();
         let cursor = envelope::str_field(peek.params, "cursor");
         // With an agent that lists: the first page and the merged ones go to it; a page of the
         // journal's rows after the agent's last is served here.
         let (forwarded, agent_cursor, after) = match cursor.as_deref().map(decode_cursor) {
-            _ if !self.cx.agent.list => (false, None, None),
+            _ if !cx.agent.list => (false, None, None),
             Some(Some(Cursor::Merged(agent, updated, session))) => {
                 (true, Some(agent), Some((updated, session)))
             }
@@ -511,12 +517,12 @@ impl Proxy {
             None => (true, None, None),
         };
         if !forwarded
-            && self.cx.client.list_changed
+            && cx.client.list_changed
             && let Some(cwd) = envelope::str_field(peek.params, "cwd")
         {
-            self.lists.watch(cwd, at.mono_us);
+            self.watch(cwd, at.mono_us);
         }
-        self.lists.insert(
+        self.insert(
             op,
             List {
                 client_id: id.clone(),
@@ -536,26 +542,22 @@ impl Proxy {
                 live: HashSet::default(),
             },
         );
-        self.cx.fx.push(Action::FetchSessions { request: op });
+        cx.fx.push(Action::FetchSessions { request: op });
         if forwarded {
             return false;
         }
-        self.cx.fx.journal_client(at, Target::Run, peek, line);
+        cx.fx.journal_client(at, Target::Run, peek, line);
         true
     }
 
-    /// Relay the agent's `session/list` answer merged with the journal's, once both are here.
-    pub(super) fn try_merge_list(&mut self, at: Stamp, op: u64) {
-        let mapped = self
-            .cx
-            .sessions
+    /// The agent's `session/list` answer merged with the journal's, once both are here (the
+    /// list ends).
+    pub(super) fn try_merge(&mut self, sessions: &SessionTable, op: u64) -> Option<Bytes> {
+        let mapped = sessions
             .agent_ids()
             .map(|(agent, client)| (agent.as_str(), &**client));
-        let Some(line) = self.lists.get(op).and_then(|l| l.merged(mapped)) else {
-            return;
-        };
-        self.lists.remove(op);
-        let facing = envelope::peek(&line);
-        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
+        let line = self.get(op).and_then(|l| l.merged(mapped))?;
+        self.remove(op);
+        Some(line)
     }
 }

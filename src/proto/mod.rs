@@ -516,10 +516,10 @@ impl Proxy {
                     false
                 }
                 "session/fork" if !self.cx.agent.fork && self.cx.emulates_loading() => {
-                    self.start_fork(at, id, peek, line);
+                    self.forks.start(&mut self.cx, at, id, peek, line);
                     true
                 }
-                "session/list" => self.start_list(at, id, peek, line),
+                "session/list" => self.lists.start(&mut self.cx, at, id, peek, line),
                 "session/close" if self.cx.agent.close => {
                     // The agent closes it: a later load must bring it up again.
                     if let Some(s) = session() {
@@ -656,7 +656,9 @@ impl Proxy {
                     None => line.clone(),
                 };
                 self.lists.answered(op, line);
-                self.try_merge_list(at, op);
+                if let Some(line) = self.lists.try_merge(&self.cx.sessions, op) {
+                    self.relay_merged_list(at, line);
+                }
                 true
             }
             Kind::Notification { .. } | Kind::Request { .. } => {
@@ -854,5 +856,44 @@ impl Proxy {
         for line in lines {
             self.take_line(at, from, line);
         }
+    }
+
+    /// True while the client wants `session/list_changed` for some working directory (it
+    /// declared `session.listChanged` and listed one in the last 10 minutes: a watch's end is a
+    /// [`Proxy::poll_timeout`], its tick ends it): the shell then watches the store and calls
+    /// [`Proxy::handle_store_changed`].
+    pub fn wants_list_changes(&self) -> bool {
+        self.lists.watching()
+    }
+
+    /// Sessions of these working directories changed in the store (this proxy or another
+    /// started, updated or ended one): tell the client, for each it watches.
+    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
+        self.cx.now.mono_us = at.mono_us;
+        self.lists.store_changed(&mut self.cx, at, cwds);
+    }
+
+    /// The store's sessions, answering [`Action::FetchSessions`].
+    pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
+        let hosted = self.connections.is_hosted();
+        if let Some(line) = self
+            .lists
+            .listed(&mut self.cx, hosted, at, request, sessions)
+        {
+            self.relay_merged_list(at, line);
+        }
+    }
+
+    /// The agent's `session/list` answer merged with the journal's goes out as the agent's.
+    fn relay_merged_list(&mut self, at: Stamp, line: Bytes) {
+        let facing = envelope::peek(&line);
+        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
+    }
+
+    /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
+    /// agent and answer), or it could not be made (`error`: answer that).
+    pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
+        self.forks
+            .forked(&mut self.cx, &mut self.loads, at, op, outcome);
     }
 }

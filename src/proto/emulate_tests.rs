@@ -1088,12 +1088,7 @@ fn the_catalog_hears_when_a_session_runs_waits_and_ends_its_turn_with_usage() {
         "{:?}",
         h.requests
     );
-    let facts: Vec<CatalogUpdate> = h
-        .proxy
-        .take_turn_facts()
-        .into_iter()
-        .map(|(u, _)| u)
-        .collect();
+    let facts: Vec<CatalogUpdate> = h.turn_facts().into_iter().map(|(u, _)| u).collect();
     let s = SessionId::from("S");
     assert_eq!(
         facts,
@@ -1115,7 +1110,7 @@ fn the_catalog_hears_when_a_session_runs_waits_and_ends_its_turn_with_usage() {
     // While the permission request waited, the state said so.
     h.agent(r#"{"jsonrpc":"2.0","id":8,"method":"session/request_permission","params":{"sessionId":"S","toolCall":{"toolCallId":"t"},"options":[]}}"#);
     assert_eq!(
-        h.proxy.take_turn_facts()[0].0,
+        h.turn_facts()[0].0,
         CatalogUpdate::State {
             session: SessionId::from("S"),
             state: "requires_action"
@@ -1398,8 +1393,7 @@ fn a_v2_turn_ends_in_the_catalog_with_its_idle_state_update_not_with_the_prompt_
     h.client(r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"hi"}]}}"#);
     h.agent(r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#);
     let ended = |h: &mut Harness| {
-        h.proxy
-            .take_turn_facts()
+        h.turn_facts()
             .into_iter()
             .any(|(u, _)| matches!(u, CatalogUpdate::TurnEnded { .. }))
     };

@@ -171,7 +171,7 @@ impl Proxy {
                 clients::settle(&mut self.cx, &mut self.connections);
             }
             let route = match self.cx.fx.pop()? {
-                Queued::Action(action) => return Some(action),
+                Queued::Action(action) => return Some(self.facts_first(action)),
                 Queued::ToClients(line) => self.connections.route(line, &self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
@@ -217,11 +217,27 @@ impl Proxy {
         self.cx.pending.len()
     }
 
-    /// What the catalog learned with the turns since the last call (coalesced per session,
-    /// each with its time): take it about once a second, and before anything else is written
-    /// to the catalog or read from it.
-    pub fn take_turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
-        self.cx.facts.take()
+    /// Time to write what the catalog learned with the turns (about once a second, and at the
+    /// end): it leaves as [`Action::TurnFacts`].
+    pub fn handle_facts_due(&mut self) {
+        let facts = self.cx.facts.take();
+        if !facts.is_empty() {
+            self.cx.fx.push(Action::TurnFacts(facts));
+        }
+    }
+
+    /// `action`, unless it reads or writes the catalog while turn facts wait: then the facts
+    /// go first ([`Action::TurnFacts`]) and `action` next.
+    fn facts_first(&mut self, action: Action) -> Action {
+        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
+            return action;
+        }
+        let facts = self.cx.facts.take();
+        if facts.is_empty() {
+            return action;
+        }
+        self.routed.push_front(action);
+        Action::TurnFacts(facts)
     }
 
     /// Sequence number of the next record.

@@ -124,6 +124,20 @@ impl Harness {
         }
     }
 
+    /// What the catalog learned with the turns since the last call ([`Proxy::handle_facts_due`]).
+    pub(super) fn turn_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
+        self.proxy.handle_facts_due();
+        self.drain();
+        let at = self
+            .requests
+            .iter()
+            .rposition(|a| matches!(a, Action::TurnFacts(_)));
+        match at.map(|i| self.requests.remove(i)) {
+            Some(Action::TurnFacts(facts)) => facts,
+            _ => Vec::new(),
+        }
+    }
+
     /// The message bodies journaled to `target`, as strings, in order.
     pub(super) fn journal(&self, target: &Target) -> Vec<String> {
         self.journals

@@ -1,8 +1,9 @@
 //! What the catalog learns with every turn (a session's first prompt, its state, its turns'
 //! ends, its usage; its title and time from the agent's `session_info_update`, passed on at
-//! once), the facts coalesced per session in the core until the shell takes them
-//! ([`super::Proxy::take_turn_facts`], about once a second and before anything else is written
-//! to the catalog or read from it). A turn thus costs a few field updates, not an action each,
+//! once), the facts coalesced per session in the core until they leave as one
+//! [`super::Action::TurnFacts`] (about once a second, [`super::Proxy::handle_facts_due`], and
+//! before anything else is written to the catalog or read from it). The learning itself is
+//! [`super::catalog`]'s. A turn thus costs a few field updates, not an action each,
 //! and what waits is bounded by the sessions of the run.
 
 use std::borrow::Cow;

@@ -119,6 +119,11 @@ pub enum Action {
     },
     /// Record session metadata in the store's catalog.
     Catalog(CatalogUpdate),
+    /// What the catalog learned with the turns (coalesced per session, each with the Unix
+    /// microseconds it was learned at), to write to the catalog: after
+    /// [`super::Proxy::handle_facts_due`], and before any `FetchSessions` or `Catalog`, so the
+    /// catalog is read and written with every turn seen.
+    TurnFacts(Vec<(CatalogUpdate, i64)>),
     /// Tell the user (log at info level).
     Log(String),
     /// Kill the agent (a prompt stalled past `--stall-timeout` and its cancel): the shell then

@@ -3,9 +3,9 @@
 //! for a session's branch) ever blocks the relay.
 //!
 //! What changes with every turn (a session's state, first prompt, turn ends, usage) is coalesced
-//! in the core ([`crate::proto::Proxy::take_turn_facts`]); the shell writes it about once a
-//! second, and before any other entry or a read for `session/list`, with
-//! [`CatalogService::write`]. Everything else (a session opened, closed, aliased, titled,
+//! in the core, which lets it out as [`crate::proto::Action::TurnFacts`] about once a second
+//! (the shell's sync tick calls [`crate::proto::Proxy::handle_facts_due`]) and before any other
+//! entry or a read for `session/list`; the shell writes it with [`CatalogService::write`]. Everything else (a session opened, closed, aliased, titled,
 //! deleted) is written at once, in the order it happened.
 
 use std::path::Path;

@@ -247,8 +247,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             }
             _ = self.sync_tick.tick() => {
                 self.out.journals.sync();
-                let full = self.out.journals.store_full();
-                self.out.services.turn_facts(self.core.take_turn_facts(), full);
+                self.core.handle_facts_due();
             }
             _ = self.list_tick.tick(), if self.core.wants_list_changes() => self.out.services.catalog.check_changes(),
             Some(sig) = self.signals.recv(), if !self.hosted || self.client_open => self.signal(sig),
@@ -471,11 +470,9 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                 apply(&mut self.core, &self.clock, &mut self.out);
             }
         }
+        self.core.handle_facts_due();
+        apply(&mut self.core, &self.clock, &mut self.out);
         let end = self.clock.now();
-        let full = self.out.journals.store_full();
-        self.out
-            .services
-            .turn_facts(self.core.take_turn_facts(), full);
         let code = self.life.status().unwrap_or(1);
         let Outputs {
             journals,

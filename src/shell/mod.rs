@@ -494,14 +494,12 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
             }),
             Action::EndClient(conn) => batch.end_clients.push(conn),
             Action::CancelHistory { load } => out.services.cancel_history(load),
-            Action::FetchSessions { request } => {
-                // The list shows every turn this run has seen.
+            Action::FetchSessions { request } => out.services.catalog.sessions(request),
+            Action::TurnFacts(facts) => {
                 let full = out.journals.store_full();
-                out.services.turn_facts(core.take_turn_facts(), full);
-                out.services.catalog.sessions(request);
+                out.services.turn_facts(facts, full);
             }
             Action::Catalog(update) if !out.journals.store_full() => {
-                out.services.turn_facts(core.take_turn_facts(), false);
                 let entry = catalog_entry(update, clock.now().unix_us);
                 out.services.catalog.append(entry);
             }

@@ -137,7 +137,7 @@ pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Recor
 }
 
 /// A session the agent created under an ID the store held (see
-/// [`super::Proxy::set_stored_check`]): its journal and the catalog say which ID the agent uses.
+/// [`super::reused_ids`]): its journal and the catalog say which ID the agent uses.
 fn tell_reused(cx: &mut Cx, session: &SessionId, record: &Record) {
     let agent = cx.sessions.agent_id(session);
     if agent.as_str() == &**session {

@@ -10,6 +10,7 @@ use super::effects::Effects;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
 use super::redact;
+use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
 use super::turn_facts::TurnFacts;
 use super::vocab::{Config, HashMap, Initialize, LoadMode, SessionId, Stamp, Target};
@@ -36,8 +37,8 @@ pub(super) struct Cx {
     pub(super) now: Stamp,
     /// Operation numbers (loads, lists, forks), naming the store requests.
     next_op: u64,
-    /// Whether the store already holds a session ID (an earlier run's): set by the shell.
-    stored: StoredCheck,
+    /// Session IDs the agent uses again, and what the store said of them.
+    pub(super) reused: ReusedIds,
 }
 
 impl Cx {
@@ -54,7 +55,7 @@ impl Cx {
             facts: TurnFacts::default(),
             now: Stamp::default(),
             next_op: 0,
-            stored: StoredCheck(None),
+            reused: ReusedIds::default(),
         }
     }
 
@@ -141,41 +142,5 @@ impl Cx {
             Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
             None => text,
         }
-    }
-
-    /// How to tell that the store already holds a session ID (see
-    /// [`super::Proxy::set_stored_check`]).
-    pub(super) fn set_stored_check(&mut self, stored: Box<IsStored>) {
-        self.stored = StoredCheck(Some(stored));
-    }
-
-    /// A client-facing ID for the agent's new session `s` when the store already holds `s`
-    /// from an earlier run: `s~2`, `s~3`, … (the first the store does not hold).
-    pub(super) fn fresh_id_for_reused(&self, s: &str) -> Option<SessionId> {
-        let stored = self.stored.0.as_ref()?;
-        if self.sessions.journal_open(s) || !stored(s) {
-            return None;
-        }
-        (2u32..)
-            .map(|n| format!("{s}~{n}"))
-            .find(|id| !stored(id) && !self.sessions.journal_open(id))
-            .map(SessionId::from)
-    }
-}
-
-/// Whether the store holds a session ID.
-pub(super) type IsStored = dyn Fn(&str) -> bool + Send;
-
-/// The shell's test for session IDs the store holds.
-#[derive(Default)]
-struct StoredCheck(Option<Box<IsStored>>);
-
-impl std::fmt::Debug for StoredCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "StoredCheck(set)"
-        } else {
-            "StoredCheck(none)"
-        })
     }
 }

@@ -180,7 +180,7 @@ fn rewrite_agent_response(
         }
         Some("session/new") if !is_error => {
             if let Some(s) = envelope::str_field(peek.result, "sessionId") {
-                match cx.fresh_id_for_reused(&s) {
+                match cx.reused.fresh_id(&s) {
                     Some(fresh) => {
                         // Mapped from the start (no prefix: nothing was replayed into it).
                         let agent = AgentSessionId::from(s.as_str());

@@ -1465,9 +1465,13 @@ fn a_v2_prompt_is_watched_for_stalls_until_its_session_is_idle_not_until_it_is_t
 
 #[test]
 fn a_session_id_the_store_already_holds_gets_a_fresh_client_facing_id_mapped_to_the_agents() {
-    let mut h = emulating();
-    h.proxy
-        .set_stored_check(|id| id == "echo-session-1" || id == "echo-session-1~2");
+    let mut h = Harness::with(Config {
+        asks_store: true,
+        ..Config::default()
+    });
+    h.stored = |id| id == "echo-session-1" || id == "echo-session-1~2";
+    h.client(INIT);
+    h.agent(INIT_OK);
     h.client(
         r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
     );
@@ -1501,4 +1505,63 @@ fn a_session_id_the_store_already_holds_gets_a_fresh_client_facing_id_mapped_to_
     );
     h.agent(r#"{"jsonrpc":"2.0","id":3,"result":{"sessionId":"echo-session-2"}}"#);
     assert_eq!(last_to_client(&h)["result"]["sessionId"], "echo-session-2");
+}
+
+#[test]
+fn the_agent_lines_after_a_new_sessions_answer_wait_in_order_for_the_stores_answer() {
+    let mut h = Harness::with(Config {
+        asks_store: true,
+        ..Config::default()
+    });
+    h.client(INIT);
+    h.agent(INIT_OK);
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    let sent = h.to_client.len();
+    let at = h.stamp();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#,
+    ] {
+        h.proxy
+            .handle_line(at, Peer::Agent, Bytes::from(format!("{line}\n")));
+    }
+    let asked: Vec<Action> = std::iter::from_fn(|| h.proxy.poll_action()).collect();
+    let [Action::FindFreeId { ask, session }] = asked.as_slice() else {
+        panic!("only the question goes out while the lines wait: {asked:?}");
+    };
+    assert_eq!(&**session, "s-1");
+    h.proxy.handle_free_id(at, *ask, SessionId::from("s-1~2"));
+    h.drain();
+    let out: Vec<Value> = h.to_client[sent..]
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(out.len(), 2, "the answer, then the update");
+    assert_eq!(out[0]["result"]["sessionId"], "s-1~2");
+    assert_eq!(out[1]["params"]["sessionId"], "s-1~2");
+}
+
+#[test]
+fn an_agent_that_ends_while_the_store_is_asked_keeps_its_own_session_id() {
+    let mut h = Harness::with(Config {
+        asks_store: true,
+        ..Config::default()
+    });
+    h.client(INIT);
+    h.agent(INIT_OK);
+    h.client(
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+    );
+    let at = h.stamp();
+    h.proxy.handle_line(
+        at,
+        Peer::Agent,
+        Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s-1\"}}\n"),
+    );
+    h.proxy.handle_eof(at, Peer::Agent);
+    h.drain();
+    assert_eq!(last_to_client(&h)["result"]["sessionId"], "s-1");
+    assert!(h.journals.contains_key(&Target::Session("s-1".into())));
 }

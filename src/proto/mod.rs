@@ -71,6 +71,7 @@ mod redact_tests;
 mod restart;
 #[cfg(test)]
 mod restart_tests;
+mod reused_ids;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -95,6 +96,7 @@ use loading::{Loads, Progress};
 use native::NativeAnswer;
 use pending::Purpose;
 use restart::Handshake;
+pub use reused_ids::reuse_candidates;
 use vocab::AgentRef;
 pub use vocab::{
     Action, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, HistoryChunk, Initialize,
@@ -144,14 +146,6 @@ impl Proxy {
             agent_ended: false,
             client_ended: false,
         }
-    }
-
-    /// How to tell that the store already holds a session ID (an earlier run's journal). An
-    /// agent's `session/new` answer naming one (an agent that numbers its sessions afresh in
-    /// each process) gets a fresh client-facing ID, mapped to the agent's, so two conversations
-    /// never share a journal. Without it, no ID is taken for reused.
-    pub fn set_stored_check(&mut self, stored: impl Fn(&str) -> bool + Send + 'static) {
-        self.cx.set_stored_check(Box::new(stored));
     }
 
     /// The next action to apply, in order.
@@ -249,7 +243,7 @@ impl Proxy {
     pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
         let peek = envelope::peek(&line);
         let conn = match from {
-            Peer::Agent => return self.take(at, Side::Agent, &peek, &line),
+            Peer::Agent => return self.agent_line(at, line),
             Peer::Client(conn) => conn,
         };
         self.connections.arrive(conn);
@@ -283,6 +277,47 @@ impl Proxy {
                 // Another connection answered first; this answer has nobody to go to.
                 tracing::debug!("dropped a late answer of connection {}", conn.0);
             }
+        }
+    }
+
+    /// The store's answer to [`Action::FindFreeId`] `ask`: the first of the candidate IDs it
+    /// does not hold. The agent's answer that named the session goes on under that ID (mapped
+    /// to the agent's when it is another), then the agent lines that waited.
+    pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
+        for line in self.cx.reused.answered(ask, Some(free)).unwrap_or_default() {
+            self.agent_line(at, line);
+        }
+    }
+
+    /// An agent line: held while the store is asked about a session the agent created (the
+    /// answer that named it first, [`reused_ids`]), else handled.
+    fn agent_line(&mut self, at: Stamp, line: Bytes) {
+        if self.cx.reused.asking() {
+            if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
+                // Past the bound the agent's ID stands, and the lines go on.
+                self.give_up_free_id(at);
+                self.agent_line(at, line);
+            }
+            return;
+        }
+        let peek = envelope::peek(&line);
+        let cx = &mut self.cx;
+        if cx.config.asks_store
+            && let Some((ask, session)) =
+                cx.reused
+                    .ask(&peek, &line, &cx.pending, &cx.ids, &cx.sessions)
+        {
+            cx.fx.push(Action::FindFreeId { ask, session });
+            return;
+        }
+        self.take(at, Side::Agent, &peek, &line);
+    }
+
+    /// No answer will come from the store for the question in flight (the agent is gone):
+    /// the agent's ID stands, and the lines that waited go on.
+    fn give_up_free_id(&mut self, at: Stamp) {
+        for line in self.cx.reused.give_up().unwrap_or_default() {
+            self.agent_line(at, line);
         }
     }
 
@@ -419,6 +454,7 @@ impl Proxy {
         }
         let from = from.side();
         if from == Side::Agent {
+            self.give_up_free_id(at);
             self.flush_stderr(at, true);
             self.agent_ended = true;
             if !self.client_ended {
@@ -843,6 +879,7 @@ impl Proxy {
     /// restarted process at once, of a host when it has been unreachable for a few seconds
     /// (on a [`Proxy::handle_tick`]).
     pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
+        self.give_up_free_id(at);
         self.flush_stderr(at, true);
         let (lost, waiting) = self.handshake.agent_lost(&mut self.cx, at, code);
         self.drop_agent(at, restart::lost_error(self.cx.config.remote));

@@ -29,6 +29,8 @@ pub(super) struct Harness {
     pub(super) closed_agent_stdin: bool,
     /// Other actions, in order (fetches, catalog updates, logs).
     pub(super) requests: Vec<Action>,
+    /// The session IDs the store holds, answering `FindFreeId` (with `Config::asks_store`).
+    pub(super) stored: fn(&str) -> bool,
 }
 
 impl Harness {
@@ -51,6 +53,7 @@ impl Harness {
             opened: vec![],
             closed_agent_stdin: false,
             requests: vec![],
+            stored: |_| false,
         }
     }
 
@@ -119,6 +122,12 @@ impl Harness {
                     self.journals.entry(target).or_default().push(record);
                 }
                 Action::CloseAgentStdin => self.closed_agent_stdin = true,
+                Action::FindFreeId { ask, session } => {
+                    let stored = self.stored;
+                    let free = reuse_candidates(&session).find(|id| !stored(id));
+                    let at = self.stamp();
+                    self.proxy.handle_free_id(at, ask, free.unwrap_or(session));
+                }
                 other => self.requests.push(other),
             }
         }

@@ -119,6 +119,16 @@ pub enum Action {
     },
     /// Record session metadata in the store's catalog.
     Catalog(CatalogUpdate),
+    /// Which of the IDs a session the agent just created may take
+    /// ([`super::reuse_candidates`]: `session`, `session~2`, …) the store does not hold yet:
+    /// answer with [`super::Proxy::handle_free_id`] (the first it does not hold). The agent's
+    /// lines wait for the answer.
+    FindFreeId {
+        /// Names the answer.
+        ask: u64,
+        /// The agent's ID for its new session.
+        session: SessionId,
+    },
     /// What the catalog learned with the turns (coalesced per session, each with the Unix
     /// microseconds it was learned at), to write to the catalog: after
     /// [`super::Proxy::handle_facts_due`], and before any `FetchSessions` or `Catalog`, so the
@@ -313,6 +323,11 @@ pub struct Config {
     /// (microseconds) for a connection to attach, then are answered as when the connection
     /// they went to ends (a permission request cancelled, anything else -32603).
     pub unattended_timeout_us: u64,
+    /// The shell answers [`Action::FindFreeId`] (it has a store): a session the agent creates
+    /// under an ID the store already holds (an earlier run's) gets a fresh client-facing ID,
+    /// mapped to the agent's, so two conversations never share a journal. Without it no ID is
+    /// taken for reused.
+    pub asks_store: bool,
 }
 
 impl Default for Config {
@@ -329,6 +344,7 @@ impl Default for Config {
             hosted: false,
             remote: false,
             unattended_timeout_us: 300_000_000,
+            asks_store: false,
         }
     }
 }

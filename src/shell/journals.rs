@@ -393,6 +393,11 @@ impl<T: Send + 'static> JournalSet<T> {
         &self.info.run
     }
 
+    /// True when the store holds a session of this ID (its directory exists).
+    pub fn holds(&self, session: &str) -> bool {
+        self.store.session_dir(session).exists()
+    }
+
     /// True once the store is full: journaling has stopped for this run.
     pub fn store_full(&self) -> bool {
         self.health.full()

@@ -99,10 +99,11 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         };
         let agent_line = info.argv.join(" ");
         let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
-        let mut core = Proxy::new(config.core);
-        // One stat per session the agent creates (rare), to keep an ID it reuses apart.
-        let store = config.store.clone();
-        core.set_stored_check(move |id| store.session_dir(id).exists());
+        // The shell answers which IDs the store holds (`FindFreeId`).
+        let core = Proxy::new(proto::Config {
+            asks_store: true,
+            ..config.core
+        });
         let (history_tx, history_rx) = mpsc::channel(4);
         let (fork_tx, fork_rx) = mpsc::channel(4);
         let scope = catalog::ListScope {

@@ -495,6 +495,11 @@ fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
             Action::EndClient(conn) => batch.end_clients.push(conn),
             Action::CancelHistory { load } => out.services.cancel_history(load),
             Action::FetchSessions { request } => out.services.catalog.sessions(request),
+            Action::FindFreeId { ask, session } => {
+                // One stat per session the agent creates (rare), to keep an ID it reuses apart.
+                let free = proto::reuse_candidates(&session).find(|id| !out.journals.holds(id));
+                core.handle_free_id(clock.now(), ask, free.unwrap_or(session));
+            }
             Action::TurnFacts(facts) => {
                 let full = out.journals.store_full();
                 out.services.turn_facts(facts, full);

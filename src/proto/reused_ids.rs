@@ -1,0 +1,129 @@
+//! Session IDs an agent uses again. An agent that numbers its sessions afresh in each process
+//! (`session-1` once more) must not write a new conversation into an earlier run's journal.
+//! When it answers a `session/new` with an ID this run has not opened, the core asks the store
+//! which of that ID and its fresh forms (`s~2`, `s~3`, …: [`reuse_candidates`]) it does not hold
+//! yet ([`super::Action::FindFreeId`]), and holds that answer and the agent's later lines until
+//! the store's answer comes ([`super::Proxy::handle_free_id`]): the ID itself, which passes as
+//! the agent gave it, or a fresh client-facing ID, mapped to the agent's. The store's knowledge
+//! arrives as an input, as history does. Without `Config::asks_store` nothing is asked.
+
+use bytes::Bytes;
+
+use super::held::HeldLines;
+use super::ids::OwnIds;
+use super::pending::PendingTable;
+use super::sessions::SessionTable;
+use super::vocab::{HashMap, SessionId};
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, Peek};
+
+/// The IDs a new session `s` may take, in order: `s` itself, then `s~2`, `s~3`, … (the store
+/// gives the first it does not hold).
+pub fn reuse_candidates(s: &str) -> impl Iterator<Item = SessionId> + '_ {
+    std::iter::once(SessionId::from(s))
+        .chain((2u32..).map(move |n| SessionId::from(format!("{s}~{n}"))))
+}
+
+/// The question to the store in flight, and what the store said.
+#[derive(Debug, Default)]
+pub(super) struct ReusedIds {
+    next_ask: u64,
+    asking: Option<Question>,
+    /// The store's answers not used yet: the agent's ID, and the client-facing one it takes.
+    answers: HashMap<SessionId, SessionId>,
+}
+
+/// A question to the store, and the agent lines that wait for its answer.
+#[derive(Debug)]
+struct Question {
+    ask: u64,
+    /// The agent's ID for the new session.
+    session: SessionId,
+    /// The agent's answer to `session/new` that named the session.
+    line: Bytes,
+    /// The agent's lines since, in order.
+    later: HeldLines,
+}
+
+impl ReusedIds {
+    /// True while agent lines wait for the store's answer.
+    pub(super) fn asking(&self) -> bool {
+        self.asking.is_some()
+    }
+
+    /// Hold an agent line behind the question (false, nothing held, past `limit` bytes).
+    pub(super) fn hold(&mut self, line: &Bytes, limit: usize) -> bool {
+        self.asking
+            .as_mut()
+            .is_some_and(|q| q.later.hold(line, limit))
+    }
+
+    /// Ask the store about the new session `line` (described by `peek`) names, if it is one
+    /// this run has not opened: the question's number, to go out as `FindFreeId`; the line
+    /// waits with the question.
+    pub(super) fn ask(
+        &mut self,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        pending: &PendingTable,
+        ids: &OwnIds,
+        sessions: &SessionTable,
+    ) -> Option<(u64, SessionId)> {
+        let session = new_session(peek, pending, ids)?;
+        if sessions.journal_open(&session) || self.answers.contains_key(&session) {
+            return None;
+        }
+        let ask = self.next_ask;
+        self.next_ask += 1;
+        self.asking = Some(Question {
+            ask,
+            session: session.clone(),
+            line: line.clone(),
+            later: HeldLines::default(),
+        });
+        Some((ask, session))
+    }
+
+    /// The store's answer to question `ask`: the first ID it does not hold (`None`: given up
+    /// on, the agent's ID stands). Returns the lines that waited, the agent's answer first.
+    pub(super) fn answered(&mut self, ask: u64, free: Option<SessionId>) -> Option<Vec<Bytes>> {
+        let question = self.asking.take_if(|q| q.ask == ask)?;
+        let session = question.session;
+        self.answers
+            .insert(session.clone(), free.unwrap_or(session));
+        let mut later = question.later;
+        let mut lines = vec![question.line];
+        lines.extend(later.take());
+        Some(lines)
+    }
+
+    /// The client-facing ID the agent's new session `s` takes, when it is not `s` (the store
+    /// holds `s` from an earlier run).
+    pub(super) fn fresh_id(&mut self, s: &str) -> Option<SessionId> {
+        let (agent, client) = self.answers.remove_entry(s)?;
+        (agent != client).then_some(client)
+    }
+
+    /// The question in flight, if any, given up on (the agent is gone, or the lines waiting
+    /// passed their bound): the agent's ID stands. Returns the lines that waited.
+    pub(super) fn give_up(&mut self) -> Option<Vec<Bytes>> {
+        let ask = self.asking.as_ref()?.ask;
+        self.answered(ask, None)
+    }
+}
+
+/// The session a successful answer to a client's `session/new` names.
+fn new_session(peek: &Peek<'_>, pending: &PendingTable, ids: &OwnIds) -> Option<SessionId> {
+    let Kind::Response {
+        id,
+        is_error: false,
+    } = &peek.kind
+    else {
+        return None;
+    };
+    let asked = pending.get(&(Side::Client, ids.client_id(id)))?;
+    if asked.method != "session/new" {
+        return None;
+    }
+    envelope::str_field(peek.result, "sessionId").map(SessionId::from)
+}

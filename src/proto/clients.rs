@@ -9,11 +9,13 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::attribution;
-use super::connection::{self, Connections};
+use std::collections::VecDeque;
+
+use super::connection::{self, Connections, Route};
 use super::context::Cx;
 use super::loading::Loads;
 use super::native::replay_from;
-use super::vocab::{Action, ConnId, LoadMode, SessionId, Stamp, Target};
+use super::vocab::{Action, ConnId, LoadMode, Peer, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 
@@ -56,6 +58,41 @@ pub(super) fn answer_initialize_again(
         return true;
     }
     false
+}
+
+/// Deliver a line for the clients as routing says (`route`): the action for one connection;
+/// for several, each goes to `routed` (polled next); an agent request no client can answer is
+/// answered for it, one waiting for a client to attach waits (bounded).
+pub(super) fn deliver(
+    cx: &mut Cx,
+    connections: &mut Connections,
+    route: Route,
+    routed: &mut VecDeque<Action>,
+) -> Option<Action> {
+    let at = cx.now;
+    match route {
+        Route::One(conn, line) => {
+            return Some(Action::Forward {
+                to: Peer::Client(conn),
+                line,
+            });
+        }
+        Route::Unanswerable(id, line, why) => answer_unasked(cx, at, id, &line, why),
+        Route::Wait(mut waiting) => {
+            waiting.since_us = at.mono_us;
+            let (id, line) = (waiting.id.clone(), waiting.line.clone());
+            if !connections.wait(waiting) {
+                let why = "too many requests wait for a client";
+                answer_unasked(cx, at, id, &line, why);
+            }
+        }
+        Route::Each(conns, line) => routed.extend(conns.into_iter().map(|conn| Action::Forward {
+            to: Peer::Client(conn),
+            line: line.clone(),
+        })),
+        Route::Dropped => {}
+    }
+    None
 }
 
 /// An agent request whose connection ended unanswered: asked again of another connection

@@ -1,6 +1,7 @@
 //! Several client connections on one core: ids mapped per connection, lines routed to the
 //! connections a session is attached to, a connection that ends while its sessions live on.
 
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::tests::{Harness, json_of};
@@ -148,7 +149,7 @@ fn a_connection_ends_while_its_session_lives_on_and_the_last_ends_the_client() {
         "to one now"
     );
     assert_eq!(one[n - 1]["id"], 8);
-    assert_eq!(h.proxy.cx.sessions.attached("A"), [ConnId(1)]);
+    assert_eq!(h.proxy.sessions().attached("A"), [ConnId(1)]);
     let at = h.stamp();
     h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
     h.drain();

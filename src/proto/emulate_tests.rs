@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 
 use super::tests::{Harness, fetch, json_of, sessions_answer};
 use super::*;
+use crate::journal::Event;
+use crate::journal::format::Body;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
 const INIT_OK: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"promptCapabilities":{"image":true}},"authMethods":[]}}"#;
@@ -238,7 +240,7 @@ fn agent_lines_held_while_a_load_starts_their_session_are_bounded() {
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
     assert_eq!(last_to_client(&h)["id"], 5, "the load is answered");
     assert!(
-        !h.proxy.cx.sessions.held_overflowed(),
+        !h.proxy.sessions().held_overflowed(),
         "the next load holds again"
     );
 }

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::context::Cx;
+use super::ids::OwnIds;
 use super::sessions::SessionTable;
 use super::vocab::{Action, HashMap, HashSet, ListedSession, Stamp, Target};
 use crate::wire::Side;
@@ -410,7 +411,7 @@ impl Lists {
     }
 
     /// The agent's answer to forwarded list `op` (the client's id restored), to merge.
-    pub(super) fn answered(&mut self, op: u64, line: Bytes) {
+    fn answered(&mut self, op: u64, line: Bytes) {
         if let Some(l) = self.by_op.get_mut(&op) {
             l.response = Some(line);
         }
@@ -434,6 +435,14 @@ impl Lists {
         self.watched
             .retain(|_, listed| now.saturating_sub(*listed) < LIST_WATCH_US);
     }
+}
+
+/// What became of an agent's answer.
+pub(super) enum ListAnswer {
+    /// It answers no list forwarded to the agent.
+    NotList,
+    /// Kept to merge; the merged answer when the journal's rows are here too.
+    Taken(Option<Bytes>),
 }
 
 impl Lists {
@@ -548,6 +557,32 @@ impl Lists {
         }
         cx.fx.journal_client(at, Target::Run, peek, line);
         true
+    }
+
+    /// The agent answered request `id` (`line`): if it is a list forwarded to it, the answer
+    /// is kept (under the client's own id, should it have been renumbered) to merge with the
+    /// journal's; the merged answer once both are here.
+    pub(super) fn agent_answered(
+        &mut self,
+        ids: &mut OwnIds,
+        sessions: &SessionTable,
+        id: &RequestId,
+        line: &Bytes,
+    ) -> ListAnswer {
+        let client_id = ids.client_id(id);
+        let Some((op, list)) = self.of_request(&client_id) else {
+            return ListAnswer::NotList;
+        };
+        if !list.forwarded {
+            return ListAnswer::NotList;
+        }
+        let line = match ids.restore(id) {
+            Some(original) => edit_line(line, |m| m.set("id", original.to_json()))
+                .map_or_else(|| line.clone(), Bytes::from),
+            None => line.clone(),
+        };
+        self.answered(op, line);
+        ListAnswer::Taken(self.try_merge(sessions, op))
     }
 
     /// The agent's `session/list` answer merged with the journal's, once both are here (the

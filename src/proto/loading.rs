@@ -25,6 +25,7 @@ use super::vocab::{
 };
 use crate::journal::Event;
 use crate::journal::format::Record;
+use crate::wire::Side;
 use crate::wire::envelope::{Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
 
@@ -258,7 +259,7 @@ impl Loads {
                     for line in lines {
                         match &l.asker {
                             Asker::Client(id) => cx.fx.forward_to_asker(id, line),
-                            Asker::Restore(_) => cx.fx.forward(super::Side::Client, line),
+                            Asker::Restore(_) => cx.fx.forward(Side::Client, line),
                         }
                     }
                 }
@@ -282,7 +283,7 @@ impl Loads {
                     // Nothing to fall back on: the client gets the agent's answer.
                     let record = cx.fx.agent_record(at, failed.clone());
                     cx.fx.journal(Target::Session(l.session.clone()), record);
-                    cx.fx.forward(super::Side::Client, failed);
+                    cx.fx.forward(Side::Client, failed);
                     return Progress::Done;
                 }
                 if let Some(request) = l.request {
@@ -312,7 +313,7 @@ impl Loads {
                 }
                 if let Some(failed) = l.agent_failed.clone() {
                     // Consumed: the client gets the load served from the journal instead.
-                    let record = cx.fx.proxy_record(at, super::Side::Agent, failed);
+                    let record = cx.fx.proxy_record(at, Side::Agent, failed);
                     cx.fx.journal(Target::Session(session.clone()), record);
                 }
                 // A load tells what it replayed; a resume or a restore replays nothing.
@@ -392,7 +393,7 @@ impl Loads {
         is_error: bool,
     ) -> Progress {
         let session = self.session(op);
-        let record = cx.fx.proxy_record(at, super::Side::Agent, line.clone());
+        let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
         let target = session.clone().map_or(Target::Run, Target::Session);
         cx.fx.journal(target, record);
         let Some(session) = session else {

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::tests::Harness;
 use super::*;
+use crate::journal::format::Body;
 use crate::journal::format::{decode_record, encode_record};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;

@@ -2,10 +2,13 @@
 //! request, answers to a dead agent's requests, stalls — literal JSON lines through the
 //! [`Harness`].
 
+use bytes::Bytes;
 use serde_json::json;
 
 use super::tests::{Harness, fetch, json_of};
 use super::*;
+use crate::journal::Event;
+use crate::journal::format::Body;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}"#;
 const NEW: &str =

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::Effects;
+use super::effects::Effects;
 use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Stall};
 use super::vocab::{

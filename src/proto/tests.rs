@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::*;
-use crate::journal::format::{Encoding, Record};
+use crate::journal::Event;
+use crate::journal::format::{Body, Encoding, Record};
+use crate::wire::Side;
 
 /// The peer on `side`: the first client connection, or the agent.
 pub(super) fn peer(side: Side) -> Peer {

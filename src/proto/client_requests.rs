@@ -1,0 +1,48 @@
+//! How the core handles a client request, decided once from its method, the mode
+//! (`--load`) and what the agent declared: served from the journal, passed on with what
+//! serves it should the agent fail it, answered here, or passed as it came.
+
+use super::context::Cx;
+
+/// What the core does with a client request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Handling {
+    /// `session/load` or `session/resume` served from the journal (`replay`: the history
+    /// goes first).
+    FromJournal { replay: bool },
+    /// A load or resume the agent does itself, kept by its session until answered.
+    Native { replay: bool },
+    /// An ACP v2 `session/resume` (its `replayFrom` decides).
+    ResumeV2,
+    /// `session/fork` made in the journal.
+    Fork,
+    /// `session/list`: the journal's, or merged with the agent's.
+    List,
+    /// `session/close` the agent does.
+    CloseByAgent,
+    /// `session/close` answered here.
+    Close,
+    /// `session/delete`.
+    Delete,
+    /// Nothing to do: the request passes.
+    Pass,
+}
+
+/// The handling of a client request of `method`.
+pub(super) fn handling(cx: &Cx, method: &str) -> Handling {
+    let emulates = cx.emulates_loading();
+    let agent = &cx.agent;
+    match method {
+        "session/load" if cx.synthesizes_load() => Handling::FromJournal { replay: true },
+        "session/load" => Handling::Native { replay: true },
+        "session/resume" if agent.v2 && emulates => Handling::ResumeV2,
+        "session/resume" if !agent.resume && emulates => Handling::FromJournal { replay: false },
+        "session/resume" if emulates => Handling::Native { replay: false },
+        "session/fork" if !agent.fork && emulates => Handling::Fork,
+        "session/list" => Handling::List,
+        "session/close" if agent.close => Handling::CloseByAgent,
+        "session/close" => Handling::Close,
+        "session/delete" => Handling::Delete,
+        _ => Handling::Pass,
+    }
+}

@@ -1,0 +1,771 @@
+//! The proxy state machine: [`Proxy`] takes every input, hands each line to the component
+//! that owns it, and lets every effect out through [`Proxy::poll_action`].
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use super::attribution;
+use super::client_requests::{self, Handling};
+use super::clients;
+use super::closing;
+use super::connection::{Connections, Inbound};
+use super::context::Cx;
+use super::edits;
+use super::effects::Queued;
+use super::fork::Forks;
+use super::holding::{self, Holding};
+use super::listing::{ListAnswer, Lists};
+use super::loading::{Loads, Progress};
+use super::native::{self, NativeAnswer};
+use super::pending::Purpose;
+use super::restart::{self, Handshake};
+use super::stderr::StderrLines;
+use super::vocab::{
+    Action, AgentRef, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
+};
+use crate::journal::Event;
+use crate::journal::format::Body;
+use crate::wire::Side;
+use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
+
+/// The proxy state machine.
+#[derive(Debug)]
+pub struct Proxy {
+    /// What every component shares: the output, the session and pending tables, the time.
+    cx: Cx,
+    /// The client connections, and the ids of their requests.
+    connections: Connections,
+    /// Lines for clients routed to more than one connection, not polled yet.
+    routed: VecDeque<Action>,
+    /// Agent stderr not yet journaled (journaled by whole lines).
+    stderr: StderrLines,
+    /// Loads served from the journal, restores and forks being brought up.
+    loads: Loads,
+    /// `session/list`s in progress and the working directories watched for changes.
+    lists: Lists,
+    /// The handshake a restarted agent is told again, and where the current agent's stands.
+    handshake: Handshake,
+    /// Forks waiting for their journal copy.
+    forks: Forks,
+    /// The agent's output ended: client requests are answered by the proxy from now on.
+    agent_ended: bool,
+    /// The client closed its stream: it expects no more answers.
+    client_ended: bool,
+}
+
+impl Proxy {
+    /// A fresh core for one connection.
+    pub fn new(config: Config) -> Proxy {
+        Proxy {
+            cx: Cx::new(config),
+            connections: match config.hosted {
+                true => Connections::hosted(),
+                false => Connections::default(),
+            },
+            routed: VecDeque::new(),
+            stderr: StderrLines::default(),
+            loads: Loads::default(),
+            lists: Lists::default(),
+            handshake: Handshake::default(),
+            forks: Forks::default(),
+            agent_ended: false,
+            client_ended: false,
+        }
+    }
+
+    /// The next action to apply, in order.
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        loop {
+            if let Some(action) = self.routed.pop_front() {
+                return Some(action);
+            }
+            if let Some((conn, line)) = self.connections.pop_outgoing() {
+                return Some(Action::Forward {
+                    to: Peer::Client(conn),
+                    line,
+                });
+            }
+            if self.connections.unsettled() {
+                clients::settle(&mut self.cx, &mut self.connections);
+            }
+            let route = match self.cx.fx.pop()? {
+                Queued::Action(action) => return Some(self.facts_first(action)),
+                Queued::ToClients(line) => self.connections.route(line, &self.cx.sessions),
+                Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
+            };
+            if let Some(action) =
+                clients::deliver(&mut self.cx, &mut self.connections, route, &mut self.routed)
+            {
+                return Some(action);
+            }
+        }
+    }
+
+    /// The session table, for tests of the core.
+    #[cfg(test)]
+    pub(super) fn sessions(&self) -> &super::sessions::SessionTable {
+        &self.cx.sessions
+    }
+
+    /// Requests still awaiting a response (both directions).
+    pub fn pending_requests(&self) -> usize {
+        self.cx.pending.len()
+    }
+
+    /// Time to write what the catalog learned with the turns (about once a second, and at the
+    /// end): it leaves as [`Action::TurnFacts`].
+    pub fn handle_facts_due(&mut self) {
+        let facts = self.cx.facts.take();
+        if !facts.is_empty() {
+            self.cx.fx.push(Action::TurnFacts(facts));
+        }
+    }
+
+    /// `action`, unless it reads or writes the catalog while turn facts wait: then the facts
+    /// go first ([`Action::TurnFacts`]) and `action` next.
+    fn facts_first(&mut self, action: Action) -> Action {
+        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
+            return action;
+        }
+        let facts = self.cx.facts.take();
+        if facts.is_empty() {
+            return action;
+        }
+        self.routed.push_front(action);
+        Action::TurnFacts(facts)
+    }
+
+    /// Sequence number of the next record.
+    pub fn next_seq(&self) -> u64 {
+        self.cx.fx.next_seq()
+    }
+
+    /// A whole line from `from` (terminator included; a final line at EOF may lack it).
+    pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
+        let peek = envelope::peek(&line);
+        let conn = match from {
+            Peer::Agent => return self.agent_line(at, line),
+            Peer::Client(conn) => conn,
+        };
+        self.connections.arrive(conn);
+        if let Some(s) = peek.session.as_deref()
+            && peek.method().is_some()
+        {
+            self.cx.sessions.attach(s, conn);
+        }
+        let echo_prompts = !self.cx.agent.v2;
+        match self
+            .connections
+            .inbound(conn, &peek, &line, &self.cx.sessions, echo_prompts)
+        {
+            Inbound::AsIs => self.take(at, Side::Client, &peek, &line),
+            Inbound::Renumbered(renumbered) => {
+                // A request of a later connection, under the id it is renumbered to (its
+                // answer gets the connection's own id back when routed).
+                let peek = envelope::peek(&renumbered);
+                if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
+                    self.take(at, Side::Client, &peek, &renumbered);
+                }
+            }
+            Inbound::Refused(renumbered, sent, error) => {
+                let peek = envelope::peek(&renumbered);
+                self.cx
+                    .fx
+                    .journal_client(at, Target::Run, &peek, &renumbered);
+                self.cx.fx.answer(at, Target::Run, &sent, Err(&error));
+            }
+            Inbound::Settled => {
+                // Another connection answered first; this answer has nobody to go to.
+                tracing::debug!("dropped a late answer of connection {}", conn.0);
+            }
+        }
+    }
+
+    /// The store's answer to [`Action::FindFreeId`] `ask`: the first of the candidate IDs it
+    /// does not hold. The agent's answer that named the session goes on under that ID (mapped
+    /// to the agent's when it is another), then the agent lines that waited.
+    pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
+        for line in self.cx.reused.answered(ask, Some(free)).unwrap_or_default() {
+            self.agent_line(at, line);
+        }
+    }
+
+    /// An agent line: held while the store is asked about a session the agent created (the
+    /// answer that named it first, [`reused_ids`]), else handled.
+    fn agent_line(&mut self, at: Stamp, line: Bytes) {
+        if self.cx.reused.asking() {
+            if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
+                // Past the bound the agent's ID stands, and the lines go on.
+                self.give_up_free_id(at);
+                self.agent_line(at, line);
+            }
+            return;
+        }
+        let peek = envelope::peek(&line);
+        let cx = &mut self.cx;
+        if cx.config.asks_store
+            && let Some((ask, session)) =
+                cx.reused
+                    .ask(&peek, &line, &cx.pending, &cx.ids, &cx.sessions)
+        {
+            cx.fx.push(Action::FindFreeId { ask, session });
+            return;
+        }
+        self.take(at, Side::Agent, &peek, &line);
+    }
+
+    /// No answer will come from the store for the question in flight (the agent is gone):
+    /// the agent's ID stands, and the lines that waited go on.
+    fn give_up_free_id(&mut self, at: Stamp) {
+        for line in self.cx.reused.give_up().unwrap_or_default() {
+            self.agent_line(at, line);
+        }
+    }
+
+    /// A whole line from one side (the proxy's own re-feeds: held and restored lines).
+    fn take_line(&mut self, at: Stamp, from: Side, line: Bytes) {
+        self.take(at, from, &envelope::peek(&line), &line);
+    }
+
+    /// A whole line from one side, as the core handles it, described by `peek`.
+    fn take(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
+        self.cx.now = at;
+        if from == Side::Client
+            && let Some(reinit) = &mut self.handshake.reinit
+            && peek.is_message()
+        {
+            // Messages wait for the restarted agent; anything else is no message of the
+            // protocol and passes as it always does.
+            reinit.hold(at, peek, line.clone());
+            return;
+        }
+        if self.cx.sessions.prompting() {
+            // The client-facing session: the agent's line names its own ID, the pending table
+            // holds the client's view.
+            let session = match (from, &peek.kind) {
+                (Side::Agent, _) => peek
+                    .session
+                    .as_deref()
+                    .map(|s| self.cx.sessions.client_of(AgentRef(s))),
+                (Side::Client, Kind::Response { id, .. }) => self
+                    .cx
+                    .pending
+                    .get(&(Side::Agent, id.clone()))
+                    .and_then(|p| p.session.clone()),
+                (Side::Client, _) => None,
+            };
+            if let Some(s) = session {
+                self.cx.sessions.prompt_active(&s, at.mono_us);
+            }
+        }
+        let consumed = self.cx.config.load != LoadMode::Off
+            && match from {
+                Side::Client => self.intercept_client(at, peek, line),
+                Side::Agent => self.intercept_agent(at, peek, line),
+            };
+        if !consumed {
+            self.pass(at, from, peek, line);
+        }
+        if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
+            // An answer may have brought up a session whose early lines wait unclaimed.
+            self.claim_unclaimed(at);
+        } else if !consumed && from == Side::Client && self.agent_ended {
+            // Nobody will answer it: say so at once.
+            self.agent_gone(at);
+        }
+    }
+
+    /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
+    fn pass(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
+        if self.cx.config.stall_timeout_us.is_some()
+            && from == Side::Client
+            && let Kind::Request { id, method } = &peek.kind
+            && method == "session/prompt"
+            && let Some(s) = peek.session.as_deref()
+        {
+            let s = self.cx.sessions.id(s);
+            self.cx.sessions.start_prompt(&s, id.clone(), at);
+        }
+        let rewritten = match (self.cx.config.load, from) {
+            (LoadMode::Off, _) => None,
+            (_, Side::Client) => edits::rewrite_client(
+                &mut self.cx,
+                &mut self.handshake,
+                &self.lists,
+                at,
+                peek,
+                line,
+            ),
+            (_, Side::Agent) => {
+                let hosted = self.connections.is_hosted();
+                edits::rewrite_agent(&mut self.cx, &mut self.handshake, hosted, peek, line)
+            }
+        };
+        // The journal holds what the client sent and what it received.
+        match (from, rewritten.map(Bytes::from)) {
+            (Side::Agent, Some(out)) => {
+                let facing = envelope::peek(&out);
+                self.relay(at, from, &facing, out.clone(), out.clone());
+            }
+            (_, out) => {
+                let forward = out.unwrap_or_else(|| line.clone());
+                self.relay(at, from, peek, line.clone(), forward);
+            }
+        }
+    }
+
+    /// Journal `facing` (the client's view of the line, described by `peek`) and forward
+    /// `forward` to the other side.
+    fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
+        let record = {
+            let payload = self.cx.fx.payload(peek, facing);
+            self.cx.fx.record(at, Body::Message { from, payload })
+        };
+        let target = attribution::attribute(&mut self.cx, from, peek, &record);
+        if let Target::Session(session) = &target
+            && !self.cx.sessions.journal_open(session)
+        {
+            // A setup request names its cwd; early agent traffic may claim a pending
+            // session/new.
+            let cwd = envelope::str_field(peek.params, "cwd");
+            attribution::open_session(&mut self.cx, session, cwd, from == Side::Agent);
+        }
+        if !native::is_native_replay(&self.cx.sessions, from, peek, &target) {
+            self.cx.fx.journal(target, record);
+        }
+        self.cx.fx.forward(from.other(), forward);
+    }
+
+    /// A peer closed its stream. When the agent's ends while the client is still there, every
+    /// client request still waiting for an answer (and any the client sends later) is answered
+    /// with error -32603 ("the agent exited"), journaled as a line the proxy made. After the
+    /// client closed its stream (a normal shutdown) nothing is answered.
+    /// A client connection that ends while others remain is detached from its sessions (they
+    /// live on); the last one ending is the client's end.
+    pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
+        if let Peer::Client(conn) = from {
+            self.cx.sessions.detach(conn);
+            let (unanswered, last) = self.connections.end(conn);
+            if !last || self.connections.is_hosted() {
+                for (id, line) in unanswered {
+                    clients::ask_again(&mut self.cx, &self.connections, at, id, line);
+                }
+                return;
+            }
+        }
+        let from = from.side();
+        if from == Side::Agent {
+            self.give_up_free_id(at);
+            self.stderr.flush(&mut self.cx.fx, at, true);
+            self.agent_ended = true;
+            if !self.client_ended {
+                self.agent_gone(at);
+            }
+            self.cx.fx.event(at, Target::Run, Event::Eof { from });
+        } else {
+            self.handle_clients_gone(at);
+        }
+    }
+
+    /// No client can come any more: the editor's stream ended, or a host stops. The agent's
+    /// stdin is closed (a normal shutdown).
+    pub fn handle_clients_gone(&mut self, at: Stamp) {
+        let held = self.handshake.end_reinit();
+        self.take_all(at, Side::Client, held);
+        self.client_ended = true;
+        let from = Side::Client;
+        self.cx.fx.event(at, Target::Run, Event::Eof { from });
+        self.cx.fx.push(Action::CloseAgentStdin);
+    }
+
+    /// True once the current agent answered `initialize` successfully.
+    pub fn agent_answered_initialize(&self) -> bool {
+        self.handshake.agent_initialized
+    }
+
+    /// A chunk of the agent's stderr. It is journaled by whole lines (a line split across
+    /// writes stays one record, so redaction sees it whole); a partial line is held until its
+    /// newline, 64 KiB, or the agent's end.
+    pub fn handle_stderr(&mut self, at: Stamp, chunk: Bytes) {
+        self.stderr.push(&mut self.cx.fx, at, &chunk);
+    }
+
+    /// Something the shell observed, journaled with the connection.
+    pub fn handle_event(&mut self, at: Stamp, event: Event) {
+        self.cx.fx.event(at, Target::Run, event);
+    }
+
+    /// Client lines the proxy handles itself. Returns true when the line was consumed.
+    fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+        if let Kind::Response { id, .. } = &peek.kind
+            && let Some(session) = self.handshake.dead.remove(id)
+        {
+            // The agent that asked is gone: journaled, never forwarded to its successor.
+            let target = session.map_or(Target::Run, Target::Session);
+            self.cx.fx.journal_client(at, target, peek, line);
+            return true;
+        }
+        if let Some(s) = peek.session.as_deref().filter(|_| peek.method().is_some())
+            && restart::restore_first(&mut self.cx, &mut self.loads, at, s, peek, line)
+        {
+            return true;
+        }
+        let session = || peek.session.as_deref().map(SessionId::from);
+        if self.connections.is_hosted()
+            && let Kind::Request { id, method } = &peek.kind
+            && let Some(s) = session()
+            && clients::join_or_leave(
+                &mut self.cx,
+                &mut self.connections,
+                &mut self.loads,
+                at,
+                id,
+                method,
+                &s,
+                peek,
+                line,
+            )
+        {
+            return true;
+        }
+        match &peek.kind {
+            Kind::Request { id, method } => self.handle_request(at, id, method, peek, line),
+            Kind::Notification { method } => {
+                let op = match method.as_ref() {
+                    "$/cancel_request" => envelope::request_id(peek.params).and_then(|rid| {
+                        self.loads.by_request(&rid).or_else(|| {
+                            let (op, list) = self.lists.of_request(&rid)?;
+                            (!list.forwarded).then_some(op)
+                        })
+                    }),
+                    // A host's live session: the cancel is for the turn, not for a client
+                    // joining it.
+                    "session/cancel" => session()
+                        .filter(|s| !(self.connections.is_hosted() && self.cx.sessions.is_live(s)))
+                        .and_then(|s| self.loads.by_session(&s)),
+                    _ => None,
+                };
+                let Some(op) = op else { return false };
+                let why = match method.as_ref() {
+                    "$/cancel_request" => "cancelled by $/cancel_request",
+                    _ => "cancelled by session/cancel",
+                };
+                self.cancel_op(at, op, line, why)
+            }
+            _ => false,
+        }
+    }
+
+    /// A client request, handled as [`client_requests::handling`] says (true: taken here).
+    fn handle_request(
+        &mut self,
+        at: Stamp,
+        id: &RequestId,
+        method: &str,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let session = || peek.session.as_deref().map(SessionId::from);
+        let cx = &mut self.cx;
+        match client_requests::handling(cx, method) {
+            Handling::FromJournal { replay } => {
+                self.loads.serve(cx, at, id, peek, line, replay, false);
+                true
+            }
+            Handling::Native { replay } => {
+                native::begin_native_load(cx, id, peek, replay);
+                false
+            }
+            Handling::ResumeV2 => native::resume_v2(cx, &mut self.loads, at, id, peek, line),
+            Handling::Fork => {
+                self.forks.start(cx, at, id, peek, line);
+                true
+            }
+            Handling::List => self.lists.start(cx, at, id, peek, line),
+            Handling::CloseByAgent => {
+                if let Some(s) = session() {
+                    closing::closed_by_agent(cx, &s);
+                }
+                false
+            }
+            Handling::Close => session().is_some_and(|s| {
+                closing::close(cx, at, &s, id, peek, line);
+                true
+            }),
+            Handling::Delete => {
+                session().is_some_and(|s| closing::delete(cx, at, s, id, peek, line))
+            }
+            Handling::Pass => false,
+        }
+    }
+
+    /// Journal and forward agent lines that were held, in order.
+    fn pass_all(&mut self, at: Stamp, lines: Vec<Bytes>) {
+        for line in lines {
+            self.pass(at, Side::Agent, &envelope::peek(&line), &line);
+        }
+    }
+
+    /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
+    fn intercept_agent(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+        match &peek.kind {
+            Kind::Response { id, is_error } => {
+                match native::native_answered(&mut self.cx, &mut self.loads, id, line, *is_error) {
+                    NativeAnswer::NotNative => {}
+                    NativeAnswer::Passes(held) => {
+                        self.pass_all(at, held);
+                        return false;
+                    }
+                    NativeAnswer::Served => return true,
+                }
+                match self.cx.ids.answered(id) {
+                    Some(Purpose::Load(op, step)) => {
+                        let progress = self.loads.on_response(
+                            &mut self.cx,
+                            at,
+                            op,
+                            step,
+                            peek,
+                            line,
+                            *is_error,
+                        );
+                        self.progressed(at, progress);
+                        return true;
+                    }
+                    Some(purpose) => {
+                        let lines = self.handshake.answered(
+                            &mut self.cx,
+                            at,
+                            purpose,
+                            peek,
+                            line,
+                            *is_error,
+                        );
+                        self.take_all(at, Side::Client, lines);
+                        return true;
+                    }
+                    None => {}
+                }
+                let answer =
+                    self.lists
+                        .agent_answered(&mut self.cx.ids, &self.cx.sessions, id, line);
+                match answer {
+                    ListAnswer::NotList => return false,
+                    ListAnswer::Taken(Some(merged)) => self.relay_merged_list(at, merged),
+                    ListAnswer::Taken(None) => {}
+                }
+                true
+            }
+            Kind::Notification { .. } | Kind::Request { .. } => {
+                match holding::hold_agent_line(&mut self.cx, &self.loads, peek, line) {
+                    Holding::Taken => true,
+                    Holding::Passes(held) => {
+                        self.pass_all(at, held);
+                        false
+                    }
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Stop a synthetic operation and answer it with -32800.
+    fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
+        if let Some(list) = self.lists.remove(op) {
+            self.cx
+                .fx
+                .journal_client(at, Target::Run, &envelope::peek(line), line);
+            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
+            self.cx
+                .fx
+                .answer(at, Target::Run, &list.client_id, Err(&error));
+        } else {
+            self.loads.cancel(&mut self.cx, at, op, line, why);
+        }
+        self.release_held(at);
+        true
+    }
+
+    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
+        let progress = self.loads.history(&mut self.cx, at, load, chunk);
+        self.progressed(at, progress);
+    }
+
+    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
+    /// on (or answer) the client lines that waited for a restore.
+    fn progressed(&mut self, at: Stamp, progress: Progress) {
+        match progress {
+            Progress::Going => return,
+            Progress::Done => {}
+            Progress::Restored(lines) => {
+                for line in lines {
+                    self.take_line(at, Side::Client, line);
+                }
+            }
+            Progress::Unrestored { lines, error } => {
+                for line in lines {
+                    self.cx.refuse(at, &line, &error);
+                }
+            }
+        }
+        self.release_held(at);
+    }
+
+    /// Forward the agent lines held by sessions no load brings up any more, through the
+    /// normal path.
+    pub(super) fn release_held(&mut self, at: Stamp) {
+        for line in self.cx.sessions.release_held() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// After an agent answer, which may have named an agent-side session: the lines held for
+    /// it before it was known go where its later lines go (its session's held lines while a
+    /// load brings it up, else out), ahead of them.
+    pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
+        for line in self.cx.sessions.take_unclaimed() {
+            self.take_line(at, Side::Agent, line);
+        }
+    }
+
+    /// True when the agent could be restarted should it die now: the proxy is not a pure
+    /// recorder (`--load off`), the current agent answered `initialize`, and the client is
+    /// connected.
+    pub fn can_restart(&self) -> bool {
+        self.handshake.can_restart(&self.cx.config) && !self.client_ended
+    }
+
+    /// False while the client lines held for the agent (a restarted agent being initialized,
+    /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
+    /// reading the client until they have gone on, as a full pipe would.
+    pub fn reads_client(&self) -> bool {
+        self.handshake.held_bytes() + self.loads.held_bytes() < self.cx.config.held_limit
+    }
+
+    /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
+    /// [`Stamp::mono_us`]): a restarted agent's `initialize` running out of time, a request
+    /// held for it waiting its longest, a host's client to be told it is unreachable, a prompt
+    /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running
+    /// out of time, or a `session/list_changed` watch ending. `None`: no timer runs.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let config = &self.cx.config;
+        let stall = config.stall_timeout_us.and_then(|timeout| {
+            self.cx
+                .sessions
+                .next_prompt_check(timeout, config.stall_grace_us)
+        });
+        let waiting = self
+            .connections
+            .oldest_waiting()
+            .map(|since| since.saturating_add(config.unattended_timeout_us));
+        [
+            self.handshake.next_timer(config),
+            stall,
+            waiting,
+            self.lists.watch_end(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
+    /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
+    /// ([`Action::RestartAgent`]); so is a restarted agent that does not answer `initialize` in
+    /// time; agent requests nobody attached to answer in time are answered; list watches over
+    /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
+    pub fn handle_tick(&mut self, at: Stamp) {
+        self.cx.now.mono_us = at.mono_us;
+        self.handshake.check(&mut self.cx, at);
+        clients::expire_waiting(&mut self.cx, &mut self.connections, at);
+        self.lists.end_watches(at.mono_us);
+        restart::check_stalls(&mut self.cx, at);
+    }
+
+    /// The agent died (exit `code`) while the client was connected, and the shell started it
+    /// again (for a host: the connection dropped, and the bridge connects again): forwards go
+    /// to the new agent from now on. Every client request still waiting is answered with an
+    /// error that says what happened (a prompt is never retried: tools may have run);
+    /// requests of the dead agent the client may still answer are journaled and dropped when
+    /// it does; every live session is lost, restored on its next request; the client's
+    /// `initialize` (and `authenticate`) go to the new agent, and client lines wait until it
+    /// has answered (those that waited for an agent that died before it answered wait on for
+    /// this one, each request at most `--init-timeout` in all). The client is told of a
+    /// restarted process at once, of a host when it has been unreachable for a few seconds
+    /// (on a [`Proxy::handle_tick`]).
+    pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
+        self.give_up_free_id(at);
+        self.stderr.flush(&mut self.cx.fx, at, true);
+        let (lost, waiting) = self.handshake.agent_lost(&mut self.cx, at, code);
+        self.drop_agent(at, restart::lost_error(self.cx.config.remote));
+        self.handshake.restart(&mut self.cx, at, lost, waiting);
+    }
+
+    /// The agent's output ended: answer every client request still waiting on it, whether
+    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order, then
+    /// those held for a restarted agent that never answered `initialize` (what else was held
+    /// is journaled and dropped).
+    fn agent_gone(&mut self, at: Stamp) {
+        self.drop_agent(at, restart::agent_exited);
+        self.handshake.refuse_held(&mut self.cx, at);
+    }
+
+    /// The agent is gone: every client request still waiting on it is answered with
+    /// `error(method)` ([`restart::drop_agent`]); the agent lines held for sessions no load
+    /// brings up any more go out.
+    fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
+        restart::drop_agent(&mut self.cx, &mut self.loads, &mut self.lists, at, error);
+        self.handshake.auth_pending = None;
+        self.release_held(at);
+    }
+
+    /// Handle lines from one side again, in order (held and restored lines).
+    fn take_all(&mut self, at: Stamp, from: Side, lines: Vec<Bytes>) {
+        for line in lines {
+            self.take_line(at, from, line);
+        }
+    }
+
+    /// True while the client wants `session/list_changed` for some working directory (it
+    /// declared `session.listChanged` and listed one in the last 10 minutes: a watch's end is a
+    /// [`Proxy::poll_timeout`], its tick ends it): the shell then watches the store and calls
+    /// [`Proxy::handle_store_changed`].
+    pub fn wants_list_changes(&self) -> bool {
+        self.lists.watching()
+    }
+
+    /// Sessions of these working directories changed in the store (this proxy or another
+    /// started, updated or ended one): tell the client, for each it watches.
+    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
+        self.cx.now.mono_us = at.mono_us;
+        self.lists.store_changed(&mut self.cx, at, cwds);
+    }
+
+    /// The store's sessions, answering [`Action::FetchSessions`].
+    pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
+        let hosted = self.connections.is_hosted();
+        if let Some(line) = self
+            .lists
+            .listed(&mut self.cx, hosted, at, request, sessions)
+        {
+            self.relay_merged_list(at, line);
+        }
+    }
+
+    /// The agent's `session/list` answer merged with the journal's goes out as the agent's.
+    fn relay_merged_list(&mut self, at: Stamp, line: Bytes) {
+        let facing = envelope::peek(&line);
+        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
+    }
+
+    /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the
+    /// agent and answer), or it could not be made (`error`: answer that).
+    pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
+        self.forks
+            .forked(&mut self.cx, &mut self.loads, at, op, outcome);
+    }
+}

@@ -3,6 +3,10 @@
 //! serves it should the agent fail it, answered here, or passed as it came.
 
 use super::context::Cx;
+use super::listing::Lists;
+use super::loading::Loads;
+use super::vocab::SessionId;
+use crate::wire::envelope::{self, Peek};
 
 /// What the core does with a client request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,5 +48,36 @@ pub(super) fn handling(cx: &Cx, method: &str) -> Handling {
         "session/close" => Handling::Close,
         "session/delete" => Handling::Delete,
         _ => Handling::Pass,
+    }
+}
+
+/// The operation a client's `$/cancel_request` or `session/cancel` notification (`method`)
+/// cancels, and why: a load or restore served from the journal, or a list served here. On a
+/// host's live session a `session/cancel` is for the turn, not for a client joining it.
+pub(super) fn cancelled(
+    cx: &Cx,
+    loads: &Loads,
+    lists: &Lists,
+    hosted: bool,
+    method: &str,
+    peek: &Peek<'_>,
+) -> Option<(u64, &'static str)> {
+    match method {
+        "$/cancel_request" => {
+            let rid = envelope::request_id(peek.params)?;
+            let op = loads.by_request(&rid).or_else(|| {
+                let (op, list) = lists.of_request(&rid)?;
+                (!list.forwarded).then_some(op)
+            })?;
+            Some((op, "cancelled by $/cancel_request"))
+        }
+        "session/cancel" => {
+            let s = peek.session.as_deref().map(SessionId::from)?;
+            if hosted && cx.sessions.is_live(&s) {
+                return None;
+            }
+            Some((loads.by_session(&s)?, "cancelled by session/cancel"))
+        }
+        _ => None,
     }
 }

@@ -95,6 +95,21 @@ pub(super) fn deliver(
     None
 }
 
+/// Client connection `conn` ended: detached from its sessions, which live on; the agent
+/// requests it left unanswered are asked again. False while others remain (or on a host,
+/// always): true when it was the client's last, the client's end.
+pub(super) fn ended(cx: &mut Cx, connections: &mut Connections, at: Stamp, conn: ConnId) -> bool {
+    cx.sessions.detach(conn);
+    let (unanswered, last) = connections.end(conn);
+    if last && !connections.is_hosted() {
+        return true;
+    }
+    for (id, line) in unanswered {
+        ask_again(cx, connections, at, id, line);
+    }
+    false
+}
+
 /// An agent request whose connection ended unanswered: asked again of another connection
 /// attached to its session (or, for a host, of the next to attach), else answered for the
 /// client (a permission request as cancelled, anything else with an error), so the agent

@@ -77,6 +77,7 @@ mod restart;
 mod restart_tests;
 mod reused_ids;
 mod sessions;
+mod stalls;
 mod stderr;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use serde_json::json;
 
 use super::attribution;
 use super::client_requests::{self, Handling};
@@ -21,14 +20,15 @@ use super::loading::{Loads, Progress};
 use super::native::{self, NativeAnswer};
 use super::pending::Purpose;
 use super::restart::{self, Handshake};
+use super::stalls;
 use super::stderr::StderrLines;
 use super::vocab::{
-    Action, AgentRef, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
+    Action, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
 };
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
+use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
 /// The proxy state machine.
 #[derive(Debug)]
@@ -92,7 +92,9 @@ impl Proxy {
                 clients::settle(&mut self.cx, &mut self.connections);
             }
             let route = match self.cx.fx.pop()? {
-                Queued::Action(action) => return Some(self.facts_first(action)),
+                Queued::Action(action) => {
+                    return Some(self.cx.facts.before(action, &mut self.routed));
+                }
                 Queued::ToClients(line) => self.connections.route(line, &self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
@@ -122,20 +124,6 @@ impl Proxy {
         if !facts.is_empty() {
             self.cx.fx.push(Action::TurnFacts(facts));
         }
-    }
-
-    /// `action`, unless it reads or writes the catalog while turn facts wait: then the facts
-    /// go first ([`Action::TurnFacts`]) and `action` next.
-    fn facts_first(&mut self, action: Action) -> Action {
-        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
-            return action;
-        }
-        let facts = self.cx.facts.take();
-        if facts.is_empty() {
-            return action;
-        }
-        self.routed.push_front(action);
-        Action::TurnFacts(facts)
     }
 
     /// Sequence number of the next record.
@@ -242,25 +230,7 @@ impl Proxy {
             reinit.hold(at, peek, line.clone());
             return;
         }
-        if self.cx.sessions.prompting() {
-            // The client-facing session: the agent's line names its own ID, the pending table
-            // holds the client's view.
-            let session = match (from, &peek.kind) {
-                (Side::Agent, _) => peek
-                    .session
-                    .as_deref()
-                    .map(|s| self.cx.sessions.client_of(AgentRef(s))),
-                (Side::Client, Kind::Response { id, .. }) => self
-                    .cx
-                    .pending
-                    .get(&(Side::Agent, id.clone()))
-                    .and_then(|p| p.session.clone()),
-                (Side::Client, _) => None,
-            };
-            if let Some(s) = session {
-                self.cx.sessions.prompt_active(&s, at.mono_us);
-            }
-        }
+        stalls::activity(&mut self.cx, from, peek, at);
         let consumed = self.cx.config.load != LoadMode::Off
             && match from {
                 Side::Client => self.intercept_client(at, peek, line),
@@ -280,15 +250,7 @@ impl Proxy {
 
     /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
     fn pass(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
-        if self.cx.config.stall_timeout_us.is_some()
-            && from == Side::Client
-            && let Kind::Request { id, method } = &peek.kind
-            && method == "session/prompt"
-            && let Some(s) = peek.session.as_deref()
-        {
-            let s = self.cx.sessions.id(s);
-            self.cx.sessions.start_prompt(&s, id.clone(), at);
-        }
+        stalls::prompt_sent(&mut self.cx, from, peek, at);
         let rewritten = match (self.cx.config.load, from) {
             (LoadMode::Off, _) => None,
             (_, Side::Client) => edits::rewrite_client(
@@ -346,15 +308,10 @@ impl Proxy {
     /// A client connection that ends while others remain is detached from its sessions (they
     /// live on); the last one ending is the client's end.
     pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
-        if let Peer::Client(conn) = from {
-            self.cx.sessions.detach(conn);
-            let (unanswered, last) = self.connections.end(conn);
-            if !last || self.connections.is_hosted() {
-                for (id, line) in unanswered {
-                    clients::ask_again(&mut self.cx, &self.connections, at, id, line);
-                }
-                return;
-            }
+        if let Peer::Client(conn) = from
+            && !clients::ended(&mut self.cx, &mut self.connections, at, conn)
+        {
+            return;
         }
         let from = from.side();
         if from == Side::Agent {
@@ -400,12 +357,10 @@ impl Proxy {
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
     fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
-        if let Kind::Response { id, .. } = &peek.kind
-            && let Some(session) = self.handshake.dead.remove(id)
+        if self
+            .handshake
+            .answers_dead_agent(&mut self.cx, at, peek, line)
         {
-            // The agent that asked is gone: journaled, never forwarded to its successor.
-            let target = session.map_or(Target::Run, Target::Session);
-            self.cx.fx.journal_client(at, target, peek, line);
             return true;
         }
         if let Some(s) = peek.session.as_deref().filter(|_| peek.method().is_some())
@@ -434,26 +389,16 @@ impl Proxy {
         match &peek.kind {
             Kind::Request { id, method } => self.handle_request(at, id, method, peek, line),
             Kind::Notification { method } => {
-                let op = match method.as_ref() {
-                    "$/cancel_request" => envelope::request_id(peek.params).and_then(|rid| {
-                        self.loads.by_request(&rid).or_else(|| {
-                            let (op, list) = self.lists.of_request(&rid)?;
-                            (!list.forwarded).then_some(op)
-                        })
-                    }),
-                    // A host's live session: the cancel is for the turn, not for a client
-                    // joining it.
-                    "session/cancel" => session()
-                        .filter(|s| !(self.connections.is_hosted() && self.cx.sessions.is_live(s)))
-                        .and_then(|s| self.loads.by_session(&s)),
-                    _ => None,
-                };
-                let Some(op) = op else { return false };
-                let why = match method.as_ref() {
-                    "$/cancel_request" => "cancelled by $/cancel_request",
-                    _ => "cancelled by session/cancel",
-                };
-                self.cancel_op(at, op, line, why)
+                let hosted = self.connections.is_hosted();
+                let cancelled = client_requests::cancelled(
+                    &self.cx,
+                    &self.loads,
+                    &self.lists,
+                    hosted,
+                    method,
+                    peek,
+                );
+                cancelled.is_some_and(|(op, why)| self.cancel_op(at, op, line, why))
             }
             _ => false,
         }
@@ -574,15 +519,7 @@ impl Proxy {
 
     /// Stop a synthetic operation and answer it with -32800.
     fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
-        if let Some(list) = self.lists.remove(op) {
-            self.cx
-                .fx
-                .journal_client(at, Target::Run, &envelope::peek(line), line);
-            let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
-            self.cx
-                .fx
-                .answer(at, Target::Run, &list.client_id, Err(&error));
-        } else {
+        if !self.lists.cancel(&mut self.cx, at, op, line, why) {
             self.loads.cancel(&mut self.cx, at, op, line, why);
         }
         self.release_held(at);
@@ -683,7 +620,7 @@ impl Proxy {
         self.handshake.check(&mut self.cx, at);
         clients::expire_waiting(&mut self.cx, &mut self.connections, at);
         self.lists.end_watches(at.mono_us);
-        restart::check_stalls(&mut self.cx, at);
+        stalls::check(&mut self.cx, at);
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it

@@ -26,7 +26,6 @@ use super::load_request::{LoadRequest, SetupParams};
 use super::loading::Loads;
 use super::loading::Progress;
 use super::pending::Purpose;
-use super::prompt::Stall;
 use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::wire::Side;
@@ -369,6 +368,26 @@ impl Handshake {
         }
     }
 
+    /// A client's answer to a request of an agent that was restarted: journaled, never
+    /// forwarded to its successor (true: taken).
+    pub(super) fn answers_dead_agent(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let Kind::Response { id, .. } = &peek.kind else {
+            return false;
+        };
+        let Some(session) = self.dead.remove(id) else {
+            return false;
+        };
+        let target = session.map_or(Target::Run, Target::Session);
+        cx.fx.journal_client(at, target, peek, line);
+        true
+    }
+
     /// The restarted agent is ready (or will not be): the client lines that waited, to go on.
     pub(super) fn end_reinit(&mut self) -> Vec<Bytes> {
         self.reinit.take().map(|r| r.held).unwrap_or_default()
@@ -421,64 +440,6 @@ fn notice(
             s,
             json!({"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}),
         );
-    }
-}
-
-/// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
-/// is cancelled, and if the agent stays silent for the grace period after, it is restarted
-/// ([`Action::RestartAgent`]).
-pub(super) fn check_stalls(cx: &mut Cx, at: Stamp) {
-    let Some(timeout) = cx.config.stall_timeout_us else {
-        return;
-    };
-    if !cx.sessions.prompting() {
-        return;
-    }
-    let pending = &cx.pending;
-    let waiting = |s: &str| {
-        pending
-            .iter()
-            .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
-    };
-    let stalls = cx
-        .sessions
-        .prompt_stalls(at.mono_us, timeout, cx.config.stall_grace_us, waiting);
-    let mut restart = false;
-    for (s, stall) in stalls {
-        match stall {
-            Stall::Cancel => {
-                cx.fx.event(
-                    at,
-                    Target::Session(s.clone()),
-                    Event::PromptStalled {
-                        action: "cancel".into(),
-                    },
-                );
-                cx.fx.push(Action::Log(format!(
-                    "the agent sent nothing for session {s} for {} s: cancelling the prompt",
-                    secs(timeout)
-                )));
-                let params = json!({"sessionId": cx.sessions.agent_id(&s).as_str()}).to_string();
-                cx.fx
-                    .send_agent(at, Target::Session(s), None, "session/cancel", &params);
-            }
-            Stall::Restart => {
-                cx.fx.event(
-                    at,
-                    Target::Session(s.clone()),
-                    Event::PromptStalled {
-                        action: "restart".into(),
-                    },
-                );
-                cx.fx.push(Action::Log(format!(
-                    "the agent did not answer the cancelled prompt of session {s}: restarting it"
-                )));
-                restart = true;
-            }
-        }
-    }
-    if restart {
-        cx.fx.push(Action::RestartAgent);
     }
 }
 

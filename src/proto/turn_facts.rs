@@ -7,14 +7,14 @@
 //! and what waits is bounded by the sessions of the run.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::vocab::{CatalogUpdate, SessionId};
+use super::vocab::{Action, CatalogUpdate, SessionId};
 use crate::wire::envelope::Name;
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
@@ -69,6 +69,20 @@ impl TurnFacts {
 
     /// Everything that waits, as catalog updates with their times: per session its first
     /// prompt, usage, turn ends and state, in that order.
+    /// `action`, unless it reads or writes the catalog while facts wait: then the facts go
+    /// first ([`Action::TurnFacts`]) and `action` to the front of `next`.
+    pub(super) fn before(&mut self, action: Action, next: &mut VecDeque<Action>) -> Action {
+        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
+            return action;
+        }
+        let facts = self.take();
+        if facts.is_empty() {
+            return action;
+        }
+        next.push_front(action);
+        Action::TurnFacts(facts)
+    }
+
     pub(super) fn take(&mut self) -> Vec<(CatalogUpdate, i64)> {
         let mut out = Vec::new();
         for (session, facts) in std::mem::take(&mut self.by_session) {

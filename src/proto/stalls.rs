@@ -1,0 +1,111 @@
+//! The stall watch (`--stall-timeout`): a prompt the agent has been silent on for that long is
+//! cancelled, and if the agent stays silent for the grace period after, it is restarted. Each
+//! session's prompt in flight carries its watch ([`super::prompt::PromptWatch`]); what the
+//! agent sends for a session, or the client answers it, counts as activity.
+
+use serde_json::json;
+
+use super::context::Cx;
+use super::prompt::Stall;
+use super::vocab::{Action, AgentRef, Stamp, Target};
+use crate::journal::Event;
+use crate::wire::Side;
+use crate::wire::envelope::{Kind, Peek};
+
+/// A client's `session/prompt` starts its session's watch.
+pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
+    if cx.config.stall_timeout_us.is_some()
+        && from == Side::Client
+        && let Kind::Request { id, method } = &peek.kind
+        && method == "session/prompt"
+        && let Some(s) = peek.session.as_deref()
+    {
+        let s = cx.sessions.id(s);
+        cx.sessions.start_prompt(&s, id.clone(), at);
+    }
+}
+
+/// A line of a session with a prompt in flight: the agent's (naming its own ID), or the
+/// client's answer to the agent's request, is activity that resets the watch.
+pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
+    if !cx.sessions.prompting() {
+        return;
+    }
+    let session = match (from, &peek.kind) {
+        (Side::Agent, _) => peek
+            .session
+            .as_deref()
+            .map(|s| cx.sessions.client_of(AgentRef(s))),
+        (Side::Client, Kind::Response { id, .. }) => cx
+            .pending
+            .get(&(Side::Agent, id.clone()))
+            .and_then(|p| p.session.clone()),
+        (Side::Client, _) => None,
+    };
+    if let Some(s) = session {
+        cx.sessions.prompt_active(&s, at.mono_us);
+    }
+}
+
+/// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
+/// is cancelled, and if the agent stays silent for the grace period after, it is restarted
+/// ([`Action::RestartAgent`]).
+pub(super) fn check(cx: &mut Cx, at: Stamp) {
+    let Some(timeout) = cx.config.stall_timeout_us else {
+        return;
+    };
+    if !cx.sessions.prompting() {
+        return;
+    }
+    let pending = &cx.pending;
+    let waiting = |s: &str| {
+        pending
+            .iter()
+            .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
+    };
+    let stalls = cx
+        .sessions
+        .prompt_stalls(at.mono_us, timeout, cx.config.stall_grace_us, waiting);
+    let mut restart = false;
+    for (s, stall) in stalls {
+        match stall {
+            Stall::Cancel => {
+                cx.fx.event(
+                    at,
+                    Target::Session(s.clone()),
+                    Event::PromptStalled {
+                        action: "cancel".into(),
+                    },
+                );
+                cx.fx.push(Action::Log(format!(
+                    "the agent sent nothing for session {s} for {} s: cancelling the prompt",
+                    secs(timeout)
+                )));
+                let params = json!({"sessionId": cx.sessions.agent_id(&s).as_str()}).to_string();
+                cx.fx
+                    .send_agent(at, Target::Session(s), None, "session/cancel", &params);
+            }
+            Stall::Restart => {
+                cx.fx.event(
+                    at,
+                    Target::Session(s.clone()),
+                    Event::PromptStalled {
+                        action: "restart".into(),
+                    },
+                );
+                cx.fx.push(Action::Log(format!(
+                    "the agent did not answer the cancelled prompt of session {s}: restarting it"
+                )));
+                restart = true;
+            }
+        }
+    }
+    if restart {
+        cx.fx.push(Action::RestartAgent);
+    }
+}
+
+/// Microseconds as seconds, for messages.
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}

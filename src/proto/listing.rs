@@ -130,69 +130,16 @@ impl List {
             else {
                 return;
             };
-            // The agent's rows, client-facing, each with its place in the order.
-            let mut seen = HashSet::default();
-            let mut rows: Vec<(i64, Value)> = Vec::new();
-            let mut previous = i64::MAX;
-            for mut info in result["sessions"].as_array().cloned().unwrap_or_default() {
-                if let Some(id) = info["sessionId"].as_str()
-                    && let Some(client) = to_client.get(id)
-                {
-                    info["sessionId"] = json!(client);
-                }
-                let Some(id) = info["sessionId"].as_str().map(str::to_string) else {
-                    continue;
-                };
-                if !seen.insert(id.clone()) {
-                    continue;
-                }
-                if let Some(s) = journal.get(id.as_str()) {
-                    add_ours(&mut info, s, self.live.contains(&id));
-                }
-                // Its `updatedAt`, else the journal's last activity, else the row before's.
-                let updated = info["updatedAt"]
-                    .as_str()
-                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                    .map(|t| t.as_microsecond())
-                    .or_else(|| journal.get(id.as_str()).map(|s| s.updated_us))
-                    .unwrap_or(previous);
-                previous = updated;
-                rows.push((updated, info));
-            }
+            let (mut rows, seen) = self.agent_rows(&result, &to_client, &journal);
             let agent_next = result["nextCursor"].as_str().map(str::to_string);
             let oldest_agent = rows
                 .iter()
                 .map(|(updated, info)| (*updated, info["sessionId"].as_str().unwrap_or_default()))
                 .max_by(|a, b| place(a).cmp(&place(b)))
                 .map(|(updated, id)| (updated, id.to_string()));
-            // The journal's rows between the previous page and this one's oldest agent row
-            // (after the agent's last page: all that follow, up to the page's limit).
-            let mut extra: Vec<&ListedSession> = self
-                .wanted(listed)
-                .filter(|s| !seen.contains(&s.session))
-                .filter(|s| {
-                    self.after
-                        .as_ref()
-                        .is_none_or(|(u, id)| order(s) > (std::cmp::Reverse(*u), id.as_str()))
-                })
-                .filter(|s| match (&agent_next, &oldest_agent) {
-                    (Some(_), Some((u, id))) => order(s) < (std::cmp::Reverse(*u), id.as_str()),
-                    (Some(_), None) => false,
-                    (None, _) => true,
-                })
-                .collect();
-            extra.sort_unstable_by(|a, b| order(a).cmp(&order(b)));
-            let limit = self.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
-            let journal_more = agent_next.is_none() && extra.len() > limit;
-            extra.truncate(if agent_next.is_none() {
-                limit
-            } else {
-                extra.len()
-            });
-            rows.extend(extra.iter().filter_map(|s| {
-                let live = self.live.contains(&s.session);
-                Some((s.updated_us, session_info(s, live)?))
-            }));
+            let (extra, journal_more) =
+                self.journal_rows(listed, &seen, agent_next.is_some(), oldest_agent.as_ref());
+            rows.extend(extra);
             rows.sort_by(|(ua, a), (ub, b)| {
                 let id = |v: &Value| v["sessionId"].as_str().unwrap_or_default().to_string();
                 place(&(*ua, id(a).as_str())).cmp(&place(&(*ub, id(b).as_str())))
@@ -217,6 +164,82 @@ impl List {
             msg.set("result", result.to_string());
         });
         Some(merged.map(Bytes::from).unwrap_or_else(|| response.clone()))
+    }
+
+    /// The agent's rows of its answer `result`, client-facing (`to_client`: the client-facing
+    /// ID of each agent-side one), once each, with what the `journal` knows of them added, and
+    /// each with its place in the order; and the client-facing IDs of those rows.
+    fn agent_rows(
+        &self,
+        result: &Value,
+        to_client: &HashMap<&str, &str>,
+        journal: &HashMap<&str, &ListedSession>,
+    ) -> (Vec<(i64, Value)>, HashSet<String>) {
+        let mut seen = HashSet::default();
+        let mut rows: Vec<(i64, Value)> = Vec::new();
+        let mut previous = i64::MAX;
+        for mut info in result["sessions"].as_array().cloned().unwrap_or_default() {
+            if let Some(id) = info["sessionId"].as_str()
+                && let Some(client) = to_client.get(id)
+            {
+                info["sessionId"] = json!(client);
+            }
+            let Some(id) = info["sessionId"].as_str().map(str::to_string) else {
+                continue;
+            };
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            if let Some(s) = journal.get(id.as_str()) {
+                add_ours(&mut info, s, self.live.contains(&id));
+            }
+            // Its `updatedAt`, else the journal's last activity, else the row before's.
+            let updated = info["updatedAt"]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .map(|t| t.as_microsecond())
+                .or_else(|| journal.get(id.as_str()).map(|s| s.updated_us))
+                .unwrap_or(previous);
+            previous = updated;
+            rows.push((updated, info));
+        }
+        (rows, seen)
+    }
+
+    /// The journal's rows merged into the agent's page, each with its place in the order: those
+    /// the agent did not list (`seen`) between the previous page and the page's oldest agent
+    /// row (`oldest_agent`); after the agent's last page (`agent_more` false), all that follow,
+    /// up to the page's limit, and whether more follow.
+    fn journal_rows(
+        &self,
+        listed: &[ListedSession],
+        seen: &HashSet<String>,
+        agent_more: bool,
+        oldest_agent: Option<&(i64, String)>,
+    ) -> (Vec<(i64, Value)>, bool) {
+        let mut extra: Vec<&ListedSession> = self
+            .wanted(listed)
+            .filter(|s| !seen.contains(&s.session))
+            .filter(|s| {
+                self.after
+                    .as_ref()
+                    .is_none_or(|(u, id)| order(s) > (std::cmp::Reverse(*u), id.as_str()))
+            })
+            .filter(|s| match (agent_more, oldest_agent) {
+                (true, Some((u, id))) => order(s) < (std::cmp::Reverse(*u), id.as_str()),
+                (true, None) => false,
+                (false, _) => true,
+            })
+            .collect();
+        extra.sort_unstable_by(|a, b| order(a).cmp(&order(b)));
+        let limit = self.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+        let journal_more = !agent_more && extra.len() > limit;
+        extra.truncate(if agent_more { extra.len() } else { limit });
+        let rows = extra.iter().filter_map(|s| {
+            let live = self.live.contains(&s.session);
+            Some((s.updated_us, session_info(s, live)?))
+        });
+        (rows.collect(), journal_more)
     }
 }
 

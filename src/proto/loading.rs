@@ -265,68 +265,81 @@ impl Loads {
                 }
                 Progress::Going
             }
-            HistoryChunk::Missing => {
-                let Some(l) = self.remove(op) else {
-                    return Progress::Going;
-                };
-                let id = match l.asker {
-                    Asker::Client(id) => id,
-                    Asker::Restore(lines) => {
-                        let error = "acp-journal could not restore the session after the agent restarted: its journal is missing";
-                        return Progress::Unrestored {
-                            lines,
-                            error: error_json(-32603, error, None),
-                        };
-                    }
-                };
-                if let Some(failed) = l.agent_failed {
-                    // Nothing to fall back on: the client gets the agent's answer.
-                    let record = cx.fx.agent_record(at, failed.clone());
-                    cx.fx.journal(Target::Session(l.session.clone()), record);
-                    cx.fx.forward(Side::Client, failed);
-                    return Progress::Done;
-                }
-                if let Some(request) = l.request {
-                    cx.fx.journal(Target::Run, request);
-                }
-                let error = error_json(
-                    -32002,
-                    "Resource not found: no journal for this session",
-                    Some(json!({"sessionId": &*l.session})),
-                );
-                cx.fx.answer(at, Target::Run, &id, Err(&error));
-                Progress::Done
-            }
-            HistoryChunk::End(summary) => {
-                let session = l.session.clone();
-                let replayed = match l.phase {
-                    Phase::Fetching { replayed } => replayed,
-                    Phase::Starting | Phase::Restoring { .. } => 0,
-                };
-                l.summary = summary;
-                let cwd = l.setup.cwd.clone();
-                let request = l.request.take();
-                cx.sessions
-                    .open_journal(&mut cx.fx, &session, cwd, &cx.initialize);
-                if let Some(request) = request {
-                    cx.fx.journal(Target::Session(session.clone()), request);
-                }
-                if let Some(failed) = l.agent_failed.clone() {
-                    // Consumed: the client gets the load served from the journal instead.
-                    let record = cx.fx.proxy_record(at, Side::Agent, failed);
-                    cx.fx.journal(Target::Session(session.clone()), record);
-                }
-                // A load tells what it replayed; a resume or a restore replays nothing.
-                if l.replay {
-                    cx.fx.event(
-                        at,
-                        Target::Session(session.clone()),
-                        Event::Replayed { lines: replayed },
-                    );
-                }
-                self.bring_up(cx, at, op)
-            }
+            HistoryChunk::Missing => self.journal_missing(cx, at, op),
+            HistoryChunk::End(summary) => self.history_end(cx, at, op, summary),
         }
+    }
+
+    /// Load `op`'s session has no journal: the load ends. The client gets the agent's own
+    /// failed answer when there is one (the load fell back on the journal), else -32002; a
+    /// restore cannot go on (`Unrestored`).
+    fn journal_missing(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
+        let Some(l) = self.remove(op) else {
+            return Progress::Going;
+        };
+        let id = match l.asker {
+            Asker::Client(id) => id,
+            Asker::Restore(lines) => {
+                let error = "acp-journal could not restore the session after the agent restarted: its journal is missing";
+                return Progress::Unrestored {
+                    lines,
+                    error: error_json(-32603, error, None),
+                };
+            }
+        };
+        if let Some(failed) = l.agent_failed {
+            // Nothing to fall back on: the client gets the agent's answer.
+            let record = cx.fx.agent_record(at, failed.clone());
+            cx.fx.journal(Target::Session(l.session.clone()), record);
+            cx.fx.forward(Side::Client, failed);
+            return Progress::Done;
+        }
+        if let Some(request) = l.request {
+            cx.fx.journal(Target::Run, request);
+        }
+        let error = error_json(
+            -32002,
+            "Resource not found: no journal for this session",
+            Some(json!({"sessionId": &*l.session})),
+        );
+        cx.fx.answer(at, Target::Run, &id, Err(&error));
+        Progress::Done
+    }
+
+    /// Load `op`'s history was all sent (its `summary` learnt): the session's journal is
+    /// opened with the client's request (and the agent's failure it replaces), what was
+    /// replayed is recorded, and the session is brought up on the agent.
+    fn history_end(&mut self, cx: &mut Cx, at: Stamp, op: u64, summary: Summary) -> Progress {
+        let Some(l) = self.loads.get_mut(&op) else {
+            return Progress::Going;
+        };
+        let session = l.session.clone();
+        let replayed = match l.phase {
+            Phase::Fetching { replayed } => replayed,
+            Phase::Starting | Phase::Restoring { .. } => 0,
+        };
+        l.summary = summary;
+        let cwd = l.setup.cwd.clone();
+        let request = l.request.take();
+        cx.sessions
+            .open_journal(&mut cx.fx, &session, cwd, &cx.initialize);
+        if let Some(request) = request {
+            cx.fx.journal(Target::Session(session.clone()), request);
+        }
+        if let Some(failed) = l.agent_failed.clone() {
+            // Consumed: the client gets the load served from the journal instead.
+            let record = cx.fx.proxy_record(at, Side::Agent, failed);
+            cx.fx.journal(Target::Session(session.clone()), record);
+        }
+        // A load tells what it replayed; a resume or a restore replays nothing.
+        if l.replay {
+            cx.fx.event(
+                at,
+                Target::Session(session.clone()),
+                Event::Replayed { lines: replayed },
+            );
+        }
+        self.bring_up(cx, at, op)
     }
 
     /// After the replay: make the session live on the agent.
@@ -443,20 +456,7 @@ impl Loads {
         cx.sessions.stop_hiding(session);
         self.set_phase(op, Phase::Restoring { outstanding: 0 });
         if is_error {
-            if how != Underneath::New {
-                // The agent lost it (or cannot load it): start afresh; the journal has it.
-                if let Some(l) = self.loads.get_mut(&op) {
-                    l.agent_failed.get_or_insert_with(|| line.clone());
-                }
-                return self.request_new(cx, at, op, session);
-            }
-            let error = serde_json::from_slice::<Value>(line)
-                .ok()
-                .map(|m| m["error"].to_string())
-                .unwrap_or_else(|| {
-                    error_json(-32603, "the agent failed to start the session", None)
-                });
-            return self.finish(cx, at, op, Err(error));
+            return self.setup_failed(cx, at, op, session, how, line);
         }
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
@@ -513,6 +513,32 @@ impl Loads {
             );
         }
         self.maybe_finish(cx, at, op)
+    }
+
+    /// The agent failed to bring load `op`'s session up by `how` (its error answer is `line`):
+    /// a load or resume falls back on a new session (the journal has the history); a failed
+    /// `session/new` ends the load with the agent's error.
+    fn setup_failed(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        op: u64,
+        session: &SessionId,
+        how: Underneath,
+        line: &Bytes,
+    ) -> Progress {
+        if how != Underneath::New {
+            // The agent lost it (or cannot load it): start afresh; the journal has it.
+            if let Some(l) = self.loads.get_mut(&op) {
+                l.agent_failed.get_or_insert_with(|| line.clone());
+            }
+            return self.request_new(cx, at, op, session);
+        }
+        let error = serde_json::from_slice::<Value>(line)
+            .ok()
+            .map(|m| m["error"].to_string())
+            .unwrap_or_else(|| error_json(-32603, "the agent failed to start the session", None));
+        self.finish(cx, at, op, Err(error))
     }
 
     fn request_new(&mut self, cx: &mut Cx, at: Stamp, op: u64, session: &SessionId) -> Progress {

@@ -16,6 +16,7 @@
 mod terminals;
 #[cfg(test)]
 mod tests;
+mod updates;
 
 use super::vocab::{ClientSupport, HashMap, HashSet, Summary};
 use std::collections::BTreeMap;
@@ -29,61 +30,7 @@ use crate::journal::format::{Body, Record};
 use crate::wire::Side;
 use terminals::Terminals;
 pub use terminals::{TERMINAL_ASKS_LIMIT, TERMINAL_LIMIT, TERMINAL_OUTPUT_LIMIT};
-
-/// How an update kind is replayed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Class {
-    History,
-    State,
-    Compaction,
-    Never,
-}
-
-fn classify(kind: &str, support: ClientSupport) -> Class {
-    match kind {
-        "user_message_chunk"
-        | "agent_message_chunk"
-        | "agent_thought_chunk"
-        | "tool_call"
-        | "tool_call_update"
-        | "plan" => Class::History,
-        "plan_update" | "plan_removed" if support.plan_operations => Class::History,
-        // v2's items plan, as v1's `plan` (see `emit_update`).
-        "plan_update" if !support.v2 => Class::History,
-        "subagent_update" | "session_message" | "session_message_chunk" if support.subagents => {
-            Class::History
-        }
-        "available_commands_update"
-        | "current_mode_update"
-        | "config_option_update"
-        | "session_info_update"
-        | "usage_update" => Class::State,
-        "compaction_update" | "compaction_summary_chunk" if support.compaction => Class::Compaction,
-        _ => Class::Never,
-    }
-}
-
-/// Whether an update kind is part of the conversation a v2 client is replayed (messages, tool
-/// calls, plans, terminals; v1's `tool_call` and `plan` included, which are translated), as
-/// opposed to state (commands, usage, config, title, the state itself) and notices.
-fn in_conversation(kind: &str) -> bool {
-    matches!(
-        kind,
-        "user_message_chunk"
-            | "user_message"
-            | "agent_message_chunk"
-            | "agent_message"
-            | "agent_thought_chunk"
-            | "agent_thought"
-            | "tool_call"
-            | "tool_call_update"
-            | "tool_call_content_chunk"
-            | "plan"
-            | "plan_update"
-            | "terminal_update"
-            | "terminal_output_chunk"
-    )
-}
+use updates::{Class, UpdatePeek, classify, in_conversation, update_of};
 
 /// One turn of the transcript.
 #[derive(Default)]
@@ -168,44 +115,6 @@ impl MadeUpIds {
             0 => format!("acpj-{kind}-{seq}"),
             n => format!("acpj-{kind}-{n}.{seq}"),
         }
-    }
-}
-
-/// The fields of an agent `session/update` a replay needs, peeked without building a `Value`
-/// (the common case, so replay stays fast on long sessions).
-#[derive(serde::Deserialize)]
-struct UpdatePeek<'a> {
-    #[serde(borrow)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    params: Option<ParamsPeek<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct ParamsPeek<'a> {
-    #[serde(borrow)]
-    update: Option<UpdateFields<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct UpdateFields<'a> {
-    #[serde(borrow)]
-    session_update: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    tool_call_id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    status: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    content: Option<&'a serde_json::value::RawValue>,
-}
-
-fn update_of(record: &Record) -> Option<(Side, Value)> {
-    match &record.body {
-        Body::Message { from, payload } => serde_json::from_slice(&payload.bytes)
-            .ok()
-            .map(|v| (*from, v)),
-        _ => None,
     }
 }
 

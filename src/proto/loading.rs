@@ -15,85 +15,18 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::context::Cx;
-use super::load_request::{Asker, LoadRequest, SetupParams};
-use super::mapping;
+use super::load_request::{Asker, LoadRequest};
+use super::load_state::{Load, Phase, present};
 use super::pending::{Step, Underneath};
-use super::sessions::{Mapping, SessionTable};
+use super::sessions::SessionTable;
 use super::vocab::{
     Action, AgentRef, AgentSessionId, HashMap, HistoryChunk, LoadMode, SessionId, Stamp, Summary,
     Target,
 };
 use crate::journal::Event;
-use crate::journal::format::Record;
 use crate::wire::Side;
 use crate::wire::envelope::{Peek, RequestId, error_json};
 use crate::wire::rewrite::{RawObject, json_string};
-
-/// Where a load stands, with what only that step needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// The journal is replayed to the client: the lines sent so far.
-    Fetching { replayed: u64 },
-    /// The agent is asked to bring the session up.
-    Starting,
-    /// The recorded mode and config options are set again: the requests not answered yet.
-    Restoring { outstanding: usize },
-}
-
-/// A `session/load` (or `session/resume`) the proxy is answering, or a restore.
-#[derive(Debug)]
-struct Load {
-    asker: Asker,
-    session: SessionId,
-    /// Replay the history (load, v2 resume with `replayFrom`) or not (resume, restore).
-    replay: bool,
-    /// For a v2 client (the current state is told before the answer).
-    v2: bool,
-    setup: SetupParams,
-    /// The client's request, journaled once the session is known to exist.
-    request: Option<Record>,
-    /// See [`LoadRequest::agent_failed`].
-    agent_failed: Option<Bytes>,
-    /// See [`LoadRequest::fork`].
-    fork: bool,
-    phase: Phase,
-    summary: Summary,
-    answer: RawObject,
-}
-
-impl Load {
-    /// The client's method: a load replays; a resume does not, except in v2 (`replayFrom`).
-    fn method(&self) -> &'static str {
-        if self.replay && !self.v2 {
-            "session/load"
-        } else {
-            "session/resume"
-        }
-    }
-
-    /// A request that restores the recorded mode or config was answered.
-    fn restore_answered(&mut self) {
-        if let Phase::Restoring { outstanding } = &mut self.phase {
-            *outstanding = outstanding.saturating_sub(1);
-        }
-    }
-
-    /// True while requests restoring the recorded mode or config wait for their answers.
-    fn restoring(&self) -> bool {
-        matches!(self.phase, Phase::Restoring { outstanding } if outstanding > 0)
-    }
-
-    fn is_restore(&self) -> bool {
-        matches!(self.asker, Asker::Restore(_))
-    }
-
-    fn client_id(&self) -> Option<&RequestId> {
-        match &self.asker {
-            Asker::Client(id) => Some(id),
-            Asker::Restore(_) => None,
-        }
-    }
-}
 
 /// Every load in progress.
 #[derive(Debug, Default)]
@@ -105,10 +38,6 @@ pub(super) struct Loads {
     by_session: HashMap<SessionId, u64>,
     /// Bytes of the client lines waiting for restores.
     waiting_bytes: usize,
-}
-
-fn present(v: &Value) -> bool {
-    !v.is_null()
 }
 
 /// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
@@ -485,8 +414,10 @@ impl Loads {
         };
         // A fresh session is mapped even when the agent reuses the ID (agents that count
         // sessions from 0 per process do): it needs re-priming and fresh tool ids.
-        if agent_session.as_str() != &**session || how == Underneath::New {
-            self.map(cx, at, op, session, &agent_session, how == Underneath::New);
+        if (agent_session.as_str() != &**session || how == Underneath::New)
+            && let Some(l) = self.loads.get(&op)
+        {
+            l.map(cx, at, &agent_session, how == Underneath::New);
         }
         let Some(l) = self.loads.get_mut(&op) else {
             return Progress::Going;
@@ -498,7 +429,7 @@ impl Loads {
         }
         let restore = l.is_restore();
         if how == Underneath::New || restore {
-            self.restore_state(cx, at, op, &agent_session, result);
+            l.restore_state(cx, at, op, &agent_session, result);
         }
         if restore {
             let how = match how {
@@ -556,98 +487,6 @@ impl Loads {
             &params.to_json(),
         );
         Progress::Going
-    }
-
-    /// Map client-facing `session` to `agent`, persistently.
-    fn map(
-        &mut self,
-        cx: &mut Cx,
-        at: Stamp,
-        op: u64,
-        session: &SessionId,
-        agent: &AgentSessionId,
-        fresh: bool,
-    ) {
-        let (reprime, turns) = match self.loads.get(&op) {
-            Some(l) if fresh && cx.config.reprime && l.summary.turns > 0 => {
-                (Some(l.summary.transcript.clone()), l.summary.turns)
-            }
-            _ => (None, 0),
-        };
-        let (agent_failed, fork) = self
-            .loads
-            .get(&op)
-            .map_or((false, false), |l| (l.agent_failed.is_some(), l.fork));
-        let has_reprime = reprime.is_some();
-        cx.sessions.map(
-            session,
-            Mapping {
-                agent: agent.clone(),
-                prefix: mapping::prefix_at(at.unix_us),
-                reprime,
-            },
-        );
-        cx.fx.event(
-            at,
-            Target::Session(session.clone()),
-            Event::SessionMapped {
-                agent_session: agent.to_string(),
-            },
-        );
-        cx.fx.push(Action::Catalog(super::CatalogUpdate::Alias {
-            session: session.clone(),
-            agent: agent.clone(),
-        }));
-        if fresh {
-            let what = if has_reprime {
-                format!(
-                    "the earlier conversation ({turns} turns) will be sent as context with your next prompt"
-                )
-            } else {
-                "it does not remember the earlier conversation".to_string()
-            };
-            let cannot = if fork {
-                "cannot fork sessions"
-            } else if agent_failed {
-                "could not load this session"
-            } else {
-                "cannot load sessions"
-            };
-            let message = format!(
-                "The agent {cannot}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
-            );
-            cx.fx.push(Action::Log(message.clone()));
-            if cx.client.notices {
-                cx.fx.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
-            }
-        }
-    }
-
-    /// Restore the recorded mode and config options on a fresh agent session.
-    fn restore_state(
-        &mut self,
-        cx: &mut Cx,
-        at: Stamp,
-        op: u64,
-        agent: &AgentSessionId,
-        result: &Value,
-    ) {
-        let Some(l) = self.loads.get_mut(&op) else {
-            return;
-        };
-        let requests = restore_requests(&l.summary, agent, result);
-        l.phase = match l.phase {
-            Phase::Restoring { outstanding } => Phase::Restoring {
-                outstanding: outstanding + requests.len(),
-            },
-            Phase::Fetching { .. } | Phase::Starting => Phase::Restoring {
-                outstanding: requests.len(),
-            },
-        };
-        let session = l.session.clone();
-        for (step, method, params) in requests {
-            cx.request(at, &session, op, step, method, &params);
-        }
     }
 
     fn maybe_finish(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
@@ -798,44 +637,4 @@ impl Loads {
     pub(super) fn starting(&self, sessions: &SessionTable, session: AgentRef<'_>) -> bool {
         sessions.starting_as(session) || (self.awaiting_new_session() && !sessions.knows(session))
     }
-}
-
-/// The `session/set_mode` and `session/set_config_option` requests that bring a fresh agent
-/// session (which answered `result`) to the recorded mode and config.
-fn restore_requests(
-    summary: &Summary,
-    agent: &AgentSessionId,
-    result: &Value,
-) -> Vec<(Step, &'static str, String)> {
-    let mut requests = Vec::new();
-    if let Some(mode) = &summary.mode
-        && result["modes"]["currentModeId"].as_str() != Some(mode.as_str())
-        && result["modes"]["availableModes"]
-            .as_array()
-            .is_some_and(|modes| modes.iter().any(|m| m["id"] == mode.as_str()))
-    {
-        let params = json!({"sessionId": agent.as_str(), "modeId": mode}).to_string();
-        requests.push((Step::SetMode(mode.clone()), "session/set_mode", params));
-    }
-    for option in result["configOptions"].as_array().into_iter().flatten() {
-        let Some(id) = option["id"].as_str() else {
-            continue;
-        };
-        let Some(recorded) = summary.config.get(id) else {
-            continue;
-        };
-        if &option["currentValue"] == recorded {
-            continue;
-        }
-        let mut params = json!({"sessionId": agent.as_str(), "configId": id, "value": recorded});
-        if recorded.is_boolean() {
-            params["type"] = json!("boolean");
-        }
-        requests.push((
-            Step::SetConfig,
-            "session/set_config_option",
-            params.to_string(),
-        ));
-    }
-    requests
 }

@@ -63,6 +63,7 @@ mod holding;
 mod ids;
 mod listing;
 mod load_request;
+mod load_state;
 mod loading;
 mod mapping;
 mod native;

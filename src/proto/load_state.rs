@@ -1,0 +1,205 @@
+//! One load in progress, as [`super::loading::Loads`] keeps it: who asked, what it replays,
+//! where it stands ([`Phase`]), and what brings a fresh agent session back to the recorded
+//! mode and config.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::context::Cx;
+use super::load_request::{Asker, SetupParams};
+use super::mapping;
+use super::pending::Step;
+use super::sessions::Mapping;
+use super::vocab::{Action, AgentSessionId, CatalogUpdate, SessionId, Stamp, Summary, Target};
+use crate::journal::Event;
+use crate::journal::format::Record;
+use crate::wire::envelope::RequestId;
+use crate::wire::rewrite::RawObject;
+
+/// Where a load stands, with what only that step needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// The journal is replayed to the client: the lines sent so far.
+    Fetching { replayed: u64 },
+    /// The agent is asked to bring the session up.
+    Starting,
+    /// The recorded mode and config options are set again: the requests not answered yet.
+    Restoring { outstanding: usize },
+}
+
+/// A `session/load` (or `session/resume`) the proxy is answering, or a restore.
+#[derive(Debug)]
+pub(super) struct Load {
+    pub(super) asker: Asker,
+    pub(super) session: SessionId,
+    /// Replay the history (load, v2 resume with `replayFrom`) or not (resume, restore).
+    pub(super) replay: bool,
+    /// For a v2 client (the current state is told before the answer).
+    pub(super) v2: bool,
+    pub(super) setup: SetupParams,
+    /// The client's request, journaled once the session is known to exist.
+    pub(super) request: Option<Record>,
+    /// See [`LoadRequest::agent_failed`].
+    pub(super) agent_failed: Option<Bytes>,
+    /// See [`LoadRequest::fork`].
+    pub(super) fork: bool,
+    pub(super) phase: Phase,
+    pub(super) summary: Summary,
+    pub(super) answer: RawObject,
+}
+
+impl Load {
+    /// Map client-facing `session` to `agent`, persistently.
+    pub(super) fn map(&self, cx: &mut Cx, at: Stamp, agent: &AgentSessionId, fresh: bool) {
+        let session = &self.session;
+        let (reprime, turns) = match fresh && cx.config.reprime && self.summary.turns > 0 {
+            true => (Some(self.summary.transcript.clone()), self.summary.turns),
+            false => (None, 0),
+        };
+        let (agent_failed, fork) = (self.agent_failed.is_some(), self.fork);
+        let has_reprime = reprime.is_some();
+        cx.sessions.map(
+            session,
+            Mapping {
+                agent: agent.clone(),
+                prefix: mapping::prefix_at(at.unix_us),
+                reprime,
+            },
+        );
+        cx.fx.event(
+            at,
+            Target::Session(session.clone()),
+            Event::SessionMapped {
+                agent_session: agent.to_string(),
+            },
+        );
+        cx.fx.push(Action::Catalog(CatalogUpdate::Alias {
+            session: session.clone(),
+            agent: agent.clone(),
+        }));
+        if fresh {
+            let what = if has_reprime {
+                format!(
+                    "the earlier conversation ({turns} turns) will be sent as context with your next prompt"
+                )
+            } else {
+                "it does not remember the earlier conversation".to_string()
+            };
+            let cannot = if fork {
+                "cannot fork sessions"
+            } else if agent_failed {
+                "could not load this session"
+            } else {
+                "cannot load sessions"
+            };
+            let message = format!(
+                "The agent {cannot}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
+            );
+            cx.fx.push(Action::Log(message.clone()));
+            if cx.client.notices {
+                cx.fx.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
+            }
+        }
+    }
+
+    /// Restore the recorded mode and config options on a fresh agent session.
+    pub(super) fn restore_state(
+        &mut self,
+        cx: &mut Cx,
+        at: Stamp,
+        op: u64,
+        agent: &AgentSessionId,
+        result: &Value,
+    ) {
+        let requests = restore_requests(&self.summary, agent, result);
+        self.phase = match self.phase {
+            Phase::Restoring { outstanding } => Phase::Restoring {
+                outstanding: outstanding + requests.len(),
+            },
+            Phase::Fetching { .. } | Phase::Starting => Phase::Restoring {
+                outstanding: requests.len(),
+            },
+        };
+        let session = self.session.clone();
+        for (step, method, params) in requests {
+            cx.request(at, &session, op, step, method, &params);
+        }
+    }
+
+    /// The client's method: a load replays; a resume does not, except in v2 (`replayFrom`).
+    pub(super) fn method(&self) -> &'static str {
+        if self.replay && !self.v2 {
+            "session/load"
+        } else {
+            "session/resume"
+        }
+    }
+
+    /// A request that restores the recorded mode or config was answered.
+    pub(super) fn restore_answered(&mut self) {
+        if let Phase::Restoring { outstanding } = &mut self.phase {
+            *outstanding = outstanding.saturating_sub(1);
+        }
+    }
+
+    /// True while requests restoring the recorded mode or config wait for their answers.
+    pub(super) fn restoring(&self) -> bool {
+        matches!(self.phase, Phase::Restoring { outstanding } if outstanding > 0)
+    }
+
+    pub(super) fn is_restore(&self) -> bool {
+        matches!(self.asker, Asker::Restore(_))
+    }
+
+    pub(super) fn client_id(&self) -> Option<&RequestId> {
+        match &self.asker {
+            Asker::Client(id) => Some(id),
+            Asker::Restore(_) => None,
+        }
+    }
+}
+
+/// A member the agent's answer has (not `null`).
+pub(super) fn present(v: &Value) -> bool {
+    !v.is_null()
+}
+
+/// The `session/set_mode` and `session/set_config_option` requests that bring a fresh agent
+/// session (which answered `result`) to the recorded mode and config.
+pub(super) fn restore_requests(
+    summary: &Summary,
+    agent: &AgentSessionId,
+    result: &Value,
+) -> Vec<(Step, &'static str, String)> {
+    let mut requests = Vec::new();
+    if let Some(mode) = &summary.mode
+        && result["modes"]["currentModeId"].as_str() != Some(mode.as_str())
+        && result["modes"]["availableModes"]
+            .as_array()
+            .is_some_and(|modes| modes.iter().any(|m| m["id"] == mode.as_str()))
+    {
+        let params = json!({"sessionId": agent.as_str(), "modeId": mode}).to_string();
+        requests.push((Step::SetMode(mode.clone()), "session/set_mode", params));
+    }
+    for option in result["configOptions"].as_array().into_iter().flatten() {
+        let Some(id) = option["id"].as_str() else {
+            continue;
+        };
+        let Some(recorded) = summary.config.get(id) else {
+            continue;
+        };
+        if &option["currentValue"] == recorded {
+            continue;
+        }
+        let mut params = json!({"sessionId": agent.as_str(), "configId": id, "value": recorded});
+        if recorded.is_boolean() {
+            params["type"] = json!("boolean");
+        }
+        requests.push((
+            Step::SetConfig,
+            "session/set_config_option",
+            params.to_string(),
+        ));
+    }
+    requests
+}

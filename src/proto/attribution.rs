@@ -21,7 +21,7 @@ use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::journal::format::Record;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek};
+use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
 /// Decide the journal of a line and update the pending table.
 pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
@@ -33,50 +33,7 @@ pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Recor
                 let rid = envelope::request_id(peek.params)?;
                 cx.pending.get(&(from.other(), rid))?.session.clone()
             });
-            if method == "initialize" {
-                cx.initialize.request = Some(record_bytes(record));
-            }
-            if let Some(s) = &session {
-                let state = match (from, method.as_ref()) {
-                    (Side::Client, "session/prompt") => Some("running"),
-                    (Side::Agent, "session/request_permission" | "elicitation/create") => {
-                        Some("requires_action")
-                    }
-                    _ => None,
-                };
-                if let Some(state) = state {
-                    cx.facts.state(s, state, record.unix_us);
-                }
-                if from == Side::Client && method == "session/prompt" && cx.sessions.first_prompt(s)
-                {
-                    catalog::prompt(cx, s, peek, record.unix_us);
-                }
-            }
-            let setup = CREATES_SESSION.contains(&method.as_ref()).then(|| Setup {
-                record: record.clone(),
-                params: SetupParams::parse(
-                    &peek
-                        .params
-                        .and_then(|p| serde_json::from_str(p.get()).ok())
-                        .unwrap_or_default(),
-                ),
-                cwd: envelope::str_field(peek.params, "cwd"),
-                copied_to: None,
-            });
-            let index = match (from, &session) {
-                (Side::Client, Some(s)) => session_index_update(method, s, peek),
-                _ => None,
-            };
-            cx.pending.insert(
-                (from, id.clone()),
-                Pending {
-                    method: method.to_string(),
-                    seq: record.seq,
-                    session: session.clone(),
-                    setup,
-                    index,
-                },
-            );
+            request(cx, from, peek, record, id, method, session.clone());
             session.map_or(Target::Run, Target::Session)
         }
         Kind::Notification { method } => {
@@ -89,50 +46,101 @@ pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Recor
             });
             session.map_or(Target::Run, Target::Session)
         }
-        Kind::Response { id, is_error } => {
-            let Some(pending) = cx.pending.remove(&(from.other(), id.clone())) else {
-                return Target::Run;
-            };
-            if pending.method == "initialize" {
-                cx.initialize.response = Some(record_bytes(record));
-            }
-            if let Some(s) = &pending.session {
-                catalog::turn(cx, s, &pending.method, peek, record.unix_us);
-            }
-            if let Some(mut update) = pending.index.clone().filter(|_| !*is_error) {
-                if let CatalogUpdate::Rename { title, .. } = &mut update {
-                    *title = cx.redacted(std::mem::take(title));
-                }
-                cx.fx.push(Action::Catalog(update));
-            }
-            // (A v2 answer only says the prompt was taken: the turn, and its watch, go on
-            // until the agent reports the session idle.)
-            if pending.method == "session/prompt"
-                && !cx.agent.v2
-                && let Some(s) = &pending.session
-            {
-                cx.sessions.end_prompt(s, Some(id));
-            }
-            let created = match (&pending.setup, is_error) {
-                (Some(_), false) => {
-                    envelope::str_field(peek.result, "sessionId").map(SessionId::from)
-                }
-                _ => None,
-            };
-            match (created, pending.setup) {
-                (Some(new), Some(setup)) => {
-                    open_session(cx, &new, setup.cwd.clone(), false);
-                    tell_reused(cx, &new, record);
-                    cx.sessions.set_setup(&new, setup.params);
-                    if setup.copied_to.as_ref() != Some(&new) {
-                        cx.fx.journal(Target::Session(new.clone()), setup.record);
-                    }
-                    Target::Session(new)
-                }
-                _ => pending.session.map_or(Target::Run, Target::Session),
-            }
-        }
+        Kind::Response { id, is_error } => match cx.pending.remove(&(from.other(), id.clone())) {
+            Some(pending) => response(cx, peek, record, id, *is_error, pending),
+            None => Target::Run,
+        },
         Kind::OtherJson | Kind::Invalid => Target::Run,
+    }
+}
+
+/// A request of `from` in `session` (if any): what the catalog learns of it, and its entry
+/// in the pending table.
+fn request(
+    cx: &mut Cx,
+    from: Side,
+    peek: &Peek<'_>,
+    record: &Record,
+    id: &RequestId,
+    method: &str,
+    session: Option<SessionId>,
+) {
+    if method == "initialize" {
+        cx.initialize.request = Some(record_bytes(record));
+    }
+    if let Some(s) = &session {
+        catalog::request(cx, s, from, method, peek, record.unix_us);
+    }
+    let setup = CREATES_SESSION.contains(&method).then(|| Setup {
+        record: record.clone(),
+        params: SetupParams::parse(
+            &peek
+                .params
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_default(),
+        ),
+        cwd: envelope::str_field(peek.params, "cwd"),
+        copied_to: None,
+    });
+    let index = match (from, &session) {
+        (Side::Client, Some(s)) => session_index_update(method, s, peek),
+        _ => None,
+    };
+    let pending = Pending {
+        method: method.to_string(),
+        seq: record.seq,
+        session,
+        setup,
+        index,
+    };
+    cx.pending.insert((from, id.clone()), pending);
+}
+
+/// A response to `pending`: what the catalog learns of it, the turn it ends, and the journal it
+/// goes to (a new session's, with the request that created it copied in first).
+fn response(
+    cx: &mut Cx,
+    peek: &Peek<'_>,
+    record: &Record,
+    id: &RequestId,
+    is_error: bool,
+    pending: Pending,
+) -> Target {
+    if pending.method == "initialize" {
+        cx.initialize.response = Some(record_bytes(record));
+    }
+    if let Some(s) = &pending.session {
+        catalog::turn(cx, s, &pending.method, peek, record.unix_us);
+    }
+    if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
+        if let CatalogUpdate::Rename { title, .. } = &mut update {
+            *title = cx.redacted(std::mem::take(title));
+        }
+        cx.fx.push(Action::Catalog(update));
+    }
+    // (A v2 answer only says the prompt was taken: the turn, and its watch, go on until the
+    // agent reports the session idle.)
+    if pending.method == "session/prompt"
+        && !cx.agent.v2
+        && let Some(s) = &pending.session
+    {
+        cx.sessions.end_prompt(s, Some(id));
+    }
+    let created = match (&pending.setup, is_error) {
+        (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),
+        _ => None,
+    };
+    match (created, pending.setup) {
+        (Some(new), Some(setup)) => {
+            open_session(cx, &new, setup.cwd.clone(), false);
+            tell_reused(cx, &new, record);
+            cx.sessions.set_setup(&new, setup.params);
+            if setup.copied_to.as_ref() != Some(&new) {
+                cx.fx.journal(Target::Session(new.clone()), setup.record);
+            }
+            Target::Session(new)
+        }
+        _ => pending.session.map_or(Target::Run, Target::Session),
     }
 }
 

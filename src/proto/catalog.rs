@@ -6,10 +6,37 @@
 use super::context::Cx;
 use super::turn_facts::Fields;
 use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
+use crate::wire::Side;
 use crate::wire::envelope::Peek;
 
+/// A request of `from` in session `s` (at `t`): a prompt sets the session running (and the
+/// first of the run names it), the agent's permission or elicitation request makes it wait
+/// for the client.
+pub(super) fn request(
+    cx: &mut Cx,
+    s: &SessionId,
+    from: Side,
+    method: &str,
+    peek: &Peek<'_>,
+    t: i64,
+) {
+    let state = match (from, method) {
+        (Side::Client, "session/prompt") => Some("running"),
+        (Side::Agent, "session/request_permission" | "elicitation/create") => {
+            Some("requires_action")
+        }
+        _ => None,
+    };
+    if let Some(state) = state {
+        cx.facts.state(s, state, t);
+    }
+    if from == Side::Client && method == "session/prompt" && cx.sessions.first_prompt(s) {
+        prompt(cx, s, peek, t);
+    }
+}
+
 /// The first prompt of session `s` in this run (at `t`): its title for the catalog.
-pub(super) fn prompt(cx: &mut Cx, s: &SessionId, peek: &Peek<'_>, t: i64) {
+fn prompt(cx: &mut Cx, s: &SessionId, peek: &Peek<'_>, t: i64) {
     let Some(params) = peek
         .params
         .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())

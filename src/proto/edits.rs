@@ -178,31 +178,7 @@ fn rewrite_agent_response(
                 }
             }
         }
-        Some("session/new") if !is_error => {
-            if let Some(s) = envelope::str_field(peek.result, "sessionId") {
-                match cx.reused.fresh_id(&s) {
-                    Some(fresh) => {
-                        // Mapped from the start (no prefix: nothing was replayed into it).
-                        let agent = AgentSessionId::from(s.as_str());
-                        let mapping = sessions::Mapping {
-                            agent,
-                            prefix: String::new(),
-                            reprime: None,
-                        };
-                        cx.sessions.map(&fresh, mapping);
-                        out = rewrite::edit_line(line, |m| {
-                            m.edit("result", |r| {
-                                r.set("sessionId", rewrite::json_string(&fresh))
-                            })
-                        });
-                    }
-                    None => {
-                        let s = cx.sessions.id(&s);
-                        cx.sessions.set_live(&s);
-                    }
-                }
-            }
-        }
+        Some("session/new") if !is_error => out = new_session(cx, peek, line),
         _ => {}
     }
     if let Some(original) = original {
@@ -211,6 +187,30 @@ fn rewrite_agent_response(
         });
     }
     out
+}
+
+/// The agent's answer to `session/new` (`line`, described by `peek`): the session is live; one
+/// under an ID the store held from an earlier run takes its fresh client-facing ID
+/// ([`super::reused_ids`]), mapped to the agent's, and the answer says that ID.
+fn new_session(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
+    let s = envelope::str_field(peek.result, "sessionId")?;
+    let Some(fresh) = cx.reused.fresh_id(&s) else {
+        let s = cx.sessions.id(&s);
+        cx.sessions.set_live(&s);
+        return None;
+    };
+    // Mapped from the start (no prefix: nothing was replayed into it).
+    let mapping = sessions::Mapping {
+        agent: AgentSessionId::from(s.as_str()),
+        prefix: String::new(),
+        reprime: None,
+    };
+    cx.sessions.map(&fresh, mapping);
+    rewrite::edit_line(line, |m| {
+        m.edit("result", |r| {
+            r.set("sessionId", rewrite::json_string(&fresh))
+        })
+    })
 }
 
 /// Whether `line` may carry a `usage_update`, `session_info_update` or (v2) `state_update` (one pass over the

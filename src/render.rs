@@ -6,18 +6,20 @@
 //! export).
 
 mod chunk;
+mod facts;
 pub mod html;
+mod labels;
 pub mod model;
 mod pretty;
+mod time;
 
 use std::io::{self, Write};
 
-use serde_json::Value;
-
-use crate::journal::{Header, Record};
-
-use crate::wire::Side;
+use crate::journal::Record;
+pub use facts::SessionFacts;
+pub use labels::{arrow, config_summary, plan_mark, plan_summary};
 use model::{Event, Render, Timeline, Voice};
+pub use time::{clock, utc, utc_us};
 
 /// Terminal styling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,106 +223,13 @@ impl<W: Write> Transcript<W> {
     }
 }
 
-/// The facts of a recorded session that head an export.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionFacts {
-    /// The session ID (`?` when the segment has none).
-    pub session: String,
-    /// The agent's command line.
-    pub agent: String,
-    /// The proxy's working directory.
-    pub cwd: String,
-    /// When the first run started, in UTC (RFC 3339).
-    pub recorded: String,
-    /// The proxy that recorded it (name and version).
-    pub proxy: String,
-    /// How many proxy runs (segments) the session spans.
-    pub runs: usize,
-}
-
-impl SessionFacts {
-    /// The facts from the first segment's header.
-    pub fn new(header: &Header, runs: usize) -> SessionFacts {
-        SessionFacts {
-            session: header.session.clone().unwrap_or_else(|| "?".into()),
-            agent: header.argv.join(" "),
-            cwd: header.cwd.clone().unwrap_or_else(|| "?".into()),
-            recorded: utc(header.started),
-            proxy: header.proxy.clone(),
-            runs,
-        }
-    }
-}
-
-/// A journal time (Unix microseconds) in UTC, RFC 3339 (empty when out of range).
-pub fn utc(unix_us: i64) -> String {
-    jiff::Timestamp::from_microsecond(unix_us)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
-/// A journal time in UTC, RFC 3339 with every microsecond (`2026-11-25T01:27:39.166700Z`: fixed
-/// width, so the strings sort as the times do; empty when out of range).
-pub fn utc_us(unix_us: i64) -> String {
-    jiff::Timestamp::from_microsecond(unix_us)
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
-        .unwrap_or_default()
-}
-
-/// A journal time of day in UTC: `HH:MM:SS.mmm`.
-pub fn clock(unix_us: i64) -> String {
-    jiff::Timestamp::from_microsecond(unix_us)
-        .map(|t| t.strftime("%H:%M:%S%.3f").to_string())
-        .unwrap_or_default()
-}
-
-/// The direction of a message from `from`: `client → agent` or `agent → client`.
-pub fn arrow(from: Side) -> &'static str {
-    match from {
-        Side::Client => "client → agent",
-        Side::Agent => "agent → client",
-    }
-}
-
-/// Config options set, on one line: `config: model = opus, fast = true` (string values bare,
-/// others as JSON).
-pub fn config_summary(options: &[(&str, &Value)]) -> String {
-    let set: Vec<String> = options
-        .iter()
-        .map(|(id, value)| match value.as_str() {
-            Some(text) => format!("{id} = {text}"),
-            None => format!("{id} = {value}"),
-        })
-        .collect();
-    format!("config: {}", set.join(", "))
-}
-
-/// A `plan` update on one line: `plan: [x] done  [>] doing  [ ] to do`.
-pub fn plan_summary(update: &Value) -> String {
-    let entries: Vec<String> = update["entries"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| format!("{} {}", plan_mark(e), e["content"].as_str().unwrap_or("")))
-        .collect();
-    format!("plan: {}", entries.join("  "))
-}
-
-/// The checkbox of a plan entry: `[x]` completed, `[>]` in progress, `[ ]` otherwise.
-pub fn plan_mark(entry: &Value) -> &'static str {
-    match entry["status"].as_str() {
-        Some("completed") => "[x]",
-        Some("in_progress") => "[>]",
-        _ => "[ ]",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
 
     use super::*;
     use crate::journal::{Body, Payload};
+    use crate::wire::Side;
 
     #[test]
     fn utc_us_keeps_every_microsecond_at_a_fixed_width() {

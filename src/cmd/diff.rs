@@ -24,8 +24,8 @@ pub(super) fn report(found: &Diff, fail_on: &[Category], json: bool) -> anyhow::
 
 /// Compare the two recordings named on the command line.
 pub(super) fn run(store: &Store, args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let a = super::recording(store, std::slice::from_ref(&args.a))?;
-    let b = super::recording(store, std::slice::from_ref(&args.b))?;
+    let a = super::sources::recording(store, std::slice::from_ref(&args.a))?;
+    let b = super::sources::recording(store, std::slice::from_ref(&args.b))?;
     for note in a.notes.iter().chain(&b.notes) {
         eprintln!("acp-journal diff: {note}");
     }

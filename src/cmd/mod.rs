@@ -14,16 +14,15 @@ mod rerun;
 mod search;
 mod serve;
 mod show;
+mod sources;
 mod verify;
 mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::catalog::Catalog;
 use crate::cli::{Cli, Command};
 use crate::journal::Store;
-use crate::replay::Recording;
 
 /// Resolve the journal store: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
 /// `$XDG_DATA_HOME/acp-journal`, else `~/.local/share/acp-journal`.
@@ -37,15 +36,6 @@ pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
         .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("acp-journal")))
         .or_else(|| env("HOME").map(|h| h.join(".local/share/acp-journal")))
         .unwrap_or_else(|| PathBuf::from(".acp-journal"))
-}
-
-/// Read recordings named on the command line (session IDs, prefixes, files, bundles) as one.
-fn recording(store: &Store, sources: &[String]) -> anyhow::Result<Recording> {
-    let mut segments = Vec::new();
-    for source in sources {
-        segments.extend(store.resolve(source).map_err(anyhow::Error::msg)?);
-    }
-    Recording::read(&sources.join(" "), &segments)
 }
 
 /// Run the parsed command line.

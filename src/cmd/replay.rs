@@ -43,7 +43,7 @@ fn scaled(pace: Pace, delay_us: u64) -> Duration {
 
 /// Serve the recording until the client closes stdin.
 pub(super) fn run(store: &Store, args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let recording = super::recording(store, &args.sources)?;
+    let recording = super::sources::recording(store, &args.sources)?;
     for note in &recording.notes {
         eprintln!("acp-journal replay: {note}");
     }

@@ -251,7 +251,7 @@ fn result_of(response: Value, method: &str) -> anyhow::Result<Value> {
 
 /// Run the recording's client side against the agent, then diff.
 pub(super) fn run(store: &Store, args: RerunArgs) -> anyhow::Result<ExitCode> {
-    let original = super::recording(store, std::slice::from_ref(&args.source))?;
+    let original = super::sources::recording(store, std::slice::from_ref(&args.source))?;
     if original.sessions.is_empty() {
         bail!("{}: no session in this recording", args.source);
     }

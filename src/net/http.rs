@@ -22,6 +22,8 @@
 //! `GET` of a stream replaces the first instead of a 409; `Content-Type` may be missing; the
 //! `Accept` header of a `GET` is not checked.
 
+mod handle;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -29,44 +31,22 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode, header};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{
-    Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, SESSION_ID, connection_id, json,
-    message_line, message_of, plain,
-};
-use crate::shell::hub::{Connection, Outbox, SOFT_LIMIT};
+use super::headers::{CONNECTION_ID, SESSION_ID, connection_id};
+use super::message::{message_line, message_of};
+use super::options::{KEEPALIVE, SEND_TIMEOUT};
+use super::responses::{Body, full, json, plain};
+use super::state::Host;
+use crate::shell::hub::{Outbox, SOFT_LIMIT};
 use crate::wire::envelope::{self, Kind};
+pub(super) use handle::Handle;
+use handle::{Control, Stream};
 
 /// Frames a stream's body holds before the dispatcher waits for the client to read (and at
 /// most [`SOFT_LIMIT`] bytes of them).
 const STREAM_DEPTH: usize = 64;
-
-/// The dispatcher's end of one event stream: frames, each with its share of the stream's
-/// [`SOFT_LIMIT`] bytes, given back once hyper takes it.
-#[derive(Clone)]
-struct Stream {
-    frames: mpsc::Sender<(Bytes, Option<OwnedSemaphorePermit>)>,
-    bytes: Arc<Semaphore>,
-}
-
-/// A live HTTP connection, as request handlers reach it.
-#[derive(Clone)]
-pub(super) struct Handle {
-    connection: Arc<Connection>,
-    control: mpsc::UnboundedSender<Control>,
-}
-
-/// What request handlers tell a connection's dispatcher.
-enum Control {
-    /// The client opened a stream (`None`: the connection's).
-    Stream(Option<String>, Stream),
-    /// The client sent request `id` (its JSON) for `session`: the answer goes on its stream.
-    Request(String, String),
-    /// `DELETE`.
-    End,
-}
 
 /// `POST /acp`.
 pub(super) async fn post(host: Arc<Host>, req: Request<Incoming>) -> Response<Body> {
@@ -133,7 +113,7 @@ pub(super) async fn post(host: Arc<Host>, req: Request<Incoming>) -> Response<Bo
     match handle.connection.send(line).await {
         true => Response::builder()
             .status(StatusCode::ACCEPTED)
-            .body(super::full(Bytes::new()))
+            .body(full(Bytes::new()))
             .expect("a static response"),
         false => plain(StatusCode::SERVICE_UNAVAILABLE, "the host is stopping"),
     }
@@ -260,7 +240,7 @@ pub(super) fn delete(host: &Host, req: &Request<Incoming>) -> Response<Body> {
     let _ = handle.control.send(Control::End);
     Response::builder()
         .status(StatusCode::ACCEPTED)
-        .body(super::full(Bytes::new()))
+        .body(full(Bytes::new()))
         .expect("a static response")
 }
 

@@ -20,10 +20,15 @@
 //! sent within [`SEND_TIMEOUT`] (or lets its queue pass the hub's limits) is dropped.
 
 pub mod bridge;
+mod headers;
 pub mod hosts;
 mod http;
+mod message;
+mod options;
 mod page;
+mod responses;
 mod sockets;
+mod state;
 mod summary;
 mod throttle;
 pub mod tls;
@@ -33,13 +38,10 @@ mod ws;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -47,11 +49,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::shell::hub::HubLink;
+use headers::request_host;
 use hosts::Hosts;
+pub use options::{KEEPALIVE, Options, SEND_TIMEOUT};
+use responses::{Body, plain};
 use sockets::{Pass, Sockets};
+use state::Host;
 use summary::Summary;
 use throttle::Throttle;
-use token::Token;
 
 /// Largest request head (HTTP/1.1 headers; an HTTP/2 header list), in bytes.
 pub const MAX_HEAD: usize = 32 * 1024;
@@ -65,74 +70,6 @@ const H2_WINDOW: u32 = 64 * 1024;
 
 /// `Strict-Transport-Security` under TLS (no `includeSubDomains`: the name may hold others).
 const HSTS: &str = "max-age=31536000";
-
-/// How long a client may take to accept one message before it is dropped.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How often an idle stream or socket gets a keep-alive (an SSE comment, a WebSocket ping).
-pub const KEEPALIVE: Duration = Duration::from_secs(15);
-
-/// The header naming a connection.
-const CONNECTION_ID: &str = "acp-connection-id";
-/// The header naming a session.
-const SESSION_ID: &str = "acp-session-id";
-
-/// What the server allows.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// The bearer token.
-    pub token: Token,
-    /// Largest message, in bytes (a bigger body gets 413; a bigger WebSocket frame closes).
-    pub max_message: usize,
-    /// ACP connections open at once (HTTP and WebSocket).
-    pub max_connections: usize,
-    /// An HTTP connection with no stream open for this long, or a WebSocket that answers no
-    /// ping for this long, is ended (its sessions live on).
-    pub idle_timeout: Duration,
-    /// How long `initialize` may wait for the agent's answer (then 504).
-    pub init_timeout: Duration,
-    /// Browser origins allowed to open a WebSocket besides the server's own host.
-    pub allowed_origins: Vec<String>,
-    /// `--allow-host`: names admitted in `Host` besides loopback and the listening address.
-    pub allowed_hosts: Vec<String>,
-    /// How long a socket may go without showing the token (TLS, request headers and bodies,
-    /// HTTP/2 frames and pings included; 10 s by default).
-    pub handshake: Duration,
-    /// TLS, when given a certificate and key.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-}
-
-/// A response body: whole, or a stream of Server-Sent Events.
-type Body = BoxBody<Bytes, Infallible>;
-
-/// The server's shared state.
-struct Host {
-    options: Options,
-    link: HubLink,
-    /// The `Host` values admitted.
-    names: Hosts,
-    /// Wrong tokens, per source.
-    throttle: Throttle,
-    /// HTTP connections by `Acp-Connection-Id`.
-    http: Mutex<HashMap<String, http::Handle>>,
-    /// ACP connections open (HTTP and WebSocket).
-    open: AtomicUsize,
-}
-
-impl Host {
-    /// Count a new ACP connection in; false (nothing counted) at the limit.
-    fn admit(&self) -> bool {
-        self.open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.options.max_connections).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    fn release(&self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// Serve ACP on `listener` until the hub's main loop is gone. Each socket runs on its own task.
 ///
@@ -336,159 +273,4 @@ fn unauthorized() -> Response<Body> {
         header::HeaderValue::from_static("Bearer"),
     );
     response
-}
-
-/// The `Host` a request was sent to (HTTP/2: its `:authority`).
-fn request_host<B>(req: &Request<B>) -> Option<&str> {
-    req.headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))
-}
-
-/// The `Origin` a browser sent with `req` (`None`: none, or not text).
-fn origin<B>(req: &Request<B>) -> Option<&str> {
-    req.headers()
-        .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-}
-
-/// True when `origin`'s host (and port) is the `Host` `req` was sent to: a page of this server.
-fn own_origin<B>(req: &Request<B>, origin: &str) -> bool {
-    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-    request_host(req).is_some_and(|own| own.eq_ignore_ascii_case(origin_host))
-}
-
-/// A new connection's `Acp-Connection-Id`: 128 random bits, hex.
-fn connection_id() -> String {
-    let mut bytes = [0u8; 16];
-    // No randomness is a broken machine; the id is no secret (the token is), only unique.
-    if getrandom::fill(&mut bytes).is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        bytes = t.to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Why a client's message is refused.
-#[derive(Debug, PartialEq, Eq)]
-enum Invalid {
-    /// Not JSON (JSON-RPC -32700).
-    Parse,
-    /// JSON, but not one JSON-RPC object: a batch, a scalar (-32600).
-    NotAnObject,
-}
-
-impl Invalid {
-    /// The JSON-RPC error a client gets for it (`id` null: the message had none we can trust).
-    fn error_json(&self) -> String {
-        let (code, message) = match self {
-            Invalid::Parse => (-32700, "Parse error: not JSON"),
-            Invalid::NotAnObject => (
-                -32600,
-                "Invalid Request: one JSON-RPC object per message (no batches)",
-            ),
-        };
-        serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
-            .to_string()
-    }
-}
-
-/// A client's message as the core takes it: one line. The bytes pass as sent, except that line
-/// breaks (whitespace between JSON tokens: a JSON string cannot hold one raw) become spaces, and
-/// a newline ends the line.
-fn message_line(body: &[u8]) -> Result<Bytes, Invalid> {
-    let body = body.trim_ascii();
-    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
-        return Err(Invalid::Parse);
-    }
-    if body.first() != Some(&b'{') {
-        return Err(Invalid::NotAnObject);
-    }
-    let mut line = Vec::with_capacity(body.len() + 1);
-    line.extend(body.iter().map(|&b| match b {
-        b'\n' | b'\r' => b' ',
-        b => b,
-    }));
-    line.push(b'\n');
-    Ok(Bytes::from(line))
-}
-
-/// A line the core sent, as one message (its line break off).
-fn message_of(line: &Bytes) -> Bytes {
-    let mut message = line.clone();
-    while message.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        message.truncate(message.len() - 1);
-    }
-    message
-}
-
-fn full(body: impl Into<Bytes>) -> Body {
-    Full::new(body.into()).boxed()
-}
-
-/// A plain-text response.
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut response = Response::new(full(format!("{text}\n")));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
-/// A JSON response.
-fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut response = Response::new(full(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_message_becomes_one_line_with_its_bytes_kept() {
-        let pretty = b" {\n  \"jsonrpc\": \"2.0\",\r\n  \"method\": \"x\", \"params\": {\"t\": \"a\\nb\"}\n}\n";
-        let line = message_line(pretty).unwrap();
-        assert_eq!(
-            &line[..],
-            b"{   \"jsonrpc\": \"2.0\",    \"method\": \"x\", \"params\": {\"t\": \"a\\nb\"} }\n"
-        );
-        let compact = br#"{"jsonrpc":"2.0","id":1,"method":"m"}"#;
-        assert_eq!(&message_line(compact).unwrap()[..compact.len()], compact);
-        assert_eq!(message_of(&line).last(), Some(&b'}'));
-    }
-
-    #[test]
-    fn garbage_batches_and_scalars_are_refused() {
-        assert_eq!(message_line(b"not json"), Err(Invalid::Parse));
-        assert_eq!(message_line(b"{\"a\":"), Err(Invalid::Parse));
-        assert_eq!(message_line(b""), Err(Invalid::Parse));
-        assert_eq!(
-            message_line(b"[{\"jsonrpc\":\"2.0\"}]"),
-            Err(Invalid::NotAnObject)
-        );
-        assert_eq!(message_line(b"42"), Err(Invalid::NotAnObject));
-        let error: serde_json::Value = serde_json::from_str(&Invalid::Parse.error_json()).unwrap();
-        assert_eq!(error["error"]["code"], -32700);
-        assert!(error["id"].is_null());
-    }
-
-    #[test]
-    fn connection_ids_are_unique_hex() {
-        let (a, b) = (connection_id(), connection_id());
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-    }
 }

@@ -23,7 +23,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use super::{Body, full, plain};
+use super::responses::{Body, full, plain};
 
 /// The page (no data of its own: its script fetches everything over the WebSocket).
 const INDEX: &str = include_str!("page/index.html");

@@ -2,7 +2,7 @@
 //! ways (its `Acp-Connection-Id` is a header of the 101). Binary frames are refused (close 1003,
 //! as the Remote drafts require; the SDKs ignore them); a text frame that is not one JSON-RPC
 //! object gets a JSON-RPC error frame and harms nothing else. The host pings every
-//! [`super::KEEPALIVE`]; a socket that sends nothing (pongs included) for the idle timeout is
+//! [`KEEPALIVE`]; a socket that sends nothing (pongs included) for the idle timeout is
 //! closed (1001). `Origin`, when a browser sends it, must be the server's own host or allowed.
 //! A client that offers the [`PROTOCOL`] subprotocol (the page, which shows its token as another
 //! one) gets it back; the one carrying the token is never echoed.
@@ -21,12 +21,13 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
+use super::headers::{CONNECTION_ID, connection_id, origin, own_origin};
+use super::message::{message_line, message_of};
+use super::options::{KEEPALIVE, SEND_TIMEOUT};
+use super::responses::{Body, full, plain};
 use super::sockets::Pass;
+use super::state::Host;
 use super::token::PROTOCOL;
-use super::{
-    Body, CONNECTION_ID, Host, KEEPALIVE, SEND_TIMEOUT, connection_id, message_line, message_of,
-    origin, own_origin, plain,
-};
 use crate::shell::hub::{Connection, Outbox};
 
 /// True for a WebSocket upgrade request.
@@ -99,7 +100,7 @@ pub(super) fn accept(host: Arc<Host>, pass: Arc<Pass>, req: Request<Incoming>) -
         response = response.header(header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL);
     }
     response
-        .body(super::full(Bytes::new()))
+        .body(full(Bytes::new()))
         .expect("a static response")
 }
 

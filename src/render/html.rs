@@ -18,8 +18,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use similar::{ChangeTag, TextDiff};
 
+use super::facts::SessionFacts;
+use super::labels::{arrow, config_summary, plan_mark};
 use super::model::{Event, Render, Timeline, ToolCall, Voice, replay_note};
-use super::{SessionFacts, arrow, clock, config_summary, plan_mark, utc};
+use super::time::{clock, utc};
 use crate::journal::{Body, Record, Tail};
 use crate::wire::Side;
 

@@ -5,8 +5,9 @@
 //! What changes with every turn (a session's state, first prompt, turn ends, usage) is coalesced
 //! in the core, which lets it out as [`crate::proto::Action::TurnFacts`] about once a second
 //! (the shell's sync tick calls [`crate::proto::Proxy::handle_facts_due`]) and before any other
-//! entry or a read for `session/list`; the shell writes it with [`CatalogService::write`]. Everything else (a session opened, closed, aliased, titled,
-//! deleted) is written at once, in the order it happened.
+//! entry or a read for `session/list`; the shell writes it with [`CatalogService::write`].
+//! Everything else (a session opened, closed, aliased, titled, deleted) is written at once, in
+//! the order it happened. [`catalog_entry`] makes the entry of a core's [`CatalogUpdate`].
 
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{Catalog, CatalogEntry, CatalogIndex, git_branch};
 use crate::journal::Store;
-use crate::proto::ListedSession;
+use crate::proto::{CatalogUpdate, ListedSession};
 
 /// What the catalog thread sends back to the main loop.
 #[derive(Debug)]
@@ -209,6 +210,61 @@ fn changed_cwds(index: &mut CatalogIndex) -> Vec<String> {
     cwds.sort_unstable();
     cwds.dedup();
     cwds
+}
+
+/// The catalog entry of a core's update learned at `t` (Unix microseconds).
+pub(super) fn catalog_entry(update: CatalogUpdate, t: i64) -> CatalogEntry {
+    match update {
+        CatalogUpdate::Alias { session, agent } => CatalogEntry::Alias {
+            session: session.to_string(),
+            agent: agent.to_string(),
+            t,
+        },
+        CatalogUpdate::Info {
+            session,
+            title,
+            updated_at,
+        } => CatalogEntry::Info {
+            session: session.to_string(),
+            title,
+            updated_at,
+            t,
+        },
+        CatalogUpdate::Rename { session, title } => CatalogEntry::Rename {
+            session: session.to_string(),
+            title,
+            t,
+        },
+        CatalogUpdate::Archive { session, archived } => CatalogEntry::Archive {
+            session: session.to_string(),
+            archived,
+            t,
+        },
+        CatalogUpdate::Prompt { session, title } => CatalogEntry::Prompt {
+            session: session.to_string(),
+            title,
+            t,
+        },
+        CatalogUpdate::Delete { session } => CatalogEntry::Delete {
+            session: session.to_string(),
+            t,
+        },
+        CatalogUpdate::State { session, state } => CatalogEntry::State {
+            session: session.to_string(),
+            state: state.to_string(),
+            t,
+        },
+        CatalogUpdate::TurnEnded { session, turns } => CatalogEntry::TurnEnded {
+            session: session.to_string(),
+            turns,
+            t,
+        },
+        CatalogUpdate::Usage { session, usage } => CatalogEntry::Usage {
+            session: session.to_string(),
+            usage,
+            t,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -10,13 +10,19 @@ use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
+use super::actions::{Outputs, apply};
+use super::agent::{Agent, Process};
+use super::catalog;
+use super::clock::Clock;
+use super::config::ShellConfig;
+use super::front::{EDITOR, Front, FrontInput, FrontOutput, Input};
 use super::journals::{JournalSet, RunInfo};
+use super::life;
 use super::lines::LineSplitter;
 use super::pipes::Reader;
-use super::{
-    Agent, Clock, EDITOR, Front, FrontInput, FrontOutput, Input, Outputs, Process, Services,
-    ShellConfig, StderrCopy, apply, catalog, life, respawn,
-};
+use super::respawn;
+use super::services::Services;
+use super::stderr::StderrCopy;
 use crate::journal::Event;
 use crate::proto::{self, HistoryChunk, Peer, Proxy, Stamp};
 

@@ -19,9 +19,12 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{mpsc, oneshot};
 
+use super::journals::FsyncPolicy;
+use super::pipes::Output;
 use super::*;
 use crate::journal::store::segments_in;
-use crate::journal::{Body, SegmentReader};
+use crate::journal::{Body, SegmentReader, Store};
+use crate::proto;
 use crate::wire::Side;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;

@@ -9,6 +9,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::side::Side;
+
 /// A JSON-RPC id, compared by value: `1` and `"1"` differ, `"a"` and `"\u0061"` do not.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RequestId {
@@ -280,9 +282,9 @@ pub fn error_json(code: i64, message: &str, data: Option<serde_json::Value>) -> 
 /// proxy made it, which is not a turn), as [`peek`] would classify it. A substring test first,
 /// so the common line costs no parse; then the envelope alone (no `params.sessionId`, no
 /// [`Peek`] built).
-pub fn is_prompt_turn(from: super::Side, proxy: bool, line: &[u8]) -> bool {
+pub fn is_prompt_turn(from: Side, proxy: bool, line: &[u8]) -> bool {
     let body = line.trim_ascii();
-    from == super::Side::Client
+    from == Side::Client
         && !proxy
         && memchr::memmem::find(body, b"\"session/prompt\"").is_some()
         && body.first() == Some(&b'{')

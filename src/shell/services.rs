@@ -1,0 +1,73 @@
+//! [`Services`]: the store-side work the core asks for, off the main loop: history reads (and
+//! their cancelling), forks, the catalog service.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::mpsc;
+
+use super::catalog::{self, catalog_entry};
+use super::history::{self, HistoryRequest};
+use crate::journal::Store;
+use crate::proto::{CatalogUpdate, HistoryChunk};
+use crate::replay::fork::{ForkPoint, fork_session};
+
+/// The store-side services the core asks for: history reads, the catalog, forks.
+pub(super) struct Services {
+    pub(super) store: Store,
+    /// When this run started (Unix microseconds).
+    pub(super) run_started_us: i64,
+    /// Forks made in the store, answered to the main loop.
+    pub(super) fork_tx: mpsc::Sender<(u64, Result<(), String>)>,
+    /// Catalog appends and reads (`session/list`, its change notifications), on their thread.
+    pub(super) catalog: catalog::CatalogService,
+    pub(super) history_tx: mpsc::Sender<(u64, HistoryChunk)>,
+    /// Running history reads and their cancel flags.
+    pub(super) fetches: HashMap<u64, Arc<AtomicBool>>,
+}
+
+impl Services {
+    pub(super) fn fetch_history(&mut self, request: HistoryRequest) {
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.fetches.insert(request.load, cancel.clone());
+        let store = self.store.clone();
+        let tx = self.history_tx.clone();
+        tokio::task::spawn_blocking(move || history::read(&store, request, cancel, tx));
+    }
+
+    pub(super) fn cancel_history(&mut self, load: u64) {
+        if let Some(flag) = self.fetches.remove(&load) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Fork `parent` into a new session `fork` in the store (through the turn of `message`,
+    /// or all of it) on a blocking thread; the outcome goes to the main loop. The copy is
+    /// stamped just before this run started, so it comes before the fork's own segment of this
+    /// run, wherever segments are read in order.
+    pub(super) fn fork(&self, op: u64, parent: &str, fork: &str, message: Option<String>) {
+        let unix_us = self.run_started_us - 1;
+        let (store, tx) = (self.store.clone(), self.fork_tx.clone());
+        let (parent, fork) = (parent.to_string(), fork.to_string());
+        tokio::task::spawn_blocking(move || {
+            let point = message.map_or(ForkPoint::All, ForkPoint::Message);
+            let outcome = fork_session(&store, &parent, point, &fork, unix_us)
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"));
+            let _ = tx.blocking_send((op, outcome));
+        });
+    }
+
+    /// Write what the core learned with the turns (before anything else it asks of the
+    /// catalog), unless the store is full.
+    pub(super) fn turn_facts(&mut self, facts: Vec<(CatalogUpdate, i64)>, store_full: bool) {
+        if !facts.is_empty() && !store_full {
+            let entries = facts
+                .into_iter()
+                .map(|(u, t)| catalog_entry(u, t))
+                .collect();
+            self.catalog.write(entries);
+        }
+    }
+}

@@ -110,6 +110,14 @@ pub(super) fn ended(cx: &mut Cx, connections: &mut Connections, at: Stamp, conn:
     false
 }
 
+/// A client line routing refused (`line`, under its renumbered id; `sent`: the id the client
+/// sent): journaled with the run, answered with `error`.
+pub(super) fn refused(cx: &mut Cx, at: Stamp, line: &Bytes, sent: &RequestId, error: &str) {
+    let peek = envelope::peek(line);
+    cx.fx.journal_client(at, Target::Run, &peek, line);
+    cx.fx.answer(at, Target::Run, sent, Err(error));
+}
+
 /// An agent request whose connection ended unanswered: asked again of another connection
 /// attached to its session (or, for a host, of the next to attach), else answered for the
 /// client (a permission request as cancelled, anything else with an error), so the agent

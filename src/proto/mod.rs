@@ -9,36 +9,47 @@
 //!   peer (line ending included): the agent, or a client connection ([`Peer`], [`ConnId`]; the
 //!   stdio proxy has one), [`Proxy::handle_eof`] when a peer closes its stream,
 //!   [`Proxy::handle_stderr`] for agent stderr chunks, [`Proxy::handle_event`] for things the
-//!   shell observed (agent exit, signals), and the answers to its requests to the store
-//!   ([`Proxy::handle_history`], [`Proxy::handle_sessions`]).
+//!   shell observed (agent exit, signals), and the answers to what it asked of the store
+//!   ([`Proxy::handle_history`], [`Proxy::handle_sessions`], [`Proxy::handle_forked`],
+//!   [`Proxy::handle_free_id`]): what the core knows of the store arrives as an input.
 //! - Output: after each input, drain [`Proxy::poll_action`] until `None` and apply the actions
-//!   in order. For every line, its `Journal` actions come before its `Forward`, and an
-//!   `OpenSession` before the first `Journal` to that session. The shell keeps the promise built
-//!   on that order (a record is written before its line is forwarded): `shell::apply`.
+//!   in order; it is the only way out. For every line, its `Journal` actions come before its
+//!   `Forward`, and an `OpenSession` before the first `Journal` to that session. The shell keeps
+//!   the promise built on that order (a record is written before its line is forwarded):
+//!   `shell::actions::apply`.
 //!
-//! # Attribution
-//! Every record goes to the journal of the session it belongs to, else to the run's ([`Target::Run`]):
-//! [`attribution`].
+//! # Layout
+//! [`Proxy`] (`proxy.rs`) is the one file that dispatches: every input enters there and is
+//! handed to the component that owns what it names. Below it, each component is a file with its
+//! own state, called with what it needs ([`context`]'s `Cx`: the output queue of [`effects`],
+//! the session table of [`sessions`], the pending table of [`pending`], the proxy's own request
+//! ids of [`ids`], what both peers declared, the time). At the bottom, [`vocab`] imports nothing
+//! else of the core. No file of the core imports `mod.rs`'s own items: `scripts/module-deps.sh`
+//! checks the import graph between files has no cycle.
 //!
 //! # What the proxy changes
 //! With `--load off` nothing: every `Forward` carries the bytes received. Otherwise the core adds
-//! what the agent lacks, each part a component with its own state:
+//! what the agent lacks:
 //! - [`capabilities`]: the `initialize` response advertises loading, list, resume, close and
 //!   delete on the agent's behalf;
-//! - [`loading`]: `session/load` and `session/resume` served from the journal;
+//! - [`loading`] (one load: [`load_state`]): `session/load` and `session/resume` served from the
+//!   journal; [`holding`]: the agent lines held meanwhile;
 //! - [`listing`]: `session/list` served from the store or merged with the agent's;
 //! - [`native`]: the loads the client sends the agent itself, served from the journal should
 //!   the agent fail them; [`fork`]: `session/fork` made in the journal;
-//! - [`sessions`] and [`mapping`]: the session table (each session owning its prompt, its native
-//!   load and the lines held while a load brings it up), and the edits of a session continued
-//!   on the agent under another ID; [`ids`]: the proxy's own request ids; [`edits`]: where the
-//!   edits are made on the way through, and what the agent's answers teach the core;
+//! - [`client_requests`]: how each client request is handled, decided once; [`closing`]:
+//!   `session/close` and `session/delete` for agents without them;
+//! - [`sessions`] and [`mapping`]: the session table, and the edits of a session continued on
+//!   the agent under another ID; [`edits`]: where the edits are made on the way through, and
+//!   what the agent's answers teach the core; [`reused_ids`]: a new session under an ID the
+//!   store already holds;
 //! - [`restart`]: the agent restarted under live sessions, and every request answered once it
-//!   is gone; [`turn_facts`]: what the catalog learns from the turns;
+//!   is gone; [`stalls`]: `--stall-timeout`;
+//! - [`attribution`]: the journal each record goes to, a session's or the run's
+//!   ([`Target::Run`]); [`catalog`] and [`turn_facts`]: what the catalog learns from the turns;
 //! - [`connection`]: several client connections on the one agent (ids per connection, lines
 //!   routed to the connections a session is attached to, a host's sessions shared by several
-//!   clients), and [`clients`]: the transitions as clients come, join, leave and go;
-//! - `session/close` and `session/delete` answered here.
+//!   clients), and [`clients`]: the transitions as clients come, join, leave and go.
 //!
 //! Edits go through [`crate::wire::rewrite`], which keeps every member it does not change byte for byte.
 

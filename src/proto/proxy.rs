@@ -30,7 +30,28 @@ use crate::journal::format::Body;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
-/// The proxy state machine.
+/// The proxy state machine: one agent, its client connections, their sessions.
+///
+/// Its methods are of four kinds, as quinn's `Connection`'s are:
+/// - **inputs** (`handle_*`): a whole line from a peer ([`Proxy::handle_line`]), a peer's end
+///   ([`Proxy::handle_eof`], [`Proxy::handle_clients_gone`]), the agent's stderr, what the
+///   shell observed ([`Proxy::handle_event`], [`Proxy::handle_agent_restart`]), and the answers
+///   to what it asked of the store: history, sessions, forks, free IDs
+///   ([`Proxy::handle_history`], [`Proxy::handle_sessions`], [`Proxy::handle_forked`],
+///   [`Proxy::handle_free_id`], [`Proxy::handle_store_changed`], [`Proxy::handle_facts_due`]);
+/// - **outputs**: [`Proxy::poll_action`], drained after every input, the only way out;
+/// - **timers**: [`Proxy::poll_timeout`] says when [`Proxy::handle_tick`] is due;
+/// - **queries**: [`Proxy::reads_client`] (backpressure), [`Proxy::can_restart`],
+///   [`Proxy::wants_list_changes`], [`Proxy::pending_requests`], [`Proxy::next_seq`].
+///
+/// A line is handled once by the component that owns what it names; each is called with
+/// [`Cx`] (`context.rs`: the output, the session and pending tables, the time) and its own
+/// state: client connections and routing (`connection/`, `clients.rs`), loads and restores
+/// (`loading.rs`, `load_state.rs`, `native.rs`), lists (`listing.rs`), forks (`fork.rs`), the
+/// handshake a restarted agent is told again (`restart.rs`), stalls (`stalls.rs`), held lines
+/// (`holding.rs`), the journal each record goes to (`attribution.rs`), the edits on the way
+/// (`edits.rs`), what the catalog learns (`catalog.rs`, `turn_facts.rs`), session IDs used again
+/// (`reused_ids.rs`).
 #[derive(Debug)]
 pub struct Proxy {
     /// What every component shares: the output, the session and pending tables, the time.
@@ -159,11 +180,7 @@ impl Proxy {
                 }
             }
             Inbound::Refused(renumbered, sent, error) => {
-                let peek = envelope::peek(&renumbered);
-                self.cx
-                    .fx
-                    .journal_client(at, Target::Run, &peek, &renumbered);
-                self.cx.fx.answer(at, Target::Run, &sent, Err(&error));
+                clients::refused(&mut self.cx, at, &renumbered, &sent, &error);
             }
             Inbound::Settled => {
                 // Another connection answered first; this answer has nobody to go to.
@@ -176,9 +193,8 @@ impl Proxy {
     /// does not hold. The agent's answer that named the session goes on under that ID (mapped
     /// to the agent's when it is another), then the agent lines that waited.
     pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
-        for line in self.cx.reused.answered(ask, Some(free)).unwrap_or_default() {
-            self.agent_line(at, line);
-        }
+        let lines = self.cx.reused.answered(ask, Some(free));
+        self.agent_lines(at, lines.unwrap_or_default());
     }
 
     /// An agent line: held while the store is asked about a session the agent created (the
@@ -194,28 +210,28 @@ impl Proxy {
         }
         let peek = envelope::peek(&line);
         let cx = &mut self.cx;
-        if cx.config.asks_store
-            && let Some((ask, session)) =
-                cx.reused
-                    .ask(&peek, &line, &cx.pending, &cx.ids, &cx.sessions)
+        let (pending, ids, sessions) = (&cx.pending, &cx.ids, &cx.sessions);
+        if !(cx.config.asks_store
+            && cx
+                .reused
+                .ask(&peek, &line, pending, ids, sessions, &mut cx.fx))
         {
-            cx.fx.push(Action::FindFreeId { ask, session });
-            return;
+            self.take(at, Side::Agent, &peek, &line);
         }
-        self.take(at, Side::Agent, &peek, &line);
     }
 
     /// No answer will come from the store for the question in flight (the agent is gone):
     /// the agent's ID stands, and the lines that waited go on.
     fn give_up_free_id(&mut self, at: Stamp) {
-        for line in self.cx.reused.give_up().unwrap_or_default() {
-            self.agent_line(at, line);
-        }
+        let lines = self.cx.reused.give_up();
+        self.agent_lines(at, lines.unwrap_or_default());
     }
 
-    /// A whole line from one side (the proxy's own re-feeds: held and restored lines).
-    fn take_line(&mut self, at: Stamp, from: Side, line: Bytes) {
-        self.take(at, from, &envelope::peek(&line), &line);
+    /// Agent lines that waited for the store, in order.
+    fn agent_lines(&mut self, at: Stamp, lines: Vec<Bytes>) {
+        for line in lines {
+            self.agent_line(at, line);
+        }
     }
 
     /// A whole line from one side, as the core handles it, described by `peek`.
@@ -466,29 +482,15 @@ impl Proxy {
                     }
                     NativeAnswer::Served => return true,
                 }
-                match self.cx.ids.answered(id) {
+                let (cx, failed) = (&mut self.cx, *is_error);
+                match cx.ids.answered(id) {
                     Some(Purpose::Load(op, step)) => {
-                        let progress = self.loads.on_response(
-                            &mut self.cx,
-                            at,
-                            op,
-                            step,
-                            peek,
-                            line,
-                            *is_error,
-                        );
+                        let progress = self.loads.on_response(cx, at, op, step, peek, line, failed);
                         self.progressed(at, progress);
                         return true;
                     }
                     Some(purpose) => {
-                        let lines = self.handshake.answered(
-                            &mut self.cx,
-                            at,
-                            purpose,
-                            peek,
-                            line,
-                            *is_error,
-                        );
+                        let lines = self.handshake.answered(cx, at, purpose, peek, line, failed);
                         self.take_all(at, Side::Client, lines);
                         return true;
                     }
@@ -538,11 +540,7 @@ impl Proxy {
         match progress {
             Progress::Going => return,
             Progress::Done => {}
-            Progress::Restored(lines) => {
-                for line in lines {
-                    self.take_line(at, Side::Client, line);
-                }
-            }
+            Progress::Restored(lines) => self.take_all(at, Side::Client, lines),
             Progress::Unrestored { lines, error } => {
                 for line in lines {
                     self.cx.refuse(at, &line, &error);
@@ -555,18 +553,16 @@ impl Proxy {
     /// Forward the agent lines held by sessions no load brings up any more, through the
     /// normal path.
     pub(super) fn release_held(&mut self, at: Stamp) {
-        for line in self.cx.sessions.release_held() {
-            self.take_line(at, Side::Agent, line);
-        }
+        let lines = self.cx.sessions.release_held();
+        self.take_all(at, Side::Agent, lines);
     }
 
     /// After an agent answer, which may have named an agent-side session: the lines held for
     /// it before it was known go where its later lines go (its session's held lines while a
     /// load brings it up, else out), ahead of them.
     pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
-        for line in self.cx.sessions.take_unclaimed() {
-            self.take_line(at, Side::Agent, line);
-        }
+        let lines = self.cx.sessions.take_unclaimed();
+        self.take_all(at, Side::Agent, lines);
     }
 
     /// True when the agent could be restarted should it die now: the proxy is not a pure
@@ -590,19 +586,11 @@ impl Proxy {
     /// out of time, or a `session/list_changed` watch ending. `None`: no timer runs.
     pub fn poll_timeout(&self) -> Option<u64> {
         let config = &self.cx.config;
-        let stall = config.stall_timeout_us.and_then(|timeout| {
-            self.cx
-                .sessions
-                .next_prompt_check(timeout, config.stall_grace_us)
-        });
-        let waiting = self
-            .connections
-            .oldest_waiting()
-            .map(|since| since.saturating_add(config.unattended_timeout_us));
+        let waiting = self.connections.oldest_waiting();
         [
             self.handshake.next_timer(config),
-            stall,
-            waiting,
+            stalls::next_check(&self.cx),
+            waiting.map(|since| since.saturating_add(config.unattended_timeout_us)),
             self.lists.watch_end(),
         ]
         .into_iter()
@@ -663,7 +651,7 @@ impl Proxy {
     /// Handle lines from one side again, in order (held and restored lines).
     fn take_all(&mut self, at: Stamp, from: Side, lines: Vec<Bytes>) {
         for line in lines {
-            self.take_line(at, from, line);
+            self.take(at, from, &envelope::peek(&line), &line);
         }
     }
 

@@ -9,11 +9,12 @@
 
 use bytes::Bytes;
 
+use super::effects::Effects;
 use super::held::HeldLines;
 use super::ids::OwnIds;
 use super::pending::PendingTable;
 use super::sessions::SessionTable;
-use super::vocab::{HashMap, SessionId};
+use super::vocab::{Action, HashMap, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek};
 
@@ -59,8 +60,8 @@ impl ReusedIds {
     }
 
     /// Ask the store about the new session `line` (described by `peek`) names, if it is one
-    /// this run has not opened: the question's number, to go out as `FindFreeId`; the line
-    /// waits with the question.
+    /// this run has not opened: the question goes out ([`Action::FindFreeId`]) and the line
+    /// waits with it (true).
     pub(super) fn ask(
         &mut self,
         peek: &Peek<'_>,
@@ -68,10 +69,13 @@ impl ReusedIds {
         pending: &PendingTable,
         ids: &OwnIds,
         sessions: &SessionTable,
-    ) -> Option<(u64, SessionId)> {
-        let session = new_session(peek, pending, ids)?;
+        fx: &mut Effects,
+    ) -> bool {
+        let Some(session) = new_session(peek, pending, ids) else {
+            return false;
+        };
         if sessions.journal_open(&session) || self.answers.contains_key(&session) {
-            return None;
+            return false;
         }
         let ask = self.next_ask;
         self.next_ask += 1;
@@ -81,7 +85,8 @@ impl ReusedIds {
             line: line.clone(),
             later: HeldLines::default(),
         });
-        Some((ask, session))
+        fx.push(Action::FindFreeId { ask, session });
+        true
     }
 
     /// The store's answer to question `ask`: the first ID it does not hold (`None`: given up

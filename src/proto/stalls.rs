@@ -12,6 +12,13 @@ use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::{Kind, Peek};
 
+/// When the next prompt stalls (monotonic microseconds), with `--stall-timeout`.
+pub(super) fn next_check(cx: &Cx) -> Option<u64> {
+    let timeout = cx.config.stall_timeout_us?;
+    cx.sessions
+        .next_prompt_check(timeout, cx.config.stall_grace_us)
+}
+
 /// A client's `session/prompt` starts its session's watch.
 pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
     if cx.config.stall_timeout_us.is_some()

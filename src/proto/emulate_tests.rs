@@ -1509,8 +1509,8 @@ fn a_session_id_the_store_already_holds_gets_a_fresh_client_facing_id_mapped_to_
     assert_eq!(last_to_client(&h)["result"]["sessionId"], "echo-session-2");
 }
 
-#[test]
-fn the_agent_lines_after_a_new_sessions_answer_wait_in_order_for_the_stores_answer() {
+/// A proxy whose shell answers `FindFreeId`, a client's `session/new` on its way to the agent.
+fn asking_the_store_about_a_new_session() -> Harness {
     let mut h = Harness::with(Config {
         asks_store: true,
         ..Config::default()
@@ -1520,6 +1520,12 @@ fn the_agent_lines_after_a_new_sessions_answer_wait_in_order_for_the_stores_answ
     h.client(
         r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
     );
+    h
+}
+
+#[test]
+fn the_agent_lines_after_a_new_sessions_answer_wait_in_order_for_the_stores_answer() {
+    let mut h = asking_the_store_about_a_new_session();
     let sent = h.to_client.len();
     let at = h.stamp();
     for line in [
@@ -1547,15 +1553,7 @@ fn the_agent_lines_after_a_new_sessions_answer_wait_in_order_for_the_stores_answ
 
 #[test]
 fn an_agent_that_ends_while_the_store_is_asked_keeps_its_own_session_id() {
-    let mut h = Harness::with(Config {
-        asks_store: true,
-        ..Config::default()
-    });
-    h.client(INIT);
-    h.agent(INIT_OK);
-    h.client(
-        r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
-    );
+    let mut h = asking_the_store_about_a_new_session();
     let at = h.stamp();
     h.proxy.handle_line(
         at,

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
-use super::loading::Loads;
+use super::loading::{self, Loads};
 use super::vocab::{Action, HashMap, SessionId, Stamp, Target};
 use crate::wire::envelope::{self, Peek, RequestId, error_json};
 
@@ -25,10 +25,7 @@ impl Forks {
         peek: &Peek<'_>,
         line: &Bytes,
     ) {
-        let Some(mut request) = LoadRequest::parse(id, peek, false) else {
-            cx.fx.journal_client(at, Target::Run, peek, line);
-            let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            cx.fx.answer(at, Target::Run, id, Err(&error));
+        let Some(mut request) = loading::parse_request(cx, at, id, peek, line, false) else {
             return;
         };
         let parent = std::mem::replace(&mut request.session, SessionId::from(""));

@@ -620,10 +620,7 @@ impl Loads {
         replay: bool,
         live: bool,
     ) {
-        let Some(mut request) = LoadRequest::parse(id, peek, replay) else {
-            cx.fx.journal_client(at, Target::Run, peek, line);
-            let error = error_json(-32602, "Invalid params: sessionId is required", None);
-            cx.fx.answer(at, Target::Run, id, Err(&error));
+        let Some(mut request) = parse_request(cx, at, id, peek, line, replay) else {
             return;
         };
         request.request = Some(cx.fx.client_record(at, peek, line));
@@ -637,4 +634,23 @@ impl Loads {
     pub(super) fn starting(&self, sessions: &SessionTable, session: AgentRef<'_>) -> bool {
         sessions.starting_as(session) || (self.awaiting_new_session() && !sessions.knows(session))
     }
+}
+
+/// The load, resume or fork the client asks for with request `id` (`line`, described by `peek`),
+/// or `None` when it names no session: then the line is journaled and answered -32602.
+pub(super) fn parse_request(
+    cx: &mut Cx,
+    at: Stamp,
+    id: &RequestId,
+    peek: &Peek<'_>,
+    line: &Bytes,
+    replay: bool,
+) -> Option<LoadRequest> {
+    let request = LoadRequest::parse(id, peek, replay);
+    if request.is_none() {
+        cx.fx.journal_client(at, Target::Run, peek, line);
+        let error = error_json(-32602, "Invalid params: sessionId is required", None);
+        cx.fx.answer(at, Target::Run, id, Err(&error));
+    }
+    request
 }

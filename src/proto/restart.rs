@@ -26,7 +26,7 @@ use super::load_request::{LoadRequest, SetupParams};
 use super::loading::Loads;
 use super::loading::Progress;
 use super::pending::Purpose;
-use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target};
+use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
@@ -549,11 +549,6 @@ pub(super) fn drop_agent(
     cx.ids.forget_agent();
     cx.sessions.end_native_loads();
     cx.sessions.end_prompts();
-}
-
-/// Microseconds as seconds, for messages.
-fn secs(us: u64) -> f64 {
-    us as f64 / 1e6
 }
 
 /// The error a client request still waiting gets when the agent is lost and another takes

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::context::Cx;
 use super::prompt::Stall;
-use super::vocab::{Action, AgentRef, Stamp, Target};
+use super::vocab::{Action, AgentRef, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::{Kind, Peek};
@@ -75,15 +75,16 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
         .prompt_stalls(at.mono_us, timeout, cx.config.stall_grace_us, waiting);
     let mut restart = false;
     for (s, stall) in stalls {
+        let action = match stall {
+            Stall::Cancel => "cancel",
+            Stall::Restart => "restart",
+        };
+        let event = Event::PromptStalled {
+            action: action.into(),
+        };
+        cx.fx.event(at, Target::Session(s.clone()), event);
         match stall {
             Stall::Cancel => {
-                cx.fx.event(
-                    at,
-                    Target::Session(s.clone()),
-                    Event::PromptStalled {
-                        action: "cancel".into(),
-                    },
-                );
                 cx.fx.push(Action::Log(format!(
                     "the agent sent nothing for session {s} for {} s: cancelling the prompt",
                     secs(timeout)
@@ -93,13 +94,6 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
                     .send_agent(at, Target::Session(s), None, "session/cancel", &params);
             }
             Stall::Restart => {
-                cx.fx.event(
-                    at,
-                    Target::Session(s.clone()),
-                    Event::PromptStalled {
-                        action: "restart".into(),
-                    },
-                );
                 cx.fx.push(Action::Log(format!(
                     "the agent did not answer the cancelled prompt of session {s}: restarting it"
                 )));
@@ -110,9 +104,4 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
     if restart {
         cx.fx.push(Action::RestartAgent);
     }
-}
-
-/// Microseconds as seconds, for messages.
-fn secs(us: u64) -> f64 {
-    us as f64 / 1e6
 }

@@ -349,6 +349,11 @@ impl Default for Config {
     }
 }
 
+/// Microseconds as seconds, for messages.
+pub(super) fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
 /// A client connection, numbered by the shell (the stdio proxy's is [`ConnId::FIRST`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u32);

@@ -1,7 +1,14 @@
-//! Lines held back, in order and bounded: the agent's replay of a native load, which must not
-//! reach the client before the agent's answer says whether it stands. Past the bound nothing
-//! more is held (the caller sends what was held, then lets lines pass as they come), so an agent
-//! that floats a flood never grows the proxy's memory.
+//! Lines held back, in order, with their size: the one type for every place the core holds
+//! lines — the agent's replay of a native load (until the agent's answer says whether it
+//! stands), a session's agent lines while a load brings it up, the agent lines behind a question
+//! to the store, a joining connection's lines, the client lines that wait for a restarted agent
+//! or a lost session's restore.
+//!
+//! The bound is the holder's, and it is kept one way: [`HeldLines::hold`] refuses a line that
+//! would pass it, and every line after (the holder sends what it held and lets lines pass as they
+//! come, or ends what it held them for), so a peer that floods never grows the proxy's memory.
+//! Client lines need no bound here: the shell stops reading the client once they reach
+//! `Config::held_limit` ([`super::Proxy::reads_client`]), so they are [`HeldLines::push`]ed.
 
 use bytes::Bytes;
 
@@ -14,6 +21,13 @@ pub(super) struct HeldLines {
 }
 
 impl HeldLines {
+    /// Lines held from the start (`line`).
+    pub(super) fn of(line: Bytes) -> HeldLines {
+        let mut held = HeldLines::default();
+        held.push(line);
+        held
+    }
+
     /// Hold `line`; `false` (and nothing held) once holding it would pass `limit` bytes, and
     /// from then on.
     pub(super) fn hold(&mut self, line: &Bytes, limit: usize) -> bool {
@@ -21,9 +35,14 @@ impl HeldLines {
             self.overflowed = true;
             return false;
         }
-        self.bytes += line.len();
-        self.lines.push(line.clone());
+        self.push(line.clone());
         true
+    }
+
+    /// Hold `line` whatever the size: for lines the shell stops reading past a bound.
+    pub(super) fn push(&mut self, line: Bytes) {
+        self.bytes += line.len();
+        self.lines.push(line);
     }
 
     /// True once a line was refused for the bound.
@@ -31,10 +50,25 @@ impl HeldLines {
         self.overflowed
     }
 
+    /// The bytes held.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// The lines held so far, in order (the bound stays passed if it was).
     pub(super) fn take(&mut self) -> Vec<Bytes> {
         self.bytes = 0;
         std::mem::take(&mut self.lines)
+    }
+
+    /// The lines held that `wanted` picks, in order; the others stay held.
+    pub(super) fn take_where(&mut self, wanted: impl Fn(&Bytes) -> bool) -> Vec<Bytes> {
+        let (taken, kept): (Vec<Bytes>, Vec<Bytes>) = std::mem::take(&mut self.lines)
+            .into_iter()
+            .partition(wanted);
+        self.bytes = kept.iter().map(Bytes::len).sum();
+        self.lines = kept;
+        taken
     }
 }
 

@@ -59,7 +59,7 @@ pub(super) enum Asker {
     Client(RequestId),
     /// Nobody asked: the session was live when the agent was restarted, and these client lines
     /// (the first names the session) go to the agent once it is up again.
-    Restore(Vec<Bytes>),
+    Restore(HeldLines),
 }
 
 /// A `session/load` or `session/resume` as the client asked for it, or a restore.
@@ -108,7 +108,7 @@ impl LoadRequest {
     /// names it) on.
     pub(super) fn restore(session: SessionId, setup: SetupParams, line: Bytes) -> LoadRequest {
         LoadRequest {
-            asker: Asker::Restore(vec![line]),
+            asker: Asker::Restore(HeldLines::of(line)),
             session,
             replay: false,
             setup,

@@ -36,8 +36,6 @@ pub(super) struct Loads {
     by_request: HashMap<RequestId, u64>,
     /// Client-facing session → its latest load.
     by_session: HashMap<SessionId, u64>,
-    /// Bytes of the client lines waiting for restores.
-    waiting_bytes: usize,
 }
 
 /// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
@@ -73,7 +71,6 @@ impl Loads {
                 ..
             }) => {
                 lines.push(line.clone());
-                self.waiting_bytes += line.len();
                 true
             }
             _ => false,
@@ -82,7 +79,11 @@ impl Loads {
 
     /// Bytes of the client lines waiting for their sessions' restores.
     pub(super) fn held_bytes(&self) -> usize {
-        self.waiting_bytes
+        let waiting = self.loads.values().map(|l| match &l.asker {
+            Asker::Restore(lines) => lines.bytes(),
+            Asker::Client(_) => 0,
+        });
+        waiting.sum()
     }
 
     /// True while some load waits for the agent to start a session it does not know yet.
@@ -114,13 +115,8 @@ impl Loads {
             fork,
             live,
         } = request;
-        match &asker {
-            Asker::Client(id) => {
-                self.by_request.insert(id.clone(), op);
-            }
-            Asker::Restore(lines) => {
-                self.waiting_bytes += lines.iter().map(Bytes::len).sum::<usize>()
-            }
+        if let Asker::Client(id) = &asker {
+            self.by_request.insert(id.clone(), op);
         }
         let load = Load {
             asker,
@@ -148,13 +144,8 @@ impl Loads {
 
     fn remove(&mut self, op: u64) -> Option<Load> {
         let load = self.loads.remove(&op)?;
-        match &load.asker {
-            Asker::Client(id) => {
-                self.by_request.remove(id);
-            }
-            Asker::Restore(lines) => {
-                self.waiting_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
-            }
+        if let Asker::Client(id) = &load.asker {
+            self.by_request.remove(id);
         }
         if self.by_session.get(&load.session) == Some(&op) {
             self.by_session.remove(&load.session);
@@ -208,10 +199,10 @@ impl Loads {
         };
         let id = match l.asker {
             Asker::Client(id) => id,
-            Asker::Restore(lines) => {
+            Asker::Restore(mut lines) => {
                 let error = "acp-journal could not restore the session after the agent restarted: its journal is missing";
                 return Progress::Unrestored {
-                    lines,
+                    lines: lines.take(),
                     error: error_json(-32603, error, None),
                 };
             }
@@ -523,17 +514,18 @@ impl Loads {
                 cx.fx.answer(at, target, &id, Ok(&answer.to_json()));
                 Progress::Done
             }
-            (Ok(()), Asker::Restore(lines)) => {
+            (Ok(()), Asker::Restore(mut lines)) => {
                 cx.sessions.set_live(&l.session);
-                Progress::Restored(lines)
+                Progress::Restored(lines.take())
             }
             (Err(error), Asker::Client(id)) => {
                 cx.sessions.set_not_live(&l.session);
                 cx.fx.answer(at, target, &id, Err(&error));
                 Progress::Done
             }
-            (Err(error), Asker::Restore(lines)) => {
+            (Err(error), Asker::Restore(mut lines)) => {
                 cx.sessions.set_lost(&l.session);
+                let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
         }
@@ -600,8 +592,9 @@ impl Loads {
                     .answer(at, Target::Session(l.session.clone()), &id, Err(&error));
                 Progress::Done
             }
-            Asker::Restore(lines) => {
+            Asker::Restore(mut lines) => {
                 cx.sessions.set_lost(&l.session);
+                let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
         }

@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::capabilities::AgentCaps;
 use super::context::Cx;
+use super::held::HeldLines;
 use super::listing::Lists;
 use super::load_request::{LoadRequest, SetupParams};
 use super::loading::Loads;
@@ -50,9 +51,7 @@ pub(super) struct Reinit {
     /// The client was told the host is unreachable.
     told: bool,
     /// Client lines that arrived meanwhile, in order.
-    held: Vec<Bytes>,
-    /// Their bytes.
-    held_bytes: usize,
+    held: HeldLines,
     /// When the oldest request among them arrived: it is answered `reinit_timeout_us` after.
     oldest_request: Option<u64>,
     /// The proxy gave up on this agent (it asked the shell to restart it).
@@ -66,8 +65,7 @@ impl Reinit {
             lost_since: at.mono_us,
             lost,
             told: false,
-            held: Vec::new(),
-            held_bytes: 0,
+            held: HeldLines::default(),
             oldest_request: None,
             timed_out: false,
         }
@@ -87,19 +85,14 @@ impl Reinit {
         if matches!(peek.kind, Kind::Request { .. }) {
             self.oldest_request.get_or_insert(at.mono_us);
         }
-        self.held_bytes += line.len();
         self.held.push(line);
     }
 
     /// Take the requests held, in order; notifications and answers wait on.
     fn take_requests(&mut self) -> Vec<Bytes> {
-        let (requests, rest) = std::mem::take(&mut self.held)
-            .into_iter()
-            .partition(|line| matches!(envelope::peek(line).kind, Kind::Request { .. }));
-        self.held = rest;
-        self.held_bytes = self.held.iter().map(Bytes::len).sum();
         self.oldest_request = None;
-        requests
+        self.held
+            .take_where(|line| matches!(envelope::peek(line).kind, Kind::Request { .. }))
     }
 
     /// When the agent's silence on `initialize` becomes a failure (monotonic microseconds),
@@ -151,7 +144,7 @@ impl Handshake {
 
     /// The bytes of the client lines held for a restarted agent.
     pub(super) fn held_bytes(&self) -> usize {
-        self.reinit.as_ref().map_or(0, |r| r.held_bytes)
+        self.reinit.as_ref().map_or(0, |r| r.held.bytes())
     }
 
     /// When a restarted agent's `initialize` runs out of time, a request held for it has
@@ -390,7 +383,10 @@ impl Handshake {
 
     /// The restarted agent is ready (or will not be): the client lines that waited, to go on.
     pub(super) fn end_reinit(&mut self) -> Vec<Bytes> {
-        self.reinit.take().map(|r| r.held).unwrap_or_default()
+        self.reinit
+            .take()
+            .map(|mut r| r.held.take())
+            .unwrap_or_default()
     }
 
     /// The agent is gone for good: the client lines held for a restarted agent that never

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 
 use super::effects::Effects;
+use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Stall};
 use super::vocab::{
@@ -74,7 +75,7 @@ pub(super) struct Session {
     /// Its prompt in flight, watched for stalls (with `--stall-timeout`).
     prompt: Option<PromptWatch>,
     /// Agent lines held while a load brings it up (until the load ends).
-    held: Vec<Bytes>,
+    held: HeldLines,
 }
 
 impl Session {
@@ -119,7 +120,7 @@ pub(super) struct SessionTable {
     holding: HashSet<SessionId>,
     /// Agent lines naming an agent-side session the table does not know yet, held while a
     /// load waits for the agent's `session/new` answer (which may name it).
-    unclaimed: Vec<Bytes>,
+    unclaimed: HeldLines,
     /// The bytes held by every session and `unclaimed` together.
     held_bytes: usize,
     /// Holding them passed the bound: nothing more is held until a load ends.
@@ -495,7 +496,7 @@ impl SessionTable {
 
     /// Where the lines of agent-side session `agent` are held: its session's, else (not known
     /// yet) `unclaimed`.
-    fn held_for(&mut self, agent: AgentRef<'_>) -> Option<&mut Vec<Bytes>> {
+    fn held_for(&mut self, agent: AgentRef<'_>) -> Option<&mut HeldLines> {
         match self.by_agent.get(agent.0) {
             Some(client) => Some(&mut self.sessions.get_mut(client)?.held),
             None => Some(&mut self.unclaimed),
@@ -507,7 +508,7 @@ impl SessionTable {
         let Some(held) = self.held_for(agent) else {
             return Vec::new();
         };
-        let lines = std::mem::take(held);
+        let lines = held.take();
         self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
         lines
     }
@@ -515,12 +516,8 @@ impl SessionTable {
     /// The unclaimed lines, once an agent answer may have named their sessions: to be taken
     /// again (held by the session now starting as one, passed, or held unclaimed again).
     pub(super) fn take_unclaimed(&mut self) -> Vec<Bytes> {
-        if self.unclaimed.is_empty() {
-            return Vec::new();
-        }
-        let lines = std::mem::take(&mut self.unclaimed);
-        self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
-        lines
+        self.held_bytes -= self.unclaimed.bytes();
+        self.unclaimed.take()
     }
 
     /// A load ended (or the agent did): the lines held by every session no load is bringing
@@ -528,13 +525,13 @@ impl SessionTable {
     /// afresh.
     pub(super) fn release_held(&mut self) -> Vec<Bytes> {
         self.held_full = false;
-        let mut lines = std::mem::take(&mut self.unclaimed);
+        let mut lines = self.unclaimed.take();
         let mut done = Vec::new();
         for s in &self.holding {
             if let Some(session) = self.sessions.get_mut(s)
                 && !matches!(session.agent, AgentSide::Starting { .. })
             {
-                lines.append(&mut session.held);
+                lines.append(&mut session.held.take());
                 done.push(s.clone());
             }
         }

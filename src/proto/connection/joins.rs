@@ -29,8 +29,8 @@ impl Connections {
         let s = &join.session;
         // The session is known now (a load brought it up): the connection is attached to it.
         self.created.push((s.clone(), conn));
-        if let Some(held) = self.held.remove(&conn) {
-            for line in held.lines {
+        if let Some(mut held) = self.held.remove(&conn) {
+            for line in held.take() {
                 let still_asked = match envelope::peek(&line).kind {
                     Kind::Request { id, .. } => self.asked.contains_key(&id),
                     _ => true,

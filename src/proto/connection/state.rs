@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::super::held::HeldLines;
 use super::super::sessions::SessionTable;
 use super::super::vocab::{ConnId, HashMap, HashSet, SessionId};
 use super::attach::Attach;
@@ -48,7 +49,7 @@ pub(in crate::proto) struct Connections {
     /// A host's load, resume or attach requests (as sent) not answered yet.
     pub(super) joining: HashMap<RequestId, Join>,
     /// A session's lines held for connections joining it while it is live, until their answer.
-    pub(super) held: HashMap<ConnId, Held>,
+    pub(super) held: HashMap<ConnId, HeldLines>,
     /// Lines for connections that go out before any other line the core routes next.
     pub(super) outgoing: VecDeque<(ConnId, Bytes)>,
     /// Connections the core must end (they fell too far behind while joining a session).
@@ -100,13 +101,6 @@ pub(super) struct Join {
     pub(super) attach: Option<Attach>,
 }
 
-/// Lines held for a joining connection, in order, under [`HOLD_LIMIT`].
-#[derive(Debug, Default)]
-pub(super) struct Held {
-    pub(super) lines: Vec<Bytes>,
-    bytes: usize,
-}
-
 /// The most a joining connection has held for it; past it the connection is ended.
 const HOLD_LIMIT: usize = 16 << 20;
 
@@ -138,13 +132,11 @@ impl Connections {
             return;
         }
         let held = self.held.entry(conn).or_default();
-        held.bytes += line.len();
-        held.lines.push(line);
-        if held.bytes > HOLD_LIMIT {
+        if !held.hold(&line, HOLD_LIMIT) {
             tracing::warn!(
                 "client connection {} fell {} bytes behind while joining a session: ending it",
                 conn.0,
-                held.bytes
+                held.bytes() + line.len()
             );
             self.held.remove(&conn);
             self.to_end.push(conn);

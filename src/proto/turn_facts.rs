@@ -67,8 +67,6 @@ impl TurnFacts {
         *at = t;
     }
 
-    /// Everything that waits, as catalog updates with their times: per session its first
-    /// prompt, usage, turn ends and state, in that order.
     /// `action`, unless it reads or writes the catalog while facts wait: then the facts go
     /// first ([`Action::TurnFacts`]) and `action` to the front of `next`.
     pub(super) fn before(&mut self, action: Action, next: &mut VecDeque<Action>) -> Action {
@@ -83,6 +81,8 @@ impl TurnFacts {
         Action::TurnFacts(facts)
     }
 
+    /// Everything that waits, as catalog updates with their times: per session its first
+    /// prompt, usage, turn ends and state, in that order.
     pub(super) fn take(&mut self) -> Vec<(CatalogUpdate, i64)> {
         let mut out = Vec::new();
         for (session, facts) in std::mem::take(&mut self.by_session) {

@@ -156,7 +156,7 @@ impl Proxy {
     pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
         let peek = envelope::peek(&line);
         let conn = match from {
-            Peer::Agent => return self.agent_line(at, line),
+            Peer::Agent => return self.admit_agent_line(at, line),
             Peer::Client(conn) => conn,
         };
         self.connections.arrive(conn);
@@ -170,13 +170,13 @@ impl Proxy {
             .connections
             .inbound(conn, &peek, &line, &self.cx.sessions, echo_prompts)
         {
-            Inbound::AsIs => self.take(at, Side::Client, &peek, &line),
+            Inbound::AsIs => self.dispatch(at, Side::Client, &peek, &line),
             Inbound::Renumbered(renumbered) => {
                 // A request of a later connection, under the id it is renumbered to (its
                 // answer gets the connection's own id back when routed).
                 let peek = envelope::peek(&renumbered);
                 if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
-                    self.take(at, Side::Client, &peek, &renumbered);
+                    self.dispatch(at, Side::Client, &peek, &renumbered);
                 }
             }
             Inbound::Refused(renumbered, sent, error) => {
@@ -194,17 +194,17 @@ impl Proxy {
     /// to the agent's when it is another), then the agent lines that waited.
     pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
         let lines = self.cx.reused.answered(ask, Some(free));
-        self.agent_lines(at, lines.unwrap_or_default());
+        self.admit_agent_lines(at, lines.unwrap_or_default());
     }
 
     /// An agent line: held while the store is asked about a session the agent created (the
     /// answer that named it first, [`reused_ids`]), else handled.
-    fn agent_line(&mut self, at: Stamp, line: Bytes) {
+    fn admit_agent_line(&mut self, at: Stamp, line: Bytes) {
         if self.cx.reused.asking() {
             if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
                 // Past the bound the agent's ID stands, and the lines go on.
                 self.give_up_free_id(at);
-                self.agent_line(at, line);
+                self.admit_agent_line(at, line);
             }
             return;
         }
@@ -216,7 +216,7 @@ impl Proxy {
                 .reused
                 .ask(&peek, &line, pending, ids, sessions, &mut cx.fx))
         {
-            self.take(at, Side::Agent, &peek, &line);
+            self.dispatch(at, Side::Agent, &peek, &line);
         }
     }
 
@@ -224,18 +224,18 @@ impl Proxy {
     /// the agent's ID stands, and the lines that waited go on.
     fn give_up_free_id(&mut self, at: Stamp) {
         let lines = self.cx.reused.give_up();
-        self.agent_lines(at, lines.unwrap_or_default());
+        self.admit_agent_lines(at, lines.unwrap_or_default());
     }
 
     /// Agent lines that waited for the store, in order.
-    fn agent_lines(&mut self, at: Stamp, lines: Vec<Bytes>) {
+    fn admit_agent_lines(&mut self, at: Stamp, lines: Vec<Bytes>) {
         for line in lines {
-            self.agent_line(at, line);
+            self.admit_agent_line(at, line);
         }
     }
 
     /// A whole line from one side, as the core handles it, described by `peek`.
-    fn take(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
+    fn dispatch(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         self.cx.now = at;
         if from == Side::Client
             && let Some(reinit) = &mut self.handshake.reinit
@@ -249,11 +249,11 @@ impl Proxy {
         stalls::activity(&mut self.cx, from, peek, at);
         let consumed = self.cx.config.load != LoadMode::Off
             && match from {
-                Side::Client => self.intercept_client(at, peek, line),
-                Side::Agent => self.intercept_agent(at, peek, line),
+                Side::Client => self.claim_client_line(at, peek, line),
+                Side::Agent => self.claim_agent_line(at, peek, line),
             };
         if !consumed {
-            self.pass(at, from, peek, line);
+            self.edit_and_relay(at, from, peek, line);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed.
@@ -265,7 +265,7 @@ impl Proxy {
     }
 
     /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
-    fn pass(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
+    fn edit_and_relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         stalls::prompt_sent(&mut self.cx, from, peek, at);
         let rewritten = match (self.cx.config.load, from) {
             (LoadMode::Off, _) => None,
@@ -286,18 +286,25 @@ impl Proxy {
         match (from, rewritten.map(Bytes::from)) {
             (Side::Agent, Some(out)) => {
                 let facing = envelope::peek(&out);
-                self.relay(at, from, &facing, out.clone(), out.clone());
+                self.journal_and_forward(at, from, &facing, out.clone(), out.clone());
             }
             (_, out) => {
                 let forward = out.unwrap_or_else(|| line.clone());
-                self.relay(at, from, peek, line.clone(), forward);
+                self.journal_and_forward(at, from, peek, line.clone(), forward);
             }
         }
     }
 
     /// Journal `facing` (the client's view of the line, described by `peek`) and forward
     /// `forward` to the other side.
-    fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
+    fn journal_and_forward(
+        &mut self,
+        at: Stamp,
+        from: Side,
+        peek: &Peek<'_>,
+        facing: Bytes,
+        forward: Bytes,
+    ) {
         let record = {
             let payload = self.cx.fx.payload(peek, facing);
             self.cx.fx.record(at, Body::Message { from, payload })
@@ -347,7 +354,7 @@ impl Proxy {
     /// stdin is closed (a normal shutdown).
     pub fn handle_clients_gone(&mut self, at: Stamp) {
         let held = self.handshake.end_reinit();
-        self.take_all(at, Side::Client, held);
+        self.dispatch_all(at, Side::Client, held);
         self.client_ended = true;
         let from = Side::Client;
         self.cx.fx.event(at, Target::Run, Event::Eof { from });
@@ -372,7 +379,7 @@ impl Proxy {
     }
 
     /// Client lines the proxy handles itself. Returns true when the line was consumed.
-    fn intercept_client(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+    fn claim_client_line(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
         if self
             .handshake
             .answers_dead_agent(&mut self.cx, at, peek, line)
@@ -403,7 +410,7 @@ impl Proxy {
             return true;
         }
         match &peek.kind {
-            Kind::Request { id, method } => self.handle_request(at, id, method, peek, line),
+            Kind::Request { id, method } => self.claim_request(at, id, method, peek, line),
             Kind::Notification { method } => {
                 let hosted = self.connections.is_hosted();
                 let cancelled = client_requests::cancelled(
@@ -421,7 +428,7 @@ impl Proxy {
     }
 
     /// A client request, handled as [`client_requests::handling`] says (true: taken here).
-    fn handle_request(
+    fn claim_request(
         &mut self,
         at: Stamp,
         id: &RequestId,
@@ -464,20 +471,20 @@ impl Proxy {
     }
 
     /// Journal and forward agent lines that were held, in order.
-    fn pass_all(&mut self, at: Stamp, lines: Vec<Bytes>) {
+    fn edit_and_relay_all(&mut self, at: Stamp, lines: Vec<Bytes>) {
         for line in lines {
-            self.pass(at, Side::Agent, &envelope::peek(&line), &line);
+            self.edit_and_relay(at, Side::Agent, &envelope::peek(&line), &line);
         }
     }
 
     /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
-    fn intercept_agent(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
+    fn claim_agent_line(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
         match &peek.kind {
             Kind::Response { id, is_error } => {
                 match native::native_answered(&mut self.cx, &mut self.loads, id, line, *is_error) {
                     NativeAnswer::NotNative => {}
                     NativeAnswer::Passes(held) => {
-                        self.pass_all(at, held);
+                        self.edit_and_relay_all(at, held);
                         return false;
                     }
                     NativeAnswer::Served => return true,
@@ -491,7 +498,7 @@ impl Proxy {
                     }
                     Some(purpose) => {
                         let lines = self.handshake.answered(cx, at, purpose, peek, line, failed);
-                        self.take_all(at, Side::Client, lines);
+                        self.dispatch_all(at, Side::Client, lines);
                         return true;
                     }
                     None => {}
@@ -501,7 +508,7 @@ impl Proxy {
                         .agent_answered(&mut self.cx.ids, &self.cx.sessions, id, line);
                 match answer {
                     ListAnswer::NotList => return false,
-                    ListAnswer::Taken(Some(merged)) => self.relay_merged_list(at, merged),
+                    ListAnswer::Taken(Some(merged)) => self.forward_merged_list(at, merged),
                     ListAnswer::Taken(None) => {}
                 }
                 true
@@ -510,7 +517,7 @@ impl Proxy {
                 match holding::hold_agent_line(&mut self.cx, &self.loads, peek, line) {
                     Holding::Taken => true,
                     Holding::Passes(held) => {
-                        self.pass_all(at, held);
+                        self.edit_and_relay_all(at, held);
                         false
                     }
                 }
@@ -540,7 +547,7 @@ impl Proxy {
         match progress {
             Progress::Going => return,
             Progress::Done => {}
-            Progress::Restored(lines) => self.take_all(at, Side::Client, lines),
+            Progress::Restored(lines) => self.dispatch_all(at, Side::Client, lines),
             Progress::Unrestored { lines, error } => {
                 for line in lines {
                     self.cx.refuse(at, &line, &error);
@@ -554,7 +561,7 @@ impl Proxy {
     /// normal path.
     pub(super) fn release_held(&mut self, at: Stamp) {
         let lines = self.cx.sessions.release_held();
-        self.take_all(at, Side::Agent, lines);
+        self.dispatch_all(at, Side::Agent, lines);
     }
 
     /// After an agent answer, which may have named an agent-side session: the lines held for
@@ -562,7 +569,7 @@ impl Proxy {
     /// load brings it up, else out), ahead of them.
     pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
         let lines = self.cx.sessions.take_unclaimed();
-        self.take_all(at, Side::Agent, lines);
+        self.dispatch_all(at, Side::Agent, lines);
     }
 
     /// True when the agent could be restarted should it die now: the proxy is not a pure
@@ -649,9 +656,9 @@ impl Proxy {
     }
 
     /// Handle lines from one side again, in order (held and restored lines).
-    fn take_all(&mut self, at: Stamp, from: Side, lines: Vec<Bytes>) {
+    fn dispatch_all(&mut self, at: Stamp, from: Side, lines: Vec<Bytes>) {
         for line in lines {
-            self.take(at, from, &envelope::peek(&line), &line);
+            self.dispatch(at, from, &envelope::peek(&line), &line);
         }
     }
 
@@ -677,14 +684,14 @@ impl Proxy {
             .lists
             .listed(&mut self.cx, hosted, at, request, sessions)
         {
-            self.relay_merged_list(at, line);
+            self.forward_merged_list(at, line);
         }
     }
 
     /// The agent's `session/list` answer merged with the journal's goes out as the agent's.
-    fn relay_merged_list(&mut self, at: Stamp, line: Bytes) {
+    fn forward_merged_list(&mut self, at: Stamp, line: Bytes) {
         let facing = envelope::peek(&line);
-        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
+        self.journal_and_forward(at, Side::Agent, &facing, line.clone(), line.clone());
     }
 
     /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the

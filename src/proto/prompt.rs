@@ -1,9 +1,34 @@
-//! A prompt in flight, as its session holds it (`Session::prompt`), watched for stalls
-//! (`--stall-timeout`): silent for the timeout, it is cancelled; still silent for the grace period
-//! after, the agent is restarted (the transitions are `Proxy::handle_tick`'s, in `restart`).
+//! The prompt turn in flight in a session, one record its session holds ([`Turn`]): who
+//! prompted, when the session has several client connections ([`Prompter`]: routing sends the
+//! agent's requests of the turn to that connection, refuses another's prompt meanwhile, and
+//! tells the others when it ends), and its stall watch (`--stall-timeout`, [`PromptWatch`]):
+//! silent for the timeout, the prompt is cancelled; still silent for the grace period after,
+//! the agent is restarted (the transitions are [`super::stalls`]'s).
 
-use super::vocab::Stamp;
+use super::vocab::{ConnId, Stamp};
 use crate::wire::envelope::RequestId;
+
+/// A session's prompt turn in flight: each part set by what needs it, the turn over when both
+/// are.
+#[derive(Debug, Default)]
+pub(super) struct Turn {
+    /// Who prompted (a session of several client connections).
+    pub(super) prompter: Option<Prompter>,
+    /// The stall watch (with `--stall-timeout`).
+    pub(super) watch: Option<PromptWatch>,
+}
+
+/// The client connection that sent a session's prompt.
+#[derive(Debug)]
+pub(super) struct Prompter {
+    /// The connection that sent the prompt.
+    pub(super) conn: ConnId,
+    /// The prompt's id, as sent to the agent: its answer ends the turn for the connections.
+    pub(super) sent: RequestId,
+    /// Tell the other attached connections when it ends (ACP v1: nothing else does; a v2 agent
+    /// reports its `idle` state itself).
+    pub(super) tell_end: bool,
+}
 
 /// A prompt in flight, watched for stalls.
 #[derive(Debug)]

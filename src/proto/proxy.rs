@@ -116,7 +116,7 @@ impl Proxy {
                 Queued::Action(action) => {
                     return Some(self.cx.facts.before(action, &mut self.routed));
                 }
-                Queued::ToClients(line) => self.connections.route(line, &self.cx.sessions),
+                Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
             if let Some(action) =
@@ -168,7 +168,7 @@ impl Proxy {
         let echo_prompts = !self.cx.agent.v2;
         match self
             .connections
-            .inbound(conn, &peek, &line, &self.cx.sessions, echo_prompts)
+            .inbound(conn, &peek, &line, &mut self.cx.sessions, echo_prompts)
         {
             Inbound::AsIs => self.dispatch(at, Side::Client, &peek, &line),
             Inbound::Renumbered(renumbered) => {

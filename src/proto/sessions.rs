@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
-use super::prompt::{PromptWatch, Stall};
+use super::prompt::{PromptWatch, Prompter, Stall, Turn};
 use super::vocab::{
     Action, AgentRef, AgentSessionId, ConnId, HashMap, HashSet, Initialize, SessionId, Stamp,
 };
@@ -72,8 +72,8 @@ pub(super) struct Session {
     /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
     /// its end (`idle`).
     pub(super) foreground: bool,
-    /// Its prompt in flight, watched for stalls (with `--stall-timeout`).
-    prompt: Option<PromptWatch>,
+    /// Its prompt turn in flight: who prompted, its stall watch.
+    turn: Turn,
     /// Agent lines held while a load brings it up (until the load ends).
     held: HeldLines,
 }
@@ -150,8 +150,25 @@ impl SessionTable {
 
     /// The client sent session `s` a prompt (request `id`), watched from `at`.
     pub(super) fn start_prompt(&mut self, s: &SessionId, id: RequestId, at: Stamp) {
-        self.entry(s).prompt = Some(PromptWatch::new(id, at));
+        self.entry(s).turn.watch = Some(PromptWatch::new(id, at));
         self.prompting.insert(s.clone());
+    }
+
+    /// Connection `prompter.conn` prompted session `s`: the prompter it replaces, if any.
+    pub(super) fn set_prompter(&mut self, s: &SessionId, prompter: Prompter) -> Option<Prompter> {
+        self.entry(s).turn.prompter.replace(prompter)
+    }
+
+    /// Who prompted the turn running in session `s`.
+    pub(super) fn prompter(&self, s: &str) -> Option<&Prompter> {
+        self.sessions.get(s)?.turn.prompter.as_ref()
+    }
+
+    /// The prompt sent to the agent as `sent` was answered: its prompter, if it is still the
+    /// turn's.
+    pub(super) fn end_prompter(&mut self, s: &str, sent: &RequestId) -> Option<Prompter> {
+        let turn = &mut self.sessions.get_mut(s)?.turn;
+        turn.prompter.take_if(|p| p.sent == *sent)
     }
 
     /// True when a prompt is in flight in some session (the common case costs no lookup).
@@ -162,7 +179,7 @@ impl SessionTable {
     /// A line of session `s` from the agent, or the client's answer to the agent's request in
     /// it, at `now`: its prompt is alive.
     pub(super) fn prompt_active(&mut self, s: &str, now: u64) {
-        if let Some(watch) = self.sessions.get_mut(s).and_then(|x| x.prompt.as_mut()) {
+        if let Some(watch) = self.sessions.get_mut(s).and_then(|x| x.turn.watch.as_mut()) {
             watch.active(now);
         }
     }
@@ -174,11 +191,12 @@ impl SessionTable {
             return;
         };
         if session
-            .prompt
+            .turn
+            .watch
             .as_ref()
             .is_some_and(|w| id.is_none_or(|id| w.is(id)))
         {
-            session.prompt = None;
+            session.turn.watch = None;
             self.prompting.remove(s);
         }
     }
@@ -187,7 +205,7 @@ impl SessionTable {
     pub(super) fn end_prompts(&mut self) {
         for s in std::mem::take(&mut self.prompting) {
             if let Some(session) = self.sessions.get_mut(&s) {
-                session.prompt = None;
+                session.turn.watch = None;
             }
         }
     }
@@ -196,7 +214,7 @@ impl SessionTable {
     pub(super) fn next_prompt_check(&self, timeout: u64, grace: u64) -> Option<u64> {
         self.prompting
             .iter()
-            .filter_map(|s| self.sessions.get(s)?.prompt.as_ref())
+            .filter_map(|s| self.sessions.get(s)?.turn.watch.as_ref())
             .filter_map(|w| w.next_check(timeout, grace))
             .min()
     }
@@ -215,7 +233,7 @@ impl SessionTable {
             .into_iter()
             .filter_map(|s| {
                 let waiting = waiting_on_client(&s);
-                let watch = self.sessions.get_mut(&s)?.prompt.as_mut()?;
+                let watch = self.sessions.get_mut(&s)?.turn.watch.as_mut()?;
                 let stall = watch.check(now, timeout, grace, waiting)?;
                 Some((s, stall))
             })

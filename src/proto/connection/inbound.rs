@@ -7,12 +7,13 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::super::prompt::Prompter;
 use super::super::sessions::SessionTable;
 use super::super::vocab::{ConnId, SessionId};
 use super::attach::Attach;
 use super::client_view::ClientView;
 use super::lines::notification_line;
-use super::state::{Connections, Join, Turn};
+use super::state::{Connections, Join};
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
 
@@ -37,7 +38,7 @@ impl Connections {
         conn: ConnId,
         peek: &Peek<'_>,
         line: &Bytes,
-        sessions: &SessionTable,
+        sessions: &mut SessionTable,
         echo_prompts: bool,
     ) -> Inbound {
         if let Kind::Request { method, .. } = &peek.kind
@@ -119,7 +120,7 @@ impl Connections {
         method: &str,
         sent: &RequestId,
         peek: &Peek<'_>,
-        sessions: &SessionTable,
+        sessions: &mut SessionTable,
         echo_prompts: bool,
     ) -> Result<(), String> {
         let Some(s) = peek.session.as_deref().map(SessionId::from) else {
@@ -146,18 +147,21 @@ impl Connections {
                 self.joining.insert(sent.clone(), join);
             }
             "session/prompt" => {
-                if let Some(why) = self.prompt_refused(conn, &s) {
+                if let Some(why) = self.prompt_refused(conn, &s, sessions) {
                     return Err(error_json(-32000, why, Some(json!({"sessionId": &*s}))));
                 }
                 if echo_prompts {
                     self.echo_prompt(conn, &s, sessions, peek.params);
                 }
-                let turn = Turn {
+                let prompter = Prompter {
                     conn,
                     sent: sent.clone(),
                     tell_end: echo_prompts,
                 };
-                self.turns.insert(s, turn);
+                if let Some(before) = sessions.set_prompter(&s, prompter) {
+                    self.prompts.remove(&before.sent);
+                }
+                self.prompts.insert(sent.clone(), s);
             }
             _ => {}
         }
@@ -166,12 +170,17 @@ impl Connections {
 
     /// Why a prompt of `conn` in session `s` is refused: it observes the session, or another
     /// connection's turn runs there (prompts are not queued: see docs/SERVING.md).
-    fn prompt_refused(&self, conn: ConnId, s: &SessionId) -> Option<&'static str> {
+    fn prompt_refused(
+        &self,
+        conn: ConnId,
+        s: &SessionId,
+        sessions: &SessionTable,
+    ) -> Option<&'static str> {
         if self.observers.contains(&(conn, s.clone())) {
             return Some("this connection observes the session: observers cannot prompt");
         }
         // The turn runs on the agent whether or not its connection is still there.
-        match self.turns.get(s) {
+        match sessions.prompter(s) {
             Some(turn) if turn.conn != conn => Some(
                 "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
             ),

@@ -6,10 +6,11 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::super::prompt::Prompter;
 use super::super::sessions::SessionTable;
 use super::super::vocab::{ConnId, SessionId};
 use super::lines::{notification_line, terminal_of};
-use super::state::{Asked, Connections, Turn};
+use super::state::{Asked, Connections};
 use super::waiting::Waiting;
 use crate::wire::envelope::{self, Kind, RequestId};
 use crate::wire::rewrite;
@@ -45,7 +46,7 @@ impl Connections {
     }
 
     /// Where a line the core sends to clients goes (see the module's text of [`super`]).
-    pub(in crate::proto) fn route(&mut self, line: Bytes, sessions: &SessionTable) -> Route {
+    pub(in crate::proto) fn route(&mut self, line: Bytes, sessions: &mut SessionTable) -> Route {
         if !self.several {
             // The one connection (the stdio proxy's editor, there before its first line).
             return Route::One(ConnId::FIRST, line);
@@ -95,7 +96,7 @@ impl Connections {
         id: &RequestId,
         is_error: bool,
         line: &Bytes,
-        sessions: &SessionTable,
+        sessions: &mut SessionTable,
     ) -> Route {
         if self.creating.remove(id)
             && let Some(s) = created_session(line)
@@ -111,14 +112,11 @@ impl Connections {
             };
         };
         self.sent_as.remove(&(conn, own.clone()));
-        if let Some(s) = self
-            .turns
-            .iter()
-            .find_map(|(s, t)| (t.sent == *id).then(|| s.clone()))
-            && let Some(turn) = self.turns.remove(&s)
-            && turn.tell_end
+        if let Some(s) = self.prompts.remove(id)
+            && let Some(prompter) = sessions.end_prompter(&s, id)
+            && prompter.tell_end
         {
-            self.tell_turn_end(&s, &turn, line, sessions);
+            self.tell_turn_end(&s, &prompter, line, sessions);
         }
         let join = self.joining.remove(id);
         if !self.live.contains(&conn) {
@@ -149,7 +147,7 @@ impl Connections {
     fn tell_turn_end(
         &mut self,
         s: &SessionId,
-        turn: &Turn,
+        turn: &Prompter,
         answer: &[u8],
         sessions: &SessionTable,
     ) {
@@ -217,7 +215,11 @@ impl Connections {
             self.asked.insert(id.clone(), asked(controllers));
             return route;
         }
-        let chosen = match self.answerer(method, session.as_deref(), &line, &controllers) {
+        let turn = session
+            .as_deref()
+            .and_then(|s| sessions.prompter(s))
+            .map(|p| p.conn);
+        let chosen = match self.answerer(method, turn, &line, &controllers) {
             Ok(chosen) => chosen,
             Err(why) => return Route::Unanswerable(id.clone(), line, why),
         };
@@ -240,15 +242,15 @@ impl Connections {
     }
 
     /// The connection to ask an agent request of `method` (not a permission request) that
-    /// `line` is, among the `controllers` of its session: a terminal's request the connection
-    /// that created the terminal; an fs or `terminal/create` request the turn's connection,
-    /// else one that declared the capability; anything else the turn's connection, else the
-    /// first attached. `None` when none of them is ready (all are joining, or none is
+    /// `line` is, among the `controllers` of its session (`turn`: the connection whose prompt
+    /// runs there): a terminal's request the connection that created the terminal; an fs or
+    /// `terminal/create` request the turn's connection, else one that declared the capability;
+    /// anything else the turn's connection, else the first attached. `None` when none of them is ready (all are joining, or none is
     /// attached); `Err` with why no connection can answer it.
     fn answerer(
         &self,
         method: &str,
-        session: Option<&str>,
+        turn: Option<ConnId>,
         line: &[u8],
         controllers: &[ConnId],
     ) -> Result<Option<ConnId>, &'static str> {
@@ -257,9 +259,7 @@ impl Connections {
             .copied()
             .filter(|c| !self.holds_for(*c))
             .collect();
-        let turn = session
-            .and_then(|s| self.turn_of(s))
-            .filter(|c| ready.contains(c));
+        let turn = turn.filter(|c| ready.contains(c));
         let can = |c: &ConnId| self.views.get(c).is_none_or(|v| v.can(method));
         if let Some(terminal) = terminal_of(line).filter(|_| method != "terminal/create") {
             return match self.terminals.get(&terminal) {

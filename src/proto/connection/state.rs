@@ -38,8 +38,9 @@ pub(in crate::proto) struct Connections {
     pub(super) observers: HashSet<(ConnId, SessionId)>,
     /// Connections attached by `session/attach`: they take the draft's own updates.
     pub(super) drafted: HashSet<(ConnId, SessionId)>,
-    /// The prompt turn running in each session.
-    pub(super) turns: HashMap<SessionId, Turn>,
+    /// The prompts of running turns, as the agent got them, and their sessions (the turns are
+    /// the sessions': [`super::super::prompt::Turn`]).
+    pub(super) prompts: HashMap<RequestId, SessionId>,
     /// Terminals a client created for the agent, and that client.
     pub(super) terminals: HashMap<String, ConnId>,
     /// A host: no session line goes to a connection that is not attached to it.
@@ -75,18 +76,6 @@ pub(super) struct Asked {
     pub(super) line: Bytes,
     pub(super) method: String,
     pub(super) session: Option<SessionId>,
-}
-
-/// A prompt turn running in a session.
-#[derive(Debug)]
-pub(super) struct Turn {
-    /// The connection that sent the prompt.
-    pub(super) conn: ConnId,
-    /// The prompt's id, as sent to the agent.
-    pub(super) sent: RequestId,
-    /// Tell the other attached connections when it ends (ACP v1: nothing else does; a v2 agent
-    /// reports its `idle` state itself).
-    pub(super) tell_end: bool,
 }
 
 /// A connection joining a session: a load, resume or `session/attach` not answered yet.
@@ -173,10 +162,5 @@ impl Connections {
     /// The connection that sent request `sent` (as the agent sees its id).
     pub(in crate::proto) fn conn_of(&self, sent: &RequestId) -> ConnId {
         self.renumbered.get(sent).map_or(ConnId::FIRST, |(c, _)| *c)
-    }
-
-    /// The connection running the current prompt turn of session `s`, if any.
-    pub(super) fn turn_of(&self, s: &str) -> Option<ConnId> {
-        self.turns.get(s).map(|t| t.conn)
     }
 }

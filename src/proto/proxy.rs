@@ -286,25 +286,18 @@ impl Proxy {
         match (from, rewritten.map(Bytes::from)) {
             (Side::Agent, Some(out)) => {
                 let facing = envelope::peek(&out);
-                self.journal_and_forward(at, from, &facing, out.clone(), out.clone());
+                self.relay(at, from, &facing, out.clone(), out.clone());
             }
             (_, out) => {
                 let forward = out.unwrap_or_else(|| line.clone());
-                self.journal_and_forward(at, from, peek, line.clone(), forward);
+                self.relay(at, from, peek, line.clone(), forward);
             }
         }
     }
 
     /// Journal `facing` (the client's view of the line, described by `peek`) and forward
     /// `forward` to the other side.
-    fn journal_and_forward(
-        &mut self,
-        at: Stamp,
-        from: Side,
-        peek: &Peek<'_>,
-        facing: Bytes,
-        forward: Bytes,
-    ) {
+    fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
         let record = {
             let payload = self.cx.fx.payload(peek, facing);
             self.cx.fx.record(at, Body::Message { from, payload })
@@ -691,7 +684,7 @@ impl Proxy {
     /// The agent's `session/list` answer merged with the journal's goes out as the agent's.
     fn forward_merged_list(&mut self, at: Stamp, line: Bytes) {
         let facing = envelope::peek(&line);
-        self.journal_and_forward(at, Side::Agent, &facing, line.clone(), line.clone());
+        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
     }
 
     /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the

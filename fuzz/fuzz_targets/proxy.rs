@@ -18,8 +18,8 @@ use acp_journal::journal::format::{Encoding, decode_record, encode_record};
 use acp_journal::journal::{Body, Record};
 use acp_journal::proto::redact::{REDACTED, redact_tokens};
 use acp_journal::proto::{
-    Action, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy, Stamp, Summary,
-    Target,
+    Action, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy, SessionId, Stamp,
+    Summary, Target, reuse_candidates,
 };
 use acp_journal::wire::Side;
 use acp_journal::wire::envelope::{self, Kind};
@@ -91,6 +91,8 @@ struct Driver {
     fetches: VecDeque<u64>,
     lists: VecDeque<u64>,
     forks: VecDeque<u64>,
+    /// The store questions not answered yet (`FindFreeId`).
+    free_ids: VecDeque<(u64, SessionId)>,
     /// Lines handed to the core (or as history) so far: forwarding one is not an edit (agent
     /// lines held during a load are forwarded steps later).
     inputs: HashSet<Bytes>,
@@ -174,6 +176,10 @@ impl Driver {
                     assert_ne!(self.config.load, LoadMode::Off);
                     self.forks.push_back(op);
                 }
+                Action::FindFreeId { ask, session } => {
+                    assert!(self.config.asks_store, "asked the store without asks_store");
+                    self.free_ids.push_back((ask, session));
+                }
                 Action::EndClient(conn) => {
                     // The shell ends the connection; the core then hears it ended.
                     assert!(self.config.hosted, "only a host ends a connection");
@@ -182,6 +188,7 @@ impl Driver {
                 }
                 Action::CloseAgentStdin
                 | Action::Catalog(_)
+                | Action::TurnFacts(_)
                 | Action::Log(_)
                 | Action::RestartAgent => {}
             }
@@ -307,6 +314,15 @@ impl Driver {
             }
             Step::Sessions(body) => {
                 let at = self.stamp();
+                if let Some((ask, session)) = self.free_ids.pop_front() {
+                    // The store holds the first `n` candidates.
+                    let n = usize::from(body.first().copied().unwrap_or(0) % 3);
+                    if let Some(free) = reuse_candidates(&session).nth(n) {
+                        self.proxy.handle_free_id(at, ask, free);
+                    }
+                    self.drain();
+                    return;
+                }
                 if let Some(op) = self.forks.pop_front() {
                     // A fork's copy: made, or refused.
                     let outcome = if body.first().is_some_and(|b| b & 1 == 0) {
@@ -447,6 +463,9 @@ fuzz_target!(|data: &[u8]| {
         ][usize::from(cfg & 3)],
         redact: cfg & 4 != 0,
         reprime: cfg & 8 != 0,
+        // With re-priming, the store is asked about the agent's new sessions, answered (or
+        // not) by later steps while the agent's lines wait.
+        asks_store: cfg & 8 != 0,
         reprime_limit: 4096,
         stall_timeout_us: (cfg & 16 != 0).then_some(1_000),
         stall_grace_us: 1_000,
@@ -467,6 +486,7 @@ fuzz_target!(|data: &[u8]| {
         opened: HashSet::new(),
         fetches: VecDeque::new(),
         forks: VecDeque::new(),
+        free_ids: VecDeque::new(),
         lists: VecDeque::new(),
         inputs: HashSet::new(),
         agent_ended: false,

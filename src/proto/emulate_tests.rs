@@ -1565,3 +1565,22 @@ fn an_agent_that_ends_while_the_store_is_asked_keeps_its_own_session_id() {
     assert_eq!(last_to_client(&h)["result"]["sessionId"], "s-1");
     assert!(h.journals.contains_key(&Target::Session("s-1".into())));
 }
+
+#[test]
+fn what_is_no_message_passes_at_once_while_the_store_is_asked() {
+    let mut h = asking_the_store_about_a_new_session();
+    let at = h.stamp();
+    h.proxy.handle_line(
+        at,
+        Peer::Agent,
+        Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s-1\"}}\n"),
+    );
+    h.proxy
+        .handle_line(at, Peer::Agent, Bytes::from_static(b"not json\n"));
+    let out: Vec<Action> = std::iter::from_fn(|| h.proxy.poll_action()).collect();
+    assert!(
+        out.iter().any(|a| matches!(a, Action::Forward { to: Peer::Client(_), line } if &line[..] == b"not json\n")),
+        "{out:?}"
+    );
+    assert!(out.iter().any(|a| matches!(a, Action::FindFreeId { .. })));
+}

@@ -97,7 +97,7 @@ mod turn_facts;
 mod vocab;
 
 pub use proxy::Proxy;
-pub use reused_ids::reuse_candidates;
+pub use reused_ids::{first_free, reuse_candidates};
 pub use vocab::{
     Action, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, HistoryChunk, Initialize,
     ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,

@@ -200,7 +200,10 @@ impl Proxy {
     /// An agent line: held while the store is asked about a session the agent created (the
     /// answer that named it first, [`reused_ids`]), else handled.
     fn admit_agent_line(&mut self, at: Stamp, line: Bytes) {
-        if self.cx.reused.asking() {
+        let peek = envelope::peek(&line);
+        // Messages wait; anything else is no message of the protocol and passes as it always
+        // does.
+        if self.cx.reused.asking() && peek.is_message() {
             if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
                 // Past the bound the agent's ID stands, and the lines go on.
                 self.give_up_free_id(at);
@@ -208,7 +211,6 @@ impl Proxy {
             }
             return;
         }
-        let peek = envelope::peek(&line);
         let cx = &mut self.cx;
         let (pending, ids, sessions) = (&cx.pending, &cx.ids, &cx.sessions);
         if !(cx.config.asks_store

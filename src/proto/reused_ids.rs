@@ -2,8 +2,8 @@
 //! (`session-1` once more) must not write a new conversation into an earlier run's journal.
 //! When it answers a `session/new` with an ID this run has not opened, the core asks the store
 //! which of that ID and its fresh forms (`s~2`, `s~3`, …: [`reuse_candidates`]) it does not hold
-//! yet ([`super::Action::FindFreeId`]), and holds that answer and the agent's later lines until
-//! the store's answer comes ([`super::Proxy::handle_free_id`]): the ID itself, which passes as
+//! yet ([`super::Action::FindFreeId`]), and holds that answer and the agent's later messages
+//! (what is no JSON-RPC message passes as ever) until the store's answer comes ([`super::Proxy::handle_free_id`]): the ID itself, which passes as
 //! the agent gave it, or a fresh client-facing ID, mapped to the agent's. The store's knowledge
 //! arrives as an input, as history does. Without `Config::asks_store` nothing is asked.
 
@@ -17,6 +17,13 @@ use super::sessions::SessionTable;
 use super::vocab::{Action, HashMap, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek};
+
+/// The first of the IDs a new session `s` may take that the store does not hold (`holds`): the
+/// answer to [`super::Action::FindFreeId`].
+pub fn first_free(s: &str, holds: impl Fn(&str) -> bool) -> SessionId {
+    let free = reuse_candidates(s).find(|id| !holds(id));
+    free.unwrap_or_else(|| SessionId::from(s))
+}
 
 /// The IDs a new session `s` may take, in order: `s` itself, then `s~2`, `s~3`, … (the store
 /// gives the first it does not hold).

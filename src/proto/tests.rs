@@ -125,10 +125,9 @@ impl Harness {
                 }
                 Action::CloseAgentStdin => self.closed_agent_stdin = true,
                 Action::FindFreeId { ask, session } => {
-                    let stored = self.stored;
-                    let free = reuse_candidates(&session).find(|id| !stored(id));
+                    let free = first_free(&session, self.stored);
                     let at = self.stamp();
-                    self.proxy.handle_free_id(at, ask, free.unwrap_or(session));
+                    self.proxy.handle_free_id(at, ask, free);
                 }
                 other => self.requests.push(other),
             }

@@ -10,7 +10,7 @@ use super::history::{HistoryRequest, Until};
 use super::journals::{Commit, JournalSet};
 use super::pipes::Output;
 use super::services::Services;
-use crate::proto::{Action, ConnId, Peer, Proxy, reuse_candidates};
+use crate::proto::{Action, ConnId, Peer, Proxy, first_free};
 
 /// Where the core's actions go.
 pub(super) struct Outputs {
@@ -124,8 +124,8 @@ pub(super) fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Appli
             Action::FetchSessions { request } => out.services.catalog.sessions(request),
             Action::FindFreeId { ask, session } => {
                 // One stat per session the agent creates (rare), to keep an ID it reuses apart.
-                let free = reuse_candidates(&session).find(|id| !out.journals.holds(id));
-                core.handle_free_id(clock.now(), ask, free.unwrap_or(session));
+                let free = first_free(&session, |id| out.journals.holds(id));
+                core.handle_free_id(clock.now(), ask, free);
             }
             Action::TurnFacts(facts) => {
                 let full = out.journals.store_full();

@@ -213,7 +213,9 @@ impl Proxy {
         }
         let cx = &mut self.cx;
         let (pending, ids, sessions) = (&cx.pending, &cx.ids, &cx.sessions);
+        // A pure recorder (`--load off`) changes no ID: it asks nothing.
         if !(cx.config.asks_store
+            && cx.config.load != LoadMode::Off
             && cx
                 .reused
                 .ask(&peek, &line, pending, ids, sessions, &mut cx.fx))

@@ -325,8 +325,8 @@ pub struct Config {
     pub unattended_timeout_us: u64,
     /// The shell answers [`Action::FindFreeId`] (it has a store): a session the agent creates
     /// under an ID the store already holds (an earlier run's) gets a fresh client-facing ID,
-    /// mapped to the agent's, so two conversations never share a journal. Without it no ID is
-    /// taken for reused.
+    /// mapped to the agent's, so two conversations never share a journal. Without it, or with
+    /// `--load off`, no ID is taken for reused.
     pub asks_store: bool,
 }
 

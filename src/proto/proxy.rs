@@ -156,7 +156,7 @@ impl Proxy {
     pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
         let peek = envelope::peek(&line);
         let conn = match from {
-            Peer::Agent => return self.admit_agent_line(at, line),
+            Peer::Agent => return self.admit_agent_line(at, &peek, &line),
             Peer::Client(conn) => conn,
         };
         self.connections.arrive(conn);
@@ -199,15 +199,14 @@ impl Proxy {
 
     /// An agent line: held while the store is asked about a session the agent created (the
     /// answer that named it first, [`reused_ids`]), else handled.
-    fn admit_agent_line(&mut self, at: Stamp, line: Bytes) {
-        let peek = envelope::peek(&line);
+    fn admit_agent_line(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) {
         // Messages wait; anything else is no message of the protocol and passes as it always
         // does.
         if self.cx.reused.asking() && peek.is_message() {
-            if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
+            if !self.cx.reused.hold(line, self.cx.config.held_limit) {
                 // Past the bound the agent's ID stands, and the lines go on.
                 self.give_up_free_id(at);
-                self.admit_agent_line(at, line);
+                self.admit_agent_line(at, peek, line);
             }
             return;
         }
@@ -218,9 +217,9 @@ impl Proxy {
             && cx.config.load != LoadMode::Off
             && cx
                 .reused
-                .ask(&peek, &line, pending, ids, sessions, &mut cx.fx))
+                .ask(peek, line, pending, ids, sessions, &mut cx.fx))
         {
-            self.dispatch(at, Side::Agent, &peek, &line);
+            self.dispatch(at, Side::Agent, peek, line);
         }
     }
 
@@ -234,7 +233,7 @@ impl Proxy {
     /// Agent lines that waited for the store, in order.
     fn admit_agent_lines(&mut self, at: Stamp, lines: Vec<Bytes>) {
         for line in lines {
-            self.admit_agent_line(at, line);
+            self.admit_agent_line(at, &envelope::peek(&line), &line);
         }
     }
 

@@ -1551,15 +1551,19 @@ fn the_agent_lines_after_a_new_sessions_answer_wait_in_order_for_the_stores_answ
     assert_eq!(out[1]["params"]["sessionId"], "s-1~2");
 }
 
+/// The agent's answer naming its new session `s-1`, not drained: the store is asked.
+fn agent_names_a_new_session(h: &mut Harness) -> Stamp {
+    let at = h.stamp();
+    let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}"#;
+    h.proxy
+        .handle_line(at, Peer::Agent, Bytes::from(format!("{answer}\n")));
+    at
+}
+
 #[test]
 fn an_agent_that_ends_while_the_store_is_asked_keeps_its_own_session_id() {
     let mut h = asking_the_store_about_a_new_session();
-    let at = h.stamp();
-    h.proxy.handle_line(
-        at,
-        Peer::Agent,
-        Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s-1\"}}\n"),
-    );
+    let at = agent_names_a_new_session(&mut h);
     h.proxy.handle_eof(at, Peer::Agent);
     h.drain();
     assert_eq!(last_to_client(&h)["result"]["sessionId"], "s-1");
@@ -1569,12 +1573,7 @@ fn an_agent_that_ends_while_the_store_is_asked_keeps_its_own_session_id() {
 #[test]
 fn what_is_no_message_passes_at_once_while_the_store_is_asked() {
     let mut h = asking_the_store_about_a_new_session();
-    let at = h.stamp();
-    h.proxy.handle_line(
-        at,
-        Peer::Agent,
-        Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s-1\"}}\n"),
-    );
+    let at = agent_names_a_new_session(&mut h);
     h.proxy
         .handle_line(at, Peer::Agent, Bytes::from_static(b"not json\n"));
     let out: Vec<Action> = std::iter::from_fn(|| h.proxy.poll_action()).collect();

@@ -1,9 +1,10 @@
-//! Clients coming and going on a host's sessions: the core's transitions for connections
-//! ([`super::connection`] routes; these act). A later connection's requests and `initialize`
-//! (`take_later`), a host's client joining or leaving a session (`join_or_leave`), what routing
-//! leaves for the core (`settle_connections`), and the agent requests a connection leaves
-//! unanswered: asked again, made to wait for someone to attach, or answered for the client
-//! (`ask_again`, `expire_waiting`, `answer_unasked`).
+//! Clients coming and going on a host's sessions: the core's transitions for connections, as
+//! functions of [`Cx`] and [`Connections`] ([`super::connection`] routes; these act). A later
+//! connection's `initialize` (`answer_initialize_again`), a host's client joining or leaving a
+//! session (`join_or_leave`), what routing leaves for the core (`settle`, `deliver`, `refused`),
+//! a connection's end (`ended`), and the agent requests a connection leaves unanswered: asked
+//! again, made to wait for someone to attach, or answered for the client (`ask_again`,
+//! `expire_waiting`, `answer_unasked`).
 
 use bytes::Bytes;
 use serde_json::json;

@@ -42,7 +42,8 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId};
 /// - **outputs**: [`Proxy::poll_action`], drained after every input, the only way out;
 /// - **timers**: [`Proxy::poll_timeout`] says when [`Proxy::handle_tick`] is due;
 /// - **queries**: [`Proxy::reads_client`] (backpressure), [`Proxy::can_restart`],
-///   [`Proxy::wants_list_changes`], [`Proxy::pending_requests`], [`Proxy::next_seq`].
+///   [`Proxy::agent_answered_initialize`], [`Proxy::wants_list_changes`],
+///   [`Proxy::pending_requests`], [`Proxy::next_seq`].
 ///
 /// A line is handled once by the component that owns what it names; each is called with
 /// [`Cx`] (`context.rs`: the output, the session and pending tables, the time) and its own

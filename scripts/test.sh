@@ -5,7 +5,9 @@
 # tests; about 30 s the first time, nothing after), Debian's nginx
 # (serve behind a reverse proxy; the tests run their own, no service is left running) and the
 # OTLP backend for the tracing tests (Arize Phoenix from PyPI: about 2.5 minutes and 850 MB the
-# first time), then lints and runs the unit and integration tests, then a bounded fuzz run
+# first time), the S3-compatible object stores of the fleet tests (Garage and s3s-fs from
+# crates.io, built once per machine outside the checkout: about 14 minutes the first time), then
+# lints and runs the unit and integration tests, then a bounded fuzz run
 # (scripts/fuzz.sh; ACPJ_FUZZ_SECONDS=0 skips it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,6 +20,7 @@ scripts/install-peers.sh
 scripts/install-chromium.sh
 scripts/install-nginx.sh
 scripts/install-otlp-backend.sh
+scripts/install-object-stores.sh
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --all-targets --locked -- -D warnings

@@ -596,11 +596,14 @@ impl Catalog for Store {
         }
         let live_turns = summaries.live_turns;
         let mut by_id = summaries.by_id;
-        // Segments removed by `prune` (or by hand) are gone from the list.
-        by_id.retain(|_, s| {
-            s.segments.retain(|seg| self.root().join(seg).exists());
-            !s.segments.is_empty()
-        });
+        // Segments removed by `prune` (or by hand) are gone from the list; a copy of a shared
+        // store lists what its catalog says, pulled or not.
+        if !self.is_mirror() {
+            by_id.retain(|_, s| {
+                s.segments.retain(|seg| self.root().join(seg).exists());
+                !s.segments.is_empty()
+            });
+        }
         for s in by_id.values_mut() {
             s.records = 0;
             s.bytes = 0;

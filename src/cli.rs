@@ -34,6 +34,13 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
 
+    /// A shared object store every host ships its journals to and continues sessions from:
+    /// `s3://BUCKET[/PREFIX]` (S3 and every S3-compatible store; endpoint, region and
+    /// credentials from the `AWS_*` variables), `gs://BUCKET[/PREFIX]`, `az://CONTAINER[/PREFIX]`
+    /// or `file:///PATH`. The commands that read (`list`, `show`, …) then read the store.
+    #[arg(long, global = true, env = "ACP_JOURNAL_STORE", value_name = "URL")]
+    pub store: Option<String>,
+
     /// A subcommand; without one, run the proxy.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -127,6 +134,11 @@ pub struct ProxyArgs {
     /// option that changes forwarded bytes; off by default.
     #[arg(long)]
     pub trace_context: bool,
+
+    /// With --store: seconds between shipments of new journal bytes to the store (at least
+    /// 0.1). What the local disk holds past the last shipment is what losing the machine loses.
+    #[arg(long, default_value = "1", value_name = "SECS", value_parser = parse_ship_interval)]
+    pub ship_interval: Duration,
 }
 
 /// `--list-scope` values.
@@ -427,6 +439,15 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: a timeout must be more than 0 seconds"));
     }
     Ok(timeout)
+}
+
+/// Parse `--ship-interval`: as [`parse_seconds`], at least 0.1 s.
+pub fn parse_ship_interval(text: &str) -> Result<Duration, String> {
+    let interval = parse_seconds(text)?;
+    if interval < Duration::from_millis(100) {
+        return Err(format!("{text:?}: ship at most every 0.1 seconds"));
+    }
+    Ok(interval)
 }
 
 /// Parse an age like `90m`, `12h`, `30d`, `4w` (or seconds with `s`).

@@ -7,6 +7,8 @@
 //! - [`acp`]: ACP content helpers shared by the readers (prompt text, permission choices).
 //! - [`journal`]: the on-disk format and typed events, the segment writer, the salvage reader,
 //!   the store layout and private files. Knows no ACP.
+//! - [`fleet`]: journals in an object store shared by every host (`--store`): the shipper, the
+//!   pulls, the object layout. Knows no ACP.
 //! - [`catalog`]: the store's session index (`catalog.ndjson`), rebuilt from the segments,
 //!   and `<session>` resolution.
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
@@ -25,6 +27,7 @@ pub mod acp;
 pub mod catalog;
 pub mod cli;
 pub mod cmd;
+pub mod fleet;
 pub mod journal;
 pub mod net;
 pub mod otel;

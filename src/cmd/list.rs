@@ -99,6 +99,9 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
 fn state(store: &Store, s: &SessionSummary) -> &'static str {
     if !s.open {
         "closed"
+    } else if store.is_mirror() {
+        // Its writer runs (or ran) on another host.
+        "open"
     } else if s.segments.iter().any(|seg| store.writer_alive(seg)) {
         "live"
     } else if s.ended_clean {

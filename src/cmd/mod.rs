@@ -4,6 +4,7 @@ mod bundle;
 mod diff;
 mod export;
 mod fork;
+mod from_store;
 mod inotify;
 mod list;
 mod maintain;
@@ -40,13 +41,27 @@ pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
-    let store = Store::new(store_dir(cli.journal_dir));
+    let local = Store::new(store_dir(cli.journal_dir));
     if cli.command.is_some() && !cli.agent.is_empty() {
         eprintln!(
             "acp-journal: an agent command after `--` runs the proxy; it cannot follow a subcommand"
         );
         return ExitCode::from(2);
     }
+    let shared = cli.store.as_deref().filter(|url| !url.is_empty());
+    // With --store, the commands that read read the shared store, through a local copy.
+    let store = match (&cli.command, shared) {
+        (Some(command), Some(url)) if from_store::reads(command) => {
+            match from_store::local_copy(url, command) {
+                Ok(copy) => copy,
+                Err(e) => {
+                    eprintln!("acp-journal: {e:#}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => local,
+    };
     let result = match cli.command {
         Some(Command::List(args)) => list::run(&store, args),
         Some(Command::Verify(args)) => verify::run(&store, args),
@@ -62,7 +77,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Diff(args)) => diff::run(&store, args),
         Some(Command::Bundle(args)) => bundle::run(&store, args),
         Some(Command::Fork(args)) => fork::run(&store, args),
-        Some(Command::Serve(args)) => serve::run(store, *args),
+        Some(Command::Serve(args)) => serve::run(store, *args, shared),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         Some(Command::Reap(args)) => {
@@ -70,8 +85,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         None => match cli.connect {
-            Some(url) => proxy::bridge(store, cli.proxy, &url, cli.token_file, cli.agent),
-            None => proxy::run(store, cli.proxy, cli.agent),
+            Some(url) => proxy::bridge(store, cli.proxy, &url, cli.token_file, cli.agent, shared),
+            None => proxy::run(store, cli.proxy, cli.agent, shared),
         },
     };
     match result {

@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use anyhow::Context;
 
 use crate::cli::{ListScope, ProxyArgs, Reprime};
+use crate::fleet::Fleet;
 use crate::journal::Store;
 use crate::net::bridge::Remote;
 use crate::net::token::Token;
@@ -17,7 +18,12 @@ use crate::shell::reaper::Reaper;
 use crate::shell::{self, Agent, Client, Front, ShellConfig, agent};
 
 /// Run the proxy; the exit code is the agent's.
-pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow::Result<ExitCode> {
+pub(super) fn run(
+    store: Store,
+    args: ProxyArgs,
+    agent: Vec<OsString>,
+    shared: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     if agent.is_empty() {
         anyhow::bail!(
             "no agent command given: use `acp-journal [OPTIONS] -- <agent> [args...]` (see --help)"
@@ -27,7 +33,7 @@ pub(super) fn run(store: Store, args: ProxyArgs, agent: Vec<OsString>) -> anyhow
     if std::io::stdin().is_terminal() {
         return Ok(exec_agent(&agent));
     }
-    let config = shell_config(store, &args, agent)?;
+    let config = shell_config(store, &args, agent, shared)?;
     on_runtime(async {
         let spawn = local_agent(&config);
         let signals = shell::unix_signals().context("setting up signal handling")?;
@@ -68,6 +74,7 @@ pub(super) fn bridge(
     url: &str,
     token_file: Option<std::path::PathBuf>,
     agent: Vec<OsString>,
+    shared: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         agent.is_empty(),
@@ -86,7 +93,7 @@ pub(super) fn bridge(
         }
     };
     let mut remote = Remote::new(url, token, 16 << 20)?;
-    let mut config = shell_config(store, &args, vec![OsString::from(remote.url())])?;
+    let mut config = shell_config(store, &args, vec![OsString::from(remote.url())], shared)?;
     config.core.remote = true;
     on_runtime(async {
         let signals = shell::unix_signals().context("setting up signal handling")?;
@@ -100,8 +107,16 @@ pub(super) fn shell_config(
     store: Store,
     args: &ProxyArgs,
     agent: Vec<OsString>,
+    shared: Option<&str>,
 ) -> anyhow::Result<ShellConfig> {
     let grace = args.grace;
+    let fleet = match shared {
+        Some(_) if args.no_redact => anyhow::bail!(
+            "--no-redact cannot be used with --store: journals leave this machine redacted"
+        ),
+        Some(url) => Some(Fleet::start(url, store.clone(), args.ship_interval)?),
+        None => None,
+    };
     Ok(ShellConfig {
         agent,
         store,
@@ -130,6 +145,7 @@ pub(super) fn shell_config(
             content: args.otlp_content,
             trace_context: args.trace_context,
         },
+        fleet,
     })
 }
 
@@ -158,10 +174,12 @@ fn exec_agent(agent: &[OsString]) -> ExitCode {
     ExitCode::from(127)
 }
 
-/// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `info`).
+/// Log to stderr (stdout is the protocol), filtered by `ACP_JOURNAL_LOG` (default `info`, the
+/// object store's client at `warn`).
 pub(super) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_JOURNAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // The store's client logs every retry at `info`: the shipper says what matters once.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,object_store=warn"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())

@@ -12,7 +12,7 @@ use crate::shell::{self, Front, hub};
 
 /// Serve until a signal stops the host (or the agent ends for good); the exit code is the
 /// agent's.
-pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(store: Store, args: ServeArgs, shared: Option<&str>) -> anyhow::Result<ExitCode> {
     init_logging();
     let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
     let default_file = store.root().join("serve.token");
@@ -46,7 +46,7 @@ pub(super) fn run(store: Store, args: ServeArgs) -> anyhow::Result<ExitCode> {
         handshake: args.handshake_timeout,
         tls,
     };
-    let mut config = shell_config(store, &args.proxy, args.agent.clone())?;
+    let mut config = shell_config(store, &args.proxy, args.agent.clone(), shared)?;
     config.core.hosted = true;
     config.core.unattended_timeout_us = micros(args.unattended_timeout);
     on_runtime(async {

@@ -65,12 +65,30 @@ fn segment_names(stem: &str) -> impl Iterator<Item = String> + '_ {
 #[derive(Clone, Debug)]
 pub struct Store {
     root: PathBuf,
+    mirror: bool,
 }
 
 impl Store {
     /// A store at `root` (nothing is created until [`Store::create_dirs`]).
     pub fn new(root: impl Into<PathBuf>) -> Store {
-        Store { root: root.into() }
+        Store {
+            root: root.into(),
+            mirror: false,
+        }
+    }
+
+    /// A local copy of part of a shared store (`--store`): its catalog lists every host's
+    /// sessions, whose segments are here only once pulled, and whose writers run elsewhere.
+    pub fn mirror(root: impl Into<PathBuf>) -> Store {
+        Store {
+            root: root.into(),
+            mirror: true,
+        }
+    }
+
+    /// Whether this is a local copy of a shared store ([`Store::mirror`]).
+    pub fn is_mirror(&self) -> bool {
+        self.mirror
     }
 
     /// The root directory.
@@ -159,8 +177,13 @@ impl Store {
     }
 
     /// True while the proxy that writes `segment` (relative to the root) is running: the pid in
-    /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process.
+    /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process (never in a
+    /// [`Store::mirror`]).
     pub fn writer_alive(&self, segment: &str) -> bool {
+        if self.mirror {
+            // Written on another host: no process here tells.
+            return false;
+        }
         let name = segment.rsplit('/').next().unwrap_or(segment);
         let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);
         let run = stem.split('.').take(2).collect::<Vec<_>>().join(".");

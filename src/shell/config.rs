@@ -27,4 +27,7 @@ pub struct ShellConfig {
     pub list_all: bool,
     /// Live OTLP export and `traceparent` injection ([`crate::otel::live`]).
     pub tracing: crate::otel::live::Options,
+    /// The shared object store the journals are shipped to and sessions pulled from
+    /// (`--store`).
+    pub fleet: Option<crate::fleet::Fleet>,
 }

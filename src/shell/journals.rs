@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::catalog::CatalogEntry;
+use crate::fleet::Fleet;
 use crate::journal::Store;
 use crate::journal::format::{
     Body, FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
@@ -244,6 +245,8 @@ pub struct JournalSet<T> {
     health: Arc<Health>,
     /// An `interval` sync is running on a blocking thread.
     syncing: Arc<AtomicBool>,
+    /// Told of every segment made and closed, when journals are shipped to a store.
+    fleet: Option<Fleet>,
 }
 
 fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>> {
@@ -254,7 +257,13 @@ fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>>
 impl<T: Send + 'static> JournalSet<T> {
     /// Create the store directories and the run's connection segment, and start the
     /// compressor thread.
-    pub fn open(store: Store, info: RunInfo, fsync: FsyncPolicy, at: Stamp) -> JournalSet<T> {
+    pub fn open(
+        store: Store,
+        info: RunInfo,
+        fsync: FsyncPolicy,
+        at: Stamp,
+        fleet: Option<Fleet>,
+    ) -> JournalSet<T> {
         let (jobs, done) = spawn_compressor();
         let health = Arc::new(Health::default());
         let mut set = JournalSet {
@@ -270,6 +279,7 @@ impl<T: Send + 'static> JournalSet<T> {
             spare: Vec::new(),
             health,
             syncing: Arc::new(AtomicBool::new(false)),
+            fleet,
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
@@ -320,8 +330,13 @@ impl<T: Send + 'static> JournalSet<T> {
     /// A new segment with its header written (never an empty or headless file, even when the
     /// proxy is killed or the disk is full).
     fn create(&self, dir: &Path, header: &Header) -> std::io::Result<SegmentWriter> {
-        self.store
-            .create_segment_writer(dir, &self.info.run, header)
+        let writer = self
+            .store
+            .create_segment_writer(dir, &self.info.run, header)?;
+        if let Some(fleet) = &self.fleet {
+            fleet.opened(writer.path());
+        }
+        Ok(writer)
     }
 
     /// Create a session's segment; returns its catalog entry (without the Git branch, which
@@ -544,6 +559,9 @@ impl<T: Send + 'static> JournalSet<T> {
             let Some((segment, stats)) = shared.close(seq, at) else {
                 continue;
             };
+            if let Some(fleet) = &self.fleet {
+                fleet.closed(&segment);
+            }
             entries.push(CatalogEntry::Close {
                 segment: self.store.relative(&segment),
                 records: stats.records,
@@ -552,8 +570,11 @@ impl<T: Send + 'static> JournalSet<T> {
                 t: at.unix_us,
             });
         }
-        if let Some(shared) = &self.connection.shared {
-            shared.close(seq, at);
+        if let Some(shared) = &self.connection.shared
+            && let Some((segment, _)) = shared.close(seq, at)
+            && let Some(fleet) = &self.fleet
+        {
+            fleet.closed(&segment);
         }
         entries
     }

@@ -27,6 +27,9 @@ use crate::journal::Event;
 use crate::proto::{self, HistoryChunk, Peer, Proxy, Stamp};
 
 /// One run of the proxy: everything its main loop reads, writes and decides with.
+/// Longest the end of a run waits for its journals' last bytes to reach the shared store.
+const SHIP_AT_END: Duration = Duration::from_secs(5);
+
 pub(super) struct Running<P, S> {
     core: Proxy,
     clock: Clock,
@@ -63,6 +66,8 @@ pub(super) struct Running<P, S> {
     sync_tick: tokio::time::Interval,
     /// `--grace`: also how long the editor's last lines may take to be delivered at the end.
     grace: Duration,
+    /// The shared store the journals are shipped to.
+    fleet: Option<crate::fleet::Fleet>,
     /// The agent is a remote host (the bridge): its end is the connection's, and its restart
     /// a connection made again.
     remote: bool,
@@ -104,7 +109,13 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             pid: std::process::id(),
         };
         let agent_line = info.argv.join(" ");
-        let journals = JournalSet::open(config.store.clone(), info, config.fsync, start);
+        let journals = JournalSet::open(
+            config.store.clone(),
+            info,
+            config.fsync,
+            start,
+            config.fleet.clone(),
+        );
         // The shell answers which IDs the store holds (`FindFreeId`).
         let core = Proxy::new(proto::Config {
             asks_store: true,
@@ -124,6 +135,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             catalog,
             history_tx,
             fetches: HashMap::new(),
+            fleet: config.fleet.clone(),
         };
         let (from_clients, to_client) = match front {
             Front::Editor(client) => (
@@ -171,6 +183,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             list_tick: tick(Duration::from_millis(250)),
             sync_tick: tick(Duration::from_secs(1)),
             grace: config.grace,
+            fleet: config.fleet.clone(),
             remote: config.core.remote,
         })
     }
@@ -494,21 +507,25 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         // Written in order after everything else this run cataloged (off the runtime's thread).
         let _ = tokio::task::spawn_blocking(move || catalog.close()).await;
         // Deliver what is queued for the client (bounded: the client may have stopped reading).
-        let FrontOutput::Editor(mut to_client) = to_client else {
-            return code;
-        };
-        to_client.close();
-        let flush_deadline = tokio::time::Instant::now() + self.grace;
-        while to_client.backlog() > 0
-            && !to_client.is_gone()
-            && tokio::time::Instant::now() < flush_deadline
-        {
-            if to_client.waiting() {
-                let _ = tokio::time::timeout_at(flush_deadline, to_client.writable()).await;
-                to_client.write_now();
-            } else {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+        if let FrontOutput::Editor(mut to_client) = to_client {
+            to_client.close();
+            let flush_deadline = tokio::time::Instant::now() + self.grace;
+            while to_client.backlog() > 0
+                && !to_client.is_gone()
+                && tokio::time::Instant::now() < flush_deadline
+            {
+                if to_client.waiting() {
+                    let _ = tokio::time::timeout_at(flush_deadline, to_client.writable()).await;
+                    to_client.write_now();
+                } else {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
             }
+        }
+        // The journals' last bytes go to the shared store (bounded: it may be down; the next
+        // start ships what is left).
+        if let Some(fleet) = &self.fleet {
+            fleet.finish(SHIP_AT_END).await;
         }
         code
     }

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::catalog::{self, catalog_entry};
 use super::history::{self, HistoryRequest};
+use crate::fleet::Fleet;
 use crate::journal::Store;
 use crate::proto::{CatalogUpdate, HistoryChunk};
 use crate::replay::fork::{ForkPoint, fork_session};
@@ -25,6 +26,8 @@ pub(super) struct Services {
     pub(super) history_tx: mpsc::Sender<(u64, HistoryChunk)>,
     /// Running history reads and their cancel flags.
     pub(super) fetches: HashMap<u64, Arc<AtomicBool>>,
+    /// The shared store a session's history is pulled from first (`--store`).
+    pub(super) fleet: Option<Fleet>,
 }
 
 impl Services {
@@ -33,7 +36,28 @@ impl Services {
         self.fetches.insert(request.load, cancel.clone());
         let store = self.store.clone();
         let tx = self.history_tx.clone();
-        tokio::task::spawn_blocking(move || history::read(&store, request, cancel, tx));
+        let fleet = self.fleet.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Some(fleet) = fleet {
+                // What other hosts wrote of the session comes first: the replay reads it all.
+                match fleet.pull_session(&request.session) {
+                    Ok(pulled) if pulled.files > 0 => tracing::info!(
+                        "session {:?}: {} bytes of {} segments pulled from {}",
+                        request.session,
+                        pulled.bytes,
+                        pulled.files,
+                        fleet.url()
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(
+                        "session {:?}: not pulled from {} ({e}); loading what this disk holds",
+                        request.session,
+                        fleet.url()
+                    ),
+                }
+            }
+            history::read(&store, request, cancel, tx)
+        });
     }
 
     pub(super) fn cancel_history(&mut self, load: u64) {

@@ -365,6 +365,7 @@ fn config(root: &Path) -> ShellConfig {
         respawn: 0,
         list_all: false,
         tracing: Default::default(),
+        fleet: None,
     }
 }
 

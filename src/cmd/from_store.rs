@@ -1,0 +1,120 @@
+//! The commands that read, on the shared store (`--store`): what a command needs is pulled
+//! into a private local copy of the store (`$XDG_CACHE_HOME/acp-journal/stores/<tag>/`, laid
+//! out as a journal directory), and the command reads that. Every host's catalog is pulled
+//! first (one listing and one small read per host, never a read per session); then the
+//! segments of the sessions the command names, or of every session when it names none. Pulling
+//! again fetches only what is new.
+
+use std::path::PathBuf;
+
+use futures_util::StreamExt;
+
+use crate::catalog::Catalog;
+use crate::cli::Command;
+use crate::fleet::pull;
+use crate::fleet::remote::Remote;
+use crate::journal::Store;
+
+/// Sessions pulled at once.
+const PULLS: usize = 8;
+
+/// Whether `command` reads journals (and so reads the store with `--store`).
+pub(super) fn reads(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::List(_)
+            | Command::Verify(_)
+            | Command::Show(_)
+            | Command::Export(_)
+            | Command::Search(_)
+            | Command::Stats(_)
+            | Command::Replay(_)
+            | Command::Rerun(_)
+            | Command::Diff(_)
+            | Command::Bundle(_)
+    )
+}
+
+/// What `command` names: session IDs, prefixes or files (`None`: every session).
+fn named(command: &Command) -> Option<Vec<String>> {
+    match command {
+        Command::List(_) => Some(Vec::new()),
+        Command::Show(a) => Some(vec![a.session.clone()]),
+        Command::Bundle(a) => Some(vec![a.session.clone()]),
+        Command::Rerun(a) => Some(vec![a.source.clone()]),
+        Command::Diff(a) => Some(vec![a.a.clone(), a.b.clone()]),
+        Command::Replay(a) => Some(a.sources.clone()),
+        Command::Export(a) => Some(a.sessions.clone()),
+        Command::Search(a) => a.session.clone().map(|s| vec![s]),
+        Command::Stats(a) => a.session.clone().map(|s| vec![s]),
+        Command::Verify(a) if !a.targets.is_empty() => Some(a.targets.clone()),
+        _ => None,
+    }
+}
+
+/// The local copy of the store at `url` (and the endpoint the environment gives, for
+/// S3-compatible stores that share bucket names).
+fn cache_dir(url: &str) -> PathBuf {
+    use sha2::Digest;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .or_else(|_| std::env::var("AWS_ENDPOINT"))
+        .unwrap_or_default();
+    let digest = sha2::Sha256::digest(format!("{url}\n{endpoint}").as_bytes());
+    let tag: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("XDG_CACHE_HOME")
+        .or_else(|| env("HOME").map(|h| h.join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".acp-journal-cache"))
+        .join("acp-journal/stores")
+        .join(tag)
+}
+
+/// Pull what `command` reads from the store at `url`; returns the local copy to read.
+///
+/// # Errors
+/// The store cannot be opened or read, or the local copy cannot be written.
+pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> {
+    let remote = Remote::open(url)?;
+    let copy = Store::mirror(cache_dir(url));
+    copy.create_dirs()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        pull::catalogs(&remote, &copy)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+        let sessions = copy.sessions_with(false)?;
+        let ids: Vec<&str> = match named(command) {
+            None => sessions.iter().map(|s| s.session.as_str()).collect(),
+            Some(names) => names
+                .iter()
+                .flat_map(|name| {
+                    let exact = sessions.iter().find(|s| &s.session == name);
+                    let prefixed: Vec<&str> = sessions
+                        .iter()
+                        .filter(|s| s.session.starts_with(name.as_str()))
+                        .map(|s| s.session.as_str())
+                        .collect();
+                    // An ambiguous prefix is left for the command to report.
+                    match exact {
+                        Some(s) => vec![s.session.as_str()],
+                        None if prefixed.len() == 1 => prefixed,
+                        None => Vec::new(),
+                    }
+                })
+                .collect(),
+        };
+        let pulls = ids.iter().map(|id| pull::session(&remote, &copy, id));
+        let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
+        while let Some(result) = results.next().await {
+            result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(copy)
+}

@@ -1,0 +1,262 @@
+//! Pulling from the store into a journal directory: a session's segments (for a host that
+//! continues it, or a reader), and every host's catalog merged into one (for `list`).
+//!
+//! A file is pulled by appending the bytes the store has past what the local copy holds, in
+//! order, so a local copy is always a prefix of the file (a reader sees at worst an
+//! unfinished segment) and pulling again fetches only what is new. The store is untrusted: a
+//! name that would leave its directory is skipped, a part larger than any the shipper writes
+//! is refused, and a compressed part may not inflate past the size its name gives.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use futures_util::StreamExt;
+
+use super::layout::{self, Entry, Step};
+use super::remote::Remote;
+use crate::journal::Store;
+use crate::journal::private::{create_private_dir, create_private_file};
+use crate::journal::store::{SEGMENT_SUFFIX, session_key};
+
+/// Largest part a reader accepts (the shipper writes at most 64 MiB).
+const MAX_PART: u64 = 256 << 20;
+/// Parts fetched at once for one file.
+const FETCHES: usize = 8;
+
+/// What a pull brought.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pulled {
+    /// Files that grew.
+    pub files: usize,
+    /// Bytes appended.
+    pub bytes: u64,
+}
+
+/// A segment's name in the store is one the journal directory could hold: `sessions/<key>/<name>`
+/// (or `connections/<name>`) with `<name>` one plain component ending in `.acpj.zst`.
+fn safe_segment(file: &str) -> bool {
+    let parts: Vec<&str> = file.split('/').collect();
+    let name_ok = |n: &str| {
+        n.ends_with(SEGMENT_SUFFIX)
+            && !n.starts_with('.')
+            && n.bytes().all(|b| b.is_ascii_graphic() && b != b'\\')
+    };
+    match parts.as_slice() {
+        ["sessions", key, name] => {
+            !key.is_empty() && !key.starts_with('.') && !key.contains('\\') && name_ok(name)
+        }
+        ["connections", name] => name_ok(name),
+        _ => false,
+    }
+}
+
+/// Pull every segment of `session` the store holds into `local` (what the local copies lack),
+/// leaving alone a segment this machine is writing.
+///
+/// # Errors
+/// The store's, or the local disk's.
+pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pulled, String> {
+    let dir = format!("sessions/{}", session_key(session));
+    let objects = remote.list(&dir).await.map_err(|e| e.to_string())?;
+    let mut files: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
+    for rel in &objects {
+        if let Some((file, entry)) = layout::split_object(rel)
+            && safe_segment(file)
+            && file.starts_with(&dir)
+        {
+            files.entry(file).or_default().push(entry);
+        }
+    }
+    let mut pulled = Pulled::default();
+    for (file, entries) in files {
+        if local.writer_alive(file) {
+            continue;
+        }
+        let bytes = pull_file(remote, file, &entries, &local.root().join(file)).await?;
+        if bytes > 0 {
+            pulled.files += 1;
+            pulled.bytes += bytes;
+        }
+    }
+    Ok(pulled)
+}
+
+/// Append to `path` what the store holds of `file` past the local copy's end; returns the
+/// bytes appended. A local copy longer than the store's is left as it is.
+///
+/// # Errors
+/// The store's, a part that is not what its name says, or the local disk's.
+pub async fn pull_file(
+    remote: &Remote,
+    file: &str,
+    entries: &[Entry],
+    path: &Path,
+) -> Result<u64, String> {
+    let have = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let (steps, end) = layout::chain(entries, have);
+    if steps.is_empty() || end <= have {
+        return Ok(0);
+    }
+    if let Some(step) = steps.iter().find(|s| s.end - s.start > MAX_PART) {
+        return Err(format!(
+            "{file}: a part of {} bytes in the store (at most {MAX_PART} are read)",
+            step.end - step.start
+        ));
+    }
+    let compressed = layout::compressed(file);
+    let fetches = steps
+        .iter()
+        .map(|&step| fetch(remote, file, step, compressed));
+    let mut chunks = futures_util::stream::iter(fetches).buffered(FETCHES);
+    if let Some(dir) = path.parent() {
+        create_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut out = match std::fs::OpenOptions::new().append(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            create_private_file(path).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut written = 0;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        out.write_all(&chunk)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        written += chunk.len() as u64;
+    }
+    Ok(written)
+}
+
+/// The bytes of one step.
+async fn fetch(
+    remote: &Remote,
+    file: &str,
+    step: Step,
+    compressed: bool,
+) -> Result<bytes::Bytes, String> {
+    let name = format!("{file}/{}", layout::part_name(step.start, step.end));
+    let size = step.end - step.start;
+    let wrong = |what: String| format!("{name}: {what}");
+    if compressed {
+        let packed = remote.get(&name).await.map_err(|e| wrong(e.to_string()))?;
+        if packed.len() as u64 > MAX_PART {
+            return Err(wrong(format!("{} bytes", packed.len())));
+        }
+        let plain = zstd::bulk::decompress(&packed, usize::try_from(size).unwrap_or(0))
+            .map_err(|e| wrong(format!("not a zstd frame of {size} bytes ({e})")))?;
+        if plain.len() as u64 != size {
+            return Err(wrong(format!("{} bytes, not {size}", plain.len())));
+        }
+        let from = usize::try_from(step.from - step.start).unwrap_or(0);
+        return Ok(bytes::Bytes::from(plain).slice(from..));
+    }
+    let bytes = remote
+        .get_range(&name, step.from - step.start..size)
+        .await
+        .map_err(|e| wrong(e.to_string()))?;
+    if bytes.len() as u64 != step.end - step.from {
+        return Err(wrong(format!(
+            "{} bytes, not the {} its name gives",
+            bytes.len(),
+            step.end - step.from
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Every host's catalog, pulled into `local`'s `hosts/<host>/catalog.ndjson` and merged, in time
+/// order, into its `catalog.ndjson` (replaced whole): the store's sessions as one catalog.
+///
+/// # Errors
+/// The store's, or the local disk's.
+pub async fn catalogs(remote: &Remote, local: &Store) -> Result<usize, String> {
+    let hosts = remote.subdirs("hosts").await.map_err(|e| e.to_string())?;
+    let hosts: Vec<String> = hosts
+        .into_iter()
+        .filter(|h| {
+            !h.is_empty()
+                && !h.starts_with('.')
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .collect();
+    let pulls = hosts.iter().map(|host| async move {
+        let file = layout::host_catalog(host);
+        let entries = remote.entries(&file).await.map_err(|e| e.to_string())?;
+        let path = local.root().join(&file);
+        let (_, end) = layout::chain(&entries, 0);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > end) {
+            // The host rewrote its catalog: start again.
+            let _ = std::fs::remove_file(&path);
+        }
+        pull_file(remote, &file, &entries, &path).await
+    });
+    let results: Vec<Result<u64, String>> = futures_util::stream::iter(pulls)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+        return Err(e);
+    }
+    let mut lines: Vec<(i64, Vec<u8>)> = Vec::new();
+    for host in &hosts {
+        let Ok(text) = std::fs::read(local.root().join(layout::host_catalog(host))) else {
+            continue;
+        };
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            #[derive(serde::Deserialize)]
+            struct Stamped {
+                #[serde(default)]
+                t: i64,
+            }
+            let t = serde_json::from_slice::<Stamped>(line).map_or(0, |s| s.t);
+            lines.push((t, line.to_vec()));
+        }
+    }
+    lines.sort_by_key(|(t, _)| *t);
+    let merged = local.root().join("catalog.ndjson");
+    let tmp = local.root().join("catalog.ndjson.pull.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let write = || -> std::io::Result<()> {
+        create_private_dir(local.root())?;
+        let mut out = std::io::BufWriter::new(create_private_file(&tmp)?);
+        for (_, line) in &lines {
+            out.write_all(line)?;
+            out.write_all(b"\n")?;
+        }
+        out.into_inner().map_err(|e| e.into_error())?;
+        std::fs::rename(&tmp, &merged)
+    };
+    write().map_err(|e| format!("{}: {e}", merged.display()))?;
+    Ok(hosts.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_a_journal_directory_could_hold_are_pulled() {
+        for good in [
+            "sessions/ssess_1/20261121T214153.123456Z-4242.acpj.zst",
+            "sessions/s%2E%2E/x.1.acpj.zst",
+            "connections/r.acpj.zst",
+        ] {
+            assert!(safe_segment(good), "{good}");
+        }
+        for bad in [
+            "sessions/../x.acpj.zst",
+            "sessions/s/../../x.acpj.zst",
+            "sessions/s/x.txt",
+            "sessions/s/.hidden.acpj.zst",
+            "sessions//x.acpj.zst",
+            "sessions/s/a b.acpj.zst",
+            "catalog.ndjson",
+            "connections/a/b.acpj.zst",
+        ] {
+            assert!(!safe_segment(bad), "{bad}");
+        }
+    }
+}

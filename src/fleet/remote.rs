@@ -1,0 +1,266 @@
+//! The shared object store named by `--store`, opened from its URL and the standard
+//! environment through the Apache Arrow project's `object_store` crate, and the few operations
+//! acp-journal does on it: create an object only if it is absent, list a file's parts, read a
+//! range, delete.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
+
+use super::layout::{self, Entry};
+
+/// How long one request may take before it is given up (and retried, within [`retry`]); set
+/// over the environment's, which only adds to the client's options.
+const TIMEOUT: &str = "10s";
+/// How long connecting may take.
+const CONNECT_TIMEOUT: &str = "5s";
+
+/// An error of the store, as the user should read it.
+pub type Error = object_store::Error;
+
+/// The shared store and the prefix acp-journal keeps its objects under.
+#[derive(Clone)]
+pub struct Remote {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    url: String,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+/// What [`Remote::put_new`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Put {
+    /// The object was created.
+    Created,
+    /// An object of that name was there already; nothing was written.
+    Existed,
+}
+
+/// Bounded retries: a store that is down is found out within seconds, and the caller (the
+/// shipper, a reader) decides when to try again.
+fn retry() -> RetryConfig {
+    RetryConfig {
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(20),
+        ..RetryConfig::default()
+    }
+}
+
+impl Remote {
+    /// Open the store at `url`: `s3://BUCKET[/PREFIX]` (credentials, region and endpoint from
+    /// the `AWS_*` variables), `gs://BUCKET[/PREFIX]` (`GOOGLE_*`), `az://CONTAINER[/PREFIX]`
+    /// (`AZURE_*`), or `file:///PATH` (created, private, when missing). Nothing is sent yet.
+    ///
+    /// # Errors
+    /// A URL this build cannot open, or a configuration the crate refuses.
+    pub fn open(url: &str) -> anyhow::Result<Remote> {
+        // The HTTP client's TLS takes the process's default provider, and two are linked in
+        // (ring for ours, aws-lc-rs for the crate's): name one, as `net::tls` does.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let parsed = url::Url::parse(url)
+            .map_err(|e| anyhow::anyhow!("--store {url:?} is not a URL ({e})"))?;
+        let path = parsed.path().trim_matches('/').to_string();
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
+            "s3" | "s3a" => (
+                Arc::new(
+                    object_store::aws::AmazonS3Builder::from_env()
+                        .with_url(url)
+                        .with_retry(retry())
+                        .with_config(
+                            object_store::aws::AmazonS3ConfigKey::Client(Timeout),
+                            TIMEOUT,
+                        )
+                        .with_config(
+                            object_store::aws::AmazonS3ConfigKey::Client(ConnectTimeout),
+                            CONNECT_TIMEOUT,
+                        )
+                        .build()?,
+                ),
+                path,
+            ),
+            "gs" => (
+                Arc::new(
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                        .with_url(url)
+                        .with_retry(retry())
+                        .with_config(object_store::gcp::GoogleConfigKey::Client(Timeout), TIMEOUT)
+                        .with_config(
+                            object_store::gcp::GoogleConfigKey::Client(ConnectTimeout),
+                            CONNECT_TIMEOUT,
+                        )
+                        .build()?,
+                ),
+                path,
+            ),
+            "az" | "azure" | "abfs" | "abfss" => (
+                Arc::new(
+                    object_store::azure::MicrosoftAzureBuilder::from_env()
+                        .with_url(url)
+                        .with_retry(retry())
+                        .with_config(
+                            object_store::azure::AzureConfigKey::Client(Timeout),
+                            TIMEOUT,
+                        )
+                        .with_config(
+                            object_store::azure::AzureConfigKey::Client(ConnectTimeout),
+                            CONNECT_TIMEOUT,
+                        )
+                        .build()?,
+                ),
+                path,
+            ),
+            "file" => {
+                let dir = parsed
+                    .to_file_path()
+                    .map_err(|()| anyhow::anyhow!("--store {url:?}: not a local path"))?;
+                crate::journal::private::create_private_dir(&dir).map_err(|e| {
+                    anyhow::anyhow!("--store {url:?}: cannot create {}: {e}", dir.display())
+                })?;
+                (
+                    Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir)?),
+                    String::new(),
+                )
+            }
+            other => anyhow::bail!(
+                "--store {url:?}: unknown scheme {other:?} (use s3://, gs://, az:// or file://)"
+            ),
+        };
+        Ok(Remote {
+            store,
+            prefix,
+            url: url.to_string(),
+        })
+    }
+
+    /// The URL it was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The object's full path: `rel` under the prefix. Names acp-journal makes never hold
+    /// `.`/`..` components or control characters, so parsing cannot fail on them; anything else
+    /// is refused by the caller's own check first.
+    fn path(&self, rel: &str) -> Result<Path, Error> {
+        let full = if self.prefix.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{}/{rel}", self.prefix)
+        };
+        Path::parse(&full).map_err(|e| Error::Generic {
+            store: "acp-journal",
+            source: Box::new(e),
+        })
+    }
+
+    /// `path` relative to the prefix.
+    fn relative<'a>(&self, path: &'a Path) -> &'a str {
+        let full = path.as_ref();
+        if self.prefix.is_empty() {
+            return full;
+        }
+        full.strip_prefix(&self.prefix)
+            .and_then(|r| r.strip_prefix('/'))
+            .unwrap_or(full)
+    }
+
+    /// Create `rel` holding `bytes`, unless it exists (create-if-absent: `If-None-Match: *`).
+    /// A store that ignores the condition overwrites instead; the caller knows from the probe.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn put_new(&self, rel: &str, bytes: Bytes) -> Result<Put, Error> {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(&self.path(rel)?, PutPayload::from_bytes(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(Put::Created),
+            Err(Error::AlreadyExists { .. }) => Ok(Put::Existed),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The whole object `rel`.
+    ///
+    /// # Errors
+    /// The store's (`NotFound` when absent).
+    pub async fn get(&self, rel: &str) -> Result<Bytes, Error> {
+        self.store.get(&self.path(rel)?).await?.bytes().await
+    }
+
+    /// Bytes `range` of object `rel`.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn get_range(&self, rel: &str, range: Range<u64>) -> Result<Bytes, Error> {
+        self.store.get_range(&self.path(rel)?, range).await
+    }
+
+    /// Delete `rel` (absent is fine).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn delete(&self, rel: &str) -> Result<(), Error> {
+        match self.store.delete(&self.path(rel)?).await {
+            Err(Error::NotFound { .. }) | Ok(()) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every object under directory `dir` (recursively), relative to the prefix.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn list(&self, dir: &str) -> Result<Vec<String>, Error> {
+        let prefix = self.path(dir)?;
+        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        Ok(metas
+            .iter()
+            .map(|m| self.relative(&m.location).to_string())
+            .collect())
+    }
+
+    /// The names directly under directory `dir` that are directories themselves.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn subdirs(&self, dir: &str) -> Result<Vec<String>, Error> {
+        let prefix = self.path(dir)?;
+        let listed = self.store.list_with_delimiter(Some(&prefix)).await?;
+        Ok(listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect())
+    }
+
+    /// The parts and fences of file `file` (see [`layout`]).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn entries(&self, file: &str) -> Result<Vec<Entry>, Error> {
+        Ok(self
+            .list(file)
+            .await?
+            .iter()
+            .filter_map(|rel| layout::split_object(rel))
+            .filter(|(f, _)| *f == file)
+            .map(|(_, e)| e)
+            .collect())
+    }
+}

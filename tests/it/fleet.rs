@@ -1,0 +1,292 @@
+//! Journals in a shared object store (`--store`), through the built binary against real
+//! stores on loopback (s3s-fs, Garage; `file://`): shipping, reading from a machine with no
+//! journals, continuing a session on another host, outages, bad credentials, secrets.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::stores::{S3sFs, run_with, s3_env};
+use crate::util::{Peers, TestClient, bin, texts};
+
+/// A host: its own journal directory, the store's URL and environment.
+struct Host {
+    dir: tempfile::TempDir,
+    url: String,
+    env: Vec<(String, String)>,
+}
+
+impl Host {
+    fn new(url: &str, env: &[(String, String)]) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = env.to_vec();
+        // Readers' local copies go under the host's directory, never the user's cache.
+        env.push((
+            "XDG_CACHE_HOME".into(),
+            dir.path().join("cache").display().to_string(),
+        ));
+        Host {
+            dir,
+            url: url.to_string(),
+            env,
+        }
+    }
+
+    fn journals(&self) -> std::path::PathBuf {
+        self.dir.path().join("journals")
+    }
+
+    /// The stdio proxy in front of `agent`, shipping every 0.2 s.
+    fn proxy(&self, agent: &[String], extra: &[&str]) -> TestClient {
+        let mut argv = vec![
+            bin().display().to_string(),
+            "--journal-dir".into(),
+            self.journals().display().to_string(),
+            "--store".into(),
+            self.url.clone(),
+            "--ship-interval".into(),
+            "0.2".into(),
+            "--grace".into(),
+            "2".into(),
+        ];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        argv.push("--".into());
+        argv.extend(agent.iter().cloned());
+        let env: Vec<(&str, &Path)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), Path::new(v.as_str())))
+            .collect();
+        TestClient::spawn_env(&argv, &env)
+    }
+
+    /// A command of this host, reading the store.
+    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let journals = self.journals().display().to_string();
+        let mut all = vec!["--journal-dir", journals.as_str(), "--store", &self.url];
+        all.extend_from_slice(args);
+        run_with(&self.env, &all)
+    }
+}
+
+/// Run `check` until it holds (the shipper works every 0.2 s), at most 30 s.
+fn eventually(what: &str, mut check: impl FnMut() -> Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let Some(why) = check() else { return };
+        assert!(Instant::now() < deadline, "{what}: {why}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A conversation of two turns on `host`; returns the session ID.
+fn converse(host: &Host, prompts: &[&str]) -> String {
+    let mut client = host.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    for prompt in prompts {
+        let answer = client.prompt(&session, prompt);
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    session
+}
+
+fn listed(host: &Host) -> Vec<Value> {
+    let (code, out, err) = host.cli(&["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<Vec<Value>>(&out).unwrap()
+}
+
+/// A teammate with no journals of their own lists and reads a session another host recorded.
+fn read_from_the_store_alone(url: &str, env: &[(String, String)]) {
+    let a = Host::new(url, env);
+    let session = converse(&a, &["hello fleet", "second turn"]);
+    let c = Host::new(url, env);
+    let rows = listed(&c);
+    let row = rows
+        .iter()
+        .find(|r| r["session"] == session)
+        .unwrap_or_else(|| panic!("{session} not listed: {rows:?}"));
+    assert_eq!(row["turns"], 2, "{row}");
+    let (code, out, err) = c.cli(&["show", &session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("hello fleet") && out.contains("second turn"),
+        "{out}"
+    );
+    let (code, out, err) = c.cli(&["verify", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        !c.journals().join("sessions").exists(),
+        "the reader's own journal directory stays untouched"
+    );
+}
+
+#[test]
+fn a_teammate_reads_a_session_from_an_s3_store_alone() {
+    let store = S3sFs::start();
+    read_from_the_store_alone(&store.url("fleet"), &store.env());
+}
+
+#[test]
+fn a_teammate_reads_a_session_from_a_shared_directory_alone() {
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().join("store").display());
+    read_from_the_store_alone(&url, &[]);
+}
+
+#[test]
+fn a_session_killed_on_one_host_continues_on_another() {
+    let store = S3sFs::start();
+    let (a, b) = (
+        Host::new(&store.url("fleet"), &store.env()),
+        Host::new(&store.url("fleet"), &store.env()),
+    );
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    for prompt in ["one on a", "two on a"] {
+        client.prompt(&session, prompt);
+    }
+    // Everything A forwarded reaches the store within a ship interval or two…
+    eventually("A's turns in the store", || {
+        let (_, out, _) = b.cli(&["show", &session]);
+        (!out.contains("two on a")).then_some(out)
+    });
+    // …and A dies without a chance to ship anything more.
+    let pid = client.child.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = client.finish();
+    let mut client = b.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let (updates, answer) = client.load(&session, "/tmp");
+    assert!(answer.get("result").is_some(), "{answer}");
+    let said = texts(&updates);
+    assert!(
+        said.iter().any(|t| t.contains("one on a")) && said.iter().any(|t| t.contains("two on a")),
+        "{said:?}"
+    );
+    let answer = client.prompt(&session, "three on b");
+    assert!(answer.get("result").is_some(), "{answer}");
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    // The session reads as one, from anywhere: A's turns, then B's.
+    let c = Host::new(&store.url("fleet"), &store.env());
+    let (code, out, err) = c.cli(&["show", &session]);
+    assert_eq!(code, 0, "{err}");
+    let (one, three) = (out.find("one on a"), out.find("three on b"));
+    assert!(one.is_some() && three.is_some() && one < three, "{out}");
+}
+
+#[test]
+fn the_relay_goes_on_while_the_store_is_down_and_ships_after() {
+    let mut store = S3sFs::start();
+    let a = Host::new(&store.url("fleet"), &store.env());
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    client.prompt(&session, "before the outage");
+    store.stop();
+    for n in 0..5 {
+        let answer = client.prompt(&session, &format!("during the outage {n}"));
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    // Long enough for the shipper to find the store gone.
+    std::thread::sleep(Duration::from_secs(2));
+    store.resume();
+    client.prompt(&session, "after the outage");
+    let reader = Host::new(&store.url("fleet"), &store.env());
+    eventually("every turn in the store", || {
+        let (_, out, _) = reader.cli(&["show", &session]);
+        let all = [
+            "before the outage",
+            "during the outage 4",
+            "after the outage",
+        ]
+        .iter()
+        .all(|t| out.contains(t));
+        (!all).then_some(out)
+    });
+    let stderr = client.stderr.clone();
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    // Said once when it failed, once when it was back.
+    let err = String::from_utf8_lossy(&stderr.lock().unwrap()).to_string();
+    assert_eq!(err.matches(" fails (").count(), 1, "{err}");
+    assert_eq!(err.matches("answers again:").count(), 1, "{err}");
+    assert_eq!(
+        err.matches("has every journal byte again").count(),
+        1,
+        "{err}"
+    );
+}
+
+/// A store that refuses (wrong credentials, no such bucket) is named at start with why, and
+/// the session is journaled locally all the same.
+pub(crate) fn refused_at_start_and_kept_locally(url: &str, env: &[(String, String)]) {
+    let a = Host::new(url, env);
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    let answer = client.prompt(&session, "kept locally");
+    assert!(answer.get("result").is_some(), "{answer}");
+    let stderr = client.stderr.clone();
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    let err = String::from_utf8_lossy(&stderr.lock().unwrap()).to_string();
+    assert!(
+        err.contains(&format!("object store {url} refused acp-journal at start")),
+        "{err}"
+    );
+    let (code, out, e) = crate::util::run_cli_store(&a.journals(), &["show", &session]);
+    assert_eq!(code, 0, "{e}");
+    assert!(out.contains("kept locally"), "{out}");
+}
+
+#[test]
+fn wrong_credentials_are_said_at_start_and_journaling_goes_on() {
+    // (s3s-fs makes a missing bucket on the first write: a missing bucket is Garage's test.)
+    let store = S3sFs::start();
+    let env = s3_env(
+        store.port,
+        crate::stores::ACCESS_KEY,
+        "not-the-secret",
+        "us-east-1",
+    );
+    refused_at_start_and_kept_locally(&store.url("fleet"), &env);
+}
+
+#[test]
+fn seeded_secrets_never_reach_the_store() {
+    let store = S3sFs::start();
+    let a = Host::new(&store.url("fleet"), &store.env());
+    let secret = "sk-ant-api03-SEEDEDSECRETfleet0123456789abcdefghijklmnop";
+    converse(&a, &[&format!("my key is {secret}")]);
+    let mut seen = 0;
+    for file in store.object_files() {
+        let raw = std::fs::read(&file).unwrap();
+        let plain = zstd_salvage(&raw);
+        seen += 1;
+        for bytes in [&raw, &plain] {
+            assert!(
+                !String::from_utf8_lossy(bytes).contains("SEEDEDSECRET"),
+                "{} holds the secret",
+                file.display()
+            );
+        }
+    }
+    assert!(seen >= 3, "{seen} objects");
+}
+
+/// What a zstd stream holds up to where it ends or breaks.
+fn zstd_salvage(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    if let Ok(mut decoder) = zstd::stream::read::Decoder::new(bytes) {
+        let _ = decoder.read_to_end(&mut out);
+    }
+    out
+}

@@ -139,6 +139,18 @@ pub struct ProxyArgs {
     /// 0.1). What the local disk holds past the last shipment is what losing the machine loses.
     #[arg(long, default_value = "1", value_name = "SECS", value_parser = parse_ship_interval)]
     pub ship_interval: Duration,
+
+    /// With --store: seconds a host's hold on a session it continues lasts unless renewed (it
+    /// renews every third of it). A host that dies without giving its sessions back holds them
+    /// this long.
+    #[arg(long, default_value = "30", value_name = "SECS", value_parser = parse_timeout)]
+    pub lease_ttl: Duration,
+
+    /// With --store: continue a session even while another host holds it, or when the store
+    /// cannot arbitrate (it ignores conditional writes). The other host's later writes are
+    /// fenced off: readers never see them.
+    #[arg(long)]
+    pub takeover: bool,
 }
 
 /// `--list-scope` values.

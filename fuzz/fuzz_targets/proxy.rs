@@ -297,8 +297,9 @@ impl Driver {
                     return;
                 };
                 let at = self.stamp();
-                let chunk = match body.first().copied().unwrap_or(0) % 4 {
+                let chunk = match body.first().copied().unwrap_or(0) % 5 {
                     0 => HistoryChunk::Missing,
+                    4 => HistoryChunk::Refused("held by another host".into()),
                     1 => {
                         let line = Bytes::from([&body[1..], b"\n"].concat());
                         self.inputs.insert(line.clone());

@@ -114,7 +114,15 @@ pub(super) fn shell_config(
         Some(_) if args.no_redact => anyhow::bail!(
             "--no-redact cannot be used with --store: journals leave this machine redacted"
         ),
-        Some(url) => Some(Fleet::start(url, store.clone(), args.ship_interval)?),
+        Some(url) => Some(Fleet::start(
+            url,
+            store.clone(),
+            crate::fleet::Options {
+                ship_interval: args.ship_interval,
+                lease_ttl: args.lease_ttl,
+                takeover: args.takeover,
+            },
+        )?),
         None => None,
     };
     Ok(ShellConfig {

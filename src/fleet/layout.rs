@@ -4,6 +4,7 @@
 //! <prefix>/
 //!   sessions/<key>/<segment>/<start>-<end>   the bytes [start, end) of a session segment
 //!   sessions/<key>/<segment>/fence-<end>     its writer was fenced: nothing past `end` counts
+//!   sessions/<key>/<segment>/epoch-<epoch>   the lease epoch it was written under
 //!   connections/<segment>/<start>-<end>      the bytes of a connection segment
 //!   hosts/<host>/catalog.ndjson/<start>-<end>  a host's catalog, zstd-compressed per part
 //!   leases/<key>/<seq>                        the session's lease records, create-only
@@ -29,6 +30,11 @@ pub fn part_name(start: u64, end: u64) -> String {
 /// The name of the fence of a segment whose writer lost its lease at `end` bytes.
 pub fn fence_name(end: u64) -> String {
     format!("fence-{end:016x}")
+}
+
+/// The marker recording the lease epoch under which a session segment was written.
+pub fn epoch_name(epoch: u64) -> String {
+    format!("epoch-{epoch:016x}")
 }
 
 /// Where a host's catalog lives in the store, as a file name relative to the prefix.

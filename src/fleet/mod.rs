@@ -5,24 +5,27 @@
 //! - [`remote`]: the store, opened from its URL through the `object_store` crate;
 //! - [`shipper`]: copies new journal bytes into the store, off the relay path;
 //! - [`pull`]: brings a session's segments, or every host's catalog, into a journal directory;
+//! - [`lease`]: which host continues a session (create-only lease records, fences);
 //! - [`status`]: the shipper's health and lag, logged and kept for `stats`.
 //!
 //! [`Fleet`] is what a proxy or `serve` holds: it owns a thread with its own runtime on which
 //! the shipper and every store request run, so nothing on the relay path awaits the store.
 
 pub mod layout;
+pub mod lease;
 pub mod pull;
 pub mod remote;
 pub mod shipper;
 pub mod status;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::journal::Store;
+use lease::{Book, Holder};
 use remote::{Put, Remote};
 use shipper::{Note, Shipper};
 use status::Status;
@@ -57,6 +60,19 @@ struct Inner {
     runtime: Option<tokio::runtime::Runtime>,
     notes: mpsc::UnboundedSender<Note>,
     status: Arc<Status>,
+    book: Arc<Mutex<Book>>,
+    holder: Arc<Mutex<Holder>>,
+}
+
+/// How a process uses the store.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Between shipments.
+    pub ship_interval: Duration,
+    /// How long a session's lease lasts unless renewed.
+    pub lease_ttl: Duration,
+    /// Take sessions whoever holds them.
+    pub takeover: bool,
 }
 
 impl Drop for Inner {
@@ -83,7 +99,7 @@ impl Fleet {
     ///
     /// # Errors
     /// A URL that cannot be opened, or no thread for the shipper.
-    pub fn start(url: &str, local: Store, interval: Duration) -> anyhow::Result<Fleet> {
+    pub fn start(url: &str, local: Store, options: Options) -> anyhow::Result<Fleet> {
         let remote = Remote::open(url)?;
         local.create_dirs()?;
         let host = host_id(&local)?;
@@ -94,25 +110,40 @@ impl Fleet {
             .build()?;
         let (notes, rx) = mpsc::unbounded_channel();
         let status = Arc::new(Status::default());
+        let book = Arc::new(Mutex::new(Book::default()));
+        let holder = Arc::new(Mutex::new(Holder {
+            host: host.clone(),
+            run: String::new(),
+            ttl: options.lease_ttl,
+            takeover: options.takeover,
+            conditional: true,
+        }));
         let shipper = Shipper::new(
             remote.clone(),
             local.clone(),
             host.clone(),
-            interval,
+            options.ship_interval,
             status.clone(),
             rx,
+            book.clone(),
+            holder.clone(),
         );
         runtime.spawn(shipper.run());
-        let (probe_remote, probe_host) = (remote.clone(), host.clone());
+        let (probe_remote, probe_host, probed) = (remote.clone(), host.clone(), holder.clone());
         runtime.spawn(async move {
-            match probe(&probe_remote, &probe_host).await {
+            let found = probe(&probe_remote, &probe_host).await;
+            if found == Probe::Ignored {
+                probed.lock().unwrap_or_else(|p| p.into_inner()).conditional = false;
+            }
+            match found {
                 Probe::Enforced => tracing::info!(
                     "object store {}: reachable, conditional writes enforced (this host is {probe_host})",
                     probe_remote.url()
                 ),
                 Probe::Ignored => tracing::warn!(
                     "object store {} ignores conditional writes (a second create-if-absent of one \
-                     object succeeded): it cannot arbitrate which host continues a session",
+                     object succeeded): it cannot arbitrate which host continues a session, so a \
+                     session another host had moves here only with --takeover",
                     probe_remote.url()
                 ),
                 Probe::Failed(e) => tracing::error!(
@@ -130,6 +161,8 @@ impl Fleet {
                 runtime: Some(runtime),
                 notes,
                 status,
+                book,
+                holder,
             }),
         })
     }
@@ -147,6 +180,49 @@ impl Fleet {
     /// The shipper's figures.
     pub fn status(&self) -> &Status {
         &self.inner.status
+    }
+
+    /// This process's run (its lease records name it; a host that takes a session over fences
+    /// the segments of the run that held it).
+    pub fn set_run(&self, run: &str) {
+        self.inner
+            .holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .run = run.to_string();
+    }
+
+    /// Take the lease of `session` for this process, before continuing it. Blocking: for a
+    /// blocking thread, never the runtime's.
+    ///
+    /// # Errors
+    /// The message for the client: who holds it and until when, or why the store could not
+    /// tell.
+    pub fn acquire(&self, session: &str) -> Result<(), String> {
+        let Some(runtime) = &self.inner.runtime else {
+            return Err("the store's runtime is gone".into());
+        };
+        let holder = self
+            .inner
+            .holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let acquired = runtime.block_on(async {
+            tokio::time::timeout(
+                PULL_TIMEOUT,
+                lease::acquire(&self.inner.remote, &self.inner.book, &holder, session),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(lease::Refusal::Store(format!(
+                    "no answer within {PULL_TIMEOUT:?}"
+                )))
+            })
+        });
+        acquired
+            .map(|_| ())
+            .map_err(|refusal| refusal.message(session))
     }
 
     /// A segment of this process was created at `path`.

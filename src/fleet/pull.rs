@@ -51,8 +51,7 @@ fn safe_segment(file: &str) -> bool {
     }
 }
 
-/// Pull every segment of `session` the store holds into `local` (what the local copies lack),
-/// leaving alone a segment this machine is writing.
+/// Pull every segment of `session` the store holds into `local` (what the local copies lack).
 ///
 /// # Errors
 /// The store's, or the local disk's.
@@ -70,9 +69,8 @@ pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pu
     }
     let mut pulled = Pulled::default();
     for (file, entries) in files {
-        if local.writer_alive(file) {
-            continue;
-        }
+        // A file this host writes is never behind the store (the store has only what it
+        // shipped from it), so nothing is appended to it.
         let bytes = pull_file(remote, file, &entries, &local.root().join(file)).await?;
         if bytes > 0 {
             pulled.files += 1;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,6 +23,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::layout::{self, Entry};
+use super::lease::{self, Book, Holder};
 use super::remote::Remote;
 use super::status::Status;
 use crate::journal::Store;
@@ -64,16 +65,33 @@ struct Tracked {
     waiting_since: Option<Instant>,
     /// The local file's inode when last seen (a catalog rewritten in place gets a new one).
     inode: u64,
+    /// A session segment this process writes: shipped only under the session's lease (its
+    /// key; the session ID is read from the segment's header).
+    lease: Option<String>,
+    /// The lease's epoch is recorded in the segment's directory in the store.
+    epoch_recorded: bool,
 }
 
-/// One upload or listing of a round.
+/// One request (or a few) of a round.
 enum Job {
     /// Learn what the store holds of the file.
     Ask,
-    /// Ship bytes `[start, end)`.
-    Ship { start: u64, end: u64 },
+    /// Ship bytes `[start, end)`, first recording the lease's epoch when `epoch` is given.
+    Ship {
+        start: u64,
+        end: u64,
+        epoch: Option<u64>,
+    },
     /// Replace `parts` with one object over `[start, end)`.
     Compact { start: u64, end: u64 },
+    /// Take the lease of the file's session.
+    Lease,
+    /// Renew (or give back) the lease of session key `key`.
+    Renew {
+        key: String,
+        record: lease::Record,
+        release: bool,
+    },
 }
 
 /// A job's outcome.
@@ -81,6 +99,8 @@ enum Done {
     Asked(Vec<Entry>),
     Shipped { start: u64, end: u64 },
     Compacted { start: u64, end: u64 },
+    Leased(Result<lease::Record, lease::Refusal>),
+    Renewed(String, Option<lease::Record>),
 }
 
 /// The shipper's state; run by [`Shipper::run`].
@@ -93,10 +113,15 @@ pub struct Shipper {
     ledger: Ledger,
     status: Arc<Status>,
     notes: mpsc::UnboundedReceiver<Note>,
+    /// The leases this process holds, shared with [`super::Fleet::acquire`].
+    book: Arc<Mutex<Book>>,
+    /// Who this process is in lease records.
+    holder: Arc<Mutex<Holder>>,
 }
 
 impl Shipper {
     /// A shipper of `local`'s files to `remote`, as host `host`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         remote: Remote,
         local: Store,
@@ -104,6 +129,8 @@ impl Shipper {
         interval: Duration,
         status: Arc<Status>,
         notes: mpsc::UnboundedReceiver<Note>,
+        book: Arc<Mutex<Book>>,
+        holder: Arc<Mutex<Holder>>,
     ) -> Shipper {
         let ledger = Ledger::open(&local, remote.url());
         Shipper {
@@ -115,6 +142,8 @@ impl Shipper {
             ledger,
             status,
             notes,
+            book,
+            holder,
         }
     }
 
@@ -126,7 +155,7 @@ impl Shipper {
         loop {
             tokio::select! {
                 note = self.notes.recv() => match note {
-                    Some(Note::Opened(path)) => self.follow(path, Some(0)),
+                    Some(Note::Opened(path)) => self.follow(path, Some(0), true),
                     Some(Note::Closed(path)) => {
                         if let Some(t) = self.tracked.get_mut(&path) {
                             t.closed = true;
@@ -150,7 +179,7 @@ impl Shipper {
     async fn finish(&mut self, deadline: Instant) {
         while let Ok(note) = self.notes.try_recv() {
             match note {
-                Note::Opened(path) => self.follow(path, Some(0)),
+                Note::Opened(path) => self.follow(path, Some(0), true),
                 Note::Closed(path) => {
                     if let Some(t) = self.tracked.get_mut(&path) {
                         t.closed = true;
@@ -174,12 +203,35 @@ impl Shipper {
                 Ok(false) | Err(_) => break,
             }
         }
+        // Then the sessions are given back, so any host may continue them at once.
+        let releases = self.lease_jobs(true);
+        let gives = releases.into_iter().map(|(_, job)| {
+            let remote = self.remote.clone();
+            async move {
+                if let Job::Renew { key, record, .. } = job {
+                    let _ = lease::renew(&remote, &key, &record, Duration::ZERO, true).await;
+                }
+            }
+        });
+        let _ = tokio::time::timeout_at(
+            deadline.max(Instant::now() + Duration::from_secs(1)).into(),
+            futures_util::stream::iter(gives)
+                .buffer_unordered(IN_FLIGHT)
+                .collect::<Vec<()>>(),
+        )
+        .await;
         self.status.write_file(&self.local, self.remote.url());
     }
 
-    /// Follow `path` (absolute, under the journal directory).
-    fn follow(&mut self, path: PathBuf, shipped: Option<u64>) {
+    /// Follow `path` (absolute, under the journal directory); `mine`: a segment this process
+    /// writes, so a session's is shipped under its lease.
+    fn follow(&mut self, path: PathBuf, shipped: Option<u64>, mine: bool) {
         let rel = self.local.relative(&path);
+        let lease = rel
+            .strip_prefix("sessions/")
+            .and_then(|r| r.split_once('/'))
+            .filter(|_| mine)
+            .map(|(key, _)| key.to_string());
         let file = if rel == "catalog.ndjson" {
             layout::host_catalog(&self.host)
         } else {
@@ -193,13 +245,15 @@ impl Shipper {
             closed: false,
             waiting_since: None,
             inode: 0,
+            lease,
+            epoch_recorded: false,
         });
     }
 
     /// Follow the catalog, and every segment on the local disk that the ledger does not list as
     /// shipped and whose writer is gone (the store is asked what it has of them).
     fn recover(&mut self) {
-        self.follow(self.local.root().join("catalog.ndjson"), None);
+        self.follow(self.local.root().join("catalog.ndjson"), None, false);
         let mut dirs = vec![self.local.root().join("connections")];
         if let Ok(sessions) = std::fs::read_dir(self.local.root().join("sessions")) {
             dirs.extend(sessions.flatten().map(|e| e.path()));
@@ -211,7 +265,7 @@ impl Shipper {
                 if self.ledger.has(&rel, len) || self.local.writer_alive(&rel) {
                     continue;
                 }
-                self.follow(path.clone(), None);
+                self.follow(path.clone(), None, false);
                 if let Some(t) = self.tracked.get_mut(&path) {
                     t.closed = true;
                 }
@@ -219,17 +273,110 @@ impl Shipper {
         }
     }
 
-    /// One round: ask, ship and compact what needs it, at most [`IN_FLIGHT`] requests at once.
-    /// Returns whether there was anything to do.
+    /// One round: ask, ship and compact what needs it, take and renew leases, at most
+    /// [`IN_FLIGHT`] requests at once. Returns whether there was anything to do.
     async fn round(&mut self) -> bool {
+        let mut jobs = self.lease_jobs(false);
+        jobs.extend(self.file_jobs());
+        if jobs.is_empty() {
+            self.status
+                .write_file_if_changed(&self.local, self.remote.url());
+            return false;
+        }
+        let (ttl, holder) = {
+            let holder = self.holder.lock().unwrap_or_else(|p| p.into_inner());
+            (holder.ttl, holder.clone())
+        };
+        let work = jobs.into_iter().filter_map(|(path, job)| {
+            let t = path.as_ref().and_then(|p| self.tracked.get(p));
+            let (local, file, parts) = match t {
+                Some(t) => (t.local.clone(), t.file.clone(), t.parts.clone()),
+                None if path.is_none() => (PathBuf::new(), String::new(), Vec::new()),
+                None => return None,
+            };
+            let (remote, book, holder) = (self.remote.clone(), self.book.clone(), holder.clone());
+            Some(async move {
+                let outcome = match job {
+                    Job::Lease => match session_of(&local) {
+                        Some(session) => Ok(Done::Leased(
+                            lease::acquire(&remote, &book, &holder, &session).await,
+                        )),
+                        None => Err(format!("{}: no session in its header yet", local.display())),
+                    },
+                    Job::Renew {
+                        key,
+                        record,
+                        release,
+                    } => lease::renew(&remote, &key, &record, ttl, release)
+                        .await
+                        .map(|r| Done::Renewed(key, r))
+                        .map_err(|e| e.to_string()),
+                    job => run_job(&remote, &local, &file, &parts, job).await,
+                };
+                (path, outcome)
+            })
+        });
+        let results: Vec<_> = futures_util::stream::iter(work)
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let done_at = Instant::now();
+        let mut failed = None;
+        for (path, outcome) in results {
+            match outcome {
+                Ok(Done::Renewed(key, renewed)) => self.renewed(&key, renewed),
+                Ok(done) => {
+                    if let Some(path) = path {
+                        self.apply(&path, done, done_at).await;
+                    }
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        match failed {
+            Some(e) => self.status.failed(self.remote.url(), &e),
+            None => self.status.recovered(self.remote.url()),
+        }
+        self.status
+            .write_file_if_changed(&self.local, self.remote.url());
+        true
+    }
+
+    /// Renewals of the leases held that are a third through, or every one's release.
+    fn lease_jobs(&self, release: bool) -> Vec<(Option<PathBuf>, Job)> {
+        let ttl = self.holder.lock().unwrap_or_else(|p| p.into_inner()).ttl;
+        let due = lease::now_us() + i64::try_from((ttl * 2 / 3).as_micros()).unwrap_or(0);
+        let book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        book.live()
+            .filter(|(_, r)| release || r.expires <= due)
+            .map(|(key, record)| {
+                (
+                    None,
+                    Job::Renew {
+                        key: key.clone(),
+                        record: record.clone(),
+                        release,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// What the files need: asking the store, shipping, compacting, a lease. Files done are
+    /// written to the ledger and forgotten.
+    fn file_jobs(&mut self) -> Vec<(Option<PathBuf>, Job)> {
         let now = Instant::now();
-        let mut jobs: Vec<(PathBuf, Job)> = Vec::new();
+        let mut jobs = Vec::new();
         let mut behind = 0u64;
         let mut behind_files = 0u64;
         let mut gone = Vec::new();
+        let book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let ttl = self.holder.lock().unwrap_or_else(|p| p.into_inner()).ttl;
+        // A lease this close to running out is not shipped under until renewed.
+        let margin = i64::try_from((ttl / 6).as_micros()).unwrap_or(0);
         for (path, t) in &mut self.tracked {
             let Some(shipped) = t.shipped else {
-                jobs.push((path.clone(), Job::Ask));
+                jobs.push((Some(path.clone()), Job::Ask));
                 continue;
             };
             let Ok(meta) = std::fs::metadata(&t.local) else {
@@ -245,7 +392,7 @@ impl Shipper {
                 // readers take the longest chain, so the old parts are removed first.
                 t.shipped = None;
                 t.inode = meta.ino();
-                jobs.push((path.clone(), Job::Ask));
+                jobs.push((Some(path.clone()), Job::Ask));
                 continue;
             }
             t.inode = meta.ino();
@@ -253,11 +400,30 @@ impl Shipper {
                 t.waiting_since.get_or_insert(now);
                 behind += len - shipped;
                 behind_files += 1;
+                let mut epoch = None;
+                if let Some(key) = &t.lease {
+                    match book.get(key) {
+                        None => {
+                            jobs.push((Some(path.clone()), Job::Lease));
+                            continue;
+                        }
+                        // Another host continues the session: this one writes it no more.
+                        Some(h) if h.lost => {
+                            gone.push(path.clone());
+                            continue;
+                        }
+                        Some(h) if h.record.expires - margin <= lease::now_us() => continue,
+                        Some(h) => {
+                            epoch = (!t.epoch_recorded).then_some(h.record.epoch);
+                        }
+                    }
+                }
                 jobs.push((
-                    path.clone(),
+                    Some(path.clone()),
                     Job::Ship {
                         start: shipped,
                         end: len.min(shipped + MAX_PART),
+                        epoch,
                     },
                 ));
             } else if (t.closed && t.parts.len() > 1 || t.parts.len() >= COMPACT_AT)
@@ -266,7 +432,7 @@ impl Shipper {
             {
                 let start = t.parts.iter().map(|p| p.0).min().unwrap_or(0);
                 jobs.push((
-                    path.clone(),
+                    Some(path.clone()),
                     Job::Compact {
                         start,
                         end: shipped,
@@ -280,91 +446,102 @@ impl Shipper {
                 gone.push(path.clone());
             }
         }
+        drop(book);
         for path in gone {
             self.tracked.remove(&path);
         }
         self.status.set_behind(behind, behind_files);
-        if jobs.is_empty() {
-            self.status
-                .write_file_if_changed(&self.local, self.remote.url());
-            return false;
-        }
-        let work = jobs.into_iter().filter_map(|(path, job)| {
-            let t = self.tracked.get(&path)?;
-            let (remote, local, file, parts) = (
-                self.remote.clone(),
-                t.local.clone(),
-                t.file.clone(),
-                t.parts.clone(),
-            );
-            Some(async move {
-                let outcome = run_job(&remote, &local, &file, &parts, job).await;
-                (path, outcome)
-            })
-        });
-        let results: Vec<_> = futures_util::stream::iter(work)
-            .buffer_unordered(IN_FLIGHT)
-            .collect()
-            .await;
-        let done_at = Instant::now();
-        let mut failed = None;
-        for (path, outcome) in results {
-            let Some(t) = self.tracked.get_mut(&path) else {
-                continue;
-            };
-            match outcome {
-                Ok(Done::Asked(entries)) => {
-                    let (_, end) = layout::chain(&entries, 0);
-                    t.parts = entries
-                        .iter()
-                        .filter_map(|e| match e {
-                            Entry::Part { start, end } => Some((*start, *end)),
-                            Entry::Fence { .. } => None,
-                        })
-                        .collect();
-                    let len = std::fs::metadata(&t.local).map(|m| m.len()).unwrap_or(0);
-                    if end > len {
-                        // The store holds more than the disk: a catalog rewritten shorter.
-                        // Its old parts go, and it is shipped again from the start.
-                        for (start, end) in std::mem::take(&mut t.parts) {
-                            let name = format!("{}/{}", t.file, layout::part_name(start, end));
-                            let _ = self.remote.delete(&name).await;
-                        }
-                        t.shipped = Some(0);
-                    } else {
-                        t.shipped = Some(end);
-                    }
-                }
-                Ok(Done::Shipped { start, end }) => {
-                    t.parts.push((start, end));
-                    let bytes = end - start;
-                    t.shipped = Some(end);
-                    let len = std::fs::metadata(&t.local).map(|m| m.len()).unwrap_or(end);
-                    if let Some(since) = t.waiting_since {
-                        self.status.shipped(bytes, done_at.duration_since(since));
-                        if end >= len {
-                            t.waiting_since = None;
-                        }
-                    }
-                }
-                Ok(Done::Compacted { start, end }) => {
-                    t.parts.retain(|p| p.0 < start || p.1 > end);
-                    t.parts.push((start, end));
-                }
-                Err(e) => failed = Some(e),
+        jobs
+    }
+
+    /// A lease renewed (or given back), or lost to another host.
+    fn renewed(&mut self, key: &str, renewed: Option<lease::Record>) {
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        match renewed {
+            Some(record) if record.released => book.lose(key),
+            Some(record) => book.keep(key, record),
+            None => {
+                let session = book
+                    .get(key)
+                    .map(|h| h.record.session.clone())
+                    .unwrap_or_default();
+                book.lose(key);
+                tracing::error!(
+                    "session {session:?} was taken over by another host while this one could not \
+                     reach the store: this host writes it to the store no more"
+                );
             }
         }
-        match failed {
-            Some(e) => self.status.failed(self.remote.url(), &e),
-            None => self.status.recovered(self.remote.url()),
+    }
+
+    /// What a file's job did.
+    async fn apply(&mut self, path: &Path, done: Done, done_at: Instant) {
+        let Some(t) = self.tracked.get_mut(path) else {
+            return;
+        };
+        match done {
+            Done::Asked(entries) => {
+                let (_, end) = layout::chain(&entries, 0);
+                t.parts = entries
+                    .iter()
+                    .filter_map(|e| match e {
+                        Entry::Part { start, end } => Some((*start, *end)),
+                        _ => None,
+                    })
+                    .collect();
+                let len = std::fs::metadata(&t.local).map(|m| m.len()).unwrap_or(0);
+                if end > len {
+                    // The store holds more than the disk: a catalog rewritten shorter. Its old
+                    // parts go, and it is shipped again from the start.
+                    for (start, end) in std::mem::take(&mut t.parts) {
+                        let name = format!("{}/{}", t.file, layout::part_name(start, end));
+                        let _ = self.remote.delete(&name).await;
+                    }
+                    t.shipped = Some(0);
+                } else {
+                    t.shipped = Some(end);
+                }
+            }
+            Done::Shipped { start, end } => {
+                t.parts.push((start, end));
+                t.epoch_recorded = true;
+                t.shipped = Some(end);
+                let len = std::fs::metadata(&t.local).map_or(end, |m| m.len());
+                if let Some(since) = t.waiting_since {
+                    self.status
+                        .shipped(end - start, done_at.duration_since(since));
+                    if end >= len {
+                        t.waiting_since = None;
+                    }
+                }
+            }
+            Done::Compacted { start, end } => {
+                t.parts.retain(|p| p.0 < start || p.1 > end);
+                t.parts.push((start, end));
+            }
+            Done::Leased(Ok(_)) => {}
+            Done::Leased(Err(refusal)) => {
+                let session = session_of(&t.local).unwrap_or_default();
+                tracing::error!("{}: not shipped to the store", refusal.message(&session));
+                if matches!(refusal, lease::Refusal::Held(_)) {
+                    self.tracked.remove(path);
+                }
+            }
+            Done::Renewed(..) => {}
         }
-        self.status
-            .write_file_if_changed(&self.local, self.remote.url());
-        true
     }
 }
 
-/// Do one job against the store.
+/// The session a segment's header names.
+fn session_of(path: &Path) -> Option<String> {
+    crate::journal::SegmentReader::open(path)
+        .ok()?
+        .header()
+        .session
+        .clone()
+}
+
+/// Do one file job against the store.
 async fn run_job(
     remote: &Remote,
     local: &Path,
@@ -378,7 +555,16 @@ async fn run_job(
             .await
             .map(Done::Asked)
             .map_err(|e| e.to_string()),
-        Job::Ship { start, end } => {
+        Job::Ship { start, end, epoch } => {
+            if let Some(epoch) = epoch {
+                remote
+                    .put_new(
+                        &format!("{file}/{}", layout::epoch_name(epoch)),
+                        Bytes::new(),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
             let bytes = read_range(local, start, end, layout::compressed(file))?;
             remote
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
@@ -402,6 +588,7 @@ async fn run_job(
             }
             Ok(Done::Compacted { start, end })
         }
+        Job::Lease | Job::Renew { .. } => Err("not a file job".into()),
     }
 }
 

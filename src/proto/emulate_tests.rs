@@ -292,6 +292,24 @@ fn loading_an_unknown_session_is_resource_not_found() {
 }
 
 #[test]
+fn loading_a_session_another_host_holds_fails_with_the_reason() {
+    let mut h = emulating();
+    h.client(LOAD);
+    let load = fetch(&h);
+    let why = "session \"S\" is being continued on host h2 (run r)";
+    history(&mut h, load, HistoryChunk::Refused(why.into()));
+    let answer = last_to_client(&h);
+    assert_eq!(answer["id"], 5);
+    assert_eq!(answer["error"]["code"], -32000);
+    assert_eq!(answer["error"]["message"], why);
+    assert_eq!(answer["error"]["data"]["sessionId"], "S");
+    assert!(
+        h.opened.is_empty(),
+        "nothing is journaled for the session here"
+    );
+}
+
+#[test]
 fn cancel_request_during_the_replay_stops_it_and_answers_32800() {
     let mut h = emulating();
     h.client(LOAD);

@@ -186,6 +186,7 @@ impl Loads {
                 Progress::Going
             }
             HistoryChunk::Missing => self.journal_missing(cx, at, op),
+            HistoryChunk::Refused(why) => self.journal_refused(cx, at, op, &why),
             HistoryChunk::End(summary) => self.history_end(cx, at, op, summary),
         }
     }
@@ -222,6 +223,34 @@ impl Loads {
             "Resource not found: no journal for this session",
             Some(json!({"sessionId": &*l.session})),
         );
+        cx.fx.answer(at, Target::Run, &id, Err(&error));
+        Progress::Done
+    }
+
+    /// Load `op`'s session may not be continued here (`why`: another host holds it): the load
+    /// fails with that reason (-32000), in place of the agent's own answer if it failed; a
+    /// restore cannot go on.
+    fn journal_refused(&mut self, cx: &mut Cx, at: Stamp, op: u64, why: &str) -> Progress {
+        let Some(l) = self.remove(op) else {
+            return Progress::Going;
+        };
+        let error = error_json(-32000, why, Some(json!({"sessionId": &*l.session})));
+        let id = match l.asker {
+            Asker::Client(id) => id,
+            Asker::Restore(mut lines) => {
+                return Progress::Unrestored {
+                    lines: lines.take(),
+                    error,
+                };
+            }
+        };
+        if let Some(request) = l.request {
+            cx.fx.journal(Target::Run, request);
+        }
+        if let Some(failed) = l.agent_failed {
+            let record = cx.fx.proxy_record(at, Side::Agent, failed);
+            cx.fx.journal(Target::Run, record);
+        }
         cx.fx.answer(at, Target::Run, &id, Err(&error));
         Progress::Done
     }

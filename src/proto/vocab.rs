@@ -234,6 +234,8 @@ pub enum HistoryChunk {
     End(Summary),
     /// The store has no journal for the session.
     Missing,
+    /// The session may not be continued here (another host holds it): the message says why.
+    Refused(String),
 }
 
 /// A session as the store lists it, for `session/list`.

@@ -108,6 +108,9 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             },
             pid: std::process::id(),
         };
+        if let Some(fleet) = &config.fleet {
+            fleet.set_run(&info.run);
+        }
         let agent_line = info.argv.join(" ");
         let journals = JournalSet::open(
             config.store.clone(),

@@ -55,6 +55,12 @@ impl Services {
                         fleet.url()
                     ),
                 }
+                // One host continues a session at a time.
+                if let Err(why) = fleet.acquire(&request.session) {
+                    tracing::warn!("{why}");
+                    let _ = tx.blocking_send((request.load, HistoryChunk::Refused(why)));
+                    return;
+                }
             }
             history::read(&store, request, cancel, tx)
         });

@@ -145,7 +145,7 @@ fn a_session_killed_on_one_host_continues_on_another() {
         Host::new(&store.url("fleet"), &store.env()),
         Host::new(&store.url("fleet"), &store.env()),
     );
-    let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &["--lease-ttl", "3"]);
     client.initialize();
     let session = client.new_session("/tmp");
     for prompt in ["one on a", "two on a"] {
@@ -162,6 +162,12 @@ fn a_session_killed_on_one_host_continues_on_another() {
     let _ = client.finish();
     let mut client = b.proxy(&Peers::get().py_echo_agent(), &[]);
     client.initialize();
+    // A dead host's hold lasts until its lease runs out…
+    let (_, refused) = client.load(&session, "/tmp");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is being continued on host"), "{refused}");
+    std::thread::sleep(Duration::from_secs(3));
+    // …then the session is B's, fenced off from anything A might still ship.
     let (updates, answer) = client.load(&session, "/tmp");
     assert!(answer.get("result").is_some(), "{answer}");
     let said = texts(&updates);
@@ -289,4 +295,122 @@ fn zstd_salvage(bytes: &[u8]) -> Vec<u8> {
         let _ = decoder.read_to_end(&mut out);
     }
     out
+}
+
+#[test]
+fn two_hosts_racing_to_load_one_session_one_continues() {
+    let store = S3sFs::start();
+    let url = store.url("fleet");
+    let a = Host::new(&url, &store.env());
+    let session = converse(&a, &["recorded on a"]);
+    let (b, c) = (Host::new(&url, &store.env()), Host::new(&url, &store.env()));
+    let mut clients: Vec<TestClient> = [&b, &c]
+        .iter()
+        .map(|h| {
+            let mut client = h.proxy(&Peers::get().py_echo_agent(), &[]);
+            client.initialize();
+            client
+        })
+        .collect();
+    // Both ask at once.
+    for client in &mut clients {
+        client.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 77, "method": "session/load",
+            "params": {"sessionId": session, "cwd": "/tmp", "mcpServers": []}}),
+        );
+    }
+    let answers: Vec<Value> = clients
+        .iter_mut()
+        .map(|client| {
+            loop {
+                let msg = client.recv().expect("an answer").json.clone();
+                if let Some(msg) = msg
+                    && msg["id"] == 77
+                {
+                    break msg;
+                }
+            }
+        })
+        .collect();
+    let won: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.get("result").is_some())
+        .collect();
+    let lost: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.get("error").is_some())
+        .collect();
+    assert_eq!((won.len(), lost.len()), (1, 1), "{answers:?}");
+    let message = lost[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("is being continued on host") && message.contains("lease runs out"),
+        "{message}"
+    );
+    for client in clients {
+        let (code, _) = client.finish();
+        assert_eq!(code, 0);
+    }
+}
+
+#[test]
+fn a_host_cut_off_while_another_takes_over_stops_writing_the_session() {
+    let store = S3sFs::start();
+    let url = store.url("fleet");
+    // A reaches the store through a relay the test cuts.
+    let relay = crate::stores::Cuttable::to(store.port);
+    let a = Host::new(
+        &url,
+        &s3_env(
+            relay.port,
+            crate::stores::ACCESS_KEY,
+            crate::stores::SECRET_KEY,
+            "us-east-1",
+        ),
+    );
+    let b = Host::new(&url, &store.env());
+    let mut on_a = a.proxy(&Peers::get().py_echo_agent(), &["--lease-ttl", "2"]);
+    on_a.initialize();
+    let session = on_a.new_session("/tmp");
+    on_a.prompt(&session, "a before the cut");
+    eventually("A's turn in the store", || {
+        let (_, out, _) = b.cli(&["show", &session]);
+        (!out.contains("a before the cut")).then_some(out)
+    });
+    relay.cut();
+    // A's lease runs out; B takes the session over and continues it.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut on_b = b.proxy(&Peers::get().py_echo_agent(), &["--lease-ttl", "2"]);
+    on_b.initialize();
+    let (_, answer) = on_b.load(&session, "/tmp");
+    assert!(answer.get("result").is_some(), "{answer}");
+    on_b.prompt(&session, "b after the takeover");
+    // A, still cut off, goes on locally; when it reaches the store again it finds the session
+    // taken and writes it no more.
+    on_a.prompt(&session, "a while cut off");
+    relay.restore();
+    let stderr = on_a.stderr.clone();
+    eventually("A says it lost the session", || {
+        let err = String::from_utf8_lossy(&stderr.lock().unwrap()).to_string();
+        (!err.contains("was taken over by another host")).then_some(err)
+    });
+    on_a.prompt(&session, "a after it knows");
+    let (code, _) = on_b.finish();
+    assert_eq!(code, 0);
+    let (code, _) = on_a.finish();
+    assert_eq!(code, 0);
+    // Readers see A up to the takeover, then B; never A's later turns.
+    let reader = Host::new(&url, &store.env());
+    let (code, out, err) = reader.cli(&["show", &session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("a before the cut") && out.contains("b after the takeover"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("a while cut off") && !out.contains("a after it knows"),
+        "{out}"
+    );
+    // A's own disk still has everything it relayed.
+    let (_, local, _) = crate::util::run_cli_store(&a.journals(), &["show", &session]);
+    assert!(local.contains("a after it knows"), "{local}");
 }

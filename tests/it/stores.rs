@@ -164,3 +164,67 @@ pub fn run_with(env: &[(String, String)], args: &[&str]) -> (i32, String, String
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A TCP relay on loopback to a server's port that can be cut and restored: a host behind it
+/// loses the store while others keep it.
+pub struct Cuttable {
+    /// The port to connect to.
+    pub port: u16,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Cuttable {
+    /// Relay a fresh loopback port to `target`.
+    pub fn to(target: u16) -> Cuttable {
+        use std::sync::atomic::Ordering;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = open.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(client) = conn else { continue };
+                if !flag.load(Ordering::SeqCst) {
+                    continue; // dropped: refused
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let flag = flag.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16384];
+                        loop {
+                            use std::io::{Read, Write};
+                            match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) if flag.load(Ordering::SeqCst) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Ok(_) => break,
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Cuttable { port, open }
+    }
+
+    /// Refuse every connection from now on (open ones end at their next byte).
+    pub fn cut(&self) {
+        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Relay again.
+    pub fn restore(&self) {
+        self.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}

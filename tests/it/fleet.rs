@@ -414,3 +414,65 @@ fn a_host_cut_off_while_another_takes_over_stops_writing_the_session() {
     let (_, local, _) = crate::util::run_cli_store(&a.journals(), &["show", &session]);
     assert!(local.contains("a after it knows"), "{local}");
 }
+
+#[test]
+fn a_replicated_garage_loses_a_node_mid_run_and_nothing_is_lost() {
+    let mut garage = crate::stores::Garage::start(3);
+    let url = "s3://team/fleet";
+    let a = Host::new(url, &garage.env(0));
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    client.prompt(&session, "before the node died");
+    std::thread::sleep(Duration::from_millis(600));
+    garage.kill(2);
+    for n in 0..3 {
+        let answer = client.prompt(&session, &format!("after the node died {n}"));
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let stderr = client.stderr.clone();
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    let err = String::from_utf8_lossy(&stderr.lock().unwrap()).to_string();
+    // Garage ignores conditional writes: found out at start and named.
+    assert!(err.contains("ignores conditional writes"), "{err}");
+    // A teammate reading through another node sees every turn.
+    let c = Host::new(url, &garage.env(1));
+    let rows = listed(&c);
+    assert!(rows.iter().any(|r| r["session"] == session), "{rows:?}");
+    let (code, out, err) = c.cli(&["show", &session]);
+    assert_eq!(code, 0, "{err}");
+    for text in ["before the node died", "after the node died 2"] {
+        assert!(out.contains(text), "{text}: {out}");
+    }
+}
+
+#[test]
+fn on_a_store_that_ignores_conditional_writes_a_session_moves_only_with_takeover() {
+    let garage = crate::stores::Garage::start(1);
+    let url = "s3://team/fleet";
+    let a = Host::new(url, &garage.env(0));
+    let session = converse(&a, &["recorded on a"]);
+    let b = Host::new(url, &garage.env(0));
+    let mut client = b.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let (_, refused) = client.load(&session, "/tmp");
+    assert!(refused.get("error").is_some(), "{refused}");
+    let _ = client.finish();
+    let mut client = b.proxy(&Peers::get().py_echo_agent(), &["--takeover"]);
+    client.initialize();
+    let (updates, answer) = client.load(&session, "/tmp");
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(
+        texts(&updates).iter().any(|t| t.contains("recorded on a")),
+        "{updates:?}"
+    );
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_missing_bucket_is_said_at_start_and_journaling_goes_on() {
+    let garage = crate::stores::Garage::start(1);
+    refused_at_start_and_kept_locally("s3://no-such-bucket/fleet", &garage.env(0));
+}

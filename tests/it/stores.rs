@@ -228,3 +228,150 @@ impl Cuttable {
         self.open.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// A Garage cluster on loopback: `nodes` nodes, each object on every node (replication factor
+/// `nodes`), one bucket `team` and one key.
+pub struct Garage {
+    nodes: Vec<GarageNode>,
+    /// The nodes' data and configuration, removed with the cluster.
+    _dir: tempfile::TempDir,
+}
+
+struct GarageNode {
+    child: Option<Child>,
+    config: PathBuf,
+    s3_port: u16,
+}
+
+/// The key the Garage tests import (Garage's formats: `GK` + 24 hex digits, 64 hex digits).
+pub const GARAGE_KEY: &str = "GK0a1b2c3d4e5f60718293a4b5";
+/// Its secret.
+pub const GARAGE_SECRET: &str = "5f0e1d2c3b4a59687766554433221100ffeeddccbbaa99887766554433221100";
+
+impl Garage {
+    /// Start a cluster of `nodes` and set up its layout, bucket and key.
+    pub fn start(nodes: usize) -> Garage {
+        let dir = tempfile::tempdir().unwrap();
+        let mut list = Vec::new();
+        for n in 0..nodes {
+            let (rpc, s3) = (free_port(), free_port());
+            let node = dir.path().join(format!("node{n}"));
+            std::fs::create_dir_all(&node).unwrap();
+            let config = node.join("garage.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "metadata_dir = \"{meta}\"\ndata_dir = \"{data}\"\ndb_engine = \"sqlite\"\n\
+                     replication_factor = {nodes}\nrpc_bind_addr = \"127.0.0.1:{rpc}\"\n\
+                     rpc_public_addr = \"127.0.0.1:{rpc}\"\n\
+                     rpc_secret = \"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"\n\
+                     [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3}\"\n",
+                    meta = node.join("meta").display(),
+                    data = node.join("data").display(),
+                ),
+            )
+            .unwrap();
+            let mut g = GarageNode {
+                child: None,
+                config,
+                s3_port: s3,
+            };
+            g.start();
+            list.push(g);
+        }
+        let garage = Garage {
+            nodes: list,
+            _dir: dir,
+        };
+        let ids: Vec<String> = (0..nodes)
+            .map(|n| garage.cli(n, &["node", "id", "-q"]).trim().to_string())
+            .collect();
+        for id in &ids[1..] {
+            garage.cli(0, &["node", "connect", id]);
+        }
+        for (n, id) in ids.iter().enumerate() {
+            let node = id.split('@').next().unwrap();
+            let zone = format!("dc{n}");
+            garage.cli(0, &["layout", "assign", "-z", &zone, "-c", "1G", node]);
+        }
+        garage.cli(0, &["layout", "apply", "--version", "1"]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !garage.try_cli(0, &["bucket", "create", "team"]) {
+            assert!(Instant::now() < deadline, "garage: no bucket");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        garage.cli(0, &["key", "import", "--yes", GARAGE_KEY, GARAGE_SECRET]);
+        garage.cli(
+            0,
+            &[
+                "bucket", "allow", "--read", "--write", "--owner", "team", "--key", GARAGE_KEY,
+            ],
+        );
+        garage
+    }
+
+    fn command(&self, node: usize, args: &[&str]) -> std::process::Output {
+        Command::new(installed("garage-2.5.0", "garage"))
+            .arg("-c")
+            .arg(&self.nodes[node].config)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn try_cli(&self, node: usize, args: &[&str]) -> bool {
+        self.command(node, args).status.success()
+    }
+
+    fn cli(&self, node: usize, args: &[&str]) -> String {
+        let out = self.command(node, args);
+        assert!(
+            out.status.success(),
+            "garage {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The `AWS_*` variables that reach node `node`'s S3 API.
+    pub fn env(&self, node: usize) -> Vec<(String, String)> {
+        s3_env(
+            self.nodes[node].s3_port,
+            GARAGE_KEY,
+            GARAGE_SECRET,
+            "garage",
+        )
+    }
+
+    /// Kill node `node` (SIGKILL).
+    pub fn kill(&mut self, node: usize) {
+        if let Some(mut child) = self.nodes[node].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl GarageNode {
+    fn start(&mut self) {
+        let mut child = Command::new(installed("garage-2.5.0", "garage"))
+            .arg("-c")
+            .arg(&self.config)
+            .arg("server")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_listening(self.s3_port, &mut child);
+        self.child = Some(child);
+    }
+}
+
+impl Drop for Garage {
+    fn drop(&mut self) {
+        for n in 0..self.nodes.len() {
+            self.kill(n);
+        }
+    }
+}

@@ -85,9 +85,10 @@ pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> 
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        pull::catalogs(&remote, &copy)
+        let skipped = pull::catalogs(&remote, &copy)
             .await
             .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+        warn(url, &skipped);
         let sessions = copy.sessions_with(false)?;
         let ids: Vec<&str> = match named(command) {
             None => sessions.iter().map(|s| s.session.as_str()).collect(),
@@ -112,9 +113,17 @@ pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> 
         let pulls = ids.iter().map(|id| pull::session(&remote, &copy, id));
         let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
         while let Some(result) = results.next().await {
-            result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+            let pulled = result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+            warn(url, &pulled.skipped);
         }
         anyhow::Ok(())
     })?;
     Ok(copy)
+}
+
+/// Say on stderr which files of the store could not be read whole.
+fn warn(url: &str, skipped: &[String]) {
+    for why in skipped {
+        eprintln!("acp-journal: warning: {url}: {why} (read up to there)");
+    }
 }

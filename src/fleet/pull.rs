@@ -25,12 +25,15 @@ const MAX_PART: u64 = 256 << 20;
 const FETCHES: usize = 8;
 
 /// What a pull brought.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pulled {
     /// Files that grew.
     pub files: usize,
     /// Bytes appended.
     pub bytes: u64,
+    /// Files that stopped short, and why (a part missing, damaged or not what its name says):
+    /// what came before it was kept.
+    pub skipped: Vec<String>,
 }
 
 /// A segment's name in the store is one the journal directory could hold: `sessions/<key>/<name>`
@@ -52,9 +55,10 @@ fn safe_segment(file: &str) -> bool {
 }
 
 /// Pull every segment of `session` the store holds into `local` (what the local copies lack).
+/// A file that cannot be read whole keeps what came before the trouble ([`Pulled::skipped`]).
 ///
 /// # Errors
-/// The store's, or the local disk's.
+/// The store's listing.
 pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pulled, String> {
     let dir = format!("sessions/{}", session_key(session));
     let objects = remote.list(&dir).await.map_err(|e| e.to_string())?;
@@ -71,10 +75,13 @@ pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pu
     for (file, entries) in files {
         // A file this host writes is never behind the store (the store has only what it
         // shipped from it), so nothing is appended to it.
-        let bytes = pull_file(remote, file, &entries, &local.root().join(file)).await?;
-        if bytes > 0 {
-            pulled.files += 1;
-            pulled.bytes += bytes;
+        match pull_file(remote, file, &entries, &local.root().join(file)).await {
+            Ok(0) => {}
+            Ok(bytes) => {
+                pulled.files += 1;
+                pulled.bytes += bytes;
+            }
+            Err(e) => pulled.skipped.push(e),
         }
     }
     Ok(pulled)
@@ -84,7 +91,8 @@ pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pu
 /// bytes appended. A local copy longer than the store's is left as it is.
 ///
 /// # Errors
-/// The store's, a part that is not what its name says, or the local disk's.
+/// The store's, a part that is not what its name says, or the local disk's; the parts before
+/// the one in error are appended all the same.
 pub async fn pull_file(
     remote: &Remote,
     file: &str,
@@ -96,14 +104,19 @@ pub async fn pull_file(
     if steps.is_empty() || end <= have {
         return Ok(0);
     }
-    if let Some(step) = steps.iter().find(|s| s.end - s.start > MAX_PART) {
-        return Err(format!(
+    // Parts larger than any the shipper writes are not read, nor anything after them.
+    let readable = steps
+        .iter()
+        .position(|s| s.end - s.start > MAX_PART)
+        .unwrap_or(steps.len());
+    let oversized = steps.get(readable).map(|step| {
+        format!(
             "{file}: a part of {} bytes in the store (at most {MAX_PART} are read)",
             step.end - step.start
-        ));
-    }
+        )
+    });
     let compressed = layout::compressed(file);
-    let fetches = steps
+    let fetches = steps[..readable]
         .iter()
         .map(|&step| fetch(remote, file, step, compressed));
     let mut chunks = futures_util::stream::iter(fetches).buffered(FETCHES);
@@ -124,7 +137,10 @@ pub async fn pull_file(
             .map_err(|e| format!("{}: {e}", path.display()))?;
         written += chunk.len() as u64;
     }
-    Ok(written)
+    match oversized {
+        Some(why) => Err(why),
+        None => Ok(written),
+    }
 }
 
 /// The bytes of one step.
@@ -166,10 +182,11 @@ async fn fetch(
 
 /// Every host's catalog, pulled into `local`'s `hosts/<host>/catalog.ndjson` and merged, in time
 /// order, into its `catalog.ndjson` (replaced whole): the store's sessions as one catalog.
+/// Returns the hosts' catalogs that stopped short, and why (what came before was kept).
 ///
 /// # Errors
-/// The store's, or the local disk's.
-pub async fn catalogs(remote: &Remote, local: &Store) -> Result<usize, String> {
+/// The store's listing, or the local disk's.
+pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, String> {
     let hosts = remote.subdirs("hosts").await.map_err(|e| e.to_string())?;
     let hosts: Vec<String> = hosts
         .into_iter()
@@ -195,9 +212,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<usize, String> {
         .buffer_unordered(16)
         .collect()
         .await;
-    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-        return Err(e);
-    }
+    let skipped: Vec<String> = results.into_iter().filter_map(Result::err).collect();
     let mut lines: Vec<(i64, Vec<u8>)> = Vec::new();
     for host in &hosts {
         let Ok(text) = std::fs::read(local.root().join(layout::host_catalog(host))) else {
@@ -228,7 +243,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<usize, String> {
         std::fs::rename(&tmp, &merged)
     };
     write().map_err(|e| format!("{}: {e}", merged.display()))?;
-    Ok(hosts.len())
+    Ok(skipped)
 }
 
 #[cfg(test)]

@@ -41,14 +41,20 @@ impl Services {
             if let Some(fleet) = fleet {
                 // What other hosts wrote of the session comes first: the replay reads it all.
                 match fleet.pull_session(&request.session) {
-                    Ok(pulled) if pulled.files > 0 => tracing::info!(
-                        "session {:?}: {} bytes of {} segments pulled from {}",
-                        request.session,
-                        pulled.bytes,
-                        pulled.files,
-                        fleet.url()
-                    ),
-                    Ok(_) => {}
+                    Ok(pulled) => {
+                        for why in &pulled.skipped {
+                            tracing::warn!("session {:?}: {why}", request.session);
+                        }
+                        if pulled.files > 0 {
+                            tracing::info!(
+                                "session {:?}: {} bytes of {} segments pulled from {}",
+                                request.session,
+                                pulled.bytes,
+                                pulled.files,
+                                fleet.url()
+                            );
+                        }
+                    }
                     Err(e) => tracing::warn!(
                         "session {:?}: not pulled from {} ({e}); loading what this disk holds",
                         request.session,

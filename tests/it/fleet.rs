@@ -476,3 +476,76 @@ fn a_missing_bucket_is_said_at_start_and_journaling_goes_on() {
     let garage = crate::stores::Garage::start(1);
     refused_at_start_and_kept_locally("s3://no-such-bucket/fleet", &garage.env(0));
 }
+
+#[test]
+fn hostile_objects_in_the_store_cannot_crash_or_hang_a_reader() {
+    let shared = tempfile::tempdir().unwrap();
+    let root = shared.path().join("store");
+    let url = format!("file://{}", root.display());
+    let a = Host::new(&url, &[]);
+    let session = converse(&a, &["a real turn"]);
+    let key = std::fs::read_dir(root.join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let segment = std::fs::read_dir(&key)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let put = |rel: std::path::PathBuf, bytes: &[u8]| {
+        std::fs::create_dir_all(rel.parent().unwrap()).unwrap();
+        std::fs::write(rel, bytes).unwrap();
+    };
+    // Garbage past the real parts, a part claiming a terabyte, a truncated part, a session of
+    // nothing but garbage, a catalog part that is no zstd, a host name that climbs out.
+    let end = std::fs::read_dir(&segment)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| Some(u64::from_str_radix(n.split_once('-')?.1, 16).ok()?))
+        .max()
+        .unwrap();
+    put(
+        segment.join(format!("{end:016x}-{:016x}", end + 64)),
+        &[0xff; 64],
+    );
+    put(
+        segment.join(format!("{:016x}-{:016x}", end + 64, 1u64 << 40)),
+        b"short",
+    );
+    let junk = root.join("sessions/sjunk/20261126T000000.000000Z-1.acpj.zst");
+    put(junk.join(format!("{:016x}-{:016x}", 0, 100)), b"truncated");
+    put(junk.join(format!("{:016x}-{:016x}", 0, 50)), &[7u8; 50]);
+    let host = root.join("hosts/evil/catalog.ndjson");
+    put(host.join(format!("{:016x}-{:016x}", 0, 10)), b"not zstd!!");
+    put(
+        root.join("hosts/..%2F..%2Fx/catalog.ndjson/0000000000000000-0000000000000001"),
+        b"x",
+    );
+    let c = Host::new(&url, &[]);
+    for args in [
+        vec!["list", "--json"],
+        vec!["show", session.as_str()],
+        vec!["verify", session.as_str()],
+        vec!["stats"],
+        vec!["search", "real"],
+    ] {
+        let started = Instant::now();
+        let (code, out, err) = c.cli(&args);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            !err.contains("panicked") && (0..=2).contains(&code),
+            "{args:?}: {code} {out}{err}"
+        );
+    }
+    // The real session still reads whole where its parts are whole.
+    let (code, out, err) = c.cli(&["show", &session]);
+    assert!(out.contains("a real turn"), "{code} {out}{err}");
+}

@@ -505,7 +505,7 @@ fn hostile_objects_in_the_store_cannot_crash_or_hang_a_reader() {
     let end = std::fs::read_dir(&segment)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|n| Some(u64::from_str_radix(n.split_once('-')?.1, 16).ok()?))
+        .filter_map(|n| u64::from_str_radix(n.split_once('-')?.1, 16).ok())
         .max()
         .unwrap();
     put(

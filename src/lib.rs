@@ -7,10 +7,10 @@
 //! - [`acp`]: ACP content helpers shared by the readers (prompt text, permission choices).
 //! - [`journal`]: the on-disk format and typed events, the segment writer, the salvage reader,
 //!   the store layout and private files. Knows no ACP.
-//! - [`fleet`]: journals in an object store shared by every host (`--store`): the shipper, the
-//!   pulls, the object layout. Knows no ACP.
 //! - [`catalog`]: the store's session index (`catalog.ndjson`), rebuilt from the segments,
 //!   and `<session>` resolution.
+//! - [`fleet`]: journals in an object store shared by every host (`--store`): the shipper, the
+//!   pulls, the object layout. Reads catalogs, knows no ACP.
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
 //!   decides what to journal and what to forward.
 //! - [`render`]: readable transcripts of journal records.

@@ -60,7 +60,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
-        _ => local,
+        _ => local.clone(),
     };
     let result = match cli.command {
         Some(Command::List(args)) => list::run(&store, args),
@@ -69,7 +69,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Watch(args)) => watch::run(&store, args),
         Some(Command::Export(args)) => export::run(&store, args),
         Some(Command::Search(args)) => search::run(&store, args),
-        Some(Command::Stats(args)) => search::stats(&store, args),
+        Some(Command::Stats(args)) => search::stats(&store, &local, args),
         Some(Command::Prune(args)) => maintain::prune(&store, args),
         Some(Command::Repair(args)) => maintain::repair(args),
         Some(Command::Replay(args)) => replay::run(&store, args),

@@ -90,8 +90,9 @@ pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(if found > 0 { 0 } else { 1 }))
 }
 
-/// Messages by kind and direction, bytes raw vs stored, turns and duration.
-pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> {
+/// Messages by kind and direction, bytes raw vs stored, turns and duration; then what the
+/// proxies running on `local` have not shipped to their shared store yet.
+pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> {
     let mut kinds: BTreeMap<(&'static str, String), (u64, u64)> = BTreeMap::new();
     let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (i64::MAX, i64::MIN);
@@ -172,6 +173,23 @@ pub(super) fn stats(store: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> 
         writeln!(
             out,
             "{host_drops} dropped connections to the host (the bridge connected again)"
+        )?;
+    }
+    // What this machine's running proxies have not shipped to their store yet.
+    for r in crate::fleet::status::reports(local) {
+        let [p50, p99, max] = r.lag_ms;
+        writeln!(
+            out,
+            "shipping to {} (pid {}): {} bytes in {} files not in the store yet; lag p50 {p50} ms, p99 {p99} ms, max {max} ms over {} parts{}",
+            r.store,
+            r.pid,
+            r.behind_bytes,
+            r.behind_files,
+            r.parts,
+            r.error
+                .as_deref()
+                .map(|e| format!("; the store fails: {e}"))
+                .unwrap_or_default()
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::catalog::{Catalog, SessionSummary};
 use crate::journal::Store;
 use lease::{Book, Holder};
 use remote::{Put, Remote};
@@ -34,6 +35,8 @@ pub use pull::Pulled;
 
 /// Longest a pull for a load may take before the load goes on with what the disk has.
 const PULL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a listing of the store's sessions is reused.
+const LISTED_FOR: Duration = Duration::from_secs(2);
 
 /// What the start-up probe found out about the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +65,8 @@ struct Inner {
     status: Arc<Status>,
     book: Arc<Mutex<Book>>,
     holder: Arc<Mutex<Holder>>,
+    /// The store's sessions as last listed, and when.
+    listed: Mutex<Option<(Instant, Vec<SessionSummary>)>>,
 }
 
 /// How a process uses the store.
@@ -163,6 +168,7 @@ impl Fleet {
                 status,
                 book,
                 holder,
+                listed: Mutex::new(None),
             }),
         })
     }
@@ -223,6 +229,36 @@ impl Fleet {
         acquired
             .map(|_| ())
             .map_err(|refusal| refusal.message(session))
+    }
+
+    /// Every host's sessions as the store's catalogs list them (pulled into `store-copy/` in the
+    /// journal directory at most every two seconds). Blocking: for a blocking thread.
+    ///
+    /// # Errors
+    /// The store's listing, or the local disk's.
+    pub fn shared_sessions(&self) -> Result<Vec<SessionSummary>, String> {
+        let Some(runtime) = &self.inner.runtime else {
+            return Err("the store's runtime is gone".into());
+        };
+        let mut cached = self.inner.listed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, sessions)) = &*cached
+            && at.elapsed() < LISTED_FOR
+        {
+            return Ok(sessions.clone());
+        }
+        let copy = Store::mirror(self.inner.local.root().join("store-copy"));
+        let remote = &self.inner.remote;
+        let skipped = runtime.block_on(async {
+            tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(remote, &copy))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
+        })?;
+        for why in skipped {
+            tracing::warn!("{}: {why}", self.url());
+        }
+        let sessions = copy.sessions_with(false).map_err(|e| e.to_string())?;
+        *cached = Some((Instant::now(), sessions.clone()));
+        Ok(sessions)
     }
 
     /// A segment of this process was created at `path`.

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
 
-use crate::catalog::{Catalog, CatalogEntry, CatalogIndex, git_branch};
+use crate::catalog::{Catalog, CatalogEntry, CatalogIndex, SessionSummary, git_branch};
 use crate::journal::Store;
 use crate::proto::{CatalogUpdate, ListedSession};
 
@@ -47,8 +47,11 @@ enum Job {
 pub(super) struct ListScope {
     /// This run's agent command line, as the catalog has it.
     pub(super) agent: String,
-    /// Every agent's sessions (`--list-scope all`), not only this agent's.
+    /// Every agent's sessions (`--list-scope all`), not only this agent's; with a shared store,
+    /// every host's too.
     pub(super) all: bool,
+    /// The shared store whose sessions `all` adds (`--store`).
+    pub(super) fleet: Option<crate::fleet::Fleet>,
 }
 
 /// The main loop's end of the catalog thread.
@@ -172,8 +175,22 @@ fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<L
             .ok()
             .map(|t| t.to_string())
     };
-    index
-        .sessions()
+    let local: Vec<&SessionSummary> = index.sessions().collect();
+    // With --list-scope all and a shared store: every host's sessions this one has not got.
+    let shared = match (&scope.fleet, scope.all) {
+        (Some(fleet), true) => fleet.shared_sessions().unwrap_or_else(|e| {
+            tracing::warn!("listing the sessions of {}: {e}", fleet.url());
+            Vec::new()
+        }),
+        _ => Vec::new(),
+    };
+    let known: std::collections::HashSet<&str> = local.iter().map(|s| s.session.as_str()).collect();
+    let elsewhere = shared
+        .iter()
+        .filter(|s| !known.contains(s.session.as_str()));
+    local
+        .into_iter()
+        .chain(elsewhere)
         .filter(|s| !s.deleted)
         .filter(|s| scope.all || s.agent.as_deref() == Some(scope.agent.as_str()))
         .map(|s| ListedSession {
@@ -299,6 +316,7 @@ mod tests {
         let scope = ListScope {
             agent: "a".into(),
             all: false,
+            fleet: None,
         };
         let (mut service, _answers) = CatalogService::start(store.clone(), scope);
         service.write(vec![state("S", "running", 1), state("S", "idle", 2)]);
@@ -325,6 +343,7 @@ mod tests {
         let scope = ListScope {
             agent: "agent".into(),
             all: false,
+            fleet: None,
         };
         let (mut service, mut answers) = CatalogService::start(store.clone(), scope);
         service.append(CatalogEntry::Open {

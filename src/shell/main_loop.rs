@@ -129,6 +129,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         let scope = catalog::ListScope {
             agent: agent_line,
             all: config.list_all,
+            fleet: config.fleet.clone(),
         };
         let (catalog, catalog_rx) = catalog::CatalogService::start(config.store.clone(), scope);
         let services = Services {

@@ -200,8 +200,17 @@ fn the_relay_goes_on_while_the_store_is_down_and_ships_after() {
         let answer = client.prompt(&session, &format!("during the outage {n}"));
         assert!(answer.get("result").is_some(), "{answer}");
     }
-    // Long enough for the shipper to find the store gone.
+    // Long enough for the shipper to find the store gone; `stats` shows what waits.
     std::thread::sleep(Duration::from_secs(2));
+    let (_, stats, _) = crate::util::run_cli_store(&a.journals(), &["stats"]);
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("shipping to s3://team/fleet"))
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(
+        line.contains("the store fails") && !line.contains(": 0 bytes"),
+        "{line}"
+    );
     store.resume();
     client.prompt(&session, "after the outage");
     let reader = Host::new(&store.url("fleet"), &store.env());
@@ -548,4 +557,30 @@ fn hostile_objects_in_the_store_cannot_crash_or_hang_a_reader() {
     // The real session still reads whole where its parts are whole.
     let (code, out, err) = c.cli(&["show", &session]);
     assert!(out.contains("a real turn"), "{code} {out}{err}");
+}
+
+#[test]
+fn session_list_with_scope_all_lists_every_host_s_sessions() {
+    let store = S3sFs::start();
+    let url = store.url("fleet");
+    let a = Host::new(&url, &store.env());
+    let theirs = converse(&a, &["on host a"]);
+    let b = Host::new(&url, &store.env());
+    let mut client = b.proxy(&Peers::get().py_echo_agent(), &["--list-scope", "all"]);
+    client.initialize();
+    let mine = client.new_session("/tmp");
+    client.prompt(&mine, "on host b");
+    let listed = client.request("session/list", serde_json::json!({}));
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&theirs.as_str()) && ids.contains(&mine.as_str()),
+        "{listed}"
+    );
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
 }

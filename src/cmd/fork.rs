@@ -10,9 +10,13 @@ use crate::cli::ForkArgs;
 use crate::journal::Store;
 use crate::replay::fork::{ForkPoint, fork_session};
 
-/// Fork the session; print the new ID on stdout and what it holds on stderr.
-pub(super) fn run(store: &Store, args: ForkArgs) -> anyhow::Result<ExitCode> {
-    let parent = session_id(store, &args.session)?;
+/// Fork the session; print the new ID on stdout and what it holds on stderr. With a shared
+/// store (`shared`), the parent comes from it and the fork goes to it.
+pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow::Result<ExitCode> {
+    let parent = match shared {
+        Some(url) => super::from_store::pull_into(url, store, &args.session)?,
+        None => session_id(store, &args.session)?,
+    };
     let point = match (args.at_turn, args.at_message) {
         (Some(n), _) => ForkPoint::Turns(n),
         (None, Some(id)) => ForkPoint::Message(id),
@@ -21,6 +25,9 @@ pub(super) fn run(store: &Store, args: ForkArgs) -> anyhow::Result<ExitCode> {
     let fork_id = new_session_id()?;
     let now = jiff::Timestamp::now().as_microsecond();
     let report = fork_session(store, &parent, point, &fork_id, now)?;
+    if let Some(url) = shared {
+        super::from_store::publish(url, store, &fork_id, std::time::Duration::from_secs(30))?;
+    }
     writeln!(std::io::stdout().lock(), "{fork_id}")?;
     let s = if report.turns == 1 { "" } else { "s" };
     writeln!(

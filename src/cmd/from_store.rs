@@ -127,3 +127,79 @@ fn warn(url: &str, skipped: &[String]) {
         eprintln!("acp-journal: warning: {url}: {why} (read up to there)");
     }
 }
+
+/// The session `name` (an ID or a unique prefix) names in the store at `url`, pulled into the
+/// journal directory `local` (for `fork --store`, which forks it there).
+///
+/// # Errors
+/// The store cannot be read, or no single session has that name.
+pub(super) fn pull_into(url: &str, local: &Store, name: &str) -> anyhow::Result<String> {
+    let remote = Remote::open(url)?;
+    let copy = Store::mirror(cache_dir(url));
+    copy.create_dirs()?;
+    local.create_dirs()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let skipped = pull::catalogs(&remote, &copy)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+        warn(url, &skipped);
+        let sessions = copy.sessions_with(false)?;
+        let id = match sessions.iter().find(|s| s.session == name) {
+            Some(s) => s.session.clone(),
+            None => {
+                let matches: Vec<&str> = sessions
+                    .iter()
+                    .map(|s| s.session.as_str())
+                    .filter(|s| s.starts_with(name))
+                    .collect();
+                match matches.as_slice() {
+                    [one] => (*one).to_string(),
+                    [] => anyhow::bail!("no session {name:?} in the store {url}"),
+                    many => anyhow::bail!(
+                        "session prefix {name:?} is ambiguous in the store {url} ({} matches)",
+                        many.len()
+                    ),
+                }
+            }
+        };
+        let pulled = pull::session(&remote, local, &id)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+        warn(url, &pulled.skipped);
+        Ok(id)
+    })
+}
+
+/// Ship session `session`'s segments in the journal directory `local` (and its catalog) to the
+/// store at `url`, waiting at most `within`: a session made here by a command, not by a proxy.
+///
+/// # Errors
+/// The store cannot be opened.
+pub(super) fn publish(
+    url: &str,
+    local: &Store,
+    session: &str,
+    within: std::time::Duration,
+) -> anyhow::Result<()> {
+    let fleet = crate::fleet::Fleet::start(
+        url,
+        local.clone(),
+        crate::fleet::Options {
+            ship_interval: std::time::Duration::from_millis(200),
+            lease_ttl: std::time::Duration::from_secs(30),
+            takeover: false,
+        },
+    )?;
+    for path in crate::journal::store::segments_in(&local.session_dir(session))? {
+        fleet.opened(&path);
+        fleet.closed(&path);
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(fleet.finish(within));
+    Ok(())
+}

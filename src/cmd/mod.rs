@@ -76,7 +76,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Rerun(args)) => rerun::run(&store, args),
         Some(Command::Diff(args)) => diff::run(&store, args),
         Some(Command::Bundle(args)) => bundle::run(&store, args),
-        Some(Command::Fork(args)) => fork::run(&store, args),
+        Some(Command::Fork(args)) => fork::run(&store, args, shared),
         Some(Command::Serve(args)) => serve::run(store, *args, shared),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),

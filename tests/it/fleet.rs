@@ -123,6 +123,17 @@ fn read_from_the_store_alone(url: &str, env: &[(String, String)]) {
         !c.journals().join("sessions").exists(),
         "the reader's own journal directory stays untouched"
     );
+    // A fork made from the store goes to the store: a third machine reads it.
+    let (code, out, err) = c.cli(&["fork", &session[..8]]);
+    assert_eq!(code, 0, "{err}");
+    let fork = out.trim().to_string();
+    let d = Host::new(url, env);
+    let (code, out, err) = d.cli(&["show", &fork]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("hello fleet") && out.contains("second turn"),
+        "{out}"
+    );
 }
 
 #[test]

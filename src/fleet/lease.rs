@@ -239,8 +239,8 @@ pub struct Holder {
     pub ttl: Duration,
     /// Take sessions whoever holds them (`--takeover`).
     pub takeover: bool,
-    /// The store enforces create-if-absent (the probe's finding; unknown counts as yes).
-    pub conditional: bool,
+    /// The store enforces create-if-absent: the probe's finding, `None` until it has one.
+    pub conditional: Option<bool>,
 }
 
 /// Now, in Unix microseconds.
@@ -268,13 +268,31 @@ pub async fn acquire(
         return Ok(h.record.clone());
     }
     let store = |e: Error| Refusal::Store(e.to_string());
+    let ttl_us = i64::try_from(holder.ttl.as_micros()).unwrap_or(i64::MAX);
+    // A session never leased (a new one): its first record in one request, where the store
+    // is known to refuse a second create.
+    let first = Record {
+        session: session.to_string(),
+        seq: 1,
+        epoch: 1,
+        host: holder.host.clone(),
+        run: holder.run.clone(),
+        expires: now_us() + ttl_us,
+        released: false,
+    };
+    if holder.conditional == Some(true) && write(remote, &key, &first).await.map_err(store)? {
+        book.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keep(&key, first.clone());
+        return Ok(first);
+    }
     for _ in 0..3 {
         let latest = latest(remote, &key).await.map_err(store)?;
         let now = now_us();
         if let Some(r) = &latest
             && r.host != holder.host
             && !holder.takeover
-            && (!r.free(now) || !holder.conditional)
+            && (!r.free(now) || holder.conditional == Some(false))
         {
             return Err(Refusal::Held(r.clone()));
         }
@@ -298,7 +316,7 @@ pub async fn acquire(
             epoch: seq,
             host: holder.host.clone(),
             run: holder.run.clone(),
-            expires: now + i64::try_from(holder.ttl.as_micros()).unwrap_or(i64::MAX),
+            expires: now + ttl_us,
             released: false,
         };
         if write(remote, &key, &record).await.map_err(store)? {

@@ -121,7 +121,7 @@ impl Fleet {
             run: String::new(),
             ttl: options.lease_ttl,
             takeover: options.takeover,
-            conditional: true,
+            conditional: None,
         }));
         let shipper = Shipper::new(
             remote.clone(),
@@ -137,9 +137,11 @@ impl Fleet {
         let (probe_remote, probe_host, probed) = (remote.clone(), host.clone(), holder.clone());
         runtime.spawn(async move {
             let found = probe(&probe_remote, &probe_host).await;
-            if found == Probe::Ignored {
-                probed.lock().unwrap_or_else(|p| p.into_inner()).conditional = false;
-            }
+            probed.lock().unwrap_or_else(|p| p.into_inner()).conditional = match found {
+                Probe::Enforced => Some(true),
+                Probe::Ignored => Some(false),
+                Probe::Failed(_) => None,
+            };
             match found {
                 Probe::Enforced => tracing::info!(
                     "object store {}: reachable, conditional writes enforced (this host is {probe_host})",

@@ -84,8 +84,8 @@ enum Job {
     },
     /// Replace `parts` with one object over `[start, end)`.
     Compact { start: u64, end: u64 },
-    /// Take the lease of the file's session.
-    Lease,
+    /// Take the lease of the file's session, then ship bytes `[start, end)` under it.
+    Lease { start: u64, end: u64 },
     /// Renew (or give back) the lease of session key `key`.
     Renew {
         key: String,
@@ -99,7 +99,8 @@ enum Done {
     Asked(Vec<Entry>),
     Shipped { start: u64, end: u64 },
     Compacted { start: u64, end: u64 },
-    Leased(Result<lease::Record, lease::Refusal>),
+    /// The session's lease is another host's.
+    Refused(lease::Refusal),
     Renewed(String, Option<lease::Record>),
 }
 
@@ -297,10 +298,17 @@ impl Shipper {
             let (remote, book, holder) = (self.remote.clone(), self.book.clone(), holder.clone());
             Some(async move {
                 let outcome = match job {
-                    Job::Lease => match session_of(&local) {
-                        Some(session) => Ok(Done::Leased(
-                            lease::acquire(&remote, &book, &holder, &session).await,
-                        )),
+                    Job::Lease { start, end } => match session_of(&local) {
+                        Some(session) => {
+                            match lease::acquire(&remote, &book, &holder, &session).await {
+                                Ok(record) => {
+                                    let epoch = Some(record.epoch);
+                                    let ship = Job::Ship { start, end, epoch };
+                                    run_job(&remote, &local, &file, &parts, ship).await
+                                }
+                                Err(refusal) => Ok(Done::Refused(refusal)),
+                            }
+                        }
                         None => Err(format!("{}: no session in its header yet", local.display())),
                     },
                     Job::Renew {
@@ -404,7 +412,9 @@ impl Shipper {
                 if let Some(key) = &t.lease {
                     match book.get(key) {
                         None => {
-                            jobs.push((Some(path.clone()), Job::Lease));
+                            let end = len.min(shipped + MAX_PART);
+                            let start = shipped;
+                            jobs.push((Some(path.clone()), Job::Lease { start, end }));
                             continue;
                         }
                         // Another host continues the session: this one writes it no more.
@@ -519,8 +529,7 @@ impl Shipper {
                 t.parts.retain(|p| p.0 < start || p.1 > end);
                 t.parts.push((start, end));
             }
-            Done::Leased(Ok(_)) => {}
-            Done::Leased(Err(refusal)) => {
+            Done::Refused(refusal) => {
                 let session = session_of(&t.local).unwrap_or_default();
                 tracing::error!("{}: not shipped to the store", refusal.message(&session));
                 if matches!(refusal, lease::Refusal::Held(_)) {
@@ -588,7 +597,7 @@ async fn run_job(
             }
             Ok(Done::Compacted { start, end })
         }
-        Job::Lease | Job::Renew { .. } => Err("not a file job".into()),
+        Job::Lease { .. } | Job::Renew { .. } => Err("not a file job".into()),
     }
 }
 

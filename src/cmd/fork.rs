@@ -14,7 +14,11 @@ use crate::replay::fork::{ForkPoint, fork_session};
 /// store (`shared`), the parent comes from it and the fork goes to it.
 pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow::Result<ExitCode> {
     let parent = match shared {
-        Some(url) => super::from_store::pull_into(url, store, &args.session)?,
+        Some(url) => {
+            let parent = session_id(&super::from_store::catalog_copy(url)?, &args.session)?;
+            super::from_store::pull_session(url, store, &parent)?;
+            parent
+        }
         None => session_id(store, &args.session)?,
     };
     let point = match (args.at_turn, args.at_message) {

@@ -73,43 +73,75 @@ fn cache_dir(url: &str) -> PathBuf {
         .join(tag)
 }
 
-/// Pull what `command` reads from the store at `url`; returns the local copy to read.
+/// The store at `url` opened for reading: every host's catalog pulled into the local copy.
+struct Opened {
+    remote: Remote,
+    copy: Store,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// Open the store at `url` and pull every host's catalog into its local copy.
 ///
 /// # Errors
-/// The store cannot be opened or read, or the local copy cannot be written.
-pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> {
+/// The store cannot be opened or listed, or the local copy cannot be written.
+fn open(url: &str) -> anyhow::Result<Opened> {
     let remote = Remote::open(url)?;
     let copy = Store::mirror(cache_dir(url));
     copy.create_dirs()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let skipped = runtime
+        .block_on(pull::catalogs(&remote, &copy))
+        .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+    warn(url, &skipped);
+    Ok(Opened {
+        remote,
+        copy,
+        runtime,
+    })
+}
+
+/// The local copy of the store at `url` with every host's catalog (for resolving names).
+///
+/// # Errors
+/// As [`open`].
+pub(super) fn catalog_copy(url: &str) -> anyhow::Result<Store> {
+    Ok(open(url)?.copy)
+}
+
+/// Pull what `command` reads from the store at `url`; returns the local copy to read.
+///
+/// # Errors
+/// The store cannot be opened or read, or the local copy cannot be written.
+pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> {
+    let Opened {
+        remote,
+        copy,
+        runtime,
+    } = open(url)?;
+    let sessions = copy.sessions_with(false)?;
+    let ids: Vec<&str> = match named(command) {
+        None => sessions.iter().map(|s| s.session.as_str()).collect(),
+        Some(names) => names
+            .iter()
+            .flat_map(|name| {
+                let exact = sessions.iter().find(|s| &s.session == name);
+                let prefixed: Vec<&str> = sessions
+                    .iter()
+                    .filter(|s| s.session.starts_with(name.as_str()))
+                    .map(|s| s.session.as_str())
+                    .collect();
+                // An ambiguous prefix is left for the command to report.
+                match exact {
+                    Some(s) => vec![s.session.as_str()],
+                    None if prefixed.len() == 1 => prefixed,
+                    None => Vec::new(),
+                }
+            })
+            .collect(),
+    };
     runtime.block_on(async {
-        let skipped = pull::catalogs(&remote, &copy)
-            .await
-            .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-        warn(url, &skipped);
-        let sessions = copy.sessions_with(false)?;
-        let ids: Vec<&str> = match named(command) {
-            None => sessions.iter().map(|s| s.session.as_str()).collect(),
-            Some(names) => names
-                .iter()
-                .flat_map(|name| {
-                    let exact = sessions.iter().find(|s| &s.session == name);
-                    let prefixed: Vec<&str> = sessions
-                        .iter()
-                        .filter(|s| s.session.starts_with(name.as_str()))
-                        .map(|s| s.session.as_str())
-                        .collect();
-                    // An ambiguous prefix is left for the command to report.
-                    match exact {
-                        Some(s) => vec![s.session.as_str()],
-                        None if prefixed.len() == 1 => prefixed,
-                        None => Vec::new(),
-                    }
-                })
-                .collect(),
-        };
         let pulls = ids.iter().map(|id| pull::session(&remote, &copy, id));
         let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
         while let Some(result) = results.next().await {
@@ -121,56 +153,21 @@ pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> 
     Ok(copy)
 }
 
-/// Say on stderr which files of the store could not be read whole.
-fn warn(url: &str, skipped: &[String]) {
-    for why in skipped {
-        eprintln!("acp-journal: warning: {url}: {why} (read up to there)");
-    }
-}
-
-/// The session `name` (an ID or a unique prefix) names in the store at `url`, pulled into the
-/// journal directory `local` (for `fork --store`, which forks it there).
+/// Pull session `id` from the store at `url` into the journal directory `local` (for `fork
+/// --store`, which forks it there).
 ///
 /// # Errors
-/// The store cannot be read, or no single session has that name.
-pub(super) fn pull_into(url: &str, local: &Store, name: &str) -> anyhow::Result<String> {
+/// The store cannot be opened or listed, or the journal directory cannot be written.
+pub(super) fn pull_session(url: &str, local: &Store, id: &str) -> anyhow::Result<()> {
     let remote = Remote::open(url)?;
-    let copy = Store::mirror(cache_dir(url));
-    copy.create_dirs()?;
     local.create_dirs()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let pulled = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let skipped = pull::catalogs(&remote, &copy)
-            .await
-            .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-        warn(url, &skipped);
-        let sessions = copy.sessions_with(false)?;
-        let id = match sessions.iter().find(|s| s.session == name) {
-            Some(s) => s.session.clone(),
-            None => {
-                let matches: Vec<&str> = sessions
-                    .iter()
-                    .map(|s| s.session.as_str())
-                    .filter(|s| s.starts_with(name))
-                    .collect();
-                match matches.as_slice() {
-                    [one] => (*one).to_string(),
-                    [] => anyhow::bail!("no session {name:?} in the store {url}"),
-                    many => anyhow::bail!(
-                        "session prefix {name:?} is ambiguous in the store {url} ({} matches)",
-                        many.len()
-                    ),
-                }
-            }
-        };
-        let pulled = pull::session(&remote, local, &id)
-            .await
-            .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-        warn(url, &pulled.skipped);
-        Ok(id)
-    })
+        .build()?
+        .block_on(pull::session(&remote, local, id))
+        .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+    warn(url, &pulled.skipped);
+    Ok(())
 }
 
 /// Ship session `session`'s segments in the journal directory `local` (and its catalog) to the
@@ -202,4 +199,11 @@ pub(super) fn publish(
         .build()?
         .block_on(fleet.finish(within));
     Ok(())
+}
+
+/// Say on stderr which files of the store could not be read whole.
+fn warn(url: &str, skipped: &[String]) {
+    for why in skipped {
+        eprintln!("acp-journal: warning: {url}: {why} (read up to there)");
+    }
 }

@@ -61,7 +61,8 @@ struct Tracked {
     parts: Vec<(u64, u64)>,
     /// No more bytes will come.
     closed: bool,
-    /// When bytes were first seen waiting to be shipped.
+    /// The earliest the bytes waiting to be shipped may have been written: the start of the
+    /// last round that found none waiting (so the lag reported is an upper bound).
     waiting_since: Option<Instant>,
     /// The local file's inode when last seen (a catalog rewritten in place gets a new one).
     inode: u64,
@@ -97,8 +98,14 @@ enum Job {
 /// A job's outcome.
 enum Done {
     Asked(Vec<Entry>),
-    Shipped { start: u64, end: u64 },
-    Compacted { start: u64, end: u64 },
+    Shipped {
+        start: u64,
+        end: u64,
+    },
+    Compacted {
+        start: u64,
+        end: u64,
+    },
     /// The session's lease is another host's.
     Refused(lease::Refusal),
     Renewed(String, Option<lease::Record>),
@@ -118,6 +125,8 @@ pub struct Shipper {
     book: Arc<Mutex<Book>>,
     /// Who this process is in lease records.
     holder: Arc<Mutex<Holder>>,
+    /// When the last look at the files began.
+    last_look: Instant,
 }
 
 impl Shipper {
@@ -145,6 +154,7 @@ impl Shipper {
             notes,
             book,
             holder,
+            last_look: Instant::now(),
         }
     }
 
@@ -345,6 +355,17 @@ impl Shipper {
             Some(e) => self.status.failed(self.remote.url(), &e),
             None => self.status.recovered(self.remote.url()),
         }
+        // What waits now, written while the round went included.
+        let (mut bytes, mut files) = (0, 0);
+        for t in self.tracked.values() {
+            let len = std::fs::metadata(&t.local).map_or(0, |m| m.len());
+            let shipped = t.shipped.unwrap_or(0);
+            if len > shipped {
+                bytes += len - shipped;
+                files += 1;
+            }
+        }
+        self.status.set_behind(bytes, files);
         self.status
             .write_file_if_changed(&self.local, self.remote.url());
         true
@@ -373,7 +394,7 @@ impl Shipper {
     /// What the files need: asking the store, shipping, compacting, a lease. Files done are
     /// written to the ledger and forgotten.
     fn file_jobs(&mut self) -> Vec<(Option<PathBuf>, Job)> {
-        let now = Instant::now();
+        let since = std::mem::replace(&mut self.last_look, Instant::now());
         let mut jobs = Vec::new();
         let mut behind = 0u64;
         let mut behind_files = 0u64;
@@ -405,7 +426,7 @@ impl Shipper {
             }
             t.inode = meta.ino();
             if len > shipped {
-                t.waiting_since.get_or_insert(now);
+                t.waiting_since.get_or_insert(since);
                 behind += len - shipped;
                 behind_files += 1;
                 let mut epoch = None;

@@ -63,8 +63,9 @@ pub struct Report {
     pub shipped_bytes: u64,
     /// Parts written by this process.
     pub parts: u64,
-    /// Time from bytes being seen on disk to their being in the store, over the last
-    /// shipments: median, 99th percentile, worst (milliseconds).
+    /// Time from bytes being written to the local disk (at the earliest: the start of the last
+    /// look that found none waiting) to their being in the store, over the last shipments:
+    /// median, 99th percentile, worst (milliseconds).
     pub lag_ms: [u32; 3],
 }
 
@@ -97,12 +98,11 @@ impl Status {
         }
     }
 
-    /// `bytes` were shipped, `lag` after they were first seen waiting.
+    /// `bytes` were shipped, `lag` after they were (at the earliest) written.
     pub(super) fn shipped(&self, bytes: u64, lag: Duration) {
         let mut s = self.lock();
         s.shipped_bytes += bytes;
         s.parts += 1;
-        s.behind_bytes = s.behind_bytes.saturating_sub(bytes);
         if s.lags_ms.len() == SAMPLES {
             s.lags_ms.pop_front();
         }

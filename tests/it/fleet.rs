@@ -595,3 +595,32 @@ fn session_list_with_scope_all_lists_every_host_s_sessions() {
     let (code, _) = client.finish();
     assert_eq!(code, 0);
 }
+
+#[test]
+fn no_redact_is_refused_with_a_store() {
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().display());
+    let a = Host::new(&url, &[]);
+    let journals = a.journals().display().to_string();
+    let (code, _, err) = run_with(
+        &a.env,
+        &[
+            "--journal-dir",
+            &journals,
+            "--store",
+            &url,
+            "--no-redact",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--no-redact cannot be used with --store"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read_dir(shared.path()).unwrap().next().is_none(),
+        "nothing reached the store"
+    );
+}

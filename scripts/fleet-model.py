@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""A model of a large fleet on S3, fed with what the fleet bench measures per request.
+
+    scripts/fleet-model.py [--hosts 10000] [--sessions-per-day 1000000] [--ship-interval 1]
+
+What one session and one host cost in requests follows from the shipper's rules (see
+src/fleet/shipper.rs): one part per ship interval while a file has new bytes, one lease record
+when a session is taken, one per third of --lease-ttl while it is held, one when it is given
+back, one compacted object (and deletes, which S3 does not charge) when a segment closes, a
+host's catalog shipped like a file. Request latencies are S3's published typical first-byte
+times (tens of ms), not this machine's loopback. Prices: S3 Standard list prices (us-east-1).
+"""
+import argparse
+
+PUT = 0.005 / 1000  # $ per PUT/COPY/POST/LIST request
+GET = 0.0004 / 1000  # $ per GET
+STORAGE = 0.023  # $ per GB-month
+S3_MS = 30  # typical first-byte latency of one S3 request, ms
+IN_FLIGHT = 16  # requests a reader keeps in flight (src/fleet/pull.rs, from_store.rs)
+
+p = argparse.ArgumentParser()
+p.add_argument("--hosts", type=int, default=10_000)
+p.add_argument("--sessions-per-day", type=int, default=1_000_000)
+p.add_argument("--ship-interval", type=float, default=1.0)
+p.add_argument("--lease-ttl", type=float, default=30.0)
+# A session as the adapters' users have them: 30 turns over 40 minutes, each turn streaming
+# updates for 30 s; journal bytes per session from the bench (37 B per message on disk, about
+# 150 messages a turn).
+p.add_argument("--turns", type=int, default=30)
+p.add_argument("--streaming-s", type=float, default=30.0)
+p.add_argument("--session-minutes", type=float, default=40.0)
+p.add_argument("--bytes-per-session", type=float, default=30 * 150 * 37)
+a = p.parse_args()
+
+writing_s = a.turns * a.streaming_s
+part_puts = writing_s / a.ship_interval  # session segment: one part per interval with new bytes
+conn_puts = part_puts  # its run's connection segment grows in the same intervals (one per host
+# process, shared by its sessions: counted per session as an upper bound)
+lease_puts = 1 + a.session_minutes * 60 / (a.lease_ttl / 3) + 1
+close_puts = 1 + 1  # compaction + the epoch marker
+per_session = part_puts + conn_puts + lease_puts + close_puts
+# A host's catalog changes at most once a second (facts coalesced), while any of its sessions
+# streams: the fleet's writing seconds spread over its hosts, capped at a day.
+day = 86_400
+busy_s = min(day, a.sessions_per_day * writing_s / a.hosts)
+catalog_puts = a.hosts * busy_s / a.ship_interval
+
+puts = a.sessions_per_day * per_session + catalog_puts
+objects_kept = a.sessions_per_day * (2 + 1)  # compacted session + connection parts, one lease
+gb_month = a.sessions_per_day * 30 * a.bytes_per_session * 2 / 1e9
+
+print(f"hosts {a.hosts}, sessions/day {a.sessions_per_day}, ship interval {a.ship_interval} s")
+print(f"requests per session: {per_session:,.0f} PUT (parts {part_puts:,.0f} + connection "
+      f"{conn_puts:,.0f} + lease {lease_puts:,.0f} + close {close_puts})")
+print(f"catalog PUTs per day: {catalog_puts:,.0f}")
+print(f"PUTs per day: {puts:,.0f} = ${puts * PUT:,.0f}/day")
+print(f"objects kept per day: {objects_kept:,.0f}; storage after 30 days: {gb_month:,.1f} GB "
+      f"= ${gb_month * STORAGE:,.2f}/month")
+lists = a.hosts / 1000 + 1  # LIST hosts/ (1000 a page), then per host: LIST + GET
+list_s = (lists * S3_MS + a.hosts * 2 * S3_MS / IN_FLIGHT) / 1000
+print(f"list over the fleet (cold): {a.hosts * 2 + lists:,.0f} requests, ~{list_s:,.1f} s; "
+      f"${(a.hosts * GET + a.hosts * PUT):.3f} per cold list")
+load_ms = 2 * S3_MS + 3 * S3_MS + (1 + 1) * S3_MS  # LIST + GET parts | lease LIST+GET+PUT | 2 segments
+print(f"load of a closed session on another host: ~{load_ms} ms of requests + the replay")

@@ -702,11 +702,13 @@ pub fn ws_call(
     }
 }
 
+/// The process's own resident memory (`RssAnon`, KiB): what it allocated, not the pages of its
+/// binary and libraries it has touched, which grow with the binary's size and hold no message.
 pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix("RssAnon:"))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap()

@@ -2,10 +2,13 @@
 //! into a private local copy of the store (`$XDG_CACHE_HOME/acp-journal/stores/<tag>/`, laid
 //! out as a journal directory), and the command reads that. Every host's catalog is pulled
 //! first (one listing and one small read per host, never a read per session); then the
-//! segments of the sessions the command names, or of every session when it names none. Pulling
-//! again fetches only what is new.
+//! segments of the sessions the command names, or of every session when it names none (for
+//! `watch`, every open one). Pulling again fetches only what is new; `watch`'s copy is kept up
+//! to date while it runs.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 
 use futures_util::StreamExt;
 
@@ -17,6 +20,8 @@ use crate::journal::Store;
 
 /// Sessions pulled at once.
 const PULLS: usize = 8;
+/// How often `watch`'s copy is brought up to date.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether `command` reads journals (and so reads the store with `--store`).
 pub(super) fn reads(command: &Command) -> bool {
@@ -32,24 +37,83 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Rerun(_)
             | Command::Diff(_)
             | Command::Bundle(_)
+            | Command::Watch(_)
     )
 }
 
-/// What `command` names: session IDs, prefixes or files (`None`: every session).
-fn named(command: &Command) -> Option<Vec<String>> {
+/// The sessions a command reads.
+enum Wanted {
+    /// These IDs, prefixes or files.
+    Named(Vec<String>),
+    /// Every session.
+    All,
+    /// The sessions still open (`watch` without names).
+    Open,
+}
+
+/// What `command` reads.
+fn wanted(command: &Command) -> Wanted {
     match command {
-        Command::List(_) => Some(Vec::new()),
-        Command::Show(a) => Some(vec![a.session.clone()]),
-        Command::Bundle(a) => Some(vec![a.session.clone()]),
-        Command::Rerun(a) => Some(vec![a.source.clone()]),
-        Command::Diff(a) => Some(vec![a.a.clone(), a.b.clone()]),
-        Command::Replay(a) => Some(a.sources.clone()),
-        Command::Export(a) => Some(a.sessions.clone()),
-        Command::Search(a) => a.session.clone().map(|s| vec![s]),
-        Command::Stats(a) => a.session.clone().map(|s| vec![s]),
-        Command::Verify(a) if !a.targets.is_empty() => Some(a.targets.clone()),
-        _ => None,
+        Command::List(_) => Wanted::Named(Vec::new()),
+        Command::Show(a) => Wanted::Named(vec![a.session.clone()]),
+        Command::Bundle(a) => Wanted::Named(vec![a.session.clone()]),
+        Command::Rerun(a) => Wanted::Named(vec![a.source.clone()]),
+        Command::Diff(a) => Wanted::Named(vec![a.a.clone(), a.b.clone()]),
+        Command::Replay(a) => Wanted::Named(a.sources.clone()),
+        Command::Export(a) => Wanted::Named(a.sessions.clone()),
+        Command::Search(a) => a
+            .session
+            .clone()
+            .map_or(Wanted::All, |s| Wanted::Named(vec![s])),
+        Command::Stats(a) => a
+            .session
+            .clone()
+            .map_or(Wanted::All, |s| Wanted::Named(vec![s])),
+        Command::Verify(a) if !a.targets.is_empty() => Wanted::Named(a.targets.clone()),
+        Command::Watch(a) if !a.sessions.is_empty() => Wanted::Named(a.sessions.clone()),
+        Command::Watch(_) => Wanted::Open,
+        _ => Wanted::All,
     }
+}
+
+/// The IDs `wanted` names among `sessions`: an ID, else a unique prefix (an ambiguous one is
+/// left for the command to report).
+fn ids(wanted: &Wanted, sessions: &[crate::catalog::SessionSummary]) -> Vec<String> {
+    match wanted {
+        Wanted::All => sessions.iter().map(|s| s.session.clone()).collect(),
+        Wanted::Open => sessions
+            .iter()
+            .filter(|s| s.open && !s.deleted)
+            .map(|s| s.session.clone())
+            .collect(),
+        Wanted::Named(names) => names
+            .iter()
+            .flat_map(|name| {
+                if let Some(s) = sessions.iter().find(|s| &s.session == name) {
+                    return vec![s.session.clone()];
+                }
+                let prefixed: Vec<String> = sessions
+                    .iter()
+                    .filter(|s| s.session.starts_with(name.as_str()))
+                    .map(|s| s.session.clone())
+                    .collect();
+                if prefixed.len() == 1 {
+                    prefixed
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The segments written on now, by the catalogs: the latest of each open session.
+fn live_segments(sessions: &[crate::catalog::SessionSummary]) -> HashSet<String> {
+    sessions
+        .iter()
+        .filter(|s| s.open && !s.deleted)
+        .filter_map(|s| s.segments.last().cloned())
+        .collect()
 }
 
 /// The local copy of the store at `url` (and the endpoint the environment gives, for
@@ -110,47 +174,84 @@ pub(super) fn catalog_copy(url: &str) -> anyhow::Result<Store> {
     Ok(open(url)?.copy)
 }
 
-/// Pull what `command` reads from the store at `url`; returns the local copy to read.
+/// Pull what `command` reads from the store at `url`; returns the local copy to read. For
+/// `watch`, the copy is kept up to date every second on a thread of its own (the catalogs, the
+/// sessions followed, which segments are written on), so `watch` follows it as it grows.
 ///
 /// # Errors
 /// The store cannot be opened or read, or the local copy cannot be written.
 pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> {
-    let Opened {
-        remote,
-        copy,
-        runtime,
-    } = open(url)?;
-    let sessions = copy.sessions_with(false)?;
-    let ids: Vec<&str> = match named(command) {
-        None => sessions.iter().map(|s| s.session.as_str()).collect(),
-        Some(names) => names
-            .iter()
-            .flat_map(|name| {
-                let exact = sessions.iter().find(|s| &s.session == name);
-                let prefixed: Vec<&str> = sessions
-                    .iter()
-                    .filter(|s| s.session.starts_with(name.as_str()))
-                    .map(|s| s.session.as_str())
-                    .collect();
-                // An ambiguous prefix is left for the command to report.
-                match exact {
-                    Some(s) => vec![s.session.as_str()],
-                    None if prefixed.len() == 1 => prefixed,
-                    None => Vec::new(),
-                }
-            })
-            .collect(),
-    };
-    runtime.block_on(async {
-        let pulls = ids.iter().map(|id| pull::session(&remote, &copy, id));
-        let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
-        while let Some(result) = results.next().await {
-            let pulled = result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-            warn(url, &pulled.skipped);
-        }
-        anyhow::Ok(())
-    })?;
+    let opened = open(url)?;
+    let wanted = wanted(command);
+    let sessions = opened.copy.sessions_with(false)?;
+    let named = ids(&wanted, &sessions);
+    opened.pull(url, &named)?;
+    if !matches!(command, Command::Watch(_)) {
+        return Ok(opened.copy);
+    }
+    let live = Arc::new(RwLock::new(live_segments(&sessions)));
+    let copy = opened.copy.clone().with_live(live.clone());
+    let url = url.to_string();
+    std::thread::Builder::new()
+        .name("store-copy".into())
+        .spawn(move || opened.refresh(&url, &wanted, named, &live))?;
     Ok(copy)
+}
+
+impl Opened {
+    /// Pull sessions `ids` into the copy.
+    fn pull(&self, url: &str, ids: &[String]) -> anyhow::Result<()> {
+        self.runtime.block_on(async {
+            let pulls = ids
+                .iter()
+                .map(|id| pull::session(&self.remote, &self.copy, id));
+            let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
+            while let Some(result) = results.next().await {
+                let pulled = result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+                warn(url, &pulled.skipped);
+            }
+            anyhow::Ok(())
+        })
+    }
+
+    /// Every second: the catalogs, then the sessions followed (named ones, or every open one),
+    /// then which segments are live. A failing store is said once and tried again.
+    fn refresh(
+        self,
+        url: &str,
+        wanted: &Wanted,
+        named: Vec<String>,
+        live: &RwLock<HashSet<String>>,
+    ) {
+        let mut failing = false;
+        loop {
+            std::thread::sleep(REFRESH);
+            let refreshed = self
+                .runtime
+                .block_on(pull::catalogs(&self.remote, &self.copy))
+                .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))
+                .and_then(|_| Ok(self.copy.sessions_with(false)?))
+                .and_then(|sessions| {
+                    let ids = match wanted {
+                        Wanted::Named(_) => named.clone(),
+                        _ => ids(wanted, &sessions),
+                    };
+                    self.pull(url, &ids)?;
+                    Ok(live_segments(&sessions))
+                });
+            match refreshed {
+                Ok(now) => {
+                    *live.write().unwrap_or_else(|p| p.into_inner()) = now;
+                    failing = false;
+                }
+                Err(e) if !failing => {
+                    eprintln!("acp-journal: {e:#} (trying again every second)");
+                    failing = true;
+                }
+                Err(_) => {}
+            }
+        }
+    }
 }
 
 /// Pull session `id` from the store at `url` into the journal directory `local` (for `fork

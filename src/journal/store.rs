@@ -11,9 +11,11 @@
 //! can name a path outside `sessions/`, and two distinct IDs never share a key, even on
 //! case-insensitive file systems.
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 
@@ -66,6 +68,8 @@ fn segment_names(stem: &str) -> impl Iterator<Item = String> + '_ {
 pub struct Store {
     root: PathBuf,
     mirror: bool,
+    /// In a mirror kept up to date, the segments whose writers (on other hosts) are live.
+    live: Option<Arc<RwLock<HashSet<String>>>>,
 }
 
 impl Store {
@@ -74,6 +78,7 @@ impl Store {
         Store {
             root: root.into(),
             mirror: false,
+            live: None,
         }
     }
 
@@ -83,7 +88,15 @@ impl Store {
         Store {
             root: root.into(),
             mirror: true,
+            live: None,
         }
+    }
+
+    /// This mirror, its live segments told by `live` (segment paths relative to the root, kept
+    /// up to date by whoever refreshes the copy): what [`Store::writer_alive`] answers.
+    pub fn with_live(mut self, live: Arc<RwLock<HashSet<String>>>) -> Store {
+        self.live = Some(live);
+        self
     }
 
     /// Whether this is a local copy of a shared store ([`Store::mirror`]).
@@ -177,12 +190,16 @@ impl Store {
     }
 
     /// True while the proxy that writes `segment` (relative to the root) is running: the pid in
-    /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process (never in a
-    /// [`Store::mirror`]).
+    /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process (in a
+    /// [`Store::mirror`]: what [`Store::with_live`] was given says, else never).
     pub fn writer_alive(&self, segment: &str) -> bool {
         if self.mirror {
-            // Written on another host: no process here tells.
-            return false;
+            // Written on another host: no process here tells; the store's catalogs may.
+            return self.live.as_ref().is_some_and(|live| {
+                live.read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains(segment)
+            });
         }
         let name = segment.rsplit('/').next().unwrap_or(segment);
         let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);

@@ -624,3 +624,61 @@ fn no_redact_is_refused_with_a_store() {
         "nothing reached the store"
     );
 }
+
+#[test]
+fn watch_follows_a_live_session_of_another_host_through_the_store() {
+    let store = S3sFs::start();
+    let url = store.url("fleet");
+    let a = Host::new(&url, &store.env());
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    client.prompt(&session, "said before watching");
+    let c = Host::new(&url, &store.env());
+    eventually("the first turn in the store", || {
+        let (_, out, _) = c.cli(&["show", &session]);
+        (!out.contains("said before watching")).then_some(out)
+    });
+    let journals = c.journals().display().to_string();
+    let mut watch = std::process::Command::new(bin())
+        .args([
+            "--journal-dir",
+            &journals,
+            "--store",
+            &url,
+            "watch",
+            &session,
+        ])
+        .envs(c.env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        out
+    });
+    client.prompt(&session, "said while watching");
+    // The session ends on A: watch sees its end in the store and ends too.
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = watch.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = watch.kill();
+            panic!("watch did not end after the session did");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = reader.join().unwrap();
+    assert!(status.success(), "{status}: {out}");
+    assert!(
+        out.contains("said before watching") && out.contains("said while watching"),
+        "{out}"
+    );
+}

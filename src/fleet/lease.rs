@@ -239,8 +239,11 @@ pub struct Holder {
     pub ttl: Duration,
     /// Take sessions whoever holds them (`--takeover`).
     pub takeover: bool,
-    /// The store enforces create-if-absent: the probe's finding, `None` until it has one.
+    /// The store enforces create-if-absent: the probe's finding, `None` until it has one or
+    /// when the store did not answer it.
     pub conditional: Option<bool>,
+    /// The probe is over (whatever it found).
+    pub probed: bool,
 }
 
 /// Now, in Unix microseconds.

@@ -62,7 +62,6 @@ struct Inner {
     host: String,
     runtime: Option<tokio::runtime::Runtime>,
     notes: mpsc::UnboundedSender<Note>,
-    status: Arc<Status>,
     book: Arc<Mutex<Book>>,
     holder: Arc<Mutex<Holder>>,
     /// The store's sessions as last listed, and when.
@@ -122,6 +121,7 @@ impl Fleet {
             ttl: options.lease_ttl,
             takeover: options.takeover,
             conditional: None,
+            probed: false,
         }));
         let shipper = Shipper::new(
             remote.clone(),
@@ -137,11 +137,15 @@ impl Fleet {
         let (probe_remote, probe_host, probed) = (remote.clone(), host.clone(), holder.clone());
         runtime.spawn(async move {
             let found = probe(&probe_remote, &probe_host).await;
-            probed.lock().unwrap_or_else(|p| p.into_inner()).conditional = match found {
-                Probe::Enforced => Some(true),
-                Probe::Ignored => Some(false),
-                Probe::Failed(_) => None,
-            };
+            {
+                let mut holder = probed.lock().unwrap_or_else(|p| p.into_inner());
+                holder.conditional = match found {
+                    Probe::Enforced => Some(true),
+                    Probe::Ignored => Some(false),
+                    Probe::Failed(_) => None,
+                };
+                holder.probed = true;
+            }
             match found {
                 Probe::Enforced => tracing::info!(
                     "object store {}: reachable, conditional writes enforced (this host is {probe_host})",
@@ -167,7 +171,6 @@ impl Fleet {
                 host,
                 runtime: Some(runtime),
                 notes,
-                status,
                 book,
                 holder,
                 listed: Mutex::new(None),
@@ -178,16 +181,6 @@ impl Fleet {
     /// The store's URL.
     pub fn url(&self) -> &str {
         self.inner.remote.url()
-    }
-
-    /// This journal directory's name in the store (`hosts/<host>/`).
-    pub fn host(&self) -> &str {
-        &self.inner.host
-    }
-
-    /// The shipper's figures.
-    pub fn status(&self) -> &Status {
-        &self.inner.status
     }
 
     /// This process's run (its lease records name it; a host that takes a session over fences
@@ -210,12 +203,21 @@ impl Fleet {
         let Some(runtime) = &self.inner.runtime else {
             return Err("the store's runtime is gone".into());
         };
-        let holder = self
-            .inner
-            .holder
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        // What the store does with conditional writes decides how a session may move: the
+        // probe, started with the process, is waited for (briefly).
+        let waited = Instant::now();
+        let holder = loop {
+            let holder = self
+                .inner
+                .holder
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if holder.probed || waited.elapsed() > PULL_TIMEOUT {
+                break holder;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let acquired = runtime.block_on(async {
             tokio::time::timeout(
                 PULL_TIMEOUT,

@@ -74,11 +74,6 @@ impl Status {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Bytes waiting to be shipped.
-    pub fn behind_bytes(&self) -> u64 {
-        self.lock().behind_bytes
-    }
-
     /// The store's requests fail.
     pub fn failing(&self) -> bool {
         self.lock().health == Health::Down

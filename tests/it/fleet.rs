@@ -123,6 +123,21 @@ fn read_from_the_store_alone(url: &str, env: &[(String, String)]) {
         !c.journals().join("sessions").exists(),
         "the reader's own journal directory stays untouched"
     );
+    // The local copy is as private as a journal directory.
+    let copy = c.dir.path().join("cache/acp-journal/stores");
+    let mut dirs = vec![copy];
+    while let Some(dir) = dirs.pop() {
+        use std::os::unix::fs::PermissionsExt;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            if entry.path().is_dir() {
+                assert_eq!(mode, 0o700, "{}", entry.path().display());
+                dirs.push(entry.path());
+            } else {
+                assert_eq!(mode, 0o600, "{}", entry.path().display());
+            }
+        }
+    }
     // A fork made from the store goes to the store: a third machine reads it.
     let (code, out, err) = c.cli(&["fork", &session[..8]]);
     assert_eq!(code, 0, "{err}");
@@ -156,7 +171,7 @@ fn a_session_killed_on_one_host_continues_on_another() {
         Host::new(&store.url("fleet"), &store.env()),
         Host::new(&store.url("fleet"), &store.env()),
     );
-    let mut client = a.proxy(&Peers::get().py_echo_agent(), &["--lease-ttl", "3"]);
+    let mut client = a.proxy(&Peers::get().py_echo_agent(), &["--lease-ttl", "8"]);
     client.initialize();
     let session = client.new_session("/tmp");
     for prompt in ["one on a", "two on a"] {
@@ -177,9 +192,15 @@ fn a_session_killed_on_one_host_continues_on_another() {
     let (_, refused) = client.load(&session, "/tmp");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("is being continued on host"), "{refused}");
-    std::thread::sleep(Duration::from_secs(3));
     // …then the session is B's, fenced off from anything A might still ship.
-    let (updates, answer) = client.load(&session, "/tmp");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (updates, answer) = loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let (updates, answer) = client.load(&session, "/tmp");
+        if answer.get("result").is_some() || Instant::now() > deadline {
+            break (updates, answer);
+        }
+    };
     assert!(answer.get("result").is_some(), "{answer}");
     let said = texts(&updates);
     assert!(
@@ -267,6 +288,12 @@ pub(crate) fn refused_at_start_and_kept_locally(url: &str, env: &[(String, Strin
         err.contains(&format!("object store {url} refused acp-journal at start")),
         "{err}"
     );
+    // No credential reaches the log.
+    for (name, value) in env {
+        if name.ends_with("SECRET_ACCESS_KEY") {
+            assert!(!err.contains(value.as_str()), "{err}");
+        }
+    }
     let (code, out, e) = crate::util::run_cli_store(&a.journals(), &["show", &session]);
     assert_eq!(code, 0, "{e}");
     assert!(out.contains("kept locally"), "{out}");

@@ -192,10 +192,7 @@ pub fn reports(local: &Store) -> Vec<Report> {
         .flatten()
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice::<Report>(&b).ok())
-        .filter(|r| {
-            std::fs::read_to_string(format!("/proc/{}/comm", r.pid))
-                .is_ok_and(|c| c.trim() == "acp-journal")
-        })
+        .filter(|r| crate::journal::store::acp_journal_running(r.pid))
         .collect();
     out.sort_by_key(|r| r.pid);
     out

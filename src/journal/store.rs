@@ -204,12 +204,16 @@ impl Store {
         let name = segment.rsplit('/').next().unwrap_or(segment);
         let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);
         let run = stem.split('.').take(2).collect::<Vec<_>>().join(".");
-        let Some(pid) = run.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            return false;
-        };
-        fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|comm| comm.trim() == "acp-journal")
+        run.rsplit('-')
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some_and(acp_journal_running)
     }
+}
+
+/// Whether process `pid` is an `acp-journal` on this machine.
+pub fn acp_journal_running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "acp-journal")
 }
 
 /// A run's name, `<UTC time>-<pid>` (e.g. `20261121T214153.123456Z-4242`): sortable, unique

@@ -889,7 +889,10 @@ mod tests {
     fn open(session: &str, t: i64) -> CatalogEntry {
         CatalogEntry::Open {
             session: session.into(),
-            segment: format!("sessions/{session}/{t}.acpj.zst"),
+            segment: format!(
+                "sessions/{}/{t}.acpj.zst",
+                crate::journal::store::session_key(session)
+            ),
             cwd: Some("/w".into()),
             agent: Some("agent".into()),
             agent_name: None,
@@ -974,7 +977,7 @@ mod tests {
         let CatalogEntry::Open { segment, .. } = &open else {
             unreachable!()
         };
-        std::fs::create_dir_all(dir.path().join("sessions/S")).unwrap();
+        std::fs::create_dir_all(store.session_dir("S")).unwrap();
         std::fs::write(dir.path().join(segment), b"").unwrap();
         store.append_catalog(&open).unwrap();
         // An entry written before the count existed stands for one turn.

@@ -348,7 +348,10 @@ mod tests {
         let (mut service, mut answers) = CatalogService::start(store.clone(), scope);
         service.append(CatalogEntry::Open {
             session: "S".into(),
-            segment: "sessions/S/x.acpj.zst".into(),
+            segment: format!(
+                "sessions/{}/x.acpj.zst",
+                crate::journal::store::session_key("S")
+            ),
             cwd: Some("/nowhere".into()),
             agent: Some("agent".into()),
             agent_name: None,

@@ -1162,7 +1162,10 @@ fn opened_elsewhere(store: &Store, session: &str, cwd: &str) {
         store,
         &[crate::catalog::CatalogEntry::Open {
             session: session.into(),
-            segment: format!("sessions/s{session}/0.acpj.zst"),
+            segment: format!(
+                "sessions/{}/0.acpj.zst",
+                crate::journal::store::session_key(session)
+            ),
             cwd: Some(cwd.into()),
             agent: None,
             agent_name: None,

@@ -8,7 +8,7 @@
 //! on an `O_APPEND` file, so concurrent proxies never interleave inside a line) and can be
 //! rebuilt from the segments, which are the truth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::journal::private::create_private_file;
-use crate::journal::store::segments_in;
+use crate::journal::store::{is_segment_of, segments_in};
 use crate::journal::{Body, Event, SegmentReader, Store, Tail};
 use crate::wire::Side;
 
@@ -153,6 +153,54 @@ pub enum CatalogEntry {
     },
 }
 
+impl CatalogEntry {
+    /// The session the entry speaks of (a `Close` names its segment instead).
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            CatalogEntry::Open { session, .. }
+            | CatalogEntry::Alias { session, .. }
+            | CatalogEntry::Info { session, .. }
+            | CatalogEntry::Prompt { session, .. }
+            | CatalogEntry::Rename { session, .. }
+            | CatalogEntry::Archive { session, .. }
+            | CatalogEntry::Delete { session, .. }
+            | CatalogEntry::State { session, .. }
+            | CatalogEntry::TurnEnded { session, .. }
+            | CatalogEntry::Usage { session, .. } => Some(session),
+            CatalogEntry::Close { .. } => None,
+        }
+    }
+}
+
+/// One host's catalog as a reader of the shared store takes it: a host speaks only for the
+/// sessions it opened there (an `Open` naming a segment of that very session) and for those
+/// segments; whatever else it says about other hosts' sessions is left out.
+#[derive(Debug, Default)]
+pub struct HostScope {
+    sessions: HashSet<String>,
+    segments: HashSet<String>,
+}
+
+impl HostScope {
+    /// Whether `entry`, the next of the host's catalog, is the host's to say.
+    pub fn admits(&mut self, entry: &CatalogEntry) -> bool {
+        match entry {
+            CatalogEntry::Open {
+                session, segment, ..
+            } => {
+                let ok = is_segment_of(segment, session);
+                if ok {
+                    self.sessions.insert(session.clone());
+                    self.segments.insert(segment.clone());
+                }
+                ok
+            }
+            CatalogEntry::Close { segment, .. } => self.segments.contains(segment),
+            other => other.session().is_some_and(|s| self.sessions.contains(s)),
+        }
+    }
+}
+
 fn one() -> u64 {
     1
 }
@@ -252,6 +300,11 @@ impl Summaries {
                 git_branch,
                 t,
             } => {
+                // A catalog names only segments of the session itself: never a path out of
+                // the journal directory, nor another session's.
+                if !is_segment_of(&segment, &session) {
+                    return None;
+                }
                 let s = self
                     .by_id
                     .entry(session.clone())

@@ -114,6 +114,7 @@ pub struct ProxyArgs {
 
     /// Which journaled sessions `session/list` shows: those of this agent (the same command
     /// line), or every agent's (`all`; each row names the agent in `_meta.acpJournal.agent`).
+    /// With --store, either scope includes the sessions every host shipped to the store.
     #[arg(long, value_enum, default_value = "agent", value_name = "SCOPE")]
     pub list_scope: ListScope,
 
@@ -141,9 +142,11 @@ pub struct ProxyArgs {
     pub ship_interval: Duration,
 
     /// With --store: seconds a host's hold on a session it continues lasts unless renewed (it
-    /// renews every third of it). A host that dies without giving its sessions back holds them
-    /// this long.
-    #[arg(long, default_value = "30", value_name = "SECS", value_parser = parse_timeout)]
+    /// renews every third of it: one small write per held session every 5 s by default). A
+    /// host that dies without giving its sessions back holds them this long: another host asked
+    /// for one waits at most this plus a tenth (timed on its own clock from its first look),
+    /// then continues the same session.
+    #[arg(long, default_value = "15", value_name = "SECS", value_parser = parse_timeout)]
     pub lease_ttl: Duration,
 
     /// With --store: continue a session even while another host holds it, or when the store

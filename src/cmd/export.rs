@@ -10,12 +10,12 @@ use anyhow::Context;
 use super::records::{Step, file_name, redacted_line, walk};
 use crate::catalog::Catalog;
 use crate::cli::{ExportArgs, ExportFormat};
-use crate::journal::{Body, Header, Store, Tail};
+use crate::journal::{Body, Header, Store, Tail, mark};
 use crate::otel::http::Endpoint;
 use crate::otel::otlp;
 use crate::otel::spans::{Span, SpanBuilder};
 use crate::proto::redact;
-use crate::render::html::HtmlPage;
+use crate::render::html::{HtmlPage, beyond_store_note};
 use crate::render::{SessionFacts, Style, Transcript, utc};
 
 /// Write the export to `-o FILE` or stdout (or, for OTLP with `--endpoint`, POST it).
@@ -83,12 +83,19 @@ fn facts(header: &Header, runs: usize, redact: bool) -> SessionFacts {
     facts
 }
 
-/// Say on stderr where a damaged segment's readable part ends.
+/// Say on stderr where a damaged segment's readable part ends, and what of it never reached
+/// the shared store.
 fn warn(path: &Path, tail: &Tail) {
     if tail.is_damaged() {
         eprintln!(
             "acp-journal: {}: {tail}; exported up to there",
             path.display()
+        );
+    }
+    if let Some(bytes) = mark::beyond_store(path) {
+        eprintln!(
+            "acp-journal: {}",
+            beyond_store_note(&path.display().to_string(), bytes)
         );
     }
 }
@@ -156,7 +163,11 @@ fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Res
         (Step::Record(record), Some(page)) => page.record(record),
         (Step::End { path, tail }, Some(page)) => {
             warn(path, tail);
-            page.damage(&file_name(path), tail)
+            page.damage(&file_name(path), tail)?;
+            match mark::beyond_store(path) {
+                Some(bytes) => page.beyond_store(&file_name(path), bytes),
+                None => Ok(()),
+            }
         }
         _ => Ok(()),
     })?;

@@ -282,16 +282,24 @@ pub(super) fn publish(
     session: &str,
     within: std::time::Duration,
 ) -> anyhow::Result<()> {
+    let segments = crate::journal::store::segments_in(&local.session_dir(session))?;
+    // The fork's segments were written by this process, under a run of their own.
+    let run = segments
+        .first()
+        .and_then(|s| crate::journal::SegmentReader::open(s).ok())
+        .map(|r| r.header().run.clone())
+        .unwrap_or_default();
     let fleet = crate::fleet::Fleet::start(
         url,
         local.clone(),
+        &run,
         crate::fleet::Options {
             ship_interval: std::time::Duration::from_millis(200),
             lease_ttl: std::time::Duration::from_secs(30),
             takeover: false,
         },
     )?;
-    for path in crate::journal::store::segments_in(&local.session_dir(session))? {
+    for path in segments {
         fleet.opened(&path);
         fleet.closed(&path);
     }

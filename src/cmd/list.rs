@@ -92,12 +92,18 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `closed`; or, with a segment never closed, `live` while its writer runs, else `torn` (its
-/// proxy was killed: the journal ends without its end marker).
-/// `live` while a proxy writes it; `closed` when its latest run ended cleanly (an earlier run
-/// killed and continued is history, not the session's state); else `torn`.
+/// `stranded` when this disk holds records of it that never reached the shared store (another
+/// host continued it from what the store had); else `live` while a proxy writes it; `closed`
+/// when its latest run ended cleanly (an earlier run killed and continued is history, not the
+/// session's state); else `torn`.
 fn state(store: &Store, s: &SessionSummary) -> &'static str {
-    if !s.open {
+    if !store.is_mirror()
+        && s.segments
+            .iter()
+            .any(|seg| crate::journal::mark::beyond_store(&store.root().join(seg)).is_some())
+    {
+        "stranded"
+    } else if !s.open {
         "closed"
     } else if store.is_mirror() {
         // Its writer runs (or ran) on another host.

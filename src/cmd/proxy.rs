@@ -110,6 +110,8 @@ pub(super) fn shell_config(
     shared: Option<&str>,
 ) -> anyhow::Result<ShellConfig> {
     let grace = args.grace;
+    let run =
+        crate::journal::store::run_id(jiff::Timestamp::now().as_microsecond(), std::process::id());
     let fleet = match shared {
         Some(_) if args.no_redact => anyhow::bail!(
             "--no-redact cannot be used with --store: journals leave this machine redacted"
@@ -117,6 +119,7 @@ pub(super) fn shell_config(
         Some(url) => Some(Fleet::start(
             url,
             store.clone(),
+            &run,
             crate::fleet::Options {
                 ship_interval: args.ship_interval,
                 lease_ttl: args.lease_ttl,
@@ -127,6 +130,7 @@ pub(super) fn shell_config(
     };
     Ok(ShellConfig {
         agent,
+        run,
         store,
         fsync: args.fsync,
         core: crate::proto::Config {

@@ -97,10 +97,14 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
     let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (i64::MAX, i64::MIN);
     let (mut restarts, mut host_drops) = (0u64, 0u64);
+    let mut beyond = Vec::new();
     for (_, segments) in targets(store, args.session.as_deref(), None)? {
         sessions += 1;
         for path in segments {
             stored += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if let Some(bytes) = crate::journal::mark::beyond_store(&path) {
+                beyond.push((path.clone(), bytes));
+            }
             let Ok(reader) = SegmentReader::open(&path) else {
                 continue;
             };
@@ -174,6 +178,11 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
             out,
             "{host_drops} dropped connections to the host (the bridge connected again)"
         )?;
+    }
+    // What this machine's journals hold that the shared store never will.
+    for (path, bytes) in &beyond {
+        let note = crate::render::html::beyond_store_note(&path.display().to_string(), *bytes);
+        writeln!(out, "{note}")?;
     }
     // What this machine's running proxies have not shipped to their store yet.
     for r in crate::fleet::status::reports(local) {

@@ -7,7 +7,9 @@
 //!   sessions/<key>/<segment>/epoch-<epoch>   the lease epoch it was written under
 //!   connections/<segment>/<start>-<end>      the bytes of a connection segment
 //!   hosts/<host>/catalog.ndjson/<start>-<end>  a host's catalog, zstd-compressed per part
-//!   leases/<key>/<seq>                        the session's lease records, create-only
+//!   leases/<key>/lease                        the session's lease, replaced by compare-and-swap
+//!   leases/<key>/epoch-<n>                    who took epoch n, create-only
+//!   leases/<key>/<seq>                        (the earlier layout's lease records: read for epochs)
 //!   probe/<host>-<nonce>                      the start-up check of conditional writes
 //! ```
 //!
@@ -47,6 +49,42 @@ pub fn lease_dir(key: &str) -> String {
     format!("leases/{key}")
 }
 
+/// The name of a session's lease object in its lease directory.
+pub const LEASE_OBJECT: &str = "lease";
+
+/// A session's lease object.
+pub fn lease_object(key: &str) -> String {
+    format!("leases/{key}/{LEASE_OBJECT}")
+}
+
+/// The record of who took epoch `epoch` of a session.
+pub fn epoch_record(key: &str, epoch: u64) -> String {
+    format!("leases/{key}/{}", epoch_name(epoch))
+}
+
+/// The epoch an epoch record's name gives (the same form as a segment's marker).
+pub fn parse_epoch_record(name: &str) -> Option<u64> {
+    parse_epoch_marker(name)
+}
+
+/// The epoch a segment's `epoch-<n>` marker names.
+pub fn parse_epoch_marker(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("epoch-")?;
+    (hex.len() == OFFSET_DIGITS)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
+}
+
+/// The run that wrote a segment, from its name: `<run>.acpj.zst`, or `<run>.<n>.acpj.zst`
+/// when the run has several segments of the session.
+pub fn run_of_segment(name: &str) -> Option<&str> {
+    let stem = name.strip_suffix(crate::journal::store::SEGMENT_SUFFIX)?;
+    match stem.rsplit_once('.') {
+        Some((run, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => Some(run),
+        _ => Some(stem),
+    }
+}
+
 /// A lease record's name: its sequence number, so that names sort in order.
 pub fn lease_name(seq: u64) -> String {
     format!("{seq:016x}")
@@ -80,6 +118,11 @@ pub enum Entry {
         /// Where the file ends.
         end: u64,
     },
+    /// The file was written under lease epoch `epoch`.
+    Epoch {
+        /// The epoch.
+        epoch: u64,
+    },
 }
 
 /// Parse the last component of an object under a file's directory.
@@ -91,6 +134,9 @@ pub fn parse_entry(name: &str) -> Option<Entry> {
     };
     if let Some(end) = name.strip_prefix("fence-") {
         return hex(end).map(|end| Entry::Fence { end });
+    }
+    if let Some(epoch) = parse_epoch_marker(name) {
+        return Some(Entry::Epoch { epoch });
     }
     let (start, end) = name.split_once('-')?;
     let (start, end) = (hex(start)?, hex(end)?);
@@ -122,14 +168,14 @@ pub fn chain(entries: &[Entry], from: u64) -> (Vec<Step>, u64) {
         .iter()
         .filter_map(|e| match e {
             Entry::Fence { end } => Some(*end),
-            Entry::Part { .. } => None,
+            Entry::Part { .. } | Entry::Epoch { .. } => None,
         })
         .min();
     let mut parts: Vec<(u64, u64)> = entries
         .iter()
         .filter_map(|e| match e {
             Entry::Part { start, end } => Some((*start, *end)),
-            Entry::Fence { .. } => None,
+            Entry::Fence { .. } | Entry::Epoch { .. } => None,
         })
         .collect();
     parts.sort_unstable();
@@ -187,6 +233,18 @@ mod tests {
             Some(("sessions/sa/r.acpj.zst", part(0, 4)))
         );
         assert_eq!(parse_lease_name(&lease_name(42)), Some(42));
+        assert_eq!(parse_entry(&epoch_name(3)), Some(Entry::Epoch { epoch: 3 }));
+        assert_eq!(parse_epoch_record(&epoch_name(7)), Some(7));
+        assert_eq!(parse_epoch_record("epoch-7"), None);
+        assert_eq!(
+            run_of_segment("20261121T214153.123456Z-4242.acpj.zst"),
+            Some("20261121T214153.123456Z-4242")
+        );
+        assert_eq!(
+            run_of_segment("20261121T214153.123456Z-4242.1.acpj.zst"),
+            Some("20261121T214153.123456Z-4242")
+        );
+        assert_eq!(run_of_segment("catalog.ndjson"), None);
     }
 
     #[test]

@@ -1,75 +1,426 @@
-//! Which host continues a session: an owner lease per session in the store, made of
-//! create-only records.
+//! Which host continues a session: one lease object per session, changed only by
+//! compare-and-swap, and one record per epoch.
 //!
-//! A session's lease is the sequence `leases/<key>/<seq>`: each record is created with
-//! create-if-absent, so of two hosts writing record `n + 1` exactly one succeeds — the store's
-//! conditional write is the only arbiter, no clock is trusted for it. The latest record says
-//! who holds the session, since which record (the **epoch**, which fences: it changes only when
-//! the session changes hands) and until when. A holder renews by writing the next record
-//! before its lease runs out; one whose next record is taken has lost the session and stops
-//! writing it. A host taking a session whose holder's lease ran out (or was never released,
-//! with `--takeover`) first writes a **fence** into each of the old holder's segments at the
-//! length the store has, so no reader ever mixes that writer's later parts into the session.
+//! ```text
+//! leases/<key>/lease            who continues the session now (JSON, see [`Lease`])
+//! leases/<key>/epoch-<n>        who took epoch n, and from whom (JSON, see [`EpochRecord`])
+//! ```
+//!
+//! - **One object, compare-and-swap.** The lease is created with create-if-absent and from
+//!   then on only replaced on the condition that it is still at the version the writer read
+//!   (`If-Match` on its ETag, or the generation on GCS): of two hosts changing it from one
+//!   version exactly one succeeds. It is never deleted, so no number is ever free again.
+//! - **A new epoch on every change of hands**, one past the highest the store knows of (the
+//!   lease's, every epoch record's, every segment's marker). Its record is created once and
+//!   never removed; each segment records the epoch it is written under, and readers replay a
+//!   segment only if the epoch it names was taken by the run that wrote it.
+//! - **Expiry on the observer's own clock** (the DynamoDB lock client's rule). A host that finds
+//!   the session held remembers the lease's version and when it first saw it; only when that
+//!   version has not changed for the holder's TTL plus a margin, by its own monotonic clock,
+//!   does it take the session. Two hosts' clocks are never compared. A lease that is not JSON is
+//!   a version like any other: it runs out the same way, and `--takeover` replaces it at once.
+//! - **The holder stops first.** It renews every third of the TTL, reading its clock before it
+//!   sends, and writes the session to the store only until `sent + TTL − margin`
+//!   (`CLOCK_BOOTTIME`): an observer first sees a version after it was sent, so whenever the
+//!   clocks' rates differ by less than margin/TTL the holder has stopped before anyone takes
+//!   over.
+//! - **Fences for what timing cannot cover** (a holder paused or cut off past its lease): a
+//!   taker writes `fence-<end>` into every segment of the session that is not its own run's, at
+//!   the length the store has, before it ships anything; readers stop each segment at its
+//!   fence.
+//!
+//! The decisions are pure functions of what was seen and when ([`judge`]); [`acquire`],
+//! [`renew`] and [`release`] do the requests.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use std::collections::HashMap;
-use std::time::Duration;
-
+use super::clock::Clock;
 use super::layout;
-use super::remote::{Error, Put, Remote};
+use super::remote::{Error, Remote, Version, Write, Written};
 use crate::journal::store::{SEGMENT_SUFFIX, session_key};
 
-/// One lease record.
+/// Largest lease or epoch record read.
+const MAX_RECORD: u64 = 64 * 1024;
+/// Longest TTL a lease may ask others to wait (a larger one, or a garbage one, counts as
+/// this much).
+pub const MAX_TTL: Duration = Duration::from_secs(600);
+/// How often a host waiting for a lease looks at it again.
+const POLL: Duration = Duration::from_secs(1);
+
+/// The lease object's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub struct Lease {
     /// The session ID.
     pub session: String,
-    /// This record's number.
-    pub seq: u64,
-    /// The record at which the holder took the session.
+    /// Raised on every change of hands.
     pub epoch: u64,
     /// The holding host (its journal directory's name).
     pub host: String,
     /// The holding run.
     pub run: String,
-    /// Unix microseconds when the lease runs out unless renewed.
-    pub expires: i64,
+    /// The holding process on its host.
+    #[serde(default)]
+    pub pid: u32,
+    /// How long the lease lasts unless renewed (milliseconds, by the holder's clock).
+    pub ttl_ms: u64,
+    /// Renewals within the epoch (each one makes a new version).
+    #[serde(default)]
+    pub beat: u64,
     /// Given back: anyone may take it.
     #[serde(default)]
     pub released: bool,
 }
 
-impl Record {
-    /// Whether another host may take the session at `now` without `--takeover`.
-    pub fn free(&self, now: i64) -> bool {
-        self.released || self.expires <= now
+impl Lease {
+    /// The TTL others wait out, bounded by [`MAX_TTL`].
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms).min(MAX_TTL)
     }
+
+    /// Whether `me` wrote it.
+    fn is(&self, me: &Identity) -> bool {
+        self.host == me.host && self.run == me.run
+    }
+}
+
+/// Who took an epoch (`leases/<key>/epoch-<n>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// The session ID.
+    pub session: String,
+    /// The epoch.
+    pub epoch: u64,
+    /// The host that took it.
+    pub host: String,
+    /// The run that took it (the only run whose segments may be written under it).
+    pub run: String,
+    /// Unix microseconds by the taker's wall clock: for people, never compared.
+    pub t: i64,
+    /// How it was taken.
+    pub how: How,
+    /// The lease it replaced, when that was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Lease>,
+}
+
+/// How a session changed hands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum How {
+    /// It had no lease.
+    New,
+    /// Its holder gave it back.
+    Released,
+    /// Its lease ran out (by the taker's clock).
+    Expired,
+    /// Its holder's process on this host is gone.
+    DeadRun,
+    /// `--takeover`.
+    Takeover,
+    /// A segment left by a run that ended before it took a lease (a crash within its first
+    /// shipment), shipped by a later start of its host.
+    Recovered,
+}
+
+/// This process, as its leases name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The journal directory's host name.
+    pub host: String,
+    /// The run.
+    pub run: String,
+    /// The process.
+    pub pid: u32,
+}
+
+/// How this process takes leases.
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    /// How long its leases last unless renewed.
+    pub ttl: Duration,
+    /// Take sessions whoever holds them (`--takeover`).
+    pub takeover: bool,
+    /// What the start-up probe found: the store enforces conditional writes (`Some(true)`),
+    /// ignores them (`Some(false)`), or did not answer (`None`).
+    pub conditional: Option<bool>,
+}
+
+/// The margin of safety between a holder's and an observer's ends of a lease: a tenth of the
+/// TTL (the clocks' rates may differ by up to 10 %), at least 200 ms.
+pub fn margin(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(200))
+}
+
+/// What the store holds as a session's lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// Nothing.
+    Absent,
+    /// A lease, at a version.
+    Lease(Version, Lease),
+    /// Something that is not a lease, at a version.
+    Garbage(Version),
+}
+
+impl Seen {
+    fn version(&self) -> Option<&Version> {
+        match self {
+            Seen::Absent => None,
+            Seen::Lease(v, _) | Seen::Garbage(v) => Some(v),
+        }
+    }
+
+    fn lease(&self) -> Option<&Lease> {
+        match self {
+            Seen::Lease(_, l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
+/// Two versions name the same object state.
+fn same(a: &Version, b: &Version) -> bool {
+    a.e_tag == b.e_tag && a.version == b.version
+}
+
+/// A lease version this process watches: since when (its clock) it has seen it unchanged.
+#[derive(Clone, Debug)]
+pub struct Watch {
+    version: Version,
+    since: Duration,
+}
+
+/// What to do about a session's lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Take it now.
+    Take(How),
+    /// It is this process's own (a write whose answer was lost): keep it as it is.
+    Adopt,
+    /// Held by another: not before `until` (this process's clock), unless it changes.
+    Wait {
+        /// When its version will have been unchanged long enough.
+        until: Duration,
+    },
+    /// Held by a host that is alive (its lease changed while watched), or on a store that
+    /// cannot arbitrate.
+    Refuse,
+}
+
+/// Decide about a session's lease from what the store holds (`seen`), what this process has
+/// watched of it before (`watched`, updated here) and the time (`now`). `alive` says whether a
+/// run of this host is still running (a holder on this host whose process is gone is not
+/// waited for).
+pub fn judge(
+    seen: &Seen,
+    watched: &mut Option<Watch>,
+    me: &Identity,
+    policy: &Policy,
+    now: Duration,
+    alive: impl Fn(&Lease) -> bool,
+) -> Next {
+    let Some(version) = seen.version() else {
+        *watched = None;
+        return Next::Take(How::New);
+    };
+    let lease = seen.lease();
+    if let Some(l) = lease
+        && l.is(me)
+        && !l.released
+    {
+        return Next::Adopt;
+    }
+    let foreign = lease.is_none_or(|l| l.host != me.host);
+    if policy.takeover {
+        return Next::Take(How::Takeover);
+    }
+    // A store that ignores conditional writes cannot say which of two hosts took a session:
+    // one another host had last moves here only with --takeover.
+    if policy.conditional == Some(false) && foreign {
+        return Next::Refuse;
+    }
+    if let Some(l) = lease {
+        if l.released {
+            return Next::Take(How::Released);
+        }
+        if l.host == me.host && !alive(l) {
+            return Next::Take(How::DeadRun);
+        }
+    }
+    let ttl = lease.map_or(policy.ttl, Lease::ttl);
+    let wait = ttl + margin(ttl);
+    match watched {
+        Some(w) if same(&w.version, version) => {
+            let until = w.since + wait;
+            if now >= until {
+                Next::Take(How::Expired)
+            } else {
+                Next::Wait { until }
+            }
+        }
+        Some(w) => {
+            // It changed while watched: its holder is alive.
+            *w = Watch {
+                version: version.clone(),
+                since: now,
+            };
+            Next::Refuse
+        }
+        None => {
+            *watched = Some(Watch {
+                version: version.clone(),
+                since: now,
+            });
+            Next::Wait { until: now + wait }
+        }
+    }
+}
+
+/// A lease this process holds.
+#[derive(Clone, Debug)]
+pub struct Held {
+    /// Its content as last written.
+    pub lease: Lease,
+    /// Its version in the store.
+    pub version: Version,
+    /// Until when (this process's clock) it may write the session to the store.
+    pub valid_until: Duration,
+    /// When to renew it.
+    pub renew_at: Duration,
+}
+
+impl Held {
+    fn new(lease: Lease, version: Version, sent: Duration) -> Held {
+        let ttl = Duration::from_millis(lease.ttl_ms);
+        Held {
+            lease,
+            version,
+            valid_until: sent + ttl.saturating_sub(margin(ttl)),
+            renew_at: sent + ttl / 3,
+        }
+    }
+
+    /// Whether the session may be written to the store at `now`.
+    pub fn valid(&self, now: Duration) -> bool {
+        now < self.valid_until
+    }
+}
+
+/// Where this process stands with a session's lease.
+#[derive(Clone, Debug)]
+pub enum Standing {
+    /// Another host holds it (or held it when last looked at).
+    Watching(Option<Watch>),
+    /// This process holds it.
+    Held(Held),
+    /// Another host took it from this process, which writes the session to the store no
+    /// more: who (when the lease could be read).
+    Lost(Option<Lease>),
+    /// Given back.
+    Released,
+}
+
+/// The leases of this process, by session key.
+#[derive(Debug, Default)]
+pub struct Leases {
+    by_key: HashMap<String, Standing>,
+}
+
+impl Leases {
+    /// Where this process stands with session key `key`.
+    pub fn get(&self, key: &str) -> Option<&Standing> {
+        self.by_key.get(key)
+    }
+
+    /// The lease of `key` if this process holds it.
+    pub fn held(&self, key: &str) -> Option<&Held> {
+        match self.by_key.get(key) {
+            Some(Standing::Held(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Every lease held, by key.
+    pub fn all_held(&self) -> impl Iterator<Item = (&String, &Held)> {
+        self.by_key.iter().filter_map(|(k, s)| match s {
+            Standing::Held(h) => Some((k, h)),
+            _ => None,
+        })
+    }
+
+    fn set(&mut self, key: &str, standing: Standing) {
+        self.by_key.insert(key.to_string(), standing);
+    }
+
+    fn watched(&mut self, key: &str) -> Option<Watch> {
+        match self.by_key.get(key) {
+            Some(Standing::Watching(w)) => w.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// Lock the leases (a poisoned lock is taken as it is: the data is plain).
+pub fn lock(leases: &Mutex<Leases>) -> std::sync::MutexGuard<'_, Leases> {
+    leases.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Why a session could not be taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// Another host holds it.
-    Held(Record),
+    /// Another host holds it: its lease (`None`: the lease is unreadable), and whether it was
+    /// seen renewing it.
+    Held {
+        /// The lease, when it could be read.
+        lease: Option<Lease>,
+        /// The store cannot arbitrate (it ignores conditional writes).
+        unarbitrated: bool,
+    },
     /// The store could not be asked.
     Store(String),
+}
+
+/// `text` as it may be shown: a name the store gave, quoted and cut to 80 characters, with no
+/// control characters (a log line or an error message cannot be forged through it).
+pub fn shown(text: &str) -> String {
+    let cut: String = text.chars().take(80).collect();
+    let mut out = format!("{cut:?}");
+    if text.chars().count() > 80 {
+        out.push('…');
+    }
+    out
 }
 
 impl Refusal {
     /// The message a client gets.
     pub fn message(&self, session: &str) -> String {
         match self {
-            Refusal::Held(r) => {
-                let until = jiff::Timestamp::from_microsecond(r.expires)
-                    .map(|t| t.to_string())
-                    .unwrap_or_default();
-                format!(
-                    "session {session:?} is being continued on host {} (run {}); its lease runs out at {until} unless renewed (start acp-journal with --takeover to take it anyway)",
-                    r.host, r.run
-                )
-            }
+            Refusal::Held {
+                lease: Some(l),
+                unarbitrated: false,
+            } => format!(
+                "session {session:?} is being continued on host {} (run {}); its lease runs out {} s after that host stops renewing it (start acp-journal with --takeover to take it anyway)",
+                shown(&l.host),
+                shown(&l.run),
+                l.ttl().as_secs_f64()
+            ),
+            Refusal::Held {
+                lease,
+                unarbitrated: true,
+            } => format!(
+                "session {session:?} was last continued on host {}, and the store ignores conditional writes, so it cannot say which host continues it: start acp-journal with --takeover to take it",
+                lease
+                    .as_ref()
+                    .map_or_else(|| "(unreadable)".to_string(), |l| shown(&l.host))
+            ),
+            Refusal::Held { lease: None, .. } => format!(
+                "session {session:?}: its lease in the store is unreadable and was changed while this host watched it; try again, or start acp-journal with --takeover"
+            ),
             Refusal::Store(e) => {
                 format!("session {session:?}: the shared store cannot say who holds it ({e})")
             }
@@ -77,88 +428,363 @@ impl Refusal {
     }
 }
 
-/// The latest record of the lease of the session whose key is `key`, if any. A record removed
-/// between the listing and its reading (a holder prunes the ones before its latest) means a
-/// newer one exists: the listing is read again.
+/// What [`acquire`] got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acquired {
+    /// The epoch held.
+    pub epoch: u64,
+    /// This run held the session before and lost or gave it back: its segment of the session
+    /// was fenced, and what it writes from now on goes to a new one.
+    pub again: bool,
+}
+
+/// Read session key `key`'s lease.
 ///
 /// # Errors
-/// The store's; a record that does not parse is skipped for the one before it.
-pub async fn latest(remote: &Remote, key: &str) -> Result<Option<Record>, Error> {
-    let dir = layout::lease_dir(key);
-    'listing: for _ in 0..5 {
-        let mut seqs: Vec<u64> = remote
-            .list(&dir)
-            .await?
-            .iter()
-            .filter_map(|rel| rel.rsplit_once('/'))
-            .filter(|(d, _)| *d == dir)
-            .filter_map(|(_, name)| layout::parse_lease_name(name))
-            .collect();
-        seqs.sort_unstable();
-        for seq in seqs.into_iter().rev() {
-            match remote
-                .get(&format!("{dir}/{}", layout::lease_name(seq)))
-                .await
-            {
-                Ok(bytes) if bytes.len() <= 64 * 1024 => {
-                    if let Ok(record) = serde_json::from_slice::<Record>(&bytes)
-                        && record.seq == seq
-                    {
-                        return Ok(Some(record));
+/// The store's.
+pub async fn look(remote: &Remote, key: &str) -> Result<Seen, Error> {
+    Ok(
+        match remote
+            .get_versioned(&layout::lease_object(key), MAX_RECORD)
+            .await
+        {
+            Ok(None) => Seen::Absent,
+            Ok(Some((version, bytes))) => match serde_json::from_slice::<Lease>(&bytes) {
+                Ok(lease) => Seen::Lease(version, lease),
+                Err(_) => Seen::Garbage(version),
+            },
+            // Too large to be a lease: garbage, at a version the listing gives.
+            Err(e) if is_oversized(&e) => match remote.head(&layout::lease_object(key)).await? {
+                Some(version) => Seen::Garbage(version),
+                None => Seen::Absent,
+            },
+            Err(e) => return Err(e),
+        },
+    )
+}
+
+fn is_oversized(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Generic {
+            store: "acp-journal",
+            ..
+        }
+    )
+}
+
+/// Take session `session`'s lease for `me`, waiting at most `patience` for a holder that has
+/// gone silent to run out (a holder seen renewing refuses at once). Returns at once when this
+/// process holds it already.
+///
+/// # Errors
+/// The refusal.
+pub async fn acquire(
+    remote: &Remote,
+    leases: &Mutex<Leases>,
+    clock: &dyn Clock,
+    me: &Identity,
+    policy: &Policy,
+    session: &str,
+    patience: Duration,
+) -> Result<Acquired, Refusal> {
+    let key = session_key(session);
+    let store = |e: Error| Refusal::Store(e.to_string());
+    let deadline = clock.now() + patience;
+    let again = match lock(leases).get(&key) {
+        Some(Standing::Held(h)) => {
+            return Ok(Acquired {
+                epoch: h.lease.epoch,
+                again: false,
+            });
+        }
+        Some(Standing::Lost(_) | Standing::Released) => true,
+        Some(Standing::Watching(_)) | None => false,
+    };
+    let alive = |l: &Lease| crate::journal::store::acp_journal_running(l.pid) && l.pid != 0;
+    for _ in 0..64 {
+        let seen = look(remote, &key).await.map_err(store)?;
+        let now = clock.now();
+        let mut watched = lock(leases).watched(&key);
+        let next = judge(&seen, &mut watched, me, policy, now, alive);
+        if !matches!(next, Next::Take(_) | Next::Adopt) {
+            lock(leases).set(&key, Standing::Watching(watched));
+        }
+        match next {
+            Next::Adopt => {
+                let Seen::Lease(version, lease) = seen else {
+                    continue;
+                };
+                // Written by this run, its answer lost: when is unknown, so it is good only
+                // once renewed from here (and the take completed first).
+                let taken = Taken {
+                    version,
+                    lease,
+                    sent: Duration::ZERO,
+                };
+                let done = complete(remote, clock, me, policy, session, taken, How::New, None)
+                    .await
+                    .map_err(store)?;
+                let Some(held) = done else { continue };
+                match renew(remote, clock, &key, &held, false)
+                    .await
+                    .map_err(store)?
+                {
+                    Renewal::Renewed(held) => {
+                        let epoch = held.lease.epoch;
+                        lock(leases).set(&key, Standing::Held(held));
+                        return Ok(Acquired { epoch, again });
                     }
+                    Renewal::Lost(_) => {}
                 }
-                Ok(_) => {}
-                Err(Error::NotFound { .. }) => continue 'listing,
-                Err(e) => return Err(e),
+            }
+            Next::Take(how) => match take(remote, clock, me, policy, session, &seen, how).await {
+                Ok(Some(held)) => {
+                    let epoch = held.lease.epoch;
+                    lock(leases).set(&key, Standing::Held(held));
+                    return Ok(Acquired { epoch, again });
+                }
+                // Another host changed it first: look again.
+                Ok(None) => {}
+                Err(e) => return Err(store(e)),
+            },
+            Next::Wait { until } => {
+                if until > deadline {
+                    return Err(Refusal::Held {
+                        lease: seen.lease().cloned(),
+                        unarbitrated: false,
+                    });
+                }
+                let pause = POLL
+                    .min(until.saturating_sub(now))
+                    .max(Duration::from_millis(10));
+                tokio::time::sleep(pause).await;
+            }
+            Next::Refuse => {
+                return Err(Refusal::Held {
+                    lease: seen.lease().cloned(),
+                    unarbitrated: policy.conditional == Some(false) && !policy.takeover,
+                });
             }
         }
-        return Ok(None);
+    }
+    Err(Refusal::Store("the lease keeps changing".into()))
+}
+
+/// Take the lease from `seen` (`how` says why it may be taken): a new epoch, then
+/// [`complete`]. `Ok(None)` when another host changed the lease first.
+async fn take(
+    remote: &Remote,
+    clock: &dyn Clock,
+    me: &Identity,
+    policy: &Policy,
+    session: &str,
+    seen: &Seen,
+    how: How,
+) -> Result<Option<Held>, Error> {
+    let key = session_key(session);
+    let known = highest_epoch(remote, &key).await?;
+    let epoch = known
+        .max(seen.lease().map_or(0, |l| l.epoch))
+        .saturating_add(1);
+    let write = match (seen.version(), policy.conditional) {
+        (_, Some(false)) => Write::Overwrite,
+        (None, _) => Write::Create,
+        (Some(v), _) => Write::Replace(v.clone()),
+    };
+    let lease = Lease {
+        session: session.to_string(),
+        epoch,
+        host: me.host.clone(),
+        run: me.run.clone(),
+        pid: me.pid,
+        ttl_ms: u64::try_from(policy.ttl.as_millis()).unwrap_or(u64::MAX),
+        beat: 0,
+        released: false,
+    };
+    let sent = clock.now();
+    match remote
+        .put_versioned(&layout::lease_object(&key), body(&lease), write)
+        .await?
+    {
+        Written::Yes(version) => {
+            let from = seen.lease().cloned();
+            let taken = Taken {
+                version,
+                lease,
+                sent,
+            };
+            complete(remote, clock, me, policy, session, taken, how, from).await
+        }
+        Written::Conflict => Ok(None),
+    }
+}
+
+/// A lease this process wrote: at which version, and when it sent it (its own clock).
+struct Taken {
+    version: Version,
+    lease: Lease,
+    sent: Duration,
+}
+
+/// Finish taking the lease `taken`: record its epoch (a later one
+/// when that epoch was recorded by another run already, its lease since replaced with
+/// garbage) and fence every other run's segments, before anything is shipped under it. Both
+/// are idempotent, so a take whose answer was lost is completed the same way.
+#[allow(clippy::too_many_arguments)]
+async fn complete(
+    remote: &Remote,
+    clock: &dyn Clock,
+    me: &Identity,
+    policy: &Policy,
+    session: &str,
+    taken: Taken,
+    how: How,
+    from: Option<Lease>,
+) -> Result<Option<Held>, Error> {
+    let key = session_key(session);
+    let Taken {
+        mut version,
+        mut lease,
+        mut sent,
+    } = taken;
+    for _ in 0..4 {
+        let record = EpochRecord {
+            session: session.to_string(),
+            epoch: lease.epoch,
+            host: me.host.clone(),
+            run: me.run.clone(),
+            t: clock.wall_us(),
+            how,
+            from: from.clone(),
+        };
+        let at = layout::epoch_record(&key, lease.epoch);
+        let created = remote
+            .put_versioned(
+                &at,
+                Bytes::from(serde_json::to_vec(&record).unwrap_or_default()),
+                Write::Create,
+            )
+            .await?;
+        let ours = match created {
+            Written::Yes(_) => true,
+            Written::Conflict => remote
+                .get_versioned(&at, MAX_RECORD)
+                .await?
+                .and_then(|(_, b)| serde_json::from_slice::<EpochRecord>(&b).ok())
+                .is_some_and(|r| r.run == me.run && r.host == me.host),
+        };
+        if !ours {
+            // The next epoch, from the version this process now holds.
+            lease.epoch = lease.epoch.saturating_add(1);
+            let write = match policy.conditional {
+                Some(false) => Write::Overwrite,
+                _ => Write::Replace(version.clone()),
+            };
+            sent = clock.now();
+            match remote
+                .put_versioned(&layout::lease_object(&key), body(&lease), write)
+                .await?
+            {
+                Written::Yes(v) => version = v,
+                Written::Conflict => return Ok(None),
+            }
+            continue;
+        }
+        fence_others(remote, &key, &me.run).await?;
+        if how != How::New {
+            tracing::info!(
+                "session {session:?}: taken (epoch {}, {how:?}){}",
+                lease.epoch,
+                from.as_ref()
+                    .map(|l| format!(" from host {} (run {})", shown(&l.host), shown(&l.run)))
+                    .unwrap_or_default()
+            );
+        }
+        return Ok(Some(Held::new(lease, version, sent)));
     }
     Err(Error::Generic {
         store: "acp-journal",
-        source: format!("the lease records of {key} keep changing").into(),
+        source: format!("session {session:?}: no free epoch after {}", lease.epoch).into(),
     })
 }
 
-/// Write `record` as record `record.seq`: `Ok(true)` when it is ours, `Ok(false)` when that
-/// record was already written (someone else moved first).
-///
-/// # Errors
-/// The store's.
-pub async fn write(remote: &Remote, key: &str, record: &Record) -> Result<bool, Error> {
-    let name = format!(
-        "{}/{}",
-        layout::lease_dir(key),
-        layout::lease_name(record.seq)
-    );
-    let body = Bytes::from(serde_json::to_vec(record).unwrap_or_default());
-    Ok(remote.put_new(&name, body).await? == Put::Created)
+fn body(lease: &Lease) -> Bytes {
+    Bytes::from(serde_json::to_vec(lease).unwrap_or_default())
 }
 
-/// Remove the records before the one before `seq` (the latest is what counts; the old ones
-/// only take room).
-pub async fn prune(remote: &Remote, key: &str, seq: u64) {
-    let dir = layout::lease_dir(key);
-    let Ok(listed) = remote.list(&dir).await else {
-        return;
-    };
-    for rel in listed {
-        if let Some((_, name)) = rel.rsplit_once('/')
-            && layout::parse_lease_name(name).is_some_and(|n| n + 1 < seq)
+/// The highest epoch the store knows of for session key `key`: its epoch records, its
+/// segments' markers, and the records of the earlier layout (`leases/<key>/<seq>`).
+async fn highest_epoch(remote: &Remote, key: &str) -> Result<u64, Error> {
+    let mut highest = 0;
+    for rel in remote.list(&layout::lease_dir(key)).await? {
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if let Some(n) = layout::parse_epoch_record(name).or_else(|| layout::parse_lease_name(name))
         {
-            let _ = remote.delete(&rel).await;
+            highest = highest.max(n);
         }
+    }
+    for rel in remote.list(&format!("sessions/{key}")).await? {
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if let Some(n) = layout::parse_epoch_marker(name) {
+            highest = highest.max(n);
+        }
+    }
+    Ok(highest)
+}
+
+/// The epochs of session key `key` and the runs that took them (readers keep only segments
+/// written under one of these by its run).
+///
+/// # Errors
+/// The store's listing (a record that cannot be read is left out).
+pub async fn history(remote: &Remote, key: &str) -> Result<History, Error> {
+    let mut history = History::default();
+    for rel in remote.list(&layout::lease_dir(key)).await? {
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if name == layout::LEASE_OBJECT {
+            history.leased = true;
+        }
+        if let Some(epoch) = layout::parse_epoch_record(name) {
+            history.leased = true;
+            if let Ok(Some((_, bytes))) = remote.get_versioned(&rel, MAX_RECORD).await
+                && let Ok(record) = serde_json::from_slice::<EpochRecord>(&bytes)
+                && record.epoch == epoch
+            {
+                history.runs.insert(epoch, record.run);
+            }
+        }
+    }
+    Ok(history)
+}
+
+/// Which run took each epoch of a session.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    /// The session has a lease in this layout (else its segments predate it, or were never
+    /// leased: they are read as written).
+    pub leased: bool,
+    /// Epoch → the run that took it.
+    pub runs: std::collections::BTreeMap<u64, String>,
+}
+
+impl History {
+    /// Whether a segment of run `run` marked with `epochs` may be replayed.
+    pub fn admits(&self, run: &str, epochs: &[u64]) -> bool {
+        !self.leased
+            || epochs
+                .iter()
+                .any(|e| self.runs.get(e).is_some_and(|r| r == run))
     }
 }
 
-/// Fence the segments of the session `key` written by `run`: each ends, for readers, where
-/// the store has it now.
+/// Fence every segment of session key `key` not written by run `mine`, where the store has it
+/// now (one already fenced is left as it is).
 ///
 /// # Errors
 /// The store's.
-pub async fn fence(remote: &Remote, key: &str, run: &str) -> Result<(), Error> {
-    let dir = format!("sessions/{key}");
-    let listed = remote.list(&dir).await?;
+pub async fn fence_others(remote: &Remote, key: &str, mine: &str) -> Result<(), Error> {
+    let listed = remote.list(&format!("sessions/{key}")).await?;
     let mut files: std::collections::BTreeMap<&str, Vec<layout::Entry>> = Default::default();
     for rel in &listed {
         if let Some((file, entry)) = layout::split_object(rel) {
@@ -167,9 +793,12 @@ pub async fn fence(remote: &Remote, key: &str, run: &str) -> Result<(), Error> {
     }
     for (file, entries) in files {
         let name = file.rsplit('/').next().unwrap_or(file);
-        let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);
-        // `<run>.acpj.zst`, or `<run>.<n>.acpj.zst` when the name was taken.
-        if stem != run && !stem.strip_prefix(run).is_some_and(|n| n.starts_with('.')) {
+        if layout::run_of_segment(name) == Some(mine)
+            || entries
+                .iter()
+                .any(|e| matches!(e, layout::Entry::Fence { .. }))
+            || !name.ends_with(SEGMENT_SUFFIX)
+        {
             continue;
         }
         let (_, end) = layout::chain(&entries, 0);
@@ -180,217 +809,193 @@ pub async fn fence(remote: &Remote, key: &str, run: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// The leases this process holds, by session key.
-#[derive(Debug, Default)]
-pub struct Book {
-    held: HashMap<String, Holding>,
-}
-
-/// A lease this process took.
-#[derive(Clone, Debug)]
-pub struct Holding {
-    /// Its latest record.
-    pub record: Record,
-    /// Another host took it: this process writes the session no more.
-    pub lost: bool,
-}
-
-impl Book {
-    /// The lease of session key `key`, if this process took it.
-    pub fn get(&self, key: &str) -> Option<&Holding> {
-        self.held.get(key)
-    }
-
-    /// Every lease held and not lost.
-    pub fn live(&self) -> impl Iterator<Item = (&String, &Record)> {
-        self.held
-            .iter()
-            .filter(|(_, h)| !h.lost)
-            .map(|(k, h)| (k, &h.record))
-    }
-
-    /// Keep `record` as the latest of `key`'s lease.
-    pub fn keep(&mut self, key: &str, record: Record) {
-        self.held.insert(
-            key.to_string(),
-            Holding {
-                record,
-                lost: false,
-            },
-        );
-    }
-
-    /// `key`'s lease was taken by another host.
-    pub fn lose(&mut self, key: &str) {
-        if let Some(h) = self.held.get_mut(key) {
-            h.lost = true;
-        }
-    }
-}
-
-/// Who this process is, for its lease records.
-#[derive(Clone, Debug)]
-pub struct Holder {
-    /// This journal directory's host name.
-    pub host: String,
-    /// This process's run.
-    pub run: String,
-    /// How long a lease lasts unless renewed.
-    pub ttl: Duration,
-    /// Take sessions whoever holds them (`--takeover`).
-    pub takeover: bool,
-    /// The store enforces create-if-absent: the probe's finding, `None` until it has one or
-    /// when the store did not answer it.
-    pub conditional: Option<bool>,
-    /// The probe is over (whatever it found).
-    pub probed: bool,
-}
-
-/// Now, in Unix microseconds.
-pub fn now_us() -> i64 {
-    jiff::Timestamp::now().as_microsecond()
-}
-
-/// Take the lease of `session` for `holder`: a new epoch, unless this process holds it
-/// already. Refused while another host holds it (unless `--takeover`), or — on a store that
-/// ignores conditional writes — whenever another host had it last (unless `--takeover`).
-/// A previous holder that did not give it back is fenced first.
+/// The epoch under which to ship a segment that a run of this host (`host`) left and that
+/// never reached the store (the run ended, killed, before its first shipment): the epoch its
+/// run took, if it took one; else, when the session has no lease at all, a new epoch made for
+/// that run (its lease written given back at once). `None` when another run continued the
+/// session: the store never had these bytes, so they are a branch nobody continued.
 ///
 /// # Errors
-/// The refusal.
-pub async fn acquire(
+/// The store's; a segment whose header cannot be read.
+pub async fn recover(
     remote: &Remote,
-    book: &std::sync::Mutex<Book>,
-    holder: &Holder,
-    session: &str,
-) -> Result<Record, Refusal> {
-    let key = session_key(session);
-    if let Some(h) = book.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
-        && !h.lost
-    {
-        return Ok(h.record.clone());
-    }
-    let store = |e: Error| Refusal::Store(e.to_string());
-    let ttl_us = i64::try_from(holder.ttl.as_micros()).unwrap_or(i64::MAX);
-    // A session never leased (a new one): its first record in one request, where the store
-    // is known to refuse a second create.
-    let first = Record {
-        session: session.to_string(),
-        seq: 1,
-        epoch: 1,
-        host: holder.host.clone(),
-        run: holder.run.clone(),
-        expires: now_us() + ttl_us,
-        released: false,
+    clock: &dyn Clock,
+    host: &str,
+    key: &str,
+    segment: &std::path::Path,
+) -> Result<Option<u64>, Error> {
+    let header = crate::journal::SegmentReader::open(segment)
+        .map_err(|e| Error::Generic {
+            store: "acp-journal",
+            source: e.to_string().into(),
+        })?
+        .header()
+        .clone();
+    let Some(session) = header.session.clone().filter(|s| session_key(s) == key) else {
+        return Ok(None);
     };
-    if holder.conditional == Some(true) && write(remote, &key, &first).await.map_err(store)? {
-        book.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keep(&key, first.clone());
-        return Ok(first);
+    let history = history(remote, key).await?;
+    if let Some((&epoch, _)) = history.runs.iter().rev().find(|(_, r)| **r == header.run) {
+        return Ok(Some(epoch));
     }
-    for _ in 0..3 {
-        let latest = latest(remote, &key).await.map_err(store)?;
-        let now = now_us();
-        if let Some(r) = &latest
-            && r.host != holder.host
-            && !holder.takeover
-            && (!r.free(now) || holder.conditional == Some(false))
-        {
-            return Err(Refusal::Held(r.clone()));
-        }
-        if let Some(r) = &latest
-            && !r.released
-            && r.run != holder.run
-        {
-            if r.host != holder.host {
-                tracing::warn!(
-                    "session {session:?}: taking it from host {} (run {}), which did not give it back",
-                    r.host,
-                    r.run
-                );
-            }
-            fence(remote, &key, &r.run).await.map_err(store)?;
-        }
-        let seq = latest.as_ref().map_or(1, |r| r.seq + 1);
-        let record = Record {
-            session: session.to_string(),
-            seq,
-            epoch: seq,
-            host: holder.host.clone(),
-            run: holder.run.clone(),
-            expires: now + ttl_us,
-            released: false,
-        };
-        if write(remote, &key, &record).await.map_err(store)? {
-            book.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .keep(&key, record.clone());
-            return Ok(record);
-        }
-        // Another host wrote that record first: look again.
+    if look(remote, key).await? != Seen::Absent {
+        return Ok(None);
     }
-    match latest(remote, &key).await.map_err(store)? {
-        Some(r) => Err(Refusal::Held(r)),
-        None => Err(Refusal::Store("the lease keeps changing".into())),
+    let epoch = highest_epoch(remote, key).await?.saturating_add(1);
+    let lease = Lease {
+        session: session.clone(),
+        epoch,
+        host: host.to_string(),
+        run: header.run.clone(),
+        pid: header.pid,
+        ttl_ms: 0,
+        beat: 0,
+        released: true,
+    };
+    let write = Write::Create;
+    if let Written::Conflict = remote
+        .put_versioned(&layout::lease_object(key), body(&lease), write)
+        .await?
+    {
+        return Ok(None);
     }
+    let record = EpochRecord {
+        session,
+        epoch,
+        host: host.to_string(),
+        run: header.run,
+        t: clock.wall_us(),
+        how: How::Recovered,
+        from: None,
+    };
+    remote
+        .put_versioned(
+            &layout::epoch_record(key, epoch),
+            Bytes::from(serde_json::to_vec(&record).unwrap_or_default()),
+            Write::Create,
+        )
+        .await?;
+    Ok(Some(epoch))
 }
 
-/// Renew (or, with `released`, give back) the lease `record` of `key`: `Ok(Some)` with the new
-/// record, `Ok(None)` when another host took it meanwhile.
+/// What a renewal found.
+#[derive(Clone, Debug)]
+pub enum Renewal {
+    /// Renewed (or given back): the lease as now held.
+    Renewed(Held),
+    /// Another host took it: its lease, when readable.
+    Lost(Option<Lease>),
+}
+
+/// Renew `held` (or give it back, with `release`), as session key `key`'s lease.
 ///
 /// # Errors
-/// The store's.
+/// The store's: the outcome is unknown, and `held` stays good only until it runs out.
 pub async fn renew(
     remote: &Remote,
+    clock: &dyn Clock,
     key: &str,
-    record: &Record,
-    ttl: Duration,
-    released: bool,
-) -> Result<Option<Record>, Error> {
-    let next = Record {
-        seq: record.seq + 1,
-        expires: now_us() + i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX),
-        released,
-        ..record.clone()
+    held: &Held,
+    release: bool,
+) -> Result<Renewal, Error> {
+    let next = Lease {
+        beat: held.lease.beat.saturating_add(1),
+        released: release,
+        ..held.lease.clone()
     };
-    if write(remote, key, &next).await? {
-        prune(remote, key, next.seq).await;
-        Ok(Some(next))
-    } else {
-        Ok(None)
+    let sent = clock.now();
+    let write = Write::Replace(held.version.clone());
+    match remote
+        .put_versioned(&layout::lease_object(key), body(&next), write)
+        .await?
+    {
+        Written::Yes(version) => Ok(Renewal::Renewed(Held::new(next, version, sent))),
+        Written::Conflict => {
+            // Changed since this process wrote it: by another host, or by this process in a
+            // renewal whose answer was lost (then the lease there is this epoch's, this run's).
+            match look(remote, key).await? {
+                Seen::Lease(version, lease)
+                    if lease.epoch == held.lease.epoch
+                        && lease.run == held.lease.run
+                        && lease.host == held.lease.host =>
+                {
+                    Ok(Renewal::Renewed(Held {
+                        lease,
+                        version,
+                        // Not renewed by this: good as long as it was, renewed again at once.
+                        valid_until: held.valid_until,
+                        renew_at: clock.now(),
+                    }))
+                }
+                Seen::Lease(_, lease) => Ok(Renewal::Lost(Some(lease))),
+                Seen::Garbage(_) | Seen::Absent => Ok(Renewal::Lost(None)),
+            }
+        }
     }
+}
+
+/// Give back every lease this process holds (at the end of a run), within `within`.
+pub async fn release_all(
+    remote: &Remote,
+    clock: &dyn Clock,
+    leases: &Mutex<Leases>,
+    within: Duration,
+) {
+    let held: Vec<(String, Held)> = lock(leases)
+        .all_held()
+        .map(|(k, h)| (k.clone(), h.clone()))
+        .collect();
+    let gives = held.into_iter().map(|(key, held)| async move {
+        let outcome = renew(remote, clock, &key, &held, true).await;
+        (key, outcome)
+    });
+    let done = tokio::time::timeout(within, futures_util::future::join_all(gives))
+        .await
+        .unwrap_or_default();
+    let mut leases = lock(leases);
+    for (key, outcome) in done {
+        if let Ok(Renewal::Renewed(_)) = outcome {
+            leases.set(&key, Standing::Released);
+        }
+    }
+}
+
+/// Renew the leases due at `now`: the renewed are kept, the lost are marked lost (and said).
+pub async fn renew_due(
+    remote: &Remote,
+    clock: &dyn Clock,
+    leases: &Mutex<Leases>,
+) -> Result<(), String> {
+    let now = clock.now();
+    let due: Vec<(String, Held)> = lock(leases)
+        .all_held()
+        .filter(|(_, h)| h.renew_at <= now)
+        .map(|(k, h)| (k.clone(), h.clone()))
+        .collect();
+    let renewals = due.into_iter().map(|(key, held)| async move {
+        let outcome = renew(remote, clock, &key, &held, false).await;
+        (key, held, outcome)
+    });
+    let mut failed = None;
+    for (key, held, outcome) in futures_util::future::join_all(renewals).await {
+        match outcome {
+            Ok(Renewal::Renewed(h)) => lock(leases).set(&key, Standing::Held(h)),
+            Ok(Renewal::Lost(by)) => {
+                tracing::error!(
+                    "session {:?} was taken over by another host{} while this one could not renew its lease: this host writes it to the store no more (what it journals from here stays on this disk; `acp-journal stats` counts it)",
+                    held.lease.session,
+                    by.as_ref()
+                        .map(|l| format!(" ({}, epoch {})", shown(&l.host), l.epoch))
+                        .unwrap_or_default()
+                );
+                lock(leases).set(&key, Standing::Lost(by));
+            }
+            Err(e) => failed = Some(e.to_string()),
+        }
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(expires: i64, released: bool) -> Record {
-        Record {
-            session: "s".into(),
-            seq: 3,
-            epoch: 2,
-            host: "h".into(),
-            run: "r".into(),
-            expires,
-            released,
-        }
-    }
-
-    #[test]
-    fn a_lease_is_free_once_released_or_run_out() {
-        assert!(!record(100, false).free(99));
-        assert!(record(100, false).free(100));
-        assert!(record(100, true).free(0));
-    }
-
-    #[test]
-    fn a_refusal_names_the_holder_and_when_it_runs_out() {
-        let held = Refusal::Held(record(1_795_297_313_000_000, false));
-        let text = held.message("sess_1");
-        assert!(text.contains("host h") && text.contains("run r"), "{text}");
-        assert!(text.contains("2026-11-21T"), "{text}");
-        assert!(text.contains("--takeover"), "{text}");
-    }
-}
+#[path = "lease_tests.rs"]
+mod tests;

@@ -11,10 +11,14 @@
 //! [`Fleet`] is what a proxy or `serve` holds: it owns a thread with its own runtime on which
 //! the shipper and every store request run, so nothing on the relay path awaits the store.
 
+pub mod clock;
+#[cfg(test)]
+pub mod faults;
 pub mod layout;
 pub mod lease;
 pub mod pull;
 pub mod remote;
+pub mod shared_dir;
 pub mod shipper;
 pub mod status;
 
@@ -22,13 +26,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog::{Catalog, SessionSummary};
 use crate::journal::Store;
-use lease::{Book, Holder};
+use clock::SharedClock;
+use lease::{Acquired, Identity, Leases, Policy};
 use remote::{Put, Remote};
-use shipper::{Note, Shipper};
+use shipper::{Note, Shared, Shipper};
 use status::Status;
 
 pub use pull::Pulled;
@@ -41,29 +46,27 @@ const LISTED_FOR: Duration = Duration::from_secs(2);
 /// What the start-up probe found out about the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Probe {
-    /// Reachable, and create-if-absent is enforced.
+    /// Reachable, and create-if-absent and replace-if-unchanged are enforced.
     Enforced,
-    /// Reachable, but a second create-if-absent of one object succeeded: the store ignores
-    /// conditional writes.
+    /// Reachable, but a second create-if-absent of one object, or a replace naming a version
+    /// it was not at, succeeded: the store ignores conditional writes.
     Ignored,
     /// The store refused or did not answer.
     Failed(String),
 }
 
-/// A process's link to the shared store: the shipper and the pulls.
+/// A process's link to the shared store: the shipper, the leases and the pulls.
 #[derive(Clone)]
 pub struct Fleet {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    remote: Remote,
-    local: Store,
-    host: String,
+    shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
     notes: mpsc::UnboundedSender<Note>,
-    book: Arc<Mutex<Book>>,
-    holder: Arc<Mutex<Holder>>,
+    /// The probe's finding, once it has one.
+    probed: watch::Receiver<bool>,
     /// The store's sessions as last listed, and when.
     listed: Mutex<Option<(Instant, Vec<SessionSummary>)>>,
 }
@@ -90,89 +93,99 @@ impl Drop for Inner {
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fleet")
-            .field("store", &self.inner.remote)
-            .field("host", &self.inner.host)
+            .field("store", &self.inner.shared.remote)
+            .field("me", &self.inner.shared.me)
             .finish()
     }
 }
 
 impl Fleet {
-    /// Open the store at `url` for the journal directory `local`, start the shipper (every
-    /// `interval`) and the probe (its outcome is logged). Returns at once: a store that is
-    /// down or refuses is said in the log, and journals wait on the local disk meanwhile.
+    /// Open the store at `url` for the journal directory `local`, as run `run` of this
+    /// process, and start the shipper (every `interval`) and the probe (its outcome is
+    /// logged). Returns at once: a store that is down or refuses is said in the log, and
+    /// journals wait on the local disk meanwhile.
     ///
     /// # Errors
     /// A URL that cannot be opened, or no thread for the shipper.
-    pub fn start(url: &str, local: Store, options: Options) -> anyhow::Result<Fleet> {
+    pub fn start(url: &str, local: Store, run: &str, options: Options) -> anyhow::Result<Fleet> {
         let remote = Remote::open(url)?;
+        Fleet::with_remote(remote, local, run, options, Arc::new(clock::SystemClock))
+    }
+
+    /// As [`Fleet::start`], on a store already opened and with `clock`.
+    ///
+    /// # Errors
+    /// No journal directory, or no thread for the shipper.
+    pub fn with_remote(
+        remote: Remote,
+        local: Store,
+        run: &str,
+        options: Options,
+        clock: SharedClock,
+    ) -> anyhow::Result<Fleet> {
         local.create_dirs()?;
-        let host = host_id(&local)?;
+        let me = Identity {
+            host: host_id(&local)?,
+            run: run.to_string(),
+            pid: std::process::id(),
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("acp-journal-store")
             .enable_all()
             .build()?;
         let (notes, rx) = mpsc::unbounded_channel();
-        let status = Arc::new(Status::default());
-        let book = Arc::new(Mutex::new(Book::default()));
-        let holder = Arc::new(Mutex::new(Holder {
-            host: host.clone(),
-            run: String::new(),
+        let policy = Arc::new(Mutex::new(Policy {
             ttl: options.lease_ttl,
             takeover: options.takeover,
             conditional: None,
-            probed: false,
         }));
-        let shipper = Shipper::new(
-            remote.clone(),
-            local.clone(),
-            host.clone(),
-            options.ship_interval,
-            status.clone(),
-            rx,
-            book.clone(),
-            holder.clone(),
-        );
-        runtime.spawn(shipper.run());
-        let (probe_remote, probe_host, probed) = (remote.clone(), host.clone(), holder.clone());
+        let shared = Arc::new(Shared {
+            remote,
+            local,
+            me,
+            policy: policy.clone(),
+            leases: Arc::new(Mutex::new(Leases::default())),
+            clock,
+            status: Arc::new(Status::default()),
+        });
+        runtime.spawn(Shipper::new(shared.clone(), options.ship_interval, rx).run());
+        let (probed_tx, probed) = watch::channel(false);
+        let prober = shared.clone();
         runtime.spawn(async move {
-            let found = probe(&probe_remote, &probe_host).await;
-            {
-                let mut holder = probed.lock().unwrap_or_else(|p| p.into_inner());
-                holder.conditional = match found {
-                    Probe::Enforced => Some(true),
-                    Probe::Ignored => Some(false),
-                    Probe::Failed(_) => None,
-                };
-                holder.probed = true;
-            }
+            let (remote, host) = (&prober.remote, &prober.me.host);
+            let found = probe(remote, host).await;
+            policy.lock().unwrap_or_else(|p| p.into_inner()).conditional = match found {
+                Probe::Enforced => Some(true),
+                Probe::Ignored => Some(false),
+                Probe::Failed(_) => None,
+            };
+            let _ = probed_tx.send(true);
             match found {
                 Probe::Enforced => tracing::info!(
-                    "object store {}: reachable, conditional writes enforced (this host is {probe_host})",
-                    probe_remote.url()
+                    "object store {}: reachable, conditional writes enforced (this host is {host})",
+                    remote.url()
                 ),
                 Probe::Ignored => tracing::warn!(
                     "object store {} ignores conditional writes (a second create-if-absent of one \
-                     object succeeded): it cannot arbitrate which host continues a session, so a \
-                     session another host had moves here only with --takeover",
-                    probe_remote.url()
+                     object, or a replace of a version it was not at, succeeded): it cannot \
+                     arbitrate which host continues a session, so a session another host had \
+                     moves here only with --takeover",
+                    remote.url()
                 ),
                 Probe::Failed(e) => tracing::error!(
                     "object store {} refused acp-journal at start: {e}. Journals are kept on the \
                      local disk and shipped once it accepts them",
-                    probe_remote.url()
+                    remote.url()
                 ),
             }
         });
         Ok(Fleet {
             inner: Arc::new(Inner {
-                remote,
-                local,
-                host,
+                shared,
                 runtime: Some(runtime),
                 notes,
-                book,
-                holder,
+                probed,
                 listed: Mutex::new(None),
             }),
         })
@@ -180,58 +193,66 @@ impl Fleet {
 
     /// The store's URL.
     pub fn url(&self) -> &str {
-        self.inner.remote.url()
+        self.inner.shared.remote.url()
     }
 
-    /// This process's run (its lease records name it; a host that takes a session over fences
-    /// the segments of the run that held it).
-    pub fn set_run(&self, run: &str) {
-        self.inner
-            .holder
+    /// How long a load may wait for a session whose holder went silent: its lease's time
+    /// plus the margin, and a few seconds for the requests.
+    pub fn patience(&self) -> Duration {
+        let ttl = self.policy().ttl.min(lease::MAX_TTL);
+        ttl + lease::margin(ttl) + Duration::from_secs(3)
+    }
+
+    fn policy(&self) -> Policy {
+        *self
+            .inner
+            .shared
+            .policy
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .run = run.to_string();
     }
 
-    /// Take the lease of `session` for this process, before continuing it. Blocking: for a
-    /// blocking thread, never the runtime's.
+    /// Take the lease of `session` for this process, before continuing it: at once when it is
+    /// free (new, given back, its holder's process on this host gone), after the holder's
+    /// lease runs out when that holder has gone silent (waiting at most [`Fleet::patience`]),
+    /// refused when the holder is seen renewing it. Blocking: for a blocking thread, never the
+    /// runtime's.
     ///
     /// # Errors
-    /// The message for the client: who holds it and until when, or why the store could not
-    /// tell.
-    pub fn acquire(&self, session: &str) -> Result<(), String> {
+    /// The message for the client: who holds it, or why the store could not tell.
+    pub fn acquire(&self, session: &str) -> Result<Acquired, String> {
         let Some(runtime) = &self.inner.runtime else {
             return Err("the store's runtime is gone".into());
         };
-        // What the store does with conditional writes decides how a session may move: the
-        // probe, started with the process, is waited for (briefly).
-        let waited = Instant::now();
-        let holder = loop {
-            let holder = self
-                .inner
-                .holder
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            if holder.probed || waited.elapsed() > PULL_TIMEOUT {
-                break holder;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let acquired = runtime.block_on(async {
-            tokio::time::timeout(
-                PULL_TIMEOUT,
-                lease::acquire(&self.inner.remote, &self.inner.book, &holder, session),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Err(lease::Refusal::Store(format!(
-                    "no answer within {PULL_TIMEOUT:?}"
-                )))
+        let s = &self.inner.shared;
+        let patience = self.patience();
+        runtime
+            .block_on(async {
+                // What the store does with conditional writes decides how a session may move:
+                // the probe, started with the process, is waited for.
+                let mut probed = self.inner.probed.clone();
+                let _ = tokio::time::timeout(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
+                let policy = self.policy();
+                tokio::time::timeout(
+                    patience + PULL_TIMEOUT,
+                    lease::acquire(
+                        &s.remote,
+                        &s.leases,
+                        s.clock.as_ref(),
+                        &s.me,
+                        &policy,
+                        session,
+                        patience,
+                    ),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(lease::Refusal::Store(format!(
+                        "no answer within {:?}",
+                        patience + PULL_TIMEOUT
+                    )))
+                })
             })
-        });
-        acquired
-            .map(|_| ())
             .map_err(|refusal| refusal.message(session))
     }
 
@@ -250,10 +271,10 @@ impl Fleet {
         {
             return Ok(sessions.clone());
         }
-        let copy = Store::mirror(self.inner.local.root().join("store-copy"));
-        let remote = &self.inner.remote;
+        let s = &self.inner.shared;
+        let copy = Store::mirror(s.local.root().join("store-copy"));
         let skipped = runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(remote, &copy))
+            tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy))
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
         })?;
@@ -276,12 +297,12 @@ impl Fleet {
     }
 
     /// Ship what is left, waiting at most `within` (a store that is down does not hold up the
-    /// end of a run: the next start ships the rest).
+    /// end of a run: the next start ships the rest), and give the leases back.
     pub async fn finish(&self, within: Duration) {
         let (tx, rx) = oneshot::channel();
         let deadline = Instant::now() + within;
         if self.inner.notes.send(Note::Finish(deadline, tx)).is_ok() {
-            let _ = tokio::time::timeout(within + Duration::from_millis(500), rx).await;
+            let _ = tokio::time::timeout(within + Duration::from_secs(2), rx).await;
         }
     }
 
@@ -294,16 +315,17 @@ impl Fleet {
         let Some(runtime) = &self.inner.runtime else {
             return Err("the store's runtime is gone".into());
         };
-        let (remote, local) = (&self.inner.remote, &self.inner.local);
+        let s = &self.inner.shared;
         runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, pull::session(remote, local, session))
+            tokio::time::timeout(PULL_TIMEOUT, pull::session(&s.remote, &s.local, session))
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
         })
     }
 }
 
-/// Create the same probe object twice: the second must find it there.
+/// Create the same probe object twice (the second must find it there), then replace it naming
+/// a version it is not at (which must fail).
 async fn probe(remote: &Remote, host: &str) -> Probe {
     let mut nonce = [0u8; 8];
     let _ = getrandom::fill(&mut nonce);
@@ -312,7 +334,23 @@ async fn probe(remote: &Remote, host: &str) -> Probe {
     let outcome = match remote.put_new(&name, bytes::Bytes::from_static(b"1")).await {
         Err(e) => return Probe::Failed(e.to_string()),
         Ok(_) => match remote.put_new(&name, bytes::Bytes::from_static(b"2")).await {
-            Ok(Put::Existed) => Probe::Enforced,
+            Ok(Put::Existed) => {
+                let stale = remote::Version {
+                    e_tag: Some("\"acp-journal-probe\"".into()),
+                    version: Some("1".into()),
+                };
+                let replace = remote::Write::Replace(stale);
+                match remote
+                    .put_versioned(&name, bytes::Bytes::from_static(b"3"), replace)
+                    .await
+                {
+                    Ok(remote::Written::Conflict) => Probe::Enforced,
+                    // A store that cannot replace conditionally arbitrates nothing either.
+                    Ok(remote::Written::Yes(_))
+                    | Err(object_store::Error::NotImplemented { .. }) => Probe::Ignored,
+                    Err(e) => Probe::Failed(format!("a conditional replace failed: {e}")),
+                }
+            }
             Ok(Put::Created) => Probe::Ignored,
             Err(e) => Probe::Failed(e.to_string()),
         },

@@ -3,9 +3,16 @@
 //!
 //! A file is pulled by appending the bytes the store has past what the local copy holds, in
 //! order, so a local copy is always a prefix of the file (a reader sees at worst an
-//! unfinished segment) and pulling again fetches only what is new. The store is untrusted: a
-//! name that would leave its directory is skipped, a part larger than any the shipper writes
-//! is refused, and a compressed part may not inflate past the size its name gives.
+//! unfinished segment) and pulling again fetches only what is new. Each segment's epoch and
+//! fence are kept beside the local copy ([`crate::journal::mark`]), so a load replays the
+//! segments in epoch order and each only up to its fence — also this host's own segments,
+//! whose local copies run on past a fence another host wrote.
+//!
+//! The store is untrusted: a name that would leave its directory is skipped, a part larger than
+//! any the shipper writes is refused, a compressed part may not inflate past the size its name
+//! gives, a segment whose header names another session is removed, and a segment not written
+//! under an epoch its session's lease history gives to its run is not pulled: each is reported
+//! ([`Pulled::skipped`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -14,10 +21,12 @@ use std::path::Path;
 use futures_util::StreamExt;
 
 use super::layout::{self, Entry, Step};
+use super::lease;
 use super::remote::Remote;
+use crate::catalog::{CatalogEntry, HostScope};
 use crate::journal::Store;
 use crate::journal::private::{create_private_dir, create_private_file};
-use crate::journal::store::{SEGMENT_SUFFIX, session_key};
+use crate::journal::store::{segment_name_ok, session_key};
 
 /// Largest part a reader accepts (the shipper writes at most 64 MiB).
 const MAX_PART: u64 = 256 << 20;
@@ -40,42 +49,62 @@ pub struct Pulled {
 /// (or `connections/<name>`) with `<name>` one plain component ending in `.acpj.zst`.
 fn safe_segment(file: &str) -> bool {
     let parts: Vec<&str> = file.split('/').collect();
-    let name_ok = |n: &str| {
-        n.ends_with(SEGMENT_SUFFIX)
-            && !n.starts_with('.')
-            && n.bytes().all(|b| b.is_ascii_graphic() && b != b'\\')
-    };
     match parts.as_slice() {
         ["sessions", key, name] => {
-            !key.is_empty() && !key.starts_with('.') && !key.contains('\\') && name_ok(name)
+            !key.is_empty() && !key.starts_with('.') && !key.contains('\\') && segment_name_ok(name)
         }
-        ["connections", name] => name_ok(name),
+        ["connections", name] => segment_name_ok(name),
         _ => false,
     }
 }
 
-/// Pull every segment of `session` the store holds into `local` (what the local copies lack).
-/// A file that cannot be read whole keeps what came before the trouble ([`Pulled::skipped`]).
+/// Pull every segment of `session` the store holds into `local` (what the local copies lack),
+/// keeping each one's epoch and fence beside it. A file that cannot be read whole keeps what
+/// came before the trouble ([`Pulled::skipped`]).
 ///
 /// # Errors
 /// The store's listing.
 pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pulled, String> {
-    let dir = format!("sessions/{}", session_key(session));
+    let key = session_key(session);
+    let dir = format!("sessions/{key}");
     let objects = remote.list(&dir).await.map_err(|e| e.to_string())?;
+    let history = lease::history(remote, &key)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut files: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
     for rel in &objects {
         if let Some((file, entry)) = layout::split_object(rel)
             && safe_segment(file)
-            && file.starts_with(&dir)
+            && file
+                .strip_prefix(dir.as_str())
+                .is_some_and(|r| r.starts_with('/'))
         {
             files.entry(file).or_default().push(entry);
         }
     }
     let mut pulled = Pulled::default();
     for (file, entries) in files {
+        let name = file.rsplit('/').next().unwrap_or(file);
+        let run = layout::run_of_segment(name).unwrap_or(name);
+        let epochs: Vec<u64> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Epoch { epoch } => Some(*epoch),
+                _ => None,
+            })
+            .collect();
+        if !history.admits(run, &epochs) {
+            pulled.skipped.push(format!(
+                "{file}: not written under an epoch the session's lease history gives its run (epochs {epochs:?}): not read"
+            ));
+            continue;
+        }
+        let path = local.root().join(file);
+        let existed = path.exists();
         // A file this host writes is never behind the store (the store has only what it
-        // shipped from it), so nothing is appended to it.
-        match pull_file(remote, file, &entries, &local.root().join(file)).await {
+        // shipped from it), so nothing is appended to it; its mark still says where the
+        // shared session's copy of it ends.
+        match pull_file(remote, file, &entries, &path).await {
             Ok(0) => {}
             Ok(bytes) => {
                 pulled.files += 1;
@@ -83,8 +112,39 @@ pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pu
             }
             Err(e) => pulled.skipped.push(e),
         }
+        if !existed && path.exists() && !names(&path, session, run) {
+            let _ = std::fs::remove_file(&path);
+            pulled.skipped.push(format!(
+                "{file}: its header is not that of a segment of session {session:?} by run {run:?}: not read"
+            ));
+            continue;
+        }
+        if path.exists() {
+            let fence = entries
+                .iter()
+                .filter_map(|e| match e {
+                    Entry::Fence { end } => Some(*end),
+                    _ => None,
+                })
+                .min();
+            let mark = crate::journal::mark::Mark {
+                epoch: epochs.iter().copied().max(),
+                fence,
+            };
+            if mark != crate::journal::mark::Mark::default()
+                && let Err(e) = crate::journal::mark::add(&path, mark)
+            {
+                pulled.skipped.push(format!("{}: {e}", path.display()));
+            }
+        }
     }
     Ok(pulled)
+}
+
+/// Whether the segment at `path` says it is session `session`'s, written by run `run`.
+fn names(path: &Path, session: &str, run: &str) -> bool {
+    crate::journal::SegmentReader::open(path)
+        .is_ok_and(|r| r.header().session.as_deref() == Some(session) && r.header().run == run)
 }
 
 /// Append to `path` what the store holds of `file` past the local copy's end; returns the
@@ -218,7 +278,15 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         let Ok(text) = std::fs::read(local.root().join(layout::host_catalog(host))) else {
             continue;
         };
+        // Each host speaks only for the sessions it opened.
+        let mut scope = HostScope::default();
         for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let Ok(entry) = serde_json::from_slice::<CatalogEntry>(line) else {
+                continue;
+            };
+            if !scope.admits(&entry) {
+                continue;
+            }
             #[derive(serde::Deserialize)]
             struct Stamped {
                 #[serde(default)]

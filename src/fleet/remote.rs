@@ -11,7 +11,10 @@ use bytes::Bytes;
 use futures_util::TryStreamExt;
 use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
+use object_store::{
+    GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+    UpdateVersion,
+};
 
 use super::layout::{self, Entry};
 
@@ -36,6 +39,30 @@ impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.url)
     }
+}
+
+/// The version of an object a conditional replace names (S3 and Azure compare the ETag, GCS
+/// the generation; both are kept).
+pub type Version = UpdateVersion;
+
+/// How [`Remote::put_versioned`] writes.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// Only if absent (`If-None-Match: *`).
+    Create,
+    /// Only if the object is still at this version (`If-Match`).
+    Replace(Version),
+    /// Whatever is there (for stores that ignore conditions anyway, with `--takeover`).
+    Overwrite,
+}
+
+/// What [`Remote::put_versioned`] did.
+#[derive(Clone, Debug)]
+pub enum Written {
+    /// Written: the object's new version.
+    Yes(Version),
+    /// The condition failed: the object exists (create) or changed (replace).
+    Conflict,
 }
 
 /// What [`Remote::put_new`] found.
@@ -128,7 +155,7 @@ impl Remote {
                     anyhow::anyhow!("--store {url:?}: cannot create {}: {e}", dir.display())
                 })?;
                 (
-                    Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir)?),
+                    Arc::new(super::shared_dir::SharedDir::new(&dir)?),
                     String::new(),
                 )
             }
@@ -141,6 +168,16 @@ impl Remote {
             prefix,
             url: url.to_string(),
         })
+    }
+
+    /// A store already made (`prefix` is prepended to every name; `url` names it in messages):
+    /// how the fleet's unit tests run on `object_store::memory::InMemory`.
+    pub fn with_store(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Remote {
+        Remote {
+            store,
+            prefix: prefix.trim_matches('/').to_string(),
+            url: url.to_string(),
+        }
     }
 
     /// The URL it was opened with.
@@ -191,6 +228,87 @@ impl Remote {
         {
             Ok(_) => Ok(Put::Created),
             Err(Error::AlreadyExists { .. }) => Ok(Put::Existed),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Write `rel` as `how` says.
+    ///
+    /// # Errors
+    /// The store's (a store that cannot replace conditionally says `NotImplemented`).
+    pub async fn put_versioned(
+        &self,
+        rel: &str,
+        bytes: Bytes,
+        how: Write,
+    ) -> Result<Written, Error> {
+        let mode = match how {
+            Write::Create => PutMode::Create,
+            Write::Replace(version) => PutMode::Update(version),
+            Write::Overwrite => PutMode::Overwrite,
+        };
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(&self.path(rel)?, PutPayload::from_bytes(bytes), options)
+            .await
+        {
+            Ok(put) => Ok(Written::Yes(put.into())),
+            Err(Error::AlreadyExists { .. } | Error::Precondition { .. }) => Ok(Written::Conflict),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The object `rel` and its version, read whole unless larger than `limit` (then `Err`),
+    /// or `None` when absent.
+    ///
+    /// # Errors
+    /// The store's, or an object over `limit` bytes.
+    pub async fn get_versioned(
+        &self,
+        rel: &str,
+        limit: u64,
+    ) -> Result<Option<(Version, Bytes)>, Error> {
+        let got = match self
+            .store
+            .get_opts(&self.path(rel)?, GetOptions::default())
+            .await
+        {
+            Ok(got) => got,
+            Err(Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let version = Version {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        };
+        if got.meta.size > limit {
+            return Err(Error::Generic {
+                store: "acp-journal",
+                source: format!(
+                    "{rel}: {} bytes, more than the {limit} allowed",
+                    got.meta.size
+                )
+                .into(),
+            });
+        }
+        Ok(Some((version, got.bytes().await?)))
+    }
+
+    /// The version of object `rel`, or `None` when absent.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn head(&self, rel: &str) -> Result<Option<Version>, Error> {
+        match self.store.head(&self.path(rel)?).await {
+            Ok(meta) => Ok(Some(Version {
+                e_tag: meta.e_tag,
+                version: meta.version,
+            })),
+            Err(Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }

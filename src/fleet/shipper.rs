@@ -1,6 +1,6 @@
 //! The shipper: copies the new bytes of this host's journal files into the store, as immutable
 //! parts, every ship interval, on the fleet's own thread (nothing on the relay path waits for
-//! it).
+//! it), and keeps this process's leases renewed.
 //!
 //! It follows the segments this process writes (told by [`Note`]s as they open and close) and
 //! the journal directory's catalog; at start it also picks up every segment the local disk
@@ -10,6 +10,12 @@
 //! bounded whatever the backlog. A closed file whose every byte is in the store is written
 //! once to the ledger (`shipped-<store>.ndjson` in the journal directory) and forgotten; its
 //! parts are first compacted into one object when there were several.
+//!
+//! A session segment is shipped only under the session's lease, while this process holds it
+//! and its own clock says it is good, and only under the one epoch it started under (its
+//! `epoch-<n>` marker, written before its first part): a segment of a session this process
+//! lost is **stranded** — its later bytes stay on the local disk, counted in `stats` and
+//! written to the ledger, never called shipped.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -22,11 +28,13 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
+use super::clock::SharedClock;
 use super::layout::{self, Entry};
-use super::lease::{self, Book, Holder};
+use super::lease::{self, Identity, Leases, Policy, Standing};
 use super::remote::Remote;
-use super::status::Status;
+use super::status::{Status, Stranded};
 use crate::journal::Store;
+use crate::journal::mark::{self, Mark};
 use crate::journal::store::{SEGMENT_SUFFIX, segments_in};
 
 /// Largest part shipped at once; a bigger backlog goes as several.
@@ -45,8 +53,21 @@ pub enum Note {
     Opened(PathBuf),
     /// A segment of this process was closed: nothing more will be written to it.
     Closed(PathBuf),
-    /// Ship what is left (until the deadline), then answer and stop.
+    /// Ship what is left (until the deadline), give the leases back, then answer and stop.
     Finish(Instant, oneshot::Sender<()>),
+}
+
+/// Which lease a file is shipped under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Leased {
+    /// None: the catalog, a connection segment.
+    No,
+    /// A session segment this process writes: under the session's lease (its key; the session
+    /// ID is read from the segment's header).
+    Mine(String),
+    /// A session segment a run that is gone left: under the epoch its run took, found in the
+    /// store (its key).
+    Left(String),
 }
 
 /// A file the shipper follows.
@@ -66,11 +87,11 @@ struct Tracked {
     waiting_since: Option<Instant>,
     /// The local file's inode when last seen (a catalog rewritten in place gets a new one).
     inode: u64,
-    /// A session segment this process writes: shipped only under the session's lease (its
-    /// key; the session ID is read from the segment's header).
-    lease: Option<String>,
-    /// The lease's epoch is recorded in the segment's directory in the store.
-    epoch_recorded: bool,
+    leased: Leased,
+    /// The epoch the segment is written under in the store (its marker), once known.
+    epoch: Option<u64>,
+    /// Shipped no more: the session is another host's now (its name, when known).
+    stranded: Option<String>,
 }
 
 /// One request (or a few) of a round.
@@ -85,77 +106,64 @@ enum Job {
     },
     /// Replace `parts` with one object over `[start, end)`.
     Compact { start: u64, end: u64 },
-    /// Take the lease of the file's session, then ship bytes `[start, end)` under it.
-    Lease { start: u64, end: u64 },
-    /// Renew (or give back) the lease of session key `key`.
-    Renew {
-        key: String,
-        record: lease::Record,
-        release: bool,
-    },
 }
 
 /// A job's outcome.
-enum Done {
+enum Outcome {
     Asked(Vec<Entry>),
-    Shipped {
-        start: u64,
-        end: u64,
-    },
-    Compacted {
-        start: u64,
-        end: u64,
-    },
-    /// The session's lease is another host's.
-    Refused(lease::Refusal),
-    Renewed(String, Option<lease::Record>),
+    Shipped { start: u64, end: u64 },
+    Compacted { start: u64, end: u64 },
+}
+
+/// What the shipper shares with the process it ships for.
+pub struct Shared {
+    /// The store.
+    pub remote: Remote,
+    /// The journal directory.
+    pub local: Store,
+    /// This process in lease records.
+    pub me: Identity,
+    /// How leases are taken (the probe's finding is filled in when it comes).
+    pub policy: Arc<Mutex<Policy>>,
+    /// The leases this process holds.
+    pub leases: Arc<Mutex<Leases>>,
+    /// The clock.
+    pub clock: SharedClock,
+    /// The figures.
+    pub status: Arc<Status>,
 }
 
 /// The shipper's state; run by [`Shipper::run`].
 pub struct Shipper {
-    remote: Remote,
-    local: Store,
-    host: String,
+    shared: Arc<Shared>,
     interval: Duration,
     tracked: HashMap<PathBuf, Tracked>,
     ledger: Ledger,
-    status: Arc<Status>,
     notes: mpsc::UnboundedReceiver<Note>,
-    /// The leases this process holds, shared with [`super::Fleet::acquire`].
-    book: Arc<Mutex<Book>>,
-    /// Who this process is in lease records.
-    holder: Arc<Mutex<Holder>>,
     /// When the last look at the files began.
     last_look: Instant,
 }
 
 impl Shipper {
-    /// A shipper of `local`'s files to `remote`, as host `host`.
-    #[allow(clippy::too_many_arguments)]
+    /// A shipper of `shared.local`'s files to `shared.remote`, every `interval`.
     pub fn new(
-        remote: Remote,
-        local: Store,
-        host: String,
+        shared: Arc<Shared>,
         interval: Duration,
-        status: Arc<Status>,
         notes: mpsc::UnboundedReceiver<Note>,
-        book: Arc<Mutex<Book>>,
-        holder: Arc<Mutex<Holder>>,
     ) -> Shipper {
-        let ledger = Ledger::open(&local, remote.url());
+        let ledger = Ledger::open(&shared.local, shared.remote.url());
         Shipper {
-            remote,
-            local,
-            host,
+            shared,
             interval,
             tracked: HashMap::new(),
             ledger,
-            status,
             notes,
-            book,
-            holder,
             last_look: Instant::now(),
         }
+    }
+
+    fn policy(&self) -> Policy {
+        *self.shared.policy.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Ship until told to finish (or every sender is gone).
@@ -167,11 +175,7 @@ impl Shipper {
             tokio::select! {
                 note = self.notes.recv() => match note {
                     Some(Note::Opened(path)) => self.follow(path, Some(0), true),
-                    Some(Note::Closed(path)) => {
-                        if let Some(t) = self.tracked.get_mut(&path) {
-                            t.closed = true;
-                        }
-                    }
+                    Some(Note::Closed(path)) => self.closed(&path),
                     Some(Note::Finish(deadline, done)) => {
                         self.finish(deadline).await;
                         let _ = done.send(());
@@ -186,16 +190,18 @@ impl Shipper {
         }
     }
 
-    /// Ship until nothing is left or `deadline` passes.
+    fn closed(&mut self, path: &Path) {
+        if let Some(t) = self.tracked.get_mut(path) {
+            t.closed = true;
+        }
+    }
+
+    /// Ship until nothing is left or `deadline` passes, then give the leases back.
     async fn finish(&mut self, deadline: Instant) {
         while let Ok(note) = self.notes.try_recv() {
             match note {
                 Note::Opened(path) => self.follow(path, Some(0), true),
-                Note::Closed(path) => {
-                    if let Some(t) = self.tracked.get_mut(&path) {
-                        t.closed = true;
-                    }
-                }
+                Note::Closed(path) => self.closed(&path),
                 Note::Finish(_, done) => {
                     let _ = done.send(());
                 }
@@ -207,7 +213,7 @@ impl Shipper {
         }
         while Instant::now() < deadline {
             match tokio::time::timeout_at(deadline.into(), self.round()).await {
-                Ok(true) if self.status.failing() => {
+                Ok(true) if self.shared.status.failing() => {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Ok(true) => {}
@@ -215,36 +221,29 @@ impl Shipper {
             }
         }
         // Then the sessions are given back, so any host may continue them at once.
-        let releases = self.lease_jobs(true);
-        let gives = releases.into_iter().map(|(_, job)| {
-            let remote = self.remote.clone();
-            async move {
-                if let Job::Renew { key, record, .. } = job {
-                    let _ = lease::renew(&remote, &key, &record, Duration::ZERO, true).await;
-                }
-            }
-        });
-        let _ = tokio::time::timeout_at(
-            deadline.max(Instant::now() + Duration::from_secs(1)).into(),
-            futures_util::stream::iter(gives)
-                .buffer_unordered(IN_FLIGHT)
-                .collect::<Vec<()>>(),
-        )
-        .await;
-        self.status.write_file(&self.local, self.remote.url());
+        let within = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let s = &self.shared;
+        lease::release_all(&s.remote, s.clock.as_ref(), &s.leases, within).await;
+        s.status.write_file(&s.local, s.remote.url());
     }
 
     /// Follow `path` (absolute, under the journal directory); `mine`: a segment this process
-    /// writes, so a session's is shipped under its lease.
+    /// writes (else one a run that is gone left).
     fn follow(&mut self, path: PathBuf, shipped: Option<u64>, mine: bool) {
-        let rel = self.local.relative(&path);
-        let lease = rel
+        let rel = self.shared.local.relative(&path);
+        let key = rel
             .strip_prefix("sessions/")
             .and_then(|r| r.split_once('/'))
-            .filter(|_| mine)
             .map(|(key, _)| key.to_string());
+        let leased = match key {
+            Some(key) if mine => Leased::Mine(key),
+            Some(key) => Leased::Left(key),
+            None => Leased::No,
+        };
         let file = if rel == "catalog.ndjson" {
-            layout::host_catalog(&self.host)
+            layout::host_catalog(&self.shared.me.host)
         } else {
             rel
         };
@@ -256,81 +255,57 @@ impl Shipper {
             closed: false,
             waiting_since: None,
             inode: 0,
-            lease,
-            epoch_recorded: false,
+            leased,
+            epoch: None,
+            stranded: None,
         });
     }
 
     /// Follow the catalog, and every segment on the local disk that the ledger does not list as
     /// shipped and whose writer is gone (the store is asked what it has of them).
     fn recover(&mut self) {
-        self.follow(self.local.root().join("catalog.ndjson"), None, false);
-        let mut dirs = vec![self.local.root().join("connections")];
-        if let Ok(sessions) = std::fs::read_dir(self.local.root().join("sessions")) {
+        let root = self.shared.local.root().to_path_buf();
+        self.follow(root.join("catalog.ndjson"), None, false);
+        let mut dirs = vec![root.join("connections")];
+        if let Ok(sessions) = std::fs::read_dir(root.join("sessions")) {
             dirs.extend(sessions.flatten().map(|e| e.path()));
         }
         for dir in dirs {
             for path in segments_in(&dir).unwrap_or_default() {
-                let rel = self.local.relative(&path);
+                let rel = self.shared.local.relative(&path);
                 let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                if self.ledger.has(&rel, len) || self.local.writer_alive(&rel) {
+                if self.ledger.has(&rel, len) || self.shared.local.writer_alive(&rel) {
                     continue;
                 }
                 self.follow(path.clone(), None, false);
-                if let Some(t) = self.tracked.get_mut(&path) {
-                    t.closed = true;
-                }
+                self.closed(&path);
             }
         }
     }
 
-    /// One round: ask, ship and compact what needs it, take and renew leases, at most
-    /// [`IN_FLIGHT`] requests at once. Returns whether there was anything to do.
+    /// One round: renew the leases due, take the leases of new sessions, then ask, ship and
+    /// compact what needs it, at most [`IN_FLIGHT`] requests at once. Returns whether there
+    /// was anything to do.
     async fn round(&mut self) -> bool {
-        let mut jobs = self.lease_jobs(false);
-        jobs.extend(self.file_jobs());
+        let s = self.shared.clone();
+        let mut failed = lease::renew_due(&s.remote, s.clock.as_ref(), &s.leases)
+            .await
+            .err();
+        if let Err(e) = self.take_leases().await {
+            failed = Some(e);
+        }
+        let jobs = self.file_jobs();
         if jobs.is_empty() {
-            self.status
-                .write_file_if_changed(&self.local, self.remote.url());
+            self.report_failure(failed);
+            s.status.write_file_if_changed(&s.local, s.remote.url());
             return false;
         }
-        let (ttl, holder) = {
-            let holder = self.holder.lock().unwrap_or_else(|p| p.into_inner());
-            (holder.ttl, holder.clone())
-        };
         let work = jobs.into_iter().filter_map(|(path, job)| {
-            let t = path.as_ref().and_then(|p| self.tracked.get(p));
-            let (local, file, parts) = match t {
-                Some(t) => (t.local.clone(), t.file.clone(), t.parts.clone()),
-                None if path.is_none() => (PathBuf::new(), String::new(), Vec::new()),
-                None => return None,
-            };
-            let (remote, book, holder) = (self.remote.clone(), self.book.clone(), holder.clone());
+            let t = self.tracked.get(&path)?;
+            let (local, file, parts) = (t.local.clone(), t.file.clone(), t.parts.clone());
+            let remote = s.remote.clone();
             Some(async move {
-                let outcome = match job {
-                    Job::Lease { start, end } => match session_of(&local) {
-                        Some(session) => {
-                            match lease::acquire(&remote, &book, &holder, &session).await {
-                                Ok(record) => {
-                                    let epoch = Some(record.epoch);
-                                    let ship = Job::Ship { start, end, epoch };
-                                    run_job(&remote, &local, &file, &parts, ship).await
-                                }
-                                Err(refusal) => Ok(Done::Refused(refusal)),
-                            }
-                        }
-                        None => Err(format!("{}: no session in its header yet", local.display())),
-                    },
-                    Job::Renew {
-                        key,
-                        record,
-                        release,
-                    } => lease::renew(&remote, &key, &record, ttl, release)
-                        .await
-                        .map(|r| Done::Renewed(key, r))
-                        .map_err(|e| e.to_string()),
-                    job => run_job(&remote, &local, &file, &parts, job).await,
-                };
+                let outcome = run_job(&remote, &local, &file, &parts, job).await;
                 (path, outcome)
             })
         });
@@ -339,73 +314,126 @@ impl Shipper {
             .collect()
             .await;
         let done_at = Instant::now();
-        let mut failed = None;
         for (path, outcome) in results {
             match outcome {
-                Ok(Done::Renewed(key, renewed)) => self.renewed(&key, renewed),
-                Ok(done) => {
-                    if let Some(path) = path {
-                        self.apply(&path, done, done_at).await;
-                    }
-                }
+                Ok(done) => self.apply(&path, done, done_at).await,
                 Err(e) => failed = Some(e),
             }
         }
-        match failed {
-            Some(e) => self.status.failed(self.remote.url(), &e),
-            None => self.status.recovered(self.remote.url()),
-        }
-        // What waits now, written while the round went included.
-        let (mut bytes, mut files) = (0, 0);
-        for t in self.tracked.values() {
-            let len = std::fs::metadata(&t.local).map_or(0, |m| m.len());
-            let shipped = t.shipped.unwrap_or(0);
-            if len > shipped {
-                bytes += len - shipped;
-                files += 1;
-            }
-        }
-        self.status.set_behind(bytes, files);
-        self.status
-            .write_file_if_changed(&self.local, self.remote.url());
+        self.report_failure(failed);
+        self.count_behind();
+        s.status.write_file_if_changed(&s.local, s.remote.url());
         true
     }
 
-    /// Renewals of the leases held that are a third through, or every one's release.
-    fn lease_jobs(&self, release: bool) -> Vec<(Option<PathBuf>, Job)> {
-        let ttl = self.holder.lock().unwrap_or_else(|p| p.into_inner()).ttl;
-        let due = lease::now_us() + i64::try_from((ttl * 2 / 3).as_micros()).unwrap_or(0);
-        let book = self.book.lock().unwrap_or_else(|p| p.into_inner());
-        book.live()
-            .filter(|(_, r)| release || r.expires <= due)
-            .map(|(key, record)| {
-                (
-                    None,
-                    Job::Renew {
-                        key: key.clone(),
-                        record: record.clone(),
-                        release,
-                    },
-                )
-            })
-            .collect()
+    fn report_failure(&self, failed: Option<String>) {
+        let s = &self.shared;
+        match failed {
+            Some(e) => s.status.failed(s.remote.url(), &e),
+            None => s.status.recovered(s.remote.url()),
+        }
     }
 
-    /// What the files need: asking the store, shipping, compacting, a lease. Files done are
-    /// written to the ledger and forgotten.
-    fn file_jobs(&mut self) -> Vec<(Option<PathBuf>, Job)> {
+    /// What waits now (written while the round went included), and what is stranded.
+    fn count_behind(&self) {
+        let (mut bytes, mut files) = (0, 0);
+        let mut stranded = Vec::new();
+        for t in self.tracked.values() {
+            let len = std::fs::metadata(&t.local).map_or(0, |m| m.len());
+            let shipped = t.shipped.unwrap_or(0);
+            if len <= shipped {
+                continue;
+            }
+            match &t.stranded {
+                Some(by) => stranded.push(Stranded {
+                    file: self.shared.local.relative(&t.local),
+                    bytes: len - shipped,
+                    by: by.clone(),
+                }),
+                None => {
+                    bytes += len - shipped;
+                    files += 1;
+                }
+            }
+        }
+        self.shared.status.set_behind(bytes, files);
+        self.shared.status.set_stranded(stranded);
+    }
+
+    /// Take the lease of each session whose segment of this process has bytes to ship and
+    /// whose lease this process does not hold (a new session; a session whose holder is gone).
+    /// A lease another host holds is looked at again next round.
+    async fn take_leases(&mut self) -> Result<(), String> {
+        let wanted = self.leases_wanted();
+        let s = self.shared.clone();
+        let policy = self.policy();
+        let takes = wanted.into_iter().filter_map(|(key, path)| {
+            let session = session_of(&path)?;
+            let s = s.clone();
+            Some(async move {
+                let got = lease::acquire(
+                    &s.remote,
+                    &s.leases,
+                    s.clock.as_ref(),
+                    &s.me,
+                    &policy,
+                    &session,
+                    Duration::ZERO,
+                )
+                .await;
+                (key, session, got)
+            })
+        });
+        let mut failed = Ok(());
+        for (_, session, got) in futures_util::stream::iter(takes)
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+        {
+            match got {
+                Ok(_) => {}
+                Err(lease::Refusal::Store(e)) => failed = Err(e),
+                Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
+            }
+        }
+        failed
+    }
+
+    /// The sessions whose segment of this process has bytes to ship and whose lease this process
+    /// does not hold, with a segment of each.
+    fn leases_wanted(&self) -> Vec<(String, PathBuf)> {
+        let leases = lease::lock(&self.shared.leases);
+        let mut wanted: Vec<(String, PathBuf)> = Vec::new();
+        for (path, t) in &self.tracked {
+            let Leased::Mine(key) = &t.leased else {
+                continue;
+            };
+            let waiting = t.shipped.is_some_and(|shipped| {
+                std::fs::metadata(&t.local).is_ok_and(|m| m.len() > shipped)
+            });
+            if t.stranded.is_none()
+                && waiting
+                && matches!(leases.get(key), None | Some(Standing::Watching(_)))
+                && !wanted.iter().any(|(k, _)| k == key)
+            {
+                wanted.push((key.clone(), path.clone()));
+            }
+        }
+        wanted
+    }
+
+    /// What the files need: asking the store, shipping, compacting. Files done are written to
+    /// the ledger and forgotten.
+    fn file_jobs(&mut self) -> Vec<(PathBuf, Job)> {
         let since = std::mem::replace(&mut self.last_look, Instant::now());
+        let now = self.shared.clock.now();
+        let failing = self.shared.status.failing();
+        let leases = lease::lock(&self.shared.leases);
         let mut jobs = Vec::new();
-        let mut behind = 0u64;
-        let mut behind_files = 0u64;
         let mut gone = Vec::new();
-        let book = self.book.lock().unwrap_or_else(|p| p.into_inner());
-        let ttl = self.holder.lock().unwrap_or_else(|p| p.into_inner()).ttl;
-        // A lease this close to running out is not shipped under until renewed.
-        let margin = i64::try_from((ttl / 6).as_micros()).unwrap_or(0);
         for (path, t) in &mut self.tracked {
             let Some(shipped) = t.shipped else {
-                jobs.push((Some(path.clone()), Job::Ask));
+                jobs.push((path.clone(), Job::Ask));
                 continue;
             };
             let Ok(meta) = std::fs::metadata(&t.local) else {
@@ -421,36 +449,25 @@ impl Shipper {
                 // readers take the longest chain, so the old parts are removed first.
                 t.shipped = None;
                 t.inode = meta.ino();
-                jobs.push((Some(path.clone()), Job::Ask));
+                jobs.push((path.clone(), Job::Ask));
                 continue;
             }
             t.inode = meta.ino();
-            if len > shipped {
+            if len > shipped && t.stranded.is_none() {
                 t.waiting_since.get_or_insert(since);
-                behind += len - shipped;
-                behind_files += 1;
-                let mut epoch = None;
-                if let Some(key) = &t.lease {
-                    match book.get(key) {
-                        None => {
-                            let end = len.min(shipped + MAX_PART);
-                            let start = shipped;
-                            jobs.push((Some(path.clone()), Job::Lease { start, end }));
-                            continue;
-                        }
-                        // Another host continues the session: this one writes it no more.
-                        Some(h) if h.lost => {
-                            gone.push(path.clone());
-                            continue;
-                        }
-                        Some(h) if h.record.expires - margin <= lease::now_us() => continue,
-                        Some(h) => {
-                            epoch = (!t.epoch_recorded).then_some(h.record.epoch);
+                let Some(epoch) = may_ship(t, &leases, now) else {
+                    if t.stranded.is_some() {
+                        // What the store has of it is all it will have: said beside it, for
+                        // `list`, `stats` and the exports.
+                        let fence = Some(shipped);
+                        if let Err(e) = mark::add(&t.local, Mark { epoch: None, fence }) {
+                            tracing::debug!("{}: {e}", t.local.display());
                         }
                     }
-                }
+                    continue;
+                };
                 jobs.push((
-                    Some(path.clone()),
+                    path.clone(),
                     Job::Ship {
                         start: shipped,
                         end: len.min(shipped + MAX_PART),
@@ -459,59 +476,38 @@ impl Shipper {
                 ));
             } else if (t.closed && t.parts.len() > 1 || t.parts.len() >= COMPACT_AT)
                 && shipped <= MAX_COMPACT
-                && !self.status.failing()
+                && !failing
             {
                 let start = t.parts.iter().map(|p| p.0).min().unwrap_or(0);
                 jobs.push((
-                    Some(path.clone()),
+                    path.clone(),
                     Job::Compact {
                         start,
                         end: shipped,
                     },
                 ));
             } else if t.closed {
-                let rel = self.local.relative(&t.local);
+                let rel = self.shared.local.relative(&t.local);
                 if rel.ends_with(SEGMENT_SUFFIX) {
-                    self.ledger.add(&rel, shipped);
+                    self.ledger.add(&rel, shipped, t.stranded.as_deref());
                 }
                 gone.push(path.clone());
             }
         }
-        drop(book);
+        drop(leases);
         for path in gone {
             self.tracked.remove(&path);
         }
-        self.status.set_behind(behind, behind_files);
         jobs
     }
 
-    /// A lease renewed (or given back), or lost to another host.
-    fn renewed(&mut self, key: &str, renewed: Option<lease::Record>) {
-        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
-        match renewed {
-            Some(record) if record.released => book.lose(key),
-            Some(record) => book.keep(key, record),
-            None => {
-                let session = book
-                    .get(key)
-                    .map(|h| h.record.session.clone())
-                    .unwrap_or_default();
-                book.lose(key);
-                tracing::error!(
-                    "session {session:?} was taken over by another host while this one could not \
-                     reach the store: this host writes it to the store no more"
-                );
-            }
-        }
-    }
-
     /// What a file's job did.
-    async fn apply(&mut self, path: &Path, done: Done, done_at: Instant) {
+    async fn apply(&mut self, path: &Path, done: Outcome, done_at: Instant) {
         let Some(t) = self.tracked.get_mut(path) else {
             return;
         };
         match done {
-            Done::Asked(entries) => {
+            Outcome::Asked(entries) => {
                 let (_, end) = layout::chain(&entries, 0);
                 t.parts = entries
                     .iter()
@@ -520,45 +516,109 @@ impl Shipper {
                         _ => None,
                     })
                     .collect();
+                t.epoch = entries
+                    .iter()
+                    .filter_map(|e| match e {
+                        Entry::Epoch { epoch } => Some(*epoch),
+                        _ => None,
+                    })
+                    .max();
                 let len = std::fs::metadata(&t.local).map(|m| m.len()).unwrap_or(0);
                 if end > len {
                     // The store holds more than the disk: a catalog rewritten shorter. Its old
                     // parts go, and it is shipped again from the start.
                     for (start, end) in std::mem::take(&mut t.parts) {
                         let name = format!("{}/{}", t.file, layout::part_name(start, end));
-                        let _ = self.remote.delete(&name).await;
+                        let _ = self.shared.remote.delete(&name).await;
                     }
                     t.shipped = Some(0);
                 } else {
                     t.shipped = Some(end);
                 }
+                if let Leased::Left(key) = t.leased.clone()
+                    && t.epoch.is_none()
+                    && end < len
+                {
+                    // Never shipped before its run ended: under the epoch its run took, or a
+                    // lease made for it now; else another host continued the session from
+                    // what the store had, and these bytes are a branch it never saw.
+                    let s = &self.shared;
+                    match lease::recover(&s.remote, s.clock.as_ref(), &s.me.host, &key, &t.local)
+                        .await
+                    {
+                        Ok(Some(epoch)) => t.epoch = Some(epoch),
+                        Ok(None) => {
+                            t.stranded = Some(String::new());
+                            let fence = Some(end);
+                            let _ = mark::add(&t.local, Mark { epoch: None, fence });
+                        }
+                        Err(e) => {
+                            // Asked again next round.
+                            tracing::debug!("{}: {e}", t.local.display());
+                            t.shipped = None;
+                        }
+                    }
+                }
             }
-            Done::Shipped { start, end } => {
+            Outcome::Shipped { start, end } => {
                 t.parts.push((start, end));
-                t.epoch_recorded = true;
                 t.shipped = Some(end);
                 let len = std::fs::metadata(&t.local).map_or(end, |m| m.len());
                 if let Some(since) = t.waiting_since {
-                    self.status
+                    self.shared
+                        .status
                         .shipped(end - start, done_at.duration_since(since));
                     if end >= len {
                         t.waiting_since = None;
                     }
                 }
             }
-            Done::Compacted { start, end } => {
+            Outcome::Compacted { start, end } => {
                 t.parts.retain(|p| p.0 < start || p.1 > end);
                 t.parts.push((start, end));
             }
-            Done::Refused(refusal) => {
-                let session = session_of(&t.local).unwrap_or_default();
-                tracing::error!("{}: not shipped to the store", refusal.message(&session));
-                if matches!(refusal, lease::Refusal::Held(_)) {
-                    self.tracked.remove(path);
+        }
+    }
+}
+
+/// Whether file `t` may be shipped at `now`: `Some(marker)` when it may (with the epoch marker
+/// to write first, if its first part), `None` when not now. A session segment of this process
+/// goes only under the lease it holds, valid by its clock, and only under the epoch it started
+/// under; one whose lease another host took is marked stranded.
+fn may_ship(t: &mut Tracked, leases: &Leases, now: Duration) -> Option<Option<u64>> {
+    match &t.leased {
+        Leased::No => Some(None),
+        Leased::Left(_) => t.epoch.map(|_| None),
+        Leased::Mine(key) => match leases.get(key) {
+            Some(Standing::Held(held)) => {
+                let epoch = held.lease.epoch;
+                match t.epoch {
+                    Some(e) if e != epoch => {
+                        // Lost, then taken again in this run: this segment was fenced, and
+                        // the run writes the session in a new one.
+                        t.stranded = Some(String::new());
+                        None
+                    }
+                    Some(_) => held.valid(now).then_some(None),
+                    None => held.valid(now).then(|| {
+                        t.epoch = Some(epoch);
+                        let _ = mark::add(
+                            &t.local,
+                            Mark {
+                                epoch: Some(epoch),
+                                fence: None,
+                            },
+                        );
+                        Some(epoch)
+                    }),
                 }
             }
-            Done::Renewed(..) => {}
-        }
+            Some(Standing::Lost(by)) => {
+                t.stranded = Some(by.as_ref().map(|l| l.host.clone()).unwrap_or_default());
+                None
+            }
+            Some(Standing::Watching(_) | Standing::Released) | None => None,
+        },
     }
 }
 
@@ -578,12 +638,12 @@ async fn run_job(
     file: &str,
     parts: &[(u64, u64)],
     job: Job,
-) -> Result<Done, String> {
+) -> Result<Outcome, String> {
     match job {
         Job::Ask => remote
             .entries(file)
             .await
-            .map(Done::Asked)
+            .map(Outcome::Asked)
             .map_err(|e| e.to_string()),
         Job::Ship { start, end, epoch } => {
             if let Some(epoch) = epoch {
@@ -600,7 +660,7 @@ async fn run_job(
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(Done::Shipped { start, end })
+            Ok(Outcome::Shipped { start, end })
         }
         Job::Compact { start, end } => {
             let bytes = read_range(local, start, end, layout::compressed(file))?;
@@ -616,9 +676,8 @@ async fn run_job(
                         .map_err(|e| e.to_string())?;
                 }
             }
-            Ok(Done::Compacted { start, end })
+            Ok(Outcome::Compacted { start, end })
         }
-        Job::Lease { .. } | Job::Renew { .. } => Err("not a file job".into()),
     }
 }
 
@@ -634,44 +693,91 @@ fn read_range(path: &Path, start: u64, end: u64, compress: bool) -> Result<Bytes
     Ok(Bytes::from(buf))
 }
 
-/// The files of the journal directory shipped whole to one store: one line per closed file,
-/// `{"file":…,"bytes":…}`, appended (`O_APPEND`, one `write(2)` a line) so several processes
-/// sharing the directory never interleave.
-struct Ledger {
+/// The files of the journal directory done with for one store: one line per closed file,
+/// `{"file":…,"bytes":…}` (whole in the store), or with `"stranded"` (the store has `bytes` of
+/// it; the rest stays on this disk, the session having gone on on another host, named when
+/// known), appended (`O_APPEND`, one `write(2)` a line) so several processes sharing the
+/// directory never interleave.
+pub struct Ledger {
     path: PathBuf,
     shipped: HashMap<String, u64>,
 }
 
+/// A file of the ledger that was stranded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StrandedFile {
+    /// Relative to the journal directory.
+    pub file: String,
+    /// Bytes in the store.
+    pub shipped: u64,
+    /// The host that continued the session, when known.
+    pub by: String,
+}
+
 impl Ledger {
-    fn open(local: &Store, url: &str) -> Ledger {
+    fn path(local: &Store, url: &str) -> PathBuf {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(url.as_bytes());
         let tag: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-        let path = local.root().join(format!("shipped-{tag}.ndjson"));
+        local.root().join(format!("shipped-{tag}.ndjson"))
+    }
+
+    fn lines(path: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    fn open(local: &Store, url: &str) -> Ledger {
+        let path = Ledger::path(local, url);
         let mut shipped = HashMap::new();
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            for line in text.lines() {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
-                    && let (Some(file), Some(bytes)) = (v["file"].as_str(), v["bytes"].as_u64())
-                {
-                    shipped.insert(file.to_string(), bytes);
-                }
+        for v in Ledger::lines(&path) {
+            if let (Some(file), Some(bytes)) = (v["file"].as_str(), v["bytes"].as_u64()) {
+                // A stranded file is done with: its length on disk counts as handled.
+                let bytes = if v.get("stranded").is_some() {
+                    u64::MAX
+                } else {
+                    bytes
+                };
+                shipped.insert(file.to_string(), bytes);
             }
         }
         Ledger { path, shipped }
+    }
+
+    /// Every file of `local` stranded for the store at `url`.
+    pub fn stranded(local: &Store, url: &str) -> Vec<StrandedFile> {
+        Ledger::lines(&Ledger::path(local, url))
+            .into_iter()
+            .filter_map(|v| {
+                Some(StrandedFile {
+                    file: v["file"].as_str()?.to_string(),
+                    shipped: v["bytes"].as_u64()?,
+                    by: v.get("stranded")?.as_str().unwrap_or_default().to_string(),
+                })
+            })
+            .collect()
     }
 
     fn has(&self, file: &str, len: u64) -> bool {
         self.shipped.get(file).is_some_and(|&n| n >= len)
     }
 
-    fn add(&mut self, file: &str, bytes: u64) {
-        if self.has(file, bytes) {
+    fn add(&mut self, file: &str, bytes: u64, stranded: Option<&str>) {
+        if self.has(file, bytes) && stranded.is_none() {
             return;
         }
-        self.shipped.insert(file.to_string(), bytes);
-        let mut line = serde_json::to_vec(&serde_json::json!({"file": file, "bytes": bytes}))
-            .unwrap_or_default();
+        self.shipped.insert(
+            file.to_string(),
+            if stranded.is_some() { u64::MAX } else { bytes },
+        );
+        let mut entry = serde_json::json!({"file": file, "bytes": bytes});
+        if let Some(by) = stranded {
+            entry["stranded"] = serde_json::Value::from(by);
+        }
+        let mut line = serde_json::to_vec(&entry).unwrap_or_default();
         line.push(b'\n');
         use std::os::unix::fs::OpenOptionsExt;
         let appended = std::fs::OpenOptions::new()

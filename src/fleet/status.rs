@@ -40,7 +40,19 @@ struct Inner {
     shipped_bytes: u64,
     parts: u64,
     lags_ms: VecDeque<u32>,
+    stranded: Vec<Stranded>,
     changed: bool,
+}
+
+/// A file this process shipped part of and ships no more: another host continued its session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stranded {
+    /// Relative to the journal directory.
+    pub file: String,
+    /// Bytes of it that are not in the store, and will not be.
+    pub bytes: u64,
+    /// The host that continued the session, when known.
+    pub by: String,
 }
 
 /// The status file's content.
@@ -67,6 +79,10 @@ pub struct Report {
     /// look that found none waiting) to their being in the store, over the last shipments:
     /// median, 99th percentile, worst (milliseconds).
     pub lag_ms: [u32; 3],
+    /// Files shipped no more (their sessions went on on another host), with what of them is
+    /// not in the store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stranded: Vec<Stranded>,
 }
 
 impl Status {
@@ -90,6 +106,15 @@ impl Status {
         if bytes == 0 && s.health == Health::CatchingUp {
             s.health = Health::Up;
             tracing::info!("the object store has every journal byte again");
+        }
+    }
+
+    /// The files shipped no more, as a round found them.
+    pub(super) fn set_stranded(&self, stranded: Vec<Stranded>) {
+        let mut s = self.lock();
+        if s.stranded != stranded {
+            s.changed = true;
+            s.stranded = stranded;
         }
     }
 
@@ -151,6 +176,7 @@ impl Status {
             shipped_bytes: s.shipped_bytes,
             parts: s.parts,
             lag_ms: [at(0.5), at(0.99), lags.last().copied().unwrap_or(0)],
+            stranded: s.stranded.clone(),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod event;
 pub mod format;
 mod frames;
+pub mod mark;
 pub mod private;
 pub mod reader;
 pub mod store;

@@ -264,6 +264,24 @@ impl SegmentReader<File> {
     }
 }
 
+impl SegmentReader<std::io::Take<File>> {
+    /// Open a segment file, reading at most its first `limit` bytes (where a fence in the
+    /// shared store ends it: see [`super::mark`]).
+    ///
+    /// # Errors
+    /// As [`SegmentReader::open`].
+    pub fn open_until(
+        path: &Path,
+        limit: u64,
+    ) -> Result<SegmentReader<std::io::Take<File>>, OpenError> {
+        let file = File::open(path).map_err(|source| OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        SegmentReader::new(file.take(limit)).map_err(|e| e.with_path(path))
+    }
+}
+
 impl OpenError {
     fn with_path(self, path: &Path) -> OpenError {
         match self {

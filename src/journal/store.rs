@@ -223,6 +223,29 @@ pub fn run_id(unix_us: i64, pid: u32) -> String {
     format!("{}-{pid}", ts.strftime("%Y%m%dT%H%M%S.%6fZ"))
 }
 
+/// Whether `name` is a plain segment file name: one component, printable, not hidden, ending
+/// in `.acpj.zst`.
+pub fn segment_name_ok(name: &str) -> bool {
+    name.len() > SEGMENT_SUFFIX.len()
+        && name.ends_with(SEGMENT_SUFFIX)
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\')
+}
+
+/// Whether `rel` (as a catalog or the shared store names it) is a segment of session
+/// `session` in a journal directory: `sessions/<its key>/<segment name>`, nothing else — no
+/// absolute path, no `..`, no other session's directory.
+pub fn is_segment_of(rel: &str, session: &str) -> bool {
+    let mut parts = rel.split('/');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some("sessions"), Some(key), Some(name), None)
+            if key == session_key(session) && segment_name_ok(name)
+    )
+}
+
 /// Every segment file directly inside `dir`, sorted by name.
 ///
 /// # Errors
@@ -238,6 +261,26 @@ pub fn segments_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_segment_of_a_session_is_only_its_own_plain_file() {
+        let key = super::session_key("sess_1");
+        let ok = format!("sessions/{key}/20261127T100000.000000Z-7.acpj.zst");
+        assert!(super::is_segment_of(&ok, "sess_1"));
+        for bad in [
+            "/proc/self/fd/18".to_string(),
+            "/dev/stdin".to_string(),
+            format!("/home/u/.local/share/acp-journal/{ok}"),
+            format!("sessions/{key}/../{key}/x.acpj.zst"),
+            format!("sessions/{}/x.acpj.zst", super::session_key("other")),
+            format!("sessions/{key}/.x.acpj.zst"),
+            format!("sessions/{key}/x.txt"),
+            format!("sessions/{key}/a/x.acpj.zst"),
+            "connections/x.acpj.zst".to_string(),
+        ] {
+            assert!(!super::is_segment_of(&bad, "sess_1"), "{bad}");
+        }
+    }
+
     use super::*;
     use crate::journal::SegmentReader;
     use std::os::unix::fs::PermissionsExt;

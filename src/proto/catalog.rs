@@ -104,9 +104,13 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
         }
         Some("session_info_update") => {
             let session = session();
+            // A title an agent made of the re-prime (its first prompt) is not the session's.
+            let title = update
+                .text("title")
+                .filter(|t| !t.trim_start().starts_with(super::mapping::REPRIME_OPENING));
             cx.fx.push(Action::Catalog(CatalogUpdate::Info {
                 session,
-                title: update.text("title"),
+                title,
                 updated_at: update.text("updatedAt"),
             }));
         }

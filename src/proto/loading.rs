@@ -228,13 +228,17 @@ impl Loads {
     }
 
     /// Load `op`'s session may not be continued here (`why`: another host holds it): the load
-    /// fails with that reason (-32000), in place of the agent's own answer if it failed; a
-    /// restore cannot go on.
+    /// fails with that reason (-32000, `data.reason` `"lease"`), in place of the agent's own
+    /// answer if it failed; a restore cannot go on.
     fn journal_refused(&mut self, cx: &mut Cx, at: Stamp, op: u64, why: &str) -> Progress {
         let Some(l) = self.remove(op) else {
             return Progress::Going;
         };
-        let error = error_json(-32000, why, Some(json!({"sessionId": &*l.session})));
+        let error = error_json(
+            -32000,
+            why,
+            Some(json!({"sessionId": &*l.session, "reason": LEASE_REFUSED})),
+        );
         let id = match l.asker {
             Asker::Client(id) => id,
             Asker::Restore(mut lines) => {
@@ -478,6 +482,16 @@ impl Loads {
         how: Underneath,
         line: &Bytes,
     ) -> Progress {
+        if how != Underneath::New && refused_by_lease(line) {
+            // The host (acp-journal serve) refused it: another host continues the session.
+            // A new session here would split the conversation in two: the asker gets the
+            // refusal, and a later request tries again.
+            let error = serde_json::from_slice::<Value>(line)
+                .ok()
+                .map(|m| m["error"].to_string())
+                .unwrap_or_default();
+            return self.finish(cx, at, op, Err(error));
+        }
         if how != Underneath::New {
             // The agent lost it (or cannot load it): start afresh; the journal has it.
             if let Some(l) = self.loads.get_mut(&op) {
@@ -675,4 +689,34 @@ pub(super) fn parse_request(
         cx.fx.answer(at, Target::Run, id, Err(&error));
     }
     request
+}
+
+/// `data.reason` of the error a host gives a load it refuses because another host continues the
+/// session.
+const LEASE_REFUSED: &str = "lease";
+
+/// Whether an error answer is a host's refusal of a load because another host continues the
+/// session (see [`LEASE_REFUSED`]): nothing may continue that session as a new one instead.
+pub(super) fn refused_by_lease(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        error: Option<Error<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error<'a> {
+        code: i64,
+        #[serde(borrow)]
+        data: Option<Data<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data<'a> {
+        #[serde(borrow)]
+        reason: Option<&'a str>,
+    }
+    serde_json::from_slice::<Answer<'_>>(line).is_ok_and(|a| {
+        a.error.is_some_and(|e| {
+            e.code == -32000 && e.data.and_then(|d| d.reason) == Some(LEASE_REFUSED)
+        })
+    })
 }

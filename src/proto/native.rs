@@ -100,6 +100,11 @@ pub(super) fn native_answered(
             .set_setup(&request.session, request.setup.clone());
         return NativeAnswer::Passes(held);
     }
+    if super::loading::refused_by_lease(line) {
+        // A host refused it: another host continues the session, and nothing here may
+        // continue it as a new one instead. The refusal goes to the client.
+        return NativeAnswer::Passes(held);
+    }
     cx.ids.restore(id);
     cx.pending.remove(&(Side::Client, client_id.clone()));
     cx.sessions.end_native_load(&session, &client_id);

@@ -567,3 +567,51 @@ fn requests_held_for_a_restarted_agent_are_answered_when_it_is_gone_for_good() {
     assert_eq!(answer["error"]["message"], "the agent exited", "{answer}");
     assert_eq!(answer["error"]["data"]["method"], "session/prompt");
 }
+
+#[test]
+fn a_host_refusing_the_restore_because_another_host_holds_the_session_splits_nothing() {
+    // Issue 37 (5): the bridge reconnected through a load balancer to a host that may not
+    // continue the session yet. The held prompt gets the refusal; no new session is made on
+    // the host (which would split the conversation); the next prompt tries the restore again.
+    let mut h = live(
+        Config {
+            remote: true,
+            ..Config::default()
+        },
+        r#"{"loadSession":true}"#,
+    );
+    let t0 = T0;
+    h.proxy.handle_agent_restart(at(t0), 1);
+    h.drain();
+    client_at(&mut h, t0 + SECOND, &PROMPT.replace("\"id\":2", "\"id\":3"));
+    h.proxy.handle_line(
+        at(t0 + 2 * SECOND),
+        Peer::Agent,
+        Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"id\":\"acp-journal:0\",\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{\"loadSession\":true}}}\n"),
+    );
+    h.drain();
+    let load = fetch(&h);
+    history(&mut h, load, Summary::default());
+    let asked = json_of(h.to_agent.last().unwrap());
+    assert_eq!(asked["method"], "session/load", "{asked}");
+    let seen = h.to_client.len();
+    let sent = h.to_agent.len();
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32000,"message":"session \"S\" is being continued on host \"b\" (run \"r\")","data":{{"sessionId":"S","reason":"lease"}}}}}}"#,
+        asked["id"]
+    ));
+    assert_eq!(h.to_agent.len(), sent, "no session/new on the host");
+    let answer = client_since(&h, seen)
+        .into_iter()
+        .find(|m| m["id"] == 3)
+        .expect("the held prompt is answered");
+    assert_eq!(answer["error"]["data"]["reason"], "lease", "{answer}");
+    // The next prompt asks for the session again.
+    client_at(
+        &mut h,
+        t0 + 20 * SECOND,
+        &PROMPT.replace("\"id\":2", "\"id\":4"),
+    );
+    let again = fetch(&h);
+    assert_ne!(again, load, "a new restore");
+}

@@ -174,6 +174,20 @@ impl<W: Write> HtmlPage<W> {
         damage_note(&mut self.html.out, file, tail)
     }
 
+    /// Note that what a segment holds past its first `fence` bytes never reached the shared
+    /// store (the session went on on another host).
+    ///
+    /// # Errors
+    /// Write errors.
+    pub fn beyond_store(&mut self, file: &str, bytes: u64) -> io::Result<()> {
+        self.timeline.finish(&mut self.html)?;
+        writeln!(
+            self.html.out,
+            "<div class=\"damage\" role=\"note\">{}</div>",
+            escape(&beyond_store_note(file, bytes))
+        )
+    }
+
     /// Close the timeline and open the wire view.
     ///
     /// # Errors
@@ -189,6 +203,15 @@ impl<W: Write> HtmlPage<W> {
         )?;
         Ok(WireView { out })
     }
+}
+
+/// What a reader is told of a segment whose last `bytes` never reached the shared store.
+pub fn beyond_store_note(file: &str, bytes: u64) -> String {
+    format!(
+        "The last {bytes} bytes of the journal {file} are not in the shared store, and will not be: \
+         another host continued the session from what the store had, so what this host recorded \
+         after that is shown here but is not part of the shared session."
+    )
 }
 
 fn damage_note(out: &mut impl Write, file: &str, tail: &Tail) -> io::Result<()> {

@@ -163,8 +163,8 @@ fn serve(
     }
 }
 
-/// The store's sessions for `session/list`: deleted ones left out, and (unless `--list-scope
-/// all`) those another agent recorded. A session's `state` is given only while a live proxy
+/// The store's sessions for `session/list` (with a shared store, every host's): deleted ones
+/// left out, and (unless `--list-scope all`) those another agent recorded. A session's `state` is given only while a live proxy
 /// serves it.
 fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<ListedSession> {
     if let Err(e) = index.refresh() {
@@ -175,22 +175,30 @@ fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<L
             .ok()
             .map(|t| t.to_string())
     };
-    let local: Vec<&SessionSummary> = index.sessions().collect();
-    // With --list-scope all and a shared store: every host's sessions this one has not got.
-    let shared = match (&scope.fleet, scope.all) {
-        (Some(fleet), true) => fleet.shared_sessions().unwrap_or_else(|e| {
+    // With a shared store, every host's sessions too (this agent's, unless `--list-scope all`):
+    // of a session known here and there, the copy updated last.
+    let shared = match &scope.fleet {
+        Some(fleet) => fleet.shared_sessions().unwrap_or_else(|e| {
             tracing::warn!("listing the sessions of {}: {e}", fleet.url());
             Vec::new()
         }),
-        _ => Vec::new(),
+        None => Vec::new(),
     };
-    let known: std::collections::HashSet<&str> = local.iter().map(|s| s.session.as_str()).collect();
-    let elsewhere = shared
+    let mut merged: Vec<&SessionSummary> = index.sessions().collect();
+    let at: std::collections::HashMap<&str, usize> = merged
         .iter()
-        .filter(|s| !known.contains(s.session.as_str()));
-    local
+        .enumerate()
+        .map(|(i, s)| (s.session.as_str(), i))
+        .collect();
+    for s in &shared {
+        match at.get(s.session.as_str()) {
+            Some(&i) if merged[i].updated < s.updated => merged[i] = s,
+            Some(_) => {}
+            None => merged.push(s),
+        }
+    }
+    merged
         .into_iter()
-        .chain(elsewhere)
         .filter(|s| !s.deleted)
         .filter(|s| scope.all || s.agent.as_deref() == Some(scope.agent.as_str()))
         .map(|s| ListedSession {

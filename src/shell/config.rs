@@ -12,6 +12,9 @@ use crate::proto;
 pub struct ShellConfig {
     /// The agent command and its arguments (for the journal headers).
     pub agent: Vec<OsString>,
+    /// This run's name (its segments' stem, its leases' holder): see
+    /// [`crate::journal::store::run_id`].
+    pub run: String,
     /// The journal store.
     pub store: Store,
     /// When to fdatasync.

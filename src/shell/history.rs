@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::journal::store::segments_in;
-use crate::journal::{SegmentReader, Store};
+use crate::journal::{SegmentReader, Store, mark};
 use crate::proto::history::Replay;
 use crate::proto::{ClientSupport, HistoryChunk};
 
@@ -60,7 +60,13 @@ pub fn read(
 ) {
     let send =
         |chunk| tx.blocking_send((req.load, chunk)).is_ok() && !cancel.load(Ordering::Relaxed);
-    let segments = segments_in(&store.session_dir(&req.session)).unwrap_or_default();
+    // In the order the shared session was written (by lease epoch), each up to where a fence
+    // in the shared store ends it.
+    let mut segments = segments_in(&store.session_dir(&req.session)).unwrap_or_default();
+    mark::in_epoch_order(&mut segments);
+    let open = |path: &std::path::Path| {
+        SegmentReader::open_until(path, mark::read(path).fence.unwrap_or(u64::MAX))
+    };
     if segments.is_empty() {
         send(HistoryChunk::Missing);
         return;
@@ -71,7 +77,7 @@ pub fn read(
     }
     let before = |cut: Option<u64>, seq: u64| cut.is_none_or(|cut| seq < cut);
     for path in &segments {
-        match SegmentReader::open(path) {
+        match open(path) {
             Ok(mut reader) => {
                 let cut = Until::cut_in(req.until.as_ref(), &reader);
                 while let Some(record) = reader.next_where(|line| replay.observes(line)) {
@@ -85,7 +91,7 @@ pub fn read(
     }
     let mut lines: Vec<Bytes> = Vec::with_capacity(CHUNK);
     for path in &segments {
-        let Ok(reader) = SegmentReader::open(path) else {
+        let Ok(reader) = open(path) else {
             continue;
         };
         let cut = Until::cut_in(req.until.as_ref(), &reader);

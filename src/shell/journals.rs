@@ -194,6 +194,8 @@ struct Slot {
     records: u64,
     /// Prompt turns journaled (for the catalog).
     turns: u64,
+    /// A session segment's header (a new segment of the session starts with it again).
+    header: Option<Header>,
 }
 
 impl Slot {
@@ -207,8 +209,18 @@ impl Slot {
             pending: Vec::new(),
             records: 0,
             turns: 0,
+            header: None,
         }
     }
+}
+
+/// A session segment replaced by a new one, closed once the batches queued before the
+/// replacement are written to it.
+struct Retiring {
+    shared: Shared,
+    turns: u64,
+    seq: u64,
+    at: Stamp,
 }
 
 /// Work for the compressor thread: segments to write, then what to hand back.
@@ -247,6 +259,10 @@ pub struct JournalSet<T> {
     syncing: Arc<AtomicBool>,
     /// Told of every segment made and closed, when journals are shipped to a store.
     fleet: Option<Fleet>,
+    /// Segments replaced ([`JournalSet::next_segment`]), to close when the queue is empty.
+    retiring: Vec<Retiring>,
+    /// Catalog entries of segments closed since [`JournalSet::take_closed`].
+    closed: Vec<CatalogEntry>,
 }
 
 fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>> {
@@ -280,6 +296,8 @@ impl<T: Send + 'static> JournalSet<T> {
             health,
             syncing: Arc::new(AtomicBool::new(false)),
             fleet,
+            retiring: Vec::new(),
+            closed: Vec::new(),
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
@@ -357,10 +375,23 @@ impl<T: Send + 'static> JournalSet<T> {
         let header = self.header(
             SegmentKind::Session,
             Some(session.to_string()),
-            cwd.clone(),
+            cwd,
             Some(initialize),
             at,
         );
+        let (slot, entry) = self.session_slot(session, header, at);
+        self.sessions.insert(session.clone(), slot);
+        entry
+    }
+
+    /// A new segment of `session` starting with `header`, and its catalog entry.
+    fn session_slot(
+        &self,
+        session: &SessionId,
+        header: Header,
+        at: Stamp,
+    ) -> (Slot, Option<CatalogEntry>) {
+        let name = format!("session {session:?}");
         let dir = self.store.session_dir(session);
         let (writer, entry) = match self.create(&dir, &header) {
             Ok(writer) => {
@@ -368,12 +399,13 @@ impl<T: Send + 'static> JournalSet<T> {
                     session: session.to_string(),
                     segment: self.store.relative(writer.path()),
                     git_branch: None,
-                    cwd,
+                    cwd: header.cwd.clone(),
                     agent: Some(self.info.argv.join(" ")),
-                    agent_name: initialize
-                        .response
-                        .as_deref()
-                        .and_then(|r| serde_json::from_slice(r).ok())
+                    agent_name: header
+                        .initialize
+                        .as_ref()
+                        .and_then(|i| i.response.as_deref())
+                        .and_then(|r| serde_json::from_str(r.get()).ok())
                         .and_then(|r| crate::acp::agent_title(&r)),
                     t: at.unix_us,
                 };
@@ -384,9 +416,68 @@ impl<T: Send + 'static> JournalSet<T> {
                 (None, None)
             }
         };
-        self.sessions
-            .insert(session.clone(), Slot::new(writer, name, &self.health));
+        let mut slot = Slot::new(writer, name, &self.health);
+        slot.header = Some(header);
+        (slot, entry)
+    }
+
+    /// Go on with `session` in a new segment (its lease was lost and is held again: the old
+    /// segment was fenced in the shared store); the old one is closed once what was queued for
+    /// it is written (its entry then comes from [`JournalSet::take_closed`]). Returns the new
+    /// segment's catalog entry.
+    pub fn next_segment(
+        &mut self,
+        session: &SessionId,
+        seq: u64,
+        at: Stamp,
+    ) -> Option<CatalogEntry> {
+        let header = self.sessions.get(session)?.header.clone()?;
+        if self.health.full() {
+            return None;
+        }
+        let header = Header {
+            started: at.unix_us,
+            ..header
+        };
+        let (slot, entry) = self.session_slot(session, header, at);
+        let old = self.sessions.insert(session.clone(), slot)?;
+        if let Some(shared) = old.shared {
+            self.retiring.push(Retiring {
+                shared,
+                turns: old.turns,
+                seq,
+                at,
+            });
+        }
+        self.close_retired();
         entry
+    }
+
+    /// Close the replaced segments once nothing is queued for them.
+    fn close_retired(&mut self) {
+        if self.queued > 0 {
+            return;
+        }
+        for r in std::mem::take(&mut self.retiring) {
+            let Some((segment, stats)) = r.shared.close(r.seq, r.at) else {
+                continue;
+            };
+            if let Some(fleet) = &self.fleet {
+                fleet.closed(&segment);
+            }
+            self.closed.push(CatalogEntry::Close {
+                segment: self.store.relative(&segment),
+                records: stats.records,
+                bytes: stats.file_bytes,
+                turns: r.turns,
+                t: r.at.unix_us,
+            });
+        }
+    }
+
+    /// Catalog entries of the segments closed since the last call.
+    pub fn take_closed(&mut self) -> Vec<CatalogEntry> {
+        std::mem::take(&mut self.closed)
     }
 
     /// Journals that stopped since the last call (for the core's `journal_error` events).
@@ -504,6 +595,7 @@ impl<T: Send + 'static> JournalSet<T> {
             return None;
         };
         self.queued -= 1;
+        self.close_retired();
         for mut buffer in buffers {
             if self.spare.len() < 8 {
                 buffer.clear();
@@ -553,7 +645,8 @@ impl<T: Send + 'static> JournalSet<T> {
     pub async fn close(mut self, seq: u64, at: Stamp) -> Vec<CatalogEntry> {
         while self.queued > 0 && self.finished().await.is_some() {}
         self.write_pending();
-        let mut entries = Vec::new();
+        self.close_retired();
+        let mut entries = std::mem::take(&mut self.closed);
         for (_, slot) in self.sessions.drain() {
             let Some(shared) = slot.shared else { continue };
             let Some((segment, stats)) = shared.close(seq, at) else {

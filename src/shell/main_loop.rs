@@ -57,6 +57,8 @@ pub(super) struct Running<P, S> {
     client_gone_seen: bool,
     /// The store's answers: journal replays, forks, the catalog's lists and changes.
     history_rx: mpsc::Receiver<(u64, HistoryChunk)>,
+    /// Sessions to go on in a new segment ([`Services::next_segment_tx`]).
+    next_segment_rx: mpsc::UnboundedReceiver<(String, tokio::sync::oneshot::Sender<()>)>,
     fork_rx: mpsc::Receiver<(u64, Result<(), String>)>,
     catalog_rx: mpsc::UnboundedReceiver<catalog::CatalogAnswer>,
     /// How often the catalog is checked for other proxies' changes, while the client wants to
@@ -100,7 +102,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         let clock = Clock(tokio::time::Instant::now());
         let start = clock.now();
         let info = RunInfo {
-            run: crate::journal::store::run_id(start.unix_us, std::process::id()),
+            run: config.run.clone(),
             argv: if config.core.redact {
                 proto::redact::redact_argv(&argv)
             } else {
@@ -108,9 +110,6 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             },
             pid: std::process::id(),
         };
-        if let Some(fleet) = &config.fleet {
-            fleet.set_run(&info.run);
-        }
         let agent_line = info.argv.join(" ");
         let journals = JournalSet::open(
             config.store.clone(),
@@ -125,6 +124,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             ..config.core
         });
         let (history_tx, history_rx) = mpsc::channel(4);
+        let (next_segment_tx, next_segment_rx) = mpsc::unbounded_channel();
         let (fork_tx, fork_rx) = mpsc::channel(4);
         let scope = catalog::ListScope {
             agent: agent_line,
@@ -140,6 +140,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             history_tx,
             fetches: HashMap::new(),
             fleet: config.fleet.clone(),
+            next_segment_tx,
         };
         let (from_clients, to_client) = match front {
             Front::Editor(client) => (
@@ -182,6 +183,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             client_open: true,
             client_gone_seen: false,
             history_rx,
+            next_segment_rx,
             fork_rx,
             catalog_rx,
             list_tick: tick(Duration::from_millis(250)),
@@ -215,6 +217,9 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                 if self.out.deliver(batch) {
                     self.life.terminate_after_grace(tokio::time::Instant::now());
                 }
+                for entry in self.out.journals.take_closed() {
+                    self.out.services.catalog.append(entry);
+                }
             }
             read = self.agent_out.read_buf(self.out_lines.buffer()), if self.life.reads_out() && !self.out.busy_for_clients() => {
                 let at = self.clock.now();
@@ -239,6 +244,15 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                     }
                     _ => self.life.errors_ended(),
                 }
+            }
+            Some((session, made)) = self.next_segment_rx.recv() => {
+                let (seq, at) = (self.core.next_seq(), self.clock.now());
+                let journals = &mut self.out.journals;
+                let opened = journals.next_segment(&proto::SessionId::from(session.as_str()), seq, at);
+                for entry in opened.into_iter().chain(journals.take_closed()) {
+                    self.out.services.catalog.append(entry);
+                }
+                let _ = made.send(());
             }
             Some((load, chunk)) = self.history_rx.recv(), if !self.out.to_client.full() => {
                 self.core.handle_history(self.clock.now(), load, chunk);

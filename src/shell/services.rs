@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::catalog::{self, catalog_entry};
 use super::history::{self, HistoryRequest};
@@ -28,6 +28,32 @@ pub(super) struct Services {
     pub(super) fetches: HashMap<u64, Arc<AtomicBool>>,
     /// The shared store a session's history is pulled from first (`--store`).
     pub(super) fleet: Option<Fleet>,
+    /// Sessions whose journal goes on in a new segment before their load is read (their
+    /// lease was lost and is held again), each answered once the segment is made.
+    pub(super) next_segment_tx: mpsc::UnboundedSender<(String, oneshot::Sender<()>)>,
+}
+
+/// Bring what the store holds of `session` into the journal directory before it is read.
+fn pull_first(fleet: &Fleet, session: &str) {
+    match fleet.pull_session(session) {
+        Ok(pulled) => {
+            for why in &pulled.skipped {
+                tracing::warn!("session {session:?}: {why}");
+            }
+            if pulled.files > 0 {
+                tracing::info!(
+                    "session {session:?}: {} bytes of {} segments pulled from {}",
+                    pulled.bytes,
+                    pulled.files,
+                    fleet.url()
+                );
+            }
+        }
+        Err(e) => tracing::warn!(
+            "session {session:?}: not pulled from {} ({e}); loading what this disk holds",
+            fleet.url()
+        ),
+    }
 }
 
 impl Services {
@@ -37,36 +63,29 @@ impl Services {
         let store = self.store.clone();
         let tx = self.history_tx.clone();
         let fleet = self.fleet.clone();
+        let next_segment = self.next_segment_tx.clone();
         tokio::task::spawn_blocking(move || {
             if let Some(fleet) = fleet {
-                // What other hosts wrote of the session comes first: the replay reads it all.
-                match fleet.pull_session(&request.session) {
-                    Ok(pulled) => {
-                        for why in &pulled.skipped {
-                            tracing::warn!("session {:?}: {why}", request.session);
-                        }
-                        if pulled.files > 0 {
-                            tracing::info!(
-                                "session {:?}: {} bytes of {} segments pulled from {}",
-                                request.session,
-                                pulled.bytes,
-                                pulled.files,
-                                fleet.url()
-                            );
-                        }
+                // One host continues a session at a time: its lease first (waiting for a
+                // silent holder's to run out), then what the store holds of it, which no
+                // other host can add to from then on.
+                let acquired = match fleet.acquire(&request.session) {
+                    Ok(acquired) => acquired,
+                    Err(why) => {
+                        tracing::warn!("{why}");
+                        let _ = tx.blocking_send((request.load, HistoryChunk::Refused(why)));
+                        return;
                     }
-                    Err(e) => tracing::warn!(
-                        "session {:?}: not pulled from {} ({e}); loading what this disk holds",
-                        request.session,
-                        fleet.url()
-                    ),
+                };
+                if acquired.again {
+                    // This run's segment of the session was fenced when another host took it:
+                    // what it journals from here goes to a new one.
+                    let (done, made) = oneshot::channel();
+                    if next_segment.send((request.session.clone(), done)).is_ok() {
+                        let _ = made.blocking_recv();
+                    }
                 }
-                // One host continues a session at a time.
-                if let Err(why) = fleet.acquire(&request.session) {
-                    tracing::warn!("{why}");
-                    let _ = tx.blocking_send((request.load, HistoryChunk::Refused(why)));
-                    return;
-                }
+                pull_first(&fleet, &request.session);
             }
             history::read(&store, request, cancel, tx)
         });

@@ -1,0 +1,147 @@
+//! A store that fails on cue, for the fleet's unit tests: wraps a real one (the crate's
+//! `InMemory`) and, while told to, answers every request with an error (the store is down), or
+//! makes the next writes fail before or after they are applied (the answer lost).
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// What the next write does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Fails, not applied.
+    Fail,
+    /// Applied, but its answer is an error.
+    LoseAnswer,
+}
+
+/// The wrapped store and its cues.
+#[derive(Debug)]
+pub struct Faulty {
+    inner: Arc<dyn ObjectStore>,
+    down: AtomicBool,
+    next: Mutex<VecDeque<Fault>>,
+    /// Requests answered (all kinds).
+    pub requests: AtomicUsize,
+}
+
+impl Faulty {
+    /// Around `inner`, working.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Arc<Faulty> {
+        Arc::new(Faulty {
+            inner,
+            down: AtomicBool::new(false),
+            next: Mutex::new(VecDeque::new()),
+            requests: AtomicUsize::new(0),
+        })
+    }
+
+    /// Every request fails while `down`.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// The next writes do these, in order.
+    pub fn then(&self, faults: &[Fault]) {
+        self.next.lock().unwrap().extend(faults.iter().copied());
+    }
+
+    fn check(&self) -> Result<()> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(down());
+        }
+        Ok(())
+    }
+}
+
+fn down() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "Faulty",
+        source: "the store is down (on cue)".into(),
+    }
+}
+
+impl std::fmt::Display for Faulty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Faulty({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Faulty {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.check()?;
+        let fault = self.next.lock().unwrap().pop_front();
+        match fault {
+            Some(Fault::Fail) => Err(down()),
+            Some(Fault::LoseAnswer) => {
+                self.inner.put_opts(location, payload, opts).await?;
+                Err(down())
+            }
+            None => self.inner.put_opts(location, payload, opts).await,
+        }
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.check()?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.check()?;
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.check()?;
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        if self.check().is_err() {
+            return locations.map(|_| Err(down())).boxed();
+        }
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        if self.check().is_err() {
+            return futures_util::stream::once(async { Err(down()) }).boxed();
+        }
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.check()?;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.check()?;
+        self.inner.copy_opts(from, to, options).await
+    }
+}

@@ -16,6 +16,9 @@ command -v zstd >/dev/null || { echo "[test] installing zstd" >&2; apt-get insta
 # prlimit and unshare (util-linux) give the disk-full tests a file-size limit and a small tmpfs.
 command -v prlimit >/dev/null && command -v unshare >/dev/null \
   || { echo "[test] installing util-linux" >&2; apt-get install -y -qq util-linux >/dev/null; }
+# faketime (libfaketime) runs a fleet host whose wall clock is a minute off.
+command -v faketime >/dev/null \
+  || { echo "[test] installing faketime" >&2; apt-get install -y -qq faketime >/dev/null; }
 scripts/install-peers.sh
 scripts/install-chromium.sh
 scripts/install-nginx.sh

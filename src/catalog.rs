@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::journal::private::create_private_file;
 use crate::journal::store::{is_segment_of, segments_in};
-use crate::journal::{Body, Event, SegmentReader, Store, Tail};
+use crate::journal::{Body, Event, SegmentReader, Store, Tail, mark};
 use crate::wire::Side;
 
 /// One line of the catalog.
@@ -178,10 +178,19 @@ impl CatalogEntry {
 #[derive(Debug, Default)]
 pub struct HostScope {
     sessions: HashSet<String>,
-    segments: HashSet<String>,
+    /// Segment → its session.
+    segments: HashMap<String, String>,
 }
 
 impl HostScope {
+    /// The session `entry` (admitted) speaks of: its own, or for a `Close` its segment's.
+    pub fn session_of<'a>(&'a self, entry: &'a CatalogEntry) -> Option<&'a str> {
+        match entry {
+            CatalogEntry::Close { segment, .. } => self.segments.get(segment).map(String::as_str),
+            other => other.session(),
+        }
+    }
+
     /// Whether `entry`, the next of the host's catalog, is the host's to say.
     pub fn admits(&mut self, entry: &CatalogEntry) -> bool {
         match entry {
@@ -191,11 +200,11 @@ impl HostScope {
                 let ok = is_segment_of(segment, session);
                 if ok {
                     self.sessions.insert(session.clone());
-                    self.segments.insert(segment.clone());
+                    self.segments.insert(segment.clone(), session.clone());
                 }
                 ok
             }
-            CatalogEntry::Close { segment, .. } => self.segments.contains(segment),
+            CatalogEntry::Close { segment, .. } => self.segments.contains_key(segment),
             other => other.session().is_some_and(|s| self.sessions.contains(s)),
         }
     }
@@ -719,7 +728,14 @@ impl Catalog for Store {
     fn resolve(&self, arg: &str) -> Result<Vec<PathBuf>, String> {
         let sessions = self.sessions_with(false);
         let pick = |s: &SessionSummary| -> Vec<PathBuf> {
-            s.segments.iter().map(|seg| self.root().join(seg)).collect()
+            let mut paths: Vec<PathBuf> =
+                s.segments.iter().map(|seg| self.root().join(seg)).collect();
+            // Segments that were in a shared store go in the order their session was written
+            // (by lease epoch), whatever their writers' clocks said.
+            if paths.iter().any(|p| mark::read(p).epoch.is_some()) {
+                mark::in_epoch_order(&mut paths);
+            }
+            paths
         };
         if let Some(s) = sessions.iter().flatten().find(|s| s.session == arg) {
             return Ok(pick(s));

@@ -41,6 +41,20 @@ pub struct Cli {
     #[arg(long, global = true, env = "ACP_JOURNAL_STORE", value_name = "URL")]
     pub store: Option<String>,
 
+    /// With --store, for the commands that read: the most their local copy of the store
+    /// (`$XDG_CACHE_HOME/acp-journal/stores/`) keeps, in bytes (`K`, `M`, `G` suffixes count
+    /// 1024s). The sessions used longest ago are dropped first; every host's catalogs and the
+    /// sessions the command reads are kept.
+    #[arg(
+        long,
+        global = true,
+        env = "ACP_JOURNAL_STORE_CACHE",
+        default_value = "1G",
+        value_name = "SIZE",
+        value_parser = parse_size
+    )]
+    pub store_cache: u64,
+
     /// A subcommand; without one, run the proxy.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -463,6 +477,28 @@ pub fn parse_ship_interval(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: ship at most every 0.1 seconds"));
     }
     Ok(interval)
+}
+
+/// Parse a size in bytes: a whole number, with an optional `K`, `M` or `G` (1024s; a `B` or
+/// `iB` after it is allowed).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a size (use e.g. 500M or 2G)"))
 }
 
 /// Parse an age like `90m`, `12h`, `30d`, `4w` (or seconds with `s`).

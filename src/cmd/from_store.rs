@@ -54,7 +54,9 @@ enum Wanted {
 /// What `command` reads.
 fn wanted(command: &Command) -> Wanted {
     match command {
-        Command::List(_) => Wanted::Named(Vec::new()),
+        // The sessions not closed: their turns are counted from their segments (a killed
+        // host's catalog lacks its last turns).
+        Command::List(_) => Wanted::Open,
         Command::Show(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Bundle(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Rerun(a) => Wanted::Named(vec![a.source.clone()]),
@@ -180,12 +182,13 @@ pub(super) fn catalog_copy(url: &str) -> anyhow::Result<Store> {
 ///
 /// # Errors
 /// The store cannot be opened or read, or the local copy cannot be written.
-pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> {
+pub(super) fn local_copy(url: &str, command: &Command, limit: u64) -> anyhow::Result<Store> {
     let opened = open(url)?;
     let wanted = wanted(command);
     let sessions = opened.copy.sessions_with(false)?;
     let named = ids(&wanted, &sessions);
     opened.pull(url, &named)?;
+    trim(&opened.copy, &named, limit);
     if !matches!(command, Command::Watch(_)) {
         return Ok(opened.copy);
     }
@@ -199,8 +202,17 @@ pub(super) fn local_copy(url: &str, command: &Command) -> anyhow::Result<Store> 
 }
 
 impl Opened {
-    /// Pull sessions `ids` into the copy.
+    /// Pull sessions `ids` into the copy (each marked used now).
     fn pull(&self, url: &str, ids: &[String]) -> anyhow::Result<()> {
+        for id in ids {
+            let dir = self.copy.session_dir(id);
+            if crate::journal::private::create_private_dir(&dir).is_ok() {
+                let used = dir.join(USED);
+                let _ = crate::journal::private::create_private_file(&used)
+                    .or_else(|_| std::fs::File::options().write(true).open(&used))
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            }
+        }
         self.runtime.block_on(async {
             let pulls = ids
                 .iter()
@@ -308,6 +320,56 @@ pub(super) fn publish(
         .build()?
         .block_on(fleet.finish(within));
     Ok(())
+}
+
+/// The file whose time says when a session of the copy was last read.
+const USED: &str = ".used";
+
+/// Keep the copy within `limit` bytes: the sessions read longest ago are removed first (the
+/// hosts' catalogs, and the sessions `keep`, stay).
+fn trim(copy: &Store, keep: &[String], limit: u64) {
+    let size_of = |dir: &std::path::Path| -> u64 {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let keep: HashSet<PathBuf> = keep.iter().map(|id| copy.session_dir(id)).collect();
+    let mut sessions: Vec<(std::time::SystemTime, u64, PathBuf)> =
+        std::fs::read_dir(copy.root().join("sessions"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .map(|dir| {
+                        let used = std::fs::metadata(dir.join(USED))
+                            .or_else(|_| std::fs::metadata(&dir))
+                            .and_then(|m| m.modified())
+                            .unwrap_or(std::time::UNIX_EPOCH);
+                        (used, size_of(&dir), dir)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+    let mut total: u64 =
+        sessions.iter().map(|s| s.1).sum::<u64>() + size_of(&copy.root().join("connections"));
+    sessions.sort();
+    for (_, size, dir) in sessions {
+        if total <= limit {
+            break;
+        }
+        if keep.contains(&dir) {
+            continue;
+        }
+        if std::fs::remove_dir_all(&dir).is_ok() {
+            total = total.saturating_sub(size);
+        }
+    }
 }
 
 /// Say on stderr which files of the store could not be read whole.

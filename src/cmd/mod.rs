@@ -52,7 +52,7 @@ pub fn run(cli: Cli) -> ExitCode {
     // With --store, the commands that read read the shared store, through a local copy.
     let store = match (&cli.command, shared) {
         (Some(command), Some(url)) if from_store::reads(command) => {
-            match from_store::local_copy(url, command) {
+            match from_store::local_copy(url, command, cli.store_cache) {
                 Ok(copy) => copy,
                 Err(e) => {
                     eprintln!("acp-journal: {e:#}");

@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 
 use anyhow::Context;
 
-use crate::cli::{ListScope, ProxyArgs, Reprime};
+use crate::cli::{ListScope, LoadArg, ProxyArgs, Reprime};
 use crate::fleet::Fleet;
 use crate::journal::Store;
 use crate::net::bridge::Remote;
@@ -135,7 +135,12 @@ pub(super) fn shell_config(
         fsync: args.fsync,
         core: crate::proto::Config {
             redact: !args.no_redact,
-            load: args.load.into(),
+            // With a shared store a load is served from the journal (leased and pulled
+            // first): the agent's own copy may lack what other hosts added.
+            load: match (args.load, shared) {
+                (LoadArg::Auto, Some(_)) => crate::proto::LoadMode::Journal,
+                (load, _) => load.into(),
+            },
             reprime: args.reprime == Reprime::Transcript,
             reprime_limit: args.reprime_limit,
             stall_timeout_us: args.stall_timeout.map(micros),

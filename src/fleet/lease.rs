@@ -752,6 +752,7 @@ pub async fn history(remote: &Remote, key: &str) -> Result<History, Error> {
                 && record.epoch == epoch
             {
                 history.runs.insert(epoch, record.run);
+                history.hosts.insert(epoch, record.host);
             }
         }
     }
@@ -766,9 +767,21 @@ pub struct History {
     pub leased: bool,
     /// Epoch → the run that took it.
     pub runs: std::collections::BTreeMap<u64, String>,
+    /// Epoch → the host that took it.
+    pub hosts: std::collections::BTreeMap<u64, String>,
 }
 
 impl History {
+    /// Whether `host`'s run `run` took an epoch of the session (or the session predates
+    /// leases: anyone's word stands).
+    pub fn took(&self, host: &str, run: &str) -> bool {
+        !self.leased
+            || self
+                .runs
+                .iter()
+                .any(|(e, r)| r == run && self.hosts.get(e).is_some_and(|h| h == host))
+    }
+
     /// Whether a segment of run `run` marked with `epochs` may be replayed.
     pub fn admits(&self, run: &str, epochs: &[u64]) -> bool {
         !self.leased

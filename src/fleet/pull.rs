@@ -130,6 +130,7 @@ pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pu
             let mark = crate::journal::mark::Mark {
                 epoch: epochs.iter().copied().max(),
                 fence,
+                pulled: !existed,
             };
             if mark != crate::journal::mark::Mark::default()
                 && let Err(e) = crate::journal::mark::add(&path, mark)
@@ -273,12 +274,15 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         .collect()
         .await;
     let skipped: Vec<String> = results.into_iter().filter_map(Result::err).collect();
-    let mut lines: Vec<(i64, Vec<u8>)> = Vec::new();
+    // Each host speaks only for the sessions it opened; of a session more than one host
+    // says it opened, only those its lease history says took it (any host may write any
+    // catalog, so a claim alone is not believed where it matters).
+    let mut said: Vec<(&str, i64, Vec<u8>, Option<String>)> = Vec::new();
+    let mut claims: BTreeMap<String, BTreeMap<&str, Vec<String>>> = BTreeMap::new();
     for host in &hosts {
         let Ok(text) = std::fs::read(local.root().join(layout::host_catalog(host))) else {
             continue;
         };
-        // Each host speaks only for the sessions it opened.
         let mut scope = HostScope::default();
         for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             let Ok(entry) = serde_json::from_slice::<CatalogEntry>(line) else {
@@ -287,15 +291,49 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
             if !scope.admits(&entry) {
                 continue;
             }
+            if let CatalogEntry::Open {
+                session, segment, ..
+            } = &entry
+            {
+                let name = segment.rsplit('/').next().unwrap_or(segment);
+                let run = layout::run_of_segment(name).unwrap_or(name).to_string();
+                claims
+                    .entry(session.clone())
+                    .or_default()
+                    .entry(host.as_str())
+                    .or_default()
+                    .push(run);
+            }
             #[derive(serde::Deserialize)]
             struct Stamped {
                 #[serde(default)]
                 t: i64,
             }
             let t = serde_json::from_slice::<Stamped>(line).map_or(0, |s| s.t);
-            lines.push((t, line.to_vec()));
+            let session = scope.session_of(&entry).map(str::to_string);
+            said.push((host.as_str(), t, line.to_vec(), session));
         }
     }
+    let mut refused: std::collections::HashSet<(String, &str)> = Default::default();
+    for (session, by_host) in claims.iter().filter(|(_, h)| h.len() > 1) {
+        let history = lease::history(remote, &session_key(session))
+            .await
+            .map_err(|e| e.to_string())?;
+        for (host, runs) in by_host {
+            if !runs.iter().any(|run| history.took(host, run)) {
+                refused.insert((session.clone(), host));
+            }
+        }
+    }
+    let mut lines: Vec<(i64, Vec<u8>)> = said
+        .into_iter()
+        .filter(|(host, _, _, session)| {
+            session
+                .as_ref()
+                .is_none_or(|s| !refused.contains(&(s.clone(), *host)))
+        })
+        .map(|(_, t, line, _)| (t, line))
+        .collect();
     lines.sort_by_key(|(t, _)| *t);
     let merged = local.root().join("catalog.ndjson");
     let tmp = local.root().join("catalog.ndjson.pull.tmp");

@@ -460,7 +460,11 @@ impl Shipper {
                         // What the store has of it is all it will have: said beside it, for
                         // `list`, `stats` and the exports.
                         let fence = Some(shipped);
-                        if let Err(e) = mark::add(&t.local, Mark { epoch: None, fence }) {
+                        let stranded = Mark {
+                            fence,
+                            ..Mark::default()
+                        };
+                        if let Err(e) = mark::add(&t.local, stranded) {
                             tracing::debug!("{}: {e}", t.local.display());
                         }
                     }
@@ -550,7 +554,13 @@ impl Shipper {
                         Ok(None) => {
                             t.stranded = Some(String::new());
                             let fence = Some(end);
-                            let _ = mark::add(&t.local, Mark { epoch: None, fence });
+                            let _ = mark::add(
+                                &t.local,
+                                Mark {
+                                    fence,
+                                    ..Mark::default()
+                                },
+                            );
                         }
                         Err(e) => {
                             // Asked again next round.
@@ -602,13 +612,11 @@ fn may_ship(t: &mut Tracked, leases: &Leases, now: Duration) -> Option<Option<u6
                     Some(_) => held.valid(now).then_some(None),
                     None => held.valid(now).then(|| {
                         t.epoch = Some(epoch);
-                        let _ = mark::add(
-                            &t.local,
-                            Mark {
-                                epoch: Some(epoch),
-                                fence: None,
-                            },
-                        );
+                        let marked = Mark {
+                            epoch: Some(epoch),
+                            ..Mark::default()
+                        };
+                        let _ = mark::add(&t.local, marked);
                         Some(epoch)
                     }),
                 }

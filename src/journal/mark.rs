@@ -24,6 +24,9 @@ pub struct Mark {
     /// Where the shared session's copy of the segment ends (bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+    /// A copy pulled from the store: another host wrote it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pulled: bool,
 }
 
 /// Where `segment`'s mark is kept.
@@ -49,6 +52,7 @@ pub fn read(segment: &Path) -> Mark {
 pub fn add(segment: &Path, mark: Mark) -> std::io::Result<()> {
     let old = read(segment);
     let new = Mark {
+        pulled: mark.pulled || old.pulled,
         epoch: mark.epoch.or(old.epoch),
         fence: match (old.fence, mark.fence) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -74,6 +78,16 @@ pub fn beyond_store(segment: &Path) -> Option<u64> {
     (len > fence).then(|| len - fence)
 }
 
+/// Whether, of a session's segments that were in the shared store, the last in epoch order is
+/// one another host wrote: the session went on elsewhere since this host last had it.
+pub fn newer_elsewhere(ordered: &[PathBuf]) -> bool {
+    ordered
+        .iter()
+        .map(|p| read(p))
+        .rfind(|m| m.epoch.is_some())
+        .is_some_and(|m| m.pulled)
+}
+
 /// Put a session's segments in the order they were written in the shared session: by epoch,
 /// then by name; segments without an epoch after the others, by name.
 pub fn in_epoch_order(segments: &mut [PathBuf]) {
@@ -92,37 +106,15 @@ mod tests {
             dir.path().join("20261127T090000.000000Z-2.acpj.zst"),
             dir.path().join("20261127T080000.000000Z-3.acpj.zst"),
         );
-        add(
-            &a,
-            Mark {
-                epoch: Some(1),
-                fence: Some(90),
-            },
-        )
-        .unwrap();
-        add(
-            &a,
-            Mark {
-                epoch: None,
-                fence: Some(120),
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            read(&a),
-            Mark {
-                epoch: Some(1),
-                fence: Some(90)
-            }
-        );
-        add(
-            &b,
-            Mark {
-                epoch: Some(2),
-                fence: None,
-            },
-        )
-        .unwrap();
+        let mark = |epoch, fence| Mark {
+            epoch,
+            fence,
+            pulled: false,
+        };
+        add(&a, mark(Some(1), Some(90))).unwrap();
+        add(&a, mark(None, Some(120))).unwrap();
+        assert_eq!(read(&a), mark(Some(1), Some(90)));
+        add(&b, mark(Some(2), None)).unwrap();
         // b's writer's clock was an hour slow: its name sorts first, its epoch after a's; c was
         // never in a store.
         let mut order = vec![c.clone(), b.clone(), a.clone()];

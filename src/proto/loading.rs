@@ -311,8 +311,14 @@ impl Loads {
             setup.cwd.clone_from(&l.summary.cwd);
         }
         let mut params = setup.to_params(caps.additional_directories);
-        // A fork exists only in the journal: the agent starts it afresh.
-        let agent_failed = l.agent_failed.is_some() || l.fork;
+        // A fork exists only in the journal: the agent starts it afresh. So does a session
+        // continued on another host since this agent last had it: its own copy lacks that.
+        if l.summary.newer_elsewhere && caps.load {
+            cx.fx.push(Action::Log(format!(
+                "session {session:?} was continued on another host since this agent last had it: brought up as a new agent session, re-primed with the whole history"
+            )));
+        }
+        let agent_failed = l.agent_failed.is_some() || l.fork || l.summary.newer_elsewhere;
         // A restore prefers the agent's resume, then its own load (hidden); a load served from
         // the journal uses the agent's load only under `--load journal`.
         let native_load = caps.load

@@ -486,4 +486,8 @@ pub struct Summary {
     pub agent_session: Option<String>,
     /// The session's working directory as recorded.
     pub cwd: Option<String>,
+    /// Part of the history was written on another host since this host last had the session
+    /// (read from a shared store): the agent's own copy of it (`loadSession`) lacks that part,
+    /// so the session is brought up afresh and re-primed instead.
+    pub newer_elsewhere: bool,
 }

@@ -102,7 +102,8 @@ pub fn read(
             }
         }
     }
-    let summary = replay.finish(&mut lines);
+    let mut summary = replay.finish(&mut lines);
+    summary.newer_elsewhere = mark::newer_elsewhere(&segments);
     if send(HistoryChunk::Lines(lines)) {
         send(HistoryChunk::End(summary));
     }

@@ -122,14 +122,19 @@ impl Setup {
     /// The same, with the adapter keeping its sessions in `home` (another home: a machine
     /// where the agent never saw the session).
     fn client_at_home(&self, home: &Path, options: &[&str]) -> TestClient {
+        self.client_on(home, self.store.path(), options)
+    }
+
+    /// The same, journaling into `journals` (another machine altogether).
+    fn client_on(&self, home: &Path, journals: &Path, options: &[&str]) -> TestClient {
         let agent = match self.adapter {
             Adapter::Claude => Peers::get().claude_agent(),
             Adapter::Codex => Peers::get().codex_agent(),
         };
         let cmd = if options.is_empty() {
-            proxied(self.store.path(), &agent)
+            proxied(journals, &agent)
         } else {
-            proxied_with(self.store.path(), options, &agent)
+            proxied_with(journals, options, &agent)
         };
         let url = PathBuf::from(&self.model.url);
         let one = PathBuf::from("1");
@@ -575,4 +580,86 @@ fn claude_behind_serve_two_sdk_clients_share_a_session_and_one_carries_on_when_t
             .any(|t| *t == ["first task", "second task", "third task"]),
         "every turn reached the model with those before: {turns:?}"
     );
+}
+
+/// The user texts of the model's last turn request, joined.
+fn last_request(model: &Model) -> String {
+    model.turns().last().cloned().unwrap_or_default().join("\n")
+}
+
+#[test]
+fn claude_agent_acp_continued_on_another_machine_and_back_knows_every_turn() {
+    // Issue 37 (6): two machines share a store. The session goes from A to B and back; on
+    // the way back claude-agent-acp has its own, older copy of it (its `loadSession`), which
+    // lacks B's turns: the proxy brings the session up afresh and re-primes it with the whole
+    // history, so the model is shown B's turns too. The session keeps its title.
+    let setup = Setup::new(Adapter::Claude);
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().join("store").display());
+    let options = ["--store", url.as_str(), "--ship-interval", "0.2"];
+    let cwd = setup.cwd();
+    let (home_a, journals_a) = (setup.home.path(), setup.store.path());
+    let (home_b, journals_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut client = setup.client_on(home_a, journals_a, &options);
+    client.initialize();
+    let session = client.new_session(&cwd);
+    turn(&mut client, &session, "first task");
+    turn(&mut client, &session, "second task");
+    ends(client);
+    let mut client = setup.client_on(home_b.path(), journals_b.path(), &options);
+    client.initialize();
+    let (updates, response) = client.load(&session, &cwd);
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(user_texts(&updates), ["first task", "second task"]);
+    let third = turn(&mut client, &session, "third task");
+    assert!(third.contains("You said: third task"), "{third}");
+    assert!(
+        last_request(&setup.model).contains("second task"),
+        "B's model has A's turns"
+    );
+    turn(&mut client, &session, "fourth task");
+    ends(client);
+    // Back on A, whose agent has the session as it was after the second task.
+    let mut client = setup.client_on(home_a, journals_a, &options);
+    client.initialize();
+    let (updates, response) = client.load(&session, &cwd);
+    assert!(response.get("result").is_some(), "{response}");
+    assert_eq!(
+        user_texts(&updates),
+        ["first task", "second task", "third task", "fourth task"],
+        "the journal's replay, every host's turns"
+    );
+    let fifth = turn(&mut client, &session, "fifth task");
+    assert!(fifth.contains("You said: fifth task"), "{fifth}");
+    let shown = last_request(&setup.model);
+    assert!(
+        shown.contains("fourth task") && shown.contains("first task"),
+        "A's model is shown what B added: {shown}"
+    );
+    ends(client);
+    let reader = tempfile::tempdir().unwrap();
+    let env = [(
+        "XDG_CACHE_HOME".to_string(),
+        reader.path().display().to_string(),
+    )];
+    let journals = reader.path().join("journals").display().to_string();
+    let (_, out, err) = crate::stores::run_with(
+        &env,
+        &[
+            "--journal-dir",
+            &journals,
+            "--store",
+            &url,
+            "list",
+            "--json",
+        ],
+    );
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    let row = rows
+        .iter()
+        .find(|r| r["session"] == session.as_str())
+        .expect(&out);
+    assert_eq!(row["turns"], 5, "{row}");
+    let title = row["title"].as_str().unwrap_or_default();
+    assert!(!title.starts_with("[Context restored"), "{row}");
 }

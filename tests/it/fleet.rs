@@ -11,14 +11,14 @@ use crate::stores::{S3sFs, run_with, s3_env};
 use crate::util::{Peers, TestClient, bin, texts};
 
 /// A host: its own journal directory, the store's URL and environment.
-struct Host {
-    dir: tempfile::TempDir,
-    url: String,
-    env: Vec<(String, String)>,
+pub struct Host {
+    pub dir: tempfile::TempDir,
+    pub url: String,
+    pub env: Vec<(String, String)>,
 }
 
 impl Host {
-    fn new(url: &str, env: &[(String, String)]) -> Host {
+    pub fn new(url: &str, env: &[(String, String)]) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let mut env = env.to_vec();
         // Readers' local copies go under the host's directory, never the user's cache.
@@ -33,13 +33,19 @@ impl Host {
         }
     }
 
-    fn journals(&self) -> std::path::PathBuf {
+    pub fn journals(&self) -> std::path::PathBuf {
         self.dir.path().join("journals")
     }
 
     /// The stdio proxy in front of `agent`, shipping every 0.2 s.
-    fn proxy(&self, agent: &[String], extra: &[&str]) -> TestClient {
-        let mut argv = vec![
+    pub fn proxy(&self, agent: &[String], extra: &[&str]) -> TestClient {
+        self.proxy_under(&[], agent, extra)
+    }
+
+    /// The same, started by `wrapper` (`faketime -f +60s`: a machine whose clock is off).
+    pub fn proxy_under(&self, wrapper: &[&str], agent: &[String], extra: &[&str]) -> TestClient {
+        let mut argv: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();
+        argv.extend([
             bin().display().to_string(),
             "--journal-dir".into(),
             self.journals().display().to_string(),
@@ -49,7 +55,7 @@ impl Host {
             "0.2".into(),
             "--grace".into(),
             "2".into(),
-        ];
+        ]);
         argv.extend(extra.iter().map(|s| s.to_string()));
         argv.push("--".into());
         argv.extend(agent.iter().cloned());
@@ -62,7 +68,7 @@ impl Host {
     }
 
     /// A command of this host, reading the store.
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
         let journals = self.journals().display().to_string();
         let mut all = vec!["--journal-dir", journals.as_str(), "--store", &self.url];
         all.extend_from_slice(args);
@@ -71,7 +77,7 @@ impl Host {
 }
 
 /// Run `check` until it holds (the shipper works every 0.2 s), at most 30 s.
-fn eventually(what: &str, mut check: impl FnMut() -> Option<String>) {
+pub fn eventually(what: &str, mut check: impl FnMut() -> Option<String>) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let Some(why) = check() else { return };
@@ -81,7 +87,7 @@ fn eventually(what: &str, mut check: impl FnMut() -> Option<String>) {
 }
 
 /// A conversation of two turns on `host`; returns the session ID.
-fn converse(host: &Host, prompts: &[&str]) -> String {
+pub fn converse(host: &Host, prompts: &[&str]) -> String {
     let mut client = host.proxy(&Peers::get().py_echo_agent(), &[]);
     client.initialize();
     let session = client.new_session("/tmp");
@@ -94,7 +100,7 @@ fn converse(host: &Host, prompts: &[&str]) -> String {
     session
 }
 
-fn listed(host: &Host) -> Vec<Value> {
+pub fn listed(host: &Host) -> Vec<Value> {
     let (code, out, err) = host.cli(&["list", "--json"]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str::<Vec<Value>>(&out).unwrap()

@@ -92,6 +92,8 @@ struct Tracked {
     epoch: Option<u64>,
     /// Shipped no more: the session is another host's now (its name, when known).
     stranded: Option<String>,
+    /// The store lacks the segment's epoch marker: written before its next part.
+    unmarked: bool,
 }
 
 /// One request (or a few) of a round.
@@ -258,6 +260,7 @@ impl Shipper {
             leased,
             epoch: None,
             stranded: None,
+            unmarked: false,
         });
     }
 
@@ -297,6 +300,7 @@ impl Shipper {
         let jobs = self.file_jobs();
         if jobs.is_empty() {
             self.report_failure(failed);
+            self.count_behind();
             s.status.write_file_if_changed(&s.local, s.remote.url());
             return false;
         }
@@ -550,7 +554,10 @@ impl Shipper {
                     match lease::recover(&s.remote, s.clock.as_ref(), &s.me.host, &key, &t.local)
                         .await
                     {
-                        Ok(Some(epoch)) => t.epoch = Some(epoch),
+                        Ok(Some(epoch)) => {
+                            t.epoch = Some(epoch);
+                            t.unmarked = true;
+                        }
                         Ok(None) => {
                             t.stranded = Some(String::new());
                             let fence = Some(end);
@@ -598,7 +605,9 @@ impl Shipper {
 fn may_ship(t: &mut Tracked, leases: &Leases, now: Duration) -> Option<Option<u64>> {
     match &t.leased {
         Leased::No => Some(None),
-        Leased::Left(_) => t.epoch.map(|_| None),
+        Leased::Left(_) => t
+            .epoch
+            .map(|epoch| std::mem::take(&mut t.unmarked).then_some(epoch)),
         Leased::Mine(key) => match leases.get(key) {
             Some(Standing::Held(held)) => {
                 let epoch = held.lease.epoch;
@@ -799,3 +808,7 @@ impl Ledger {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "shipper_tests.rs"]
+mod tests;

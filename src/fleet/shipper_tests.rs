@@ -1,0 +1,303 @@
+//! The shipper and the pull, without a server: a journal directory shipped to the crate's
+//! `InMemory` store with the runtime's clock paused (many ship intervals and lease periods in
+//! no time), through outages, a lost lease and compaction, then read back by a pull.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use object_store::memory::InMemory;
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::fleet::clock::RuntimeClock;
+use crate::fleet::faults::Faulty;
+use crate::fleet::lease::{self, Identity, Leases, Policy};
+use crate::fleet::pull;
+use crate::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
+use crate::journal::{SegmentReader, SegmentWriter};
+use crate::wire::Side;
+
+const INTERVAL: Duration = Duration::from_secs(1);
+const TTL: Duration = Duration::from_secs(15);
+
+fn header(session: &str, run: &str) -> Header {
+    Header {
+        acpj: FORMAT_VERSION,
+        kind: SegmentKind::Session,
+        session: Some(session.into()),
+        run: run.into(),
+        proxy: "acp-journal test".into(),
+        started: 1,
+        pid: std::process::id(),
+        argv: vec!["agent".into()],
+        cwd: None,
+        connection: None,
+        initialize: None,
+    }
+}
+
+fn line(seq: u64, text: &str) -> Record {
+    Record {
+        seq,
+        unix_us: 1,
+        mono_us: 1,
+        body: Body::Message {
+            from: Side::Client,
+            payload: Payload::from_line(
+                format!(r#"{{"jsonrpc":"2.0","method":"note","params":{{"text":"{text}"}}}}"#)
+                    .into_bytes()
+                    .into(),
+            ),
+        },
+    }
+}
+
+/// A host: its journal directory and the shipper's shared state.
+struct Host {
+    _dir: tempfile::TempDir,
+    shared: Arc<Shared>,
+    notes: mpsc::UnboundedSender<Note>,
+}
+
+impl Host {
+    async fn start(remote: &Remote, name: &str) -> (Host, tokio::task::JoinHandle<()>) {
+        let dir = tempfile::tempdir().unwrap();
+        let local = Store::new(dir.path());
+        local.create_dirs().unwrap();
+        let shared = Arc::new(Shared {
+            remote: remote.clone(),
+            local,
+            me: Identity {
+                host: name.into(),
+                run: format!("20261127T10000{}.000000Z-1", name.len()),
+                pid: std::process::id(),
+            },
+            policy: Arc::new(Mutex::new(Policy {
+                ttl: TTL,
+                takeover: false,
+                conditional: Some(true),
+            })),
+            leases: Arc::new(Mutex::new(Leases::default())),
+            clock: Arc::new(RuntimeClock::new(0)),
+            status: Arc::new(Status::default()),
+        });
+        let (notes, rx) = mpsc::unbounded_channel();
+        let shipper = tokio::spawn(Shipper::new(shared.clone(), INTERVAL, rx).run());
+        // Its look at what the disk held before it (nothing) comes first.
+        tokio::task::yield_now().await;
+        (
+            Host {
+                _dir: dir,
+                shared,
+                notes,
+            },
+            shipper,
+        )
+    }
+
+    /// A new segment of `session`, told to the shipper.
+    fn open(&self, session: &str) -> SegmentWriter {
+        let local = &self.shared.local;
+        let writer = local
+            .create_segment_writer(
+                &local.session_dir(session),
+                &self.shared.me.run,
+                &header(session, &self.shared.me.run),
+            )
+            .unwrap();
+        self.notes
+            .send(Note::Opened(writer.path().to_path_buf()))
+            .unwrap();
+        writer
+    }
+}
+
+fn memory() -> (Remote, Arc<Faulty>) {
+    let faulty = Faulty::new(Arc::new(InMemory::new()));
+    (Remote::with_store(faulty.clone(), "", "memory://"), faulty)
+}
+
+/// The texts a pulled copy of `session` holds, in order.
+async fn pulled_texts(remote: &Remote, session: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = Store::new(dir.path());
+    let got = pull::session(remote, &copy, session).await.unwrap();
+    assert!(
+        got.skipped.is_empty(),
+        "{:?} {:?}",
+        got.skipped,
+        remote.list("").await
+    );
+    let mut texts = Vec::new();
+    for path in crate::journal::store::segments_in(&copy.session_dir(session)).unwrap() {
+        for record in SegmentReader::open(&path).unwrap() {
+            if let Body::Message { payload, .. } = &record.body {
+                let v: serde_json::Value = serde_json::from_slice(&payload.bytes).unwrap();
+                if let Some(t) = v["params"]["text"].as_str() {
+                    texts.push(t.to_string());
+                }
+            }
+        }
+    }
+    texts
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_whole() {
+    let (remote, faulty) = memory();
+    let (a, shipper) = Host::start(&remote, "a").await;
+    let mut writer = a.open("s");
+    for n in 0..5 {
+        writer.append(&line(n, &format!("before {n}"))).unwrap();
+        writer.flush().unwrap();
+        tokio::time::sleep(INTERVAL * 2).await;
+    }
+    assert_eq!(pulled_texts(&remote, "s").await.len(), 5);
+    // The store goes down for longer than the lease: nothing is lost, the lease is renewed
+    // once the store answers (nobody took it), and what waited is shipped.
+    faulty.set_down(true);
+    for n in 5..10 {
+        writer.append(&line(n, &format!("during {n}"))).unwrap();
+        writer.flush().unwrap();
+        tokio::time::sleep(TTL / 2).await;
+    }
+    assert!(a.shared.status.failing());
+    faulty.set_down(false);
+    tokio::time::sleep(INTERVAL * 5).await;
+    assert!(!a.shared.status.failing());
+    assert_eq!(pulled_texts(&remote, "s").await.len(), 10);
+    // Closed: its parts become one object, the ledger says it is whole.
+    let path = writer.path().to_path_buf();
+    writer.close(11, 1, 1).unwrap();
+    a.notes.send(Note::Closed(path.clone())).unwrap();
+    tokio::time::sleep(INTERVAL * 5).await;
+    let rel = a.shared.local.relative(&path);
+    let parts: Vec<_> = remote
+        .entries(&rel)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| matches!(e, layout::Entry::Part { .. }))
+        .collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    a.notes
+        .send(Note::Finish(
+            std::time::Instant::now() + Duration::from_secs(5),
+            tx,
+        ))
+        .unwrap();
+    let _ = rx.await;
+    shipper.await.unwrap();
+    let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, remote.url())).unwrap();
+    assert!(ledger.contains(&rel), "{ledger}");
+    // And the session was given back.
+    let seen = lease::look(&remote, &crate::journal::store::session_key("s"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&seen, lease::Seen::Lease(_, l) if l.released),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_whose_session_another_host_took_is_stranded_never_called_shipped() {
+    let (remote, _) = memory();
+    let (a, _shipper) = Host::start(&remote, "a").await;
+    let mut writer = a.open("s");
+    writer.append(&line(0, "a before")).unwrap();
+    writer.flush().unwrap();
+    tokio::time::sleep(INTERVAL * 3).await;
+    // Another host takes the session over (--takeover) and fences A's segment.
+    let b = Identity {
+        host: "b".into(),
+        run: "20261127T110000.000000Z-2".into(),
+        pid: 0,
+    };
+    let takeover = Policy {
+        ttl: TTL,
+        takeover: true,
+        conditional: Some(true),
+    };
+    let leases_b = Mutex::new(Leases::default());
+    lease::acquire(
+        &remote,
+        &leases_b,
+        &RuntimeClock::new(0),
+        &b,
+        &takeover,
+        "s",
+        Duration::ZERO,
+    )
+    .await
+    .unwrap();
+    // Until its next renewal A does not know: what it ships meanwhile lands past the fence.
+    writer.append(&line(1, "a after the takeover")).unwrap();
+    writer.flush().unwrap();
+    tokio::time::sleep(TTL).await;
+    // A found out at that renewal: what it writes from then on stays on its disk, counted as
+    // stranded, and marked beside the segment for list, stats and the exports.
+    writer.append(&line(2, "a after it knows")).unwrap();
+    writer.flush().unwrap();
+    tokio::time::sleep(INTERVAL * 3).await;
+    let report = a.shared.status.report(remote.url());
+    assert_eq!(report.behind_bytes, 0, "{report:?}");
+    assert_eq!(report.stranded.len(), 1, "{report:?}");
+    assert!(report.stranded[0].bytes > 0);
+    assert!(crate::journal::mark::beyond_store(writer.path()).is_some());
+    assert_eq!(pulled_texts(&remote, "s").await, ["a before"]);
+}
+
+#[tokio::test]
+async fn a_pull_admits_only_segments_their_lease_history_names() {
+    let (remote, _) = memory();
+    let (a, shipper) = Host::start(&remote, "a").await;
+    let mut writer = a.open("s");
+    writer.append(&line(0, "genuine")).unwrap();
+    writer.close(1, 1, 1).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    a.notes
+        .send(Note::Finish(
+            std::time::Instant::now() + Duration::from_secs(10),
+            tx,
+        ))
+        .unwrap();
+    let _ = rx.await;
+    shipper.await.unwrap();
+    // A segment under a run no epoch names, and one whose header names another session.
+    let key = crate::journal::store::session_key("s");
+    for (run, session) in [
+        ("20261127T120000.000000Z-9", "s"),
+        ("20261127T130000.000000Z-9", "other"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{run}.acpj.zst"));
+        let mut forged = SegmentWriter::create(&path, &header(session, run)).unwrap();
+        forged.append(&line(0, "forged")).unwrap();
+        forged.close(1, 1, 1).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let file = format!("sessions/{key}/{run}.acpj.zst");
+        remote
+            .put_new(
+                &format!("{file}/{}", layout::part_name(0, bytes.len() as u64)),
+                bytes.into(),
+            )
+            .await
+            .unwrap();
+        remote
+            .put_new(&format!("{file}/{}", layout::epoch_name(1)), Bytes::new())
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let copy = Store::new(dir.path());
+    let got = pull::session(&remote, &copy, "s").await.unwrap();
+    assert_eq!(got.skipped.len(), 2, "{:?}", got.skipped);
+    assert_eq!(
+        crate::journal::store::segments_in(&copy.session_dir("s"))
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -98,9 +98,13 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
     let agent = format!("{} __agent", me.display());
     let mut catalog = Vec::new();
     for i in 0..n {
+        let session = format!("s{i:06}");
         let entry = CatalogEntry::Open {
-            session: format!("s{i:06}"),
-            segment: format!("sessions/s{i:06}/x.acpj.zst"),
+            segment: format!(
+                "sessions/{}/x.acpj.zst",
+                acp_journal::journal::store::session_key(&session)
+            ),
+            session,
             cwd: Some("/bench".into()),
             agent: Some(agent.clone()),
             agent_name: None,

@@ -24,9 +24,13 @@ fn generate(store: &Path, agent: &str, cwd: &str, n: usize) {
     store.create_dirs().unwrap();
     let mut catalog = Vec::new();
     for i in 0..n {
+        let session = format!("gen-{i:05}");
         let entry = CatalogEntry::Open {
-            session: format!("gen-{i:05}"),
-            segment: format!("sessions/gen-{i:05}/x.acpj.zst"),
+            segment: format!(
+                "sessions/{}/x.acpj.zst",
+                acp_journal::journal::store::session_key(&session)
+            ),
+            session,
             cwd: Some(cwd.into()),
             agent: Some(agent.into()),
             agent_name: None,

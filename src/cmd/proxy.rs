@@ -110,8 +110,8 @@ pub(super) fn shell_config(
     shared: Option<&str>,
 ) -> anyhow::Result<ShellConfig> {
     let grace = args.grace;
-    let run =
-        crate::journal::store::run_id(jiff::Timestamp::now().as_microsecond(), std::process::id());
+    let started_us = jiff::Timestamp::now().as_microsecond();
+    let run = crate::journal::store::run_id(started_us, std::process::id());
     let fleet = match shared {
         Some(_) if args.no_redact => anyhow::bail!(
             "--no-redact cannot be used with --store: journals leave this machine redacted"
@@ -131,6 +131,7 @@ pub(super) fn shell_config(
     Ok(ShellConfig {
         agent,
         run,
+        started_us,
         store,
         fsync: args.fsync,
         core: crate::proto::Config {

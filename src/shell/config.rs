@@ -15,6 +15,9 @@ pub struct ShellConfig {
     /// This run's name (its segments' stem, its leases' holder): see
     /// [`crate::journal::store::run_id`].
     pub run: String,
+    /// When this run started, as its name says (Unix microseconds): what is stamped "before
+    /// this run" (a fork's copy) is stamped before it.
+    pub started_us: i64,
     /// The journal store.
     pub store: Store,
     /// When to fdatasync.

@@ -133,7 +133,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         };
         let (catalog, catalog_rx) = catalog::CatalogService::start(config.store.clone(), scope);
         let services = Services {
-            run_started_us: start.unix_us,
+            run_started_us: config.started_us,
             fork_tx,
             store: config.store.clone(),
             catalog,

@@ -355,6 +355,7 @@ async fn read_json(from: &mut BufReader<DuplexStream>) -> Value {
 fn config(root: &Path) -> ShellConfig {
     ShellConfig {
         run: crate::journal::store::run_id(1_795_000_000_000_000, std::process::id()),
+        started_us: 1_795_000_000_000_000,
         agent: vec!["fake-agent".into()],
         store: Store::new(root),
         fsync: FsyncPolicy::Never,

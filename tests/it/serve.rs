@@ -782,6 +782,18 @@ fn a_browser_websocket_from_another_origin_is_refused() {
         upgrade(Some(format!("http://{}.evil.example", served.addr.ip()))),
         403
     );
+    // Its own host and port with another scheme, or none, is another origin (the server has no
+    // TLS: its pages are http://).
+    let addr = served.addr;
+    for other in [
+        format!("https://{addr}"),
+        format!("x://{addr}"),
+        format!("{addr}"),
+        format!("http://user@{addr}"),
+        format!("http://{}:{}", addr.ip(), addr.port() + 1),
+    ] {
+        assert_eq!(upgrade(Some(other.clone())), 403, "{other}");
+    }
     assert_eq!(
         upgrade(Some(format!("http://{}", served.addr))),
         101,

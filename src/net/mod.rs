@@ -12,7 +12,8 @@
 //!
 //! Every request must name this server in its `Host` ([`hosts`]); every request to `/acp` needs
 //! the bearer [`token::Token`] (a WebSocket may show it as a subprotocol instead), checked before
-//! anything is allocated; a wrong one is answered late ([`throttle`]).
+//! anything is allocated; guessing it is bounded ([`throttle`]: a new connection's answer, right
+//! or wrong, comes after its source's delay).
 //! Limits: a socket that has not shown the token lives at most [`Options::handshake`] and the
 //! oldest such is shed past its share ([`sockets`]); request headers at most [`MAX_HEAD`]; a
 //! message of at most [`Options::max_message`] bytes (413), at most
@@ -225,25 +226,28 @@ async fn route(
             .map(|v| v.as_bytes()),
         protocols.iter().filter(|_| upgrade).map(|v| v.as_bytes()),
     );
-    match shown {
-        Some(given) if host.options.token.is(&given) => {
-            if !pass.authenticate() {
-                return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sockets");
-            }
+    let Some(given) = shown else {
+        return unauthorized();
+    };
+    let right = host.options.token.is(&given);
+    let within = host.options.handshake;
+    let right = if http::names_live_connection(host, &req) {
+        if !right {
+            host.throttle.wrong(peer.ip(), within).await;
         }
-        Some(_) => {
-            let http1 = req.version() < hyper::Version::HTTP_2;
-            drop(req);
-            host.throttle.wrong(peer.ip(), host.options.handshake).await;
-            let mut response = unauthorized();
-            if http1 {
-                // One guess per socket.
-                response.headers_mut().insert(
-                    header::CONNECTION,
-                    header::HeaderValue::from_static("close"),
-                );
-            }
-            return response;
+        right
+    } else {
+        // Right or wrong, answered after the same delay: the time tells a guesser nothing.
+        host.throttle.decide(peer.ip(), within, right).await
+    };
+    if !right {
+        let mut response = unauthorized();
+        if req.version() < hyper::Version::HTTP_2 {
+            // One guess per socket.
+            response.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
         }
         None => return unauthorized(),
     }

@@ -588,3 +588,71 @@ fn connection_ids_stay_out_of_the_log_and_tls_answers_carry_hsts() {
         "the connection id is a credential with the token: {log}"
     );
 }
+
+/// An HTTP/2 client by prior knowledge that sends `frame` over and over, as fast as the socket
+/// takes it, without ever showing the token: the number of answers to it (`PING` and
+/// `SETTINGS` acknowledgements) it got before the server closed the socket.
+fn h2_flooder(addr: SocketAddr, frame: &'static [u8]) -> std::thread::JoinHandle<usize> {
+    let socket = TcpStream::connect(addr).unwrap();
+    let mut writer = socket.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut reader = socket;
+        reader.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let flood = std::thread::spawn(move || {
+            let batch = frame.repeat(64);
+            let mut sent = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+            sent.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+            while writer.write_all(&sent).is_ok() {
+                sent.clone_from(&batch);
+            }
+        });
+        let mut answers = 0;
+        let mut head = [0u8; 9];
+        while reader.read_exact(&mut head).is_ok() {
+            let len =
+                (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+            let mut payload = vec![0u8; len];
+            if reader.read_exact(&mut payload).is_err() {
+                break;
+            }
+            // A PING or SETTINGS with the ACK flag.
+            if matches!(head[3], 4 | 6) && head[4] & 1 == 1 {
+                answers += 1;
+            }
+        }
+        let _ = reader.shutdown(std::net::Shutdown::Both);
+        let _ = flood.join();
+        answers
+    })
+}
+
+#[test]
+fn http2_floods_without_the_token_get_a_bounded_answer_and_a_client_gets_in_meanwhile() {
+    let store = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        store.path(),
+        &["--handshake-timeout", HANDSHAKE],
+        &Peers::get().ts_agent(),
+    );
+    let addr = served.addr;
+    const PING: &[u8] = &[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    const SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+    // Four sockets flood at once, two with PINGs, two with SETTINGS.
+    let floods: Vec<_> = [PING, SETTINGS, PING, SETTINGS]
+        .into_iter()
+        .map(|frame| h2_flooder(addr, frame))
+        .collect();
+    // A client with the token gets in, again and again, while they flood.
+    for _ in 0..5 {
+        client_gets_in(addr);
+    }
+    // Each was answered at most 256 frames' worth (the budget of a socket without the token),
+    // then closed: where an unbounded server answers every frame until the handshake limit,
+    // tens of thousands.
+    for flood in floods {
+        let answers = flood.join().unwrap();
+        assert!(answers <= 257, "{answers} answers to a flood");
+    }
+    client_gets_in(addr);
+    served.stop();
+}

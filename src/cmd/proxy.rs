@@ -65,7 +65,8 @@ pub(super) fn local_agent(
     agent::ignore_file_size_signal();
     let argv = config.agent.clone();
     let reaper = Reaper::start(config.grace);
-    move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()))
+    let reaped = reaper.is_running();
+    move || agent::spawn(&argv, reaped).and_then(|child| Agent::from_child(child, reaper.clone()))
 }
 
 /// The bridge's files: `--token-file` and `--ca-file`.

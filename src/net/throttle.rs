@@ -122,7 +122,10 @@ impl Throttle {
             };
             let now = Instant::now();
             let delay = self.count(source, ip, now, right);
-            tokio::time::sleep_until(now + delay).await;
+            // No delay, no timer (a timer would cost its next tick, a millisecond).
+            if !delay.is_zero() {
+                tokio::time::sleep_until(now + delay).await;
+            }
             right
         };
         tokio::time::timeout(within, hold).await.unwrap_or(false)
@@ -133,7 +136,9 @@ impl Throttle {
     pub(super) async fn wrong(&self, ip: IpAddr, within: Duration) {
         let now = Instant::now();
         let delay = self.count(ip.into(), ip, now, false);
-        tokio::time::sleep(delay.min(within)).await;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay.min(within)).await;
+        }
     }
 
     /// The slots of `source`, its entry made if need be (the table kept within [`SOURCES`]).

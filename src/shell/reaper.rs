@@ -233,4 +233,53 @@ mod tests {
             child.wait().unwrap();
         }
     }
+
+    #[test]
+    fn a_group_whose_leader_is_gone_is_ended_through_the_members_it_left() {
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        // A leader that starts a member and tells its pid, then is killed and reaped: the
+        // member is left in the group, which only the `=` line proves ours.
+        let mut leader = Command::new("sh")
+            .args([
+                "-c",
+                "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; exec sleep 1000",
+            ])
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let group = Group::of_leader(leader.id()).unwrap();
+        let mut out = leader.stdout.take().unwrap();
+        let mut line = String::new();
+        while !line.ends_with('\n') {
+            let mut byte = [0u8; 1];
+            out.read_exact(&mut byte).unwrap();
+            line.push(char::from(byte[0]));
+        }
+        let member: u32 = line.trim().parse().unwrap();
+        let left = Members::find(group).list();
+        assert!(left.iter().any(|(pid, _)| *pid == member), "{left:?}");
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        let mut input = format!(
+            "+{} {}\n={} {}",
+            group.pgid, group.start, group.pgid, group.start
+        );
+        for (pid, start) in left {
+            input.push_str(&format!(" {pid}:{start}"));
+        }
+        input.push('\n');
+        run(input.as_bytes(), Duration::from_millis(200));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(format!("/proc/{member}/stat"))
+            .is_ok_and(|s| !s.contains(") Z "))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the member outlived the reaper"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }

@@ -74,6 +74,12 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "connect")]
     pub token_file: Option<PathBuf>,
 
+    /// With a wss:// --connect: also trust the CA certificates in FILE (PEM): a team's own CA,
+    /// or a host's self-signed certificate. The system's are trusted too ($SSL_CERT_FILE and
+    /// $SSL_CERT_DIR, when set, stand for them, as for OpenSSL and curl).
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub ca_file: Option<PathBuf>,
+
     /// The agent command and its arguments, after `--`.
     #[arg(last = true, value_name = "AGENT")]
     pub agent: Vec<OsString>,

@@ -1,6 +1,7 @@
 //! An ACP client over each transport the bench measures: pipes (a direct agent or the stdio
-//! proxy), WebSocket and Streamable HTTP (`POST`s on one keep-alive socket, the connection's
-//! Server-Sent-Event stream on another). All are async, on the caller's Tokio runtime, so every
+//! proxy), WebSocket and Streamable HTTP (over HTTP/1.1: `POST`s on one keep-alive socket, the
+//! connection's Server-Sent-Event stream on another; over HTTP/2 by prior knowledge: both on one
+//! socket, the stream paced by serve's 64 KiB flow-control windows). All are async, on the caller's Tokio runtime, so every
 //! path pays the same client-side scheduling.
 
 use std::time::Duration;
@@ -9,9 +10,9 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::{http1, http2};
 use hyper::{Request, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{ChildStdin, ChildStdout};
@@ -42,9 +43,10 @@ enum Inner {
     Http(Box<Http>),
 }
 
-/// A Streamable HTTP connection: `POST`s on one socket, the connection's event stream on another.
+/// A Streamable HTTP connection: over HTTP/1.1, `POST`s on one socket, the connection's event
+/// stream on another; over HTTP/2, both on one.
 struct Http {
-    post: SendRequest<Full<Bytes>>,
+    post: Sender,
     events: Incoming,
     /// Event-stream bytes not parsed yet (from `start`).
     buf: Vec<u8>,
@@ -52,6 +54,31 @@ struct Http {
     authority: String,
     bearer: String,
     connection: String,
+}
+
+/// Where requests go: an HTTP/1.1 socket, or an HTTP/2 connection.
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    /// Send `request` once the connection is ready for it.
+    async fn send(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> hyper::Result<hyper::Response<Incoming>> {
+        match self {
+            Sender::H1(s) => {
+                s.ready().await?;
+                s.send_request(request).await
+            }
+            Sender::H2(s) => {
+                s.ready().await?;
+                s.send_request(request).await
+            }
+        }
+    }
 }
 
 /// Where a serve process listens, and its token.
@@ -117,11 +144,24 @@ impl Client {
         client
     }
 
+    /// A Streamable HTTP connection to `serve` over HTTP/2 by prior knowledge (h2c): `POST`s and
+    /// the event stream on one socket. Initialized, a session made.
+    pub async fn http2(at: &Endpoint) -> Client {
+        let mut client = Client::http_over(at, true).await;
+        client.new_session().await;
+        client
+    }
+
     /// A Streamable HTTP connection to `serve`, initialized, no session yet (see
     /// [`Client::join`]).
     pub async fn http_bare(at: &Endpoint) -> Client {
+        Client::http_over(at, false).await
+    }
+
+    /// A Streamable HTTP connection over HTTP/1.1, or HTTP/2 (`h2`), initialized.
+    async fn http_over(at: &Endpoint, h2: bool) -> Client {
         let bearer = format!("Bearer {}", at.token);
-        let mut post = handshake(&at.authority).await;
+        let mut post = handshake(&at.authority, h2).await;
         let request = Request::post("/acp")
             .header(header::HOST, &at.authority)
             .header(header::AUTHORIZATION, &bearer)
@@ -131,8 +171,7 @@ impl Client {
                 INIT_REQUEST.trim_end().as_bytes(),
             )))
             .expect("a request");
-        post.ready().await.expect("the POST socket");
-        let response = post.send_request(request).await.expect("POST initialize");
+        let response = post.send(request).await.expect("POST initialize");
         assert_eq!(response.status(), StatusCode::OK, "POST initialize");
         let connection = response
             .headers()
@@ -151,7 +190,10 @@ impl Client {
             "initialize: {}",
             String::from_utf8_lossy(&body)
         );
-        let mut get = handshake(&at.authority).await;
+        let mut get = match &post {
+            Sender::H2(h2) => Sender::H2(h2.clone()),
+            Sender::H1(_) => handshake(&at.authority, false).await,
+        };
         let request = Request::get("/acp")
             .header(header::HOST, &at.authority)
             .header(header::AUTHORIZATION, &bearer)
@@ -159,8 +201,7 @@ impl Client {
             .header("acp-connection-id", &connection)
             .body(Full::new(Bytes::new()))
             .expect("a request");
-        get.ready().await.expect("the GET socket");
-        let response = get.send_request(request).await.expect("GET the stream");
+        let response = get.send(request).await.expect("GET the stream");
         assert_eq!(response.status(), StatusCode::OK, "GET the stream");
         // The GET's socket lives as long as its body is read; `get` itself may go.
         Client {
@@ -220,8 +261,7 @@ impl Client {
                     .header("acp-connection-id", &h.connection)
                     .body(Full::new(Bytes::copy_from_slice(msg.as_bytes())))
                     .expect("a request");
-                h.post.ready().await.expect("the POST socket");
-                let response = h.post.send_request(request).await.expect("POST");
+                let response = h.post.send(request).await.expect("POST");
                 let status = response.status();
                 let body = response.into_body().collect().await.expect("body");
                 assert_eq!(
@@ -353,9 +393,7 @@ impl Client {
                     .header("acp-connection-id", &h.connection)
                     .body(Full::new(Bytes::new()))
                     .expect("a request");
-                if h.post.ready().await.is_ok() {
-                    let _ = h.post.send_request(request).await;
-                }
+                let _ = h.post.send(request).await;
             }
         }
     }
@@ -407,14 +445,22 @@ async fn connect(authority: &str) -> TcpStream {
     socket
 }
 
-/// An HTTP/1.1 client socket; its connection task runs on the runtime.
-async fn handshake(authority: &str) -> SendRequest<Full<Bytes>> {
-    let socket = connect(authority).await;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(socket))
-        .await
-        .expect("HTTP handshake");
+/// An HTTP/1.1 client socket, or an HTTP/2 connection by prior knowledge (`h2`); its
+/// connection task runs on the runtime.
+async fn handshake(authority: &str, h2: bool) -> Sender {
+    let io = TokioIo::new(connect(authority).await);
+    if h2 {
+        let (sender, connection) = http2::handshake(TokioExecutor::new(), io)
+            .await
+            .expect("HTTP/2 handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        return Sender::H2(sender);
+    }
+    let (sender, connection) = http1::handshake(io).await.expect("HTTP handshake");
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    sender
+    Sender::H1(sender)
 }

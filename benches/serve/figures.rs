@@ -57,10 +57,10 @@ impl Scale {
     }
 }
 
-/// The paths a flood or a prompt crosses: the three through acp-journal, and (d) the TypeScript
+/// The paths a flood or a prompt crosses: the four through acp-journal, and (d) the TypeScript
 /// SDK's own server when it can run.
 fn paths(scale: &Scale) -> Vec<Target> {
-    let mut paths = vec![Target::Stdio, Target::Ws, Target::Http];
+    let mut paths = vec![Target::Stdio, Target::Ws, Target::Http, Target::Http2];
     match &scale.sdk_skipped {
         None => paths.push(Target::Sdk),
         Some(why) => eprintln!("bench: (d) skipped: {why}"),

@@ -9,16 +9,19 @@
 //!
 //! Measured, in one run: (1) throughput and CPU per message of the acp-journal process on one
 //! flood, for (a) the stdio proxy on pipes, (b) serve over WebSocket, (c) serve over Streamable
-//! HTTP (SSE), each as a ratio to (a), and (d) the TypeScript SDK 2.4.0's own server over
+//! HTTP (SSE) and (c2) the same over HTTP/2 (h2c, serve's 64 KiB windows), each as a ratio to
+//! (a), and (d) the TypeScript SDK 2.4.0's own server over
 //! WebSocket (`tests/agents/ts_sdk_server.mjs` run beside `.peers/node-v2`, one agent process per
 //! connection; skipped with a note when node or the peers are missing; its CPU is the node
 //! process's plus its agent child's); (2) prompt → response round trips (p50, p99) for a direct
-//! pipe to the agent and (a), (b), (c), (d); (3) an update's delay from the agent to each client
+//! pipe to the agent and (a), (b), (c), (c2), (d); (3) an update's delay from the agent to each client
 //! of one session ([`paced`]: the one prompting, one that joined by `session/load` over WebSocket,
 //! one over HTTP+SSE; a direct pipe and (a) for comparison); (4) serve's RSS with 1, 10 and 100
 //! idle clients (each initialized, with a session); (5) 1, 10 and 50 WebSocket clients attached
 //! to one session (the others joined the first's by `session/load`) taking its floods: serve's
-//! CPU per update delivered and per agent update, deliveries per second, RSS before and peak.
+//! CPU per update delivered and per agent update, deliveries per second, RSS before and peak;
+//! (6) without the token ([`attack`]): guesses answered in 10 s by 1, 4 and 16 loops, and a
+//! token holder's round trips while 0, 2, 4 and 8 sockets flood HTTP/2 `PING`s.
 //!
 //! The proxy bench's helper roles and traffic are reused as they are (its modules included
 //! below from `benches/proxy/`); this binary re-executes itself as `__turns` (the prompt-turns
@@ -27,7 +30,7 @@
 //! it), answering any number of clients and prompts; and `__pace N INTERVAL_US`, the pacing
 //! agent of [`paced`].
 //!
-//! Environment: `BENCH_QUICK=1`; `BENCH_SERVE_ONLY=throughput|latency|delay|memory|fan` runs
+//! Environment: `BENCH_QUICK=1`; `BENCH_SERVE_ONLY=throughput|latency|delay|memory|fan|attack` runs
 //! one measurement (`memory`: the idle clients and the fan-out); `BENCH_SERVE_FLOOD=N` sets the
 //! throughput flood's messages (past ~230 000, one turn passes serve's 64 MiB `--client-queue`
 //! and the client is dropped);
@@ -62,6 +65,7 @@ mod traffic;
 #[path = "../proxy/turns.rs"]
 mod turns;
 
+mod attack;
 mod client;
 mod figures;
 mod paced;
@@ -161,7 +165,7 @@ fn bench() {
         .enable_all()
         .build()
         .expect("a runtime");
-    // `BENCH_SERVE_ONLY=throughput|latency|delay|memory|fan`: one measurement (for
+    // `BENCH_SERVE_ONLY=throughput|latency|delay|memory|fan|attack`: one measurement (for
     // experiments; `memory` is the idle clients and the fan-out).
     let only = std::env::var("BENCH_SERVE_ONLY").unwrap_or_default();
     let run = |what: &str| only.is_empty() || only == what || (only == "memory" && what == "fan");
@@ -186,6 +190,9 @@ fn bench() {
             for clients in scale.fan_clients {
                 results.fan.push(figures::run_fan(&scale, clients).await);
             }
+        }
+        if run("attack") {
+            results.attack = Some(attack::run(scale.round_trips.min(200)));
         }
         results
     });

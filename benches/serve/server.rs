@@ -20,6 +20,8 @@ pub enum Target {
     Ws,
     /// (c) `serve`, Streamable HTTP (the connection's SSE stream).
     Http,
+    /// (c2) The same over HTTP/2 by prior knowledge (h2c): one socket, 64 KiB windows.
+    Http2,
     /// (d) The TypeScript SDK 2.4.0's own server (`tests/agents/ts_sdk_server.mjs`), WebSocket.
     Sdk,
 }
@@ -31,6 +33,7 @@ impl Target {
             Target::Stdio => "(a) stdio proxy",
             Target::Ws => "(b) serve, WebSocket",
             Target::Http => "(c) serve, HTTP+SSE",
+            Target::Http2 => "(c2) serve, HTTP/2+SSE (h2c)",
             Target::Sdk => "(d) TS SDK 2.4.0 server, WebSocket",
         }
     }
@@ -89,10 +92,11 @@ pub async fn start(target: Target, role: &[String]) -> (Running, Client) {
             };
             (running, client)
         }
-        Target::Ws | Target::Http => {
+        Target::Ws | Target::Http | Target::Http2 => {
             let serve = Serve::start(&agent);
             let client = match target {
                 Target::Ws => Client::ws(&serve.endpoint).await,
+                Target::Http2 => Client::http2(&serve.endpoint).await,
                 _ => Client::http(&serve.endpoint).await,
             };
             let running = Running {

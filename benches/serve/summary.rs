@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::attack::Attack;
 use crate::figures::{Fan, Idle, Latency, Scale, Throughput};
 use crate::measure::Load;
 use crate::paced::{Delays, Receiver, WARMUP};
@@ -33,6 +34,7 @@ pub struct Results {
     pub delays: Option<Delays>,
     pub idle: Vec<Idle>,
     pub fan: Vec<Fan>,
+    pub attack: Option<Attack>,
 }
 
 pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> String {
@@ -68,7 +70,7 @@ pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> S
     );
     let _ = writeln!(
         r,
-        "- Paths: (a) `acp-journal --journal-dir <tmp> -- <agent>` on pipes (the baseline); (b) `acp-journal --journal-dir <tmp> serve --listen 127.0.0.1:0 -- <agent>`, a WebSocket client at `/acp`; (c) the same serve, a Streamable HTTP client (`POST`s on one keep-alive socket, the connection's SSE stream on another, no session stream). Every client is async on one Tokio thread (pipes included) and makes a session with `session/new` first (serve sends a session's lines only to the connections attached to it). The agents are this bench binary's roles."
+        "- Paths: (a) `acp-journal --journal-dir <tmp> -- <agent>` on pipes (the baseline); (b) `acp-journal --journal-dir <tmp> serve --listen 127.0.0.1:0 -- <agent>`, a WebSocket client at `/acp`; (c) the same serve, a Streamable HTTP client (`POST`s on one keep-alive socket, the connection's SSE stream on another, no session stream); (c2) the same over HTTP/2 by prior knowledge (h2c), `POST`s and the stream on one socket, the stream paced by serve's 64 KiB flow-control windows. Every client is async on one Tokio thread (pipes included) and makes a session with `session/new` first (serve sends a session's lines only to the connections attached to it). The agents are this bench binary's roles."
     );
     match &scale.sdk_skipped {
         None => {
@@ -100,7 +102,63 @@ pub fn render(scale: &Scale, load: &Load, res: &Results, elapsed: Duration) -> S
     if !res.fan.is_empty() {
         fan(&mut r, &res.fan);
     }
+    if let Some(attack) = &res.attack {
+        attacked(&mut r, attack);
+    }
     r
+}
+
+fn attacked(r: &mut String, attack: &Attack) {
+    let _ = writeln!(
+        r,
+        "\n## 6. Without the token: guessing it, flooding HTTP/2\n"
+    );
+    let _ = writeln!(
+        r,
+        "Wrong tokens for {} s, each on a socket of its own (`POST /acp`, `initialize`), each answer awaited; a fresh serve each:\n",
+        crate::attack::GUESSING.as_secs()
+    );
+    let _ = writeln!(r, "| loops at once | guesses answered |");
+    let _ = writeln!(r, "|---:|---:|");
+    for g in &attack.guessing {
+        let _ = writeln!(r, "| {} | {} |", g.loops, g.answered);
+    }
+    let g = &attack.give_up;
+    let _ = writeln!(
+        r,
+        "\nA guesser that gives up on a guess after {} ms without an answer, the right token its 150th guess: {} guesses, the right token {}.\n",
+        crate::attack::GIVE_UP.as_millis(),
+        g.tried,
+        match g.recognised {
+            Some(n) => format!("recognised at guess {n}"),
+            None => "never recognised".to_string(),
+        }
+    );
+    let _ = writeln!(
+        r,
+        "A token holder's round trips (ms) while N sockets flood `PING`s without the token (each reading its answers and connecting again once closed):\n"
+    );
+    let _ = writeln!(
+        r,
+        "| N | message p50 | p99 | max | `initialize` p50 | p99 | max | serve CPU s/s | flood sockets | PINGs answered |"
+    );
+    let _ = writeln!(r, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for f in &attack.floods {
+        let _ = writeln!(
+            r,
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |",
+            f.sockets,
+            f.message[0],
+            f.message[1],
+            f.message[2],
+            f.initialize[0],
+            f.initialize[1],
+            f.initialize[2],
+            f.cpu,
+            f.connections,
+            f.pongs
+        );
+    }
 }
 
 fn throughput(r: &mut String, base: &Throughput, all: &[Throughput]) {

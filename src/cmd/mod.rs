@@ -85,7 +85,13 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         None => match cli.connect {
-            Some(url) => proxy::bridge(store, cli.proxy, &url, cli.token_file, cli.agent, shared),
+            Some(url) => {
+                let files = proxy::BridgeFiles {
+                    token: cli.token_file,
+                    ca: cli.ca_file,
+                };
+                proxy::bridge(store, cli.proxy, &url, files, cli.agent, shared)
+            }
             None => proxy::run(store, cli.proxy, cli.agent, shared),
         },
     };

@@ -1,6 +1,7 @@
 //! The default command: run the recording proxy in front of an agent.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -64,7 +65,14 @@ pub(super) fn local_agent(
     agent::ignore_file_size_signal();
     let argv = config.agent.clone();
     let reaper = Reaper::start(config.grace);
-    move || agent::spawn(&argv).and_then(|child| Agent::from_child(child, reaper.clone()))
+    let reaped = reaper.is_running();
+    move || agent::spawn(&argv, reaped).and_then(|child| Agent::from_child(child, reaper.clone()))
+}
+
+/// The bridge's files: `--token-file` and `--ca-file`.
+pub(super) struct BridgeFiles {
+    pub(super) token: Option<PathBuf>,
+    pub(super) ca: Option<PathBuf>,
 }
 
 /// Run the bridge (`--connect URL`): the proxy, whose agent is the remote endpoint at `url`.
@@ -72,7 +80,7 @@ pub(super) fn bridge(
     store: Store,
     args: ProxyArgs,
     url: &str,
-    token_file: Option<std::path::PathBuf>,
+    files: BridgeFiles,
     agent: Vec<OsString>,
     shared: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
@@ -85,14 +93,14 @@ pub(super) fn bridge(
         .ok()
         .filter(|e| !e.trim().is_empty());
     // As serve takes it (an invalid one is an error), but none is made: a server may need none.
-    let token = match (env, token_file) {
+    let token = match (env, files.token) {
         (None, None) => None,
         (env, file) => {
             let file = file.unwrap_or_default();
             Some(Token::resolve(env, Some(&file), &file)?.0)
         }
     };
-    let mut remote = Remote::new(url, token, 16 << 20)?;
+    let mut remote = Remote::new(url, token, files.ca.as_deref(), 16 << 20)?;
     let mut config = shell_config(store, &args, vec![OsString::from(remote.url())], shared)?;
     config.core.remote = true;
     on_runtime(async {

@@ -92,9 +92,8 @@ impl Remote {
     /// # Errors
     /// A URL this build cannot open, or a configuration the crate refuses.
     pub fn open(url: &str) -> anyhow::Result<Remote> {
-        // The HTTP client's TLS takes the process's default provider, and two are linked in
-        // (ring for ours, aws-lc-rs for the crate's): name one, as `net::tls` does.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // The HTTP client's TLS takes the process's default provider, installed first thing
+        // in `main` (`net::tls::crypto_provider`).
         let parsed = url::Url::parse(url)
             .map_err(|e| anyhow::anyhow!("--store {url:?} is not a URL ({e})"))?;
         let path = parsed.path().trim_matches('/').to_string();

@@ -7,8 +7,15 @@
 //! `initialize` and restores the editor's sessions on the new connection by `session/load` or
 //! `session/resume`, which a host like `acp-journal serve` answers from its journal. The core
 //! knows its agent is a host (`proto::Config::remote`) and tells the editor and the log so.
+//!
+//! Over `wss://` it trusts the system's CA certificates and `--ca-file` ([`tls::client_config`]);
+//! a certificate it cannot trust ends it at once with the fix named (trying again would not
+//! help). A `ws://` URL to another host than this one is warned about, as `serve` warns of a
+//! listening address without TLS: the token and every message would travel in clear.
 
 use std::io;
+use std::path::Path;
+use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -17,6 +24,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error, Message};
 
+use super::tls;
 use super::token::Token;
 use crate::shell::agent::{Agent, Process};
 use crate::shell::pipes::Output;
@@ -38,6 +46,8 @@ pub struct Remote {
     /// The WebSocket URL.
     url: String,
     token: Option<Token>,
+    /// The TLS configuration of a `wss://` URL.
+    tls: Option<Arc<rustls::ClientConfig>>,
     max_message: usize,
     /// [`Remote::connect`] was called before: the next connection is one made again, tried
     /// until the proxy stops it.
@@ -45,22 +55,46 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// `url` (`ws`, `wss`, `http` or `https`), with the bearer `token` if any.
+    /// `url` (`ws`, `wss`, `http` or `https`), with the bearer `token` if any; over TLS, trusting
+    /// the system's CA certificates and those of `ca_file`. A `ws://` URL to another host than
+    /// this one is warned about.
     ///
     /// # Errors
-    /// Another scheme.
-    pub fn new(url: &str, token: Option<Token>, max_message: usize) -> anyhow::Result<Remote> {
-        let url = match url.split_once("://") {
-            Some(("ws" | "wss", _)) => url.to_string(),
-            Some(("http", rest)) => format!("ws://{rest}"),
-            Some(("https", rest)) => format!("wss://{rest}"),
+    /// Another scheme, a URL without a host, a `ca_file` for a URL without TLS or that cannot be
+    /// read.
+    pub fn new(
+        url: &str,
+        token: Option<Token>,
+        ca_file: Option<&Path>,
+        max_message: usize,
+    ) -> anyhow::Result<Remote> {
+        let (url, secure) = match url.split_once("://") {
+            Some(("ws", _)) => (url.to_string(), false),
+            Some(("wss", _)) => (url.to_string(), true),
+            Some(("http", rest)) => (format!("ws://{rest}"), false),
+            Some(("https", rest)) => (format!("wss://{rest}"), true),
             _ => anyhow::bail!(
                 "--connect takes a ws://, wss://, http:// or https:// URL, not {url:?}"
             ),
         };
+        let parsed = url::Url::parse(&url).map_err(|e| anyhow::anyhow!("--connect {url}: {e}"))?;
+        let Some(host) = parsed.host() else {
+            anyhow::bail!("--connect {url}: the URL names no host");
+        };
+        let tls = match (secure, ca_file) {
+            (true, ca_file) => Some(tls::client_config(ca_file)?),
+            (false, Some(_)) => anyhow::bail!("--ca-file is for wss:// and https:// URLs"),
+            (false, None) => None,
+        };
+        if !secure && !is_this_host(&host) {
+            tracing::warn!(
+                "CONNECTING TO {url} WITHOUT TLS: the token and every message travel in clear over the network; use wss:// (serve --tls-cert/--tls-key, or a TLS proxy in front)"
+            );
+        }
         Ok(Remote {
             url,
             token,
+            tls,
             max_message,
             again: false,
         })
@@ -175,6 +209,14 @@ impl Remote {
                     tracing::error!("{} refused the connection: {status}", self.url);
                     return None;
                 }
+                Err(Error::Io(e)) if untrusted(&e) => {
+                    // Nor will it with a certificate this bridge does not trust.
+                    tracing::error!(
+                        "{} has a certificate this bridge does not trust ({e}): name the CA that signed it (or the host's own certificate) with --ca-file FILE, or in SSL_CERT_FILE",
+                        self.url
+                    );
+                    return None;
+                }
                 Err(e) if deadline.is_some_and(|d| tokio::time::Instant::now() + pause > d) => {
                     tracing::warn!(
                         "cannot connect to {}: {e}; gave up after {attempt} attempts",
@@ -206,11 +248,41 @@ impl Remote {
         let mut config = WebSocketConfig::default();
         config.max_message_size = Some(self.max_message);
         config.max_frame_size = Some(self.max_message);
-        let (socket, _) =
-            tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, None)
-                .await?;
+        let connector = match &self.tls {
+            Some(tls) => tokio_tungstenite::Connector::Rustls(tls.clone()),
+            None => tokio_tungstenite::Connector::Plain,
+        };
+        let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
+            request,
+            Some(config),
+            true,
+            Some(connector),
+        )
+        .await?;
         Ok(socket)
     }
+}
+
+/// Whether `host` is this machine: a loopback address or `localhost`.
+fn is_this_host(host: &url::Host<&str>) -> bool {
+    match host {
+        url::Host::Domain(name) => {
+            let name = name.trim_end_matches('.');
+            name.eq_ignore_ascii_case("localhost")
+                || name.to_ascii_lowercase().ends_with(".localhost")
+        }
+        url::Host::Ipv4(ip) => ip.is_loopback(),
+        url::Host::Ipv6(ip) => ip.is_loopback(),
+    }
+}
+
+/// Whether `e` is a certificate the bridge does not trust.
+fn untrusted(e: &io::Error) -> bool {
+    let tls = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
+    matches!(
+        tls,
+        Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+    )
 }
 
 /// A connection to the remote as the proxy's agent process.

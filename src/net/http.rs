@@ -244,6 +244,12 @@ pub(super) fn delete(host: &Host, req: &Request<Incoming>) -> Response<Body> {
         .expect("a static response")
 }
 
+/// Whether `req` names a live connection by its `Acp-Connection-Id` (128 random bits only a
+/// client with the token was given).
+pub(super) fn names_live_connection(host: &Host, req: &Request<Incoming>) -> bool {
+    header_str(req, CONNECTION_ID).is_some_and(|id| lookup(host, id).is_some())
+}
+
 fn header_str<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
     req.headers()
         .get(name)

@@ -12,14 +12,17 @@
 //!
 //! Every request must name this server in its `Host` ([`hosts`]); every request to `/acp` needs
 //! the bearer [`token::Token`] (a WebSocket may show it as a subprotocol instead), checked before
-//! anything is allocated; a wrong one is answered late ([`throttle`]).
-//! Limits: a socket that has not shown the token lives at most [`Options::handshake`] and the
-//! oldest such is shed past its share ([`sockets`]); request headers at most [`MAX_HEAD`]; a
+//! anything is allocated; guessing it is bounded ([`throttle`]: a new connection's answer, right
+//! or wrong, comes after its source's delay).
+//! Limits: a socket that has not shown the token lives at most [`Options::handshake`], sends at
+//! most its [`budget`] (bytes, HTTP/2 frames), and the oldest such is shed past its share
+//! ([`sockets`]); request headers at most [`MAX_HEAD`]; a
 //! message of at most [`Options::max_message`] bytes (413), at most
 //! [`Options::max_connections`] ACP connections (503); a client that does not take what it is
 //! sent within [`SEND_TIMEOUT`] (or lets its queue pass the hub's limits) is dropped.
 
 pub mod bridge;
+mod budget;
 mod headers;
 pub mod hosts;
 mod http;
@@ -49,6 +52,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::shell::hub::HubLink;
+use budget::Budget;
 use headers::request_host;
 use hosts::Hosts;
 pub use options::{KEEPALIVE, Options, SEND_TIMEOUT};
@@ -123,17 +127,21 @@ pub async fn serve(listener: TcpListener, options: Options, link: HubLink) -> st
     }
 }
 
-/// One socket: TLS if configured, then HTTP/1.1 or HTTP/2 until it closes.
+/// One socket: TLS if configured, then HTTP/1.1 or HTTP/2 until it closes; what it sends before
+/// it shows the token counted against its [`budget`] (TLS records, and the bytes and HTTP/2
+/// frames inside).
 async fn socket(host: Arc<Host>, stream: tokio::net::TcpStream, peer: SocketAddr, pass: Arc<Pass>) {
     match host.options.tls.clone() {
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-            let stream = match acceptor.accept(stream).await {
+            let counted = Budget::new(stream, pass.clone(), false);
+            let stream = match acceptor.accept(counted).await {
                 Ok(stream) => stream,
                 Err(e) => return tracing::debug!("TLS handshake with {peer}: {e}"),
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            serve_http(host, stream, peer, pass, h2).await;
+            let counted = Budget::new(stream, pass.clone(), h2);
+            serve_http(host, counted, peer, pass, h2).await;
         }
         None => {
             // h2c or HTTP/1.1, told by the first bytes.
@@ -142,7 +150,8 @@ async fn socket(host: Arc<Host>, stream: tokio::net::TcpStream, peer: SocketAddr
                 Ok(n) if n > 0 => first[..n] == b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..n],
                 _ => return tracing::debug!("{peer} sent no request"),
             };
-            serve_http(host, stream, peer, pass, h2).await;
+            let counted = Budget::new(stream, pass.clone(), h2);
+            serve_http(host, counted, peer, pass, h2).await;
         }
     }
 }
@@ -225,27 +234,33 @@ async fn route(
             .map(|v| v.as_bytes()),
         protocols.iter().filter(|_| upgrade).map(|v| v.as_bytes()),
     );
-    match shown {
-        Some(given) if host.options.token.is(&given) => {
-            if !pass.authenticate() {
-                return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sockets");
-            }
+    let Some(given) = shown else {
+        return unauthorized();
+    };
+    let right = host.options.token.is(&given);
+    let within = host.options.handshake;
+    let right = if http::names_live_connection(host, &req) {
+        if !right {
+            host.throttle.wrong(peer.ip(), within).await;
         }
-        Some(_) => {
-            let http1 = req.version() < hyper::Version::HTTP_2;
-            drop(req);
-            host.throttle.wrong(peer.ip(), host.options.handshake).await;
-            let mut response = unauthorized();
-            if http1 {
-                // One guess per socket.
-                response.headers_mut().insert(
-                    header::CONNECTION,
-                    header::HeaderValue::from_static("close"),
-                );
-            }
-            return response;
+        right
+    } else {
+        // Right or wrong, answered after the same delay: the time tells a guesser nothing.
+        host.throttle.decide(peer.ip(), within, right).await
+    };
+    if !right {
+        let mut response = unauthorized();
+        if req.version() < hyper::Version::HTTP_2 {
+            // One guess per socket.
+            response.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
         }
-        None => return unauthorized(),
+        return response;
+    }
+    if !pass.authenticate() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sockets");
     }
     if upgrade {
         return ws::accept(host.clone(), pass, req);

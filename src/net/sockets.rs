@@ -112,6 +112,11 @@ impl Pass {
         true
     }
 
+    /// Whether a request on this socket has shown the token.
+    pub(super) fn is_authenticated(&self) -> bool {
+        self.authenticated.load(Ordering::Acquire)
+    }
+
     /// Resolves when the socket must end: shed, or still unauthenticated at the deadline.
     /// Never for a socket that authenticated.
     pub(super) async fn ended(&self) {

@@ -9,9 +9,18 @@ use base64::Engine;
 
 use crate::journal::private::create_private_file;
 
-/// A secret compared in constant time.
+/// A secret, compared by its SHA-256 digest in constant time: the time a comparison takes
+/// tells neither where a guess went wrong nor the token's length.
 #[derive(Clone)]
-pub struct Token(String);
+pub struct Token(String, Digest);
+
+/// A SHA-256 digest.
+type Digest = [u8; 32];
+
+fn digest(bytes: &[u8]) -> Digest {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
+}
 
 /// Where the token came from (said in the log, never the token itself).
 #[derive(Debug, PartialEq, Eq)]
@@ -36,7 +45,7 @@ impl Token {
     pub fn new(secret: &str) -> Option<Token> {
         let secret = secret.trim();
         let fits = !secret.is_empty() && secret.bytes().all(|b| b.is_ascii_graphic());
-        fits.then(|| Token(secret.to_string()))
+        fits.then(|| Token(secret.to_string(), digest(secret.as_bytes())))
     }
 
     /// The token: from `env` (`ACP_JOURNAL_TOKEN`), else from `file`, else the store's
@@ -85,7 +94,11 @@ impl Token {
                 out.write_all(secret.as_bytes())?;
                 out.write_all(b"\n")?;
                 out.sync_all()?;
-                Ok((Token(secret), TokenSource::Generated(path.to_path_buf())))
+                let digest = digest(secret.as_bytes());
+                Ok((
+                    Token(secret, digest),
+                    TokenSource::Generated(path.to_path_buf()),
+                ))
             }
             Err(e) => Err(io::Error::new(
                 e.kind(),
@@ -117,10 +130,11 @@ impl Token {
         ))
     }
 
-    /// True when `given` (from [`presented`]; trimmed) is the token, compared in time that
-    /// depends on the lengths only.
+    /// True when `given` (from [`presented`]; trimmed) is the token: their SHA-256 digests
+    /// compared in constant time (the time depends on `given`'s length only, never on the
+    /// token's).
     pub fn is(&self, given: &[u8]) -> bool {
-        same(given.trim_ascii(), self.0.as_bytes())
+        same(&digest(given.trim_ascii()), &self.1)
     }
 
     /// The `Sec-WebSocket-Protocol` value that carries this token ([`BEARER_PROTOCOL`] and
@@ -185,16 +199,13 @@ fn refuse_unprotected(path: &Path) -> io::Result<()> {
     ))
 }
 
-/// `given == want`, in time that depends on the lengths only.
-fn same(given: &[u8], want: &[u8]) -> bool {
-    if given.len() != want.len() {
-        return false;
-    }
-    given
+/// `given == want`, every byte compared whatever the first difference.
+fn same(given: &Digest, want: &Digest) -> bool {
+    let differ = given
         .iter()
         .zip(want)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(differ) == 0
 }
 
 #[cfg(test)]

@@ -104,13 +104,14 @@ pub(super) fn accept(host: Arc<Host>, pass: Arc<Pass>, req: Request<Incoming>) -
         .expect("a static response")
 }
 
-/// No `Origin` (not a browser), or one whose host is the `Host` the request was sent to, or
-/// one of `--allow-origin`.
+/// No `Origin` (not a browser), or the server's own (scheme, host and port: the `Host` the
+/// request was sent to), or one of `--allow-origin`.
 pub(super) fn origin_allowed(host: &Host, req: &Request<Incoming>) -> bool {
     let Some(origin) = origin(req) else {
         return true;
     };
-    host.options.allowed_origins.iter().any(|o| o == origin) || own_origin(req, origin)
+    host.options.allowed_origins.iter().any(|o| o == origin)
+        || own_origin(req, origin, host.options.tls.is_some())
 }
 
 /// Messages written with one flush, at most.

@@ -1,18 +1,25 @@
 //! The agent as the main loop sees it ([`Agent`]: its pipes and its [`Process`]), and the real
 //! one: spawning the subprocess in a process group of its own so it — and what it starts —
 //! dies with us ([`super::reaper`]), signalling that group, its exit code.
+//!
+//! The agent is reaped only once what it left in its group has been found: until then its
+//! number, the group's, is still ours (a zombie keeps it), so signals to the group reach our
+//! processes only ([`super::group`]).
 
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
+use super::group::{self, Group, Members};
 use super::pipes::{Output, Reader};
-use super::reaper::{Reaper, signal_group};
+use super::reaper::Reaper;
 
 /// The agent's end of the proxy: lines for its stdin, its stdout and stderr, its process.
 pub struct Agent<P> {
@@ -40,25 +47,49 @@ pub trait Process {
 #[derive(Debug)]
 pub struct AgentProcess {
     child: Child,
-    /// Its process group (its pid).
-    group: Option<u32>,
+    /// Its group and exit, while it is not reaped (`None` without pidfds).
+    leader: Option<Leader>,
+    /// What it left in its group, found once it exited and before it was reaped.
+    left: Option<Members>,
     reaper: Arc<Reaper>,
 }
 
+/// The agent as the leader of its group, not reaped yet.
+#[derive(Debug)]
+struct Leader {
+    group: Group,
+    /// Its pidfd: readable once it has exited, before it is reaped.
+    exit: AsyncFd<OwnedFd>,
+}
+
 impl Process for AgentProcess {
+    /// Cancel-safe: what it left is looked for once, after it exited and before it is reaped.
     async fn wait(&mut self) -> io::Result<i32> {
+        if let Some(leader) = &self.leader {
+            let _exited = leader.exit.readable().await?;
+            // Exited, not reaped: the group's number is still ours while we look.
+            self.left = Some(Members::find(leader.group));
+            self.leader = None;
+        }
         let status = self.child.wait().await?;
-        if let Some(group) = self.group.take() {
-            self.reaper.end_group(group);
+        if let Some(left) = self.left.take() {
+            self.reaper.end_group(left);
         }
         Ok(exit_code(status))
     }
 
-    /// The whole group gets it, as a terminal's Ctrl-C reaches every process of a job.
+    /// The whole group gets it, as a terminal's Ctrl-C reaches every process of a job (while
+    /// the agent is not reaped, so the group is the one it leads; after, nothing).
     fn signal(&mut self, sig: i32) {
-        if let Some(group) = self.group {
-            signal_group(group, sig);
-        }
+        let target = match (&self.leader, self.child.id()) {
+            (Some(leader), _) => -(leader.group.pgid as libc::pid_t),
+            // Without pidfds: the agent alone, while it is not reaped.
+            (None, Some(pid)) if self.left.is_none() => pid as libc::pid_t,
+            (None, _) => return,
+        };
+        // SAFETY: kill(2) has no memory-safety preconditions; the target is our unreaped child
+        // or the group it leads.
+        unsafe { libc::kill(target, sig) };
     }
 
     fn kill(&mut self) {
@@ -74,17 +105,25 @@ impl Agent<AgentProcess> {
     /// # Errors
     /// Making its stdin non-blocking.
     pub fn from_child(mut child: Child, reaper: Arc<Reaper>) -> io::Result<Agent<AgentProcess>> {
-        let group = child.id();
-        if let Some(group) = group {
+        // The child is not reaped: its number is the process we started.
+        let leader = child.id().and_then(|pid| {
+            let group = Group::of_leader(pid)?;
+            let pidfd = group::pidfd_open(pid)?;
+            // SAFETY: the AsyncFd owns the pidfd, open until it is dropped.
+            let exit =
+                unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
+                    .ok()?;
             reaper.watch(group);
-        }
+            Some(Leader { group, exit })
+        });
         Ok(Agent {
             stdin: Output::pipe(child.stdin.take().expect("piped").into_owned_fd()?)?,
             stdout: Box::new(child.stdout.take().expect("piped")),
             stderr: Box::new(child.stderr.take().expect("piped")),
             process: AgentProcess {
                 child,
-                group,
+                leader,
+                left: None,
                 reaper,
             },
         })
@@ -105,14 +144,14 @@ pub fn ignore_file_size_signal() {
     }
 }
 
-/// Spawn the agent with piped stdio, as the leader of a new process group. On Linux it gets
-/// `PR_SET_PDEATHSIG(SIGKILL)`, so it dies even if the proxy is killed with SIGKILL (and the
-/// reaper ends the rest of its group). Must be called from the thread that lives as long as
-/// the proxy (the parent-death signal follows the spawning thread).
+/// Spawn the agent with piped stdio, as the leader of a new process group. Unless `reaped`
+/// (a reaper ends its group if the proxy dies), on Linux it gets `PR_SET_PDEATHSIG(SIGKILL)`, so
+/// it dies even if the proxy is killed with SIGKILL. Must be called from the thread that lives
+/// as long as the proxy (the parent-death signal follows the spawning thread).
 ///
 /// # Errors
 /// The spawn error (command not found, not executable).
-pub fn spawn(argv: &[OsString]) -> io::Result<Child> {
+pub fn spawn(argv: &[OsString], reaped: bool) -> io::Result<Child> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no agent command given"))?;
@@ -133,7 +172,7 @@ pub fn spawn(argv: &[OsString]) -> io::Result<Child> {
         });
     }
     #[cfg(target_os = "linux")]
-    {
+    if !reaped {
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run between fork and exec.
         unsafe {

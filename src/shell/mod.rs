@@ -22,6 +22,7 @@ mod catalog;
 mod clock;
 mod config;
 mod front;
+pub mod group;
 pub mod history;
 pub mod hub;
 pub mod journals;

@@ -129,3 +129,189 @@ fn the_agents_child_ends_after_kill_9_of_the_proxy() {
 fn gone_now(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
 }
+
+/// The proxy in a PID namespace of its own (`unshare --pid --fork --mount-proc`, as root), under
+/// an init that reaps every orphan, so that a process number can be made to be reused at will
+/// (`/proc/sys/kernel/ns_last_pid`, as CRIU does). The proxy's stdio is the editor's.
+struct Namespace {
+    editor: TestClient,
+    /// The init's pid outside the namespace.
+    init: u32,
+}
+
+/// The init: run the command given, reap every process that ends, forever.
+const INIT: &str = "import os, subprocess, sys, time
+subprocess.Popen(sys.argv[1:])
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        time.sleep(0.05)
+";
+
+impl Namespace {
+    fn start(argv: &[String]) -> Namespace {
+        let mut wrapped: Vec<String> = ["unshare", "--pid", "--fork", "--mount-proc", "--"]
+            .map(String::from)
+            .to_vec();
+        wrapped.extend([crate::util::python(), "-c".into(), INIT.into()]);
+        wrapped.extend(argv.iter().cloned());
+        let editor = TestClient::spawn(&wrapped);
+        let unshare = editor.child.id();
+        let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+        let init = loop {
+            let children =
+                std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+                    .unwrap_or_default();
+            if let Some(pid) = children.split_whitespace().find_map(|p| p.parse().ok()) {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no init under unshare"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        Namespace { editor, init }
+    }
+
+    /// `script` run by `sh` inside the namespace: its output, trimmed.
+    fn sh(&self, script: &str) -> String {
+        let out = std::process::Command::new("nsenter")
+            .args([
+                "-t",
+                &self.init.to_string(),
+                "-p",
+                "-m",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .expect("nsenter (util-linux)");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Whether `pid` (inside) is alive and not a zombie.
+    fn alive(&self, pid: i32) -> bool {
+        self.sh(&format!(
+            "grep -v '^State:.*Z' /proc/{pid}/status | grep -c '^State:'"
+        )) == "1"
+    }
+
+    /// A stranger: `sleep`, the leader of a new session and group, given the number `pid`
+    /// (free by then): `ns_last_pid` set to the number before it, tried until it takes.
+    fn stranger_with_the_number(&self, pid: i32) -> i32 {
+        let script = format!(
+            "echo {} > /proc/sys/kernel/ns_last_pid; setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+            pid - 1
+        );
+        for _ in 0..100 {
+            let got: i32 = self.sh(&script).parse().unwrap();
+            if got == pid {
+                return pid;
+            }
+            self.sh(&format!("kill -KILL {got}"));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the number {pid} was not given again");
+    }
+
+    fn log(&self) -> String {
+        String::from_utf8_lossy(&self.editor.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// The proxy's log once it contains one of `wanted`.
+    fn log_until(&self, wanted: &[&str]) -> String {
+        let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+        loop {
+            let log = self.log();
+            if wanted.iter().any(|w| log.contains(w)) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {wanted:?} in: {log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        // The init's end ends every process of the namespace.
+        kill9(self.init as i32);
+    }
+}
+
+/// The `n`th agent's pid and its child's, inside (as the wrapper wrote them).
+fn agent_and_child(pids: &Path, n: usize) -> (i32, i32) {
+    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(pids).unwrap_or_default();
+        if let Some(line) = text.lines().nth(n) {
+            let mut both = line.split_whitespace().map(|p| p.parse().unwrap());
+            return (both.next().unwrap(), both.next().unwrap());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no agent {n} in {text:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_group_number_given_to_a_stranger_is_never_signalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // The agent's wrapper starts a child that ignores SIGTERM, and notes both pids.
+    let script = format!(
+        "(trap '' TERM; exec sleep 1000) </dev/null >/dev/null 2>&1 & echo $$ $! >> '{}'; exec \"$@\"",
+        pids.display()
+    );
+    let mut agent = vec!["sh".into(), "-c".into(), script, "sh".into()];
+    agent.extend(Peers::get().py_echo_agent());
+    let argv = proxied(store.path(), &agent);
+    let mut ns = Namespace::start(&argv);
+    ns.editor.initialize();
+
+    // The proxy ends what its killed agent left behind. Meanwhile that child ends, and the
+    // group's number goes to a stranger leading a group of its own: the proxy must leave it be.
+    let (leader, child) = agent_and_child(&pids, 0);
+    ns.sh(&format!("kill -KILL {leader}"));
+    ns.log_until(&[&format!("the agent left processes behind (group {leader})")]);
+    ns.sh(&format!("kill -KILL {child}"));
+    let stranger = ns.stranger_with_the_number(leader);
+    let log = ns.log_until(&[
+        &format!("(group {leader}) have ended"),
+        &format!("the agent's group {leader} outlived SIGTERM"),
+    ]);
+    assert!(ns.alive(stranger), "the proxy signalled a stranger: {log}");
+
+    // The same when the proxy is killed while it ends a group: the reaper leaves it be too.
+    let (leader, child) = agent_and_child(&pids, 1);
+    ns.sh(&format!("kill -KILL {leader}"));
+    ns.log_until(&[&format!("the agent left processes behind (group {leader})")]);
+    ns.sh(&format!("kill -KILL {child}"));
+    let stranger = ns.stranger_with_the_number(leader);
+    ns.sh("for p in $(cat /proc/1/task/1/children); do grep -q journal-dir /proc/$p/cmdline && kill -KILL $p; done");
+    // The reaper's work is done once it has exited.
+    let reapers = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^[^ ]*acp-journal __reap'";
+    let deadline = std::time::Instant::now() + crate::util::TIMEOUT;
+    while ns.sh(reapers) != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reaper did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(ns.alive(stranger), "the reaper signalled a stranger");
+    // And the third agent's child, which ignores SIGTERM, was ended by the reaper.
+    let (_, child) = agent_and_child(&pids, 2);
+    assert!(!ns.alive(child), "the reaper left the third agent's child");
+    let _ = ns.editor.child.kill();
+}

@@ -782,6 +782,18 @@ fn a_browser_websocket_from_another_origin_is_refused() {
         upgrade(Some(format!("http://{}.evil.example", served.addr.ip()))),
         403
     );
+    // Its own host and port with another scheme, or none, is another origin (the server has no
+    // TLS: its pages are http://).
+    let addr = served.addr;
+    for other in [
+        format!("https://{addr}"),
+        format!("x://{addr}"),
+        format!("{addr}"),
+        format!("http://user@{addr}"),
+        format!("http://{}:{}", addr.ip(), addr.port() + 1),
+    ] {
+        assert_eq!(upgrade(Some(other.clone())), 403, "{other}");
+    }
     assert_eq!(
         upgrade(Some(format!("http://{}", served.addr))),
         101,
@@ -1030,48 +1042,81 @@ fn tls_with_the_sdk_clients_over_https_and_wss() {
     served.stop();
 }
 
+/// nginx with TLS in front of `upstream` (`docs/nginx-acp.conf`, its self-signed certificate for
+/// 127.0.0.1 and localhost in `cert.pem`), on a free loopback port; stopped when dropped.
+pub struct Nginx {
+    child: Child,
+    prefix: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Nginx {
+    pub fn start(upstream: SocketAddr) -> Nginx {
+        let prefix = tempfile::tempdir().unwrap();
+        certificate(prefix.path());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = std::fs::read_to_string(crate::util::root().join("docs/nginx-acp.conf"))
+            .unwrap()
+            .replace("__PREFIX__", &prefix.path().display().to_string())
+            .replace("__PORT__", &port.to_string())
+            .replace("__UPSTREAM__", &upstream.to_string());
+        let conf = prefix.path().join("nginx.conf");
+        std::fs::write(&conf, config).unwrap();
+        let mut child = Command::new("/usr/sbin/nginx")
+            .args(["-p", &prefix.path().display().to_string(), "-c"])
+            .arg(&conf)
+            .args(["-g", "daemon off;"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nginx: run scripts/install-nginx.sh (scripts/test.sh does)");
+        let deadline = Instant::now() + TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nginx did not start");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "nginx exited: {:?}",
+                child.wait_with_output()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Nginx {
+            child,
+            prefix,
+            port,
+        }
+    }
+
+    /// Its certificate, for clients to trust.
+    pub fn ca(&self) -> std::path::PathBuf {
+        self.prefix.path().join("cert.pem")
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM, not SIGKILL: the master takes its workers with it.
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn behind_nginx_with_tls_both_sdk_clients_work() {
     let store = tempfile::tempdir().unwrap();
-    let prefix = tempfile::tempdir().unwrap();
-    certificate(prefix.path());
     // nginx passes on the name clients use (`proxy_set_header Host $host`): serve admits it.
     let served = Served::start(
         store.path(),
         &["--allow-host", "localhost"],
         &Peers::get().ts_agent(),
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = std::fs::read_to_string(crate::util::root().join("docs/nginx-acp.conf"))
-        .unwrap()
-        .replace("__PREFIX__", &prefix.path().display().to_string())
-        .replace("__PORT__", &port.to_string())
-        .replace("__UPSTREAM__", &served.addr.to_string());
-    let conf = prefix.path().join("nginx.conf");
-    std::fs::write(&conf, config).unwrap();
-    let mut nginx = Command::new("/usr/sbin/nginx")
-        .args(["-p", &prefix.path().display().to_string(), "-c"])
-        .arg(&conf)
-        .args(["-g", "daemon off;"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("nginx: run scripts/install-nginx.sh (scripts/test.sh does)");
-    let deadline = Instant::now() + TIMEOUT;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nginx did not start");
-        assert!(
-            nginx.try_wait().unwrap().is_none(),
-            "nginx exited: {:?}",
-            nginx.wait_with_output()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let url = format!("https://localhost:{port}/acp");
-    let ca = prefix.path().join("cert.pem");
+    let nginx = Nginx::start(served.addr);
+    let url = format!("https://localhost:{}/acp", nginx.port);
+    let ca = nginx.ca();
     let mut stories = Vec::new();
     for (_, client) in clients() {
         for transport in ["http", "ws"] {
@@ -1081,10 +1126,7 @@ fn behind_nginx_with_tls_both_sdk_clients_work() {
         }
     }
     assert!(stories.iter().all(|s| *s == stories[0]), "{stories:?}");
-    // SIGTERM, not SIGKILL: the master takes its workers with it.
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(nginx.id() as i32, libc::SIGTERM) };
-    let _ = nginx.wait();
+    drop(nginx);
     served.stop();
 }
 

@@ -14,7 +14,7 @@ use futures_util::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
 /// What the next write does.
@@ -31,6 +31,9 @@ pub enum Fault {
 pub struct Faulty {
     inner: Arc<dyn ObjectStore>,
     down: AtomicBool,
+    /// Conditions are checked, then the write is made, with no lock between (two racing
+    /// writers can both be told yes, the later one's content staying): as s3s-fs does.
+    racy: AtomicBool,
     next: Mutex<VecDeque<Fault>>,
     /// Requests answered (all kinds).
     pub requests: AtomicUsize,
@@ -42,6 +45,7 @@ impl Faulty {
         Arc::new(Faulty {
             inner,
             down: AtomicBool::new(false),
+            racy: AtomicBool::new(false),
             next: Mutex::new(VecDeque::new()),
             requests: AtomicUsize::new(0),
         })
@@ -50,6 +54,11 @@ impl Faulty {
     /// Every request fails while `down`.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Check conditions and write with a pause between (see [`Faulty::racy`]).
+    pub fn set_racy(&self, racy: bool) {
+        self.racy.store(racy, Ordering::SeqCst);
     }
 
     /// The next writes do these, in order.
@@ -88,6 +97,28 @@ impl ObjectStore for Faulty {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.check()?;
+        if self.racy.load(Ordering::SeqCst) && opts.mode != object_store::PutMode::Overwrite {
+            // Check the condition against what is there now…
+            let now = self.inner.head(location).await;
+            let holds = match (&opts.mode, &now) {
+                (object_store::PutMode::Create, Err(object_store::Error::NotFound { .. })) => true,
+                (object_store::PutMode::Update(v), Ok(meta)) => v.e_tag == meta.e_tag,
+                _ => false,
+            };
+            if !holds {
+                return Err(object_store::Error::Precondition {
+                    path: location.to_string(),
+                    source: "condition failed".into(),
+                });
+            }
+            // …then write, later, whatever was written meanwhile.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let opts = PutOptions {
+                mode: object_store::PutMode::Overwrite,
+                ..opts
+            };
+            return self.inner.put_opts(location, payload, opts).await;
+        }
         let fault = self.next.lock().unwrap().pop_front();
         match fault {
             Some(Fault::Fail) => Err(down()),

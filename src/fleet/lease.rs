@@ -51,6 +51,8 @@ const MAX_RECORD: u64 = 64 * 1024;
 pub const MAX_TTL: Duration = Duration::from_secs(600);
 /// How often a host waiting for a lease looks at it again.
 const POLL: Duration = Duration::from_secs(1);
+/// How long after taking a lease it is read back to confirm the take (see [`take`]).
+const SETTLE: Duration = Duration::from_millis(200);
 
 /// The lease object's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -607,7 +609,14 @@ async fn take(
         .put_versioned(&layout::lease_object(&key), body(&lease), write)
         .await?
     {
-        Written::Yes(version) => {
+        Written::Yes(_) => {
+            // Some stores check a condition, then write (s3s-fs does, so two racing writers
+            // can both be told yes): the lease read back a moment later says who won.
+            tokio::time::sleep(SETTLE).await;
+            let version = match look(remote, &key).await? {
+                Seen::Lease(now_at, now) if now == lease => now_at,
+                _ => return Ok(None),
+            };
             let from = seen.lease().cloned();
             let taken = Taken {
                 version,

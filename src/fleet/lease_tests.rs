@@ -485,7 +485,30 @@ async fn a_released_lease_is_taken_at_once_under_the_next_epoch() {
     let started = tokio::time::Instant::now();
     let got = b.acquire(&remote, Duration::ZERO).await.unwrap();
     assert_eq!(got.epoch, 2);
-    assert_eq!(started.elapsed(), Duration::ZERO, "no waiting");
+    assert_eq!(started.elapsed(), SETTLE, "no waiting but the read-back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn hosts_racing_on_a_store_that_checks_then_writes_are_told_apart_by_reading_back() {
+    // s3s-fs checks a condition, then streams the body: two racing writers can both be told
+    // yes. Read back a moment later, the lease names one of them.
+    for round in 0..8 {
+        let (remote, faulty) = memory();
+        let a = Host::new("a", RuntimeClock::new(0));
+        a.acquire(&remote, Duration::ZERO).await.unwrap();
+        release_all(&remote, a.clock.as_ref(), &a.leases, TTL).await;
+        faulty.set_racy(true);
+        let (b, c) = (
+            Host::new("b", RuntimeClock::new(0)),
+            Host::new("c", RuntimeClock::new(0)),
+        );
+        let (got_b, got_c) = tokio::join!(
+            b.acquire(&remote, Duration::ZERO),
+            c.acquire(&remote, Duration::ZERO)
+        );
+        let won = usize::from(got_b.is_ok()) + usize::from(got_c.is_ok());
+        assert_eq!(won, 1, "round {round}: {got_b:?} {got_c:?}");
+    }
 }
 
 /// A clock whose rate is off by `ppm` parts per million (a host whose clock runs fast or slow).

@@ -143,7 +143,14 @@ fn a_host_whose_clock_is_a_minute_off_takes_nothing_early_and_reads_in_order() {
     assert!(refused.get("error").is_some(), "{refused}");
     let _ = fast.finish();
     on_a.prompt(&session, "a second");
-    assert_eq!(on_a.finish().0, 0);
+    let stderr_a = on_a.stderr.clone();
+    let code = on_a.finish().0;
+    assert_eq!(
+        code,
+        0,
+        "{}",
+        String::from_utf8_lossy(&stderr_a.lock().unwrap())
+    );
     // A host 60 s behind continues it once A gave it back; its turns come after A's, though
     // its clock names them a minute earlier.
     let mut slow = b.proxy_under(&["faketime", "-f", "-60s"], &agent, &ttl);

@@ -26,6 +26,8 @@ set -euo pipefail
 
 PY_PKG=agent-client-protocol
 PY_VER=0.12.1
+PY_ARROW_VER=26.0.1
+PY_DUCKDB_VER=2.0.1
 NODE_PKG=@agentclientprotocol/sdk
 NODE_VER=1.9.0
 CLAUDE_PKG=@agentclientprotocol/claude-agent-acp
@@ -115,6 +117,15 @@ else
   log "pip install $PY_PKG[http]==$PY_VER ($PY_HTTP_PINS)"
   # shellcheck disable=SC2086
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check "$PY_PKG[http]==$PY_VER" $PY_HTTP_PINS
+fi
+
+# The team index's tables are Parquet that query engines read: the tests read them with
+# pyarrow and DuckDB, as the README shows.
+if [[ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('pyarrow'), m.version('duckdb'))" 2>/dev/null || true)" == "$PY_ARROW_VER $PY_DUCKDB_VER" ]]; then
+  log "pyarrow==$PY_ARROW_VER duckdb==$PY_DUCKDB_VER already in venv"
+else
+  log "pip install pyarrow==$PY_ARROW_VER duckdb==$PY_DUCKDB_VER into venv"
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check "pyarrow==$PY_ARROW_VER" "duckdb==$PY_DUCKDB_VER"
 fi
 
 if [[ ! -f "$PY_EX/echo_agent.py" || ! -f "$PY_EX/agent.py" || ! -f "$PY_EX/client.py" ]]; then

@@ -55,6 +55,18 @@ pub struct Cli {
     )]
     pub store_cache: u64,
 
+    /// With --store, for `list` and `search`: the most their local cache of the store's index
+    /// keeps (the footers and row groups a search read), in bytes (`K`, `M`, `G`).
+    #[arg(
+        long,
+        global = true,
+        env = "ACP_JOURNAL_INDEX_CACHE",
+        default_value = "64M",
+        value_name = "SIZE",
+        value_parser = parse_size
+    )]
+    pub index_cache: u64,
+
     /// A subcommand; without one, run the proxy.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -174,6 +186,11 @@ pub struct ProxyArgs {
     /// fenced off: readers never see them.
     #[arg(long)]
     pub takeover: bool,
+
+    /// With --store: do not write this host's sessions to the team index (`index/` in the
+    /// store), which `list`, `search` and `session/list --list-scope all` read.
+    #[arg(long)]
+    pub no_index: bool,
 }
 
 /// `--list-scope` values.
@@ -274,6 +291,12 @@ Examples:
     /// Count a session's (or the whole store's) messages by kind and direction.
     #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
     Stats(StatsArgs),
+    /// The team index in the shared store (`--store`): rebuild it from the journals.
+    #[command(after_help = "\
+Example:
+  acp-journal --store s3://team-journals/acp index rebuild
+      reads every session of the store and writes the index anew (the hosts keep adding to it)")]
+    Index(IndexArgs),
     /// Remove whole sessions older than a given age (never one being written).
     #[command(after_help = "\
 Examples:
@@ -409,6 +432,26 @@ pub struct SearchArgs {
     /// Only sessions whose working directory is DIR.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
+    /// With --store: read every session's journal, not only those the store's index says hold
+    /// the pattern's words (the index finds words and their beginnings; this finds a match
+    /// anywhere, as a search of local journals does).
+    #[arg(long)]
+    pub scan: bool,
+}
+
+/// `index` options.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: IndexAction,
+}
+
+/// `index` actions.
+#[derive(Debug, Clone, Copy, clap::Subcommand)]
+pub enum IndexAction {
+    /// Write the whole index anew from every session's journal in the store.
+    Rebuild,
 }
 
 /// `stats` options.

@@ -14,8 +14,8 @@ use futures_util::StreamExt;
 
 use crate::catalog::Catalog;
 use crate::cli::Command;
-use crate::fleet::pull;
 use crate::fleet::remote::Remote;
+use crate::fleet::{index, pull};
 use crate::journal::Store;
 
 /// Sessions pulled at once.
@@ -182,7 +182,20 @@ pub(super) fn catalog_copy(url: &str) -> anyhow::Result<Store> {
 ///
 /// # Errors
 /// The store cannot be opened or read, or the local copy cannot be written.
-pub(super) fn local_copy(url: &str, command: &Command, limit: u64) -> anyhow::Result<Store> {
+/// How much a reader keeps of the store on disk.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    /// The copy of the sessions read (`--store-cache`).
+    pub(super) copy: u64,
+    /// The index's parts read (`--index-cache`).
+    pub(super) index: u64,
+}
+
+pub(super) fn local_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Store> {
+    if let Some(copy) = from_index(url, command, limits)? {
+        return Ok(copy);
+    }
+    let limit = limits.copy;
     let opened = open(url)?;
     let wanted = wanted(command);
     let sessions = opened.copy.sessions_with(false)?;
@@ -309,6 +322,7 @@ pub(super) fn publish(
             ship_interval: std::time::Duration::from_millis(200),
             lease_ttl: std::time::Duration::from_secs(30),
             takeover: false,
+            index: true,
         },
     )?;
     for path in segments {
@@ -320,6 +334,158 @@ pub(super) fn publish(
         .build()?
         .block_on(fleet.finish(within));
     Ok(())
+}
+
+/// `list` and `search` read the store's index first: `list` its sessions table (no catalog,
+/// no journal read), `search` the sessions whose words can match, and then only those. `None`
+/// when the index cannot answer (none, unreadable — said on stderr — or a pattern with no
+/// word to look up): the command reads the journals as before.
+fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<Store>> {
+    let words = match command {
+        Command::List(_) => None,
+        Command::Search(a) if a.session.is_none() && !a.scan => {
+            match index::reader::required_words(&a.pattern) {
+                Some(words) => Some(words),
+                None => {
+                    eprintln!(
+                        "acp-journal: {url}: the pattern has no word the index can look up: every session is read"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+        _ => return Ok(None),
+    };
+    let remote = Remote::open(url)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let snapshot = match runtime.block_on(index::reader::open(&remote)) {
+        Ok(index::reader::Found::Index(s)) => s,
+        Ok(index::reader::Found::Missing) => return Ok(None),
+        Ok(index::reader::Found::Unreadable(why)) => {
+            eprintln!(
+                "acp-journal: {url}: the index cannot be read ({why}): reading the journals instead (`acp-journal index rebuild` writes it anew)"
+            );
+            return Ok(None);
+        }
+        Err(e) => anyhow::bail!("reading the store {url}: {e}"),
+    };
+    let Some(words) = words else {
+        // `list`: the sessions table, as the copy's catalog.
+        let rows = match runtime.block_on(index::reader::sessions(&remote, &snapshot)) {
+            Ok(rows) => rows,
+            Err(e) => {
+                eprintln!(
+                    "acp-journal: {url}: the index cannot be read ({e}): reading the journals instead"
+                );
+                return Ok(None);
+            }
+        };
+        let copy = Store::mirror(cache_dir(url));
+        copy.create_dirs()?;
+        let lines: Vec<Vec<u8>> = index::catalog_entries(&rows)
+            .iter()
+            .filter_map(|e| serde_json::to_vec(e).ok())
+            .collect();
+        pull::write_catalog(&copy, lines.iter().map(Vec::as_slice)).map_err(anyhow::Error::msg)?;
+        return Ok(Some(copy));
+    };
+    let cache = std::sync::Arc::new(index::cache::Cache::new(
+        cache_dir(url).join("index-cache"),
+        limits.index,
+    ));
+    let looked_up = index::reader::candidates(&remote, &snapshot, &words, Some(&cache));
+    let candidates = match runtime.block_on(looked_up) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "acp-journal: {url}: the index cannot be read ({e}): reading the journals instead"
+            );
+            return Ok(None);
+        }
+    };
+    // Only those sessions, pulled, and the copy's catalog naming just them: what the search
+    // reads. No host's catalog is read.
+    let opened = Opened {
+        remote,
+        copy: Store::mirror(cache_dir(url)),
+        runtime,
+    };
+    opened.copy.create_dirs()?;
+    let ids: Vec<String> = candidates.into_iter().collect();
+    opened.pull(url, &ids)?;
+    let mut lines = Vec::new();
+    for id in &ids {
+        let mut segments =
+            crate::journal::store::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
+        crate::journal::mark::in_epoch_order(&mut segments);
+        for path in segments {
+            let Ok(reader) = crate::journal::SegmentReader::open(&path) else {
+                continue;
+            };
+            let header = reader.header();
+            let entry = crate::catalog::CatalogEntry::Open {
+                session: id.clone(),
+                segment: opened.copy.relative(&path),
+                cwd: header.cwd.clone(),
+                agent: Some(header.argv.join(" ")),
+                agent_name: None,
+                git_branch: None,
+                t: header.started,
+            };
+            lines.extend(serde_json::to_vec(&entry));
+        }
+    }
+    pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
+        .map_err(anyhow::Error::msg)?;
+    trim(&opened.copy, &ids, limits.copy);
+    Ok(Some(opened.copy))
+}
+
+/// `index rebuild`: every session of the store pulled into the local copy, then the index
+/// written anew from their journals.
+///
+/// # Errors
+/// No store given, or the store's.
+pub(super) fn index(
+    args: crate::cli::IndexArgs,
+    url: Option<&str>,
+    limit: u64,
+) -> anyhow::Result<std::process::ExitCode> {
+    let crate::cli::IndexAction::Rebuild = args.action;
+    let Some(url) = url else {
+        anyhow::bail!("index: name the store with --store URL");
+    };
+    let opened = open(url)?;
+    let sessions = opened.copy.sessions_with(false)?;
+    let ids: Vec<String> = sessions.iter().map(|s| s.session.clone()).collect();
+    opened.pull(url, &ids)?;
+    let mut segments = Vec::new();
+    for id in &ids {
+        let mut paths =
+            crate::journal::store::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
+        crate::journal::mark::in_epoch_order(&mut paths);
+        segments.push(paths);
+    }
+    let now = jiff::Timestamp::now().as_microsecond();
+    let snapshot = opened
+        .runtime
+        .block_on(index::compact::rebuild(
+            &opened.remote,
+            "rebuild",
+            &segments,
+            now,
+        ))
+        .map_err(|e| anyhow::anyhow!("writing the index to {url}: {e}"))?;
+    trim(&opened.copy, &[], limit);
+    eprintln!(
+        "acp-journal: the index of {url} rebuilt from {} sessions: {} parts, {} rows",
+        ids.len(),
+        snapshot.parts.len(),
+        snapshot.parts.iter().map(|p| p.rows).sum::<u64>()
+    );
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// The file whose time says when a session of the copy was last read.

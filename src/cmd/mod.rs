@@ -52,7 +52,11 @@ pub fn run(cli: Cli) -> ExitCode {
     // With --store, the commands that read read the shared store, through a local copy.
     let store = match (&cli.command, shared) {
         (Some(command), Some(url)) if from_store::reads(command) => {
-            match from_store::local_copy(url, command, cli.store_cache) {
+            let limits = from_store::Limits {
+                copy: cli.store_cache,
+                index: cli.index_cache,
+            };
+            match from_store::local_copy(url, command, limits) {
                 Ok(copy) => copy,
                 Err(e) => {
                     eprintln!("acp-journal: {e:#}");
@@ -77,6 +81,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Diff(args)) => diff::run(&store, args),
         Some(Command::Bundle(args)) => bundle::run(&store, args),
         Some(Command::Fork(args)) => fork::run(&store, args, shared),
+        Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
         Some(Command::Serve(args)) => serve::run(store, *args, shared),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),

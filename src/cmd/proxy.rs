@@ -132,6 +132,7 @@ pub(super) fn shell_config(
                 ship_interval: args.ship_interval,
                 lease_ttl: args.lease_ttl,
                 takeover: args.takeover,
+                index: !args.no_index,
             },
         )?),
         None => None,

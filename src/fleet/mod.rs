@@ -14,6 +14,7 @@
 pub mod clock;
 #[cfg(test)]
 pub mod faults;
+pub mod index;
 pub mod layout;
 pub mod lease;
 pub mod pull;
@@ -80,6 +81,8 @@ pub struct Options {
     pub lease_ttl: Duration,
     /// Take sessions whoever holds them.
     pub takeover: bool,
+    /// Write the team index (`index/` in the store) from this process's sessions.
+    pub index: bool,
 }
 
 impl Drop for Inner {
@@ -149,7 +152,7 @@ impl Fleet {
             clock,
             status: Arc::new(Status::default()),
         });
-        runtime.spawn(Shipper::new(shared.clone(), options.ship_interval, rx).run());
+        runtime.spawn(Shipper::new(shared.clone(), options.ship_interval, rx, options.index).run());
         let (probed_tx, probed) = watch::channel(false);
         let prober = shared.clone();
         runtime.spawn(async move {
@@ -273,13 +276,44 @@ impl Fleet {
         }
         let s = &self.inner.shared;
         let copy = Store::mirror(s.local.root().join("store-copy"));
-        let skipped = runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy))
-                .await
-                .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
-        })?;
-        for why in skipped {
-            tracing::warn!("{}: {why}", self.url());
+        // The team index's sessions table when there is one; else every host's catalog.
+        let indexed = runtime.block_on(async {
+            tokio::time::timeout(PULL_TIMEOUT, async {
+                let index::reader::Found::Index(snapshot) = index::reader::open(&s.remote).await?
+                else {
+                    return Ok(None);
+                };
+                index::reader::sessions(&s.remote, &snapshot)
+                    .await
+                    .map(Some)
+            })
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
+        });
+        match indexed {
+            Ok(Some(rows)) => {
+                let lines: Vec<Vec<u8>> = index::catalog_entries(&rows)
+                    .iter()
+                    .filter_map(|e| serde_json::to_vec(e).ok())
+                    .collect();
+                pull::write_catalog(&copy, lines.iter().map(Vec::as_slice))?;
+            }
+            other => {
+                if let Err(e) = other {
+                    tracing::warn!(
+                        "{}: the index cannot be read ({e}): reading the catalogs",
+                        self.url()
+                    );
+                }
+                let skipped = runtime.block_on(async {
+                    tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy))
+                        .await
+                        .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
+                })?;
+                for why in skipped {
+                    tracing::warn!("{}: {why}", self.url());
+                }
+            }
         }
         let sessions = copy.sessions_with(false).map_err(|e| e.to_string())?;
         *cached = Some((Instant::now(), sessions.clone()));

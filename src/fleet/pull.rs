@@ -335,21 +335,32 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         .map(|(_, t, line, _)| (t, line))
         .collect();
     lines.sort_by_key(|(t, _)| *t);
+    write_catalog(local, lines.iter().map(|(_, line)| line.as_slice()))?;
+    Ok(skipped)
+}
+
+/// Replace `local`'s catalog with `lines` (whole: a reader never sees half of it).
+///
+/// # Errors
+/// The local disk's.
+pub fn write_catalog<'a>(
+    local: &Store,
+    mut lines: impl Iterator<Item = &'a [u8]>,
+) -> Result<(), String> {
     let merged = local.root().join("catalog.ndjson");
     let tmp = local.root().join("catalog.ndjson.pull.tmp");
     let _ = std::fs::remove_file(&tmp);
-    let write = || -> std::io::Result<()> {
+    let mut write = || -> std::io::Result<()> {
         create_private_dir(local.root())?;
         let mut out = std::io::BufWriter::new(create_private_file(&tmp)?);
-        for (_, line) in &lines {
+        for line in lines.by_ref() {
             out.write_all(line)?;
             out.write_all(b"\n")?;
         }
         out.into_inner().map_err(|e| e.into_error())?;
         std::fs::rename(&tmp, &merged)
     };
-    write().map_err(|e| format!("{}: {e}", merged.display()))?;
-    Ok(skipped)
+    write().map_err(|e| format!("{}: {e}", merged.display()))
 }
 
 #[cfg(test)]

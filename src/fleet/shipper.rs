@@ -29,6 +29,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clock::SharedClock;
+use super::index;
 use super::layout::{self, Entry};
 use super::lease::{self, Identity, Leases, Policy, Standing};
 use super::remote::Remote;
@@ -144,6 +145,8 @@ pub struct Shipper {
     notes: mpsc::UnboundedReceiver<Note>,
     /// When the last look at the files began.
     last_look: Instant,
+    /// The team index written from this process's session segments (unless `--no-index`).
+    index: Option<index::writer::Writer>,
 }
 
 impl Shipper {
@@ -152,8 +155,13 @@ impl Shipper {
         shared: Arc<Shared>,
         interval: Duration,
         notes: mpsc::UnboundedReceiver<Note>,
+        indexed: bool,
     ) -> Shipper {
         let ledger = Ledger::open(&shared.local, shared.remote.url());
+        let index = indexed.then(|| {
+            let (remote, local) = (shared.remote.clone(), shared.local.clone());
+            index::writer::Writer::new(remote, local, shared.me.host.clone())
+        });
         Shipper {
             shared,
             interval,
@@ -161,6 +169,7 @@ impl Shipper {
             ledger,
             notes,
             last_look: Instant::now(),
+            index,
         }
     }
 
@@ -222,6 +231,13 @@ impl Shipper {
                 Ok(false) | Err(_) => break,
             }
         }
+        // What the index kept, written.
+        if let Err(e) = tokio::time::timeout_at(deadline.into(), self.index(true))
+            .await
+            .unwrap_or_else(|_| Err("out of time".into()))
+        {
+            tracing::debug!("index at the end: {e}");
+        }
         // Then the sessions are given back, so any host may continue them at once.
         let within = deadline
             .saturating_duration_since(Instant::now())
@@ -244,6 +260,11 @@ impl Shipper {
             Some(key) => Leased::Left(key),
             None => Leased::No,
         };
+        if leased != Leased::No
+            && let Some(index) = &mut self.index
+        {
+            index.follow(&path);
+        }
         let file = if rel == "catalog.ndjson" {
             layout::host_catalog(&self.shared.me.host)
         } else {
@@ -297,6 +318,9 @@ impl Shipper {
         if let Err(e) = self.take_leases().await {
             failed = Some(e);
         }
+        if let Err(e) = self.index(false).await {
+            failed = Some(e);
+        }
         let jobs = self.file_jobs();
         if jobs.is_empty() {
             self.report_failure(failed);
@@ -328,6 +352,41 @@ impl Shipper {
         self.count_behind();
         s.status.write_file_if_changed(&s.local, s.remote.url());
         true
+    }
+
+    /// The index: what the followed segments gained, written every [`index::writer::FLUSH`]
+    /// (at `end`, whatever is left); then, when the index has parts to merge and this host holds
+    /// (or takes) the compaction lease, a compaction.
+    async fn index(&mut self, end: bool) -> Result<(), String> {
+        let Some(index) = &mut self.index else {
+            return Ok(());
+        };
+        index.poll();
+        if !index.due(end) {
+            return Ok(());
+        }
+        let committed = index.flush().await?;
+        let s = &self.shared;
+        let now = s.clock.wall_us();
+        if end || !index::compact::needed(&committed, now) {
+            return Ok(());
+        }
+        let policy = self.policy();
+        let lease = index::compact::LEASE;
+        let mine = lease::acquire(
+            &s.remote,
+            &s.leases,
+            s.clock.as_ref(),
+            &s.me,
+            &policy,
+            lease,
+            Duration::ZERO,
+        )
+        .await;
+        if mine.is_ok() {
+            index::compact::compact(&s.remote, &s.me.host, now).await?;
+        }
+        Ok(())
     }
 
     fn report_failure(&self, failed: Option<String>) {

@@ -82,7 +82,7 @@ impl Host {
             status: Arc::new(Status::default()),
         });
         let (notes, rx) = mpsc::unbounded_channel();
-        let shipper = tokio::spawn(Shipper::new(shared.clone(), INTERVAL, rx).run());
+        let shipper = tokio::spawn(Shipper::new(shared.clone(), INTERVAL, rx, false).run());
         // Its look at what the disk held before it (nothing) comes first.
         tokio::task::yield_now().await;
         (

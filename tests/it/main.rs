@@ -13,6 +13,7 @@ mod history;
 mod host_history;
 mod hostile;
 mod html;
+mod index;
 mod kill_storm;
 mod leases;
 mod loading;

@@ -1,0 +1,175 @@
+//! A reader's bounded local cache of index parts: the byte ranges a query read (a footer, a row
+//! group) kept on disk, private, keyed by part and range — parts never change, so what is
+//! cached never goes stale — and the ranges read longest ago dropped first once the cache
+//! passes its size. And the Parquet reader of a part that reads through it.
+
+use std::io::Write;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use crate::fleet::remote::Remote;
+use crate::journal::private::{create_private_dir, create_private_file};
+
+/// The byte ranges of parts read, on disk, at most `limit` bytes.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    dir: PathBuf,
+    limit: u64,
+}
+
+impl Cache {
+    /// A cache in `dir` (made private when missing) of at most `limit` bytes.
+    pub fn new(dir: PathBuf, limit: u64) -> Cache {
+        Cache { dir, limit }
+    }
+
+    fn file(&self, part: &str, range: &Range<u64>) -> PathBuf {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(format!("{part}\n{}-{}", range.start, range.end));
+        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(name)
+    }
+
+    /// The bytes cached for `range` of `part` (their time is set to now: used).
+    fn get(&self, part: &str, range: &Range<u64>) -> Option<Bytes> {
+        let file = self.file(part, range);
+        let bytes = std::fs::read(&file).ok()?;
+        (bytes.len() as u64 == range.end - range.start).then(|| {
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            Bytes::from(bytes)
+        })
+    }
+
+    /// Keep `bytes` for `range` of `part`, then drop the ranges read longest ago past the
+    /// limit (a range larger than the whole cache is not kept).
+    fn put(&self, part: &str, range: &Range<u64>, bytes: &Bytes) {
+        if bytes.len() as u64 > self.limit || create_private_dir(&self.dir).is_err() {
+            return;
+        }
+        let file = self.file(part, range);
+        let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
+        let written = create_private_file(&tmp)
+            .and_then(|mut f| f.write_all(bytes))
+            .and_then(|()| std::fs::rename(&tmp, &file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            return;
+        }
+        self.trim();
+    }
+
+    fn trim(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let meta = e.metadata().ok()?;
+                Some((meta.modified().ok()?, meta.len(), e.path()))
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= self.limit {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
+    }
+}
+
+/// One part of the index read by Parquet: its footer and the ranges a query needs, through the
+/// cache when there is one.
+pub struct PartReader {
+    remote: Remote,
+    path: String,
+    size: u64,
+    cache: Option<Arc<Cache>>,
+}
+
+impl PartReader {
+    /// Part `path` (of `size` bytes) of `remote`.
+    pub fn new(remote: Remote, path: String, size: u64, cache: Option<Arc<Cache>>) -> PartReader {
+        PartReader {
+            remote,
+            path,
+            size,
+            cache,
+        }
+    }
+
+    async fn range(&self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+        if let Some(bytes) = self.cache.as_ref().and_then(|c| c.get(&self.path, &range)) {
+            return Ok(bytes);
+        }
+        let bytes = self
+            .remote
+            .get_range(&self.path, range.clone())
+            .await
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        if let Some(cache) = &self.cache {
+            cache.put(&self.path, &range, &bytes);
+        }
+        Ok(bytes)
+    }
+}
+
+impl AsyncFileReader for PartReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.range(range).boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let size = self.size;
+        async move {
+            let metadata = ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_and_finish(self, size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_what_was_read_last_within_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().join("c"), 100);
+        let bytes = Bytes::from(vec![7u8; 40]);
+        for i in 0..5u64 {
+            cache.put("p", &(i * 40..(i + 1) * 40), &bytes);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let kept: Vec<bool> = (0..5u64)
+            .map(|i| cache.get("p", &(i * 40..(i + 1) * 40)).is_some())
+            .collect();
+        assert_eq!(kept, [false, false, false, true, true]);
+        // Larger than the whole cache: not kept.
+        cache.put("p", &(0..200), &Bytes::from(vec![1u8; 200]));
+        assert!(cache.get("p", &(0..200)).is_none());
+    }
+}

@@ -1,0 +1,298 @@
+//! Keeping the index small: the parts of a table's day (the postings: of the whole table) are
+//! merged into one once there are [`COMPACT_AT`] of them, by whichever host holds the
+//! compaction lease (an ordinary session lease on a reserved name, [`LEASE`]), so no service
+//! of its own is needed; the merge is committed only if every part it replaces is still in
+//! the manifest, so two compactors can never lose or double a row. Parts compacted away are
+//! deleted [`GRACE`] after they left the manifest (a reader that read it before may still be
+//! reading them). And the whole index, rebuilt from the journals (`index rebuild`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use super::rows::{Follower, SessionRow, TurnRow};
+use super::snapshot::{self, Part, Removed, Snapshot};
+use super::table::{self, Table};
+use super::writer::{day, put_part};
+use crate::fleet::remote::Remote;
+use crate::journal::SegmentReader;
+
+/// Parts of one table and day merged once there are this many.
+pub const COMPACT_AT: usize = 8;
+/// How long a part compacted away stays in the store (microseconds).
+pub const GRACE: i64 = 60_000_000;
+/// The reserved session name whose lease says which host compacts.
+pub const LEASE: &str = "acp-journal:index-compaction";
+
+/// Whether `snapshot` has parts to merge or to delete.
+pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
+    let mut groups: HashMap<(Table, Option<&str>), usize> = HashMap::new();
+    for p in &snapshot.parts {
+        *groups.entry((p.table, p.day.as_deref())).or_default() += 1;
+    }
+    groups.values().any(|&n| n >= COMPACT_AT)
+        || snapshot.removed.iter().any(|r| r.at + GRACE <= now_us)
+}
+
+/// Delete the parts compacted away more than [`GRACE`] ago, then merge every table's day that
+/// has [`COMPACT_AT`] parts or more. Returns how many parts were merged away.
+///
+/// # Errors
+/// The store's, or a part that cannot be read (it is left in place).
+pub async fn compact(remote: &Remote, host: &str, now_us: i64) -> Result<usize, String> {
+    let found = super::reader::open(remote).await?;
+    let super::reader::Found::Index(snapshot) = found else {
+        return Ok(0);
+    };
+    let due: Vec<String> = snapshot
+        .removed
+        .iter()
+        .filter(|r| r.at + GRACE <= now_us)
+        .map(|r| r.path.clone())
+        .collect();
+    for path in &due {
+        remote.delete(path).await.map_err(|e| e.to_string())?;
+    }
+    if !due.is_empty() {
+        snapshot::commit(remote, |s| {
+            let before = s.removed.len();
+            s.removed.retain(|r| !due.contains(&r.path));
+            s.removed.len() != before
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    let mut groups: BTreeMap<(Table, Option<String>), Vec<Part>> = BTreeMap::new();
+    for p in snapshot.parts {
+        groups.entry((p.table, p.day.clone())).or_default().push(p);
+    }
+    let mut merged = 0;
+    for ((table, day), parts) in groups.into_iter().filter(|(_, v)| v.len() >= COMPACT_AT) {
+        let Some(part) = merge(remote, table, day.as_deref(), host, &parts).await? else {
+            continue;
+        };
+        let replaced: BTreeSet<&str> = parts.iter().map(|p| p.path.as_str()).collect();
+        let new = part.clone();
+        let committed = snapshot::commit(remote, |s| {
+            let present = s
+                .parts
+                .iter()
+                .filter(|p| replaced.contains(p.path.as_str()))
+                .count();
+            if present != replaced.len() {
+                return false;
+            }
+            s.parts.retain(|p| !replaced.contains(p.path.as_str()));
+            s.parts.push(new.clone());
+            s.removed.extend(replaced.iter().map(|path| Removed {
+                path: path.to_string(),
+                at: now_us,
+            }));
+            true
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        if committed.parts.iter().any(|p| p.path == part.path) {
+            merged += parts.len();
+        } else {
+            // Another host merged them first: this merge is nobody's.
+            remote.delete(&part.path).await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(merged)
+}
+
+/// One part holding every row of `parts` (sessions: the latest version of each; turns and
+/// postings: each once).
+async fn merge(
+    remote: &Remote,
+    table: Table,
+    day: Option<&str>,
+    host: &str,
+    parts: &[Part],
+) -> Result<Option<Part>, String> {
+    let mut blobs = Vec::new();
+    for p in parts {
+        blobs.push(
+            remote
+                .get(&p.path)
+                .await
+                .map_err(|e| format!("{}: {e}", p.path))?,
+        );
+    }
+    let wrong = |e: parquet::errors::ParquetError| e.to_string();
+    let part = match table {
+        Table::Sessions => {
+            let mut latest: HashMap<String, SessionRow> = HashMap::new();
+            for b in blobs {
+                for row in table::decode_sessions(b).map_err(wrong)? {
+                    if latest
+                        .get(&row.session)
+                        .is_none_or(|have| have.version < row.version)
+                    {
+                        latest.insert(row.session.clone(), row);
+                    }
+                }
+            }
+            let rows: Vec<SessionRow> = latest.into_values().collect();
+            let bytes = table::encode_sessions(&rows).map_err(wrong)?;
+            put_part(remote, table, day, host, rows.len() as u64, None, bytes).await?
+        }
+        Table::Turns => {
+            let mut seen = BTreeMap::new();
+            for b in blobs {
+                for row in table::decode_turns(b).map_err(wrong)? {
+                    seen.insert((row.session.clone(), row.turn, row.started_us), row);
+                }
+            }
+            let rows: Vec<TurnRow> = seen.into_values().collect();
+            let bytes = table::encode_turns(&rows).map_err(wrong)?;
+            put_part(remote, table, day, host, rows.len() as u64, None, bytes).await?
+        }
+        Table::Postings => {
+            let mut all = BTreeSet::new();
+            for b in blobs {
+                all.extend(table::decode_all_postings(b).map_err(wrong)?);
+            }
+            let rows: Vec<(String, String)> = all.into_iter().collect();
+            let words = rows
+                .first()
+                .zip(rows.last())
+                .map(|(a, b)| (a.0.clone(), b.0.clone()));
+            let bytes = table::encode_postings(&rows).map_err(wrong)?;
+            put_part(remote, table, day, host, rows.len() as u64, words, bytes).await?
+        }
+    };
+    Ok(Some(part))
+}
+
+/// The rows a session's segments (in the order it was written) give: its turns, its row, its
+/// postings.
+pub fn rows_of(
+    segments: &[PathBuf],
+    host: &str,
+) -> (Vec<TurnRow>, Option<SessionRow>, BTreeSet<(String, String)>) {
+    let (mut turns, mut session, mut postings) = (Vec::new(), None::<SessionRow>, BTreeSet::new());
+    let mut before = 0;
+    for path in segments {
+        let Ok(reader) = SegmentReader::open(path) else {
+            continue;
+        };
+        let mut f = Follower::new(reader.header(), host, before);
+        for record in reader {
+            turns.extend(f.record(&record));
+        }
+        let row = f.session().clone();
+        before = row.turns;
+        for word in f.take_words() {
+            postings.insert((word, row.session.clone()));
+        }
+        session = Some(match session {
+            // The session's first segment says when it began.
+            Some(first) => SessionRow {
+                started_us: first.started_us.min(row.started_us),
+                title: row.title.clone().or(first.title),
+                ..row
+            },
+            None => row,
+        });
+    }
+    (turns, session, postings)
+}
+
+/// Replace the whole index with the rows of `sessions` (each: its segments in order), written
+/// as parts by `host`: what `index rebuild` commits. The parts it replaces are deleted after
+/// [`GRACE`].
+///
+/// # Errors
+/// The store's.
+pub async fn rebuild(
+    remote: &Remote,
+    host: &str,
+    sessions: &[Vec<PathBuf>],
+    now_us: i64,
+) -> Result<Snapshot, String> {
+    let (mut turns, mut rows, mut postings) = (Vec::new(), Vec::new(), BTreeSet::new());
+    for segments in sessions {
+        let (t, s, p) = rows_of(segments, host);
+        turns.extend(t);
+        rows.extend(s);
+        postings.extend(p);
+    }
+    let wrong = |e: parquet::errors::ParquetError| e.to_string();
+    let mut parts = Vec::new();
+    let mut by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
+    for t in turns {
+        by_day.entry(day(t.started_us)).or_default().push(t);
+    }
+    for (d, rows) in &by_day {
+        let bytes = table::encode_turns(rows).map_err(wrong)?;
+        parts.push(
+            put_part(
+                remote,
+                Table::Turns,
+                Some(d),
+                host,
+                rows.len() as u64,
+                None,
+                bytes,
+            )
+            .await?,
+        );
+    }
+    let mut by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
+    for s in rows {
+        by_day.entry(day(s.last_activity_us)).or_default().push(s);
+    }
+    for (d, rows) in &by_day {
+        let bytes = table::encode_sessions(rows).map_err(wrong)?;
+        parts.push(
+            put_part(
+                remote,
+                Table::Sessions,
+                Some(d),
+                host,
+                rows.len() as u64,
+                None,
+                bytes,
+            )
+            .await?,
+        );
+    }
+    if !postings.is_empty() {
+        let rows: Vec<(String, String)> = postings.into_iter().collect();
+        let words = rows
+            .first()
+            .zip(rows.last())
+            .map(|(a, b)| (a.0.clone(), b.0.clone()));
+        let bytes = table::encode_postings(&rows).map_err(wrong)?;
+        parts.push(
+            put_part(
+                remote,
+                Table::Postings,
+                None,
+                host,
+                rows.len() as u64,
+                words,
+                bytes,
+            )
+            .await?,
+        );
+    }
+    snapshot::commit(remote, |s| {
+        if s.parts == parts {
+            return false;
+        }
+        let old = std::mem::replace(&mut s.parts, parts.clone());
+        s.removed.extend(
+            old.into_iter()
+                .filter(|p| !parts.contains(p))
+                .map(|p| Removed {
+                    path: p.path,
+                    at: now_us,
+                }),
+        );
+        true
+    })
+    .await
+    .map_err(|e| e.to_string())
+}

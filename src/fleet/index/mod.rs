@@ -1,0 +1,84 @@
+//! The team's history without copying it: an index of every host's sessions kept in the store
+//! itself, in open formats (Parquet), written by the hosts and read with few requests.
+//!
+//! ```text
+//! <prefix>/index/
+//!   snapshot.json                          the manifest: every part that counts (compare-and-swap)
+//!   sessions/day=YYYY-MM-DD/<part>.parquet a row per session per host and change (latest `version` wins)
+//!   turns/day=YYYY-MM-DD/<part>.parquet    a row per prompt turn
+//!   postings/<part>.parquet                (word, session), sorted by word
+//! ```
+//!
+//! - [`rows`]: what a segment's records say as rows (pure);
+//! - [`table`]: the tables' Parquet schemas, rows to bytes and back;
+//! - [`snapshot`]: the manifest and its commits;
+//! - [`writer`]: follows this host's segments on the shipper's thread and commits parts;
+//! - [`compact`]: many small parts into one, by whichever host holds the compaction lease; and
+//!   the index rebuilt from the journals;
+//! - [`reader`]: the manifest once, then only the parts (and row groups) a question needs,
+//!   through [`cache`], a bounded local cache of the ranges read.
+
+pub mod cache;
+pub mod compact;
+pub mod reader;
+pub mod rows;
+pub mod snapshot;
+pub mod table;
+pub mod writer;
+
+use crate::catalog::CatalogEntry;
+use crate::journal::store::session_key;
+use rows::SessionRow;
+
+/// The catalog entries that list `rows` as `list` shows them (a reader's copy of the store
+/// whose catalog is the index's): each session opened, titled, with its turns, closed when its
+/// last segment was, hidden when deleted. The segment they name is the session's own
+/// (`sessions/<key>/index.acpj.zst`), never read: what a session holds is pulled by the
+/// commands that read it.
+pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
+    let mut entries = Vec::new();
+    for r in rows {
+        let segment = format!("sessions/{}/index.acpj.zst", session_key(&r.session));
+        entries.push(CatalogEntry::Open {
+            session: r.session.clone(),
+            segment: segment.clone(),
+            cwd: r.cwd.clone(),
+            agent: r.agent.clone(),
+            agent_name: None,
+            git_branch: None,
+            t: r.started_us,
+        });
+        if let Some(title) = &r.title {
+            entries.push(CatalogEntry::Prompt {
+                session: r.session.clone(),
+                title: title.clone(),
+                t: r.started_us,
+            });
+        }
+        if r.state == "closed" {
+            entries.push(CatalogEntry::Close {
+                segment,
+                records: 0,
+                bytes: 0,
+                turns: u64::from(r.turns),
+                t: r.last_activity_us,
+            });
+        } else if r.turns > 0 {
+            entries.push(CatalogEntry::TurnEnded {
+                session: r.session.clone(),
+                turns: u64::from(r.turns),
+                t: r.last_activity_us,
+            });
+        }
+        if r.hidden {
+            entries.push(CatalogEntry::Delete {
+                session: r.session.clone(),
+                t: r.last_activity_us,
+            });
+        }
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! Reading the index: the manifest once (a consistent snapshot), then only the parts a
+//! question needs — every sessions part for a list; for a search, of the postings parts whose
+//! word range can hold the words asked for, only the row groups whose statistics can (a
+//! footer and a row group or two, by ranged reads).
+
+use std::collections::{BTreeSet, HashMap};
+
+use futures_util::{StreamExt, TryStreamExt};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::file::statistics::Statistics;
+
+use super::cache::{Cache, PartReader};
+
+use super::rows::SessionRow;
+use super::snapshot::{self, Part, Read, Snapshot};
+use super::table::{self, Table};
+use crate::fleet::remote::Remote;
+
+/// Parts fetched at once.
+const FETCHES: usize = 16;
+
+/// The index as a reader finds it.
+#[derive(Debug)]
+pub enum Found {
+    /// A snapshot of it.
+    Index(Snapshot),
+    /// No index in the store.
+    Missing,
+    /// A manifest that cannot be trusted (why).
+    Unreadable(String),
+}
+
+/// The index's manifest.
+///
+/// # Errors
+/// The store's.
+pub async fn open(remote: &Remote) -> Result<Found, String> {
+    Ok(
+        match snapshot::read(remote).await.map_err(|e| e.to_string())? {
+            Read::Absent => Found::Missing,
+            Read::Found(_, s) => Found::Index(s),
+            Read::Unreadable(_, why) => Found::Unreadable(why),
+        },
+    )
+}
+
+/// Every session's latest row (by `version`) in `snapshot`.
+///
+/// # Errors
+/// The store's, or a part that is not Parquet of the table.
+pub async fn sessions(remote: &Remote, snapshot: &Snapshot) -> Result<Vec<SessionRow>, String> {
+    let fetches = snapshot.of(Table::Sessions).map(|part| async move {
+        let bytes = remote.get(&part.path).await.map_err(|e| e.to_string())?;
+        table::decode_sessions(bytes).map_err(|e| format!("{}: {e}", part.path))
+    });
+    let parts: Vec<Vec<SessionRow>> = futures_util::stream::iter(fetches)
+        .buffer_unordered(FETCHES)
+        .try_collect()
+        .await?;
+    let mut latest: HashMap<String, SessionRow> = HashMap::new();
+    for row in parts.into_iter().flatten() {
+        match latest.get(&row.session) {
+            Some(have) if have.version >= row.version => {}
+            _ => {
+                latest.insert(row.session.clone(), row);
+            }
+        }
+    }
+    let mut rows: Vec<SessionRow> = latest.into_values().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.last_activity_us));
+    Ok(rows)
+}
+
+/// Whether a word range `[min, max]` can hold a word beginning with `prefix`.
+fn may_hold(min: &[u8], max: &[u8], prefix: &[u8]) -> bool {
+    max >= prefix && (min <= prefix || min.starts_with(prefix))
+}
+
+/// The sessions that hold, for every one of `prefixes`, a word beginning with it.
+///
+/// # Errors
+/// The store's, or a part that is not Parquet of the table.
+pub async fn candidates(
+    remote: &Remote,
+    snapshot: &Snapshot,
+    prefixes: &[String],
+    cache: Option<&std::sync::Arc<Cache>>,
+) -> Result<BTreeSet<String>, String> {
+    let mut all: Option<BTreeSet<String>> = None;
+    for prefix in prefixes {
+        let parts: Vec<&Part> = snapshot
+            .of(Table::Postings)
+            .filter(|p| {
+                p.words.as_ref().is_none_or(|(min, max)| {
+                    may_hold(min.as_bytes(), max.as_bytes(), prefix.as_bytes())
+                })
+            })
+            .collect();
+        let lookups = parts
+            .into_iter()
+            .map(|part| lookup(remote, part, prefix, cache.cloned()));
+        let found: Vec<BTreeSet<String>> = futures_util::stream::iter(lookups)
+            .buffer_unordered(FETCHES)
+            .try_collect()
+            .await?;
+        let found: BTreeSet<String> = found.into_iter().flatten().collect();
+        all = Some(match all {
+            None => found,
+            Some(before) => before.intersection(&found).cloned().collect(),
+        });
+    }
+    Ok(all.unwrap_or_default())
+}
+
+/// The sessions of one postings part holding a word beginning with `prefix`: its footer, then
+/// only the row groups whose word statistics can hold one.
+async fn lookup(
+    remote: &Remote,
+    part: &Part,
+    prefix: &str,
+    cache: Option<std::sync::Arc<Cache>>,
+) -> Result<BTreeSet<String>, String> {
+    let reader = PartReader::new(remote.clone(), part.path.clone(), part.bytes, cache);
+    let wrong = |e: parquet::errors::ParquetError| format!("{}: {e}", part.path);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(wrong)?;
+    let groups: Vec<usize> = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .filter(|(_, group)| match group.column(0).statistics() {
+            Some(Statistics::ByteArray(s)) => match (s.min_opt(), s.max_opt()) {
+                (Some(min), Some(max)) => may_hold(min.data(), max.data(), prefix.as_bytes()),
+                _ => true,
+            },
+            _ => true,
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if groups.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let batches: Vec<_> = builder
+        .with_row_groups(groups)
+        .build()
+        .map_err(wrong)?
+        .try_collect()
+        .await
+        .map_err(wrong)?;
+    Ok(table::decode_postings(&batches)
+        .map_err(wrong)?
+        .into_iter()
+        .filter(|(word, _)| word.starts_with(prefix))
+        .map(|(_, session)| session)
+        .collect())
+}
+
+/// The words a search pattern needs every match to contain, for the index to narrow the
+/// sessions to read: the word runs of the literal text the regular expression requires at its
+/// top level (`flaky test` → `flaky`, `test`; `fix(ed|es)` → `fix`). `None` when it requires
+/// no literal word the index can look up (a search then reads every session).
+pub fn required_words(pattern: &str) -> Option<Vec<String>> {
+    use regex_syntax::hir::{Hir, HirKind};
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    fn literal_runs(hir: &Hir, out: &mut Vec<String>) {
+        match hir.kind() {
+            HirKind::Literal(lit) => {
+                if let Ok(text) = std::str::from_utf8(&lit.0) {
+                    out.push(text.to_string());
+                }
+            }
+            HirKind::Concat(parts) => {
+                // Adjacent literals are one run of text.
+                let mut run = String::new();
+                for part in parts {
+                    match part.kind() {
+                        HirKind::Literal(lit) => {
+                            run.push_str(std::str::from_utf8(&lit.0).unwrap_or(""));
+                        }
+                        _ => {
+                            out.push(std::mem::take(&mut run));
+                            literal_runs(part, out);
+                        }
+                    }
+                }
+                out.push(run);
+            }
+            HirKind::Capture(c) => literal_runs(&c.sub, out),
+            // Repetitions that may be absent, alternations and classes require nothing.
+            _ => {}
+        }
+    }
+    let mut runs = Vec::new();
+    literal_runs(&hir, &mut runs);
+    let mut words = BTreeSet::new();
+    for run in runs {
+        super::rows::words(run.as_bytes(), &mut words);
+    }
+    (!words.is_empty()).then(|| words.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_requires_the_words_of_its_literal_text() {
+        assert_eq!(
+            required_words("flaky test"),
+            Some(vec!["flaky".into(), "test".into()])
+        );
+        assert_eq!(
+            required_words("Fix(ed|es) the bug"),
+            Some(vec!["bug".into(), "fix".into(), "the".into()])
+        );
+        assert_eq!(required_words("(foo|bar)"), None);
+        assert_eq!(required_words("a.*b"), None);
+        assert_eq!(required_words("x?"), None);
+        assert_eq!(required_words("[unclosed"), None);
+    }
+
+    #[test]
+    fn a_word_range_may_hold_a_prefix() {
+        assert!(may_hold(b"apple", b"grape", b"fig"));
+        assert!(may_hold(b"figure", b"zebra", b"fig"));
+        assert!(!may_hold(b"grape", b"zebra", b"fig"));
+        assert!(!may_hold(b"apple", b"banana", b"fig"));
+    }
+}

@@ -1,0 +1,409 @@
+//! What the index holds, read off a session segment record by record (pure): a row per prompt
+//! turn when it ends, the session's row as it stands, and the words the session's messages
+//! hold (for search).
+//!
+//! A turn begins with the client's `session/prompt` and ends with the agent's answer to it (v1)
+//! or an `idle` `state_update` with a `stopReason` (v2). What the agent said in between
+//! (`agent_message_chunk`), the tool calls it made (`tool_call`: kind, title, paths) and the
+//! usage it reported are kept with the turn, bounded.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::journal::format::{Body, Header, Record};
+use crate::wire::Side;
+
+/// Most characters of a turn's prompt and of the agent's text kept in its row.
+pub const TEXT_CHARS: usize = 4096;
+/// Most tool calls (and paths) kept in a turn's row.
+const TOOLS: usize = 64;
+/// Longest word indexed, in bytes.
+const WORD_BYTES: usize = 64;
+
+/// A prompt turn, as its row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TurnRow {
+    /// The session ID.
+    pub session: String,
+    /// Its number in the session, from 1.
+    pub turn: u32,
+    /// The host that journaled it.
+    pub host: String,
+    /// When the prompt was read (Unix microseconds).
+    pub started_us: i64,
+    /// Until the turn ended, milliseconds.
+    pub duration_ms: Option<u64>,
+    /// The prompt's text (bounded).
+    pub prompt: String,
+    /// What the agent said (bounded).
+    pub agent_text: String,
+    /// The tool calls: `kind: title`.
+    pub tools: Vec<String>,
+    /// The paths the tool calls named.
+    pub paths: Vec<String>,
+    /// Why it ended (`end_turn`, `cancelled`…).
+    pub stop_reason: Option<String>,
+    /// Tokens the agent reported for the turn.
+    pub input_tokens: Option<u64>,
+    /// Tokens the agent reported for the turn.
+    pub output_tokens: Option<u64>,
+}
+
+/// A session, as its row (the latest `version` of a session wins).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionRow {
+    /// The session ID.
+    pub session: String,
+    /// Its title: the agent's, else its first prompt's first line.
+    pub title: Option<String>,
+    /// The agent's command line.
+    pub agent: Option<String>,
+    /// The host that journaled this part of it.
+    pub host: String,
+    /// Its working directory.
+    pub cwd: Option<String>,
+    /// When its segment began (Unix microseconds).
+    pub started_us: i64,
+    /// Its last record (Unix microseconds).
+    pub last_activity_us: i64,
+    /// Prompt turns.
+    pub turns: u32,
+    /// `running` while a turn is in progress, `closed` once its segment ended, else `idle`.
+    pub state: String,
+    /// Tokens reported over its turns.
+    pub input_tokens: u64,
+    /// Tokens reported over its turns.
+    pub output_tokens: u64,
+    /// The latest cost the agent reported (`usage_update`), in its currency's units.
+    pub cost: Option<f64>,
+    /// The session it was forked from, when it was.
+    pub parent: Option<String>,
+    /// Deleted by its client (`session/delete`): left out of lists.
+    pub hidden: bool,
+    /// Which row of the session is the latest (its last activity).
+    pub version: i64,
+}
+
+/// A turn under way.
+#[derive(Debug, Default)]
+struct Open {
+    id: Value,
+    row: TurnRow,
+}
+
+/// Follows one segment of a session.
+#[derive(Debug)]
+pub struct Follower {
+    session: SessionRow,
+    turn: Option<Open>,
+    words: BTreeSet<String>,
+}
+
+impl Follower {
+    /// A segment with this header, of `host`, whose session had `turns_before` turns in the
+    /// segments before it.
+    pub fn new(header: &Header, host: &str, turns_before: u32) -> Follower {
+        let agent_title = header
+            .initialize
+            .as_ref()
+            .and_then(|i| i.response_value())
+            .and_then(|r| crate::acp::agent_title(&r));
+        Follower {
+            session: SessionRow {
+                session: header.session.clone().unwrap_or_default(),
+                agent: Some(agent_title.unwrap_or_else(|| header.argv.join(" "))),
+                host: host.to_string(),
+                cwd: header.cwd.clone(),
+                started_us: header.started,
+                last_activity_us: header.started,
+                turns: turns_before,
+                state: "idle".into(),
+                version: header.started,
+                ..SessionRow::default()
+            },
+            turn: None,
+            words: BTreeSet::new(),
+        }
+    }
+
+    /// The session's row as it stands.
+    pub fn session(&self) -> &SessionRow {
+        &self.session
+    }
+
+    /// The segment ended (closed): the session's row says so.
+    pub fn close(&mut self) -> &SessionRow {
+        if self.turn.is_none() {
+            self.session.state = "closed".into();
+        }
+        &self.session
+    }
+
+    /// The words seen since the last call (for search).
+    pub fn take_words(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.words)
+    }
+
+    /// Take in the next record; a turn row when it ended one.
+    pub fn record(&mut self, record: &Record) -> Option<TurnRow> {
+        self.session.last_activity_us = self.session.last_activity_us.max(record.unix_us);
+        self.session.version = self.session.last_activity_us;
+        if let Body::Event(crate::journal::Event::ForkedFrom { parent, .. }) = &record.body {
+            self.session.parent = Some(parent.clone());
+        }
+        let Body::Message { from, payload } = &record.body else {
+            return None;
+        };
+        words(&payload.bytes, &mut self.words);
+        let message: Value = serde_json::from_slice(&payload.bytes).ok()?;
+        match (from, message["method"].as_str()) {
+            (Side::Client, Some("session/prompt")) => {
+                self.begin(&message, record.unix_us);
+                None
+            }
+            (Side::Client, Some("session/delete")) => {
+                self.session.hidden = true;
+                None
+            }
+            (Side::Agent, Some("session/update")) => {
+                self.update(&message["params"]["update"], record)
+            }
+            (Side::Agent, None) => self.answer(&message, record.unix_us),
+            _ => None,
+        }
+    }
+
+    fn begin(&mut self, message: &Value, at: i64) {
+        let params = &message["params"];
+        if self.session.title.is_none() {
+            self.session.title = crate::acp::prompt_title(&params["prompt"]);
+        }
+        self.session.turns += 1;
+        self.session.state = "running".into();
+        self.turn = Some(Open {
+            id: message["id"].clone(),
+            row: TurnRow {
+                session: self.session.session.clone(),
+                turn: self.session.turns,
+                host: self.session.host.clone(),
+                started_us: at,
+                prompt: bounded(&crate::acp::prompt_text(&params["prompt"])),
+                ..TurnRow::default()
+            },
+        });
+    }
+
+    fn update(&mut self, update: &Value, record: &Record) -> Option<TurnRow> {
+        match update["sessionUpdate"].as_str() {
+            Some("session_info_update") => {
+                if let Some(title) = update["title"].as_str().filter(|t| !t.is_empty()) {
+                    self.session.title = Some(title.to_string());
+                }
+            }
+            Some("usage_update") => {
+                if let Some(cost) = update["cost"]["amount"].as_f64() {
+                    self.session.cost = Some(cost);
+                }
+            }
+            Some("state_update") => {
+                if update["state"] == "idle"
+                    && let Some(reason) = update["stopReason"].as_str()
+                {
+                    return self.end(Some(reason), &update["usage"], record.unix_us);
+                }
+            }
+            _ => {}
+        }
+        let turn = &mut self.turn.as_mut()?.row;
+        match update["sessionUpdate"].as_str() {
+            Some("agent_message_chunk") => {
+                if let Some(text) = update["content"]["text"].as_str() {
+                    append_bounded(&mut turn.agent_text, text);
+                }
+            }
+            Some("tool_call") if turn.tools.len() < TOOLS => {
+                let kind = update["kind"].as_str().unwrap_or("other");
+                let title = update["title"].as_str().unwrap_or_default();
+                turn.tools.push(format!("{kind}: {title}"));
+                for location in update["locations"].as_array().into_iter().flatten() {
+                    if let Some(path) = location["path"].as_str()
+                        && turn.paths.len() < TOOLS
+                        && !turn.paths.iter().any(|p| p == path)
+                    {
+                        turn.paths.push(path.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn answer(&mut self, message: &Value, at: i64) -> Option<TurnRow> {
+        let open = self.turn.as_ref()?;
+        if message["id"] != open.id {
+            return None;
+        }
+        let result = &message["result"];
+        self.end(result["stopReason"].as_str(), &result["usage"], at)
+    }
+
+    fn end(&mut self, reason: Option<&str>, usage: &Value, at: i64) -> Option<TurnRow> {
+        let Open { mut row, .. } = self.turn.take()?;
+        row.stop_reason = reason.map(str::to_string);
+        row.duration_ms = u64::try_from((at - row.started_us) / 1000).ok();
+        row.input_tokens = usage["inputTokens"].as_u64();
+        row.output_tokens = usage["outputTokens"].as_u64();
+        self.session.input_tokens += row.input_tokens.unwrap_or(0);
+        self.session.output_tokens += row.output_tokens.unwrap_or(0);
+        self.session.state = "idle".into();
+        Some(row)
+    }
+}
+
+/// `text` cut to [`TEXT_CHARS`] characters.
+fn bounded(text: &str) -> String {
+    text.chars().take(TEXT_CHARS).collect()
+}
+
+/// Add `text` to `to`, up to [`TEXT_CHARS`] characters in all.
+fn append_bounded(to: &mut String, text: &str) {
+    let room = TEXT_CHARS.saturating_sub(to.chars().count());
+    to.extend(text.chars().take(room));
+}
+
+/// The words of a line as the index keeps them: runs of ASCII letters and digits, `_`, and any
+/// non-ASCII bytes (UTF-8 letters), lower-cased, from 2 to 64 bytes.
+pub fn words(bytes: &[u8], into: &mut BTreeSet<String>) {
+    for word in bytes.split(|b| !is_word_byte(*b)) {
+        if (2..=WORD_BYTES).contains(&word.len())
+            && let Ok(word) = std::str::from_utf8(word)
+        {
+            into.insert(word.to_ascii_lowercase());
+        }
+    }
+}
+
+/// Whether `b` is part of a word (see [`words`]).
+pub fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::format::{FORMAT_VERSION, Payload, SegmentKind};
+
+    fn header() -> Header {
+        Header {
+            acpj: FORMAT_VERSION,
+            kind: SegmentKind::Session,
+            session: Some("s".into()),
+            run: "r".into(),
+            proxy: "test".into(),
+            started: 10,
+            pid: 1,
+            argv: vec!["agent".into()],
+            cwd: Some("/w".into()),
+            connection: None,
+            initialize: None,
+        }
+    }
+
+    fn line(from: Side, at: i64, json: &str) -> Record {
+        Record {
+            seq: 0,
+            unix_us: at,
+            mono_us: 0,
+            body: Body::Message {
+                from,
+                payload: Payload::from_line(json.as_bytes().to_vec().into()),
+            },
+        }
+    }
+
+    #[test]
+    fn a_turn_is_its_prompt_what_the_agent_said_and_did_and_how_it_ended() {
+        let mut f = Follower::new(&header(), "h", 2);
+        let lines = [
+            line(
+                Side::Client,
+                1_000_000,
+                r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"Fix the flaky test\nin payments"}]}}"#,
+            ),
+            line(
+                Side::Agent,
+                1_100_000,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Looking at "}}}}"#,
+            ),
+            line(
+                Side::Agent,
+                1_200_000,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t","kind":"edit","title":"Edit test.rs","locations":[{"path":"/w/payments/test.rs"}]}}}"#,
+            ),
+            line(
+                Side::Agent,
+                1_300_000,
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"it."}}}}"#,
+            ),
+        ];
+        for l in &lines {
+            assert_eq!(f.record(l), None);
+        }
+        assert_eq!(f.session().state, "running");
+        let end = line(
+            Side::Agent,
+            3_000_000,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn","usage":{"inputTokens":100,"outputTokens":20}}}"#,
+        );
+        let row = f.record(&end).expect("the turn ended");
+        assert_eq!(row.turn, 3);
+        assert_eq!(row.prompt, "Fix the flaky test\nin payments");
+        assert_eq!(row.agent_text, "Looking at it.");
+        assert_eq!(row.tools, ["edit: Edit test.rs"]);
+        assert_eq!(row.paths, ["/w/payments/test.rs"]);
+        assert_eq!(row.stop_reason.as_deref(), Some("end_turn"));
+        assert_eq!(row.duration_ms, Some(2000));
+        assert_eq!((row.input_tokens, row.output_tokens), (Some(100), Some(20)));
+        let s = f.session();
+        assert_eq!(s.title.as_deref(), Some("Fix the flaky test"));
+        assert_eq!((s.turns, s.state.as_str()), (3, "idle"));
+        assert_eq!(s.last_activity_us, 3_000_000);
+        let words = f.take_words();
+        assert!(words.contains("flaky") && words.contains("payments") && words.contains("test"));
+        assert!(f.take_words().is_empty(), "taken");
+    }
+
+    #[test]
+    fn an_answer_to_another_request_ends_no_turn() {
+        let mut f = Follower::new(&header(), "h", 0);
+        f.record(&line(Side::Client, 1, r#"{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"s","prompt":[]}}"#));
+        assert_eq!(
+            f.record(&line(
+                Side::Agent,
+                2,
+                r#"{"jsonrpc":"2.0","id":"other","result":{}}"#
+            )),
+            None
+        );
+        assert!(
+            f.record(&line(
+                Side::Agent,
+                3,
+                r#"{"jsonrpc":"2.0","id":"p","result":{"stopReason":"cancelled"}}"#
+            ))
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn words_are_lower_cased_runs_of_letters_digits_and_utf8() {
+        let mut w = BTreeSet::new();
+        words("Ärger: run cargo-test x FLAKY_1 é".as_bytes(), &mut w);
+        for word in ["cargo", "flaky_1", "run", "test", "Ärger", "é"] {
+            assert!(w.contains(word), "{word} in {w:?}");
+        }
+        assert!(!w.contains("x"), "too short");
+    }
+}

@@ -1,0 +1,252 @@
+//! The index without a server, on the crate's `InMemory` store: parts written and committed by
+//! several writers at once, read back as one snapshot, looked up by word, compacted by two
+//! hosts racing (one merge wins, no row lost or doubled), and a manifest that is garbage.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use object_store::memory::InMemory;
+
+use super::compact;
+use super::reader::{self, Found};
+use super::rows::{SessionRow, TurnRow};
+use super::snapshot;
+use super::table::{self, Table};
+use super::writer::put_part;
+use crate::fleet::faults::Faulty;
+use crate::fleet::remote::{Remote, Write};
+
+fn memory() -> (Remote, Arc<Faulty>) {
+    let faulty = Faulty::new(Arc::new(InMemory::new()));
+    (
+        Remote::with_store(faulty.clone(), "team", "memory://team"),
+        faulty,
+    )
+}
+
+fn session(id: &str, version: i64, turns: u32) -> SessionRow {
+    SessionRow {
+        session: id.into(),
+        title: Some(format!("title of {id}")),
+        host: "h".into(),
+        started_us: 1_795_000_000_000_000,
+        last_activity_us: 1_795_000_000_000_000 + version,
+        turns,
+        state: "idle".into(),
+        version,
+        ..SessionRow::default()
+    }
+}
+
+/// One writer's flush: a sessions part, a turns part and a postings part, committed.
+async fn write(remote: &Remote, host: &str, id: &str, version: i64, words: &[&str]) {
+    let day = Some("2026-11-28");
+    let rows = [session(id, version, 1)];
+    let sessions = table::encode_sessions(&rows).unwrap();
+    let turn = TurnRow {
+        session: id.into(),
+        turn: 1,
+        host: host.into(),
+        started_us: 1_795_000_000_000_000 + version,
+        prompt: words.join(" "),
+        ..TurnRow::default()
+    };
+    let turns = table::encode_turns(&[turn]).unwrap();
+    let mut postings: Vec<(String, String)> = words
+        .iter()
+        .map(|w| (w.to_string(), id.to_string()))
+        .collect();
+    postings.sort();
+    let range = Some((postings[0].0.clone(), postings.last().unwrap().0.clone()));
+    let postings = table::encode_postings(&postings).unwrap();
+    let parts = [
+        put_part(remote, Table::Sessions, day, host, 1, None, sessions)
+            .await
+            .unwrap(),
+        put_part(remote, Table::Turns, day, host, 1, None, turns)
+            .await
+            .unwrap(),
+        put_part(
+            remote,
+            Table::Postings,
+            None,
+            host,
+            words.len() as u64,
+            range,
+            postings,
+        )
+        .await
+        .unwrap(),
+    ];
+    snapshot::commit(remote, |s| {
+        let missing: Vec<_> = parts
+            .iter()
+            .filter(|p| !s.parts.contains(p))
+            .cloned()
+            .collect();
+        let changed = !missing.is_empty();
+        s.parts.extend(missing);
+        changed
+    })
+    .await
+    .unwrap();
+}
+
+async fn snapshot(remote: &Remote) -> snapshot::Snapshot {
+    match reader::open(remote).await.unwrap() {
+        Found::Index(s) => s,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn writers_committing_at_once_lose_nothing_and_a_reader_sees_one_snapshot() {
+    let (remote, faulty) = memory();
+    // The store checks then writes: racing commits are told apart by reading back.
+    faulty.set_racy(true);
+    let writes = (0..6).map(|i| {
+        let remote = remote.clone();
+        async move {
+            write(
+                &remote,
+                &format!("h{i}"),
+                &format!("s{i}"),
+                i,
+                &["flaky", &format!("w{i}")],
+            )
+            .await
+        }
+    });
+    futures_util::future::join_all(writes).await;
+    let snap = snapshot(&remote).await;
+    assert_eq!(snap.of(Table::Sessions).count(), 6, "{snap:?}");
+    let rows = reader::sessions(&remote, &snap).await.unwrap();
+    assert_eq!(rows.len(), 6);
+    let found = reader::candidates(&remote, &snap, &["flaky".into()], None)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 6);
+    let found = reader::candidates(&remote, &snap, &["flaky".into(), "w3".into()], None)
+        .await
+        .unwrap();
+    assert_eq!(found, BTreeSet::from(["s3".to_string()]));
+    // A word's beginning finds it too.
+    let found = reader::candidates(&remote, &snap, &["fla".into()], None)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 6);
+    let found = reader::candidates(&remote, &snap, &["nowhere".into()], None)
+        .await
+        .unwrap();
+    assert!(found.is_empty());
+    // Through a cache far too small to keep anything, and one that keeps it: the same answer;
+    // the second lookup through the kept ranges asks the store nothing.
+    let dir = tempfile::tempdir().unwrap();
+    for limit in [1, 1 << 20] {
+        let cache = Arc::new(super::cache::Cache::new(
+            dir.path().join(format!("{limit}")),
+            limit,
+        ));
+        let first = reader::candidates(&remote, &snap, &["w3".into()], Some(&cache))
+            .await
+            .unwrap();
+        let asked = faulty.requests.load(std::sync::atomic::Ordering::SeqCst);
+        let again = reader::candidates(&remote, &snap, &["w3".into()], Some(&cache))
+            .await
+            .unwrap();
+        assert_eq!((&first, &again), (&found_w3(), &found_w3()));
+        let asked_again = faulty.requests.load(std::sync::atomic::Ordering::SeqCst) - asked;
+        assert_eq!(
+            asked_again == 0,
+            limit > 1,
+            "{asked_again} requests through a cache of {limit}"
+        );
+    }
+}
+
+fn found_w3() -> BTreeSet<String> {
+    BTreeSet::from(["s3".to_string()])
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_hosts_racing_to_compact_lose_and_double_nothing() {
+    let (remote, _) = memory();
+    for i in 0..compact::COMPACT_AT as i64 {
+        // The same session written again and again: the latest version is the one kept.
+        write(&remote, "h", "s", i, &["alpha", &format!("word{i}")]).await;
+    }
+    let before = snapshot(&remote).await;
+    assert!(compact::needed(&before, 0));
+    let now = 1_795_000_000_000_000;
+    let (a, b) = tokio::join!(
+        compact::compact(&remote, "a", now),
+        compact::compact(&remote, "b", now)
+    );
+    let merged = a.unwrap() + b.unwrap();
+    let after = snapshot(&remote).await;
+    // Each table's parts merged once: by one host or the other, or part by each.
+    assert_eq!(merged, before.parts.len(), "{after:?}");
+    assert_eq!(after.parts.len(), 3, "{after:?}");
+    let rows = reader::sessions(&remote, &after).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].version,
+        compact::COMPACT_AT as i64 - 1,
+        "the latest kept"
+    );
+    let turns_part = after.of(Table::Turns).next().unwrap();
+    assert_eq!(
+        turns_part.rows,
+        compact::COMPACT_AT as u64,
+        "every turn once"
+    );
+    for i in 0..compact::COMPACT_AT {
+        let found = reader::candidates(&remote, &after, &[format!("word{i}")], None)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1, "word{i}");
+    }
+    // The parts merged away are deleted once readers are done with them, not before.
+    let listed = |r: &Remote| {
+        let r = r.clone();
+        async move { r.list("index").await.unwrap().len() }
+    };
+    let with_old = listed(&remote).await;
+    compact::compact(&remote, "a", now + 1).await.unwrap();
+    assert_eq!(listed(&remote).await, with_old);
+    compact::compact(&remote, "a", now + compact::GRACE)
+        .await
+        .unwrap();
+    assert_eq!(listed(&remote).await, 3 + 1, "three parts and the manifest");
+    assert!(snapshot(&remote).await.removed.is_empty());
+}
+
+#[tokio::test]
+async fn a_manifest_that_is_garbage_is_unreadable_and_the_next_commit_starts_afresh() {
+    let (remote, _) = memory();
+    remote
+        .put_versioned(
+            snapshot::MANIFEST,
+            bytes::Bytes::from_static(b"{\"format\": 1, \"parts\": 7}"),
+            Write::Overwrite,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        reader::open(&remote).await.unwrap(),
+        Found::Unreadable(_)
+    ));
+    write(&remote, "h", "s", 1, &["after"]).await;
+    let snap = snapshot(&remote).await;
+    assert_eq!(snap.parts.len(), 3);
+    // A part the manifest lists that is not Parquet: the reader says so, it does not crash.
+    let mut hostile = snap.clone();
+    let path = hostile.parts[0].path.clone();
+    remote.delete(&path).await.unwrap();
+    remote
+        .put_new(&path, bytes::Bytes::from_static(b"PAR1 not really"))
+        .await
+        .unwrap();
+    hostile.version += 1;
+    assert!(reader::sessions(&remote, &hostile).await.is_err());
+}

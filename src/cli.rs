@@ -291,6 +291,13 @@ Examples:
     /// Count a session's (or the whole store's) messages by kind and direction.
     #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
     Stats(StatsArgs),
+    /// Erase sessions from the shared store (`--store`): their journals, their lines in every
+    /// host's catalog, their rows in the index; hosts ship nothing of them again.
+    #[command(after_help = "\
+Example:
+  acp-journal --store s3://team-journals/acp erase 3fa8
+      what hosts keep on their own disks stays there (run prune on them)")]
+    Erase(EraseArgs),
     /// The team index in the shared store (`--store`): rebuild it from the journals.
     #[command(after_help = "\
 Example:
@@ -437,6 +444,14 @@ pub struct SearchArgs {
     /// anywhere, as a search of local journals does).
     #[arg(long)]
     pub scan: bool,
+}
+
+/// `erase` options.
+#[derive(Debug, Args)]
+pub struct EraseArgs {
+    /// Session IDs or unique prefixes.
+    #[arg(value_name = "SESSION", required = true)]
+    pub sessions: Vec<String>,
 }
 
 /// `index` options.

@@ -7,6 +7,7 @@
 //! to date while it runs.
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -485,6 +486,83 @@ pub(super) fn index(
         snapshot.parts.len(),
         snapshot.parts.iter().map(|p| p.rows).sum::<u64>()
     );
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `erase`: the sessions named, erased from the store.
+///
+/// # Errors
+/// No store given, a name that names no session, or the store's.
+pub(super) fn erase(
+    args: crate::cli::EraseArgs,
+    url: Option<&str>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let Some(url) = url else {
+        anyhow::bail!("erase: name the store with --store URL");
+    };
+    let opened = open(url)?;
+    let sessions = opened.copy.sessions_with(false)?;
+    let named = ids(&Wanted::Named(args.sessions.clone()), &sessions);
+    if named.len() != args.sessions.len() {
+        anyhow::bail!(
+            "erase: {:?} does not name one session each of {url} (see `acp-journal --store {url} list`)",
+            args.sessions
+        );
+    }
+    erase_all(&opened, url, &named)
+}
+
+/// `prune --store`: the store's sessions (every host's) whose last activity is older than the
+/// age, erased (the newest `--keep` kept whatever their age).
+///
+/// # Errors
+/// The store's.
+pub(super) fn prune(
+    url: &str,
+    args: crate::cli::PruneArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let opened = open(url)?;
+    let now = jiff::Timestamp::now().as_microsecond();
+    let cutoff = now.saturating_sub(i64::try_from(args.older_than.as_micros()).unwrap_or(i64::MAX));
+    let mut sessions = opened.copy.sessions_with(false)?;
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
+    let old: Vec<String> = sessions
+        .iter()
+        .skip(args.keep)
+        .filter(|s| s.updated < cutoff)
+        .map(|s| s.session.clone())
+        .collect();
+    if args.dry_run {
+        let mut out = std::io::stdout().lock();
+        for id in &old {
+            writeln!(out, "would erase {}", id.escape_debug())?;
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    erase_all(&opened, url, &old)
+}
+
+fn erase_all(
+    opened: &Opened,
+    url: &str,
+    sessions: &[String],
+) -> anyhow::Result<std::process::ExitCode> {
+    let mut out = std::io::stdout().lock();
+    for id in sessions {
+        let erased = opened
+            .runtime
+            .block_on(crate::fleet::erase::erase(&opened.remote, id))
+            .map_err(|e| anyhow::anyhow!("erasing {id:?} from {url}: {e}"))?;
+        let _ = std::fs::remove_dir_all(opened.copy.session_dir(id));
+        writeln!(
+            out,
+            "erased {}: {} objects, {} catalog lines, {} index rows",
+            id.escape_debug(),
+            erased.objects,
+            erased.catalog_lines,
+            erased.index_rows
+        )?;
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -74,7 +74,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Export(args)) => export::run(&store, args),
         Some(Command::Search(args)) => search::run(&store, args),
         Some(Command::Stats(args)) => search::stats(&store, &local, args),
-        Some(Command::Prune(args)) => maintain::prune(&store, args),
+        Some(Command::Prune(args)) => match shared {
+            // With a shared store, the store's sessions (of every host) are pruned.
+            Some(url) => from_store::prune(url, args),
+            None => maintain::prune(&store, args),
+        },
+        Some(Command::Erase(args)) => from_store::erase(args, shared),
         Some(Command::Repair(args)) => maintain::repair(args),
         Some(Command::Replay(args)) => replay::run(&store, args),
         Some(Command::Rerun(args)) => rerun::run(&store, args),

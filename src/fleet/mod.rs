@@ -12,6 +12,7 @@
 //! the shipper and every store request run, so nothing on the relay path awaits the store.
 
 pub mod clock;
+pub mod erase;
 #[cfg(test)]
 pub mod faults;
 pub mod index;

@@ -274,6 +274,29 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         .collect()
         .await;
     let skipped: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    // What was erased from the store leaves this copy too: its catalog lines, its sessions.
+    let erased = super::erase::erased_keys(remote)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !erased.is_empty() {
+        for host in &hosts {
+            let path = local.root().join(layout::host_catalog(host));
+            if let Ok(mut bytes) = std::fs::read(&path)
+                && super::erase::blank_lines(&mut bytes, &erased) > 0
+            {
+                let tmp = path.with_extension("ndjson.erase.tmp");
+                let written = create_private_file(&tmp)
+                    .and_then(|mut f| f.write_all(&bytes))
+                    .and_then(|()| std::fs::rename(&tmp, &path));
+                if let Err(e) = written {
+                    return Err(format!("{}: {e}", path.display()));
+                }
+            }
+        }
+        for key in &erased {
+            let _ = std::fs::remove_dir_all(local.root().join("sessions").join(key));
+        }
+    }
     // Each host speaks only for the sessions it opened; of a session more than one host
     // says it opened, only those its lease history says took it (any host may write any
     // catalog, so a claim alone is not believed where it matters).

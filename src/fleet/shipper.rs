@@ -17,7 +17,7 @@
 //! lost is **stranded** — its later bytes stay on the local disk, counted in `stats` and
 //! written to the ledger, never called shipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -46,6 +46,8 @@ const MAX_COMPACT: u64 = 64 << 20;
 const COMPACT_AT: usize = 64;
 /// Uploads (and listings) in flight at once.
 const IN_FLIGHT: usize = 16;
+/// How often the sessions erased from the store are listed again.
+const ERASED_EVERY: Duration = Duration::from_secs(30);
 
 /// What the journal writers tell the shipper.
 #[derive(Debug)]
@@ -147,6 +149,9 @@ pub struct Shipper {
     last_look: Instant,
     /// The team index written from this process's session segments (unless `--no-index`).
     index: Option<index::writer::Writer>,
+    /// The sessions erased from the store (nothing of them is shipped), and when last listed.
+    erased: Arc<HashSet<String>>,
+    erased_at: Option<Instant>,
 }
 
 impl Shipper {
@@ -170,6 +175,8 @@ impl Shipper {
             notes,
             last_look: Instant::now(),
             index,
+            erased: Default::default(),
+            erased_at: None,
         }
     }
 
@@ -312,6 +319,15 @@ impl Shipper {
     /// was anything to do.
     async fn round(&mut self) -> bool {
         let s = self.shared.clone();
+        if self.erased_at.is_none_or(|at| at.elapsed() >= ERASED_EVERY) {
+            if let Ok(keys) = super::erase::erased_keys(&s.remote).await {
+                self.erased = Arc::new(keys);
+                if let Some(index) = &mut self.index {
+                    index.set_erased(self.erased.clone());
+                }
+            }
+            self.erased_at = Some(Instant::now());
+        }
         let mut failed = lease::renew_due(&s.remote, s.clock.as_ref(), &s.leases)
             .await
             .err();
@@ -331,9 +347,9 @@ impl Shipper {
         let work = jobs.into_iter().filter_map(|(path, job)| {
             let t = self.tracked.get(&path)?;
             let (local, file, parts) = (t.local.clone(), t.file.clone(), t.parts.clone());
-            let remote = s.remote.clone();
+            let (remote, erased) = (s.remote.clone(), self.erased.clone());
             Some(async move {
-                let outcome = run_job(&remote, &local, &file, &parts, job).await;
+                let outcome = run_job(&remote, &local, &file, &parts, job, &erased).await;
                 (path, outcome)
             })
         });
@@ -495,6 +511,13 @@ impl Shipper {
         let mut jobs = Vec::new();
         let mut gone = Vec::new();
         for (path, t) in &mut self.tracked {
+            if let Leased::Mine(key) | Leased::Left(key) = &t.leased
+                && self.erased.contains(key)
+            {
+                // Erased from the store: nothing of it goes there again.
+                gone.push(path.clone());
+                continue;
+            }
             let Some(shipped) = t.shipped else {
                 jobs.push((path.clone(), Job::Ask));
                 continue;
@@ -714,6 +737,7 @@ async fn run_job(
     file: &str,
     parts: &[(u64, u64)],
     job: Job,
+    erased: &HashSet<String>,
 ) -> Result<Outcome, String> {
     match job {
         Job::Ask => remote
@@ -731,7 +755,7 @@ async fn run_job(
                     .await
                     .map_err(|e| e.to_string())?;
             }
-            let bytes = read_range(local, start, end, layout::compressed(file))?;
+            let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             remote
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
@@ -739,7 +763,7 @@ async fn run_job(
             Ok(Outcome::Shipped { start, end })
         }
         Job::Compact { start, end } => {
-            let bytes = read_range(local, start, end, layout::compressed(file))?;
+            let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             remote
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
@@ -757,13 +781,21 @@ async fn run_job(
     }
 }
 
-/// Bytes `[start, end)` of the local file, compressed for the store when its kind is.
-fn read_range(path: &Path, start: u64, end: u64, compress: bool) -> Result<Bytes, String> {
+/// Bytes `[start, end)` of the local file, compressed for the store when its kind is (the
+/// catalog, whose lines about `erased` sessions are blanked first).
+fn read_range(
+    path: &Path,
+    start: u64,
+    end: u64,
+    compress: bool,
+    erased: &HashSet<String>,
+) -> Result<Bytes, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
     file.read_exact_at(&mut buf, start)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if compress {
+        super::erase::blank_lines(&mut buf, erased);
         buf = zstd::bulk::compress(&buf, 3).map_err(|e| e.to_string())?;
     }
     Ok(Bytes::from(buf))

@@ -157,3 +157,74 @@ fn a_garbage_index_is_said_and_the_journals_read_and_rebuild_writes_it_anew() {
     assert!(!err.contains("cannot be read"), "{err}");
     assert!(out.contains(&session), "{out}");
 }
+
+/// Every zstd frame inside `bytes`, wherever it starts (a Parquet page, a catalog part, a
+/// segment), decompressed; and the bytes themselves.
+fn every_reading(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = bytes.to_vec();
+    let magic = [0x28, 0xb5, 0x2f, 0xfd];
+    for at in memchr::memmem::find_iter(bytes, &magic) {
+        if let Ok(mut decoder) = zstd::stream::read::Decoder::new(&bytes[at..]) {
+            let mut plain = Vec::new();
+            let _ = decoder.read_to_end(&mut plain);
+            out.extend(plain);
+        }
+    }
+    out
+}
+
+#[test]
+fn an_erased_session_leaves_no_trace_in_the_store_and_prune_reaches_it() {
+    let store = S3sFs::start();
+    let url = store.url("fleet");
+    let a = Host::new(&url, &store.env());
+    let secret = "PINEAPPLE-ERASE-77";
+    let gone = converse(
+        &a,
+        &[&format!("remember {secret} for me"), "and then forget it"],
+    );
+    let kept = converse(&a, &["nothing to hide here"]);
+    let reader = Host::new(&url, &store.env());
+    eventually("both listed", || {
+        let (_, out, _) = reader.cli(&["list", "--json"]);
+        (!(out.contains(&gone) && out.contains(&kept))).then_some(out)
+    });
+    let (_, found, _) = reader.cli(&["search", "PINEAPPLE"]);
+    assert!(found.contains(&gone), "{found}");
+    let (code, out, err) = reader.cli(&["erase", &gone[..10]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("erased"), "{out}");
+    // In no object of the store, compressed or not.
+    let holding: Vec<String> = store
+        .object_files()
+        .into_iter()
+        .filter(|f| {
+            let bytes = std::fs::read(f).unwrap_or_default();
+            let all = every_reading(&bytes);
+            memchr::memmem::find(&all, secret.as_bytes()).is_some()
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(holding.is_empty(), "the secret is still in {holding:?}");
+    // Gone from every reader, the copy it had read included; the other session is whole.
+    for host in [&reader, &Host::new(&url, &store.env())] {
+        let (_, out, _) = host.cli(&["list", "--json"]);
+        assert!(!out.contains(&gone) && out.contains(&kept), "{out}");
+        let (_, found, _) = host.cli(&["search", "PINEAPPLE"]);
+        assert!(!found.contains(&gone), "{found}");
+        let (_, found, _) = host.cli(&["search", "--scan", "PINEAPPLE"]);
+        assert!(!found.contains(secret), "{found}");
+    }
+    let (_, found, _) = reader.cli(&["search", "hide"]);
+    assert!(found.contains(&kept), "{found}");
+    // Retention: older than a second, all but the newest go.
+    let newest = converse(&a, &["the newest"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (code, out, err) = reader.cli(&["prune", "--older-than", "1s", "--keep", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&kept) && !out.contains(&newest), "{out}");
+    let rows = listed(&Host::new(&url, &store.env()));
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["session"].as_str()).collect();
+    assert_eq!(ids, [newest.as_str()], "{rows:?}");
+}

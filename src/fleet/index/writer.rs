@@ -42,6 +42,8 @@ pub struct Writer {
     sessions: HashMap<String, SessionRow>,
     postings: BTreeSet<(String, String)>,
     last_flush: Instant,
+    /// The sessions erased from the store (their rows are never written).
+    erased: std::sync::Arc<std::collections::HashSet<String>>,
 }
 
 /// `at` (Unix microseconds) as the UTC day `YYYY-MM-DD`.
@@ -123,6 +125,7 @@ impl Writer {
             sessions: HashMap::new(),
             postings: BTreeSet::new(),
             last_flush: Instant::now(),
+            erased: Default::default(),
         }
     }
 
@@ -198,6 +201,11 @@ impl Writer {
         }
     }
 
+    /// The sessions erased from the store, as last listed.
+    pub fn set_erased(&mut self, keys: std::sync::Arc<std::collections::HashSet<String>>) {
+        self.erased = keys;
+    }
+
     /// Whether rows wait and [`FLUSH`] has passed (or `now` is the end).
     pub fn due(&self, end: bool) -> bool {
         !self.sessions.is_empty() && (end || self.last_flush.elapsed() >= FLUSH)
@@ -214,6 +222,11 @@ impl Writer {
     }
 
     async fn write(&mut self) -> Result<Snapshot, String> {
+        let erased = self.erased.clone();
+        let gone = |session: &str| crate::fleet::erase::is_erased(&erased, session);
+        self.turns.retain(|t| !gone(&t.session));
+        self.sessions.retain(|s, _| !gone(s));
+        self.postings.retain(|(_, s)| !gone(s));
         let mut parts = Vec::new();
         let mut turns_by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
         for t in &self.turns {

@@ -1,0 +1,309 @@
+//! Erasing a session from the store (`erase`, and `prune` with `--store`): a marker first
+//! (`erased/<key>`: every host's shipper then ships nothing of it again, its lines blanked in
+//! the catalogs it ships and its rows left out of the index it writes), then every object that
+//! holds it goes — its segments, its lease —, its lines in every host's catalog are blanked in
+//! place (spaces of the same length: a catalog's parts keep their byte ranges, so its chain
+//! stays whole), and its rows and words leave the index (the parts that held them replaced at
+//! once). What hosts keep on their own disks is theirs: `prune` there.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+
+use super::index::{self, snapshot, table::Table};
+use super::layout::{self, Entry};
+use super::remote::{Error, Remote};
+use crate::catalog::CatalogEntry;
+use crate::journal::store::session_key;
+
+/// The markers' directory.
+const ERASED: &str = "erased";
+
+/// What an erasure removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Erased {
+    /// Objects deleted.
+    pub objects: usize,
+    /// Catalog lines blanked.
+    pub catalog_lines: usize,
+    /// Index rows (and postings) removed.
+    pub index_rows: u64,
+}
+
+/// The session keys erased from the store (names that are no session key — `..`, a path —
+/// are not taken: a reader removes what a key names from its copy).
+///
+/// # Errors
+/// The store's.
+pub async fn erased_keys(remote: &Remote) -> Result<HashSet<String>, Error> {
+    let is_key = |k: &str| {
+        (k.starts_with('s') || k.starts_with('h'))
+            && k.bytes().all(|b| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || matches!(b, b'_' | b'-' | b'%' | b'A'..=b'F')
+            })
+    };
+    Ok(remote
+        .list(ERASED)
+        .await?
+        .into_iter()
+        .filter_map(|rel| rel.strip_prefix(&format!("{ERASED}/")).map(str::to_string))
+        .filter(|k| is_key(k))
+        .collect())
+}
+
+/// The session key a catalog entry speaks of.
+fn key_of(entry: &CatalogEntry) -> Option<String> {
+    match entry {
+        CatalogEntry::Close { segment, .. } => segment
+            .strip_prefix("sessions/")
+            .and_then(|r| r.split('/').next())
+            .map(str::to_string),
+        other => other.session().map(session_key),
+    }
+}
+
+/// Blank, in place, the catalog lines of `bytes` about the sessions whose keys are `keys`
+/// (spaces, the newline kept); returns how many.
+pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
+    if keys.is_empty() {
+        return 0;
+    }
+    let mut blanked = 0;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        let about = serde_json::from_slice::<CatalogEntry>(&bytes[start..end])
+            .ok()
+            .and_then(|e| key_of(&e))
+            .is_some_and(|k| keys.contains(&k));
+        if about {
+            bytes[start..end].fill(b' ');
+            blanked += 1;
+        }
+        start = end + 1;
+    }
+    blanked
+}
+
+/// Erase `session` from the store.
+///
+/// # Errors
+/// The store's (what was removed before the error stays removed; erasing again finishes).
+pub async fn erase(remote: &Remote, session: &str) -> Result<Erased, String> {
+    let key = session_key(session);
+    let e = |e: Error| e.to_string();
+    remote
+        .put_versioned(
+            &format!("{ERASED}/{key}"),
+            Bytes::from(session.to_string()),
+            super::remote::Write::Overwrite,
+        )
+        .await
+        .map_err(e)?;
+    let mut erased = Erased::default();
+    for dir in [format!("sessions/{key}"), layout::lease_dir(&key)] {
+        for rel in remote.list(&dir).await.map_err(e)? {
+            remote.delete(&rel).await.map_err(e)?;
+            erased.objects += 1;
+        }
+    }
+    let keys = HashSet::from([key.clone()]);
+    for host in remote.subdirs("hosts").await.map_err(e)? {
+        erased.catalog_lines += blank_catalog(remote, &layout::host_catalog(&host), &keys).await?;
+    }
+    erased.index_rows = unindex(remote, session).await?;
+    Ok(erased)
+}
+
+/// Blank the lines about `keys` in every part of the catalog `file`: the whole chain is read,
+/// blanked, and each part that changed is written again at its own range.
+async fn blank_catalog(
+    remote: &Remote,
+    file: &str,
+    keys: &HashSet<String>,
+) -> Result<usize, String> {
+    let entries = remote.entries(file).await.map_err(|e| e.to_string())?;
+    let (steps, end) = layout::chain(&entries, 0);
+    let mut whole = Vec::new();
+    for step in &steps {
+        let part = fetch_catalog_part(remote, file, step.start, step.end).await?;
+        let from = usize::try_from(step.from - step.start).unwrap_or(0);
+        whole.extend_from_slice(&part[from..]);
+    }
+    let before = whole.clone();
+    let blanked = blank_lines(&mut whole, keys);
+    if blanked == 0 {
+        return Ok(0);
+    }
+    for entry in &entries {
+        let Entry::Part {
+            start,
+            end: part_end,
+        } = *entry
+        else {
+            continue;
+        };
+        if part_end > end {
+            continue;
+        }
+        let range = usize::try_from(start).unwrap_or(0)..usize::try_from(part_end).unwrap_or(0);
+        if before[range.clone()] == whole[range.clone()] {
+            continue;
+        }
+        let packed = zstd::bulk::compress(&whole[range], 3).map_err(|e| e.to_string())?;
+        remote
+            .put_versioned(
+                &format!("{file}/{}", layout::part_name(start, part_end)),
+                Bytes::from(packed),
+                super::remote::Write::Overwrite,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(blanked)
+}
+
+/// The uncompressed bytes of a catalog part.
+async fn fetch_catalog_part(
+    remote: &Remote,
+    file: &str,
+    start: u64,
+    end: u64,
+) -> Result<Vec<u8>, String> {
+    let name = format!("{file}/{}", layout::part_name(start, end));
+    let packed = remote.get(&name).await.map_err(|e| e.to_string())?;
+    let size = usize::try_from(end - start).unwrap_or(0);
+    let plain = zstd::bulk::decompress(&packed, size).map_err(|e| format!("{name}: {e}"))?;
+    if plain.len() != size {
+        return Err(format!("{name}: {} bytes, not {size}", plain.len()));
+    }
+    Ok(plain)
+}
+
+/// Take `session`'s rows and words out of the index: each part that holds any is replaced at
+/// once by one without them (or by nothing), and deleted. Returns the rows removed.
+async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
+    let index::reader::Found::Index(snap) = index::reader::open(remote).await? else {
+        return Ok(0);
+    };
+    let wrong = |e: parquet::errors::ParquetError| e.to_string();
+    let mut removed = 0;
+    for part in &snap.parts {
+        let bytes = remote.get(&part.path).await.map_err(|e| e.to_string())?;
+        let (kept, rows, words) = match part.table {
+            Table::Sessions => {
+                let all = index::table::decode_sessions(bytes).map_err(wrong)?;
+                let kept: Vec<_> = all
+                    .iter()
+                    .filter(|r| r.session != session)
+                    .cloned()
+                    .collect();
+                let n = (all.len() - kept.len()) as u64;
+                let bytes = (!kept.is_empty())
+                    .then(|| index::table::encode_sessions(&kept))
+                    .transpose()
+                    .map_err(wrong)?;
+                (bytes, n, None)
+            }
+            Table::Turns => {
+                let all = index::table::decode_turns(bytes).map_err(wrong)?;
+                let kept: Vec<_> = all
+                    .iter()
+                    .filter(|r| r.session != session)
+                    .cloned()
+                    .collect();
+                let n = (all.len() - kept.len()) as u64;
+                let bytes = (!kept.is_empty())
+                    .then(|| index::table::encode_turns(&kept))
+                    .transpose()
+                    .map_err(wrong)?;
+                (bytes, n, None)
+            }
+            Table::Postings => {
+                let all = index::table::decode_all_postings(bytes).map_err(wrong)?;
+                let kept: Vec<_> = all.iter().filter(|r| r.1 != session).cloned().collect();
+                let n = (all.len() - kept.len()) as u64;
+                let words = kept
+                    .first()
+                    .zip(kept.last())
+                    .map(|(a, b)| (a.0.clone(), b.0.clone()));
+                let bytes = (!kept.is_empty())
+                    .then(|| index::table::encode_postings(&kept))
+                    .transpose()
+                    .map_err(wrong)?;
+                (bytes, n, words)
+            }
+        };
+        if rows == 0 {
+            continue;
+        }
+        removed += rows;
+        let replacement = match kept {
+            Some(bytes) => Some(
+                index::writer::put_part(
+                    remote,
+                    part.table,
+                    part.day.as_deref(),
+                    "erase",
+                    part.rows - rows,
+                    words,
+                    bytes,
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let old = part.path.clone();
+        snapshot::commit(remote, |s| {
+            let Some(at) = s.parts.iter().position(|p| p.path == old) else {
+                return false;
+            };
+            match &replacement {
+                Some(new) => s.parts[at] = new.clone(),
+                None => {
+                    s.parts.remove(at);
+                }
+            }
+            true
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        remote.delete(&old).await.map_err(|e| e.to_string())?;
+    }
+    Ok(removed)
+}
+
+/// Whether `session` is one of the erased `keys`.
+pub fn is_erased(keys: &HashSet<String>, session: &str) -> bool {
+    !keys.is_empty() && keys.contains(&session_key(session))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_erased_sessions_catalog_lines_are_blanked_in_place() {
+        let lines = [
+            format!(
+                r#"{{"ev":"open","session":"s1","segment":"sessions/{}/r.acpj.zst","t":1}}"#,
+                session_key("s1")
+            ),
+            r#"{"ev":"prompt","session":"s1","title":"SECRET","t":2}"#.to_string(),
+            r#"{"ev":"prompt","session":"s2","title":"keep","t":3}"#.to_string(),
+            format!(
+                r#"{{"ev":"close","segment":"sessions/{}/r.acpj.zst","records":1,"bytes":1,"t":4}}"#,
+                session_key("s1")
+            ),
+        ];
+        let mut bytes = (lines.join("\n") + "\n").into_bytes();
+        let len = bytes.len();
+        let n = blank_lines(&mut bytes, &HashSet::from([session_key("s1")]));
+        assert_eq!(n, 3);
+        assert_eq!(bytes.len(), len, "ranges kept");
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(!text.contains("SECRET") && text.contains("keep"), "{text}");
+    }
+}

@@ -22,7 +22,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--hosts", type=int, default=10_000)
 p.add_argument("--sessions-per-day", type=int, default=1_000_000)
 p.add_argument("--ship-interval", type=float, default=1.0)
-p.add_argument("--lease-ttl", type=float, default=30.0)
+p.add_argument("--lease-ttl", type=float, default=15.0)
 # A session as the adapters' users have them: 30 turns over 40 minutes, each turn streaming
 # updates for 30 s; journal bytes per session from the bench (37 B per message on disk, about
 # 150 messages a turn).
@@ -36,7 +36,8 @@ writing_s = a.turns * a.streaming_s
 part_puts = writing_s / a.ship_interval  # session segment: one part per interval with new bytes
 conn_puts = part_puts  # its run's connection segment grows in the same intervals (one per host
 # process, shared by its sessions: counted per session as an upper bound)
-lease_puts = 1 + a.session_minutes * 60 / (a.lease_ttl / 3) + 1
+# The lease: created (+ its epoch record), renewed every third of the TTL while held, given back.
+lease_puts = 2 + a.session_minutes * 60 / (a.lease_ttl / 3) + 1
 close_puts = 1 + 1  # compaction + the epoch marker
 per_session = part_puts + conn_puts + lease_puts + close_puts
 # A host's catalog changes at most once a second (facts coalesced), while any of its sessions
@@ -62,3 +63,19 @@ print(f"list over the fleet (cold): {a.hosts * 2 + lists:,.0f} requests, ~{list_
       f"${(a.hosts * GET + a.hosts * PUT):.3f} per cold list")
 load_ms = 2 * S3_MS + 3 * S3_MS + (1 + 1) * S3_MS  # LIST + GET parts | lease LIST+GET+PUT | 2 segments
 print(f"load of a closed session on another host: ~{load_ms} ms of requests + the replay")
+
+# The team index (src/fleet/index): each host writes what its sessions did every 8 s while turns
+# end (a sessions part, a turns part, a postings part, a manifest commit), parts merged by 8.
+index_flushes = min(day, busy_s) / 8
+index_puts = a.hosts * index_flushes * (3 + 1) * (1 + 1 / 8)
+# Its size, from the bench: a turn row ~300 B compressed, a session's words ~2 KiB of postings.
+index_gb = a.sessions_per_day * 30 * (a.turns * 300 + 2048) / 1e9
+print(f"index PUTs per day: {index_puts:,.0f} = ${index_puts * PUT:,.0f}/day; "
+      f"index after 30 days: {index_gb:,.1f} GB")
+# A teammate's list: the manifest, then the sessions parts (compacted: one per day); a search:
+# the manifest, then per postings part a footer and a row group or two, then the sessions found.
+days = 30
+list_requests = 1 + days
+search_requests = 1 + 3 * max(1, a.hosts // 1000) + 10
+print(f"from the index: list {list_requests} requests (~{list_requests * S3_MS / IN_FLIGHT / 1000 + S3_MS / 1000:.1f} s), "
+      f"a search {search_requests} requests and the sessions it finds (~{(search_requests * S3_MS / IN_FLIGHT + S3_MS) / 1000:.2f} s)")

@@ -14,7 +14,9 @@
 //! 4. `list` over 10 000 sessions in the store (a cold and a warm local copy);
 //! 5. a fleet of 4 hosts on this machine, 50 live sessions each, turns round-robin: turns per
 //!    second, ship lag; then one host `kill -9`ed: what the store lacked of its journals, and
-//!    how long until another host continues one of its sessions (its lease running out).
+//!    how long until another host continues one of its sessions (its lease running out);
+//! 6. the team index ([`team`]): 100 hosts × 100 sessions recorded through the proxy; `list`
+//!    and `search` from an empty cache, from the index and as before it.
 //!
 //! The binary re-executes itself as the agent (`__agent`): it answers `initialize`,
 //! `session/new` (a new ID each time), `session/load` (nothing to replay: the proxy serves
@@ -28,6 +30,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod team;
 
 const KEY: &str = "benchkey";
 const SECRET: &str = "benchsecret0123456789";
@@ -59,6 +63,7 @@ fn main() {
     load(&store, &session, &mut report);
     list(&store, scale(10_000).max(1_000), &mut report);
     fleet(&store, 4, 50, scale(20_000), &mut report);
+    team::bench(&store, scale(100).max(10), 100, &mut report);
     print!("{report}");
     let _ = std::fs::write(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-fleet.md"),
@@ -340,9 +345,13 @@ impl Proxy {
     }
 
     fn prompt(&mut self, session: &str) -> usize {
+        self.prompt_text(session, "go on")
+    }
+
+    fn prompt_text(&mut self, session: &str, text: &str) -> usize {
         let (answer, before) = self.call(
             "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "go on"}]}),
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
         );
         assert!(answer.get("result").is_some(), "{answer}");
         before
@@ -382,16 +391,21 @@ impl Proxy {
 
 /// 1: prompt turns, shipping off and on, interleaved in blocks.
 fn turns(s3: &S3, n: usize, report: &mut String) {
-    eprintln!("bench: {n} prompt turns, shipping off and on");
+    eprintln!("bench: {n} prompt turns, shipping off and on, the index on and off");
     let rounds = 5;
-    let mut results = [(0.0f64, 0.0f64, 0usize); 2];
+    let arms: [(&str, bool, &[&str]); 3] = [
+        ("off", false, &[]),
+        ("on (every 1 s), index on", true, &[]),
+        ("on (every 1 s), `--no-index`", true, &["--no-index"]),
+    ];
+    let mut results = [(0.0f64, 0.0f64, 0usize); 3];
     for _ in 0..rounds {
-        for (i, ship) in [false, true].into_iter().enumerate() {
+        for (i, (_, ship, extra)) in arms.iter().enumerate() {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("s3://bench/turns-{}", rand_tag());
             let env = s3.env();
             let store = ship.then_some((env.as_slice(), url.as_str()));
-            let mut proxy = Proxy::start(dir.path(), store, &[], 0);
+            let mut proxy = Proxy::start(dir.path(), store, extra, 0);
             let session = proxy.new_session();
             // The turns' CPU only: a store client's start (its TLS roots, the probe) is not a
             // turn's.
@@ -418,7 +432,7 @@ fn turns(s3: &S3, n: usize, report: &mut String) {
         "| shipping | turns/s | CPU µs/turn | CPU µs/message |\n|---|---:|---:|---:|"
     )
     .unwrap();
-    for (name, (wall, cpu, messages)) in ["off", "on (every 1 s)"].iter().zip(results) {
+    for ((name, _, _), (wall, cpu, messages)) in arms.iter().zip(results) {
         writeln!(
             report,
             "| {name} | {:.0} | {:.1} | {:.2} |",
@@ -428,12 +442,17 @@ fn turns(s3: &S3, n: usize, report: &mut String) {
         )
         .unwrap();
     }
-    let (off, on) = (results[0], results[1]);
+    let per_message = |r: (f64, f64, usize)| r.1 / r.2 as f64;
+    let (off, on, unindexed) = (results[0], results[1], results[2]);
     writeln!(
         report,
-        "\nOn/off: turns/s {:.3}×, CPU per message {:.3}×.\n",
+        "\nShipping on/off: turns/s {:.3}×, CPU per message {:.3}×. The index on/off (both \
+         shipping): turns/s {:.3}×, CPU per message {:.3}× (the index is written on the \
+         shipper's thread: this is what it costs the process, not the relay's path).\n",
         off.0 / on.0,
-        (on.1 / on.2 as f64) / (off.1 / off.2 as f64)
+        per_message(on) / per_message(off),
+        unindexed.0 / on.0,
+        per_message(on) / per_message(unindexed)
     )
     .unwrap();
 }

@@ -21,7 +21,7 @@ use crate::journal::tail::{Next, SegmentTail};
 use crate::journal::{SegmentReader, Store, mark};
 
 /// Between two writes of what was kept (a turn is searchable within this, plus a ship round).
-pub const FLUSH: Duration = Duration::from_secs(5);
+pub const FLUSH: Duration = Duration::from_secs(8);
 /// Most turn rows kept while the store cannot take them.
 const MAX_WAITING: usize = 100_000;
 

@@ -124,6 +124,16 @@ fn three_hosts_index_their_sessions_and_a_teammate_reads_the_index_alone() {
         .map(|d| std::fs::read_dir(d.path().join("sessions")).map_or(0, |s| s.count()))
         .sum::<usize>();
     assert!(copied <= 6, "{copied}");
+    // A turn of a host still running is found within seconds of its end.
+    let mut live = hosts[0].proxy(&crate::util::Peers::get().py_echo_agent(), &[]);
+    live.initialize();
+    let session = live.new_session("/tmp");
+    live.prompt(&session, "freshly said zanzibar");
+    eventually("the live turn in the index", || {
+        let (_, out, _) = fresh.cli(&["search", "zanzibar"]);
+        (!out.contains(&session)).then_some(out)
+    });
+    assert_eq!(live.finish().0, 0);
 }
 
 #[test]

@@ -53,8 +53,10 @@ impl Host {
             self.url.clone(),
             "--ship-interval".into(),
             "0.2".into(),
+            // Ample for an agent to exit once its stdin closes, on a loaded machine too (with 2 s,
+            // a Python agent under a full parallel test run was once sent SIGTERM: exit 143).
             "--grace".into(),
-            "2".into(),
+            "10".into(),
         ]);
         argv.extend(extra.iter().map(|s| s.to_string()));
         argv.push("--".into());

@@ -93,6 +93,9 @@ mod stalls;
 mod stderr;
 #[cfg(test)]
 mod tests;
+mod tree;
+#[cfg(test)]
+mod tree_tests;
 mod turn_facts;
 mod vocab;
 

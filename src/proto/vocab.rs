@@ -223,6 +223,15 @@ pub enum CatalogUpdate {
         /// The reported fields.
         usage: serde_json::Value,
     },
+    /// A session announced a child session (a subagent), journaled with the root of its tree.
+    Child {
+        /// The root of the tree: the session whose journal holds the child's lines.
+        session: SessionId,
+        /// The child's session ID.
+        child: SessionId,
+        /// The session that announced it (the root, or another child).
+        parent: SessionId,
+    },
 }
 
 /// One answer to [`Action::FetchHistory`].

@@ -94,6 +94,7 @@ pub fn read(
         let Ok(reader) = open(path) else {
             continue;
         };
+        replay.segment(reader.header());
         let cut = Until::cut_in(req.until.as_ref(), &reader);
         for record in reader.filter(|r| before(cut, r.seq)) {
             replay.emit(&record, &mut lines);

@@ -12,6 +12,9 @@
 //! (AIR's draft of subagents, its background tasks); `tests/it/schema.rs` checks that none is
 //! missing.
 
+#[cfg(test)]
+use serde_json::{Value, json};
+
 /// Where a kind comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -215,14 +218,14 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "notice",
         origin: Origin::Both,
-        shown: Some("`! notice (not part of the history): …`"),
+        shown: Some("`! info notice (not part of the history): …`"),
         replay: Replay::Never,
         note: "the schema: not part of session history",
     },
     Kind {
         name: "compaction_update",
         origin: Origin::Both,
-        shown: Some("`── compaction …`, its summary below it"),
+        shown: Some("`── compaction <status>`, with its summary when it is whole"),
         replay: Replay::Materialized,
         note: "",
     },
@@ -250,14 +253,16 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "subagent_update",
         origin: Origin::Both,
-        shown: Some("`⇢ subagent …` with its state and duration; its timeline indented"),
+        shown: Some(
+            "`⇢ subagent …` with its state (its end `⇠ …` with its duration); its timeline indented under `┌ title`",
+        ),
         replay: Replay::Subagent(Need::Subagents),
         note: "names a child session: journaled with its parent (FORMAT.md)",
     },
     Kind {
         name: "session_message",
         origin: Origin::Both,
-        shown: Some("`✉ from → to: …`"),
+        shown: Some("`✉ from → to: …`, once, where it arrived"),
         replay: Replay::Subagent(Need::Subagents),
         note: "collapsed: a child's message to the parent is its tool call's content",
     },
@@ -364,6 +369,62 @@ pub const KINDS: &[Kind] = &[
 /// The table's entry for `name`.
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)
+}
+
+/// One update of `kind`, as an agent would send it (enough for a reader to read it): the
+/// tests of each reader take every kind of the table through it.
+#[cfg(test)]
+pub(crate) fn sample(kind: &str) -> Value {
+    let text = json!({"type": "text", "text": format!("{kind} text")});
+    let mut u = match kind {
+        "tool_call" | "tool_call_update" => {
+            json!({"toolCallId": format!("{kind}-1"), "title": "Read", "status": "completed"})
+        }
+        "plan" => json!({"entries": [{"content": "a", "priority": "high", "status": "pending"}]}),
+        "plan_update" => json!({"plan": {"type": "items", "planId": "p", "entries": []}}),
+        "plan_removed" => json!({"planId": "p"}),
+        "available_commands_update" => json!({"availableCommands": []}),
+        "current_mode_update" => json!({"currentModeId": "code"}),
+        "config_option_update" => json!({"configOptions": []}),
+        "session_info_update" => json!({"title": "T"}),
+        "usage_update" => json!({"used": 1, "size": 2}),
+        "notice" => json!({"severity": "info", "title": "N"}),
+        "compaction_update" => json!({"compactionId": "k", "status": "completed"}),
+        "compaction_summary_chunk" => json!({"compactionId": "k", "content": text}),
+        "prompt_suggestions_update" => json!({"suggestions": []}),
+        "cursor_update" => {
+            json!({"cursorId": "cur", "anchor": {"type": "tool_call", "toolCallId": "x"}})
+        }
+        "subagent_update" => {
+            json!({"sessionId": "child-rfd", "title": "R", "state": {"state": "running"}})
+        }
+        "subagent_spawned" => {
+            json!({"subagentSessionId": "child-air", "name": "A", "task": "t", "capabilities": {}})
+        }
+        "subagent_state_update" => json!({"subagentSessionId": "child-air", "state": "completed"}),
+        "session_message" => {
+            json!({"messageId": "m", "senderSessionId": "child-rfd", "recipientSessionId": "S", "content": [text]})
+        }
+        "session_message_chunk" => json!({"messageId": "m", "content": text}),
+        "state_update" => json!({"state": "idle", "stopReason": "end_turn"}),
+        "terminal_update" => json!({"terminalId": "term", "command": "ls"}),
+        "terminal_output_chunk" => json!({"terminalId": "term", "data": "out"}),
+        "tool_call_content_chunk" => {
+            json!({"toolCallId": "tool_call-1", "content": {"type": "content", "content": text}})
+        }
+        "replay_complete" => json!({}),
+        "async_task_spawned" => {
+            json!({"asyncTaskId": "a1", "name": "build", "taskType": "local_bash", "description": "d", "showInTranscript": true, "canStop": true})
+        }
+        "async_task_progress" => json!({"asyncTaskId": "a1", "summary": "half"}),
+        "async_task_state_update" => json!({"asyncTaskId": "a1", "state": "completed"}),
+        "user_message" | "agent_message" | "agent_thought" => {
+            json!({"messageId": format!("{kind}-m"), "content": [text]})
+        }
+        _ => json!({"content": text}),
+    };
+    u["sessionUpdate"] = json!(kind);
+    u
 }
 
 #[cfg(test)]

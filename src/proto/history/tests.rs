@@ -766,58 +766,6 @@ fn a_v1_client_gets_a_v2_recorded_session_translated() {
     assert_eq!(updates[3]["entries"][0]["content"], "x");
 }
 
-/// One update of `kind`, as an agent would send it (enough for the replay to read it).
-fn sample(kind: &str) -> Value {
-    let text = json!({"type": "text", "text": format!("{kind} text")});
-    let mut u = match kind {
-        "tool_call" | "tool_call_update" => {
-            json!({"toolCallId": format!("{kind}-1"), "title": "Read", "status": "completed"})
-        }
-        "plan" => json!({"entries": [{"content": "a", "priority": "high", "status": "pending"}]}),
-        "plan_update" => json!({"plan": {"type": "items", "planId": "p", "entries": []}}),
-        "plan_removed" => json!({"planId": "p"}),
-        "available_commands_update" => json!({"availableCommands": []}),
-        "current_mode_update" => json!({"currentModeId": "code"}),
-        "config_option_update" => json!({"configOptions": []}),
-        "session_info_update" => json!({"title": "T"}),
-        "usage_update" => json!({"used": 1, "size": 2}),
-        "notice" => json!({"severity": "info", "title": "N"}),
-        "compaction_update" => json!({"compactionId": "k", "status": "completed"}),
-        "compaction_summary_chunk" => json!({"compactionId": "k", "content": text}),
-        "prompt_suggestions_update" => json!({"suggestions": []}),
-        "cursor_update" => {
-            json!({"cursorId": "cur", "anchor": {"type": "tool_call", "toolCallId": "x"}})
-        }
-        "subagent_update" => {
-            json!({"sessionId": "child-rfd", "title": "R", "state": {"state": "running"}})
-        }
-        "subagent_spawned" => {
-            json!({"subagentSessionId": "child-air", "name": "A", "task": "t", "capabilities": {}})
-        }
-        "subagent_state_update" => json!({"subagentSessionId": "child-air", "state": "completed"}),
-        "session_message" => {
-            json!({"messageId": "m", "senderSessionId": "child-rfd", "recipientSessionId": "S", "content": [text]})
-        }
-        "session_message_chunk" => json!({"messageId": "m", "content": text}),
-        "state_update" => json!({"state": "running"}),
-        "terminal_update" => json!({"terminalId": "term", "command": "ls"}),
-        "terminal_output_chunk" => json!({"terminalId": "term", "data": "out"}),
-        "tool_call_content_chunk" => json!({"toolCallId": "tool_call-1", "content": text}),
-        "replay_complete" => json!({}),
-        "async_task_spawned" => {
-            json!({"asyncTaskId": "a1", "name": "build", "taskType": "local_bash", "description": "d", "showInTranscript": true, "canStop": true})
-        }
-        "async_task_progress" => json!({"asyncTaskId": "a1", "summary": "half"}),
-        "async_task_state_update" => json!({"asyncTaskId": "a1", "state": "completed"}),
-        "user_message" | "agent_message" | "agent_thought" => {
-            json!({"messageId": format!("{kind}-m"), "content": [text]})
-        }
-        _ => json!({"content": text}),
-    };
-    u["sessionUpdate"] = json!(kind);
-    u
-}
-
 /// The kinds a replay sends for `kind` as the table classes it for `support`, when the kind
 /// is the only update of the history (a prompt first).
 fn expected(kind: &str, support: ClientSupport) -> Vec<&'static str> {
@@ -891,7 +839,10 @@ fn every_update_kind_replays_as_the_table_says() {
     );
     for kind in crate::acp::updates::KINDS {
         for (who, support) in &supports {
-            let records = [prompt.clone(), update(1, &sample(kind.name).to_string())];
+            let records = [
+                prompt.clone(),
+                update(1, &crate::acp::updates::sample(kind.name).to_string()),
+            ];
             let (lines, summary) = replay(&records, *support);
             // Leave out the prompt's own lines (their `messageId`s are made up).
             let sent: Vec<String> = lines

@@ -394,6 +394,8 @@ pub struct Timeline {
     host: bool,
     /// The child sessions announced, by ID.
     children: HashMap<String, Child>,
+    /// The names of the background tasks still running, by ID (their later updates have none).
+    tasks: HashMap<String, String>,
     /// Whose events were told last: a child's ID, or `None` for the session's own.
     scope: Option<String>,
 }
@@ -1009,10 +1011,17 @@ impl Timeline {
 
     /// A background task's spawn, progress or state.
     fn task(&mut self, kind: &str, update: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
-        let name = update["name"]
-            .as_str()
-            .or(update["asyncTaskId"].as_str())
-            .unwrap_or("?");
+        let id = update["asyncTaskId"].as_str().unwrap_or("?");
+        if let Some(name) = update["name"].as_str()
+            && self.tasks.len() < CHILD_LIMIT
+        {
+            self.tasks.insert(id.to_string(), name.to_string());
+        }
+        let name = match kind {
+            "async_task_state_update" => self.tasks.remove(id),
+            _ => self.tasks.get(id).cloned(),
+        };
+        let name = name.as_deref().unwrap_or(id);
         let state = match kind {
             "async_task_state_update" => update["state"].as_str().unwrap_or("?"),
             _ => "running",

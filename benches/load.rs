@@ -245,17 +245,27 @@ fn write_huge(root: &Path, bytes: u64) -> (u64, u64, u64) {
         raw: 0,
     };
     let words = [
-        "fn", "parse", "let", "match", "Some", "None", "return", "error", "value", "self", "input",
-        "token", "=>", "{", "}", "(", ")", ";", "impl", "pub",
+        "fn", "parse", "let", "match", "Some", "None", "return", "error", "value", "self",
+        "input", "token", "=>", "{", "}", "(", ")", ";", "impl", "pub", "struct", "enum", "use",
+        "mut", "if", "else", "for", "in", "while", "loop", "break", "Ok", "Err", "String", "Vec",
+        "len", "push", "iter", "map", "collect", "unwrap", "expect", "&", "*", "->", "::", "+",
     ];
-    // Text that compresses as source code does, not as a run of one byte.
+    // Text that compresses about as source code and logs do (5 to 10 times): words drawn at
+    // random (xorshift, seeded by `salt`), with numbers.
     let text = |n: usize, salt: usize| -> String {
         let mut out = String::with_capacity(n + 16);
-        let mut i = salt;
+        let mut x = (salt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         while out.len() < n {
-            out.push_str(words[(i * 7 + i / 13) % words.len()]);
-            out.push(if i % 11 == 0 { '\n' } else { ' ' });
-            i += 1;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pick = (x % 64) as usize;
+            if pick < words.len() {
+                out.push_str(words[pick]);
+            } else {
+                out.push_str(&(x % 100_000).to_string());
+            }
+            out.push(if x % 9 == 0 { '\n' } else { ' ' });
         }
         serde_json::to_string(&out).expect("a string")
     };

@@ -34,6 +34,11 @@ pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Recor
     }
     let session = peek.session.as_deref().map(|s| cx.sessions.owner(s));
     match &peek.kind {
+        // It names a session only to ask what it would start with: it opens none.
+        Kind::Request { id, method } if method == "session/options" => {
+            request(cx, from, peek, record, id, method, None);
+            Target::Run
+        }
         Kind::Request { id, method } => {
             let session = session.or_else(|| {
                 // Request-scoped messages (elicitation) name a request of the other peer.

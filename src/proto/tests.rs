@@ -576,3 +576,20 @@ fn every_update_kind_is_journaled_and_forwarded_as_it_crossed() {
         );
     }
 }
+
+#[test]
+fn session_options_passes_untouched_to_the_connection_journal_and_opens_no_session() {
+    let mut h = started();
+    let ask = r#"{"jsonrpc":"2.0","id":7,"method":"session/options","params":{"cwd":"/work","sessionId":"never-opened"}}"#;
+    let answer = r#"{"jsonrpc":"2.0","id":7,"result":{"configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"a","options":[]}]}}"#;
+    h.client(ask);
+    assert_eq!(h.to_agent.last(), Some(&Bytes::from(format!("{ask}\n"))));
+    h.agent(answer);
+    assert_eq!(h.to_client.last(), Some(&Bytes::from(format!("{answer}\n"))));
+    let run = h.connection();
+    assert!(run.contains(&ask.to_string()) && run.contains(&answer.to_string()));
+    assert!(
+        h.opened.iter().all(|(s, ..)| &**s == "S1"),
+        "no session opened for a question about one"
+    );
+}

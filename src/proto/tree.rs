@@ -6,7 +6,7 @@
 //! A child is announced on its parent by a `subagent_update` (or AIR's `subagent_spawned`)
 //! naming it (see [`crate::acp::subagents`]), before any of its own lines. Only an ID the
 //! table holds no session under can become a child, so the tree has no cycle; an ID announced
-//! again keeps its first parent. Bounded: past [`TREE_LIMIT`] children in a run, further ones
+//! again keeps its first parent; its root is found once, when it is announced. Bounded: past [`TREE_LIMIT`] children in a run, further ones
 //! are sessions of their own, as every ID nobody announced is.
 
 use super::vocab::{HashMap, SessionId};
@@ -17,34 +17,30 @@ pub(super) const TREE_LIMIT: usize = 65_536;
 /// The child sessions announced in this run, by client-facing ID.
 #[derive(Debug, Default)]
 pub(super) struct SessionTree {
-    /// Child → the session that announced it.
-    parent: HashMap<SessionId, SessionId>,
+    /// Child → the root of its tree (the session a chain of announcements starts from, found
+    /// once, when the child is announced).
+    root: HashMap<SessionId, SessionId>,
 }
 
 impl SessionTree {
     /// `s` is a child session.
     pub(super) fn is_child(&self, s: &str) -> bool {
-        self.parent.contains_key(s)
+        self.root.contains_key(s)
     }
 
     /// The root of `s`'s tree, when `s` is a child.
     pub(super) fn root_of(&self, s: &str) -> Option<&SessionId> {
-        let mut root = self.parent.get(s)?;
-        // No cycle (see the module docs): the walk ends within the tree's size.
-        while let Some(up) = self.parent.get(root) {
-            root = up;
-        }
-        Some(root)
+        self.root.get(s)
     }
 
     /// `parent` announced `child`, an ID no session of the table has: true when it is new to
     /// the tree (and the tree had room).
     pub(super) fn announce(&mut self, parent: &SessionId, child: &str) -> bool {
-        if self.parent.contains_key(child) || self.parent.len() >= TREE_LIMIT || **parent == *child
-        {
+        if self.root.contains_key(child) || self.root.len() >= TREE_LIMIT || **parent == *child {
             return false;
         }
-        self.parent.insert(SessionId::from(child), parent.clone());
+        let root = self.root.get(parent).unwrap_or(parent).clone();
+        self.root.insert(SessionId::from(child), root);
         true
     }
 }

@@ -369,6 +369,10 @@ struct Child {
 /// The most child sessions a timeline keeps.
 const CHILD_LIMIT: usize = 65_536;
 
+/// The deepest a subagent is shown (a subagent's subagent is depth 2); deeper ones are shown
+/// at this depth, so a hostile journal cannot make every line wider than the last.
+const DEPTH_LIMIT: usize = 8;
+
 /// Turns records into [`Event`]s.
 #[derive(Default)]
 pub struct Timeline {
@@ -949,7 +953,7 @@ impl Timeline {
                 .scope
                 .as_ref()
                 .and_then(|s| self.children.get(s))
-                .map_or(1, |parent| parent.depth + 1);
+                .map_or(1, |parent| (parent.depth + 1).min(DEPTH_LIMIT));
             let title = u.title.or(u.description).unwrap_or(u.child).to_string();
             let since = mono_us;
             self.children.insert(

@@ -110,10 +110,16 @@ struct TurnBuilder {
     /// The subagents announced, and where each is in `children`.
     children: Vec<TurnBuilder>,
     child_index: HashMap<String, usize>,
+    /// 0 for a turn, 1 for its subagents…
+    depth: usize,
 }
 
-/// The most subagents a turn's summary keeps.
+/// The most subagents a turn's summary keeps at each level.
 const CHILD_LIMIT: usize = 1024;
+
+/// The deepest subagent a turn's summary keeps (a subagent's subagent is 2): the summaries and
+/// their comparison recurse this deep at most.
+const DEPTH_LIMIT: usize = 8;
 
 impl TurnBuilder {
     /// The turn, its subagents' work in it.
@@ -140,11 +146,17 @@ impl TurnBuilder {
             Some(s) => self.child(s).expect("found"),
             None => self,
         };
-        if parent.child(u.child).is_none() && parent.children.len() < CHILD_LIMIT {
+        if parent.child(u.child).is_none()
+            && parent.children.len() < CHILD_LIMIT
+            && parent.depth < DEPTH_LIMIT
+        {
             parent
                 .child_index
                 .insert(u.child.to_string(), parent.children.len());
-            parent.children.push(TurnBuilder::default());
+            parent.children.push(TurnBuilder {
+                depth: parent.depth + 1,
+                ..TurnBuilder::default()
+            });
         }
         if let Some(child) = parent.child(u.child) {
             match (u.title, u.description) {

@@ -255,6 +255,8 @@ fn every_reader_shows_the_subagent_its_tasks_the_compaction_and_the_notice() {
         out
     };
     let show = run(&["show", "--journal-dir", dir, "sub-session"]);
+    // `watch` of a closed session: what it recorded, as it would have followed it live.
+    let watched = run(&["watch", "--journal-dir", dir, "sub-session"]);
     let markdown = run(&[
         "export",
         "--journal-dir",
@@ -271,7 +273,7 @@ fn every_reader_shows_the_subagent_its_tasks_the_compaction_and_the_notice() {
         "--format",
         "html",
     ]);
-    for out in [&show, &markdown] {
+    for out in [&show, &markdown, &watched] {
         for line in [
             "⇢ subagent Explore the task (general-purpose): running",
             "┌ Explore the task",

@@ -10,7 +10,13 @@
 //! Then `session/list` served from a store of 10 000 sessions: the time from request to answer
 //! of a page of 50 (the first page, and every page walked with the cursor), p50 and p99.
 //!
-//! Run: `cargo bench --bench load` (`BENCH_QUICK=1` for a smaller run). Report on stdout.
+//! With `BENCH_HUGE_MB=N` it measures only a huge session instead: N MB of journal (decompressed)
+//! in turns of chat, tool outputs of 8 KiB and file reads of 256 KiB, as long sessions of the
+//! coding agents are (codex-acp users report 600 MiB); a whole load of it, and a tail load of its
+//! last 10 turns (`_meta.acpJournal.tail`): the time to the response and the proxy's peak RSS.
+//!
+//! Run: `cargo bench --bench load` (`BENCH_QUICK=1` for a smaller run; `BENCH_HUGE_MB=500` for
+//! the huge session). Report on stdout.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -30,6 +36,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("__agent") {
         agent();
+        return;
+    }
+    if let Some(mb) = std::env::var("BENCH_HUGE_MB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        huge(mb);
         return;
     }
     let quick = std::env::var_os("BENCH_QUICK").is_some();
@@ -163,8 +176,162 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
     (first, walk)
 }
 
-/// A journal of one session with `n` agent updates: turns of one prompt and 20 updates.
-fn write_session(root: &Path, n: usize) -> u64 {
+/// A huge session (`mb` MB of records, decompressed): its load, whole and its last 10 turns.
+fn huge(mb: u64) {
+    let store = tempfile::tempdir().expect("tempdir");
+    let started = Instant::now();
+    let (compressed, raw, turns) = write_huge(store.path(), mb << 20);
+    eprintln!(
+        "wrote {turns} turns, {raw} bytes ({compressed} compressed) in {:?}",
+        started.elapsed()
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "| a session of {:.0} MB ({turns} turns, {:.1} MiB compressed) | session/load → response | lines replayed | proxy peak RSS |\n|---|---:|---:|---:|",
+        raw as f64 / 1e6,
+        compressed as f64 / (1 << 20) as f64
+    );
+    for (what, meta) in [
+        ("whole", String::new()),
+        (
+            "tail: the last 10 turns",
+            r#","_meta":{"acpJournal":{"tail":{"turns":10}}}"#.to_string(),
+        ),
+    ] {
+        let (took, replayed, rss_kib) = load_with(store.path(), &meta);
+        eprintln!("{what}: {took:?}, {replayed} replayed, {rss_kib} KiB peak RSS");
+        let _ = writeln!(
+            out,
+            "| {what} | {:.2} s | {replayed} | {:.1} MiB |",
+            took.as_secs_f64(),
+            rss_kib as f64 / 1024.0
+        );
+    }
+}
+
+/// A session of about `bytes` bytes of records: turns of a prompt, 30 message chunks, 6 tool
+/// calls with 8 KiB of output and 2 file reads of 256 KiB. Returns (file bytes, record bytes,
+/// turns).
+fn write_huge(root: &Path, bytes: u64) -> (u64, u64, u64) {
+    /// The segment, the records written and their bytes.
+    struct Out {
+        w: SegmentWriter,
+        seq: u64,
+        raw: u64,
+    }
+    impl Out {
+        fn push(&mut self, from: Side, line: String) {
+            self.seq += 1;
+            self.raw += line.len() as u64 + 1;
+            let record = Record {
+                seq: self.seq,
+                unix_us: 1_795_000_000_000_000 + self.seq as i64,
+                mono_us: self.seq,
+                body: Body::Message {
+                    from,
+                    payload: Payload::from_line(Bytes::from(line)),
+                },
+            };
+            self.w.append(&record).expect("append");
+            if self.seq % 64 == 0 {
+                self.w.flush().expect("flush");
+            }
+        }
+    }
+    let mut out = Out {
+        w: session_writer(root),
+        seq: 0,
+        raw: 0,
+    };
+    let words = [
+        "fn", "parse", "let", "match", "Some", "None", "return", "error", "value", "self",
+        "input", "token", "=>", "{", "}", "(", ")", ";", "impl", "pub", "struct", "enum", "use",
+        "mut", "if", "else", "for", "in", "while", "loop", "break", "Ok", "Err", "String", "Vec",
+        "len", "push", "iter", "map", "collect", "unwrap", "expect", "&", "*", "->", "::", "+",
+    ];
+    // Text that compresses about as source code and logs do (5 to 10 times): words drawn at
+    // random (xorshift, seeded by `salt`), with numbers.
+    let text = |n: usize, salt: usize| -> String {
+        let mut out = String::with_capacity(n + 16);
+        let mut x = (salt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        while out.len() < n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pick = (x % 64) as usize;
+            if pick < words.len() {
+                out.push_str(words[pick]);
+            } else {
+                out.push_str(&(x % 100_000).to_string());
+            }
+            out.push(if x % 9 == 0 { '\n' } else { ' ' });
+        }
+        serde_json::to_string(&out).expect("a string")
+    };
+    let update = |u: String| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{SESSION}","update":{u}}}}}"#
+        )
+    };
+    let mut turn = 0u64;
+    while out.raw < bytes {
+        turn += 1;
+        let id = turn + 1;
+        out.push(
+            Side::Client,
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{{"sessionId":"{SESSION}","prompt":[{{"type":"text","text":"step {turn}: fix the next failing test"}}]}}}}"#
+            ),
+        );
+        for i in 0..40usize {
+            let salt = turn as usize * 40 + i;
+            let u = match i % 20 {
+                3 | 13 => {
+                    let call = format!("read_{turn}_{i}");
+                    out.push(
+                        Side::Agent,
+                        update(format!(
+                            r#"{{"sessionUpdate":"tool_call","toolCallId":"{call}","title":"Read src/parser.rs","kind":"read","status":"in_progress"}}"#
+                        )),
+                    );
+                    format!(
+                        r#"{{"sessionUpdate":"tool_call_update","toolCallId":"{call}","status":"completed","rawOutput":{{"content":{}}}}}"#,
+                        text(256 << 10, salt)
+                    )
+                }
+                5 | 8 | 11 | 15 | 17 | 19 => {
+                    let call = format!("run_{turn}_{i}");
+                    out.push(
+                        Side::Agent,
+                        update(format!(
+                            r#"{{"sessionUpdate":"tool_call","toolCallId":"{call}","title":"cargo test","kind":"execute","status":"in_progress"}}"#
+                        )),
+                    );
+                    format!(
+                        r#"{{"sessionUpdate":"tool_call_update","toolCallId":"{call}","status":"completed","rawOutput":{{"stdout":{}}}}}"#,
+                        text(8 << 10, salt)
+                    )
+                }
+                _ => format!(
+                    r#"{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":{}}}}}"#,
+                    text(120, salt)
+                ),
+            };
+            out.push(Side::Agent, update(u));
+        }
+        out.push(
+            Side::Agent,
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"stopReason":"end_turn"}}}}"#),
+        );
+    }
+    out.w.flush().expect("flush");
+    let stats = out.w.close(out.seq + 1, 0, 0).expect("close");
+    (stats.file_bytes, out.raw, turn)
+}
+
+/// The writer of the bench session's one segment, its header written.
+fn session_writer(root: &Path) -> SegmentWriter {
     let store = Store::new(root);
     store.create_dirs().expect("store");
     let header = Header {
@@ -183,7 +350,12 @@ fn write_session(root: &Path, n: usize) -> u64 {
     let (path, file) = store
         .create_segment(&store.session_dir(SESSION), "bench")
         .expect("segment");
-    let mut w = SegmentWriter::with_file(file, &path, &header).expect("writer");
+    SegmentWriter::with_file(file, &path, &header).expect("writer")
+}
+
+/// A journal of one session with `n` agent updates: turns of one prompt and 20 updates.
+fn write_session(root: &Path, n: usize) -> u64 {
+    let mut w = session_writer(root);
     let mut seq = 0u64;
     let mut push = |w: &mut SegmentWriter, from: Side, line: String| {
         seq += 1;
@@ -291,6 +463,11 @@ fn initialized_proxy(
 
 /// One load through a fresh proxy: (time to response, updates replayed, peak RSS KiB).
 fn load_once(store: &Path) -> (Duration, usize, u64) {
+    load_with(store, "")
+}
+
+/// [`load_once`] with `meta` (`,"_meta":{…}` or nothing) added to the load's params.
+fn load_with(store: &Path, meta: &str) -> (Duration, usize, u64) {
     let (mut child, mut stdin, mut stdout) = initialized_proxy(store);
     let pid = child.id();
     let mut line = Vec::new();
@@ -311,7 +488,7 @@ fn load_once(store: &Path) -> (Duration, usize, u64) {
         })
     };
     let start = Instant::now();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/load","params":{{"sessionId":"{SESSION}","cwd":"/bench","mcpServers":[]}}}}"#).expect("write");
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/load","params":{{"sessionId":"{SESSION}","cwd":"/bench","mcpServers":[]{meta}}}}}"#).expect("write");
     let mut replayed = 0;
     loop {
         line.clear();

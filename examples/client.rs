@@ -5,7 +5,8 @@
 //! cargo run --example client -- target/debug/acp-journal --journal-dir demo-journals -- target/debug/examples/agent
 //! ```
 //!
-//! It spawns the command, sends `initialize`, `session/new` (with one stdio MCP server whose
+//! It spawns the command, sends `initialize` (declaring `fs` and `subagents`: an agent may
+//! show its subagents' work as child sessions), `session/new` (with one stdio MCP server whose
 //! `env` carries a fake `GITHUB_TOKEN`: the agent receives it, an `acp-journal` journal stores
 //! `[REDACTED]`) and two `session/prompt` turns. It answers the agent's requests the way an
 //! editor would, without touching any file: `session/request_permission` → the `allow_once`
@@ -58,7 +59,7 @@ fn run(argv: &[String]) -> Result<()> {
         "initialize",
         json!({
             "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false},
+            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false, "subagents": {}},
             "clientInfo": {"name": "acp-journal-example-client", "version": env!("CARGO_PKG_VERSION")},
         }),
     )?;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Re-record the sample journals in journals/ from the pinned reference peers: the example
+# Re-record the sample journals in journals/ from the pinned reference peers (and our scripted
+# agent, for a turn with a subagent): the example
 # client drives `acp-journal -- <agent>` through two prompt turns; the Rust SDK's ACP v2
 # one-shot client drives its v2 example agent through one. The samples are committed;
 # tests read them (format stability) and the docs quote them.
@@ -17,6 +18,8 @@ record() {
 }
 record python-echo-agent "$PWD/$peers/venv/bin/python" "$PWD/$peers/py-examples/echo_agent.py"
 record typescript-agent node "$PWD/$peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js"
+# A turn that delegates to a subagent, as claude-agent-acp 0.101 sends it (our scripted agent).
+record scripted-subagents "$PWD/$peers/venv/bin/python" "$PWD/tests/agents/scripted_agent.py" subagents
 rm -rf journals/rust-v2-agent
 echo "== recording journals/rust-v2-agent: ACP v2" >&2
 v2=$PWD/$peers/rust-sdk/src-5.0.0/target/release/examples
@@ -26,3 +29,4 @@ v2=$PWD/$peers/rust-sdk/src-5.0.0/target/release/examples
 target/debug/acp-journal verify --journal-dir journals/rust-v2-agent
 target/debug/acp-journal verify --journal-dir journals/python-echo-agent
 target/debug/acp-journal verify --journal-dir journals/typescript-agent
+target/debug/acp-journal verify --journal-dir journals/scripted-subagents

@@ -1,5 +1,10 @@
-//! ACP content: what the parts of a message mean, shared by the readers above the journal
-//! (`render`, `replay`). Pure functions of parsed JSON.
+//! ACP content: what the parts of a message mean, shared by the core and the readers above the
+//! journal (`proto`, `render`, `replay`, `otel`). Pure functions of parsed JSON; the table of
+//! update kinds ([`updates`]) and what an update says of a child session ([`subagents`]) are
+//! modules of their own.
+
+pub mod subagents;
+pub mod updates;
 
 use serde_json::Value;
 

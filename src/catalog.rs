@@ -137,6 +137,18 @@ pub enum CatalogEntry {
         /// Unix microseconds.
         t: i64,
     },
+    /// The session announced a child session (a subagent): its lines are in this session's
+    /// segments (the root of its tree). Not a session of its own in any list.
+    Child {
+        /// The root of the tree.
+        session: String,
+        /// The child's session ID.
+        child: String,
+        /// The session that announced it (the root, or another child).
+        parent: String,
+        /// Unix microseconds.
+        t: i64,
+    },
     /// A session segment was closed cleanly.
     Close {
         /// The segment's path relative to the store root.
@@ -166,7 +178,8 @@ impl CatalogEntry {
             | CatalogEntry::Delete { session, .. }
             | CatalogEntry::State { session, .. }
             | CatalogEntry::TurnEnded { session, .. }
-            | CatalogEntry::Usage { session, .. } => Some(session),
+            | CatalogEntry::Usage { session, .. }
+            | CatalogEntry::Child { session, .. } => Some(session),
             CatalogEntry::Close { .. } => None,
         }
     }
@@ -272,6 +285,8 @@ pub struct SessionSummary {
     pub usage: Option<serde_json::Value>,
     /// The Git branch of its cwd when it started.
     pub git_branch: Option<String>,
+    /// Child sessions (subagents) it announced, journaled with it.
+    pub subagents: u64,
 }
 
 /// Session summaries built from catalog entries, in the order they were appended.
@@ -285,6 +300,8 @@ struct Summaries {
     /// Turns ended in each session's latest segment while it is open, from `turnended`
     /// entries (its close entry gives the count then).
     live_turns: HashMap<String, u64>,
+    /// (session, child) announced: each child counted once.
+    children: HashSet<(String, String)>,
 }
 
 impl Summaries {
@@ -427,6 +444,14 @@ impl Summaries {
                 s.updated = s.updated.max(t);
                 Some(session)
             }
+            CatalogEntry::Child { session, child, .. } => {
+                let s = self.by_id.get_mut(&session)?;
+                // A child is announced again when a later run learns the tree anew.
+                if self.children.insert((session.clone(), child)) {
+                    s.subagents += 1;
+                }
+                Some(session)
+            }
         }
     }
 }
@@ -483,6 +508,7 @@ impl SessionSummary {
             last_turn_ended: None,
             usage: None,
             git_branch: None,
+            subagents: 0,
         }
     }
 }
@@ -843,6 +869,14 @@ fn scan_segments(store: &Store) -> io::Result<Vec<CatalogEntry>> {
                     t: scan.last,
                 });
             }
+            for (child, parent) in scan.children {
+                entries.push(CatalogEntry::Child {
+                    session: session.clone(),
+                    child,
+                    parent,
+                    t: scan.last,
+                });
+            }
             if scan.clean {
                 let bytes = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
                 entries.push(CatalogEntry::Close {
@@ -871,12 +905,15 @@ struct SegmentScan {
     /// The last archive state the agent took (`_session/archive`/`unarchive`).
     archived: Option<bool>,
     aliases: Vec<String>,
+    /// The child sessions announced (child, the session that announced it), in order.
+    children: Vec<(String, String)>,
     clean: bool,
 }
 
 impl SegmentScan {
     /// Read the rest of a segment whose header `reader` has read.
     fn of(mut reader: SegmentReader<fs::File>) -> SegmentScan {
+        let session = reader.header().session.clone().unwrap_or_default();
         let mut scan = SegmentScan {
             records: 0,
             turns: 0,
@@ -886,8 +923,11 @@ impl SegmentScan {
             name: None,
             archived: None,
             aliases: vec![],
+            children: vec![],
             clean: false,
         };
+        // The session and its children: a child's lines are in its root's segments.
+        let mut tree: HashSet<String> = HashSet::from([session.clone()]);
         // Session-index requests the client sent, by id: applied once the agent answers.
         let mut asks: HashMap<String, serde_json::Value> = HashMap::new();
         for record in reader.by_ref() {
@@ -937,8 +977,25 @@ impl SegmentScan {
                     if *from == Side::Agent && finder(b"\"session_info_update\"") {
                         let msg: serde_json::Value =
                             serde_json::from_slice(&payload.bytes).unwrap_or_default();
-                        if let Some(title) = msg["params"]["update"]["title"].as_str() {
+                        // A child's title is not the session's.
+                        if let Some(title) = msg["params"]["update"]["title"].as_str()
+                            && msg["params"]["sessionId"] == session.as_str()
+                        {
                             scan.title = Some(title.to_string());
+                        }
+                    }
+                    if *from == Side::Agent && crate::acp::subagents::may_name_child(&payload.bytes)
+                    {
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&payload.bytes).unwrap_or_default();
+                        let parent = msg["params"]["sessionId"].as_str().unwrap_or_default();
+                        if let Some(child) =
+                            crate::acp::subagents::child_update(&msg["params"]["update"])
+                            && tree.contains(parent)
+                            && tree.insert(child.child.to_string())
+                        {
+                            scan.children
+                                .push((child.child.to_string(), parent.to_string()));
                         }
                     }
                 }
@@ -968,6 +1025,34 @@ mod tests {
             git_branch: Some("main".into()),
             t,
         }
+    }
+
+    #[test]
+    fn a_child_session_is_counted_once_with_its_root_and_listed_on_its_own_never() {
+        let mut summaries = Summaries::default();
+        let child = |child: &str, t| CatalogEntry::Child {
+            session: "root".into(),
+            child: child.into(),
+            parent: "root".into(),
+            t,
+        };
+        for entry in [
+            open("root", 1),
+            child("c1", 2),
+            child("c2", 3),
+            child("c1", 4),
+        ] {
+            summaries.apply(entry);
+        }
+        // A child of a session the catalog never opened is nobody's.
+        summaries.apply(CatalogEntry::Child {
+            session: "ghost".into(),
+            child: "c3".into(),
+            parent: "ghost".into(),
+            t: 5,
+        });
+        assert_eq!(summaries.by_id["root"].subagents, 2);
+        assert_eq!(summaries.by_id.len(), 1, "no child is a session of its own");
     }
 
     #[test]

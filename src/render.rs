@@ -46,6 +46,9 @@ struct Text<W: Write> {
     style: Style,
     /// Following a live session: a permission request shows while it waits for its answer.
     live: bool,
+    /// Whose lines these are: 0 the session's own, 1 a subagent's, 2 its subagent's…; each
+    /// level indents them by `│ `.
+    depth: usize,
 }
 
 impl<W: Write> Text<W> {
@@ -56,9 +59,34 @@ impl<W: Write> Text<W> {
         }
     }
 
+    /// The indentation of a subagent's lines.
+    fn indent(&self) -> String {
+        "│ ".repeat(self.depth)
+    }
+
     fn line(&mut self, code: &str, text: &str) -> io::Result<()> {
         let painted = self.paint(code, text);
-        writeln!(self.out, "{painted}")
+        let indent = self.indent();
+        writeln!(self.out, "{indent}{painted}")
+    }
+
+    /// Text of a paragraph (the first chunk indented, and each line in it).
+    fn chunk(&mut self, code: Option<&str>, text: &str, first: bool) -> io::Result<()> {
+        let indent = self.indent();
+        let text = match indent.is_empty() {
+            true => std::borrow::Cow::Borrowed(text),
+            false => std::borrow::Cow::Owned(text.replace('\n', &format!("\n{indent}"))),
+        };
+        if first {
+            write!(self.out, "{indent}")?;
+        }
+        match code {
+            Some(code) => {
+                let painted = self.paint(code, &text);
+                write!(self.out, "{painted}")
+            }
+            None => write!(self.out, "{text}"),
+        }
     }
 }
 
@@ -72,18 +100,13 @@ impl<W: Write> Render for Text<W> {
                 self.line("1;34", &format!("❯ {prompt}"))
             }
             Event::User(text) => self.line("1;34", &format!("❯ {text}")),
-            Event::Chunk {
-                voice: Voice::Agent,
-                text,
-                ..
-            } => write!(self.out, "{text}"),
-            Event::Chunk {
-                voice: Voice::Thought,
-                text,
-                ..
-            } => {
-                let painted = self.paint("2;3", text);
-                write!(self.out, "{painted}")
+            Event::Chunk { voice, text, first } => {
+                let code = match voice {
+                    Voice::Agent | Voice::Message => None,
+                    Voice::Thought => Some("2;3"),
+                    Voice::Summary | Voice::Output => Some("2"),
+                };
+                self.chunk(code, text, *first)
             }
             Event::ParagraphEnd => writeln!(self.out),
             Event::Tool(call) => {
@@ -166,6 +189,22 @@ impl<W: Write> Render for Text<W> {
             | Event::Stalled { .. } => self.line("33", &format!("── {}", model::proxy_note(event))),
             Event::Forked { .. } => self.line("2", &format!("── {}", model::proxy_note(event))),
             Event::Bundle { summary } => self.line("2", &format!("── {summary}")),
+            Event::Scope { depth, title, .. } => {
+                self.depth = depth.saturating_sub(1);
+                if *depth > 0 {
+                    self.line("1;36", &format!("┌ {title}"))?;
+                }
+                self.depth = *depth;
+                Ok(())
+            }
+            Event::Subagent { .. } => self.line("36", &model::update_note(event)),
+            Event::Message { .. } => self.line("34", &model::update_note(event)),
+            Event::Notice { .. } => self.line("33", &model::update_note(event)),
+            Event::Task { .. } => self.line("35", &model::update_note(event)),
+            Event::Compaction { .. }
+            | Event::Usage { .. }
+            | Event::PlanRemoved
+            | Event::Terminal { .. } => self.line("2", &model::update_note(event)),
         }
     }
 }
@@ -179,6 +218,7 @@ impl<W: Write> Transcript<W> {
                 out,
                 style,
                 live: false,
+                depth: 0,
             },
         }
     }

@@ -47,7 +47,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
                     "agent_name": s.agent_name, "archived": s.archived,
                     "started": utc_us(s.started), "updated": utc_us(s.updated),
                     "last_turn_ended": s.last_turn_ended.map(utc_us),
-                    "turns": s.turns, "records": s.records,
+                    "turns": s.turns, "subagents": s.subagents, "records": s.records,
                     "bytes": s.bytes, "state": state(store, s), "segments": s.segments,
                 })
             })
@@ -64,13 +64,13 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
     let prefixes = shortest_prefixes(&ids);
     writeln!(
         out,
-        "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  STATE",
-        "SESSION", "TITLE", "CWD", "AGENT", "STARTED", "ACTIVE", "TURNS", "SIZE"
+        "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>9}  {:>8}  STATE",
+        "SESSION", "TITLE", "CWD", "AGENT", "STARTED", "ACTIVE", "TURNS", "SUBAGENTS", "SIZE"
     )?;
     for s in &sessions {
         writeln!(
             out,
-            "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>8}  {}",
+            "{:<12}  {:<24}  {:<16}  {:<16}  {:<11}  {:<11}  {:>5}  {:>9}  {:>8}  {}",
             prefixes[s.session.as_str()],
             cut(s.shown_title().unwrap_or("-"), 24),
             cut(s.cwd.as_deref().unwrap_or("-"), 16),
@@ -84,6 +84,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
             when(s.started),
             when(s.updated),
             s.turns,
+            s.subagents,
             size(s.bytes),
             state(store, s),
         )?;

@@ -38,7 +38,8 @@ fn targets(
         .collect())
 }
 
-/// Print every message matching the pattern, with its session, turn and some context.
+/// Print every message matching the pattern, with its session (and the subagent's, for a
+/// child session's line), turn and some context.
 pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
     let pattern = regex::bytes::Regex::new(&args.pattern)
         .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
@@ -77,9 +78,15 @@ pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
                 let end = (m.end() + 60).min(bytes.len());
                 let context =
                     String::from_utf8_lossy(&bytes[start..end]).replace(['\n', '\r'], " ");
+                // A subagent's line (journaled with its root) says whose it is.
+                let child = crate::wire::envelope::peek(bytes)
+                    .session
+                    .filter(|s| **s != session)
+                    .map(|s| format!("  subagent {}", s.escape_debug()))
+                    .unwrap_or_default();
                 writeln!(
                     out,
-                    "{}  turn {turn}  {}  …{context}…",
+                    "{}  turn {turn}  {}{child}  …{context}…",
                     session.escape_debug(),
                     from.as_str()
                 )?;
@@ -97,6 +104,7 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
     let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (i64::MAX, i64::MIN);
     let (mut restarts, mut host_drops) = (0u64, 0u64);
+    let mut tokens = Tokens::default();
     let mut beyond = Vec::new();
     for (_, segments) in targets(store, args.session.as_deref(), None)? {
         sessions += 1;
@@ -108,6 +116,7 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
             let Ok(reader) = SegmentReader::open(&path) else {
                 continue;
             };
+            let session = reader.header().session.clone().unwrap_or_default();
             for record in reader.filter(|r| !is_end_marker(r)) {
                 first = first.min(record.unix_us);
                 last = last.max(record.unix_us);
@@ -120,6 +129,9 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
                     continue;
                 };
                 let msg: Value = serde_json::from_slice(&payload.bytes).unwrap_or(Value::Null);
+                if *from == Side::Agent {
+                    tokens.count(&session, &msg);
+                }
                 let kind = match (
                     msg["method"].as_str(),
                     msg["params"]["update"]["sessionUpdate"].as_str(),
@@ -167,6 +179,15 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
         out,
         "{raw} bytes of messages, {stored} bytes on disk ({ratio:.1}× smaller)"
     )?;
+    if tokens.turns + tokens.subagents > 0 {
+        writeln!(
+            out,
+            "{} tokens: {} in the sessions' own turns, {} in their subagents' work (each subagent's counted once)",
+            tokens.turns + tokens.subagents,
+            tokens.turns,
+            tokens.subagents
+        )?;
+    }
     if restarts > 0 {
         writeln!(
             out,
@@ -202,4 +223,36 @@ pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Re
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Tokens the agents reported, counted once each: a session's own turns (a prompt's answer's
+/// `usage`, or ACP v2's `idle` state), and its subagents' work (the `usage` of a subagent's end
+/// state as its parent tells it; ACP v2 repeats that state on the subagent's own stream, which
+/// is not counted again).
+#[derive(Default)]
+struct Tokens {
+    turns: u64,
+    subagents: u64,
+}
+
+impl Tokens {
+    /// An agent message of `session` (a child's lines carry the child's ID).
+    fn count(&mut self, session: &str, msg: &Value) {
+        let update = &msg["params"]["update"];
+        match update["sessionUpdate"].as_str() {
+            Some("state_update") if msg["params"]["sessionId"] == session => {
+                self.turns += total(&update["usage"]);
+            }
+            Some("subagent_update") => self.subagents += total(&update["state"]["usage"]),
+            Some(_) => {}
+            None => self.turns += total(&msg["result"]["usage"]),
+        }
+    }
+}
+
+/// The tokens of a `usage` object: `totalTokens`, else input and output.
+fn total(usage: &Value) -> u64 {
+    usage["totalTokens"].as_u64().unwrap_or_else(|| {
+        usage["inputTokens"].as_u64().unwrap_or(0) + usage["outputTokens"].as_u64().unwrap_or(0)
+    })
 }

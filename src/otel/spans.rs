@@ -3,7 +3,8 @@
 //! proxy or read back by `export --format otlp`.
 //!
 //! One `invoke_agent` span per prompt turn (CLIENT), its children one `execute_tool` span per
-//! tool call (INTERNAL). Permission answers, plans, mode changes, cancellations and the proxy's
+//! tool call (INTERNAL) and one `invoke_agent` span per subagent (a child session the turn
+//! started: INTERNAL, its own tool calls under it, ended by its final state). Permission answers, plans, mode changes, cancellations and the proxy's
 //! own interventions (restarts, stalls) are span events. A turn's IDs come from [`turn_ids`]: a
 //! hash of the client-facing session ID, the prompt's journal timestamp and its JSON-RPC id,
 //! known both to the live exporter and to a later export (a turn *number* is not: a session
@@ -17,7 +18,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::acp::{permission_choice, prompt_text};
+use crate::acp::{permission_choice, prompt_text, subagents};
 use crate::journal::{Body, Event as JournalEvent, Record};
 use crate::wire::Side;
 
@@ -72,6 +73,17 @@ pub fn turn_ids(session: &str, prompt_unix_us: i64, id: &str) -> SpanContext {
         trace_id: nonzero(d[..16].try_into().expect("16 bytes")),
         span_id: nonzero(d[16..24].try_into().expect("8 bytes")),
     }
+}
+
+/// The span ID of subagent `child` (its session ID) started under span `parent`.
+pub fn child_span_id(parent: &SpanContext, child: &str) -> [u8; 8] {
+    let d = digest(&[
+        &parent.trace_id,
+        &parent.span_id,
+        b"subagent",
+        child.as_bytes(),
+    ]);
+    nonzero(d[..8].try_into().expect("8 bytes"))
 }
 
 /// The span ID of tool call `tool_call_id` in the turn `turn`.
@@ -260,6 +272,20 @@ struct Turn {
     taken: bool,
 }
 
+/// A subagent (a child session) at work: an `invoke_agent` span under the turn (or the
+/// subagent) that started it, its tool calls under it.
+struct Child {
+    context: SpanContext,
+    parent: [u8; 8],
+    start_ns: u64,
+    title: String,
+    tools: HashMap<String, Tool>,
+    output: String,
+}
+
+/// The most subagents a builder follows at once.
+const CHILD_LIMIT: usize = 4096;
+
 /// A permission request waiting for the client's answer.
 struct Permission {
     tool_call: String,
@@ -278,6 +304,8 @@ pub struct SpanBuilder {
     agent: AgentInfo,
     turn: Option<Turn>,
     permissions: HashMap<String, Permission>,
+    /// The subagents at work, by session ID (they may outlive the turn that started them).
+    children: HashMap<String, Child>,
     last_ns: u64,
     done: Vec<Span>,
 }
@@ -292,6 +320,7 @@ impl SpanBuilder {
             agent: AgentInfo::default(),
             turn: None,
             permissions: HashMap::new(),
+            children: HashMap::new(),
             last_ns: 0,
             done: Vec::new(),
         }
@@ -329,7 +358,12 @@ impl SpanBuilder {
         let method = msg["method"].as_str().unwrap_or("");
         let id = msg.get("id").map(Value::to_string);
         match (from, method, id) {
-            (_, "session/update", _) => self.update(at, &msg["params"]["update"]),
+            (_, "session/update", _) => match msg["params"]["sessionId"].as_str() {
+                Some(child) if self.children.contains_key(child) => {
+                    self.child_update(at, child, &msg["params"]["update"]);
+                }
+                _ => self.update(at, &msg["params"]["update"]),
+            },
             (Side::Client, "session/prompt", Some(id)) => self.prompt(record, at, id, &msg),
             (Side::Client, "session/cancel", None) => self.event(at, "acp.cancel", Vec::new()),
             (Side::Client, "session/set_mode", Some(_)) => {
@@ -352,9 +386,16 @@ impl SpanBuilder {
         }
     }
 
-    /// A proxy run ended: a turn left open ends here, unanswered.
+    /// A proxy run ended: a turn left open ends here, unanswered, and so do the subagents
+    /// still at work.
     pub fn end_run(&mut self) {
         self.permissions.clear();
+        let at = self.last_ns;
+        let mut open: Vec<(String, Child)> = self.children.drain().collect();
+        open.sort_by_key(|(_, c)| c.start_ns);
+        for (id, child) in open {
+            self.finish_child(at, id, child, None, None);
+        }
         if self.turn.is_some() {
             let at = self.last_ns;
             self.end_turn(
@@ -479,6 +520,10 @@ impl SpanBuilder {
 
     fn update(&mut self, at: u64, update: &Value) {
         let content = self.content;
+        if subagents::child_update(update).is_some() {
+            let parent = self.turn.as_ref().map(|t| t.context);
+            return self.subagent(at, parent, update);
+        }
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
@@ -495,50 +540,17 @@ impl SpanBuilder {
                     .push_str(update["content"]["text"].as_str().unwrap_or(""));
             }
             kind @ ("tool_call" | "tool_call_update") => {
-                let Some(id) = update["toolCallId"].as_str() else {
-                    return;
-                };
-                if (kind == "tool_call" || turn.taken) && !turn.tools.contains_key(id) {
-                    turn.tools.insert(
-                        id.to_string(),
-                        Tool {
-                            span_id: tool_span_id(&turn.context, id),
-                            start_ns: at,
-                            title: String::new(),
-                            kind: None,
-                            status: "pending".into(),
-                            arguments: None,
-                            result: None,
-                            events: Vec::new(),
-                        },
-                    );
-                }
-                let Some(tool) = turn.tools.get_mut(id) else {
-                    return;
-                };
-                if let Some(title) = update["title"].as_str() {
-                    tool.title = title.to_string();
-                }
-                if let Some(kind) = update["kind"].as_str() {
-                    tool.kind = Some(kind.to_string());
-                }
-                if let Some(status) = update["status"].as_str() {
-                    tool.status = status.to_string();
-                }
-                if content {
-                    if let Some(input) = update.get("rawInput") {
-                        tool.arguments = Some(input.to_string());
-                    }
-                    if let Some(output) = update.get("rawOutput") {
-                        tool.result = Some(output.to_string());
-                    } else if let Some(c) = update.get("content").filter(|c| !c.is_null()) {
-                        tool.result = Some(c.to_string());
-                    }
-                }
-                if matches!(tool.status.as_str(), "completed" | "failed") {
-                    let tool = turn.tools.remove(id).expect("present");
-                    let context = turn.context;
-                    self.finish_tool(&context, id.to_string(), tool, at);
+                let context = turn.context;
+                if let Some((id, tool)) = tool_update(
+                    &mut turn.tools,
+                    &context,
+                    turn.taken,
+                    kind,
+                    update,
+                    at,
+                    content,
+                ) {
+                    self.finish_tool(&context, id, tool, at);
                 }
             }
             "plan" => {
@@ -574,6 +586,140 @@ impl SpanBuilder {
             }
             _ => {}
         }
+    }
+
+    /// A subagent announced (its span opens under `parent`, the turn's or a subagent's), or
+    /// its state reported: the span ends with its work (its stop reason, its token usage).
+    fn subagent(&mut self, at: u64, parent: Option<SpanContext>, update: &Value) {
+        let Some(u) = subagents::child_update(update) else {
+            return;
+        };
+        if !self.children.contains_key(u.child) {
+            let Some(parent) = parent else {
+                return;
+            };
+            if self.children.len() >= CHILD_LIMIT {
+                return;
+            }
+            let span_id = child_span_id(&parent, u.child);
+            self.children.insert(
+                u.child.to_string(),
+                Child {
+                    context: SpanContext {
+                        trace_id: parent.trace_id,
+                        span_id,
+                    },
+                    parent: parent.span_id,
+                    start_ns: at,
+                    title: u.title.or(u.description).unwrap_or("subagent").to_string(),
+                    tools: HashMap::new(),
+                    output: String::new(),
+                },
+            );
+        }
+        let Some(child) = self.children.get_mut(u.child) else {
+            return;
+        };
+        if let Some(title) = u.title {
+            child.title = title.to_string();
+        }
+        if let Some(state) = u.state.filter(|s| s.is_end())
+            && let Some(child) = self.children.remove(u.child)
+        {
+            self.finish_child(at, u.child.to_string(), child, Some(state), u.usage);
+        }
+    }
+
+    /// An update of subagent `id`'s own: its tool calls, its words, its own subagents.
+    fn child_update(&mut self, at: u64, id: &str, update: &Value) {
+        let content = self.content;
+        let upserts = self.turn.as_ref().is_some_and(|t| t.taken);
+        let Some(child) = self.children.get_mut(id) else {
+            return;
+        };
+        let context = child.context;
+        match update["sessionUpdate"].as_str().unwrap_or("") {
+            kind @ ("tool_call" | "tool_call_update") => {
+                if let Some((tool_id, tool)) = tool_update(
+                    &mut child.tools,
+                    &context,
+                    upserts,
+                    kind,
+                    update,
+                    at,
+                    content,
+                ) {
+                    self.finish_tool(&context, tool_id, tool, at);
+                }
+            }
+            "agent_message_chunk" if content => {
+                child
+                    .output
+                    .push_str(update["content"]["text"].as_str().unwrap_or(""));
+            }
+            _ => self.subagent(at, Some(context), update),
+        }
+    }
+
+    /// A subagent's span ends (`state`: how its work ended; `None`: the run ended first).
+    fn finish_child(
+        &mut self,
+        at: u64,
+        id: String,
+        mut child: Child,
+        state: Option<subagents::State<'_>>,
+        usage: Option<&Value>,
+    ) {
+        let mut tools: Vec<(String, Tool)> = child.tools.drain().collect();
+        tools.sort_by_key(|(_, t)| t.start_ns);
+        for (tool_id, tool) in tools {
+            self.finish_tool(&child.context, tool_id, tool, at);
+        }
+        let mut attributes: Attributes = vec![
+            ("gen_ai.operation.name".into(), s("invoke_agent")),
+            ("gen_ai.agent.name".into(), s(child.title.clone())),
+            ("gen_ai.conversation.id".into(), s(id)),
+            ("acp.subagent.parent".into(), s(self.session.clone())),
+        ];
+        if let Some(state) = state {
+            attributes.push((
+                "gen_ai.response.finish_reasons".into(),
+                AttrValue::StrArray(vec![state.word().to_string()]),
+            ));
+        }
+        let mut tokens = Usage::default();
+        if let Some(usage) = usage {
+            tokens.tokens(usage);
+        }
+        tokens.attributes(&mut attributes);
+        if self.content {
+            attributes.push((
+                "gen_ai.output.messages".into(),
+                s(messages("assistant", &child.output)),
+            ));
+        }
+        let status = match state.map(|s| (s, s.tool_status())) {
+            Some((_, Some("completed" | "in_progress"))) => Status::Unset,
+            Some((state, _)) => {
+                attributes.push(("error.type".into(), s(state.word())));
+                Status::Error(format!("subagent {} ended: {}", child.title, state.word()))
+            }
+            None => {
+                attributes.push(("error.type".into(), s("unfinished")));
+                Status::Error("the run ended before the subagent did".into())
+            }
+        };
+        self.done.push(Span {
+            context: child.context,
+            parent: Some(child.parent),
+            name: format!("invoke_agent {}", child.title),
+            kind: SpanKind::Internal,
+            start_ns: child.start_ns,
+            end_ns: at.max(child.start_ns),
+            attributes,
+            events: Vec::new(),
+            status,
+        });
     }
 
     fn finish_tool(&mut self, turn: &SpanContext, id: String, tool: Tool, at: u64) {
@@ -662,6 +808,61 @@ impl SpanBuilder {
         };
         self.event(at, "acp.proxy", vec![("acp.proxy.action".into(), s(what))]);
     }
+}
+
+/// A `tool_call` or `tool_call_update` (`kind`) of a turn's or a subagent's `tools`, whose
+/// spans go under `context`: the call opened (by a `tool_call`, or its first upsert when
+/// `upserts`: ACP v2), and its fields taken; a call that ended is handed back to be finished.
+fn tool_update(
+    tools: &mut HashMap<String, Tool>,
+    context: &SpanContext,
+    upserts: bool,
+    kind: &str,
+    update: &Value,
+    at: u64,
+    content: bool,
+) -> Option<(String, Tool)> {
+    let id = update["toolCallId"].as_str()?;
+    if (kind == "tool_call" || upserts) && !tools.contains_key(id) {
+        tools.insert(
+            id.to_string(),
+            Tool {
+                span_id: tool_span_id(context, id),
+                start_ns: at,
+                title: String::new(),
+                kind: None,
+                status: "pending".into(),
+                arguments: None,
+                result: None,
+                events: Vec::new(),
+            },
+        );
+    }
+    let tool = tools.get_mut(id)?;
+    if let Some(title) = update["title"].as_str() {
+        tool.title = title.to_string();
+    }
+    if let Some(kind) = update["kind"].as_str() {
+        tool.kind = Some(kind.to_string());
+    }
+    if let Some(status) = update["status"].as_str() {
+        tool.status = status.to_string();
+    }
+    if content {
+        if let Some(input) = update.get("rawInput") {
+            tool.arguments = Some(input.to_string());
+        }
+        if let Some(output) = update.get("rawOutput") {
+            tool.result = Some(output.to_string());
+        } else if let Some(c) = update.get("content").filter(|c| !c.is_null()) {
+            tool.result = Some(c.to_string());
+        }
+    }
+    if matches!(tool.status.as_str(), "completed" | "failed") {
+        let tool = tools.remove(id)?;
+        return Some((id.to_string(), tool));
+    }
+    None
 }
 
 /// A message, agent thought or user chunk (most of a session's traffic): without content they
@@ -871,5 +1072,56 @@ mod tests {
         assert_eq!(int_attr(turn, "gen_ai.usage.output_tokens"), 5);
         assert_eq!(turn.end_ns - turn.start_ns, 5_000_000, "prompt to idle");
         assert!(turn.attr("error.type").is_none());
+    }
+
+    #[test]
+    fn a_subagent_is_an_invoke_agent_span_under_its_turn_with_its_tool_calls_under_it() {
+        let child = |u: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"C","update":{u}}}}}"#
+            )
+        };
+        let lines = [
+            (Side::Client, r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"delegate"}]}}"#.to_string()),
+            (Side::Agent, update(r#"{"sessionUpdate":"subagent_update","sessionId":"C","title":"Explore","state":{"state":"running"}}"#)),
+            (Side::Agent, child(r#"{"sessionUpdate":"tool_call","toolCallId":"g1","title":"Grep","kind":"search"}"#)),
+            (Side::Agent, child(r#"{"sessionUpdate":"tool_call_update","toolCallId":"g1","status":"completed"}"#)),
+            (Side::Agent, child(r#"{"sessionUpdate":"tool_call","toolCallId":"g2","title":"Read"}"#)),
+            (Side::Agent, child(r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"found it"}}"#)),
+            (Side::Agent, update(r#"{"sessionUpdate":"subagent_update","sessionId":"C","state":{"state":"idle","stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":3}}}"#)),
+            (Side::Agent, update(r#"{"sessionUpdate":"subagent_update","sessionId":"D","title":"Left running"}"#)),
+            (Side::Agent, r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#.to_string()),
+        ];
+        let lines: Vec<(Side, &str)> = lines.iter().map(|(s, l)| (*s, l.as_str())).collect();
+        let spans = feed(&lines, true);
+        let named = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
+        let turn = named("invoke_agent demo");
+        let sub = named("invoke_agent Explore");
+        assert_eq!(sub.parent, Some(turn.context.span_id));
+        assert_eq!(sub.context.trace_id, turn.context.trace_id);
+        assert_eq!(sub.kind, SpanKind::Internal);
+        assert_eq!(sub.status, Status::Unset);
+        assert_eq!(sub.attr("gen_ai.conversation.id"), Some(&s("C")));
+        assert_eq!(
+            sub.attr("gen_ai.usage.input_tokens"),
+            Some(&AttrValue::Int(7))
+        );
+        assert_eq!(
+            sub.attr("gen_ai.response.finish_reasons"),
+            Some(&AttrValue::StrArray(vec!["end_turn".into()]))
+        );
+        assert!(
+            matches!(sub.attr("gen_ai.output.messages"), Some(AttrValue::Str(m)) if m.contains("found it"))
+        );
+        for tool in ["execute_tool Grep", "execute_tool Read"] {
+            assert_eq!(named(tool).parent, Some(sub.context.span_id), "{tool}");
+        }
+        assert_eq!(
+            turn.attr("gen_ai.usage.input_tokens"),
+            None,
+            "the child's tokens are its own"
+        );
+        let left = named("invoke_agent Left running");
+        assert_eq!(left.attr("error.type"), Some(&s("unfinished")));
     }
 }

@@ -8,15 +8,19 @@
 //! `session/new`, if there is exactly one). Everything else goes to the run's journal ([`Target::Run`]).
 //! A session is opened (`OpenSession`) the first time it is seen; a new session the agent
 //! names with an ID the store already holds from an earlier run gets a fresh client-facing ID
-//! (`s~2`, …) mapped to the agent's, so two conversations never share a journal.
+//! (`s~2`, …) mapped to the agent's, so two conversations never share a journal. A child
+//! session (a subagent its parent announced: [`super::tree`]) is no session of its own: its
+//! lines go to the journal of the root of its tree, and teach the catalog nothing.
 
 use bytes::Bytes;
+use serde_json::Value;
 
 use super::catalog;
 use super::context::Cx;
 use super::load_request::SetupParams;
 use super::pending::{Pending, Setup};
 use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
+use crate::acp::subagents;
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::journal::format::Record;
@@ -25,8 +29,16 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
 /// Decide the journal of a line and update the pending table.
 pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
-    let session = peek.session.as_deref().map(|s| cx.sessions.id(s));
+    if from == Side::Agent {
+        learn_child(cx, peek);
+    }
+    let session = peek.session.as_deref().map(|s| cx.sessions.owner(s));
     match &peek.kind {
+        // It names a session only to ask what it would start with: it opens none.
+        Kind::Request { id, method } if method == "session/options" => {
+            request(cx, from, peek, record, id, method, None);
+            Target::Run
+        }
         Kind::Request { id, method } => {
             let session = session.or_else(|| {
                 // Request-scoped messages (elicitation) name a request of the other peer.
@@ -54,8 +66,35 @@ pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Recor
     }
 }
 
-/// A request of `from` in `session` (if any): what the catalog learns of it, and its entry
-/// in the pending table.
+/// An agent's `session/update` that announces a child session: the child joins the tree of
+/// the session that announced it, and the catalog hears of it (once).
+fn learn_child(cx: &mut Cx, peek: &Peek<'_>) {
+    let (Some(parent), Some(params)) = (peek.session.as_deref(), peek.params) else {
+        return;
+    };
+    if peek.method() != Some("session/update")
+        || !subagents::may_name_child(params.get().as_bytes())
+    {
+        return;
+    }
+    let Ok(params) = serde_json::from_str::<Value>(params.get()) else {
+        return;
+    };
+    let Some(update) = subagents::child_update(&params["update"]) else {
+        return;
+    };
+    let parent = cx.sessions.id(parent);
+    if let Some(root) = cx.sessions.announce_child(&parent, update.child) {
+        cx.fx.push(Action::Catalog(CatalogUpdate::Child {
+            session: root,
+            child: SessionId::from(update.child),
+            parent,
+        }));
+    }
+}
+
+/// A request of `from` in `session` (if any): what the catalog learns of it (nothing when it
+/// is a child session's), and its entry in the pending table.
 fn request(
     cx: &mut Cx,
     from: Side,
@@ -65,10 +104,15 @@ fn request(
     method: &str,
     session: Option<SessionId>,
 ) {
+    let child = peek
+        .session
+        .as_deref()
+        .is_some_and(|s| cx.sessions.is_child(s));
+    let learns = session.clone().filter(|_| !child);
     if method == "initialize" {
         cx.initialize.request = Some(record_bytes(record));
     }
-    if let Some(s) = &session {
+    if let Some(s) = &learns {
         catalog::request(cx, s, from, method, peek, record.unix_us);
     }
     let setup = CREATES_SESSION.contains(&method).then(|| Setup {
@@ -82,7 +126,7 @@ fn request(
         cwd: envelope::str_field(peek.params, "cwd"),
         copied_to: None,
     });
-    let index = match (from, &session) {
+    let index = match (from, &learns) {
         (Side::Client, Some(s)) => session_index_update(method, s, peek),
         _ => None,
     };

@@ -4,6 +4,7 @@
 
 use super::context::Cx;
 use super::listing::Lists;
+use super::load_request::tail_turns;
 use super::loading::Loads;
 use super::vocab::SessionId;
 use crate::wire::envelope::{self, Peek};
@@ -32,12 +33,15 @@ pub(super) enum Handling {
     Pass,
 }
 
-/// The handling of a client request of `method`.
-pub(super) fn handling(cx: &Cx, method: &str) -> Handling {
+/// The handling of a client request of `method` (`peek`): a `session/load` that asks for the
+/// tail of the history only is served from the journal, whatever the agent can load.
+pub(super) fn handling(cx: &Cx, method: &str, peek: &Peek<'_>) -> Handling {
     let emulates = cx.emulates_loading();
     let agent = &cx.agent;
     match method {
-        "session/load" if cx.synthesizes_load() => Handling::FromJournal { replay: true },
+        "session/load" if cx.synthesizes_load() || (emulates && asks_tail(peek)) => {
+            Handling::FromJournal { replay: true }
+        }
         "session/load" => Handling::Native { replay: true },
         "session/resume" if agent.v2 && emulates => Handling::ResumeV2,
         "session/resume" if !agent.resume && emulates => Handling::FromJournal { replay: false },
@@ -49,6 +53,15 @@ pub(super) fn handling(cx: &Cx, method: &str) -> Handling {
         "session/delete" => Handling::Delete,
         _ => Handling::Pass,
     }
+}
+
+/// A `session/load` that asks for the tail of the history only
+/// ([`super::load_request::tail_turns`]).
+fn asks_tail(peek: &Peek<'_>) -> bool {
+    peek.params
+        .filter(|p| p.get().contains("\"tail\""))
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .is_some_and(|params| tail_turns(&params).is_some())
 }
 
 /// The operation a client's `$/cancel_request` or `session/cancel` notification (`method`)

@@ -119,11 +119,12 @@ pub(super) fn rewrite_agent(
     map_agent_line(cx, peek, line)
 }
 
-/// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog.
+/// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog
+/// (a child session's does not: it has no catalog entry of its own).
 fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
     let method = peek.method()?;
     let session = peek.session.as_deref()?;
-    if method == "session/update" && names_catalog_update(line) {
+    if method == "session/update" && names_catalog_update(line) && !cx.sessions.is_child(session) {
         catalog::update(cx, peek, session);
     }
     let (client_session, mapping) = cx.sessions.mapping_of_agent(AgentRef(session))?;

@@ -1601,3 +1601,137 @@ fn what_is_no_message_passes_at_once_while_the_store_is_asked() {
     );
     assert!(out.iter().any(|a| matches!(a, Action::FindFreeId { .. })));
 }
+
+/// The support a `FetchHistory` asked the store for.
+fn fetched_support(h: &Harness) -> ClientSupport {
+    h.requests
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::FetchHistory { support, .. } => Some(*support),
+            _ => None,
+        })
+        .expect("a FetchHistory")
+}
+
+#[test]
+fn a_load_that_asks_for_the_tail_is_served_from_the_journal_even_by_an_agent_that_loads() {
+    let mut h = agent_with(Config::default(), r#"{"loadSession":true}"#);
+    let plain = LOAD;
+    h.client(plain);
+    assert_eq!(last_to_agent(&h)["id"], 5, "a whole load: the agent's own");
+    let mut h = agent_with(Config::default(), r#"{"loadSession":true}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"S","cwd":"/w","mcpServers":[],"_meta":{"acpJournal":{"tail":{"turns":2}}}}}"#);
+    assert_eq!(fetched_support(&h).tail, Some(2));
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    let underneath = last_to_agent(&h);
+    assert_eq!(underneath["method"], "session/load");
+    assert_eq!(
+        underneath["id"], "acp-journal:0",
+        "the proxy's own, its replay hidden"
+    );
+    assert!(underneath["params"].get("_meta").is_none());
+    let n = h.to_client.len();
+    h.agent(
+        std::str::from_utf8(&replay_line("the agent's whole replay"))
+            .unwrap()
+            .trim_end(),
+    );
+    assert_eq!(h.to_client.len(), n, "hidden");
+    h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{}}"#);
+    assert_eq!(last_to_client(&h)["id"], 5);
+}
+
+#[test]
+fn a_v2_tail_resume_is_served_from_the_journal_and_ends_with_replay_complete() {
+    let mut h = v2_with(INIT_V2_OK);
+    h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/resume","params":{"sessionId":"S","cwd":"/w","mcpServers":[],"replayFrom":{"type":"_acpJournal/tail","turns":1}}}"#);
+    assert_eq!(fetched_support(&h).tail, Some(1));
+    let load = fetch(&h);
+    history(
+        &mut h,
+        load,
+        HistoryChunk::Lines(vec![replay_line("last turn")]),
+    );
+    history(&mut h, load, HistoryChunk::End(summary()));
+    let underneath = last_to_agent(&h);
+    assert_eq!(underneath["method"], "session/resume", "v2 agents resume");
+    assert!(
+        underneath["params"].get("replayFrom").is_none(),
+        "without its replay"
+    );
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+        underneath["id"]
+    ));
+    let got: Vec<Value> = h.to_client[1..].iter().map(json_of).collect();
+    let kinds: Vec<&str> = got
+        .iter()
+        .map(|m| {
+            m["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or("(answer)")
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "agent_message_chunk",
+            "replay_complete",
+            "state_update",
+            "(answer)"
+        ]
+    );
+}
+
+#[test]
+fn cursors_reach_the_client_only_when_the_session_comes_back_on_the_agent_session_that_made_them() {
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"cursors":{}}}}}"#;
+    let cursors = Cursors {
+        agent: Some("scripted".into()),
+        agent_session: "S".into(),
+        updates: vec![
+            json!({"sessionUpdate":"cursor_update","cursorId":"c1","anchor":{"type":"tool_call","toolCallId":"t"}}),
+        ],
+    };
+    let run = |agent_caps: &str, answer: &str| -> Vec<Value> {
+        let mut h = Harness::with(Config::default());
+        h.client(init);
+        h.agent(&format!(
+            r#"{{"jsonrpc":"2.0","id":0,"result":{{"protocolVersion":1,"agentCapabilities":{agent_caps},"agentInfo":{{"name":"scripted","version":"1"}}}}}}"#
+        ));
+        h.client(LOAD);
+        let load = fetch(&h);
+        history(
+            &mut h,
+            load,
+            HistoryChunk::End(Summary {
+                cursors: Some(cursors.clone()),
+                ..Summary::default()
+            }),
+        );
+        let underneath = last_to_agent(&h);
+        h.agent(&answer.replace("ID", &underneath["id"].to_string()));
+        h.to_client.iter().map(json_of).collect()
+    };
+    let told = |got: &[Value]| {
+        got.iter()
+            .any(|m| m["params"]["update"]["sessionUpdate"] == "cursor_update")
+    };
+    // The agent resumes the session itself: its cursors are still good.
+    let resumed = run(
+        r#"{"sessionCapabilities":{"resume":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":ID,"result":{}}"#,
+    );
+    assert!(told(&resumed), "{resumed:?}");
+    let answer = resumed.last().unwrap();
+    assert_eq!(answer["id"], 5);
+    // A new agent session: they were the lost one's.
+    let fresh = run(
+        "{}",
+        r#"{"jsonrpc":"2.0","id":ID,"result":{"sessionId":"U"}}"#,
+    );
+    assert_eq!(fresh.last().unwrap()["id"], 5);
+    assert!(!told(&fresh), "{fresh:?}");
+}

@@ -2,7 +2,7 @@
 //! `--load journal`, a native load's replay until the agent's answer says whether it stands,
 //! and a session's lines while a load brings it up (or while a load waits for the agent to
 //! start a session it does not know yet). Past their bound, lines go out as they come, after
-//! those held.
+//! those held. A child session's lines are held as its root's.
 
 use bytes::Bytes;
 
@@ -28,9 +28,16 @@ pub(super) fn hold_agent_line(
     peek: &Peek<'_>,
     line: &Bytes,
 ) -> Holding {
-    let Some(session) = peek.session.as_deref() else {
+    let Some(named) = peek.session.as_deref() else {
         return Holding::Passes(Vec::new());
     };
+    // A child session's lines (a subagent's) are held with its root's: in a native load's
+    // replay, the agent replays its children too.
+    let root = cx
+        .sessions
+        .is_child(named)
+        .then(|| cx.sessions.agent_id(&cx.sessions.owner(named)));
+    let session = root.as_ref().map_or(named, |r| r.as_str());
     let update = peek.method() == Some("session/update");
     if cx.sessions.hides_replay(session) && update {
         return Holding::Taken; // the agent's own replay under `--load journal`

@@ -83,6 +83,8 @@ pub(super) struct LoadRequest {
     /// The session is live (a host's client joins it): the history replayed is what the
     /// journal held when the load began, and the live lines follow it.
     pub(super) live: bool,
+    /// Replay only the last this many prompt turns (`tail`).
+    pub(super) tail: Option<u64>,
 }
 
 impl LoadRequest {
@@ -101,6 +103,7 @@ impl LoadRequest {
             agent_failed: None,
             fork: false,
             live: false,
+            tail: tail_turns(&params),
         })
     }
 
@@ -116,6 +119,7 @@ impl LoadRequest {
             agent_failed: None,
             fork: false,
             live: false,
+            tail: None,
         }
     }
 }
@@ -155,3 +159,17 @@ impl NativeLoad {
         self.replaying && self.fallback.is_some()
     }
 }
+
+/// The prompt turns a load asks for when it asks for the tail of the history only: a v1
+/// `session/load`'s `_meta.acpJournal.tail.turns`, or a v2 `session/resume`'s
+/// `replayFrom: {"type": "_acpJournal/tail", "turns": N}`.
+pub(super) fn tail_turns(params: &Value) -> Option<u64> {
+    let from = &params["replayFrom"];
+    match from["type"].as_str() {
+        Some(TAIL_CURSOR) => from["turns"].as_u64(),
+        _ => params["_meta"]["acpJournal"]["tail"]["turns"].as_u64(),
+    }
+}
+
+/// The v2 `replayFrom` cursor type of a tail replay.
+pub(super) const TAIL_CURSOR: &str = "_acpJournal/tail";

@@ -10,7 +10,9 @@ use super::load_request::{Asker, SetupParams};
 use super::mapping;
 use super::pending::Step;
 use super::sessions::Mapping;
-use super::vocab::{Action, AgentSessionId, CatalogUpdate, SessionId, Stamp, Summary, Target};
+use super::vocab::{
+    Action, AgentSessionId, CatalogUpdate, ClientSupport, SessionId, Stamp, Summary, Target,
+};
 use crate::journal::Event;
 use crate::journal::format::Record;
 use crate::wire::envelope::RequestId;
@@ -34,8 +36,9 @@ pub(super) struct Load {
     pub(super) session: SessionId,
     /// Replay the history (load, v2 resume with `replayFrom`) or not (resume, restore).
     pub(super) replay: bool,
-    /// For a v2 client (the current state is told before the answer).
-    pub(super) v2: bool,
+    /// What the client takes (a v2 client is told the current state before the answer; one
+    /// that takes cursors, the session's cursors when they are still the agent's).
+    pub(super) support: ClientSupport,
     pub(super) setup: SetupParams,
     /// The client's request, journaled once the session is known to exist.
     pub(super) request: Option<Record>,
@@ -128,7 +131,7 @@ impl Load {
 
     /// The client's method: a load replays; a resume does not, except in v2 (`replayFrom`).
     pub(super) fn method(&self) -> &'static str {
-        if self.replay && !self.v2 {
+        if self.replay && !self.support.v2 {
             "session/load"
         } else {
             "session/resume"

@@ -20,8 +20,8 @@ use super::load_state::{Load, Phase, present};
 use super::pending::{Step, Underneath};
 use super::sessions::SessionTable;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, HashMap, HistoryChunk, LoadMode, SessionId, Stamp, Summary,
-    Target,
+    Action, AgentRef, AgentSessionId, ClientSupport, HashMap, HistoryChunk, LoadMode, SessionId,
+    Stamp, Summary, Target,
 };
 use crate::journal::Event;
 use crate::wire::Side;
@@ -114,15 +114,20 @@ impl Loads {
             agent_failed,
             fork,
             live,
+            tail,
         } = request;
         if let Asker::Client(id) = &asker {
             self.by_request.insert(id.clone(), op);
         }
+        let support = ClientSupport {
+            tail,
+            ..cx.client.support
+        };
         let load = Load {
             asker,
             session: session.clone(),
             replay,
-            v2: cx.client.support.v2,
+            support,
             setup,
             request,
             agent_failed,
@@ -136,7 +141,7 @@ impl Loads {
         cx.fx.push(Action::FetchHistory {
             load: op,
             session,
-            support: cx.client.support,
+            support,
             transcript_limit: cx.config.reprime_limit,
             until: live.then(|| cx.fx.next_seq()),
         });
@@ -271,6 +276,11 @@ impl Loads {
             Phase::Fetching { replayed } => replayed,
             Phase::Starting | Phase::Restoring { .. } => 0,
         };
+        // The session tree goes on with the children the history announced.
+        for (child, parent) in &summary.children {
+            cx.sessions
+                .announce_child(&SessionId::from(parent.as_str()), child);
+        }
         l.summary = summary;
         let cwd = l.setup.cwd.clone();
         let request = l.request.take();
@@ -320,10 +330,13 @@ impl Loads {
         }
         let agent_failed = l.agent_failed.is_some() || l.fork || l.summary.newer_elsewhere;
         // A restore prefers the agent's resume, then its own load (hidden); a load served from
-        // the journal uses the agent's load only under `--load journal`.
+        // the journal uses the agent's load only under `--load journal`, or when the client
+        // asked for the tail of the history only.
         let native_load = caps.load
             && !agent_failed
-            && (cx.config.load == LoadMode::Journal || (l.is_restore() && !caps.resume));
+            && (cx.config.load == LoadMode::Journal
+                || l.support.tail.is_some()
+                || (l.is_restore() && !caps.resume));
         let hide = native_load;
         let (method, how) = if hide {
             params.set("sessionId", json_string(&session));
@@ -548,7 +561,18 @@ impl Loads {
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
                 cx.sessions.set_live(&l.session);
-                if l.v2 {
+                if l.replay && l.support.v2 {
+                    // v2: the replay's end is told (the schema's `replay_complete`).
+                    cx.fx.notify_client(
+                        at,
+                        &l.session,
+                        json!({"sessionUpdate": "replay_complete"}),
+                    );
+                }
+                if l.support.cursors {
+                    still_the_agents_cursors(cx, at, &l.session, &l.summary);
+                }
+                if l.support.v2 {
                     // v2: the current state follows any replay and comes before the answer.
                     cx.fx.notify_client(
                         at,
@@ -725,4 +749,25 @@ pub(super) fn refused_by_lease(line: &[u8]) -> bool {
             e.code == -32000 && e.data.and_then(|d| d.reason) == Some(LEASE_REFUSED)
         })
     })
+}
+
+/// The cursors `summary` recorded, told to the client when the session came back on the agent
+/// session that made them, of the same agent (cursor IDs are the agent's: another agent, or
+/// another session of it, would refuse them).
+fn still_the_agents_cursors(cx: &mut Cx, at: Stamp, session: &SessionId, summary: &Summary) {
+    let Some(cursors) = &summary.cursors else {
+        return;
+    };
+    let agent = cx
+        .initialize
+        .response
+        .as_ref()
+        .and_then(|r| serde_json::from_slice(r).ok())
+        .and_then(|r| crate::acp::agent_title(&r));
+    if agent != cursors.agent || cx.sessions.agent_id(session).as_str() != cursors.agent_session {
+        return;
+    }
+    for update in &cursors.updates {
+        cx.fx.notify_client(at, session, update.clone());
+    }
 }

@@ -93,12 +93,15 @@ mod stalls;
 mod stderr;
 #[cfg(test)]
 mod tests;
+mod tree;
+#[cfg(test)]
+mod tree_tests;
 mod turn_facts;
 mod vocab;
 
 pub use proxy::Proxy;
 pub use reused_ids::{first_free, reuse_candidates};
 pub use vocab::{
-    Action, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, HistoryChunk, Initialize,
-    ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,
+    Action, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, Cursors, HistoryChunk,
+    Initialize, ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,
 };

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::context::Cx;
-use super::load_request::{LoadRequest, NativeLoad};
+use super::load_request::{LoadRequest, NativeLoad, TAIL_CURSOR};
 use super::loading::Loads;
 use super::sessions::SessionTable;
 use super::vocab::{SessionId, Stamp, Target};
@@ -17,7 +17,8 @@ use crate::wire::envelope::{Peek, RequestId, error_json};
 
 /// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
 /// agent's own (passed on, not journaled again), or the journal's should the agent fail it
-/// or lack resume; without `replayFrom` nothing is replayed. Another cursor type is the
+/// or lack resume; `{type: "_acpJournal/tail", turns: N}` replays the journal's last N turns;
+/// without `replayFrom` nothing is replayed. Another cursor type is the
 /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
 /// resume at all), as the schema requires.
 pub(super) fn resume_v2(
@@ -31,6 +32,11 @@ pub(super) fn resume_v2(
     let replay = match replay_from(peek.params).as_deref() {
         None => false,
         Some("start") => true,
+        // acp-journal's own cursor: served from the journal, whatever the agent can resume.
+        Some(TAIL_CURSOR) => {
+            loads.serve(cx, at, id, peek, line, true, false);
+            return true;
+        }
         Some(_) if cx.agent.resume => return false,
         Some(other) => {
             cx.fx.journal_client(at, Target::Run, peek, line);

@@ -435,7 +435,7 @@ impl Proxy {
     ) -> bool {
         let session = || peek.session.as_deref().map(SessionId::from);
         let cx = &mut self.cx;
-        match client_requests::handling(cx, method) {
+        match client_requests::handling(cx, method, peek) {
             Handling::FromJournal { replay } => {
                 self.loads.serve(cx, at, id, peek, line, replay, false);
                 true

@@ -10,6 +10,7 @@ use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Prompter, Stall, Turn};
+use super::tree::SessionTree;
 use super::vocab::{
     Action, AgentRef, AgentSessionId, ConnId, HashMap, HashSet, Initialize, SessionId, Stamp,
 };
@@ -125,6 +126,8 @@ pub(super) struct SessionTable {
     held_bytes: usize,
     /// Holding them passed the bound: nothing more is held until a load ends.
     held_full: bool,
+    /// The child sessions (subagents) announced in this run.
+    tree: SessionTree,
 }
 
 impl SessionTable {
@@ -133,6 +136,31 @@ impl SessionTable {
         self.sessions
             .get_key_value(s)
             .map_or_else(|| SessionId::from(s), |(k, _)| k.clone())
+    }
+
+    /// The session whose journal, connections and activity `s`'s lines are: the root of its
+    /// tree when `s` is a child session ([`super::tree`]), else `s` itself (the shared ID).
+    pub(super) fn owner(&self, s: &str) -> SessionId {
+        match self.tree.root_of(s) {
+            Some(root) => root.clone(),
+            None => self.id(s),
+        }
+    }
+
+    /// `s` is a child session announced in this run.
+    pub(super) fn is_child(&self, s: &str) -> bool {
+        self.tree.is_child(s)
+    }
+
+    /// Session `parent` announced `child`: the root of its tree when `child` becomes a child
+    /// (an ID the table holds no session under, announced for the first time).
+    pub(super) fn announce_child(&mut self, parent: &SessionId, child: &str) -> Option<SessionId> {
+        if self.sessions.contains_key(child) || self.by_agent.contains_key(child) {
+            return None;
+        }
+        self.tree
+            .announce(parent, child)
+            .then(|| self.owner(parent))
     }
 
     fn entry(&mut self, s: &SessionId) -> &mut Session {

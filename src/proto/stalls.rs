@@ -32,8 +32,9 @@ pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
     }
 }
 
-/// A line of a session with a prompt in flight: the agent's (naming its own ID), or the
-/// client's answer to the agent's request, is activity that resets the watch.
+/// A line of a session with a prompt in flight: the agent's (naming its own ID, or a child
+/// session of it: a subagent's work is its parent's), or the client's answer to the agent's
+/// request, is activity that resets the watch.
 pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
     if !cx.sessions.prompting() {
         return;
@@ -42,7 +43,10 @@ pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
         (Side::Agent, _) => peek
             .session
             .as_deref()
-            .map(|s| cx.sessions.client_of(AgentRef(s))),
+            .map(|s| match cx.sessions.is_child(s) {
+                true => cx.sessions.owner(s),
+                false => cx.sessions.client_of(AgentRef(s)),
+            }),
         (Side::Client, Kind::Response { id, .. }) => cx
             .pending
             .get(&(Side::Agent, id.clone()))

@@ -551,3 +551,45 @@ fn after_the_client_closed_its_stream_the_agent_exit_answers_nothing() {
     }
     assert_eq!(h.to_client.len(), before, "a normal shutdown");
 }
+
+#[test]
+fn every_update_kind_is_journaled_and_forwarded_as_it_crossed() {
+    let mut h = started();
+    let kinds = crate::acp::updates::KINDS
+        .iter()
+        .map(|k| k.name)
+        .chain(["_vendor_update", "a_kind_of_tomorrow"]);
+    for kind in kinds {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S1","update":{{"sessionUpdate":"{kind}","x":{{"y":[1,"é"]}}, "_meta":{{"k":true}}}}}}}}"#
+        );
+        h.agent(&line);
+        assert_eq!(
+            h.to_client.last(),
+            Some(&Bytes::from(format!("{line}\n"))),
+            "{kind}: forwarded byte for byte"
+        );
+        assert_eq!(
+            h.session("S1").last(),
+            Some(&line),
+            "{kind}: journaled as it crossed"
+        );
+    }
+}
+
+#[test]
+fn session_options_passes_untouched_to_the_connection_journal_and_opens_no_session() {
+    let mut h = started();
+    let ask = r#"{"jsonrpc":"2.0","id":7,"method":"session/options","params":{"cwd":"/work","sessionId":"never-opened"}}"#;
+    let answer = r#"{"jsonrpc":"2.0","id":7,"result":{"configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"a","options":[]}]}}"#;
+    h.client(ask);
+    assert_eq!(h.to_agent.last(), Some(&Bytes::from(format!("{ask}\n"))));
+    h.agent(answer);
+    assert_eq!(h.to_client.last(), Some(&Bytes::from(format!("{answer}\n"))));
+    let run = h.connection();
+    assert!(run.contains(&ask.to_string()) && run.contains(&answer.to_string()));
+    assert!(
+        h.opened.iter().all(|(s, ..)| &**s == "S1"),
+        "no session opened for a question about one"
+    );
+}

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::acp::updates::Need;
 use crate::journal::format::Record;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
@@ -222,6 +223,15 @@ pub enum CatalogUpdate {
         session: SessionId,
         /// The reported fields.
         usage: serde_json::Value,
+    },
+    /// A session announced a child session (a subagent), journaled with the root of its tree.
+    Child {
+        /// The root of the tree: the session whose journal holds the child's lines.
+        session: SessionId,
+        /// The child's session ID.
+        child: SessionId,
+        /// The session that announced it (the root, or another child).
+        parent: SessionId,
     },
 }
 
@@ -444,30 +454,77 @@ impl Borrow<RequestId> for OwnId {
     }
 }
 
-/// What the current client accepts, beyond the baseline update kinds.
+/// What the current client accepts of a replay: the update kinds beyond the baseline it
+/// declared, its ACP version, and whether it asked for the tail only.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientSupport {
     /// `clientCapabilities.session.compaction`.
     pub compaction: bool,
     /// Unstable `clientCapabilities.plan` (`plan_update`, `plan_removed`).
     pub plan_operations: bool,
-    /// Unstable `clientCapabilities.subagents`.
+    /// `clientCapabilities.subagents`: child sessions (the subagents RFD).
     pub subagents: bool,
+    /// `clientCapabilities.session.notices`.
+    pub notices: bool,
+    /// Unstable `clientCapabilities.session.cursors` (`cursor_update`).
+    pub cursors: bool,
+    /// Unstable `clientCapabilities.session.promptSuggestions`.
+    pub prompt_suggestions: bool,
+    /// JetBrains AIR's `nativeSubagentSessions` (`subagent_spawned`, `subagent_state_update`).
+    pub air_subagents: bool,
+    /// JetBrains AIR's `asyncTasks` (`async_task_*`).
+    pub air_tasks: bool,
     /// The connection speaks ACP v2 (the agent answered `protocolVersion: 2`): replays are
     /// shaped for it.
     pub v2: bool,
+    /// A tail replay: only the last this many prompt turns (`_meta.acpJournal.tail.turns` on
+    /// `session/load`, v2 `replayFrom: {"type": "_acpJournal/tail", "turns": N}`).
+    pub tail: Option<u64>,
 }
 
 impl ClientSupport {
     /// What a client supports, from the `clientCapabilities` of its `initialize` request.
     pub fn from_capabilities(caps: &Value) -> ClientSupport {
         let present = |v: &Value| !v.is_null();
+        let air = &caps["_meta"]["jetbrains"]["air"];
+        let air_has = |capability: &str| {
+            air["version"].as_u64().is_some_and(|v| v >= 1)
+                && air["capabilities"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c == capability))
+        };
         ClientSupport {
             compaction: present(&caps["session"]["compaction"]),
             plan_operations: present(&caps["plan"]),
             subagents: present(&caps["subagents"]),
+            notices: present(&caps["session"]["notices"]),
+            cursors: present(&caps["session"]["cursors"]),
+            prompt_suggestions: present(&caps["session"]["promptSuggestions"]),
+            air_subagents: air_has("nativeSubagentSessions"),
+            air_tasks: air_has("asyncTasks"),
             v2: false,
+            tail: None,
         }
+    }
+
+    /// The client declared `need` (ACP v2 has subagents, plans, compaction and notices in
+    /// its baseline).
+    pub fn has(&self, need: Need) -> bool {
+        match need {
+            Need::Subagents => self.subagents || self.v2,
+            Need::Plan => self.plan_operations || self.v2,
+            Need::Compaction => self.compaction || self.v2,
+            Need::Cursors => self.cursors,
+            Need::PromptSuggestions => self.prompt_suggestions,
+            Need::AirSubagents => self.air_subagents,
+            Need::AirTasks => self.air_tasks,
+            Need::V2 => self.v2,
+        }
+    }
+
+    /// The client takes `notice` updates (`session.notices`; ACP v2: all).
+    pub fn takes_notices(&self) -> bool {
+        self.notices || self.v2
     }
 }
 
@@ -490,4 +547,22 @@ pub struct Summary {
     /// (read from a shared store): the agent's own copy of it (`loadSession`) lacks that part,
     /// so the session is brought up afresh and re-primed instead.
     pub newer_elsewhere: bool,
+    /// The child sessions (subagents) the history announced, each with the session that
+    /// announced it: the session tree goes on with them.
+    pub children: Vec<(String, String)>,
+    /// The session's cursors as last announced (`cursor_update`), for a client that takes
+    /// them, to send only when the session comes back on the agent session that made them.
+    pub cursors: Option<Cursors>,
+}
+
+/// The latest `cursor_update` of each cursor of a session, and whose they are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cursors {
+    /// The agent that made them (its `agentInfo` title or name, from the recorded
+    /// `initialize`).
+    pub agent: Option<String>,
+    /// The agent-side session ID they were made in.
+    pub agent_session: String,
+    /// The `update` objects, in the order their cursors were first announced.
+    pub updates: Vec<Value>,
 }

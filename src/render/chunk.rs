@@ -26,8 +26,18 @@ pub(crate) enum ChunkKind {
     Thought,
 }
 
-/// The kind and `content.text` of a chunk update, or `None` (see the module docs).
-pub(crate) fn chunk(line: &[u8]) -> Option<(ChunkKind, Cow<'_, str>)> {
+/// A chunk update, as read.
+pub(crate) struct Chunk<'a> {
+    /// Whose.
+    pub(crate) kind: ChunkKind,
+    /// `content.text`.
+    pub(crate) text: Cow<'a, str>,
+    /// `params.sessionId`, when a string.
+    pub(crate) session: Option<Cow<'a, str>>,
+}
+
+/// The kind, `content.text` and session of a chunk update, or `None` (see the module docs).
+pub(crate) fn chunk(line: &[u8]) -> Option<Chunk<'_>> {
     // Invalid UTF-8 anywhere fails a `Value` parse too (outside strings it is a syntax error).
     // Checked once here, the strings are not checked again one by one.
     let line = std::str::from_utf8(line).ok()?;
@@ -35,12 +45,20 @@ pub(crate) fn chunk(line: &[u8]) -> Option<(ChunkKind, Cow<'_, str>)> {
     match found {
         Message {
             method: true,
-            update:
-                Some(Update {
-                    kind: Some(kind),
-                    text: Some(text),
+            params:
+                Some(Params {
+                    update:
+                        Some(Update {
+                            kind: Some(kind),
+                            text: Some(text),
+                        }),
+                    session,
                 }),
-        } => Some((kind, text)),
+        } => Some(Chunk {
+            kind,
+            text,
+            session: session.map(|s| s.0),
+        }),
         _ => None,
     }
 }
@@ -108,6 +126,7 @@ impl<'de> Visitor<'de> for ValidateVisitor {
 enum Key {
     Method,
     Params,
+    SessionId,
     Update,
     SessionUpdate,
     Content,
@@ -127,6 +146,7 @@ impl<'de> de::Deserialize<'de> for Key {
                 Ok(match key {
                     "method" => Key::Method,
                     "params" => Key::Params,
+                    "sessionId" => Key::SessionId,
                     "update" => Key::Update,
                     "sessionUpdate" => Key::SessionUpdate,
                     "content" => Key::Content,
@@ -176,7 +196,7 @@ fn once<'de, A: MapAccess<'de>, T: de::Deserialize<'de>>(
 /// The message: `method` must be `session/update`.
 struct Message<'a> {
     method: bool,
-    update: Option<Update<'a>>,
+    params: Option<Params<'a>>,
 }
 
 impl<'de> de::Deserialize<'de> for Message<'de> {
@@ -206,7 +226,7 @@ impl<'de> de::Deserialize<'de> for Message<'de> {
                 }
                 Ok(Message {
                     method: method.is_some(),
-                    update: params.and_then(|p| p.0),
+                    params,
                 })
             }
         }
@@ -214,7 +234,10 @@ impl<'de> de::Deserialize<'de> for Message<'de> {
     }
 }
 
-struct Params<'a>(Option<Update<'a>>);
+struct Params<'a> {
+    update: Option<Update<'a>>,
+    session: Option<Str<'a>>,
+}
 
 impl<'de> de::Deserialize<'de> for Params<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -226,15 +249,17 @@ impl<'de> de::Deserialize<'de> for Params<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params<'de>, A::Error> {
                 let mut update = None;
+                let mut session = None;
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Update => once(&mut map, &mut update)?,
+                        Key::SessionId => once(&mut map, &mut session)?,
                         _ => {
                             map.next_value::<Validate>()?;
                         }
                     }
                 }
-                Ok(Params(update))
+                Ok(Params { update, session })
             }
         }
         d.deserialize_any(V)
@@ -317,7 +342,7 @@ mod tests {
     use super::*;
 
     /// What the `Value` path reads, for comparison.
-    fn slow(line: &[u8]) -> Option<(ChunkKind, String)> {
+    fn slow(line: &[u8]) -> Option<(ChunkKind, String, Option<String>)> {
         let msg: serde_json::Value = serde_json::from_slice(line).ok()?;
         if msg["method"].as_str() != Some("session/update") {
             return None;
@@ -329,7 +354,11 @@ mod tests {
             "agent_thought_chunk" => ChunkKind::Thought,
             _ => return None,
         };
-        Some((kind, update["content"]["text"].as_str()?.to_string()))
+        Some((
+            kind,
+            update["content"]["text"].as_str()?.to_string(),
+            msg["params"]["sessionId"].as_str().map(str::to_string),
+        ))
     }
 
     #[test]
@@ -337,7 +366,7 @@ mod tests {
         let lines: &[&str] = &[
             r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi \"there\" \u00e9"}}}}"#,
             r#"{"method":"session/update","params":{"update":{"content":{"text":"t"},"sessionUpdate":"agent_thought_chunk"}}}"#,
-            r#"{"method":"session/update","params":{"update":{"sessionUpdate":"user_message_chunk","content":{"text":"u"}}}}"#,
+            r#"{"method":"session/update","params":{"update":{"sessionUpdate":"user_message_chunk","content":{"text":"u"}},"sessionId":"child\u0031"}}"#,
             r#"{"method":"session/\u0075pdate","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"escaped key"}}}}"#,
             // Duplicates: a Value keeps the last.
             r#"{"method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"a","text":"b"}}}}"#,
@@ -358,7 +387,8 @@ mod tests {
             "not json",
         ];
         for (i, line) in lines.iter().enumerate() {
-            let fast = chunk(line.as_bytes()).map(|(k, t)| (k, t.into_owned()));
+            let fast = chunk(line.as_bytes())
+                .map(|c| (c.kind, c.text.into_owned(), c.session.map(Cow::into_owned)));
             if i < 4 || i == 13 || i == 14 {
                 assert!(fast.is_some(), "the peek reads {line}");
             }

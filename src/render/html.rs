@@ -92,6 +92,8 @@ struct Html<W: Write> {
     out: W,
     /// Inside a turn's `<section>`.
     in_turn: bool,
+    /// Inside a subagent's `<div class="child">`.
+    in_child: bool,
 }
 
 impl<W: Write> HtmlPage<W> {
@@ -139,6 +141,7 @@ impl<W: Write> HtmlPage<W> {
             html: Html {
                 out,
                 in_turn: false,
+                in_child: false,
             },
         })
     }
@@ -378,6 +381,9 @@ impl<W: Write> Render for Html<W> {
                     let class = match voice {
                         Voice::Agent => "agent",
                         Voice::Thought => "thought",
+                        Voice::Message => "message",
+                        Voice::Summary => "summary",
+                        Voice::Output => "output",
                     };
                     write!(self.out, "<div class=\"{class}\">")?;
                 }
@@ -469,6 +475,35 @@ impl<W: Write> Render for Html<W> {
             | Event::Stalled { .. } => self.div("meta", &super::model::proxy_note(event)),
             Event::Forked { .. } => self.div("meta", &super::model::proxy_note(event)),
             Event::Bundle { summary } => self.div("meta", summary),
+            Event::Scope {
+                depth,
+                session,
+                title,
+            } => {
+                if std::mem::take(&mut self.in_child) {
+                    writeln!(self.out, "</div>")?;
+                }
+                if *depth == 0 {
+                    return Ok(());
+                }
+                self.in_child = true;
+                writeln!(
+                    self.out,
+                    "<div class=\"child\" data-session=\"{}\" style=\"margin-left: {}rem\">\
+                     <div class=\"child-title\">{}</div>",
+                    escape(session),
+                    depth * 2 - 1,
+                    escape(title)
+                )
+            }
+            Event::Subagent { .. } => self.div("subagent", &super::model::update_note(event)),
+            Event::Message { .. } => self.div("message", &super::model::update_note(event)),
+            Event::Notice { .. } => self.div("notice", &super::model::update_note(event)),
+            Event::Task { .. } => self.div("task", &super::model::update_note(event)),
+            Event::Compaction { .. } => self.div("compaction", &super::model::update_note(event)),
+            Event::Usage { .. } | Event::PlanRemoved | Event::Terminal { .. } => {
+                self.div("meta", &super::model::update_note(event))
+            }
         }
     }
 }
@@ -607,6 +642,7 @@ mod tests {
         let mut html = Html {
             out: Vec::new(),
             in_turn: false,
+            in_child: false,
         };
         html.event(event).unwrap();
         String::from_utf8(html.out).unwrap()

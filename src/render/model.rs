@@ -4,8 +4,14 @@
 //! coalesces message and thought chunks into paragraphs (a paragraph is closed by
 //! [`Event::ParagraphEnd`] before the next event that is not a chunk of the same kind), and
 //! remembers tool call titles for updates that carry only the id. It holds only what is still
-//! open (pending requests, the current turn's tool call titles), so memory stays flat however
-//! long the session. It never fails: records it does not understand produce no event.
+//! open (pending requests, the current turn's tool call titles) and the child sessions
+//! (subagents) announced, so memory stays flat however long the session. It never fails:
+//! records it does not understand produce no event.
+//!
+//! A child session's updates (journaled with its root) are told as the child's: an
+//! [`Event::Scope`] says whose the events that follow are (a subagent's, with its depth and
+//! title, or the session's own again), and a subagent's announcement and state are
+//! [`Event::Subagent`]s of its parent.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -13,7 +19,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::chunk::ChunkKind;
-use crate::acp::{permission_choice, prompt_text};
+use crate::acp::{permission_choice, prompt_text, subagents};
 use crate::journal::{Body, Event as JournalEvent, Record};
 
 use crate::wire::Side;
@@ -25,6 +31,12 @@ pub enum Voice {
     Agent,
     /// The agent's reasoning.
     Thought,
+    /// A message one session sends another (`session_message_chunk`).
+    Message,
+    /// A compaction's summary (`compaction_summary_chunk`).
+    Summary,
+    /// A tool's or a terminal's output (v2 `tool_call_content_chunk`, `terminal_output_chunk`).
+    Output,
 }
 
 /// An option offered by a permission request.
@@ -222,6 +234,84 @@ pub enum Event<'a> {
         /// Agent, client, turns kept, values redacted, who made it where.
         summary: String,
     },
+    /// The events that follow are a child session's (a subagent's), or, at depth 0, the
+    /// session's own again.
+    Scope {
+        /// 0 for the session itself, 1 for its subagents, 2 for theirs…
+        depth: usize,
+        /// The child's session ID (empty at depth 0).
+        session: &'a str,
+        /// The child's title (empty at depth 0).
+        title: &'a str,
+    },
+    /// A child session (a subagent) was announced, or its state changed (told in its parent).
+    Subagent {
+        /// Its session ID.
+        session: &'a str,
+        /// Its title (its ID when it has none).
+        title: &'a str,
+        /// What it is for, when announced with it.
+        description: Option<&'a str>,
+        /// Its state in a word, when this update reports one.
+        state: Option<&'a str>,
+        /// The first word of it.
+        first: bool,
+        /// Its work ended: how long it took since it was announced.
+        seconds: Option<f64>,
+    },
+    /// A message one session sent another (`session_message`), told once, where it arrived.
+    Message {
+        /// The sender (a subagent's title, or `the session`).
+        from: String,
+        /// The recipient.
+        to: String,
+        /// Its text.
+        text: String,
+    },
+    /// A background task (`async_task_*`).
+    Task {
+        /// Its name.
+        name: &'a str,
+        /// `running` when spawned, else its state as sent.
+        state: &'a str,
+        /// Its progress summary or description, when this update has one.
+        detail: Option<&'a str>,
+    },
+    /// A compaction of the context (its summary follows as [`Voice::Summary`] chunks, or is
+    /// here when the update carries it whole).
+    Compaction {
+        /// `in_progress`, `completed`…
+        status: &'a str,
+        /// Its summary, when the update carries it.
+        summary: String,
+    },
+    /// Information for the user that is not part of the session's history (`notice`).
+    Notice {
+        /// `info`, `warning`, `error`…
+        severity: &'a str,
+        /// Its title.
+        title: &'a str,
+        /// Its description.
+        description: Option<&'a str>,
+    },
+    /// The context window used, and the cost (`usage_update`).
+    Usage {
+        /// Tokens in the context.
+        used: Option<u64>,
+        /// The window.
+        size: Option<u64>,
+        /// `0.25 USD`.
+        cost: Option<String>,
+    },
+    /// The agent removed its plan.
+    PlanRemoved,
+    /// An agent-owned terminal (ACP v2 `terminal_update`).
+    Terminal {
+        /// Its command, when given.
+        command: Option<&'a str>,
+        /// How it ended, when it did.
+        exit: Option<String>,
+    },
 }
 
 /// One line about a bundle manifest.
@@ -264,7 +354,24 @@ struct Pending {
     options: Vec<PermissionOption>,
     turn: u64,
     mono_us: u64,
+    /// The child session it was sent in, if any.
+    child: Option<String>,
 }
+
+/// A child session (a subagent) the timeline met.
+struct Child {
+    title: String,
+    depth: usize,
+    /// When it was announced (monotonic microseconds), for its duration.
+    since: u64,
+}
+
+/// The most child sessions a timeline keeps.
+const CHILD_LIMIT: usize = 65_536;
+
+/// The deepest a subagent is shown (a subagent's subagent is depth 2); deeper ones are shown
+/// at this depth, so a hostile journal cannot make every line wider than the last.
+const DEPTH_LIMIT: usize = 8;
 
 /// Turns records into [`Event`]s.
 #[derive(Default)]
@@ -289,6 +396,12 @@ pub struct Timeline {
     streamed: bool,
     /// The last restart was the bridge's connection to the host, not an agent process.
     host: bool,
+    /// The child sessions announced, by ID.
+    children: HashMap<String, Child>,
+    /// The names of the background tasks still running, by ID (their later updates have none).
+    tasks: HashMap<String, String>,
+    /// Whose events were told last: a child's ID, or `None` for the session's own.
+    scope: Option<String>,
 }
 
 /// A fact told together with the one that follows it (one line for one thing that happened),
@@ -326,6 +439,10 @@ impl Timeline {
 
     /// Tell what was held on its own: what would have completed it did not come.
     fn tell_held(&mut self, sink: &mut dyn Render) -> std::io::Result<()> {
+        if self.held.is_some() {
+            // What the proxy did is the session's.
+            self.enter(None, sink)?;
+        }
         match self.held.take() {
             None => Ok(()),
             Some(Held::Refused {
@@ -373,21 +490,33 @@ impl Timeline {
             Body::Event(event) => return self.proxy_event(event, sink),
         };
         // Most lines are message chunks: read those without building a `Value`.
-        if let Some((kind, text)) = super::chunk::chunk(&payload.bytes) {
-            return match kind {
-                ChunkKind::User => self.emit(sink, &Event::User(&text)),
-                ChunkKind::Agent => self.chunk(Voice::Agent, &text, sink),
-                ChunkKind::Thought => self.chunk(Voice::Thought, &text, sink),
+        if let Some(chunk) = super::chunk::chunk(&payload.bytes) {
+            let child = self.child_of(chunk.session.as_deref());
+            self.enter(child, sink)?;
+            return match chunk.kind {
+                ChunkKind::User => self.emit(sink, &Event::User(&chunk.text)),
+                ChunkKind::Agent => self.chunk(Voice::Agent, &chunk.text, sink),
+                ChunkKind::Thought => self.chunk(Voice::Thought, &chunk.text, sink),
             };
         }
         let Ok(msg) = serde_json::from_slice::<Value>(&payload.bytes) else {
             let text = String::from_utf8_lossy(&payload.bytes);
+            self.enter(None, sink)?;
             return self.emit(sink, &Event::NotJson { from, text });
         };
         let method = msg["method"].as_str().unwrap_or("");
         let id = msg.get("id").map(Value::to_string);
+        // A child session's line is told as the child's; an answer as its request's.
+        let child = match (method, &id) {
+            ("", Some(id)) => self
+                .pending
+                .get(&(from.other(), id.clone()))
+                .and_then(|p| p.child.clone()),
+            _ => self.child_of(msg["params"]["sessionId"].as_str()),
+        };
+        self.enter(child, sink)?;
         match (method, id) {
-            ("session/update", _) => self.update(&msg["params"]["update"], record.mono_us, sink),
+            ("session/update", _) => self.update(&msg["params"], record.mono_us, sink),
             ("", Some(id)) => self.response(from, &id, &msg, record, payload.proxy, sink),
             (method, Some(id)) => self.request(
                 from,
@@ -423,7 +552,20 @@ impl Timeline {
             options: Vec::new(),
             turn: self.turns,
             mono_us: record.mono_us,
+            child: self.scope.clone(),
         };
+        if self.scope.is_some() {
+            // A child's requests: its permission questions and client calls are told; it has
+            // no prompt turns of its own.
+            match (from, method) {
+                (Side::Agent, "session/request_permission") => {}
+                (Side::Agent, m) if m.starts_with("fs/") || m.starts_with("terminal/") => {}
+                _ => {
+                    self.pending.insert((from, id), pending);
+                    return Ok(());
+                }
+            }
+        }
         match (from, method) {
             (Side::Client, "session/prompt") => {
                 self.turns += 1;
@@ -590,12 +732,84 @@ impl Timeline {
 
     fn update(
         &mut self,
-        update: &Value,
+        params: &Value,
         mono_us: u64,
         sink: &mut dyn Render,
     ) -> std::io::Result<()> {
+        let update = &params["update"];
         let text = update["content"]["text"].as_str();
         match (update["sessionUpdate"].as_str().unwrap_or(""), text) {
+            (kind, _) if subagents::CHILD_KINDS.contains(&kind) => {
+                self.subagent(update, mono_us, sink)
+            }
+            ("session_message", _) => self.message(params, sink),
+            ("session_message_chunk", Some(text)) => self.chunk(Voice::Message, text, sink),
+            ("compaction_summary_chunk", Some(text)) => self.chunk(Voice::Summary, text, sink),
+            ("tool_call_content_chunk", _) => match update["content"]["content"]["text"].as_str() {
+                Some(text) => self.chunk(Voice::Output, text, sink),
+                None => Ok(()),
+            },
+            ("terminal_output_chunk", _) => {
+                use base64::Engine;
+                let data = update["data"].as_str().unwrap_or("");
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap_or_default();
+                self.chunk(Voice::Output, &String::from_utf8_lossy(&bytes), sink)
+            }
+            ("compaction_update", _) => self.emit(
+                sink,
+                &Event::Compaction {
+                    status: update["status"].as_str().unwrap_or("?"),
+                    summary: prompt_text(&update["summary"]),
+                },
+            ),
+            ("notice", _) => self.emit(
+                sink,
+                &Event::Notice {
+                    severity: update["severity"].as_str().unwrap_or("info"),
+                    title: update["title"].as_str().unwrap_or(""),
+                    description: update["description"].as_str(),
+                },
+            ),
+            ("usage_update", _) => {
+                let cost = match (
+                    update["cost"]["amount"].as_f64(),
+                    update["cost"]["currency"].as_str(),
+                ) {
+                    (Some(amount), Some(currency)) => Some(format!("{amount} {currency}")),
+                    _ => None,
+                };
+                self.emit(
+                    sink,
+                    &Event::Usage {
+                        used: update["used"].as_u64(),
+                        size: update["size"].as_u64(),
+                        cost,
+                    },
+                )
+            }
+            ("plan_removed", _) => self.emit(sink, &Event::PlanRemoved),
+            ("terminal_update", _) => {
+                let exit = update.get("exitStatus").filter(|e| e.is_object()).map(|e| {
+                    match (e["exitCode"].as_i64(), e["signal"].as_str()) {
+                        (Some(code), _) => format!("exit {code}"),
+                        (None, Some(signal)) => format!("signal {signal}"),
+                        (None, None) => "exited".to_string(),
+                    }
+                });
+                self.emit(
+                    sink,
+                    &Event::Terminal {
+                        command: update["command"].as_str(),
+                        exit,
+                    },
+                )
+            }
+            (
+                kind @ ("async_task_spawned" | "async_task_progress" | "async_task_state_update"),
+                _,
+            ) => self.task(kind, update, sink),
             ("user_message_chunk", Some(text)) => self.emit(sink, &Event::User(text)),
             ("agent_message_chunk", Some(text)) => self.chunk(Voice::Agent, text, sink),
             ("agent_thought_chunk", Some(text)) => self.chunk(Voice::Thought, text, sink),
@@ -621,6 +835,9 @@ impl Timeline {
                     false => self.chunk(voice, &text, sink),
                 }
             }
+            // A child's state is told by its parent's `subagent_update` (ACP v2 repeats it on
+            // the child's own stream).
+            ("state_update", _) if self.scope.is_some() => Ok(()),
             ("state_update", _) if update["state"] == "idle" => {
                 let Some((number, sent)) = self.taken.take() else {
                     return Ok(());
@@ -678,12 +895,155 @@ impl Timeline {
                     .collect();
                 self.emit(sink, &Event::Config(options))
             }
+            // A child's title is its parent's to give (`subagent_update`).
+            ("session_info_update", _) if self.scope.is_some() => Ok(()),
             ("session_info_update", _) => match update["title"].as_str() {
                 Some(title) => self.emit(sink, &Event::Title(title)),
                 None => Ok(()),
             },
             _ => Ok(()),
         }
+    }
+
+    /// The child session `session` names, if it is one this timeline met.
+    fn child_of(&self, session: Option<&str>) -> Option<String> {
+        session
+            .filter(|s| self.children.contains_key(*s))
+            .map(str::to_string)
+    }
+
+    /// The events that follow are `child`'s (`None`: the session's own): told when that
+    /// changes, the open paragraph closed first.
+    fn enter(&mut self, child: Option<String>, sink: &mut dyn Render) -> std::io::Result<()> {
+        if child == self.scope {
+            return Ok(());
+        }
+        if self.open.take().is_some() {
+            sink.event(&Event::ParagraphEnd)?;
+        }
+        self.scope = child;
+        let (depth, title) = match self.scope.as_ref().and_then(|c| self.children.get(c)) {
+            Some(child) => (child.depth, child.title.as_str()),
+            None => (0, ""),
+        };
+        let session = self.scope.as_deref().unwrap_or("");
+        sink.event(&Event::Scope {
+            depth,
+            session,
+            title,
+        })
+    }
+
+    /// A child session's announcement or state, told in its parent.
+    fn subagent(
+        &mut self,
+        update: &Value,
+        mono_us: u64,
+        sink: &mut dyn Render,
+    ) -> std::io::Result<()> {
+        let Some(u) = subagents::child_update(update) else {
+            return Ok(());
+        };
+        let first = !self.children.contains_key(u.child);
+        if first {
+            if self.children.len() >= CHILD_LIMIT {
+                return Ok(());
+            }
+            let depth = self
+                .scope
+                .as_ref()
+                .and_then(|s| self.children.get(s))
+                .map_or(1, |parent| (parent.depth + 1).min(DEPTH_LIMIT));
+            let title = u.title.or(u.description).unwrap_or(u.child).to_string();
+            let since = mono_us;
+            self.children.insert(
+                u.child.to_string(),
+                Child {
+                    title,
+                    depth,
+                    since,
+                },
+            );
+        }
+        let Some(child) = self.children.get_mut(u.child) else {
+            return Ok(());
+        };
+        if let (false, Some(title)) = (first, u.title) {
+            child.title = title.to_string();
+        }
+        if !first && u.state.is_none() && u.title.is_none() {
+            return Ok(());
+        }
+        let seconds = u
+            .state
+            .filter(|s| s.is_end())
+            .map(|_| mono_us.saturating_sub(child.since) as f64 / 1e6);
+        let title = child.title.clone();
+        self.emit(
+            sink,
+            &Event::Subagent {
+                session: u.child,
+                title: &title,
+                description: u.description.filter(|_| first && u.title.is_some()),
+                state: u.state.map(|s| s.word()),
+                first,
+                seconds,
+            },
+        )
+    }
+
+    /// A message between sessions, told once: in the view of the session it arrived in (an
+    /// agent sends the sender's view too, linked to it).
+    fn message(&mut self, params: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
+        let update = &params["update"];
+        let here = params["sessionId"].as_str();
+        let to = update["recipientSessionId"].as_str().or(here);
+        if to != here && update.get("recipientMessageId").is_some() {
+            return Ok(());
+        }
+        let name = |s: Option<&str>| match s.and_then(|s| self.children.get(s)) {
+            Some(child) => child.title.clone(),
+            None => "the session".to_string(),
+        };
+        let event = Event::Message {
+            from: name(update["senderSessionId"].as_str()),
+            to: name(to),
+            text: prompt_text(&update["content"]),
+        };
+        self.emit(sink, &event)
+    }
+
+    /// A background task's spawn, progress or state.
+    fn task(&mut self, kind: &str, update: &Value, sink: &mut dyn Render) -> std::io::Result<()> {
+        let id = update["asyncTaskId"].as_str().unwrap_or("?");
+        if let Some(name) = update["name"].as_str()
+            && self.tasks.len() < CHILD_LIMIT
+        {
+            self.tasks.insert(id.to_string(), name.to_string());
+        }
+        let name = match kind {
+            "async_task_state_update" => self.tasks.remove(id),
+            _ => self.tasks.get(id).cloned(),
+        };
+        let name = name.as_deref().unwrap_or(id);
+        let state = match kind {
+            "async_task_state_update" => update["state"].as_str().unwrap_or("?"),
+            _ => "running",
+        };
+        let detail = match kind {
+            "async_task_spawned" => update["description"].as_str(),
+            _ => update["summary"]
+                .as_str()
+                .or(update["description"].as_str()),
+        };
+        self.emit(
+            sink,
+            &Event::Task {
+                name,
+                state,
+                detail,
+            },
+        )
     }
 
     fn chunk(&mut self, voice: Voice, text: &str, sink: &mut dyn Render) -> std::io::Result<()> {
@@ -781,7 +1141,7 @@ impl Timeline {
         if self.open.take().is_some() {
             sink.event(&Event::ParagraphEnd)?;
         }
-        Ok(())
+        self.enter(None, sink)
     }
 }
 
@@ -839,6 +1199,76 @@ pub fn proxy_note(event: &Event<'_>) -> String {
                 None => format!("forked from session {parent} ({turns} turn{s} kept)"),
             }
         }
+        _ => String::new(),
+    }
+}
+
+/// What happened, in one line, for the events of the newer update kinds
+/// ([`Event::Subagent`], [`Event::Message`], [`Event::Task`], [`Event::Compaction`],
+/// [`Event::Notice`], [`Event::Usage`], [`Event::PlanRemoved`], [`Event::Terminal`]); empty for
+/// other events. Both renderers print it.
+pub fn update_note(event: &Event<'_>) -> String {
+    match event {
+        Event::Subagent {
+            title,
+            description,
+            state,
+            seconds: Some(seconds),
+            ..
+        } => {
+            let about = description.map(|d| format!(" ({d})")).unwrap_or_default();
+            let state = state.unwrap_or("ended");
+            format!("⇠ subagent {title}{about}: {state} ({seconds:.1} s)")
+        }
+        Event::Subagent {
+            title,
+            description,
+            state,
+            ..
+        } => {
+            let about = description.map(|d| format!(" ({d})")).unwrap_or_default();
+            match state {
+                Some(state) => format!("⇢ subagent {title}{about}: {state}"),
+                None => format!("⇢ subagent {title}{about}"),
+            }
+        }
+        Event::Message { from, to, text } => format!("✉ {from} → {to}: {text}"),
+        Event::Task {
+            name,
+            state,
+            detail,
+        } => match detail {
+            Some(detail) => format!("⧗ task {name}: {state} — {detail}"),
+            None => format!("⧗ task {name}: {state}"),
+        },
+        Event::Compaction { status, summary } if summary.is_empty() => {
+            format!("── compaction {status}")
+        }
+        Event::Compaction { status, summary } => format!("── compaction {status}: {summary}"),
+        Event::Notice {
+            severity,
+            title,
+            description,
+        } => match description {
+            Some(d) => format!("! {severity} notice (not part of the history): {title}: {d}"),
+            None => format!("! {severity} notice (not part of the history): {title}"),
+        },
+        Event::Usage { used, size, cost } => {
+            let window = match (used, size) {
+                (Some(used), Some(size)) => Some(format!("{used} / {size} tokens")),
+                (Some(used), None) => Some(format!("{used} tokens")),
+                _ => None,
+            };
+            let parts: Vec<String> = window.into_iter().chain(cost.clone()).collect();
+            format!("── context: {}", parts.join(", "))
+        }
+        Event::PlanRemoved => "── plan removed".to_string(),
+        Event::Terminal { command, exit } => match (command, exit) {
+            (Some(command), Some(exit)) => format!("$ {command} ({exit})"),
+            (Some(command), None) => format!("$ {command}"),
+            (None, Some(exit)) => format!("$ terminal: {exit}"),
+            (None, None) => "$ terminal".to_string(),
+        },
         _ => String::new(),
     }
 }
@@ -1177,6 +1607,140 @@ mod tests {
                 "Plan(Object {\"type\": String(\"items\"), \"planId\": String(\"p\"), \"entries\": Array [Object {\"content\": String(\"read\"), \"status\": String(\"completed\"), \"priority\": String(\"high\")}]})",
                 "tool Read a.rs in_progress true",
                 "tool Read a.rs completed false",
+                "end 1 Some(\"end_turn\")",
+            ]
+        );
+    }
+
+    /// The events a timeline tells of `records` (lines from the agent, the first from the
+    /// client), their paragraph ends and scopes left out.
+    fn told(lines: &[(Side, String)]) -> Vec<String> {
+        let lines: Vec<(Side, &str)> = lines.iter().map(|(s, l)| (*s, l.as_str())).collect();
+        run(&lines)
+            .into_iter()
+            .filter(|e| e != "ParagraphEnd" && !e.starts_with("Scope"))
+            .collect()
+    }
+
+    #[test]
+    fn every_update_kind_is_shown_as_the_table_says() {
+        // A v2 turn taken and its prompt's echo told: what follows is the turn's.
+        let turn = [
+            (
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"go"}]}}"#.to_string(),
+            ),
+            (Side::Agent, update(r#"{"sessionUpdate":"user_message","messageId":"m1","content":[{"type":"text","text":"go"}]}"#)),
+            (Side::Agent, r#"{"jsonrpc":"2.0","id":2,"result":{"messageId":"m1"}}"#.to_string()),
+        ];
+        let before = told(&turn).len();
+        for kind in crate::acp::updates::KINDS {
+            let sample = crate::acp::updates::sample(kind.name);
+            let mut lines = turn.to_vec();
+            lines.push((
+                Side::Agent,
+                format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"S","update":{sample}}}}}"#),
+            ));
+            let events = told(&lines)[before..].to_vec();
+            match kind.shown {
+                Some(words) => {
+                    assert!(!events.is_empty(), "{} should be shown: {words}", kind.name)
+                }
+                None => assert!(events.is_empty(), "{} is not shown: {events:?}", kind.name),
+            }
+        }
+    }
+
+    #[test]
+    fn a_subagents_timeline_is_told_as_its_own_in_its_parents_turn() {
+        let s = |session: &str, u: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{u}}}}}"#
+            )
+        };
+        let log = run(&[
+            (
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"DELEGATE: find it"}]}}"#,
+            ),
+            (
+                Side::Agent,
+                &s(
+                    "S",
+                    r#"{"sessionUpdate":"subagent_update","sessionId":"C","title":"Explore","description":"general-purpose","state":{"state":"running"}}"#,
+                ),
+            ),
+            // The parent's outgoing view, then the child's incoming one: told once.
+            (
+                Side::Agent,
+                &s(
+                    "S",
+                    r#"{"sessionUpdate":"session_message","messageId":"t","senderSessionId":"S","recipientSessionId":"C","content":[{"type":"text","text":"look"}],"recipientMessageId":"t"}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &s(
+                    "C",
+                    r#"{"sessionUpdate":"session_message","messageId":"t","senderSessionId":"S","recipientSessionId":"C","content":[{"type":"text","text":"look"}],"senderMessageId":"t"}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &s(
+                    "C",
+                    r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"found"}}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &s(
+                    "C",
+                    r#"{"sessionUpdate":"session_info_update","title":"not the parent's"}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"C","toolCall":{"toolCallId":"g","title":"Grep"},"options":[{"optionId":"ok","name":"OK"}]}}"#,
+            ),
+            (
+                Side::Client,
+                r#"{"jsonrpc":"2.0","id":"p","result":{"outcome":{"outcome":"selected","optionId":"ok"}}}"#,
+            ),
+            (
+                Side::Agent,
+                &s(
+                    "S",
+                    r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"meanwhile"}}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                &s(
+                    "S",
+                    r#"{"sessionUpdate":"subagent_update","sessionId":"C","state":{"state":"idle","stopReason":"end_turn"}}"#,
+                ),
+            ),
+            (
+                Side::Agent,
+                r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#,
+            ),
+        ]);
+        assert_eq!(
+            log,
+            [
+                "turn 1 DELEGATE: find it",
+                "Subagent { session: \"C\", title: \"Explore\", description: Some(\"general-purpose\"), state: Some(\"running\"), first: true, seconds: None }",
+                "Scope { depth: 1, session: \"C\", title: \"Explore\" }",
+                "Message { from: \"the session\", to: \"Explore\", text: \"look\" }",
+                "chunk Agent found true",
+                "ParagraphEnd",
+                "permission asked Grep",
+                "permission Grep ok",
+                "Scope { depth: 0, session: \"\", title: \"\" }",
+                "chunk Agent meanwhile true",
+                "ParagraphEnd",
+                "Subagent { session: \"C\", title: \"Explore\", description: None, state: Some(\"end_turn\"), first: false, seconds: Some(8.0) }",
                 "end 1 Some(\"end_turn\")",
             ]
         );

@@ -81,7 +81,8 @@ struct Tool {
     locations: Vec<String>,
 }
 
-/// What one prompt turn did.
+/// What one prompt turn did (or one subagent in it: its title, the messages it was sent as
+/// its prompt, its end state as its end).
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Turn {
     prompt: String,
@@ -90,6 +91,10 @@ struct Turn {
     permissions: Vec<String>,
     end: String,
     duration_us: Option<u64>,
+    /// A subagent's title.
+    title: String,
+    /// The subagents it started, in the order they were announced.
+    children: Vec<Turn>,
 }
 
 /// Builds turns from the agent's messages.
@@ -102,13 +107,90 @@ struct TurnBuilder {
     /// ACP v2: the agent took the prompt (sent at this time); the turn ends with its idle
     /// `state_update`.
     taken_at: Option<u64>,
+    /// The subagents announced, and where each is in `children`.
+    children: Vec<TurnBuilder>,
+    child_index: HashMap<String, usize>,
+    /// 0 for a turn, 1 for its subagents…
+    depth: usize,
 }
 
+/// The most subagents a turn's summary keeps at each level.
+const CHILD_LIMIT: usize = 1024;
+
+/// The deepest subagent a turn's summary keeps (a subagent's subagent is 2): the summaries and
+/// their comparison recurse this deep at most.
+const DEPTH_LIMIT: usize = 8;
+
 impl TurnBuilder {
+    /// The turn, its subagents' work in it.
+    fn finish(self) -> Turn {
+        let mut turn = self.turn;
+        turn.children = self.children.into_iter().map(TurnBuilder::finish).collect();
+        turn
+    }
+
+    /// A subagent (by session ID) this turn, or one of its subagents, announced.
+    fn child(&mut self, id: &str) -> Option<&mut TurnBuilder> {
+        if let Some(i) = self.child_index.get(id) {
+            return self.children.get_mut(*i);
+        }
+        self.children.iter_mut().find_map(|c| c.child(id))
+    }
+
+    /// A subagent's announcement or state, on the session `on` (this turn's, or a subagent's).
+    fn subagent(&mut self, on: Option<&str>, update: &Value) -> bool {
+        let Some(u) = crate::acp::subagents::child_update(update) else {
+            return false;
+        };
+        let parent = match on.filter(|s| self.child(s).is_some()) {
+            Some(s) => self.child(s).expect("found"),
+            None => self,
+        };
+        if parent.child(u.child).is_none()
+            && parent.children.len() < CHILD_LIMIT
+            && parent.depth < DEPTH_LIMIT
+        {
+            parent
+                .child_index
+                .insert(u.child.to_string(), parent.children.len());
+            parent.children.push(TurnBuilder {
+                depth: parent.depth + 1,
+                ..TurnBuilder::default()
+            });
+        }
+        if let Some(child) = parent.child(u.child) {
+            match (u.title, u.description) {
+                (Some(title), _) => child.turn.title = title.to_string(),
+                (None, Some(about)) if child.turn.title.is_empty() => {
+                    child.turn.title = about.to_string();
+                }
+                _ => {}
+            }
+            if let Some(state) = u.state.filter(|s| s.is_end()) {
+                child.turn.end = state.word().to_string();
+            }
+        }
+        true
+    }
+
     fn step(&mut self, step: &AgentStep) {
         let Ok(msg) = serde_json::from_slice::<Value>(&step.line) else {
             return;
         };
+        let on = msg["params"]["sessionId"].as_str();
+        if self.subagent(on, &msg["params"]["update"]) {
+            self.message_open = false;
+            return;
+        }
+        // A subagent's own lines (journaled with its root) are its own work.
+        if let Some(child) = on.and_then(|s| self.child(s)) {
+            if msg["params"]["update"]["sessionUpdate"] == "session_message" {
+                let text = crate::acp::prompt_text(&msg["params"]["update"]["content"]);
+                child.turn.prompt.push_str(&text);
+                return;
+            }
+            return child.step(step);
+        }
         if let Some(request) = &step.request {
             if request.method == "session/request_permission" {
                 let chosen = request
@@ -219,7 +301,7 @@ fn turns(session: &SessionRecording) -> Vec<Turn> {
     for exchange in &session.exchanges {
         if exchange.method == "session/prompt" {
             if let Some(done) = builder.take() {
-                out.push(done.turn);
+                out.push(done.finish());
             }
             let mut next = TurnBuilder::default();
             next.turn.prompt = crate::acp::prompt_text(&exchange.params["prompt"]);
@@ -238,7 +320,7 @@ fn turns(session: &SessionRecording) -> Vec<Turn> {
             b.step(step);
         }
     }
-    out.extend(builder.map(|b| b.turn));
+    out.extend(builder.map(TurnBuilder::finish));
     out
 }
 
@@ -274,64 +356,24 @@ pub fn diff(a: &Recording, b: &Recording) -> Diff {
 }
 
 fn session_diff(session: usize, a: &[Turn], b: &[Turn], out: &mut Diff) {
-    let mut change = |category, turn, what: String| {
-        out.changes.push(Change {
-            category,
-            session,
-            turn,
-            what,
-        });
-    };
     if a.len() != b.len() {
-        change(
-            Category::Text,
-            0,
-            format!("{} turns → {}", a.len(), b.len()),
-        );
+        out.changes.push(Change {
+            category: Category::Text,
+            session,
+            turn: 0,
+            what: format!("{} turns → {}", a.len(), b.len()),
+        });
     }
     for (i, (ta, tb)) in a.iter().zip(b).enumerate() {
         let turn = i + 1;
-        if !matching::same_text(&ta.prompt, &tb.prompt) {
-            change(
-                Category::Text,
+        turn_diff(ta, tb, "", &mut |category, what| {
+            out.changes.push(Change {
+                category,
+                session,
                 turn,
-                format!("prompt:\n  - {}\n  + {}", ta.prompt, tb.prompt),
-            );
-        }
-        for m in 0..ta.messages.len().max(tb.messages.len()) {
-            let (x, y) = (ta.messages.get(m), tb.messages.get(m));
-            let same = match (x, y) {
-                (Some(x), Some(y)) => matching::same_text(x, y),
-                _ => x == y,
-            };
-            if !same {
-                let show =
-                    |s: Option<&String>| s.map_or("(none)".to_string(), |s| s.trim().to_string());
-                change(
-                    Category::Text,
-                    turn,
-                    format!("agent message {}:\n  - {}\n  + {}", m + 1, show(x), show(y)),
-                );
-            }
-        }
-        tool_diff(ta, tb, &mut |what| change(Category::Tools, turn, what));
-        if ta.permissions != tb.permissions {
-            change(
-                Category::Tools,
-                turn,
-                format!(
-                    "permission choices: {:?} → {:?}",
-                    ta.permissions, tb.permissions
-                ),
-            );
-        }
-        if ta.end != tb.end {
-            change(
-                Category::Errors,
-                turn,
-                format!("ended: {} → {}", ta.end, tb.end),
-            );
-        }
+                what,
+            });
+        });
         if let (Some(x), Some(y)) = (ta.duration_us, tb.duration_us) {
             let (x, y) = (x / 1000, y / 1000);
             if x.abs_diff(y) > 100 && (x > 2 * y || y > 2 * x) {
@@ -343,6 +385,80 @@ fn session_diff(session: usize, a: &[Turn], b: &[Turn], out: &mut Diff) {
                 });
             }
         }
+    }
+}
+
+/// What differs between two turns (or two subagents' work: `of` names them), and between
+/// their subagents, paired in the order they were announced.
+fn turn_diff(ta: &Turn, tb: &Turn, of: &str, change: &mut dyn FnMut(Category, String)) {
+    if !matching::same_text(&ta.prompt, &tb.prompt) {
+        change(
+            Category::Text,
+            format!("{of}prompt:\n  - {}\n  + {}", ta.prompt, tb.prompt),
+        );
+    }
+    for m in 0..ta.messages.len().max(tb.messages.len()) {
+        let (x, y) = (ta.messages.get(m), tb.messages.get(m));
+        let same = match (x, y) {
+            (Some(x), Some(y)) => matching::same_text(x, y),
+            _ => x == y,
+        };
+        if !same {
+            let show =
+                |s: Option<&String>| s.map_or("(none)".to_string(), |s| s.trim().to_string());
+            change(
+                Category::Text,
+                format!(
+                    "{of}agent message {}:\n  - {}\n  + {}",
+                    m + 1,
+                    show(x),
+                    show(y)
+                ),
+            );
+        }
+    }
+    tool_diff(ta, tb, &mut |what| {
+        change(Category::Tools, format!("{of}{what}"));
+    });
+    if ta.permissions != tb.permissions {
+        change(
+            Category::Tools,
+            format!(
+                "{of}permission choices: {:?} → {:?}",
+                ta.permissions, tb.permissions
+            ),
+        );
+    }
+    if ta.end != tb.end {
+        change(
+            Category::Errors,
+            format!("{of}ended: {} → {}", ta.end, tb.end),
+        );
+    }
+    if ta.children.len() != tb.children.len() {
+        change(
+            Category::Text,
+            format!(
+                "{of}subagents: {} → {}",
+                ta.children.len(),
+                tb.children.len()
+            ),
+        );
+    }
+    for (n, (ca, cb)) in ta.children.iter().zip(&tb.children).enumerate() {
+        if !matching::same_text(&ca.title, &cb.title) {
+            change(
+                Category::Text,
+                format!(
+                    "{of}subagent {}: title {:?} → {:?}",
+                    n + 1,
+                    ca.title,
+                    cb.title
+                ),
+            );
+        }
+        let of = format!("{of}subagent {} ({}): ", n + 1, ca.title);
+        turn_diff(ca, cb, &of, change);
     }
 }
 

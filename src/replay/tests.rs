@@ -378,3 +378,82 @@ fn diff_pairs_tool_calls_and_reports_stop_reasons_capabilities_and_latency() {
     assert!(found.has(Category::Tools) && !found.has(Category::Text));
     assert!(diff(&ra, &ra).changes.is_empty());
 }
+
+#[test]
+fn diff_compares_the_subagents_a_turn_started_in_the_order_they_were_announced() {
+    let delegate = |name: &str, child: &str, said: &str, tool: &str, end: &str| {
+        let up = |session: &str, u: Value| {
+            json!({"jsonrpc": "2.0", "method": "session/update",
+                "params": {"sessionId": session, "update": u}})
+        };
+        Script::new(name)
+            .opened()
+            .prompt(2, "DELEGATE: look")
+            .agent(
+                1,
+                up(
+                    name,
+                    json!({"sessionUpdate": "subagent_update", "sessionId": child,
+                "title": "Explore", "state": {"state": "running"}}),
+                ),
+            )
+            .agent(
+                1,
+                up(
+                    child,
+                    json!({"sessionUpdate": "session_message", "messageId": "m",
+                "senderSessionId": name, "recipientSessionId": child,
+                "content": [{"type": "text", "text": "look"}]}),
+                ),
+            )
+            .agent(
+                1,
+                up(
+                    child,
+                    json!({"sessionUpdate": "tool_call", "toolCallId": "g",
+                "title": tool, "status": "completed"}),
+                ),
+            )
+            .agent(
+                1,
+                up(
+                    child,
+                    json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": said}}),
+                ),
+            )
+            .agent(
+                1,
+                up(
+                    name,
+                    json!({"sessionUpdate": "subagent_update", "sessionId": child,
+                "state": {"state": "idle", "stopReason": end}}),
+                ),
+            )
+            .update(1, "done")
+            .end_turn(2)
+    };
+    // Another run of the same session: other IDs, the same work.
+    let a = recording(vec![delegate(
+        "a", "child-1", "in a.rs", "Grep", "end_turn",
+    )]);
+    let same = recording(vec![delegate(
+        "b", "child-2", "in a.rs", "Grep", "end_turn",
+    )]);
+    assert!(diff(&a, &same).changes.is_empty(), "{}", diff(&a, &same));
+    let other = recording(vec![delegate(
+        "b",
+        "child-2",
+        "nowhere",
+        "Read",
+        "cancelled",
+    )]);
+    assert_eq!(
+        diff(&a, &other).to_string(),
+        "[text] session 1, turn 1: subagent 1 (Explore): agent message 1:\n  - in a.rs\n  + nowhere\n\
+         [tools] session 1, turn 1: subagent 1 (Explore): tool call \"Grep\": title \"Grep\" → \"Read\"\n\
+         [errors] session 1, turn 1: subagent 1 (Explore): ended: end_turn → cancelled\n\
+         3 differences: text 1, tools 1, errors 1, capabilities 0",
+        "the parent's own words and tools are the same: only the child differs"
+    );
+}

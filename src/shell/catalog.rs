@@ -289,6 +289,16 @@ pub(super) fn catalog_entry(update: CatalogUpdate, t: i64) -> CatalogEntry {
             usage,
             t,
         },
+        CatalogUpdate::Child {
+            session,
+            child,
+            parent,
+        } => CatalogEntry::Child {
+            session: session.to_string(),
+            child: child.to_string(),
+            parent: parent.to_string(),
+            t,
+        },
     }
 }
 

@@ -12,8 +12,13 @@ use crate::journal::{SegmentReader, Store, mark};
 use crate::proto::history::Replay;
 use crate::proto::{ClientSupport, HistoryChunk};
 
-/// Replay lines per chunk sent to the main loop.
+/// Replay lines per chunk sent to the main loop, at most.
 const CHUNK: usize = 2048;
+
+/// Replay bytes per chunk, at most (one line may pass it): with the channel's few chunks in
+/// flight, what a load holds stays a few MiB however big the session's lines (tool outputs,
+/// files read: hundreds of KiB each in the long sessions of coding agents).
+const CHUNK_BYTES: usize = 1 << 20;
 
 /// What a history read needs.
 pub struct HistoryRequest {
@@ -90,15 +95,22 @@ pub fn read(
         }
     }
     let mut lines: Vec<Bytes> = Vec::with_capacity(CHUNK);
+    let mut bytes = 0;
     for path in &segments {
         let Ok(reader) = open(path) else {
             continue;
         };
+        replay.segment(reader.header());
         let cut = Until::cut_in(req.until.as_ref(), &reader);
         for record in reader.filter(|r| before(cut, r.seq)) {
+            let had = lines.len();
             replay.emit(&record, &mut lines);
-            if lines.len() >= CHUNK && !send(HistoryChunk::Lines(std::mem::take(&mut lines))) {
-                return;
+            bytes += lines[had..].iter().map(Bytes::len).sum::<usize>();
+            if lines.len() >= CHUNK || bytes >= CHUNK_BYTES {
+                bytes = 0;
+                if !send(HistoryChunk::Lines(std::mem::take(&mut lines))) {
+                    return;
+                }
             }
         }
     }

@@ -9,6 +9,12 @@ messages." (user text blocks, Claude Code's <system-reminder> blocks left out), 
 whether a restored session kept its context. Prints the port on stdout; with $MODEL_LOG set,
 appends one JSON line per request ({"path", "model", "stream", "users"}); with $MODEL_HEADERS set,
 each request's path, headers and body size.
+
+Scripted delegation (the Messages API): a request that offers the `Agent` (or `Task`) tool and
+whose last user text starts with "DELEGATE: <task>" is answered with a call of that tool (a
+general-purpose subagent told "<task>"); the subagent's own request (its user text is the task)
+is answered "Subagent report: <task>"; and once the tool's result is in the conversation, the
+model answers "You said: ..." as usual.
 """
 import http.server
 import json
@@ -30,6 +36,16 @@ def user_texts(req):
             if text and not text.lstrip().startswith("<system-reminder>"):
                 texts.append(text)
     return texts
+
+
+def has_tool_result(req):
+    """Whether a tool's result is in the conversation (the delegation came back)."""
+    for msg in req.get("messages") or []:
+        content = msg.get("content")
+        if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return True
+    return False
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -84,6 +100,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         text = f"You said: {last}. I can see {len(users)} user messages."
         model = req.get("model") or "claude"
         usage = {"input_tokens": 10, "output_tokens": 5}
+        delegation = self.delegation(req, last)
+        if delegation is not None:
+            return self.tool_use(req, model, *delegation)
+        if last.startswith("DELEGATED: ") and not has_tool_result(req):
+            text = f"Subagent report: {last[len('DELEGATED: '):]}"
         if not req.get("stream"):
             return self.reply(200, json.dumps({
                 "id": "msg_loop", "type": "message", "role": "assistant", "model": model,
@@ -99,6 +120,40 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                      "delta": {"type": "text_delta", "text": text}}),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                               "usage": {"output_tokens": 5}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        body = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
+        self.reply(200, body, "text/event-stream")
+
+    def delegation(self, req, last):
+        """(tool name, input) when this request should delegate, else None."""
+        tools = {t.get("name") for t in req.get("tools") or [] if isinstance(t, dict)}
+        tool = next((n for n in ("Agent", "Task") if n in tools), None)
+        if tool is None or not last.startswith("DELEGATE: ") or has_tool_result(req):
+            return None
+        task = last[len("DELEGATE: "):]
+        return tool, {"description": "Explore the task", "subagent_type": "general-purpose",
+                      "prompt": f"DELEGATED: {task}"}
+
+    def tool_use(self, req, model, name, tool_input):
+        """A streamed (or whole) answer that calls tool `name` with `tool_input`."""
+        block = {"type": "tool_use", "id": "toolu_delegate_1", "name": name, "input": tool_input}
+        if not req.get("stream"):
+            return self.reply(200, json.dumps({
+                "id": "msg_delegate", "type": "message", "role": "assistant", "model": model,
+                "content": [block], "stop_reason": "tool_use", "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 5}}).encode())
+        events = [
+            ("message_start", {"type": "message_start", "message": {
+                "id": "msg_delegate", "type": "message", "role": "assistant", "model": model, "content": [],
+                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": dict(block, input={})}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "input_json_delta", "partial_json": json.dumps(tool_input)}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
                                "usage": {"output_tokens": 5}}),
             ("message_stop", {"type": "message_stop"}),
         ]

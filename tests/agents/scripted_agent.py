@@ -27,6 +27,13 @@ Behaviour is chosen by the first argument:
           then say what came back ("read: <content>" or "read: error <code>") and end the turn
   index   answer the vendor session-index requests (`_session/rename`, `_session/archive`,
           `_session/unarchive`, `_session/steering`) with {}, as the adapters that have them do
+  subagents  session "sub-session"; each prompt delegates as claude-agent-acp 0.101 does for a
+          client that declares `subagents` (the subagents RFD): a `subagent_update` announcing a
+          child session `sub-child-N` (N the prompt's number), the prompt as a `session_message`
+          in both sessions' views, the child's tool call (after the client allows it), words and
+          answer under its own ID, its answer to the parent and its end (`idle`, with its token
+          usage); then a background task (`async_task_*`), a compaction with its summary, a
+          `notice`, a `usage_update`, the parent's answer, and `end_turn` with its usage
 Writes its pid to $AGENT_PID_FILE when set.
 """
 import json
@@ -153,11 +160,62 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"read: {said}"}}}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif method == "session/prompt" and mode == "subagents":
+        sid = msg["params"]["sessionId"]
+        requests += 1
+        child = f"sub-child-{requests}"
+        asked = " ".join(b.get("text", "") for b in msg["params"].get("prompt") or [])
+        def su(session, u):
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": u}})
+        text = lambda t: [{"type": "text", "text": t}]
+        su(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll ask a subagent."}})
+        su(sid, {"sessionUpdate": "subagent_update", "sessionId": child, "title": "Explore the task",
+                 "description": "general-purpose", "capabilities": {"cancel": {}}, "state": {"state": "running"}})
+        tool_use = f"toolu_{requests}"
+        message = {"sessionUpdate": "session_message", "messageId": tool_use, "senderSessionId": sid,
+                   "recipientSessionId": child, "content": text(f"DELEGATED: {asked}")}
+        su(sid, dict(message, recipientMessageId=tool_use))
+        su(child, dict(message, senderMessageId=tool_use))
+        su(child, {"sessionUpdate": "tool_call", "toolCallId": f"grep-{requests}", "title": "Grep TODO",
+                   "kind": "search", "status": "pending"})
+        rid = f"perm-{requests}"
+        send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": {
+            "sessionId": child, "toolCall": {"toolCallId": f"grep-{requests}", "title": "Grep TODO"},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}})
+        for reply in sys.stdin:
+            got = json.loads(reply)
+            if got.get("id") == rid and "method" not in got:
+                break
+        su(child, {"sessionUpdate": "tool_call_update", "toolCallId": f"grep-{requests}", "status": "completed",
+                   "content": [{"type": "content", "content": {"type": "text", "text": "a.rs:3: TODO"}}]})
+        su(child, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Found 2 TODOs in a.rs."}})
+        su(sid, {"sessionUpdate": "session_message", "messageId": f"{tool_use}:reply", "senderSessionId": child,
+                 "recipientSessionId": sid, "content": text("Found 2 TODOs in a.rs.")})
+        su(sid, {"sessionUpdate": "subagent_update", "sessionId": child, "state": {
+            "state": "idle", "stopReason": "end_turn", "usage": {"inputTokens": 40, "outputTokens": 12, "totalTokens": 52}}})
+        task = f"task-{requests}"
+        su(sid, {"sessionUpdate": "async_task_spawned", "asyncTaskId": task, "name": "cargo build",
+                 "taskType": "local_bash", "description": "building the project", "showInTranscript": True, "canStop": True})
+        su(sid, {"sessionUpdate": "async_task_progress", "asyncTaskId": task, "summary": "compiling 12 crates"})
+        su(sid, {"sessionUpdate": "async_task_state_update", "asyncTaskId": task, "state": "completed", "summary": "built"})
+        compaction = f"compaction-{requests}"
+        su(sid, {"sessionUpdate": "compaction_update", "compactionId": compaction, "status": "in_progress"})
+        su(sid, {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction,
+                 "content": {"type": "text", "text": "Earlier: the user asked for the TODOs."}})
+        su(sid, {"sessionUpdate": "compaction_update", "compactionId": compaction, "status": "completed"})
+        su(sid, {"sessionUpdate": "notice", "severity": "info", "title": "Context compacted",
+                 "description": "older turns summarized"})
+        su(sid, {"sessionUpdate": "usage_update", "used": 1200, "size": 200000, "cost": {"amount": 0.01, "currency": "USD"}})
+        su(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "The subagent found 2 TODOs."}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn", "usage": {
+            "inputTokens": 100, "outputTokens": 20, "totalTokens": 120}}})
     elif mode == "index" and method in ("_session/rename", "_session/archive", "_session/unarchive",
                                         "_session/steering"):
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif method == "session/new":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": f"{mode}-session"}})
+        sid = "sub-session" if mode == "subagents" else f"{mode}-session"
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": sid}})
         if mode == "flood":
             n = 0
             while True:

@@ -663,3 +663,183 @@ fn claude_agent_acp_continued_on_another_machine_and_back_knows_every_turn() {
     let title = row["title"].as_str().unwrap_or_default();
     assert!(!title.starts_with("[Context restored"), "{row}");
 }
+
+/// The child session a prompt's delegation announced (its `subagent_update`), once its work
+/// ended (the adapter may tell that after the prompt's answer: the subagent runs on its own).
+fn delegated(client: &mut TestClient, from: usize) -> String {
+    let announced = |received: &[crate::util::Received]| {
+        let updates: Vec<&Value> = received[from..]
+            .iter()
+            .filter_map(|r| r.json.as_ref())
+            .map(|m| &m["params"]["update"])
+            .filter(|u| u["sessionUpdate"] == "subagent_update")
+            .collect();
+        let ended = updates.iter().any(|u| u["state"]["state"] == "idle");
+        updates
+            .first()
+            .and_then(|u| u["sessionId"].as_str())
+            .filter(|_| ended)
+            .map(str::to_string)
+    };
+    loop {
+        if let Some(child) = announced(&client.received) {
+            return child;
+        }
+        client.recv().expect("the subagent's end");
+    }
+}
+
+/// The default `auto` mode has the model judge each tool call, which the model server does not
+/// answer as Claude Code expects: the subagent runs in `bypassPermissions` (v1: the session's
+/// mode; v2: its `mode` option).
+const BYPASS: &str = "bypassPermissions";
+
+/// claude-agent-acp 0.101 delegating to its Agent tool (the model server scripts the call and
+/// the subagent's answer) for a client that declares `subagents`: the child's updates arrive
+/// under its own session ID; they are journaled with the parent's, `list` counts one session
+/// with one subagent; a load from the journal replays them in order under the child's ID to a
+/// client that declares subagents, and only the parent's view (a tool call) to one that does
+/// not.
+#[test]
+fn claude_agent_acp_delegating_to_a_subagent_is_journaled_as_one_tree_and_replayed_as_one() {
+    let setup = Setup::new(Adapter::Claude);
+    let cwd = setup.cwd();
+    let subagents = serde_json::json!({"protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "subagents": {}},
+        "clientInfo": {"name": "acp-journal-tests", "version": "0"}});
+    let mut client = setup.client(&[]);
+    client.request("initialize", subagents.clone());
+    let session = client.new_session(&cwd);
+    let mode = client.request(
+        "session/set_mode",
+        serde_json::json!({"sessionId": session, "modeId": BYPASS}),
+    );
+    assert!(mode.get("result").is_some(), "{mode}");
+    let from = client.received.len();
+    let said = turn(&mut client, &session, "DELEGATE: find the answer");
+    assert!(
+        said.contains("You said: DELEGATE: find the answer"),
+        "{said}"
+    );
+    let child = delegated(&mut client, from);
+    let reported = |updates: &[Value]| {
+        updates.iter().position(|m| {
+            m["params"]["sessionId"] == child.as_str()
+                && m["params"]["update"]["content"]["text"] == "Subagent report: find the answer"
+        })
+    };
+    let live: Vec<Value> = client.received[from..]
+        .iter()
+        .filter_map(|r| r.json.clone())
+        .collect();
+    assert!(reported(&live).is_some(), "the child's words under its ID");
+    ends(client);
+
+    let journals = crate::util::session_messages(setup.store.path());
+    assert_eq!(journals.keys().collect::<Vec<_>>(), [&session]);
+    assert!(reported(&journals[&session]).is_some(), "with the parent's");
+    let (_, out, _) = crate::util::run_cli_store(setup.store.path(), &["list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(
+        (&rows[0]["turns"], &rows[0]["subagents"]),
+        (&1.into(), &1.into())
+    );
+
+    // From the journal, to a client that declares subagents: the tree, in order.
+    let mut client = setup.client(&["--load", "journal"]);
+    client.request("initialize", subagents);
+    let (updates, response) = client.load(&session, &cwd);
+    assert!(response.get("result").is_some(), "{response}");
+    let announced = updates
+        .iter()
+        .position(|m| {
+            m["params"]["sessionId"] == session.as_str()
+                && m["params"]["update"]["sessionUpdate"] == "subagent_update"
+                && m["params"]["update"]["sessionId"] == child.as_str()
+        })
+        .expect("the announcement");
+    let words = reported(&updates).expect("the child's words replayed under its ID");
+    assert!(announced < words, "announced before its own updates");
+    ends(client);
+
+    // To a client that does not: the parent's view only.
+    let mut client = setup.client(&["--load", "journal"]);
+    client.initialize();
+    let (updates, response) = client.load(&session, &cwd);
+    assert!(response.get("result").is_some(), "{response}");
+    assert!(
+        updates
+            .iter()
+            .all(|m| m["params"]["sessionId"] == session.as_str()),
+        "nothing under the child's ID"
+    );
+    let stands_for = format!("acpj-subagent-{child}");
+    let call = updates
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == stands_for.as_str())
+        .expect("a tool call stands for the subagent");
+    assert_eq!(call["title"], "Explore the task", "{call}");
+    let done = updates
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .any(|u| u["toolCallId"] == stands_for.as_str() && u["status"] == "completed");
+    assert!(done, "its end as the call's status");
+    ends(client);
+}
+
+/// The same in ACP v2, where every client has subagents: resumed from the journal on a
+/// machine where the agent never saw the session, the child's updates come under its ID, in
+/// v2's shapes, and the replay ends with `replay_complete` before the state and the answer.
+#[test]
+fn claude_agent_acp_in_v2_delegating_to_a_subagent_is_resumed_from_the_journal_with_it() {
+    let setup = Setup::new(Adapter::Claude);
+    let cwd = setup.cwd();
+    let mut client = setup.client(&[]);
+    client.initialize_v2();
+    let session = client.new_session(&cwd);
+    let mode = client.request(
+        "session/set_config_option",
+        serde_json::json!({"sessionId": session, "configId": "mode", "type": "id", "value": BYPASS}),
+    );
+    assert!(mode.get("result").is_some(), "{mode}");
+    let from = client.received.len();
+    let said = turn_v2(&mut client, &session, "DELEGATE: find the answer");
+    assert!(said.contains("You said: DELEGATE"), "{said}");
+    let child = delegated(&mut client, from);
+    ends(client);
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut client = setup.client_at_home(elsewhere.path(), &[]);
+    client.initialize_v2();
+    let before = client.received.len();
+    let (updates, answer) = client.resume_v2(&session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let lines: Vec<Value> = client.received[before..]
+        .iter()
+        .filter_map(|r| r.json.clone())
+        .filter(|m| m["method"] == "session/update")
+        .collect();
+    let words = lines
+        .iter()
+        .find(|m| {
+            m["params"]["sessionId"] == child.as_str()
+                && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .expect("the child's words under its ID");
+    assert!(
+        words["params"]["update"]["messageId"].is_string(),
+        "v2's shape: {words}"
+    );
+    let kinds: Vec<&str> = updates
+        .iter()
+        .filter_map(|u| u["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        ["replay_complete", "state_update"],
+        "{kinds:?}"
+    );
+    ends(client);
+}

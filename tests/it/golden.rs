@@ -6,7 +6,12 @@ use std::path::Path;
 
 use crate::util::{only_session, root, run_cli};
 
-const SAMPLES: [&str; 3] = ["python-echo-agent", "rust-v2-agent", "typescript-agent"];
+const SAMPLES: [&str; 4] = [
+    "python-echo-agent",
+    "rust-v2-agent",
+    "scripted-subagents",
+    "typescript-agent",
+];
 
 /// Run the binary on each sample with `args` after the session ID, and compare its stdout with
 /// `tests/golden/<kind>/<sample>.<ext>`.

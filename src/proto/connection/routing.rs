@@ -54,15 +54,16 @@ impl Connections {
         let peek = envelope::peek(&line);
         match &peek.kind {
             Kind::Response { id, is_error } => self.route_response(id, *is_error, &line, sessions),
+            // A child session's lines (a subagent's) go where its root's go.
             Kind::Request { id, method } => {
-                let session = peek.session.as_deref().map(SessionId::from);
+                let session = peek.session.as_deref().map(|s| sessions.owner(s));
                 self.route_request(id, method, session, line.clone(), sessions)
             }
             Kind::Notification { .. } => {
-                let Some(s) = peek.session.as_deref() else {
+                let Some(s) = peek.session.as_deref().map(|s| sessions.owner(s)) else {
                     return Route::Each(self.live.clone(), line);
                 };
-                let attached = self.attached_live(sessions, s);
+                let attached = self.attached_live(sessions, &s);
                 if attached.is_empty() {
                     // Nobody is attached: a host journals it only; else it goes to everyone.
                     return match self.hosted {

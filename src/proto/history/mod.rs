@@ -3,34 +3,47 @@
 //! Pure: it consumes [`Record`]s (the shell reads them from the store) and produces lines. Two
 //! passes over the same records, so memory stays flat in the session's length:
 //! 1. [`Replay::observe`] learns what must be known ahead: the final form of each compaction,
-//!    and the recorded output of each client terminal (the `terminals` module).
-//! 2. [`Replay::emit`] produces the replay in journal order: a `user_message_chunk` per content
-//!    block of each recorded `session/prompt`; history updates (message and thought chunks, tool
-//!    calls, plans) verbatim, terminals aside; each compaction materialized once, at its first position; state
+//!    the recorded output of each client terminal (the `terminals` module), and for a tail
+//!    replay how many prompt turns there are.
+//! 2. [`Replay::emit`] produces the replay in journal order, each update kind as
+//!    [`crate::acp::updates::KINDS`] says: a `user_message_chunk` per content block of each
+//!    recorded `session/prompt`; history updates (message and thought chunks, tool calls, plans)
+//!    verbatim, terminals aside; each compaction materialized once, at its first position; state
 //!    updates (commands, mode, config options, session info, usage) held back, and `notice`
 //!    dropped. [`Replay::finish`] then emits the latest state updates and closes the tool calls a
 //!    crash left pending as `failed`, and returns what the proxy needs to continue the session.
 //!
+//! Child sessions (subagents, journaled with their root: the `subagents` module) are replayed
+//! under their own IDs, in order, to a client that knows the form they were announced in; to
+//! another, the parent's view only (a tool call standing for each child).
+//!
+//! A tail replay ([`ClientSupport::tail`]) replays only the last prompt turns: what comes before
+//! is read for its state (kept as always) and left out, and one line says how much was.
+//!
 //! Terminals in tool calls are replayed as their recorded output (the `terminals` module).
 
+mod subagents;
 mod terminals;
 #[cfg(test)]
 mod tests;
 mod updates;
 
-use super::vocab::{ClientSupport, HashMap, HashSet, Summary};
+use super::vocab::{ClientSupport, Cursors, HashMap, HashSet, Summary};
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::acp::subagents::CHILD_KINDS;
+use crate::acp::updates::Need;
 use crate::journal::Event;
-use crate::journal::format::{Body, Record};
+use crate::journal::format::{Body, Header, Record};
 
 use crate::wire::Side;
+use subagents::Children;
 use terminals::Terminals;
 pub use terminals::{TERMINAL_ASKS_LIMIT, TERMINAL_LIMIT, TERMINAL_OUTPUT_LIMIT};
-use updates::{Class, UpdatePeek, classify, in_conversation, update_of};
+use updates::{Class, ParamsPeek, UpdatePeek, classify, in_conversation, update_of};
 
 /// One turn of the transcript.
 #[derive(Default)]
@@ -59,7 +72,8 @@ pub struct Replay {
     compactions: HashMap<String, Value>,
     compactions_emitted: HashSet<String>,
     state: BTreeMap<String, Value>,
-    open_tools: BTreeMap<String, ()>,
+    /// Tool calls left open so far, by session (the replay's own, or a child's) and ID.
+    open_tools: BTreeMap<(String, String), ()>,
     turns: std::collections::VecDeque<Turn>,
     transcript_bytes: usize,
     summary: Summary,
@@ -80,12 +94,39 @@ pub struct Replay {
     /// replayed as a `user_message` under the `messageId` of the agent's echo of it when one
     /// follows.
     prompt: Option<(String, Value)>,
-    /// v2, for a session recorded under v1: the chunk kind being replayed and the `messageId`
-    /// given to its run of chunks.
-    message: Option<(String, String)>,
+    /// v2, for a session recorded under v1: the session and chunk kind being replayed and
+    /// the `messageId` given to its run of chunks.
+    message: Option<(String, String, String)>,
     /// The `messageId`s made up for messages recorded without one.
     ids: MadeUpIds,
+    /// The child sessions (subagents) announced so far.
+    children: Children,
+    /// The latest `cursor_update` of each cursor since the session last changed agent
+    /// session, by cursor ID, in the order first announced.
+    cursors: Vec<(String, Value)>,
+    /// The agent that recorded the segment being read (for its cursors).
+    agent: Option<String>,
+    /// A tail replay: where it starts, and what it leaves out.
+    tail: Option<Tail>,
 }
+
+/// A tail replay in progress.
+#[derive(Debug, Default)]
+struct Tail {
+    /// Prompt turns to replay.
+    keep: u64,
+    /// Prompt turns in the history (the first pass counts them).
+    total: u64,
+    /// Prompt turns met so far by the second pass.
+    turn: u64,
+    /// Lines left out so far.
+    left_out: u64,
+    /// The replay has reached the turns it replays.
+    started: bool,
+}
+
+/// The most cursors a replay keeps.
+const CURSOR_LIMIT: usize = 1024;
 
 /// The `messageId`s a replay makes up (`acpj-user-12`, `acpj-agent_message-14`): named after
 /// the record's sequence number, which counts within one proxy run. A session that went on in
@@ -142,6 +183,27 @@ impl Replay {
             tools_seen: Default::default(),
             prompt: None,
             message: None,
+            children: Children::default(),
+            cursors: Vec::new(),
+            agent: None,
+            tail: support.tail.map(|keep| Tail {
+                keep,
+                ..Tail::default()
+            }),
+        }
+    }
+
+    /// A segment of the session begins (its `header`): whose agent recorded it. Cursors an
+    /// earlier agent made are not this one's.
+    pub fn segment(&mut self, header: &Header) {
+        let agent = header
+            .initialize
+            .as_ref()
+            .and_then(|i| i.response_value())
+            .and_then(|r| crate::acp::agent_title(&r));
+        if agent != self.agent {
+            self.cursors.clear();
+            self.agent = agent;
         }
     }
 
@@ -150,6 +212,7 @@ impl Replay {
     pub fn observes(&self, line: &[u8]) -> bool {
         use memchr::memmem::find;
         find(line, b"\"compactionId\"").is_some()
+            || (self.tail.is_some() && find(line, b"\"session/prompt\"").is_some())
             || (!self.recorded_v2 && find(line, b"\"state_update\"").is_some())
             || find(line, b"\"terminal/").is_some()
             || (self.terminals.awaits_answers()
@@ -163,6 +226,12 @@ impl Replay {
         };
         if !self.observes(&payload.bytes) {
             return;
+        }
+        if let Some(tail) = &mut self.tail
+            && *from == Side::Client
+            && is_prompt_of(&self.session, &payload.bytes)
+        {
+            tail.total += 1;
         }
         if *from == Side::Agent
             && memchr::memmem::find(&payload.bytes, b"\"state_update\"").is_some()
@@ -206,25 +275,89 @@ impl Replay {
     }
 
     fn notification(&self, update: Value) -> Bytes {
-        let msg = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": self.session, "update": update}});
-        let mut line = serde_json::to_vec(&msg).expect("a Value serializes");
-        line.push(b'\n');
-        Bytes::from(line)
+        notification(&self.session, update)
     }
 
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         self.ids.see(record.seq);
+        match self.tail_step(record) {
+            TailStep::Replay => self.emit_record(record, out),
+            TailStep::LeaveOut => {
+                // Read for its state (kept, as always), its lines left out.
+                let mut left_out = Vec::new();
+                self.emit_record(record, &mut left_out);
+                if let Some(tail) = &mut self.tail {
+                    tail.left_out += left_out.len() as u64;
+                }
+            }
+            TailStep::Start => {
+                self.start_tail(out);
+                self.emit_record(record, out);
+            }
+        }
+    }
+
+    /// Where `record` stands in a tail replay.
+    fn tail_step(&mut self, record: &Record) -> TailStep {
+        let Some(tail) = &mut self.tail else {
+            return TailStep::Replay;
+        };
+        if tail.started || tail.total <= tail.keep {
+            tail.started = true;
+            return TailStep::Replay;
+        }
+        let prompt = matches!(&record.body, Body::Message { from: Side::Client, payload }
+            if is_prompt_of(&self.session, &payload.bytes));
+        if prompt {
+            tail.turn += 1;
+        }
+        let first_kept = tail.total.saturating_sub(tail.keep) + 1;
+        match prompt && tail.turn >= first_kept {
+            true => TailStep::Start,
+            false => TailStep::LeaveOut,
+        }
+    }
+
+    /// The tail begins: one line says what was left out (a `notice` for a client that takes
+    /// them, else a message of the proxy's, marked in `_meta`), the children still at work
+    /// are announced again, and tool calls of the part left out are the client's no more.
+    fn start_tail(&mut self, out: &mut Vec<Bytes>) {
+        let Some(tail) = &mut self.tail else {
+            return;
+        };
+        tail.started = true;
+        let turns = tail.turn - 1;
+        let (kept, left_out) = (tail.total - turns, tail.left_out);
+        if turns > 0 {
+            let s = if turns == 1 { "" } else { "s" };
+            let text = format!(
+                "acp-journal replayed the last {kept} of {} turns: {turns} earlier turn{s} ({left_out} updates) left out",
+                tail.total
+            );
+            let meta = json!({"acpJournal": {"tail": {"turns": turns, "updates": left_out}}});
+            let line = match self.support.takes_notices() {
+                true => {
+                    json!({"sessionUpdate": "notice", "severity": "info", "title": text, "_meta": meta})
+                }
+                false => json!({"sessionUpdate": "agent_message_chunk", "messageId": "acpj-tail",
+                    "content": {"type": "text", "text": format!("[{text}]")}, "_meta": meta}),
+            };
+            out.push(self.notification(line));
+        }
+        self.open_tools.clear();
+        for (session, update) in self.children.announce_again(&self.session, self.support) {
+            out.push(notification(&session, update));
+        }
+    }
+
+    /// Replay one record (the second pass).
+    fn emit_record(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         if self.support.v2 {
             return self.emit_v2(record, out);
         }
         let payload = match &record.body {
-            Body::Event(event) => {
-                if let Event::SessionMapped { agent_session } = event {
-                    self.summary.agent_session = Some(agent_session.clone());
-                }
-                return;
-            }
+            Body::Event(event) => return self.event(event),
             Body::Message {
                 from: Side::Agent,
                 payload,
@@ -236,19 +369,32 @@ impl Replay {
         let Ok(peek) = serde_json::from_slice::<UpdatePeek<'_>>(&payload.bytes) else {
             return self.emit_slow(record, out);
         };
-        let update = match (peek.method.as_deref(), peek.params.and_then(|p| p.update)) {
-            (Some("session/update"), Some(update)) => update,
+        let (update, session) = match (peek.method.as_deref(), peek.params) {
+            (
+                Some("session/update"),
+                Some(ParamsPeek {
+                    update: Some(update),
+                    session_id,
+                }),
+            ) => (update, session_id),
             _ => return self.emit_slow(record, out),
         };
+        if let Some(child) = session.filter(|s| self.children.is_child(s))
+            && let Some((from, msg)) = update_of(record)
+        {
+            return self.emit_child(record, &child, from, &msg, out);
+        }
         let kind = update.session_update.as_ref();
-        if classify(kind, self.support) != Class::History {
+        // Announcements of children are learned on the general path.
+        if classify(kind, self.support) != Class::History || CHILD_KINDS.contains(&kind) {
             return self.emit_slow(record, out);
         }
         match kind {
             "tool_call" | "tool_call_update" => {
                 if let Some(id) = update.tool_call_id.as_deref() {
                     let default = if kind == "tool_call" { "pending" } else { "" };
-                    self.tool_status(id, update.status.as_deref().unwrap_or(default));
+                    let root = self.session.clone();
+                    self.tool_status(&root, id, update.status.as_deref().unwrap_or(default));
                     if self.recorded_v2
                         && self.tools_seen.insert(id.to_string())
                         && kind == "tool_call_update"
@@ -293,6 +439,15 @@ impl Replay {
         out.push(Bytes::from(line));
     }
 
+    /// One of the proxy's events: the session went on under another agent session (whose
+    /// cursors the earlier one's are not).
+    fn event(&mut self, event: &Event) {
+        if let Event::SessionMapped { agent_session } = event {
+            self.summary.agent_session = Some(agent_session.clone());
+            self.cursors.clear();
+        }
+    }
+
     /// Agent text of the current turn, for the transcript.
     fn agent_text(&mut self, text: &str) {
         let Some(turn) = self.turns.back_mut() else {
@@ -307,16 +462,64 @@ impl Replay {
         }
     }
 
-    /// A tool call's status, to close the ones a crash left open.
-    fn tool_status(&mut self, id: &str, status: &str) {
+    /// A tool call's status in `session`, to close the ones a crash left open.
+    fn tool_status(&mut self, session: &str, id: &str, status: &str) {
+        let key = (session.to_string(), id.to_string());
         match status {
             "completed" | "failed" => {
-                self.open_tools.remove(id);
+                self.open_tools.remove(&key);
             }
             "pending" | "in_progress" => {
-                self.open_tools.insert(id.to_string(), ());
+                self.open_tools.insert(key, ());
             }
             _ => {}
+        }
+    }
+
+    /// A child session's record (a subagent's, journaled with its root): its updates, under
+    /// its own ID, in order, to a client that knows the form its parent announced it in
+    /// (translated for v2 as the root's are); nothing of it to another, which has the
+    /// parent's view. A child's requests and the client's lines to it are not history.
+    fn emit_child(
+        &mut self,
+        record: &Record,
+        child: &str,
+        from: Side,
+        msg: &Value,
+        out: &mut Vec<Bytes>,
+    ) {
+        if from != Side::Agent || msg["method"] != "session/update" {
+            return;
+        }
+        let update = &msg["params"]["update"];
+        let root = self.session.clone();
+        self.children.learn(&root, child, update);
+        if !self.children.shown_to(child, self.support) {
+            return;
+        }
+        let kind = update["sessionUpdate"].as_str().unwrap_or("");
+        if let Some(id) = update["toolCallId"].as_str() {
+            let default = if kind == "tool_call" { "pending" } else { "" };
+            self.tool_status(child, id, update["status"].as_str().unwrap_or(default));
+        }
+        if self.support.v2 {
+            return self.emit_update_v2(record, child, kind, update, out);
+        }
+        match classify(kind, self.support) {
+            // A child's state goes with its timeline: the root's latest state is the root's.
+            Class::History | Class::State => out.push(verbatim(record)),
+            Class::Compaction => self.emit_compaction(child, update, out),
+            Class::Collapsed | Class::Cursor | Class::Never => {}
+        }
+    }
+
+    /// A compaction's materialized form, at its first place (once), in `session`.
+    fn emit_compaction(&mut self, session: &str, update: &Value, out: &mut Vec<Bytes>) {
+        if let Some(id) = update["compactionId"].as_str()
+            && self.compactions_emitted.insert(id.to_string())
+            && let Some(done) = self.compactions.get(id).cloned()
+        {
+            out.push(notification(session, done));
         }
     }
 
@@ -329,11 +532,18 @@ impl Replay {
     /// `notice`s are never replayed: the current state follows the replay (the load sends it).
     fn emit_v2(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         let Some((from, msg)) = update_of(record) else {
-            if let Body::Event(Event::SessionMapped { agent_session }) = &record.body {
-                self.summary.agent_session = Some(agent_session.clone());
+            if let Body::Event(event) = &record.body {
+                self.event(event);
             }
             return;
         };
+        if let Some(child) = msg["params"]["sessionId"]
+            .as_str()
+            .filter(|s| self.children.is_child(s))
+        {
+            let child = child.to_string();
+            return self.emit_child(record, &child, from, &msg, out);
+        }
         let update = &msg["params"]["update"];
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
         if from == Side::Agent && msg["method"] == "session/update" {
@@ -364,7 +574,10 @@ impl Replay {
                 self.push_turn(turn);
                 self.prompt = Some((self.ids.made("user", record.seq), prompt.clone()));
             }
-            (Side::Agent, "session/update") => self.emit_update_v2(record, kind, update, out),
+            (Side::Agent, "session/update") => {
+                let root = self.session.clone();
+                self.emit_update_v2(record, &root, kind, update, out)
+            }
             _ => self.emit_message(record, from, &msg, out),
         }
     }
@@ -386,13 +599,18 @@ impl Replay {
     fn emit_update_v2(
         &mut self,
         record: &Record,
+        session: &str,
         kind: &str,
         update: &Value,
         out: &mut Vec<Bytes>,
     ) {
-        let Body::Message { payload, .. } = &record.body else {
+        let Body::Message { .. } = &record.body else {
             return;
         };
+        let root = session == self.session;
+        if root && CHILD_KINDS.contains(&kind) {
+            self.children.learn(session, session, update);
+        }
         let chunk = matches!(
             kind,
             "user_message_chunk" | "agent_message_chunk" | "agent_thought_chunk"
@@ -400,22 +618,23 @@ impl Replay {
         if !chunk {
             self.message = None;
         }
-        if kind == "agent_message_chunk"
+        if root
+            && kind == "agent_message_chunk"
             && let Some(text) = update["content"]["text"].as_str()
         {
             self.agent_text(text);
         }
-        if let Some(id) = update["toolCallId"].as_str() {
+        if root && let Some(id) = update["toolCallId"].as_str() {
             let default = if kind == "tool_call" { "pending" } else { "" };
-            self.tool_status(id, update["status"].as_str().unwrap_or(default));
+            self.tool_status(session, id, update["status"].as_str().unwrap_or(default));
         }
         let edited = match kind {
             _ if chunk && update.get("messageId").is_none_or(Value::is_null) => {
                 let id = match &self.message {
-                    Some((k, id)) if k == kind => id.clone(),
+                    Some((s, k, id)) if s == session && k == kind => id.clone(),
                     _ => self.ids.made(kind.trim_end_matches("_chunk"), record.seq),
                 };
-                self.message = Some((kind.to_string(), id.clone()));
+                self.message = Some((session.to_string(), kind.to_string(), id.clone()));
                 let mut update = update.clone();
                 update["messageId"] = Value::String(id);
                 Some(update)
@@ -431,33 +650,42 @@ impl Replay {
             })),
             _ if in_conversation(kind) => None,
             "current_mode_update" => {
-                self.summary.mode = update["currentModeId"].as_str().map(str::to_string);
+                if root {
+                    self.summary.mode = update["currentModeId"].as_str().map(str::to_string);
+                }
                 return;
             }
             _ => {
-                if matches!(
-                    classify(kind, self.support),
-                    Class::State | Class::Compaction
-                ) {
-                    self.emit_update(record, update, out);
+                match classify(kind, self.support) {
+                    Class::History => out.push(verbatim(record)),
+                    Class::State | Class::Compaction | Class::Cursor | Class::Collapsed if root => {
+                        self.emit_update(record, update, out)
+                    }
+                    // A child's state goes with its timeline.
+                    Class::State => out.push(verbatim(record)),
+                    Class::Compaction => self.emit_compaction(session, update, out),
+                    Class::Cursor | Class::Collapsed | Class::Never => {}
                 }
                 return;
             }
         };
         match edited {
-            Some(update) => out.push(self.notification(update)),
-            None => {
-                let mut line = payload.bytes.to_vec();
-                line.push(b'\n');
-                out.push(Bytes::from(line));
-            }
+            Some(update) => out.push(notification(session, update)),
+            None => out.push(verbatim(record)),
         }
     }
 
     /// Everything but history updates: prompts, setup requests, state updates, responses.
     fn emit_slow(&mut self, record: &Record, out: &mut Vec<Bytes>) {
-        if let Some((from, msg)) = update_of(record) {
-            self.emit_message(record, from, &msg, out);
+        let Some((from, msg)) = update_of(record) else {
+            return;
+        };
+        match msg["params"]["sessionId"].as_str() {
+            Some(child) if self.children.is_child(child) => {
+                let child = child.to_string();
+                self.emit_child(record, &child, from, &msg, out)
+            }
+            _ => self.emit_message(record, from, &msg, out),
         }
     }
 
@@ -550,17 +778,21 @@ impl Replay {
         }
     }
 
+    /// One recorded update of the replay's own session, on the general path.
     fn emit_update(&mut self, record: &Record, update: &Value, out: &mut Vec<Bytes>) {
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
+        if CHILD_KINDS.contains(&kind) {
+            let root = self.session.clone();
+            self.children.learn(&root, &root, update);
+        }
         match classify(kind, self.support) {
-            Class::History
-                if kind == "plan_update"
-                    && !self.support.plan_operations
-                    && update["plan"]["type"] == "items" =>
-            {
-                // Recorded under v2: an items plan is v1's `plan`.
-                let plan = json!({"sessionUpdate": "plan", "entries": update["plan"]["entries"]});
-                out.push(self.notification(plan));
+            Class::History if kind == "plan_update" && !self.support.has(Need::Plan) => {
+                // Recorded under v2: an items plan is v1's `plan`; another has no v1 form.
+                if update["plan"]["type"] == "items" {
+                    let plan =
+                        json!({"sessionUpdate": "plan", "entries": update["plan"]["entries"]});
+                    out.push(self.notification(plan));
+                }
             }
             Class::History => {
                 // Only odd-shaped updates the fast path could not peek get here: replay as is.
@@ -602,14 +834,38 @@ impl Replay {
                 }
             }
             Class::Compaction => {
-                if let Some(id) = update["compactionId"].as_str()
-                    && self.compactions_emitted.insert(id.to_string())
-                    && let Some(done) = self.compactions.get(id).cloned()
-                {
-                    out.push(self.notification(done));
+                let root = self.session.clone();
+                self.emit_compaction(&root, update, out);
+            }
+            Class::Collapsed => {
+                if let Some(call) = self.children.collapse(update, self.support.v2) {
+                    let root = self.session.clone();
+                    let id = call["toolCallId"].as_str().unwrap_or_default().to_string();
+                    if let Some(status) = call["status"].as_str() {
+                        self.tool_status(&root, &id, status);
+                    }
+                    out.push(self.notification(call));
                 }
             }
+            Class::Cursor => self.cursor(update),
             Class::Never => {}
+        }
+    }
+
+    /// A `cursor_update`: the cursor's fields merged over what was known of it (a patch).
+    fn cursor(&mut self, update: &Value) {
+        let Some(id) = update["cursorId"].as_str() else {
+            return;
+        };
+        let full = self.cursors.len() >= CURSOR_LIMIT;
+        match self.cursors.iter_mut().find(|(c, _)| c == id) {
+            Some((_, known)) => {
+                for (k, v) in update.as_object().into_iter().flatten() {
+                    known[k] = v.clone();
+                }
+            }
+            None if !full => self.cursors.push((id.to_string(), update.clone())),
+            None => {}
         }
     }
 
@@ -638,10 +894,26 @@ impl Replay {
         if self.keep_open {
             self.open_tools.clear();
         }
-        for id in std::mem::take(&mut self.open_tools).into_keys() {
-            out.push(self.notification(
+        for (session, id) in std::mem::take(&mut self.open_tools).into_keys() {
+            out.push(notification(
+                &session,
                 json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "failed"}),
             ));
+        }
+        self.summary.children = std::mem::take(&mut self.children).into_tree();
+        if !self.cursors.is_empty() {
+            self.summary.cursors = Some(Cursors {
+                agent: self.agent.take(),
+                agent_session: self
+                    .summary
+                    .agent_session
+                    .clone()
+                    .unwrap_or_else(|| self.session.clone()),
+                updates: std::mem::take(&mut self.cursors)
+                    .into_iter()
+                    .map(|(_, u)| u)
+                    .collect(),
+            });
         }
         let mut transcript = String::new();
         for turn in &self.turns {
@@ -661,4 +933,57 @@ impl Replay {
         self.summary.transcript = transcript;
         self.summary
     }
+}
+
+/// How a record stands in a tail replay.
+enum TailStep {
+    /// Replayed.
+    Replay,
+    /// Before the turns replayed: read for its state, left out.
+    LeaveOut,
+    /// The first record of the turns replayed.
+    Start,
+}
+
+/// A `session/update` notification of `session`.
+fn notification(session: &str, update: Value) -> Bytes {
+    let msg = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}});
+    let mut line = serde_json::to_vec(&msg).expect("a Value serializes");
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// The recorded line itself, byte for byte.
+fn verbatim(record: &Record) -> Bytes {
+    let Body::Message { payload, .. } = &record.body else {
+        return Bytes::new();
+    };
+    let mut line = Vec::with_capacity(payload.bytes.len() + 1);
+    line.extend_from_slice(&payload.bytes);
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// `line` is a `session/prompt` of `session` (a prompt turn of it; a child's is not).
+fn is_prompt_of(session: &str, line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Prompt<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<PromptParams<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct PromptParams<'a> {
+        #[serde(borrow)]
+        session_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    memchr::memmem::find(line, b"\"session/prompt\"").is_some()
+        && serde_json::from_slice::<Prompt<'_>>(line).is_ok_and(|p| {
+            p.method.as_deref() == Some("session/prompt")
+                && p.params
+                    .and_then(|p| p.session_id)
+                    .is_some_and(|s| s == session)
+        })
 }

@@ -765,3 +765,406 @@ fn a_v1_client_gets_a_v2_recorded_session_translated() {
     assert_eq!(updates[1]["title"], "read");
     assert_eq!(updates[3]["entries"][0]["content"], "x");
 }
+
+/// The kinds a replay sends for `kind` as the table classes it for `support`, when the kind
+/// is the only update of the history (a prompt first).
+fn expected(kind: &str, support: ClientSupport) -> Vec<&'static str> {
+    use crate::acp::updates::{Need, Replay as R, kind as table};
+    let k = table(kind).unwrap();
+    let has = |need: Option<Need>| need.is_none_or(|n| support.has(n));
+    // What v2 makes of v1's shapes.
+    let as_sent = |kind: &str| -> &'static str {
+        let k = table(kind).unwrap().name;
+        match (support.v2, k) {
+            (true, "tool_call") => "tool_call_update",
+            (true, "plan") => "plan_update",
+            _ => k,
+        }
+    };
+    match k.replay {
+        R::History(need) if has(need) => vec![as_sent(kind)],
+        R::History(Some(Need::Plan)) if kind == "plan_update" && !support.v2 => vec!["plan"],
+        R::History(_) => vec![],
+        // A v2 client has no modes.
+        R::Latest(_) if kind == "current_mode_update" && support.v2 => vec![],
+        R::Latest(need) if has(need) => vec![as_sent(kind)],
+        R::Latest(_) => vec![],
+        // A compaction's first update, whichever its kind, is where it is materialized.
+        R::Materialized if support.has(Need::Compaction) => vec!["compaction_update"],
+        R::Materialized => vec![],
+        R::Subagent(need) if support.has(need) => vec![as_sent(kind)],
+        // The parent's view: the tool call standing for the child (closed `failed` at the end,
+        // as any call the history left running, unless it ended); a message from a child the
+        // client never saw is nothing.
+        R::Subagent(_) => {
+            let call = if support.v2 {
+                "tool_call_update"
+            } else {
+                "tool_call"
+            };
+            match kind {
+                "subagent_update" | "subagent_spawned" => vec![call, "tool_call_update"],
+                "subagent_state_update" => vec![call],
+                _ => vec![],
+            }
+        }
+        R::Cursors | R::Never => vec![],
+    }
+}
+
+#[test]
+fn every_update_kind_replays_as_the_table_says() {
+    let air = json!({"_meta": {"jetbrains": {"air": {"version": 1,
+        "capabilities": ["nativeSubagentSessions", "asyncTasks"]}}}});
+    let supports = [
+        ("a v1 client", ClientSupport::default()),
+        (
+            "a v1 client that declared everything",
+            ClientSupport::from_capabilities(&json!({"subagents": {}, "plan": {},
+                "session": {"compaction": {}, "notices": {}, "cursors": {}, "promptSuggestions": {}}})),
+        ),
+        ("AIR", ClientSupport::from_capabilities(&air)),
+        (
+            "a v2 client",
+            ClientSupport {
+                v2: true,
+                ..Default::default()
+            },
+        ),
+    ];
+    let prompt = rec(
+        0,
+        Side::Client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"go"}]}}"#,
+    );
+    for kind in crate::acp::updates::KINDS {
+        for (who, support) in &supports {
+            let records = [
+                prompt.clone(),
+                update(1, &crate::acp::updates::sample(kind.name).to_string()),
+            ];
+            let (lines, summary) = replay(&records, *support);
+            // Leave out the prompt's own lines (their `messageId`s are made up).
+            let sent: Vec<String> = lines
+                .iter()
+                .filter(|l| {
+                    !l["params"]["update"]["messageId"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("acpj-user-"))
+                })
+                .map(|l| {
+                    l["params"]["update"]["sessionUpdate"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            assert_eq!(
+                sent,
+                expected(kind.name, *support),
+                "{} to {who}",
+                kind.name
+            );
+            let cursors = summary.cursors.is_some();
+            assert_eq!(
+                cursors,
+                kind.name == "cursor_update" && support.cursors,
+                "{} to {who}: cursors kept for after the bring-up",
+                kind.name
+            );
+        }
+    }
+}
+
+fn child_update(seq: u64, child: &str, u: &str) -> Record {
+    rec(
+        seq,
+        Side::Agent,
+        &format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{child}","update":{u}}}}}"#
+        ),
+    )
+}
+
+/// A turn that delegates to a subagent: its announcement, its prompt and work under its own
+/// ID, its answer to the parent, its end.
+fn delegating_turn() -> Vec<Record> {
+    vec![
+        rec(
+            0,
+            Side::Client,
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"find it"}]}}"#,
+        ),
+        update(
+            1,
+            r#"{"sessionUpdate":"subagent_update","sessionId":"C","title":"Explore","description":"explorer","state":{"state":"running"}}"#,
+        ),
+        child_update(
+            2,
+            "C",
+            r#"{"sessionUpdate":"session_message","messageId":"toolu_1","senderSessionId":"S","recipientSessionId":"C","content":[{"type":"text","text":"look for it"}]}"#,
+        ),
+        child_update(
+            3,
+            "C",
+            r#"{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Grep","status":"in_progress"}"#,
+        ),
+        child_update(
+            4,
+            "C",
+            r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"it is in a.rs"}}"#,
+        ),
+        update(
+            5,
+            r#"{"sessionUpdate":"session_message","messageId":"toolu_1:reply","senderSessionId":"C","recipientSessionId":"S","content":[{"type":"text","text":"it is in a.rs"}]}"#,
+        ),
+        update(
+            6,
+            r#"{"sessionUpdate":"subagent_update","sessionId":"C","state":{"state":"idle","stopReason":"end_turn"}}"#,
+        ),
+        update(
+            7,
+            r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}"#,
+        ),
+    ]
+}
+
+fn sessions_and_kinds(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["params"]["sessionId"].as_str().unwrap(),
+                l["params"]["update"]["sessionUpdate"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_subagent_is_replayed_under_its_id_to_a_client_that_knows_subagents_and_collapsed_for_another()
+{
+    let records = delegating_turn();
+    let aware = ClientSupport {
+        subagents: true,
+        ..Default::default()
+    };
+    let (lines, summary) = replay(&records, aware);
+    assert_eq!(
+        sessions_and_kinds(&lines),
+        [
+            "S user_message_chunk",
+            "S subagent_update",
+            "C session_message",
+            "C tool_call",
+            "C agent_message_chunk",
+            "S session_message",
+            "S subagent_update",
+            "S agent_message_chunk",
+            "C tool_call_update",
+        ]
+    );
+    for (line, record) in lines[1..8].iter().zip(&records[1..]) {
+        let Body::Message { payload, .. } = &record.body else {
+            unreachable!()
+        };
+        assert_eq!(
+            line,
+            &serde_json::from_slice::<Value>(&payload.bytes).unwrap()
+        );
+    }
+    assert_eq!(
+        lines[8]["params"]["update"],
+        json!({"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"failed"}),
+        "the child's tool call a crash left open is closed in the child"
+    );
+    assert_eq!(summary.children, [("C".to_string(), "S".to_string())]);
+    assert_eq!(
+        summary.transcript, "User: find it\nAgent: done\n",
+        "the child's words are not the parent's"
+    );
+
+    let (lines, _) = replay(&records, ClientSupport::default());
+    assert_eq!(
+        sessions_and_kinds(&lines),
+        [
+            "S user_message_chunk",
+            "S tool_call",
+            "S tool_call_update",
+            "S tool_call_update",
+            "S agent_message_chunk",
+        ],
+        "the parent's view only"
+    );
+    let call = &lines[1]["params"]["update"];
+    assert_eq!(
+        (&call["toolCallId"], &call["title"], &call["status"]),
+        (
+            &json!("acpj-subagent-C"),
+            &json!("Explore"),
+            &json!("in_progress")
+        )
+    );
+    assert_eq!(
+        lines[2]["params"]["update"]["content"][0]["content"]["text"],
+        "it is in a.rs"
+    );
+    assert_eq!(lines[3]["params"]["update"]["status"], "completed");
+
+    let v2 = ClientSupport {
+        v2: true,
+        ..Default::default()
+    };
+    let (lines, _) = replay(&records, v2);
+    assert_eq!(
+        sessions_and_kinds(&lines),
+        [
+            "S user_message",
+            "S subagent_update",
+            "C session_message",
+            "C tool_call_update",
+            "C agent_message_chunk",
+            "S session_message",
+            "S subagent_update",
+            "S agent_message_chunk",
+            "C tool_call_update",
+        ],
+        "v2 has subagents: the child's v1 lines in v2's shapes"
+    );
+    assert!(lines[4]["params"]["update"]["messageId"].is_string());
+}
+
+#[test]
+fn a_tail_replay_leaves_the_earlier_turns_out_keeps_their_state_and_says_so() {
+    let mut records = vec![update(
+        0,
+        r#"{"sessionUpdate":"current_mode_update","currentModeId":"plan"}"#,
+    )];
+    for turn in 1..=5u64 {
+        records.push(rec(
+            turn * 10,
+            Side::Client,
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":{turn},"method":"session/prompt","params":{{"sessionId":"S","prompt":[{{"type":"text","text":"q{turn}"}}]}}}}"#
+            ),
+        ));
+        records.push(update(
+            turn * 10 + 1,
+            &format!(r#"{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"a{turn}"}}}}"#),
+        ));
+        if turn == 2 {
+            // Still at work when the tail starts: announced again there.
+            records.push(update(
+                turn * 10 + 2,
+                r#"{"sessionUpdate":"subagent_update","sessionId":"C","title":"Long","state":{"state":"running"}}"#,
+            ));
+            records.push(update(
+                turn * 10 + 3,
+                r#"{"sessionUpdate":"tool_call","toolCallId":"old","title":"Old","status":"in_progress"}"#,
+            ));
+        }
+    }
+    let texts = |lines: &[Value]| -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(|l| {
+                let u = &l["params"]["update"];
+                u["content"]["text"]
+                    .as_str()
+                    .or(u["title"].as_str())
+                    .or(u["currentModeId"].as_str())
+                    .map(|t| format!("{} {t}", u["sessionUpdate"].as_str().unwrap()))
+            })
+            .collect()
+    };
+    let tail = ClientSupport {
+        tail: Some(2),
+        subagents: true,
+        ..Default::default()
+    };
+    let (lines, summary) = replay(&records, tail);
+    assert_eq!(
+        texts(&lines),
+        [
+            "agent_message_chunk [acp-journal replayed the last 2 of 5 turns: 3 earlier turns (8 updates) left out]",
+            "subagent_update Long",
+            "user_message_chunk q4",
+            "agent_message_chunk a4",
+            "user_message_chunk q5",
+            "agent_message_chunk a5",
+            "current_mode_update plan",
+        ],
+        "the state of the part left out is kept; its open tool call is not the client's"
+    );
+    assert_eq!(
+        lines[0]["params"]["update"]["_meta"]["acpJournal"]["tail"],
+        json!({"turns": 3, "updates": 8})
+    );
+    assert_eq!(summary.turns, 5, "the transcript has every turn");
+    assert!(summary.transcript.contains("q1"));
+
+    let notices = ClientSupport {
+        tail: Some(2),
+        notices: true,
+        ..Default::default()
+    };
+    let (lines, _) = replay(&records, notices);
+    assert_eq!(lines[0]["params"]["update"]["sessionUpdate"], "notice");
+    assert_eq!(
+        kinds(&lines)[1],
+        "tool_call",
+        "the parent's view of the child still at work"
+    );
+
+    let all = ClientSupport {
+        tail: Some(9),
+        ..Default::default()
+    };
+    assert_eq!(
+        replay(&records, all).0,
+        replay(&records, ClientSupport::default()).0,
+        "a tail longer than the session is the whole of it"
+    );
+}
+
+#[test]
+fn cursors_are_kept_only_for_the_agent_session_that_made_them() {
+    let cursor = |seq, id: &str| {
+        update(
+            seq,
+            &format!(
+                r#"{{"sessionUpdate":"cursor_update","cursorId":"{id}","anchor":{{"type":"tool_call","toolCallId":"t"}}}}"#
+            ),
+        )
+    };
+    let support = ClientSupport {
+        cursors: true,
+        ..Default::default()
+    };
+    let patch = update(
+        3,
+        r#"{"sessionUpdate":"cursor_update","cursorId":"a","capabilities":{"fork":{}}}"#,
+    );
+    let (_, summary) = replay(&[cursor(1, "a"), cursor(2, "b"), patch], support);
+    let cursors = summary.cursors.unwrap();
+    assert_eq!(cursors.agent_session, "S");
+    assert_eq!(cursors.updates.len(), 2);
+    assert_eq!(cursors.updates[0]["capabilities"], json!({"fork": {}}));
+    assert_eq!(cursors.updates[0]["anchor"]["type"], "tool_call", "merged");
+    let mapped = Record {
+        seq: 4,
+        unix_us: 0,
+        mono_us: 4,
+        body: Body::Event(Event::SessionMapped {
+            agent_session: "U".into(),
+        }),
+    };
+    let (_, summary) = replay(&[cursor(1, "a"), mapped.clone()], support);
+    assert_eq!(
+        summary.cursors, None,
+        "the agent session that made it is gone"
+    );
+    let (_, summary) = replay(&[mapped, cursor(5, "c")], support);
+    assert_eq!(summary.cursors.unwrap().agent_session, "U");
+}

@@ -1,50 +1,61 @@
 //! What a replay reads of a recorded agent update: the message a record carries, the fields of
 //! a `session/update` peeked without building a `Value` (the fast path), how each update kind is
-//! replayed ([`Class`]), and which kinds are the conversation a v2 client is replayed.
+//! replayed ([`Class`], from the table of kinds), and which kinds are the conversation a v2
+//! client is replayed.
 
 use serde_json::Value;
 
 use super::super::vocab::ClientSupport;
+use crate::acp::updates::{self, Need, Replay};
 use crate::journal::format::{Body, Record};
 use crate::wire::Side;
 
 /// How an update kind is replayed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Class {
+    /// In order, as recorded (translated to the client's version).
     History,
+    /// The latest only, after the history.
     State,
+    /// Materialized, once, at its first place.
     Compaction,
+    /// A child's announcement or state the client cannot take: the parent's view of it.
+    Collapsed,
+    /// A cursor: the latest of each, sent only if the session comes back on the agent session
+    /// that made it.
+    Cursor,
+    /// Not replayed.
     Never,
 }
 
-/// How an update kind is replayed to a client with `support`.
+/// How an update kind is replayed to a client with `support`: what the table of kinds says
+/// ([`crate::acp::updates::KINDS`]); a kind not in it is never replayed.
 pub(super) fn classify(kind: &str, support: ClientSupport) -> Class {
-    match kind {
-        "user_message_chunk"
-        | "agent_message_chunk"
-        | "agent_thought_chunk"
-        | "tool_call"
-        | "tool_call_update"
-        | "plan" => Class::History,
-        "plan_update" | "plan_removed" if support.plan_operations => Class::History,
+    let Some(k) = updates::kind(kind) else {
+        return Class::Never;
+    };
+    let has = |need: Option<Need>| need.is_none_or(|n| support.has(n));
+    match k.replay {
+        Replay::History(need) if has(need) => Class::History,
         // v2's items plan, as v1's `plan` (see `emit_update`).
-        "plan_update" if !support.v2 => Class::History,
-        "subagent_update" | "session_message" | "session_message_chunk" if support.subagents => {
-            Class::History
-        }
-        "available_commands_update"
-        | "current_mode_update"
-        | "config_option_update"
-        | "session_info_update"
-        | "usage_update" => Class::State,
-        "compaction_update" | "compaction_summary_chunk" if support.compaction => Class::Compaction,
-        _ => Class::Never,
+        Replay::History(Some(Need::Plan)) if kind == "plan_update" && !support.v2 => Class::History,
+        Replay::Subagent(need) if support.has(need) => Class::History,
+        Replay::Subagent(_) => Class::Collapsed,
+        Replay::Latest(need) if has(need) => Class::State,
+        Replay::Materialized if support.has(Need::Compaction) => Class::Compaction,
+        Replay::Cursors if support.has(Need::Cursors) => Class::Cursor,
+        Replay::History(_)
+        | Replay::Latest(_)
+        | Replay::Materialized
+        | Replay::Cursors
+        | Replay::Never => Class::Never,
     }
 }
 
 /// Whether an update kind is part of the conversation a v2 client is replayed (messages, tool
-/// calls, plans, terminals; v1's `tool_call` and `plan` included, which are translated), as
-/// opposed to state (commands, usage, config, title, the state itself) and notices.
+/// calls, plans, terminals, subagents and the messages sessions send each other; v1's
+/// `tool_call` and `plan` included, which are translated), as opposed to state (commands,
+/// usage, config, title, the state itself) and notices.
 pub(super) fn in_conversation(kind: &str) -> bool {
     matches!(
         kind,
@@ -61,6 +72,9 @@ pub(super) fn in_conversation(kind: &str) -> bool {
             | "plan_update"
             | "terminal_update"
             | "terminal_output_chunk"
+            | "subagent_update"
+            | "session_message"
+            | "session_message_chunk"
     )
 }
 
@@ -75,7 +89,10 @@ pub(super) struct UpdatePeek<'a> {
 }
 
 #[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct ParamsPeek<'a> {
+    #[serde(borrow)]
+    pub(super) session_id: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
     pub(super) update: Option<UpdateFields<'a>>,
 }

@@ -234,7 +234,7 @@ fn write_huge(root: &Path, bytes: u64) -> (u64, u64, u64) {
                 },
             };
             self.w.append(&record).expect("append");
-            if self.seq % 64 == 0 {
+            if self.seq.is_multiple_of(64) {
                 self.w.flush().expect("flush");
             }
         }
@@ -245,10 +245,10 @@ fn write_huge(root: &Path, bytes: u64) -> (u64, u64, u64) {
         raw: 0,
     };
     let words = [
-        "fn", "parse", "let", "match", "Some", "None", "return", "error", "value", "self",
-        "input", "token", "=>", "{", "}", "(", ")", ";", "impl", "pub", "struct", "enum", "use",
-        "mut", "if", "else", "for", "in", "while", "loop", "break", "Ok", "Err", "String", "Vec",
-        "len", "push", "iter", "map", "collect", "unwrap", "expect", "&", "*", "->", "::", "+",
+        "fn", "parse", "let", "match", "Some", "None", "return", "error", "value", "self", "input",
+        "token", "=>", "{", "}", "(", ")", ";", "impl", "pub", "struct", "enum", "use", "mut",
+        "if", "else", "for", "in", "while", "loop", "break", "Ok", "Err", "String", "Vec", "len",
+        "push", "iter", "map", "collect", "unwrap", "expect", "&", "*", "->", "::", "+",
     ];
     // Text that compresses about as source code and logs do (5 to 10 times): words drawn at
     // random (xorshift, seeded by `salt`), with numbers.
@@ -265,7 +265,7 @@ fn write_huge(root: &Path, bytes: u64) -> (u64, u64, u64) {
             } else {
                 out.push_str(&(x % 100_000).to_string());
             }
-            out.push(if x % 9 == 0 { '\n' } else { ' ' });
+            out.push(if x.is_multiple_of(9) { '\n' } else { ' ' });
         }
         serde_json::to_string(&out).expect("a string")
     };

@@ -1707,7 +1707,7 @@ fn cursors_reach_the_client_only_when_the_session_comes_back_on_the_agent_sessio
             &mut h,
             load,
             HistoryChunk::End(Summary {
-                cursors: Some(cursors.clone()),
+                cursors: Some(Box::new(cursors.clone())),
                 ..Summary::default()
             }),
         );

@@ -585,7 +585,10 @@ fn session_options_passes_untouched_to_the_connection_journal_and_opens_no_sessi
     h.client(ask);
     assert_eq!(h.to_agent.last(), Some(&Bytes::from(format!("{ask}\n"))));
     h.agent(answer);
-    assert_eq!(h.to_client.last(), Some(&Bytes::from(format!("{answer}\n"))));
+    assert_eq!(
+        h.to_client.last(),
+        Some(&Bytes::from(format!("{answer}\n")))
+    );
     let run = h.connection();
     assert!(run.contains(&ask.to_string()) && run.contains(&answer.to_string()));
     assert!(

@@ -552,7 +552,7 @@ pub struct Summary {
     pub children: Vec<(String, String)>,
     /// The session's cursors as last announced (`cursor_update`), for a client that takes
     /// them, to send only when the session comes back on the agent session that made them.
-    pub cursors: Option<Cursors>,
+    pub cursors: Option<Box<Cursors>>,
 }
 
 /// The latest `cursor_update` of each cursor of a session, and whose they are.

@@ -902,7 +902,7 @@ impl Replay {
         }
         self.summary.children = std::mem::take(&mut self.children).into_tree();
         if !self.cursors.is_empty() {
-            self.summary.cursors = Some(Cursors {
+            self.summary.cursors = Some(Box::new(Cursors {
                 agent: self.agent.take(),
                 agent_session: self
                     .summary
@@ -913,7 +913,7 @@ impl Replay {
                     .into_iter()
                     .map(|(_, u)| u)
                     .collect(),
-            });
+            }));
         }
         let mut transcript = String::new();
         for turn in &self.turns {

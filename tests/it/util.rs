@@ -439,7 +439,7 @@ impl TestClient {
     }
 
     /// An ACP v2 turn: the prompt is taken (its `messageId`), then the turn ends with the
-    /// agent's idle `state_update`, whose `stopReason` is returned with the turn's agent text.
+    /// agent's idle `state_update`, whose `stopReason` is returned with the session's own agent text (not its subagents').
     pub fn turn_v2(&mut self, session: &str, text: &str) -> (String, Value) {
         let before = self.received.len();
         let answer = self.prompt(session, text);
@@ -449,13 +449,18 @@ impl TestClient {
                 continue;
             };
             let update = &m["params"]["update"];
-            if update["sessionUpdate"] == "state_update" && update["state"] == "idle" {
+            // The session's own end: a subagent (a child session) goes idle under its own ID.
+            if m["params"]["sessionId"] == session
+                && update["sessionUpdate"] == "state_update"
+                && update["state"] == "idle"
+            {
                 break update["stopReason"].clone();
             }
         };
         let text = self.received[before..]
             .iter()
             .filter_map(|r| r.json.as_ref())
+            .filter(|m| m["params"]["sessionId"] == session)
             .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
             .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
             .collect();

@@ -475,6 +475,10 @@ pub struct StatsArgs {
     /// Session ID, unique prefix or path [default: the whole store].
     #[arg(value_name = "SESSION")]
     pub session: Option<String>,
+    /// With --store: count every message of every session's journal (by kind, with their
+    /// bytes), as without --store, instead of the team's figures from the store's index.
+    #[arg(long)]
+    pub scan: bool,
 }
 
 /// `prune` options.

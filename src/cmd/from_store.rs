@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 
 use futures_util::StreamExt;
@@ -337,6 +338,63 @@ pub(super) fn publish(
     Ok(())
 }
 
+/// The store's index at `url`: a client, a runtime for it, the snapshot. `None` when there is
+/// no index or it cannot be trusted (said on stderr): the caller reads the journals.
+///
+/// # Errors
+/// The store cannot be opened or read.
+fn open_index(
+    url: &str,
+) -> anyhow::Result<Option<(Remote, tokio::runtime::Runtime, index::snapshot::Snapshot)>> {
+    let remote = Remote::open(url)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let snapshot = match runtime.block_on(index::reader::open(&remote)) {
+        Ok(index::reader::Found::Index(s)) => s,
+        Ok(index::reader::Found::Missing) => return Ok(None),
+        Ok(index::reader::Found::Unreadable(why)) => {
+            eprintln!(
+                "acp-journal: {url}: the index cannot be read ({why}): reading the journals instead (`acp-journal index rebuild` writes it anew)"
+            );
+            return Ok(None);
+        }
+        Err(e) => anyhow::bail!("reading the store {url}: {e}"),
+    };
+    Ok(Some((remote, runtime, snapshot)))
+}
+
+/// `stats --store` without a session: the team's figures from the index's sessions and turns
+/// tables, no journal read. `None` when the index cannot answer: `stats` reads the journals.
+///
+/// # Errors
+/// The store cannot be opened or read.
+pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
+    let Some((remote, runtime, snapshot)) = open_index(url)? else {
+        return Ok(None);
+    };
+    let read = runtime.block_on(async {
+        let sessions = index::reader::sessions(&remote, &snapshot).await?;
+        let turns = index::reader::turns(&remote, &snapshot).await?;
+        Ok::<_, String>((sessions, turns))
+    });
+    let (sessions, turns) = match read {
+        Ok(tables) => tables,
+        Err(e) => {
+            eprintln!(
+                "acp-journal: {url}: the index cannot be read ({e}): reading the journals instead"
+            );
+            return Ok(None);
+        }
+    };
+    let figures = index::figures::Figures::of(&sessions, &turns);
+    write!(std::io::stdout().lock(), "{figures}")?;
+    eprintln!(
+        "acp-journal: from the store's index ({url}); `stats --scan` counts every message of every journal"
+    );
+    Ok(Some(ExitCode::SUCCESS))
+}
+
 /// `list` and `search` read the store's index first: `list` its sessions table (no catalog,
 /// no journal read), `search` the sessions whose words can match, and then only those. `None`
 /// when the index cannot answer (none, unreadable — said on stderr — or a pattern with no
@@ -357,20 +415,8 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         }
         _ => return Ok(None),
     };
-    let remote = Remote::open(url)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let snapshot = match runtime.block_on(index::reader::open(&remote)) {
-        Ok(index::reader::Found::Index(s)) => s,
-        Ok(index::reader::Found::Missing) => return Ok(None),
-        Ok(index::reader::Found::Unreadable(why)) => {
-            eprintln!(
-                "acp-journal: {url}: the index cannot be read ({why}): reading the journals instead (`acp-journal index rebuild` writes it anew)"
-            );
-            return Ok(None);
-        }
-        Err(e) => anyhow::bail!("reading the store {url}: {e}"),
+    let Some((remote, runtime, snapshot)) = open_index(url)? else {
+        return Ok(None);
     };
     let Some(words) = words else {
         // `list`: the sessions table, as the copy's catalog.
@@ -453,7 +499,7 @@ pub(super) fn index(
     args: crate::cli::IndexArgs,
     url: Option<&str>,
     limit: u64,
-) -> anyhow::Result<std::process::ExitCode> {
+) -> anyhow::Result<ExitCode> {
     let crate::cli::IndexAction::Rebuild = args.action;
     let Some(url) = url else {
         anyhow::bail!("index: name the store with --store URL");
@@ -486,17 +532,14 @@ pub(super) fn index(
         snapshot.parts.len(),
         snapshot.parts.iter().map(|p| p.rows).sum::<u64>()
     );
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `erase`: the sessions named, erased from the store.
 ///
 /// # Errors
 /// No store given, a name that names no session, or the store's.
-pub(super) fn erase(
-    args: crate::cli::EraseArgs,
-    url: Option<&str>,
-) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn erase(args: crate::cli::EraseArgs, url: Option<&str>) -> anyhow::Result<ExitCode> {
     let Some(url) = url else {
         anyhow::bail!("erase: name the store with --store URL");
     };
@@ -517,10 +560,7 @@ pub(super) fn erase(
 ///
 /// # Errors
 /// The store's.
-pub(super) fn prune(
-    url: &str,
-    args: crate::cli::PruneArgs,
-) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn prune(url: &str, args: crate::cli::PruneArgs) -> anyhow::Result<ExitCode> {
     let opened = open(url)?;
     let now = jiff::Timestamp::now().as_microsecond();
     let cutoff = now.saturating_sub(i64::try_from(args.older_than.as_micros()).unwrap_or(i64::MAX));
@@ -537,16 +577,12 @@ pub(super) fn prune(
         for id in &old {
             writeln!(out, "would erase {}", id.escape_debug())?;
         }
-        return Ok(std::process::ExitCode::SUCCESS);
+        return Ok(ExitCode::SUCCESS);
     }
     erase_all(&opened, url, &old)
 }
 
-fn erase_all(
-    opened: &Opened,
-    url: &str,
-    sessions: &[String],
-) -> anyhow::Result<std::process::ExitCode> {
+fn erase_all(opened: &Opened, url: &str, sessions: &[String]) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for id in sessions {
         let erased = opened
@@ -563,7 +599,7 @@ fn erase_all(
             erased.index_rows
         )?;
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The file whose time says when a session of the copy was last read.

@@ -49,6 +49,20 @@ pub fn run(cli: Cli) -> ExitCode {
         return ExitCode::from(2);
     }
     let shared = cli.store.as_deref().filter(|url| !url.is_empty());
+    // With --store, `stats` of the whole store is the team's figures, from the store's index.
+    if let (Some(Command::Stats(a)), Some(url)) = (&cli.command, shared)
+        && a.session.is_none()
+        && !a.scan
+    {
+        match from_store::team_stats(url) {
+            Ok(Some(code)) => return code,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("acp-journal: {e:#}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     // With --store, the commands that read read the shared store, through a local copy.
     let store = match (&cli.command, shared) {
         (Some(command), Some(url)) if from_store::reads(command) => {

@@ -117,6 +117,18 @@ fn three_hosts_index_their_sessions_and_a_teammate_reads_the_index_alone() {
     assert_eq!(lines(&out), shared, "{err}");
     let (_, out, _) = fresh.cli(&["search", "alpha1x0"]);
     assert_eq!(lines(&out), alpha);
+    // A reader whose index cache holds nothing finds the same.
+    let (code, out, err) = fresh.cli(&["--index-cache", "1", "search", "shared"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out), shared, "{err}");
+    // The team's figures, from the index's tables alone.
+    let (code, out, err) = fresh.cli(&["stats"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("from the store's index"), "{err}");
+    assert!(
+        out.contains("6 sessions, 12 turns, 0 input and 0 output tokens, from 3 hosts"),
+        "{out}"
+    );
     // Only the sessions the answer needs were copied.
     let copied = std::fs::read_dir(fresh.dir.path().join("cache/acp-journal/stores"))
         .unwrap()

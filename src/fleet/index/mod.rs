@@ -16,10 +16,12 @@
 //! - [`compact`]: many small parts into one, by whichever host holds the compaction lease; and
 //!   the index rebuilt from the journals;
 //! - [`reader`]: the manifest once, then only the parts (and row groups) a question needs,
-//!   through [`cache`], a bounded local cache of the ranges read.
+//!   through [`cache`], a bounded local cache of the ranges read;
+//! - [`figures`]: the team's sessions, turns and tokens by agent, host and week (`stats --store`).
 
 pub mod cache;
 pub mod compact;
+pub mod figures;
 pub mod reader;
 pub mod rows;
 pub mod snapshot;

@@ -1,5 +1,6 @@
 //! Reading the index: the manifest once (a consistent snapshot), then only the parts a
-//! question needs — every sessions part for a list; for a search, of the postings parts whose
+//! question needs — every sessions part for a list (and every turns part for the team's
+//! figures); for a search, of the postings parts whose
 //! word range can hold the words asked for, only the row groups whose statistics can (a
 //! footer and a row group or two, by ranged reads).
 
@@ -11,7 +12,7 @@ use parquet::file::statistics::Statistics;
 
 use super::cache::{Cache, PartReader};
 
-use super::rows::SessionRow;
+use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{self, Part, Read, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::remote::Remote;
@@ -44,21 +45,40 @@ pub async fn open(remote: &Remote) -> Result<Found, String> {
     )
 }
 
+/// Every row of every part of `table` in `snapshot`, each part decoded by `decode`.
+async fn every_row<T>(
+    remote: &Remote,
+    snapshot: &Snapshot,
+    table: Table,
+    decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
+) -> Result<Vec<T>, String> {
+    let fetches = snapshot.of(table).map(|part| async move {
+        let bytes = remote.get(&part.path).await.map_err(|e| e.to_string())?;
+        decode(bytes).map_err(|e| format!("{}: {e}", part.path))
+    });
+    let parts: Vec<Vec<T>> = futures_util::stream::iter(fetches)
+        .buffer_unordered(FETCHES)
+        .try_collect()
+        .await?;
+    Ok(parts.into_iter().flatten().collect())
+}
+
+/// Every turn in `snapshot` (a turn in two parts is there twice).
+///
+/// # Errors
+/// The store's, or a part that is not Parquet of the table.
+pub async fn turns(remote: &Remote, snapshot: &Snapshot) -> Result<Vec<TurnRow>, String> {
+    every_row(remote, snapshot, Table::Turns, table::decode_turns).await
+}
+
 /// Every session's latest row (by `version`) in `snapshot`.
 ///
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
 pub async fn sessions(remote: &Remote, snapshot: &Snapshot) -> Result<Vec<SessionRow>, String> {
-    let fetches = snapshot.of(Table::Sessions).map(|part| async move {
-        let bytes = remote.get(&part.path).await.map_err(|e| e.to_string())?;
-        table::decode_sessions(bytes).map_err(|e| format!("{}: {e}", part.path))
-    });
-    let parts: Vec<Vec<SessionRow>> = futures_util::stream::iter(fetches)
-        .buffer_unordered(FETCHES)
-        .try_collect()
-        .await?;
+    let parts = every_row(remote, snapshot, Table::Sessions, table::decode_sessions).await?;
     let mut latest: HashMap<String, SessionRow> = HashMap::new();
-    for row in parts.into_iter().flatten() {
+    for row in parts {
         match latest.get(&row.session) {
             Some(have) if have.version >= row.version => {}
             _ => {

@@ -1,0 +1,233 @@
+//! The team's figures from the index's tables (`stats --store`): sessions, turns and tokens by
+//! agent, by host and by ISO week, without reading a journal. Pure: rows in, text out.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use super::rows::{SessionRow, TurnRow};
+
+/// What one group (an agent, a host, a week) counts.
+#[derive(Debug, Default, PartialEq)]
+struct Tally {
+    /// The sessions with a row or a turn in the group, each once.
+    sessions: HashSet<String>,
+    turns: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl Tally {
+    fn session(&mut self, id: &str) {
+        if !self.sessions.contains(id) {
+            self.sessions.insert(id.to_string());
+        }
+    }
+
+    fn turn(&mut self, t: &TurnRow) {
+        self.session(&t.session);
+        self.turns += 1;
+        self.input_tokens += t.input_tokens.unwrap_or(0);
+        self.output_tokens += t.output_tokens.unwrap_or(0);
+    }
+}
+
+/// The figures of a store's index.
+#[derive(Debug, Default)]
+pub struct Figures {
+    by_agent: BTreeMap<String, Tally>,
+    by_host: BTreeMap<String, Tally>,
+    by_week: BTreeMap<String, Tally>,
+    all: Tally,
+    /// The first and last moment a row names (Unix microseconds).
+    span: Option<(i64, i64)>,
+}
+
+/// `2026-W48`: the ISO week of a moment (UTC).
+fn week(unix_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(unix_us)
+        .map(|t| {
+            let w = t.to_zoned(jiff::tz::TimeZone::UTC).date().iso_week_date();
+            format!("{:04}-W{:02}", w.year(), w.week())
+        })
+        .unwrap_or_else(|_| "?".into())
+}
+
+impl Figures {
+    /// The figures of every session not hidden among `sessions` (each session's latest row)
+    /// and of their turns (a turn found twice counted once).
+    pub fn of(sessions: &[SessionRow], turns: &[TurnRow]) -> Figures {
+        let mut f = Figures::default();
+        let mut agent_of: HashMap<&str, &str> = HashMap::new();
+        for row in sessions.iter().filter(|r| !r.hidden) {
+            let agent = row.agent.as_deref().unwrap_or("?");
+            agent_of.insert(&row.session, agent);
+            f.by_agent
+                .entry(agent.to_string())
+                .or_default()
+                .session(&row.session);
+            f.by_host
+                .entry(row.host.clone())
+                .or_default()
+                .session(&row.session);
+            f.all.session(&row.session);
+            f.seen(row.started_us);
+            f.seen(row.last_activity_us);
+        }
+        let mut counted: HashSet<(&str, u32)> = HashSet::new();
+        for t in turns {
+            let Some(agent) = agent_of.get(t.session.as_str()) else {
+                continue;
+            };
+            if !counted.insert((&t.session, t.turn)) {
+                continue;
+            }
+            f.by_agent.entry(agent.to_string()).or_default().turn(t);
+            f.by_host.entry(t.host.clone()).or_default().turn(t);
+            f.by_week.entry(week(t.started_us)).or_default().turn(t);
+            f.all.turn(t);
+            f.seen(t.started_us);
+        }
+        f
+    }
+
+    fn seen(&mut self, us: i64) {
+        self.span = Some(match self.span {
+            Some((a, b)) => (a.min(us), b.max(us)),
+            None => (us, us),
+        });
+    }
+}
+
+/// A group's name on one line of the table: at most 40 characters.
+fn name(s: &str) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match one_line.char_indices().nth(39) {
+        Some((at, _)) => format!("{}…", &one_line[..at]),
+        None => one_line,
+    }
+}
+
+impl fmt::Display for Figures {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (title, groups) in [
+            ("AGENT", &self.by_agent),
+            ("HOST", &self.by_host),
+            ("WEEK", &self.by_week),
+        ] {
+            writeln!(
+                out,
+                "{title:<40} {:>9} {:>9} {:>14} {:>14}",
+                "SESSIONS", "TURNS", "INPUT TOKENS", "OUTPUT TOKENS"
+            )?;
+            for (group, t) in groups {
+                writeln!(
+                    out,
+                    "{:<40} {:>9} {:>9} {:>14} {:>14}",
+                    name(group),
+                    t.sessions.len(),
+                    t.turns,
+                    t.input_tokens,
+                    t.output_tokens
+                )?;
+            }
+            writeln!(out)?;
+        }
+        let a = &self.all;
+        write!(
+            out,
+            "{} sessions, {} turns, {} input and {} output tokens, from {} hosts",
+            a.sessions.len(),
+            a.turns,
+            a.input_tokens,
+            a.output_tokens,
+            self.by_host.len()
+        )?;
+        if let Some((first, last)) = self.span {
+            let day = |us: i64| {
+                jiff::Timestamp::from_microsecond(us)
+                    .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+                    .unwrap_or_default()
+            };
+            write!(out, ", {} to {} UTC", day(first), day(last))?;
+        }
+        writeln!(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str, agent: &str, host: &str, hidden: bool) -> SessionRow {
+        SessionRow {
+            session: id.into(),
+            agent: Some(agent.into()),
+            host: host.into(),
+            started_us: 1_795_000_000_000_000,
+            last_activity_us: 1_795_000_100_000_000,
+            hidden,
+            ..SessionRow::default()
+        }
+    }
+
+    fn turn(id: &str, n: u32, host: &str, days: i64, tokens: u64) -> TurnRow {
+        TurnRow {
+            session: id.into(),
+            turn: n,
+            host: host.into(),
+            started_us: 1_795_000_000_000_000 + days * 86_400_000_000,
+            input_tokens: Some(tokens),
+            output_tokens: Some(tokens / 2),
+            ..TurnRow::default()
+        }
+    }
+
+    #[test]
+    fn each_turn_and_session_counts_once_in_each_group_and_hidden_sessions_not_at_all() {
+        let sessions = [
+            session("a", "claude", "h1", false),
+            session("b", "codex", "h2", false),
+            session("gone", "codex", "h2", true),
+        ];
+        let turns = [
+            turn("a", 1, "h1", 0, 100),
+            turn("a", 1, "h1", 0, 100), // the same turn in two parts
+            turn("a", 2, "h2", 8, 10),  // continued on another host, a week later
+            turn("b", 1, "h2", 0, 1),
+            turn("gone", 1, "h2", 0, 1000),
+            turn("unknown", 1, "h3", 0, 1000),
+        ];
+        let f = Figures::of(&sessions, &turns);
+        assert_eq!(f.all.sessions.len(), 2);
+        assert_eq!(
+            (f.all.turns, f.all.input_tokens, f.all.output_tokens),
+            (3, 111, 55)
+        );
+        assert_eq!(f.by_agent["claude"].turns, 2);
+        assert_eq!(f.by_agent["codex"].sessions.len(), 1);
+        assert_eq!(f.by_host["h2"].sessions.len(), 2, "a (its turn 2) and b");
+        assert_eq!(f.by_host.len(), 2, "{:?}", f.by_host.keys());
+        assert_eq!(f.by_week.len(), 2);
+        let text = f.to_string();
+        assert!(
+            text.contains("2 sessions, 3 turns, 111 input and 55 output tokens, from 2 hosts"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("gone") && !text.contains("unknown"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn weeks_are_iso_weeks_and_names_stay_on_one_short_line() {
+        // 2026-11-28 (a Saturday) is in ISO week 48; 2027-01-01 is in 2026's week 53.
+        assert_eq!(week(1_795_824_000_000_000), "2026-W48");
+        assert_eq!(week(1_798_761_600_000_000), "2026-W53");
+        assert_eq!(name("a\nb"), "a b");
+        assert_eq!(name(&"x".repeat(50)).chars().count(), 40);
+    }
+}

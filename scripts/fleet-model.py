@@ -36,8 +36,10 @@ writing_s = a.turns * a.streaming_s
 part_puts = writing_s / a.ship_interval  # session segment: one part per interval with new bytes
 conn_puts = part_puts  # its run's connection segment grows in the same intervals (one per host
 # process, shared by its sessions: counted per session as an upper bound)
-# The lease: created (+ its epoch record), renewed every third of the TTL while held, given back.
-lease_puts = 2 + a.session_minutes * 60 / (a.lease_ttl / 3) + 1
+# The lease: taken (the lease object and its epoch record, after three listings of the key's
+# objects, priced as PUTs: the highest epoch known, then the other runs' segments to fence),
+# renewed every third of the TTL while held, given back.
+lease_puts = 2 + 3 + a.session_minutes * 60 / (a.lease_ttl / 3) + 1
 close_puts = 1 + 1  # compaction + the epoch marker
 per_session = part_puts + conn_puts + lease_puts + close_puts
 # A host's catalog changes at most once a second (facts coalesced), while any of its sessions

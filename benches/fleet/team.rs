@@ -105,6 +105,8 @@ fn read(
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("XDG_CACHE_HOME", cache)
         .env("ACP_JOURNAL_DIR", cache.join("reader"))
+        // What the reader says (the index unreadable…) goes with the bench's progress.
+        .stderr(std::process::Stdio::inherit())
         .output()
         .unwrap();
     let elapsed = started.elapsed();
@@ -145,6 +147,16 @@ pub fn bench(s3: &S3, hosts: usize, per_host: usize, report: &mut String) {
                                 ),
                             );
                         }
+                    }
+                    // A host goes on running while it ships (a proxy's end waits at most 5 s
+                    // for the store, then leaves the rest to its next start).
+                    let deadline = Instant::now() + Duration::from_secs(600);
+                    while Instant::now() < deadline
+                        && proxy
+                            .shipping(&dir)
+                            .is_none_or(|s| s["behind_files"] != 0 || s["shipped_bytes"] == 0)
+                    {
+                        std::thread::sleep(Duration::from_millis(100));
                     }
                     proxy.finish();
                     per_host * 3

@@ -243,7 +243,15 @@ impl Shipper {
             .await
             .unwrap_or_else(|_| Err("out of time".into()))
         {
-            tracing::debug!("index at the end: {e}");
+            // A store already said to fail is not said again.
+            if self.shared.status.failing() {
+                tracing::debug!("index at the end: {e}");
+            } else {
+                tracing::warn!(
+                    "{}: this run's last rows of the team index were not written ({e}); `acp-journal index rebuild` restores them",
+                    self.shared.remote.url()
+                );
+            }
         }
         // Then the sessions are given back, so any host may continue them at once.
         let within = deadline

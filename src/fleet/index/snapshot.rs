@@ -11,6 +11,7 @@
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 use super::table::Table;
 use crate::fleet::remote::{Error, Remote, Version, Write, Written};
@@ -22,7 +23,7 @@ pub const FORMAT: u32 = 1;
 /// Largest manifest read.
 const MAX_MANIFEST: u64 = 64 << 20;
 /// How long after a commit the manifest is read back.
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
+const SETTLE: Duration = Duration::from_millis(100);
 
 /// One Parquet part of a table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,9 +104,19 @@ pub async fn read(remote: &Remote) -> Result<Read, Error> {
     })
 }
 
+/// How long a commit waits before its attempt `attempt` (from 1): a random moment of a window
+/// that doubles from 50 ms up to 1.6 s.
+fn backoff(attempt: u32) -> Duration {
+    let window_ms = 50u64 << attempt.min(5);
+    let mut random = [0u8; 8];
+    let _ = getrandom::fill(&mut random);
+    Duration::from_millis(u64::from_le_bytes(random) % window_ms + 1)
+}
+
 /// Commit `change` to the manifest: read it, apply `change` (which says whether it changed
 /// anything, and must change nothing the second time: add what is missing, remove what is
-/// there), write it back if still at the version read, else read it again and retry. A write
+/// there), write it back if still at the version read, else read it again and retry (after a
+/// random pause, longer each time). A write
 /// told yes is read back a moment later, and committed again if the change is not there:
 /// some stores check a condition then write, so two racing writers can both be told yes. An
 /// unreadable manifest is started afresh (the index is derived: `index rebuild` brings back
@@ -117,7 +128,11 @@ pub async fn commit(
     remote: &Remote,
     mut change: impl FnMut(&mut Snapshot) -> bool,
 ) -> Result<Snapshot, Error> {
-    for _ in 0..16 {
+    for attempt in 0..16u32 {
+        if attempt > 0 {
+            // Writers that collided try again at different moments.
+            tokio::time::sleep(backoff(attempt)).await;
+        }
         let (write, mut snapshot) = match read(remote).await? {
             Read::Absent => (Write::Create, Snapshot::default()),
             Read::Found(version, snapshot) => (Write::Replace(version), snapshot),

@@ -275,11 +275,6 @@ async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
     Ok(removed)
 }
 
-/// Whether `session` is one of the erased `keys`.
-pub fn is_erased(keys: &HashSet<String>, session: &str) -> bool {
-    !keys.is_empty() && keys.contains(&session_key(session))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

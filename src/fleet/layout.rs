@@ -11,6 +11,8 @@
 //!   leases/<key>/epoch-<n>                    who took epoch n, create-only
 //!   leases/<key>/<seq>                        (the earlier layout's lease records: read for epochs)
 //!   probe/<host>-<nonce>                      the start-up check of conditional writes
+//!   erased/<key>                              the session was erased: shipped and read no more
+//!   index/…                                   the team index (`fleet::index`)
 //! ```
 //!
 //! A local file (`sessions/<key>/<run>.acpj.zst`, relative to the journal directory) is kept as
@@ -20,6 +22,11 @@
 //! range) — every copy of a byte is the same byte, since the local file only grows. [`chain`]
 //! picks, from whatever parts a listing returns, a run of parts that covers the file from its
 //! first byte as far as it goes.
+
+/// Whether `session` is one of the erased session `keys` (the `erased/<key>` markers listed).
+pub fn is_erased(keys: &std::collections::HashSet<String>, session: &str) -> bool {
+    !keys.is_empty() && keys.contains(&crate::journal::store::session_key(session))
+}
 
 /// Hex digits of an offset in a part name.
 const OFFSET_DIGITS: usize = 16;

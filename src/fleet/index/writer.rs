@@ -223,7 +223,7 @@ impl Writer {
 
     async fn write(&mut self) -> Result<Snapshot, String> {
         let erased = self.erased.clone();
-        let gone = |session: &str| crate::fleet::erase::is_erased(&erased, session);
+        let gone = |session: &str| crate::fleet::layout::is_erased(&erased, session);
         self.turns.retain(|t| !gone(&t.session));
         self.sessions.retain(|s, _| !gone(s));
         self.postings.retain(|(_, s)| !gone(s));

@@ -1,8 +1,8 @@
 //! Benchmark of journals in a shared object store (`--store`), against a real S3-compatible
 //! server on loopback (s3s-fs, installed by `scripts/install-object-stores.sh`).
 //!
-//! Run with `cargo bench --bench fleet` (`BENCH_QUICK=1`: ~10× smaller; `BENCH_FLEET_ONLY=team`:
-//! section 6 alone; `BENCH_PROXY_STDERR=1`: the proxies' logs on stderr). The markdown report
+//! Run with `cargo bench --bench fleet` (`BENCH_QUICK=1`: ~10× smaller; `BENCH_FLEET_ONLY=flood,team`:
+//! those sections alone (turns, flood, load, list, fleet, team); `BENCH_PROXY_STDERR=1`: the proxies' logs on stderr). The markdown report
 //! goes to stdout and `target/bench-fleet.md`; progress to stderr. Measured, both sides in one
 //! run:
 //! 1. prompt turns through the stdio proxy with shipping off and on (every second, the
@@ -59,12 +59,25 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     )
     .unwrap();
-    // BENCH_FLEET_ONLY=team: section 6 alone.
-    if std::env::var("BENCH_FLEET_ONLY").as_deref() != Ok("team") {
+    // BENCH_FLEET_ONLY=flood,team…: only those sections (turns, flood, load, list, fleet, team).
+    let only = std::env::var("BENCH_FLEET_ONLY").ok();
+    let runs = |section: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|s| s == section))
+    };
+    if runs("turns") {
         turns(&store, scale(20_000), &mut report);
+    }
+    if runs("flood") || runs("load") {
         let session = flood(&store, scale(100_000), &mut report);
-        load(&store, &session, &mut report);
+        if runs("load") {
+            load(&store, &session, &mut report);
+        }
+    }
+    if runs("list") {
         list(&store, scale(10_000).max(1_000), &mut report);
+    }
+    if runs("fleet") {
         fleet(&store, 4, 50, scale(20_000), &mut report);
     }
     // 1 000 sessions, from 100 hosts (10 with BENCH_QUICK), in a store of their own: s3s-fs
@@ -72,7 +85,9 @@ fn main() {
     // its key's objects, so recording costs grow with the square of the bucket's objects
     // (10 000 sessions would take hours here; S3 lists by prefix).
     let (hosts, per_host) = if quick { (10, 100) } else { (100, 10) };
-    team::bench(&S3::start(), hosts, per_host, &mut report);
+    if runs("team") {
+        team::bench(&S3::start(), hosts, per_host, &mut report);
+    }
     print!("{report}");
     let _ = std::fs::write(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-fleet.md"),

@@ -323,8 +323,8 @@ impl Shipper {
     }
 
     /// One round: renew the leases due, take the leases of new sessions, then ask, ship and
-    /// compact what needs it, at most [`IN_FLIGHT`] requests at once. Returns whether there
-    /// was anything to do.
+    /// compact what needs it, at most [`IN_FLIGHT`] requests at once, then the index. Returns
+    /// whether there were files to ship.
     async fn round(&mut self) -> bool {
         let s = self.shared.clone();
         if self.erased_at.is_none_or(|at| at.elapsed() >= ERASED_EVERY) {
@@ -342,16 +342,8 @@ impl Shipper {
         if let Err(e) = self.take_leases().await {
             failed = Some(e);
         }
-        if let Err(e) = self.index(false).await {
-            failed = Some(e);
-        }
         let jobs = self.file_jobs();
-        if jobs.is_empty() {
-            self.report_failure(failed);
-            self.count_behind();
-            s.status.write_file_if_changed(&s.local, s.remote.url());
-            return false;
-        }
+        let worked = !jobs.is_empty();
         let work = jobs.into_iter().filter_map(|(path, job)| {
             let t = self.tracked.get(&path)?;
             let (local, file, parts) = (t.local.clone(), t.file.clone(), t.parts.clone());
@@ -372,10 +364,15 @@ impl Shipper {
                 Err(e) => failed = Some(e),
             }
         }
+        // The index after the bytes: reading a burst's records for it never delays their
+        // shipment.
+        if let Err(e) = self.index(false).await {
+            failed = Some(e);
+        }
         self.report_failure(failed);
         self.count_behind();
         s.status.write_file_if_changed(&s.local, s.remote.url());
-        true
+        worked
     }
 
     /// The index: what the followed segments gained, written every [`index::writer::FLUSH`]

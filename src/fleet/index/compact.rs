@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use super::rows::{Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Removed, Snapshot};
 use super::table::{self, Table};
-use super::writer::{day, put_part};
+use super::writer::{put_part, put_rows};
 use crate::fleet::remote::Remote;
 use crate::journal::SegmentReader;
 
@@ -218,66 +218,7 @@ pub async fn rebuild(
         rows.extend(s);
         postings.extend(p);
     }
-    let wrong = |e: parquet::errors::ParquetError| e.to_string();
-    let mut parts = Vec::new();
-    let mut by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
-    for t in turns {
-        by_day.entry(day(t.started_us)).or_default().push(t);
-    }
-    for (d, rows) in &by_day {
-        let bytes = table::encode_turns(rows).map_err(wrong)?;
-        parts.push(
-            put_part(
-                remote,
-                Table::Turns,
-                Some(d),
-                host,
-                rows.len() as u64,
-                None,
-                bytes,
-            )
-            .await?,
-        );
-    }
-    let mut by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
-    for s in rows {
-        by_day.entry(day(s.last_activity_us)).or_default().push(s);
-    }
-    for (d, rows) in &by_day {
-        let bytes = table::encode_sessions(rows).map_err(wrong)?;
-        parts.push(
-            put_part(
-                remote,
-                Table::Sessions,
-                Some(d),
-                host,
-                rows.len() as u64,
-                None,
-                bytes,
-            )
-            .await?,
-        );
-    }
-    if !postings.is_empty() {
-        let rows: Vec<(String, String)> = postings.into_iter().collect();
-        let words = rows
-            .first()
-            .zip(rows.last())
-            .map(|(a, b)| (a.0.clone(), b.0.clone()));
-        let bytes = table::encode_postings(&rows).map_err(wrong)?;
-        parts.push(
-            put_part(
-                remote,
-                Table::Postings,
-                None,
-                host,
-                rows.len() as u64,
-                words,
-                bytes,
-            )
-            .await?,
-        );
-    }
+    let parts = put_rows(remote, host, &turns, &rows, &postings).await?;
     snapshot::commit(remote, |s| {
         if s.parts == parts {
             return false;

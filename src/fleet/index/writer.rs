@@ -93,6 +93,57 @@ pub async fn put_part(
     })
 }
 
+/// Rows as new parts, written by `host`: the turns and the sessions a part per day (a turn's
+/// day is its start's, a session's its last activity's), the postings one part, sorted by word.
+///
+/// # Errors
+/// The store's, or rows Parquet cannot encode.
+pub async fn put_rows(
+    remote: &Remote,
+    host: &str,
+    turns: &[TurnRow],
+    sessions: &[SessionRow],
+    postings: &BTreeSet<(String, String)>,
+) -> Result<Vec<Part>, String> {
+    let wrong = |e: parquet::errors::ParquetError| e.to_string();
+    let mut parts = Vec::new();
+    let mut turns_by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
+    for t in turns {
+        turns_by_day
+            .entry(day(t.started_us))
+            .or_default()
+            .push(t.clone());
+    }
+    for (d, rows) in &turns_by_day {
+        let bytes = table::encode_turns(rows).map_err(wrong)?;
+        let n = rows.len() as u64;
+        parts.push(put_part(remote, Table::Turns, Some(d), host, n, None, bytes).await?);
+    }
+    let mut sessions_by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
+    for s in sessions {
+        sessions_by_day
+            .entry(day(s.last_activity_us))
+            .or_default()
+            .push(s.clone());
+    }
+    for (d, rows) in &sessions_by_day {
+        let bytes = table::encode_sessions(rows).map_err(wrong)?;
+        let n = rows.len() as u64;
+        parts.push(put_part(remote, Table::Sessions, Some(d), host, n, None, bytes).await?);
+    }
+    if !postings.is_empty() {
+        let rows: Vec<(String, String)> = postings.iter().cloned().collect();
+        let words = rows
+            .first()
+            .zip(rows.last())
+            .map(|(a, b)| (a.0.clone(), b.0.clone()));
+        let bytes = table::encode_postings(&rows).map_err(wrong)?;
+        let n = rows.len() as u64;
+        parts.push(put_part(remote, Table::Postings, None, host, n, words, bytes).await?);
+    }
+    Ok(parts)
+}
+
 /// The turns a session had in its segments before `segment` (in the order the session was
 /// written).
 fn turns_before(local: &Store, session: &str, segment: &Path, host: &str) -> u32 {
@@ -227,74 +278,15 @@ impl Writer {
         self.turns.retain(|t| !gone(&t.session));
         self.sessions.retain(|s, _| !gone(s));
         self.postings.retain(|(_, s)| !gone(s));
-        let mut parts = Vec::new();
-        let mut turns_by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
-        for t in &self.turns {
-            turns_by_day
-                .entry(day(t.started_us))
-                .or_default()
-                .push(t.clone());
-        }
-        for (d, rows) in &turns_by_day {
-            let bytes = table::encode_turns(rows).map_err(|e| e.to_string())?;
-            let n = rows.len() as u64;
-            parts.push(
-                put_part(
-                    &self.remote,
-                    Table::Turns,
-                    Some(d),
-                    &self.host,
-                    n,
-                    None,
-                    bytes,
-                )
-                .await?,
-            );
-        }
-        let mut sessions_by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
-        for s in self.sessions.values() {
-            sessions_by_day
-                .entry(day(s.last_activity_us))
-                .or_default()
-                .push(s.clone());
-        }
-        for (d, rows) in &sessions_by_day {
-            let bytes = table::encode_sessions(rows).map_err(|e| e.to_string())?;
-            let n = rows.len() as u64;
-            parts.push(
-                put_part(
-                    &self.remote,
-                    Table::Sessions,
-                    Some(d),
-                    &self.host,
-                    n,
-                    None,
-                    bytes,
-                )
-                .await?,
-            );
-        }
-        if !self.postings.is_empty() {
-            let rows: Vec<(String, String)> = self.postings.iter().cloned().collect();
-            let words = rows
-                .first()
-                .zip(rows.last())
-                .map(|(a, b)| (a.0.clone(), b.0.clone()));
-            let bytes = table::encode_postings(&rows).map_err(|e| e.to_string())?;
-            let n = rows.len() as u64;
-            parts.push(
-                put_part(
-                    &self.remote,
-                    Table::Postings,
-                    None,
-                    &self.host,
-                    n,
-                    words,
-                    bytes,
-                )
-                .await?,
-            );
-        }
+        let sessions: Vec<SessionRow> = self.sessions.values().cloned().collect();
+        let parts = put_rows(
+            &self.remote,
+            &self.host,
+            &self.turns,
+            &sessions,
+            &self.postings,
+        )
+        .await?;
         let committed = snapshot::commit(&self.remote, |s| {
             let missing: Vec<Part> = parts
                 .iter()

@@ -195,29 +195,14 @@ async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
         let (kept, rows, words) = match part.table {
             Table::Sessions => {
                 let all = index::table::decode_sessions(bytes).map_err(wrong)?;
-                let kept: Vec<_> = all
-                    .iter()
-                    .filter(|r| r.session != session)
-                    .cloned()
-                    .collect();
-                let n = (all.len() - kept.len()) as u64;
-                let bytes = (!kept.is_empty())
-                    .then(|| index::table::encode_sessions(&kept))
-                    .transpose()
-                    .map_err(wrong)?;
+                let (bytes, n) =
+                    without(all, |r| r.session == session, index::table::encode_sessions)
+                        .map_err(wrong)?;
                 (bytes, n, None)
             }
             Table::Turns => {
                 let all = index::table::decode_turns(bytes).map_err(wrong)?;
-                let kept: Vec<_> = all
-                    .iter()
-                    .filter(|r| r.session != session)
-                    .cloned()
-                    .collect();
-                let n = (all.len() - kept.len()) as u64;
-                let bytes = (!kept.is_empty())
-                    .then(|| index::table::encode_turns(&kept))
-                    .transpose()
+                let (bytes, n) = without(all, |r| r.session == session, index::table::encode_turns)
                     .map_err(wrong)?;
                 (bytes, n, None)
             }
@@ -273,6 +258,20 @@ async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
         remote.delete(&old).await.map_err(|e| e.to_string())?;
     }
     Ok(removed)
+}
+
+/// `all` without the rows `gone` names: the rest encoded (none when nothing is left), and how
+/// many went.
+fn without<T>(
+    mut all: Vec<T>,
+    gone: impl Fn(&T) -> bool,
+    encode: impl Fn(&[T]) -> parquet::errors::Result<Bytes>,
+) -> parquet::errors::Result<(Option<Bytes>, u64)> {
+    let before = all.len();
+    all.retain(|r| !gone(r));
+    let n = (before - all.len()) as u64;
+    let bytes = (!all.is_empty()).then(|| encode(&all)).transpose()?;
+    Ok((bytes, n))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! What the catalog learns from the lines passing through: a session's first prompt (its
 //! title), a turn's end and usage, its state (running, waiting for the client, idle), and the
 //! agent's `usage_update`, `session_info_update` and (v2) `state_update` notifications. The
-//! facts gather in [`super::turn_facts::TurnFacts`] until the shell takes them.
+//! facts gather in each session's [`super::turn_facts::Facts`] until the shell takes them.
 
 use super::context::Cx;
 use super::turn_facts::Fields;
@@ -28,7 +28,7 @@ pub(super) fn request(
         _ => None,
     };
     if let Some(state) = state {
-        cx.facts.state(s, state, t);
+        cx.sessions.facts(s).state(state, t);
     }
     if from == Side::Client && method == "session/prompt" && cx.sessions.first_prompt(s) {
         prompt(cx, s, peek, t);
@@ -47,7 +47,7 @@ fn prompt(cx: &mut Cx, s: &SessionId, peek: &Peek<'_>, t: i64) {
         return;
     };
     let title = cx.redacted(title);
-    cx.facts.prompt(s, title, t);
+    cx.sessions.facts(s).prompt(title, t);
 }
 
 /// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
@@ -58,8 +58,8 @@ pub(super) fn turn(cx: &mut Cx, s: &SessionId, method: &str, peek: &Peek<'_>, t:
         // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
         "session/prompt" if cx.agent.v2 => {}
         "session/prompt" => {
-            cx.facts.turn_ended(s, t);
-            cx.facts.state(s, "idle", t);
+            cx.sessions.facts(s).turn_ended(t);
+            cx.sessions.facts(s).state("idle", t);
             #[derive(serde::Deserialize)]
             struct Answer<'a> {
                 #[serde(borrow)]
@@ -71,11 +71,11 @@ pub(super) fn turn(cx: &mut Cx, s: &SessionId, method: &str, peek: &Peek<'_>, t:
                 .and_then(|r| serde_json::from_str::<Answer<'_>>(r.get()).ok())
                 .and_then(|a| a.usage)
             {
-                cx.facts.usage(s, &usage, &[], t);
+                cx.sessions.facts(s).usage(&usage, &[], t);
             }
         }
         "session/request_permission" | "elicitation/create" => {
-            cx.facts.state(s, "running", t);
+            cx.sessions.facts(s).state("running", t);
         }
         _ => {}
     }
@@ -100,7 +100,9 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
         Some("usage_update") => {
             let session = session();
             let skip = ["sessionUpdate", "_meta"];
-            cx.facts.usage(&session, &update, &skip, cx.now.unix_us);
+            cx.sessions
+                .facts(&session)
+                .usage(&update, &skip, cx.now.unix_us);
         }
         Some("session_info_update") => {
             let session = session();
@@ -138,11 +140,11 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
     if state == "idle" {
         cx.sessions.end_prompt(session, None);
     }
-    cx.facts.state(session, state, t);
+    cx.sessions.facts(session).state(state, t);
     if ends_turn {
-        cx.facts.turn_ended(session, t);
+        cx.sessions.facts(session).turn_ended(t);
         if let Some(usage) = update.get("usage").and_then(|raw| Fields::parse(raw.get())) {
-            cx.facts.usage(session, &usage, &[], t);
+            cx.sessions.facts(session).usage(&usage, &[], t);
         }
     }
 }

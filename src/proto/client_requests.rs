@@ -89,7 +89,7 @@ pub(super) fn cancelled(
             if hosted && cx.sessions.is_live(&s) {
                 return None;
             }
-            Some((loads.by_session(&s)?, "cancelled by session/cancel"))
+            Some((cx.sessions.get(&s)?.load?, "cancelled by session/cancel"))
         }
         _ => None,
     }

@@ -12,7 +12,6 @@ use super::pending::{PendingTable, Purpose, Step};
 use super::redact;
 use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
-use super::turn_facts::TurnFacts;
 use super::vocab::{Config, HashMap, Initialize, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind};
@@ -31,8 +30,6 @@ pub(super) struct Cx {
     pub(super) initialize: Initialize,
     pub(super) agent: AgentCaps,
     pub(super) client: ClientCaps,
-    /// What the catalog learns with every turn, until the shell takes it.
-    pub(super) facts: TurnFacts,
     /// The latest input's time.
     pub(super) now: Stamp,
     /// Operation numbers (loads, lists, forks), naming the store requests.
@@ -52,7 +49,6 @@ impl Cx {
             initialize: Initialize::default(),
             agent: AgentCaps::default(),
             client: ClientCaps::default(),
-            facts: TurnFacts::default(),
             now: Stamp::default(),
             next_op: 0,
             reused: ReusedIds::default(),

@@ -32,10 +32,9 @@ use crate::wire::rewrite::{RawObject, json_string};
 #[derive(Debug, Default)]
 pub(super) struct Loads {
     loads: HashMap<u64, Load>,
-    /// Client request id → load.
+    /// Client request id → load. (A session's latest load is the session's:
+    /// [`super::sessions::Session::load`].)
     by_request: HashMap<RequestId, u64>,
-    /// Client-facing session → its latest load.
-    by_session: HashMap<SessionId, u64>,
 }
 
 /// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
@@ -56,15 +55,10 @@ impl Loads {
         self.by_request.get(id).copied()
     }
 
-    /// The load of a client-facing session.
-    pub(super) fn by_session(&self, s: &str) -> Option<u64> {
-        self.by_session.get(s).copied()
-    }
-
-    /// Queue a client line behind the restore of its session; false when the session is not
-    /// being restored.
-    pub(super) fn wait_for_restore(&mut self, s: &str, line: &Bytes) -> bool {
-        let load = self.by_session.get(s).and_then(|op| self.loads.get_mut(op));
+    /// Queue a client line behind the restore of its session (whose latest load is `op`);
+    /// false when the session is not being restored.
+    pub(super) fn wait_for_restore(&mut self, op: Option<u64>, line: &Bytes) -> bool {
+        let load = op.and_then(|op| self.loads.get_mut(&op));
         match load {
             Some(Load {
                 asker: Asker::Restore(lines),
@@ -136,7 +130,7 @@ impl Loads {
             summary: Summary::default(),
             answer: RawObject::default(),
         };
-        self.by_session.insert(session.clone(), op);
+        cx.sessions.entry(&session).load = Some(op);
         self.loads.insert(op, load);
         cx.fx.push(Action::FetchHistory {
             load: op,
@@ -147,13 +141,13 @@ impl Loads {
         });
     }
 
-    fn remove(&mut self, op: u64) -> Option<Load> {
+    fn remove(&mut self, sessions: &mut SessionTable, op: u64) -> Option<Load> {
         let load = self.loads.remove(&op)?;
         if let Asker::Client(id) = &load.asker {
             self.by_request.remove(id);
         }
-        if self.by_session.get(&load.session) == Some(&op) {
-            self.by_session.remove(&load.session);
+        if let Some(session) = sessions.get_mut(&load.session) {
+            session.load.take_if(|latest| *latest == op);
         }
         Some(load)
     }
@@ -200,7 +194,7 @@ impl Loads {
     /// failed answer when there is one (the load fell back on the journal), else -32002; a
     /// restore cannot go on (`Unrestored`).
     fn journal_missing(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
-        let Some(l) = self.remove(op) else {
+        let Some(l) = self.remove(&mut cx.sessions, op) else {
             return Progress::Going;
         };
         let id = match l.asker {
@@ -236,7 +230,7 @@ impl Loads {
     /// fails with that reason (-32000, `data.reason` `"lease"`), in place of the agent's own
     /// answer if it failed; a restore cannot go on.
     fn journal_refused(&mut self, cx: &mut Cx, at: Stamp, op: u64, why: &str) -> Progress {
-        let Some(l) = self.remove(op) else {
+        let Some(l) = self.remove(&mut cx.sessions, op) else {
             return Progress::Going;
         };
         let error = error_json(
@@ -551,7 +545,7 @@ impl Loads {
 
     /// Answer the client's load.
     fn finish(&mut self, cx: &mut Cx, at: Stamp, op: u64, outcome: Result<(), String>) -> Progress {
-        let Some(l) = self.remove(op) else {
+        let Some(l) = self.remove(&mut cx.sessions, op) else {
             return Progress::Going;
         };
         let target = Target::Session(l.session.clone());
@@ -608,7 +602,7 @@ impl Loads {
     /// the session's agent lines, and journal its request in the session's journal. Returns its
     /// client id and session.
     fn abandon(&mut self, cx: &mut Cx, op: u64) -> Option<Load> {
-        let mut l = self.remove(op)?;
+        let mut l = self.remove(&mut cx.sessions, op)?;
         if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx.push(Action::CancelHistory { load: op });
         } else {

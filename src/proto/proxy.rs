@@ -22,6 +22,7 @@ use super::pending::Purpose;
 use super::restart::{self, Handshake};
 use super::stalls;
 use super::stderr::StderrLines;
+use super::turn_facts;
 use super::vocab::{
     Action, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
 };
@@ -115,7 +116,9 @@ impl Proxy {
             }
             let route = match self.cx.fx.pop()? {
                 Queued::Action(action) => {
-                    return Some(self.cx.facts.before(action, &mut self.routed));
+                    let action =
+                        turn_facts::before(&mut self.cx.sessions, action, &mut self.routed);
+                    return Some(action);
                 }
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
@@ -142,7 +145,7 @@ impl Proxy {
     /// Time to write what the catalog learned with the turns (about once a second, and at the
     /// end): it leaves as [`Action::TurnFacts`].
     pub fn handle_facts_due(&mut self) {
-        let facts = self.cx.facts.take();
+        let facts = self.cx.sessions.take_facts();
         if !facts.is_empty() {
             self.cx.fx.push(Action::TurnFacts(facts));
         }

@@ -450,7 +450,7 @@ pub(super) fn restore_first(
     peek: &Peek<'_>,
     line: &Bytes,
 ) -> bool {
-    if loads.wait_for_restore(s, line) {
+    if loads.wait_for_restore(cx.sessions.get(s).and_then(|x| x.load), line) {
         return true;
     }
     if !cx.sessions.is_lost(s) {

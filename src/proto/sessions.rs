@@ -11,8 +11,9 @@ use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::prompt::{PromptWatch, Prompter, Stall, Turn};
 use super::tree::SessionTree;
+use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, ConnId, HashMap, HashSet, Initialize, SessionId, Stamp,
+    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, Initialize, SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
 
@@ -77,6 +78,10 @@ pub(super) struct Session {
     turn: Turn,
     /// Agent lines held while a load brings it up (until the load ends).
     held: HeldLines,
+    /// The latest load of it the core serves (its operation number), until it ends.
+    pub(super) load: Option<u64>,
+    /// What the catalog learned of it and has not been told yet.
+    facts: Facts,
 }
 
 impl Session {
@@ -115,10 +120,11 @@ pub(super) struct SessionTable {
     sessions: HashMap<SessionId, Session>,
     /// Agent-side ID → client-facing ID, for mapped sessions.
     by_agent: HashMap<AgentSessionId, SessionId>,
-    /// The sessions with a prompt in flight (an index: the watch is the session's).
-    prompting: HashSet<SessionId>,
-    /// The sessions holding agent lines (an index: the lines are the session's).
-    holding: HashSet<SessionId>,
+    /// Some session's [`Facts`] may hold something not taken yet.
+    facts_wait: bool,
+    /// How many sessions' prompts in flight are watched for stalls (the watch is the
+    /// session's: [`Turn`]); none, the common case, costs no lookup.
+    watched: usize,
     /// Agent lines naming an agent-side session the table does not know yet, held while a
     /// load waits for the agent's `session/new` answer (which may name it).
     unclaimed: HeldLines,
@@ -163,8 +169,40 @@ impl SessionTable {
             .then(|| self.owner(parent))
     }
 
-    fn entry(&mut self, s: &SessionId) -> &mut Session {
+    /// Session `s`, made if the table has none.
+    pub(super) fn entry(&mut self, s: &SessionId) -> &mut Session {
         self.sessions.entry(s.clone()).or_default()
+    }
+
+    /// Session `s`, if the table has it.
+    pub(super) fn get(&self, s: &str) -> Option<&Session> {
+        self.sessions.get(s)
+    }
+
+    /// Session `s`, to change, if the table has it.
+    pub(super) fn get_mut(&mut self, s: &str) -> Option<&mut Session> {
+        self.sessions.get_mut(s)
+    }
+
+    /// What the catalog learns of session `s`, to add to.
+    pub(super) fn facts(&mut self, s: &SessionId) -> &mut Facts {
+        self.facts_wait = true;
+        &mut self.entry(s).facts
+    }
+
+    /// What the catalog learned and was not told yet, by session in order of ID
+    /// ([`Facts::take`]).
+    pub(super) fn take_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
+        let mut out = Vec::new();
+        if !std::mem::take(&mut self.facts_wait) {
+            return out;
+        }
+        let mut sessions: Vec<(&SessionId, &mut Session)> = self.sessions.iter_mut().collect();
+        sessions.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (s, session) in sessions {
+            session.facts.take(s, &mut out);
+        }
+        out
     }
 
     /// Connection `conn` uses session `s` (one the table knows).
@@ -178,8 +216,15 @@ impl SessionTable {
 
     /// The client sent session `s` a prompt (request `id`), watched from `at`.
     pub(super) fn start_prompt(&mut self, s: &SessionId, id: RequestId, at: Stamp) {
-        self.entry(s).turn.watch = Some(PromptWatch::new(id, at));
-        self.prompting.insert(s.clone());
+        if self
+            .entry(s)
+            .turn
+            .watch
+            .replace(PromptWatch::new(id, at))
+            .is_none()
+        {
+            self.watched += 1;
+        }
     }
 
     /// Connection `prompter.conn` prompted session `s`: the prompter it replaces, if any.
@@ -201,7 +246,7 @@ impl SessionTable {
 
     /// True when a prompt is in flight in some session (the common case costs no lookup).
     pub(super) fn prompting(&self) -> bool {
-        !self.prompting.is_empty()
+        self.watched > 0
     }
 
     /// A line of session `s` from the agent, or the client's answer to the agent's request in
@@ -225,25 +270,34 @@ impl SessionTable {
             .is_some_and(|w| id.is_none_or(|id| w.is(id)))
         {
             session.turn.watch = None;
-            self.prompting.remove(s);
+            self.watched -= 1;
         }
     }
 
     /// The agent is gone: its prompts are answered already.
     pub(super) fn end_prompts(&mut self) {
-        for s in std::mem::take(&mut self.prompting) {
-            if let Some(session) = self.sessions.get_mut(&s) {
+        if std::mem::take(&mut self.watched) > 0 {
+            for session in self.sessions.values_mut() {
                 session.turn.watch = None;
             }
         }
     }
 
+    /// The sessions whose prompt in flight is watched, and their watches (a scan: only while
+    /// [`SessionTable::prompting`]).
+    fn watches(&self) -> impl Iterator<Item = (&SessionId, &PromptWatch)> {
+        self.sessions
+            .iter()
+            .filter_map(|(s, session)| Some((s, session.turn.watch.as_ref()?)))
+    }
+
     /// The next time [`SessionTable::prompt_stalls`] can find something to do.
     pub(super) fn next_prompt_check(&self, timeout: u64, grace: u64) -> Option<u64> {
-        self.prompting
-            .iter()
-            .filter_map(|s| self.sessions.get(s)?.turn.watch.as_ref())
-            .filter_map(|w| w.next_check(timeout, grace))
+        if !self.prompting() {
+            return None;
+        }
+        self.watches()
+            .filter_map(|(_, w)| w.next_check(timeout, grace))
             .min()
     }
 
@@ -255,7 +309,7 @@ impl SessionTable {
         grace: u64,
         waiting_on_client: impl Fn(&str) -> bool,
     ) -> Vec<(SessionId, Stall)> {
-        let mut sessions: Vec<SessionId> = self.prompting.iter().cloned().collect();
+        let mut sessions: Vec<SessionId> = self.watches().map(|(s, _)| s.clone()).collect();
         sessions.sort_unstable();
         sessions
             .into_iter()
@@ -529,9 +583,6 @@ impl SessionTable {
             self.held_full = true;
             return false;
         }
-        if let Some(client) = self.by_agent.get(agent.0) {
-            self.holding.insert(client.clone());
-        }
         let Some(held) = self.held_for(agent) else {
             return false;
         };
@@ -572,17 +623,10 @@ impl SessionTable {
     pub(super) fn release_held(&mut self) -> Vec<Bytes> {
         self.held_full = false;
         let mut lines = self.unclaimed.take();
-        let mut done = Vec::new();
-        for s in &self.holding {
-            if let Some(session) = self.sessions.get_mut(s)
-                && !matches!(session.agent, AgentSide::Starting { .. })
-            {
+        for session in self.sessions.values_mut() {
+            if !matches!(session.agent, AgentSide::Starting { .. }) {
                 lines.append(&mut session.held.take());
-                done.push(s.clone());
             }
-        }
-        for s in done {
-            self.holding.remove(&s);
         }
         self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
         lines

@@ -1,109 +1,123 @@
 //! What the catalog learns with every turn (a session's first prompt, its state, its turns'
 //! ends, its usage; its title and time from the agent's `session_info_update`, passed on at
-//! once), the facts coalesced per session in the core until they leave as one
+//! once), the facts coalesced in each session ([`Facts`], the session's own:
+//! [`super::sessions::SessionTable::facts`]) until they leave as one
 //! [`super::Action::TurnFacts`] (about once a second, [`super::Proxy::handle_facts_due`], and
-//! before anything else is written to the catalog or read from it). The learning itself is
-//! [`super::catalog`]'s. A turn thus costs a few field updates, not an action each,
+//! before anything else is written to the catalog or read from it: [`before`]). The learning
+//! itself is [`super::catalog`]'s. A turn thus costs a few field updates, not an action each,
 //! and what waits is bounded by the sessions of the run.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::sessions::SessionTable;
 use super::vocab::{Action, CatalogUpdate, SessionId};
 use crate::wire::envelope::Name;
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
 #[derive(Debug, Default)]
-struct Facts {
+pub(super) struct Facts {
     prompt: Option<(String, i64)>,
     usage: Option<(Members, i64)>,
     turns: Option<(u64, i64)>,
     state: Option<(&'static str, i64)>,
 }
 
-/// The facts of every session, until taken.
-#[derive(Debug, Default)]
-pub(super) struct TurnFacts {
-    by_session: BTreeMap<SessionId, Facts>,
-}
-
-impl TurnFacts {
-    fn of(&mut self, s: &SessionId) -> &mut Facts {
-        if !self.by_session.contains_key(s) {
-            self.by_session.insert(s.clone(), Facts::default());
-        }
-        self.by_session.get_mut(s).expect("inserted above")
-    }
-
+impl Facts {
     /// The session's first prompt in this run (the first one kept).
-    pub(super) fn prompt(&mut self, s: &SessionId, title: String, t: i64) {
-        self.of(s).prompt.get_or_insert((title, t));
+    pub(super) fn prompt(&mut self, title: String, t: i64) {
+        self.prompt.get_or_insert((title, t));
     }
 
     /// The session's state now.
-    pub(super) fn state(&mut self, s: &SessionId, state: &'static str, t: i64) {
-        self.of(s).state = Some((state, t));
+    pub(super) fn state(&mut self, state: &'static str, t: i64) {
+        self.state = Some((state, t));
     }
 
     /// A turn of the session ended.
-    pub(super) fn turn_ended(&mut self, s: &SessionId, t: i64) {
-        let turns = &mut self.of(s).turns;
-        *turns = Some((turns.map_or(0, |(n, _)| n) + 1, t));
+    pub(super) fn turn_ended(&mut self, t: i64) {
+        self.turns = Some((self.turns.map_or(0, |(n, _)| n) + 1, t));
     }
 
     /// Usage the agent reported (`report`'s members but those named in `skip`): merged into
     /// what waits.
-    pub(super) fn usage(&mut self, s: &SessionId, report: &Fields<'_>, skip: &[&str], t: i64) {
-        let (usage, at) = self
-            .of(s)
-            .usage
-            .get_or_insert_with(|| (Members::default(), t));
+    pub(super) fn usage(&mut self, report: &Fields<'_>, skip: &[&str], t: i64) {
+        let (usage, at) = self.usage.get_or_insert_with(|| (Members::default(), t));
         usage.absorb(report, skip);
         *at = t;
     }
 
-    /// `action`, unless it reads or writes the catalog while facts wait: then the facts go
-    /// first ([`Action::TurnFacts`]) and `action` to the front of `next`.
-    pub(super) fn before(&mut self, action: Action, next: &mut VecDeque<Action>) -> Action {
-        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
-            return action;
-        }
-        let facts = self.take();
-        if facts.is_empty() {
-            return action;
-        }
-        next.push_front(action);
-        Action::TurnFacts(facts)
-    }
-
-    /// Everything that waits, as catalog updates with their times: per session its first
+    /// What waits, taken out as catalog updates of `session` with their times: its first
     /// prompt, usage, turn ends and state, in that order.
-    pub(super) fn take(&mut self) -> Vec<(CatalogUpdate, i64)> {
-        let mut out = Vec::new();
-        for (session, facts) in std::mem::take(&mut self.by_session) {
-            if let Some((title, t)) = facts.prompt {
-                let session = session.clone();
-                out.push((CatalogUpdate::Prompt { session, title }, t));
-            }
-            if let Some((usage, t)) = facts.usage {
-                let (session, usage) = (session.clone(), usage.into_value());
-                out.push((CatalogUpdate::Usage { session, usage }, t));
-            }
-            if let Some((turns, t)) = facts.turns {
-                let session = session.clone();
-                out.push((CatalogUpdate::TurnEnded { session, turns }, t));
-            }
-            if let Some((state, t)) = facts.state {
-                out.push((CatalogUpdate::State { session, state }, t));
-            }
+    pub(super) fn take(&mut self, session: &SessionId, out: &mut Vec<(CatalogUpdate, i64)>) {
+        let Facts {
+            prompt,
+            usage,
+            turns,
+            state,
+        } = std::mem::take(self);
+        let session = || session.clone();
+        if let Some((title, t)) = prompt {
+            out.push((
+                CatalogUpdate::Prompt {
+                    session: session(),
+                    title,
+                },
+                t,
+            ));
         }
-        out
+        if let Some((usage, t)) = usage {
+            let usage = usage.into_value();
+            out.push((
+                CatalogUpdate::Usage {
+                    session: session(),
+                    usage,
+                },
+                t,
+            ));
+        }
+        if let Some((turns, t)) = turns {
+            out.push((
+                CatalogUpdate::TurnEnded {
+                    session: session(),
+                    turns,
+                },
+                t,
+            ));
+        }
+        if let Some((state, t)) = state {
+            out.push((
+                CatalogUpdate::State {
+                    session: session(),
+                    state,
+                },
+                t,
+            ));
+        }
     }
+}
+
+/// `action`, unless it reads or writes the catalog while facts wait: then the facts go first
+/// ([`Action::TurnFacts`]) and `action` to the front of `next`.
+pub(super) fn before(
+    sessions: &mut SessionTable,
+    action: Action,
+    next: &mut VecDeque<Action>,
+) -> Action {
+    if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
+        return action;
+    }
+    let facts = sessions.take_facts();
+    if facts.is_empty() {
+        return action;
+    }
+    next.push_front(action);
+    Action::TurnFacts(facts)
 }
 
 /// The most members a [`Fields`] reads and a [`Members`] keeps (a hostile agent's object of a
@@ -196,21 +210,28 @@ mod tests {
 
     use super::*;
 
+    /// What waits in `facts`, taken as `s`'s.
+    fn take(facts: &mut Facts, s: &SessionId) -> Vec<(CatalogUpdate, i64)> {
+        let mut out = Vec::new();
+        facts.take(s, &mut out);
+        out
+    }
+
     #[test]
     fn a_thousand_turns_are_four_facts_with_every_turn_counted_and_usage_merged() {
-        let mut facts = TurnFacts::default();
+        let mut facts = Facts::default();
         let s = SessionId::from("S");
-        facts.prompt(&s, "first".into(), 1);
+        facts.prompt("first".into(), 1);
         for turn in 0..1000 {
-            facts.state(&s, "running", turn * 2);
-            facts.prompt(&s, "later".into(), turn * 2);
+            facts.state("running", turn * 2);
+            facts.prompt("later".into(), turn * 2);
             let usage = json!({"used": turn, "size": 9}).to_string();
-            facts.usage(&s, &Fields::parse(&usage).unwrap(), &[], turn * 2);
-            facts.turn_ended(&s, turn * 2 + 1);
-            facts.state(&s, "idle", turn * 2 + 1);
+            facts.usage(&Fields::parse(&usage).unwrap(), &[], turn * 2);
+            facts.turn_ended(turn * 2 + 1);
+            facts.state("idle", turn * 2 + 1);
         }
         assert_eq!(
-            facts.take(),
+            take(&mut facts, &s),
             [
                 (
                     CatalogUpdate::Prompt {
@@ -242,19 +263,19 @@ mod tests {
                 ),
             ]
         );
-        assert!(facts.take().is_empty(), "taken");
+        assert!(take(&mut facts, &s).is_empty(), "taken");
     }
 
     #[test]
     fn usage_reports_merge_by_member_in_first_seen_order_and_stay_bounded() {
-        let mut facts = TurnFacts::default();
+        let mut facts = Facts::default();
         let s = SessionId::from("S");
-        let mut report = |json: &str, t| facts.usage(&s, &Fields::parse(json).unwrap(), &[], t);
+        let mut report = |json: &str, t| facts.usage(&Fields::parse(json).unwrap(), &[], t);
         report(r#"{"used":1,"size":9,"cost":{"amount":0.5}}"#, 1);
         report(r#"{"size":10,"used":2,"extra":[1]}"#, 2);
         let hostile: Vec<String> = (0..1000).map(|n| format!(r#""k{n}":{n}"#)).collect();
         report(&format!("{{{}}}", hostile.join(",")), 3);
-        let [(CatalogUpdate::Usage { usage, .. }, 3)] = &facts.take()[..] else {
+        let [(CatalogUpdate::Usage { usage, .. }, 3)] = &take(&mut facts, &s)[..] else {
             panic!("one usage fact");
         };
         let Value::Object(members) = usage else {

@@ -76,7 +76,7 @@ fn new_session_id() -> anyhow::Result<String> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .context("reading /dev/urandom for a new session ID")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
 
 #[cfg(test)]

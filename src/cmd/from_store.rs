@@ -128,7 +128,6 @@ fn cache_dir(url: &str) -> PathBuf {
         .or_else(|_| std::env::var("AWS_ENDPOINT"))
         .unwrap_or_default();
     let digest = sha2::Sha256::digest(format!("{url}\n{endpoint}").as_bytes());
-    let tag: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -138,7 +137,7 @@ fn cache_dir(url: &str) -> PathBuf {
         .or_else(|| env("HOME").map(|h| h.join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".acp-journal-cache"))
         .join("acp-journal/stores")
-        .join(tag)
+        .join(hex::encode(&digest[..8]))
 }
 
 /// The store at `url` opened for reading: every host's catalog pulled into the local copy.

@@ -47,8 +47,7 @@ pub fn session_key(id: &str) -> String {
         }
         if key.len() > MAX_READABLE_KEY {
             let digest = Sha256::digest(id.as_bytes());
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-            return format!("h{hex}");
+            return format!("h{}", hex::encode(digest));
         }
     }
     key

@@ -10,9 +10,10 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use futures_util::StreamExt;
+use parking_lot::RwLock;
 
 use crate::catalog::Catalog;
 use crate::cli::Command;
@@ -267,7 +268,7 @@ impl Opened {
                 });
             match refreshed {
                 Ok(now) => {
-                    *live.write().unwrap_or_else(|p| p.into_inner()) = now;
+                    *live.write() = now;
                     failing = false;
                 }
                 Err(e) if !failing => {

@@ -15,8 +15,9 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 
 use super::format::Header;
@@ -194,11 +195,10 @@ impl Store {
     pub fn writer_alive(&self, segment: &str) -> bool {
         if self.mirror {
             // Written on another host: no process here tells; the store's catalogs may.
-            return self.live.as_ref().is_some_and(|live| {
-                live.read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains(segment)
-            });
+            return self
+                .live
+                .as_ref()
+                .is_some_and(|live| live.read().contains(segment));
         }
         let name = segment.rsplit('/').next().unwrap_or(segment);
         let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);

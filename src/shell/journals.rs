@@ -17,8 +17,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use crate::catalog::CatalogEntry;
 use crate::fleet::Fleet;
@@ -95,14 +97,11 @@ impl Health {
                 path.display()
             );
         }
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(JournalFailure {
-                journal: journal.to_string(),
-                error: error.to_string(),
-                store_full: full,
-            });
+        self.failures.lock().push(JournalFailure {
+            journal: journal.to_string(),
+            error: error.to_string(),
+            store_full: full,
+        });
         self.failed.store(true, Ordering::SeqCst);
     }
 
@@ -152,7 +151,7 @@ impl Shared {
     /// Run `op` on the writer unless it is suspended; suspend it after an error, or when the
     /// store is full (the file stays as it is: readers see its last whole record).
     fn with_writer(&self, op: impl FnOnce(&mut SegmentWriter) -> std::io::Result<()>) {
-        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.writer.lock();
         if self.health.full() {
             guard.take();
             return;
@@ -168,11 +167,7 @@ impl Shared {
     /// Close the segment cleanly (unless suspended or the store is full); returns its path
     /// and statistics.
     fn close(&self, seq: u64, at: Stamp) -> Option<(std::path::PathBuf, SegmentStats)> {
-        let writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()?;
+        let writer = self.writer.lock().take()?;
         if self.health.full() {
             return None;
         }
@@ -485,13 +480,7 @@ impl<T: Send + 'static> JournalSet<T> {
         if !self.health.failed.swap(false, Ordering::SeqCst) {
             return Vec::new();
         }
-        std::mem::take(
-            &mut *self
-                .health
-                .failures
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        )
+        std::mem::take(&mut *self.health.failures.lock())
     }
 
     /// This run's identifier (every segment's `run`; record numbers count within it).

@@ -47,7 +47,7 @@ pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow
 fn session_id(store: &Store, arg: &str) -> anyhow::Result<String> {
     let sessions = store
         .sessions_with(false)
-        .with_context(|| format!("reading the store {}", store.root().display()))?;
+        .with_context(|| format!("reading the journal directory {}", store.root().display()))?;
     if sessions.iter().any(|s| s.session == arg) {
         return Ok(arg.to_string());
     }

@@ -1,4 +1,4 @@
-//! The journal store: directory layout, session keys and segment creation.
+//! The journal directory: its layout, session keys and segment creation.
 //!
 //! ```text
 //! <root>/                        0700

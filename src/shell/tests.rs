@@ -1,8 +1,8 @@
 //! The shell driven end to end without processes: [`run`] between in-memory client and agent
-//! pipes, a fake agent process and a temporary store.
+//! pipes, a fake agent process and a temporary journal directory.
 //!
-//! Both destinations are [`Probe`]s: at the moment the proxy hands a line to one, the probe
-//! reads the store's segments from disk and checks that the line's record is already there
+//! Both destinations are [`Probe`]s: at the moment the proxy hands a line to one, the probe reads
+//! the journal directory's segments from disk and checks that the line's record is already there
 //! (for a line handed over in pieces, already at its first piece). A shell that forwards a line
 //! before its record is written fails every test that relays a line through the probes.
 

@@ -1,7 +1,7 @@
-//! The catalog: the store's index of sessions (`catalog.ndjson`), one JSON line per segment
-//! opened or closed, alias, title, delete, state change, turn end or usage report, and the
-//! session summaries read from it ([`Catalog::sessions`] for the commands, [`CatalogIndex`] kept
-//! up to date in memory by a proxy that serves `session/list`).
+//! The catalog: the journal directory's index of sessions (`catalog.ndjson`), one JSON line per
+//! segment opened or closed, alias, title, delete, state change, turn end or usage report, and the
+//! session summaries read from it ([`Catalog::sessions`] for the commands, [`CatalogIndex`] kept up
+//! to date in memory by a proxy that serves `session/list`).
 //!
 //! It sits above the journal: it knows ACP (a prompt turn, a `session_info_update` title) where
 //! it rebuilds itself from the segments. The catalog is append-only (each entry is one `write(2)`
@@ -773,8 +773,12 @@ impl Catalog for Store {
         if path.is_dir() {
             return segments_in(path).map_err(|e| format!("{arg}: {e}"));
         }
-        let sessions =
-            sessions.map_err(|e| format!("reading the store {}: {e}", self.root().display()))?;
+        let sessions = sessions.map_err(|e| {
+            format!(
+                "reading the journal directory {}: {e}",
+                self.root().display()
+            )
+        })?;
         let matches: Vec<&SessionSummary> = sessions
             .iter()
             .filter(|s| s.session.starts_with(arg))

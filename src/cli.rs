@@ -15,7 +15,7 @@ Examples:
   acp-journal list
       Show the recorded sessions.
   acp-journal verify
-      Check every journal in the store.";
+      Check every journal in the journal directory.";
 
 /// A transparent recording proxy for the Agent Client Protocol.
 ///
@@ -29,7 +29,7 @@ Examples:
     after_help = EXAMPLES
 )]
 pub struct Cli {
-    /// Journal store directory [default: $ACP_JOURNAL_DIR, else $XDG_DATA_HOME/acp-journal, else
+    /// Journal directory [default: $ACP_JOURNAL_DIR, else $XDG_DATA_HOME/acp-journal, else
     /// ~/.local/share/acp-journal].
     #[arg(long, global = true, value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
@@ -244,7 +244,7 @@ pub enum Command {
     /// Check journal files: every record's checksum, and how each file ends.
     #[command(after_help = "\
 Examples:
-  acp-journal verify                 every file in the store
+  acp-journal verify                 every file in the journal directory
   acp-journal verify 3fa8            the segments of a session (ID or unique prefix)
   acp-journal verify ./copy.acpj.zst a file
 
@@ -288,7 +288,7 @@ Examples:
   acp-journal search 'permission'              every message mentioning it
   acp-journal search 'sk-[a-z]+' --cwd ~/proj  a regex, in one project's sessions")]
     Search(SearchArgs),
-    /// Count a session's (or the whole store's) messages by kind and direction.
+    /// Count a session's (or every session's) messages by kind and direction.
     #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
     Stats(StatsArgs),
     /// Erase sessions from the shared store (`--store`): their journals, their lines in every
@@ -332,7 +332,8 @@ Example:
   acp-journal rerun 3fa8 --fail-on tools -- npx @agentclientprotocol/claude-agent-acp
 
 The agent's requests are answered from the recording: permission outcomes as recorded, file reads
-with the recorded content. The new run is journaled in the store like any proxied session.")]
+with the recorded content. The new run is journaled in the journal directory like any proxied
+session.")]
     Rerun(RerunArgs),
     /// Compare two recordings turn by turn: text, tool calls, errors, capabilities.
     #[command(after_help = "\
@@ -472,7 +473,7 @@ pub enum IndexAction {
 /// `stats` options.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// Session ID, unique prefix or path [default: the whole store].
+    /// Session ID, unique prefix or path [default: every session].
     #[arg(value_name = "SESSION")]
     pub session: Option<String>,
     /// With --store: count every message of every session's journal (by kind, with their
@@ -664,7 +665,8 @@ pub struct ListArgs {
 /// `verify` options.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Session IDs, unique prefixes, segment files or directories [default: the whole store].
+    /// Session IDs, unique prefixes, segment files or directories [default: the whole journal
+    /// directory].
     #[arg(value_name = "SESSION|PATH")]
     pub targets: Vec<String>,
 }
@@ -776,9 +778,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
     pub listen: std::net::SocketAddr,
 
-    /// Read the bearer token from FILE [default: $ACP_JOURNAL_TOKEN, else the store's
-    /// serve.token, made (0600) on first start]. At least 16 characters; a file group or others
-    /// may read is refused.
+    /// Read the bearer token from FILE [default: $ACP_JOURNAL_TOKEN, else serve.token in the
+    /// journal directory, made (0600) on first start]. At least 16 characters; a file group or
+    /// others may read is refused.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 

@@ -6,9 +6,9 @@
 //!   byte-preserving editor (`rewrite`), [`wire::Side`].
 //! - [`acp`]: ACP content helpers shared by the readers (prompt text, permission choices).
 //! - [`journal`]: the on-disk format and typed events, the segment writer, the salvage reader,
-//!   the store layout and private files. Knows no ACP.
-//! - [`catalog`]: the store's session index (`catalog.ndjson`), rebuilt from the segments,
-//!   and `<session>` resolution.
+//!   the journal directory's layout and private files. Knows no ACP.
+//! - [`catalog`]: the journal directory's session index (`catalog.ndjson`), rebuilt from the
+//!   segments, and `<session>` resolution.
 //! - [`fleet`]: journals in an object store shared by every host (`--store`): the shipper, the
 //!   pulls, the object layout. Reads catalogs, knows no ACP.
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,

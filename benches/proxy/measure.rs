@@ -501,7 +501,7 @@ fn thread_ticks(pid: u32) -> Vec<(u32, String, u64)> {
 struct ProcSample {
     hwm_kib: AtomicU64,
     samples: AtomicU64,
-    threads: std::sync::Mutex<Vec<(u32, String, u64)>>,
+    threads: parking_lot::Mutex<Vec<(u32, String, u64)>>,
 }
 
 /// Polls VmHWM and per-thread CPU every ~10 ms until `stop`, keeping the last values read.
@@ -514,7 +514,7 @@ fn proc_poller(pid: u32, seen: Arc<ProcSample>, stop: Arc<AtomicBool>) -> JoinHa
             }
             let threads = thread_ticks(pid);
             if !threads.is_empty() {
-                let mut last = seen.threads.lock().expect("lock");
+                let mut last = seen.threads.lock();
                 for t in threads {
                     match last.iter_mut().find(|l| l.0 == t.0) {
                         Some(l) => *l = t,
@@ -606,7 +606,7 @@ fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
             handle.join().expect("poller");
             // SAFETY: sysconf has no preconditions.
             let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-            let last = seen.threads.lock().expect("lock");
+            let last = seen.threads.lock();
             let cpu = last
                 .iter()
                 .map(|(tid, name, ticks)| {

@@ -47,7 +47,7 @@ pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow
 fn session_id(store: &Store, arg: &str) -> anyhow::Result<String> {
     let sessions = store
         .sessions_with(false)
-        .with_context(|| format!("reading the store {}", store.root().display()))?;
+        .with_context(|| format!("reading the journal directory {}", store.root().display()))?;
     if sessions.iter().any(|s| s.session == arg) {
         return Ok(arg.to_string());
     }
@@ -76,7 +76,7 @@ fn new_session_id() -> anyhow::Result<String> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .context("reading /dev/urandom for a new session ID")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
 
 #[cfg(test)]

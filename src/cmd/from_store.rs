@@ -10,9 +10,10 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use futures_util::StreamExt;
+use parking_lot::RwLock;
 
 use crate::catalog::Catalog;
 use crate::cli::Command;
@@ -128,7 +129,6 @@ fn cache_dir(url: &str) -> PathBuf {
         .or_else(|_| std::env::var("AWS_ENDPOINT"))
         .unwrap_or_default();
     let digest = sha2::Sha256::digest(format!("{url}\n{endpoint}").as_bytes());
-    let tag: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -138,7 +138,7 @@ fn cache_dir(url: &str) -> PathBuf {
         .or_else(|| env("HOME").map(|h| h.join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".acp-journal-cache"))
         .join("acp-journal/stores")
-        .join(tag)
+        .join(hex::encode(&digest[..8]))
 }
 
 /// The store at `url` opened for reading: every host's catalog pulled into the local copy.
@@ -268,7 +268,7 @@ impl Opened {
                 });
             match refreshed {
                 Ok(now) => {
-                    *live.write().unwrap_or_else(|p| p.into_inner()) = now;
+                    *live.write() = now;
                     failing = false;
                 }
                 Err(e) if !failing => {

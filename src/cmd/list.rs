@@ -1,4 +1,4 @@
-//! `list`: the sessions in the store, newest first.
+//! `list`: the sessions in the journal directory, newest first.
 
 use std::io::Write;
 use std::process::ExitCode;

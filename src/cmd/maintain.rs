@@ -1,4 +1,4 @@
-//! Store upkeep: `prune`, `repair`, and the generated `completions` and `man` page.
+//! Journal directory upkeep: `prune`, `repair`, and the generated `completions` and `man` page.
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 use crate::journal::Store;
 
-/// Resolve the journal store: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
+/// Resolve the journal directory: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
 /// `$XDG_DATA_HOME/acp-journal`, else `~/.local/share/acp-journal`.
 pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
     let env = |k: &str| {

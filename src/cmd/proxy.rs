@@ -12,7 +12,7 @@ use anyhow::Context;
 use crate::cli::{ListScope, LoadArg, ProxyArgs, Reprime};
 use crate::fleet::Fleet;
 use crate::journal::Store;
-use crate::net::bridge::Remote;
+use crate::net::bridge::Upstream;
 use crate::net::token::Token;
 use crate::shell::agent::AgentProcess;
 use crate::shell::reaper::Reaper;
@@ -100,12 +100,12 @@ pub(super) fn bridge(
             Some(Token::resolve(env, Some(&file), &file)?.0)
         }
     };
-    let mut remote = Remote::new(url, token, files.ca.as_deref(), 16 << 20)?;
-    let mut config = shell_config(store, &args, vec![OsString::from(remote.url())], shared)?;
+    let mut upstream = Upstream::new(url, token, files.ca.as_deref(), 16 << 20)?;
+    let mut config = shell_config(store, &args, vec![OsString::from(upstream.url())], shared)?;
     config.core.remote = true;
     on_runtime(async {
         let signals = shell::unix_signals().context("setting up signal handling")?;
-        let spawn = move || Ok(remote.connect());
+        let spawn = move || Ok(upstream.connect());
         shell::run(config, Front::Editor(Client::stdio()), spawn, signals).await
     })
 }

@@ -1,9 +1,9 @@
 //! `rerun`: a recording turned into the client of a real agent, through the journaling proxy.
 //!
-//! The agent runs under `acp-journal -- <agent…>` (this same binary, same store), so the new run
-//! is journaled exactly like any other. The recorded client messages are sent in order, with the
-//! new session IDs; the agent's requests are answered from the recording. At the end the new
-//! recording is compared with the original.
+//! The agent runs under `acp-journal -- <agent…>` (this same binary, same journal directory), so
+//! the new run is journaled exactly like any other. The recorded client messages are sent in order,
+//! with the new session IDs; the agent's requests are answered from the recording. At the end the
+//! new recording is compared with the original.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -10,8 +10,8 @@ use crate::journal::reader::is_end_marker;
 use crate::journal::store::segments_in;
 use crate::journal::{SegmentReader, Store};
 
-/// Verify the named journals (or the whole store). Exit 0 when nothing is corrupt, 1 when a
-/// file is corrupt, 2 when a file cannot be read as a journal.
+/// Verify the named journals (or the whole journal directory). Exit 0 when nothing is corrupt, 1
+/// when a file is corrupt, 2 when a file cannot be read as a journal.
 pub(super) fn run(store: &Store, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let mut files: Vec<PathBuf> = Vec::new();
     if args.targets.is_empty() {

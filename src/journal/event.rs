@@ -32,7 +32,7 @@ pub enum Event {
         journal: String,
         /// The error.
         error: String,
-        /// The store is full: every journal stopped.
+        /// The disk the journals are on is full: every journal stopped.
         store_full: bool,
     },
     /// The proxy received `signal` and forwarded it to the agent.

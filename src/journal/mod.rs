@@ -1,5 +1,5 @@
 //! Journals on disk: the record format, the proxy's typed events, appending, salvage-reading,
-//! the store layout and private files.
+//! the journal directory's layout and private files.
 //!
 //! Used by the proxy to write and by every inspection command to read. Nothing here knows
 //! about ACP: a record holds one wire line (bytes), a chunk of stderr or an [`Event`], and the

@@ -1,4 +1,4 @@
-//! The journal store: directory layout, session keys and segment creation.
+//! The journal directory: its layout, session keys and segment creation.
 //!
 //! ```text
 //! <root>/                        0700
@@ -15,8 +15,9 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 
 use super::format::Header;
@@ -47,8 +48,7 @@ pub fn session_key(id: &str) -> String {
         }
         if key.len() > MAX_READABLE_KEY {
             let digest = Sha256::digest(id.as_bytes());
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-            return format!("h{hex}");
+            return format!("h{}", hex::encode(digest));
         }
     }
     key
@@ -195,11 +195,10 @@ impl Store {
     pub fn writer_alive(&self, segment: &str) -> bool {
         if self.mirror {
             // Written on another host: no process here tells; the store's catalogs may.
-            return self.live.as_ref().is_some_and(|live| {
-                live.read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains(segment)
-            });
+            return self
+                .live
+                .as_ref()
+                .is_some_and(|live| live.read().contains(segment));
         }
         let name = segment.rsplit('/').next().unwrap_or(segment);
         let stem = name.strip_suffix(SEGMENT_SUFFIX).unwrap_or(name);

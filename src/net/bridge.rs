@@ -1,12 +1,13 @@
 //! The bridge (`acp-journal --connect URL`): for editors that speak only stdio, a remote ACP
-//! endpoint (an `acp-journal serve`, an SDK's server) stands where the agent process would, over
-//! one WebSocket (`http(s)://` URLs are taken as `ws(s)://` on the same path). The proxy runs as
-//! ever — journals, session loading — and a dropped socket is the end of its agent, which the
-//! shell "restarts": the bridge connects again (trying with backoff until the proxy gives up on
-//! it: `--init-timeout`, then again within `--respawn`), re-initializes with the editor's
-//! `initialize` and restores the editor's sessions on the new connection by `session/load` or
-//! `session/resume`, which a host like `acp-journal serve` answers from its journal. The core
-//! knows its agent is a host (`proto::Config::remote`) and tells the editor and the log so.
+//! endpoint, the [`Upstream`] (an `acp-journal serve`, an SDK's server), stands where the agent
+//! process would, over one WebSocket (`http(s)://` URLs are taken as `ws(s)://` on the same
+//! path). The proxy runs as ever — journals, session loading — and a dropped socket is the end
+//! of its agent, which the shell "restarts": the bridge connects again (trying with backoff
+//! until the proxy gives up on it: `--init-timeout`, then again within `--respawn`),
+//! re-initializes with the editor's `initialize` and restores the editor's sessions on the new
+//! connection by `session/load` or `session/resume`, which a host like `acp-journal serve`
+//! answers from its journal. The core knows its agent is a host (`proto::Config::remote`) and
+//! tells the editor and the log so.
 //!
 //! Over `wss://` it trusts the system's CA certificates and `--ca-file` ([`tls::client_config`]);
 //! a certificate it cannot trust ends it at once with the fix named (trying again would not
@@ -32,7 +33,7 @@ use crate::shell::pipes::Output;
 /// Bytes a pipe between the proxy and the socket task holds.
 const PIPE: usize = 1 << 20;
 
-/// How long the first connection is tried before the remote counts as unreachable (the proxy
+/// How long the first connection is tried before the upstream counts as unreachable (the proxy
 /// then ends, as when an agent cannot start). A connection made again after a drop is tried
 /// until the proxy stops it: the core gives a host `--init-timeout` to answer.
 const FIRST_CONNECT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -40,21 +41,21 @@ const FIRST_CONNECT: std::time::Duration = std::time::Duration::from_secs(30);
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// Where the bridge connects.
+/// The upstream: the host the bridge connects to (its WebSocket URL, token and TLS).
 #[derive(Clone, Debug)]
-pub struct Remote {
+pub struct Upstream {
     /// The WebSocket URL.
     url: String,
     token: Option<Token>,
     /// The TLS configuration of a `wss://` URL.
     tls: Option<Arc<rustls::ClientConfig>>,
     max_message: usize,
-    /// [`Remote::connect`] was called before: the next connection is one made again, tried
+    /// [`Upstream::connect`] was called before: the next connection is one made again, tried
     /// until the proxy stops it.
     again: bool,
 }
 
-impl Remote {
+impl Upstream {
     /// `url` (`ws`, `wss`, `http` or `https`), with the bearer `token` if any; over TLS, trusting
     /// the system's CA certificates and those of `ca_file`. A `ws://` URL to another host than
     /// this one is warned about.
@@ -67,7 +68,7 @@ impl Remote {
         token: Option<Token>,
         ca_file: Option<&Path>,
         max_message: usize,
-    ) -> anyhow::Result<Remote> {
+    ) -> anyhow::Result<Upstream> {
         let (url, secure) = match url.split_once("://") {
             Some(("ws", _)) => (url.to_string(), false),
             Some(("wss", _)) => (url.to_string(), true),
@@ -91,7 +92,7 @@ impl Remote {
                 "CONNECTING TO {url} WITHOUT TLS: the token and every message travel in clear over the network; use wss:// (serve --tls-cert/--tls-key, or a TLS proxy in front)"
             );
         }
-        Ok(Remote {
+        Ok(Upstream {
             url,
             token,
             tls,
@@ -107,17 +108,17 @@ impl Remote {
 
     /// A new connection as the proxy's agent: lines written to its stdin go out as frames
     /// (once it is open), frames come in as its stdout's lines; it "exits" when the socket
-    /// closes (status 0 when the remote closed it, 1 when it could not be reached, broke or was
+    /// closes (status 0 when the upstream closed it, 1 when it could not be reached, broke or was
     /// stopped). The first one is tried for [`FIRST_CONNECT`], later ones until stopped.
     pub fn connect(&mut self) -> Agent<Link> {
         let (ours, theirs_in) = tokio::io::duplex(PIPE);
         let (theirs_out, ours_out) = tokio::io::duplex(PIPE);
         let (exit_tx, exit_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let remote = self.clone();
+        let upstream = self.clone();
         self.again = true;
         tokio::spawn(async move {
-            let code = remote.pump(theirs_in, theirs_out, stop_rx).await;
+            let code = upstream.pump(theirs_in, theirs_out, stop_rx).await;
             let _ = exit_tx.send(code);
         });
         Agent {
@@ -285,7 +286,7 @@ fn untrusted(e: &io::Error) -> bool {
     )
 }
 
-/// A connection to the remote as the proxy's agent process.
+/// A connection to the upstream as the proxy's agent process.
 pub struct Link {
     exit: Option<oneshot::Receiver<i32>>,
     stop: Option<oneshot::Sender<()>>,

@@ -67,7 +67,7 @@ pub(super) fn connection_id() -> String {
             .as_nanos();
         bytes = t.to_le_bytes();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 #[cfg(test)]

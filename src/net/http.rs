@@ -139,10 +139,7 @@ async fn open(host: Arc<Host>, line: Bytes) -> Response<Body> {
         connection: connection.clone(),
         control,
     };
-    host.http
-        .lock()
-        .expect("the connection table")
-        .insert(name.clone(), handle.clone());
+    host.http.lock().insert(name.clone(), handle.clone());
     let number = connection.id().0;
     tracing::info!("HTTP connection #{number} opened");
     tracing::debug!("HTTP connection #{number} is {name}");
@@ -161,11 +158,7 @@ async fn open(host: Arc<Host>, line: Bytes) -> Response<Body> {
     let closing = name.clone();
     tokio::spawn(async move {
         dispatcher.run(idle).await;
-        table
-            .http
-            .lock()
-            .expect("the connection table")
-            .remove(&closing);
+        table.http.lock().remove(&closing);
         table.release();
         tracing::info!("HTTP connection #{number} ended");
     });
@@ -259,11 +252,7 @@ fn header_str<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
 }
 
 fn lookup(host: &Host, id: &str) -> Option<Handle> {
-    host.http
-        .lock()
-        .expect("the connection table")
-        .get(id)
-        .cloned()
+    host.http.lock().get(id).cloned()
 }
 
 /// One HTTP connection's outgoing side: the host's lines onto the client's streams.

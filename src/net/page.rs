@@ -120,8 +120,7 @@ fn html(status: StatusCode, body: String) -> Response<Body> {
 /// browser has it.
 fn asset(req: &Request<Incoming>, body: &'static str, kind: &'static str) -> Response<Body> {
     let digest = Sha256::digest(body.as_bytes());
-    let tag: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    let etag = format!("\"{tag}\"");
+    let etag = format!("\"{}\"", hex::encode(&digest[..12]));
     let fresh = req
         .headers()
         .get_all(header::IF_NONE_MATCH)

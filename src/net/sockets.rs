@@ -9,10 +9,11 @@
 //! allocator would keep it for the process otherwise.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 /// Every socket the server holds.
@@ -61,7 +62,7 @@ impl Sockets {
     /// was shed for it.
     pub(super) fn admit(self: &Arc<Self>) -> (Pass, bool) {
         let shed = Arc::new(Notify::new());
-        let mut state = self.state.lock().expect("the socket budget");
+        let mut state = self.state.lock();
         let mut full = false;
         if state.waiting.len() >= self.unauthenticated
             && let Some((_, oldest)) = state.waiting.pop_first()
@@ -87,7 +88,7 @@ impl Sockets {
     /// Unauthenticated and authenticated sockets held now.
     #[cfg(test)]
     fn held(&self) -> (usize, usize) {
-        let state = self.state.lock().expect("the socket budget");
+        let state = self.state.lock();
         (state.waiting.len(), state.authenticated)
     }
 }
@@ -99,7 +100,7 @@ impl Pass {
         if self.authenticated.load(Ordering::Acquire) {
             return true;
         }
-        let mut state = self.sockets.state.lock().expect("the socket budget");
+        let mut state = self.sockets.state.lock();
         if state.authenticated >= self.sockets.authenticated {
             return false;
         }
@@ -132,7 +133,7 @@ impl Pass {
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        let mut state = self.sockets.state.lock().expect("the socket budget");
+        let mut state = self.sockets.state.lock();
         if self.authenticated.load(Ordering::Acquire) {
             state.authenticated -= 1;
         } else {

@@ -2,8 +2,9 @@
 //! names admitted, the wrong-token throttle) and the ACP connections it counts and looks up.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
 
 use super::hosts::Hosts;
 use super::http::Handle;

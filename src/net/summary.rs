@@ -1,8 +1,10 @@
 //! Events an attacker can cause at will (a wrong token, a shed socket) are logged as one line
 //! per [`INTERVAL`], never one per event: whoever sends them cannot fill the log.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 /// How often a summary line is written, at most.
 pub(super) const INTERVAL: Duration = Duration::from_secs(60);
@@ -37,7 +39,7 @@ impl Summary {
     /// Count one event (`detail` follows its name in the line: `from 192.0.2.1`). The first of a
     /// quiet spell is written at once; the rest, counted, in one line [`INTERVAL`] later.
     pub(super) fn count(self: &Arc<Self>, detail: impl std::fmt::Display) {
-        let mut state = self.state.lock().expect("a summary");
+        let mut state = self.state.lock();
         if state.due {
             state.count += 1;
             state.last = detail.to_string();
@@ -54,7 +56,7 @@ impl Summary {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(INTERVAL).await;
-                let mut state = summary.state.lock().expect("a summary");
+                let mut state = summary.state.lock();
                 if state.count == 0 {
                     state.due = false;
                     return;

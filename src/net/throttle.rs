@@ -19,9 +19,10 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -143,7 +144,7 @@ impl Throttle {
 
     /// The slots of `source`, its entry made if need be (the table kept within [`SOURCES`]).
     fn source_slots(&self, source: Source, now: Instant) -> Arc<Semaphore> {
-        let mut state = self.state.lock().expect("the throttle");
+        let mut state = self.state.lock();
         let sources = &mut state.sources;
         if sources.len() >= SOURCES && !sources.contains_key(&source) {
             // Forget the quiet ones, else the one that failed least recently (not one with a
@@ -173,7 +174,7 @@ impl Throttle {
     /// The delay of a decision for `source` at `now`, from the failures so far; a wrong one
     /// (`right` false) is then counted.
     fn count(&self, source: Source, ip: IpAddr, now: Instant, right: bool) -> Duration {
-        let mut state = self.state.lock().expect("the throttle");
+        let mut state = self.state.lock();
         let all = state.all.at(now) / ALL_PER_STEP;
         let entry = state.sources.entry(source).or_insert_with(|| Entry {
             failures: Failures::default(),
@@ -278,12 +279,12 @@ mod tests {
                 let (throttle, answered) = (throttle.clone(), answered.clone());
                 tokio::spawn(async move {
                     throttle.decide(attacker, HOUR, false).await;
-                    answered.lock().unwrap().push(t.elapsed());
+                    answered.lock().push(t.elapsed());
                 })
             })
             .collect();
         futures_util::future::join_all(guesses).await;
-        let answered = answered.lock().unwrap().clone();
+        let answered = answered.lock().clone();
         for (i, at) in answered.iter().enumerate() {
             let turn = u32::try_from(i / SLOTS + 1).unwrap();
             assert_eq!(*at, MAX * turn, "answer {i}");
@@ -325,6 +326,6 @@ mod tests {
             throttle.source_slots(ip.into(), now);
             throttle.count(ip.into(), ip, now, false);
         }
-        assert_eq!(throttle.state.lock().unwrap().sources.len(), SOURCES);
+        assert_eq!(throttle.state.lock().sources.len(), SOURCES);
     }
 }

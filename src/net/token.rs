@@ -27,7 +27,7 @@ fn digest(bytes: &[u8]) -> Digest {
 pub enum TokenSource {
     /// `ACP_JOURNAL_TOKEN`.
     Environment,
-    /// `--token-file` (or the store's file, read again).
+    /// `--token-file` (or the journal directory's, read again).
     File(PathBuf),
     /// Made at this start and written to this 0600 file.
     Generated(PathBuf),
@@ -48,8 +48,8 @@ impl Token {
         fits.then(|| Token(secret.to_string(), digest(secret.as_bytes())))
     }
 
-    /// The token: from `env` (`ACP_JOURNAL_TOKEN`), else from `file`, else the store's
-    /// `default_file`, made (32 random bytes, base64url) on first start as a 0600 file.
+    /// The token: from `env` (`ACP_JOURNAL_TOKEN`), else from `file`, else the journal
+    /// directory's `default_file`, made (32 random bytes, base64url) on first start as a 0600 file.
     ///
     /// # Errors
     /// An unreadable or empty token file, or one that group or others may read (as ssh refuses
@@ -124,7 +124,7 @@ impl Token {
         Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "the token is {} characters long: serve takes none shorter than {MIN_LEN} (delete the store's serve.token and unset ACP_JOURNAL_TOKEN to have one made)",
+                "the token is {} characters long: serve takes none shorter than {MIN_LEN} (delete serve.token in the journal directory and unset ACP_JOURNAL_TOKEN to have one made)",
                 self.0.len()
             ),
         ))

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::spans::{AttrValue, Attributes, Span, SpanEvent, Status, hex};
+use super::spans::{AttrValue, Attributes, Span, SpanEvent, Status};
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "acp-journal";
@@ -87,8 +87,8 @@ fn json_event(e: &SpanEvent) -> Value {
 
 fn json_span(span: &Span) -> Value {
     let mut v = json!({
-        "traceId": hex(&span.context.trace_id),
-        "spanId": hex(&span.context.span_id),
+        "traceId": hex::encode(span.context.trace_id),
+        "spanId": hex::encode(span.context.span_id),
         "name": span.name,
         "kind": span.kind as i32,
         "startTimeUnixNano": span.start_ns.to_string(),
@@ -101,7 +101,7 @@ fn json_span(span: &Span) -> Value {
         },
     });
     if let Some(parent) = span.parent {
-        v["parentSpanId"] = Value::String(hex(&parent));
+        v["parentSpanId"] = Value::String(hex::encode(parent));
     }
     v
 }

@@ -34,13 +34,12 @@ pub struct SpanContext {
 impl SpanContext {
     /// The W3C `traceparent` value naming this span as parent (sampled).
     pub fn traceparent(&self) -> String {
-        format!("00-{}-{}-01", hex(&self.trace_id), hex(&self.span_id))
+        format!(
+            "00-{}-{}-01",
+            hex::encode(self.trace_id),
+            hex::encode(self.span_id)
+        )
     }
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn digest(parts: &[&[u8]]) -> [u8; 32] {
@@ -1042,8 +1041,8 @@ mod tests {
             turn_ids("S", 1, "2").traceparent(),
             format!(
                 "00-{}-{}-01",
-                hex(&turn_ids("S", 1, "2").trace_id),
-                hex(&turn_ids("S", 1, "2").span_id)
+                hex::encode(turn_ids("S", 1, "2").trace_id),
+                hex::encode(turn_ids("S", 1, "2").span_id)
             )
         );
         assert_ne!(turn_ids("S", 1, "2"), turn_ids("T", 1, "2"));

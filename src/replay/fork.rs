@@ -1,4 +1,4 @@
-//! A fork: a new session in the store whose history is another session's, up to a turn.
+//! A fork: a new session in the journal directory whose history is another session's, up to a turn.
 //!
 //! The fork is one closed session segment in its own directory, made whole before it gets its
 //! name ([`Store::create_segment_writer`]): the parent's first header (with the fork's session
@@ -126,7 +126,7 @@ pub fn fork_session(
 
     store
         .create_dirs()
-        .with_context(|| format!("creating the store {root}"))?;
+        .with_context(|| format!("creating the journal directory {root}"))?;
     let dir = store.session_dir(fork_id);
     let writer = store
         .create_segment_writer(&dir, &header.run, &header)

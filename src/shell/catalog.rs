@@ -1,6 +1,6 @@
-//! The store's catalog off the main loop: every catalog append and read of a run goes through
-//! one thread, in order, so no `open`/`write`/`read` of `catalog.ndjson` (nor the `.git` walk
-//! for a session's branch) ever blocks the relay.
+//! The journal directory's catalog off the main loop: every catalog append and read of a run goes
+//! through one thread, in order, so no `open`/`write`/`read` of `catalog.ndjson` (nor the `.git`
+//! walk for a session's branch) ever blocks the relay.
 //!
 //! What changes with every turn (a session's state, first prompt, turn ends, usage) is coalesced
 //! in the core, which lets it out as [`crate::proto::Action::TurnFacts`] about once a second

@@ -1,4 +1,4 @@
-//! Reading a session's history from the store for a `session/load` (the I/O half of
+//! Reading a session's history from the journal directory for a `session/load` (the I/O half of
 //! [`crate::proto::history::Replay`]). Runs on a blocking thread and streams chunks back.
 
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //! two cores then share the work of a flood.
 //!
 //! Relaying never stops because of the journal. A write error suspends that journal, said once
-//! on stderr; when the store is full (`ENOSPC`, `EDQUOT`) every journal stops, said once for
+//! on stderr; when the disk is full (`ENOSPC`, `EDQUOT`) every journal stops, said once for
 //! all, and no new segment is created. Each failure is handed to the core as a `journal_error`
 //! event ([`JournalSet::take_failures`]), journaled with the connection when it still can be.
 //! What was written stays readable: a segment ends at its last whole record or in a torn tail,
@@ -17,8 +17,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use crate::catalog::CatalogEntry;
 use crate::fleet::Fleet;
@@ -62,14 +64,14 @@ pub struct JournalFailure {
     pub journal: String,
     /// The error.
     pub error: String,
-    /// The store is full: every journal stopped.
+    /// The disk is full: every journal stopped.
     pub store_full: bool,
 }
 
 /// The journals' health, shared with the compressor thread.
 #[derive(Default)]
 struct Health {
-    /// The store is full: every journal stopped, no segment is created.
+    /// The disk is full: every journal stopped, no segment is created.
     full: AtomicBool,
     /// Set while `failures` holds something (checked without the lock).
     failed: AtomicBool,
@@ -78,7 +80,7 @@ struct Health {
 
 impl Health {
     /// Report that `journal` (at `path`) failed with `error`: once on stderr, and as a failure
-    /// for the core. A full store stops every journal and is reported once.
+    /// for the core. A full disk stops every journal and is reported once.
     fn fail(&self, journal: &str, path: &Path, error: &std::io::Error) {
         let full = matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
         if full {
@@ -86,7 +88,7 @@ impl Health {
                 return;
             }
             tracing::error!(
-                "the journal store is full ({error}, writing {}): journaling stopped for this run, relaying continues; the journals written so far stay readable",
+                "the journal directory's disk is full ({error}, writing {}): journaling stopped for this run, relaying continues; the journals written so far stay readable",
                 path.display()
             );
         } else {
@@ -95,14 +97,11 @@ impl Health {
                 path.display()
             );
         }
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(JournalFailure {
-                journal: journal.to_string(),
-                error: error.to_string(),
-                store_full: full,
-            });
+        self.failures.lock().push(JournalFailure {
+            journal: journal.to_string(),
+            error: error.to_string(),
+            store_full: full,
+        });
         self.failed.store(true, Ordering::SeqCst);
     }
 
@@ -150,9 +149,9 @@ impl Shared {
     }
 
     /// Run `op` on the writer unless it is suspended; suspend it after an error, or when the
-    /// store is full (the file stays as it is: readers see its last whole record).
+    /// disk is full (the file stays as it is: readers see its last whole record).
     fn with_writer(&self, op: impl FnOnce(&mut SegmentWriter) -> std::io::Result<()>) {
-        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.writer.lock();
         if self.health.full() {
             guard.take();
             return;
@@ -165,14 +164,10 @@ impl Shared {
         }
     }
 
-    /// Close the segment cleanly (unless suspended or the store is full); returns its path
+    /// Close the segment cleanly (unless suspended or the disk is full); returns its path
     /// and statistics.
     fn close(&self, seq: u64, at: Stamp) -> Option<(std::path::PathBuf, SegmentStats)> {
-        let writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()?;
+        let writer = self.writer.lock().take()?;
         if self.health.full() {
             return None;
         }
@@ -271,7 +266,7 @@ fn raw(bytes: &Option<bytes::Bytes>) -> Option<Box<serde_json::value::RawValue>>
 }
 
 impl<T: Send + 'static> JournalSet<T> {
-    /// Create the store directories and the run's connection segment, and start the
+    /// Create the journal directories and the run's connection segment, and start the
     /// compressor thread.
     pub fn open(
         store: Store,
@@ -301,7 +296,7 @@ impl<T: Send + 'static> JournalSet<T> {
         };
         if let Err(e) = set.store.create_dirs() {
             tracing::error!(
-                "journal store {} is not usable ({e}); relaying without a journal",
+                "journal directory {} is not usable ({e}); relaying without a journal",
                 set.store.root().display()
             );
             return set;
@@ -485,13 +480,7 @@ impl<T: Send + 'static> JournalSet<T> {
         if !self.health.failed.swap(false, Ordering::SeqCst) {
             return Vec::new();
         }
-        std::mem::take(
-            &mut *self
-                .health
-                .failures
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        )
+        std::mem::take(&mut *self.health.failures.lock())
     }
 
     /// This run's identifier (every segment's `run`; record numbers count within it).
@@ -499,12 +488,12 @@ impl<T: Send + 'static> JournalSet<T> {
         &self.info.run
     }
 
-    /// True when the store holds a session of this ID (its directory exists).
+    /// True when the journal directory holds a session of this ID (its directory exists).
     pub fn holds(&self, session: &str) -> bool {
         self.store.session_dir(session).exists()
     }
 
-    /// True once the store is full: journaling has stopped for this run.
+    /// True once the disk is full: journaling has stopped for this run.
     pub fn store_full(&self) -> bool {
         self.health.full()
     }

@@ -20,8 +20,10 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use super::group::{self, Group, Members};
 
@@ -63,10 +65,7 @@ impl Reaper {
 
     /// Whether the reaper process runs: it ends the agent's group if the proxy dies.
     pub fn is_running(&self) -> bool {
-        self.pipe
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        self.pipe.lock().is_some()
     }
 
     /// The group was started: the reaper ends it if the proxy dies.
@@ -91,7 +90,7 @@ impl Reaper {
     }
 
     fn tell(&self, line: &str) {
-        let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pipe = self.pipe.lock();
         // A few bytes into a pipe the reaper drains: this does not block. If the reaper is
         // gone, there is no one left to tell.
         if let Some(stdin) = pipe.as_mut()

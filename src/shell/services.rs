@@ -1,4 +1,4 @@
-//! [`Services`]: the store-side work the core asks for, off the main loop: history reads (and
+//! [`Services`]: the journal-side work the core asks for, off the main loop: history reads (and
 //! their cancelling), forks, the catalog service.
 
 use std::collections::HashMap;

@@ -1,8 +1,8 @@
 //! The shell driven end to end without processes: [`run`] between in-memory client and agent
-//! pipes, a fake agent process and a temporary store.
+//! pipes, a fake agent process and a temporary journal directory.
 //!
-//! Both destinations are [`Probe`]s: at the moment the proxy hands a line to one, the probe
-//! reads the store's segments from disk and checks that the line's record is already there
+//! Both destinations are [`Probe`]s: at the moment the proxy hands a line to one, the probe reads
+//! the journal directory's segments from disk and checks that the line's record is already there
 //! (for a line handed over in pieces, already at its first piece). A shell that forwards a line
 //! before its record is written fails every test that relays a line through the probes.
 
@@ -10,11 +10,12 @@ use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{mpsc, oneshot};
@@ -157,7 +158,7 @@ struct Probe {
 impl Probe {
     fn took(&mut self, bytes: &[u8]) {
         self.partial.extend_from_slice(bytes);
-        let mut checker = self.checker.lock().unwrap();
+        let mut checker = self.checker.lock();
         while let Some(end) = memchr::memchr(b'\n', &self.partial) {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
             checker.forwarding(&line);
@@ -323,7 +324,7 @@ impl Peers {
 
     /// The lines forwarded before their record was on disk.
     fn early(&self) -> Vec<String> {
-        self.checker.lock().unwrap().early.clone()
+        self.checker.lock().early.clone()
     }
 
     /// Every forwarded line was on disk before it was forwarded.
@@ -512,7 +513,7 @@ async fn relayed_lines_are_on_disk_before_they_are_forwarded() {
     let (code, p) = tokio::join!(proxy, script);
     assert_eq!(code.unwrap(), 0);
     p.assert_journaled_first();
-    let checker = p.checker.lock().unwrap();
+    let checker = p.checker.lock();
     assert_eq!(checker.forwarded.values().sum::<usize>(), 4 + 22 + 2);
 }
 

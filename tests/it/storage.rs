@@ -1,6 +1,6 @@
-//! A store that runs out of room while recording: a file-size limit (`EFBIG`, one journal
-//! stops) and a full filesystem (`ENOSPC`, every journal stops). Either way the relay goes on,
-//! the failure is said once on stderr and the journals written so far stay readable.
+//! A journal directory that runs out of room while recording: a file-size limit (`EFBIG`, one
+//! journal stops) and a full filesystem (`ENOSPC`, every journal stops). Either way the relay goes
+//! on, the failure is said once on stderr and the journals written so far stay readable.
 
 use std::path::Path;
 
@@ -120,9 +120,9 @@ cp -a "$store/." "$out/"; exit $code"#;
     argv.extend(proxy);
     let mut client = TestClient::spawn(&argv);
     let sent = echo_updates(&mut client, &["a", "b", "c"], 6000);
-    // A session first seen once the store is full gets no segment at all.
+    // A session first seen once the disk is full gets no segment at all.
     let late = echo_updates(&mut client, &["late"], 3);
-    let logged = log_lines(&client, "journal store is full");
+    let logged = log_lines(&client, "journal directory's disk is full");
     let (code, received) = client.finish();
     assert_eq!(code, 0);
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Forks of journals built in a temporary store.
+//! Forks of journals built in a temporary journal directory.
 
 use bytes::Bytes;
 use serde_json::{Value, json};

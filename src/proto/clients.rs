@@ -15,8 +15,7 @@ use std::collections::VecDeque;
 use super::connection::{self, Connections, Route};
 use super::context::Cx;
 use super::loading::Loads;
-use super::native::replay_from;
-use super::vocab::{Action, ConnId, LoadMode, Peer, SessionId, Stamp, Target};
+use super::vocab::{Action, ConnId, Peer, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 
@@ -182,14 +181,25 @@ pub(super) fn answer_unasked(cx: &mut Cx, at: Stamp, id: RequestId, line: &Bytes
     cx.fx.forward(Side::Agent, answer);
 }
 
-/// A host's client joins or leaves session `s` (true when the request was taken here).
-/// A load or resume of a session live on the agent joins it: served from the journal,
-/// never passed to the agent, so the other connections' turn goes on untouched; the
+/// How a host's connection joins or leaves a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Join {
+    /// A load or resume of a live session, served from the journal (`replay`: the history).
+    Live { replay: bool },
+    /// `session/attach` (`live`: the session is live on the agent).
+    Attach { live: bool },
+    /// `session/detach`, or a `session/close` while other connections stay attached.
+    Leave,
+}
+
+/// A host's client joins or leaves session `s` with request `id`, as the route decided
+/// (`join`). A load or resume of a session live on the agent joins it: served from the
+/// journal, never passed to the agent, so the other connections' turn goes on untouched; the
 /// history replayed is what the journal held when the request came and every live line
-/// follows it once ([`Connections::joins_live`]). `session/attach` (the multi-client
-/// draft) joins likewise, bringing the session up first when it is not live, with the
-/// history its `historyPolicy` asks for. `session/detach`, and `session/close` while other
-/// connections stay attached, detach this connection only.
+/// follows it once ([`Connections::joins_live`]). `session/attach` (the multi-client draft)
+/// joins likewise, bringing the session up first when it is not live, with the history its
+/// `historyPolicy` asks for. `session/detach`, and `session/close` while other connections
+/// stay attached, detach this connection only.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn join_or_leave(
     cx: &mut Cx,
@@ -197,62 +207,37 @@ pub(super) fn join_or_leave(
     loads: &mut Loads,
     at: Stamp,
     id: &RequestId,
-    method: &str,
     s: &SessionId,
+    join: Join,
     peek: &Peek<'_>,
     line: &Bytes,
-) -> bool {
-    // `--load off` serves nothing from the journal: joins go to the agent as they came.
-    let live = cx.sessions.is_live(s) && cx.config.load != LoadMode::Off;
-    let conn = connections.conn_of(id);
-    match method {
-        "session/load" | "session/resume" if live && !cx.agent.v2 => {
+) {
+    match join {
+        Join::Live { replay } => {
             connections.joins_live(id);
-            loads.serve(cx, at, id, peek, line, method == "session/load", true);
-            true
+            loads.serve(cx, at, id, peek, line, replay, true);
         }
-        // ACP v2: a resume replays with `replayFrom: {type: "start"}`, else nothing; another
-        // cursor is the agent's to take.
-        "session/resume" if live => match replay_from(peek.params).as_deref() {
-            None | Some("start") => {
-                let replay = replay_from(peek.params).is_some();
-                connections.joins_live(id);
-                loads.serve(cx, at, id, peek, line, replay, true);
-                true
-            }
-            Some(_) => false,
-        },
-        "session/attach" if cx.config.load != LoadMode::Off => {
+        Join::Attach { live } => {
             let full = connection::Attach::parse(peek.params)
                 .is_ok_and(|a| a.history == connection::HistoryPolicy::Full);
             if live {
                 connections.joins_live(id);
             }
             loads.serve(cx, at, id, peek, line, full, live);
-            true
         }
-        "session/detach" | "session/close" => {
-            let others = cx
-                .sessions
-                .attached(s)
-                .iter()
-                .any(|c| *c != conn && connections.is_live(*c));
-            if method == "session/close" && !others {
-                return false;
-            }
+        Join::Leave => {
+            let conn = connections.conn_of(id);
             cx.fx.journal_client(at, Target::Run, peek, line);
             cx.sessions.detach_from(s, conn);
             let unanswered = connections.detach(conn, s);
-            let answer = match method {
-                "session/detach" => json!({"sessionId": &**s, "status": "detached"}),
+            let answer = match peek.method() {
+                Some("session/detach") => json!({"sessionId": &**s, "status": "detached"}),
                 _ => json!({}),
             };
             cx.fx.answer(at, Target::Run, id, Ok(&answer.to_string()));
             for (id, line) in unanswered {
                 ask_again(cx, connections, at, id, line);
             }
-            true
         }
-        _ => false,
     }
 }

@@ -8,11 +8,21 @@ use bytes::Bytes;
 
 use super::context::Cx;
 use super::load_request::NATIVE_HOLD_BYTES;
-use super::loading::Loads;
 use super::vocab::AgentRef;
-use crate::wire::envelope::Peek;
+use super::vocab::AgentSessionId;
 
-/// What becomes of an agent line naming a session.
+/// Why an agent line is held, and the agent-side session it is held with (a child's root's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Hold {
+    /// The agent's own replay under `--load journal`: dropped.
+    Hidden,
+    /// A native load's replay, until the agent's answer says whether it stands.
+    NativeReplay(AgentSessionId),
+    /// A load brings the session up (or waits for the agent to start one it does not know).
+    Starting(AgentSessionId),
+}
+
+/// What becomes of a held agent line.
 pub(super) enum Holding {
     /// Held (or dropped: the agent's own replay under `--load journal`).
     Taken,
@@ -20,45 +30,26 @@ pub(super) enum Holding {
     Passes(Vec<Bytes>),
 }
 
-/// Hold an agent request or notification (`line`, described by `peek`) that must not reach
-/// the client yet.
-pub(super) fn hold_agent_line(
-    cx: &mut Cx,
-    loads: &Loads,
-    peek: &Peek<'_>,
-    line: &Bytes,
-) -> Holding {
-    let Some(named) = peek.session.as_deref() else {
-        return Holding::Passes(Vec::new());
-    };
-    // A child session's lines (a subagent's) are held with its root's: in a native load's
-    // replay, the agent replays its children too.
-    let root = cx
-        .sessions
-        .is_child(named)
-        .then(|| cx.sessions.agent_id(&cx.sessions.owner(named)));
-    let session = root.as_ref().map_or(named, |r| r.as_str());
-    let update = peek.method() == Some("session/update");
-    if cx.sessions.hides_replay(session) && update {
-        return Holding::Taken; // the agent's own replay under `--load journal`
-    }
-    if let Some(native) = cx
-        .sessions
-        .native_load_mut(session)
-        .filter(|n| update && n.holds_replay())
-    {
-        if native.held.hold(line, NATIVE_HOLD_BYTES) {
-            return Holding::Taken;
+/// Hold an agent request or notification (`line`) as [`Hold`] says (the route decided it).
+pub(super) fn hold_agent_line(cx: &mut Cx, hold: &Hold, line: &Bytes) -> Holding {
+    match hold {
+        Hold::Hidden => Holding::Taken,
+        Hold::NativeReplay(session) => {
+            let Some(native) = cx.sessions.native_load_mut(session.as_str()) else {
+                return Holding::Passes(Vec::new());
+            };
+            if native.held.hold(line, NATIVE_HOLD_BYTES) {
+                return Holding::Taken;
+            }
+            Holding::Passes(native.held.take())
         }
-        return Holding::Passes(native.held.take());
+        Hold::Starting(session) => {
+            let agent = AgentRef(session.as_str());
+            if cx.sessions.hold(agent, line, cx.config.held_limit) {
+                return Holding::Taken;
+            }
+            // Past the bound the lines go out as they come, after those held.
+            Holding::Passes(cx.sessions.take_held(agent))
+        }
     }
-    let agent = AgentRef(session);
-    if !loads.starting(&cx.sessions, agent) {
-        return Holding::Passes(Vec::new());
-    }
-    if cx.sessions.hold(agent, line, cx.config.held_limit) {
-        return Holding::Taken;
-    }
-    // Past the bound the lines go out as they come, after those held.
-    Holding::Passes(cx.sessions.take_held(agent))
 }

@@ -55,6 +55,18 @@ impl Loads {
         self.by_request.get(id).copied()
     }
 
+    /// True while load `op` restores a session lost in an agent restart (client lines that
+    /// name it wait behind it: [`Loads::wait_for_restore`]).
+    pub(super) fn restores(&self, op: u64) -> bool {
+        matches!(
+            self.loads.get(&op),
+            Some(Load {
+                asker: Asker::Restore(_),
+                ..
+            })
+        )
+    }
+
     /// Queue a client line behind the restore of its session (whose latest load is `op`);
     /// false when the session is not being restored.
     pub(super) fn wait_for_restore(&mut self, op: Option<u64>, line: &Bytes) -> bool {

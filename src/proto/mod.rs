@@ -56,7 +56,7 @@
 mod attribution;
 mod capabilities;
 mod catalog;
-mod client_requests;
+
 mod clients;
 mod closing;
 mod connection;
@@ -88,6 +88,7 @@ mod restart;
 #[cfg(test)]
 mod restart_tests;
 mod reused_ids;
+mod route;
 mod sessions;
 mod stalls;
 mod stderr;

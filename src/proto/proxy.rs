@@ -6,7 +6,6 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::attribution;
-use super::client_requests::{self, Handling};
 use super::clients;
 use super::closing;
 use super::connection::{Connections, Inbound};
@@ -20,9 +19,9 @@ use super::loading::{Loads, Progress};
 use super::native::{self, NativeAnswer};
 use super::pending::Purpose;
 use super::restart::{self, Handshake};
+use super::route::{self, AgentRoute, ClientRoute, Handling};
 use super::stalls;
 use super::stderr::StderrLines;
-use super::turn_facts;
 use super::vocab::{
     Action, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
 };
@@ -115,11 +114,7 @@ impl Proxy {
                 clients::settle(&mut self.cx, &mut self.connections);
             }
             let route = match self.cx.fx.pop()? {
-                Queued::Action(action) => {
-                    let action =
-                        turn_facts::before(&mut self.cx.sessions, action, &mut self.routed);
-                    return Some(action);
-                }
+                Queued::Action(action) => return Some(self.facts_before(action)),
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
@@ -129,6 +124,20 @@ impl Proxy {
                 return Some(action);
             }
         }
+    }
+
+    /// `action`, unless it reads or writes the catalog while facts wait: then the facts go
+    /// first ([`Action::TurnFacts`]) and `action` right after them.
+    fn facts_before(&mut self, action: Action) -> Action {
+        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
+            return action;
+        }
+        let facts = self.cx.sessions.take_facts();
+        if facts.is_empty() {
+            return action;
+        }
+        self.routed.push_front(action);
+        Action::TurnFacts(facts)
     }
 
     /// The session table, for tests of the core.
@@ -241,31 +250,44 @@ impl Proxy {
         }
     }
 
-    /// A whole line from one side, as the core handles it, described by `peek`.
+    /// A whole line from one side, as the core handles it, described by `peek`: routed once
+    /// ([`route`]) to the component that owns it, which takes it or gives it back to be
+    /// relayed.
     fn dispatch(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         self.cx.now = at;
-        if from == Side::Client
-            && let Some(reinit) = &mut self.handshake.reinit
-            && peek.is_message()
-        {
-            // Messages wait for the restarted agent; anything else is no message of the
-            // protocol and passes as it always does.
-            reinit.hold(at, peek, line.clone());
-            return;
-        }
-        stalls::activity(&mut self.cx, from, peek, at);
-        let consumed = self.cx.config.load != LoadMode::Off
-            && match from {
-                Side::Client => self.claim_client_line(at, peek, line),
-                Side::Agent => self.claim_agent_line(at, peek, line),
-            };
-        if !consumed {
+        let relay = match from {
+            Side::Client => {
+                let route = route::client(
+                    &self.cx,
+                    &self.handshake,
+                    &self.loads,
+                    &self.lists,
+                    &self.connections,
+                    peek,
+                );
+                if route == ClientRoute::AwaitAgent {
+                    if let Some(reinit) = &mut self.handshake.reinit {
+                        // Messages wait for the restarted agent.
+                        reinit.hold(at, peek, line.clone());
+                    }
+                    return;
+                }
+                stalls::activity(&mut self.cx, from, peek, at);
+                self.take_client_line(at, route, peek, line)
+            }
+            Side::Agent => {
+                let route = route::agent(&self.cx, &self.loads, &self.lists, peek);
+                stalls::activity(&mut self.cx, from, peek, at);
+                self.take_agent_line(at, route, peek, line)
+            }
+        };
+        if relay {
             self.edit_and_relay(at, from, peek, line);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed.
             self.claim_unclaimed(at);
-        } else if !consumed && from == Side::Client && self.agent_ended {
+        } else if relay && from == Side::Client && self.agent_ended {
             // Nobody will answer it: say so at once.
             self.agent_gone(at);
         }
@@ -378,67 +400,71 @@ impl Proxy {
         self.cx.fx.event(at, Target::Run, event);
     }
 
-    /// Client lines the proxy handles itself. Returns true when the line was consumed.
-    fn claim_client_line(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
-        if self
-            .handshake
-            .answers_dead_agent(&mut self.cx, at, peek, line)
-        {
-            return true;
-        }
-        if let Some(s) = peek.session.as_deref().filter(|_| peek.method().is_some())
-            && restart::restore_first(&mut self.cx, &mut self.loads, at, s, peek, line)
-        {
-            return true;
-        }
+    /// A client line, handed to the component `route` names. Returns true when it is to be
+    /// relayed (the route says so, or its owner gives it back).
+    fn take_client_line(
+        &mut self,
+        at: Stamp,
+        route: ClientRoute,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let cx = &mut self.cx;
         let session = || peek.session.as_deref().map(SessionId::from);
-        if self.connections.is_hosted()
-            && let Kind::Request { id, method } = &peek.kind
-            && let Some(s) = session()
-            && clients::join_or_leave(
-                &mut self.cx,
-                &mut self.connections,
-                &mut self.loads,
-                at,
-                id,
-                method,
-                &s,
-                peek,
-                line,
-            )
-        {
-            return true;
-        }
-        match &peek.kind {
-            Kind::Request { id, method } => self.claim_request(at, id, method, peek, line),
-            Kind::Notification { method } => {
-                let hosted = self.connections.is_hosted();
-                let cancelled = client_requests::cancelled(
-                    &self.cx,
-                    &self.loads,
-                    &self.lists,
-                    hosted,
-                    method,
-                    peek,
-                );
-                cancelled.is_some_and(|(op, why)| self.cancel_op(at, op, line, why))
+        match route {
+            ClientRoute::AwaitAgent | ClientRoute::Relay => true,
+            ClientRoute::DeadAgentAnswer => {
+                self.handshake.answer_dead_agent(cx, at, peek, line);
+                false
             }
-            _ => false,
+            ClientRoute::BehindRestore(op) => !self.loads.wait_for_restore(Some(op), line),
+            ClientRoute::Restore(step) => {
+                let s = session().unwrap_or_default();
+                restart::restore_first(cx, &mut self.loads, at, &s, step, peek, line);
+                false
+            }
+            ClientRoute::Join(join) => {
+                let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, session()) else {
+                    return true;
+                };
+                clients::join_or_leave(
+                    cx,
+                    &mut self.connections,
+                    &mut self.loads,
+                    at,
+                    id,
+                    &s,
+                    join,
+                    peek,
+                    line,
+                );
+                false
+            }
+            ClientRoute::Request(handling) => {
+                let Kind::Request { id, .. } = &peek.kind else {
+                    return true;
+                };
+                !self.take_request(at, handling, id, peek, line)
+            }
+            ClientRoute::Cancel(op, why) => {
+                self.cancel_op(at, op, line, why);
+                false
+            }
         }
     }
 
-    /// A client request, handled as [`client_requests::handling`] says (true: taken here).
-    fn claim_request(
+    /// A client request the core handles as `handling` says (true: taken here).
+    fn take_request(
         &mut self,
         at: Stamp,
+        handling: Handling,
         id: &RequestId,
-        method: &str,
         peek: &Peek<'_>,
         line: &Bytes,
     ) -> bool {
         let session = || peek.session.as_deref().map(SessionId::from);
         let cx = &mut self.cx;
-        match client_requests::handling(cx, method, peek) {
+        match handling {
             Handling::FromJournal { replay } => {
                 self.loads.serve(cx, at, id, peek, line, replay, false);
                 true
@@ -477,52 +503,66 @@ impl Proxy {
         }
     }
 
-    /// Agent lines the proxy consumes or holds. Returns true when the line was consumed.
-    fn claim_agent_line(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) -> bool {
-        match &peek.kind {
-            Kind::Response { id, is_error } => {
-                match native::native_answered(&mut self.cx, &mut self.loads, id, line, *is_error) {
-                    NativeAnswer::NotNative => {}
+    /// An agent line, handed to the component `route` names. Returns true when it is to be
+    /// relayed (the route says so, or its owner gives it back).
+    fn take_agent_line(
+        &mut self,
+        at: Stamp,
+        route: AgentRoute,
+        peek: &Peek<'_>,
+        line: &Bytes,
+    ) -> bool {
+        let Kind::Response { id, is_error } = &peek.kind else {
+            return match route {
+                AgentRoute::Held(hold) => match holding::hold_agent_line(&mut self.cx, &hold, line)
+                {
+                    Holding::Taken => false,
+                    Holding::Passes(held) => {
+                        self.edit_and_relay_all(at, held);
+                        true
+                    }
+                },
+                _ => true,
+            };
+        };
+        let (cx, failed) = (&mut self.cx, *is_error);
+        match route {
+            AgentRoute::NativeAnswer => {
+                match native::native_answered(cx, &mut self.loads, id, line, failed) {
+                    NativeAnswer::NotNative => true,
                     NativeAnswer::Passes(held) => {
                         self.edit_and_relay_all(at, held);
-                        return false;
+                        true
                     }
-                    NativeAnswer::Served => return true,
+                    NativeAnswer::Served => false,
                 }
-                let (cx, failed) = (&mut self.cx, *is_error);
+            }
+            AgentRoute::OwnAnswer => {
                 match cx.ids.answered(id) {
                     Some(Purpose::Load(op, step)) => {
                         let progress = self.loads.on_response(cx, at, op, step, peek, line, failed);
                         self.progressed(at, progress);
-                        return true;
                     }
                     Some(purpose) => {
                         let lines = self.handshake.answered(cx, at, purpose, peek, line, failed);
                         self.dispatch_all(at, Side::Client, lines);
-                        return true;
                     }
-                    None => {}
+                    None => return true,
                 }
-                let answer =
-                    self.lists
-                        .agent_answered(&mut self.cx.ids, &self.cx.sessions, id, line);
+                false
+            }
+            AgentRoute::ListAnswer => {
+                let answer = self
+                    .lists
+                    .agent_answered(&mut cx.ids, &cx.sessions, id, line);
                 match answer {
-                    ListAnswer::NotList => return false,
+                    ListAnswer::NotList => return true,
                     ListAnswer::Taken(Some(merged)) => self.forward_merged_list(at, merged),
                     ListAnswer::Taken(None) => {}
                 }
-                true
+                false
             }
-            Kind::Notification { .. } | Kind::Request { .. } => {
-                match holding::hold_agent_line(&mut self.cx, &self.loads, peek, line) {
-                    Holding::Taken => true,
-                    Holding::Passes(held) => {
-                        self.edit_and_relay_all(at, held);
-                        false
-                    }
-                }
-            }
-            _ => false,
+            AgentRoute::Held(_) | AgentRoute::Relay => true,
         }
     }
 

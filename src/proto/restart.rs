@@ -361,24 +361,21 @@ impl Handshake {
         }
     }
 
-    /// A client's answer to a request of an agent that was restarted: journaled, never
-    /// forwarded to its successor (true: taken).
-    pub(super) fn answers_dead_agent(
+    /// The client answered request `id` of an agent that died since (the route found it in
+    /// `dead`): journaled with the session it was in, and dropped.
+    pub(super) fn answer_dead_agent(
         &mut self,
         cx: &mut Cx,
         at: Stamp,
         peek: &Peek<'_>,
         line: &Bytes,
-    ) -> bool {
+    ) {
         let Kind::Response { id, .. } = &peek.kind else {
-            return false;
+            return;
         };
-        let Some(session) = self.dead.remove(id) else {
-            return false;
-        };
+        let session = self.dead.remove(id).flatten();
         let target = session.map_or(Target::Run, Target::Session);
         cx.fx.journal_client(at, target, peek, line);
-        true
     }
 
     /// The restarted agent is ready (or will not be): the client lines that waited, to go on.
@@ -439,38 +436,40 @@ fn notice(
     }
 }
 
-/// A client line that names a session lost in an agent restart: bring the session up again
-/// first (it waits), or answer what needs no agent. False when the line goes its usual way
-/// (the session is not lost, or the client loads, resumes or deletes it).
+/// What becomes of a client line naming a session lost in an agent restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Restore {
+    /// `session/cancel`: nothing runs on the new agent yet; journaled only.
+    Cancel,
+    /// `session/close`: answered here.
+    Close,
+    /// Anything else: the session is brought up again first, the line waits.
+    First,
+}
+
+/// A client line that names session `s`, lost in an agent restart, as the route decided
+/// (`step`): journaled (`session/cancel`: nothing runs on the new agent yet), answered here
+/// (`session/close`), or waiting while the session is brought up again first.
 pub(super) fn restore_first(
     cx: &mut Cx,
     loads: &mut Loads,
     at: Stamp,
-    s: &str,
+    s: &SessionId,
+    step: Restore,
     peek: &Peek<'_>,
     line: &Bytes,
-) -> bool {
-    if loads.wait_for_restore(cx.sessions.get(s).and_then(|x| x.load), line) {
-        return true;
-    }
-    if !cx.sessions.is_lost(s) {
-        return false;
-    }
+) {
     let session = cx.sessions.id(s);
-    match (peek.method(), &peek.kind) {
-        (Some("session/load" | "session/resume" | "session/delete"), _) => false,
-        (Some("session/cancel"), _) => {
-            // Nothing runs on the new agent yet.
+    match (step, &peek.kind) {
+        (Restore::Cancel, _) => {
             cx.fx
                 .journal_client(at, Target::Session(session), peek, line);
-            true
         }
-        (Some("session/close"), Kind::Request { id, .. }) => {
+        (Restore::Close, Kind::Request { id, .. }) => {
             cx.fx
                 .journal_client(at, Target::Session(session.clone()), peek, line);
             cx.sessions.set_not_live(&session);
             cx.fx.answer(at, Target::Session(session), id, Ok("{}"));
-            true
         }
         _ => {
             let setup = cx
@@ -481,7 +480,6 @@ pub(super) fn restore_first(
             let request = LoadRequest::restore(session, setup, line.clone());
             let op = cx.next_op();
             loads.start(cx, op, request);
-            true
         }
     }
 }

@@ -3,20 +3,18 @@
 //! once), the facts coalesced in each session ([`Facts`], the session's own:
 //! [`super::sessions::SessionTable::facts`]) until they leave as one
 //! [`super::Action::TurnFacts`] (about once a second, [`super::Proxy::handle_facts_due`], and
-//! before anything else is written to the catalog or read from it: [`before`]). The learning
+//! before anything else is written to the catalog or read from it). The learning
 //! itself is [`super::catalog`]'s. A turn thus costs a few field updates, not an action each,
 //! and what waits is bounded by the sessions of the run.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::sessions::SessionTable;
-use super::vocab::{Action, CatalogUpdate, SessionId};
+use super::vocab::{CatalogUpdate, SessionId};
 use crate::wire::envelope::Name;
 
 /// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
@@ -100,24 +98,6 @@ impl Facts {
             ));
         }
     }
-}
-
-/// `action`, unless it reads or writes the catalog while facts wait: then the facts go first
-/// ([`Action::TurnFacts`]) and `action` to the front of `next`.
-pub(super) fn before(
-    sessions: &mut SessionTable,
-    action: Action,
-    next: &mut VecDeque<Action>,
-) -> Action {
-    if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
-        return action;
-    }
-    let facts = sessions.take_facts();
-    if facts.is_empty() {
-        return action;
-    }
-    next.push_front(action);
-    Action::TurnFacts(facts)
 }
 
 /// The most members a [`Fields`] reads and a [`Members`] keeps (a hostile agent's object of a
@@ -256,7 +236,7 @@ mod tests {
                 ),
                 (
                     CatalogUpdate::State {
-                        session: s,
+                        session: s.clone(),
                         state: "idle"
                     },
                     1999

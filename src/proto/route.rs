@@ -1,0 +1,305 @@
+//! Where a line goes, decided once, up front: [`client`] and [`agent`] read the line's peek
+//! and what the core holds (the handshake, the line's session, the loads and lists under way,
+//! the proxy's own request ids) and name the one component that owns the line
+//! ([`ClientRoute`], [`AgentRoute`]); [`super::Proxy`] hands it there. Nothing here changes
+//! state. A client request's handling follows from its method, the mode (`--load`) and what
+//! the agent declared ([`Handling`]): served from the journal, passed on with what serves it
+//! should the agent fail it, answered here, or passed as it came.
+
+use super::clients::Join;
+use super::connection::Connections;
+use super::context::Cx;
+use super::holding::Hold;
+use super::listing::Lists;
+use super::load_request::tail_turns;
+use super::loading::Loads;
+use super::native::replay_from;
+use super::restart::{Handshake, Restore};
+use super::vocab::{AgentRef, AgentSessionId, LoadMode, SessionId};
+use crate::wire::envelope::{self, Kind, Peek, RequestId};
+
+/// The component that owns a client line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ClientRoute {
+    /// A restarted agent is being initialized: the line waits for it ([`Handshake`]).
+    AwaitAgent,
+    /// The client answers a request of an agent that died since: journaled, dropped.
+    DeadAgentAnswer,
+    /// Its session is being restored: it waits behind the restore (load `op`).
+    BehindRestore(u64),
+    /// It names a session lost in an agent restart ([`super::restart::restore_first`]).
+    Restore(Restore),
+    /// A host's connection joins or leaves a live session ([`super::clients::join_or_leave`]).
+    Join(Join),
+    /// A client request the core handles ([`Handling`]).
+    Request(Handling),
+    /// A `$/cancel_request` or `session/cancel` of an operation the core serves (`op`, why).
+    Cancel(u64, &'static str),
+    /// Nobody's but the session's: edited where it must be, journaled, forwarded.
+    Relay,
+}
+
+/// The component that owns an agent line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum AgentRoute {
+    /// The answer to a load or resume the client sent the agent itself, kept by its session
+    /// ([`super::native::native_answered`]).
+    NativeAnswer,
+    /// The answer to a request of the proxy's own (a load's step, the handshake told again).
+    OwnAnswer,
+    /// The answer to a `session/list` the core merges with the journal's.
+    ListAnswer,
+    /// A line of a session whose lines are held or hidden ([`super::holding`]).
+    Held(Hold),
+    /// Nobody's but the session's: edited where it must be, journaled, forwarded.
+    Relay,
+}
+
+/// The owner of a client line (`peek`).
+pub(super) fn client(
+    cx: &Cx,
+    handshake: &Handshake,
+    loads: &Loads,
+    lists: &Lists,
+    connections: &Connections,
+    peek: &Peek<'_>,
+) -> ClientRoute {
+    if handshake.reinit.is_some() && peek.is_message() {
+        return ClientRoute::AwaitAgent;
+    }
+    if cx.config.load == LoadMode::Off {
+        return ClientRoute::Relay;
+    }
+    if let Kind::Response { id, .. } = &peek.kind {
+        return match handshake.dead.contains_key(id) {
+            true => ClientRoute::DeadAgentAnswer,
+            false => ClientRoute::Relay,
+        };
+    }
+    let method = peek.method();
+    if let (Some(s), Some(method)) = (peek.session.as_deref(), method) {
+        if let Some(route) = restoring(cx, loads, s, method, &peek.kind) {
+            return route;
+        }
+        if let Kind::Request { id, .. } = &peek.kind
+            && connections.is_hosted()
+            && let Some(join) = joining(cx, connections, id, method, s, peek)
+        {
+            return ClientRoute::Join(join);
+        }
+    }
+    match (&peek.kind, method) {
+        (Kind::Request { .. }, Some(method)) => match handling(cx, method, peek) {
+            Handling::Pass => ClientRoute::Relay,
+            handling => ClientRoute::Request(handling),
+        },
+        (Kind::Notification { method }, _) => {
+            match cancelled(cx, loads, lists, connections.is_hosted(), method, peek) {
+                Some((op, why)) => ClientRoute::Cancel(op, why),
+                None => ClientRoute::Relay,
+            }
+        }
+        _ => ClientRoute::Relay,
+    }
+}
+
+/// A line naming session `s`, which is being restored or was lost in an agent restart.
+fn restoring(cx: &Cx, loads: &Loads, s: &str, method: &str, kind: &Kind) -> Option<ClientRoute> {
+    let session = cx.sessions.get(s)?;
+    if let Some(op) = session.load.filter(|op| loads.restores(*op)) {
+        return Some(ClientRoute::BehindRestore(op));
+    }
+    if !cx.sessions.is_lost(s) {
+        return None;
+    }
+    match (method, kind) {
+        ("session/load" | "session/resume" | "session/delete", _) => None,
+        ("session/cancel", _) => Some(ClientRoute::Restore(Restore::Cancel)),
+        ("session/close", Kind::Request { .. }) => Some(ClientRoute::Restore(Restore::Close)),
+        _ => Some(ClientRoute::Restore(Restore::First)),
+    }
+}
+
+/// A host's request `id` (`method`) naming session `s`: how its connection joins or leaves
+/// it, if it does.
+fn joining(
+    cx: &Cx,
+    connections: &Connections,
+    id: &RequestId,
+    method: &str,
+    s: &str,
+    peek: &Peek<'_>,
+) -> Option<Join> {
+    let live = cx.sessions.is_live(s);
+    match method {
+        "session/load" | "session/resume" if live && !cx.agent.v2 => Some(Join::Live {
+            replay: method == "session/load",
+        }),
+        // ACP v2: a resume replays with `replayFrom: {type: "start"}`, else nothing; another
+        // cursor is the agent's to take.
+        "session/resume" if live => match replay_from(peek.params).as_deref() {
+            None => Some(Join::Live { replay: false }),
+            Some("start") => Some(Join::Live { replay: true }),
+            Some(_) => None,
+        },
+        "session/attach" => Some(Join::Attach { live }),
+        "session/detach" => Some(Join::Leave),
+        "session/close" => {
+            let conn = connections.conn_of(id);
+            let attached = cx.sessions.attached(s).iter();
+            let others = attached.filter(|c| **c != conn && connections.is_live(**c));
+            (others.count() > 0).then_some(Join::Leave)
+        }
+        _ => None,
+    }
+}
+
+/// The owner of an agent line (`peek`).
+pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> AgentRoute {
+    if cx.config.load == LoadMode::Off {
+        return AgentRoute::Relay;
+    }
+    match &peek.kind {
+        Kind::Response { id, .. } => {
+            let client_id = cx.ids.client_id(id);
+            let native = cx
+                .pending
+                .get(&(crate::wire::Side::Client, client_id.clone()))
+                .and_then(|p| cx.sessions.native_load(p.session.as_deref()?))
+                .is_some_and(|n| n.id == client_id && n.fallback.is_some());
+            if native {
+                AgentRoute::NativeAnswer
+            } else if cx.ids.is_own(id) {
+                AgentRoute::OwnAnswer
+            } else if lists
+                .of_request(&client_id)
+                .is_some_and(|(_, l)| l.forwarded)
+            {
+                AgentRoute::ListAnswer
+            } else {
+                AgentRoute::Relay
+            }
+        }
+        Kind::Notification { .. } | Kind::Request { .. } => {
+            let update = peek.method() == Some("session/update");
+            match peek
+                .session
+                .as_deref()
+                .and_then(|s| held(cx, loads, s, update))
+            {
+                Some(hold) => AgentRoute::Held(hold),
+                None => AgentRoute::Relay,
+            }
+        }
+        _ => AgentRoute::Relay,
+    }
+}
+
+/// Why an agent line naming `named` (`update`: a `session/update`) is held, if it is: its
+/// session (a child's root: in a native load's replay the agent replays its children too)
+/// hides the agent's own replay, a native load holds its replay, or a load is bringing the
+/// session up.
+fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
+    let sessions = &cx.sessions;
+    let root = sessions
+        .is_child(named)
+        .then(|| sessions.agent_id(&sessions.owner(named)));
+    let s = root.as_ref().map_or(named, |r| r.as_str());
+    if update && sessions.hides_replay(s) {
+        Some(Hold::Hidden)
+    } else if update && sessions.native_load(s).is_some_and(|n| n.holds_replay()) {
+        Some(Hold::NativeReplay(AgentSessionId::native(
+            &SessionId::from(s),
+        )))
+    } else if loads.starting(sessions, AgentRef(s)) {
+        Some(Hold::Starting(AgentSessionId::native(&SessionId::from(s))))
+    } else {
+        None
+    }
+}
+
+/// What the core does with a client request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Handling {
+    /// `session/load` or `session/resume` served from the journal (`replay`: the history
+    /// goes first).
+    FromJournal { replay: bool },
+    /// A load or resume the agent does itself, kept by its session until answered.
+    Native { replay: bool },
+    /// An ACP v2 `session/resume` (its `replayFrom` decides).
+    ResumeV2,
+    /// `session/fork` made in the journal.
+    Fork,
+    /// `session/list`: the journal's, or merged with the agent's.
+    List,
+    /// `session/close` the agent does.
+    CloseByAgent,
+    /// `session/close` answered here.
+    Close,
+    /// `session/delete`.
+    Delete,
+    /// Nothing to do: the request passes.
+    Pass,
+}
+
+/// The handling of a client request of `method` (`peek`): a `session/load` that asks for the
+/// tail of the history only is served from the journal, whatever the agent can load.
+fn handling(cx: &Cx, method: &str, peek: &Peek<'_>) -> Handling {
+    let emulates = cx.emulates_loading();
+    let agent = &cx.agent;
+    match method {
+        "session/load" if cx.synthesizes_load() || (emulates && asks_tail(peek)) => {
+            Handling::FromJournal { replay: true }
+        }
+        "session/load" => Handling::Native { replay: true },
+        "session/resume" if agent.v2 && emulates => Handling::ResumeV2,
+        "session/resume" if !agent.resume && emulates => Handling::FromJournal { replay: false },
+        "session/resume" if emulates => Handling::Native { replay: false },
+        "session/fork" if !agent.fork && emulates => Handling::Fork,
+        "session/list" => Handling::List,
+        "session/close" if agent.close => Handling::CloseByAgent,
+        "session/close" => Handling::Close,
+        "session/delete" => Handling::Delete,
+        _ => Handling::Pass,
+    }
+}
+
+/// A `session/load` that asks for the tail of the history only
+/// ([`super::load_request::tail_turns`]).
+fn asks_tail(peek: &Peek<'_>) -> bool {
+    peek.params
+        .filter(|p| p.get().contains("\"tail\""))
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .is_some_and(|params| tail_turns(&params).is_some())
+}
+
+/// The operation a client's `$/cancel_request` or `session/cancel` notification (`method`)
+/// cancels, and why: a load or restore served from the journal, or a list served here. On a
+/// host's live session a `session/cancel` is for the turn, not for a client joining it.
+fn cancelled(
+    cx: &Cx,
+    loads: &Loads,
+    lists: &Lists,
+    hosted: bool,
+    method: &str,
+    peek: &Peek<'_>,
+) -> Option<(u64, &'static str)> {
+    match method {
+        "$/cancel_request" => {
+            let rid = envelope::request_id(peek.params)?;
+            let op = loads.by_request(&rid).or_else(|| {
+                let (op, list) = lists.of_request(&rid)?;
+                (!list.forwarded).then_some(op)
+            })?;
+            Some((op, "cancelled by $/cancel_request"))
+        }
+        "session/cancel" => {
+            let s = peek.session.as_deref().map(SessionId::from)?;
+            if hosted && cx.sessions.is_live(&s) {
+                return None;
+            }
+            Some((cx.sessions.get(&s)?.load?, "cancelled by session/cancel"))
+        }
+        _ => None,
+    }
+}

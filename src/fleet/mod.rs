@@ -364,7 +364,7 @@ impl Fleet {
 async fn probe(remote: &Remote, host: &str) -> Probe {
     let mut nonce = [0u8; 8];
     let _ = getrandom::fill(&mut nonce);
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = hex::encode(nonce);
     let name = format!("probe/{host}-{nonce}");
     let outcome = match remote.put_new(&name, bytes::Bytes::from_static(b"1")).await {
         Err(e) => return Probe::Failed(e.to_string()),
@@ -426,10 +426,10 @@ fn host_id(local: &Store) -> std::io::Result<String> {
     };
     let mut random = [0u8; 4];
     getrandom::fill(&mut random).map_err(std::io::Error::other)?;
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = hex::encode(random);
     let id = match hostname.trim_matches('-') {
-        "" => format!("host-{hex}"),
-        h => format!("{h}-{hex}"),
+        "" => format!("host-{suffix}"),
+        h => format!("{h}-{suffix}"),
     };
     match crate::journal::private::create_private_file(&path) {
         Ok(mut file) => {

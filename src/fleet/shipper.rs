@@ -831,7 +831,7 @@ impl Ledger {
     fn path(local: &Store, url: &str) -> PathBuf {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(url.as_bytes());
-        let tag: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+        let tag = hex::encode(&digest[..6]);
         local.root().join(format!("shipped-{tag}.ndjson"))
     }
 

@@ -33,10 +33,10 @@
 //! [`renew`] and [`release`] do the requests.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::clock::Clock;
@@ -367,11 +367,6 @@ impl Leases {
     }
 }
 
-/// Lock the leases (a poisoned lock is taken as it is: the data is plain).
-pub fn lock(leases: &Mutex<Leases>) -> std::sync::MutexGuard<'_, Leases> {
-    leases.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Why a session could not be taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -493,7 +488,7 @@ pub async fn acquire(
     let key = session_key(session);
     let store = |e: Error| Refusal::Store(e.to_string());
     let deadline = clock.now() + patience;
-    let again = match lock(leases).get(&key) {
+    let again = match leases.lock().get(&key) {
         Some(Standing::Held(h)) => {
             return Ok(Acquired {
                 epoch: h.lease.epoch,
@@ -507,10 +502,10 @@ pub async fn acquire(
     for _ in 0..64 {
         let seen = look(remote, &key).await.map_err(store)?;
         let now = clock.now();
-        let mut watched = lock(leases).watched(&key);
+        let mut watched = leases.lock().watched(&key);
         let next = judge(&seen, &mut watched, me, policy, now, alive);
         if !matches!(next, Next::Take(_) | Next::Adopt) {
-            lock(leases).set(&key, Standing::Watching(watched));
+            leases.lock().set(&key, Standing::Watching(watched));
         }
         match next {
             Next::Adopt => {
@@ -534,7 +529,7 @@ pub async fn acquire(
                 {
                     Renewal::Renewed(held) => {
                         let epoch = held.lease.epoch;
-                        lock(leases).set(&key, Standing::Held(held));
+                        leases.lock().set(&key, Standing::Held(held));
                         return Ok(Acquired { epoch, again });
                     }
                     Renewal::Lost(_) => {}
@@ -543,7 +538,7 @@ pub async fn acquire(
             Next::Take(how) => match take(remote, clock, me, policy, session, &seen, how).await {
                 Ok(Some(held)) => {
                     let epoch = held.lease.epoch;
-                    lock(leases).set(&key, Standing::Held(held));
+                    leases.lock().set(&key, Standing::Held(held));
                     return Ok(Acquired { epoch, again });
                 }
                 // Another host changed it first: look again.
@@ -963,7 +958,8 @@ pub async fn release_all(
     leases: &Mutex<Leases>,
     within: Duration,
 ) {
-    let held: Vec<(String, Held)> = lock(leases)
+    let held: Vec<(String, Held)> = leases
+        .lock()
         .all_held()
         .map(|(k, h)| (k.clone(), h.clone()))
         .collect();
@@ -974,7 +970,7 @@ pub async fn release_all(
     let done = tokio::time::timeout(within, futures_util::future::join_all(gives))
         .await
         .unwrap_or_default();
-    let mut leases = lock(leases);
+    let mut leases = leases.lock();
     for (key, outcome) in done {
         if let Ok(Renewal::Renewed(_)) = outcome {
             leases.set(&key, Standing::Released);
@@ -989,7 +985,8 @@ pub async fn renew_due(
     leases: &Mutex<Leases>,
 ) -> Result<(), String> {
     let now = clock.now();
-    let due: Vec<(String, Held)> = lock(leases)
+    let due: Vec<(String, Held)> = leases
+        .lock()
         .all_held()
         .filter(|(_, h)| h.renew_at <= now)
         .map(|(k, h)| (k.clone(), h.clone()))
@@ -1001,7 +998,7 @@ pub async fn renew_due(
     let mut failed = None;
     for (key, held, outcome) in futures_util::future::join_all(renewals).await {
         match outcome {
-            Ok(Renewal::Renewed(h)) => lock(leases).set(&key, Standing::Held(h)),
+            Ok(Renewal::Renewed(h)) => leases.lock().set(&key, Standing::Held(h)),
             Ok(Renewal::Lost(by)) => {
                 tracing::error!(
                     "session {:?} was taken over by another host{} while this one could not renew its lease: this host writes it to the store no more (what it journals from here stays on this disk; `acp-journal stats` counts it)",
@@ -1010,7 +1007,7 @@ pub async fn renew_due(
                         .map(|l| format!(" ({}, epoch {})", shown(&l.host), l.epoch))
                         .unwrap_or_default()
                 );
-                lock(leases).set(&key, Standing::Lost(by));
+                leases.lock().set(&key, Standing::Lost(by));
             }
             Err(e) => failed = Some(e.to_string()),
         }

@@ -2,10 +2,11 @@
 //! the runtime's clock paused (so minutes of renewals take no time), a store that fails on
 //! cue, clocks set off and running at other rates, and seeded interleavings of three hosts.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::memory::InMemory;
+use parking_lot::Mutex;
 
 use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
@@ -271,14 +272,15 @@ impl Host {
 
     /// Whether it holds the session and believes it may write it now.
     fn writing(&self) -> bool {
-        lock(&self.leases)
+        self.leases
+            .lock()
             .held(&session_key("s"))
             .is_some_and(|h| h.valid(self.clock.now()))
     }
 
     fn lost(&self) -> bool {
         matches!(
-            lock(&self.leases).get(&session_key("s")),
+            self.leases.lock().get(&session_key("s")),
             Some(Standing::Lost(_))
         )
     }

@@ -25,9 +25,10 @@ pub mod shipper;
 pub mod status;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog::{Catalog, SessionSummary};
@@ -159,7 +160,7 @@ impl Fleet {
         runtime.spawn(async move {
             let (remote, host) = (&prober.remote, &prober.me.host);
             let found = probe(remote, host).await;
-            policy.lock().unwrap_or_else(|p| p.into_inner()).conditional = match found {
+            policy.lock().conditional = match found {
                 Probe::Enforced => Some(true),
                 Probe::Ignored => Some(false),
                 Probe::Failed(_) => None,
@@ -208,12 +209,7 @@ impl Fleet {
     }
 
     fn policy(&self) -> Policy {
-        *self
-            .inner
-            .shared
-            .policy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        *self.inner.shared.policy.lock()
     }
 
     /// Take the lease of `session` for this process, before continuing it: at once when it is
@@ -269,7 +265,7 @@ impl Fleet {
         let Some(runtime) = &self.inner.runtime else {
             return Err("the store's runtime is gone".into());
         };
-        let mut cached = self.inner.listed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cached = self.inner.listed.lock();
         if let Some((at, sessions)) = &*cached
             && at.elapsed() < LISTED_FOR
         {

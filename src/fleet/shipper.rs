@@ -21,11 +21,12 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clock::SharedClock;
@@ -181,7 +182,7 @@ impl Shipper {
     }
 
     fn policy(&self) -> Policy {
-        *self.shared.policy.lock().unwrap_or_else(|p| p.into_inner())
+        *self.shared.policy.lock()
     }
 
     /// Ship until told to finish (or every sender is gone).
@@ -486,7 +487,7 @@ impl Shipper {
     /// The sessions whose segment of this process has bytes to ship and whose lease this process
     /// does not hold, with a segment of each.
     fn leases_wanted(&self) -> Vec<(String, PathBuf)> {
-        let leases = lease::lock(&self.shared.leases);
+        let leases = self.shared.leases.lock();
         let mut wanted: Vec<(String, PathBuf)> = Vec::new();
         for (path, t) in &self.tracked {
             let Leased::Mine(key) = &t.leased else {
@@ -512,7 +513,7 @@ impl Shipper {
         let since = std::mem::replace(&mut self.last_look, Instant::now());
         let now = self.shared.clock.now();
         let failing = self.shared.status.failing();
-        let leases = lease::lock(&self.shared.leases);
+        let leases = self.shared.leases.lock();
         let mut jobs = Vec::new();
         let mut gone = Vec::new();
         for (path, t) in &mut self.tracked {

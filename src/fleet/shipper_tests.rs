@@ -2,10 +2,11 @@
 //! `InMemory` store with the runtime's clock paused (many ship intervals and lease periods in
 //! no time), through outages, a lost lease and compaction, then read back by a pull.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::memory::InMemory;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::*;

@@ -231,27 +231,20 @@ impl Fleet {
                 // What the store does with conditional writes decides how a session may move:
                 // the probe, started with the process, is waited for.
                 let mut probed = self.inner.probed.clone();
-                let _ = tokio::time::timeout(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
+                let _ = within(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
                 let policy = self.policy();
-                tokio::time::timeout(
-                    patience + PULL_TIMEOUT,
-                    lease::acquire(
-                        &s.remote,
-                        &s.leases,
-                        s.clock.as_ref(),
-                        &s.me,
-                        &policy,
-                        session,
-                        patience,
-                    ),
-                )
-                .await
-                .unwrap_or_else(|_| {
-                    Err(lease::Refusal::Store(format!(
-                        "no answer within {:?}",
-                        patience + PULL_TIMEOUT
-                    )))
-                })
+                let acquire = lease::acquire(
+                    &s.remote,
+                    &s.leases,
+                    s.clock.as_ref(),
+                    &s.me,
+                    &policy,
+                    session,
+                    patience,
+                );
+                within(patience + PULL_TIMEOUT, acquire)
+                    .await
+                    .unwrap_or_else(|late| Err(lease::Refusal::Store(late)))
             })
             .map_err(|refusal| refusal.message(session))
     }
@@ -275,7 +268,7 @@ impl Fleet {
         let copy = Store::mirror(s.local.root().join("store-copy"));
         // The team index's sessions table when there is one; else every host's catalog.
         let indexed = runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, async {
+            within(PULL_TIMEOUT, async {
                 let index::reader::Found::Index(snapshot) = index::reader::open(&s.remote).await?
                 else {
                     return Ok(None);
@@ -284,8 +277,7 @@ impl Fleet {
                     .await
                     .map(Some)
             })
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
+            .await?
         });
         match indexed {
             Ok(Some(rows)) => {
@@ -302,11 +294,8 @@ impl Fleet {
                         self.url()
                     );
                 }
-                let skipped = runtime.block_on(async {
-                    tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy))
-                        .await
-                        .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
-                })?;
+                let skipped =
+                    runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy)))??;
                 for why in skipped {
                     tracing::warn!("{}: {why}", self.url());
                 }
@@ -347,12 +336,18 @@ impl Fleet {
             return Err("the store's runtime is gone".into());
         };
         let s = &self.inner.shared;
-        runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, pull::session(&s.remote, &s.local, session))
-                .await
-                .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
-        })
+        runtime.block_on(within(
+            PULL_TIMEOUT,
+            pull::session(&s.remote, &s.local, session),
+        ))?
     }
+}
+
+/// What `request` comes to, or `Err("no answer within …")` when it takes longer than `limit`.
+async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<T, String> {
+    tokio::time::timeout(limit, request)
+        .await
+        .map_err(|_| format!("no answer within {limit:?}"))
 }
 
 /// Create the same probe object twice (the second must find it there), then replace it naming

@@ -36,6 +36,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +54,8 @@ pub const MAX_TTL: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_secs(1);
 /// How long after taking a lease it is read back to confirm the take (see [`take`]).
 const SETTLE: Duration = Duration::from_millis(200);
+/// Leases taken at once by [`take_all`].
+const TAKES_AT_ONCE: usize = 16;
 
 /// The lease object's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -355,6 +358,35 @@ impl Leases {
         })
     }
 
+    /// Whether this process should try to take session key `key`'s lease: it neither holds it
+    /// nor lost it nor gave it back (it is new here, or another host held it when last looked
+    /// at).
+    pub fn wanted(&self, key: &str) -> bool {
+        matches!(self.by_key.get(key), None | Some(Standing::Watching(_)))
+    }
+
+    /// Whether a segment of this process of session key `key`, written in the store under
+    /// `epoch` (`None`: nothing of it is there yet), may be shipped at `now`: only under the
+    /// lease this process holds, valid by its clock, and only under the epoch it started under.
+    pub fn shipping(&self, key: &str, epoch: Option<u64>, now: Duration) -> Shipping {
+        match self.by_key.get(key) {
+            Some(Standing::Held(held)) => match epoch {
+                // Lost, then taken again in this run: this segment was fenced, and the run
+                // writes the session in a new one.
+                Some(e) if e != held.lease.epoch => Shipping::Stranded(String::new()),
+                _ if !held.valid(now) => Shipping::NotNow,
+                Some(_) => Shipping::Ship { first: None },
+                None => Shipping::Ship {
+                    first: Some(held.lease.epoch),
+                },
+            },
+            Some(Standing::Lost(by)) => {
+                Shipping::Stranded(by.as_ref().map(|l| l.host.clone()).unwrap_or_default())
+            }
+            Some(Standing::Watching(_) | Standing::Released) | None => Shipping::NotNow,
+        }
+    }
+
     fn set(&mut self, key: &str, standing: Standing) {
         self.by_key.insert(key.to_string(), standing);
     }
@@ -365,6 +397,21 @@ impl Leases {
             _ => None,
         }
     }
+}
+
+/// Whether a segment of this process may be shipped now (see [`Leases::shipping`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shipping {
+    /// Yes; `first`: its first part, to be preceded by the marker of the epoch it starts under.
+    Ship {
+        /// The epoch of the marker to write first, for a segment the store has nothing of.
+        first: Option<u64>,
+    },
+    /// Not now: the lease is not held, or no longer good by this process's clock.
+    NotNow,
+    /// Never again: the session is another host's now (its name, when known), or this run's
+    /// again under a later epoch. Its later bytes stay on the local disk.
+    Stranded(String),
 }
 
 /// Why a session could not be taken.
@@ -566,6 +613,39 @@ pub async fn acquire(
         }
     }
     Err(Refusal::Store("the lease keeps changing".into()))
+}
+
+/// Take the leases of `sessions` (session IDs) without waiting for a silent holder, at most
+/// [`TAKES_AT_ONCE`] at a time. A session another host holds is left (said in the debug log):
+/// it is looked at again next time.
+///
+/// # Errors
+/// The store's, when it could not be asked about one of them.
+pub async fn take_all(
+    remote: &Remote,
+    leases: &Mutex<Leases>,
+    clock: &dyn Clock,
+    me: &Identity,
+    policy: &Policy,
+    sessions: Vec<String>,
+) -> Result<(), String> {
+    let takes = sessions.into_iter().map(|session| async move {
+        let got = acquire(remote, leases, clock, me, policy, &session, Duration::ZERO).await;
+        (session, got)
+    });
+    let mut failed = Ok(());
+    for (session, got) in futures_util::stream::iter(takes)
+        .buffer_unordered(TAKES_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await
+    {
+        match got {
+            Ok(_) => {}
+            Err(Refusal::Store(e)) => failed = Err(e),
+            Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
+        }
+    }
+    failed
 }
 
 /// Take the lease from `seen` (`how` says why it may be taken): a new epoch, then

@@ -204,12 +204,8 @@ impl Fleet {
     /// How long a load may wait for a session whose holder went silent: its lease's time
     /// plus the margin, and a few seconds for the requests.
     pub fn patience(&self) -> Duration {
-        let ttl = self.policy().ttl.min(lease::MAX_TTL);
+        let ttl = self.inner.shared.policy().ttl.min(lease::MAX_TTL);
         ttl + lease::margin(ttl) + Duration::from_secs(3)
-    }
-
-    fn policy(&self) -> Policy {
-        *self.inner.shared.policy.lock()
     }
 
     /// Take the lease of `session` for this process, before continuing it: at once when it is
@@ -232,7 +228,7 @@ impl Fleet {
                 // the probe, started with the process, is waited for.
                 let mut probed = self.inner.probed.clone();
                 let _ = within(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
-                let policy = self.policy();
+                let policy = self.inner.shared.policy();
                 let acquire = lease::acquire(
                     &s.remote,
                     &s.leases,

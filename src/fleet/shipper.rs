@@ -32,7 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::clock::SharedClock;
 use super::index;
 use super::layout::{self, Entry};
-use super::lease::{self, Identity, Leases, Policy, Standing};
+use super::lease::{self, Identity, Leases, Policy, Shipping};
 use super::remote::Remote;
 use super::status::{Status, Stranded};
 use crate::journal::Store;
@@ -139,6 +139,13 @@ pub struct Shared {
     pub status: Arc<Status>,
 }
 
+impl Shared {
+    /// How leases are taken now.
+    pub fn policy(&self) -> Policy {
+        *self.policy.lock()
+    }
+}
+
 /// The shipper's state; run by [`Shipper::run`].
 pub struct Shipper {
     shared: Arc<Shared>,
@@ -179,10 +186,6 @@ impl Shipper {
             erased: Default::default(),
             erased_at: None,
         }
-    }
-
-    fn policy(&self) -> Policy {
-        *self.shared.policy.lock()
     }
 
     /// Ship until told to finish (or every sender is gone).
@@ -393,7 +396,7 @@ impl Shipper {
         if end || !index::compact::needed(&committed, now) {
             return Ok(());
         }
-        let policy = self.policy();
+        let policy = s.policy();
         let lease = index::compact::LEASE;
         let mine = lease::acquire(
             &s.remote,
@@ -449,46 +452,24 @@ impl Shipper {
     /// whose lease this process does not hold (a new session; a session whose holder is gone).
     /// A lease another host holds is looked at again next round.
     async fn take_leases(&mut self) -> Result<(), String> {
-        let wanted = self.leases_wanted();
-        let s = self.shared.clone();
-        let policy = self.policy();
-        let takes = wanted.into_iter().filter_map(|(key, path)| {
-            let session = session_of(&path)?;
-            let s = s.clone();
-            Some(async move {
-                let got = lease::acquire(
-                    &s.remote,
-                    &s.leases,
-                    s.clock.as_ref(),
-                    &s.me,
-                    &policy,
-                    &session,
-                    Duration::ZERO,
-                )
-                .await;
-                (key, session, got)
-            })
-        });
-        let mut failed = Ok(());
-        for (_, session, got) in futures_util::stream::iter(takes)
-            .buffer_unordered(IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-        {
-            match got {
-                Ok(_) => {}
-                Err(lease::Refusal::Store(e)) => failed = Err(e),
-                Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
-            }
-        }
-        failed
+        let s = &self.shared;
+        let sessions = self.leases_wanted();
+        lease::take_all(
+            &s.remote,
+            &s.leases,
+            s.clock.as_ref(),
+            &s.me,
+            &s.policy(),
+            sessions,
+        )
+        .await
     }
 
     /// The sessions whose segment of this process has bytes to ship and whose lease this process
-    /// does not hold, with a segment of each.
-    fn leases_wanted(&self) -> Vec<(String, PathBuf)> {
+    /// does not hold (their IDs, from a segment's header).
+    fn leases_wanted(&self) -> Vec<String> {
         let leases = self.shared.leases.lock();
-        let mut wanted: Vec<(String, PathBuf)> = Vec::new();
+        let mut wanted: Vec<(&String, &Path)> = Vec::new();
         for (path, t) in &self.tracked {
             let Leased::Mine(key) = &t.leased else {
                 continue;
@@ -498,13 +479,16 @@ impl Shipper {
             });
             if t.stranded.is_none()
                 && waiting
-                && matches!(leases.get(key), None | Some(Standing::Watching(_)))
-                && !wanted.iter().any(|(k, _)| k == key)
+                && leases.wanted(key)
+                && !wanted.iter().any(|(k, _)| *k == key)
             {
-                wanted.push((key.clone(), path.clone()));
+                wanted.push((key, path));
             }
         }
         wanted
+            .into_iter()
+            .filter_map(|(_, path)| session_of(path))
+            .collect()
     }
 
     /// What the files need: asking the store, shipping, compacting. Files done are written to
@@ -687,42 +671,33 @@ impl Shipper {
 }
 
 /// Whether file `t` may be shipped at `now`: `Some(marker)` when it may (with the epoch marker
-/// to write first, if its first part), `None` when not now. A session segment of this process
-/// goes only under the lease it holds, valid by its clock, and only under the epoch it started
-/// under; one whose lease another host took is marked stranded.
+/// to write first, if its first part), `None` when not now. A segment a run that is gone left
+/// goes under the epoch its run took; a session segment of this process as its lease says
+/// ([`Leases::shipping`]), the epoch it starts under marked beside it, and marked stranded
+/// when the session is another host's.
 fn may_ship(t: &mut Tracked, leases: &Leases, now: Duration) -> Option<Option<u64>> {
     match &t.leased {
         Leased::No => Some(None),
         Leased::Left(_) => t
             .epoch
             .map(|epoch| std::mem::take(&mut t.unmarked).then_some(epoch)),
-        Leased::Mine(key) => match leases.get(key) {
-            Some(Standing::Held(held)) => {
-                let epoch = held.lease.epoch;
-                match t.epoch {
-                    Some(e) if e != epoch => {
-                        // Lost, then taken again in this run: this segment was fenced, and
-                        // the run writes the session in a new one.
-                        t.stranded = Some(String::new());
-                        None
-                    }
-                    Some(_) => held.valid(now).then_some(None),
-                    None => held.valid(now).then(|| {
-                        t.epoch = Some(epoch);
-                        let marked = Mark {
-                            epoch: Some(epoch),
-                            ..Mark::default()
-                        };
-                        let _ = mark::add(&t.local, marked);
-                        Some(epoch)
-                    }),
+        Leased::Mine(key) => match leases.shipping(key, t.epoch, now) {
+            Shipping::Ship { first } => {
+                if let Some(epoch) = first {
+                    t.epoch = Some(epoch);
+                    let marked = Mark {
+                        epoch: Some(epoch),
+                        ..Mark::default()
+                    };
+                    let _ = mark::add(&t.local, marked);
                 }
+                Some(first)
             }
-            Some(Standing::Lost(by)) => {
-                t.stranded = Some(by.as_ref().map(|l| l.host.clone()).unwrap_or_default());
+            Shipping::NotNow => None,
+            Shipping::Stranded(by) => {
+                t.stranded = Some(by);
                 None
             }
-            Some(Standing::Watching(_) | Standing::Released) | None => None,
         },
     }
 }

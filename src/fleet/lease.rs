@@ -189,7 +189,7 @@ impl Seen {
 }
 
 /// Two versions name the same object state.
-fn same(a: &Version, b: &Version) -> bool {
+fn same_version(a: &Version, b: &Version) -> bool {
     a.e_tag == b.e_tag && a.version == b.version
 }
 
@@ -260,7 +260,7 @@ pub fn judge(
     let ttl = lease.map_or(policy.ttl, Lease::ttl);
     let wait = ttl + margin(ttl);
     match watched {
-        Some(w) if same(&w.version, version) => {
+        Some(w) if same_version(&w.version, version) => {
             let until = w.since + wait;
             if now >= until {
                 Next::Take(How::Expired)
@@ -486,7 +486,7 @@ pub struct Acquired {
 ///
 /// # Errors
 /// The store's.
-pub async fn look(remote: &Remote, key: &str) -> Result<Seen, Error> {
+pub async fn read_lease(remote: &Remote, key: &str) -> Result<Seen, Error> {
     Ok(
         match remote
             .get_versioned(&layout::lease_object(key), MAX_RECORD)
@@ -547,7 +547,7 @@ pub async fn acquire(
     };
     let alive = |l: &Lease| crate::journal::store::acp_journal_running(l.pid) && l.pid != 0;
     for _ in 0..64 {
-        let seen = look(remote, &key).await.map_err(store)?;
+        let seen = read_lease(remote, &key).await.map_err(store)?;
         let now = clock.now();
         let mut watched = leases.lock().watched(&key);
         let next = judge(&seen, &mut watched, me, policy, now, alive);
@@ -681,14 +681,14 @@ async fn take(
     };
     let sent = clock.now();
     match remote
-        .put_versioned(&layout::lease_object(&key), body(&lease), write)
+        .put_versioned(&layout::lease_object(&key), json(&lease), write)
         .await?
     {
         Written::Yes(_) => {
             // Some stores check a condition, then write (s3s-fs does, so two racing writers
             // can both be told yes): the lease read back a moment later says who won.
             tokio::time::sleep(SETTLE).await;
-            let version = match look(remote, &key).await? {
+            let version = match read_lease(remote, &key).await? {
                 Seen::Lease(now_at, now) if now == lease => now_at,
                 _ => return Ok(None),
             };
@@ -744,11 +744,7 @@ async fn complete(
         };
         let at = layout::epoch_record(&key, lease.epoch);
         let created = remote
-            .put_versioned(
-                &at,
-                Bytes::from(serde_json::to_vec(&record).unwrap_or_default()),
-                Write::Create,
-            )
+            .put_versioned(&at, json(&record), Write::Create)
             .await?;
         let ours = match created {
             Written::Yes(_) => true,
@@ -767,7 +763,7 @@ async fn complete(
             };
             sent = clock.now();
             match remote
-                .put_versioned(&layout::lease_object(&key), body(&lease), write)
+                .put_versioned(&layout::lease_object(&key), json(&lease), write)
                 .await?
             {
                 Written::Yes(v) => version = v,
@@ -793,8 +789,9 @@ async fn complete(
     })
 }
 
-fn body(lease: &Lease) -> Bytes {
-    Bytes::from(serde_json::to_vec(lease).unwrap_or_default())
+/// A lease or epoch record as the store holds it (JSON).
+fn json(record: &impl Serialize) -> Bytes {
+    Bytes::from(serde_json::to_vec(record).unwrap_or_default())
 }
 
 /// The highest epoch the store knows of for session key `key`: its epoch records, its
@@ -898,7 +895,7 @@ pub async fn fence_others(remote: &Remote, key: &str, mine: &str) -> Result<(), 
         {
             continue;
         }
-        let (_, end) = layout::chain(&entries, 0);
+        let (_, end) = layout::parts_to_read(&entries, 0);
         remote
             .put_new(&format!("{file}/{}", layout::fence_name(end)), Bytes::new())
             .await?;
@@ -935,7 +932,7 @@ pub async fn recover(
     if let Some((&epoch, _)) = history.runs.iter().rev().find(|(_, r)| **r == header.run) {
         return Ok(Some(epoch));
     }
-    if look(remote, key).await? != Seen::Absent {
+    if read_lease(remote, key).await? != Seen::Absent {
         return Ok(None);
     }
     let epoch = highest_epoch(remote, key).await?.saturating_add(1);
@@ -951,7 +948,7 @@ pub async fn recover(
     };
     let write = Write::Create;
     if let Written::Conflict = remote
-        .put_versioned(&layout::lease_object(key), body(&lease), write)
+        .put_versioned(&layout::lease_object(key), json(&lease), write)
         .await?
     {
         return Ok(None);
@@ -968,7 +965,7 @@ pub async fn recover(
     remote
         .put_versioned(
             &layout::epoch_record(key, epoch),
-            Bytes::from(serde_json::to_vec(&record).unwrap_or_default()),
+            json(&record),
             Write::Create,
         )
         .await?;
@@ -1003,14 +1000,14 @@ pub async fn renew(
     let sent = clock.now();
     let write = Write::Replace(held.version.clone());
     match remote
-        .put_versioned(&layout::lease_object(key), body(&next), write)
+        .put_versioned(&layout::lease_object(key), json(&next), write)
         .await?
     {
         Written::Yes(version) => Ok(Renewal::Renewed(Held::new(next, version, sent))),
         Written::Conflict => {
             // Changed since this process wrote it: by another host, or by this process in a
             // renewal whose answer was lost (then the lease there is this epoch's, this run's).
-            match look(remote, key).await? {
+            match read_lease(remote, key).await? {
                 Seen::Lease(version, lease)
                     if lease.epoch == held.lease.epoch
                         && lease.run == held.lease.run

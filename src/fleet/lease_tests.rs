@@ -473,7 +473,7 @@ async fn a_taken_over_renewal_is_lost_not_overwritten() {
     run_for(&remote, &[&a, &b], TTL).await;
     assert!(a.lost() && !a.writing());
     assert!(b.writing());
-    let seen = look(&remote, &session_key("s")).await.unwrap();
+    let seen = read_lease(&remote, &session_key("s")).await.unwrap();
     assert!(matches!(seen, Seen::Lease(_, l) if l.host == "b" && l.epoch == 2));
 }
 
@@ -607,7 +607,7 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
                 writing.len() <= 1,
                 "seed {seed} step {step}: {writing:?} write the session at once (ACPJ_LEASE_SEED={seed} to replay)"
             );
-            if let Ok(Seen::Lease(_, l)) = look(&remote, &session_key("s")).await {
+            if let Ok(Seen::Lease(_, l)) = read_lease(&remote, &session_key("s")).await {
                 assert!(l.epoch >= last_epoch, "seed {seed} step {step}: epoch fell");
                 last_epoch = l.epoch;
             }

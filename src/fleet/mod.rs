@@ -36,7 +36,7 @@ use crate::journal::Store;
 use clock::SharedClock;
 use lease::{Acquired, Identity, Leases, Policy};
 use remote::{Put, Remote};
-use shipper::{Note, Shared, Shipper};
+use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
 
 pub use pull::Pulled;
@@ -67,7 +67,7 @@ pub struct Fleet {
 struct Inner {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
-    notes: mpsc::UnboundedSender<Note>,
+    messages: mpsc::UnboundedSender<ShipperMessage>,
     /// The probe's finding, once it has one.
     probed: watch::Receiver<bool>,
     /// The store's sessions as last listed, and when.
@@ -139,7 +139,7 @@ impl Fleet {
             .thread_name("acp-journal-store")
             .enable_all()
             .build()?;
-        let (notes, rx) = mpsc::unbounded_channel();
+        let (messages, rx) = mpsc::unbounded_channel();
         let policy = Arc::new(Mutex::new(Policy {
             ttl: options.lease_ttl,
             takeover: options.takeover,
@@ -189,7 +189,7 @@ impl Fleet {
             inner: Arc::new(Inner {
                 shared,
                 runtime: Some(runtime),
-                notes,
+                messages,
                 probed,
                 listed: Mutex::new(None),
             }),
@@ -304,12 +304,18 @@ impl Fleet {
 
     /// A segment of this process was created at `path`.
     pub fn opened(&self, path: &Path) {
-        let _ = self.inner.notes.send(Note::Opened(path.to_path_buf()));
+        let _ = self
+            .inner
+            .messages
+            .send(ShipperMessage::Opened(path.to_path_buf()));
     }
 
     /// A segment of this process was closed.
     pub fn closed(&self, path: &Path) {
-        let _ = self.inner.notes.send(Note::Closed(path.to_path_buf()));
+        let _ = self
+            .inner
+            .messages
+            .send(ShipperMessage::Closed(path.to_path_buf()));
     }
 
     /// Ship what is left, waiting at most `within` (a store that is down does not hold up the
@@ -317,7 +323,12 @@ impl Fleet {
     pub async fn finish(&self, within: Duration) {
         let (tx, rx) = oneshot::channel();
         let deadline = Instant::now() + within;
-        if self.inner.notes.send(Note::Finish(deadline, tx)).is_ok() {
+        if self
+            .inner
+            .messages
+            .send(ShipperMessage::Finish(deadline, tx))
+            .is_ok()
+        {
             let _ = tokio::time::timeout(within + Duration::from_secs(2), rx).await;
         }
     }

@@ -125,7 +125,7 @@ async fn blank_catalog(
     keys: &HashSet<String>,
 ) -> Result<usize, String> {
     let entries = remote.entries(file).await.map_err(|e| e.to_string())?;
-    let (steps, end) = layout::chain(&entries, 0);
+    let (steps, end) = layout::parts_to_read(&entries, 0);
     let mut whole = Vec::new();
     for step in &steps {
         let part = fetch_catalog_part(remote, file, step.start, step.end).await?;

@@ -4,8 +4,8 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
+use parking_lot::Mutex;
 
 /// What the next write does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +64,7 @@ impl Faulty {
 
     /// The next writes do these, in order.
     pub fn then(&self, faults: &[Fault]) {
-        self.next.lock().unwrap().extend(faults.iter().copied());
+        self.next.lock().extend(faults.iter().copied());
     }
 
     fn check(&self) -> Result<()> {
@@ -119,7 +120,7 @@ impl ObjectStore for Faulty {
             };
             return self.inner.put_opts(location, payload, opts).await;
         }
-        let fault = self.next.lock().unwrap().pop_front();
+        let fault = self.next.lock().pop_front();
         match fault {
             Some(Fault::Fail) => Err(down()),
             Some(Fault::LoseAnswer) => {

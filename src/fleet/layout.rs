@@ -19,7 +19,7 @@
 //! the *directory* of the same name in the store, holding immutable **parts**, each named by the
 //! byte range of the local file it holds (16 hex digits each side). Parts may overlap (a
 //! compaction writes one part over several, then deletes them; two processes may ship the same
-//! range) — every copy of a byte is the same byte, since the local file only grows. [`chain`]
+//! range) — every copy of a byte is the same byte, since the local file only grows. [`parts_to_read`]
 //! picks, from whatever parts a listing returns, a run of parts that covers the file from its
 //! first byte as far as it goes.
 
@@ -156,7 +156,7 @@ pub fn split_object(path: &str) -> Option<(&str, Entry)> {
     Some((file, parse_entry(name)?))
 }
 
-/// One step of a [`chain`]: read part `[start, end)` from byte `from` (`start <= from < end`).
+/// One step of [`parts_to_read`]: read part `[start, end)` from byte `from` (`start <= from < end`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
     /// The part's first byte.
@@ -170,7 +170,7 @@ pub struct Step {
 /// The parts to read, in order, for the file's bytes from `from` on: at each position the
 /// part reaching furthest among those that hold it. Stops at the first gap and at the earliest
 /// fence. Returns the steps and where the readable file ends.
-pub fn chain(entries: &[Entry], from: u64) -> (Vec<Step>, u64) {
+pub fn parts_to_read(entries: &[Entry], from: u64) -> (Vec<Step>, u64) {
     let fence = entries
         .iter()
         .filter_map(|e| match e {
@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn a_chain_covers_from_the_start_taking_the_longest_part() {
         let parts = [part(0, 10), part(10, 20), part(0, 15), part(20, 30)];
-        let (steps, end) = chain(&parts, 0);
+        let (steps, end) = parts_to_read(&parts, 0);
         assert_eq!(end, 30);
         assert_eq!(
             steps,
@@ -281,23 +281,23 @@ mod tests {
         );
         // From the middle, and past the end.
         assert_eq!(
-            chain(&parts, 25).0,
+            parts_to_read(&parts, 25).0,
             [Step {
                 start: 20,
                 end: 30,
                 from: 25
             }]
         );
-        assert_eq!(chain(&parts, 30), (vec![], 30));
+        assert_eq!(parts_to_read(&parts, 30), (vec![], 30));
     }
 
     #[test]
     fn a_chain_stops_at_a_gap_and_at_a_fence() {
-        let (steps, end) = chain(&[part(0, 10), part(12, 20)], 0);
+        let (steps, end) = parts_to_read(&[part(0, 10), part(12, 20)], 0);
         assert_eq!((steps.len(), end), (1, 10));
-        assert_eq!(chain(&[part(5, 10)], 0), (vec![], 0));
+        assert_eq!(parts_to_read(&[part(5, 10)], 0), (vec![], 0));
         let fenced = [part(0, 10), part(10, 20), Entry::Fence { end: 14 }];
-        let (steps, end) = chain(&fenced, 0);
+        let (steps, end) = parts_to_read(&fenced, 0);
         assert_eq!(end, 14);
         assert_eq!(
             steps[1],
@@ -309,7 +309,7 @@ mod tests {
         );
         // A part wholly past the fence is never read.
         assert_eq!(
-            chain(&[part(0, 4), part(4, 8), Entry::Fence { end: 4 }], 0).1,
+            parts_to_read(&[part(0, 4), part(4, 8), Entry::Fence { end: 4 }], 0).1,
             4
         );
     }
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn unsorted_overlapping_parts_read_the_same() {
         let parts = [part(20, 30), part(0, 25), part(0, 10), part(10, 20)];
-        let (steps, end) = chain(&parts, 0);
+        let (steps, end) = parts_to_read(&parts, 0);
         assert_eq!(end, 30);
         assert_eq!(steps.len(), 2);
         assert_eq!(

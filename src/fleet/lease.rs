@@ -33,10 +33,11 @@
 //! [`renew`] and [`release`] do the requests.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::clock::Clock;
@@ -53,6 +54,8 @@ pub const MAX_TTL: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_secs(1);
 /// How long after taking a lease it is read back to confirm the take (see [`take`]).
 const SETTLE: Duration = Duration::from_millis(200);
+/// Leases taken at once by [`take_all`].
+const TAKES_AT_ONCE: usize = 16;
 
 /// The lease object's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,7 +189,7 @@ impl Seen {
 }
 
 /// Two versions name the same object state.
-fn same(a: &Version, b: &Version) -> bool {
+fn same_version(a: &Version, b: &Version) -> bool {
     a.e_tag == b.e_tag && a.version == b.version
 }
 
@@ -257,7 +260,7 @@ pub fn judge(
     let ttl = lease.map_or(policy.ttl, Lease::ttl);
     let wait = ttl + margin(ttl);
     match watched {
-        Some(w) if same(&w.version, version) => {
+        Some(w) if same_version(&w.version, version) => {
             let until = w.since + wait;
             if now >= until {
                 Next::Take(How::Expired)
@@ -355,6 +358,35 @@ impl Leases {
         })
     }
 
+    /// Whether this process should try to take session key `key`'s lease: it neither holds it
+    /// nor lost it nor gave it back (it is new here, or another host held it when last looked
+    /// at).
+    pub fn wanted(&self, key: &str) -> bool {
+        matches!(self.by_key.get(key), None | Some(Standing::Watching(_)))
+    }
+
+    /// Whether a segment of this process of session key `key`, written in the store under
+    /// `epoch` (`None`: nothing of it is there yet), may be shipped at `now`: only under the
+    /// lease this process holds, valid by its clock, and only under the epoch it started under.
+    pub fn shipping(&self, key: &str, epoch: Option<u64>, now: Duration) -> Shipping {
+        match self.by_key.get(key) {
+            Some(Standing::Held(held)) => match epoch {
+                // Lost, then taken again in this run: this segment was fenced, and the run
+                // writes the session in a new one.
+                Some(e) if e != held.lease.epoch => Shipping::Stranded(String::new()),
+                _ if !held.valid(now) => Shipping::NotNow,
+                Some(_) => Shipping::Ship { first: None },
+                None => Shipping::Ship {
+                    first: Some(held.lease.epoch),
+                },
+            },
+            Some(Standing::Lost(by)) => {
+                Shipping::Stranded(by.as_ref().map(|l| l.host.clone()).unwrap_or_default())
+            }
+            Some(Standing::Watching(_) | Standing::Released) | None => Shipping::NotNow,
+        }
+    }
+
     fn set(&mut self, key: &str, standing: Standing) {
         self.by_key.insert(key.to_string(), standing);
     }
@@ -367,9 +399,19 @@ impl Leases {
     }
 }
 
-/// Lock the leases (a poisoned lock is taken as it is: the data is plain).
-pub fn lock(leases: &Mutex<Leases>) -> std::sync::MutexGuard<'_, Leases> {
-    leases.lock().unwrap_or_else(|p| p.into_inner())
+/// Whether a segment of this process may be shipped now (see [`Leases::shipping`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shipping {
+    /// Yes; `first`: its first part, to be preceded by the marker of the epoch it starts under.
+    Ship {
+        /// The epoch of the marker to write first, for a segment the store has nothing of.
+        first: Option<u64>,
+    },
+    /// Not now: the lease is not held, or no longer good by this process's clock.
+    NotNow,
+    /// Never again: the session is another host's now (its name, when known), or this run's
+    /// again under a later epoch. Its later bytes stay on the local disk.
+    Stranded(String),
 }
 
 /// Why a session could not be taken.
@@ -444,7 +486,7 @@ pub struct Acquired {
 ///
 /// # Errors
 /// The store's.
-pub async fn look(remote: &Remote, key: &str) -> Result<Seen, Error> {
+pub async fn read_lease(remote: &Remote, key: &str) -> Result<Seen, Error> {
     Ok(
         match remote
             .get_versioned(&layout::lease_object(key), MAX_RECORD)
@@ -493,7 +535,7 @@ pub async fn acquire(
     let key = session_key(session);
     let store = |e: Error| Refusal::Store(e.to_string());
     let deadline = clock.now() + patience;
-    let again = match lock(leases).get(&key) {
+    let again = match leases.lock().get(&key) {
         Some(Standing::Held(h)) => {
             return Ok(Acquired {
                 epoch: h.lease.epoch,
@@ -505,12 +547,12 @@ pub async fn acquire(
     };
     let alive = |l: &Lease| crate::journal::store::acp_journal_running(l.pid) && l.pid != 0;
     for _ in 0..64 {
-        let seen = look(remote, &key).await.map_err(store)?;
+        let seen = read_lease(remote, &key).await.map_err(store)?;
         let now = clock.now();
-        let mut watched = lock(leases).watched(&key);
+        let mut watched = leases.lock().watched(&key);
         let next = judge(&seen, &mut watched, me, policy, now, alive);
         if !matches!(next, Next::Take(_) | Next::Adopt) {
-            lock(leases).set(&key, Standing::Watching(watched));
+            leases.lock().set(&key, Standing::Watching(watched));
         }
         match next {
             Next::Adopt => {
@@ -534,7 +576,7 @@ pub async fn acquire(
                 {
                     Renewal::Renewed(held) => {
                         let epoch = held.lease.epoch;
-                        lock(leases).set(&key, Standing::Held(held));
+                        leases.lock().set(&key, Standing::Held(held));
                         return Ok(Acquired { epoch, again });
                     }
                     Renewal::Lost(_) => {}
@@ -543,7 +585,7 @@ pub async fn acquire(
             Next::Take(how) => match take(remote, clock, me, policy, session, &seen, how).await {
                 Ok(Some(held)) => {
                     let epoch = held.lease.epoch;
-                    lock(leases).set(&key, Standing::Held(held));
+                    leases.lock().set(&key, Standing::Held(held));
                     return Ok(Acquired { epoch, again });
                 }
                 // Another host changed it first: look again.
@@ -571,6 +613,39 @@ pub async fn acquire(
         }
     }
     Err(Refusal::Store("the lease keeps changing".into()))
+}
+
+/// Take the leases of `sessions` (session IDs) without waiting for a silent holder, at most
+/// [`TAKES_AT_ONCE`] at a time. A session another host holds is left (said in the debug log):
+/// it is looked at again next time.
+///
+/// # Errors
+/// The store's, when it could not be asked about one of them.
+pub async fn take_all(
+    remote: &Remote,
+    leases: &Mutex<Leases>,
+    clock: &dyn Clock,
+    me: &Identity,
+    policy: &Policy,
+    sessions: Vec<String>,
+) -> Result<(), String> {
+    let takes = sessions.into_iter().map(|session| async move {
+        let got = acquire(remote, leases, clock, me, policy, &session, Duration::ZERO).await;
+        (session, got)
+    });
+    let mut failed = Ok(());
+    for (session, got) in futures_util::stream::iter(takes)
+        .buffer_unordered(TAKES_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await
+    {
+        match got {
+            Ok(_) => {}
+            Err(Refusal::Store(e)) => failed = Err(e),
+            Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
+        }
+    }
+    failed
 }
 
 /// Take the lease from `seen` (`how` says why it may be taken): a new epoch, then
@@ -606,14 +681,14 @@ async fn take(
     };
     let sent = clock.now();
     match remote
-        .put_versioned(&layout::lease_object(&key), body(&lease), write)
+        .put_versioned(&layout::lease_object(&key), json(&lease), write)
         .await?
     {
         Written::Yes(_) => {
             // Some stores check a condition, then write (s3s-fs does, so two racing writers
             // can both be told yes): the lease read back a moment later says who won.
             tokio::time::sleep(SETTLE).await;
-            let version = match look(remote, &key).await? {
+            let version = match read_lease(remote, &key).await? {
                 Seen::Lease(now_at, now) if now == lease => now_at,
                 _ => return Ok(None),
             };
@@ -669,11 +744,7 @@ async fn complete(
         };
         let at = layout::epoch_record(&key, lease.epoch);
         let created = remote
-            .put_versioned(
-                &at,
-                Bytes::from(serde_json::to_vec(&record).unwrap_or_default()),
-                Write::Create,
-            )
+            .put_versioned(&at, json(&record), Write::Create)
             .await?;
         let ours = match created {
             Written::Yes(_) => true,
@@ -692,7 +763,7 @@ async fn complete(
             };
             sent = clock.now();
             match remote
-                .put_versioned(&layout::lease_object(&key), body(&lease), write)
+                .put_versioned(&layout::lease_object(&key), json(&lease), write)
                 .await?
             {
                 Written::Yes(v) => version = v,
@@ -718,8 +789,9 @@ async fn complete(
     })
 }
 
-fn body(lease: &Lease) -> Bytes {
-    Bytes::from(serde_json::to_vec(lease).unwrap_or_default())
+/// A lease or epoch record as the store holds it (JSON).
+fn json(record: &impl Serialize) -> Bytes {
+    Bytes::from(serde_json::to_vec(record).unwrap_or_default())
 }
 
 /// The highest epoch the store knows of for session key `key`: its epoch records, its
@@ -823,7 +895,7 @@ pub async fn fence_others(remote: &Remote, key: &str, mine: &str) -> Result<(), 
         {
             continue;
         }
-        let (_, end) = layout::chain(&entries, 0);
+        let (_, end) = layout::parts_to_read(&entries, 0);
         remote
             .put_new(&format!("{file}/{}", layout::fence_name(end)), Bytes::new())
             .await?;
@@ -860,7 +932,7 @@ pub async fn recover(
     if let Some((&epoch, _)) = history.runs.iter().rev().find(|(_, r)| **r == header.run) {
         return Ok(Some(epoch));
     }
-    if look(remote, key).await? != Seen::Absent {
+    if read_lease(remote, key).await? != Seen::Absent {
         return Ok(None);
     }
     let epoch = highest_epoch(remote, key).await?.saturating_add(1);
@@ -876,7 +948,7 @@ pub async fn recover(
     };
     let write = Write::Create;
     if let Written::Conflict = remote
-        .put_versioned(&layout::lease_object(key), body(&lease), write)
+        .put_versioned(&layout::lease_object(key), json(&lease), write)
         .await?
     {
         return Ok(None);
@@ -893,7 +965,7 @@ pub async fn recover(
     remote
         .put_versioned(
             &layout::epoch_record(key, epoch),
-            Bytes::from(serde_json::to_vec(&record).unwrap_or_default()),
+            json(&record),
             Write::Create,
         )
         .await?;
@@ -928,14 +1000,14 @@ pub async fn renew(
     let sent = clock.now();
     let write = Write::Replace(held.version.clone());
     match remote
-        .put_versioned(&layout::lease_object(key), body(&next), write)
+        .put_versioned(&layout::lease_object(key), json(&next), write)
         .await?
     {
         Written::Yes(version) => Ok(Renewal::Renewed(Held::new(next, version, sent))),
         Written::Conflict => {
             // Changed since this process wrote it: by another host, or by this process in a
             // renewal whose answer was lost (then the lease there is this epoch's, this run's).
-            match look(remote, key).await? {
+            match read_lease(remote, key).await? {
                 Seen::Lease(version, lease)
                     if lease.epoch == held.lease.epoch
                         && lease.run == held.lease.run
@@ -963,7 +1035,8 @@ pub async fn release_all(
     leases: &Mutex<Leases>,
     within: Duration,
 ) {
-    let held: Vec<(String, Held)> = lock(leases)
+    let held: Vec<(String, Held)> = leases
+        .lock()
         .all_held()
         .map(|(k, h)| (k.clone(), h.clone()))
         .collect();
@@ -974,7 +1047,7 @@ pub async fn release_all(
     let done = tokio::time::timeout(within, futures_util::future::join_all(gives))
         .await
         .unwrap_or_default();
-    let mut leases = lock(leases);
+    let mut leases = leases.lock();
     for (key, outcome) in done {
         if let Ok(Renewal::Renewed(_)) = outcome {
             leases.set(&key, Standing::Released);
@@ -989,7 +1062,8 @@ pub async fn renew_due(
     leases: &Mutex<Leases>,
 ) -> Result<(), String> {
     let now = clock.now();
-    let due: Vec<(String, Held)> = lock(leases)
+    let due: Vec<(String, Held)> = leases
+        .lock()
         .all_held()
         .filter(|(_, h)| h.renew_at <= now)
         .map(|(k, h)| (k.clone(), h.clone()))
@@ -1001,7 +1075,7 @@ pub async fn renew_due(
     let mut failed = None;
     for (key, held, outcome) in futures_util::future::join_all(renewals).await {
         match outcome {
-            Ok(Renewal::Renewed(h)) => lock(leases).set(&key, Standing::Held(h)),
+            Ok(Renewal::Renewed(h)) => leases.lock().set(&key, Standing::Held(h)),
             Ok(Renewal::Lost(by)) => {
                 tracing::error!(
                     "session {:?} was taken over by another host{} while this one could not renew its lease: this host writes it to the store no more (what it journals from here stays on this disk; `acp-journal stats` counts it)",
@@ -1010,7 +1084,7 @@ pub async fn renew_due(
                         .map(|l| format!(" ({}, epoch {})", shown(&l.host), l.epoch))
                         .unwrap_or_default()
                 );
-                lock(leases).set(&key, Standing::Lost(by));
+                leases.lock().set(&key, Standing::Lost(by));
             }
             Err(e) => failed = Some(e.to_string()),
         }

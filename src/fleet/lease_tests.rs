@@ -2,10 +2,11 @@
 //! the runtime's clock paused (so minutes of renewals take no time), a store that fails on
 //! cue, clocks set off and running at other rates, and seeded interleavings of three hosts.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::memory::InMemory;
+use parking_lot::Mutex;
 
 use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
@@ -271,14 +272,15 @@ impl Host {
 
     /// Whether it holds the session and believes it may write it now.
     fn writing(&self) -> bool {
-        lock(&self.leases)
+        self.leases
+            .lock()
             .held(&session_key("s"))
             .is_some_and(|h| h.valid(self.clock.now()))
     }
 
     fn lost(&self) -> bool {
         matches!(
-            lock(&self.leases).get(&session_key("s")),
+            self.leases.lock().get(&session_key("s")),
             Some(Standing::Lost(_))
         )
     }
@@ -471,7 +473,7 @@ async fn a_taken_over_renewal_is_lost_not_overwritten() {
     run_for(&remote, &[&a, &b], TTL).await;
     assert!(a.lost() && !a.writing());
     assert!(b.writing());
-    let seen = look(&remote, &session_key("s")).await.unwrap();
+    let seen = read_lease(&remote, &session_key("s")).await.unwrap();
     assert!(matches!(seen, Seen::Lease(_, l) if l.host == "b" && l.epoch == 2));
 }
 
@@ -605,7 +607,7 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
                 writing.len() <= 1,
                 "seed {seed} step {step}: {writing:?} write the session at once (ACPJ_LEASE_SEED={seed} to replay)"
             );
-            if let Ok(Seen::Lease(_, l)) = look(&remote, &session_key("s")).await {
+            if let Ok(Seen::Lease(_, l)) = read_lease(&remote, &session_key("s")).await {
                 assert!(l.epoch >= last_epoch, "seed {seed} step {step}: epoch fell");
                 last_epoch = l.epoch;
             }

@@ -25,9 +25,10 @@ pub mod shipper;
 pub mod status;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog::{Catalog, SessionSummary};
@@ -35,7 +36,7 @@ use crate::journal::Store;
 use clock::SharedClock;
 use lease::{Acquired, Identity, Leases, Policy};
 use remote::{Put, Remote};
-use shipper::{Note, Shared, Shipper};
+use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
 
 pub use pull::Pulled;
@@ -66,7 +67,7 @@ pub struct Fleet {
 struct Inner {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
-    notes: mpsc::UnboundedSender<Note>,
+    messages: mpsc::UnboundedSender<ShipperMessage>,
     /// The probe's finding, once it has one.
     probed: watch::Receiver<bool>,
     /// The store's sessions as last listed, and when.
@@ -138,7 +139,7 @@ impl Fleet {
             .thread_name("acp-journal-store")
             .enable_all()
             .build()?;
-        let (notes, rx) = mpsc::unbounded_channel();
+        let (messages, rx) = mpsc::unbounded_channel();
         let policy = Arc::new(Mutex::new(Policy {
             ttl: options.lease_ttl,
             takeover: options.takeover,
@@ -159,7 +160,7 @@ impl Fleet {
         runtime.spawn(async move {
             let (remote, host) = (&prober.remote, &prober.me.host);
             let found = probe(remote, host).await;
-            policy.lock().unwrap_or_else(|p| p.into_inner()).conditional = match found {
+            policy.lock().conditional = match found {
                 Probe::Enforced => Some(true),
                 Probe::Ignored => Some(false),
                 Probe::Failed(_) => None,
@@ -188,7 +189,7 @@ impl Fleet {
             inner: Arc::new(Inner {
                 shared,
                 runtime: Some(runtime),
-                notes,
+                messages,
                 probed,
                 listed: Mutex::new(None),
             }),
@@ -203,17 +204,8 @@ impl Fleet {
     /// How long a load may wait for a session whose holder went silent: its lease's time
     /// plus the margin, and a few seconds for the requests.
     pub fn patience(&self) -> Duration {
-        let ttl = self.policy().ttl.min(lease::MAX_TTL);
+        let ttl = self.inner.shared.policy().ttl.min(lease::MAX_TTL);
         ttl + lease::margin(ttl) + Duration::from_secs(3)
-    }
-
-    fn policy(&self) -> Policy {
-        *self
-            .inner
-            .shared
-            .policy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Take the lease of `session` for this process, before continuing it: at once when it is
@@ -235,27 +227,20 @@ impl Fleet {
                 // What the store does with conditional writes decides how a session may move:
                 // the probe, started with the process, is waited for.
                 let mut probed = self.inner.probed.clone();
-                let _ = tokio::time::timeout(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
-                let policy = self.policy();
-                tokio::time::timeout(
-                    patience + PULL_TIMEOUT,
-                    lease::acquire(
-                        &s.remote,
-                        &s.leases,
-                        s.clock.as_ref(),
-                        &s.me,
-                        &policy,
-                        session,
-                        patience,
-                    ),
-                )
-                .await
-                .unwrap_or_else(|_| {
-                    Err(lease::Refusal::Store(format!(
-                        "no answer within {:?}",
-                        patience + PULL_TIMEOUT
-                    )))
-                })
+                let _ = within(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
+                let policy = self.inner.shared.policy();
+                let acquire = lease::acquire(
+                    &s.remote,
+                    &s.leases,
+                    s.clock.as_ref(),
+                    &s.me,
+                    &policy,
+                    session,
+                    patience,
+                );
+                within(patience + PULL_TIMEOUT, acquire)
+                    .await
+                    .unwrap_or_else(|late| Err(lease::Refusal::Store(late)))
             })
             .map_err(|refusal| refusal.message(session))
     }
@@ -269,7 +254,7 @@ impl Fleet {
         let Some(runtime) = &self.inner.runtime else {
             return Err("the store's runtime is gone".into());
         };
-        let mut cached = self.inner.listed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cached = self.inner.listed.lock();
         if let Some((at, sessions)) = &*cached
             && at.elapsed() < LISTED_FOR
         {
@@ -279,7 +264,7 @@ impl Fleet {
         let copy = Store::mirror(s.local.root().join("store-copy"));
         // The team index's sessions table when there is one; else every host's catalog.
         let indexed = runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, async {
+            within(PULL_TIMEOUT, async {
                 let index::reader::Found::Index(snapshot) = index::reader::open(&s.remote).await?
                 else {
                     return Ok(None);
@@ -288,8 +273,7 @@ impl Fleet {
                     .await
                     .map(Some)
             })
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
+            .await?
         });
         match indexed {
             Ok(Some(rows)) => {
@@ -306,11 +290,8 @@ impl Fleet {
                         self.url()
                     );
                 }
-                let skipped = runtime.block_on(async {
-                    tokio::time::timeout(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy))
-                        .await
-                        .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
-                })?;
+                let skipped =
+                    runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy)))??;
                 for why in skipped {
                     tracing::warn!("{}: {why}", self.url());
                 }
@@ -323,12 +304,18 @@ impl Fleet {
 
     /// A segment of this process was created at `path`.
     pub fn opened(&self, path: &Path) {
-        let _ = self.inner.notes.send(Note::Opened(path.to_path_buf()));
+        let _ = self
+            .inner
+            .messages
+            .send(ShipperMessage::Opened(path.to_path_buf()));
     }
 
     /// A segment of this process was closed.
     pub fn closed(&self, path: &Path) {
-        let _ = self.inner.notes.send(Note::Closed(path.to_path_buf()));
+        let _ = self
+            .inner
+            .messages
+            .send(ShipperMessage::Closed(path.to_path_buf()));
     }
 
     /// Ship what is left, waiting at most `within` (a store that is down does not hold up the
@@ -336,7 +323,12 @@ impl Fleet {
     pub async fn finish(&self, within: Duration) {
         let (tx, rx) = oneshot::channel();
         let deadline = Instant::now() + within;
-        if self.inner.notes.send(Note::Finish(deadline, tx)).is_ok() {
+        if self
+            .inner
+            .messages
+            .send(ShipperMessage::Finish(deadline, tx))
+            .is_ok()
+        {
             let _ = tokio::time::timeout(within + Duration::from_secs(2), rx).await;
         }
     }
@@ -351,12 +343,18 @@ impl Fleet {
             return Err("the store's runtime is gone".into());
         };
         let s = &self.inner.shared;
-        runtime.block_on(async {
-            tokio::time::timeout(PULL_TIMEOUT, pull::session(&s.remote, &s.local, session))
-                .await
-                .unwrap_or_else(|_| Err(format!("no answer within {PULL_TIMEOUT:?}")))
-        })
+        runtime.block_on(within(
+            PULL_TIMEOUT,
+            pull::session(&s.remote, &s.local, session),
+        ))?
     }
+}
+
+/// What `request` comes to, or `Err("no answer within …")` when it takes longer than `limit`.
+async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<T, String> {
+    tokio::time::timeout(limit, request)
+        .await
+        .map_err(|_| format!("no answer within {limit:?}"))
 }
 
 /// Create the same probe object twice (the second must find it there), then replace it naming
@@ -364,7 +362,7 @@ impl Fleet {
 async fn probe(remote: &Remote, host: &str) -> Probe {
     let mut nonce = [0u8; 8];
     let _ = getrandom::fill(&mut nonce);
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = hex::encode(nonce);
     let name = format!("probe/{host}-{nonce}");
     let outcome = match remote.put_new(&name, bytes::Bytes::from_static(b"1")).await {
         Err(e) => return Probe::Failed(e.to_string()),
@@ -426,10 +424,10 @@ fn host_id(local: &Store) -> std::io::Result<String> {
     };
     let mut random = [0u8; 4];
     getrandom::fill(&mut random).map_err(std::io::Error::other)?;
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = hex::encode(random);
     let id = match hostname.trim_matches('-') {
-        "" => format!("host-{hex}"),
-        h => format!("{h}-{hex}"),
+        "" => format!("host-{suffix}"),
+        h => format!("{h}-{suffix}"),
     };
     match crate::journal::private::create_private_file(&path) {
         Ok(mut file) => {

@@ -161,7 +161,7 @@ pub async fn pull_file(
     path: &Path,
 ) -> Result<u64, String> {
     let have = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let (steps, end) = layout::chain(entries, have);
+    let (steps, end) = layout::parts_to_read(entries, have);
     if steps.is_empty() || end <= have {
         return Ok(0);
     }
@@ -262,7 +262,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         let file = layout::host_catalog(host);
         let entries = remote.entries(&file).await.map_err(|e| e.to_string())?;
         let path = local.root().join(&file);
-        let (_, end) = layout::chain(&entries, 0);
+        let (_, end) = layout::parts_to_read(&entries, 0);
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > end) {
             // The host rewrote its catalog: start again.
             let _ = std::fs::remove_file(&path);

@@ -10,10 +10,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
+use object_store::aws::AmazonS3ConfigKey;
+use object_store::azure::AzureConfigKey;
+use object_store::gcp::GoogleConfigKey;
 use object_store::path::Path;
+use object_store::prefix::PrefixStore;
 use object_store::{
-    GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
-    UpdateVersion,
+    GetOptions, ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutMode, PutOptions, PutPayload,
+    RetryConfig, UpdateVersion,
 };
 
 use super::layout::{self, Entry};
@@ -27,11 +31,11 @@ const CONNECT_TIMEOUT: &str = "5s";
 /// An error of the store, as the user should read it.
 pub type Error = object_store::Error;
 
-/// The shared store and the prefix acp-journal keeps its objects under.
+/// The shared store, seen under the prefix acp-journal keeps its objects under (the URL's
+/// path).
 #[derive(Clone)]
 pub struct Remote {
-    store: Arc<dyn ObjectStore>,
-    prefix: String,
+    store: PrefixStore<Arc<dyn ObjectStore>>,
     url: String,
 }
 
@@ -84,6 +88,16 @@ fn retry() -> RetryConfig {
     }
 }
 
+/// Object `rel`'s path (under the prefix, which the store adds). Names acp-journal makes never
+/// hold `.`/`..` components or control characters, so parsing cannot fail on them; anything
+/// else is refused by the caller's own check first.
+fn object_path(rel: &str) -> Result<Path, Error> {
+    Path::parse(rel).map_err(|e| Error::Generic {
+        store: "acp-journal",
+        source: Box::new(e),
+    })
+}
+
 impl Remote {
     /// Open the store at `url`: `s3://BUCKET[/PREFIX]` (credentials, region and endpoint from
     /// the `AWS_*` variables), `gs://BUCKET[/PREFIX]` (`GOOGLE_*`), `az://CONTAINER[/PREFIX]`
@@ -96,75 +110,56 @@ impl Remote {
         // in `main` (`net::tls::crypto_provider`).
         let parsed = url::Url::parse(url)
             .map_err(|e| anyhow::anyhow!("--store {url:?} is not a URL ({e})"))?;
-        let path = parsed.path().trim_matches('/').to_string();
-        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
-            "s3" | "s3a" => (
-                Arc::new(
-                    object_store::aws::AmazonS3Builder::from_env()
-                        .with_url(url)
-                        .with_retry(retry())
-                        .with_config(
-                            object_store::aws::AmazonS3ConfigKey::Client(Timeout),
-                            TIMEOUT,
-                        )
-                        .with_config(
-                            object_store::aws::AmazonS3ConfigKey::Client(ConnectTimeout),
-                            CONNECT_TIMEOUT,
-                        )
-                        .build()?,
-                ),
-                path,
+        let unknown = || {
+            anyhow::anyhow!(
+                "--store {url:?}: unknown scheme {:?} (use s3://, gs://, az:// or file://)",
+                parsed.scheme()
+            )
+        };
+        let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|_| unknown())?;
+        let store: Arc<dyn ObjectStore> = match scheme {
+            ObjectStoreScheme::AmazonS3 => Arc::new(
+                object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .with_retry(retry())
+                    .with_config(AmazonS3ConfigKey::Client(Timeout), TIMEOUT)
+                    .with_config(AmazonS3ConfigKey::Client(ConnectTimeout), CONNECT_TIMEOUT)
+                    .build()?,
             ),
-            "gs" => (
-                Arc::new(
-                    object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                        .with_url(url)
-                        .with_retry(retry())
-                        .with_config(object_store::gcp::GoogleConfigKey::Client(Timeout), TIMEOUT)
-                        .with_config(
-                            object_store::gcp::GoogleConfigKey::Client(ConnectTimeout),
-                            CONNECT_TIMEOUT,
-                        )
-                        .build()?,
-                ),
-                path,
+            ObjectStoreScheme::GoogleCloudStorage => Arc::new(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .with_retry(retry())
+                    .with_config(GoogleConfigKey::Client(Timeout), TIMEOUT)
+                    .with_config(GoogleConfigKey::Client(ConnectTimeout), CONNECT_TIMEOUT)
+                    .build()?,
             ),
-            "az" | "azure" | "abfs" | "abfss" => (
-                Arc::new(
-                    object_store::azure::MicrosoftAzureBuilder::from_env()
-                        .with_url(url)
-                        .with_retry(retry())
-                        .with_config(
-                            object_store::azure::AzureConfigKey::Client(Timeout),
-                            TIMEOUT,
-                        )
-                        .with_config(
-                            object_store::azure::AzureConfigKey::Client(ConnectTimeout),
-                            CONNECT_TIMEOUT,
-                        )
-                        .build()?,
-                ),
-                path,
+            ObjectStoreScheme::MicrosoftAzure => Arc::new(
+                object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .with_retry(retry())
+                    .with_config(AzureConfigKey::Client(Timeout), TIMEOUT)
+                    .with_config(AzureConfigKey::Client(ConnectTimeout), CONNECT_TIMEOUT)
+                    .build()?,
             ),
-            "file" => {
+            ObjectStoreScheme::Local => {
                 let dir = parsed
                     .to_file_path()
                     .map_err(|()| anyhow::anyhow!("--store {url:?}: not a local path"))?;
                 crate::journal::private::create_private_dir(&dir).map_err(|e| {
                     anyhow::anyhow!("--store {url:?}: cannot create {}: {e}", dir.display())
                 })?;
-                (
+                // The directory is the store's root: no prefix within it.
+                return Ok(Remote::with_store(
                     Arc::new(super::shared_dir::SharedDir::new(&dir)?),
-                    String::new(),
-                )
+                    "",
+                    url,
+                ));
             }
-            other => anyhow::bail!(
-                "--store {url:?}: unknown scheme {other:?} (use s3://, gs://, az:// or file://)"
-            ),
+            _ => return Err(unknown()),
         };
         Ok(Remote {
-            store,
-            prefix,
+            store: PrefixStore::new(store, prefix),
             url: url.to_string(),
         })
     }
@@ -173,8 +168,7 @@ impl Remote {
     /// how the fleet's unit tests run on `object_store::memory::InMemory`.
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Remote {
         Remote {
-            store,
-            prefix: prefix.trim_matches('/').to_string(),
+            store: PrefixStore::new(store, prefix),
             url: url.to_string(),
         }
     }
@@ -182,32 +176,6 @@ impl Remote {
     /// The URL it was opened with.
     pub fn url(&self) -> &str {
         &self.url
-    }
-
-    /// The object's full path: `rel` under the prefix. Names acp-journal makes never hold
-    /// `.`/`..` components or control characters, so parsing cannot fail on them; anything else
-    /// is refused by the caller's own check first.
-    fn path(&self, rel: &str) -> Result<Path, Error> {
-        let full = if self.prefix.is_empty() {
-            rel.to_string()
-        } else {
-            format!("{}/{rel}", self.prefix)
-        };
-        Path::parse(&full).map_err(|e| Error::Generic {
-            store: "acp-journal",
-            source: Box::new(e),
-        })
-    }
-
-    /// `path` relative to the prefix.
-    fn relative<'a>(&self, path: &'a Path) -> &'a str {
-        let full = path.as_ref();
-        if self.prefix.is_empty() {
-            return full;
-        }
-        full.strip_prefix(&self.prefix)
-            .and_then(|r| r.strip_prefix('/'))
-            .unwrap_or(full)
     }
 
     /// Create `rel` holding `bytes`, unless it exists (create-if-absent: `If-None-Match: *`).
@@ -222,7 +190,7 @@ impl Remote {
         };
         match self
             .store
-            .put_opts(&self.path(rel)?, PutPayload::from_bytes(bytes), options)
+            .put_opts(&object_path(rel)?, PutPayload::from_bytes(bytes), options)
             .await
         {
             Ok(_) => Ok(Put::Created),
@@ -252,7 +220,7 @@ impl Remote {
         };
         match self
             .store
-            .put_opts(&self.path(rel)?, PutPayload::from_bytes(bytes), options)
+            .put_opts(&object_path(rel)?, PutPayload::from_bytes(bytes), options)
             .await
         {
             Ok(put) => Ok(Written::Yes(put.into())),
@@ -273,7 +241,7 @@ impl Remote {
     ) -> Result<Option<(Version, Bytes)>, Error> {
         let got = match self
             .store
-            .get_opts(&self.path(rel)?, GetOptions::default())
+            .get_opts(&object_path(rel)?, GetOptions::default())
             .await
         {
             Ok(got) => got,
@@ -302,7 +270,7 @@ impl Remote {
     /// # Errors
     /// The store's.
     pub async fn head(&self, rel: &str) -> Result<Option<Version>, Error> {
-        match self.store.head(&self.path(rel)?).await {
+        match self.store.head(&object_path(rel)?).await {
             Ok(meta) => Ok(Some(Version {
                 e_tag: meta.e_tag,
                 version: meta.version,
@@ -317,7 +285,7 @@ impl Remote {
     /// # Errors
     /// The store's (`NotFound` when absent).
     pub async fn get(&self, rel: &str) -> Result<Bytes, Error> {
-        self.store.get(&self.path(rel)?).await?.bytes().await
+        self.store.get(&object_path(rel)?).await?.bytes().await
     }
 
     /// Bytes `range` of object `rel`.
@@ -325,7 +293,7 @@ impl Remote {
     /// # Errors
     /// The store's.
     pub async fn get_range(&self, rel: &str, range: Range<u64>) -> Result<Bytes, Error> {
-        self.store.get_range(&self.path(rel)?, range).await
+        self.store.get_range(&object_path(rel)?, range).await
     }
 
     /// Delete `rel` (absent is fine).
@@ -333,7 +301,7 @@ impl Remote {
     /// # Errors
     /// The store's.
     pub async fn delete(&self, rel: &str) -> Result<(), Error> {
-        match self.store.delete(&self.path(rel)?).await {
+        match self.store.delete(&object_path(rel)?).await {
             Err(Error::NotFound { .. }) | Ok(()) => Ok(()),
             Err(e) => Err(e),
         }
@@ -344,12 +312,9 @@ impl Remote {
     /// # Errors
     /// The store's.
     pub async fn list(&self, dir: &str) -> Result<Vec<String>, Error> {
-        let prefix = self.path(dir)?;
+        let prefix = object_path(dir)?;
         let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
-        Ok(metas
-            .iter()
-            .map(|m| self.relative(&m.location).to_string())
-            .collect())
+        Ok(metas.iter().map(|m| m.location.to_string()).collect())
     }
 
     /// The names directly under directory `dir` that are directories themselves.
@@ -357,7 +322,7 @@ impl Remote {
     /// # Errors
     /// The store's.
     pub async fn subdirs(&self, dir: &str) -> Result<Vec<String>, Error> {
-        let prefix = self.path(dir)?;
+        let prefix = object_path(dir)?;
         let listed = self.store.list_with_delimiter(Some(&prefix)).await?;
         Ok(listed
             .common_prefixes

@@ -2,7 +2,7 @@
 //! parts, every ship interval, on the fleet's own thread (nothing on the relay path waits for
 //! it), and keeps this process's leases renewed.
 //!
-//! It follows the segments this process writes (told by [`Note`]s as they open and close) and
+//! It follows the segments this process writes (told by [`ShipperMessage`]s as they open and close) and
 //! the journal directory's catalog; at start it also picks up every segment the local disk
 //! holds and the store lacks (written before a crash, or while no store was set), once their
 //! writers are gone. A file's bytes are read back from the local disk when shipped: what waits
@@ -21,17 +21,18 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clock::SharedClock;
 use super::index;
 use super::layout::{self, Entry};
-use super::lease::{self, Identity, Leases, Policy, Standing};
+use super::lease::{self, Identity, Leases, Policy, Shipping};
 use super::remote::Remote;
 use super::status::{Status, Stranded};
 use crate::journal::Store;
@@ -49,9 +50,10 @@ const IN_FLIGHT: usize = 16;
 /// How often the sessions erased from the store are listed again.
 const ERASED_EVERY: Duration = Duration::from_secs(30);
 
-/// What the journal writers tell the shipper.
+/// What the process tells the shipper: a segment of its journal writers opened or closed, or
+/// its end.
 #[derive(Debug)]
-pub enum Note {
+pub enum ShipperMessage {
     /// A segment of this process was created (absolute path).
     Opened(PathBuf),
     /// A segment of this process was closed: nothing more will be written to it.
@@ -99,8 +101,8 @@ struct Tracked {
     unmarked: bool,
 }
 
-/// One request (or a few) of a round.
-enum Job {
+/// What a round asks of the store about one file (one request, or a few).
+enum FileRequest {
     /// Learn what the store holds of the file.
     Ask,
     /// Ship bytes `[start, end)`, first recording the lease's epoch when `epoch` is given.
@@ -113,8 +115,8 @@ enum Job {
     Compact { start: u64, end: u64 },
 }
 
-/// A job's outcome.
-enum Outcome {
+/// The store's answer to a [`FileRequest`].
+enum FileAnswer {
     Asked(Vec<Entry>),
     Shipped { start: u64, end: u64 },
     Compacted { start: u64, end: u64 },
@@ -138,13 +140,20 @@ pub struct Shared {
     pub status: Arc<Status>,
 }
 
+impl Shared {
+    /// How leases are taken now.
+    pub fn policy(&self) -> Policy {
+        *self.policy.lock()
+    }
+}
+
 /// The shipper's state; run by [`Shipper::run`].
 pub struct Shipper {
     shared: Arc<Shared>,
     interval: Duration,
     tracked: HashMap<PathBuf, Tracked>,
     ledger: Ledger,
-    notes: mpsc::UnboundedReceiver<Note>,
+    messages: mpsc::UnboundedReceiver<ShipperMessage>,
     /// When the last look at the files began.
     last_look: Instant,
     /// The team index written from this process's session segments (unless `--no-index`).
@@ -159,7 +168,7 @@ impl Shipper {
     pub fn new(
         shared: Arc<Shared>,
         interval: Duration,
-        notes: mpsc::UnboundedReceiver<Note>,
+        messages: mpsc::UnboundedReceiver<ShipperMessage>,
         indexed: bool,
     ) -> Shipper {
         let ledger = Ledger::open(&shared.local, shared.remote.url());
@@ -172,16 +181,12 @@ impl Shipper {
             interval,
             tracked: HashMap::new(),
             ledger,
-            notes,
+            messages,
             last_look: Instant::now(),
             index,
             erased: Default::default(),
             erased_at: None,
         }
-    }
-
-    fn policy(&self) -> Policy {
-        *self.shared.policy.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Ship until told to finish (or every sender is gone).
@@ -191,10 +196,10 @@ impl Shipper {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                note = self.notes.recv() => match note {
-                    Some(Note::Opened(path)) => self.follow(path, Some(0), true),
-                    Some(Note::Closed(path)) => self.closed(&path),
-                    Some(Note::Finish(deadline, done)) => {
+                message = self.messages.recv() => match message {
+                    Some(ShipperMessage::Opened(path)) => self.follow(path, Some(0), true),
+                    Some(ShipperMessage::Closed(path)) => self.closed(&path),
+                    Some(ShipperMessage::Finish(deadline, done)) => {
                         self.finish(deadline).await;
                         let _ = done.send(());
                         return;
@@ -216,11 +221,11 @@ impl Shipper {
 
     /// Ship until nothing is left or `deadline` passes, then give the leases back.
     async fn finish(&mut self, deadline: Instant) {
-        while let Ok(note) = self.notes.try_recv() {
-            match note {
-                Note::Opened(path) => self.follow(path, Some(0), true),
-                Note::Closed(path) => self.closed(&path),
-                Note::Finish(_, done) => {
+        while let Ok(message) = self.messages.try_recv() {
+            match message {
+                ShipperMessage::Opened(path) => self.follow(path, Some(0), true),
+                ShipperMessage::Closed(path) => self.closed(&path),
+                ShipperMessage::Finish(_, done) => {
                     let _ = done.send(());
                 }
             }
@@ -342,25 +347,25 @@ impl Shipper {
         if let Err(e) = self.take_leases().await {
             failed = Some(e);
         }
-        let jobs = self.file_jobs();
-        let worked = !jobs.is_empty();
-        let work = jobs.into_iter().filter_map(|(path, job)| {
+        let requests = self.file_requests();
+        let worked = !requests.is_empty();
+        let work = requests.into_iter().filter_map(|(path, request)| {
             let t = self.tracked.get(&path)?;
             let (local, file, parts) = (t.local.clone(), t.file.clone(), t.parts.clone());
             let (remote, erased) = (s.remote.clone(), self.erased.clone());
             Some(async move {
-                let outcome = run_job(&remote, &local, &file, &parts, job, &erased).await;
-                (path, outcome)
+                let answer = send_request(&remote, &local, &file, &parts, request, &erased).await;
+                (path, answer)
             })
         });
         let results: Vec<_> = futures_util::stream::iter(work)
             .buffer_unordered(IN_FLIGHT)
             .collect()
             .await;
-        let done_at = Instant::now();
-        for (path, outcome) in results {
-            match outcome {
-                Ok(done) => self.apply(&path, done, done_at).await,
+        let answered_at = Instant::now();
+        for (path, answer) in results {
+            match answer {
+                Ok(answer) => self.apply(&path, answer, answered_at).await,
                 Err(e) => failed = Some(e),
             }
         }
@@ -392,7 +397,7 @@ impl Shipper {
         if end || !index::compact::needed(&committed, now) {
             return Ok(());
         }
-        let policy = self.policy();
+        let policy = s.policy();
         let lease = index::compact::LEASE;
         let mine = lease::acquire(
             &s.remote,
@@ -448,46 +453,24 @@ impl Shipper {
     /// whose lease this process does not hold (a new session; a session whose holder is gone).
     /// A lease another host holds is looked at again next round.
     async fn take_leases(&mut self) -> Result<(), String> {
-        let wanted = self.leases_wanted();
-        let s = self.shared.clone();
-        let policy = self.policy();
-        let takes = wanted.into_iter().filter_map(|(key, path)| {
-            let session = session_of(&path)?;
-            let s = s.clone();
-            Some(async move {
-                let got = lease::acquire(
-                    &s.remote,
-                    &s.leases,
-                    s.clock.as_ref(),
-                    &s.me,
-                    &policy,
-                    &session,
-                    Duration::ZERO,
-                )
-                .await;
-                (key, session, got)
-            })
-        });
-        let mut failed = Ok(());
-        for (_, session, got) in futures_util::stream::iter(takes)
-            .buffer_unordered(IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-        {
-            match got {
-                Ok(_) => {}
-                Err(lease::Refusal::Store(e)) => failed = Err(e),
-                Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
-            }
-        }
-        failed
+        let s = &self.shared;
+        let sessions = self.leases_wanted();
+        lease::take_all(
+            &s.remote,
+            &s.leases,
+            s.clock.as_ref(),
+            &s.me,
+            &s.policy(),
+            sessions,
+        )
+        .await
     }
 
     /// The sessions whose segment of this process has bytes to ship and whose lease this process
-    /// does not hold, with a segment of each.
-    fn leases_wanted(&self) -> Vec<(String, PathBuf)> {
-        let leases = lease::lock(&self.shared.leases);
-        let mut wanted: Vec<(String, PathBuf)> = Vec::new();
+    /// does not hold (their IDs, from a segment's header).
+    fn leases_wanted(&self) -> Vec<String> {
+        let leases = self.shared.leases.lock();
+        let mut wanted: Vec<(&String, &Path)> = Vec::new();
         for (path, t) in &self.tracked {
             let Leased::Mine(key) = &t.leased else {
                 continue;
@@ -497,23 +480,26 @@ impl Shipper {
             });
             if t.stranded.is_none()
                 && waiting
-                && matches!(leases.get(key), None | Some(Standing::Watching(_)))
-                && !wanted.iter().any(|(k, _)| k == key)
+                && leases.wanted(key)
+                && !wanted.iter().any(|(k, _)| *k == key)
             {
-                wanted.push((key.clone(), path.clone()));
+                wanted.push((key, path));
             }
         }
         wanted
+            .into_iter()
+            .filter_map(|(_, path)| session_of(path))
+            .collect()
     }
 
     /// What the files need: asking the store, shipping, compacting. Files done are written to
     /// the ledger and forgotten.
-    fn file_jobs(&mut self) -> Vec<(PathBuf, Job)> {
+    fn file_requests(&mut self) -> Vec<(PathBuf, FileRequest)> {
         let since = std::mem::replace(&mut self.last_look, Instant::now());
         let now = self.shared.clock.now();
         let failing = self.shared.status.failing();
-        let leases = lease::lock(&self.shared.leases);
-        let mut jobs = Vec::new();
+        let leases = self.shared.leases.lock();
+        let mut requests = Vec::new();
         let mut gone = Vec::new();
         for (path, t) in &mut self.tracked {
             if let Leased::Mine(key) | Leased::Left(key) = &t.leased
@@ -524,7 +510,7 @@ impl Shipper {
                 continue;
             }
             let Some(shipped) = t.shipped else {
-                jobs.push((path.clone(), Job::Ask));
+                requests.push((path.clone(), FileRequest::Ask));
                 continue;
             };
             let Ok(meta) = std::fs::metadata(&t.local) else {
@@ -540,7 +526,7 @@ impl Shipper {
                 // readers take the longest chain, so the old parts are removed first.
                 t.shipped = None;
                 t.inode = meta.ino();
-                jobs.push((path.clone(), Job::Ask));
+                requests.push((path.clone(), FileRequest::Ask));
                 continue;
             }
             t.inode = meta.ino();
@@ -561,9 +547,9 @@ impl Shipper {
                     }
                     continue;
                 };
-                jobs.push((
+                requests.push((
                     path.clone(),
-                    Job::Ship {
+                    FileRequest::Ship {
                         start: shipped,
                         end: len.min(shipped + MAX_PART),
                         epoch,
@@ -574,9 +560,9 @@ impl Shipper {
                 && !failing
             {
                 let start = t.parts.iter().map(|p| p.0).min().unwrap_or(0);
-                jobs.push((
+                requests.push((
                     path.clone(),
-                    Job::Compact {
+                    FileRequest::Compact {
                         start,
                         end: shipped,
                     },
@@ -593,17 +579,17 @@ impl Shipper {
         for path in gone {
             self.tracked.remove(&path);
         }
-        jobs
+        requests
     }
 
-    /// What a file's job did.
-    async fn apply(&mut self, path: &Path, done: Outcome, done_at: Instant) {
+    /// What the store's answer about a file means for it.
+    async fn apply(&mut self, path: &Path, answer: FileAnswer, answered_at: Instant) {
         let Some(t) = self.tracked.get_mut(path) else {
             return;
         };
-        match done {
-            Outcome::Asked(entries) => {
-                let (_, end) = layout::chain(&entries, 0);
+        match answer {
+            FileAnswer::Asked(entries) => {
+                let (_, end) = layout::parts_to_read(&entries, 0);
                 t.parts = entries
                     .iter()
                     .filter_map(|e| match e {
@@ -664,20 +650,20 @@ impl Shipper {
                     }
                 }
             }
-            Outcome::Shipped { start, end } => {
+            FileAnswer::Shipped { start, end } => {
                 t.parts.push((start, end));
                 t.shipped = Some(end);
                 let len = std::fs::metadata(&t.local).map_or(end, |m| m.len());
                 if let Some(since) = t.waiting_since {
                     self.shared
                         .status
-                        .shipped(end - start, done_at.duration_since(since));
+                        .shipped(end - start, answered_at.duration_since(since));
                     if end >= len {
                         t.waiting_since = None;
                     }
                 }
             }
-            Outcome::Compacted { start, end } => {
+            FileAnswer::Compacted { start, end } => {
                 t.parts.retain(|p| p.0 < start || p.1 > end);
                 t.parts.push((start, end));
             }
@@ -686,42 +672,33 @@ impl Shipper {
 }
 
 /// Whether file `t` may be shipped at `now`: `Some(marker)` when it may (with the epoch marker
-/// to write first, if its first part), `None` when not now. A session segment of this process
-/// goes only under the lease it holds, valid by its clock, and only under the epoch it started
-/// under; one whose lease another host took is marked stranded.
+/// to write first, if its first part), `None` when not now. A segment a run that is gone left
+/// goes under the epoch its run took; a session segment of this process as its lease says
+/// ([`Leases::shipping`]), the epoch it starts under marked beside it, and marked stranded
+/// when the session is another host's.
 fn may_ship(t: &mut Tracked, leases: &Leases, now: Duration) -> Option<Option<u64>> {
     match &t.leased {
         Leased::No => Some(None),
         Leased::Left(_) => t
             .epoch
             .map(|epoch| std::mem::take(&mut t.unmarked).then_some(epoch)),
-        Leased::Mine(key) => match leases.get(key) {
-            Some(Standing::Held(held)) => {
-                let epoch = held.lease.epoch;
-                match t.epoch {
-                    Some(e) if e != epoch => {
-                        // Lost, then taken again in this run: this segment was fenced, and
-                        // the run writes the session in a new one.
-                        t.stranded = Some(String::new());
-                        None
-                    }
-                    Some(_) => held.valid(now).then_some(None),
-                    None => held.valid(now).then(|| {
-                        t.epoch = Some(epoch);
-                        let marked = Mark {
-                            epoch: Some(epoch),
-                            ..Mark::default()
-                        };
-                        let _ = mark::add(&t.local, marked);
-                        Some(epoch)
-                    }),
+        Leased::Mine(key) => match leases.shipping(key, t.epoch, now) {
+            Shipping::Ship { first } => {
+                if let Some(epoch) = first {
+                    t.epoch = Some(epoch);
+                    let marked = Mark {
+                        epoch: Some(epoch),
+                        ..Mark::default()
+                    };
+                    let _ = mark::add(&t.local, marked);
                 }
+                Some(first)
             }
-            Some(Standing::Lost(by)) => {
-                t.stranded = Some(by.as_ref().map(|l| l.host.clone()).unwrap_or_default());
+            Shipping::NotNow => None,
+            Shipping::Stranded(by) => {
+                t.stranded = Some(by);
                 None
             }
-            Some(Standing::Watching(_) | Standing::Released) | None => None,
         },
     }
 }
@@ -735,22 +712,22 @@ fn session_of(path: &Path) -> Option<String> {
         .clone()
 }
 
-/// Do one file job against the store.
-async fn run_job(
+/// Send one file's request to the store.
+async fn send_request(
     remote: &Remote,
     local: &Path,
     file: &str,
     parts: &[(u64, u64)],
-    job: Job,
+    request: FileRequest,
     erased: &HashSet<String>,
-) -> Result<Outcome, String> {
-    match job {
-        Job::Ask => remote
+) -> Result<FileAnswer, String> {
+    match request {
+        FileRequest::Ask => remote
             .entries(file)
             .await
-            .map(Outcome::Asked)
+            .map(FileAnswer::Asked)
             .map_err(|e| e.to_string()),
-        Job::Ship { start, end, epoch } => {
+        FileRequest::Ship { start, end, epoch } => {
             if let Some(epoch) = epoch {
                 remote
                     .put_new(
@@ -765,9 +742,9 @@ async fn run_job(
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(Outcome::Shipped { start, end })
+            Ok(FileAnswer::Shipped { start, end })
         }
-        Job::Compact { start, end } => {
+        FileRequest::Compact { start, end } => {
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             remote
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
@@ -781,7 +758,7 @@ async fn run_job(
                         .map_err(|e| e.to_string())?;
                 }
             }
-            Ok(Outcome::Compacted { start, end })
+            Ok(FileAnswer::Compacted { start, end })
         }
     }
 }
@@ -831,7 +808,7 @@ impl Ledger {
     fn path(local: &Store, url: &str) -> PathBuf {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(url.as_bytes());
-        let tag: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+        let tag = hex::encode(&digest[..6]);
         local.root().join(format!("shipped-{tag}.ndjson"))
     }
 

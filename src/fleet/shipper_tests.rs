@@ -2,10 +2,11 @@
 //! `InMemory` store with the runtime's clock paused (many ship intervals and lease periods in
 //! no time), through outages, a lost lease and compaction, then read back by a pull.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::memory::InMemory;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::*;
@@ -56,7 +57,7 @@ fn line(seq: u64, text: &str) -> Record {
 struct Host {
     _dir: tempfile::TempDir,
     shared: Arc<Shared>,
-    notes: mpsc::UnboundedSender<Note>,
+    notes: mpsc::UnboundedSender<ShipperMessage>,
 }
 
 impl Host {
@@ -106,7 +107,7 @@ impl Host {
             )
             .unwrap();
         self.notes
-            .send(Note::Opened(writer.path().to_path_buf()))
+            .send(ShipperMessage::Opened(writer.path().to_path_buf()))
             .unwrap();
         writer
     }
@@ -169,7 +170,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     // Closed: its parts become one object, the ledger says it is whole.
     let path = writer.path().to_path_buf();
     writer.close(11, 1, 1).unwrap();
-    a.notes.send(Note::Closed(path.clone())).unwrap();
+    a.notes.send(ShipperMessage::Closed(path.clone())).unwrap();
     tokio::time::sleep(INTERVAL * 5).await;
     let rel = a.shared.local.relative(&path);
     let parts: Vec<_> = remote
@@ -182,7 +183,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     assert_eq!(parts.len(), 1, "{parts:?}");
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
-        .send(Note::Finish(
+        .send(ShipperMessage::Finish(
             std::time::Instant::now() + Duration::from_secs(5),
             tx,
         ))
@@ -192,7 +193,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, remote.url())).unwrap();
     assert!(ledger.contains(&rel), "{ledger}");
     // And the session was given back.
-    let seen = lease::look(&remote, &crate::journal::store::session_key("s"))
+    let seen = lease::read_lease(&remote, &crate::journal::store::session_key("s"))
         .await
         .unwrap();
     assert!(
@@ -258,7 +259,7 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     writer.close(1, 1, 1).unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
-        .send(Note::Finish(
+        .send(ShipperMessage::Finish(
             std::time::Instant::now() + Duration::from_secs(10),
             tx,
         ))

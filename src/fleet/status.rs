@@ -2,8 +2,8 @@
 //! store answers. Logged once on each change of health, and kept in a small file per process
 //! (`shipping/<pid>.json` in the journal directory) for `acp-journal stats`.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -86,18 +86,14 @@ pub struct Report {
 }
 
 impl Status {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The store's requests fail.
     pub fn failing(&self) -> bool {
-        self.lock().health == Health::Down
+        self.inner.lock().health == Health::Down
     }
 
     /// What waits after a round's look at the files.
     pub(super) fn set_behind(&self, bytes: u64, files: u64) {
-        let mut s = self.lock();
+        let mut s = self.inner.lock();
         if (s.behind_bytes, s.behind_files) != (bytes, files) {
             s.changed = true;
         }
@@ -111,7 +107,7 @@ impl Status {
 
     /// The files shipped no more, as a round found them.
     pub(super) fn set_stranded(&self, stranded: Vec<Stranded>) {
-        let mut s = self.lock();
+        let mut s = self.inner.lock();
         if s.stranded != stranded {
             s.changed = true;
             s.stranded = stranded;
@@ -120,7 +116,7 @@ impl Status {
 
     /// `bytes` were shipped, `lag` after they were (at the earliest) written.
     pub(super) fn shipped(&self, bytes: u64, lag: Duration) {
-        let mut s = self.lock();
+        let mut s = self.inner.lock();
         s.shipped_bytes += bytes;
         s.parts += 1;
         if s.lags_ms.len() == SAMPLES {
@@ -133,7 +129,7 @@ impl Status {
 
     /// A round had a failed request: said once, when the store starts failing.
     pub(super) fn failed(&self, url: &str, error: &str) {
-        let mut s = self.lock();
+        let mut s = self.inner.lock();
         if s.health != Health::Down {
             tracing::warn!(
                 "the object store {url} fails ({error}): journals wait on the local disk and are \
@@ -147,7 +143,7 @@ impl Status {
 
     /// A round went through: said once, when the store is back.
     pub(super) fn recovered(&self, url: &str) {
-        let mut s = self.lock();
+        let mut s = self.inner.lock();
         if s.health == Health::Down {
             tracing::info!("the object store {url} answers again: shipping what waited");
             s.health = Health::CatchingUp;
@@ -158,7 +154,7 @@ impl Status {
 
     /// The figures now.
     pub fn report(&self, url: &str) -> Report {
-        let s = self.lock();
+        let s = self.inner.lock();
         let mut lags: Vec<u32> = s.lags_ms.iter().copied().collect();
         lags.sort_unstable();
         let at = |q: f64| {
@@ -182,7 +178,7 @@ impl Status {
 
     /// Write the status file when something changed since the last write.
     pub(super) fn write_file_if_changed(&self, local: &Store, url: &str) {
-        let changed = std::mem::take(&mut self.lock().changed);
+        let changed = std::mem::take(&mut self.inner.lock().changed);
         if changed {
             self.write_file(local, url);
         }

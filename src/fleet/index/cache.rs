@@ -35,8 +35,7 @@ impl Cache {
     fn file(&self, part: &str, range: &Range<u64>) -> PathBuf {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(format!("{part}\n{}-{}", range.start, range.end));
-        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(name)
+        self.dir.join(hex::encode(&digest[..16]))
     }
 
     /// The bytes cached for `range` of `part` (their time is set to now: used).

@@ -58,7 +58,7 @@ pub fn day(at: i64) -> String {
 pub fn part_path(table: Table, day: Option<&str>, host: &str) -> String {
     let mut random = [0u8; 6];
     let _ = getrandom::fill(&mut random);
-    let nonce: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = hex::encode(random);
     let now = jiff::Timestamp::now().as_microsecond();
     let name = format!("{host}-{now}-{nonce}.parquet");
     match day {

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::attribution;
 use std::collections::VecDeque;
 
-use super::connection::{self, Connections, Route};
+use super::connection::{self, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;
 use super::vocab::{Action, ConnId, Peer, SessionId, Stamp, Target};
@@ -23,17 +23,23 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 /// connection joining one), connections to end, attachments that ended (a failed join),
 /// agent requests nobody is left to answer.
 pub(super) fn settle(cx: &mut Cx, connections: &mut Connections) {
-    for (s, conn) in connections.take_created() {
+    let Unsettled {
+        created,
+        to_end,
+        detached,
+        orphaned,
+    } = connections.take_unsettled();
+    for (s, conn) in created {
         cx.sessions.attach(&s, conn);
     }
-    for conn in connections.take_to_end() {
+    for conn in to_end {
         cx.fx.push(Action::EndClient(conn));
     }
-    for (conn, s) in connections.take_detached() {
+    for (conn, s) in detached {
         cx.sessions.detach_from(&s, conn);
     }
     let at = cx.now;
-    for (id, line) in connections.take_orphaned() {
+    for (id, line) in orphaned {
         ask_again(cx, connections, at, id, line);
     }
 }

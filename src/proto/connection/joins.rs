@@ -1,114 +1,106 @@
-//! A host's connection joining a session (`session/load`, `session/resume`, `session/attach`)
-//! as its answer comes: failed, it is not attached and nothing held for it is sent; joined, it
-//! gets what was held for it, the requests waiting for someone to attach and the permission
-//! requests still open (as its history policy asks), and a `session/attach` answer says the
+//! A host's connections joining sessions (`session/load`, `session/resume`, `session/attach`)
+//! until their answer, and the session's lines held for a connection that joins a session live
+//! (the history comes first, then every live line once); a `session/attach` answer says the
 //! draft's role and connected clients.
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::attach::{Attach, HistoryPolicy};
-use super::state::{Asked, Connections, Join};
-use crate::wire::envelope::{self, Kind, RequestId};
+use super::super::held::HeldLines;
+use super::super::vocab::{ConnId, HashMap, SessionId};
+use super::attach::Attach;
+use super::roster::{Roster, role};
+use crate::wire::envelope::RequestId;
 use crate::wire::rewrite;
 
-impl Connections {
-    /// A join failed: nothing held is sent, and the connection is not attached.
-    pub(super) fn join_failed(&mut self, join: &Join) {
-        self.held.remove(&join.conn);
-        self.detached.push((join.conn, join.session.clone()));
-        let orphaned = self.forget_asked(|c, s| c == join.conn && s == Some(&join.session));
-        self.orphaned.extend(orphaned);
+/// The most a joining connection has held for it; past it the connection is ended.
+const HOLD_LIMIT: usize = 16 << 20;
+
+/// A host's joins under way, and the lines held for the connections joining live.
+#[derive(Debug, Default)]
+pub(super) struct Joins {
+    /// A host's load, resume or attach requests (as sent) not answered yet.
+    joining: HashMap<RequestId, Join>,
+    /// A session's lines held for connections joining it while it is live, until their answer.
+    held: HashMap<ConnId, HeldLines>,
+}
+
+/// A connection joining a session: a load, resume or `session/attach` not answered yet.
+#[derive(Debug)]
+pub(super) struct Join {
+    pub(super) conn: ConnId,
+    pub(super) session: SessionId,
+    /// The session is live and the core serves the join from the journal: the session's lines
+    /// are held for the connection until the answer (see [`Joins::joins_live`]).
+    pub(super) live: bool,
+    /// A `session/attach`: its role and history policy.
+    pub(super) attach: Option<Attach>,
+}
+
+impl Joins {
+    /// Request `sent` begins `join`.
+    pub(super) fn begin(&mut self, sent: RequestId, join: Join) {
+        self.joining.insert(sent, join);
     }
 
-    /// Connection `join.conn` is attached to `join.session`: the lines held for it, then the
-    /// requests waiting for someone to attach, then the permission requests others were asked
-    /// and have not answered (unless it asked for no history).
-    pub(super) fn joined(&mut self, join: &Join) {
-        let conn = join.conn;
-        let s = &join.session;
-        // The session is known now (a load brought it up): the connection is attached to it.
-        self.created.push((s.clone(), conn));
-        if let Some(mut held) = self.held.remove(&conn) {
-            for line in held.take() {
-                let still_asked = match envelope::peek(&line).kind {
-                    Kind::Request { id, .. } => self.asked.contains_key(&id),
-                    _ => true,
-                };
-                if still_asked {
-                    self.outgoing.push_back((conn, line));
-                }
-            }
-        }
-        let observer = join.attach.is_some_and(|a| a.observer);
-        if observer {
-            self.observers.insert((conn, s.clone()));
-        }
-        if join.attach.is_some() {
-            self.drafted.insert((conn, s.clone()));
-        }
-        if observer {
-            return;
-        }
-        for w in self.waiting.take_session(s) {
-            self.asked.insert(
-                w.id,
-                Asked {
-                    conns: vec![conn],
-                    line: w.line.clone(),
-                    method: envelope::peek(&w.line)
-                        .method()
-                        .unwrap_or_default()
-                        .to_string(),
-                    session: Some(w.session),
-                },
-            );
-            self.outgoing.push_back((conn, w.line));
-        }
-        if join
-            .attach
-            .is_some_and(|a| a.history == HistoryPolicy::None)
-        {
-            return;
-        }
-        let mut pending: Vec<(&RequestId, &mut Asked)> = self
-            .asked
-            .iter_mut()
-            .filter(|(_, a)| {
-                a.method == "session/request_permission"
-                    && a.session.as_ref() == Some(s)
-                    && !a.conns.contains(&conn)
-            })
-            .collect();
-        pending.sort_by_key(|(id, _)| id.to_json());
-        for (_, asked) in pending {
-            asked.conns.push(conn);
-            self.outgoing.push_back((conn, asked.line.clone()));
+    /// The join `sent` (a load or resume of a live session) is served from the journal: the
+    /// session's lines are held for its connection until the answer, so the history comes
+    /// first and every live line once after it.
+    pub(super) fn joins_live(&mut self, sent: &RequestId) {
+        if let Some(join) = self.joining.get_mut(sent) {
+            join.live = true;
         }
     }
 
-    /// The answer to a `session/attach`: the load's answer with the draft's `sessionId`,
-    /// `role` and `connectedClients`.
-    pub(super) fn attach_answer(
-        &self,
-        answer: &[u8],
-        join: &Join,
-        attach: Attach,
-    ) -> Option<Bytes> {
-        let role = |observer: bool| if observer { "observer" } else { "controller" };
-        let clients: Vec<Value> = self
-            .live
-            .iter()
-            .filter(|c| **c != join.conn)
-            .filter_map(|c| {
-                let view = self.views.get(c)?;
-                let observer = self.observers.contains(&(*c, join.session.clone()));
-                Some(json!({"name": view.name, "version": view.version, "role": role(observer)}))
-            })
-            .collect();
+    /// The join request `sent` was answered: that join, taken out.
+    pub(super) fn answered(&mut self, sent: &RequestId) -> Option<Join> {
+        self.joining.remove(sent)
+    }
+
+    /// True while `conn` joins a live session (its lines are held).
+    pub(super) fn holds_for(&self, conn: ConnId) -> bool {
+        self.joining.values().any(|j| j.live && j.conn == conn)
+    }
+
+    /// Hold `line` for `conn`; false when the connection fell too far behind (nothing is held
+    /// for it any more: it is to be ended).
+    pub(super) fn hold(&mut self, conn: ConnId, line: &Bytes) -> bool {
+        let held = self.held.entry(conn).or_default();
+        if held.hold(line, HOLD_LIMIT) {
+            return true;
+        }
+        tracing::warn!(
+            "client connection {} fell {} bytes behind while joining a session: ending it",
+            conn.0,
+            held.bytes() + line.len()
+        );
+        self.held.remove(&conn);
+        false
+    }
+
+    /// The lines held for `conn`, taken out, in order.
+    pub(super) fn release(&mut self, conn: ConnId) -> Vec<Bytes> {
+        self.held
+            .remove(&conn)
+            .map(|mut held| held.take())
+            .unwrap_or_default()
+    }
+
+    /// What is held for `conn` is never sent (its join failed, or it ended).
+    pub(super) fn drop_held(&mut self, conn: ConnId) {
+        self.held.remove(&conn);
+    }
+}
+
+impl Join {
+    /// The answer to a `session/attach` (`None` for another join): the load's answer with the
+    /// draft's `sessionId`, `role` and `connectedClients`.
+    pub(super) fn attach_answer(&self, answer: &[u8], roster: &Roster) -> Option<Bytes> {
+        let attach = self.attach?;
+        let clients = roster.connected_clients(self.conn, &self.session);
         rewrite::edit_line(answer, |m| {
             m.edit("result", |r| {
-                r.set("sessionId", rewrite::json_string(&join.session));
+                r.set("sessionId", rewrite::json_string(&self.session));
                 r.set("role", rewrite::json_string(role(attach.observer)));
                 r.set("connectedClients", Value::Array(clients).to_string());
             });

@@ -36,13 +36,18 @@
 //! refused (-32000, "session busy"); a prompt taken is shown to the other attached connections
 //! as the user's message (ACP v1; a v2 agent echoes it itself).
 //!
-//! Here: the connections coming, ending and leaving sessions, and what routing leaves for the
-//! core. The parts, each in its own file: `state` (what is kept of the connections, and the
-//! sending or holding of lines every part uses), `inbound` (client lines), `answers` (clients'
-//! answers to agent requests: permission requests settled), `routing` (lines for clients),
-//! `joins` (a host's connection joining a session), `waiting` (agent requests waiting for
-//! someone to attach), `attach` (what a `session/attach` asks for), `client_view` (what a
-//! connection declared in its `initialize`) and `lines` (the proxy's notification lines).
+//! [`Connections`] (in `state`) holds its parts, each with its own file, and does what needs
+//! more than one of them: the connections coming, ending and leaving sessions, a client line
+//! taken, a line for clients routed, a join answered, a line sent or held. The parts:
+//! `roster` (the connections themselves: live, a host's, what each declared, how each is
+//! attached), `inbound` (client lines; the client requests forwarded to the agent: renumbered
+//! ids, running prompts, requests creating a session), `answers` (the agent requests asked of
+//! connections, and clients' answers to them: permission requests settled, terminals owned),
+//! `joins` (a host's connections joining a session, and the lines held for them), `waiting`
+//! (agent requests waiting for someone to attach), `routing` (where a line for clients goes,
+//! and what routing leaves for the core). Besides: `attach` (what a `session/attach` asks
+//! for), `client_view` (what a connection declared in its `initialize`) and `lines` (the
+//! proxy's notification lines).
 
 mod answers;
 mod attach;
@@ -50,133 +55,14 @@ mod client_view;
 mod inbound;
 mod joins;
 mod lines;
+mod roster;
 mod routing;
 mod state;
 mod waiting;
 
-use bytes::Bytes;
-
-use super::vocab::{ConnId, SessionId};
-use crate::wire::envelope::RequestId;
 pub(super) use attach::{Attach, HistoryPolicy};
 pub(super) use inbound::Inbound;
-pub(super) use routing::Route;
+pub(super) use routing::{Route, Unsettled};
 pub(super) use state::Connections;
 #[cfg(test)]
 pub(super) use waiting::WAITING_LIMIT;
-use waiting::Waiting;
-
-impl Connections {
-    /// A host's connections (`acp-journal serve`): see the module's text.
-    pub(super) fn hosted() -> Connections {
-        Connections {
-            hosted: true,
-            // Every line is read and routed, whichever connection comes first.
-            several: true,
-            ..Connections::default()
-        }
-    }
-
-    /// True for a host's connections.
-    pub(super) fn is_hosted(&self) -> bool {
-        self.hosted
-    }
-
-    /// A line from connection `conn`: true the first time it is seen.
-    pub(super) fn arrive(&mut self, conn: ConnId) -> bool {
-        if self.live.contains(&conn) {
-            return false;
-        }
-        self.several |= conn != ConnId::FIRST || !self.live.is_empty();
-        self.live.push(conn);
-        true
-    }
-
-    /// Connection `conn` closed its stream: the agent requests it left unanswered, asked of no
-    /// other connection (ids and lines, in no order), and whether no connection is left.
-    pub(super) fn end(&mut self, conn: ConnId) -> (Vec<(RequestId, Bytes)>, bool) {
-        self.live.retain(|c| *c != conn);
-        self.sent_as.retain(|(c, _), _| *c != conn);
-        self.views.remove(&conn);
-        self.observers.retain(|(c, _)| *c != conn);
-        self.drafted.retain(|(c, _)| *c != conn);
-        self.terminals.retain(|_, c| *c != conn);
-        self.held.remove(&conn);
-        self.outgoing.retain(|(c, _)| *c != conn);
-        let unanswered = self.forget_asked(|c, _| c == conn);
-        (unanswered, self.live.is_empty())
-    }
-
-    /// Connection `conn` leaves session `s` (`session/detach`, or a `session/close` while
-    /// others stay attached): what it was asked about the session and nobody else was.
-    pub(super) fn detach(&mut self, conn: ConnId, s: &SessionId) -> Vec<(RequestId, Bytes)> {
-        self.observers.remove(&(conn, s.clone()));
-        self.drafted.remove(&(conn, s.clone()));
-        self.forget_asked(|c, session| c == conn && session == Some(s))
-    }
-
-    /// Make `waiting` wait for a connection to attach to its session; false (it does not wait)
-    /// when [`waiting::WAITING_LIMIT`] requests already do.
-    pub(super) fn wait(&mut self, waiting: Waiting) -> bool {
-        self.waiting.push(waiting)
-    }
-
-    /// When the oldest waiting request began to wait.
-    pub(super) fn oldest_waiting(&self) -> Option<u64> {
-        self.waiting.oldest()
-    }
-
-    /// The requests that have waited since `before` or longer, taken out.
-    pub(super) fn expired(&mut self, before: u64) -> Vec<Waiting> {
-        self.waiting.expired(before)
-    }
-
-    /// The next line to go out ahead of anything routed later (held or released lines, the
-    /// notices of a settled request, prompt echoes).
-    pub(super) fn pop_outgoing(&mut self) -> Option<(ConnId, Bytes)> {
-        self.outgoing.pop_front()
-    }
-
-    /// Connections to end, taken out.
-    pub(super) fn take_to_end(&mut self) -> Vec<ConnId> {
-        std::mem::take(&mut self.to_end)
-    }
-
-    /// True when routing left something for the core (attachments, connections to end, failed
-    /// joins, orphaned requests): never with one connection.
-    pub(super) fn unsettled(&self) -> bool {
-        !(self.created.is_empty()
-            && self.to_end.is_empty()
-            && self.detached.is_empty()
-            && self.orphaned.is_empty())
-    }
-
-    /// Sessions to attach connections to, taken out.
-    pub(super) fn take_created(&mut self) -> Vec<(SessionId, ConnId)> {
-        std::mem::take(&mut self.created)
-    }
-
-    /// Attachments that ended without their connection ending, taken out.
-    pub(super) fn take_detached(&mut self) -> Vec<(ConnId, SessionId)> {
-        std::mem::take(&mut self.detached)
-    }
-
-    /// Agent requests left without anyone to answer them, taken out.
-    pub(super) fn take_orphaned(&mut self) -> Vec<(RequestId, Bytes)> {
-        std::mem::take(&mut self.orphaned)
-    }
-
-    /// True while connection `conn` has not ended.
-    pub(super) fn is_live(&self, conn: ConnId) -> bool {
-        self.live.contains(&conn)
-    }
-
-    /// The join `sent` (a load or resume of a live session) is served from the journal: the
-    /// session's lines are held for its connection until the answer, so the history comes
-    /// first and every live line once after it.
-    pub(super) fn joins_live(&mut self, sent: &RequestId) {
-        if let Some(join) = self.joining.get_mut(sent) {
-            join.live = true;
-        }
-    }
-}

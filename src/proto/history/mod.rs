@@ -21,15 +21,20 @@
 //! is read for its state (kept as always) and left out, and one line says how much was.
 //!
 //! Terminals in tool calls are replayed as their recorded output (the `terminals` module).
+//! Compactions are learnt and materialized in the `compactions` module; the state updates,
+//! cursors and tool calls left open that a replay holds back to its end in `held_back`; the
+//! lines it writes are made in `lines`.
 
+mod compactions;
+mod held_back;
+mod lines;
 mod subagents;
 mod terminals;
 #[cfg(test)]
 mod tests;
 mod updates;
 
-use super::vocab::{ClientSupport, Cursors, HashMap, HashSet, Summary};
-use std::collections::BTreeMap;
+use super::vocab::{ClientSupport, HashMap, HashSet, Summary};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -40,6 +45,9 @@ use crate::journal::Event;
 use crate::journal::format::{Body, Header, Record};
 
 use crate::wire::Side;
+use compactions::Compactions;
+use held_back::HeldBack;
+use lines::{notification, verbatim};
 use subagents::Children;
 use terminals::Terminals;
 pub use terminals::{TERMINAL_ASKS_LIMIT, TERMINAL_LIMIT, TERMINAL_OUTPUT_LIMIT};
@@ -64,29 +72,45 @@ fn keep_tail(text: &mut String, n: usize) -> usize {
 
 /// A replay in progress.
 pub struct Replay {
-    /// The session is live: tool calls still open stay open (see [`Replay::keep_tools_open`]).
-    keep_open: bool,
     session: String,
     support: ClientSupport,
-    transcript_limit: usize,
-    compactions: HashMap<String, Value>,
-    compactions_emitted: HashSet<String>,
-    state: BTreeMap<String, Value>,
-    /// Tool calls left open so far, by session (the replay's own, or a child's) and ID.
-    open_tools: BTreeMap<(String, String), ()>,
+    /// What the first pass learns ahead of the second.
+    learnt: Learnt,
+    /// What is held back to the end: the latest state, cursors, tool calls left open.
+    held_back: HeldBack,
+    /// The latest turns, for re-priming (in `transcript_bytes` of text, about
+    /// `transcript_limit` at most).
     turns: std::collections::VecDeque<Turn>,
     transcript_bytes: usize,
+    transcript_limit: usize,
     summary: Summary,
-    user_messages: u64,
-    /// What the first pass learned of the client's terminals.
-    terminals: Terminals,
     /// `_session/steering` requests (user input into the running turn, a vendor extension)
     /// waiting for the agent to take them, by request id: their record's sequence number and
     /// content blocks.
     steering: HashMap<String, (String, Value)>,
-    /// The session was recorded under v2 (its agent reported `state_update`s): learnt by the
-    /// first pass.
+    /// What replaying in the other version of ACP than the one recorded keeps.
+    conversion: Conversion,
+    /// The child sessions (subagents) announced so far.
+    children: Children,
+    /// A tail replay: where it starts, and what it leaves out.
+    tail: Option<Tail>,
+}
+
+/// What the first pass over a session's records learns, for the second to use.
+#[derive(Default)]
+struct Learnt {
+    /// The compactions' final forms (and, in the second pass, those replayed).
+    compactions: Compactions,
+    /// The client's terminals' output.
+    terminals: Terminals,
+    /// The session was recorded under v2 (its agent reported `state_update`s).
     recorded_v2: bool,
+}
+
+/// What replaying a session in the other version of ACP than the one it was recorded in keeps
+/// (and the `messageId`s made up for messages recorded without one, in either).
+#[derive(Default)]
+struct Conversion {
     /// v1, for a session recorded under v2: the tool calls replayed so far (v2 has no
     /// `tool_call`: its first `tool_call_update` of an ID becomes one).
     tools_seen: HashSet<String>,
@@ -99,15 +123,6 @@ pub struct Replay {
     message: Option<(String, String, String)>,
     /// The `messageId`s made up for messages recorded without one.
     ids: MadeUpIds,
-    /// The child sessions (subagents) announced so far.
-    children: Children,
-    /// The latest `cursor_update` of each cursor since the session last changed agent
-    /// session, by cursor ID, in the order first announced.
-    cursors: Vec<(String, Value)>,
-    /// The agent that recorded the segment being read (for its cursors).
-    agent: Option<String>,
-    /// A tail replay: where it starts, and what it leaves out.
-    tail: Option<Tail>,
 }
 
 /// A tail replay in progress.
@@ -124,9 +139,6 @@ struct Tail {
     /// The replay has reached the turns it replays.
     started: bool,
 }
-
-/// The most cursors a replay keeps.
-const CURSOR_LIMIT: usize = 1024;
 
 /// The `messageId`s a replay makes up (`acpj-user-12`, `acpj-agent_message-14`): named after
 /// the record's sequence number, which counts within one proxy run. A session that went on in
@@ -164,28 +176,17 @@ impl Replay {
     /// for re-priming is bounded by `transcript_limit` bytes (the latest turns are kept).
     pub fn new(session: &str, support: ClientSupport, transcript_limit: usize) -> Replay {
         Replay {
-            keep_open: false,
             session: session.to_string(),
             support,
-            transcript_limit,
-            compactions: HashMap::default(),
-            compactions_emitted: Default::default(),
-            state: BTreeMap::new(),
-            open_tools: BTreeMap::new(),
+            learnt: Learnt::default(),
+            held_back: HeldBack::default(),
             turns: Default::default(),
             transcript_bytes: 0,
+            transcript_limit,
             summary: Summary::default(),
-            user_messages: 0,
-            terminals: Terminals::default(),
             steering: HashMap::default(),
-            ids: MadeUpIds::default(),
-            recorded_v2: false,
-            tools_seen: Default::default(),
-            prompt: None,
-            message: None,
+            conversion: Conversion::default(),
             children: Children::default(),
-            cursors: Vec::new(),
-            agent: None,
             tail: support.tail.map(|keep| Tail {
                 keep,
                 ..Tail::default()
@@ -201,10 +202,7 @@ impl Replay {
             .as_ref()
             .and_then(|i| i.response_value())
             .and_then(|r| crate::acp::agent_title(&r));
-        if agent != self.agent {
-            self.cursors.clear();
-            self.agent = agent;
-        }
+        self.held_back.segment(agent);
     }
 
     /// Whether the first pass needs a journal line (the stored record or the bare message): a
@@ -213,9 +211,9 @@ impl Replay {
         use memchr::memmem::find;
         find(line, b"\"compactionId\"").is_some()
             || (self.tail.is_some() && find(line, b"\"session/prompt\"").is_some())
-            || (!self.recorded_v2 && find(line, b"\"state_update\"").is_some())
+            || (!self.learnt.recorded_v2 && find(line, b"\"state_update\"").is_some())
             || find(line, b"\"terminal/").is_some()
-            || (self.terminals.awaits_answers()
+            || (self.learnt.terminals.awaits_answers()
                 && (find(line, b"\"result\"").is_some() || find(line, b"\"error\"").is_some()))
     }
 
@@ -237,10 +235,10 @@ impl Replay {
             && memchr::memmem::find(&payload.bytes, b"\"state_update\"").is_some()
         {
             // Only v2 agents report their state: the session was recorded under v2.
-            self.recorded_v2 = true;
+            self.learnt.recorded_v2 = true;
         }
         if memchr::memmem::find(&payload.bytes, b"\"compactionId\"").is_none() {
-            return self.terminals.observe(*from, &payload.bytes);
+            return self.learnt.terminals.observe(*from, &payload.bytes);
         }
         let Some((Side::Agent, msg)) = update_of(record) else {
             return;
@@ -248,30 +246,7 @@ impl Replay {
         if msg["method"] != "session/update" {
             return;
         }
-        let update = &msg["params"]["update"];
-        let Some(id) = update["compactionId"].as_str() else {
-            return;
-        };
-        let entry = self
-            .compactions
-            .entry(id.to_string())
-            .or_insert_with(|| json!({"sessionUpdate": "compaction_update", "compactionId": id}));
-        match update["sessionUpdate"].as_str() {
-            Some("compaction_update") => {
-                for (k, v) in update.as_object().into_iter().flatten() {
-                    if k != "sessionUpdate" {
-                        entry[k] = v.clone();
-                    }
-                }
-            }
-            Some("compaction_summary_chunk") => {
-                let summary = entry["summary"].as_array().cloned().unwrap_or_default();
-                let mut summary = summary;
-                summary.push(update["content"].clone());
-                entry["summary"] = Value::Array(summary);
-            }
-            _ => {}
-        }
+        self.learnt.compactions.observe(&msg["params"]["update"]);
     }
 
     fn notification(&self, update: Value) -> Bytes {
@@ -280,7 +255,7 @@ impl Replay {
 
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
-        self.ids.see(record.seq);
+        self.conversion.ids.see(record.seq);
         match self.tail_step(record) {
             TailStep::Replay => self.emit_record(record, out),
             TailStep::LeaveOut => {
@@ -345,7 +320,7 @@ impl Replay {
             };
             out.push(self.notification(line));
         }
-        self.open_tools.clear();
+        self.held_back.forget_tools();
         for (session, update) in self.children.announce_again(&self.session, self.support) {
             out.push(notification(&session, update));
         }
@@ -394,9 +369,13 @@ impl Replay {
                 if let Some(id) = update.tool_call_id.as_deref() {
                     let default = if kind == "tool_call" { "pending" } else { "" };
                     let root = self.session.clone();
-                    self.tool_status(&root, id, update.status.as_deref().unwrap_or(default));
-                    if self.recorded_v2
-                        && self.tools_seen.insert(id.to_string())
+                    self.held_back.tool_status(
+                        &root,
+                        id,
+                        update.status.as_deref().unwrap_or(default),
+                    );
+                    if self.learnt.recorded_v2
+                        && self.conversion.tools_seen.insert(id.to_string())
                         && kind == "tool_call_update"
                         && let Ok(mut msg) = serde_json::from_slice::<Value>(&payload.bytes)
                     {
@@ -427,7 +406,7 @@ impl Replay {
         }
         if matches!(kind, "tool_call" | "tool_call_update")
             && let Some(content) = update.content
-            && let Some(line) = self.terminals.rewrite(&payload.bytes, Some(content))
+            && let Some(line) = self.learnt.terminals.rewrite(&payload.bytes, Some(content))
         {
             out.push(line);
             return;
@@ -437,15 +416,6 @@ impl Replay {
         line.extend_from_slice(&payload.bytes);
         line.push(b'\n');
         out.push(Bytes::from(line));
-    }
-
-    /// One of the proxy's events: the session went on under another agent session (whose
-    /// cursors the earlier one's are not).
-    fn event(&mut self, event: &Event) {
-        if let Event::SessionMapped { agent_session } = event {
-            self.summary.agent_session = Some(agent_session.clone());
-            self.cursors.clear();
-        }
     }
 
     /// Agent text of the current turn, for the transcript.
@@ -462,17 +432,12 @@ impl Replay {
         }
     }
 
-    /// A tool call's status in `session`, to close the ones a crash left open.
-    fn tool_status(&mut self, session: &str, id: &str, status: &str) {
-        let key = (session.to_string(), id.to_string());
-        match status {
-            "completed" | "failed" => {
-                self.open_tools.remove(&key);
-            }
-            "pending" | "in_progress" => {
-                self.open_tools.insert(key, ());
-            }
-            _ => {}
+    /// One of the proxy's events: the session went on under another agent session (whose
+    /// cursors the earlier one's are not).
+    fn event(&mut self, event: &Event) {
+        if let Event::SessionMapped { agent_session } = event {
+            self.summary.agent_session = Some(agent_session.clone());
+            self.held_back.remapped();
         }
     }
 
@@ -500,7 +465,8 @@ impl Replay {
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
         if let Some(id) = update["toolCallId"].as_str() {
             let default = if kind == "tool_call" { "pending" } else { "" };
-            self.tool_status(child, id, update["status"].as_str().unwrap_or(default));
+            self.held_back
+                .tool_status(child, id, update["status"].as_str().unwrap_or(default));
         }
         if self.support.v2 {
             return self.emit_update_v2(record, child, kind, update, out);
@@ -508,18 +474,8 @@ impl Replay {
         match classify(kind, self.support) {
             // A child's state goes with its timeline: the root's latest state is the root's.
             Class::History | Class::State => out.push(verbatim(record)),
-            Class::Compaction => self.emit_compaction(child, update, out),
+            Class::Compaction => self.learnt.compactions.emit(child, update, out),
             Class::Collapsed | Class::Cursor | Class::Never => {}
-        }
-    }
-
-    /// A compaction's materialized form, at its first place (once), in `session`.
-    fn emit_compaction(&mut self, session: &str, update: &Value, out: &mut Vec<Bytes>) {
-        if let Some(id) = update["compactionId"].as_str()
-            && self.compactions_emitted.insert(id.to_string())
-            && let Some(done) = self.compactions.get(id).cloned()
-        {
-            out.push(notification(session, done));
         }
     }
 
@@ -547,7 +503,7 @@ impl Replay {
         let update = &msg["params"]["update"];
         let kind = update["sessionUpdate"].as_str().unwrap_or("");
         if from == Side::Agent && msg["method"] == "session/update" {
-            if kind == "user_message" && self.prompt.is_some() {
+            if kind == "user_message" && self.conversion.prompt.is_some() {
                 // The agent's echo of the prompt: the prompt as the client sent it (a re-primed
                 // one's echo holds the transcript), under the echo's `messageId`.
                 self.user_message(update["messageId"].as_str(), out);
@@ -562,17 +518,17 @@ impl Replay {
         match (from, msg["method"].as_str().unwrap_or("")) {
             (Side::Client, "session/prompt") => {
                 self.user_message(None, out);
-                self.message = None;
+                self.conversion.message = None;
                 self.summary.turns += 1;
                 let prompt = &msg["params"]["prompt"];
                 let mut turn = Turn::default();
                 for block in prompt.as_array().into_iter().flatten() {
-                    self.user_messages += 1;
                     turn.user
                         .push_str(block["text"].as_str().unwrap_or_default());
                 }
                 self.push_turn(turn);
-                self.prompt = Some((self.ids.made("user", record.seq), prompt.clone()));
+                let id = self.conversion.ids.made("user", record.seq);
+                self.conversion.prompt = Some((id, prompt.clone()));
             }
             (Side::Agent, "session/update") => {
                 let root = self.session.clone();
@@ -585,7 +541,7 @@ impl Replay {
     /// The last prompt as a `user_message` (v2), under `id` (else one of its own), if it is
     /// still to be replayed.
     fn user_message(&mut self, id: Option<&str>, out: &mut Vec<Bytes>) {
-        if let Some((made, content)) = self.prompt.take() {
+        if let Some((made, content)) = self.conversion.prompt.take() {
             let id = id.map_or(made, str::to_string);
             out.push(self.notification(json!({
                 "sessionUpdate": "user_message",
@@ -616,7 +572,7 @@ impl Replay {
             "user_message_chunk" | "agent_message_chunk" | "agent_thought_chunk"
         );
         if !chunk {
-            self.message = None;
+            self.conversion.message = None;
         }
         if root
             && kind == "agent_message_chunk"
@@ -626,15 +582,20 @@ impl Replay {
         }
         if root && let Some(id) = update["toolCallId"].as_str() {
             let default = if kind == "tool_call" { "pending" } else { "" };
-            self.tool_status(session, id, update["status"].as_str().unwrap_or(default));
+            self.held_back
+                .tool_status(session, id, update["status"].as_str().unwrap_or(default));
         }
         let edited = match kind {
             _ if chunk && update.get("messageId").is_none_or(Value::is_null) => {
-                let id = match &self.message {
+                let id = match &self.conversion.message {
                     Some((s, k, id)) if s == session && k == kind => id.clone(),
-                    _ => self.ids.made(kind.trim_end_matches("_chunk"), record.seq),
+                    _ => self
+                        .conversion
+                        .ids
+                        .made(kind.trim_end_matches("_chunk"), record.seq),
                 };
-                self.message = Some((session.to_string(), kind.to_string(), id.clone()));
+                let message = (session.to_string(), kind.to_string(), id.clone());
+                self.conversion.message = Some(message);
                 let mut update = update.clone();
                 update["messageId"] = Value::String(id);
                 Some(update)
@@ -663,7 +624,7 @@ impl Replay {
                     }
                     // A child's state goes with its timeline.
                     Class::State => out.push(verbatim(record)),
-                    Class::Compaction => self.emit_compaction(session, update, out),
+                    Class::Compaction => self.learnt.compactions.emit(session, update, out),
                     Class::Cursor | Class::Collapsed | Class::Never => {}
                 }
                 return;
@@ -698,8 +659,7 @@ impl Replay {
                 self.summary.turns += 1;
                 let mut turn = Turn::default();
                 for block in params["prompt"].as_array().into_iter().flatten() {
-                    self.user_messages += 1;
-                    let id = self.ids.made("user", record.seq);
+                    let id = self.conversion.ids.made("user", record.seq);
                     out.push(self.notification(json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id})));
                     if let Some(text) = block["text"].as_str() {
                         turn.user.push_str(text);
@@ -711,7 +671,10 @@ impl Replay {
             (Side::Client, "_session/steering") if self.steering.len() < 64 => {
                 self.steering.insert(
                     msg["id"].to_string(),
-                    (self.ids.made("user", record.seq), params["prompt"].clone()),
+                    (
+                        self.conversion.ids.made("user", record.seq),
+                        params["prompt"].clone(),
+                    ),
                 );
             }
             (Side::Agent, "") if !self.steering.is_empty() => {
@@ -749,7 +712,6 @@ impl Replay {
     fn steered(&mut self, id: String, prompt: &Value, out: &mut Vec<Bytes>) {
         let mut text = String::new();
         for block in prompt.as_array().into_iter().flatten() {
-            self.user_messages += 1;
             out.push(self.notification(
                 json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id}),
             ));
@@ -803,7 +765,7 @@ impl Replay {
                             .as_array()
                             .is_some_and(|items| items.iter().any(|i| i["type"] == "terminal"));
                     if names_terminal
-                        && let Some(line) = self.terminals.rewrite(&payload.bytes, None)
+                        && let Some(line) = self.learnt.terminals.rewrite(&payload.bytes, None)
                     {
                         out.push(line);
                         return;
@@ -814,17 +776,7 @@ impl Replay {
                 }
             }
             Class::State => {
-                if kind == "session_info_update" {
-                    let merged = self
-                        .state
-                        .entry(kind.to_string())
-                        .or_insert_with(|| json!({}));
-                    for (k, v) in update.as_object().into_iter().flatten() {
-                        merged[k] = v.clone();
-                    }
-                } else {
-                    self.state.insert(kind.to_string(), update.clone());
-                }
+                self.held_back.state(kind, update);
                 match kind {
                     "current_mode_update" => {
                         self.summary.mode = update["currentModeId"].as_str().map(str::to_string)
@@ -835,37 +787,20 @@ impl Replay {
             }
             Class::Compaction => {
                 let root = self.session.clone();
-                self.emit_compaction(&root, update, out);
+                self.learnt.compactions.emit(&root, update, out);
             }
             Class::Collapsed => {
                 if let Some(call) = self.children.collapse(update, self.support.v2) {
                     let root = self.session.clone();
                     let id = call["toolCallId"].as_str().unwrap_or_default().to_string();
                     if let Some(status) = call["status"].as_str() {
-                        self.tool_status(&root, &id, status);
+                        self.held_back.tool_status(&root, &id, status);
                     }
                     out.push(self.notification(call));
                 }
             }
-            Class::Cursor => self.cursor(update),
+            Class::Cursor => self.held_back.cursor(update),
             Class::Never => {}
-        }
-    }
-
-    /// A `cursor_update`: the cursor's fields merged over what was known of it (a patch).
-    fn cursor(&mut self, update: &Value) {
-        let Some(id) = update["cursorId"].as_str() else {
-            return;
-        };
-        let full = self.cursors.len() >= CURSOR_LIMIT;
-        match self.cursors.iter_mut().find(|(c, _)| c == id) {
-            Some((_, known)) => {
-                for (k, v) in update.as_object().into_iter().flatten() {
-                    known[k] = v.clone();
-                }
-            }
-            None if !full => self.cursors.push((id.to_string(), update.clone())),
-            None => {}
         }
     }
 
@@ -881,40 +816,15 @@ impl Replay {
     /// The session is live (a client joins it while it runs): tool calls still open at the
     /// end of the records are not reported failed, since their updates follow live.
     pub fn keep_tools_open(&mut self) {
-        self.keep_open = true;
+        self.held_back.keep_tools_open();
     }
 
     /// End of the records: append the latest state updates and `failed` updates for tool calls
     /// left open, and return the summary.
     pub fn finish(mut self, out: &mut Vec<Bytes>) -> Summary {
         self.user_message(None, out);
-        for (_, update) in std::mem::take(&mut self.state) {
-            out.push(self.notification(update));
-        }
-        if self.keep_open {
-            self.open_tools.clear();
-        }
-        for (session, id) in std::mem::take(&mut self.open_tools).into_keys() {
-            out.push(notification(
-                &session,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "failed"}),
-            ));
-        }
-        self.summary.children = std::mem::take(&mut self.children).into_tree();
-        if !self.cursors.is_empty() {
-            self.summary.cursors = Some(Box::new(Cursors {
-                agent: self.agent.take(),
-                agent_session: self
-                    .summary
-                    .agent_session
-                    .clone()
-                    .unwrap_or_else(|| self.session.clone()),
-                updates: std::mem::take(&mut self.cursors)
-                    .into_iter()
-                    .map(|(_, u)| u)
-                    .collect(),
-            }));
-        }
+        self.held_back.finish(&self.session, &mut self.summary, out);
+        self.summary.children = self.children.into_tree();
         let mut transcript = String::new();
         for turn in &self.turns {
             transcript.push_str("User: ");
@@ -943,25 +853,6 @@ enum TailStep {
     LeaveOut,
     /// The first record of the turns replayed.
     Start,
-}
-
-/// A `session/update` notification of `session`.
-fn notification(session: &str, update: Value) -> Bytes {
-    let msg = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}});
-    let mut line = serde_json::to_vec(&msg).expect("a Value serializes");
-    line.push(b'\n');
-    Bytes::from(line)
-}
-
-/// The recorded line itself, byte for byte.
-fn verbatim(record: &Record) -> Bytes {
-    let Body::Message { payload, .. } = &record.body else {
-        return Bytes::new();
-    };
-    let mut line = Vec::with_capacity(payload.bytes.len() + 1);
-    line.extend_from_slice(&payload.bytes);
-    line.push(b'\n');
-    Bytes::from(line)
 }
 
 /// `line` is a `session/prompt` of `session` (a prompt turn of it; a child's is not).

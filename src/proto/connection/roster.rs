@@ -1,0 +1,178 @@
+//! The client connections themselves: which came and have not ended, whether there are several
+//! (routing reads the lines from then on) or a host's, what each declared in its `initialize`,
+//! and how each is attached to the sessions it joined by `session/attach` (observer, or taking
+//! the draft's own updates).
+
+use serde_json::{Value, json};
+
+use super::super::sessions::SessionTable;
+use super::super::vocab::{ConnId, HashMap, HashSet, SessionId};
+use super::attach::Attach;
+use super::client_view::ClientView;
+
+/// The connections the core has seen. Until a second one comes, the first is taken to be there
+/// from the start (the stdio proxy's editor).
+#[derive(Debug, Default)]
+pub(super) struct Roster {
+    /// Connections that came and have not ended, in the order they came.
+    live: Vec<ConnId>,
+    /// A connection other than the first came (routing reads the lines from then on).
+    several: bool,
+    /// A host: no session line goes to a connection that is not attached to it.
+    hosted: bool,
+    /// What each connection declared in its `initialize`.
+    views: HashMap<ConnId, ClientView>,
+    /// Connections attached to a session as observers (`session/attach`, role `observer`).
+    observers: HashSet<(ConnId, SessionId)>,
+    /// Connections attached by `session/attach`: they take the draft's own updates.
+    drafted: HashSet<(ConnId, SessionId)>,
+}
+
+impl Roster {
+    /// A host's connections: every line is read and routed, whichever connection comes first.
+    pub(super) fn hosted() -> Roster {
+        Roster {
+            hosted: true,
+            several: true,
+            ..Roster::default()
+        }
+    }
+
+    /// True for a host's connections.
+    pub(super) fn is_hosted(&self) -> bool {
+        self.hosted
+    }
+
+    /// True once routing reads the lines (a second connection came, or a host's).
+    pub(super) fn several(&self) -> bool {
+        self.several
+    }
+
+    /// A line from connection `conn`: true the first time it is seen.
+    pub(super) fn arrive(&mut self, conn: ConnId) -> bool {
+        if self.live.contains(&conn) {
+            return false;
+        }
+        self.several |= conn != ConnId::FIRST || !self.live.is_empty();
+        self.live.push(conn);
+        true
+    }
+
+    /// Connection `conn` ended: true when no connection is left.
+    pub(super) fn end(&mut self, conn: ConnId) -> bool {
+        self.live.retain(|c| *c != conn);
+        self.views.remove(&conn);
+        self.observers.retain(|(c, _)| *c != conn);
+        self.drafted.retain(|(c, _)| *c != conn);
+        self.live.is_empty()
+    }
+
+    /// The connections that came and have not ended, in the order they came.
+    pub(super) fn live(&self) -> &[ConnId] {
+        &self.live
+    }
+
+    /// True while connection `conn` has not ended.
+    pub(super) fn is_live(&self, conn: ConnId) -> bool {
+        self.live.contains(&conn)
+    }
+
+    /// Connection `conn` declared `view` in its `initialize`.
+    pub(super) fn declare(&mut self, conn: ConnId, view: ClientView) {
+        self.views.insert(conn, view);
+    }
+
+    /// What connection `conn` declared in its `initialize`.
+    pub(super) fn view(&self, conn: ConnId) -> Option<&ClientView> {
+        self.views.get(&conn)
+    }
+
+    /// Connection `conn` joined session `s` (`attach`: by a `session/attach`, as it asked).
+    pub(super) fn join(&mut self, conn: ConnId, s: &SessionId, attach: Option<Attach>) {
+        let Some(attach) = attach else { return };
+        if attach.observer {
+            self.observers.insert((conn, s.clone()));
+        }
+        self.drafted.insert((conn, s.clone()));
+    }
+
+    /// Connection `conn` leaves session `s`.
+    pub(super) fn leave(&mut self, conn: ConnId, s: &SessionId) {
+        self.observers.remove(&(conn, s.clone()));
+        self.drafted.remove(&(conn, s.clone()));
+    }
+
+    /// True when connection `conn` takes the draft's own updates of session `s`.
+    pub(super) fn is_drafted(&self, conn: ConnId, s: &SessionId) -> bool {
+        self.drafted.contains(&(conn, s.clone()))
+    }
+
+    /// The live connections attached to session `s`.
+    pub(super) fn attached_live(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
+        sessions
+            .attached(s)
+            .iter()
+            .copied()
+            .filter(|c| self.live.contains(c))
+            .collect()
+    }
+
+    /// The live connections attached to session `s` other than `conn`.
+    pub(super) fn others_attached(
+        &self,
+        sessions: &SessionTable,
+        s: &str,
+        conn: ConnId,
+    ) -> Vec<ConnId> {
+        let mut others = self.attached_live(sessions, s);
+        others.retain(|c| *c != conn);
+        others
+    }
+
+    /// The live connections attached to session `s` that do not observe it.
+    pub(super) fn controllers(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
+        self.attached_live(sessions, s)
+            .into_iter()
+            .filter(|c| !self.observers.contains(&(*c, SessionId::from(s))))
+            .collect()
+    }
+
+    /// Why a prompt of `conn` in session `s` is refused: it observes the session, or another
+    /// connection's turn runs there (prompts are not queued: see docs/SERVING.md).
+    pub(super) fn prompt_refused(
+        &self,
+        conn: ConnId,
+        s: &SessionId,
+        sessions: &SessionTable,
+    ) -> Option<&'static str> {
+        if self.observers.contains(&(conn, s.clone())) {
+            return Some("this connection observes the session: observers cannot prompt");
+        }
+        // The turn runs on the agent whether or not its connection is still there.
+        match sessions.prompter(s) {
+            Some(turn) if turn.conn != conn => Some(
+                "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The draft's `connectedClients` of session `s` for connection `conn`: the other live
+    /// connections that declared who they are, with their role in the session.
+    pub(super) fn connected_clients(&self, conn: ConnId, s: &SessionId) -> Vec<Value> {
+        self.live
+            .iter()
+            .filter(|c| **c != conn)
+            .filter_map(|c| {
+                let view = self.views.get(c)?;
+                let observer = self.observers.contains(&(*c, s.clone()));
+                Some(json!({"name": view.name, "version": view.version, "role": role(observer)}))
+            })
+            .collect()
+    }
+}
+
+/// The draft's name of a connection's role in a session.
+pub(super) fn role(observer: bool) -> &'static str {
+    if observer { "observer" } else { "controller" }
+}

@@ -50,6 +50,11 @@ impl HeldLines {
         self.overflowed
     }
 
+    /// True when no line is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
     /// The bytes held.
     pub(super) fn bytes(&self) -> usize {
         self.bytes

@@ -272,12 +272,12 @@ impl Proxy {
                     }
                     return;
                 }
-                stalls::activity(&mut self.cx, from, peek, at);
+                self.stall_watch(from, peek, at);
                 self.take_client_line(at, route, peek, line)
             }
             Side::Agent => {
                 let route = route::agent(&self.cx, &self.loads, &self.lists, peek);
-                stalls::activity(&mut self.cx, from, peek, at);
+                self.stall_watch(from, peek, at);
                 self.take_agent_line(at, route, peek, line)
             }
         };
@@ -293,9 +293,20 @@ impl Proxy {
         }
     }
 
+    /// A line of a session whose prompt the stall watch follows is activity
+    /// ([`stalls::activity`]); with no watch running (no `--stall-timeout`, or no prompt in
+    /// flight) nothing is looked up.
+    fn stall_watch(&mut self, from: Side, peek: &Peek<'_>, at: Stamp) {
+        if self.cx.sessions.prompting() {
+            stalls::activity(&mut self.cx, from, peek, at);
+        }
+    }
+
     /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
     fn edit_and_relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
-        stalls::prompt_sent(&mut self.cx, from, peek, at);
+        if self.cx.config.stall_timeout_us.is_some() {
+            stalls::prompt_sent(&mut self.cx, from, peek, at);
+        }
         let rewritten = match (self.cx.config.load, from) {
             (LoadMode::Off, _) => None,
             (_, Side::Client) => edits::rewrite_client(
@@ -608,6 +619,9 @@ impl Proxy {
     /// it before it was known go where its later lines go (its session's held lines while a
     /// load brings it up, else out), ahead of them.
     pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
+        if !self.cx.sessions.holds_unclaimed() {
+            return;
+        }
         let lines = self.cx.sessions.take_unclaimed();
         self.dispatch_all(at, Side::Agent, lines);
     }

@@ -245,6 +245,17 @@ pub(super) enum Handling {
 /// The handling of a client request of `method` (`peek`): a `session/load` that asks for the
 /// tail of the history only is served from the journal, whatever the agent can load.
 fn handling(cx: &Cx, method: &str, peek: &Peek<'_>) -> Handling {
+    if !matches!(
+        method,
+        "session/load"
+            | "session/resume"
+            | "session/fork"
+            | "session/list"
+            | "session/close"
+            | "session/delete"
+    ) {
+        return Handling::Pass;
+    }
     let emulates = cx.emulates_loading();
     let agent = &cx.agent;
     match method {

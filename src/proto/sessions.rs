@@ -610,6 +610,11 @@ impl SessionTable {
         lines
     }
 
+    /// True while agent lines of sessions not known yet are held.
+    pub(super) fn holds_unclaimed(&self) -> bool {
+        !self.unclaimed.is_empty()
+    }
+
     /// The unclaimed lines, once an agent answer may have named their sessions: to be taken
     /// again (held by the session now starting as one, passed, or held unclaimed again).
     pub(super) fn take_unclaimed(&mut self) -> Vec<Bytes> {

@@ -36,9 +36,6 @@ pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
 /// session of it: a subagent's work is its parent's), or the client's answer to the agent's
 /// request, is activity that resets the watch.
 pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
-    if !cx.sessions.prompting() {
-        return;
-    }
     let session = match (from, &peek.kind) {
         (Side::Agent, _) => peek
             .session

@@ -178,7 +178,7 @@ fn response(
         (Some(new), Some(setup)) => {
             open_session(cx, &new, setup.cwd.clone(), false);
             tell_reused(cx, &new, record);
-            cx.sessions.set_setup(&new, setup.params);
+            cx.sessions.entry(&new).setup = Some(setup.params);
             if setup.copied_to.as_ref() != Some(&new) {
                 cx.fx.journal(Target::Session(new.clone()), setup.record);
             }

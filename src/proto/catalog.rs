@@ -30,7 +30,7 @@ pub(super) fn request(
     if let Some(state) = state {
         cx.sessions.facts(s).state(state, t);
     }
-    if from == Side::Client && method == "session/prompt" && cx.sessions.first_prompt(s) {
+    if from == Side::Client && method == "session/prompt" && cx.sessions.entry(s).first_prompt() {
         prompt(cx, s, peek, t);
     }
 }
@@ -136,7 +136,9 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
         _ => return,
     };
     let ends_turn = state == "idle" && update.text("stopReason").is_some();
-    cx.sessions.set_foreground(session, state != "idle");
+    if let Some(session) = cx.sessions.get_mut(session) {
+        session.foreground = state != "idle";
+    }
     if state == "idle" {
         cx.sessions.end_prompt(session, None);
     }

@@ -173,7 +173,9 @@ fn rewrite_agent_response(
         }
         Some("session/load" | "session/resume") => {
             if let Some(s) = &session {
-                cx.sessions.end_native_load(s, &client_id);
+                if let Some(session) = cx.sessions.get_mut(s) {
+                    session.end_native_load(&client_id);
+                }
                 if !is_error {
                     cx.sessions.set_live(s);
                 }

@@ -35,7 +35,8 @@ pub(super) fn hold_agent_line(cx: &mut Cx, hold: &Hold, line: &Bytes) -> Holding
     match hold {
         Hold::Hidden => Holding::Taken,
         Hold::NativeReplay(session) => {
-            let Some(native) = cx.sessions.native_load_mut(session.as_str()) else {
+            let native = cx.sessions.get_mut(session.as_str());
+            let Some(native) = native.and_then(|x| x.native_load.as_mut()) else {
                 return Holding::Passes(Vec::new());
             };
             if native.held.hold(line, NATIVE_HOLD_BYTES) {

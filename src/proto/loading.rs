@@ -358,7 +358,7 @@ impl Loads {
         } else {
             ("session/new", Underneath::New)
         };
-        cx.sessions.set_starting(&session, hide);
+        cx.sessions.entry(&session).set_starting(hide);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,
@@ -431,7 +431,9 @@ impl Loads {
         result: &Value,
         is_error: bool,
     ) -> Progress {
-        cx.sessions.stop_hiding(session);
+        if let Some(session) = cx.sessions.get_mut(session) {
+            session.stop_hiding();
+        }
         self.set_phase(op, Phase::Restoring { outstanding: 0 });
         if is_error {
             return self.setup_failed(cx, at, op, session, how, line);
@@ -562,7 +564,7 @@ impl Loads {
         };
         let target = Target::Session(l.session.clone());
         if outcome.is_ok() {
-            cx.sessions.set_setup(&l.session, l.setup.clone());
+            cx.sessions.entry(&l.session).setup = Some(l.setup.clone());
         }
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
@@ -620,7 +622,9 @@ impl Loads {
         } else {
             cx.sessions.set_not_live(&l.session);
         }
-        cx.sessions.stop_hiding(&l.session);
+        if let Some(session) = cx.sessions.get_mut(&l.session) {
+            session.stop_hiding();
+        }
         cx.sessions
             .open_journal(&mut cx.fx, &l.session, None, &cx.initialize);
         if let Some(request) = l.request.take() {

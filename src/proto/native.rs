@@ -65,7 +65,7 @@ pub(super) fn begin_native_load(cx: &mut Cx, id: &RequestId, peek: &Peek<'_>, re
     let fallback = LoadRequest::parse(id, peek, replay).filter(|_| cx.emulates_loading());
     if replay || fallback.is_some() {
         let load = NativeLoad::new(id.clone(), replay, fallback);
-        cx.sessions.begin_native_load(&s, load);
+        cx.sessions.entry(&s).native_load = Some(load);
     }
 }
 
@@ -89,7 +89,8 @@ pub(super) fn native_answered(
     };
     let Some(native) = cx
         .sessions
-        .native_load_mut(&session)
+        .get_mut(&session)
+        .and_then(|x| x.native_load.as_mut())
         .filter(|n| n.id == client_id)
     else {
         return NativeAnswer::NotNative;
@@ -102,8 +103,7 @@ pub(super) fn native_answered(
     if !failed {
         // The replay goes out still marked as the agent's own (not journaled again); the
         // answer's rewrite ends the load.
-        cx.sessions
-            .set_setup(&request.session, request.setup.clone());
+        cx.sessions.entry(&request.session).setup = Some(request.setup.clone());
         return NativeAnswer::Passes(held);
     }
     if super::loading::refused_by_lease(line) {
@@ -113,7 +113,9 @@ pub(super) fn native_answered(
     }
     cx.ids.restore(id);
     cx.pending.remove(&(Side::Client, client_id.clone()));
-    cx.sessions.end_native_load(&session, &client_id);
+    if let Some(session) = cx.sessions.get_mut(&session) {
+        session.end_native_load(&client_id);
+    }
     request.replay &= !overflowed;
     request.agent_failed = Some(line.clone());
     let op = cx.next_op();
@@ -140,7 +142,7 @@ pub(super) fn is_native_replay(
 ) -> bool {
     from == Side::Agent
         && peek.method() == Some("session/update")
-        && matches!(target, Target::Session(s) if sessions.native_load(s).is_some_and(|n| n.replaying))
+        && matches!(target, Target::Session(s) if sessions.get(s).and_then(|x| x.native_load.as_ref()).is_some_and(|n| n.replaying))
 }
 
 /// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or

@@ -474,8 +474,8 @@ pub(super) fn restore_first(
         _ => {
             let setup = cx
                 .sessions
-                .setup(s)
-                .cloned()
+                .get(s)
+                .and_then(|x| x.setup.clone())
                 .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
             let request = LoadRequest::restore(session, setup, line.clone());
             let op = cx.next_op();

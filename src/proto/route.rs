@@ -15,6 +15,7 @@ use super::load_request::tail_turns;
 use super::loading::Loads;
 use super::native::replay_from;
 use super::restart::{Handshake, Restore};
+use super::sessions::Session;
 use super::vocab::{AgentRef, AgentSessionId, LoadMode, SessionId};
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
@@ -109,7 +110,7 @@ fn restoring(cx: &Cx, loads: &Loads, s: &str, method: &str, kind: &Kind) -> Opti
     if let Some(op) = session.load.filter(|op| loads.restores(*op)) {
         return Some(ClientRoute::BehindRestore(op));
     }
-    if !cx.sessions.is_lost(s) {
+    if !session.is_lost() {
         return None;
     }
     match (method, kind) {
@@ -165,7 +166,7 @@ pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> A
             let native = cx
                 .pending
                 .get(&(crate::wire::Side::Client, client_id.clone()))
-                .and_then(|p| cx.sessions.native_load(p.session.as_deref()?))
+                .and_then(|p| cx.sessions.get(p.session.as_deref()?)?.native_load.as_ref())
                 .is_some_and(|n| n.id == client_id && n.fallback.is_some());
             if native {
                 AgentRoute::NativeAnswer
@@ -205,9 +206,14 @@ fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
         .is_child(named)
         .then(|| sessions.agent_id(&sessions.owner(named)));
     let s = root.as_ref().map_or(named, |r| r.as_str());
-    if update && sessions.hides_replay(s) {
+    let session = sessions.get(s);
+    if update && session.is_some_and(Session::hides_replay) {
         Some(Hold::Hidden)
-    } else if update && sessions.native_load(s).is_some_and(|n| n.holds_replay()) {
+    } else if update
+        && session
+            .and_then(|x| x.native_load.as_ref())
+            .is_some_and(|n| n.holds_replay())
+    {
         Some(Hold::NativeReplay(AgentSessionId::native(
             &SessionId::from(s),
         )))

@@ -58,7 +58,7 @@ pub(super) struct Session {
     pub(super) journal_open: bool,
     /// A `session/load` or `session/resume` the client sent the agent itself, until the agent
     /// answers it.
-    native_load: Option<NativeLoad>,
+    pub(super) native_load: Option<NativeLoad>,
     /// Where it stands on the agent.
     pub(super) agent: AgentSide,
     /// The mapping of a mapped session the client closed: lines that still name it are mapped
@@ -111,6 +111,71 @@ impl Session {
     /// Live on the agent (natively or mapped).
     pub(super) fn is_live(&self) -> bool {
         matches!(self.agent, AgentSide::Native | AgentSide::Mapped(_))
+    }
+
+    /// True when it must be restored before its next request.
+    pub(super) fn is_lost(&self) -> bool {
+        matches!(self.agent, AgentSide::Lost)
+    }
+
+    /// The client sends it a prompt: true for its first in this run.
+    pub(super) fn first_prompt(&mut self) -> bool {
+        !std::mem::replace(&mut self.prompted, true)
+    }
+
+    /// Connection `prompter.conn` prompted it: the prompter it replaces, if any.
+    pub(super) fn set_prompter(&mut self, prompter: Prompter) -> Option<Prompter> {
+        self.turn.prompter.replace(prompter)
+    }
+
+    /// Who prompted the turn running in it.
+    pub(super) fn prompter(&self) -> Option<&Prompter> {
+        self.turn.prompter.as_ref()
+    }
+
+    /// The prompt sent to the agent as `sent` was answered: its prompter, if it is still the
+    /// turn's.
+    pub(super) fn end_prompter(&mut self, sent: &RequestId) -> Option<Prompter> {
+        self.turn.prompter.take_if(|p| p.sent == *sent)
+    }
+
+    /// A line of it from the agent, or the client's answer to the agent's request in it, at
+    /// `now`: its prompt is alive.
+    pub(super) fn prompt_active(&mut self, now: u64) {
+        if let Some(watch) = self.turn.watch.as_mut() {
+            watch.active(now);
+        }
+    }
+
+    /// A load starts bringing it up (`hide_replay`: the agent's own replay is hidden).
+    pub(super) fn set_starting(&mut self, hide_replay: bool) {
+        self.agent = AgentSide::Starting {
+            hide_replay,
+            mapping: None,
+        };
+    }
+
+    /// The agent's own replay is no longer hidden (its answer came, or the load ended).
+    pub(super) fn stop_hiding(&mut self) {
+        if let AgentSide::Starting { hide_replay, .. } = &mut self.agent {
+            *hide_replay = false;
+        }
+    }
+
+    /// True while the agent's own replay of it is hidden from the client.
+    pub(super) fn hides_replay(&self) -> bool {
+        matches!(
+            self.agent,
+            AgentSide::Starting {
+                hide_replay: true,
+                ..
+            }
+        )
+    }
+
+    /// The agent answered client request `id`: the native load it was, if any, ends.
+    pub(super) fn end_native_load(&mut self, id: &RequestId) {
+        self.native_load.take_if(|load| load.id == *id);
     }
 }
 
@@ -227,34 +292,9 @@ impl SessionTable {
         }
     }
 
-    /// Connection `prompter.conn` prompted session `s`: the prompter it replaces, if any.
-    pub(super) fn set_prompter(&mut self, s: &SessionId, prompter: Prompter) -> Option<Prompter> {
-        self.entry(s).turn.prompter.replace(prompter)
-    }
-
-    /// Who prompted the turn running in session `s`.
-    pub(super) fn prompter(&self, s: &str) -> Option<&Prompter> {
-        self.sessions.get(s)?.turn.prompter.as_ref()
-    }
-
-    /// The prompt sent to the agent as `sent` was answered: its prompter, if it is still the
-    /// turn's.
-    pub(super) fn end_prompter(&mut self, s: &str, sent: &RequestId) -> Option<Prompter> {
-        let turn = &mut self.sessions.get_mut(s)?.turn;
-        turn.prompter.take_if(|p| p.sent == *sent)
-    }
-
     /// True when a prompt is in flight in some session (the common case costs no lookup).
     pub(super) fn prompting(&self) -> bool {
         self.watched > 0
-    }
-
-    /// A line of session `s` from the agent, or the client's answer to the agent's request in
-    /// it, at `now`: its prompt is alive.
-    pub(super) fn prompt_active(&mut self, s: &str, now: u64) {
-        if let Some(watch) = self.sessions.get_mut(s).and_then(|x| x.turn.watch.as_mut()) {
-            watch.active(now);
-        }
     }
 
     /// Session `s`'s prompt is over: answered (request `id`), or (`None`, ACP v2) the agent
@@ -336,13 +376,6 @@ impl SessionTable {
         }
     }
 
-    /// ACP v2: the agent reported session `s` (client-facing) busy or not.
-    pub(super) fn set_foreground(&mut self, s: &SessionId, busy: bool) {
-        if let Some(session) = self.sessions.get_mut(s) {
-            session.foreground = busy;
-        }
-    }
-
     /// The sessions the agent was busy in (ACP v2), no longer so: the agent is gone.
     pub(super) fn take_foreground(&mut self) -> Vec<SessionId> {
         let mut busy: Vec<SessionId> = self
@@ -359,11 +392,6 @@ impl SessionTable {
         self.sessions
             .get(s)
             .map_or(&[], |session| &session.attached)
-    }
-
-    /// The client sends `s` a prompt: true for its first in this run.
-    pub(super) fn first_prompt(&mut self, s: &SessionId) -> bool {
-        !std::mem::replace(&mut self.entry(s).prompted, true)
     }
 
     pub(super) fn journal_open(&self, s: &str) -> bool {
@@ -450,61 +478,6 @@ impl SessionTable {
     pub(super) fn set_lost(&mut self, s: &SessionId) {
         self.set_not_live(s);
         self.entry(s).agent = AgentSide::Lost;
-    }
-
-    /// True when the session must be restored before its next request.
-    pub(super) fn is_lost(&self, s: &str) -> bool {
-        matches!(
-            self.sessions.get(s),
-            Some(Session {
-                agent: AgentSide::Lost,
-                ..
-            })
-        )
-    }
-
-    /// Remember what a session was set up with.
-    pub(super) fn set_setup(&mut self, s: &SessionId, setup: SetupParams) {
-        self.entry(s).setup = Some(setup);
-    }
-
-    /// What a session was set up with in this connection.
-    pub(super) fn setup(&self, s: &str) -> Option<&SetupParams> {
-        self.sessions.get(s)?.setup.as_ref()
-    }
-
-    /// A load starts bringing the session up.
-    pub(super) fn set_starting(&mut self, s: &SessionId, hide_replay: bool) {
-        let entry = self.entry(s);
-        entry.agent = AgentSide::Starting {
-            hide_replay,
-            mapping: None,
-        };
-    }
-
-    /// The agent's own replay is no longer hidden (its answer came, or the load ended).
-    pub(super) fn stop_hiding(&mut self, s: &str) {
-        if let Some(Session {
-            agent: AgentSide::Starting { hide_replay, .. },
-            ..
-        }) = self.sessions.get_mut(s)
-        {
-            *hide_replay = false;
-        }
-    }
-
-    /// True while the agent's own replay of the session is hidden from the client.
-    pub(super) fn hides_replay(&self, s: &str) -> bool {
-        matches!(
-            self.sessions.get(s),
-            Some(Session {
-                agent: AgentSide::Starting {
-                    hide_replay: true,
-                    ..
-                },
-                ..
-            })
-        )
     }
 
     /// Map client-facing `session` to agent-side `mapping.agent`, persistently. While the session
@@ -643,38 +616,11 @@ impl SessionTable {
         self.held_full
     }
 
-    /// The client sent the agent its own load or resume of `s`.
-    pub(super) fn begin_native_load(&mut self, s: &SessionId, load: NativeLoad) {
-        self.entry(s).native_load = Some(load);
-    }
-
-    /// The agent answered client request `id`: the native load of `s` it was, if any, ends.
-    pub(super) fn end_native_load(&mut self, s: &str, id: &RequestId) {
-        if let Some(session) = self.sessions.get_mut(s)
-            && session
-                .native_load
-                .as_ref()
-                .is_some_and(|load| load.id == *id)
-        {
-            session.native_load = None;
-        }
-    }
-
     /// The agent is gone: no native load it was running goes on.
     pub(super) fn end_native_loads(&mut self) {
         for session in self.sessions.values_mut() {
             session.native_load = None;
         }
-    }
-
-    /// The native load of `s` in progress.
-    pub(super) fn native_load(&self, s: &str) -> Option<&NativeLoad> {
-        self.sessions.get(s)?.native_load.as_ref()
-    }
-
-    /// The native load of `s` in progress, to hold its replay or take its fallback.
-    pub(super) fn native_load_mut(&mut self, s: &str) -> Option<&mut NativeLoad> {
-        self.sessions.get_mut(s)?.native_load.as_mut()
     }
 
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.

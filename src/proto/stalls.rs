@@ -50,8 +50,8 @@ pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
             .and_then(|p| p.session.clone()),
         (Side::Client, _) => None,
     };
-    if let Some(s) = session {
-        cx.sessions.prompt_active(&s, at.mono_us);
+    if let Some(session) = session.and_then(|s| cx.sessions.get_mut(&s)) {
+        session.prompt_active(at.mono_us);
     }
 }
 

@@ -149,7 +149,7 @@ impl Roster {
             return Some("this connection observes the session: observers cannot prompt");
         }
         // The turn runs on the agent whether or not its connection is still there.
-        match sessions.prompter(s) {
+        match sessions.get(s).and_then(|x| x.prompter()) {
             Some(turn) if turn.conn != conn => Some(
                 "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
             ),

@@ -241,7 +241,7 @@ impl Connections {
                     sent: sent.clone(),
                     tell_end: echo_prompts,
                 };
-                if let Some(before) = sessions.set_prompter(&s, prompter) {
+                if let Some(before) = sessions.entry(&s).set_prompter(prompter) {
                     self.forwarded.take_prompt(&before.sent);
                 }
                 self.forwarded.prompted(sent.clone(), s);
@@ -320,7 +320,7 @@ impl Connections {
             };
         };
         if let Some(s) = self.forwarded.take_prompt(id)
-            && let Some(prompter) = sessions.end_prompter(&s, id)
+            && let Some(prompter) = sessions.get_mut(&s).and_then(|x| x.end_prompter(id))
             && prompter.tell_end
         {
             let ended = turn_end_line(&s, &prompter, line, &self.roster);
@@ -444,7 +444,7 @@ impl Connections {
         }
         let turn = session
             .as_deref()
-            .and_then(|s| sessions.prompter(s))
+            .and_then(|s| sessions.get(s)?.prompter())
             .map(|p| p.conn);
         let ready: Vec<ConnId> = controllers
             .iter()

@@ -77,6 +77,7 @@ mod load_request;
 mod load_state;
 mod loading;
 mod mapping;
+mod membership;
 mod native;
 mod pending;
 mod prompt;

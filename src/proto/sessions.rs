@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
+use super::membership::Membership;
 use super::prompt::{PromptWatch, Prompter, Stall, Turn};
 use super::tree::SessionTree;
 use super::turn_facts::Facts;
@@ -68,9 +69,8 @@ pub(super) struct Session {
     pub(super) setup: Option<SetupParams>,
     /// The client sent it a prompt in this run.
     pub(super) prompted: bool,
-    /// The client connections attached to it (that sent a line naming it, or were answered
-    /// with its creation), in the order they came; a connection's end detaches it.
-    pub(super) attached: Vec<ConnId>,
+    /// The client connections attached to it, and how; a connection's end detaches it.
+    pub(super) members: Membership,
     /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
     /// its end (`idle`).
     pub(super) foreground: bool,
@@ -272,10 +272,8 @@ impl SessionTable {
 
     /// Connection `conn` uses session `s` (one the table knows).
     pub(super) fn attach(&mut self, s: &str, conn: ConnId) {
-        if let Some(session) = self.sessions.get_mut(s)
-            && !session.attached.contains(&conn)
-        {
-            session.attached.push(conn);
+        if let Some(session) = self.sessions.get_mut(s) {
+            session.members.attach(conn);
         }
     }
 
@@ -365,14 +363,14 @@ impl SessionTable {
     /// Connection `conn` left session `s` (the session lives on).
     pub(super) fn detach_from(&mut self, s: &str, conn: ConnId) {
         if let Some(session) = self.sessions.get_mut(s) {
-            session.attached.retain(|c| *c != conn);
+            session.members.detach(conn);
         }
     }
 
     /// Connection `conn` ended: its sessions live on without it.
     pub(super) fn detach(&mut self, conn: ConnId) {
         for session in self.sessions.values_mut() {
-            session.attached.retain(|c| *c != conn);
+            session.members.detach(conn);
         }
     }
 
@@ -391,7 +389,7 @@ impl SessionTable {
     pub(super) fn attached(&self, s: &str) -> &[ConnId] {
         self.sessions
             .get(s)
-            .map_or(&[], |session| &session.attached)
+            .map_or(&[], |session| session.members.attached())
     }
 
     pub(super) fn journal_open(&self, s: &str) -> bool {

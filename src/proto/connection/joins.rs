@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::super::held::HeldLines;
+use super::super::sessions::SessionTable;
 use super::super::vocab::{ConnId, HashMap, SessionId};
 use super::attach::Attach;
 use super::roster::{Roster, role};
@@ -95,9 +96,14 @@ impl Joins {
 impl Join {
     /// The answer to a `session/attach` (`None` for another join): the load's answer with the
     /// draft's `sessionId`, `role` and `connectedClients`.
-    pub(super) fn attach_answer(&self, answer: &[u8], roster: &Roster) -> Option<Bytes> {
+    pub(super) fn attach_answer(
+        &self,
+        answer: &[u8],
+        roster: &Roster,
+        sessions: &SessionTable,
+    ) -> Option<Bytes> {
         let attach = self.attach?;
-        let clients = roster.connected_clients(self.conn, &self.session);
+        let clients = roster.connected_clients(self.conn, &self.session, sessions);
         rewrite::edit_line(answer, |m| {
             m.edit("result", |r| {
                 r.set("sessionId", rewrite::json_string(&self.session));

@@ -1,13 +1,12 @@
 //! The client connections themselves: which came and have not ended, whether there are several
-//! (routing reads the lines from then on) or a host's, what each declared in its `initialize`,
-//! and how each is attached to the sessions it joined by `session/attach` (observer, or taking
-//! the draft's own updates).
+//! (routing reads the lines from then on) or a host's, and what each declared in its
+//! `initialize`. How each takes part in a session is the session's
+//! ([`super::super::membership::Membership`]).
 
 use serde_json::{Value, json};
 
 use super::super::sessions::SessionTable;
-use super::super::vocab::{ConnId, HashMap, HashSet, SessionId};
-use super::attach::Attach;
+use super::super::vocab::{ConnId, HashMap, SessionId};
 use super::client_view::ClientView;
 
 /// The connections the core has seen. Until a second one comes, the first is taken to be there
@@ -22,10 +21,6 @@ pub(super) struct Roster {
     hosted: bool,
     /// What each connection declared in its `initialize`.
     views: HashMap<ConnId, ClientView>,
-    /// Connections attached to a session as observers (`session/attach`, role `observer`).
-    observers: HashSet<(ConnId, SessionId)>,
-    /// Connections attached by `session/attach`: they take the draft's own updates.
-    drafted: HashSet<(ConnId, SessionId)>,
 }
 
 impl Roster {
@@ -62,8 +57,6 @@ impl Roster {
     pub(super) fn end(&mut self, conn: ConnId) -> bool {
         self.live.retain(|c| *c != conn);
         self.views.remove(&conn);
-        self.observers.retain(|(c, _)| *c != conn);
-        self.drafted.retain(|(c, _)| *c != conn);
         self.live.is_empty()
     }
 
@@ -85,26 +78,6 @@ impl Roster {
     /// What connection `conn` declared in its `initialize`.
     pub(super) fn view(&self, conn: ConnId) -> Option<&ClientView> {
         self.views.get(&conn)
-    }
-
-    /// Connection `conn` joined session `s` (`attach`: by a `session/attach`, as it asked).
-    pub(super) fn join(&mut self, conn: ConnId, s: &SessionId, attach: Option<Attach>) {
-        let Some(attach) = attach else { return };
-        if attach.observer {
-            self.observers.insert((conn, s.clone()));
-        }
-        self.drafted.insert((conn, s.clone()));
-    }
-
-    /// Connection `conn` leaves session `s`.
-    pub(super) fn leave(&mut self, conn: ConnId, s: &SessionId) {
-        self.observers.remove(&(conn, s.clone()));
-        self.drafted.remove(&(conn, s.clone()));
-    }
-
-    /// True when connection `conn` takes the draft's own updates of session `s`.
-    pub(super) fn is_drafted(&self, conn: ConnId, s: &SessionId) -> bool {
-        self.drafted.contains(&(conn, s.clone()))
     }
 
     /// The live connections attached to session `s`.
@@ -133,7 +106,7 @@ impl Roster {
     pub(super) fn controllers(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
         self.attached_live(sessions, s)
             .into_iter()
-            .filter(|c| !self.observers.contains(&(*c, SessionId::from(s))))
+            .filter(|c| !sessions.get(s).is_some_and(|x| x.members.observes(*c)))
             .collect()
     }
 
@@ -145,11 +118,12 @@ impl Roster {
         s: &SessionId,
         sessions: &SessionTable,
     ) -> Option<&'static str> {
-        if self.observers.contains(&(conn, s.clone())) {
+        let session = sessions.get(s);
+        if session.is_some_and(|x| x.members.observes(conn)) {
             return Some("this connection observes the session: observers cannot prompt");
         }
         // The turn runs on the agent whether or not its connection is still there.
-        match sessions.get(s).and_then(|x| x.prompter()) {
+        match session.and_then(|x| x.prompter()) {
             Some(turn) if turn.conn != conn => Some(
                 "session busy: a turn another client started is running; cancel it (session/cancel) or wait for it to end",
             ),
@@ -159,13 +133,19 @@ impl Roster {
 
     /// The draft's `connectedClients` of session `s` for connection `conn`: the other live
     /// connections that declared who they are, with their role in the session.
-    pub(super) fn connected_clients(&self, conn: ConnId, s: &SessionId) -> Vec<Value> {
+    pub(super) fn connected_clients(
+        &self,
+        conn: ConnId,
+        s: &SessionId,
+        sessions: &SessionTable,
+    ) -> Vec<Value> {
+        let session = sessions.get(s);
         self.live
             .iter()
             .filter(|c| **c != conn)
             .filter_map(|c| {
                 let view = self.views.get(c)?;
-                let observer = self.observers.contains(&(*c, s.clone()));
+                let observer = session.is_some_and(|x| x.members.observes(*c));
                 Some(json!({"name": view.name, "version": view.version, "role": role(observer)}))
             })
             .collect()

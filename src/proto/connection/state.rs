@@ -86,7 +86,6 @@ impl Connections {
         conn: ConnId,
         s: &SessionId,
     ) -> Vec<(RequestId, Bytes)> {
-        self.roster.leave(conn, s);
         self.asks
             .forget(|c, session| c == conn && session == Some(s))
     }
@@ -338,10 +337,10 @@ impl Connections {
             match is_error {
                 true => self.join_failed(&join),
                 false => {
-                    if let Some(edited) = join.attach_answer(&answer, &self.roster) {
+                    if let Some(edited) = join.attach_answer(&answer, &self.roster, sessions) {
                         answer = edited;
                     }
-                    self.joined(&join);
+                    self.joined(&join, sessions);
                 }
             }
         }
@@ -363,7 +362,7 @@ impl Connections {
     /// Connection `join.conn` is attached to `join.session`: the lines held for it, then the
     /// requests waiting for someone to attach, then the permission requests others were asked
     /// and have not answered (unless it observes, or asked for no history).
-    fn joined(&mut self, join: &Join) {
+    fn joined(&mut self, join: &Join, sessions: &mut SessionTable) {
         let conn = join.conn;
         let s = &join.session;
         // The session is known now (a load brought it up): the connection is attached to it.
@@ -377,7 +376,9 @@ impl Connections {
                 self.outgoing.push_back((conn, line));
             }
         }
-        self.roster.join(conn, s, join.attach);
+        if let Some(attach) = join.attach {
+            sessions.entry(s).members.join_draft(conn, attach.observer);
+        }
         if join.attach.is_some_and(|a| a.observer) {
             return;
         }

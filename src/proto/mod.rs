@@ -19,8 +19,9 @@
 //!   `shell::actions::apply`.
 //!
 //! # Layout
-//! [`Proxy`] (`proxy.rs`) is the one file that dispatches: every input enters there and is
-//! handed to the component that owns what it names. Below it, each component is a file with its
+//! [`Proxy`] (`proxy.rs`) is the one file that dispatches: every input enters there; each line
+//! is routed once ([`route`]: the owner decided up front) and handed to the component that
+//! owns it, which takes it or gives it back to be relayed. Below it, each component is a file with its
 //! own state, called with what it needs ([`context`]'s `Cx`: the output queue of [`effects`],
 //! the session table of [`sessions`], the pending table of [`pending`], the proxy's own request
 //! ids of [`ids`], what both peers declared, the time). At the bottom, [`vocab`] imports nothing
@@ -37,9 +38,11 @@
 //! - [`listing`]: `session/list` served from the store or merged with the agent's;
 //! - [`native`]: the loads the client sends the agent itself, served from the journal should
 //!   the agent fail them; [`fork`]: `session/fork` made in the journal;
-//! - [`client_requests`]: how each client request is handled, decided once; [`closing`]:
+//! - [`route`]: where each line goes, decided once, and how each client request is handled;
+//!   [`closing`]:
 //!   `session/close` and `session/delete` for agents without them;
-//! - [`sessions`] and [`mapping`]: the session table, and the edits of a session continued on
+//! - [`sessions`] and [`mapping`]: the session table (each session with its state and its
+//!   [`membership`]), and the edits of a session continued on
 //!   the agent under another ID; [`edits`]: where the edits are made on the way through, and
 //!   what the agent's answers teach the core; [`reused_ids`]: a new session under an ID the
 //!   store already holds;

@@ -30,7 +30,7 @@
 //!   fence.
 //!
 //! The decisions are pure functions of what was seen and when ([`judge`]); [`acquire`],
-//! [`renew`] and [`release`] do the requests.
+//! [`renew`], [`renew_due`], [`take_all`] and [`release_all`] do the requests.
 
 use std::collections::HashMap;
 use std::time::Duration;

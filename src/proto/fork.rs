@@ -75,5 +75,5 @@ impl Forks {
 fn fork_id(parent: &str, at: Stamp, seq: u64) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{parent}\n{}\n{seq}", at.unix_us));
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..16])
 }

@@ -19,7 +19,7 @@ use crate::catalog::Catalog;
 use crate::cli::Command;
 use crate::fleet::remote::Remote;
 use crate::fleet::{index, pull};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 
 /// Sessions pulled at once.
 const PULLS: usize = 8;
@@ -144,7 +144,7 @@ fn cache_dir(url: &str) -> PathBuf {
 /// The store at `url` opened for reading: every host's catalog pulled into the local copy.
 struct Opened {
     remote: Remote,
-    copy: Store,
+    copy: JournalDir,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -154,7 +154,7 @@ struct Opened {
 /// The store cannot be opened or listed, or the local copy cannot be written.
 fn open(url: &str) -> anyhow::Result<Opened> {
     let remote = Remote::open(url)?;
-    let copy = Store::mirror(cache_dir(url));
+    let copy = JournalDir::mirror(cache_dir(url));
     copy.create_dirs()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -174,7 +174,7 @@ fn open(url: &str) -> anyhow::Result<Opened> {
 ///
 /// # Errors
 /// As [`open`].
-pub(super) fn catalog_copy(url: &str) -> anyhow::Result<Store> {
+pub(super) fn catalog_copy(url: &str) -> anyhow::Result<JournalDir> {
     Ok(open(url)?.copy)
 }
 
@@ -193,7 +193,11 @@ pub(super) struct Limits {
     pub(super) index: u64,
 }
 
-pub(super) fn local_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Store> {
+pub(super) fn local_copy(
+    url: &str,
+    command: &Command,
+    limits: Limits,
+) -> anyhow::Result<JournalDir> {
     if let Some(copy) = from_index(url, command, limits)? {
         return Ok(copy);
     }
@@ -286,7 +290,7 @@ impl Opened {
 ///
 /// # Errors
 /// The store cannot be opened or listed, or the journal directory cannot be written.
-pub(super) fn pull_session(url: &str, local: &Store, id: &str) -> anyhow::Result<()> {
+pub(super) fn pull_session(url: &str, local: &JournalDir, id: &str) -> anyhow::Result<()> {
     let remote = Remote::open(url)?;
     local.create_dirs()?;
     let pulled = tokio::runtime::Builder::new_current_thread()
@@ -305,11 +309,11 @@ pub(super) fn pull_session(url: &str, local: &Store, id: &str) -> anyhow::Result
 /// The store cannot be opened.
 pub(super) fn publish(
     url: &str,
-    local: &Store,
+    local: &JournalDir,
     session: &str,
     within: std::time::Duration,
 ) -> anyhow::Result<()> {
-    let segments = crate::journal::store::segments_in(&local.session_dir(session))?;
+    let segments = crate::journal::dir::segments_in(&local.session_dir(session))?;
     // The fork's segments were written by this process, under a run of their own.
     let run = segments
         .first()
@@ -399,7 +403,7 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
 /// no journal read), `search` the sessions whose words can match, and then only those. `None`
 /// when the index cannot answer (none, unreadable — said on stderr — or a pattern with no
 /// word to look up): the command reads the journals as before.
-fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<Store>> {
+fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<JournalDir>> {
     let words = match command {
         Command::List(_) => None,
         Command::Search(a) if a.session.is_none() && !a.scan => {
@@ -429,7 +433,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
                 return Ok(None);
             }
         };
-        let copy = Store::mirror(cache_dir(url));
+        let copy = JournalDir::mirror(cache_dir(url));
         copy.create_dirs()?;
         let lines: Vec<Vec<u8>> = index::catalog_entries(&rows)
             .iter()
@@ -456,7 +460,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     // reads. No host's catalog is read.
     let opened = Opened {
         remote,
-        copy: Store::mirror(cache_dir(url)),
+        copy: JournalDir::mirror(cache_dir(url)),
         runtime,
     };
     opened.copy.create_dirs()?;
@@ -465,7 +469,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     let mut lines = Vec::new();
     for id in &ids {
         let mut segments =
-            crate::journal::store::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
+            crate::journal::dir::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut segments);
         for path in segments {
             let Ok(reader) = crate::journal::SegmentReader::open(&path) else {
@@ -511,7 +515,7 @@ pub(super) fn index(
     let mut segments = Vec::new();
     for id in &ids {
         let mut paths =
-            crate::journal::store::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
+            crate::journal::dir::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut paths);
         segments.push(paths);
     }
@@ -607,7 +611,7 @@ const USED: &str = ".used";
 
 /// Keep the copy within `limit` bytes: the sessions read longest ago are removed first (the
 /// hosts' catalogs, and the sessions `keep`, stay).
-fn trim(copy: &Store, keep: &[String], limit: u64) {
+fn trim(copy: &JournalDir, keep: &[String], limit: u64) {
     let size_of = |dir: &std::path::Path| -> u64 {
         std::fs::read_dir(dir)
             .map(|entries| {

@@ -14,7 +14,7 @@ use super::index::{self, snapshot, table::Table};
 use super::layout::{self, Entry};
 use super::remote::{Error, Remote};
 use crate::catalog::CatalogEntry;
-use crate::journal::store::session_key;
+use crate::journal::dir::session_key;
 
 /// The markers' directory.
 const ERASED: &str = "erased";

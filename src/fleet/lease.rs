@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use super::clock::Clock;
 use super::layout;
 use super::remote::{Error, Remote, Version, Write, Written};
-use crate::journal::store::{SEGMENT_SUFFIX, session_key};
+use crate::journal::dir::{SEGMENT_SUFFIX, session_key};
 
 /// Largest lease or epoch record read.
 const MAX_RECORD: u64 = 64 * 1024;
@@ -545,7 +545,7 @@ pub async fn acquire(
         Some(Standing::Lost(_) | Standing::Released) => true,
         Some(Standing::Watching(_)) | None => false,
     };
-    let alive = |l: &Lease| crate::journal::store::acp_journal_running(l.pid) && l.pid != 0;
+    let alive = |l: &Lease| crate::journal::dir::acp_journal_running(l.pid) && l.pid != 0;
     for _ in 0..64 {
         let seen = read_lease(remote, &key).await.map_err(store)?;
         let now = clock.now();

@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog::{Catalog, SessionSummary};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use clock::SharedClock;
 use lease::{Acquired, Identity, Leases, Policy};
 use remote::{Put, Remote};
@@ -112,7 +112,12 @@ impl Fleet {
     ///
     /// # Errors
     /// A URL that cannot be opened, or no thread for the shipper.
-    pub fn start(url: &str, local: Store, run: &str, options: Options) -> anyhow::Result<Fleet> {
+    pub fn start(
+        url: &str,
+        local: JournalDir,
+        run: &str,
+        options: Options,
+    ) -> anyhow::Result<Fleet> {
         let remote = Remote::open(url)?;
         Fleet::with_remote(remote, local, run, options, Arc::new(clock::SystemClock))
     }
@@ -123,7 +128,7 @@ impl Fleet {
     /// No journal directory, or no thread for the shipper.
     pub fn with_remote(
         remote: Remote,
-        local: Store,
+        local: JournalDir,
         run: &str,
         options: Options,
         clock: SharedClock,
@@ -261,7 +266,7 @@ impl Fleet {
             return Ok(sessions.clone());
         }
         let s = &self.inner.shared;
-        let copy = Store::mirror(s.local.root().join("store-copy"));
+        let copy = JournalDir::mirror(s.local.root().join("store-copy"));
         // The team index's sessions table when there is one; else every host's catalog.
         let indexed = runtime.block_on(async {
             within(PULL_TIMEOUT, async {
@@ -394,7 +399,7 @@ async fn probe(remote: &Remote, host: &str) -> Probe {
 
 /// This journal directory's name among the hosts: `host-id` in it, made once
 /// (`<hostname>-<8 random hex digits>`, lower-case, private).
-fn host_id(local: &Store) -> std::io::Result<String> {
+fn host_id(local: &JournalDir) -> std::io::Result<String> {
     let path = local.root().join("host-id");
     let valid = |s: &str| {
         !s.is_empty()

@@ -24,9 +24,9 @@ use super::layout::{self, Entry, Step};
 use super::lease;
 use super::remote::Remote;
 use crate::catalog::{CatalogEntry, HostScope};
-use crate::journal::Store;
+use crate::journal::JournalDir;
+use crate::journal::dir::{segment_name_ok, session_key};
 use crate::journal::private::{create_private_dir, create_private_file};
-use crate::journal::store::{segment_name_ok, session_key};
 
 /// Largest part a reader accepts (the shipper writes at most 64 MiB).
 const MAX_PART: u64 = 256 << 20;
@@ -64,7 +64,7 @@ fn safe_segment(file: &str) -> bool {
 ///
 /// # Errors
 /// The store's listing.
-pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pulled, String> {
+pub async fn session(remote: &Remote, local: &JournalDir, session: &str) -> Result<Pulled, String> {
     let key = session_key(session);
     let dir = format!("sessions/{key}");
     let objects = remote.list(&dir).await.map_err(|e| e.to_string())?;
@@ -247,7 +247,7 @@ async fn fetch(
 ///
 /// # Errors
 /// The store's listing, or the local disk's.
-pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, String> {
+pub async fn catalogs(remote: &Remote, local: &JournalDir) -> Result<Vec<String>, String> {
     let hosts = remote.subdirs("hosts").await.map_err(|e| e.to_string())?;
     let hosts: Vec<String> = hosts
         .into_iter()
@@ -367,7 +367,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
 /// # Errors
 /// The local disk's.
 pub fn write_catalog<'a>(
-    local: &Store,
+    local: &JournalDir,
     mut lines: impl Iterator<Item = &'a [u8]>,
 ) -> Result<(), String> {
     let merged = local.root().join("catalog.ndjson");

@@ -35,9 +35,9 @@ use super::layout::{self, Entry};
 use super::lease::{self, Identity, Leases, Policy, Shipping};
 use super::remote::Remote;
 use super::status::{Status, Stranded};
-use crate::journal::Store;
+use crate::journal::JournalDir;
+use crate::journal::dir::{SEGMENT_SUFFIX, segments_in};
 use crate::journal::mark::{self, Mark};
-use crate::journal::store::{SEGMENT_SUFFIX, segments_in};
 
 /// Largest part shipped at once; a bigger backlog goes as several.
 const MAX_PART: u64 = 8 << 20;
@@ -127,7 +127,7 @@ pub struct Shared {
     /// The store.
     pub remote: Remote,
     /// The journal directory.
-    pub local: Store,
+    pub local: JournalDir,
     /// This process in lease records.
     pub me: Identity,
     /// How leases are taken (the probe's finding is filled in when it comes).
@@ -805,7 +805,7 @@ pub struct StrandedFile {
 }
 
 impl Ledger {
-    fn path(local: &Store, url: &str) -> PathBuf {
+    fn path(local: &JournalDir, url: &str) -> PathBuf {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(url.as_bytes());
         let tag = hex::encode(&digest[..6]);
@@ -820,7 +820,7 @@ impl Ledger {
             .collect()
     }
 
-    fn open(local: &Store, url: &str) -> Ledger {
+    fn open(local: &JournalDir, url: &str) -> Ledger {
         let path = Ledger::path(local, url);
         let mut shipped = HashMap::new();
         for v in Ledger::lines(&path) {
@@ -838,7 +838,7 @@ impl Ledger {
     }
 
     /// Every file of `local` stranded for the store at `url`.
-    pub fn stranded(local: &Store, url: &str) -> Vec<StrandedFile> {
+    pub fn stranded(local: &JournalDir, url: &str) -> Vec<StrandedFile> {
         Ledger::lines(&Ledger::path(local, url))
             .into_iter()
             .filter_map(|v| {

@@ -63,7 +63,7 @@ struct Host {
 impl Host {
     async fn start(remote: &Remote, name: &str) -> (Host, tokio::task::JoinHandle<()>) {
         let dir = tempfile::tempdir().unwrap();
-        let local = Store::new(dir.path());
+        let local = JournalDir::new(dir.path());
         local.create_dirs().unwrap();
         let shared = Arc::new(Shared {
             remote: remote.clone(),
@@ -121,7 +121,7 @@ fn memory() -> (Remote, Arc<Faulty>) {
 /// The texts a pulled copy of `session` holds, in order.
 async fn pulled_texts(remote: &Remote, session: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let copy = Store::new(dir.path());
+    let copy = JournalDir::new(dir.path());
     let got = pull::session(remote, &copy, session).await.unwrap();
     assert!(
         got.skipped.is_empty(),
@@ -130,7 +130,7 @@ async fn pulled_texts(remote: &Remote, session: &str) -> Vec<String> {
         remote.list("").await
     );
     let mut texts = Vec::new();
-    for path in crate::journal::store::segments_in(&copy.session_dir(session)).unwrap() {
+    for path in crate::journal::dir::segments_in(&copy.session_dir(session)).unwrap() {
         for record in SegmentReader::open(&path).unwrap() {
             if let Body::Message { payload, .. } = &record.body {
                 let v: serde_json::Value = serde_json::from_slice(&payload.bytes).unwrap();
@@ -193,7 +193,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, remote.url())).unwrap();
     assert!(ledger.contains(&rel), "{ledger}");
     // And the session was given back.
-    let seen = lease::read_lease(&remote, &crate::journal::store::session_key("s"))
+    let seen = lease::read_lease(&remote, &crate::journal::dir::session_key("s"))
         .await
         .unwrap();
     assert!(
@@ -267,7 +267,7 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     let _ = rx.await;
     shipper.await.unwrap();
     // A segment under a run no epoch names, and one whose header names another session.
-    let key = crate::journal::store::session_key("s");
+    let key = crate::journal::dir::session_key("s");
     for (run, session) in [
         ("20261127T120000.000000Z-9", "s"),
         ("20261127T130000.000000Z-9", "other"),
@@ -292,11 +292,11 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
             .unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
-    let copy = Store::new(dir.path());
+    let copy = JournalDir::new(dir.path());
     let got = pull::session(&remote, &copy, "s").await.unwrap();
     assert_eq!(got.skipped.len(), 2, "{:?}", got.skipped);
     assert_eq!(
-        crate::journal::store::segments_in(&copy.session_dir("s"))
+        crate::journal::dir::segments_in(&copy.session_dir("s"))
             .unwrap()
             .len(),
         1

@@ -18,7 +18,7 @@ use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::remote::Remote;
 use crate::journal::tail::{Next, SegmentTail};
-use crate::journal::{SegmentReader, Store, mark};
+use crate::journal::{JournalDir, SegmentReader, mark};
 
 /// Between two writes of what was kept (a turn is searchable within this, plus a ship round).
 pub const FLUSH: Duration = Duration::from_secs(8);
@@ -35,7 +35,7 @@ struct Followed {
 /// The index writer of a process.
 pub struct Writer {
     remote: Remote,
-    local: Store,
+    local: JournalDir,
     host: String,
     followed: HashMap<PathBuf, Followed>,
     turns: Vec<TurnRow>,
@@ -146,9 +146,9 @@ pub async fn put_rows(
 
 /// The turns a session had in its segments before `segment` (in the order the session was
 /// written).
-fn turns_before(local: &Store, session: &str, segment: &Path, host: &str) -> u32 {
+fn turns_before(local: &JournalDir, session: &str, segment: &Path, host: &str) -> u32 {
     let mut segments =
-        crate::journal::store::segments_in(&local.session_dir(session)).unwrap_or_default();
+        crate::journal::dir::segments_in(&local.session_dir(session)).unwrap_or_default();
     mark::in_epoch_order(&mut segments);
     let mut turns = 0;
     for path in segments.iter().take_while(|p| p.as_path() != segment) {
@@ -166,7 +166,7 @@ fn turns_before(local: &Store, session: &str, segment: &Path, host: &str) -> u32
 
 impl Writer {
     /// A writer for `local`'s segments into `remote`, as `host`.
-    pub fn new(remote: Remote, local: Store, host: String) -> Writer {
+    pub fn new(remote: Remote, local: JournalDir, host: String) -> Writer {
         Writer {
             remote,
             local,

@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 
 use crate::catalog::Catalog;
 use crate::cli::Command;
-use crate::fleet::remote::Remote;
+use crate::fleet::store::Store;
 use crate::fleet::{index, pull};
 use crate::journal::JournalDir;
 
@@ -143,7 +143,7 @@ fn cache_dir(url: &str) -> PathBuf {
 
 /// The store at `url` opened for reading: every host's catalog pulled into the local copy.
 struct Opened {
-    remote: Remote,
+    store: Store,
     copy: JournalDir,
     runtime: tokio::runtime::Runtime,
 }
@@ -153,18 +153,18 @@ struct Opened {
 /// # Errors
 /// The store cannot be opened or listed, or the local copy cannot be written.
 fn open(url: &str) -> anyhow::Result<Opened> {
-    let remote = Remote::open(url)?;
+    let store = Store::open(url)?;
     let copy = JournalDir::mirror(cache_dir(url));
     copy.create_dirs()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let skipped = runtime
-        .block_on(pull::catalogs(&remote, &copy))
+        .block_on(pull::catalogs(&store, &copy))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
     warn(url, &skipped);
     Ok(Opened {
-        remote,
+        store,
         copy,
         runtime,
     })
@@ -235,7 +235,7 @@ impl Opened {
         self.runtime.block_on(async {
             let pulls = ids
                 .iter()
-                .map(|id| pull::session(&self.remote, &self.copy, id));
+                .map(|id| pull::session(&self.store, &self.copy, id));
             let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
             while let Some(result) = results.next().await {
                 let pulled = result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
@@ -259,7 +259,7 @@ impl Opened {
             std::thread::sleep(REFRESH);
             let refreshed = self
                 .runtime
-                .block_on(pull::catalogs(&self.remote, &self.copy))
+                .block_on(pull::catalogs(&self.store, &self.copy))
                 .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))
                 .and_then(|_| Ok(self.copy.sessions_with(false)?))
                 .and_then(|sessions| {
@@ -291,12 +291,12 @@ impl Opened {
 /// # Errors
 /// The store cannot be opened or listed, or the journal directory cannot be written.
 pub(super) fn pull_session(url: &str, local: &JournalDir, id: &str) -> anyhow::Result<()> {
-    let remote = Remote::open(url)?;
+    let store = Store::open(url)?;
     local.create_dirs()?;
     let pulled = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(pull::session(&remote, local, id))
+        .block_on(pull::session(&store, local, id))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
     warn(url, &pulled.skipped);
     Ok(())
@@ -349,12 +349,12 @@ pub(super) fn publish(
 /// The store cannot be opened or read.
 fn open_index(
     url: &str,
-) -> anyhow::Result<Option<(Remote, tokio::runtime::Runtime, index::snapshot::Snapshot)>> {
-    let remote = Remote::open(url)?;
+) -> anyhow::Result<Option<(Store, tokio::runtime::Runtime, index::snapshot::Snapshot)>> {
+    let store = Store::open(url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let snapshot = match runtime.block_on(index::reader::open(&remote)) {
+    let snapshot = match runtime.block_on(index::reader::open(&store)) {
         Ok(index::reader::Found::Index(s)) => s,
         Ok(index::reader::Found::Missing) => return Ok(None),
         Ok(index::reader::Found::Unreadable(why)) => {
@@ -365,7 +365,7 @@ fn open_index(
         }
         Err(e) => anyhow::bail!("reading the store {url}: {e}"),
     };
-    Ok(Some((remote, runtime, snapshot)))
+    Ok(Some((store, runtime, snapshot)))
 }
 
 /// `stats --store` without a session: the team's figures from the index's sessions and turns
@@ -374,12 +374,12 @@ fn open_index(
 /// # Errors
 /// The store cannot be opened or read.
 pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
-    let Some((remote, runtime, snapshot)) = open_index(url)? else {
+    let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
     let read = runtime.block_on(async {
-        let sessions = index::reader::sessions(&remote, &snapshot).await?;
-        let turns = index::reader::turns(&remote, &snapshot).await?;
+        let sessions = index::reader::sessions(&store, &snapshot).await?;
+        let turns = index::reader::turns(&store, &snapshot).await?;
         Ok::<_, String>((sessions, turns))
     });
     let (sessions, turns) = match read {
@@ -419,12 +419,12 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         }
         _ => return Ok(None),
     };
-    let Some((remote, runtime, snapshot)) = open_index(url)? else {
+    let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
     let Some(words) = words else {
         // `list`: the sessions table, as the copy's catalog.
-        let rows = match runtime.block_on(index::reader::sessions(&remote, &snapshot)) {
+        let rows = match runtime.block_on(index::reader::sessions(&store, &snapshot)) {
             Ok(rows) => rows,
             Err(e) => {
                 eprintln!(
@@ -446,7 +446,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         cache_dir(url).join("index-cache"),
         limits.index,
     ));
-    let looked_up = index::reader::candidates(&remote, &snapshot, &words, Some(&cache));
+    let looked_up = index::reader::candidates(&store, &snapshot, &words, Some(&cache));
     let candidates = match runtime.block_on(looked_up) {
         Ok(c) => c,
         Err(e) => {
@@ -459,7 +459,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     // Only those sessions, pulled, and the copy's catalog naming just them: what the search
     // reads. No host's catalog is read.
     let opened = Opened {
-        remote,
+        store,
         copy: JournalDir::mirror(cache_dir(url)),
         runtime,
     };
@@ -523,7 +523,7 @@ pub(super) fn index(
     let snapshot = opened
         .runtime
         .block_on(index::compact::rebuild(
-            &opened.remote,
+            &opened.store,
             "rebuild",
             &segments,
             now,
@@ -591,7 +591,7 @@ fn erase_all(opened: &Opened, url: &str, sessions: &[String]) -> anyhow::Result<
     for id in sessions {
         let erased = opened
             .runtime
-            .block_on(crate::fleet::erase::erase(&opened.remote, id))
+            .block_on(crate::fleet::erase::erase(&opened.store, id))
             .map_err(|e| anyhow::anyhow!("erasing {id:?} from {url}: {e}"))?;
         let _ = std::fs::remove_dir_all(opened.copy.session_dir(id));
         writeln!(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use acp_journal::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
 
 use acp_journal::catalog::{Catalog, CatalogEntry};
-use acp_journal::journal::{SegmentWriter, Store};
+use acp_journal::journal::{JournalDir, SegmentWriter};
 use acp_journal::wire::Side;
 use bytes::Bytes;
 
@@ -129,14 +129,14 @@ fn turn_line(id: &str, i: usize) -> (Side, String) {
 
 /// Write one session of `lines` lines made by `line`; returns (raw NDJSON bytes, file bytes).
 fn session(
-    store: &Store,
+    journals: &JournalDir,
     id: &str,
     lines: usize,
     started: i64,
     make: fn(&str, usize) -> (Side, String),
 ) -> (u64, u64) {
-    let (path, file) = store
-        .create_segment(&store.session_dir(id), "20260101T000000.000000Z-1")
+    let (path, file) = journals
+        .create_segment(&journals.session_dir(id), "20260101T000000.000000Z-1")
         .expect("segment");
     let mut w = SegmentWriter::with_file(file, &path, &header(id, started)).expect("writer");
     let (mut raw, mut turns) = (0u64, 0u64);
@@ -163,20 +163,20 @@ fn session(
     let stats = w
         .close(lines as u64, started + lines as i64, 0)
         .expect("close");
-    store
+    journals
         .append_catalog(&CatalogEntry::Open {
             git_branch: None,
             session: id.into(),
-            segment: store.relative(&path),
+            segment: journals.relative(&path),
             cwd: Some("/bench".into()),
             agent: Some("npx @zed-industries/claude-code-acp".into()),
             agent_name: None,
             t: started,
         })
         .expect("catalog");
-    store
+    journals
         .append_catalog(&CatalogEntry::Close {
-            segment: store.relative(&path),
+            segment: journals.relative(&path),
             records: stats.records,
             bytes: stats.file_bytes,
             turns,
@@ -203,12 +203,12 @@ fn main() {
         (10_000, 8, 1_000_000)
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::new(dir.path());
-    store.create_dirs().expect("store");
+    let journals = JournalDir::new(dir.path());
+    journals.create_dirs().expect("store");
     let (mut raw, mut stored) = (0u64, 0u64);
     for i in 0..small {
         let (r, s) = session(
-            &store,
+            &journals,
             &format!("small-{i:05}"),
             20,
             1_000_000 + i as i64,
@@ -219,7 +219,7 @@ fn main() {
     }
     for i in 0..big {
         let (r, s) = session(
-            &store,
+            &journals,
             &format!("big-{i}"),
             big_updates,
             2_000_000 + i as i64,
@@ -315,12 +315,12 @@ fn flat_memory(bin: &str, quick: bool) {
             temp.path().to_path_buf()
         }
     };
-    let store = Store::new(&dir);
-    store.create_dirs().expect("store");
+    let journals = JournalDir::new(&dir);
+    journals.create_dirs().expect("store");
     // About 190 raw bytes a line.
     let lines = (target_raw / 190) as usize / TURN_LINES * TURN_LINES;
     let t = Instant::now();
-    let (raw, stored) = session(&store, "huge", lines, 3_000_000, turn_line);
+    let (raw, stored) = session(&journals, "huge", lines, 3_000_000, turn_line);
     eprintln!(
         "huge session: {lines} records, {:.0} MB raw, {:.0} MB on disk, written in {:.0} s",
         raw as f64 / 1e6,

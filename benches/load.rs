@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use acp_journal::catalog::CatalogEntry;
 use acp_journal::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
 
-use acp_journal::journal::{SegmentWriter, Store};
+use acp_journal::journal::{JournalDir, SegmentWriter};
 use acp_journal::wire::Side;
 use bytes::Bytes;
 
@@ -115,7 +115,7 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
         let entry = CatalogEntry::Open {
             segment: format!(
                 "sessions/{}/x.acpj.zst",
-                acp_journal::journal::store::session_key(&session)
+                acp_journal::journal::dir::session_key(&session)
             ),
             session,
             cwd: Some("/bench".into()),
@@ -135,7 +135,7 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
         catalog.extend(serde_json::to_vec(&prompt).expect("json"));
         catalog.push(b'\n');
     }
-    Store::new(store.path()).create_dirs().expect("store");
+    JournalDir::new(store.path()).create_dirs().expect("store");
     std::fs::write(store.path().join("catalog.ndjson"), catalog).expect("catalog");
     let (mut child, mut stdin, mut stdout) = initialized_proxy(store.path());
     let mut line = Vec::new();
@@ -332,8 +332,8 @@ fn write_huge(root: &Path, bytes: u64) -> (u64, u64, u64) {
 
 /// The writer of the bench session's one segment, its header written.
 fn session_writer(root: &Path) -> SegmentWriter {
-    let store = Store::new(root);
-    store.create_dirs().expect("store");
+    let journals = JournalDir::new(root);
+    journals.create_dirs().expect("store");
     let header = Header {
         acpj: FORMAT_VERSION,
         kind: SegmentKind::Session,
@@ -347,8 +347,8 @@ fn session_writer(root: &Path) -> SegmentWriter {
         connection: None,
         initialize: None,
     };
-    let (path, file) = store
-        .create_segment(&store.session_dir(SESSION), "bench")
+    let (path, file) = journals
+        .create_segment(&journals.session_dir(SESSION), "bench")
         .expect("segment");
     SegmentWriter::with_file(file, &path, &header).expect("writer")
 }

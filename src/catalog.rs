@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::journal::dir::{is_segment_of, segments_in};
 use crate::journal::private::create_private_file;
-use crate::journal::store::{is_segment_of, segments_in};
-use crate::journal::{Body, Event, SegmentReader, Store, Tail, mark};
+use crate::journal::{Body, Event, JournalDir, SegmentReader, Tail, mark};
 use crate::wire::Side;
 
 /// One line of the catalog.
@@ -29,7 +29,7 @@ pub enum CatalogEntry {
     Open {
         /// The session ID.
         session: String,
-        /// The segment's path relative to the store root.
+        /// The segment's path relative to the journal directory.
         segment: String,
         /// Working directory, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,7 +151,7 @@ pub enum CatalogEntry {
     },
     /// A session segment was closed cleanly.
     Close {
-        /// The segment's path relative to the store root.
+        /// The segment's path relative to the journal directory.
         segment: String,
         /// Records in the segment (the end marker included).
         records: u64,
@@ -247,7 +247,7 @@ pub struct SessionSummary {
     pub records: u64,
     /// Bytes on disk across its segments.
     pub bytes: u64,
-    /// Segment paths relative to the store root, oldest first.
+    /// Segment paths relative to the journal directory, oldest first.
     pub segments: Vec<String>,
     /// True while a segment has no close entry (being written, or its proxy was killed).
     pub open: bool,
@@ -526,10 +526,10 @@ pub struct CatalogIndex {
 }
 
 impl CatalogIndex {
-    /// The index of `store`'s catalog (empty until [`CatalogIndex::refresh`]).
-    pub fn new(store: &Store) -> CatalogIndex {
+    /// The index of `journals`' catalog (empty until [`CatalogIndex::refresh`]).
+    pub fn new(journals: &JournalDir) -> CatalogIndex {
         CatalogIndex {
-            path: store.root().join("catalog.ndjson"),
+            path: journals.root().join("catalog.ndjson"),
             offset: 0,
             summaries: Summaries::default(),
         }
@@ -600,7 +600,7 @@ pub fn git_branch(cwd: &Path) -> Option<String> {
     None
 }
 
-/// The catalog of a [`Store`].
+/// The catalog of a [`JournalDir`].
 pub trait Catalog {
     /// Append one entry to the catalog with a single `write(2)`.
     ///
@@ -616,15 +616,15 @@ pub trait Catalog {
     /// I/O errors.
     fn append_catalog_entries(&self, entries: &[CatalogEntry]) -> io::Result<()>;
 
-    /// Every session in the store, newest first, from the catalog (rebuilt from the segments if
-    /// the catalog is missing). Segments never closed are read to count their records.
+    /// Every session in the journal directory, newest first, from the catalog (rebuilt from the
+    /// segments if the catalog is missing). Segments never closed are read to count their records.
     ///
     /// # Errors
     /// I/O errors reading the catalog.
     fn sessions(&self) -> io::Result<Vec<SessionSummary>>;
 
     /// Like [`Catalog::sessions`]; with `count_open` false, segments never closed are not read
-    /// (their record counts are then 0), which keeps this fast on a busy store.
+    /// (their record counts are then 0), which keeps this fast on a busy journal directory.
     ///
     /// # Errors
     /// I/O errors reading the catalog.
@@ -647,7 +647,7 @@ pub trait Catalog {
     fn resolve(&self, arg: &str) -> Result<Vec<PathBuf>, String>;
 }
 
-impl Catalog for Store {
+impl Catalog for JournalDir {
     fn append_catalog_entries(&self, entries: &[CatalogEntry]) -> io::Result<()> {
         if entries.is_empty() {
             return Ok(());
@@ -803,9 +803,9 @@ impl Catalog for Store {
 
 /// Catalog entries rebuilt from the session segments themselves (headers, and records for
 /// counts, titles and aliases).
-fn scan_segments(store: &Store) -> io::Result<Vec<CatalogEntry>> {
+fn scan_segments(journals: &JournalDir) -> io::Result<Vec<CatalogEntry>> {
     let mut entries = Vec::new();
-    let dirs = match fs::read_dir(store.root().join("sessions")) {
+    let dirs = match fs::read_dir(journals.root().join("sessions")) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(entries),
         Err(e) => return Err(e),
@@ -822,7 +822,7 @@ fn scan_segments(store: &Store) -> io::Result<Vec<CatalogEntry>> {
             let Some(session) = header.session.clone() else {
                 continue;
             };
-            let segment = store.relative(&path);
+            let segment = journals.relative(&path);
             entries.push(CatalogEntry::Open {
                 git_branch: None,
                 session: session.clone(),
@@ -1021,7 +1021,7 @@ mod tests {
             session: session.into(),
             segment: format!(
                 "sessions/{}/{t}.acpj.zst",
-                crate::journal::store::session_key(session)
+                crate::journal::dir::session_key(session)
             ),
             cwd: Some("/w".into()),
             agent: Some("agent".into()),
@@ -1062,12 +1062,12 @@ mod tests {
     #[test]
     fn the_index_reads_only_what_was_appended_and_starts_over_after_a_rewrite() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.create_dirs().unwrap();
-        let mut index = CatalogIndex::new(&store);
+        let journals = JournalDir::new(dir.path());
+        journals.create_dirs().unwrap();
+        let mut index = CatalogIndex::new(&journals);
         assert!(index.refresh().unwrap().is_empty(), "no catalog yet");
-        store.append_catalog(&open("a", 1)).unwrap();
-        store.append_catalog(&open("b", 2)).unwrap();
+        journals.append_catalog(&open("a", 1)).unwrap();
+        journals.append_catalog(&open("b", 2)).unwrap();
         assert_eq!(index.refresh().unwrap(), ["a", "b"]);
         assert!(index.refresh().unwrap().is_empty(), "nothing new");
         for entry in [
@@ -1092,7 +1092,7 @@ mod tests {
                 t: 8,
             },
         ] {
-            store.append_catalog(&entry).unwrap();
+            journals.append_catalog(&entry).unwrap();
         }
         // A line still being written is left for later.
         std::fs::OpenOptions::new()
@@ -1128,16 +1128,16 @@ mod tests {
     #[test]
     fn a_live_session_counts_its_turns_as_they_end_and_its_close_does_not_count_them_twice() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.create_dirs().unwrap();
-        let turns = |store: &Store| store.sessions_with(false).unwrap()[0].turns;
+        let journals = JournalDir::new(dir.path());
+        journals.create_dirs().unwrap();
+        let turns = |journals: &JournalDir| journals.sessions_with(false).unwrap()[0].turns;
         let open = open("S", 1);
         let CatalogEntry::Open { segment, .. } = &open else {
             unreachable!()
         };
-        std::fs::create_dir_all(store.session_dir("S")).unwrap();
+        std::fs::create_dir_all(journals.session_dir("S")).unwrap();
         std::fs::write(dir.path().join(segment), b"").unwrap();
-        store.append_catalog(&open).unwrap();
+        journals.append_catalog(&open).unwrap();
         // An entry written before the count existed stands for one turn.
         std::fs::OpenOptions::new()
             .append(true)
@@ -1145,15 +1145,15 @@ mod tests {
             .unwrap()
             .write_all(b"{\"ev\":\"turnended\",\"session\":\"S\",\"t\":2}\n")
             .unwrap();
-        store
+        journals
             .append_catalog(&CatalogEntry::TurnEnded {
                 session: "S".into(),
                 turns: 3,
                 t: 3,
             })
             .unwrap();
-        assert_eq!(turns(&store), 4, "counted while the segment is open");
-        store
+        assert_eq!(turns(&journals), 4, "counted while the segment is open");
+        journals
             .append_catalog(&CatalogEntry::Close {
                 segment: segment.clone(),
                 records: 10,
@@ -1162,7 +1162,11 @@ mod tests {
                 t: 4,
             })
             .unwrap();
-        assert_eq!(turns(&store), 4, "the close's count replaces the live one");
+        assert_eq!(
+            turns(&journals),
+            4,
+            "the close's count replaces the live one"
+        );
     }
 
     #[test]

@@ -5,17 +5,19 @@ use std::process::ExitCode;
 
 use crate::catalog::Catalog;
 use crate::cli::BundleArgs;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::replay::bundle::{self, Options};
 
 /// Write the bundle and say what is in it.
-pub(super) fn run(store: &Store, args: BundleArgs) -> anyhow::Result<ExitCode> {
-    let segments = store.resolve(&args.session).map_err(anyhow::Error::msg)?;
+pub(super) fn run(journals: &JournalDir, args: BundleArgs) -> anyhow::Result<ExitCode> {
+    let segments = journals
+        .resolve(&args.session)
+        .map_err(anyhow::Error::msg)?;
     let options = Options {
         upto_turn: args.upto_turn,
         include_stderr: args.include_stderr,
     };
-    let report = bundle::write(store.root(), &segments, &args.output, &options)?;
+    let report = bundle::write(journals.root(), &segments, &args.output, &options)?;
     let m = &report.manifest;
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::DiffArgs;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::replay::diff::{self, Category, Diff};
 
 /// Print `diff` and turn it into the exit status `fail_on` asks for.
@@ -23,9 +23,9 @@ pub(super) fn report(found: &Diff, fail_on: &[Category], json: bool) -> anyhow::
 }
 
 /// Compare the two recordings named on the command line.
-pub(super) fn run(store: &Store, args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let a = super::sources::recording(store, std::slice::from_ref(&args.a))?;
-    let b = super::sources::recording(store, std::slice::from_ref(&args.b))?;
+pub(super) fn run(journals: &JournalDir, args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let a = super::sources::recording(journals, std::slice::from_ref(&args.a))?;
+    let b = super::sources::recording(journals, std::slice::from_ref(&args.b))?;
     for note in a.notes.iter().chain(&b.notes) {
         eprintln!("acp-journal diff: {note}");
     }

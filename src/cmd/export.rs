@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::records::{Step, file_name, redacted_line, walk};
 use crate::catalog::Catalog;
 use crate::cli::{ExportArgs, ExportFormat};
-use crate::journal::{Body, Header, Store, Tail, mark};
+use crate::journal::{Body, Header, JournalDir, Tail, mark};
 use crate::otel::http::Endpoint;
 use crate::otel::otlp;
 use crate::otel::spans::{Span, SpanBuilder};
@@ -19,7 +19,7 @@ use crate::render::html::{HtmlPage, beyond_store_note};
 use crate::render::{SessionFacts, Style, Transcript, utc};
 
 /// Write the export to `-o FILE` or stdout (or, for OTLP with `--endpoint`, POST it).
-pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(journals: &JournalDir, args: ExportArgs) -> anyhow::Result<ExitCode> {
     if args.format != ExportFormat::Otlp {
         if args.sessions.len() > 1 {
             anyhow::bail!("only --format otlp exports several sessions at once: give one");
@@ -31,7 +31,7 @@ pub(super) fn run(store: &Store, args: ExportArgs) -> anyhow::Result<ExitCode> {
     let sessions = args
         .sessions
         .iter()
-        .map(|s| store.resolve(s).map_err(anyhow::Error::msg))
+        .map(|s| journals.resolve(s).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let redact = !args.no_redact;
     if let Some(url) = args.endpoint.as_deref() {

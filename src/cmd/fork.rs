@@ -7,19 +7,23 @@ use anyhow::Context;
 
 use crate::catalog::Catalog;
 use crate::cli::ForkArgs;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::replay::fork::{ForkPoint, fork_session};
 
 /// Fork the session; print the new ID on stdout and what it holds on stderr. With a shared
 /// store (`shared`), the parent comes from it and the fork goes to it.
-pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow::Result<ExitCode> {
+pub(super) fn run(
+    journals: &JournalDir,
+    args: ForkArgs,
+    shared: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let parent = match shared {
         Some(url) => {
             let parent = session_id(&super::from_store::catalog_copy(url)?, &args.session)?;
-            super::from_store::pull_session(url, store, &parent)?;
+            super::from_store::pull_session(url, journals, &parent)?;
             parent
         }
-        None => session_id(store, &args.session)?,
+        None => session_id(journals, &args.session)?,
     };
     let point = match (args.at_turn, args.at_message) {
         (Some(n), _) => ForkPoint::Turns(n),
@@ -28,9 +32,9 @@ pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow
     };
     let fork_id = new_session_id()?;
     let now = jiff::Timestamp::now().as_microsecond();
-    let report = fork_session(store, &parent, point, &fork_id, now)?;
+    let report = fork_session(journals, &parent, point, &fork_id, now)?;
     if let Some(url) = shared {
-        super::from_store::publish(url, store, &fork_id, std::time::Duration::from_secs(30))?;
+        super::from_store::publish(url, journals, &fork_id, std::time::Duration::from_secs(30))?;
     }
     writeln!(std::io::stdout().lock(), "{fork_id}")?;
     let s = if report.turns == 1 { "" } else { "s" };
@@ -44,10 +48,13 @@ pub(super) fn run(store: &Store, args: ForkArgs, shared: Option<&str>) -> anyhow
 }
 
 /// The session a command-line argument names: an ID, else a unique prefix of one.
-fn session_id(store: &Store, arg: &str) -> anyhow::Result<String> {
-    let sessions = store
-        .sessions_with(false)
-        .with_context(|| format!("reading the journal directory {}", store.root().display()))?;
+fn session_id(journals: &JournalDir, arg: &str) -> anyhow::Result<String> {
+    let sessions = journals.sessions_with(false).with_context(|| {
+        format!(
+            "reading the journal directory {}",
+            journals.root().display()
+        )
+    })?;
     if sessions.iter().any(|s| s.session == arg) {
         return Ok(arg.to_string());
     }
@@ -60,7 +67,7 @@ fn session_id(store: &Store, arg: &str) -> anyhow::Result<String> {
         [one] => Ok((*one).to_string()),
         [] => anyhow::bail!(
             "no session {arg:?} in {} (see `acp-journal list`)",
-            store.root().display()
+            journals.root().display()
         ),
         many => anyhow::bail!(
             "session prefix {arg:?} is ambiguous ({} matches: {}); use more characters",

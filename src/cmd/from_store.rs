@@ -17,9 +17,9 @@ use parking_lot::RwLock;
 
 use crate::catalog::Catalog;
 use crate::cli::Command;
-use crate::fleet::remote::Remote;
+use crate::fleet::store::Store;
 use crate::fleet::{index, pull};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 
 /// Sessions pulled at once.
 const PULLS: usize = 8;
@@ -143,8 +143,8 @@ fn cache_dir(url: &str) -> PathBuf {
 
 /// The store at `url` opened for reading: every host's catalog pulled into the local copy.
 struct Opened {
-    remote: Remote,
-    copy: Store,
+    store: Store,
+    copy: JournalDir,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -153,18 +153,18 @@ struct Opened {
 /// # Errors
 /// The store cannot be opened or listed, or the local copy cannot be written.
 fn open(url: &str) -> anyhow::Result<Opened> {
-    let remote = Remote::open(url)?;
-    let copy = Store::mirror(cache_dir(url));
+    let store = Store::open(url)?;
+    let copy = JournalDir::mirror(cache_dir(url));
     copy.create_dirs()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let skipped = runtime
-        .block_on(pull::catalogs(&remote, &copy))
+        .block_on(pull::catalogs(&store, &copy))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
     warn(url, &skipped);
     Ok(Opened {
-        remote,
+        store,
         copy,
         runtime,
     })
@@ -174,7 +174,7 @@ fn open(url: &str) -> anyhow::Result<Opened> {
 ///
 /// # Errors
 /// As [`open`].
-pub(super) fn catalog_copy(url: &str) -> anyhow::Result<Store> {
+pub(super) fn catalog_copy(url: &str) -> anyhow::Result<JournalDir> {
     Ok(open(url)?.copy)
 }
 
@@ -193,7 +193,11 @@ pub(super) struct Limits {
     pub(super) index: u64,
 }
 
-pub(super) fn local_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Store> {
+pub(super) fn local_copy(
+    url: &str,
+    command: &Command,
+    limits: Limits,
+) -> anyhow::Result<JournalDir> {
     if let Some(copy) = from_index(url, command, limits)? {
         return Ok(copy);
     }
@@ -231,7 +235,7 @@ impl Opened {
         self.runtime.block_on(async {
             let pulls = ids
                 .iter()
-                .map(|id| pull::session(&self.remote, &self.copy, id));
+                .map(|id| pull::session(&self.store, &self.copy, id));
             let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
             while let Some(result) = results.next().await {
                 let pulled = result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
@@ -255,7 +259,7 @@ impl Opened {
             std::thread::sleep(REFRESH);
             let refreshed = self
                 .runtime
-                .block_on(pull::catalogs(&self.remote, &self.copy))
+                .block_on(pull::catalogs(&self.store, &self.copy))
                 .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))
                 .and_then(|_| Ok(self.copy.sessions_with(false)?))
                 .and_then(|sessions| {
@@ -286,13 +290,13 @@ impl Opened {
 ///
 /// # Errors
 /// The store cannot be opened or listed, or the journal directory cannot be written.
-pub(super) fn pull_session(url: &str, local: &Store, id: &str) -> anyhow::Result<()> {
-    let remote = Remote::open(url)?;
+pub(super) fn pull_session(url: &str, local: &JournalDir, id: &str) -> anyhow::Result<()> {
+    let store = Store::open(url)?;
     local.create_dirs()?;
     let pulled = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(pull::session(&remote, local, id))
+        .block_on(pull::session(&store, local, id))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
     warn(url, &pulled.skipped);
     Ok(())
@@ -305,11 +309,11 @@ pub(super) fn pull_session(url: &str, local: &Store, id: &str) -> anyhow::Result
 /// The store cannot be opened.
 pub(super) fn publish(
     url: &str,
-    local: &Store,
+    local: &JournalDir,
     session: &str,
     within: std::time::Duration,
 ) -> anyhow::Result<()> {
-    let segments = crate::journal::store::segments_in(&local.session_dir(session))?;
+    let segments = crate::journal::dir::segments_in(&local.session_dir(session))?;
     // The fork's segments were written by this process, under a run of their own.
     let run = segments
         .first()
@@ -345,12 +349,12 @@ pub(super) fn publish(
 /// The store cannot be opened or read.
 fn open_index(
     url: &str,
-) -> anyhow::Result<Option<(Remote, tokio::runtime::Runtime, index::snapshot::Snapshot)>> {
-    let remote = Remote::open(url)?;
+) -> anyhow::Result<Option<(Store, tokio::runtime::Runtime, index::snapshot::Snapshot)>> {
+    let store = Store::open(url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let snapshot = match runtime.block_on(index::reader::open(&remote)) {
+    let snapshot = match runtime.block_on(index::reader::open(&store)) {
         Ok(index::reader::Found::Index(s)) => s,
         Ok(index::reader::Found::Missing) => return Ok(None),
         Ok(index::reader::Found::Unreadable(why)) => {
@@ -361,7 +365,7 @@ fn open_index(
         }
         Err(e) => anyhow::bail!("reading the store {url}: {e}"),
     };
-    Ok(Some((remote, runtime, snapshot)))
+    Ok(Some((store, runtime, snapshot)))
 }
 
 /// `stats --store` without a session: the team's figures from the index's sessions and turns
@@ -370,12 +374,12 @@ fn open_index(
 /// # Errors
 /// The store cannot be opened or read.
 pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
-    let Some((remote, runtime, snapshot)) = open_index(url)? else {
+    let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
     let read = runtime.block_on(async {
-        let sessions = index::reader::sessions(&remote, &snapshot).await?;
-        let turns = index::reader::turns(&remote, &snapshot).await?;
+        let sessions = index::reader::sessions(&store, &snapshot).await?;
+        let turns = index::reader::turns(&store, &snapshot).await?;
         Ok::<_, String>((sessions, turns))
     });
     let (sessions, turns) = match read {
@@ -399,7 +403,7 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
 /// no journal read), `search` the sessions whose words can match, and then only those. `None`
 /// when the index cannot answer (none, unreadable — said on stderr — or a pattern with no
 /// word to look up): the command reads the journals as before.
-fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<Store>> {
+fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<JournalDir>> {
     let words = match command {
         Command::List(_) => None,
         Command::Search(a) if a.session.is_none() && !a.scan => {
@@ -415,12 +419,12 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         }
         _ => return Ok(None),
     };
-    let Some((remote, runtime, snapshot)) = open_index(url)? else {
+    let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
     let Some(words) = words else {
         // `list`: the sessions table, as the copy's catalog.
-        let rows = match runtime.block_on(index::reader::sessions(&remote, &snapshot)) {
+        let rows = match runtime.block_on(index::reader::sessions(&store, &snapshot)) {
             Ok(rows) => rows,
             Err(e) => {
                 eprintln!(
@@ -429,7 +433,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
                 return Ok(None);
             }
         };
-        let copy = Store::mirror(cache_dir(url));
+        let copy = JournalDir::mirror(cache_dir(url));
         copy.create_dirs()?;
         let lines: Vec<Vec<u8>> = index::catalog_entries(&rows)
             .iter()
@@ -442,7 +446,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         cache_dir(url).join("index-cache"),
         limits.index,
     ));
-    let looked_up = index::reader::candidates(&remote, &snapshot, &words, Some(&cache));
+    let looked_up = index::reader::candidates(&store, &snapshot, &words, Some(&cache));
     let candidates = match runtime.block_on(looked_up) {
         Ok(c) => c,
         Err(e) => {
@@ -455,8 +459,8 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     // Only those sessions, pulled, and the copy's catalog naming just them: what the search
     // reads. No host's catalog is read.
     let opened = Opened {
-        remote,
-        copy: Store::mirror(cache_dir(url)),
+        store,
+        copy: JournalDir::mirror(cache_dir(url)),
         runtime,
     };
     opened.copy.create_dirs()?;
@@ -465,7 +469,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     let mut lines = Vec::new();
     for id in &ids {
         let mut segments =
-            crate::journal::store::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
+            crate::journal::dir::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut segments);
         for path in segments {
             let Ok(reader) = crate::journal::SegmentReader::open(&path) else {
@@ -511,7 +515,7 @@ pub(super) fn index(
     let mut segments = Vec::new();
     for id in &ids {
         let mut paths =
-            crate::journal::store::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
+            crate::journal::dir::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut paths);
         segments.push(paths);
     }
@@ -519,7 +523,7 @@ pub(super) fn index(
     let snapshot = opened
         .runtime
         .block_on(index::compact::rebuild(
-            &opened.remote,
+            &opened.store,
             "rebuild",
             &segments,
             now,
@@ -587,7 +591,7 @@ fn erase_all(opened: &Opened, url: &str, sessions: &[String]) -> anyhow::Result<
     for id in sessions {
         let erased = opened
             .runtime
-            .block_on(crate::fleet::erase::erase(&opened.remote, id))
+            .block_on(crate::fleet::erase::erase(&opened.store, id))
             .map_err(|e| anyhow::anyhow!("erasing {id:?} from {url}: {e}"))?;
         let _ = std::fs::remove_dir_all(opened.copy.session_dir(id));
         writeln!(
@@ -607,7 +611,7 @@ const USED: &str = ".used";
 
 /// Keep the copy within `limit` bytes: the sessions read longest ago are removed first (the
 /// hosts' catalogs, and the sessions `keep`, stay).
-fn trim(copy: &Store, keep: &[String], limit: u64) {
+fn trim(copy: &JournalDir, keep: &[String], limit: u64) {
     let size_of = |dir: &std::path::Path| -> u64 {
         std::fs::read_dir(dir)
             .map(|entries| {

@@ -8,16 +8,16 @@ use serde_json::json;
 use crate::catalog::Catalog;
 use crate::catalog::SessionSummary;
 use crate::cli::ListArgs;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::render::utc_us;
 
 /// Print the sessions as a table or JSON.
-pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(journals: &JournalDir, args: ListArgs) -> anyhow::Result<ExitCode> {
     if args.rebuild_catalog {
-        let n = store.rebuild_catalog()?;
+        let n = journals.rebuild_catalog()?;
         eprintln!("acp-journal: catalog rebuilt from the journals ({n} entries)");
     }
-    let mut sessions = store.sessions_with(false)?;
+    let mut sessions = journals.sessions_with(false)?;
     let since = args.since.map(|age| {
         jiff::Timestamp::now()
             .as_microsecond()
@@ -48,7 +48,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
                     "started": utc_us(s.started), "updated": utc_us(s.updated),
                     "last_turn_ended": s.last_turn_ended.map(utc_us),
                     "turns": s.turns, "subagents": s.subagents, "records": s.records,
-                    "bytes": s.bytes, "state": state(store, s), "segments": s.segments,
+                    "bytes": s.bytes, "state": state(journals, s), "segments": s.segments,
                 })
             })
             .collect();
@@ -57,7 +57,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if sessions.is_empty() {
-        writeln!(out, "no sessions recorded in {}", store.root().display())?;
+        writeln!(out, "no sessions recorded in {}", journals.root().display())?;
         return Ok(ExitCode::SUCCESS);
     }
     let ids: Vec<String> = sessions.iter().map(|s| s.session.clone()).collect();
@@ -86,7 +86,7 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
             s.turns,
             s.subagents,
             size(s.bytes),
-            state(store, s),
+            state(journals, s),
         )?;
     }
     out.flush()?;
@@ -97,19 +97,19 @@ pub(super) fn run(store: &Store, args: ListArgs) -> anyhow::Result<ExitCode> {
 /// host continued it from what the store had); else `live` while a proxy writes it; `closed`
 /// when its latest run ended cleanly (an earlier run killed and continued is history, not the
 /// session's state); else `torn`.
-fn state(store: &Store, s: &SessionSummary) -> &'static str {
-    if !store.is_mirror()
+fn state(journals: &JournalDir, s: &SessionSummary) -> &'static str {
+    if !journals.is_mirror()
         && s.segments
             .iter()
-            .any(|seg| crate::journal::mark::beyond_store(&store.root().join(seg)).is_some())
+            .any(|seg| crate::journal::mark::beyond_store(&journals.root().join(seg)).is_some())
     {
         "stranded"
     } else if !s.open {
         "closed"
-    } else if store.is_mirror() {
+    } else if journals.is_mirror() {
         // Its writer runs (or ran) on another host.
         "open"
-    } else if s.segments.iter().any(|seg| store.writer_alive(seg)) {
+    } else if s.segments.iter().any(|seg| journals.writer_alive(seg)) {
         "live"
     } else if s.ended_clean {
         "closed"

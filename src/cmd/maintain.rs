@@ -9,13 +9,13 @@ use clap::CommandFactory;
 use crate::catalog::Catalog;
 use crate::cli::{Cli, CompletionsArgs, PruneArgs, RepairArgs};
 use crate::journal::reader::is_end_marker;
-use crate::journal::{SegmentReader, SegmentWriter, Store, Tail};
+use crate::journal::{JournalDir, SegmentReader, SegmentWriter, Tail};
 
 /// Remove whole sessions whose last activity is older than the age, newest `keep` excepted.
-pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn prune(journals: &JournalDir, args: PruneArgs) -> anyhow::Result<ExitCode> {
     let now = jiff::Timestamp::now().as_microsecond();
     let cutoff = now.saturating_sub(i64::try_from(args.older_than.as_micros()).unwrap_or(i64::MAX));
-    let mut sessions = store.sessions_with(false)?;
+    let mut sessions = journals.sessions_with(false)?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
     let mut out = std::io::stdout().lock();
     let (mut removed, mut bytes) = (0, 0u64);
@@ -24,7 +24,7 @@ pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> 
         .skip(args.keep)
         .filter(|s| s.updated < cutoff)
     {
-        let live = s.open && s.segments.iter().any(|seg| store.writer_alive(seg));
+        let live = s.open && s.segments.iter().any(|seg| journals.writer_alive(seg));
         if live {
             writeln!(
                 out,
@@ -36,7 +36,7 @@ pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> 
         let size: u64 = s
             .segments
             .iter()
-            .filter_map(|seg| std::fs::metadata(store.root().join(seg)).ok())
+            .filter_map(|seg| std::fs::metadata(journals.root().join(seg)).ok())
             .map(|m| m.len())
             .sum();
         let verb = if args.dry_run {
@@ -51,7 +51,7 @@ pub(super) fn prune(store: &Store, args: PruneArgs) -> anyhow::Result<ExitCode> 
             s.segments.len()
         )?;
         if !args.dry_run {
-            let dir = store.session_dir(&s.session);
+            let dir = journals.session_dir(&s.session);
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         removed += 1;
@@ -72,11 +72,11 @@ pub(super) fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let stem = name
-            .strip_suffix(crate::journal::store::SEGMENT_SUFFIX)
+            .strip_suffix(crate::journal::dir::SEGMENT_SUFFIX)
             .unwrap_or(&name);
         args.file.with_file_name(format!(
             "{stem}.repaired{}",
-            crate::journal::store::SEGMENT_SUFFIX
+            crate::journal::dir::SEGMENT_SUFFIX
         ))
     });
     let mut writer = SegmentWriter::create(&output, reader.header())

@@ -23,11 +23,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 
 /// Resolve the journal directory: `--journal-dir`, else `$ACP_JOURNAL_DIR`, else
 /// `$XDG_DATA_HOME/acp-journal`, else `~/.local/share/acp-journal`.
-pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
+pub fn journal_dir(flag: Option<PathBuf>) -> PathBuf {
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -41,7 +41,7 @@ pub fn store_dir(flag: Option<PathBuf>) -> PathBuf {
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
-    let local = Store::new(store_dir(cli.journal_dir));
+    let local = JournalDir::new(journal_dir(cli.journal_dir));
     if cli.command.is_some() && !cli.agent.is_empty() {
         eprintln!(
             "acp-journal: an agent command after `--` runs the proxy; it cannot follow a subcommand"
@@ -64,7 +64,7 @@ pub fn run(cli: Cli) -> ExitCode {
         }
     }
     // With --store, the commands that read read the shared store, through a local copy.
-    let store = match (&cli.command, shared) {
+    let journals = match (&cli.command, shared) {
         (Some(command), Some(url)) if from_store::reads(command) => {
             let limits = from_store::Limits {
                 copy: cli.store_cache,
@@ -81,27 +81,27 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => local.clone(),
     };
     let result = match cli.command {
-        Some(Command::List(args)) => list::run(&store, args),
-        Some(Command::Verify(args)) => verify::run(&store, args),
-        Some(Command::Show(args)) => show::run(&store, args),
-        Some(Command::Watch(args)) => watch::run(&store, args),
-        Some(Command::Export(args)) => export::run(&store, args),
-        Some(Command::Search(args)) => search::run(&store, args),
-        Some(Command::Stats(args)) => search::stats(&store, &local, args),
+        Some(Command::List(args)) => list::run(&journals, args),
+        Some(Command::Verify(args)) => verify::run(&journals, args),
+        Some(Command::Show(args)) => show::run(&journals, args),
+        Some(Command::Watch(args)) => watch::run(&journals, args),
+        Some(Command::Export(args)) => export::run(&journals, args),
+        Some(Command::Search(args)) => search::run(&journals, args),
+        Some(Command::Stats(args)) => search::stats(&journals, &local, args),
         Some(Command::Prune(args)) => match shared {
             // With a shared store, the store's sessions (of every host) are pruned.
             Some(url) => from_store::prune(url, args),
-            None => maintain::prune(&store, args),
+            None => maintain::prune(&journals, args),
         },
         Some(Command::Erase(args)) => from_store::erase(args, shared),
         Some(Command::Repair(args)) => maintain::repair(args),
-        Some(Command::Replay(args)) => replay::run(&store, args),
-        Some(Command::Rerun(args)) => rerun::run(&store, args),
-        Some(Command::Diff(args)) => diff::run(&store, args),
-        Some(Command::Bundle(args)) => bundle::run(&store, args),
-        Some(Command::Fork(args)) => fork::run(&store, args, shared),
+        Some(Command::Replay(args)) => replay::run(&journals, args),
+        Some(Command::Rerun(args)) => rerun::run(&journals, args),
+        Some(Command::Diff(args)) => diff::run(&journals, args),
+        Some(Command::Bundle(args)) => bundle::run(&journals, args),
+        Some(Command::Fork(args)) => fork::run(&journals, args, shared),
         Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
-        Some(Command::Serve(args)) => serve::run(store, *args, shared),
+        Some(Command::Serve(args)) => serve::run(journals, *args, shared),
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         Some(Command::Reap(args)) => {
@@ -114,9 +114,9 @@ pub fn run(cli: Cli) -> ExitCode {
                     token: cli.token_file,
                     ca: cli.ca_file,
                 };
-                proxy::bridge(store, cli.proxy, &url, files, cli.agent, shared)
+                proxy::bridge(journals, cli.proxy, &url, files, cli.agent, shared)
             }
-            None => proxy::run(store, cli.proxy, cli.agent, shared),
+            None => proxy::run(journals, cli.proxy, cli.agent, shared),
         },
     };
     match result {

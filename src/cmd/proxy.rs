@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use crate::cli::{ListScope, LoadArg, ProxyArgs, Reprime};
 use crate::fleet::Fleet;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::net::bridge::Upstream;
 use crate::net::token::Token;
 use crate::shell::agent::AgentProcess;
@@ -20,7 +20,7 @@ use crate::shell::{self, Agent, Client, Front, ShellConfig, agent};
 
 /// Run the proxy; the exit code is the agent's.
 pub(super) fn run(
-    store: Store,
+    journals: JournalDir,
     args: ProxyArgs,
     agent: Vec<OsString>,
     shared: Option<&str>,
@@ -34,7 +34,7 @@ pub(super) fn run(
     if std::io::stdin().is_terminal() {
         return Ok(exec_agent(&agent));
     }
-    let config = shell_config(store, &args, agent, shared)?;
+    let config = shell_config(journals, &args, agent, shared)?;
     on_runtime(async {
         let spawn = local_agent(&config);
         let signals = shell::unix_signals().context("setting up signal handling")?;
@@ -77,7 +77,7 @@ pub(super) struct BridgeFiles {
 
 /// Run the bridge (`--connect URL`): the proxy, whose agent is the remote endpoint at `url`.
 pub(super) fn bridge(
-    store: Store,
+    journals: JournalDir,
     args: ProxyArgs,
     url: &str,
     files: BridgeFiles,
@@ -101,7 +101,12 @@ pub(super) fn bridge(
         }
     };
     let mut upstream = Upstream::new(url, token, files.ca.as_deref(), 16 << 20)?;
-    let mut config = shell_config(store, &args, vec![OsString::from(upstream.url())], shared)?;
+    let mut config = shell_config(
+        journals,
+        &args,
+        vec![OsString::from(upstream.url())],
+        shared,
+    )?;
     config.core.remote = true;
     on_runtime(async {
         let signals = shell::unix_signals().context("setting up signal handling")?;
@@ -112,21 +117,21 @@ pub(super) fn bridge(
 
 /// The shell's configuration from the proxy's options.
 pub(super) fn shell_config(
-    store: Store,
+    journals: JournalDir,
     args: &ProxyArgs,
     agent: Vec<OsString>,
     shared: Option<&str>,
 ) -> anyhow::Result<ShellConfig> {
     let grace = args.grace;
     let started_us = jiff::Timestamp::now().as_microsecond();
-    let run = crate::journal::store::run_id(started_us, std::process::id());
+    let run = crate::journal::dir::run_id(started_us, std::process::id());
     let fleet = match shared {
         Some(_) if args.no_redact => anyhow::bail!(
             "--no-redact cannot be used with --store: journals leave this machine redacted"
         ),
         Some(url) => Some(Fleet::start(
             url,
-            store.clone(),
+            journals.clone(),
             &run,
             crate::fleet::Options {
                 ship_interval: args.ship_interval,
@@ -141,7 +146,7 @@ pub(super) fn shell_config(
         agent,
         run,
         started_us,
-        store,
+        journals,
         fsync: args.fsync,
         core: crate::proto::Config {
             redact: !args.no_redact,

@@ -143,7 +143,7 @@ pub(super) fn redacted_line(line: &[u8], redact: bool) -> Cow<'_, [u8]> {
     }
 }
 
-/// A segment's file name, for notes that must not depend on where the store lives.
+/// A segment's file name, for notes that must not depend on where the journal directory lives.
 pub(super) fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())

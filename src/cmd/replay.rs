@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::cli::{Pace, ReplayArgs};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::replay::player::Player;
 
 /// How long the player waits when nothing is scheduled (it wakes on every client line anyway).
@@ -42,8 +42,8 @@ fn scaled(pace: Pace, delay_us: u64) -> Duration {
 }
 
 /// Serve the recording until the client closes stdin.
-pub(super) fn run(store: &Store, args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let recording = super::sources::recording(store, &args.sources)?;
+pub(super) fn run(journals: &JournalDir, args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let recording = super::sources::recording(journals, &args.sources)?;
     for note in &recording.notes {
         eprintln!("acp-journal replay: {note}");
     }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::Catalog;
 use crate::cli::RerunArgs;
-use crate::journal::{SegmentReader, Store};
+use crate::journal::{JournalDir, SegmentReader};
 use crate::replay::diff;
 use crate::replay::recording::{AgentRequest, Exchange, Recording};
 
@@ -30,11 +30,11 @@ struct Agent {
 }
 
 impl Agent {
-    fn start(store: &Store, agent: &[String], timeout: Duration) -> anyhow::Result<Agent> {
+    fn start(journals: &JournalDir, agent: &[String], timeout: Duration) -> anyhow::Result<Agent> {
         let exe = std::env::current_exe().context("finding acp-journal itself")?;
         let mut child = Command::new(exe)
             .arg("--journal-dir")
-            .arg(store.root())
+            .arg(journals.root())
             .arg("--")
             .args(agent)
             .stdin(Stdio::piped())
@@ -250,13 +250,13 @@ fn result_of(response: Value, method: &str) -> anyhow::Result<Value> {
 }
 
 /// Run the recording's client side against the agent, then diff.
-pub(super) fn run(store: &Store, args: RerunArgs) -> anyhow::Result<ExitCode> {
-    let original = super::sources::recording(store, std::slice::from_ref(&args.source))?;
+pub(super) fn run(journals: &JournalDir, args: RerunArgs) -> anyhow::Result<ExitCode> {
+    let original = super::sources::recording(journals, std::slice::from_ref(&args.source))?;
     if original.sessions.is_empty() {
         bail!("{}: no session in this recording", args.source);
     }
     let started = jiff::Timestamp::now().as_microsecond();
-    let mut agent = Agent::start(store, &args.agent, args.timeout)?;
+    let mut agent = Agent::start(journals, &args.agent, args.timeout)?;
     let init = original
         .initialize_request
         .as_ref()
@@ -332,7 +332,7 @@ pub(super) fn run(store: &Store, args: RerunArgs) -> anyhow::Result<ExitCode> {
     // Only this run's segments: an agent that reuses session IDs has older ones beside them.
     let mut segments = Vec::new();
     for id in &live_sessions {
-        for path in store.resolve(id).map_err(anyhow::Error::msg)? {
+        for path in journals.resolve(id).map_err(anyhow::Error::msg)? {
             let reader = SegmentReader::open(&path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             if reader.header().started >= started {

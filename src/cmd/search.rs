@@ -10,20 +10,20 @@ use serde_json::Value;
 use crate::catalog::Catalog;
 use crate::cli::{SearchArgs, StatsArgs};
 use crate::journal::reader::is_end_marker;
-use crate::journal::{Body, Event, SegmentReader, Store};
+use crate::journal::{Body, Event, JournalDir, SegmentReader};
 use crate::wire::Side;
 
 /// The sessions to read: one (by ID, prefix or path), or all (optionally by cwd).
 fn targets(
-    store: &Store,
+    journals: &JournalDir,
     session: Option<&str>,
     cwd: Option<&str>,
 ) -> anyhow::Result<Vec<(String, Vec<PathBuf>)>> {
     if let Some(session) = session {
-        let segments = store.resolve(session).map_err(anyhow::Error::msg)?;
+        let segments = journals.resolve(session).map_err(anyhow::Error::msg)?;
         return Ok(vec![(session.to_string(), segments)]);
     }
-    Ok(store
+    Ok(journals
         .sessions_with(false)?
         .into_iter()
         .filter(|s| cwd.is_none() || s.cwd.as_deref() == cwd)
@@ -31,7 +31,7 @@ fn targets(
             let segments = s
                 .segments
                 .iter()
-                .map(|seg| store.root().join(seg))
+                .map(|seg| journals.root().join(seg))
                 .collect();
             (s.session, segments)
         })
@@ -40,12 +40,12 @@ fn targets(
 
 /// Print every message matching the pattern, with its session (and the subagent's, for a
 /// child session's line), turn and some context.
-pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<ExitCode> {
     let pattern = regex::bytes::Regex::new(&args.pattern)
         .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut found = 0u64;
-    for (session, segments) in targets(store, args.session.as_deref(), args.cwd.as_deref())? {
+    for (session, segments) in targets(journals, args.session.as_deref(), args.cwd.as_deref())? {
         let mut turn = 0u64;
         for path in segments {
             let Ok(mut reader) = SegmentReader::open(&path) else {
@@ -99,14 +99,18 @@ pub(super) fn run(store: &Store, args: SearchArgs) -> anyhow::Result<ExitCode> {
 
 /// Messages by kind and direction, bytes raw vs stored, turns and duration; then what the
 /// proxies running on `local` have not shipped to their shared store yet.
-pub(super) fn stats(store: &Store, local: &Store, args: StatsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn stats(
+    journals: &JournalDir,
+    local: &JournalDir,
+    args: StatsArgs,
+) -> anyhow::Result<ExitCode> {
     let mut kinds: BTreeMap<(&'static str, String), (u64, u64)> = BTreeMap::new();
     let (mut raw, mut stored, mut turns, mut sessions) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (i64::MAX, i64::MIN);
     let (mut restarts, mut host_drops) = (0u64, 0u64);
     let mut tokens = Tokens::default();
     let mut beyond = Vec::new();
-    for (_, segments) in targets(store, args.session.as_deref(), None)? {
+    for (_, segments) in targets(journals, args.session.as_deref(), None)? {
         sessions += 1;
         for path in segments {
             stored += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

@@ -6,16 +6,20 @@ use anyhow::Context;
 
 use super::proxy::{init_logging, local_agent, micros, on_runtime, shell_config};
 use crate::cli::ServeArgs;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::net::token::{Token, TokenSource};
 use crate::shell::{self, Front, hub};
 
 /// Serve until a signal stops the host (or the agent ends for good); the exit code is the
 /// agent's.
-pub(super) fn run(store: Store, args: ServeArgs, shared: Option<&str>) -> anyhow::Result<ExitCode> {
+pub(super) fn run(
+    journals: JournalDir,
+    args: ServeArgs,
+    shared: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     init_logging();
     let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
-    let default_file = store.root().join("serve.token");
+    let default_file = journals.root().join("serve.token");
     let (token, source) = Token::resolve(env, args.token_file.as_deref(), &default_file)?;
     token.ensure_long()?;
     match source {
@@ -46,7 +50,7 @@ pub(super) fn run(store: Store, args: ServeArgs, shared: Option<&str>) -> anyhow
         handshake: args.handshake_timeout,
         tls,
     };
-    let mut config = shell_config(store, &args.proxy, args.agent.clone(), shared)?;
+    let mut config = shell_config(journals, &args.proxy, args.agent.clone(), shared)?;
     config.core.hosted = true;
     config.core.unattended_timeout_us = micros(args.unattended_timeout);
     on_runtime(async {

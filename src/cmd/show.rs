@@ -7,12 +7,14 @@ use super::records::{Step, walk};
 use crate::catalog::Catalog;
 use crate::cli::ShowArgs;
 use crate::journal::format::encode_record;
-use crate::journal::{Body, Record, Store, Tail};
+use crate::journal::{Body, JournalDir, Record, Tail};
 use crate::render::{Style, Transcript, arrow, clock};
 
 /// Print the session's segments, oldest first; damage is noted where the readable part ends.
-pub(super) fn run(store: &Store, args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let segments = store.resolve(&args.session).map_err(anyhow::Error::msg)?;
+pub(super) fn run(journals: &JournalDir, args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let segments = journals
+        .resolve(&args.session)
+        .map_err(anyhow::Error::msg)?;
     let stdout = std::io::stdout();
     let style = if stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none() {
         Style::Color

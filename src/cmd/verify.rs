@@ -6,17 +6,17 @@ use std::process::ExitCode;
 
 use crate::catalog::Catalog;
 use crate::cli::VerifyArgs;
+use crate::journal::dir::segments_in;
 use crate::journal::reader::is_end_marker;
-use crate::journal::store::segments_in;
-use crate::journal::{SegmentReader, Store};
+use crate::journal::{JournalDir, SegmentReader};
 
 /// Verify the named journals (or the whole journal directory). Exit 0 when nothing is corrupt, 1
 /// when a file is corrupt, 2 when a file cannot be read as a journal.
-pub(super) fn run(store: &Store, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(journals: &JournalDir, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let mut files: Vec<PathBuf> = Vec::new();
     if args.targets.is_empty() {
-        files.extend(segments_in(&store.root().join("connections")).unwrap_or_default());
-        if let Ok(dirs) = std::fs::read_dir(store.root().join("sessions")) {
+        files.extend(segments_in(&journals.root().join("connections")).unwrap_or_default());
+        if let Ok(dirs) = std::fs::read_dir(journals.root().join("sessions")) {
             let mut dirs: Vec<PathBuf> = dirs.filter_map(|d| d.ok().map(|d| d.path())).collect();
             dirs.sort();
             for dir in dirs {
@@ -25,7 +25,7 @@ pub(super) fn run(store: &Store, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     } else {
         for target in &args.targets {
-            files.extend(store.resolve(target).map_err(anyhow::Error::msg)?);
+            files.extend(journals.resolve(target).map_err(anyhow::Error::msg)?);
         }
     }
     let mut out = std::io::stdout().lock();
@@ -55,7 +55,7 @@ pub(super) fn run(store: &Store, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if files.is_empty() {
-        writeln!(out, "no journal files in {}", store.root().display())?;
+        writeln!(out, "no journal files in {}", journals.root().display())?;
     }
     Ok(ExitCode::from(if unreadable > 0 {
         2

@@ -19,10 +19,10 @@ use super::list::shortest_prefixes;
 use super::show::raw;
 use crate::catalog::Catalog;
 use crate::cli::WatchArgs;
+use crate::journal::dir::segments_in;
 use crate::journal::reader::is_end_marker;
-use crate::journal::store::segments_in;
 use crate::journal::tail::{Next, SegmentTail};
-use crate::journal::{Body, Record, Store, Tail};
+use crate::journal::{Body, JournalDir, Record, Tail};
 use crate::render::{Style, Transcript};
 
 /// The longest wait for a file change before the writers are checked again.
@@ -38,7 +38,7 @@ enum Format {
 /// One segment being followed.
 struct Feed {
     tail: SegmentTail,
-    /// Its file name, for [`Store::writer_alive`].
+    /// Its file name, for [`JournalDir::writer_alive`].
     name: String,
     /// Decode what is there without printing it, up to the first wait (`--from-now`).
     skip: bool,
@@ -53,7 +53,7 @@ struct Watched {
     id: Option<String>,
     /// The start of each line, when several sessions share the output.
     prefix: Option<String>,
-    /// Its directory in the store, where new segments appear.
+    /// Its session directory, where new segments appear.
     dir: Option<PathBuf>,
     known: HashSet<PathBuf>,
     feeds: Vec<Feed>,
@@ -63,7 +63,7 @@ struct Watched {
 }
 
 struct Watcher<'a> {
-    store: &'a Store,
+    journals: &'a JournalDir,
     format: Format,
     /// Segments there when the watch began are read from their start (else from their end).
     from_start: bool,
@@ -81,7 +81,7 @@ struct Watcher<'a> {
 }
 
 /// Follow the sessions until they end (or forever with `--all` / `--follow`).
-pub(super) fn run(store: &Store, args: WatchArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(journals: &JournalDir, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let format = if args.json {
         Format::Json
@@ -98,7 +98,7 @@ pub(super) fn run(store: &Store, args: WatchArgs) -> anyhow::Result<ExitCode> {
         !args.from_now
     };
     let mut w = Watcher {
-        store,
+        journals,
         format,
         from_start,
         endless: args.all || args.follow,
@@ -113,20 +113,20 @@ pub(super) fn run(store: &Store, args: WatchArgs) -> anyhow::Result<ExitCode> {
     };
     // Watches first, then the scan: nothing created in between is missed.
     if args.all {
-        if !store.root().join("sessions").is_dir() {
-            store.create_dirs()?;
+        if !journals.root().join("sessions").is_dir() {
+            journals.create_dirs()?;
         }
-        w.watch_dir(&store.root().join("sessions"))?;
+        w.watch_dir(&journals.root().join("sessions"))?;
         w.scan_sessions(true)?;
     } else {
         let named = if args.sessions.is_empty() {
-            let (id, segments) = most_recent_live(store)?;
+            let (id, segments) = most_recent_live(journals)?;
             eprintln!("acp-journal: watching {id} (the most recently active live session)");
             vec![segments]
         } else {
             args.sessions
                 .iter()
-                .map(|arg| store.resolve(arg).map_err(anyhow::Error::msg))
+                .map(|arg| journals.resolve(arg).map_err(anyhow::Error::msg))
                 .collect::<anyhow::Result<_>>()?
         };
         for segments in named {
@@ -137,7 +137,7 @@ pub(super) fn run(store: &Store, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let mut ready = if args.all {
         Some(format!(
             "watching every session in {}, from {}; Ctrl-C ends",
-            store.root().display(),
+            journals.root().display(),
             if from_start { "their start" } else { "now" }
         ))
     } else if !from_start {
@@ -170,14 +170,14 @@ pub(super) fn run(store: &Store, args: WatchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The live session whose segments were written to last: its ID and segments.
-fn most_recent_live(store: &Store) -> anyhow::Result<(String, Vec<PathBuf>)> {
+fn most_recent_live(journals: &JournalDir) -> anyhow::Result<(String, Vec<PathBuf>)> {
     let mut best: Option<(SystemTime, String)> = None;
-    for s in store.sessions_with(false)? {
+    for s in journals.sessions_with(false)? {
         if s.deleted || !s.open {
             continue;
         }
-        for seg in s.segments.iter().filter(|seg| store.writer_alive(seg)) {
-            let modified = std::fs::metadata(store.root().join(seg))
+        for seg in s.segments.iter().filter(|seg| journals.writer_alive(seg)) {
+            let modified = std::fs::metadata(journals.root().join(seg))
                 .and_then(|m| m.modified())
                 .unwrap_or(SystemTime::UNIX_EPOCH);
             if best.as_ref().is_none_or(|(t, _)| modified > *t) {
@@ -188,10 +188,10 @@ fn most_recent_live(store: &Store) -> anyhow::Result<(String, Vec<PathBuf>)> {
     let Some((_, id)) = best else {
         anyhow::bail!(
             "no live session in {}: name one (`acp-journal list` shows them), or use --all to wait for new ones",
-            store.root().display()
+            journals.root().display()
         );
     };
-    let segments = store.resolve(&id).map_err(anyhow::Error::msg)?;
+    let segments = journals.resolve(&id).map_err(anyhow::Error::msg)?;
     Ok((id, segments))
 }
 
@@ -227,9 +227,9 @@ impl Watcher<'_> {
     }
 
     /// A session named on the command line: its segments (from `resolve`); new ones are looked
-    /// for in its directory when that is a session directory of the store.
+    /// for in its directory when that is one of the journal directory's session directories.
     fn add_named(&mut self, segments: &[PathBuf]) -> anyhow::Result<()> {
-        let sessions_dir = self.store.root().join("sessions");
+        let sessions_dir = self.journals.root().join("sessions");
         let parent = segments
             .first()
             .and_then(|p| p.parent())
@@ -257,7 +257,7 @@ impl Watcher<'_> {
 
     /// Look again after `dir` got a new entry (an empty `dir`: everything).
     fn rescan(&mut self, dir: &Path) -> anyhow::Result<()> {
-        let sessions_dir = self.store.root().join("sessions");
+        let sessions_dir = self.journals.root().join("sessions");
         if self.all && (dir == sessions_dir || dir.as_os_str().is_empty()) {
             self.scan_sessions(false)?;
         }
@@ -271,9 +271,9 @@ impl Watcher<'_> {
         Ok(())
     }
 
-    /// `--all`: every session directory of the store.
+    /// `--all`: every session directory of the journal directory (`sessions/*`).
     fn scan_sessions(&mut self, at_start: bool) -> anyhow::Result<()> {
-        let sessions_dir = self.store.root().join("sessions");
+        let sessions_dir = self.journals.root().join("sessions");
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(&sessions_dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.is_dir() && !self.by_dir.contains_key(p))
@@ -302,7 +302,7 @@ impl Watcher<'_> {
             if self.sessions[index].known.contains(&path) {
                 continue;
             }
-            if at_start && self.all && !self.store.writer_alive(&self.store.relative(&path)) {
+            if at_start && self.all && !self.journals.writer_alive(&self.journals.relative(&path)) {
                 self.sessions[index].known.insert(path);
                 continue;
             }
@@ -319,7 +319,7 @@ impl Watcher<'_> {
         match SegmentTail::open(path) {
             Ok(tail) => session.feeds.push(Feed {
                 tail,
-                name: self.store.relative(path),
+                name: self.journals.relative(path),
                 skip: at_start && !self.from_start,
                 begun: false,
                 done: false,
@@ -389,7 +389,7 @@ impl Watcher<'_> {
         let Some(id) = id else { return };
         if self.prefixed {
             let mut ids: Vec<String> = self
-                .store
+                .journals
                 .sessions_with(false)
                 .map(|all| all.into_iter().map(|s| s.session).collect())
                 .unwrap_or_default();
@@ -467,7 +467,7 @@ impl Watcher<'_> {
         for index in 0..self.sessions.len() {
             for feed in 0..self.sessions[index].feeds.len() {
                 let f = &self.sessions[index].feeds[feed];
-                if f.done || self.store.writer_alive(&f.name) {
+                if f.done || self.journals.writer_alive(&f.name) {
                     continue;
                 }
                 // Gone: what it wrote is all there is.

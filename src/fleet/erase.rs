@@ -12,9 +12,9 @@ use bytes::Bytes;
 
 use super::index::{self, snapshot, table::Table};
 use super::layout::{self, Entry};
-use super::remote::{Error, Remote};
+use super::store::{Error, Store};
 use crate::catalog::CatalogEntry;
-use crate::journal::store::session_key;
+use crate::journal::dir::session_key;
 
 /// The markers' directory.
 const ERASED: &str = "erased";
@@ -35,7 +35,7 @@ pub struct Erased {
 ///
 /// # Errors
 /// The store's.
-pub async fn erased_keys(remote: &Remote) -> Result<HashSet<String>, Error> {
+pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, Error> {
     let is_key = |k: &str| {
         (k.starts_with('s') || k.starts_with('h'))
             && k.bytes().all(|b| {
@@ -44,7 +44,7 @@ pub async fn erased_keys(remote: &Remote) -> Result<HashSet<String>, Error> {
                     || matches!(b, b'_' | b'-' | b'%' | b'A'..=b'F')
             })
     };
-    Ok(remote
+    Ok(store
         .list(ERASED)
         .await?
         .into_iter()
@@ -91,44 +91,40 @@ pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
 ///
 /// # Errors
 /// The store's (what was removed before the error stays removed; erasing again finishes).
-pub async fn erase(remote: &Remote, session: &str) -> Result<Erased, String> {
+pub async fn erase(store: &Store, session: &str) -> Result<Erased, String> {
     let key = session_key(session);
     let e = |e: Error| e.to_string();
-    remote
+    store
         .put_versioned(
             &format!("{ERASED}/{key}"),
             Bytes::from(session.to_string()),
-            super::remote::Write::Overwrite,
+            super::store::Write::Overwrite,
         )
         .await
         .map_err(e)?;
     let mut erased = Erased::default();
     for dir in [format!("sessions/{key}"), layout::lease_dir(&key)] {
-        for rel in remote.list(&dir).await.map_err(e)? {
-            remote.delete(&rel).await.map_err(e)?;
+        for rel in store.list(&dir).await.map_err(e)? {
+            store.delete(&rel).await.map_err(e)?;
             erased.objects += 1;
         }
     }
     let keys = HashSet::from([key.clone()]);
-    for host in remote.subdirs("hosts").await.map_err(e)? {
-        erased.catalog_lines += blank_catalog(remote, &layout::host_catalog(&host), &keys).await?;
+    for host in store.subdirs("hosts").await.map_err(e)? {
+        erased.catalog_lines += blank_catalog(store, &layout::host_catalog(&host), &keys).await?;
     }
-    erased.index_rows = unindex(remote, session).await?;
+    erased.index_rows = unindex(store, session).await?;
     Ok(erased)
 }
 
 /// Blank the lines about `keys` in every part of the catalog `file`: the whole chain is read,
 /// blanked, and each part that changed is written again at its own range.
-async fn blank_catalog(
-    remote: &Remote,
-    file: &str,
-    keys: &HashSet<String>,
-) -> Result<usize, String> {
-    let entries = remote.entries(file).await.map_err(|e| e.to_string())?;
+async fn blank_catalog(store: &Store, file: &str, keys: &HashSet<String>) -> Result<usize, String> {
+    let entries = store.entries(file).await.map_err(|e| e.to_string())?;
     let (steps, end) = layout::parts_to_read(&entries, 0);
     let mut whole = Vec::new();
     for step in &steps {
-        let part = fetch_catalog_part(remote, file, step.start, step.end).await?;
+        let part = fetch_catalog_part(store, file, step.start, step.end).await?;
         let from = usize::try_from(step.from - step.start).unwrap_or(0);
         whole.extend_from_slice(&part[from..]);
     }
@@ -153,11 +149,11 @@ async fn blank_catalog(
             continue;
         }
         let packed = zstd::bulk::compress(&whole[range], 3).map_err(|e| e.to_string())?;
-        remote
+        store
             .put_versioned(
                 &format!("{file}/{}", layout::part_name(start, part_end)),
                 Bytes::from(packed),
-                super::remote::Write::Overwrite,
+                super::store::Write::Overwrite,
             )
             .await
             .map_err(|e| e.to_string())?;
@@ -167,13 +163,13 @@ async fn blank_catalog(
 
 /// The uncompressed bytes of a catalog part.
 async fn fetch_catalog_part(
-    remote: &Remote,
+    store: &Store,
     file: &str,
     start: u64,
     end: u64,
 ) -> Result<Vec<u8>, String> {
     let name = format!("{file}/{}", layout::part_name(start, end));
-    let packed = remote.get(&name).await.map_err(|e| e.to_string())?;
+    let packed = store.get(&name).await.map_err(|e| e.to_string())?;
     let size = usize::try_from(end - start).unwrap_or(0);
     let plain = zstd::bulk::decompress(&packed, size).map_err(|e| format!("{name}: {e}"))?;
     if plain.len() != size {
@@ -184,14 +180,14 @@ async fn fetch_catalog_part(
 
 /// Take `session`'s rows and words out of the index: each part that holds any is replaced at
 /// once by one without them (or by nothing), and deleted. Returns the rows removed.
-async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
-    let index::reader::Found::Index(snap) = index::reader::open(remote).await? else {
+async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
+    let index::reader::Found::Index(snap) = index::reader::open(store).await? else {
         return Ok(0);
     };
     let wrong = |e: parquet::errors::ParquetError| e.to_string();
     let mut removed = 0;
     for part in &snap.parts {
-        let bytes = remote.get(&part.path).await.map_err(|e| e.to_string())?;
+        let bytes = store.get(&part.path).await.map_err(|e| e.to_string())?;
         let (kept, rows, words) = match part.table {
             Table::Sessions => {
                 let all = index::table::decode_sessions(bytes).map_err(wrong)?;
@@ -228,7 +224,7 @@ async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
         let replacement = match kept {
             Some(bytes) => Some(
                 index::writer::put_part(
-                    remote,
+                    store,
                     part.table,
                     part.day.as_deref(),
                     "erase",
@@ -241,7 +237,7 @@ async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
             None => None,
         };
         let old = part.path.clone();
-        snapshot::commit(remote, |s| {
+        snapshot::commit(store, |s| {
             let Some(at) = s.parts.iter().position(|p| p.path == old) else {
                 return false;
             };
@@ -255,7 +251,7 @@ async fn unindex(remote: &Remote, session: &str) -> Result<u64, String> {
         })
         .await
         .map_err(|e| e.to_string())?;
-        remote.delete(&old).await.map_err(|e| e.to_string())?;
+        store.delete(&old).await.map_err(|e| e.to_string())?;
     }
     Ok(removed)
 }

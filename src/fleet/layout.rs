@@ -25,7 +25,7 @@
 
 /// Whether `session` is one of the erased session `keys` (the `erased/<key>` markers listed).
 pub fn is_erased(keys: &std::collections::HashSet<String>, session: &str) -> bool {
-    !keys.is_empty() && keys.contains(&crate::journal::store::session_key(session))
+    !keys.is_empty() && keys.contains(&crate::journal::dir::session_key(session))
 }
 
 /// Hex digits of an offset in a part name.
@@ -85,7 +85,7 @@ pub fn parse_epoch_marker(name: &str) -> Option<u64> {
 /// The run that wrote a segment, from its name: `<run>.acpj.zst`, or `<run>.<n>.acpj.zst`
 /// when the run has several segments of the session.
 pub fn run_of_segment(name: &str) -> Option<&str> {
-    let stem = name.strip_suffix(crate::journal::store::SEGMENT_SUFFIX)?;
+    let stem = name.strip_suffix(crate::journal::dir::SEGMENT_SUFFIX)?;
     match stem.rsplit_once('.') {
         Some((run, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => Some(run),
         _ => Some(stem),

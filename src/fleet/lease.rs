@@ -42,8 +42,8 @@ use serde::{Deserialize, Serialize};
 
 use super::clock::Clock;
 use super::layout;
-use super::remote::{Error, Remote, Version, Write, Written};
-use crate::journal::store::{SEGMENT_SUFFIX, session_key};
+use super::store::{Error, Store, Version, Write, Written};
+use crate::journal::dir::{SEGMENT_SUFFIX, session_key};
 
 /// Largest lease or epoch record read.
 const MAX_RECORD: u64 = 64 * 1024;
@@ -486,9 +486,9 @@ pub struct Acquired {
 ///
 /// # Errors
 /// The store's.
-pub async fn read_lease(remote: &Remote, key: &str) -> Result<Seen, Error> {
+pub async fn read_lease(store: &Store, key: &str) -> Result<Seen, Error> {
     Ok(
-        match remote
+        match store
             .get_versioned(&layout::lease_object(key), MAX_RECORD)
             .await
         {
@@ -498,7 +498,7 @@ pub async fn read_lease(remote: &Remote, key: &str) -> Result<Seen, Error> {
                 Err(_) => Seen::Garbage(version),
             },
             // Too large to be a lease: garbage, at a version the listing gives.
-            Err(e) if is_oversized(&e) => match remote.head(&layout::lease_object(key)).await? {
+            Err(e) if is_oversized(&e) => match store.head(&layout::lease_object(key)).await? {
                 Some(version) => Seen::Garbage(version),
                 None => Seen::Absent,
             },
@@ -524,7 +524,7 @@ fn is_oversized(e: &Error) -> bool {
 /// # Errors
 /// The refusal.
 pub async fn acquire(
-    remote: &Remote,
+    store: &Store,
     leases: &Mutex<Leases>,
     clock: &dyn Clock,
     me: &Identity,
@@ -533,7 +533,7 @@ pub async fn acquire(
     patience: Duration,
 ) -> Result<Acquired, Refusal> {
     let key = session_key(session);
-    let store = |e: Error| Refusal::Store(e.to_string());
+    let refused = |e: Error| Refusal::Store(e.to_string());
     let deadline = clock.now() + patience;
     let again = match leases.lock().get(&key) {
         Some(Standing::Held(h)) => {
@@ -545,9 +545,9 @@ pub async fn acquire(
         Some(Standing::Lost(_) | Standing::Released) => true,
         Some(Standing::Watching(_)) | None => false,
     };
-    let alive = |l: &Lease| crate::journal::store::acp_journal_running(l.pid) && l.pid != 0;
+    let alive = |l: &Lease| crate::journal::dir::acp_journal_running(l.pid) && l.pid != 0;
     for _ in 0..64 {
-        let seen = read_lease(remote, &key).await.map_err(store)?;
+        let seen = read_lease(store, &key).await.map_err(refused)?;
         let now = clock.now();
         let mut watched = leases.lock().watched(&key);
         let next = judge(&seen, &mut watched, me, policy, now, alive);
@@ -566,13 +566,13 @@ pub async fn acquire(
                     lease,
                     sent: Duration::ZERO,
                 };
-                let done = complete(remote, clock, me, policy, session, taken, How::New, None)
+                let done = complete(store, clock, me, policy, session, taken, How::New, None)
                     .await
-                    .map_err(store)?;
+                    .map_err(refused)?;
                 let Some(held) = done else { continue };
-                match renew(remote, clock, &key, &held, false)
+                match renew(store, clock, &key, &held, false)
                     .await
-                    .map_err(store)?
+                    .map_err(refused)?
                 {
                     Renewal::Renewed(held) => {
                         let epoch = held.lease.epoch;
@@ -582,7 +582,7 @@ pub async fn acquire(
                     Renewal::Lost(_) => {}
                 }
             }
-            Next::Take(how) => match take(remote, clock, me, policy, session, &seen, how).await {
+            Next::Take(how) => match take(store, clock, me, policy, session, &seen, how).await {
                 Ok(Some(held)) => {
                     let epoch = held.lease.epoch;
                     leases.lock().set(&key, Standing::Held(held));
@@ -590,7 +590,7 @@ pub async fn acquire(
                 }
                 // Another host changed it first: look again.
                 Ok(None) => {}
-                Err(e) => return Err(store(e)),
+                Err(e) => return Err(refused(e)),
             },
             Next::Wait { until } => {
                 if until > deadline {
@@ -622,7 +622,7 @@ pub async fn acquire(
 /// # Errors
 /// The store's, when it could not be asked about one of them.
 pub async fn take_all(
-    remote: &Remote,
+    store: &Store,
     leases: &Mutex<Leases>,
     clock: &dyn Clock,
     me: &Identity,
@@ -630,7 +630,7 @@ pub async fn take_all(
     sessions: Vec<String>,
 ) -> Result<(), String> {
     let takes = sessions.into_iter().map(|session| async move {
-        let got = acquire(remote, leases, clock, me, policy, &session, Duration::ZERO).await;
+        let got = acquire(store, leases, clock, me, policy, &session, Duration::ZERO).await;
         (session, got)
     });
     let mut failed = Ok(());
@@ -651,7 +651,7 @@ pub async fn take_all(
 /// Take the lease from `seen` (`how` says why it may be taken): a new epoch, then
 /// [`complete`]. `Ok(None)` when another host changed the lease first.
 async fn take(
-    remote: &Remote,
+    store: &Store,
     clock: &dyn Clock,
     me: &Identity,
     policy: &Policy,
@@ -660,7 +660,7 @@ async fn take(
     how: How,
 ) -> Result<Option<Held>, Error> {
     let key = session_key(session);
-    let known = highest_epoch(remote, &key).await?;
+    let known = highest_epoch(store, &key).await?;
     let epoch = known
         .max(seen.lease().map_or(0, |l| l.epoch))
         .saturating_add(1);
@@ -680,7 +680,7 @@ async fn take(
         released: false,
     };
     let sent = clock.now();
-    match remote
+    match store
         .put_versioned(&layout::lease_object(&key), json(&lease), write)
         .await?
     {
@@ -688,7 +688,7 @@ async fn take(
             // Some stores check a condition, then write (s3s-fs does, so two racing writers
             // can both be told yes): the lease read back a moment later says who won.
             tokio::time::sleep(SETTLE).await;
-            let version = match read_lease(remote, &key).await? {
+            let version = match read_lease(store, &key).await? {
                 Seen::Lease(now_at, now) if now == lease => now_at,
                 _ => return Ok(None),
             };
@@ -698,7 +698,7 @@ async fn take(
                 lease,
                 sent,
             };
-            complete(remote, clock, me, policy, session, taken, how, from).await
+            complete(store, clock, me, policy, session, taken, how, from).await
         }
         Written::Conflict => Ok(None),
     }
@@ -717,7 +717,7 @@ struct Taken {
 /// are idempotent, so a take whose answer was lost is completed the same way.
 #[allow(clippy::too_many_arguments)]
 async fn complete(
-    remote: &Remote,
+    store: &Store,
     clock: &dyn Clock,
     me: &Identity,
     policy: &Policy,
@@ -743,12 +743,12 @@ async fn complete(
             from: from.clone(),
         };
         let at = layout::epoch_record(&key, lease.epoch);
-        let created = remote
+        let created = store
             .put_versioned(&at, json(&record), Write::Create)
             .await?;
         let ours = match created {
             Written::Yes(_) => true,
-            Written::Conflict => remote
+            Written::Conflict => store
                 .get_versioned(&at, MAX_RECORD)
                 .await?
                 .and_then(|(_, b)| serde_json::from_slice::<EpochRecord>(&b).ok())
@@ -762,7 +762,7 @@ async fn complete(
                 _ => Write::Replace(version.clone()),
             };
             sent = clock.now();
-            match remote
+            match store
                 .put_versioned(&layout::lease_object(&key), json(&lease), write)
                 .await?
             {
@@ -771,7 +771,7 @@ async fn complete(
             }
             continue;
         }
-        fence_others(remote, &key, &me.run).await?;
+        fence_others(store, &key, &me.run).await?;
         if how != How::New {
             tracing::info!(
                 "session {session:?}: taken (epoch {}, {how:?}){}",
@@ -796,16 +796,16 @@ fn json(record: &impl Serialize) -> Bytes {
 
 /// The highest epoch the store knows of for session key `key`: its epoch records, its
 /// segments' markers, and the records of the earlier layout (`leases/<key>/<seq>`).
-async fn highest_epoch(remote: &Remote, key: &str) -> Result<u64, Error> {
+async fn highest_epoch(store: &Store, key: &str) -> Result<u64, Error> {
     let mut highest = 0;
-    for rel in remote.list(&layout::lease_dir(key)).await? {
+    for rel in store.list(&layout::lease_dir(key)).await? {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
         if let Some(n) = layout::parse_epoch_record(name).or_else(|| layout::parse_lease_name(name))
         {
             highest = highest.max(n);
         }
     }
-    for rel in remote.list(&format!("sessions/{key}")).await? {
+    for rel in store.list(&format!("sessions/{key}")).await? {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
         if let Some(n) = layout::parse_epoch_marker(name) {
             highest = highest.max(n);
@@ -819,16 +819,16 @@ async fn highest_epoch(remote: &Remote, key: &str) -> Result<u64, Error> {
 ///
 /// # Errors
 /// The store's listing (a record that cannot be read is left out).
-pub async fn history(remote: &Remote, key: &str) -> Result<History, Error> {
+pub async fn history(store: &Store, key: &str) -> Result<History, Error> {
     let mut history = History::default();
-    for rel in remote.list(&layout::lease_dir(key)).await? {
+    for rel in store.list(&layout::lease_dir(key)).await? {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
         if name == layout::LEASE_OBJECT {
             history.leased = true;
         }
         if let Some(epoch) = layout::parse_epoch_record(name) {
             history.leased = true;
-            if let Ok(Some((_, bytes))) = remote.get_versioned(&rel, MAX_RECORD).await
+            if let Ok(Some((_, bytes))) = store.get_versioned(&rel, MAX_RECORD).await
                 && let Ok(record) = serde_json::from_slice::<EpochRecord>(&bytes)
                 && record.epoch == epoch
             {
@@ -877,8 +877,8 @@ impl History {
 ///
 /// # Errors
 /// The store's.
-pub async fn fence_others(remote: &Remote, key: &str, mine: &str) -> Result<(), Error> {
-    let listed = remote.list(&format!("sessions/{key}")).await?;
+pub async fn fence_others(store: &Store, key: &str, mine: &str) -> Result<(), Error> {
+    let listed = store.list(&format!("sessions/{key}")).await?;
     let mut files: std::collections::BTreeMap<&str, Vec<layout::Entry>> = Default::default();
     for rel in &listed {
         if let Some((file, entry)) = layout::split_object(rel) {
@@ -896,7 +896,7 @@ pub async fn fence_others(remote: &Remote, key: &str, mine: &str) -> Result<(), 
             continue;
         }
         let (_, end) = layout::parts_to_read(&entries, 0);
-        remote
+        store
             .put_new(&format!("{file}/{}", layout::fence_name(end)), Bytes::new())
             .await?;
     }
@@ -912,7 +912,7 @@ pub async fn fence_others(remote: &Remote, key: &str, mine: &str) -> Result<(), 
 /// # Errors
 /// The store's; a segment whose header cannot be read.
 pub async fn recover(
-    remote: &Remote,
+    store: &Store,
     clock: &dyn Clock,
     host: &str,
     key: &str,
@@ -928,14 +928,14 @@ pub async fn recover(
     let Some(session) = header.session.clone().filter(|s| session_key(s) == key) else {
         return Ok(None);
     };
-    let history = history(remote, key).await?;
+    let history = history(store, key).await?;
     if let Some((&epoch, _)) = history.runs.iter().rev().find(|(_, r)| **r == header.run) {
         return Ok(Some(epoch));
     }
-    if read_lease(remote, key).await? != Seen::Absent {
+    if read_lease(store, key).await? != Seen::Absent {
         return Ok(None);
     }
-    let epoch = highest_epoch(remote, key).await?.saturating_add(1);
+    let epoch = highest_epoch(store, key).await?.saturating_add(1);
     let lease = Lease {
         session: session.clone(),
         epoch,
@@ -947,7 +947,7 @@ pub async fn recover(
         released: true,
     };
     let write = Write::Create;
-    if let Written::Conflict = remote
+    if let Written::Conflict = store
         .put_versioned(&layout::lease_object(key), json(&lease), write)
         .await?
     {
@@ -962,7 +962,7 @@ pub async fn recover(
         how: How::Recovered,
         from: None,
     };
-    remote
+    store
         .put_versioned(
             &layout::epoch_record(key, epoch),
             json(&record),
@@ -986,7 +986,7 @@ pub enum Renewal {
 /// # Errors
 /// The store's: the outcome is unknown, and `held` stays good only until it runs out.
 pub async fn renew(
-    remote: &Remote,
+    store: &Store,
     clock: &dyn Clock,
     key: &str,
     held: &Held,
@@ -999,7 +999,7 @@ pub async fn renew(
     };
     let sent = clock.now();
     let write = Write::Replace(held.version.clone());
-    match remote
+    match store
         .put_versioned(&layout::lease_object(key), json(&next), write)
         .await?
     {
@@ -1007,7 +1007,7 @@ pub async fn renew(
         Written::Conflict => {
             // Changed since this process wrote it: by another host, or by this process in a
             // renewal whose answer was lost (then the lease there is this epoch's, this run's).
-            match read_lease(remote, key).await? {
+            match read_lease(store, key).await? {
                 Seen::Lease(version, lease)
                     if lease.epoch == held.lease.epoch
                         && lease.run == held.lease.run
@@ -1030,7 +1030,7 @@ pub async fn renew(
 
 /// Give back every lease this process holds (at the end of a run), within `within`.
 pub async fn release_all(
-    remote: &Remote,
+    store: &Store,
     clock: &dyn Clock,
     leases: &Mutex<Leases>,
     within: Duration,
@@ -1041,7 +1041,7 @@ pub async fn release_all(
         .map(|(k, h)| (k.clone(), h.clone()))
         .collect();
     let gives = held.into_iter().map(|(key, held)| async move {
-        let outcome = renew(remote, clock, &key, &held, true).await;
+        let outcome = renew(store, clock, &key, &held, true).await;
         (key, outcome)
     });
     let done = tokio::time::timeout(within, futures_util::future::join_all(gives))
@@ -1057,7 +1057,7 @@ pub async fn release_all(
 
 /// Renew the leases due at `now`: the renewed are kept, the lost are marked lost (and said).
 pub async fn renew_due(
-    remote: &Remote,
+    store: &Store,
     clock: &dyn Clock,
     leases: &Mutex<Leases>,
 ) -> Result<(), String> {
@@ -1069,7 +1069,7 @@ pub async fn renew_due(
         .map(|(k, h)| (k.clone(), h.clone()))
         .collect();
     let renewals = due.into_iter().map(|(key, held)| async move {
-        let outcome = renew(remote, clock, &key, &held, false).await;
+        let outcome = renew(store, clock, &key, &held, false).await;
         (key, held, outcome)
     });
     let mut failed = None;

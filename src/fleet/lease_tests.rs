@@ -253,9 +253,9 @@ impl Host {
         }
     }
 
-    async fn acquire(&self, remote: &Remote, patience: Duration) -> Result<Acquired, Refusal> {
+    async fn acquire(&self, store: &Store, patience: Duration) -> Result<Acquired, Refusal> {
         acquire(
-            remote,
+            store,
             &self.leases,
             self.clock.as_ref(),
             &self.me,
@@ -266,8 +266,8 @@ impl Host {
         .await
     }
 
-    async fn renew(&self, remote: &Remote) {
-        let _ = renew_due(remote, self.clock.as_ref(), &self.leases).await;
+    async fn renew(&self, store: &Store) {
+        let _ = renew_due(store, self.clock.as_ref(), &self.leases).await;
     }
 
     /// Whether it holds the session and believes it may write it now.
@@ -286,20 +286,20 @@ impl Host {
     }
 }
 
-fn memory() -> (Remote, Arc<Faulty>) {
+fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
     (
-        Remote::with_store(faulty.clone(), "team", "memory://team"),
+        Store::with_store(faulty.clone(), "team", "memory://team"),
         faulty,
     )
 }
 
-async fn records(remote: &Remote) -> Vec<EpochRecord> {
+async fn records(store: &Store) -> Vec<EpochRecord> {
     let key = session_key("s");
     let mut out = Vec::new();
-    for rel in remote.list(&layout::lease_dir(&key)).await.unwrap() {
+    for rel in store.list(&layout::lease_dir(&key)).await.unwrap() {
         if layout::parse_epoch_record(rel.rsplit('/').next().unwrap()).is_some() {
-            let bytes = remote.get(&rel).await.unwrap();
+            let bytes = store.get(&rel).await.unwrap();
             out.push(serde_json::from_slice::<EpochRecord>(&bytes).unwrap());
         }
     }
@@ -308,19 +308,19 @@ async fn records(remote: &Remote) -> Vec<EpochRecord> {
 }
 
 /// Advance the paused clock by `d`, renewing `hosts` as the shipper would every second.
-async fn run_for(remote: &Remote, hosts: &[&Host], d: Duration) {
+async fn run_for(store: &Store, hosts: &[&Host], d: Duration) {
     let end = tokio::time::Instant::now() + d;
     while tokio::time::Instant::now() < end {
         tokio::time::sleep(Duration::from_secs(1)).await;
         for h in hosts {
-            h.renew(remote).await;
+            h.renew(store).await;
         }
     }
 }
 
 /// Run `work` while `hosts` renew every second, as their shippers would.
 async fn while_renewing<T>(
-    remote: &Remote,
+    store: &Store,
     hosts: &[&Host],
     work: impl std::future::Future<Output = T>,
 ) -> T {
@@ -330,7 +330,7 @@ async fn while_renewing<T>(
             out = &mut work => return out,
             () = tokio::time::sleep(Duration::from_secs(1)) => {
                 for h in hosts {
-                    h.renew(remote).await;
+                    h.renew(store).await;
                 }
             }
         }
@@ -341,32 +341,32 @@ async fn while_renewing<T>(
 async fn a_continuing_host_keeps_shipping_through_many_renewals_after_a_takeover() {
     // Issue 37 (1) and (2): B continues a session A held for many renewals; B's renewals go on
     // for twenty periods, and A, which pruned nothing, can never take it back unseen.
-    let (remote, _) = memory();
+    let (store, _) = memory();
     let a = Host::new("a", RuntimeClock::new(0));
     let b = Host::new("b", RuntimeClock::new(0));
-    a.acquire(&remote, Duration::ZERO).await.unwrap();
-    run_for(&remote, &[&a], TTL * 4).await;
+    a.acquire(&store, Duration::ZERO).await.unwrap();
+    run_for(&store, &[&a], TTL * 4).await;
     assert!(a.writing());
     // While A renews, B is refused within a renewal period.
-    let refused = while_renewing(&remote, &[&a], b.acquire(&remote, TTL * 3)).await;
+    let refused = while_renewing(&store, &[&a], b.acquire(&store, TTL * 3)).await;
     assert!(matches!(refused, Err(Refusal::Held { .. })), "{refused:?}");
     // A goes silent (killed): B waits it out and takes the session, under a new epoch.
-    let got = b.acquire(&remote, TTL * 2).await.unwrap();
+    let got = b.acquire(&store, TTL * 2).await.unwrap();
     assert_eq!(got.epoch, 2);
     assert!(
         !a.writing(),
         "A's own clock ended its lease before B took it"
     );
-    run_for(&remote, &[&b], TTL * 20).await;
+    run_for(&store, &[&b], TTL * 20).await;
     assert!(b.writing() && !b.lost());
     // A comes back: its renewal finds the session gone, and it says so.
-    a.renew(&remote).await;
+    a.renew(&store).await;
     assert!(a.lost() && !a.writing());
     // A third host cannot take it from B either, while B renews.
     let c = Host::new("c", RuntimeClock::new(0));
-    let refused = while_renewing(&remote, &[&b], c.acquire(&remote, TTL * 3)).await;
+    let refused = while_renewing(&store, &[&b], c.acquire(&store, TTL * 3)).await;
     assert!(matches!(refused, Err(Refusal::Held { .. })), "{refused:?}");
-    let epochs: Vec<(u64, String)> = records(&remote)
+    let epochs: Vec<(u64, String)> = records(&store)
         .await
         .into_iter()
         .map(|r| (r.epoch, r.run))
@@ -378,12 +378,12 @@ async fn a_continuing_host_keeps_shipping_through_many_renewals_after_a_takeover
 async fn clocks_set_off_by_a_minute_decide_nothing() {
     // Issue 37 (3): a host whose wall clock is 60 s fast (or slow) takes nothing sooner.
     for skew in [60_000_000, -60_000_000] {
-        let (remote, _) = memory();
+        let (store, _) = memory();
         let a = Host::new("a", RuntimeClock::new(0));
         let b = Host::new("b", RuntimeClock::new(skew));
-        a.acquire(&remote, Duration::ZERO).await.unwrap();
-        run_for(&remote, &[&a], TTL).await;
-        let refused = while_renewing(&remote, &[&a], b.acquire(&remote, TTL * 2)).await;
+        a.acquire(&store, Duration::ZERO).await.unwrap();
+        run_for(&store, &[&a], TTL).await;
+        let refused = while_renewing(&store, &[&a], b.acquire(&store, TTL * 2)).await;
         assert!(
             matches!(refused, Err(Refusal::Held { .. })),
             "{skew}: {refused:?}"
@@ -396,11 +396,11 @@ async fn clocks_set_off_by_a_minute_decide_nothing() {
 async fn a_garbage_lease_wedges_nothing() {
     // Issue 37 (4): a lease that is not JSON is waited out by anyone, replaced at once with
     // --takeover, and its holder learns it lost the session.
-    let (remote, _) = memory();
+    let (store, _) = memory();
     let a = Host::new("a", RuntimeClock::new(0));
-    a.acquire(&remote, Duration::ZERO).await.unwrap();
+    a.acquire(&store, Duration::ZERO).await.unwrap();
     let key = session_key("s");
-    remote
+    store
         .put_versioned(
             &layout::lease_object(&key),
             Bytes::from_static(b"\x00not json"),
@@ -409,14 +409,14 @@ async fn a_garbage_lease_wedges_nothing() {
         .await
         .unwrap();
     let b = Host::new("b", RuntimeClock::new(0));
-    let got = b.acquire(&remote, TTL * 2).await.unwrap();
+    let got = b.acquire(&store, TTL * 2).await.unwrap();
     assert_eq!(got.epoch, 2, "one past the highest epoch recorded");
-    a.renew(&remote).await;
+    a.renew(&store).await;
     tokio::time::sleep(TTL).await;
-    a.renew(&remote).await;
+    a.renew(&store).await;
     assert!(a.lost());
     // Garbage again, and a host with --takeover replaces it at once.
-    remote
+    store
         .put_versioned(
             &layout::lease_object(&key),
             Bytes::from_static(b"{]"),
@@ -426,11 +426,11 @@ async fn a_garbage_lease_wedges_nothing() {
         .unwrap();
     let mut c = Host::new("c", RuntimeClock::new(0));
     c.policy.takeover = true;
-    let got = c.acquire(&remote, Duration::ZERO).await.unwrap();
+    let got = c.acquire(&store, Duration::ZERO).await.unwrap();
     assert_eq!(got.epoch, 3);
     // And the holder that was lost can continue it again, later, in the same run.
     tokio::time::sleep(TTL * 2).await;
-    let again = a.acquire(&remote, TTL * 2).await.unwrap();
+    let again = a.acquire(&store, TTL * 2).await.unwrap();
     assert_eq!(
         again,
         Acquired {
@@ -442,50 +442,50 @@ async fn a_garbage_lease_wedges_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn a_renewal_whose_answer_was_lost_is_recognised() {
-    let (remote, faulty) = memory();
+    let (store, faulty) = memory();
     let a = Host::new("a", RuntimeClock::new(0));
-    a.acquire(&remote, Duration::ZERO).await.unwrap();
+    a.acquire(&store, Duration::ZERO).await.unwrap();
     // The store applies A's renewal but the answer never comes; then it is down for a while.
     faulty.then(&[Fault::LoseAnswer]);
-    run_for(&remote, &[&a], TTL / 3 + Duration::from_secs(1)).await;
+    run_for(&store, &[&a], TTL / 3 + Duration::from_secs(1)).await;
     assert!(a.writing() && !a.lost());
-    run_for(&remote, &[&a], TTL * 3).await;
+    run_for(&store, &[&a], TTL * 3).await;
     assert!(a.writing() && !a.lost(), "A adopted its own write");
     // A renewal that fails without being applied is retried; the lease runs out on A's clock
     // while the store is down, and A writes nothing meanwhile.
     faulty.set_down(true);
-    run_for(&remote, &[&a], TTL).await;
+    run_for(&store, &[&a], TTL).await;
     assert!(!a.writing() && !a.lost());
     faulty.set_down(false);
-    run_for(&remote, &[&a], Duration::from_secs(2)).await;
+    run_for(&store, &[&a], Duration::from_secs(2)).await;
     assert!(a.writing(), "nobody took it: renewed where it was");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_taken_over_renewal_is_lost_not_overwritten() {
     // Issue 37 (1): a 412 in the middle of renewals means another host took the session.
-    let (remote, _) = memory();
+    let (store, _) = memory();
     let a = Host::new("a", RuntimeClock::new(0));
-    a.acquire(&remote, Duration::ZERO).await.unwrap();
+    a.acquire(&store, Duration::ZERO).await.unwrap();
     let mut b = Host::new("b", RuntimeClock::new(0));
     b.policy.takeover = true;
-    b.acquire(&remote, Duration::ZERO).await.unwrap();
-    run_for(&remote, &[&a, &b], TTL).await;
+    b.acquire(&store, Duration::ZERO).await.unwrap();
+    run_for(&store, &[&a, &b], TTL).await;
     assert!(a.lost() && !a.writing());
     assert!(b.writing());
-    let seen = read_lease(&remote, &session_key("s")).await.unwrap();
+    let seen = read_lease(&store, &session_key("s")).await.unwrap();
     assert!(matches!(seen, Seen::Lease(_, l) if l.host == "b" && l.epoch == 2));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_released_lease_is_taken_at_once_under_the_next_epoch() {
-    let (remote, _) = memory();
+    let (store, _) = memory();
     let a = Host::new("a", RuntimeClock::new(0));
-    a.acquire(&remote, Duration::ZERO).await.unwrap();
-    release_all(&remote, a.clock.as_ref(), &a.leases, Duration::from_secs(5)).await;
+    a.acquire(&store, Duration::ZERO).await.unwrap();
+    release_all(&store, a.clock.as_ref(), &a.leases, Duration::from_secs(5)).await;
     let b = Host::new("b", RuntimeClock::new(0));
     let started = tokio::time::Instant::now();
-    let got = b.acquire(&remote, Duration::ZERO).await.unwrap();
+    let got = b.acquire(&store, Duration::ZERO).await.unwrap();
     assert_eq!(got.epoch, 2);
     assert_eq!(started.elapsed(), SETTLE, "no waiting but the read-back");
 }
@@ -495,18 +495,18 @@ async fn hosts_racing_on_a_store_that_checks_then_writes_are_told_apart_by_readi
     // s3s-fs checks a condition, then streams the body: two racing writers can both be told
     // yes. Read back a moment later, the lease names one of them.
     for round in 0..8 {
-        let (remote, faulty) = memory();
+        let (store, faulty) = memory();
         let a = Host::new("a", RuntimeClock::new(0));
-        a.acquire(&remote, Duration::ZERO).await.unwrap();
-        release_all(&remote, a.clock.as_ref(), &a.leases, TTL).await;
+        a.acquire(&store, Duration::ZERO).await.unwrap();
+        release_all(&store, a.clock.as_ref(), &a.leases, TTL).await;
         faulty.set_racy(true);
         let (b, c) = (
             Host::new("b", RuntimeClock::new(0)),
             Host::new("c", RuntimeClock::new(0)),
         );
         let (got_b, got_c) = tokio::join!(
-            b.acquire(&remote, Duration::ZERO),
-            c.acquire(&remote, Duration::ZERO)
+            b.acquire(&store, Duration::ZERO),
+            c.acquire(&store, Duration::ZERO)
         );
         let won = usize::from(got_b.is_ok()) + usize::from(got_c.is_ok());
         assert_eq!(won, 1, "round {round}: {got_b:?} {got_c:?}");
@@ -561,7 +561,7 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
     for round in 0..24u64 {
         let seed = seed.wrapping_add(round);
         let mut rng = Seeded(seed);
-        let (remote, faulty) = memory();
+        let (store, faulty) = memory();
         let hosts: Vec<Host> = ["a", "b", "c"]
             .iter()
             .map(|name| {
@@ -585,16 +585,16 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
             } else {
                 match rng.below(10) {
                     0..=2 => {
-                        let _ = h.acquire(&remote, Duration::ZERO).await;
+                        let _ = h.acquire(&store, Duration::ZERO).await;
                     }
-                    3 => release_all(&remote, h.clock.as_ref(), &h.leases, TTL).await,
+                    3 => release_all(&store, h.clock.as_ref(), &h.leases, TTL).await,
                     4 => silent[i] = u32::try_from(rng.below(40)).unwrap(),
                     5 => faulty.then(&[if rng.below(2) == 0 {
                         Fault::Fail
                     } else {
                         Fault::LoseAnswer
                     }]),
-                    _ => h.renew(&remote).await,
+                    _ => h.renew(&store).await,
                 }
             }
             tokio::time::sleep(Duration::from_millis(rng.below(3000))).await;
@@ -607,12 +607,12 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
                 writing.len() <= 1,
                 "seed {seed} step {step}: {writing:?} write the session at once (ACPJ_LEASE_SEED={seed} to replay)"
             );
-            if let Ok(Seen::Lease(_, l)) = read_lease(&remote, &session_key("s")).await {
+            if let Ok(Seen::Lease(_, l)) = read_lease(&store, &session_key("s")).await {
                 assert!(l.epoch >= last_epoch, "seed {seed} step {step}: epoch fell");
                 last_epoch = l.epoch;
             }
         }
-        let recorded: Vec<u64> = records(&remote).await.iter().map(|r| r.epoch).collect();
+        let recorded: Vec<u64> = records(&store).await.iter().map(|r| r.epoch).collect();
         let mut sorted = recorded.clone();
         sorted.dedup();
         assert_eq!(recorded, sorted, "seed {seed}: an epoch recorded twice");

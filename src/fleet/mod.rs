@@ -2,7 +2,7 @@
 //! crash-safe write-ahead log; the store is where every host's journals meet.
 //!
 //! - [`layout`]: object names, and how a file is read back from its parts (pure);
-//! - [`remote`]: the store, opened from its URL through the `object_store` crate;
+//! - [`store`]: the store, opened from its URL through the `object_store` crate;
 //! - [`shipper`]: copies new journal bytes into the store, off the relay path;
 //! - [`pull`]: brings a session's segments, or every host's catalog, into a journal directory;
 //! - [`lease`]: which host continues a session (create-only lease records, fences);
@@ -19,10 +19,10 @@ pub mod index;
 pub mod layout;
 pub mod lease;
 pub mod pull;
-pub mod remote;
 pub mod shared_dir;
 pub mod shipper;
 pub mod status;
+pub mod store;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,12 +32,12 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog::{Catalog, SessionSummary};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use clock::SharedClock;
 use lease::{Acquired, Identity, Leases, Policy};
-use remote::{Put, Remote};
 use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
+use store::{Put, Store, Version, Write, Written};
 
 pub use pull::Pulled;
 
@@ -98,7 +98,7 @@ impl Drop for Inner {
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fleet")
-            .field("store", &self.inner.shared.remote)
+            .field("store", &self.inner.shared.store)
             .field("me", &self.inner.shared.me)
             .finish()
     }
@@ -112,18 +112,23 @@ impl Fleet {
     ///
     /// # Errors
     /// A URL that cannot be opened, or no thread for the shipper.
-    pub fn start(url: &str, local: Store, run: &str, options: Options) -> anyhow::Result<Fleet> {
-        let remote = Remote::open(url)?;
-        Fleet::with_remote(remote, local, run, options, Arc::new(clock::SystemClock))
+    pub fn start(
+        url: &str,
+        local: JournalDir,
+        run: &str,
+        options: Options,
+    ) -> anyhow::Result<Fleet> {
+        let store = Store::open(url)?;
+        Fleet::with_store(store, local, run, options, Arc::new(clock::SystemClock))
     }
 
     /// As [`Fleet::start`], on a store already opened and with `clock`.
     ///
     /// # Errors
     /// No journal directory, or no thread for the shipper.
-    pub fn with_remote(
-        remote: Remote,
-        local: Store,
+    pub fn with_store(
+        store: Store,
+        local: JournalDir,
         run: &str,
         options: Options,
         clock: SharedClock,
@@ -146,7 +151,7 @@ impl Fleet {
             conditional: None,
         }));
         let shared = Arc::new(Shared {
-            remote,
+            store,
             local,
             me,
             policy: policy.clone(),
@@ -158,8 +163,8 @@ impl Fleet {
         let (probed_tx, probed) = watch::channel(false);
         let prober = shared.clone();
         runtime.spawn(async move {
-            let (remote, host) = (&prober.remote, &prober.me.host);
-            let found = probe(remote, host).await;
+            let (store, host) = (&prober.store, &prober.me.host);
+            let found = probe(store, host).await;
             policy.lock().conditional = match found {
                 Probe::Enforced => Some(true),
                 Probe::Ignored => Some(false),
@@ -169,19 +174,19 @@ impl Fleet {
             match found {
                 Probe::Enforced => tracing::info!(
                     "object store {}: reachable, conditional writes enforced (this host is {host})",
-                    remote.url()
+                    store.url()
                 ),
                 Probe::Ignored => tracing::warn!(
                     "object store {} ignores conditional writes (a second create-if-absent of one \
                      object, or a replace of a version it was not at, succeeded): it cannot \
                      arbitrate which host continues a session, so a session another host had \
                      moves here only with --takeover",
-                    remote.url()
+                    store.url()
                 ),
                 Probe::Failed(e) => tracing::error!(
                     "object store {} refused acp-journal at start: {e}. Journals are kept on the \
                      local disk and shipped once it accepts them",
-                    remote.url()
+                    store.url()
                 ),
             }
         });
@@ -198,7 +203,7 @@ impl Fleet {
 
     /// The store's URL.
     pub fn url(&self) -> &str {
-        self.inner.shared.remote.url()
+        self.inner.shared.store.url()
     }
 
     /// How long a load may wait for a session whose holder went silent: its lease's time
@@ -230,7 +235,7 @@ impl Fleet {
                 let _ = within(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
                 let policy = self.inner.shared.policy();
                 let acquire = lease::acquire(
-                    &s.remote,
+                    &s.store,
                     &s.leases,
                     s.clock.as_ref(),
                     &s.me,
@@ -261,17 +266,15 @@ impl Fleet {
             return Ok(sessions.clone());
         }
         let s = &self.inner.shared;
-        let copy = Store::mirror(s.local.root().join("store-copy"));
+        let copy = JournalDir::mirror(s.local.root().join("store-copy"));
         // The team index's sessions table when there is one; else every host's catalog.
         let indexed = runtime.block_on(async {
             within(PULL_TIMEOUT, async {
-                let index::reader::Found::Index(snapshot) = index::reader::open(&s.remote).await?
+                let index::reader::Found::Index(snapshot) = index::reader::open(&s.store).await?
                 else {
                     return Ok(None);
                 };
-                index::reader::sessions(&s.remote, &snapshot)
-                    .await
-                    .map(Some)
+                index::reader::sessions(&s.store, &snapshot).await.map(Some)
             })
             .await?
         });
@@ -291,7 +294,7 @@ impl Fleet {
                     );
                 }
                 let skipped =
-                    runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.remote, &copy)))??;
+                    runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.store, &copy)))??;
                 for why in skipped {
                     tracing::warn!("{}: {why}", self.url());
                 }
@@ -345,7 +348,7 @@ impl Fleet {
         let s = &self.inner.shared;
         runtime.block_on(within(
             PULL_TIMEOUT,
-            pull::session(&s.remote, &s.local, session),
+            pull::session(&s.store, &s.local, session),
         ))?
     }
 }
@@ -359,28 +362,29 @@ async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<
 
 /// Create the same probe object twice (the second must find it there), then replace it naming
 /// a version it is not at (which must fail).
-async fn probe(remote: &Remote, host: &str) -> Probe {
+async fn probe(store: &Store, host: &str) -> Probe {
     let mut nonce = [0u8; 8];
     let _ = getrandom::fill(&mut nonce);
     let nonce = hex::encode(nonce);
     let name = format!("probe/{host}-{nonce}");
-    let outcome = match remote.put_new(&name, bytes::Bytes::from_static(b"1")).await {
+    let outcome = match store.put_new(&name, bytes::Bytes::from_static(b"1")).await {
         Err(e) => return Probe::Failed(e.to_string()),
-        Ok(_) => match remote.put_new(&name, bytes::Bytes::from_static(b"2")).await {
+        Ok(_) => match store.put_new(&name, bytes::Bytes::from_static(b"2")).await {
             Ok(Put::Existed) => {
-                let stale = remote::Version {
+                let stale = Version {
                     e_tag: Some("\"acp-journal-probe\"".into()),
                     version: Some("1".into()),
                 };
-                let replace = remote::Write::Replace(stale);
-                match remote
+                let replace = Write::Replace(stale);
+                match store
                     .put_versioned(&name, bytes::Bytes::from_static(b"3"), replace)
                     .await
                 {
-                    Ok(remote::Written::Conflict) => Probe::Enforced,
+                    Ok(Written::Conflict) => Probe::Enforced,
                     // A store that cannot replace conditionally arbitrates nothing either.
-                    Ok(remote::Written::Yes(_))
-                    | Err(object_store::Error::NotImplemented { .. }) => Probe::Ignored,
+                    Ok(Written::Yes(_)) | Err(object_store::Error::NotImplemented { .. }) => {
+                        Probe::Ignored
+                    }
                     Err(e) => Probe::Failed(format!("a conditional replace failed: {e}")),
                 }
             }
@@ -388,13 +392,13 @@ async fn probe(remote: &Remote, host: &str) -> Probe {
             Err(e) => Probe::Failed(e.to_string()),
         },
     };
-    let _ = remote.delete(&name).await;
+    let _ = store.delete(&name).await;
     outcome
 }
 
 /// This journal directory's name among the hosts: `host-id` in it, made once
 /// (`<hostname>-<8 random hex digits>`, lower-case, private).
-fn host_id(local: &Store) -> std::io::Result<String> {
+fn host_id(local: &JournalDir) -> std::io::Result<String> {
     let path = local.root().join("host-id");
     let valid = |s: &str| {
         !s.is_empty()

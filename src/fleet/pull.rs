@@ -22,11 +22,11 @@ use futures_util::StreamExt;
 
 use super::layout::{self, Entry, Step};
 use super::lease;
-use super::remote::Remote;
+use super::store::Store;
 use crate::catalog::{CatalogEntry, HostScope};
-use crate::journal::Store;
+use crate::journal::JournalDir;
+use crate::journal::dir::{segment_name_ok, session_key};
 use crate::journal::private::{create_private_dir, create_private_file};
-use crate::journal::store::{segment_name_ok, session_key};
 
 /// Largest part a reader accepts (the shipper writes at most 64 MiB).
 const MAX_PART: u64 = 256 << 20;
@@ -64,11 +64,11 @@ fn safe_segment(file: &str) -> bool {
 ///
 /// # Errors
 /// The store's listing.
-pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pulled, String> {
+pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result<Pulled, String> {
     let key = session_key(session);
     let dir = format!("sessions/{key}");
-    let objects = remote.list(&dir).await.map_err(|e| e.to_string())?;
-    let history = lease::history(remote, &key)
+    let objects = store.list(&dir).await.map_err(|e| e.to_string())?;
+    let history = lease::history(store, &key)
         .await
         .map_err(|e| e.to_string())?;
     let mut files: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
@@ -104,7 +104,7 @@ pub async fn session(remote: &Remote, local: &Store, session: &str) -> Result<Pu
         // A file this host writes is never behind the store (the store has only what it
         // shipped from it), so nothing is appended to it; its mark still says where the
         // shared session's copy of it ends.
-        match pull_file(remote, file, &entries, &path).await {
+        match pull_file(store, file, &entries, &path).await {
             Ok(0) => {}
             Ok(bytes) => {
                 pulled.files += 1;
@@ -155,7 +155,7 @@ fn names(path: &Path, session: &str, run: &str) -> bool {
 /// The store's, a part that is not what its name says, or the local disk's; the parts before
 /// the one in error are appended all the same.
 pub async fn pull_file(
-    remote: &Remote,
+    store: &Store,
     file: &str,
     entries: &[Entry],
     path: &Path,
@@ -179,7 +179,7 @@ pub async fn pull_file(
     let compressed = layout::compressed(file);
     let fetches = steps[..readable]
         .iter()
-        .map(|&step| fetch(remote, file, step, compressed));
+        .map(|&step| fetch(store, file, step, compressed));
     let mut chunks = futures_util::stream::iter(fetches).buffered(FETCHES);
     if let Some(dir) = path.parent() {
         create_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -206,7 +206,7 @@ pub async fn pull_file(
 
 /// The bytes of one step.
 async fn fetch(
-    remote: &Remote,
+    store: &Store,
     file: &str,
     step: Step,
     compressed: bool,
@@ -215,7 +215,7 @@ async fn fetch(
     let size = step.end - step.start;
     let wrong = |what: String| format!("{name}: {what}");
     if compressed {
-        let packed = remote.get(&name).await.map_err(|e| wrong(e.to_string()))?;
+        let packed = store.get(&name).await.map_err(|e| wrong(e.to_string()))?;
         if packed.len() as u64 > MAX_PART {
             return Err(wrong(format!("{} bytes", packed.len())));
         }
@@ -227,7 +227,7 @@ async fn fetch(
         let from = usize::try_from(step.from - step.start).unwrap_or(0);
         return Ok(bytes::Bytes::from(plain).slice(from..));
     }
-    let bytes = remote
+    let bytes = store
         .get_range(&name, step.from - step.start..size)
         .await
         .map_err(|e| wrong(e.to_string()))?;
@@ -247,8 +247,8 @@ async fn fetch(
 ///
 /// # Errors
 /// The store's listing, or the local disk's.
-pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, String> {
-    let hosts = remote.subdirs("hosts").await.map_err(|e| e.to_string())?;
+pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Vec<String>, String> {
+    let hosts = store.subdirs("hosts").await.map_err(|e| e.to_string())?;
     let hosts: Vec<String> = hosts
         .into_iter()
         .filter(|h| {
@@ -260,14 +260,14 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         .collect();
     let pulls = hosts.iter().map(|host| async move {
         let file = layout::host_catalog(host);
-        let entries = remote.entries(&file).await.map_err(|e| e.to_string())?;
+        let entries = store.entries(&file).await.map_err(|e| e.to_string())?;
         let path = local.root().join(&file);
         let (_, end) = layout::parts_to_read(&entries, 0);
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > end) {
             // The host rewrote its catalog: start again.
             let _ = std::fs::remove_file(&path);
         }
-        pull_file(remote, &file, &entries, &path).await
+        pull_file(store, &file, &entries, &path).await
     });
     let results: Vec<Result<u64, String>> = futures_util::stream::iter(pulls)
         .buffer_unordered(16)
@@ -275,7 +275,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
         .await;
     let skipped: Vec<String> = results.into_iter().filter_map(Result::err).collect();
     // What was erased from the store leaves this copy too: its catalog lines, its sessions.
-    let erased = super::erase::erased_keys(remote)
+    let erased = super::erase::erased_keys(store)
         .await
         .map_err(|e| e.to_string())?;
     if !erased.is_empty() {
@@ -339,7 +339,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
     }
     let mut refused: std::collections::HashSet<(String, &str)> = Default::default();
     for (session, by_host) in claims.iter().filter(|(_, h)| h.len() > 1) {
-        let history = lease::history(remote, &session_key(session))
+        let history = lease::history(store, &session_key(session))
             .await
             .map_err(|e| e.to_string())?;
         for (host, runs) in by_host {
@@ -367,7 +367,7 @@ pub async fn catalogs(remote: &Remote, local: &Store) -> Result<Vec<String>, Str
 /// # Errors
 /// The local disk's.
 pub fn write_catalog<'a>(
-    local: &Store,
+    local: &JournalDir,
     mut lines: impl Iterator<Item = &'a [u8]>,
 ) -> Result<(), String> {
     let merged = local.root().join("catalog.ndjson");

@@ -33,11 +33,11 @@ use super::clock::SharedClock;
 use super::index;
 use super::layout::{self, Entry};
 use super::lease::{self, Identity, Leases, Policy, Shipping};
-use super::remote::Remote;
 use super::status::{Status, Stranded};
-use crate::journal::Store;
+use super::store::Store;
+use crate::journal::JournalDir;
+use crate::journal::dir::{SEGMENT_SUFFIX, segments_in};
 use crate::journal::mark::{self, Mark};
-use crate::journal::store::{SEGMENT_SUFFIX, segments_in};
 
 /// Largest part shipped at once; a bigger backlog goes as several.
 const MAX_PART: u64 = 8 << 20;
@@ -125,9 +125,9 @@ enum FileAnswer {
 /// What the shipper shares with the process it ships for.
 pub struct Shared {
     /// The store.
-    pub remote: Remote,
+    pub store: Store,
     /// The journal directory.
-    pub local: Store,
+    pub local: JournalDir,
     /// This process in lease records.
     pub me: Identity,
     /// How leases are taken (the probe's finding is filled in when it comes).
@@ -164,17 +164,17 @@ pub struct Shipper {
 }
 
 impl Shipper {
-    /// A shipper of `shared.local`'s files to `shared.remote`, every `interval`.
+    /// A shipper of `shared.local`'s files to `shared.store`, every `interval`.
     pub fn new(
         shared: Arc<Shared>,
         interval: Duration,
         messages: mpsc::UnboundedReceiver<ShipperMessage>,
         indexed: bool,
     ) -> Shipper {
-        let ledger = Ledger::open(&shared.local, shared.remote.url());
+        let ledger = Ledger::open(&shared.local, shared.store.url());
         let index = indexed.then(|| {
-            let (remote, local) = (shared.remote.clone(), shared.local.clone());
-            index::writer::Writer::new(remote, local, shared.me.host.clone())
+            let (store, local) = (shared.store.clone(), shared.local.clone());
+            index::writer::Writer::new(store, local, shared.me.host.clone())
         });
         Shipper {
             shared,
@@ -254,7 +254,7 @@ impl Shipper {
             } else {
                 tracing::warn!(
                     "{}: this run's last rows of the team index were not written ({e}); `acp-journal index rebuild` restores them",
-                    self.shared.remote.url()
+                    self.shared.store.url()
                 );
             }
         }
@@ -263,8 +263,8 @@ impl Shipper {
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
         let s = &self.shared;
-        lease::release_all(&s.remote, s.clock.as_ref(), &s.leases, within).await;
-        s.status.write_file(&s.local, s.remote.url());
+        lease::release_all(&s.store, s.clock.as_ref(), &s.leases, within).await;
+        s.status.write_file(&s.local, s.store.url());
     }
 
     /// Follow `path` (absolute, under the journal directory); `mine`: a segment this process
@@ -333,7 +333,7 @@ impl Shipper {
     async fn round(&mut self) -> bool {
         let s = self.shared.clone();
         if self.erased_at.is_none_or(|at| at.elapsed() >= ERASED_EVERY) {
-            if let Ok(keys) = super::erase::erased_keys(&s.remote).await {
+            if let Ok(keys) = super::erase::erased_keys(&s.store).await {
                 self.erased = Arc::new(keys);
                 if let Some(index) = &mut self.index {
                     index.set_erased(self.erased.clone());
@@ -341,7 +341,7 @@ impl Shipper {
             }
             self.erased_at = Some(Instant::now());
         }
-        let mut failed = lease::renew_due(&s.remote, s.clock.as_ref(), &s.leases)
+        let mut failed = lease::renew_due(&s.store, s.clock.as_ref(), &s.leases)
             .await
             .err();
         if let Err(e) = self.take_leases().await {
@@ -352,9 +352,9 @@ impl Shipper {
         let work = requests.into_iter().filter_map(|(path, request)| {
             let t = self.tracked.get(&path)?;
             let (local, file, parts) = (t.local.clone(), t.file.clone(), t.parts.clone());
-            let (remote, erased) = (s.remote.clone(), self.erased.clone());
+            let (store, erased) = (s.store.clone(), self.erased.clone());
             Some(async move {
-                let answer = send_request(&remote, &local, &file, &parts, request, &erased).await;
+                let answer = send_request(&store, &local, &file, &parts, request, &erased).await;
                 (path, answer)
             })
         });
@@ -376,7 +376,7 @@ impl Shipper {
         }
         self.report_failure(failed);
         self.count_behind();
-        s.status.write_file_if_changed(&s.local, s.remote.url());
+        s.status.write_file_if_changed(&s.local, s.store.url());
         worked
     }
 
@@ -400,7 +400,7 @@ impl Shipper {
         let policy = s.policy();
         let lease = index::compact::LEASE;
         let mine = lease::acquire(
-            &s.remote,
+            &s.store,
             &s.leases,
             s.clock.as_ref(),
             &s.me,
@@ -410,7 +410,7 @@ impl Shipper {
         )
         .await;
         if mine.is_ok() {
-            index::compact::compact(&s.remote, &s.me.host, now).await?;
+            index::compact::compact(&s.store, &s.me.host, now).await?;
         }
         Ok(())
     }
@@ -418,8 +418,8 @@ impl Shipper {
     fn report_failure(&self, failed: Option<String>) {
         let s = &self.shared;
         match failed {
-            Some(e) => s.status.failed(s.remote.url(), &e),
-            None => s.status.recovered(s.remote.url()),
+            Some(e) => s.status.failed(s.store.url(), &e),
+            None => s.status.recovered(s.store.url()),
         }
     }
 
@@ -456,7 +456,7 @@ impl Shipper {
         let s = &self.shared;
         let sessions = self.leases_wanted();
         lease::take_all(
-            &s.remote,
+            &s.store,
             &s.leases,
             s.clock.as_ref(),
             &s.me,
@@ -610,7 +610,7 @@ impl Shipper {
                     // parts go, and it is shipped again from the start.
                     for (start, end) in std::mem::take(&mut t.parts) {
                         let name = format!("{}/{}", t.file, layout::part_name(start, end));
-                        let _ = self.shared.remote.delete(&name).await;
+                        let _ = self.shared.store.delete(&name).await;
                     }
                     t.shipped = Some(0);
                 } else {
@@ -624,7 +624,7 @@ impl Shipper {
                     // lease made for it now; else another host continued the session from
                     // what the store had, and these bytes are a branch it never saw.
                     let s = &self.shared;
-                    match lease::recover(&s.remote, s.clock.as_ref(), &s.me.host, &key, &t.local)
+                    match lease::recover(&s.store, s.clock.as_ref(), &s.me.host, &key, &t.local)
                         .await
                     {
                         Ok(Some(epoch)) => {
@@ -714,7 +714,7 @@ fn session_of(path: &Path) -> Option<String> {
 
 /// Send one file's request to the store.
 async fn send_request(
-    remote: &Remote,
+    store: &Store,
     local: &Path,
     file: &str,
     parts: &[(u64, u64)],
@@ -722,14 +722,14 @@ async fn send_request(
     erased: &HashSet<String>,
 ) -> Result<FileAnswer, String> {
     match request {
-        FileRequest::Ask => remote
+        FileRequest::Ask => store
             .entries(file)
             .await
             .map(FileAnswer::Asked)
             .map_err(|e| e.to_string()),
         FileRequest::Ship { start, end, epoch } => {
             if let Some(epoch) = epoch {
-                remote
+                store
                     .put_new(
                         &format!("{file}/{}", layout::epoch_name(epoch)),
                         Bytes::new(),
@@ -738,7 +738,7 @@ async fn send_request(
                     .map_err(|e| e.to_string())?;
             }
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
-            remote
+            store
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -746,13 +746,13 @@ async fn send_request(
         }
         FileRequest::Compact { start, end } => {
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
-            remote
+            store
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
                 .map_err(|e| e.to_string())?;
             for &(s, e) in parts.iter().filter(|p| p.0 >= start && p.1 <= end) {
                 if (s, e) != (start, end) {
-                    remote
+                    store
                         .delete(&format!("{file}/{}", layout::part_name(s, e)))
                         .await
                         .map_err(|e| e.to_string())?;
@@ -805,7 +805,7 @@ pub struct StrandedFile {
 }
 
 impl Ledger {
-    fn path(local: &Store, url: &str) -> PathBuf {
+    fn path(local: &JournalDir, url: &str) -> PathBuf {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(url.as_bytes());
         let tag = hex::encode(&digest[..6]);
@@ -820,7 +820,7 @@ impl Ledger {
             .collect()
     }
 
-    fn open(local: &Store, url: &str) -> Ledger {
+    fn open(local: &JournalDir, url: &str) -> Ledger {
         let path = Ledger::path(local, url);
         let mut shipped = HashMap::new();
         for v in Ledger::lines(&path) {
@@ -838,7 +838,7 @@ impl Ledger {
     }
 
     /// Every file of `local` stranded for the store at `url`.
-    pub fn stranded(local: &Store, url: &str) -> Vec<StrandedFile> {
+    pub fn stranded(local: &JournalDir, url: &str) -> Vec<StrandedFile> {
         Ledger::lines(&Ledger::path(local, url))
             .into_iter()
             .filter_map(|v| {

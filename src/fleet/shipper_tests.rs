@@ -61,12 +61,12 @@ struct Host {
 }
 
 impl Host {
-    async fn start(remote: &Remote, name: &str) -> (Host, tokio::task::JoinHandle<()>) {
+    async fn start(store: &Store, name: &str) -> (Host, tokio::task::JoinHandle<()>) {
         let dir = tempfile::tempdir().unwrap();
-        let local = Store::new(dir.path());
+        let local = JournalDir::new(dir.path());
         local.create_dirs().unwrap();
         let shared = Arc::new(Shared {
-            remote: remote.clone(),
+            store: store.clone(),
             local,
             me: Identity {
                 host: name.into(),
@@ -113,24 +113,24 @@ impl Host {
     }
 }
 
-fn memory() -> (Remote, Arc<Faulty>) {
+fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
-    (Remote::with_store(faulty.clone(), "", "memory://"), faulty)
+    (Store::with_store(faulty.clone(), "", "memory://"), faulty)
 }
 
 /// The texts a pulled copy of `session` holds, in order.
-async fn pulled_texts(remote: &Remote, session: &str) -> Vec<String> {
+async fn pulled_texts(store: &Store, session: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let copy = Store::new(dir.path());
-    let got = pull::session(remote, &copy, session).await.unwrap();
+    let copy = JournalDir::new(dir.path());
+    let got = pull::session(store, &copy, session).await.unwrap();
     assert!(
         got.skipped.is_empty(),
         "{:?} {:?}",
         got.skipped,
-        remote.list("").await
+        store.list("").await
     );
     let mut texts = Vec::new();
-    for path in crate::journal::store::segments_in(&copy.session_dir(session)).unwrap() {
+    for path in crate::journal::dir::segments_in(&copy.session_dir(session)).unwrap() {
         for record in SegmentReader::open(&path).unwrap() {
             if let Body::Message { payload, .. } = &record.body {
                 let v: serde_json::Value = serde_json::from_slice(&payload.bytes).unwrap();
@@ -145,15 +145,15 @@ async fn pulled_texts(remote: &Remote, session: &str) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_whole() {
-    let (remote, faulty) = memory();
-    let (a, shipper) = Host::start(&remote, "a").await;
+    let (store, faulty) = memory();
+    let (a, shipper) = Host::start(&store, "a").await;
     let mut writer = a.open("s");
     for n in 0..5 {
         writer.append(&line(n, &format!("before {n}"))).unwrap();
         writer.flush().unwrap();
         tokio::time::sleep(INTERVAL * 2).await;
     }
-    assert_eq!(pulled_texts(&remote, "s").await.len(), 5);
+    assert_eq!(pulled_texts(&store, "s").await.len(), 5);
     // The store goes down for longer than the lease: nothing is lost, the lease is renewed
     // once the store answers (nobody took it), and what waited is shipped.
     faulty.set_down(true);
@@ -166,14 +166,14 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     faulty.set_down(false);
     tokio::time::sleep(INTERVAL * 5).await;
     assert!(!a.shared.status.failing());
-    assert_eq!(pulled_texts(&remote, "s").await.len(), 10);
+    assert_eq!(pulled_texts(&store, "s").await.len(), 10);
     // Closed: its parts become one object, the ledger says it is whole.
     let path = writer.path().to_path_buf();
     writer.close(11, 1, 1).unwrap();
     a.notes.send(ShipperMessage::Closed(path.clone())).unwrap();
     tokio::time::sleep(INTERVAL * 5).await;
     let rel = a.shared.local.relative(&path);
-    let parts: Vec<_> = remote
+    let parts: Vec<_> = store
         .entries(&rel)
         .await
         .unwrap()
@@ -190,10 +190,10 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
         .unwrap();
     let _ = rx.await;
     shipper.await.unwrap();
-    let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, remote.url())).unwrap();
+    let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, store.url())).unwrap();
     assert!(ledger.contains(&rel), "{ledger}");
     // And the session was given back.
-    let seen = lease::read_lease(&remote, &crate::journal::store::session_key("s"))
+    let seen = lease::read_lease(&store, &crate::journal::dir::session_key("s"))
         .await
         .unwrap();
     assert!(
@@ -204,8 +204,8 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
 
 #[tokio::test(start_paused = true)]
 async fn a_segment_whose_session_another_host_took_is_stranded_never_called_shipped() {
-    let (remote, _) = memory();
-    let (a, _shipper) = Host::start(&remote, "a").await;
+    let (store, _) = memory();
+    let (a, _shipper) = Host::start(&store, "a").await;
     let mut writer = a.open("s");
     writer.append(&line(0, "a before")).unwrap();
     writer.flush().unwrap();
@@ -223,7 +223,7 @@ async fn a_segment_whose_session_another_host_took_is_stranded_never_called_ship
     };
     let leases_b = Mutex::new(Leases::default());
     lease::acquire(
-        &remote,
+        &store,
         &leases_b,
         &RuntimeClock::new(0),
         &b,
@@ -242,18 +242,18 @@ async fn a_segment_whose_session_another_host_took_is_stranded_never_called_ship
     writer.append(&line(2, "a after it knows")).unwrap();
     writer.flush().unwrap();
     tokio::time::sleep(INTERVAL * 3).await;
-    let report = a.shared.status.report(remote.url());
+    let report = a.shared.status.report(store.url());
     assert_eq!(report.behind_bytes, 0, "{report:?}");
     assert_eq!(report.stranded.len(), 1, "{report:?}");
     assert!(report.stranded[0].bytes > 0);
     assert!(crate::journal::mark::beyond_store(writer.path()).is_some());
-    assert_eq!(pulled_texts(&remote, "s").await, ["a before"]);
+    assert_eq!(pulled_texts(&store, "s").await, ["a before"]);
 }
 
 #[tokio::test]
 async fn a_pull_admits_only_segments_their_lease_history_names() {
-    let (remote, _) = memory();
-    let (a, shipper) = Host::start(&remote, "a").await;
+    let (store, _) = memory();
+    let (a, shipper) = Host::start(&store, "a").await;
     let mut writer = a.open("s");
     writer.append(&line(0, "genuine")).unwrap();
     writer.close(1, 1, 1).unwrap();
@@ -267,7 +267,7 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     let _ = rx.await;
     shipper.await.unwrap();
     // A segment under a run no epoch names, and one whose header names another session.
-    let key = crate::journal::store::session_key("s");
+    let key = crate::journal::dir::session_key("s");
     for (run, session) in [
         ("20261127T120000.000000Z-9", "s"),
         ("20261127T130000.000000Z-9", "other"),
@@ -279,24 +279,24 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
         forged.close(1, 1, 1).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let file = format!("sessions/{key}/{run}.acpj.zst");
-        remote
+        store
             .put_new(
                 &format!("{file}/{}", layout::part_name(0, bytes.len() as u64)),
                 bytes.into(),
             )
             .await
             .unwrap();
-        remote
+        store
             .put_new(&format!("{file}/{}", layout::epoch_name(1)), Bytes::new())
             .await
             .unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
-    let copy = Store::new(dir.path());
-    let got = pull::session(&remote, &copy, "s").await.unwrap();
+    let copy = JournalDir::new(dir.path());
+    let got = pull::session(&store, &copy, "s").await.unwrap();
     assert_eq!(got.skipped.len(), 2, "{:?}", got.skipped);
     assert_eq!(
-        crate::journal::store::segments_in(&copy.session_dir("s"))
+        crate::journal::dir::segments_in(&copy.session_dir("s"))
             .unwrap()
             .len(),
         1

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::journal::Store;
+use crate::journal::JournalDir;
 
 /// Lag samples kept for the percentiles.
 const SAMPLES: usize = 4096;
@@ -177,7 +177,7 @@ impl Status {
     }
 
     /// Write the status file when something changed since the last write.
-    pub(super) fn write_file_if_changed(&self, local: &Store, url: &str) {
+    pub(super) fn write_file_if_changed(&self, local: &JournalDir, url: &str) {
         let changed = std::mem::take(&mut self.inner.lock().changed);
         if changed {
             self.write_file(local, url);
@@ -185,7 +185,7 @@ impl Status {
     }
 
     /// Write the status file (`shipping/<pid>.json`, private, replaced whole).
-    pub(super) fn write_file(&self, local: &Store, url: &str) {
+    pub(super) fn write_file(&self, local: &JournalDir, url: &str) {
         let dir = local.root().join("shipping");
         let report = self.report(url);
         let write = || -> std::io::Result<()> {
@@ -206,7 +206,7 @@ impl Status {
 
 /// The status files of the processes shipping from `local` now (files of gone processes are
 /// left out).
-pub fn reports(local: &Store) -> Vec<Report> {
+pub fn reports(local: &JournalDir) -> Vec<Report> {
     let Ok(dir) = std::fs::read_dir(local.root().join("shipping")) else {
         return Vec::new();
     };
@@ -214,7 +214,7 @@ pub fn reports(local: &Store) -> Vec<Report> {
         .flatten()
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice::<Report>(&b).ok())
-        .filter(|r| crate::journal::store::acp_journal_running(r.pid))
+        .filter(|r| crate::journal::dir::acp_journal_running(r.pid))
         .collect();
     out.sort_by_key(|r| r.pid);
     out

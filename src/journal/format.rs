@@ -229,7 +229,7 @@ pub struct Header {
     /// The session's working directory, when known at open time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// The connection segment of the same run, relative to the store root.
+    /// The connection segment of the same run, relative to the journal directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection: Option<String>,
     /// A copy of the initialize exchange, so a session segment replays on its own.

@@ -6,18 +6,18 @@
 //! header keeps the `initialize` exchange as raw JSON. What the lines mean is for the layers
 //! above (`catalog`, `proto`, `render`, `replay`).
 
+pub mod dir;
 pub mod event;
 pub mod format;
 mod frames;
 pub mod mark;
 pub mod private;
 pub mod reader;
-pub mod store;
 pub mod tail;
 pub mod writer;
 
+pub use dir::JournalDir;
 pub use event::Event;
 pub use format::{Body, Header, Payload, Record, SegmentKind};
 pub use reader::{SegmentReader, Tail};
-pub use store::Store;
 pub use writer::SegmentWriter;

@@ -98,7 +98,7 @@ impl SegmentTail {
     }
 
     /// The segment's header, once its line is complete (on Linux a segment appears in the
-    /// store with its header whole).
+    /// journal directory with its header whole).
     pub fn header(&self) -> Option<&Header> {
         self.header.as_ref()
     }

@@ -83,7 +83,7 @@ impl SegmentWriter {
         &self.path
     }
 
-    /// Record the file's name once it was given one ([`super::Store::create_segment_writer`]).
+    /// Record the file's name once it was given one ([`super::JournalDir::create_segment_writer`]).
     pub(crate) fn set_path(&mut self, path: PathBuf) {
         self.path = path;
     }

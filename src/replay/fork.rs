@@ -1,7 +1,7 @@
 //! A fork: a new session in the journal directory whose history is another session's, up to a turn.
 //!
 //! The fork is one closed session segment in its own directory, made whole before it gets its
-//! name ([`Store::create_segment_writer`]): the parent's first header (with the fork's session
+//! name ([`JournalDir::create_segment_writer`]): the parent's first header (with the fork's session
 //! ID, a run of its own and no connection), a `forked_from` event, then the parent's records
 //! across its segments in order, cut before the first prompt turn past the fork point. Every
 //! message naming the parent in `params.sessionId` (or a `session/new` answer's
@@ -22,11 +22,13 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::catalog::{Catalog, CatalogEntry};
+use crate::journal::dir::{run_id, segments_in};
 use crate::journal::format::Encoding;
 use crate::journal::reader::is_end_marker;
-use crate::journal::store::{run_id, segments_in};
 use crate::journal::writer::SegmentStats;
-use crate::journal::{Body, Event, Header, Payload, Record, SegmentKind, SegmentReader, Store};
+use crate::journal::{
+    Body, Event, Header, JournalDir, Payload, Record, SegmentKind, SegmentReader,
+};
 use crate::proto::history::MadeUpIds;
 use crate::replay::bundle::is_prompt_turn;
 use crate::wire::Side;
@@ -60,7 +62,7 @@ pub struct ForkReport {
 /// Records staged between flushes to the file.
 const FLUSH_EVERY: u64 = 256;
 
-/// Create session `fork_id` in `store` holding session `parent`'s history up to `point`, with
+/// Create session `fork_id` in `journals` holding session `parent`'s history up to `point`, with
 /// its segment and catalog entries stamped `unix_us`.
 ///
 /// # Errors
@@ -68,7 +70,7 @@ const FLUSH_EVERY: u64 = 256;
 /// history (or a message not found), a parent segment that cannot be read, or the fork that
 /// cannot be written (nothing of it is left then).
 pub fn fork_session(
-    store: &Store,
+    journals: &JournalDir,
     parent: &str,
     point: ForkPoint,
     fork_id: &str,
@@ -80,16 +82,16 @@ pub fn fork_session(
     if fork_id == parent {
         anyhow::bail!("a fork needs an ID of its own, not its parent's {parent:?}");
     }
-    let root = store.root().display();
-    let sessions = store
+    let root = journals.root().display();
+    let sessions = journals
         .sessions_with(false)
         .with_context(|| format!("reading the catalog of {root}"))?;
-    let segments = segments_in(&store.session_dir(parent)).unwrap_or_default();
+    let segments = segments_in(&journals.session_dir(parent)).unwrap_or_default();
     if segments.is_empty() {
         anyhow::bail!("no session {parent:?} in {root} (see `acp-journal list`)");
     }
     if sessions.iter().any(|s| s.session == fork_id)
-        || !segments_in(&store.session_dir(fork_id))
+        || !segments_in(&journals.session_dir(fork_id))
             .unwrap_or_default()
             .is_empty()
     {
@@ -124,11 +126,11 @@ pub fn fork_session(
     header.pid = std::process::id();
     header.connection = None;
 
-    store
+    journals
         .create_dirs()
         .with_context(|| format!("creating the journal directory {root}"))?;
-    let dir = store.session_dir(fork_id);
-    let writer = store
+    let dir = journals.session_dir(fork_id);
+    let writer = journals
         .create_segment_writer(&dir, &header.run, &header)
         .with_context(|| format!("creating the fork's journal in {}", dir.display()))?;
     let path = writer.path().to_path_buf();
@@ -151,7 +153,7 @@ pub fn fork_session(
         }
     };
 
-    let segment = store.relative(&path);
+    let segment = journals.relative(&path);
     let mut entries = vec![CatalogEntry::Open {
         session: fork_id.to_string(),
         segment: segment.clone(),
@@ -185,7 +187,7 @@ pub fn fork_session(
         t: unix_us,
     });
     for entry in &entries {
-        store
+        journals
             .append_catalog(entry)
             .with_context(|| format!("updating the catalog of {root}"))?;
     }

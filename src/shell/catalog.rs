@@ -15,13 +15,13 @@ use std::thread::JoinHandle;
 use tokio::sync::mpsc;
 
 use crate::catalog::{Catalog, CatalogEntry, CatalogIndex, SessionSummary, git_branch};
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::proto::{CatalogUpdate, ListedSession};
 
 /// What the catalog thread sends back to the main loop.
 #[derive(Debug)]
 pub(super) enum CatalogAnswer {
-    /// The store's sessions for `session/list` request `request`.
+    /// The journal directory's sessions for `session/list` request `request`.
     Sessions {
         /// The core's request number.
         request: u64,
@@ -42,7 +42,7 @@ enum Job {
     Changed,
 }
 
-/// What `session/list` shows of the store, and for which agent.
+/// What `session/list` shows of the journal directory, and for which agent.
 #[derive(Clone, Debug)]
 pub(super) struct ListScope {
     /// This run's agent command line, as the catalog has it.
@@ -61,16 +61,16 @@ pub(super) struct CatalogService {
 }
 
 impl CatalogService {
-    /// Start the thread for `store`; its answers arrive on the returned receiver.
+    /// Start the thread for `journals`; its answers arrive on the returned receiver.
     pub(super) fn start(
-        store: Store,
+        journals: JournalDir,
         scope: ListScope,
     ) -> (CatalogService, mpsc::UnboundedReceiver<CatalogAnswer>) {
         let (jobs, rx) = std::sync::mpsc::channel();
         let (answers, answers_rx) = mpsc::unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("catalog".into())
-            .spawn(move || serve(&store, &scope, &rx, &answers))
+            .spawn(move || serve(&journals, &scope, &rx, &answers))
             .map_err(|e| tracing::error!("cannot start the catalog thread: {e}"))
             .ok();
         let service = CatalogService {
@@ -99,7 +99,8 @@ impl CatalogService {
         self.send(Job::Sessions(request));
     }
 
-    /// Ask which working directories' sessions changed in the store since the last check.
+    /// Ask which working directories' sessions changed in the journal directory since the last
+    /// check.
     pub(super) fn check_changes(&mut self) {
         self.send(Job::Changed);
     }
@@ -126,12 +127,12 @@ impl CatalogService {
 
 /// The catalog thread: does the jobs in order until the main loop hangs up.
 fn serve(
-    store: &Store,
+    journals: &JournalDir,
     scope: &ListScope,
     jobs: &std::sync::mpsc::Receiver<Job>,
     answers: &mpsc::UnboundedSender<CatalogAnswer>,
 ) {
-    let mut index = CatalogIndex::new(store);
+    let mut index = CatalogIndex::new(journals);
     for job in jobs {
         match job {
             Job::Write(mut entries) => {
@@ -145,12 +146,12 @@ fn serve(
                         *branch = git_branch(Path::new(cwd));
                     }
                 }
-                if let Err(e) = store.append_catalog_entries(&entries) {
+                if let Err(e) = journals.append_catalog_entries(&entries) {
                     tracing::warn!("cannot update the journal catalog: {e}");
                 }
             }
             Job::Sessions(request) => {
-                let sessions = sessions(store, scope, &mut index);
+                let sessions = sessions(journals, scope, &mut index);
                 let _ = answers.send(CatalogAnswer::Sessions { request, sessions });
             }
             Job::Changed => {
@@ -163,10 +164,14 @@ fn serve(
     }
 }
 
-/// The store's sessions for `session/list` (with a shared store, every host's): deleted ones
-/// left out, and (unless `--list-scope all`) those another agent recorded. A session's `state` is given only while a live proxy
-/// serves it.
-fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<ListedSession> {
+/// The journal directory's sessions for `session/list` (with a shared store, every host's):
+/// deleted ones left out, and (unless `--list-scope all`) those another agent recorded. A
+/// session's `state` is given only while a live proxy serves it.
+fn sessions(
+    journals: &JournalDir,
+    scope: &ListScope,
+    index: &mut CatalogIndex,
+) -> Vec<ListedSession> {
     if let Err(e) = index.refresh() {
         tracing::warn!("reading the journal catalog: {e}");
     }
@@ -210,10 +215,12 @@ fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<L
             updated_at: s.updated_at.clone().or_else(|| iso(s.updated)),
             updated_us: s.updated,
             agent_ids: s.agent_ids.clone(),
-            state: s
-                .state
-                .clone()
-                .filter(|_| s.open && s.segments.last().is_some_and(|seg| store.writer_alive(seg))),
+            state: s.state.clone().filter(|_| {
+                s.open
+                    && s.segments
+                        .last()
+                        .is_some_and(|seg| journals.writer_alive(seg))
+            }),
             last_turn_ended_at: s.last_turn_ended.and_then(iso),
             usage: s.usage.clone(),
             git_branch: s.git_branch.clone(),
@@ -222,7 +229,7 @@ fn sessions(store: &Store, scope: &ListScope, index: &mut CatalogIndex) -> Vec<L
         .collect()
 }
 
-/// The working directories of the sessions that changed in the store since last asked.
+/// The working directories of the sessions that changed in the journal directory since last asked.
 fn changed_cwds(index: &mut CatalogIndex) -> Vec<String> {
     let changed = index.refresh().unwrap_or_else(|e| {
         tracing::warn!("reading the journal catalog: {e}");
@@ -306,14 +313,14 @@ pub(super) fn catalog_entry(update: CatalogUpdate, t: i64) -> CatalogEntry {
 mod tests {
     use super::*;
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn journals() -> (tempfile::TempDir, JournalDir) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        (dir, store)
+        let journals = JournalDir::new(dir.path());
+        (dir, journals)
     }
 
-    fn lines(store: &Store) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(store.root().join("catalog.ndjson"))
+    fn lines(journals: &JournalDir) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(journals.root().join("catalog.ndjson"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -330,13 +337,13 @@ mod tests {
 
     #[test]
     fn entries_are_written_in_the_order_asked() {
-        let (_dir, store) = store();
+        let (_dir, journals) = journals();
         let scope = ListScope {
             agent: "a".into(),
             all: false,
             fleet: None,
         };
-        let (mut service, _answers) = CatalogService::start(store.clone(), scope);
+        let (mut service, _answers) = CatalogService::start(journals.clone(), scope);
         service.write(vec![state("S", "running", 1), state("S", "idle", 2)]);
         service.append(CatalogEntry::Delete {
             session: "T".into(),
@@ -344,7 +351,7 @@ mod tests {
         });
         service.append(state("S", "running", 4));
         service.close();
-        let written = lines(&store);
+        let written = lines(&journals);
         let kinds: Vec<(&str, i64)> = written
             .iter()
             .map(|l| (l["ev"].as_str().unwrap(), l["t"].as_i64().unwrap()))
@@ -357,18 +364,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_list_sees_every_entry_appended_before_it() {
-        let (_dir, store) = store();
+        let (_dir, journals) = journals();
         let scope = ListScope {
             agent: "agent".into(),
             all: false,
             fleet: None,
         };
-        let (mut service, mut answers) = CatalogService::start(store.clone(), scope);
+        let (mut service, mut answers) = CatalogService::start(journals.clone(), scope);
         service.append(CatalogEntry::Open {
             session: "S".into(),
             segment: format!(
                 "sessions/{}/x.acpj.zst",
-                crate::journal::store::session_key("S")
+                crate::journal::dir::session_key("S")
             ),
             cwd: Some("/nowhere".into()),
             agent: Some("agent".into()),

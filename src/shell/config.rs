@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use super::journals::FsyncPolicy;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::proto;
 
 /// Everything the shell needs to run one proxy session.
@@ -13,13 +13,13 @@ pub struct ShellConfig {
     /// The agent command and its arguments (for the journal headers).
     pub agent: Vec<OsString>,
     /// This run's name (its segments' stem, its leases' holder): see
-    /// [`crate::journal::store::run_id`].
+    /// [`crate::journal::dir::run_id`].
     pub run: String,
     /// When this run started, as its name says (Unix microseconds): what is stamped "before
     /// this run" (a fork's copy) is stamped before it.
     pub started_us: i64,
-    /// The journal store.
-    pub store: Store,
+    /// The journal directory.
+    pub journals: JournalDir,
     /// When to fdatasync.
     pub fsync: FsyncPolicy,
     /// The protocol core's settings (redaction, session loading).

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::journal::store::segments_in;
-use crate::journal::{SegmentReader, Store, mark};
+use crate::journal::dir::segments_in;
+use crate::journal::{JournalDir, SegmentReader, mark};
 use crate::proto::history::Replay;
 use crate::proto::{ClientSupport, HistoryChunk};
 
@@ -58,7 +58,7 @@ impl Until {
 /// ([`Replay::observes`] picks the records), then the replay —
 /// and send the chunks to `tx`. Stops early when `cancel` is set or the receiver is gone.
 pub fn read(
-    store: &Store,
+    journals: &JournalDir,
     req: HistoryRequest,
     cancel: Arc<AtomicBool>,
     tx: mpsc::Sender<(u64, HistoryChunk)>,
@@ -67,7 +67,7 @@ pub fn read(
         |chunk| tx.blocking_send((req.load, chunk)).is_ok() && !cancel.load(Ordering::Relaxed);
     // In the order the shared session was written (by lease epoch), each up to where a fence
     // in the shared store ends it.
-    let mut segments = segments_in(&store.session_dir(&req.session)).unwrap_or_default();
+    let mut segments = segments_in(&journals.session_dir(&req.session)).unwrap_or_default();
     mark::in_epoch_order(&mut segments);
     let open = |path: &std::path::Path| {
         SegmentReader::open_until(path, mark::read(path).fence.unwrap_or(u64::MAX))

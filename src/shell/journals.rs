@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 
 use crate::catalog::CatalogEntry;
 use crate::fleet::Fleet;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::journal::format::{
     Body, FORMAT_VERSION, Header, InitializeExchange, Record, SegmentKind, encode_record,
 };
@@ -238,7 +238,7 @@ pub enum Commit<T> {
 
 /// All journals of one run.
 pub struct JournalSet<T> {
-    store: Store,
+    dir: JournalDir,
     info: RunInfo,
     fsync: FsyncPolicy,
     connection: Slot,
@@ -269,7 +269,7 @@ impl<T: Send + 'static> JournalSet<T> {
     /// Create the journal directories and the run's connection segment, and start the
     /// compressor thread.
     pub fn open(
-        store: Store,
+        dir: JournalDir,
         info: RunInfo,
         fsync: FsyncPolicy,
         at: Stamp,
@@ -280,7 +280,7 @@ impl<T: Send + 'static> JournalSet<T> {
         let mut set = JournalSet {
             connection: Slot::new(None, "the connection".into(), &health),
             connection_rel: None,
-            store,
+            dir,
             info,
             fsync,
             sessions: HashMap::new(),
@@ -294,18 +294,18 @@ impl<T: Send + 'static> JournalSet<T> {
             retiring: Vec::new(),
             closed: Vec::new(),
         };
-        if let Err(e) = set.store.create_dirs() {
+        if let Err(e) = set.dir.create_dirs() {
             tracing::error!(
                 "journal directory {} is not usable ({e}); relaying without a journal",
-                set.store.root().display()
+                set.dir.root().display()
             );
             return set;
         }
         let header = set.header(SegmentKind::Connection, None, None, None, at);
-        let dir = set.store.root().join("connections");
+        let dir = set.dir.root().join("connections");
         match set.create(&dir, &header) {
             Ok(writer) => {
-                set.connection_rel = Some(set.store.relative(writer.path()));
+                set.connection_rel = Some(set.dir.relative(writer.path()));
                 tracing::info!("connection journal: {}", writer.path().display());
                 set.connection = Slot::new(Some(writer), "the connection".into(), &set.health);
             }
@@ -344,7 +344,7 @@ impl<T: Send + 'static> JournalSet<T> {
     /// proxy is killed or the disk is full).
     fn create(&self, dir: &Path, header: &Header) -> std::io::Result<SegmentWriter> {
         let writer = self
-            .store
+            .dir
             .create_segment_writer(dir, &self.info.run, header)?;
         if let Some(fleet) = &self.fleet {
             fleet.opened(writer.path());
@@ -387,12 +387,12 @@ impl<T: Send + 'static> JournalSet<T> {
         at: Stamp,
     ) -> (Slot, Option<CatalogEntry>) {
         let name = format!("session {session:?}");
-        let dir = self.store.session_dir(session);
+        let dir = self.dir.session_dir(session);
         let (writer, entry) = match self.create(&dir, &header) {
             Ok(writer) => {
                 let entry = CatalogEntry::Open {
                     session: session.to_string(),
-                    segment: self.store.relative(writer.path()),
+                    segment: self.dir.relative(writer.path()),
                     git_branch: None,
                     cwd: header.cwd.clone(),
                     agent: Some(self.info.argv.join(" ")),
@@ -461,7 +461,7 @@ impl<T: Send + 'static> JournalSet<T> {
                 fleet.closed(&segment);
             }
             self.closed.push(CatalogEntry::Close {
-                segment: self.store.relative(&segment),
+                segment: self.dir.relative(&segment),
                 records: stats.records,
                 bytes: stats.file_bytes,
                 turns: r.turns,
@@ -490,7 +490,7 @@ impl<T: Send + 'static> JournalSet<T> {
 
     /// True when the journal directory holds a session of this ID (its directory exists).
     pub fn holds(&self, session: &str) -> bool {
-        self.store.session_dir(session).exists()
+        self.dir.session_dir(session).exists()
     }
 
     /// True once the disk is full: journaling has stopped for this run.
@@ -645,7 +645,7 @@ impl<T: Send + 'static> JournalSet<T> {
                 fleet.closed(&segment);
             }
             entries.push(CatalogEntry::Close {
-                segment: self.store.relative(&segment),
+                segment: self.dir.relative(&segment),
                 records: stats.records,
                 bytes: stats.file_bytes,
                 turns: slot.turns,

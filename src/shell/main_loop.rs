@@ -112,7 +112,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         };
         let agent_line = info.argv.join(" ");
         let journals = JournalSet::open(
-            config.store.clone(),
+            config.journals.clone(),
             info,
             config.fsync,
             start,
@@ -131,11 +131,11 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             all: config.list_all,
             fleet: config.fleet.clone(),
         };
-        let (catalog, catalog_rx) = catalog::CatalogService::start(config.store.clone(), scope);
+        let (catalog, catalog_rx) = catalog::CatalogService::start(config.journals.clone(), scope);
         let services = Services {
             run_started_us: config.started_us,
             fork_tx,
-            store: config.store.clone(),
+            journals: config.journals.clone(),
             catalog,
             history_tx,
             fetches: HashMap::new(),

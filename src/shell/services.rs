@@ -10,16 +10,16 @@ use tokio::sync::{mpsc, oneshot};
 use super::catalog::{self, catalog_entry};
 use super::history::{self, HistoryRequest};
 use crate::fleet::Fleet;
-use crate::journal::Store;
+use crate::journal::JournalDir;
 use crate::proto::{CatalogUpdate, HistoryChunk};
 use crate::replay::fork::{ForkPoint, fork_session};
 
-/// The store-side services the core asks for: history reads, the catalog, forks.
+/// The journal directory's services the core asks for: history reads, the catalog, forks.
 pub(super) struct Services {
-    pub(super) store: Store,
+    pub(super) journals: JournalDir,
     /// When this run started (Unix microseconds).
     pub(super) run_started_us: i64,
-    /// Forks made in the store, answered to the main loop.
+    /// Forks made in the journal directory, answered to the main loop.
     pub(super) fork_tx: mpsc::Sender<(u64, Result<(), String>)>,
     /// Catalog appends and reads (`session/list`, its change notifications), on their thread.
     pub(super) catalog: catalog::CatalogService,
@@ -60,7 +60,7 @@ impl Services {
     pub(super) fn fetch_history(&mut self, request: HistoryRequest) {
         let cancel = Arc::new(AtomicBool::new(false));
         self.fetches.insert(request.load, cancel.clone());
-        let store = self.store.clone();
+        let journals = self.journals.clone();
         let tx = self.history_tx.clone();
         let fleet = self.fleet.clone();
         let next_segment = self.next_segment_tx.clone();
@@ -87,7 +87,7 @@ impl Services {
                 }
                 pull_first(&fleet, &request.session);
             }
-            history::read(&store, request, cancel, tx)
+            history::read(&journals, request, cancel, tx)
         });
     }
 
@@ -97,17 +97,17 @@ impl Services {
         }
     }
 
-    /// Fork `parent` into a new session `fork` in the store (through the turn of `message`,
-    /// or all of it) on a blocking thread; the outcome goes to the main loop. The copy is
+    /// Fork `parent` into a new session `fork` in the journal directory (through the turn of
+    /// `message`, or all of it) on a blocking thread; the outcome goes to the main loop. The copy is
     /// stamped just before this run started, so it comes before the fork's own segment of this
     /// run, wherever segments are read in order.
     pub(super) fn fork(&self, op: u64, parent: &str, fork: &str, message: Option<String>) {
         let unix_us = self.run_started_us - 1;
-        let (store, tx) = (self.store.clone(), self.fork_tx.clone());
+        let (journals, tx) = (self.journals.clone(), self.fork_tx.clone());
         let (parent, fork) = (parent.to_string(), fork.to_string());
         tokio::task::spawn_blocking(move || {
             let point = message.map_or(ForkPoint::All, ForkPoint::Message);
-            let outcome = fork_session(&store, &parent, point, &fork, unix_us)
+            let outcome = fork_session(&journals, &parent, point, &fork, unix_us)
                 .map(|_| ())
                 .map_err(|e| format!("{e:#}"));
             let _ = tx.blocking_send((op, outcome));
@@ -115,7 +115,7 @@ impl Services {
     }
 
     /// Write what the core learned with the turns (before anything else it asks of the
-    /// catalog), unless the store is full.
+    /// catalog), unless the journal directory's disk is full.
     pub(super) fn turn_facts(&mut self, facts: Vec<(CatalogUpdate, i64)>, store_full: bool) {
         if !facts.is_empty() && !store_full {
             let entries = facts

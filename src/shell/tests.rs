@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::journals::FsyncPolicy;
 use super::pipes::Output;
 use super::*;
-use crate::journal::store::segments_in;
-use crate::journal::{Body, SegmentReader, Store};
+use crate::journal::dir::segments_in;
+use crate::journal::{Body, JournalDir, SegmentReader};
 use crate::proto;
 use crate::wire::Side;
 
@@ -44,7 +44,7 @@ fn update(text: &str) -> String {
     )
 }
 
-/// The messages of every segment in the store, as wire lines, with their counts.
+/// The messages of every segment in the journal directory, as wire lines, with their counts.
 fn journaled(root: &Path) -> HashMap<Vec<u8>, usize> {
     let mut dirs = vec![root.join("connections")];
     if let Ok(sessions) = std::fs::read_dir(root.join("sessions")) {
@@ -68,9 +68,9 @@ fn journaled(root: &Path) -> HashMap<Vec<u8>, usize> {
 
 /// The records of one direction (`from`) in a session's segments, in order, as wire lines.
 fn session_messages(root: &Path, session: &str, from: Side) -> Vec<Vec<u8>> {
-    let store = Store::new(root);
+    let journals = JournalDir::new(root);
     let mut lines = Vec::new();
-    for path in segments_in(&store.session_dir(session)).unwrap() {
+    for path in segments_in(&journals.session_dir(session)).unwrap() {
         for record in SegmentReader::open(&path).unwrap() {
             if let Body::Message { from: f, payload } = record.body
                 && f == from
@@ -84,9 +84,9 @@ fn session_messages(root: &Path, session: &str, from: Side) -> Vec<Vec<u8>> {
 
 /// The kinds of the events in a session's segments, in order.
 fn session_events(root: &Path, session: &str) -> Vec<String> {
-    let store = Store::new(root);
+    let journals = JournalDir::new(root);
     let mut events = Vec::new();
-    for path in segments_in(&store.session_dir(session)).unwrap() {
+    for path in segments_in(&journals.session_dir(session)).unwrap() {
         for record in SegmentReader::open(&path).unwrap() {
             if let Body::Event(e) = record.body {
                 events.push(e.kind().to_string());
@@ -101,7 +101,7 @@ struct Checker {
     root: PathBuf,
     /// Lines forwarded so far (both directions), with their counts.
     forwarded: HashMap<Vec<u8>, usize>,
-    /// The store's messages at the last scan.
+    /// The journal directory's messages at the last scan.
     journaled: HashMap<Vec<u8>, usize>,
     /// Lines forwarded before their record was on disk.
     early: Vec<String>,
@@ -355,10 +355,10 @@ async fn read_json(from: &mut BufReader<DuplexStream>) -> Value {
 
 fn config(root: &Path) -> ShellConfig {
     ShellConfig {
-        run: crate::journal::store::run_id(1_795_000_000_000_000, std::process::id()),
+        run: crate::journal::dir::run_id(1_795_000_000_000_000, std::process::id()),
         started_us: 1_795_000_000_000_000,
         agent: vec!["fake-agent".into()],
-        store: Store::new(root),
+        journals: JournalDir::new(root),
         fsync: FsyncPolicy::Never,
         core: proto::Config {
             redact: false,
@@ -386,7 +386,7 @@ fn start_with(
     client_buffer: usize,
     agents: usize,
 ) -> (impl Future<Output = anyhow::Result<i32>>, Peers) {
-    let checker = Checker::new(config.store.root());
+    let checker = Checker::new(config.journals.root());
     let (client, client_input) = tokio::io::duplex(CLIENT_PIPE);
     let (client_output, to_client) = tokio::io::duplex(client_buffer);
     let (signals, signals_rx) = mpsc::channel(4);
@@ -961,8 +961,8 @@ fn connection_events(root: &Path) -> Vec<String> {
 
 /// The kinds of every event in the run's connection journal, in order.
 fn every_connection_event(root: &Path) -> Vec<String> {
-    let store = Store::new(root);
-    let connection = segments_in(&store.root().join("connections")).unwrap();
+    let journals = JournalDir::new(root);
+    let connection = segments_in(&journals.root().join("connections")).unwrap();
     SegmentReader::open(&connection[0])
         .unwrap()
         .filter_map(|r| match r.body {
@@ -1160,14 +1160,14 @@ fn hold_the_clock() -> tokio::task::JoinHandle<()> {
 }
 
 /// A session another proxy opened in `cwd`, as it writes the catalog.
-fn opened_elsewhere(store: &Store, session: &str, cwd: &str) {
+fn opened_elsewhere(journals: &JournalDir, session: &str, cwd: &str) {
     crate::catalog::Catalog::append_catalog_entries(
-        store,
+        journals,
         &[crate::catalog::CatalogEntry::Open {
             session: session.into(),
             segment: format!(
                 "sessions/{}/0.acpj.zst",
-                crate::journal::store::session_key(session)
+                crate::journal::dir::session_key(session)
             ),
             cwd: Some(cwd.into()),
             agent: None,
@@ -1179,12 +1179,12 @@ fn opened_elsewhere(store: &Store, session: &str, cwd: &str) {
     .unwrap();
 }
 
-/// On a paused clock: a change in a listed directory is announced at the store's next check
-/// (every 250 ms), until the watch ends ten minutes after the list.
+/// On a paused clock: a change in a listed directory is announced at the catalog service's next
+/// check (every 250 ms), until the watch ends ten minutes after the list.
 #[tokio::test(start_paused = true)]
 async fn a_change_in_a_listed_directory_is_announced_at_the_next_check_for_ten_minutes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path());
+    let journals = JournalDir::new(dir.path());
     let (proxy, mut p) = start(dir.path(), 1 << 20);
     let script = async move {
         // The list and the checks are answered by the catalog's thread.
@@ -1204,7 +1204,7 @@ async fn a_change_in_a_listed_directory_is_announced_at_the_next_check_for_ten_m
             p.client_gets().await["result"]["sessions"],
             serde_json::json!([])
         );
-        opened_elsewhere(&store, "A", "/other");
+        opened_elsewhere(&journals, "A", "/other");
         tokio::time::advance(Duration::from_millis(250)).await;
         let changed = p.client_gets().await;
         assert_eq!(changed["method"], "session/list_changed", "{changed}");
@@ -1213,7 +1213,7 @@ async fn a_change_in_a_listed_directory_is_announced_at_the_next_check_for_ten_m
         // catalog answers in order, so anything for /other would come before the answer to a
         // list of another directory.
         tokio::time::advance(Duration::from_secs(10 * 60)).await;
-        opened_elsewhere(&store, "B", "/other");
+        opened_elsewhere(&journals, "B", "/other");
         tokio::time::advance(Duration::from_secs(1)).await;
         p.client_says(
             r#"{"jsonrpc":"2.0","id":2,"method":"session/list","params":{"cwd":"/elsewhere"}}"#,

@@ -128,10 +128,10 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 fn list_filters_and_states_over_ten_thousand_sessions() {
     use acp_journal::catalog::{Catalog, CatalogEntry};
     use acp_journal::journal::format::{FORMAT_VERSION, Header, SegmentKind};
-    use acp_journal::journal::{SegmentWriter, Store};
+    use acp_journal::journal::{JournalDir, SegmentWriter};
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path());
-    store.create_dirs().unwrap();
+    let journals = JournalDir::new(dir.path());
+    journals.create_dirs().unwrap();
     let n = 10_000;
     let mut catalog = Vec::new();
     for i in 0..n {
@@ -156,8 +156,8 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
             connection: None,
             initialize: None,
         };
-        let (path, file) = store
-            .create_segment(&store.session_dir(&session), "20260101T000000.000000Z-1")
+        let (path, file) = journals
+            .create_segment(&journals.session_dir(&session), "20260101T000000.000000Z-1")
             .unwrap();
         let w = SegmentWriter::with_file(file, &path, &header).unwrap();
         let closed = i % 1000 != 0;
@@ -166,14 +166,14 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
             catalog.push(CatalogEntry::Open {
                 git_branch: None,
                 session: session.clone(),
-                segment: store.relative(&path),
+                segment: journals.relative(&path),
                 cwd: header.cwd.clone(),
                 agent: Some(header.argv[0].clone()),
                 agent_name: None,
                 t: header.started,
             });
             catalog.push(CatalogEntry::Close {
-                segment: store.relative(&path),
+                segment: journals.relative(&path),
                 records: stats.records,
                 bytes: stats.file_bytes,
                 turns: 3,
@@ -184,7 +184,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
             catalog.push(CatalogEntry::Open {
                 git_branch: None,
                 session,
-                segment: store.relative(&path),
+                segment: journals.relative(&path),
                 cwd: header.cwd.clone(),
                 agent: Some(header.argv[0].clone()),
                 agent_name: None,
@@ -193,7 +193,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
         }
     }
     for entry in &catalog {
-        store.append_catalog(entry).unwrap();
+        journals.append_catalog(entry).unwrap();
     }
     let root = dir.path().to_str().unwrap();
     let (code, out, _) = run_cli(&["list", "--journal-dir", root, "--json"]);

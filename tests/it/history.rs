@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use acp_journal::catalog::{Catalog, CatalogEntry};
-use acp_journal::journal::Store;
+use acp_journal::journal::JournalDir;
 use serde_json::{Value, json};
 
 use crate::util::{Peers, TestClient, proxied, proxied_with, run_cli_store};
@@ -20,15 +20,15 @@ fn agent_line(agent: &[String]) -> String {
 
 /// `n` sessions in `cwd` recorded with `agent`, session `i` last active at second `i`.
 fn generate(store: &Path, agent: &str, cwd: &str, n: usize) {
-    let store = Store::new(store);
-    store.create_dirs().unwrap();
+    let journals = JournalDir::new(store);
+    journals.create_dirs().unwrap();
     let mut catalog = Vec::new();
     for i in 0..n {
         let session = format!("gen-{i:05}");
         let entry = CatalogEntry::Open {
             segment: format!(
                 "sessions/{}/x.acpj.zst",
-                acp_journal::journal::store::session_key(&session)
+                acp_journal::journal::dir::session_key(&session)
             ),
             session,
             cwd: Some(cwd.into()),
@@ -47,9 +47,9 @@ fn generate(store: &Path, agent: &str, cwd: &str, n: usize) {
         catalog.extend(serde_json::to_vec(&prompt).unwrap());
         catalog.push(b'\n');
     }
-    std::fs::write(store.root().join("catalog.ndjson"), catalog).unwrap();
+    std::fs::write(journals.root().join("catalog.ndjson"), catalog).unwrap();
     // One title and usage report, to check the fields.
-    store
+    journals
         .append_catalog(&CatalogEntry::Usage {
             session: "gen-09999".into(),
             usage: json!({"used": 12, "size": 200, "cost": {"amount": 0.25, "currency": "USD"}}),

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acp_journal::catalog::Catalog;
-use acp_journal::journal::{SegmentReader, Store};
+use acp_journal::journal::{JournalDir, SegmentReader};
 
 use acp_journal::wire::Side;
 use serde_json::json;
@@ -251,7 +251,7 @@ fn check_store(store: &Path) -> Result<(), String> {
             return Err(format!("{}: {tail}", path.display()));
         }
     }
-    Store::new(store)
+    JournalDir::new(store)
         .sessions()
         .map_err(|e| format!("listing the store: {e}"))?;
     Ok(())

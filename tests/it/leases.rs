@@ -179,7 +179,7 @@ fn a_lease_that_is_not_a_lease_is_waited_out_or_replaced_and_wedges_nothing() {
     let url = format!("file://{}", root.display());
     let a = Host::new(&url, &[]);
     let session = converse(&a, &["before the garbage"]);
-    let key = acp_journal::journal::store::session_key(&session);
+    let key = acp_journal::journal::dir::session_key(&session);
     let garbage = |n: u64| {
         put(&root, &format!("leases/{key}/lease"), b"\x00{not a lease");
         // Where the earlier layout numbers its records, too.
@@ -389,7 +389,7 @@ fn a_refused_load_leaves_no_trace_and_every_host_s_sessions_are_listed() {
     assert!(
         !b.journals()
             .join("sessions")
-            .join(acp_journal::journal::store::session_key(&session))
+            .join(acp_journal::journal::dir::session_key(&session))
             .exists(),
         "nothing of the session was copied to B"
     );

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use acp_journal::journal::dir::session_key;
 use acp_journal::journal::format::{Body, Record};
-use acp_journal::journal::store::session_key;
 use acp_journal::journal::{SegmentReader, SegmentWriter};
 
 use crate::fleet::{Host, converse, listed};

@@ -16,7 +16,7 @@ use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
-use crate::fleet::remote::Remote;
+use crate::fleet::store::Store;
 use crate::journal::private::{create_private_dir, create_private_file};
 
 /// The byte ranges of parts read, on disk, at most `limit` bytes.
@@ -96,17 +96,17 @@ impl Cache {
 /// One part of the index read by Parquet: its footer and the ranges a query needs, through the
 /// cache when there is one.
 pub struct PartReader {
-    remote: Remote,
+    store: Store,
     path: String,
     size: u64,
     cache: Option<Arc<Cache>>,
 }
 
 impl PartReader {
-    /// Part `path` (of `size` bytes) of `remote`.
-    pub fn new(remote: Remote, path: String, size: u64, cache: Option<Arc<Cache>>) -> PartReader {
+    /// Part `path` (of `size` bytes) of `store`.
+    pub fn new(store: Store, path: String, size: u64, cache: Option<Arc<Cache>>) -> PartReader {
         PartReader {
-            remote,
+            store,
             path,
             size,
             cache,
@@ -118,7 +118,7 @@ impl PartReader {
             return Ok(bytes);
         }
         let bytes = self
-            .remote
+            .store
             .get_range(&self.path, range.clone())
             .await
             .map_err(|e| ParquetError::External(Box::new(e)))?;

@@ -13,7 +13,7 @@ use super::rows::{Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Removed, Snapshot};
 use super::table::{self, Table};
 use super::writer::{put_part, put_rows};
-use crate::fleet::remote::Remote;
+use crate::fleet::store::Store;
 use crate::journal::SegmentReader;
 
 /// Parts of one table and day merged once there are this many.
@@ -38,8 +38,8 @@ pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
 ///
 /// # Errors
 /// The store's, or a part that cannot be read (it is left in place).
-pub async fn compact(remote: &Remote, host: &str, now_us: i64) -> Result<usize, String> {
-    let found = super::reader::open(remote).await?;
+pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, String> {
+    let found = super::reader::open(store).await?;
     let super::reader::Found::Index(snapshot) = found else {
         return Ok(0);
     };
@@ -50,10 +50,10 @@ pub async fn compact(remote: &Remote, host: &str, now_us: i64) -> Result<usize, 
         .map(|r| r.path.clone())
         .collect();
     for path in &due {
-        remote.delete(path).await.map_err(|e| e.to_string())?;
+        store.delete(path).await.map_err(|e| e.to_string())?;
     }
     if !due.is_empty() {
-        snapshot::commit(remote, |s| {
+        snapshot::commit(store, |s| {
             let before = s.removed.len();
             s.removed.retain(|r| !due.contains(&r.path));
             s.removed.len() != before
@@ -67,12 +67,12 @@ pub async fn compact(remote: &Remote, host: &str, now_us: i64) -> Result<usize, 
     }
     let mut merged = 0;
     for ((table, day), parts) in groups.into_iter().filter(|(_, v)| v.len() >= COMPACT_AT) {
-        let Some(part) = merge(remote, table, day.as_deref(), host, &parts).await? else {
+        let Some(part) = merge(store, table, day.as_deref(), host, &parts).await? else {
             continue;
         };
         let replaced: BTreeSet<&str> = parts.iter().map(|p| p.path.as_str()).collect();
         let new = part.clone();
-        let committed = snapshot::commit(remote, |s| {
+        let committed = snapshot::commit(store, |s| {
             let present = s
                 .parts
                 .iter()
@@ -95,7 +95,7 @@ pub async fn compact(remote: &Remote, host: &str, now_us: i64) -> Result<usize, 
             merged += parts.len();
         } else {
             // Another host merged them first: this merge is nobody's.
-            remote.delete(&part.path).await.map_err(|e| e.to_string())?;
+            store.delete(&part.path).await.map_err(|e| e.to_string())?;
         }
     }
     Ok(merged)
@@ -104,7 +104,7 @@ pub async fn compact(remote: &Remote, host: &str, now_us: i64) -> Result<usize, 
 /// One part holding every row of `parts` (sessions: the latest version of each; turns and
 /// postings: each once).
 async fn merge(
-    remote: &Remote,
+    store: &Store,
     table: Table,
     day: Option<&str>,
     host: &str,
@@ -113,7 +113,7 @@ async fn merge(
     let mut blobs = Vec::new();
     for p in parts {
         blobs.push(
-            remote
+            store
                 .get(&p.path)
                 .await
                 .map_err(|e| format!("{}: {e}", p.path))?,
@@ -135,7 +135,7 @@ async fn merge(
             }
             let rows: Vec<SessionRow> = latest.into_values().collect();
             let bytes = table::encode_sessions(&rows).map_err(wrong)?;
-            put_part(remote, table, day, host, rows.len() as u64, None, bytes).await?
+            put_part(store, table, day, host, rows.len() as u64, None, bytes).await?
         }
         Table::Turns => {
             let mut seen = BTreeMap::new();
@@ -146,7 +146,7 @@ async fn merge(
             }
             let rows: Vec<TurnRow> = seen.into_values().collect();
             let bytes = table::encode_turns(&rows).map_err(wrong)?;
-            put_part(remote, table, day, host, rows.len() as u64, None, bytes).await?
+            put_part(store, table, day, host, rows.len() as u64, None, bytes).await?
         }
         Table::Postings => {
             let mut all = BTreeSet::new();
@@ -159,7 +159,7 @@ async fn merge(
                 .zip(rows.last())
                 .map(|(a, b)| (a.0.clone(), b.0.clone()));
             let bytes = table::encode_postings(&rows).map_err(wrong)?;
-            put_part(remote, table, day, host, rows.len() as u64, words, bytes).await?
+            put_part(store, table, day, host, rows.len() as u64, words, bytes).await?
         }
     };
     Ok(Some(part))
@@ -206,7 +206,7 @@ pub fn rows_of(
 /// # Errors
 /// The store's.
 pub async fn rebuild(
-    remote: &Remote,
+    store: &Store,
     host: &str,
     sessions: &[Vec<PathBuf>],
     now_us: i64,
@@ -218,8 +218,8 @@ pub async fn rebuild(
         rows.extend(s);
         postings.extend(p);
     }
-    let parts = put_rows(remote, host, &turns, &rows, &postings).await?;
-    snapshot::commit(remote, |s| {
+    let parts = put_rows(store, host, &turns, &rows, &postings).await?;
+    snapshot::commit(store, |s| {
         if s.parts == parts {
             return false;
         }

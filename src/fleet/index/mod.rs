@@ -29,7 +29,7 @@ pub mod table;
 pub mod writer;
 
 use crate::catalog::CatalogEntry;
-use crate::journal::store::session_key;
+use crate::journal::dir::session_key;
 use rows::SessionRow;
 
 /// The catalog entries that list `rows` as `list` shows them (a reader's copy of the store

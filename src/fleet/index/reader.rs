@@ -15,7 +15,7 @@ use super::cache::{Cache, PartReader};
 use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{self, Part, Read, Snapshot};
 use super::table::{self, Table};
-use crate::fleet::remote::Remote;
+use crate::fleet::store::Store;
 
 /// Parts fetched at once.
 const FETCHES: usize = 16;
@@ -35,9 +35,9 @@ pub enum Found {
 ///
 /// # Errors
 /// The store's.
-pub async fn open(remote: &Remote) -> Result<Found, String> {
+pub async fn open(store: &Store) -> Result<Found, String> {
     Ok(
-        match snapshot::read(remote).await.map_err(|e| e.to_string())? {
+        match snapshot::read(store).await.map_err(|e| e.to_string())? {
             Read::Absent => Found::Missing,
             Read::Found(_, s) => Found::Index(s),
             Read::Unreadable(_, why) => Found::Unreadable(why),
@@ -47,13 +47,13 @@ pub async fn open(remote: &Remote) -> Result<Found, String> {
 
 /// Every row of every part of `table` in `snapshot`, each part decoded by `decode`.
 async fn every_row<T>(
-    remote: &Remote,
+    store: &Store,
     snapshot: &Snapshot,
     table: Table,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
 ) -> Result<Vec<T>, String> {
     let fetches = snapshot.of(table).map(|part| async move {
-        let bytes = remote.get(&part.path).await.map_err(|e| e.to_string())?;
+        let bytes = store.get(&part.path).await.map_err(|e| e.to_string())?;
         decode(bytes).map_err(|e| format!("{}: {e}", part.path))
     });
     let parts: Vec<Vec<T>> = futures_util::stream::iter(fetches)
@@ -67,16 +67,16 @@ async fn every_row<T>(
 ///
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
-pub async fn turns(remote: &Remote, snapshot: &Snapshot) -> Result<Vec<TurnRow>, String> {
-    every_row(remote, snapshot, Table::Turns, table::decode_turns).await
+pub async fn turns(store: &Store, snapshot: &Snapshot) -> Result<Vec<TurnRow>, String> {
+    every_row(store, snapshot, Table::Turns, table::decode_turns).await
 }
 
 /// Every session's latest row (by `version`) in `snapshot`.
 ///
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
-pub async fn sessions(remote: &Remote, snapshot: &Snapshot) -> Result<Vec<SessionRow>, String> {
-    let parts = every_row(remote, snapshot, Table::Sessions, table::decode_sessions).await?;
+pub async fn sessions(store: &Store, snapshot: &Snapshot) -> Result<Vec<SessionRow>, String> {
+    let parts = every_row(store, snapshot, Table::Sessions, table::decode_sessions).await?;
     let mut latest: HashMap<String, SessionRow> = HashMap::new();
     for row in parts {
         match latest.get(&row.session) {
@@ -101,7 +101,7 @@ fn may_hold(min: &[u8], max: &[u8], prefix: &[u8]) -> bool {
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
 pub async fn candidates(
-    remote: &Remote,
+    store: &Store,
     snapshot: &Snapshot,
     prefixes: &[String],
     cache: Option<&std::sync::Arc<Cache>>,
@@ -118,7 +118,7 @@ pub async fn candidates(
             .collect();
         let lookups = parts
             .into_iter()
-            .map(|part| lookup(remote, part, prefix, cache.cloned()));
+            .map(|part| lookup(store, part, prefix, cache.cloned()));
         let found: Vec<BTreeSet<String>> = futures_util::stream::iter(lookups)
             .buffer_unordered(FETCHES)
             .try_collect()
@@ -135,12 +135,12 @@ pub async fn candidates(
 /// The sessions of one postings part holding a word beginning with `prefix`: its footer, then
 /// only the row groups whose word statistics can hold one.
 async fn lookup(
-    remote: &Remote,
+    store: &Store,
     part: &Part,
     prefix: &str,
     cache: Option<std::sync::Arc<Cache>>,
 ) -> Result<BTreeSet<String>, String> {
-    let reader = PartReader::new(remote.clone(), part.path.clone(), part.bytes, cache);
+    let reader = PartReader::new(store.clone(), part.path.clone(), part.bytes, cache);
     let wrong = |e: parquet::errors::ParquetError| format!("{}: {e}", part.path);
     let builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await

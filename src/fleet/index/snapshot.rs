@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::table::Table;
-use crate::fleet::remote::{Error, Remote, Version, Write, Written};
+use crate::fleet::store::{Error, Store, Version, Write, Written};
 
 /// The manifest's name under the store's prefix.
 pub const MANIFEST: &str = "index/snapshot.json";
@@ -90,8 +90,8 @@ pub enum Read {
 ///
 /// # Errors
 /// The store's.
-pub async fn read(remote: &Remote) -> Result<Read, Error> {
-    let Some((version, bytes)) = remote.get_versioned(MANIFEST, MAX_MANIFEST).await? else {
+pub async fn read(store: &Store) -> Result<Read, Error> {
+    let Some((version, bytes)) = store.get_versioned(MANIFEST, MAX_MANIFEST).await? else {
         return Ok(Read::Absent);
     };
     Ok(match serde_json::from_slice::<Snapshot>(&bytes) {
@@ -125,7 +125,7 @@ fn backoff(attempt: u32) -> Duration {
 /// # Errors
 /// The store's, or a manifest that keeps changing under the writer.
 pub async fn commit(
-    remote: &Remote,
+    store: &Store,
     mut change: impl FnMut(&mut Snapshot) -> bool,
 ) -> Result<Snapshot, Error> {
     for attempt in 0..16u32 {
@@ -133,13 +133,13 @@ pub async fn commit(
             // Writers that collided try again at different moments.
             tokio::time::sleep(backoff(attempt)).await;
         }
-        let (write, mut snapshot) = match read(remote).await? {
+        let (write, mut snapshot) = match read(store).await? {
             Read::Absent => (Write::Create, Snapshot::default()),
             Read::Found(version, snapshot) => (Write::Replace(version), snapshot),
             Read::Unreadable(version, why) => {
                 tracing::warn!(
                     "{}: the index manifest is unreadable ({why}): starting it afresh",
-                    remote.url()
+                    store.url()
                 );
                 (Write::Replace(version), Snapshot::default())
             }
@@ -150,10 +150,10 @@ pub async fn commit(
         }
         snapshot.version += 1;
         let bytes = Bytes::from(serde_json::to_vec(&snapshot).unwrap_or_default());
-        match remote.put_versioned(MANIFEST, bytes, write).await? {
+        match store.put_versioned(MANIFEST, bytes, write).await? {
             Written::Yes(_) => {
                 tokio::time::sleep(SETTLE).await;
-                if let Read::Found(_, mut now) = read(remote).await?
+                if let Read::Found(_, mut now) = read(store).await?
                     && !change(&mut now)
                 {
                     return Ok(now);

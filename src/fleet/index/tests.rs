@@ -14,12 +14,12 @@ use super::snapshot;
 use super::table::{self, Table};
 use super::writer::put_part;
 use crate::fleet::faults::Faulty;
-use crate::fleet::remote::{Remote, Write};
+use crate::fleet::store::{Store, Write};
 
-fn memory() -> (Remote, Arc<Faulty>) {
+fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
     (
-        Remote::with_store(faulty.clone(), "team", "memory://team"),
+        Store::with_store(faulty.clone(), "team", "memory://team"),
         faulty,
     )
 }
@@ -39,7 +39,7 @@ fn session(id: &str, version: i64, turns: u32) -> SessionRow {
 }
 
 /// One writer's flush: a sessions part, a turns part and a postings part, committed.
-async fn write(remote: &Remote, host: &str, id: &str, version: i64, words: &[&str]) {
+async fn write(store: &Store, host: &str, id: &str, version: i64, words: &[&str]) {
     let day = Some("2026-11-28");
     let rows = [session(id, version, 1)];
     let sessions = table::encode_sessions(&rows).unwrap();
@@ -60,14 +60,14 @@ async fn write(remote: &Remote, host: &str, id: &str, version: i64, words: &[&st
     let range = Some((postings[0].0.clone(), postings.last().unwrap().0.clone()));
     let postings = table::encode_postings(&postings).unwrap();
     let parts = [
-        put_part(remote, Table::Sessions, day, host, 1, None, sessions)
+        put_part(store, Table::Sessions, day, host, 1, None, sessions)
             .await
             .unwrap(),
-        put_part(remote, Table::Turns, day, host, 1, None, turns)
+        put_part(store, Table::Turns, day, host, 1, None, turns)
             .await
             .unwrap(),
         put_part(
-            remote,
+            store,
             Table::Postings,
             None,
             host,
@@ -78,7 +78,7 @@ async fn write(remote: &Remote, host: &str, id: &str, version: i64, words: &[&st
         .await
         .unwrap(),
     ];
-    snapshot::commit(remote, |s| {
+    snapshot::commit(store, |s| {
         let missing: Vec<_> = parts
             .iter()
             .filter(|p| !s.parts.contains(p))
@@ -92,8 +92,8 @@ async fn write(remote: &Remote, host: &str, id: &str, version: i64, words: &[&st
     .unwrap();
 }
 
-async fn snapshot(remote: &Remote) -> snapshot::Snapshot {
-    match reader::open(remote).await.unwrap() {
+async fn snapshot(store: &Store) -> snapshot::Snapshot {
+    match reader::open(store).await.unwrap() {
         Found::Index(s) => s,
         other => panic!("{other:?}"),
     }
@@ -101,14 +101,14 @@ async fn snapshot(remote: &Remote) -> snapshot::Snapshot {
 
 #[tokio::test(start_paused = true)]
 async fn writers_committing_at_once_lose_nothing_and_a_reader_sees_one_snapshot() {
-    let (remote, faulty) = memory();
+    let (store, faulty) = memory();
     // The store checks then writes: racing commits are told apart by reading back.
     faulty.set_racy(true);
     let writes = (0..6).map(|i| {
-        let remote = remote.clone();
+        let store = store.clone();
         async move {
             write(
-                &remote,
+                &store,
                 &format!("h{i}"),
                 &format!("s{i}"),
                 i,
@@ -118,24 +118,24 @@ async fn writers_committing_at_once_lose_nothing_and_a_reader_sees_one_snapshot(
         }
     });
     futures_util::future::join_all(writes).await;
-    let snap = snapshot(&remote).await;
+    let snap = snapshot(&store).await;
     assert_eq!(snap.of(Table::Sessions).count(), 6, "{snap:?}");
-    let rows = reader::sessions(&remote, &snap).await.unwrap();
+    let rows = reader::sessions(&store, &snap).await.unwrap();
     assert_eq!(rows.len(), 6);
-    let found = reader::candidates(&remote, &snap, &["flaky".into()], None)
+    let found = reader::candidates(&store, &snap, &["flaky".into()], None)
         .await
         .unwrap();
     assert_eq!(found.len(), 6);
-    let found = reader::candidates(&remote, &snap, &["flaky".into(), "w3".into()], None)
+    let found = reader::candidates(&store, &snap, &["flaky".into(), "w3".into()], None)
         .await
         .unwrap();
     assert_eq!(found, BTreeSet::from(["s3".to_string()]));
     // A word's beginning finds it too.
-    let found = reader::candidates(&remote, &snap, &["fla".into()], None)
+    let found = reader::candidates(&store, &snap, &["fla".into()], None)
         .await
         .unwrap();
     assert_eq!(found.len(), 6);
-    let found = reader::candidates(&remote, &snap, &["nowhere".into()], None)
+    let found = reader::candidates(&store, &snap, &["nowhere".into()], None)
         .await
         .unwrap();
     assert!(found.is_empty());
@@ -147,11 +147,11 @@ async fn writers_committing_at_once_lose_nothing_and_a_reader_sees_one_snapshot(
             dir.path().join(format!("{limit}")),
             limit,
         ));
-        let first = reader::candidates(&remote, &snap, &["w3".into()], Some(&cache))
+        let first = reader::candidates(&store, &snap, &["w3".into()], Some(&cache))
             .await
             .unwrap();
         let asked = faulty.requests.load(std::sync::atomic::Ordering::SeqCst);
-        let again = reader::candidates(&remote, &snap, &["w3".into()], Some(&cache))
+        let again = reader::candidates(&store, &snap, &["w3".into()], Some(&cache))
             .await
             .unwrap();
         assert_eq!((&first, &again), (&found_w3(), &found_w3()));
@@ -170,24 +170,24 @@ fn found_w3() -> BTreeSet<String> {
 
 #[tokio::test(start_paused = true)]
 async fn two_hosts_racing_to_compact_lose_and_double_nothing() {
-    let (remote, _) = memory();
+    let (store, _) = memory();
     for i in 0..compact::COMPACT_AT as i64 {
         // The same session written again and again: the latest version is the one kept.
-        write(&remote, "h", "s", i, &["alpha", &format!("word{i}")]).await;
+        write(&store, "h", "s", i, &["alpha", &format!("word{i}")]).await;
     }
-    let before = snapshot(&remote).await;
+    let before = snapshot(&store).await;
     assert!(compact::needed(&before, 0));
     let now = 1_795_000_000_000_000;
     let (a, b) = tokio::join!(
-        compact::compact(&remote, "a", now),
-        compact::compact(&remote, "b", now)
+        compact::compact(&store, "a", now),
+        compact::compact(&store, "b", now)
     );
     let merged = a.unwrap() + b.unwrap();
-    let after = snapshot(&remote).await;
+    let after = snapshot(&store).await;
     // Each table's parts merged once: by one host or the other, or part by each.
     assert_eq!(merged, before.parts.len(), "{after:?}");
     assert_eq!(after.parts.len(), 3, "{after:?}");
-    let rows = reader::sessions(&remote, &after).await.unwrap();
+    let rows = reader::sessions(&store, &after).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(
         rows[0].version,
@@ -201,30 +201,30 @@ async fn two_hosts_racing_to_compact_lose_and_double_nothing() {
         "every turn once"
     );
     for i in 0..compact::COMPACT_AT {
-        let found = reader::candidates(&remote, &after, &[format!("word{i}")], None)
+        let found = reader::candidates(&store, &after, &[format!("word{i}")], None)
             .await
             .unwrap();
         assert_eq!(found.len(), 1, "word{i}");
     }
     // The parts merged away are deleted once readers are done with them, not before.
-    let listed = |r: &Remote| {
+    let listed = |r: &Store| {
         let r = r.clone();
         async move { r.list("index").await.unwrap().len() }
     };
-    let with_old = listed(&remote).await;
-    compact::compact(&remote, "a", now + 1).await.unwrap();
-    assert_eq!(listed(&remote).await, with_old);
-    compact::compact(&remote, "a", now + compact::GRACE)
+    let with_old = listed(&store).await;
+    compact::compact(&store, "a", now + 1).await.unwrap();
+    assert_eq!(listed(&store).await, with_old);
+    compact::compact(&store, "a", now + compact::GRACE)
         .await
         .unwrap();
-    assert_eq!(listed(&remote).await, 3 + 1, "three parts and the manifest");
-    assert!(snapshot(&remote).await.removed.is_empty());
+    assert_eq!(listed(&store).await, 3 + 1, "three parts and the manifest");
+    assert!(snapshot(&store).await.removed.is_empty());
 }
 
 #[tokio::test]
 async fn a_manifest_that_is_garbage_is_unreadable_and_the_next_commit_starts_afresh() {
-    let (remote, _) = memory();
-    remote
+    let (store, _) = memory();
+    store
         .put_versioned(
             snapshot::MANIFEST,
             bytes::Bytes::from_static(b"{\"format\": 1, \"parts\": 7}"),
@@ -233,20 +233,20 @@ async fn a_manifest_that_is_garbage_is_unreadable_and_the_next_commit_starts_afr
         .await
         .unwrap();
     assert!(matches!(
-        reader::open(&remote).await.unwrap(),
+        reader::open(&store).await.unwrap(),
         Found::Unreadable(_)
     ));
-    write(&remote, "h", "s", 1, &["after"]).await;
-    let snap = snapshot(&remote).await;
+    write(&store, "h", "s", 1, &["after"]).await;
+    let snap = snapshot(&store).await;
     assert_eq!(snap.parts.len(), 3);
     // A part the manifest lists that is not Parquet: the reader says so, it does not crash.
     let mut hostile = snap.clone();
     let path = hostile.parts[0].path.clone();
-    remote.delete(&path).await.unwrap();
-    remote
+    store.delete(&path).await.unwrap();
+    store
         .put_new(&path, bytes::Bytes::from_static(b"PAR1 not really"))
         .await
         .unwrap();
     hostile.version += 1;
-    assert!(reader::sessions(&remote, &hostile).await.is_err());
+    assert!(reader::sessions(&store, &hostile).await.is_err());
 }

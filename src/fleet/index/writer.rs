@@ -16,9 +16,9 @@ use bytes::Bytes;
 use super::rows::{Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
-use crate::fleet::remote::Remote;
+use crate::fleet::store::Store;
 use crate::journal::tail::{Next, SegmentTail};
-use crate::journal::{SegmentReader, Store, mark};
+use crate::journal::{JournalDir, SegmentReader, mark};
 
 /// Between two writes of what was kept (a turn is searchable within this, plus a ship round).
 pub const FLUSH: Duration = Duration::from_secs(8);
@@ -34,8 +34,8 @@ struct Followed {
 
 /// The index writer of a process.
 pub struct Writer {
-    remote: Remote,
-    local: Store,
+    store: Store,
+    local: JournalDir,
     host: String,
     followed: HashMap<PathBuf, Followed>,
     turns: Vec<TurnRow>,
@@ -69,7 +69,7 @@ pub fn part_path(table: Table, day: Option<&str>, host: &str) -> String {
 
 /// Write `bytes` as a new part of `table` and describe it.
 pub async fn put_part(
-    remote: &Remote,
+    store: &Store,
     table: Table,
     day: Option<&str>,
     host: &str,
@@ -79,7 +79,7 @@ pub async fn put_part(
 ) -> Result<Part, String> {
     let path = part_path(table, day, host);
     let size = bytes.len() as u64;
-    remote
+    store
         .put_new(&path, bytes)
         .await
         .map_err(|e| e.to_string())?;
@@ -99,7 +99,7 @@ pub async fn put_part(
 /// # Errors
 /// The store's, or rows Parquet cannot encode.
 pub async fn put_rows(
-    remote: &Remote,
+    store: &Store,
     host: &str,
     turns: &[TurnRow],
     sessions: &[SessionRow],
@@ -117,7 +117,7 @@ pub async fn put_rows(
     for (d, rows) in &turns_by_day {
         let bytes = table::encode_turns(rows).map_err(wrong)?;
         let n = rows.len() as u64;
-        parts.push(put_part(remote, Table::Turns, Some(d), host, n, None, bytes).await?);
+        parts.push(put_part(store, Table::Turns, Some(d), host, n, None, bytes).await?);
     }
     let mut sessions_by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
     for s in sessions {
@@ -129,7 +129,7 @@ pub async fn put_rows(
     for (d, rows) in &sessions_by_day {
         let bytes = table::encode_sessions(rows).map_err(wrong)?;
         let n = rows.len() as u64;
-        parts.push(put_part(remote, Table::Sessions, Some(d), host, n, None, bytes).await?);
+        parts.push(put_part(store, Table::Sessions, Some(d), host, n, None, bytes).await?);
     }
     if !postings.is_empty() {
         let rows: Vec<(String, String)> = postings.iter().cloned().collect();
@@ -139,16 +139,16 @@ pub async fn put_rows(
             .map(|(a, b)| (a.0.clone(), b.0.clone()));
         let bytes = table::encode_postings(&rows).map_err(wrong)?;
         let n = rows.len() as u64;
-        parts.push(put_part(remote, Table::Postings, None, host, n, words, bytes).await?);
+        parts.push(put_part(store, Table::Postings, None, host, n, words, bytes).await?);
     }
     Ok(parts)
 }
 
 /// The turns a session had in its segments before `segment` (in the order the session was
 /// written).
-fn turns_before(local: &Store, session: &str, segment: &Path, host: &str) -> u32 {
+fn turns_before(local: &JournalDir, session: &str, segment: &Path, host: &str) -> u32 {
     let mut segments =
-        crate::journal::store::segments_in(&local.session_dir(session)).unwrap_or_default();
+        crate::journal::dir::segments_in(&local.session_dir(session)).unwrap_or_default();
     mark::in_epoch_order(&mut segments);
     let mut turns = 0;
     for path in segments.iter().take_while(|p| p.as_path() != segment) {
@@ -165,10 +165,10 @@ fn turns_before(local: &Store, session: &str, segment: &Path, host: &str) -> u32
 }
 
 impl Writer {
-    /// A writer for `local`'s segments into `remote`, as `host`.
-    pub fn new(remote: Remote, local: Store, host: String) -> Writer {
+    /// A writer for `local`'s segments into `store`, as `host`.
+    pub fn new(store: Store, local: JournalDir, host: String) -> Writer {
         Writer {
-            remote,
+            store,
             local,
             host,
             followed: HashMap::new(),
@@ -247,7 +247,7 @@ impl Writer {
             self.turns.drain(..drop);
             tracing::warn!(
                 "index: {drop} turn rows dropped while {} fails; `acp-journal index rebuild` restores them",
-                self.remote.url()
+                self.store.url()
             );
         }
     }
@@ -280,14 +280,14 @@ impl Writer {
         self.postings.retain(|(_, s)| !gone(s));
         let sessions: Vec<SessionRow> = self.sessions.values().cloned().collect();
         let parts = put_rows(
-            &self.remote,
+            &self.store,
             &self.host,
             &self.turns,
             &sessions,
             &self.postings,
         )
         .await?;
-        let committed = snapshot::commit(&self.remote, |s| {
+        let committed = snapshot::commit(&self.store, |s| {
             let missing: Vec<Part> = parts
                 .iter()
                 .filter(|p| !s.parts.iter().any(|q| q.path == p.path))

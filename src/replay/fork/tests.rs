@@ -66,19 +66,19 @@ fn answer(seq: u64, id: u64) -> Record {
 }
 
 /// Write a closed session segment of `records` and catalog it.
-fn segment(store: &Store, run: &str, records: &[Record]) {
-    let mut writer = store
-        .create_segment_writer(&store.session_dir(PARENT), run, &header(PARENT, run))
+fn segment(journals: &JournalDir, run: &str, records: &[Record]) {
+    let mut writer = journals
+        .create_segment_writer(&journals.session_dir(PARENT), run, &header(PARENT, run))
         .unwrap();
     for r in records {
         writer.append(r).unwrap();
     }
     let path = writer.path().to_path_buf();
     let stats = writer.close(99, 99_000, 99_000).unwrap();
-    store
+    journals
         .append_catalog(&CatalogEntry::Open {
             session: PARENT.into(),
-            segment: store.relative(&path),
+            segment: journals.relative(&path),
             cwd: Some("/rec".into()),
             agent: Some("agent --flag".into()),
             agent_name: None,
@@ -86,9 +86,9 @@ fn segment(store: &Store, run: &str, records: &[Record]) {
             t: 1,
         })
         .unwrap();
-    store
+    journals
         .append_catalog(&CatalogEntry::Close {
-            segment: store.relative(&path),
+            segment: journals.relative(&path),
             records: stats.records,
             bytes: stats.file_bytes,
             turns: 1,
@@ -98,12 +98,12 @@ fn segment(store: &Store, run: &str, records: &[Record]) {
 }
 
 /// A parent with two turns in two runs (the second continued on an agent-side session).
-fn two_turns() -> (tempfile::TempDir, Store) {
+fn two_turns() -> (tempfile::TempDir, JournalDir) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path().join("store"));
-    store.create_dirs().unwrap();
+    let journals = JournalDir::new(dir.path().join("store"));
+    journals.create_dirs().unwrap();
     segment(
-        &store,
+        &journals,
         "run-a",
         &[
             message(
@@ -123,7 +123,7 @@ fn two_turns() -> (tempfile::TempDir, Store) {
         ],
     );
     segment(
-        &store,
+        &journals,
         "run-b",
         &[
             Record {
@@ -139,7 +139,7 @@ fn two_turns() -> (tempfile::TempDir, Store) {
             answer(4, 7),
         ],
     );
-    (dir, store)
+    (dir, journals)
 }
 
 /// Every file under `dir` with its bytes.
@@ -158,8 +158,8 @@ fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 }
 
 /// The fork's only segment: header and records, and how it ends.
-fn read_fork(store: &Store) -> (Header, Vec<Record>, Tail) {
-    let segments = segments_in(&store.session_dir(FORK)).unwrap();
+fn read_fork(journals: &JournalDir) -> (Header, Vec<Record>, Tail) {
+    let segments = segments_in(&journals.session_dir(FORK)).unwrap();
     assert_eq!(segments.len(), 1, "{segments:?}");
     let mut reader = SegmentReader::open(&segments[0]).unwrap();
     let header = reader.header().clone();
@@ -179,10 +179,10 @@ fn texts(records: &[Record]) -> Vec<String> {
 
 #[test]
 fn a_fork_at_turn_one_keeps_exactly_turn_one_under_its_own_id() {
-    let (_dir, store) = two_turns();
-    let parent_dir = store.session_dir(PARENT);
+    let (_dir, journals) = two_turns();
+    let parent_dir = journals.session_dir(PARENT);
     let before = files(&parent_dir);
-    let report = fork_session(&store, PARENT, ForkPoint::Turns(1), FORK, 5_000_000).unwrap();
+    let report = fork_session(&journals, PARENT, ForkPoint::Turns(1), FORK, 5_000_000).unwrap();
     assert_eq!(
         report,
         ForkReport {
@@ -193,7 +193,7 @@ fn a_fork_at_turn_one_keeps_exactly_turn_one_under_its_own_id() {
     );
     assert_eq!(files(&parent_dir), before, "the parent is untouched");
 
-    let (header, records, tail) = read_fork(&store);
+    let (header, records, tail) = read_fork(&journals);
     assert_eq!(tail, Tail::Clean);
     assert_eq!(header.session.as_deref(), Some(FORK));
     assert_eq!(header.kind, SegmentKind::Session);
@@ -228,7 +228,7 @@ fn a_fork_at_turn_one_keeps_exactly_turn_one_under_its_own_id() {
     assert!(lines[1].contains(&format!(r#""result":{{"sessionId":"{FORK}"}}"#)));
 
     // The catalog lists it, closed, with the parent's cwd, agent and branch.
-    let sessions = store.sessions().unwrap();
+    let sessions = journals.sessions().unwrap();
     let fork = sessions.iter().find(|s| s.session == FORK).unwrap();
     assert!(!fork.open);
     assert_eq!(fork.turns, 1);
@@ -240,10 +240,10 @@ fn a_fork_at_turn_one_keeps_exactly_turn_one_under_its_own_id() {
 
 #[test]
 fn all_keeps_every_turn_across_runs_without_the_agent_side_mapping() {
-    let (_dir, store) = two_turns();
-    let report = fork_session(&store, PARENT, ForkPoint::All, FORK, 1).unwrap();
+    let (_dir, journals) = two_turns();
+    let report = fork_session(&journals, PARENT, ForkPoint::All, FORK, 1).unwrap();
     assert_eq!(report.turns, 2);
-    let (_, records, tail) = read_fork(&store);
+    let (_, records, tail) = read_fork(&journals);
     assert_eq!(tail, Tail::Clean);
     let all = texts(&records).join("\n");
     assert!(all.contains("first answer") && all.contains("second answer"));
@@ -258,8 +258,8 @@ fn all_keeps_every_turn_across_runs_without_the_agent_side_mapping() {
     assert_eq!(records.len(), 10);
     assert!(records.windows(2).all(|w| w[0].seq < w[1].seq));
     // A fork of the fork keeps one forked_from record, first.
-    fork_session(&store, FORK, ForkPoint::Turns(2), "fork-2", 2).unwrap();
-    let segments = segments_in(&store.session_dir("fork-2")).unwrap();
+    fork_session(&journals, FORK, ForkPoint::Turns(2), "fork-2", 2).unwrap();
+    let segments = segments_in(&journals.session_dir("fork-2")).unwrap();
     let records: Vec<Record> = SegmentReader::open(&segments[0]).unwrap().collect();
     let forked = records
         .iter()
@@ -271,10 +271,11 @@ fn all_keeps_every_turn_across_runs_without_the_agent_side_mapping() {
 
 #[test]
 fn a_message_id_cuts_after_its_turn() {
-    let (_dir, store) = two_turns();
-    let report = fork_session(&store, PARENT, ForkPoint::Message("m-1".into()), FORK, 1).unwrap();
+    let (_dir, journals) = two_turns();
+    let report =
+        fork_session(&journals, PARENT, ForkPoint::Message("m-1".into()), FORK, 1).unwrap();
     assert_eq!(report.turns, 1);
-    let (_, records, _) = read_fork(&store);
+    let (_, records, _) = read_fork(&journals);
     assert_eq!(
         records[0].body,
         Body::Event(Event::ForkedFrom {
@@ -286,12 +287,13 @@ fn a_message_id_cuts_after_its_turn() {
     let all = texts(&records).join("\n");
     assert!(all.contains("first answer") && !all.contains("second"));
 
-    let report = fork_session(&store, PARENT, ForkPoint::Message("m-2".into()), "f2", 1).unwrap();
+    let report =
+        fork_session(&journals, PARENT, ForkPoint::Message("m-2".into()), "f2", 1).unwrap();
     assert_eq!(report.turns, 2);
     // The ID a journal replay gave the second prompt (its record's seq in run-b, the
     // session's second run: numbered from 1 again, so the ID carries the run's ordinal).
     let report = fork_session(
-        &store,
+        &journals,
         PARENT,
         ForkPoint::Message("acpj-user-1.2".into()),
         "f3",
@@ -300,34 +302,40 @@ fn a_message_id_cuts_after_its_turn() {
     .unwrap();
     assert_eq!(report.turns, 2);
 
-    let err = fork_session(&store, PARENT, ForkPoint::Message("nope".into()), "f4", 1)
-        .unwrap_err()
-        .to_string();
+    let err = fork_session(
+        &journals,
+        PARENT,
+        ForkPoint::Message("nope".into()),
+        "f4",
+        1,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("no user or agent message \"nope\""), "{err}");
-    assert!(!store.session_dir("f4").exists());
+    assert!(!journals.session_dir("f4").exists());
 }
 
 #[test]
 fn refuses_an_unknown_parent_a_taken_id_and_a_turn_past_the_end() {
-    let (_dir, store) = two_turns();
-    let err = fork_session(&store, "ghost", ForkPoint::All, FORK, 1)
+    let (_dir, journals) = two_turns();
+    let err = fork_session(&journals, "ghost", ForkPoint::All, FORK, 1)
         .unwrap_err()
         .to_string();
     assert!(err.contains("no session \"ghost\""), "{err}");
-    let err = fork_session(&store, PARENT, ForkPoint::Turns(3), FORK, 1)
+    let err = fork_session(&journals, PARENT, ForkPoint::Turns(3), FORK, 1)
         .unwrap_err()
         .to_string();
     assert!(err.contains("has 2 prompt turn(s)"), "{err}");
-    assert!(!store.session_dir(FORK).exists());
-    let err = fork_session(&store, PARENT, ForkPoint::All, PARENT, 1)
+    assert!(!journals.session_dir(FORK).exists());
+    let err = fork_session(&journals, PARENT, ForkPoint::All, PARENT, 1)
         .unwrap_err()
         .to_string();
     assert!(err.contains("ID of its own"), "{err}");
-    fork_session(&store, PARENT, ForkPoint::Turns(0), FORK, 1).unwrap();
-    let err = fork_session(&store, PARENT, ForkPoint::All, FORK, 1)
+    fork_session(&journals, PARENT, ForkPoint::Turns(0), FORK, 1).unwrap();
+    let err = fork_session(&journals, PARENT, ForkPoint::All, FORK, 1)
         .unwrap_err()
         .to_string();
     assert!(err.contains("already exists"), "{err}");
-    let (_, records, _) = read_fork(&store);
+    let (_, records, _) = read_fork(&journals);
     assert_eq!(texts(&records).len(), 2, "turn 0: the setup only");
 }

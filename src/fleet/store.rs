@@ -34,12 +34,12 @@ pub type Error = object_store::Error;
 /// The shared store, seen under the prefix acp-journal keeps its objects under (the URL's
 /// path).
 #[derive(Clone)]
-pub struct Remote {
+pub struct Store {
     store: PrefixStore<Arc<dyn ObjectStore>>,
     url: String,
 }
 
-impl std::fmt::Debug for Remote {
+impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.url)
     }
@@ -49,7 +49,7 @@ impl std::fmt::Debug for Remote {
 /// the generation; both are kept).
 pub type Version = UpdateVersion;
 
-/// How [`Remote::put_versioned`] writes.
+/// How [`Store::put_versioned`] writes.
 #[derive(Clone, Debug)]
 pub enum Write {
     /// Only if absent (`If-None-Match: *`).
@@ -60,7 +60,7 @@ pub enum Write {
     Overwrite,
 }
 
-/// What [`Remote::put_versioned`] did.
+/// What [`Store::put_versioned`] did.
 #[derive(Clone, Debug)]
 pub enum Written {
     /// Written: the object's new version.
@@ -69,7 +69,7 @@ pub enum Written {
     Conflict,
 }
 
-/// What [`Remote::put_new`] found.
+/// What [`Store::put_new`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Put {
     /// The object was created.
@@ -98,14 +98,14 @@ fn object_path(rel: &str) -> Result<Path, Error> {
     })
 }
 
-impl Remote {
+impl Store {
     /// Open the store at `url`: `s3://BUCKET[/PREFIX]` (credentials, region and endpoint from
     /// the `AWS_*` variables), `gs://BUCKET[/PREFIX]` (`GOOGLE_*`), `az://CONTAINER[/PREFIX]`
     /// (`AZURE_*`), or `file:///PATH` (created, private, when missing). Nothing is sent yet.
     ///
     /// # Errors
     /// A URL this build cannot open, or a configuration the crate refuses.
-    pub fn open(url: &str) -> anyhow::Result<Remote> {
+    pub fn open(url: &str) -> anyhow::Result<Store> {
         // The HTTP client's TLS takes the process's default provider, installed first thing
         // in `main` (`net::tls::crypto_provider`).
         let parsed = url::Url::parse(url)
@@ -150,7 +150,7 @@ impl Remote {
                     anyhow::anyhow!("--store {url:?}: cannot create {}: {e}", dir.display())
                 })?;
                 // The directory is the store's root: no prefix within it.
-                return Ok(Remote::with_store(
+                return Ok(Store::with_store(
                     Arc::new(super::shared_dir::SharedDir::new(&dir)?),
                     "",
                     url,
@@ -158,7 +158,7 @@ impl Remote {
             }
             _ => return Err(unknown()),
         };
-        Ok(Remote {
+        Ok(Store {
             store: PrefixStore::new(store, prefix),
             url: url.to_string(),
         })
@@ -166,8 +166,8 @@ impl Remote {
 
     /// A store already made (`prefix` is prepended to every name; `url` names it in messages):
     /// how the fleet's unit tests run on `object_store::memory::InMemory`.
-    pub fn with_store(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Remote {
-        Remote {
+    pub fn with_store(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Store {
+        Store {
             store: PrefixStore::new(store, prefix),
             url: url.to_string(),
         }

@@ -63,19 +63,20 @@ fn segment_names(stem: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
-/// A journal store rooted at a directory.
+/// A journal directory: its segments (`sessions/`, `connections/`) and `catalog.ndjson` under
+/// one root.
 #[derive(Clone, Debug)]
-pub struct Store {
+pub struct JournalDir {
     root: PathBuf,
     mirror: bool,
     /// In a mirror kept up to date, the segments whose writers (on other hosts) are live.
     live: Option<Arc<RwLock<HashSet<String>>>>,
 }
 
-impl Store {
-    /// A store at `root` (nothing is created until [`Store::create_dirs`]).
-    pub fn new(root: impl Into<PathBuf>) -> Store {
-        Store {
+impl JournalDir {
+    /// The journal directory at `root` (nothing is created until [`JournalDir::create_dirs`]).
+    pub fn new(root: impl Into<PathBuf>) -> JournalDir {
+        JournalDir {
             root: root.into(),
             mirror: false,
             live: None,
@@ -84,8 +85,8 @@ impl Store {
 
     /// A local copy of part of a shared store (`--store`): its catalog lists every host's
     /// sessions, whose segments are here only once pulled, and whose writers run elsewhere.
-    pub fn mirror(root: impl Into<PathBuf>) -> Store {
-        Store {
+    pub fn mirror(root: impl Into<PathBuf>) -> JournalDir {
+        JournalDir {
             root: root.into(),
             mirror: true,
             live: None,
@@ -93,13 +94,13 @@ impl Store {
     }
 
     /// This mirror, its live segments told by `live` (segment paths relative to the root, kept
-    /// up to date by whoever refreshes the copy): what [`Store::writer_alive`] answers.
-    pub fn with_live(mut self, live: Arc<RwLock<HashSet<String>>>) -> Store {
+    /// up to date by whoever refreshes the copy): what [`JournalDir::writer_alive`] answers.
+    pub fn with_live(mut self, live: Arc<RwLock<HashSet<String>>>) -> JournalDir {
         self.live = Some(live);
         self
     }
 
-    /// Whether this is a local copy of a shared store ([`Store::mirror`]).
+    /// Whether this is a local copy of a shared store ([`JournalDir::mirror`]).
     pub fn is_mirror(&self) -> bool {
         self.mirror
     }
@@ -109,7 +110,7 @@ impl Store {
         &self.root
     }
 
-    /// Create the store's directories with private permissions.
+    /// Create the journal directory and its subdirectories with private permissions.
     ///
     /// # Errors
     /// I/O errors.
@@ -191,7 +192,7 @@ impl Store {
 
     /// True while the proxy that writes `segment` (relative to the root) is running: the pid in
     /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process (in a
-    /// [`Store::mirror`]: what [`Store::with_live`] was given says, else never).
+    /// [`JournalDir::mirror`]: what [`JournalDir::with_live`] was given says, else never).
     pub fn writer_alive(&self, segment: &str) -> bool {
         if self.mirror {
             // Written on another host: no process here tells; the store's catalogs may.
@@ -312,32 +313,35 @@ mod tests {
     fn private_permissions_even_with_permissive_umask() {
         let dir = tempfile::tempdir().unwrap();
         let old = unsafe { libc::umask(0) };
-        let store = Store::new(dir.path().join("store"));
-        store.create_dirs().unwrap();
-        let (path, _) = store
-            .create_segment(&store.session_dir("x"), "seg")
+        let journals = JournalDir::new(dir.path().join("store"));
+        journals.create_dirs().unwrap();
+        let (path, _) = journals
+            .create_segment(&journals.session_dir("x"), "seg")
             .unwrap();
         let header = crate::journal::writer::tests::header();
-        let made = store
-            .create_segment_writer(&store.session_dir("y"), "seg", &header)
+        let made = journals
+            .create_segment_writer(&journals.session_dir("y"), "seg", &header)
             .unwrap();
-        let again = store
-            .create_segment_writer(&store.session_dir("y"), "seg", &header)
+        let again = journals
+            .create_segment_writer(&journals.session_dir("y"), "seg", &header)
             .unwrap();
         unsafe { libc::umask(old) };
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(store.root()), 0o700);
-        assert_eq!(mode(&store.session_dir("x")), 0o700);
+        assert_eq!(mode(journals.root()), 0o700);
+        assert_eq!(mode(&journals.session_dir("x")), 0o700);
         assert_eq!(mode(&path), 0o600);
         // Segments made whole: named as asked (the next free name when taken), private, and
         // already holding their header.
-        assert_eq!(made.path(), store.session_dir("y").join("seg.acpj.zst"));
-        assert_eq!(again.path(), store.session_dir("y").join("seg.1.acpj.zst"));
+        assert_eq!(made.path(), journals.session_dir("y").join("seg.acpj.zst"));
+        assert_eq!(
+            again.path(),
+            journals.session_dir("y").join("seg.1.acpj.zst")
+        );
         for writer in [made, again] {
             assert_eq!(mode(writer.path()), 0o600);
             let reader = SegmentReader::open(writer.path()).unwrap();
             assert_eq!(reader.header().run, header.run);
         }
-        assert_eq!(segments_in(&store.session_dir("y")).unwrap().len(), 2);
+        assert_eq!(segments_in(&journals.session_dir("y")).unwrap().len(), 2);
     }
 }

@@ -288,10 +288,7 @@ impl Host {
 
 fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
-    (
-        Store::with_store(faulty.clone(), "team", "memory://team"),
-        faulty,
-    )
+    (Store::over(faulty.clone(), "team", "memory://team"), faulty)
 }
 
 async fn records(store: &Store) -> Vec<EpochRecord> {

@@ -115,7 +115,7 @@ impl Host {
 
 fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
-    (Store::with_store(faulty.clone(), "", "memory://"), faulty)
+    (Store::over(faulty.clone(), "", "memory://"), faulty)
 }
 
 /// The texts a pulled copy of `session` holds, in order.

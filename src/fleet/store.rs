@@ -150,7 +150,7 @@ impl Store {
                     anyhow::anyhow!("--store {url:?}: cannot create {}: {e}", dir.display())
                 })?;
                 // The directory is the store's root: no prefix within it.
-                return Ok(Store::with_store(
+                return Ok(Store::over(
                     Arc::new(super::shared_dir::SharedDir::new(&dir)?),
                     "",
                     url,
@@ -166,7 +166,7 @@ impl Store {
 
     /// A store already made (`prefix` is prepended to every name; `url` names it in messages):
     /// how the fleet's unit tests run on `object_store::memory::InMemory`.
-    pub fn with_store(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Store {
+    pub fn over(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Store {
         Store {
             store: PrefixStore::new(store, prefix),
             url: url.to_string(),

@@ -18,10 +18,7 @@ use crate::fleet::store::{Store, Write};
 
 fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
-    (
-        Store::with_store(faulty.clone(), "team", "memory://team"),
-        faulty,
-    )
+    (Store::over(faulty.clone(), "team", "memory://team"), faulty)
 }
 
 fn session(id: &str, version: i64, turns: u32) -> SessionRow {

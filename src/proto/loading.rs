@@ -32,9 +32,12 @@ use crate::wire::rewrite::{RawObject, json_string};
 #[derive(Debug, Default)]
 pub(super) struct Loads {
     loads: HashMap<u64, Load>,
-    /// Client request id → load. (A session's latest load is the session's:
-    /// [`super::sessions::Session::load`].)
+    /// Client request id → load.
     by_request: HashMap<RequestId, u64>,
+    /// Client-facing session → its latest load (kept here, not in the session table: a load
+    /// may start before the table has the session, and a session's entry is what attaches a
+    /// host's joining connection to it).
+    by_session: HashMap<SessionId, u64>,
 }
 
 /// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
@@ -53,6 +56,11 @@ impl Loads {
     /// The load a client request id names.
     pub(super) fn by_request(&self, id: &RequestId) -> Option<u64> {
         self.by_request.get(id).copied()
+    }
+
+    /// The latest load of client-facing session `s`.
+    pub(super) fn of_session(&self, s: &str) -> Option<u64> {
+        self.by_session.get(s).copied()
     }
 
     /// True while load `op` restores a session lost in an agent restart (client lines that
@@ -142,7 +150,7 @@ impl Loads {
             summary: Summary::default(),
             answer: RawObject::default(),
         };
-        cx.sessions.entry(&session).load = Some(op);
+        self.by_session.insert(session.clone(), op);
         self.loads.insert(op, load);
         cx.fx.push(Action::FetchHistory {
             load: op,
@@ -153,13 +161,13 @@ impl Loads {
         });
     }
 
-    fn remove(&mut self, sessions: &mut SessionTable, op: u64) -> Option<Load> {
+    fn remove(&mut self, op: u64) -> Option<Load> {
         let load = self.loads.remove(&op)?;
         if let Asker::Client(id) = &load.asker {
             self.by_request.remove(id);
         }
-        if let Some(session) = sessions.get_mut(&load.session) {
-            session.load.take_if(|latest| *latest == op);
+        if self.by_session.get(&load.session) == Some(&op) {
+            self.by_session.remove(&load.session);
         }
         Some(load)
     }
@@ -206,7 +214,7 @@ impl Loads {
     /// failed answer when there is one (the load fell back on the journal), else -32002; a
     /// restore cannot go on (`Unrestored`).
     fn journal_missing(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
-        let Some(l) = self.remove(&mut cx.sessions, op) else {
+        let Some(l) = self.remove(op) else {
             return Progress::Going;
         };
         let id = match l.asker {
@@ -242,7 +250,7 @@ impl Loads {
     /// fails with that reason (-32000, `data.reason` `"lease"`), in place of the agent's own
     /// answer if it failed; a restore cannot go on.
     fn journal_refused(&mut self, cx: &mut Cx, at: Stamp, op: u64, why: &str) -> Progress {
-        let Some(l) = self.remove(&mut cx.sessions, op) else {
+        let Some(l) = self.remove(op) else {
             return Progress::Going;
         };
         let error = error_json(
@@ -559,7 +567,7 @@ impl Loads {
 
     /// Answer the client's load.
     fn finish(&mut self, cx: &mut Cx, at: Stamp, op: u64, outcome: Result<(), String>) -> Progress {
-        let Some(l) = self.remove(&mut cx.sessions, op) else {
+        let Some(l) = self.remove(op) else {
             return Progress::Going;
         };
         let target = Target::Session(l.session.clone());
@@ -616,7 +624,7 @@ impl Loads {
     /// the session's agent lines, and journal its request in the session's journal. Returns its
     /// client id and session.
     fn abandon(&mut self, cx: &mut Cx, op: u64) -> Option<Load> {
-        let mut l = self.remove(&mut cx.sessions, op)?;
+        let mut l = self.remove(op)?;
         if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx.push(Action::CancelHistory { load: op });
         } else {

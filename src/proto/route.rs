@@ -106,11 +106,10 @@ pub(super) fn client(
 
 /// A line naming session `s`, which is being restored or was lost in an agent restart.
 fn restoring(cx: &Cx, loads: &Loads, s: &str, method: &str, kind: &Kind) -> Option<ClientRoute> {
-    let session = cx.sessions.get(s)?;
-    if let Some(op) = session.load.filter(|op| loads.restores(*op)) {
+    if let Some(op) = loads.of_session(s).filter(|op| loads.restores(*op)) {
         return Some(ClientRoute::BehindRestore(op));
     }
-    if !session.is_lost() {
+    if !cx.sessions.get(s).is_some_and(Session::is_lost) {
         return None;
     }
     match (method, kind) {
@@ -315,7 +314,7 @@ fn cancelled(
             if hosted && cx.sessions.is_live(&s) {
                 return None;
             }
-            Some((cx.sessions.get(&s)?.load?, "cancelled by session/cancel"))
+            Some((loads.of_session(&s)?, "cancelled by session/cancel"))
         }
         _ => None,
     }

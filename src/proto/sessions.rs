@@ -78,8 +78,6 @@ pub(super) struct Session {
     turn: Turn,
     /// Agent lines held while a load brings it up (until the load ends).
     held: HeldLines,
-    /// The latest load of it the core serves (its operation number), until it ends.
-    pub(super) load: Option<u64>,
     /// What the catalog learned of it and has not been told yet.
     facts: Facts,
 }

@@ -376,8 +376,10 @@ impl Connections {
                 self.outgoing.push_back((conn, line));
             }
         }
-        if let Some(attach) = join.attach {
-            sessions.entry(s).members.join_draft(conn, attach.observer);
+        if let Some(attach) = join.attach
+            && let Some(session) = sessions.get_mut(s)
+        {
+            session.members.join_draft(conn, attach.observer);
         }
         if join.attach.is_some_and(|a| a.observer) {
             return;

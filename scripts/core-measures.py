@@ -25,6 +25,17 @@ def core_files():
                 yield os.path.join(d, f)
 
 
+def past_braces(text, k):
+    """The index just past the brace block that opens at `text[k]`."""
+    depth = 0
+    while k < len(text):
+        depth += {"{": 1, "}": -1}.get(text[k], 0)
+        k += 1
+        if depth == 0:
+            break
+    return k
+
+
 def strip(text):
     """The text without comments, string literals and #[cfg(test)] items."""
     text = re.sub(r"//[^\n]*", "", text)
@@ -42,27 +53,15 @@ def strip(text):
         if brace < 0 or (0 <= semi < brace):
             i = semi + 1
             continue
-        depth, k = 0, brace
-        while k < len(text):
-            depth += {"{": 1, "}": -1}.get(text[k], 0)
-            k += 1
-            if depth == 0:
-                break
-        i = k
+        i = past_braces(text, brace)
     return "".join(out)
 
 
 def blocks(text, head):
     """(match, body) of every item whose header matches `head`, body between its braces."""
     for m in re.finditer(head, text):
-        k = text.find("{", m.end() - 1)
-        depth, start = 0, k
-        while k < len(text):
-            depth += {"{": 1, "}": -1}.get(text[k], 0)
-            k += 1
-            if depth == 0:
-                break
-        yield m, text[start + 1 : k - 1]
+        start = text.find("{", m.end() - 1)
+        yield m, text[start + 1 : past_braces(text, start) - 1]
 
 
 def top_level(body):

@@ -78,7 +78,16 @@ pub fn flood_agent(n: usize, seed: u64) {
     }
     let id = request_id(&line, "session/prompt").unwrap_or_else(|| "1".into());
     let updates = &data[..data.len() - PROMPT_RESPONSE.len()];
-    let _ = out.write_all(updates);
+    if std::env::var_os("BENCH_FLOOD_WRITES").is_some_and(|w| w == "line") {
+        // As agents write: one `write(2)` per message.
+        for line in updates.split_inclusive(|&b| b == b'\n') {
+            if out.write_all(line).is_err() {
+                return;
+            }
+        }
+    } else {
+        let _ = out.write_all(updates);
+    }
     let _ = out.write_all(
         PROMPT_RESPONSE
             .replacen("\"id\":1", &format!("\"id\":{id}"), 1)

@@ -10,6 +10,9 @@
 //!
 //! Pure functions of a parsed `update` object; what each reader does with them is its own.
 
+use std::sync::LazyLock;
+
+use memchr::memmem;
 use serde_json::Value;
 
 /// Which form of the subagents protocol an update is in.
@@ -132,7 +135,9 @@ pub fn child_update(update: &Value) -> Option<ChildUpdate<'_>> {
 
 /// A line may speak of a child session (a cheap look before parsing it).
 pub fn may_name_child(line: &[u8]) -> bool {
-    memchr::memmem::find(line, b"\"subagent_").is_some()
+    static SUBAGENT: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"subagent_"));
+    SUBAGENT.find(line).is_some()
 }
 
 #[cfg(test)]

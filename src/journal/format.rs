@@ -295,16 +295,19 @@ pub fn encode_header(header: &Header, out: &mut Vec<u8>) {
 
 /// Encode one record line (with its `\n`) onto `out`.
 pub fn encode_record(record: &Record, out: &mut Vec<u8>) {
-    use std::io::Write;
     let start = begin_line(out);
-    let _ = write!(
-        out,
-        r#""seq":{},"t":{},"mono":{}"#,
-        record.seq, record.unix_us, record.mono_us
-    );
+    let mut number = itoa::Buffer::new();
+    out.extend_from_slice(br#""seq":"#);
+    out.extend_from_slice(number.format(record.seq).as_bytes());
+    out.extend_from_slice(br#","t":"#);
+    out.extend_from_slice(number.format(record.unix_us).as_bytes());
+    out.extend_from_slice(br#","mono":"#);
+    out.extend_from_slice(number.format(record.mono_us).as_bytes());
     match &record.body {
         Body::Message { from, payload } => {
-            let _ = write!(out, r#","from":"{}""#, from.as_str());
+            out.extend_from_slice(br#","from":""#);
+            out.extend_from_slice(from.as_str().as_bytes());
+            out.push(b'"');
             match payload.encoding {
                 Encoding::Json => {
                     out.extend_from_slice(br#","msg":"#);

@@ -46,7 +46,7 @@ fn present(v: &Value) -> bool {
     !v.is_null()
 }
 
-fn parse(raw: Option<&serde_json::value::RawValue>) -> Value {
+fn parse(raw: Option<crate::wire::envelope::Raw<'_>>) -> Value {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
         .unwrap_or(Value::Null)
 }

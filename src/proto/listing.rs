@@ -253,7 +253,7 @@ enum ArchiveFilter {
 }
 
 impl ArchiveFilter {
-    fn of(params: Option<&serde_json::value::RawValue>) -> ArchiveFilter {
+    fn of(params: Option<crate::wire::envelope::Raw<'_>>) -> ArchiveFilter {
         let params: Value = params
             .filter(|p| p.get().contains("\"archived\""))
             .and_then(|p| serde_json::from_str(p.get()).ok())

@@ -147,7 +147,7 @@ pub(super) fn is_native_replay(
 
 /// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or
 /// `null`), `""` when it has no string `type`.
-pub(super) fn replay_from(params: Option<&serde_json::value::RawValue>) -> Option<String> {
+pub(super) fn replay_from(params: Option<crate::wire::envelope::Raw<'_>>) -> Option<String> {
     let params: serde_json::Value = serde_json::from_str(params?.get()).ok()?;
     let from = params.get("replayFrom").filter(|v| !v.is_null())?;
     Some(from["type"].as_str().unwrap_or_default().to_string())

@@ -198,7 +198,7 @@ impl Player {
             .params
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or(Value::Null);
-        let session = peek.session.clone();
+        let session = peek.session.as_deref().map(str::to_owned);
         match peek.kind.clone() {
             Kind::Request { id, method } => self.request(id, &method, session, params),
             Kind::Notification { method } => self.notification(&method, session, params),

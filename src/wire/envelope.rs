@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::scan::{self, Id, Scanned};
 use super::side::Side;
 
 /// A JSON-RPC id, compared by value: `1` and `"1"` differ, `"a"` and `"\u0061"` do not.
@@ -73,17 +74,35 @@ pub enum Kind<'a> {
     Invalid,
 }
 
+/// The text of one JSON value of a line [`peek`] read: valid JSON, borrowed from the line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    /// The value's JSON text.
+    pub fn get(self) -> &'a str {
+        self.0
+    }
+}
+
+impl<'a> From<&'a RawValue> for Raw<'a> {
+    fn from(raw: &'a RawValue) -> Raw<'a> {
+        Raw(raw.get())
+    }
+}
+
 /// The peeked fields of one line.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Peek<'a> {
     /// The classification.
     pub kind: Kind<'a>,
     /// Raw `params`, when present.
-    pub params: Option<&'a RawValue>,
+    pub params: Option<Raw<'a>>,
     /// Raw `result`, when present.
-    pub result: Option<&'a RawValue>,
-    /// `params.sessionId`, when it is a string (read once, here).
-    pub session: Option<String>,
+    pub result: Option<Raw<'a>>,
+    /// `params.sessionId`, when it is a string (read once, here; borrowed unless it had
+    /// escapes).
+    pub session: Option<Cow<'a, str>>,
 }
 
 impl Peek<'_> {
@@ -157,14 +176,65 @@ struct Envelope<'a> {
 }
 
 /// Peek at one line (its line ending, if any, is ignored).
+///
+/// One pass over the bytes ([`scan`]) reads the lines it is sure of, which are nearly all of
+/// them; serde_json reads the others, as it reads every line a scan would give up on.
 pub fn peek(line: &[u8]) -> Peek<'_> {
+    let body = line.trim_ascii();
+    if body.first() == Some(&b'{')
+        && let Some(scanned) = scan::scan(body)
+    {
+        return scanned_peek(scanned);
+    }
+    parsed_peek(body)
+}
+
+/// The peek of a line [`scan::scan`] read.
+fn scanned_peek(scanned: Scanned<'_>) -> Peek<'_> {
+    let id = scanned.id.map(|id| match id {
+        Id::Null => RequestId::Null,
+        Id::Number(n) => RequestId::Number(n.to_owned()),
+        Id::String(s) => RequestId::String(s.to_owned()),
+    });
+    let (result, error) = (scanned.result.map(Raw), scanned.error.map(Raw));
+    let kind = match (id, scanned.method.flatten()) {
+        (Some(id), Some(method)) => Kind::Request {
+            id,
+            method: Cow::Borrowed(method),
+        },
+        (None, Some(method)) => Kind::Notification {
+            method: Cow::Borrowed(method),
+        },
+        (Some(id), None) if result.is_some() || error.is_some() => Kind::Response {
+            id,
+            is_error: error.is_some() && result.is_none(),
+        },
+        _ => Kind::OtherJson,
+    };
+    let params = scanned.params.map(Raw);
+    let session = match scanned.session {
+        scan::Session::None => None,
+        scan::Session::Some(session) => Some(Cow::Borrowed(session)),
+        scan::Session::Unsure => str_field(params, "sessionId").map(Cow::Owned),
+    };
+    Peek {
+        kind,
+        params,
+        result,
+        session,
+    }
+}
+
+/// The peek of `body` (a trimmed line) as serde_json reads it: what [`peek`] gives for the
+/// lines its scan gives up on, and the reference the scan is tested against (here and by the
+/// `peek` fuzz target).
+pub fn parsed_peek(body: &[u8]) -> Peek<'_> {
     let other = |kind| Peek {
         kind,
         params: None,
         result: None,
         session: None,
     };
-    let body = line.trim_ascii();
     if body.first() != Some(&b'{') {
         let valid =
             !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
@@ -197,17 +267,18 @@ pub fn peek(line: &[u8]) -> Peek<'_> {
         }
         _ => Kind::OtherJson,
     };
+    let params = env.params.0.map(Raw::from);
     Peek {
         kind,
-        params: env.params.0,
-        result: env.result.0,
-        session: str_field(env.params.0, "sessionId"),
+        params,
+        result: env.result.0.map(Raw::from),
+        session: str_field(params, "sessionId").map(Cow::Owned),
     }
 }
 
 /// A string member of a raw JSON object (`params.sessionId`, `result.sessionId`,
 /// `params.cwd`), if the object has it and it is a string. Other members are skipped unparsed.
-pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
+pub fn str_field(object: Option<Raw<'_>>, name: &str) -> Option<String> {
     use std::cell::RefCell;
     /// Scans top-level members; stops (with an error serde_json then reports) at the first
     /// member named `name`, so large members after it are not even read.
@@ -240,7 +311,7 @@ pub fn str_field(object: Option<&RawValue>, name: &str) -> Option<String> {
 }
 
 /// `requestId` of a raw `params` object (`$/cancel_request`, request-scoped elicitation).
-pub fn request_id(params: Option<&RawValue>) -> Option<RequestId> {
+pub fn request_id(params: Option<Raw<'_>>) -> Option<RequestId> {
     #[derive(Deserialize)]
     struct WithRequest<'a> {
         #[serde(rename = "requestId", borrow, default)]

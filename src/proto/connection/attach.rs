@@ -24,7 +24,7 @@ pub(in crate::proto) enum HistoryPolicy {
 impl Attach {
     /// The params of a `session/attach`; `Err` with the message of an invalid value.
     pub(in crate::proto) fn parse(
-        params: Option<&serde_json::value::RawValue>,
+        params: Option<crate::wire::envelope::Raw<'_>>,
     ) -> Result<Attach, String> {
         let params: Value = params
             .and_then(|p| serde_json::from_str(p.get()).ok())

@@ -121,7 +121,7 @@ impl Forwarded {
 /// `user_message` themselves).
 pub(super) fn prompt_echo(
     s: &SessionId,
-    params: Option<&serde_json::value::RawValue>,
+    params: Option<crate::wire::envelope::Raw<'_>>,
 ) -> Vec<Bytes> {
     let Some(Value::Array(blocks)) = params
         .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())

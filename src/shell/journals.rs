@@ -243,7 +243,9 @@ pub struct JournalSet<T> {
     fsync: FsyncPolicy,
     connection: Slot,
     connection_rel: Option<String>,
-    sessions: HashMap<SessionId, Slot>,
+    /// Looked up for every record: foldhash, as the core's maps (session IDs come from the
+    /// peers, and the hasher is seeded per map).
+    sessions: HashMap<SessionId, Slot, foldhash::fast::RandomState>,
     jobs: std::sync::mpsc::Sender<Job<T>>,
     done: Finished<T>,
     queued: usize,
@@ -283,7 +285,7 @@ impl<T: Send + 'static> JournalSet<T> {
             dir,
             info,
             fsync,
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             jobs,
             done,
             queued: 0,

@@ -154,16 +154,14 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
     }
 }
 
-/// `action`, unless it reads or writes the catalog while facts wait: then the facts go first
-/// ([`Action::TurnFacts`]) and `action` right after them (at the front of `then`).
+/// `action`, which reads or writes the catalog ([`Action::FetchSessions`],
+/// [`Action::Catalog`]), unless facts wait: then the facts go first ([`Action::TurnFacts`]) and
+/// `action` right after them (at the front of `then`).
 pub(super) fn facts_before(
     sessions: &mut SessionTable,
     then: &mut VecDeque<Action>,
     action: Action,
 ) -> Action {
-    if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
-        return action;
-    }
     let facts = sessions.take_facts();
     if facts.is_empty() {
         return action;

@@ -110,10 +110,11 @@ impl Proxy {
                 clients::settle(&mut self.cx, &mut self.connections);
             }
             let route = match self.cx.fx.pop()? {
-                Queued::Action(action) => {
+                Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
                     let sessions = &mut self.cx.sessions;
                     return Some(catalog::facts_before(sessions, &mut self.routed, action));
                 }
+                Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };

@@ -30,13 +30,17 @@ pub(super) fn settle(cx: &mut Cx, connections: &mut Connections) {
         orphaned,
     } = connections.take_unsettled();
     for (s, conn) in created {
-        cx.sessions.attach(&s, conn);
+        if let Some(session) = cx.sessions.get_mut(&s) {
+            session.members.attach(conn);
+        }
     }
     for conn in to_end {
         cx.fx.push(Action::EndClient(conn));
     }
     for (conn, s) in detached {
-        cx.sessions.detach_from(&s, conn);
+        if let Some(session) = cx.sessions.get_mut(&s) {
+            session.members.detach(conn);
+        }
     }
     let at = cx.now;
     for (id, line) in orphaned {
@@ -105,7 +109,9 @@ pub(super) fn deliver(
 /// requests it left unanswered are asked again. False while others remain (or on a host,
 /// always): true when it was the client's last, the client's end.
 pub(super) fn ended(cx: &mut Cx, connections: &mut Connections, at: Stamp, conn: ConnId) -> bool {
-    cx.sessions.detach(conn);
+    for (_, session) in cx.sessions.iter_mut() {
+        session.members.detach(conn);
+    }
     let (unanswered, last) = connections.end(conn);
     if last && !connections.is_hosted() {
         return true;
@@ -136,11 +142,13 @@ pub(super) fn ask_again(
     line: Bytes,
 ) {
     let peek = envelope::peek(&line);
-    if peek
-        .session
-        .as_deref()
-        .is_some_and(|s| connections.is_hosted() || !cx.sessions.attached(s).is_empty())
-    {
+    if peek.session.as_deref().is_some_and(|s| {
+        connections.is_hosted()
+            || cx
+                .sessions
+                .get(s)
+                .is_some_and(|x| !x.members.attached().is_empty())
+    }) {
         // Routed again: to an attached connection, or (a host's) to wait for one.
         cx.fx.forward(Side::Client, line);
         return;
@@ -234,7 +242,9 @@ pub(super) fn join_or_leave(
         Join::Leave => {
             let conn = connections.conn_of(id);
             cx.fx.journal_client(at, Target::Run, peek, line);
-            cx.sessions.detach_from(s, conn);
+            if let Some(session) = cx.sessions.get_mut(s) {
+                session.members.detach(conn);
+            }
             let unanswered = connections.detach(conn, s);
             let answer = match peek.method() {
                 Some("session/detach") => json!({"sessionId": &**s, "status": "detached"}),

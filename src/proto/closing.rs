@@ -33,13 +33,17 @@ pub(super) fn close(
         "session/cancel",
         &params,
     );
-    cx.sessions.set_not_live(s);
+    if let Some(session) = cx.sessions.get_mut(s) {
+        session.set_not_live();
+    }
     cx.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
 }
 
 /// `session/close` the agent does: a later load must bring the session up again.
 pub(super) fn closed_by_agent(cx: &mut Cx, s: &SessionId) {
-    cx.sessions.set_not_live(s);
+    if let Some(session) = cx.sessions.get_mut(s) {
+        session.set_not_live();
+    }
 }
 
 /// `session/delete`: the catalog forgets the session; for an agent that lacks it, answered

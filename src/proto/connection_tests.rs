@@ -149,7 +149,10 @@ fn a_connection_ends_while_its_session_lives_on_and_the_last_ends_the_client() {
         "to one now"
     );
     assert_eq!(one[n - 1]["id"], 8);
-    assert_eq!(h.proxy.sessions().attached("A"), [ConnId(1)]);
+    assert_eq!(
+        h.proxy.sessions().get("A").unwrap().members.attached(),
+        [ConnId(1)]
+    );
     let at = h.stamp();
     h.proxy.handle_eof(at, Peer::Client(ConnId(1)));
     h.drain();

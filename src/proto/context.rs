@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::capabilities::{AgentCaps, ClientCaps};
 use super::effects::Effects;
+use super::held::HeldWhileStarting;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
 use super::redact;
@@ -23,6 +24,8 @@ pub(super) struct Cx {
     /// The output: actions in order.
     pub(super) fx: Effects,
     pub(super) sessions: SessionTable,
+    /// The agent lines held while loads bring their sessions up.
+    pub(super) held: HeldWhileStarting,
     /// Requests awaiting their response, by sender and id.
     pub(super) pending: PendingTable,
     pub(super) ids: OwnIds,
@@ -44,6 +47,7 @@ impl Cx {
             config,
             fx: Effects::new(config.redact),
             sessions: SessionTable::default(),
+            held: HeldWhileStarting::default(),
             pending: HashMap::default(),
             ids: OwnIds::default(),
             initialize: Initialize::default(),

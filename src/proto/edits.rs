@@ -8,18 +8,107 @@
 
 use bytes::Bytes;
 
+use super::attribution;
 use super::capabilities::{self, AgentCaps, ClientCaps};
 use super::catalog;
 use super::context::Cx;
 use super::listing::Lists;
 use super::mapping::{self, ClientEdit};
+use super::native;
 use super::restart::Handshake;
 use super::sessions;
-use super::vocab::{Action, AgentRef, AgentSessionId, Stamp, Target};
+use super::stalls;
+use super::vocab::{Action, AgentRef, AgentSessionId, LoadMode, Stamp, Target};
 use crate::journal::Event;
+use crate::journal::format::Body;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
+
+/// A line the proxy does not consume (described by `peek`): edited where it must be,
+/// journaled, forwarded.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn relay(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    lists: &Lists,
+    hosted: bool,
+    at: Stamp,
+    from: Side,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) {
+    if cx.config.stall_timeout_us.is_some() {
+        stalls::prompt_sent(cx, from, peek, at);
+    }
+    let rewritten = match (cx.config.load, from) {
+        (LoadMode::Off, _) => None,
+        (_, Side::Client) => rewrite_client(cx, handshake, lists, at, peek, line),
+        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line),
+    };
+    // The journal holds what the client sent and what it received.
+    match (from, rewritten.map(Bytes::from)) {
+        (Side::Agent, Some(out)) => {
+            let facing = envelope::peek(&out);
+            journal_and_forward(cx, at, from, &facing, out.clone(), out.clone());
+        }
+        (_, out) => {
+            let forward = out.unwrap_or_else(|| line.clone());
+            journal_and_forward(cx, at, from, peek, line.clone(), forward);
+        }
+    }
+}
+
+/// Journal and forward agent lines that were held, in order ([`relay`]).
+pub(super) fn relay_held(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    lists: &Lists,
+    hosted: bool,
+    at: Stamp,
+    lines: Vec<Bytes>,
+) {
+    for line in lines {
+        let peek = envelope::peek(&line);
+        relay(cx, handshake, lists, hosted, at, Side::Agent, &peek, &line);
+    }
+}
+
+/// A line the proxy made as the agent's (the agent's `session/list` answer merged with the
+/// journal's): journaled and forwarded as it is.
+pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
+    let facing = envelope::peek(&line);
+    journal_and_forward(cx, at, Side::Agent, &facing, line.clone(), line.clone());
+}
+
+/// Journal `facing` (the client's view of the line, described by `peek`) and forward
+/// `forward` to the other side.
+fn journal_and_forward(
+    cx: &mut Cx,
+    at: Stamp,
+    from: Side,
+    peek: &Peek<'_>,
+    facing: Bytes,
+    forward: Bytes,
+) {
+    let record = {
+        let payload = cx.fx.payload(peek, facing);
+        cx.fx.record(at, Body::Message { from, payload })
+    };
+    let target = attribution::attribute(cx, from, peek, &record);
+    if let Target::Session(session) = &target
+        && !cx.sessions.journal_open(session)
+    {
+        // A setup request names its cwd; early agent traffic may claim a pending
+        // session/new.
+        let cwd = envelope::str_field(peek.params, "cwd");
+        attribution::open_session(cx, session, cwd, from == Side::Agent);
+    }
+    if !native::is_native_replay(&cx.sessions, from, peek, &target) {
+        cx.fx.journal(target, record);
+    }
+    cx.fx.forward(from.other(), forward);
+}
 
 /// Client line edits on the way to the agent: renumbered ids, mapped session IDs,
 /// re-priming.
@@ -63,7 +152,9 @@ pub(super) fn rewrite_client(
     // Only requests and notifications are mapped: an object without a method is no
     // message of the session, and passes unchanged.
     let session = peek.session.as_deref().filter(|_| method.is_some());
-    let mapping = session.and_then(|s| cx.sessions.mapping_mut(s));
+    let mapping = session
+        .and_then(|s| cx.sessions.get_mut(s))
+        .and_then(sessions::Session::mapping_mut);
     let (agent_session, reprime) = match mapping {
         Some(m) => {
             let reprime = match method {
@@ -177,7 +268,7 @@ fn rewrite_agent_response(
                     session.end_native_load(&client_id);
                 }
                 if !is_error {
-                    cx.sessions.set_live(s);
+                    cx.sessions.entry(s).set_live();
                 }
             }
         }
@@ -199,7 +290,7 @@ fn new_session(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
     let s = envelope::str_field(peek.result, "sessionId")?;
     let Some(fresh) = cx.reused.fresh_id(&s) else {
         let s = cx.sessions.id(&s);
-        cx.sessions.set_live(&s);
+        cx.sessions.entry(&s).set_live();
         return None;
     };
     // Mapped from the start (no prefix: nothing was replayed into it).

@@ -239,10 +239,7 @@ fn agent_lines_held_while_a_load_starts_their_session_are_bounded() {
     );
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:1","result":{}}"#);
     assert_eq!(last_to_client(&h)["id"], 5, "the load is answered");
-    assert!(
-        !h.proxy.sessions().held_overflowed(),
-        "the next load holds again"
-    );
+    assert!(!h.proxy.held().overflowed(), "the next load holds again");
 }
 
 #[test]

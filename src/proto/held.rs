@@ -77,6 +77,81 @@ impl HeldLines {
     }
 }
 
+/// The agent lines held while loads bring their sessions up, under one bound: each session's
+/// are the session's own ([`super::sessions::SessionTable::held_of`]); those naming an agent-side
+/// session no mapping names yet are held here, unclaimed, while a load waits for the agent's
+/// `session/new` answer (which may name it).
+#[derive(Debug, Default)]
+pub(super) struct HeldWhileStarting {
+    unclaimed: HeldLines,
+    /// The bytes held by every session and `unclaimed` together.
+    bytes: usize,
+    /// Holding them passed the bound: nothing more is held until a load ends.
+    full: bool,
+}
+
+impl HeldWhileStarting {
+    /// Hold an agent line in `session`'s held lines (`None`: unclaimed). False, and nothing
+    /// held, once the lines held by every session would pass `limit` bytes; from then on
+    /// nothing more is held until a load ends.
+    pub(super) fn hold(
+        &mut self,
+        session: Option<&mut HeldLines>,
+        line: &Bytes,
+        limit: usize,
+    ) -> bool {
+        if self.full || self.bytes + line.len() > limit {
+            self.full = true;
+            return false;
+        }
+        session.unwrap_or(&mut self.unclaimed).push(line.clone());
+        self.bytes += line.len();
+        true
+    }
+
+    /// The lines held in `session`'s held lines (`None`: the unclaimed ones) so far, to pass
+    /// before its next one.
+    pub(super) fn take(&mut self, session: Option<&mut HeldLines>) -> Vec<Bytes> {
+        let lines = session.unwrap_or(&mut self.unclaimed).take();
+        self.bytes -= lines.iter().map(Bytes::len).sum::<usize>();
+        lines
+    }
+
+    /// True while agent lines of sessions not known yet are held.
+    pub(super) fn holds_unclaimed(&self) -> bool {
+        !self.unclaimed.is_empty()
+    }
+
+    /// The unclaimed lines, once an agent answer may have named their sessions: to be taken
+    /// again (held by the session now starting as one, passed, or held unclaimed again).
+    pub(super) fn take_unclaimed(&mut self) -> Vec<Bytes> {
+        self.bytes -= self.unclaimed.bytes();
+        self.unclaimed.take()
+    }
+
+    /// A load ended (or the agent did): the unclaimed lines, then those of `sessions` (the
+    /// held lines of every session no load is bringing up any more), in order within each;
+    /// holding starts afresh.
+    pub(super) fn release<'a>(
+        &mut self,
+        sessions: impl Iterator<Item = &'a mut HeldLines>,
+    ) -> Vec<Bytes> {
+        self.full = false;
+        let mut lines = self.unclaimed.take();
+        for held in sessions {
+            lines.append(&mut held.take());
+        }
+        self.bytes -= lines.iter().map(Bytes::len).sum::<usize>();
+        lines
+    }
+
+    /// True while nothing more is held for the bound.
+    #[cfg(test)]
+    pub(super) fn overflowed(&self) -> bool {
+        self.full
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

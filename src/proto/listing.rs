@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::context::Cx;
 use super::ids::OwnIds;
-use super::sessions::SessionTable;
+use super::sessions::{Session, SessionTable};
 use super::vocab::{Action, HashMap, HashSet, ListedSession, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Peek};
@@ -505,7 +505,7 @@ impl Lists {
         if hosted {
             list.live = sessions
                 .iter()
-                .filter(|s| cx.sessions.is_live(&s.session))
+                .filter(|s| cx.sessions.get(&s.session).is_some_and(Session::is_live))
                 .map(|s| s.session.clone())
                 .collect();
         }

@@ -15,7 +15,8 @@ use super::vocab::{
 };
 use crate::journal::Event;
 use crate::journal::format::Record;
-use crate::wire::envelope::RequestId;
+use crate::wire::Side;
+use crate::wire::envelope::{RequestId, error_json};
 use crate::wire::rewrite::RawObject;
 
 /// Where a load stands, with what only that step needs.
@@ -28,6 +29,22 @@ pub(super) enum Phase {
     /// The recorded mode and config options are set again: the requests not answered yet.
     Restoring { outstanding: usize },
 }
+
+/// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
+/// released; a restore's waiting client lines go on to the agent (`Restored`) or are answered
+/// with `error` (`Unrestored`).
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Progress {
+    Going,
+    Done,
+    Restored(Vec<Bytes>),
+    Unrestored { lines: Vec<Bytes>, error: String },
+}
+
+/// `data.reason` of the error a host gives a load it refuses because another host continues the
+/// session.
+pub(super) const LEASE_REFUSED: &str = "lease";
 
 /// A `session/load` (or `session/resume`) the proxy is answering, or a restore.
 #[derive(Debug)]
@@ -52,6 +69,70 @@ pub(super) struct Load {
 }
 
 impl Load {
+    /// The load's session has no journal: the load ends. The client gets the agent's own
+    /// failed answer when there is one (the load fell back on the journal), else -32002; a
+    /// restore cannot go on (`Unrestored`).
+    pub(super) fn journal_missing(self, cx: &mut Cx, at: Stamp) -> Progress {
+        let l = self;
+        let id = match l.asker {
+            Asker::Client(id) => id,
+            Asker::Restore(mut lines) => {
+                let error = "acp-journal could not restore the session after the agent restarted: its journal is missing";
+                return Progress::Unrestored {
+                    lines: lines.take(),
+                    error: error_json(-32603, error, None),
+                };
+            }
+        };
+        if let Some(failed) = l.agent_failed {
+            // Nothing to fall back on: the client gets the agent's answer.
+            let record = cx.fx.agent_record(at, failed.clone());
+            cx.fx.journal(Target::Session(l.session.clone()), record);
+            cx.fx.forward(Side::Client, failed);
+            return Progress::Done;
+        }
+        if let Some(request) = l.request {
+            cx.fx.journal(Target::Run, request);
+        }
+        let error = error_json(
+            -32002,
+            "Resource not found: no journal for this session",
+            Some(json!({"sessionId": &*l.session})),
+        );
+        cx.fx.answer(at, Target::Run, &id, Err(&error));
+        Progress::Done
+    }
+
+    /// The load's session may not be continued here (`why`: another host holds it): the load
+    /// fails with that reason (-32000, `data.reason` `"lease"`), in place of the agent's own
+    /// answer if it failed; a restore cannot go on.
+    pub(super) fn journal_refused(self, cx: &mut Cx, at: Stamp, why: &str) -> Progress {
+        let l = self;
+        let error = error_json(
+            -32000,
+            why,
+            Some(json!({"sessionId": &*l.session, "reason": LEASE_REFUSED})),
+        );
+        let id = match l.asker {
+            Asker::Client(id) => id,
+            Asker::Restore(mut lines) => {
+                return Progress::Unrestored {
+                    lines: lines.take(),
+                    error,
+                };
+            }
+        };
+        if let Some(request) = l.request {
+            cx.fx.journal(Target::Run, request);
+        }
+        if let Some(failed) = l.agent_failed {
+            let record = cx.fx.proxy_record(at, Side::Agent, failed);
+            cx.fx.journal(Target::Run, record);
+        }
+        cx.fx.answer(at, Target::Run, &id, Err(&error));
+        Progress::Done
+    }
+
     /// Map client-facing `session` to `agent`, persistently.
     pub(super) fn map(&self, cx: &mut Cx, at: Stamp, agent: &AgentSessionId, fresh: bool) {
         let session = &self.session;

@@ -16,12 +16,12 @@ use serde_json::{Value, json};
 
 use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
-use super::load_state::{Load, Phase, present};
+use super::load_state::{LEASE_REFUSED, Load, Phase, Progress, present};
 use super::pending::{Step, Underneath};
-use super::sessions::SessionTable;
+use super::sessions::Session;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, ClientSupport, HashMap, HistoryChunk, LoadMode, SessionId,
-    Stamp, Summary, Target,
+    Action, AgentSessionId, ClientSupport, HashMap, HistoryChunk, LoadMode, SessionId, Stamp,
+    Summary, Target,
 };
 use crate::journal::Event;
 use crate::wire::Side;
@@ -38,18 +38,6 @@ pub(super) struct Loads {
     /// may start before the table has the session, and a session's entry is what attaches a
     /// host's joining connection to it).
     by_session: HashMap<SessionId, u64>,
-}
-
-/// Whether a step of a load was taken. When it ends, the agent lines held meanwhile are
-/// released; a restore's waiting client lines go on to the agent (`Restored`) or are answered
-/// with `error` (`Unrestored`).
-#[must_use]
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Progress {
-    Going,
-    Done,
-    Restored(Vec<Bytes>),
-    Unrestored { lines: Vec<Bytes>, error: String },
 }
 
 impl Loads {
@@ -204,78 +192,14 @@ impl Loads {
                 }
                 Progress::Going
             }
-            HistoryChunk::Missing => self.journal_missing(cx, at, op),
-            HistoryChunk::Refused(why) => self.journal_refused(cx, at, op, &why),
+            HistoryChunk::Missing => self
+                .remove(op)
+                .map_or(Progress::Going, |l| l.journal_missing(cx, at)),
+            HistoryChunk::Refused(why) => self
+                .remove(op)
+                .map_or(Progress::Going, |l| l.journal_refused(cx, at, &why)),
             HistoryChunk::End(summary) => self.history_end(cx, at, op, summary),
         }
-    }
-
-    /// Load `op`'s session has no journal: the load ends. The client gets the agent's own
-    /// failed answer when there is one (the load fell back on the journal), else -32002; a
-    /// restore cannot go on (`Unrestored`).
-    fn journal_missing(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
-        let Some(l) = self.remove(op) else {
-            return Progress::Going;
-        };
-        let id = match l.asker {
-            Asker::Client(id) => id,
-            Asker::Restore(mut lines) => {
-                let error = "acp-journal could not restore the session after the agent restarted: its journal is missing";
-                return Progress::Unrestored {
-                    lines: lines.take(),
-                    error: error_json(-32603, error, None),
-                };
-            }
-        };
-        if let Some(failed) = l.agent_failed {
-            // Nothing to fall back on: the client gets the agent's answer.
-            let record = cx.fx.agent_record(at, failed.clone());
-            cx.fx.journal(Target::Session(l.session.clone()), record);
-            cx.fx.forward(Side::Client, failed);
-            return Progress::Done;
-        }
-        if let Some(request) = l.request {
-            cx.fx.journal(Target::Run, request);
-        }
-        let error = error_json(
-            -32002,
-            "Resource not found: no journal for this session",
-            Some(json!({"sessionId": &*l.session})),
-        );
-        cx.fx.answer(at, Target::Run, &id, Err(&error));
-        Progress::Done
-    }
-
-    /// Load `op`'s session may not be continued here (`why`: another host holds it): the load
-    /// fails with that reason (-32000, `data.reason` `"lease"`), in place of the agent's own
-    /// answer if it failed; a restore cannot go on.
-    fn journal_refused(&mut self, cx: &mut Cx, at: Stamp, op: u64, why: &str) -> Progress {
-        let Some(l) = self.remove(op) else {
-            return Progress::Going;
-        };
-        let error = error_json(
-            -32000,
-            why,
-            Some(json!({"sessionId": &*l.session, "reason": LEASE_REFUSED})),
-        );
-        let id = match l.asker {
-            Asker::Client(id) => id,
-            Asker::Restore(mut lines) => {
-                return Progress::Unrestored {
-                    lines: lines.take(),
-                    error,
-                };
-            }
-        };
-        if let Some(request) = l.request {
-            cx.fx.journal(Target::Run, request);
-        }
-        if let Some(failed) = l.agent_failed {
-            let record = cx.fx.proxy_record(at, Side::Agent, failed);
-            cx.fx.journal(Target::Run, record);
-        }
-        cx.fx.answer(at, Target::Run, &id, Err(&error));
-        Progress::Done
     }
 
     /// Load `op`'s history was all sent (its `summary` learnt): the session's journal is
@@ -325,7 +249,7 @@ impl Loads {
             return Progress::Going;
         };
         let session = l.session.clone();
-        if cx.sessions.is_live(&session) {
+        if cx.sessions.get(&session).is_some_and(Session::is_live) {
             // Still live on the agent in this connection: nothing to start.
             return self.finish(cx, at, op, Ok(()));
         }
@@ -576,7 +500,7 @@ impl Loads {
         }
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
-                cx.sessions.set_live(&l.session);
+                cx.sessions.entry(&l.session).set_live();
                 if l.replay && l.support.v2 {
                     // v2: the replay's end is told (the schema's `replay_complete`).
                     cx.fx.notify_client(
@@ -604,16 +528,18 @@ impl Loads {
                 Progress::Done
             }
             (Ok(()), Asker::Restore(mut lines)) => {
-                cx.sessions.set_live(&l.session);
+                cx.sessions.entry(&l.session).set_live();
                 Progress::Restored(lines.take())
             }
             (Err(error), Asker::Client(id)) => {
-                cx.sessions.set_not_live(&l.session);
+                if let Some(session) = cx.sessions.get_mut(&l.session) {
+                    session.set_not_live();
+                }
                 cx.fx.answer(at, target, &id, Err(&error));
                 Progress::Done
             }
             (Err(error), Asker::Restore(mut lines)) => {
-                cx.sessions.set_lost(&l.session);
+                cx.sessions.entry(&l.session).set_lost();
                 let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
@@ -628,7 +554,9 @@ impl Loads {
         if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx.push(Action::CancelHistory { load: op });
         } else {
-            cx.sessions.set_not_live(&l.session);
+            if let Some(session) = cx.sessions.get_mut(&l.session) {
+                session.set_not_live();
+            }
         }
         if let Some(session) = cx.sessions.get_mut(&l.session) {
             session.stop_hiding();
@@ -684,7 +612,7 @@ impl Loads {
                 Progress::Done
             }
             Asker::Restore(mut lines) => {
-                cx.sessions.set_lost(&l.session);
+                cx.sessions.entry(&l.session).set_lost();
                 let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
@@ -712,12 +640,6 @@ impl Loads {
         let op = cx.next_op();
         self.start(cx, op, request);
     }
-
-    /// True while a load is bringing up the agent-side `session` (or an agent-side session not
-    /// known yet, while a load waits for the agent to start one).
-    pub(super) fn starting(&self, sessions: &SessionTable, session: AgentRef<'_>) -> bool {
-        sessions.starting_as(session) || (self.awaiting_new_session() && !sessions.knows(session))
-    }
 }
 
 /// The load, resume or fork the client asks for with request `id` (`line`, described by `peek`),
@@ -738,10 +660,6 @@ pub(super) fn parse_request(
     }
     request
 }
-
-/// `data.reason` of the error a host gives a load it refuses because another host continues the
-/// session.
-const LEASE_REFUSED: &str = "lease";
 
 /// Whether an error answer is a host's refusal of a load because another host continues the
 /// session (see [`LEASE_REFUSED`]): nothing may continue that session as a new one instead.

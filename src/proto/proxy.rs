@@ -5,30 +5,26 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::attribution;
+use super::catalog;
 use super::clients;
-use super::closing;
 use super::connection::{Connections, Inbound};
 use super::context::Cx;
 use super::edits;
 use super::effects::Queued;
 use super::fork::Forks;
-use super::holding::{self, Holding};
-use super::listing::{ListAnswer, Lists};
-use super::loading::{Loads, Progress};
-use super::native::{self, NativeAnswer};
-use super::pending::Purpose;
+use super::listing::Lists;
+use super::load_state::Progress;
+use super::loading::Loads;
 use super::restart::{self, Handshake};
-use super::route::{self, AgentRoute, ClientRoute, Handling};
+use super::route::{self, ClientRoute, Taken};
 use super::stalls;
 use super::stderr::StderrLines;
 use super::vocab::{
     Action, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
 };
 use crate::journal::Event;
-use crate::journal::format::Body;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId};
+use crate::wire::envelope::{self, Kind, Peek};
 
 /// The proxy state machine: one agent, its client connections, their sessions.
 ///
@@ -43,7 +39,7 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId};
 /// - **timers**: [`Proxy::poll_timeout`] says when [`Proxy::handle_tick`] is due;
 /// - **queries**: [`Proxy::reads_client`] (backpressure), [`Proxy::can_restart`],
 ///   [`Proxy::agent_answered_initialize`], [`Proxy::wants_list_changes`],
-///   [`Proxy::pending_requests`], [`Proxy::next_seq`].
+///   [`Proxy::next_seq`].
 ///
 /// A line is handled once by the component that owns what it names; each is called with
 /// [`Cx`] (`context.rs`: the output, the session and pending tables, the time) and its own
@@ -114,7 +110,11 @@ impl Proxy {
                 clients::settle(&mut self.cx, &mut self.connections);
             }
             let route = match self.cx.fx.pop()? {
-                Queued::Action(action) => return Some(self.facts_before(action)),
+                Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
+                    let sessions = &mut self.cx.sessions;
+                    return Some(catalog::facts_before(sessions, &mut self.routed, action));
+                }
+                Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
@@ -126,28 +126,21 @@ impl Proxy {
         }
     }
 
-    /// `action`, unless it reads or writes the catalog while facts wait: then the facts go
-    /// first ([`Action::TurnFacts`]) and `action` right after them.
-    fn facts_before(&mut self, action: Action) -> Action {
-        if !matches!(action, Action::FetchSessions { .. } | Action::Catalog(_)) {
-            return action;
-        }
-        let facts = self.cx.sessions.take_facts();
-        if facts.is_empty() {
-            return action;
-        }
-        self.routed.push_front(action);
-        Action::TurnFacts(facts)
-    }
-
     /// The session table, for tests of the core.
     #[cfg(test)]
     pub(super) fn sessions(&self) -> &super::sessions::SessionTable {
         &self.cx.sessions
     }
 
-    /// Requests still awaiting a response (both directions).
-    pub fn pending_requests(&self) -> usize {
+    /// The agent lines held while loads bring their sessions up, for tests of the core.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> &super::held::HeldWhileStarting {
+        &self.cx.held
+    }
+
+    /// Requests still awaiting a response (both directions), for tests of the core.
+    #[cfg(test)]
+    pub(super) fn pending_requests(&self) -> usize {
         self.cx.pending.len()
     }
 
@@ -169,14 +162,41 @@ impl Proxy {
     pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
         let peek = envelope::peek(&line);
         let conn = match from {
-            Peer::Agent => return self.admit_agent_line(at, &peek, &line),
+            Peer::Agent => {
+                // Held while the store is asked about a session the agent created (the answer
+                // that named it first, [`reused_ids`]), else handled. Messages wait; anything
+                // else is no message of the protocol and passes as it always does.
+                if self.cx.reused.asking() && peek.is_message() {
+                    if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
+                        // Past the bound the agent's ID stands, and the lines go on.
+                        let waited = self.cx.reused.give_up().unwrap_or_default();
+                        for line in waited.into_iter().chain([line.clone()]) {
+                            self.handle_line(at, Peer::Agent, line);
+                        }
+                    }
+                    return;
+                }
+                let cx = &mut self.cx;
+                let (pending, ids, sessions) = (&cx.pending, &cx.ids, &cx.sessions);
+                // A pure recorder (`--load off`) changes no ID: it asks nothing.
+                if !(cx.config.asks_store
+                    && cx.config.load != LoadMode::Off
+                    && cx
+                        .reused
+                        .ask(&peek, &line, pending, ids, sessions, &mut cx.fx))
+                {
+                    self.dispatch(at, Side::Agent, &peek, &line);
+                }
+                return;
+            }
             Peer::Client(conn) => conn,
         };
         self.connections.arrive(conn);
         if let Some(s) = peek.session.as_deref()
             && peek.method().is_some()
+            && let Some(session) = self.cx.sessions.get_mut(s)
         {
-            self.cx.sessions.attach(s, conn);
+            session.members.attach(conn);
         }
         let echo_prompts = !self.cx.agent.v2;
         match self
@@ -207,154 +227,90 @@ impl Proxy {
     /// to the agent's when it is another), then the agent lines that waited.
     pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
         let lines = self.cx.reused.answered(ask, Some(free));
-        self.admit_agent_lines(at, lines.unwrap_or_default());
-    }
-
-    /// An agent line: held while the store is asked about a session the agent created (the
-    /// answer that named it first, [`reused_ids`]), else handled.
-    fn admit_agent_line(&mut self, at: Stamp, peek: &Peek<'_>, line: &Bytes) {
-        // Messages wait; anything else is no message of the protocol and passes as it always
-        // does.
-        if self.cx.reused.asking() && peek.is_message() {
-            if !self.cx.reused.hold(line, self.cx.config.held_limit) {
-                // Past the bound the agent's ID stands, and the lines go on.
-                self.give_up_free_id(at);
-                self.admit_agent_line(at, peek, line);
-            }
-            return;
-        }
-        let cx = &mut self.cx;
-        let (pending, ids, sessions) = (&cx.pending, &cx.ids, &cx.sessions);
-        // A pure recorder (`--load off`) changes no ID: it asks nothing.
-        if !(cx.config.asks_store
-            && cx.config.load != LoadMode::Off
-            && cx
-                .reused
-                .ask(peek, line, pending, ids, sessions, &mut cx.fx))
-        {
-            self.dispatch(at, Side::Agent, peek, line);
-        }
-    }
-
-    /// No answer will come from the store for the question in flight (the agent is gone):
-    /// the agent's ID stands, and the lines that waited go on.
-    fn give_up_free_id(&mut self, at: Stamp) {
-        let lines = self.cx.reused.give_up();
-        self.admit_agent_lines(at, lines.unwrap_or_default());
-    }
-
-    /// Agent lines that waited for the store, in order.
-    fn admit_agent_lines(&mut self, at: Stamp, lines: Vec<Bytes>) {
-        for line in lines {
-            self.admit_agent_line(at, &envelope::peek(&line), &line);
+        for line in lines.unwrap_or_default() {
+            self.handle_line(at, Peer::Agent, line);
         }
     }
 
     /// A whole line from one side, as the core handles it, described by `peek`: routed once
     /// ([`route`]) to the component that owns it, which takes it or gives it back to be
-    /// relayed.
+    /// relayed ([`edits::relay`]). A line of a session whose prompt the stall watch follows is
+    /// activity ([`stalls::activity`]); with no watch running (no `--stall-timeout`, or no
+    /// prompt in flight) nothing is looked up.
     fn dispatch(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         self.cx.now = at;
-        let relay = match from {
+        let (cx, handshake, loads, lists) = (
+            &mut self.cx,
+            &mut self.handshake,
+            &mut self.loads,
+            &mut self.lists,
+        );
+        let hosted = self.connections.is_hosted();
+        let taken = match from {
             Side::Client => {
-                let route = route::client(
-                    &self.cx,
-                    &self.handshake,
-                    &self.loads,
-                    &self.lists,
-                    &self.connections,
-                    peek,
-                );
+                let route = route::client(cx, handshake, loads, lists, &self.connections, peek);
                 if route == ClientRoute::AwaitAgent {
-                    if let Some(reinit) = &mut self.handshake.reinit {
+                    if let Some(reinit) = &mut handshake.reinit {
                         // Messages wait for the restarted agent.
                         reinit.hold(at, peek, line.clone());
                     }
                     return;
                 }
-                self.stall_watch(from, peek, at);
-                self.take_client_line(at, route, peek, line)
+                if cx.sessions.prompting() {
+                    stalls::activity(cx, from, peek, at);
+                }
+                let connections = &mut self.connections;
+                let forks = &mut self.forks;
+                route::take_client(
+                    cx,
+                    handshake,
+                    loads,
+                    lists,
+                    connections,
+                    forks,
+                    at,
+                    route,
+                    peek,
+                    line,
+                )
             }
             Side::Agent => {
-                let route = route::agent(&self.cx, &self.loads, &self.lists, peek);
-                self.stall_watch(from, peek, at);
-                self.take_agent_line(at, route, peek, line)
+                let route = route::agent(cx, loads, lists, peek);
+                if cx.sessions.prompting() {
+                    stalls::activity(cx, from, peek, at);
+                }
+                route::take_agent(cx, handshake, loads, lists, hosted, at, route, peek, line)
+            }
+        };
+        let relay = match taken {
+            Taken::Relay => true,
+            Taken::Done => false,
+            Taken::Load(progress) => {
+                self.progressed(at, progress);
+                false
+            }
+            Taken::Again(lines) => {
+                self.dispatch_all(at, Side::Client, lines);
+                false
             }
         };
         if relay {
-            self.edit_and_relay(at, from, peek, line);
+            let (cx, handshake, lists) = (&mut self.cx, &mut self.handshake, &self.lists);
+            edits::relay(cx, handshake, lists, hosted, at, from, peek, line);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
-            // An answer may have brought up a session whose early lines wait unclaimed.
-            self.claim_unclaimed(at);
+            // An answer may have brought up a session whose early lines wait unclaimed: they go
+            // where its later lines go (its session's held lines while a load brings it up,
+            // else out), ahead of them.
+            if self.cx.held.holds_unclaimed() {
+                let lines = self.cx.held.take_unclaimed();
+                self.dispatch_all(at, Side::Agent, lines);
+            }
         } else if relay && from == Side::Client && self.agent_ended {
             // Nobody will answer it: say so at once.
-            self.agent_gone(at);
+            self.drop_agent(at, restart::agent_exited);
+            self.handshake.refuse_held(&mut self.cx, at);
         }
-    }
-
-    /// A line of a session whose prompt the stall watch follows is activity
-    /// ([`stalls::activity`]); with no watch running (no `--stall-timeout`, or no prompt in
-    /// flight) nothing is looked up.
-    fn stall_watch(&mut self, from: Side, peek: &Peek<'_>, at: Stamp) {
-        if self.cx.sessions.prompting() {
-            stalls::activity(&mut self.cx, from, peek, at);
-        }
-    }
-
-    /// A line the proxy does not consume: edited where it must be, journaled, forwarded.
-    fn edit_and_relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
-        if self.cx.config.stall_timeout_us.is_some() {
-            stalls::prompt_sent(&mut self.cx, from, peek, at);
-        }
-        let rewritten = match (self.cx.config.load, from) {
-            (LoadMode::Off, _) => None,
-            (_, Side::Client) => edits::rewrite_client(
-                &mut self.cx,
-                &mut self.handshake,
-                &self.lists,
-                at,
-                peek,
-                line,
-            ),
-            (_, Side::Agent) => {
-                let hosted = self.connections.is_hosted();
-                edits::rewrite_agent(&mut self.cx, &mut self.handshake, hosted, peek, line)
-            }
-        };
-        // The journal holds what the client sent and what it received.
-        match (from, rewritten.map(Bytes::from)) {
-            (Side::Agent, Some(out)) => {
-                let facing = envelope::peek(&out);
-                self.relay(at, from, &facing, out.clone(), out.clone());
-            }
-            (_, out) => {
-                let forward = out.unwrap_or_else(|| line.clone());
-                self.relay(at, from, peek, line.clone(), forward);
-            }
-        }
-    }
-
-    /// Journal `facing` (the client's view of the line, described by `peek`) and forward
-    /// `forward` to the other side.
-    fn relay(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, facing: Bytes, forward: Bytes) {
-        let record = {
-            let payload = self.cx.fx.payload(peek, facing);
-            self.cx.fx.record(at, Body::Message { from, payload })
-        };
-        let target = attribution::attribute(&mut self.cx, from, peek, &record);
-        if let Target::Session(session) = &target
-            && !self.cx.sessions.journal_open(session)
-        {
-            // A setup request names its cwd; early agent traffic may claim a pending
-            // session/new.
-            let cwd = envelope::str_field(peek.params, "cwd");
-            attribution::open_session(&mut self.cx, session, cwd, from == Side::Agent);
-        }
-        if !native::is_native_replay(&self.cx.sessions, from, peek, &target) {
-            self.cx.fx.journal(target, record);
-        }
-        self.cx.fx.forward(from.other(), forward);
     }
 
     /// A peer closed its stream. When the agent's ends while the client is still there, every
@@ -371,11 +327,19 @@ impl Proxy {
         }
         let from = from.side();
         if from == Side::Agent {
-            self.give_up_free_id(at);
+            let waited = self.cx.reused.give_up();
+            for line in waited.unwrap_or_default() {
+                self.handle_line(at, Peer::Agent, line);
+            }
             self.stderr.flush(&mut self.cx.fx, at, true);
             self.agent_ended = true;
             if !self.client_ended {
-                self.agent_gone(at);
+                // Answer every client request still waiting on the agent, whether the proxy
+                // was serving it (loads, merged lists) or the agent was, in arrival order, then
+                // those held for a restarted agent that never answered `initialize` (what else
+                // was held is journaled and dropped).
+                self.drop_agent(at, restart::agent_exited);
+                self.handshake.refuse_held(&mut self.cx, at);
             }
             self.cx.fx.event(at, Target::Run, Event::Eof { from });
         } else {
@@ -411,189 +375,15 @@ impl Proxy {
         self.cx.fx.event(at, Target::Run, event);
     }
 
-    /// A client line, handed to the component `route` names. Returns true when it is to be
-    /// relayed (the route says so, or its owner gives it back).
-    fn take_client_line(
-        &mut self,
-        at: Stamp,
-        route: ClientRoute,
-        peek: &Peek<'_>,
-        line: &Bytes,
-    ) -> bool {
-        let cx = &mut self.cx;
-        let session = || peek.session.as_deref().map(SessionId::from);
-        match route {
-            ClientRoute::AwaitAgent | ClientRoute::Relay => true,
-            ClientRoute::DeadAgentAnswer => {
-                self.handshake.answer_dead_agent(cx, at, peek, line);
-                false
-            }
-            ClientRoute::BehindRestore(op) => !self.loads.wait_for_restore(Some(op), line),
-            ClientRoute::Restore(step) => {
-                let s = session().unwrap_or_default();
-                restart::restore_first(cx, &mut self.loads, at, &s, step, peek, line);
-                false
-            }
-            ClientRoute::Join(join) => {
-                let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, session()) else {
-                    return true;
-                };
-                clients::join_or_leave(
-                    cx,
-                    &mut self.connections,
-                    &mut self.loads,
-                    at,
-                    id,
-                    &s,
-                    join,
-                    peek,
-                    line,
-                );
-                false
-            }
-            ClientRoute::Request(handling) => {
-                let Kind::Request { id, .. } = &peek.kind else {
-                    return true;
-                };
-                !self.take_request(at, handling, id, peek, line)
-            }
-            ClientRoute::Cancel(op, why) => {
-                self.cancel_op(at, op, line, why);
-                false
-            }
-        }
-    }
-
-    /// A client request the core handles as `handling` says (true: taken here).
-    fn take_request(
-        &mut self,
-        at: Stamp,
-        handling: Handling,
-        id: &RequestId,
-        peek: &Peek<'_>,
-        line: &Bytes,
-    ) -> bool {
-        let session = || peek.session.as_deref().map(SessionId::from);
-        let cx = &mut self.cx;
-        match handling {
-            Handling::FromJournal { replay } => {
-                self.loads.serve(cx, at, id, peek, line, replay, false);
-                true
-            }
-            Handling::Native { replay } => {
-                native::begin_native_load(cx, id, peek, replay);
-                false
-            }
-            Handling::ResumeV2 => native::resume_v2(cx, &mut self.loads, at, id, peek, line),
-            Handling::Fork => {
-                self.forks.start(cx, at, id, peek, line);
-                true
-            }
-            Handling::List => self.lists.start(cx, at, id, peek, line),
-            Handling::CloseByAgent => {
-                if let Some(s) = session() {
-                    closing::closed_by_agent(cx, &s);
-                }
-                false
-            }
-            Handling::Close => session().is_some_and(|s| {
-                closing::close(cx, at, &s, id, peek, line);
-                true
-            }),
-            Handling::Delete => {
-                session().is_some_and(|s| closing::delete(cx, at, s, id, peek, line))
-            }
-            Handling::Pass => false,
-        }
-    }
-
-    /// Journal and forward agent lines that were held, in order.
-    fn edit_and_relay_all(&mut self, at: Stamp, lines: Vec<Bytes>) {
-        for line in lines {
-            self.edit_and_relay(at, Side::Agent, &envelope::peek(&line), &line);
-        }
-    }
-
-    /// An agent line, handed to the component `route` names. Returns true when it is to be
-    /// relayed (the route says so, or its owner gives it back).
-    fn take_agent_line(
-        &mut self,
-        at: Stamp,
-        route: AgentRoute,
-        peek: &Peek<'_>,
-        line: &Bytes,
-    ) -> bool {
-        let Kind::Response { id, is_error } = &peek.kind else {
-            return match route {
-                AgentRoute::Held(hold) => match holding::hold_agent_line(&mut self.cx, &hold, line)
-                {
-                    Holding::Taken => false,
-                    Holding::Passes(held) => {
-                        self.edit_and_relay_all(at, held);
-                        true
-                    }
-                },
-                _ => true,
-            };
-        };
-        let (cx, failed) = (&mut self.cx, *is_error);
-        match route {
-            AgentRoute::NativeAnswer => {
-                match native::native_answered(cx, &mut self.loads, id, line, failed) {
-                    NativeAnswer::NotNative => true,
-                    NativeAnswer::Passes(held) => {
-                        self.edit_and_relay_all(at, held);
-                        true
-                    }
-                    NativeAnswer::Served => false,
-                }
-            }
-            AgentRoute::OwnAnswer => {
-                match cx.ids.answered(id) {
-                    Some(Purpose::Load(op, step)) => {
-                        let progress = self.loads.on_response(cx, at, op, step, peek, line, failed);
-                        self.progressed(at, progress);
-                    }
-                    Some(purpose) => {
-                        let lines = self.handshake.answered(cx, at, purpose, peek, line, failed);
-                        self.dispatch_all(at, Side::Client, lines);
-                    }
-                    None => return true,
-                }
-                false
-            }
-            AgentRoute::ListAnswer => {
-                let answer = self
-                    .lists
-                    .agent_answered(&mut cx.ids, &cx.sessions, id, line);
-                match answer {
-                    ListAnswer::NotList => return true,
-                    ListAnswer::Taken(Some(merged)) => self.forward_merged_list(at, merged),
-                    ListAnswer::Taken(None) => {}
-                }
-                false
-            }
-            AgentRoute::Held(_) | AgentRoute::Relay => true,
-        }
-    }
-
-    /// Stop a synthetic operation and answer it with -32800.
-    fn cancel_op(&mut self, at: Stamp, op: u64, line: &Bytes, why: &str) -> bool {
-        if !self.lists.cancel(&mut self.cx, at, op, line, why) {
-            self.loads.cancel(&mut self.cx, at, op, line, why);
-        }
-        self.release_held(at);
-        true
-    }
-
     /// A chunk of a session's history, answering [`Action::FetchHistory`].
     pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
         let progress = self.loads.history(&mut self.cx, at, load, chunk);
         self.progressed(at, progress);
     }
 
-    /// After a step of a load: once it ended, release the agent lines held meanwhile, and send
-    /// on (or answer) the client lines that waited for a restore.
+    /// After a step of a load: once it ended, send on (or answer) the client lines that waited
+    /// for a restore, then forward the agent lines held by sessions no load brings up any more,
+    /// through the normal path.
     fn progressed(&mut self, at: Stamp, progress: Progress) {
         match progress {
             Progress::Going => return,
@@ -605,24 +395,9 @@ impl Proxy {
                 }
             }
         }
-        self.release_held(at);
-    }
-
-    /// Forward the agent lines held by sessions no load brings up any more, through the
-    /// normal path.
-    pub(super) fn release_held(&mut self, at: Stamp) {
-        let lines = self.cx.sessions.release_held();
-        self.dispatch_all(at, Side::Agent, lines);
-    }
-
-    /// After an agent answer, which may have named an agent-side session: the lines held for
-    /// it before it was known go where its later lines go (its session's held lines while a
-    /// load brings it up, else out), ahead of them.
-    pub(super) fn claim_unclaimed(&mut self, at: Stamp) {
-        if !self.cx.sessions.holds_unclaimed() {
-            return;
-        }
-        let lines = self.cx.sessions.take_unclaimed();
+        let sessions = self.cx.sessions.iter_mut();
+        let held = sessions.filter_map(|(_, session)| session.held_to_release());
+        let lines = self.cx.held.release(held);
         self.dispatch_all(at, Side::Agent, lines);
     }
 
@@ -684,20 +459,14 @@ impl Proxy {
     /// restarted process at once, of a host when it has been unreachable for a few seconds
     /// (on a [`Proxy::handle_tick`]).
     pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
-        self.give_up_free_id(at);
+        let waited = self.cx.reused.give_up();
+        for line in waited.unwrap_or_default() {
+            self.handle_line(at, Peer::Agent, line);
+        }
         self.stderr.flush(&mut self.cx.fx, at, true);
         let (lost, waiting) = self.handshake.agent_lost(&mut self.cx, at, code);
         self.drop_agent(at, restart::lost_error(self.cx.config.remote));
         self.handshake.restart(&mut self.cx, at, lost, waiting);
-    }
-
-    /// The agent's output ended: answer every client request still waiting on it, whether
-    /// the proxy was serving it (loads, merged lists) or the agent was, in arrival order, then
-    /// those held for a restarted agent that never answered `initialize` (what else was held
-    /// is journaled and dropped).
-    fn agent_gone(&mut self, at: Stamp) {
-        self.drop_agent(at, restart::agent_exited);
-        self.handshake.refuse_held(&mut self.cx, at);
     }
 
     /// The agent is gone: every client request still waiting on it is answered with
@@ -706,7 +475,7 @@ impl Proxy {
     fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
         restart::drop_agent(&mut self.cx, &mut self.loads, &mut self.lists, at, error);
         self.handshake.auth_pending = None;
-        self.release_held(at);
+        self.progressed(at, Progress::Done);
     }
 
     /// Handle lines from one side again, in order (held and restored lines).
@@ -738,14 +507,8 @@ impl Proxy {
             .lists
             .listed(&mut self.cx, hosted, at, request, sessions)
         {
-            self.forward_merged_list(at, line);
+            edits::forward_as_agent(&mut self.cx, at, line);
         }
-    }
-
-    /// The agent's `session/list` answer merged with the journal's goes out as the agent's.
-    fn forward_merged_list(&mut self, at: Stamp, line: Bytes) {
-        let facing = envelope::peek(&line);
-        self.relay(at, Side::Agent, &facing, line.clone(), line.clone());
     }
 
     /// The answer to [`Action::ForkJournal`]: the fork is in the journal (bring it up on the

@@ -24,8 +24,8 @@ use super::context::Cx;
 use super::held::HeldLines;
 use super::listing::Lists;
 use super::load_request::{LoadRequest, SetupParams};
+use super::load_state::Progress;
 use super::loading::Loads;
-use super::loading::Progress;
 use super::pending::Purpose;
 use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
@@ -176,7 +176,10 @@ impl Handshake {
             false => Event::AgentRestarted { code },
         };
         cx.fx.event(at, Target::Run, event());
-        let lost = cx.sessions.lose_live();
+        let mut lost: Vec<SessionId> = (cx.sessions.iter_mut())
+            .filter_map(|(id, session)| session.lose().then(|| id.clone()))
+            .collect();
+        lost.sort_unstable();
         let waiting = self.reinit.take();
         let message = match (remote, &waiting) {
             (false, _) => format!(
@@ -468,7 +471,9 @@ pub(super) fn restore_first(
         (Restore::Close, Kind::Request { id, .. }) => {
             cx.fx
                 .journal_client(at, Target::Session(session.clone()), peek, line);
-            cx.sessions.set_not_live(&session);
+            if let Some(x) = cx.sessions.get_mut(&session) {
+                x.set_not_live();
+            }
             cx.fx.answer(at, Target::Session(session), id, Ok("{}"));
         }
         _ => {
@@ -528,7 +533,12 @@ pub(super) fn drop_agent(
         .ok()
         .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
         .unwrap_or_default();
-    for s in cx.sessions.take_foreground() {
+    // The sessions the agent was busy in (ACP v2), no longer so.
+    let mut busy: Vec<SessionId> = (cx.sessions.iter_mut())
+        .filter_map(|(id, session)| std::mem::take(&mut session.foreground).then(|| id.clone()))
+        .collect();
+    busy.sort_unstable();
+    for s in busy {
         cx.fx.notify_client(
             at,
             &s,
@@ -541,7 +551,10 @@ pub(super) fn drop_agent(
         );
     }
     cx.ids.forget_agent();
-    cx.sessions.end_native_loads();
+    for (_, session) in cx.sessions.iter_mut() {
+        // No native load the agent was running goes on.
+        session.native_load = None;
+    }
     cx.sessions.end_prompts();
 }
 

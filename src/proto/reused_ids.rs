@@ -14,7 +14,7 @@ use super::held::HeldLines;
 use super::ids::OwnIds;
 use super::pending::PendingTable;
 use super::sessions::SessionTable;
-use super::vocab::{Action, HashMap, SessionId};
+use super::vocab::{Action, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek};
 
@@ -37,8 +37,10 @@ pub fn reuse_candidates(s: &str) -> impl Iterator<Item = SessionId> + '_ {
 pub(super) struct ReusedIds {
     next_ask: u64,
     asking: Option<Question>,
-    /// The store's answers not used yet: the agent's ID, and the client-facing one it takes.
-    answers: HashMap<SessionId, SessionId>,
+    /// The store's answer not used yet: the agent's ID, and the client-facing one it takes.
+    /// One at most: a question is asked at a time, and its answer is used by the agent's line
+    /// that named the session, handled again at once ([`ReusedIds::answered`]).
+    answer: Option<(SessionId, SessionId)>,
 }
 
 /// A question to the store, and the agent lines that wait for its answer.
@@ -81,7 +83,9 @@ impl ReusedIds {
         let Some(session) = new_session(peek, pending, ids) else {
             return false;
         };
-        if sessions.journal_open(&session) || self.answers.contains_key(&session) {
+        if sessions.journal_open(&session)
+            || self.answer.as_ref().is_some_and(|(a, _)| *a == session)
+        {
             return false;
         }
         let ask = self.next_ask;
@@ -101,8 +105,7 @@ impl ReusedIds {
     pub(super) fn answered(&mut self, ask: u64, free: Option<SessionId>) -> Option<Vec<Bytes>> {
         let question = self.asking.take_if(|q| q.ask == ask)?;
         let session = question.session;
-        self.answers
-            .insert(session.clone(), free.unwrap_or(session));
+        self.answer = Some((session.clone(), free.unwrap_or(session)));
         let mut later = question.later;
         let mut lines = vec![question.line];
         lines.extend(later.take());
@@ -112,7 +115,7 @@ impl ReusedIds {
     /// The client-facing ID the agent's new session `s` takes, when it is not `s` (the store
     /// holds `s` from an earlier run).
     pub(super) fn fresh_id(&mut self, s: &str) -> Option<SessionId> {
-        let (agent, client) = self.answers.remove_entry(s)?;
+        let (agent, client) = self.answer.take_if(|(agent, _)| &**agent == s)?;
         (agent != client).then_some(client)
     }
 

@@ -1,22 +1,30 @@
 //! Where a line goes, decided once, up front: [`client`] and [`agent`] read the line's peek
 //! and what the core holds (the handshake, the line's session, the loads and lists under way,
 //! the proxy's own request ids) and name the one component that owns the line
-//! ([`ClientRoute`], [`AgentRoute`]); [`super::Proxy`] hands it there. Nothing here changes
-//! state. A client request's handling follows from its method, the mode (`--load`) and what
+//! ([`ClientRoute`], [`AgentRoute`]), changing nothing; [`take_client`] and [`take_agent`]
+//! then hand it there, with the parts [`super::Proxy`] passes them, and say what became of it
+//! ([`Taken`]: what follows is the proxy's). A client request's handling follows from its method, the mode (`--load`) and what
 //! the agent declared ([`Handling`]): served from the journal, passed on with what serves it
 //! should the agent fail it, answered here, or passed as it came.
 
-use super::clients::Join;
+use bytes::Bytes;
+
+use super::clients::{self, Join};
+use super::closing;
 use super::connection::Connections;
 use super::context::Cx;
-use super::holding::Hold;
-use super::listing::Lists;
+use super::edits;
+use super::fork::Forks;
+use super::holding::{self, Hold, Holding};
+use super::listing::{ListAnswer, Lists};
 use super::load_request::tail_turns;
+use super::load_state::Progress;
 use super::loading::Loads;
-use super::native::replay_from;
-use super::restart::{Handshake, Restore};
+use super::native::{self, NativeAnswer, replay_from};
+use super::pending::Purpose;
+use super::restart::{self, Handshake, Restore};
 use super::sessions::Session;
-use super::vocab::{AgentRef, AgentSessionId, LoadMode, SessionId};
+use super::vocab::{AgentRef, AgentSessionId, LoadMode, SessionId, Stamp};
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
 /// The component that owns a client line.
@@ -130,7 +138,7 @@ fn joining(
     s: &str,
     peek: &Peek<'_>,
 ) -> Option<Join> {
-    let live = cx.sessions.is_live(s);
+    let live = cx.sessions.get(s).is_some_and(Session::is_live);
     match method {
         "session/load" | "session/resume" if live && !cx.agent.v2 => Some(Join::Live {
             replay: method == "session/load",
@@ -146,7 +154,8 @@ fn joining(
         "session/detach" => Some(Join::Leave),
         "session/close" => {
             let conn = connections.conn_of(id);
-            let attached = cx.sessions.attached(s).iter();
+            let attached = cx.sessions.get(s).map_or(&[][..], |x| x.members.attached());
+            let attached = attached.iter();
             let others = attached.filter(|c| **c != conn && connections.is_live(**c));
             (others.count() > 0).then_some(Join::Leave)
         }
@@ -216,7 +225,11 @@ fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
         Some(Hold::NativeReplay(AgentSessionId::native(
             &SessionId::from(s),
         )))
-    } else if loads.starting(sessions, AgentRef(s)) {
+    } else if sessions.starting_as(AgentRef(s))
+        || (loads.awaiting_new_session() && !sessions.knows(AgentRef(s)))
+    {
+        // A load is bringing the session up, or waits for the agent to start one it does not
+        // know yet.
         Some(Hold::Starting(AgentSessionId::native(&SessionId::from(s))))
     } else {
         None
@@ -311,11 +324,174 @@ fn cancelled(
         }
         "session/cancel" => {
             let s = peek.session.as_deref().map(SessionId::from)?;
-            if hosted && cx.sessions.is_live(&s) {
+            if hosted && cx.sessions.get(&s).is_some_and(Session::is_live) {
                 return None;
             }
             Some((loads.of_session(&s)?, "cancelled by session/cancel"))
         }
         _ => None,
+    }
+}
+
+/// What the owner of a line did with it ([`take_client`], [`take_agent`]).
+pub(super) enum Taken {
+    /// Given back: it is relayed.
+    Relay,
+    /// Taken.
+    Done,
+    /// Taken: a step of a load ([`Progress`]; a load cancelled is [`Progress::Done`]).
+    Load(Progress),
+    /// Taken: the client lines held for a restarted agent go on.
+    Again(Vec<Bytes>),
+}
+
+/// A client line, handed to the component `route` names.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn take_client(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    loads: &mut Loads,
+    lists: &mut Lists,
+    connections: &mut Connections,
+    forks: &mut Forks,
+    at: Stamp,
+    route: ClientRoute,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> Taken {
+    let session = || peek.session.as_deref().map(SessionId::from);
+    let taken = |taken: bool| if taken { Taken::Done } else { Taken::Relay };
+    match route {
+        ClientRoute::AwaitAgent | ClientRoute::Relay => Taken::Relay,
+        ClientRoute::DeadAgentAnswer => {
+            handshake.answer_dead_agent(cx, at, peek, line);
+            Taken::Done
+        }
+        ClientRoute::BehindRestore(op) => taken(loads.wait_for_restore(Some(op), line)),
+        ClientRoute::Restore(step) => {
+            let s = session().unwrap_or_default();
+            restart::restore_first(cx, loads, at, &s, step, peek, line);
+            Taken::Done
+        }
+        ClientRoute::Join(join) => {
+            let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, session()) else {
+                return Taken::Relay;
+            };
+            clients::join_or_leave(cx, connections, loads, at, id, &s, join, peek, line);
+            Taken::Done
+        }
+        ClientRoute::Request(handling) => {
+            let Kind::Request { id, .. } = &peek.kind else {
+                return Taken::Relay;
+            };
+            taken(take_request(
+                cx, loads, lists, forks, at, handling, id, peek, line,
+            ))
+        }
+        ClientRoute::Cancel(op, why) => {
+            // Stop a synthetic operation and answer it with -32800.
+            if !lists.cancel(cx, at, op, line, why) {
+                loads.cancel(cx, at, op, line, why);
+            }
+            Taken::Load(Progress::Done)
+        }
+    }
+}
+
+/// A client request the core handles as `handling` says (true: taken here).
+#[allow(clippy::too_many_arguments)]
+fn take_request(
+    cx: &mut Cx,
+    loads: &mut Loads,
+    lists: &mut Lists,
+    forks: &mut Forks,
+    at: Stamp,
+    handling: Handling,
+    id: &RequestId,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> bool {
+    let session = || peek.session.as_deref().map(SessionId::from);
+    match handling {
+        Handling::FromJournal { replay } => {
+            loads.serve(cx, at, id, peek, line, replay, false);
+            true
+        }
+        Handling::Native { replay } => {
+            native::begin_native_load(cx, id, peek, replay);
+            false
+        }
+        Handling::ResumeV2 => native::resume_v2(cx, loads, at, id, peek, line),
+        Handling::Fork => {
+            forks.start(cx, at, id, peek, line);
+            true
+        }
+        Handling::List => lists.start(cx, at, id, peek, line),
+        Handling::CloseByAgent => {
+            if let Some(s) = session() {
+                closing::closed_by_agent(cx, &s);
+            }
+            false
+        }
+        Handling::Close => session().is_some_and(|s| {
+            closing::close(cx, at, &s, id, peek, line);
+            true
+        }),
+        Handling::Delete => session().is_some_and(|s| closing::delete(cx, at, s, id, peek, line)),
+        Handling::Pass => false,
+    }
+}
+
+/// An agent line, handed to the component `route` names (`hosted`: the proxy is a host's).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn take_agent(
+    cx: &mut Cx,
+    handshake: &mut Handshake,
+    loads: &mut Loads,
+    lists: &mut Lists,
+    hosted: bool,
+    at: Stamp,
+    route: AgentRoute,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> Taken {
+    let Kind::Response { id, is_error } = &peek.kind else {
+        let AgentRoute::Held(hold) = route else {
+            return Taken::Relay;
+        };
+        return match holding::hold_agent_line(cx, &hold, line) {
+            Holding::Taken => Taken::Done,
+            Holding::Passes(held) => {
+                edits::relay_held(cx, handshake, lists, hosted, at, held);
+                Taken::Relay
+            }
+        };
+    };
+    let failed = *is_error;
+    match route {
+        AgentRoute::NativeAnswer => match native::native_answered(cx, loads, id, line, failed) {
+            NativeAnswer::NotNative => Taken::Relay,
+            NativeAnswer::Passes(held) => {
+                edits::relay_held(cx, handshake, lists, hosted, at, held);
+                Taken::Relay
+            }
+            NativeAnswer::Served => Taken::Done,
+        },
+        AgentRoute::OwnAnswer => match cx.ids.answered(id) {
+            Some(Purpose::Load(op, step)) => {
+                Taken::Load(loads.on_response(cx, at, op, step, peek, line, failed))
+            }
+            Some(purpose) => Taken::Again(handshake.answered(cx, at, purpose, peek, line, failed)),
+            None => Taken::Relay,
+        },
+        AgentRoute::ListAnswer => match lists.agent_answered(&mut cx.ids, &cx.sessions, id, line) {
+            ListAnswer::NotList => Taken::Relay,
+            ListAnswer::Taken(Some(merged)) => {
+                edits::forward_as_agent(cx, at, merged);
+                Taken::Done
+            }
+            ListAnswer::Taken(None) => Taken::Done,
+        },
+        AgentRoute::Held(_) | AgentRoute::Relay => Taken::Relay,
     }
 }

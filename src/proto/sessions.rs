@@ -3,18 +3,21 @@
 //!
 //! Everything the core knows about a session lives here, so no two collections can disagree,
 //! and every lookup a message needs is one hash probe (no scan over sessions or operations).
-
-use bytes::Bytes;
+//! What concerns one session is a [`Session`] method (where it stands on the agent, its prompt
+//! watch, its held lines); the concerns that go over every session take them from
+//! [`SessionTable::iter`]/[`SessionTable::iter_mut`] in their own files (the stall watch in
+//! `stalls.rs`, an agent's end in `restart.rs`, a connection's end in `clients.rs`), and the
+//! bound on the agent lines held while loads start is `held.rs`'s.
 
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::membership::Membership;
-use super::prompt::{PromptWatch, Prompter, Stall, Turn};
+use super::prompt::{PromptWatch, Prompter, Turn};
 use super::tree::SessionTree;
 use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, Initialize, SessionId, Stamp,
+    Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, Initialize, SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
 
@@ -96,7 +99,8 @@ impl Session {
         }
     }
 
-    fn mapping_mut(&mut self) -> Option<&mut Mapping> {
+    /// The mapping that applies to its lines, for editing them.
+    pub(super) fn mapping_mut(&mut self) -> Option<&mut Mapping> {
         match &mut self.agent {
             AgentSide::Mapped(m) => Some(m),
             AgentSide::Starting {
@@ -175,6 +179,69 @@ impl Session {
     pub(super) fn end_native_load(&mut self, id: &RequestId) {
         self.native_load.take_if(|load| load.id == *id);
     }
+
+    /// It became live on the agent (its `session/new` or native load succeeded, or a load
+    /// brought it up).
+    pub(super) fn set_live(&mut self) {
+        self.agent = match std::mem::take(&mut self.agent) {
+            AgentSide::Starting {
+                mapping: Some(m), ..
+            }
+            | AgentSide::Mapped(m) => AgentSide::Mapped(m),
+            _ => match self.closed_mapping.take() {
+                Some(m) => AgentSide::Mapped(m),
+                None => AgentSide::Native,
+            },
+        };
+    }
+
+    /// It is no longer open on the agent (closed, or a load of it failed).
+    pub(super) fn set_not_live(&mut self) {
+        let mapping = match std::mem::take(&mut self.agent) {
+            AgentSide::Mapped(m)
+            | AgentSide::Starting {
+                mapping: Some(m), ..
+            } => Some(m),
+            _ => None,
+        };
+        if mapping.is_some() {
+            self.closed_mapping = mapping;
+        }
+    }
+
+    /// It is lost (its restore failed, or was cut short by another restart).
+    pub(super) fn set_lost(&mut self) {
+        self.set_not_live();
+        self.agent = AgentSide::Lost;
+    }
+
+    /// The agent was restarted: lost if it was live (to be restored on its next request);
+    /// true then.
+    pub(super) fn lose(&mut self) -> bool {
+        if !self.is_live() {
+            return false;
+        }
+        if let AgentSide::Mapped(m) = std::mem::take(&mut self.agent) {
+            self.closed_mapping = Some(m);
+        }
+        self.agent = AgentSide::Lost;
+        true
+    }
+
+    /// The watch on its prompt in flight, if any.
+    pub(super) fn watch(&self) -> Option<&PromptWatch> {
+        self.turn.watch.as_ref()
+    }
+
+    /// The watch on its prompt in flight, to update.
+    pub(super) fn watch_mut(&mut self) -> Option<&mut PromptWatch> {
+        self.turn.watch.as_mut()
+    }
+
+    /// Its agent lines held while a load brings it up, once no load does any more.
+    pub(super) fn held_to_release(&mut self) -> Option<&mut HeldLines> {
+        (!matches!(self.agent, AgentSide::Starting { .. })).then_some(&mut self.held)
+    }
 }
 
 /// Every session of the connection.
@@ -188,13 +255,6 @@ pub(super) struct SessionTable {
     /// How many sessions' prompts in flight are watched for stalls (the watch is the
     /// session's: [`Turn`]); none, the common case, costs no lookup.
     watched: usize,
-    /// Agent lines naming an agent-side session the table does not know yet, held while a
-    /// load waits for the agent's `session/new` answer (which may name it).
-    unclaimed: HeldLines,
-    /// The bytes held by every session and `unclaimed` together.
-    held_bytes: usize,
-    /// Holding them passed the bound: nothing more is held until a load ends.
-    held_full: bool,
     /// The child sessions (subagents) announced in this run.
     tree: SessionTree,
 }
@@ -268,13 +328,6 @@ impl SessionTable {
         out
     }
 
-    /// Connection `conn` uses session `s` (one the table knows).
-    pub(super) fn attach(&mut self, s: &str, conn: ConnId) {
-        if let Some(session) = self.sessions.get_mut(s) {
-            session.members.attach(conn);
-        }
-    }
-
     /// The client sent session `s` a prompt (request `id`), watched from `at`.
     pub(super) fn start_prompt(&mut self, s: &SessionId, id: RequestId, at: Stamp) {
         if self
@@ -319,77 +372,6 @@ impl SessionTable {
         }
     }
 
-    /// The sessions whose prompt in flight is watched, and their watches (a scan: only while
-    /// [`SessionTable::prompting`]).
-    fn watches(&self) -> impl Iterator<Item = (&SessionId, &PromptWatch)> {
-        self.sessions
-            .iter()
-            .filter_map(|(s, session)| Some((s, session.turn.watch.as_ref()?)))
-    }
-
-    /// The next time [`SessionTable::prompt_stalls`] can find something to do.
-    pub(super) fn next_prompt_check(&self, timeout: u64, grace: u64) -> Option<u64> {
-        if !self.prompting() {
-            return None;
-        }
-        self.watches()
-            .filter_map(|(_, w)| w.next_check(timeout, grace))
-            .min()
-    }
-
-    /// The stalls at `now`, by session in order of ID ([`PromptWatch::check`]).
-    pub(super) fn prompt_stalls(
-        &mut self,
-        now: u64,
-        timeout: u64,
-        grace: u64,
-        waiting_on_client: impl Fn(&str) -> bool,
-    ) -> Vec<(SessionId, Stall)> {
-        let mut sessions: Vec<SessionId> = self.watches().map(|(s, _)| s.clone()).collect();
-        sessions.sort_unstable();
-        sessions
-            .into_iter()
-            .filter_map(|s| {
-                let waiting = waiting_on_client(&s);
-                let watch = self.sessions.get_mut(&s)?.turn.watch.as_mut()?;
-                let stall = watch.check(now, timeout, grace, waiting)?;
-                Some((s, stall))
-            })
-            .collect()
-    }
-
-    /// Connection `conn` left session `s` (the session lives on).
-    pub(super) fn detach_from(&mut self, s: &str, conn: ConnId) {
-        if let Some(session) = self.sessions.get_mut(s) {
-            session.members.detach(conn);
-        }
-    }
-
-    /// Connection `conn` ended: its sessions live on without it.
-    pub(super) fn detach(&mut self, conn: ConnId) {
-        for session in self.sessions.values_mut() {
-            session.members.detach(conn);
-        }
-    }
-
-    /// The sessions the agent was busy in (ACP v2), no longer so: the agent is gone.
-    pub(super) fn take_foreground(&mut self) -> Vec<SessionId> {
-        let mut busy: Vec<SessionId> = self
-            .sessions
-            .iter_mut()
-            .filter_map(|(id, session)| std::mem::take(&mut session.foreground).then(|| id.clone()))
-            .collect();
-        busy.sort_unstable();
-        busy
-    }
-
-    /// The connections attached to `s`.
-    pub(super) fn attached(&self, s: &str) -> &[ConnId] {
-        self.sessions
-            .get(s)
-            .map_or(&[], |session| session.members.attached())
-    }
-
     pub(super) fn journal_open(&self, s: &str) -> bool {
         self.sessions.get(s).is_some_and(|s| s.journal_open)
     }
@@ -416,66 +398,6 @@ impl SessionTable {
         true
     }
 
-    /// True when the client-facing session is live on the agent.
-    pub(super) fn is_live(&self, s: &str) -> bool {
-        self.sessions.get(s).is_some_and(Session::is_live)
-    }
-
-    /// The session became live on the agent (its `session/new` or native load succeeded, or a
-    /// load brought it up).
-    pub(super) fn set_live(&mut self, s: &SessionId) {
-        let entry = self.entry(s);
-        entry.agent = match std::mem::take(&mut entry.agent) {
-            AgentSide::Starting {
-                mapping: Some(m), ..
-            }
-            | AgentSide::Mapped(m) => AgentSide::Mapped(m),
-            _ => match entry.closed_mapping.take() {
-                Some(m) => AgentSide::Mapped(m),
-                None => AgentSide::Native,
-            },
-        };
-    }
-
-    /// The session is no longer open on the agent (closed, or a load of it failed).
-    pub(super) fn set_not_live(&mut self, s: &SessionId) {
-        if let Some(entry) = self.sessions.get_mut(s) {
-            let mapping = match std::mem::take(&mut entry.agent) {
-                AgentSide::Mapped(m)
-                | AgentSide::Starting {
-                    mapping: Some(m), ..
-                } => Some(m),
-                _ => None,
-            };
-            if mapping.is_some() {
-                entry.closed_mapping = mapping;
-            }
-        }
-    }
-
-    /// The agent was restarted: every live session is lost (to be restored on its next
-    /// request); returns them.
-    pub(super) fn lose_live(&mut self) -> Vec<SessionId> {
-        let mut lost = Vec::new();
-        for (id, session) in &mut self.sessions {
-            if session.is_live() {
-                if let AgentSide::Mapped(m) = std::mem::take(&mut session.agent) {
-                    session.closed_mapping = Some(m);
-                }
-                session.agent = AgentSide::Lost;
-                lost.push(id.clone());
-            }
-        }
-        lost.sort_unstable();
-        lost
-    }
-
-    /// Mark a session lost (its restore failed, or was cut short by another restart).
-    pub(super) fn set_lost(&mut self, s: &SessionId) {
-        self.set_not_live(s);
-        self.entry(s).agent = AgentSide::Lost;
-    }
-
     /// Map client-facing `session` to agent-side `mapping.agent`, persistently. While the session
     /// is starting the mapping waits in its state; otherwise the session is live, mapped.
     pub(super) fn map(&mut self, session: &SessionId, mapping: Mapping) {
@@ -496,22 +418,13 @@ impl SessionTable {
             .map_or_else(|| AgentSessionId::native(session), |m| m.agent.clone())
     }
 
-    /// The client-facing session an agent-side ID was mapped from.
-    pub(super) fn client_id(&self, agent: AgentRef<'_>) -> Option<&SessionId> {
-        self.by_agent.get(agent.0)
-    }
-
     /// The client-facing session of an agent-side ID: the one it was mapped from, else the
     /// same ID (a session live natively).
     pub(super) fn client_of(&self, agent: AgentRef<'_>) -> SessionId {
-        self.client_id(agent)
+        self.by_agent
+            .get(agent.0)
             .cloned()
             .unwrap_or_else(|| self.id(agent.0))
-    }
-
-    /// The mapping of a client-facing session, for editing its lines.
-    pub(super) fn mapping_mut(&mut self, s: &str) -> Option<&mut Mapping> {
-        self.sessions.get_mut(s).and_then(Session::mapping_mut)
     }
 
     /// The mapping of the client-facing session an agent-side ID belongs to.
@@ -543,80 +456,22 @@ impl SessionTable {
         self.journal_open(agent.0) || self.by_agent.contains_key(agent.0)
     }
 
-    /// Hold an agent line of agent-side session `agent` while a load brings it up (the
-    /// starting session's, or `unclaimed` for an agent-side session not known yet). False, and
-    /// nothing held, once the lines held by every session would pass `limit` bytes; from then
-    /// on nothing more is held until a load ends.
-    pub(super) fn hold(&mut self, agent: AgentRef<'_>, line: &Bytes, limit: usize) -> bool {
-        if self.held_full || self.held_bytes + line.len() > limit {
-            self.held_full = true;
-            return false;
-        }
-        let Some(held) = self.held_for(agent) else {
-            return false;
-        };
-        held.push(line.clone());
-        self.held_bytes += line.len();
-        true
+    /// Every session, by ID (in no order).
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&SessionId, &Session)> {
+        self.sessions.iter()
     }
 
-    /// Where the lines of agent-side session `agent` are held: its session's, else (not known
-    /// yet) `unclaimed`.
-    fn held_for(&mut self, agent: AgentRef<'_>) -> Option<&mut HeldLines> {
-        match self.by_agent.get(agent.0) {
-            Some(client) => Some(&mut self.sessions.get_mut(client)?.held),
-            None => Some(&mut self.unclaimed),
-        }
+    /// Every session, by ID (in no order), to change.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&SessionId, &mut Session)> {
+        self.sessions.iter_mut()
     }
 
-    /// The lines held for agent-side session `agent` so far, to pass before its next one.
-    pub(super) fn take_held(&mut self, agent: AgentRef<'_>) -> Vec<Bytes> {
-        let Some(held) = self.held_for(agent) else {
-            return Vec::new();
-        };
-        let lines = held.take();
-        self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
-        lines
-    }
-
-    /// True while agent lines of sessions not known yet are held.
-    pub(super) fn holds_unclaimed(&self) -> bool {
-        !self.unclaimed.is_empty()
-    }
-
-    /// The unclaimed lines, once an agent answer may have named their sessions: to be taken
-    /// again (held by the session now starting as one, passed, or held unclaimed again).
-    pub(super) fn take_unclaimed(&mut self) -> Vec<Bytes> {
-        self.held_bytes -= self.unclaimed.bytes();
-        self.unclaimed.take()
-    }
-
-    /// A load ended (or the agent did): the lines held by every session no load is bringing
-    /// up any more, and the unclaimed ones, in order within each session; holding starts
-    /// afresh.
-    pub(super) fn release_held(&mut self) -> Vec<Bytes> {
-        self.held_full = false;
-        let mut lines = self.unclaimed.take();
-        for session in self.sessions.values_mut() {
-            if !matches!(session.agent, AgentSide::Starting { .. }) {
-                lines.append(&mut session.held.take());
-            }
-        }
-        self.held_bytes -= lines.iter().map(Bytes::len).sum::<usize>();
-        lines
-    }
-
-    /// True while nothing more is held for the bound.
-    #[cfg(test)]
-    pub(super) fn held_overflowed(&self) -> bool {
-        self.held_full
-    }
-
-    /// The agent is gone: no native load it was running goes on.
-    pub(super) fn end_native_loads(&mut self) {
-        for session in self.sessions.values_mut() {
-            session.native_load = None;
-        }
+    /// The agent lines held for agent-side session `agent`'s session while a load brings it
+    /// up; `None` when no mapping names it (its lines are unclaimed:
+    /// [`super::held::HeldWhileStarting`]).
+    pub(super) fn held_of(&mut self, agent: AgentRef<'_>) -> Option<&mut HeldLines> {
+        let client = self.by_agent.get(agent.0)?;
+        Some(&mut self.sessions.get_mut(client)?.held)
     }
 
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.

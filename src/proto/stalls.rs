@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::context::Cx;
 use super::prompt::Stall;
-use super::vocab::{Action, AgentRef, Stamp, Target, secs};
+use super::vocab::{Action, AgentRef, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::{Kind, Peek};
@@ -15,8 +15,15 @@ use crate::wire::envelope::{Kind, Peek};
 /// When the next prompt stalls (monotonic microseconds), with `--stall-timeout`.
 pub(super) fn next_check(cx: &Cx) -> Option<u64> {
     let timeout = cx.config.stall_timeout_us?;
-    cx.sessions
-        .next_prompt_check(timeout, cx.config.stall_grace_us)
+    if !cx.sessions.prompting() {
+        return None;
+    }
+    let grace = cx.config.stall_grace_us;
+    let watches = cx
+        .sessions
+        .iter()
+        .filter_map(|(_, session)| session.watch());
+    watches.filter_map(|w| w.next_check(timeout, grace)).min()
 }
 
 /// A client's `session/prompt` starts its session's watch.
@@ -71,9 +78,22 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
             .iter()
             .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
     };
-    let stalls = cx
-        .sessions
-        .prompt_stalls(at.mono_us, timeout, cx.config.stall_grace_us, waiting);
+    // The stalls at `now`, by session in order of ID (`PromptWatch::check`).
+    let mut watched: Vec<SessionId> = (cx.sessions.iter())
+        .filter(|(_, session)| session.watch().is_some())
+        .map(|(s, _)| s.clone())
+        .collect();
+    watched.sort_unstable();
+    let (now, grace) = (at.mono_us, cx.config.stall_grace_us);
+    let stalls: Vec<(SessionId, Stall)> = watched
+        .into_iter()
+        .filter_map(|s| {
+            let waiting = waiting(&s);
+            let watch = cx.sessions.get_mut(&s)?.watch_mut()?;
+            let stall = watch.check(now, timeout, grace, waiting)?;
+            Some((s, stall))
+        })
+        .collect();
     let mut restart = false;
     for (s, stall) in stalls {
         let action = match stall {

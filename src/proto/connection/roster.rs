@@ -82,8 +82,8 @@ impl Roster {
 
     /// The live connections attached to session `s`.
     pub(super) fn attached_live(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
-        sessions
-            .attached(s)
+        let attached = sessions.get(s).map_or(&[][..], |x| x.members.attached());
+        attached
             .iter()
             .copied()
             .filter(|c| self.live.contains(c))

@@ -582,7 +582,7 @@ fn a_hosts_list_marks_the_sessions_live_on_its_agent() {
         session: id.into(),
         cwd: Some("/w".into()),
         prompted: true,
-        updated_us: 1,
+        updated: Activity { us: 1, at: None },
         ..ListedSession::default()
     };
     super::tests::sessions_answer(&mut h, vec![row("A"), row("old")]);

@@ -472,7 +472,10 @@ fn listed(n: usize) -> Vec<ListedSession> {
             session: format!("s{i}"),
             cwd: Some(if i % 2 == 0 { "/a".into() } else { "/b".into() }),
             title: (i == 0).then(|| "First".to_string()),
-            updated_at: Some("2026-11-21T00:00:00Z".into()),
+            updated: Activity {
+                at: Some("2026-11-21T00:00:00Z".into()),
+                us: 0,
+            },
             agent_ids: if i == 1 {
                 vec!["agent-1".into()]
             } else {
@@ -540,7 +543,10 @@ fn a_merged_list_is_one_order_newest_first_with_a_cursor_across_both() {
     let journal = |id: &str, secs: i64, agent_ids: Vec<String>| ListedSession {
         session: id.into(),
         cwd: Some("/a".into()),
-        updated_us: at(secs),
+        updated: Activity {
+            us: at(secs),
+            at: None,
+        },
         agent_ids,
         prompted: true,
         ..ListedSession::default()
@@ -959,7 +965,10 @@ fn history_rows(n: usize) -> Vec<ListedSession> {
         .map(|i| ListedSession {
             session: format!("h{i:05}"),
             cwd: Some("/a".into()),
-            updated_us: i as i64 * 1_000_000,
+            updated: Activity {
+                us: i as i64 * 1_000_000,
+                at: None,
+            },
             prompted: true,
             ..ListedSession::default()
         })
@@ -1007,7 +1016,10 @@ fn history_rows_carry_branch_state_turn_end_cost_and_usage() {
         vec![ListedSession {
             session: "s".into(),
             cwd: Some("/a".into()),
-            updated_at: Some("2026-11-21T00:00:00Z".into()),
+            updated: Activity {
+                at: Some("2026-11-21T00:00:00Z".into()),
+                us: 0,
+            },
             state: Some("requires_action".into()),
             last_turn_ended_at: Some("2026-11-21T00:00:00Z".into()),
             usage: Some(

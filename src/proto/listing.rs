@@ -101,7 +101,7 @@ impl List {
             .collect();
         let mut result = json!({"sessions": sessions});
         if more && let Some(last) = page.last() {
-            result["nextCursor"] = json!(encode_cursor(last.updated_us, &last.session));
+            result["nextCursor"] = json!(encode_cursor(last.updated.us, &last.session));
         }
         Ok(result.to_string())
     }
@@ -198,7 +198,7 @@ impl List {
                 .as_str()
                 .and_then(|t| t.parse::<jiff::Timestamp>().ok())
                 .map(|t| t.as_microsecond())
-                .or_else(|| journal.get(id.as_str()).map(|s| s.updated_us))
+                .or_else(|| journal.get(id.as_str()).map(|s| s.updated.us))
                 .unwrap_or(previous);
             previous = updated;
             rows.push((updated, info));
@@ -237,7 +237,7 @@ impl List {
         extra.truncate(if agent_more { extra.len() } else { limit });
         let rows = extra.iter().filter_map(|s| {
             let live = self.live.contains(&s.session);
-            Some((s.updated_us, session_info(s, live)?))
+            Some((s.updated.us, session_info(s, live)?))
         });
         (rows.collect(), journal_more)
     }
@@ -281,7 +281,7 @@ fn place<'a>(&(updated, session): &(i64, &'a str)) -> (std::cmp::Reverse<i64>, &
 
 /// A row's place in the list: newest activity first, then by session ID.
 fn order(s: &ListedSession) -> (std::cmp::Reverse<i64>, &str) {
-    (std::cmp::Reverse(s.updated_us), &s.session)
+    (std::cmp::Reverse(s.updated.us), &s.session)
 }
 
 /// The `SessionInfo` of a listed session (`None` without a cwd, which the schema requires);
@@ -291,7 +291,7 @@ fn session_info(s: &ListedSession, live: bool) -> Option<Value> {
     if let Some(title) = &s.title {
         info["title"] = json!(title);
     }
-    if let Some(at) = &s.updated_at {
+    if let Some(at) = &s.updated.at {
         info["updatedAt"] = json!(at);
     }
     if let Some(branch) = &s.git_branch {

@@ -107,6 +107,6 @@ mod vocab;
 pub use proxy::Proxy;
 pub use reused_ids::{first_free, reuse_candidates};
 pub use vocab::{
-    Action, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, Cursors, HistoryChunk,
-    Initialize, ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,
+    Action, Activity, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, Cursors,
+    HistoryChunk, Initialize, ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,
 };

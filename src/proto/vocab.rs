@@ -261,10 +261,8 @@ pub struct ListedSession {
     pub prompted: bool,
     /// Archived by the client (`_session/archive`): left out unless the list asks for it.
     pub archived: bool,
-    /// Last activity, ISO 8601.
-    pub updated_at: Option<String>,
-    /// Last activity, Unix microseconds: the list's order (newest first).
-    pub updated_us: i64,
+    /// Last activity.
+    pub updated: Activity,
     /// Agent-side IDs it was continued under.
     pub agent_ids: Vec<String>,
     /// `running`, `idle` or `requires_action` while a live proxy serves it.
@@ -277,6 +275,15 @@ pub struct ListedSession {
     pub git_branch: Option<String>,
     /// The agent that recorded it (its command line), when listing every agent's sessions.
     pub agent: Option<String>,
+}
+
+/// When a listed session was last active, in the two forms a list uses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Activity {
+    /// ISO 8601.
+    pub at: Option<String>,
+    /// Unix microseconds: the list's order (newest first).
+    pub us: i64,
 }
 
 /// How the proxy handles session loading (`--load`).

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{Catalog, CatalogEntry, CatalogIndex, SessionSummary, git_branch};
 use crate::journal::JournalDir;
-use crate::proto::{CatalogUpdate, ListedSession};
+use crate::proto::{Activity, CatalogUpdate, ListedSession};
 
 /// What the catalog thread sends back to the main loop.
 #[derive(Debug)]
@@ -212,8 +212,10 @@ fn sessions(
             title: s.shown_title().map(str::to_string),
             prompted: s.has_prompt(),
             archived: s.archived,
-            updated_at: s.updated_at.clone().or_else(|| iso(s.updated)),
-            updated_us: s.updated,
+            updated: Activity {
+                at: s.updated_at.clone().or_else(|| iso(s.updated)),
+                us: s.updated,
+            },
             agent_ids: s.agent_ids.clone(),
             state: s.state.clone().filter(|_| {
                 s.open
@@ -392,7 +394,7 @@ mod tests {
         assert_eq!(sessions.len(), 1);
         assert_eq!(sessions[0].session, "S");
         assert_eq!(
-            sessions[0].updated_us, 2,
+            sessions[0].updated.us, 2,
             "the state waiting was written first"
         );
         service.close();

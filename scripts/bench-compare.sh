@@ -22,7 +22,10 @@
 #   4. Prints a table of the key figures (the median over the rounds when there are several):
 #      base, head, head/base. The figures are read from the reports' markdown tables by their row
 #      and column names; a figure one report lacks is shown as "—". BENCH_COMPARE_ALL=1 prints
-#      every number of every table instead of the selection.
+#      every number of every table instead of the selection. Then, from head's proxy runs alone
+#      (the base's binary plays the same floods in them, BENCH_PROXY_BASE): CPU per message of
+#      the minimal relay, the base's acp-journal and head's, per writing mode (bulk, line) and
+#      size (100 k, 1 M), with base/relay, head/relay and head/base.
 #
 # Knobs (environment):
 #   BENCH_QUICK=1            the benches' own ~10x smaller runs (passed through; leave it unset for
@@ -138,8 +141,9 @@ run() {
   out="$RESULTS/$bench-$side-$round"
   log "run: $bench, $side (${rev:0:9}), round $round"
   local t=$SECONDS
-  # The head's proxy bench also plays its prompt turns through the base's binary, in the same
-  # run (BENCH_PROXY_BASE): those figures do not depend on the base having that measurement.
+  # The head's proxy bench also plays its prompt turns and its CPU-per-message floods through
+  # the base's binary, in the same run (BENCH_PROXY_BASE): those figures do not depend on the
+  # base having that measurement.
   local base_proxy=()
   [[ $side == head && $bench == proxy ]] \
     && base_proxy=(BENCH_PROXY_BASE="$WORK/$BASE/target/release/acp-journal")
@@ -299,4 +303,28 @@ for bench in benches:
         ratio = f"{h / b:.2f}" if b and h is not None else "—"
         name = name.replace("|", "\\|")
         print(f"| {bench} | {name} | {fmt(b)} | {fmt(h)} | {ratio} |")
+
+# CPU per message against the minimal relay, from head's runs only: the base's binary played the
+# same floods in them, interleaved with the relay and head's binary.
+if "proxy" in benches:
+    cells = {}
+    for (sec, row, col), v in load("proxy", "head").items():
+        m = re.match(r"^(bulk|line) / (\d+) messages / (.+)$", row)
+        if m and re.search(r"CPU per message against the minimal relay", sec) and col == "CPU µs/message, all threads":
+            cells[(m[1], int(m[2]), m[3])] = v
+    if cells:
+        print()
+        print("CPU µs/message of the whole proxy process (all threads), in head's runs; base = the base's binary in the same runs:")
+        print()
+        print("| writes | messages | minimal relay | base | head | base/relay | head/relay | head/base |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        def ratio(a, b):
+            return f"{a / b:.2f}" if a is not None and b else "—"
+        def f3(v):
+            return "—" if v is None else f"{v:.3f}"
+        for w, n in sorted({(w, n) for w, n, _ in cells}, key=lambda k: (k[0] != "bulk", k[1])):
+            relay = cells.get((w, n, "minimal relay"))
+            b = cells.get((w, n, "acp-journal (base build)"))
+            h = cells.get((w, n, "acp-journal"))
+            print(f"| {w} | {n} | {f3(relay)} | {f3(b)} | {f3(h)} | {ratio(b, relay)} | {ratio(h, relay)} | {ratio(h, b)} |")
 PY

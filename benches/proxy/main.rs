@@ -9,7 +9,8 @@
 //! - `__flood N SEED`: an agent that pre-generates N ACP messages of a realistic mix, answers
 //!   an `initialize` request (the "ready" signal), then on the next line (a `session/prompt`)
 //!   writes the N messages (N−1 `session/update` notifications and the prompt's response) as
-//!   fast as it can and exits;
+//!   fast as it can and exits; with `BENCH_FLOOD_WRITES=line` in its environment it writes them
+//!   one `write(2)` per message, as agents do, else all at once (`bulk`);
 //! - `__relay -- CMD…`: the baseline relay: spawns CMD and copies bytes both ways with two
 //!   threads, no parsing, no journaling;
 //! - `__turns`: an agent that answers each prompt with a chunk, a usage update and the response
@@ -20,27 +21,39 @@
 //! is installed (`scripts/bench-peers.sh`, run by the bench if needed), (d) the official Rust
 //! ACP conductor with its trace on, on the same traffic ([`peers`]).
 //!
+//! CPU per message against the minimal relay ([`cpu`]): floods of 100 k and 1 M messages, the
+//! agent writing in bulk and line by line, through the relay, acp-journal and the base build
+//! (below), alternated run by run, median of 3 and 2 rounds. CPU is the nanoseconds on a CPU of
+//! the path's process alone (not the agent, its child), summed over its threads from
+//! `/proc/PID/task/TID/schedstat`, shown per thread name (acp-journal's main thread, its
+//! `compressor`), with `/proc/PID/stat` (utime + stime, 10 ms ticks) as a cross-check; from
+//! writing the prompt to reading the last line, before the path's stdin is closed ([`procfs`]).
+//!
 //! Environment: `BENCH_QUICK=1` scales every count down ~10×; `BENCH_PROXY_BASE=<acp-journal
-//! binary>` adds another build to the prompt-turns measurement, for before/after in one run; `BENCH_PROXY_ARGS="--fsync never"`
+//! binary>` adds another build to the prompt-turns and CPU-per-message measurements, for
+//! before/after in one run; `BENCH_PROXY_ARGS="--fsync never"`
 //! (whitespace-separated) adds options to the acp-journal command line, for experiments;
 //! `ACP_JOURNAL_LOG` is passed through (the bench sets it to `warn` when unset).
 //!
 //! Layout: [`roles`] (the helper roles and the paths measured), [`traffic`] (the messages they
-//! exchange), [`measure`] (the measurements), [`turns`] (prompt turns), [`report`] (the markdown
-//! report), [`peers`] (the ACP conductor).
+//! exchange), [`measure`] (the measurements), [`procfs`] (CPU time and RSS from /proc),
+//! [`turns`] (prompt turns), [`cpu`] (CPU per message against the relay), [`report`] (the
+//! markdown report), [`peers`] (the ACP conductor).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod cpu;
 mod measure;
 mod peers;
+mod procfs;
 mod report;
 mod roles;
 mod traffic;
 mod turns;
 
 use measure::{Load, Scale, run_latency, run_sizes, run_throughput};
-use report::render;
+use report::{Measured, render};
 use roles::{PROXY, echo_agent, flood_agent, relay};
 
 /// The whole bench is aborted after this long (a hung child must not hang CI).
@@ -86,17 +99,17 @@ fn bench() {
     let latency = [run_latency(&scale, false), run_latency(&scale, true)];
     let throughput = run_throughput(&scale);
     let sizes = run_sizes(&scale, &throughput.store);
+    let cpu = cpu::run_cpu(&scale);
     let turns = turns::run_turns(scale.turns);
 
-    let report = render(
-        &scale,
-        &load,
-        &latency,
-        &throughput,
-        &sizes,
-        &turns,
-        started.elapsed(),
-    );
+    let measured = Measured {
+        latency,
+        throughput,
+        sizes,
+        turns,
+        cpu,
+    };
+    let report = render(&scale, &load, &measured, started.elapsed());
     print!("{report}");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -1,18 +1,17 @@
 //! The measurements: their scale (`BENCH_QUICK`), the machine's load while they run, and the
-//! three measurements the report shows: latency (echo agent), throughput with peak RSS and CPU
-//! per thread (flood agent), and the journal's size against gzip and zstd of the raw lines.
+//! three measurements the report shows first: latency (echo agent), throughput with peak RSS and
+//! CPU per thread (flood agent, [`flood_run`], which [`crate::cpu`] runs too), and the journal's
+//! size against gzip and zstd of the raw lines.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::peers;
-use crate::roles::{PathKind, me, paths};
+use crate::procfs::{CpuUse, Poller};
+use crate::roles::{PathKind, Writes, me, paths};
 use crate::traffic::{Flood, INIT_REQUEST, SEED, latency_messages, prompt_request};
 
 pub struct Scale {
@@ -322,9 +321,9 @@ pub struct FloodRun {
     /// VmHWM at 10 %, 20 %, … 100 % of the lines received.
     pub hwm_progress: Vec<u64>,
     pub rss_samples: u64,
-    /// CPU seconds (user + system) per thread of the path's process between the start line
-    /// and its last sample before exit: (thread name, seconds).
-    pub cpu: Vec<(String, f64)>,
+    /// The CPU time of the path's process from writing the prompt to reading the last line (see
+    /// [`crate::procfs`]); none for the direct pipe.
+    pub cpu: Option<CpuUse>,
 }
 
 impl FloodRun {
@@ -353,7 +352,7 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
     let mut baselines = Vec::new();
     for kind in [PathKind::Direct, PathKind::Relay] {
         let mut runs: Vec<FloodRun> = (0..3)
-            .map(|_| flood_run(kind, scale.flood_baseline, None))
+            .map(|_| flood_run(kind, scale.flood_baseline, None, Writes::Bulk))
             .collect();
         runs.sort_by(|a, b| a.secs.total_cmp(&b.secs));
         baselines.push(runs.swap_remove(1));
@@ -365,7 +364,12 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
     for _ in 0..3 {
         let dir = tempfile::tempdir().expect("tempdir");
         small.push((
-            flood_run(PathKind::Journal, scale.flood_small, Some(dir.path())),
+            flood_run(
+                PathKind::Journal,
+                scale.flood_small,
+                Some(dir.path()),
+                Writes::Bulk,
+            ),
             dir,
         ));
         let dir = tempfile::tempdir().expect("tempdir");
@@ -373,6 +377,7 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
             PathKind::JournalOtlp,
             scale.flood_small,
             Some(dir.path()),
+            Writes::Bulk,
         ));
     }
     small.sort_by(|a, b| a.0.secs.total_cmp(&b.0.secs));
@@ -385,11 +390,17 @@ pub fn run_throughput(scale: &Scale) -> Throughput {
             PathKind::Conductor,
             scale.flood_small,
             Some(trace_dir.path()),
+            Writes::Bulk,
         );
         peers::compare(run, trace_dir.path(), &journal_small, small_dir.path())
     });
     let big_dir = tempfile::tempdir().expect("tempdir");
-    let journal_big = flood_run(PathKind::Journal, scale.flood_journal, Some(big_dir.path()));
+    let journal_big = flood_run(
+        PathKind::Journal,
+        scale.flood_journal,
+        Some(big_dir.path()),
+        Writes::Bulk,
+    );
     let store = store_bytes(big_dir.path());
     Throughput {
         baselines,
@@ -457,94 +468,26 @@ pub fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
     files
 }
 
-/// The name and CPU ticks (user + system, 10 ms) in a `/proc/…/stat` line.
-pub fn stat_ticks(stat: &str) -> Option<(&str, u64)> {
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    // After the name: state (field 3) … utime (14), stime (15).
-    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Some((&stat[open + 1..close], ticks(11) + ticks(12)))
-}
-
-fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// CPU ticks (user + system) of every thread of `pid`: (tid, name, ticks).
-fn thread_ticks(pid: u32) -> Vec<(u32, String, u64)> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        let Some((name, ticks)) = stat_ticks(&stat) else {
-            continue;
-        };
-        let tid = task.file_name().to_string_lossy().parse().unwrap_or(0);
-        out.push((tid, name.to_string(), ticks));
-    }
-    out
-}
-
-/// What the poller saw last.
-#[derive(Default)]
-struct ProcSample {
-    hwm_kib: AtomicU64,
-    samples: AtomicU64,
-    threads: parking_lot::Mutex<Vec<(u32, String, u64)>>,
-}
-
-/// Polls VmHWM and per-thread CPU every ~10 ms until `stop`, keeping the last values read.
-fn proc_poller(pid: u32, seen: Arc<ProcSample>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            if let Some(kib) = vm_hwm_kib(pid) {
-                seen.hwm_kib.store(kib, Ordering::Relaxed);
-                seen.samples.fetch_add(1, Ordering::Relaxed);
-            }
-            let threads = thread_ticks(pid);
-            if !threads.is_empty() {
-                let mut last = seen.threads.lock();
-                for t in threads {
-                    match last.iter_mut().find(|l| l.0 == t.0) {
-                        Some(l) => *l = t,
-                        None => last.push(t),
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    })
-}
-
-fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
-    eprintln!("bench: flood {} × {n}", kind.name());
+/// One flood of `n` messages through `kind` (its store in `journal`), the agent writing them
+/// as `writes` says.
+pub fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>, writes: Writes) -> FloodRun {
+    eprintln!(
+        "bench: flood {} × {n} ({} writes)",
+        kind.name(),
+        writes.name()
+    );
     let agent = vec![me(), "__flood".into(), n.to_string(), SEED.to_string()];
     let session = Flood::new(SEED).session;
     let mut child = kind
         .command(&agent, journal)
+        .env(Writes::ENV, writes.name())
         .spawn()
         .unwrap_or_else(|e| panic!("spawning {}: {e}", kind.name()));
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = child.stdout.take().expect("piped");
 
-    let pid = child.id();
-    let poll = (kind != PathKind::Direct).then(|| {
-        let seen = Arc::new(ProcSample::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = proc_poller(pid, seen.clone(), stop.clone());
-        (seen, stop, handle)
-    });
+    // The path's own process: with the direct pipe, that would be the agent.
+    let poller = (kind != PathKind::Direct).then(|| Poller::start(child.id()));
 
     let mut buf = vec![0u8; 1 << 20];
     // Handshake: the agent answers `initialize` once its lines are generated.
@@ -569,7 +512,7 @@ fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
     let mut bytes = 0u64;
     let mut hwm_progress = Vec::new();
     let mut next_mark = 1;
-    let ticks0 = thread_ticks(pid);
+    let mark = poller.as_ref().map(Poller::mark);
     let t0 = Instant::now();
     stdin
         .write_all(prompt_request(&session).as_bytes())
@@ -579,14 +522,22 @@ fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
         assert!(k > 0, "{}: EOF after {lines} of {n} lines", kind.name());
         lines += memchr::memchr_iter(b'\n', &buf[..k]).count();
         bytes += k as u64;
-        if let Some((seen, _, _)) = &poll {
+        if let Some(poller) = &poller {
             while next_mark <= 10 && lines * 10 >= n * next_mark {
-                hwm_progress.push(seen.hwm_kib.load(Ordering::Relaxed));
+                hwm_progress.push(poller.hwm_kib());
                 next_mark += 1;
             }
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    // Read now, the flood relayed and the path still running (its stdin open): the CPU time of
+    // the flood itself, not of the path's shutdown. acp-journal writes every line to its journal
+    // before forwarding it, so the compression of the last line is done by now; what is left for
+    // the exit (the segments' last flush) is not counted.
+    let cpu = poller
+        .as_ref()
+        .zip(mark.as_ref())
+        .map(|(p, m)| p.cpu_since(m));
     assert_eq!(lines, n, "{}: line count", kind.name());
     drop(stdin);
     let mut rest = Vec::new();
@@ -600,27 +551,9 @@ fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
         "{}: bytes received ({bytes}) differ from the bytes the agent wrote ({expected})",
         kind.name()
     );
-    let (peak_kib, rss_samples, cpu) = match poll {
-        Some((seen, stop, handle)) => {
-            stop.store(true, Ordering::Relaxed);
-            handle.join().expect("poller");
-            // SAFETY: sysconf has no preconditions.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-            let last = seen.threads.lock();
-            let cpu = last
-                .iter()
-                .map(|(tid, name, ticks)| {
-                    let before = ticks0.iter().find(|t| t.0 == *tid).map_or(0, |t| t.2);
-                    (name.clone(), ticks.saturating_sub(before) as f64 / hz)
-                })
-                .collect();
-            (
-                Some(seen.hwm_kib.load(Ordering::Relaxed)),
-                seen.samples.load(Ordering::Relaxed),
-                cpu,
-            )
-        }
-        None => (None, 0, Vec::new()),
+    let (peak_kib, rss_samples) = match poller.map(Poller::stop) {
+        Some((kib, samples)) => (Some(kib), samples),
+        None => (None, 0),
     };
     let run = FloodRun {
         kind,
@@ -633,11 +566,15 @@ fn flood_run(kind: PathKind, n: usize, journal: Option<&Path>) -> FloodRun {
         cpu,
     };
     eprintln!(
-        "bench:   {:.3} s, {:.1} MB/s, {:.0} msg/s{}",
+        "bench:   {:.3} s, {:.1} MB/s, {:.0} msg/s{}{}",
         run.secs,
         run.mb_s(),
         run.msg_s(),
-        peak_kib.map_or(String::new(), |k| format!(", peak RSS {k} KiB"))
+        peak_kib.map_or(String::new(), |k| format!(", peak RSS {k} KiB")),
+        run.cpu.as_ref().map_or(String::new(), |c| format!(
+            ", CPU {:.3} µs/message",
+            c.total_ns() as f64 / 1e3 / n as f64
+        ))
     );
     run
 }

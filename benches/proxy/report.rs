@@ -38,15 +38,17 @@ pub fn pass(ok: bool) -> &'static str {
     if ok { "**pass**" } else { "**MISS**" }
 }
 
-pub fn render(
-    scale: &Scale,
-    load: &Load,
-    lat: &[Latency; 2],
-    tp: &Throughput,
-    sz: &Sizes,
-    turns: &crate::turns::Turns,
-    elapsed: Duration,
-) -> String {
+/// What the bench measured, for [`render`].
+pub struct Measured {
+    pub latency: [Latency; 2],
+    pub throughput: Throughput,
+    pub sizes: Sizes,
+    pub turns: crate::turns::Turns,
+    pub cpu: crate::cpu::CpuPerMessage,
+}
+
+pub fn render(scale: &Scale, load: &Load, m: &Measured, elapsed: Duration) -> String {
+    let (lat, tp, sz) = (&m.latency, &m.throughput, &m.sizes);
     let mut r = String::new();
     let _ = writeln!(r, "# acp-journal proxy benchmark\n");
     let _ = writeln!(r, "- Machine: {}", machine());
@@ -172,7 +174,7 @@ pub fn render(
     );
     let _ = writeln!(
         r,
-        "\nCPU time (user + system, from /proc/<pid>/task/*/stat, 10 ms ticks, so runs shorter than 0.2 s are left out) of the relaying process between the start line and its exit:\n"
+        "\nCPU time of the relaying process (the agent, its child, left out) from writing the prompt line to reading the last line, per thread (nanoseconds on a CPU from /proc/<pid>/task/*/schedstat; see section 7 for the method):\n"
     );
     let _ = writeln!(
         r,
@@ -183,16 +185,20 @@ pub fn render(
         .baselines
         .iter()
         .chain([&tp.journal_small, &tp.journal_otlp, &tp.journal_big])
-        .filter(|run| !run.cpu.is_empty() && run.secs >= 0.2)
     {
-        let mut threads = run.cpu.clone();
-        threads.retain(|t| t.1 > 0.0);
-        let total: f64 = run.cpu.iter().map(|t| t.1).sum();
-        threads.push(("**all threads**".into(), total));
-        for (name, secs) in threads {
+        let Some(cpu) = &run.cpu else { continue };
+        let mut threads: Vec<(&str, u64)> = cpu
+            .threads
+            .iter()
+            .filter(|t| t.2 > 0)
+            .map(|t| (t.0.as_str(), t.2))
+            .collect();
+        threads.push(("**all threads**", cpu.total_ns()));
+        for (name, ns) in threads {
+            let secs = ns as f64 / 1e9;
             let _ = writeln!(
                 r,
-                "| {} | {} | {:.3} | {name} | {secs:.2} | {:.0} % | {:.2} |",
+                "| {} | {} | {:.3} | {name} | {secs:.3} | {:.0} % | {:.3} |",
                 run.kind.name(),
                 run.messages,
                 run.secs,
@@ -328,7 +334,8 @@ pub fn render(
     let big = tp.journal_big.peak_kib.unwrap_or(0) as f64;
     let rss_flat = big <= small * 1.25 + 1024.0;
     let journal_ratio = sz.raw as f64 / sz.journal as f64;
-    crate::turns::render(&mut r, turns);
+    crate::turns::render(&mut r, &m.turns);
+    crate::cpu::render(&mut r, &m.cpu);
 
     let _ = writeln!(r, "\n## Targets\n");
     let _ = writeln!(r, "| target | measured | |");

@@ -78,21 +78,50 @@ pub fn flood_agent(n: usize, seed: u64) {
     }
     let id = request_id(&line, "session/prompt").unwrap_or_else(|| "1".into());
     let updates = &data[..data.len() - PROMPT_RESPONSE.len()];
-    if std::env::var_os("BENCH_FLOOD_WRITES").is_some_and(|w| w == "line") {
-        // As agents write: one `write(2)` per message.
-        for line in updates.split_inclusive(|&b| b == b'\n') {
-            if out.write_all(line).is_err() {
-                return;
+    match Writes::from_env() {
+        Writes::Line => {
+            for line in updates.split_inclusive(|&b| b == b'\n') {
+                if out.write_all(line).is_err() {
+                    return;
+                }
             }
         }
-    } else {
-        let _ = out.write_all(updates);
+        Writes::Bulk => {
+            let _ = out.write_all(updates);
+        }
     }
     let _ = out.write_all(
         PROMPT_RESPONSE
             .replacen("\"id\":1", &format!("\"id\":{id}"), 1)
             .as_bytes(),
     );
+}
+
+/// How the flood agent writes its messages, from `BENCH_FLOOD_WRITES` in its environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// All of them with one `write_all` (pipe-sized `write(2)`s): the most a proxy can be fed.
+    Bulk,
+    /// One `write(2)` per message, as agents write (`BENCH_FLOOD_WRITES=line`).
+    Line,
+}
+
+impl Writes {
+    pub const ENV: &str = "BENCH_FLOOD_WRITES";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Writes::Bulk => "bulk",
+            Writes::Line => "line",
+        }
+    }
+
+    fn from_env() -> Writes {
+        match std::env::var_os(Writes::ENV) {
+            Some(w) if w == "line" => Writes::Line,
+            _ => Writes::Bulk,
+        }
+    }
 }
 
 /// Minimal relay: copy stdin → child stdin and child stdout → stdout, big buffers, no parsing.
@@ -145,7 +174,7 @@ pub enum PathKind {
     /// The official Rust ACP conductor with its trace on (see `peers.rs`).
     Conductor,
     /// Another build of acp-journal (`BENCH_PROXY_BASE`), for before/after figures in one run
-    /// (prompt turns only).
+    /// (prompt turns, and CPU per message in [`crate::cpu`]).
     JournalBase,
 }
 

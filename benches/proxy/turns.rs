@@ -11,7 +11,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
-use crate::measure::{files_under, stat_ticks};
+use crate::measure::files_under;
+use crate::procfs::process_ticks;
 use crate::roles::{PathKind, raw_fd, request_id};
 use crate::traffic::{INIT_REQUEST, init_response};
 
@@ -202,14 +203,6 @@ pub fn run_turns(turns: usize) -> Turns {
         );
     }
     Turns { turns, figures }
-}
-
-/// User + system CPU ticks (10 ms) of process `pid`, its threads (live and ended) included.
-fn process_ticks(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat_ticks(&stat).map(|(_, ticks)| ticks))
-        .unwrap_or(0)
 }
 
 /// Bytes of every file under `dir`.

@@ -47,11 +47,17 @@ use std::time::{Duration, Instant};
 
 // The proxy bench's modules, shared as they are (each refers to the others as `crate::…`).
 #[allow(dead_code, unused_imports)]
+#[path = "../proxy/cpu.rs"]
+mod cpu;
+#[allow(dead_code, unused_imports)]
 #[path = "../proxy/measure.rs"]
 mod measure;
 #[allow(dead_code, unused_imports)]
 #[path = "../proxy/peers.rs"]
 mod peers;
+#[allow(dead_code, unused_imports)]
+#[path = "../proxy/procfs.rs"]
+mod procfs;
 #[allow(dead_code, unused_imports)]
 #[path = "../proxy/report.rs"]
 mod report;

@@ -347,10 +347,7 @@ fn token() -> String {
 
 /// CPU ticks (user + system, all threads) of process `pid`.
 pub fn ticks(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| crate::measure::stat_ticks(&s).map(|(_, t)| t))
-        .unwrap_or(0)
+    crate::procfs::process_ticks(pid)
 }
 
 /// Microseconds per clock tick.

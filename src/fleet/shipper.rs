@@ -160,7 +160,7 @@ pub struct Shipper {
     index: Option<index::writer::Writer>,
     /// The sessions erased from the store (nothing of them is shipped), and when last listed.
     erased: Arc<HashSet<String>>,
-    erased_at: Option<Instant>,
+    erased_at: Option<tokio::time::Instant>,
 }
 
 impl Shipper {
@@ -339,7 +339,7 @@ impl Shipper {
                     index.set_erased(self.erased.clone());
                 }
             }
-            self.erased_at = Some(Instant::now());
+            self.erased_at = Some(tokio::time::Instant::now());
         }
         let mut failed = lease::renew_due(&s.store, s.clock.as_ref(), &s.leases)
             .await

@@ -53,6 +53,31 @@ fn line(seq: u64, text: &str) -> Record {
     }
 }
 
+/// A host's journal directory and the shipper's shared state (on the runtime's clock).
+fn shared(store: &Store, name: &str) -> (tempfile::TempDir, Arc<Shared>) {
+    let dir = tempfile::tempdir().unwrap();
+    let local = JournalDir::new(dir.path());
+    local.create_dirs().unwrap();
+    let shared = Arc::new(Shared {
+        store: store.clone(),
+        local,
+        me: Identity {
+            host: name.into(),
+            run: format!("20261127T10000{}.000000Z-1", name.len()),
+            pid: std::process::id(),
+        },
+        policy: Arc::new(Mutex::new(Policy {
+            ttl: TTL,
+            takeover: false,
+            conditional: Some(true),
+        })),
+        leases: Arc::new(Mutex::new(Leases::default())),
+        clock: Arc::new(RuntimeClock::new(0)),
+        status: Arc::new(Status::default()),
+    });
+    (dir, shared)
+}
+
 /// A host: its journal directory and the shipper's shared state.
 struct Host {
     _dir: tempfile::TempDir,
@@ -62,26 +87,7 @@ struct Host {
 
 impl Host {
     async fn start(store: &Store, name: &str) -> (Host, tokio::task::JoinHandle<()>) {
-        let dir = tempfile::tempdir().unwrap();
-        let local = JournalDir::new(dir.path());
-        local.create_dirs().unwrap();
-        let shared = Arc::new(Shared {
-            store: store.clone(),
-            local,
-            me: Identity {
-                host: name.into(),
-                run: format!("20261127T10000{}.000000Z-1", name.len()),
-                pid: std::process::id(),
-            },
-            policy: Arc::new(Mutex::new(Policy {
-                ttl: TTL,
-                takeover: false,
-                conditional: Some(true),
-            })),
-            leases: Arc::new(Mutex::new(Leases::default())),
-            clock: Arc::new(RuntimeClock::new(0)),
-            status: Arc::new(Status::default()),
-        });
+        let (dir, shared) = shared(store, name);
         let (notes, rx) = mpsc::unbounded_channel();
         let shipper = tokio::spawn(Shipper::new(shared.clone(), INTERVAL, rx, false).run());
         // Its look at what the disk held before it (nothing) comes first.
@@ -301,4 +307,68 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
             .len(),
         1
     );
+}
+
+/// Mark session `erased-{n}` erased in the store (the marker `erase` writes); its key.
+async fn mark_erased(store: &Store, n: u32) -> String {
+    let session = format!("erased-{n}");
+    let key = crate::journal::dir::session_key(&session);
+    store
+        .put_new(&format!("erased/{key}"), Bytes::from(session))
+        .await
+        .unwrap();
+    key
+}
+
+/// [`ERASED_EVERY`] over four periods, rounds driven by hand on the paused runtime clock: the
+/// first round lists the erased sessions; a marker written 10 s after a listing is not seen by
+/// a round 10 s after it nor by one 1 ms before [`ERASED_EVERY`] has passed since, and is seen
+/// by the round at exactly [`ERASED_EVERY`]; and again, each period measured from the listing
+/// before it.
+#[tokio::test(start_paused = true)]
+async fn the_erased_sessions_are_listed_again_every_erased_every_and_not_sooner() {
+    let (store, _) = memory();
+    let (_dir, shared) = shared(&store, "a");
+    let (_notes, rx) = mpsc::unbounded_channel();
+    let mut shipper = Shipper::new(shared, INTERVAL, rx, false);
+    let start = tokio::time::Instant::now();
+    let advance_to = |at: Duration| async move {
+        let now = start.elapsed();
+        assert!(at >= now, "{at:?} < {now:?}");
+        tokio::time::advance(at - now).await;
+        assert_eq!(start.elapsed(), at);
+    };
+    let mut keys = vec![mark_erased(&store, 0).await];
+    shipper.round().await;
+    assert!(shipper.erased.contains(&keys[0]), "{:?}", shipper.erased);
+    let tick = Duration::from_millis(1);
+    for period in 1..=4u32 {
+        let listed = ERASED_EVERY * (period - 1);
+        advance_to(listed + Duration::from_secs(10)).await;
+        let key = mark_erased(&store, period).await;
+        shipper.round().await;
+        assert!(!shipper.erased.contains(&key), "period {period}: at +10 s");
+        advance_to(listed + ERASED_EVERY - tick).await;
+        shipper.round().await;
+        assert!(
+            !shipper.erased.contains(&key),
+            "period {period}: 1 ms before {ERASED_EVERY:?}"
+        );
+        advance_to(listed + ERASED_EVERY).await;
+        shipper.round().await;
+        assert!(
+            shipper.erased.contains(&key),
+            "period {period}: at {ERASED_EVERY:?}"
+        );
+        keys.push(key);
+        // The rounds took no time of their own: the next period starts from this listing.
+        assert_eq!(start.elapsed(), ERASED_EVERY * period);
+        let listed: std::collections::BTreeSet<_> = shipper.erased.iter().cloned().collect();
+        assert_eq!(
+            listed,
+            keys.iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+        );
+    }
 }

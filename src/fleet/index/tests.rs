@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::memory::InMemory;
 
@@ -12,9 +13,12 @@ use super::reader::{self, Found};
 use super::rows::{SessionRow, TurnRow};
 use super::snapshot;
 use super::table::{self, Table};
-use super::writer::put_part;
+use super::writer::{self, put_part};
 use crate::fleet::faults::Faulty;
 use crate::fleet::store::{Store, Write};
+use crate::journal::JournalDir;
+use crate::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
+use crate::wire::Side;
 
 fn memory() -> (Store, Arc<Faulty>) {
     let faulty = Faulty::new(Arc::new(InMemory::new()));
@@ -246,4 +250,190 @@ async fn a_manifest_that_is_garbage_is_unreadable_and_the_next_commit_starts_afr
         .unwrap();
     hostile.version += 1;
     assert!(reader::sessions(&store, &hostile).await.is_err());
+}
+
+/// Time on the paused runtime clock since `start`, moved on to `at`.
+async fn advance_to(start: tokio::time::Instant, at: Duration) {
+    let now = start.elapsed();
+    assert!(at >= now, "{at:?} < {now:?}");
+    tokio::time::advance(at - now).await;
+    assert_eq!(start.elapsed(), at);
+}
+
+fn segment_header(session: &str, run: &str) -> Header {
+    Header {
+        acpj: FORMAT_VERSION,
+        kind: SegmentKind::Session,
+        session: Some(session.into()),
+        run: run.into(),
+        proxy: "acp-journal test".into(),
+        started: 1,
+        pid: std::process::id(),
+        argv: vec!["agent".into()],
+        cwd: None,
+        connection: None,
+        initialize: None,
+    }
+}
+
+fn note(seq: u64) -> Record {
+    Record {
+        seq,
+        unix_us: 1_795_000_000_000_000,
+        mono_us: seq,
+        body: Body::Message {
+            from: Side::Client,
+            payload: Payload::from_line(
+                format!(r#"{{"jsonrpc":"2.0","method":"note","params":{{"text":"n{seq}"}}}}"#)
+                    .into_bytes()
+                    .into(),
+            ),
+        },
+    }
+}
+
+/// The index writer's [`writer::FLUSH`] over five periods on the paused runtime clock: rows
+/// kept 1 s after a flush (or after the writer began) are not due 1 ms before
+/// [`writer::FLUSH`] has passed since it, are due at exactly [`writer::FLUSH`], and the flush
+/// then commits them and starts the next period. Nothing kept is never due, however long; rows
+/// kept long after the last flush are due at once.
+#[tokio::test(start_paused = true)]
+async fn the_index_writer_is_due_every_flush_and_not_sooner() {
+    let (store, _) = memory();
+    let dir = tempfile::tempdir().unwrap();
+    let local = JournalDir::new(dir.path());
+    local.create_dirs().unwrap();
+    let run = "20261128T100000.000000Z-1";
+    let mut segment = local
+        .create_segment_writer(&local.session_dir("s"), run, &segment_header("s", run))
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let mut index = writer::Writer::new(store.clone(), local.clone(), "h".into());
+    index.follow(segment.path());
+    let (flush, tick) = (writer::FLUSH, Duration::from_millis(1));
+    // When the period began: the writer's start, then each flush's (a commit reads the
+    // manifest back after SETTLE, so a flush ends a little after it began).
+    let mut flushed = Duration::ZERO;
+    for period in 0..5u32 {
+        advance_to(start, flushed + Duration::from_secs(1)).await;
+        segment.append(&note(u64::from(period))).unwrap();
+        segment.flush().unwrap();
+        index.poll();
+        assert!(!index.due(false), "period {period}: rows just kept");
+        advance_to(start, flushed + flush - tick).await;
+        index.poll();
+        assert!(!index.due(false), "period {period}: 1 ms before {flush:?}");
+        advance_to(start, flushed + flush).await;
+        index.poll();
+        assert!(index.due(false), "period {period}: at {flush:?}");
+        flushed = start.elapsed();
+        let committed = index.flush().await.unwrap();
+        assert_eq!(
+            committed.of(Table::Sessions).count(),
+            period as usize + 1,
+            "{committed:?}"
+        );
+        assert!(start.elapsed() < flushed + Duration::from_secs(1));
+        assert!(!index.due(false), "period {period}: just flushed");
+    }
+    // Nothing kept: not due, whatever time passes.
+    advance_to(start, flushed + flush * 3).await;
+    index.poll();
+    assert!(!index.due(false));
+    // Rows kept three periods after the last flush: due at once.
+    segment.append(&note(5)).unwrap();
+    segment.flush().unwrap();
+    index.poll();
+    assert!(index.due(false));
+}
+
+/// The index's objects in the store.
+async fn listed(store: &Store) -> BTreeSet<String> {
+    store.list("index").await.unwrap().into_iter().collect()
+}
+
+/// Compaction's [`compact::GRACE`] over four periods, a compaction each period: the parts a
+/// compaction at `t` merged away stay in the store (and `needed` says nothing is due) 1 µs
+/// before `t` + [`compact::GRACE`], and at exactly `t` + [`compact::GRACE`] `needed` says so and
+/// a compaction deletes them and takes them off the manifest, while the parts it merges then
+/// wait their own [`compact::GRACE`].
+#[tokio::test(start_paused = true)]
+async fn parts_compacted_away_are_deleted_grace_after_and_not_sooner() {
+    let (store, _) = memory();
+    let base = 1_795_000_000_000_000;
+    let mut version = 0;
+    for _ in 0..compact::COMPACT_AT {
+        write(
+            &store,
+            "h",
+            "s",
+            version,
+            &["alpha", &format!("word{version}")],
+        )
+        .await;
+        version += 1;
+    }
+    assert_eq!(
+        compact::compact(&store, "a", base).await.unwrap(),
+        3 * compact::COMPACT_AT
+    );
+    let mut waiting: BTreeSet<String> = snapshot(&store)
+        .await
+        .removed
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(waiting.len(), 3 * compact::COMPACT_AT);
+    for period in 1..=4i64 {
+        let due_at = base + compact::GRACE * period;
+        assert!(waiting.is_subset(&listed(&store).await), "period {period}");
+        // 1 µs before: nothing due, nothing deleted.
+        let snap = snapshot(&store).await;
+        assert!(
+            !compact::needed(&snap, due_at - 1),
+            "period {period}: {snap:?}"
+        );
+        assert_eq!(compact::compact(&store, "a", due_at - 1).await.unwrap(), 0);
+        assert!(
+            waiting.is_subset(&listed(&store).await),
+            "period {period}: 1 µs before"
+        );
+        assert_eq!(snapshot(&store).await.removed.len(), waiting.len());
+        // Enough parts again for a merge at the boundary.
+        for _ in 1..compact::COMPACT_AT {
+            write(
+                &store,
+                "h",
+                "s",
+                version,
+                &["alpha", &format!("word{version}")],
+            )
+            .await;
+            version += 1;
+        }
+        // At GRACE: due, deleted, off the manifest; the parts merged now wait theirs.
+        assert!(compact::needed(&snapshot(&store).await, due_at));
+        let merged = compact::compact(&store, "a", due_at).await.unwrap();
+        assert_eq!(merged, 3 * compact::COMPACT_AT, "period {period}");
+        let now_listed = listed(&store).await;
+        assert!(
+            waiting.is_disjoint(&now_listed),
+            "period {period}: at GRACE"
+        );
+        let snap = snapshot(&store).await;
+        let merged_away: BTreeSet<String> = snap.removed.iter().map(|r| r.path.clone()).collect();
+        assert!(waiting.is_disjoint(&merged_away), "period {period}");
+        assert_eq!(merged_away.len(), 3 * compact::COMPACT_AT);
+        assert!(snap.removed.iter().all(|r| r.at == due_at));
+        assert!(merged_away.is_subset(&now_listed));
+        waiting = merged_away;
+    }
+    // Every row kept once, whatever was deleted.
+    let snap = snapshot(&store).await;
+    assert_eq!(
+        reader::sessions(&store, &snap).await.unwrap()[0].version,
+        version - 1
+    );
+    let turns: u64 = snap.of(Table::Turns).map(|p| p.rows).sum();
+    assert_eq!(turns, version as u64);
 }

@@ -9,9 +9,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::time::Instant;
 
 use super::rows::{Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};

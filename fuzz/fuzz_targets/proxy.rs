@@ -18,8 +18,8 @@ use acp_journal::journal::format::{Encoding, decode_record, encode_record};
 use acp_journal::journal::{Body, Record};
 use acp_journal::proto::redact::{REDACTED, redact_tokens};
 use acp_journal::proto::{
-    Action, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy, SessionId, Stamp,
-    Summary, Target, reuse_candidates,
+    Action, Activity, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy,
+    SessionId, Stamp, Summary, Target, reuse_candidates,
 };
 use acp_journal::wire::Side;
 use acp_journal::wire::envelope::{self, Kind};
@@ -399,8 +399,10 @@ fn listed(body: &[u8]) -> Vec<ListedSession> {
             session: id.to_string(),
             cwd: (i % 3 != 2).then(|| "/w".to_string()),
             title: (i % 2 == 0).then(|| format!("title {i}")),
-            updated_at: None,
-            updated_us: i as i64,
+            updated: Activity {
+                at: None,
+                us: i as i64,
+            },
             agent_ids: if i % 4 == 1 {
                 vec![format!("{id}-a")]
             } else {

@@ -8,8 +8,9 @@
 //! without escapes or null. On anything else it gives up ([`None`]) and serde_json decides, as
 //! it always did. So it never accepts a line serde_json rejects and never classifies one
 //! differently: the grammar it checks is serde_json's (`ignore_value`: numbers, literals,
-//! strings with their escapes and no control characters, nesting of any depth), which the
-//! differential tests below and the `peek` fuzz target hold it to.
+//! strings with their escapes and no control characters; nesting deeper than 128 is left to
+//! serde_json), which the differential tests (`scan_tests.rs`) and the `peek` fuzz target hold
+//! it to.
 
 /// The envelope of a line, as spans of it.
 #[derive(Debug, Default, PartialEq, Eq)]

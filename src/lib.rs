@@ -34,5 +34,7 @@ pub mod otel;
 pub mod proto;
 pub mod render;
 pub mod replay;
+#[cfg(test)]
+mod seeded;
 pub mod shell;
 pub mod wire;

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
 use crate::fleet::faults::{Fault, Faulty};
+use crate::seeded::Seeded;
 
 const TTL: Duration = Duration::from_secs(15);
 
@@ -526,23 +527,6 @@ impl Clock for Drifting {
 
     fn wall_us(&self) -> i64 {
         0
-    }
-}
-
-/// A small deterministic generator (SplitMix64): the interleavings are a function of the seed.
-struct Seeded(u64);
-
-impl Seeded {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

@@ -884,4 +884,4 @@ impl Ledger {
 
 #[cfg(test)]
 #[path = "shipper_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -21,7 +21,8 @@ use crate::wire::Side;
 const INTERVAL: Duration = Duration::from_secs(1);
 const TTL: Duration = Duration::from_secs(15);
 
-fn header(session: &str, run: &str) -> Header {
+/// A session segment's header (the index's tests write segments too).
+pub(in crate::fleet) fn header(session: &str, run: &str) -> Header {
     Header {
         acpj: FORMAT_VERSION,
         kind: SegmentKind::Session,

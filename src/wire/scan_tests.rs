@@ -2,6 +2,7 @@
 //! [`parsed_peek`]; and it must read the lines agents and editors send.
 
 use super::{Session, scan};
+use crate::seeded::Seeded;
 use crate::wire::envelope::{parsed_peek, peek};
 
 /// Lines as they cross the proxy, and the shapes the scan leaves to serde_json.
@@ -113,41 +114,25 @@ fn reads_the_lines_peers_send() {
     assert!(scan(LINES[7].as_bytes()).is_some_and(|s| s.session == Session::Unsure));
 }
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 #[test]
 fn agrees_with_serde_json_on_mutated_lines() {
     const ALPHABET: &[u8] = b"{}[]\":,\\ \t\n0123456789-+.eEuabfnrtlsx\x01\x1f\x7f\xc3\xa9\xff";
-    let mut rng = Rng(0xACB_2026);
+    let mut rng = Seeded(0xACB_2026);
+    let mut below = |n: usize| rng.below(n as u64) as usize;
     let mut scanned = 0;
     for case in 0..40_000 {
         let mut line = LINES[case % LINES.len()].as_bytes().to_vec();
-        for _ in 0..=rng.below(3) {
-            let at = rng.below(line.len() + 1);
-            let byte = ALPHABET[rng.below(ALPHABET.len())];
-            match rng.below(4) {
+        for _ in 0..=below(3) {
+            let at = below(line.len() + 1);
+            let byte = ALPHABET[below(ALPHABET.len())];
+            match below(4) {
                 0 => line.insert(at, byte),
                 1 if at < line.len() => {
                     line.remove(at);
                 }
                 2 if at < line.len() => line[at] = byte,
                 _ => {
-                    let end = (at + rng.below(12)).min(line.len());
+                    let end = (at + below(12)).min(line.len());
                     let span = line[at..end].to_vec();
                     line.splice(at..at, span);
                 }

@@ -17,7 +17,7 @@ use super::writer::{self, put_part};
 use crate::fleet::faults::Faulty;
 use crate::fleet::store::{Store, Write};
 use crate::journal::JournalDir;
-use crate::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
+use crate::journal::format::{Body, Payload, Record};
 use crate::wire::Side;
 
 fn memory() -> (Store, Arc<Faulty>) {
@@ -260,22 +260,6 @@ async fn advance_to(start: tokio::time::Instant, at: Duration) {
     assert_eq!(start.elapsed(), at);
 }
 
-fn segment_header(session: &str, run: &str) -> Header {
-    Header {
-        acpj: FORMAT_VERSION,
-        kind: SegmentKind::Session,
-        session: Some(session.into()),
-        run: run.into(),
-        proxy: "acp-journal test".into(),
-        started: 1,
-        pid: std::process::id(),
-        argv: vec!["agent".into()],
-        cwd: None,
-        connection: None,
-        initialize: None,
-    }
-}
-
 fn note(seq: u64) -> Record {
     Record {
         seq,
@@ -305,7 +289,11 @@ async fn the_index_writer_is_due_every_flush_and_not_sooner() {
     local.create_dirs().unwrap();
     let run = "20261128T100000.000000Z-1";
     let mut segment = local
-        .create_segment_writer(&local.session_dir("s"), run, &segment_header("s", run))
+        .create_segment_writer(
+            &local.session_dir("s"),
+            run,
+            &crate::fleet::shipper::tests::header("s", run),
+        )
         .unwrap();
     let start = tokio::time::Instant::now();
     let mut index = writer::Writer::new(store.clone(), local.clone(), "h".into());

@@ -76,7 +76,7 @@ impl Payload {
         // serde_json skips the strings it does not keep without checking their UTF-8, so a
         // line it accepts may still not be text; embedded under `msg` it would make the record
         // unreadable.
-        let encoding = if std::str::from_utf8(body).is_err() {
+        let encoding = if simdutf8::basic::from_utf8(body).is_err() {
             Encoding::Binary
         } else if valid_json && is_bare(body) {
             Encoding::Json

@@ -51,7 +51,7 @@ pub(super) enum Session<'a> {
 
 /// Scan `body` (a trimmed line starting with `{`).
 pub(super) fn scan(body: &[u8]) -> Option<Scanned<'_>> {
-    let text = std::str::from_utf8(body).ok()?;
+    let text = simdutf8::basic::from_utf8(body).ok()?;
     let mut s = Scan {
         text,
         b: body,
@@ -157,8 +157,18 @@ impl<'a> Scan<'a> {
     }
 
     /// Move to the next byte a string cannot hold as it is (`"`, `\\`, a control
-    /// character), or to the end: eight bytes at a time, as serde_json's `skip_to_escape`.
+    /// character), or to the end: sixteen bytes at a time, then eight as serde_json's
+    /// `skip_to_escape`, then one.
     fn skip_plain(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        while let Some(chunk) = self.b.get(self.i..self.i + 16) {
+            let special = special16(chunk.try_into().expect("sixteen bytes"));
+            if special != 0 {
+                self.i += special.trailing_zeros() as usize;
+                return;
+            }
+            self.i += 16;
+        }
         const ONES: u64 = u64::from_ne_bytes([1; 8]);
         const HIGH: u64 = ONES << 7;
         while let Some(chunk) = self.b.get(self.i..self.i + 8) {
@@ -364,6 +374,27 @@ impl<'a> Scan<'a> {
             s.value(1)
         })?;
         Some(session)
+    }
+}
+
+/// A bit for each of `chunk`'s bytes that a string cannot hold as it is (`"`, `\\`, below
+/// 0x20), lowest bit first: four SSE2 comparisons and a mask.
+#[cfg(target_arch = "x86_64")]
+fn special16(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    // SAFETY: SSE2 is part of every x86_64 CPU (the target's baseline), and the load reads the
+    // sixteen bytes of `chunk`, unaligned loads allowed.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // Unsigned `c < 0x20` is `max(c, 0x1f) == 0x1f`.
+        let low = _mm_set1_epi8(0x1f);
+        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
     }
 }
 

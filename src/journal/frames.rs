@@ -14,7 +14,8 @@ use std::io::{self, BufReader, Read};
 
 use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
-/// Largest zstd window accepted (2^24 = 16 MiB); the writer uses 2 MiB at level 3.
+/// Largest zstd window accepted (2^24 = 16 MiB); the writer's level 1 uses 512 KiB
+/// (level 3, before, 2 MiB).
 const WINDOW_LOG_MAX: u32 = 24;
 const ZSTD_MAGIC: u32 = 0xFD2F_B528;
 

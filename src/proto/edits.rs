@@ -215,7 +215,10 @@ pub(super) fn rewrite_agent(
 fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
     let method = peek.method()?;
     let session = peek.session.as_deref()?;
-    if method == "session/update" && names_catalog_update(line) && !cx.sessions.is_child(session) {
+    if method == "session/update"
+        && names_catalog_update(line)
+        && cx.sessions.root_of(session).is_none()
+    {
         catalog::update(cx, peek, session);
     }
     let (client_session, mapping) = cx.sessions.mapping_of_agent(AgentRef(session))?;

@@ -14,7 +14,7 @@ use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::membership::Membership;
 use super::prompt::{PromptWatch, Prompter, Turn};
-use super::tree::SessionTree;
+use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
     Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, Initialize, SessionId, Stamp,
@@ -74,15 +74,20 @@ pub(super) struct Session {
     pub(super) prompted: bool,
     /// The client connections attached to it, and how; a connection's end detaches it.
     pub(super) members: Membership,
-    /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
-    /// its end (`idle`).
-    pub(super) foreground: bool,
-    /// Its prompt turn in flight: who prompted, its stall watch.
+    /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
+    /// foreground work (ACP v2).
     turn: Turn,
+    /// The agent restart it was last lost in (`Handshake::restarts` then; 0: none): the
+    /// sessions lost since a restarted agent began being initialized are told of a host's
+    /// absence and return.
+    pub(super) lost_in: u64,
     /// Agent lines held while a load brings it up (until the load ends).
     held: HeldLines,
     /// What the catalog learned of it and has not been told yet.
     facts: Facts,
+    /// A child session (a subagent's) announced in this run: the root of its tree, found once,
+    /// when it was announced ([`super::tree`]).
+    root: Option<SessionId>,
 }
 
 impl Session {
@@ -215,17 +220,30 @@ impl Session {
         self.agent = AgentSide::Lost;
     }
 
-    /// The agent was restarted: lost if it was live (to be restored on its next request);
-    /// true then.
-    pub(super) fn lose(&mut self) -> bool {
+    /// The agent was restarted (the `restart`th time in this run): lost if it was live (to be
+    /// restored on its next request); true then.
+    pub(super) fn lose(&mut self, restart: u64) -> bool {
         if !self.is_live() {
             return false;
         }
+        self.lost_in = restart;
         if let AgentSide::Mapped(m) = std::mem::take(&mut self.agent) {
             self.closed_mapping = Some(m);
         }
         self.agent = AgentSide::Lost;
         true
+    }
+
+    /// ACP v2: the agent reported foreground work in it (`running`, `requires_action`: true)
+    /// or its end (`idle`: false).
+    pub(super) fn set_foreground(&mut self, foreground: bool) {
+        self.turn.foreground = foreground;
+    }
+
+    /// True when the agent reported foreground work in it and not yet its end, which it forgets
+    /// (the agent is gone).
+    pub(super) fn take_foreground(&mut self) -> bool {
+        std::mem::take(&mut self.turn.foreground)
     }
 
     /// The watch on its prompt in flight, if any.
@@ -255,8 +273,9 @@ pub(super) struct SessionTable {
     /// How many sessions' prompts in flight are watched for stalls (the watch is the
     /// session's: [`Turn`]); none, the common case, costs no lookup.
     watched: usize,
-    /// The child sessions (subagents) announced in this run.
-    tree: SessionTree,
+    /// How many child sessions (subagents) were announced in this run (bounded:
+    /// [`TREE_LIMIT`]).
+    children: usize,
 }
 
 impl SessionTable {
@@ -270,26 +289,42 @@ impl SessionTable {
     /// The session whose journal, connections and activity `s`'s lines are: the root of its
     /// tree when `s` is a child session ([`super::tree`]), else `s` itself (the shared ID).
     pub(super) fn owner(&self, s: &str) -> SessionId {
-        match self.tree.root_of(s) {
-            Some(root) => root.clone(),
-            None => self.id(s),
+        match self.sessions.get_key_value(s) {
+            Some((
+                _,
+                Session {
+                    root: Some(root), ..
+                },
+            )) => root.clone(),
+            Some((k, _)) => k.clone(),
+            None => SessionId::from(s),
         }
     }
 
-    /// `s` is a child session announced in this run.
-    pub(super) fn is_child(&self, s: &str) -> bool {
-        self.tree.is_child(s)
+    /// The root of `s`'s tree, when `s` is a child session announced in this run.
+    pub(super) fn root_of(&self, s: &str) -> Option<&SessionId> {
+        self.sessions.get(s)?.root.as_ref()
     }
 
     /// Session `parent` announced `child`: the root of its tree when `child` becomes a child
-    /// (an ID the table holds no session under, announced for the first time).
+    /// (an ID the table holds no session under, announced for the first time, while the tree
+    /// has room; an ID is never its own child).
     pub(super) fn announce_child(&mut self, parent: &SessionId, child: &str) -> Option<SessionId> {
-        if self.sessions.contains_key(child) || self.by_agent.contains_key(child) {
+        if self.sessions.contains_key(child)
+            || self.by_agent.contains_key(child)
+            || self.children >= TREE_LIMIT
+            || **parent == *child
+        {
             return None;
         }
-        self.tree
-            .announce(parent, child)
-            .then(|| self.owner(parent))
+        let root = self.owner(parent);
+        self.children += 1;
+        let session = Session {
+            root: Some(root.clone()),
+            ..Session::default()
+        };
+        self.sessions.insert(SessionId::from(child), session);
+        Some(root)
     }
 
     /// Session `s`, made if the table has none.

@@ -180,6 +180,12 @@ impl Session {
         )
     }
 
+    /// True while the agent replays it for a native load (its `session/update`s are forwarded,
+    /// not journaled again).
+    pub(super) fn replays_native_load(&self) -> bool {
+        self.native_load.as_ref().is_some_and(|n| n.replaying)
+    }
+
     /// The agent answered client request `id`: the native load it was, if any, ends.
     pub(super) fn end_native_load(&mut self, id: &RequestId) {
         self.native_load.take_if(|load| load.id == *id);

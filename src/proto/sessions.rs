@@ -1,13 +1,26 @@
 //! The session table: one [`Session`] per client-facing session ID, with an explicit
 //! [`AgentSide`], and the index from agent-side IDs back to client-facing ones.
 //!
-//! Everything the core knows about a session lives here, so no two collections can disagree,
-//! and every lookup a message needs is one hash probe (no scan over sessions or operations).
-//! What concerns one session is a [`Session`] method (where it stands on the agent, its prompt
-//! watch, its held lines); the concerns that go over every session take them from
+//! What the core knows about a session lives here, so no two collections can disagree, and
+//! every lookup a message needs is one hash probe (no scan over sessions). A [`Session`] holds
+//! where it stands on the agent, its turn (who prompted, its stall watch, ACP v2 foreground
+//! work), its held lines, its native load, its catalog facts, its connections' membership,
+//! the agent restart it was lost in, and, for a child session (a subagent's), the root of its
+//! tree ([`super::tree`]: a child is the table's entry for its ID). What concerns one session is
+//! a [`Session`] method; the concerns that go over every session take them from
 //! [`SessionTable::iter`]/[`SessionTable::iter_mut`] in their own files (the stall watch in
-//! `stalls.rs`, an agent's end in `restart.rs`, a connection's end in `clients.rs`), and the
-//! bound on the agent lines held while loads start is `held.rs`'s.
+//! `stalls.rs`, an agent's end and the sessions a restart lost in `restart.rs`, a connection's
+//! end in `clients.rs`), and the bound on the agent lines held while loads start is `held.rs`'s.
+//!
+//! The core's collections keyed by session are three: the table ([`SessionTable`]'s
+//! `sessions`), the index from agent-side IDs (`by_agent`), and one ordered queue outside the
+//! table, routing's attachments (`connection::routing::Unsettled::attachments`): a connection
+//! is attached to a session (or detached) as routing decides, which can be before the table has
+//! the session (a host's join begins with its request; the session's entry comes later, or
+//! never), and the core applies them in order when it settles, to the sessions the table has
+//! by then. A session's entry is made only when the session is (a table entry is what attaches
+//! a host's joining connection): a load that starts before it keeps its session in the load
+//! (`load_state::Load::latest` says which is the session's latest), not in the table.
 
 use super::effects::Effects;
 use super::held::HeldLines;

@@ -224,7 +224,9 @@ fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
             &SessionId::from(s),
         )))
     } else if sessions.starting_as(AgentRef(s))
-        || (!sessions.knows(AgentRef(s)) && loads.awaiting_new_session())
+        || (!session.is_some_and(|x| x.journal_open)
+            && !sessions.knows(AgentRef(s))
+            && loads.awaiting_new_session())
     {
         // A load is bringing the session up, or waits for the agent to start one it does not
         // know yet.

@@ -320,8 +320,12 @@ impl SessionTable {
         }
     }
 
-    /// The root of `s`'s tree, when `s` is a child session announced in this run.
+    /// The root of `s`'s tree, when `s` is a child session announced in this run (none
+    /// announced, the common case, costs no lookup).
     pub(super) fn root_of(&self, s: &str) -> Option<&SessionId> {
+        if self.children == 0 {
+            return None;
+        }
         self.sessions.get(s)?.root.as_ref()
     }
 

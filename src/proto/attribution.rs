@@ -107,7 +107,7 @@ fn request(
     let child = peek
         .session
         .as_deref()
-        .is_some_and(|s| cx.sessions.is_child(s));
+        .is_some_and(|s| cx.sessions.root_of(s).is_some());
     let learns = session.clone().filter(|_| !child);
     if method == "initialize" {
         cx.initialize.request = Some(record_bytes(record));

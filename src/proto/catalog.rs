@@ -140,7 +140,7 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
     };
     let ends_turn = state == "idle" && update.text("stopReason").is_some();
     if let Some(session) = cx.sessions.get_mut(session) {
-        session.foreground = state != "idle";
+        session.set_foreground(state != "idle");
     }
     if state == "idle" {
         cx.sessions.end_prompt(session, None);

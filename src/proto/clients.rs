@@ -12,7 +12,7 @@ use serde_json::json;
 use super::attribution;
 use std::collections::VecDeque;
 
-use super::connection::{self, Connections, Route, Unsettled};
+use super::connection::{self, Attachment, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;
 use super::vocab::{Action, ConnId, Peer, SessionId, Stamp, Target};
@@ -24,23 +24,20 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 /// agent requests nobody is left to answer.
 pub(super) fn settle(cx: &mut Cx, connections: &mut Connections) {
     let Unsettled {
-        created,
+        attachments,
         to_end,
-        detached,
         orphaned,
     } = connections.take_unsettled();
-    for (s, conn) in created {
+    for (s, conn, attachment) in attachments {
         if let Some(session) = cx.sessions.get_mut(&s) {
-            session.members.attach(conn);
+            match attachment {
+                Attachment::Attach => session.members.attach(conn),
+                Attachment::Detach => session.members.detach(conn),
+            }
         }
     }
     for conn in to_end {
         cx.fx.push(Action::EndClient(conn));
-    }
-    for (conn, s) in detached {
-        if let Some(session) = cx.sessions.get_mut(&s) {
-            session.members.detach(conn);
-        }
     }
     let at = cx.now;
     for (id, line) in orphaned {

@@ -14,7 +14,6 @@ use super::catalog;
 use super::context::Cx;
 use super::listing::Lists;
 use super::mapping::{self, ClientEdit};
-use super::native;
 use super::restart::Handshake;
 use super::sessions;
 use super::stalls;
@@ -104,7 +103,11 @@ fn journal_and_forward(
         let cwd = envelope::str_field(peek.params, "cwd");
         attribution::open_session(cx, session, cwd, from == Side::Agent);
     }
-    if !native::is_native_replay(&cx.sessions, from, peek, &target) {
+    // The agent's own replay during a native load is forwarded, not journaled again.
+    let native_replay = from == Side::Agent
+        && peek.method() == Some("session/update")
+        && matches!(&target, Target::Session(s) if cx.sessions.get(s).is_some_and(sessions::Session::replays_native_load));
+    if !native_replay {
         cx.fx.journal(target, record);
     }
     cx.fx.forward(from.other(), forward);
@@ -215,7 +218,10 @@ pub(super) fn rewrite_agent(
 fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
     let method = peek.method()?;
     let session = peek.session.as_deref()?;
-    if method == "session/update" && names_catalog_update(line) && !cx.sessions.is_child(session) {
+    if method == "session/update"
+        && names_catalog_update(line)
+        && cx.sessions.root_of(session).is_none()
+    {
         catalog::update(cx, peek, session);
     }
     let (client_session, mapping) = cx.sessions.mapping_of_agent(AgentRef(session))?;

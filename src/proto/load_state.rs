@@ -66,6 +66,9 @@ pub(super) struct Load {
     pub(super) phase: Phase,
     pub(super) summary: Summary,
     pub(super) answer: RawObject,
+    /// It is the latest load of its session ([`super::loading::Loads::of_session`]): the one
+    /// started last, while it goes on (an earlier one still going on is not).
+    pub(super) latest: bool,
 }
 
 impl Load {

@@ -32,12 +32,10 @@ use crate::wire::rewrite::{RawObject, json_string};
 #[derive(Debug, Default)]
 pub(super) struct Loads {
     loads: HashMap<u64, Load>,
-    /// Client request id → load.
+    /// Client request id → load. (A session's latest load is the one of its loads marked
+    /// [`Load::latest`]: a load may start before the table has the session, and a session's
+    /// entry is what attaches a host's joining connection to it.)
     by_request: HashMap<RequestId, u64>,
-    /// Client-facing session → its latest load (kept here, not in the session table: a load
-    /// may start before the table has the session, and a session's entry is what attaches a
-    /// host's joining connection to it).
-    by_session: HashMap<SessionId, u64>,
 }
 
 impl Loads {
@@ -46,9 +44,16 @@ impl Loads {
         self.by_request.get(id).copied()
     }
 
-    /// The latest load of client-facing session `s`.
+    /// The latest load of client-facing session `s`, while it goes on: found among the loads
+    /// in progress (none, the common case, costs nothing; else a few).
     pub(super) fn of_session(&self, s: &str) -> Option<u64> {
-        self.by_session.get(s).copied()
+        if self.loads.is_empty() {
+            return None;
+        }
+        let mut loads = self.loads.iter();
+        loads
+            .find(|(_, l)| l.latest && *l.session == *s)
+            .map(|(op, _)| *op)
     }
 
     /// True while load `op` restores a session lost in an agent restart (client lines that
@@ -137,8 +142,13 @@ impl Loads {
             phase: Phase::Fetching { replayed: 0 },
             summary: Summary::default(),
             answer: RawObject::default(),
+            latest: true,
         };
-        self.by_session.insert(session.clone(), op);
+        for other in self.loads.values_mut() {
+            if other.session == load.session {
+                other.latest = false;
+            }
+        }
         self.loads.insert(op, load);
         cx.fx.push(Action::FetchHistory {
             load: op,
@@ -153,9 +163,6 @@ impl Loads {
         let load = self.loads.remove(&op)?;
         if let Asker::Client(id) = &load.asker {
             self.by_request.remove(id);
-        }
-        if self.by_session.get(&load.session) == Some(&op) {
-            self.by_session.remove(&load.session);
         }
         Some(load)
     }

@@ -10,7 +10,6 @@ use serde_json::json;
 use super::context::Cx;
 use super::load_request::{LoadRequest, NativeLoad, TAIL_CURSOR};
 use super::loading::Loads;
-use super::sessions::SessionTable;
 use super::vocab::{SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{Peek, RequestId, error_json};
@@ -131,18 +130,6 @@ pub(super) enum NativeAnswer {
     Passes(Vec<Bytes>),
     /// The agent failed: the journal serves the load (the answer is consumed).
     Served,
-}
-
-/// True for the agent's own replay during a native load (forwarded, not journaled again).
-pub(super) fn is_native_replay(
-    sessions: &SessionTable,
-    from: Side,
-    peek: &Peek<'_>,
-    target: &Target,
-) -> bool {
-    from == Side::Agent
-        && peek.method() == Some("session/update")
-        && matches!(target, Target::Session(s) if sessions.get(s).and_then(|x| x.native_load.as_ref()).is_some_and(|n| n.replaying))
 }
 
 /// A v2 `session/resume`'s `replayFrom` cursor type: `None` when there is none (absent or

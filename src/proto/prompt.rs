@@ -16,6 +16,9 @@ pub(super) struct Turn {
     pub(super) prompter: Option<Prompter>,
     /// The stall watch (with `--stall-timeout`).
     pub(super) watch: Option<PromptWatch>,
+    /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
+    /// its end (`idle`).
+    pub(super) foreground: bool,
 }
 
 /// The client connection that sent a session's prompt.

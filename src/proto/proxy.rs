@@ -464,9 +464,9 @@ impl Proxy {
             self.handle_line(at, Peer::Agent, line);
         }
         self.stderr.flush(&mut self.cx.fx, at, true);
-        let (lost, waiting) = self.handshake.agent_lost(&mut self.cx, at, code);
+        let waiting = self.handshake.agent_lost(&mut self.cx, at, code);
         self.drop_agent(at, restart::lost_error(self.cx.config.remote));
-        self.handshake.restart(&mut self.cx, at, lost, waiting);
+        self.handshake.restart(&mut self.cx, at, waiting);
     }
 
     /// The agent is gone: every client request still waiting on it is answered with

@@ -27,6 +27,7 @@ use super::load_request::{LoadRequest, SetupParams};
 use super::load_state::Progress;
 use super::loading::Loads;
 use super::pending::Purpose;
+use super::sessions::SessionTable;
 use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
@@ -46,8 +47,10 @@ pub(super) struct Reinit {
     /// When the agent that answered `initialize` last was lost (for a host: when the
     /// connection dropped).
     lost_since: u64,
-    /// The sessions that were live on it, told of a host's absence and return.
-    lost: Vec<SessionId>,
+    /// The first agent restart of this reinit (`Handshake::restarts` then): the sessions lost
+    /// in it or in the restarts after it (their `Session::lost_in`) are told of a host's
+    /// absence and return ([`Reinit::lost`]).
+    first_restart: u64,
     /// The client was told the host is unreachable.
     told: bool,
     /// Client lines that arrived meanwhile, in order.
@@ -59,11 +62,11 @@ pub(super) struct Reinit {
 }
 
 impl Reinit {
-    fn new(at: Stamp, lost: Vec<SessionId>) -> Reinit {
+    fn new(at: Stamp, first_restart: u64) -> Reinit {
         Reinit {
             since: at.mono_us,
             lost_since: at.mono_us,
-            lost,
+            first_restart,
             told: false,
             held: HeldLines::default(),
             oldest_request: None,
@@ -73,11 +76,21 @@ impl Reinit {
 
     /// Another agent takes the place of this one before it answered: it gets its own time to
     /// answer, and what waited waits on (the requests keep their own time).
-    fn next(mut self, at: Stamp, lost: Vec<SessionId>) -> Reinit {
+    fn next(mut self, at: Stamp) -> Reinit {
         self.since = at.mono_us;
         self.timed_out = false;
-        self.lost.extend(lost);
         self
+    }
+
+    /// The sessions that were live on the agents restarted since this reinit began, by ID
+    /// (the table's sessions lost in those restarts: no list of its own).
+    fn lost(&self, sessions: &SessionTable) -> Vec<SessionId> {
+        let mut lost: Vec<SessionId> = (sessions.iter())
+            .filter(|(_, session)| session.lost_in >= self.first_restart)
+            .map(|(id, _)| id.clone())
+            .collect();
+        lost.sort_unstable();
+        lost
     }
 
     /// Hold a client line (described by `peek`) until the agent is ready.
@@ -130,6 +143,9 @@ pub(super) struct Handshake {
     /// Requests of an agent that was restarted, still open at the client: its answers are
     /// journaled and dropped (by id, with the session they belong to).
     pub(super) dead: HashMap<RequestId, Option<SessionId>>,
+    /// How many times the agent was lost in this run (restarted, or a host's connection
+    /// dropped): a lost session's `Session::lost_in`.
+    restarts: u64,
 }
 
 impl Handshake {
@@ -161,23 +177,20 @@ impl Handshake {
     }
 
     /// The agent died (exit `code`; for a host: the connection dropped): the run's journal,
-    /// every live session's and the log say so, the client is told of a restarted process.
-    /// Returns the sessions lost, and the restarted agent that was still being initialized
-    /// (what waited for it waits on).
-    pub(super) fn agent_lost(
-        &mut self,
-        cx: &mut Cx,
-        at: Stamp,
-        code: i32,
-    ) -> (Vec<SessionId>, Option<Reinit>) {
+    /// every live session's and the log say so, the client is told of a restarted process; every
+    /// live session is lost (in this restart: `Session::lost_in`). Returns the restarted agent
+    /// that was still being initialized (what waited for it waits on).
+    pub(super) fn agent_lost(&mut self, cx: &mut Cx, at: Stamp, code: i32) -> Option<Reinit> {
         let remote = cx.config.remote;
         let event = || match remote {
             true => Event::HostDropped,
             false => Event::AgentRestarted { code },
         };
         cx.fx.event(at, Target::Run, event());
+        self.restarts += 1;
+        let restart = self.restarts;
         let mut lost: Vec<SessionId> = (cx.sessions.iter_mut())
-            .filter_map(|(id, session)| session.lose().then(|| id.clone()))
+            .filter_map(|(id, session)| session.lose(restart).then(|| id.clone()))
             .collect();
         lost.sort_unstable();
         let waiting = self.reinit.take();
@@ -206,20 +219,14 @@ impl Handshake {
                 &message,
             );
         }
-        (lost, waiting)
+        waiting
     }
 
     /// The new agent takes over (after [`Handshake::agent_lost`] and the requests it failed
     /// were answered): requests of the dead agent still open at the client are kept to be
     /// journaled and dropped, and the client's recorded `initialize` goes to the new agent;
     /// client lines wait until it has answered.
-    pub(super) fn restart(
-        &mut self,
-        cx: &mut Cx,
-        at: Stamp,
-        lost: Vec<SessionId>,
-        waiting: Option<Reinit>,
-    ) {
+    pub(super) fn restart(&mut self, cx: &mut Cx, at: Stamp, waiting: Option<Reinit>) {
         let dead = &mut self.dead;
         cx.pending.retain(|(side, id), p| {
             if *side == Side::Agent {
@@ -232,8 +239,8 @@ impl Handshake {
             return;
         };
         self.reinit = Some(match waiting {
-            Some(reinit) => reinit.next(at, lost),
-            None => Reinit::new(at, lost),
+            Some(reinit) => reinit.next(at),
+            None => Reinit::new(at, self.restarts),
         });
         cx.send_recorded(at, Purpose::Reinitialize, &init);
     }
@@ -281,7 +288,7 @@ impl Handshake {
             return;
         };
         let lost = if reinit.told {
-            reinit.lost.clone()
+            reinit.lost(&cx.sessions)
         } else {
             Vec::new()
         };
@@ -325,7 +332,7 @@ impl Handshake {
         reinit.timed_out |= give_up;
         if tell {
             let down = secs(at.mono_us.saturating_sub(reinit.lost_since));
-            let lost = reinit.lost.clone();
+            let lost = reinit.lost(&cx.sessions);
             tell_unreachable(cx, at, down, &lost);
         }
         let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
@@ -535,7 +542,7 @@ pub(super) fn drop_agent(
         .unwrap_or_default();
     // The sessions the agent was busy in (ACP v2), no longer so.
     let mut busy: Vec<SessionId> = (cx.sessions.iter_mut())
-        .filter_map(|(id, session)| std::mem::take(&mut session.foreground).then(|| id.clone()))
+        .filter_map(|(id, session)| session.take_foreground().then(|| id.clone()))
         .collect();
     busy.sort_unstable();
     for s in busy {

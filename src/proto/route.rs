@@ -210,9 +210,7 @@ pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> A
 /// session up.
 fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
     let sessions = &cx.sessions;
-    let root = sessions
-        .is_child(named)
-        .then(|| sessions.agent_id(&sessions.owner(named)));
+    let root = sessions.root_of(named).map(|root| sessions.agent_id(root));
     let s = root.as_ref().map_or(named, |r| r.as_str());
     let session = sessions.get(s);
     if update && session.is_some_and(Session::hides_replay) {
@@ -226,7 +224,9 @@ fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
             &SessionId::from(s),
         )))
     } else if sessions.starting_as(AgentRef(s))
-        || (loads.awaiting_new_session() && !sessions.knows(AgentRef(s)))
+        || (!session.is_some_and(|x| x.journal_open)
+            && !sessions.knows(AgentRef(s))
+            && loads.awaiting_new_session())
     {
         // A load is bringing the session up, or waits for the agent to start one it does not
         // know yet.

@@ -1,20 +1,33 @@
 //! The session table: one [`Session`] per client-facing session ID, with an explicit
 //! [`AgentSide`], and the index from agent-side IDs back to client-facing ones.
 //!
-//! Everything the core knows about a session lives here, so no two collections can disagree,
-//! and every lookup a message needs is one hash probe (no scan over sessions or operations).
-//! What concerns one session is a [`Session`] method (where it stands on the agent, its prompt
-//! watch, its held lines); the concerns that go over every session take them from
+//! What the core knows about a session lives here, so no two collections can disagree, and
+//! every lookup a message needs is one hash probe (no scan over sessions). A [`Session`] holds
+//! where it stands on the agent, its turn (who prompted, its stall watch, ACP v2 foreground
+//! work), its held lines, its native load, its catalog facts, its connections' membership,
+//! the agent restart it was lost in, and, for a child session (a subagent's), the root of its
+//! tree ([`super::tree`]: a child is the table's entry for its ID). What concerns one session is
+//! a [`Session`] method; the concerns that go over every session take them from
 //! [`SessionTable::iter`]/[`SessionTable::iter_mut`] in their own files (the stall watch in
-//! `stalls.rs`, an agent's end in `restart.rs`, a connection's end in `clients.rs`), and the
-//! bound on the agent lines held while loads start is `held.rs`'s.
+//! `stalls.rs`, an agent's end and the sessions a restart lost in `restart.rs`, a connection's
+//! end in `clients.rs`), and the bound on the agent lines held while loads start is `held.rs`'s.
+//!
+//! The core's collections keyed by session are three: the table ([`SessionTable`]'s
+//! `sessions`), the index from agent-side IDs (`by_agent`), and one ordered queue outside the
+//! table, routing's attachments (`connection::routing::Unsettled::attachments`): a connection
+//! is attached to a session (or detached) as routing decides, which can be before the table has
+//! the session (a host's join begins with its request; the session's entry comes later, or
+//! never), and the core applies them in order when it settles, to the sessions the table has
+//! by then. A session's entry is made only when the session is (a table entry is what attaches
+//! a host's joining connection): a load that starts before it keeps its session in the load
+//! (`load_state::Load::latest` says which is the session's latest), not in the table.
 
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::membership::Membership;
 use super::prompt::{PromptWatch, Prompter, Turn};
-use super::tree::SessionTree;
+use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
     Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, Initialize, SessionId, Stamp,
@@ -74,15 +87,20 @@ pub(super) struct Session {
     pub(super) prompted: bool,
     /// The client connections attached to it, and how; a connection's end detaches it.
     pub(super) members: Membership,
-    /// ACP v2: the agent reported foreground work (`running`, `requires_action`) and not yet
-    /// its end (`idle`).
-    pub(super) foreground: bool,
-    /// Its prompt turn in flight: who prompted, its stall watch.
+    /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
+    /// foreground work (ACP v2).
     turn: Turn,
+    /// The agent restart it was last lost in (`Handshake::restarts` then; 0: none): the
+    /// sessions lost since a restarted agent began being initialized are told of a host's
+    /// absence and return.
+    pub(super) lost_in: u64,
     /// Agent lines held while a load brings it up (until the load ends).
     held: HeldLines,
     /// What the catalog learned of it and has not been told yet.
     facts: Facts,
+    /// A child session (a subagent's) announced in this run: the root of its tree, found once,
+    /// when it was announced ([`super::tree`]).
+    root: Option<SessionId>,
 }
 
 impl Session {
@@ -175,6 +193,12 @@ impl Session {
         )
     }
 
+    /// True while the agent replays it for a native load (its `session/update`s are forwarded,
+    /// not journaled again).
+    pub(super) fn replays_native_load(&self) -> bool {
+        self.native_load.as_ref().is_some_and(|n| n.replaying)
+    }
+
     /// The agent answered client request `id`: the native load it was, if any, ends.
     pub(super) fn end_native_load(&mut self, id: &RequestId) {
         self.native_load.take_if(|load| load.id == *id);
@@ -215,17 +239,30 @@ impl Session {
         self.agent = AgentSide::Lost;
     }
 
-    /// The agent was restarted: lost if it was live (to be restored on its next request);
-    /// true then.
-    pub(super) fn lose(&mut self) -> bool {
+    /// The agent was restarted (the `restart`th time in this run): lost if it was live (to be
+    /// restored on its next request); true then.
+    pub(super) fn lose(&mut self, restart: u64) -> bool {
         if !self.is_live() {
             return false;
         }
+        self.lost_in = restart;
         if let AgentSide::Mapped(m) = std::mem::take(&mut self.agent) {
             self.closed_mapping = Some(m);
         }
         self.agent = AgentSide::Lost;
         true
+    }
+
+    /// ACP v2: the agent reported foreground work in it (`running`, `requires_action`: true)
+    /// or its end (`idle`: false).
+    pub(super) fn set_foreground(&mut self, foreground: bool) {
+        self.turn.foreground = foreground;
+    }
+
+    /// True when the agent reported foreground work in it and not yet its end, which it forgets
+    /// (the agent is gone).
+    pub(super) fn take_foreground(&mut self) -> bool {
+        std::mem::take(&mut self.turn.foreground)
     }
 
     /// The watch on its prompt in flight, if any.
@@ -255,8 +292,9 @@ pub(super) struct SessionTable {
     /// How many sessions' prompts in flight are watched for stalls (the watch is the
     /// session's: [`Turn`]); none, the common case, costs no lookup.
     watched: usize,
-    /// The child sessions (subagents) announced in this run.
-    tree: SessionTree,
+    /// How many child sessions (subagents) were announced in this run (bounded:
+    /// [`TREE_LIMIT`]).
+    children: usize,
 }
 
 impl SessionTable {
@@ -270,26 +308,46 @@ impl SessionTable {
     /// The session whose journal, connections and activity `s`'s lines are: the root of its
     /// tree when `s` is a child session ([`super::tree`]), else `s` itself (the shared ID).
     pub(super) fn owner(&self, s: &str) -> SessionId {
-        match self.tree.root_of(s) {
-            Some(root) => root.clone(),
-            None => self.id(s),
+        match self.sessions.get_key_value(s) {
+            Some((
+                _,
+                Session {
+                    root: Some(root), ..
+                },
+            )) => root.clone(),
+            Some((k, _)) => k.clone(),
+            None => SessionId::from(s),
         }
     }
 
-    /// `s` is a child session announced in this run.
-    pub(super) fn is_child(&self, s: &str) -> bool {
-        self.tree.is_child(s)
+    /// The root of `s`'s tree, when `s` is a child session announced in this run (none
+    /// announced, the common case, costs no lookup).
+    pub(super) fn root_of(&self, s: &str) -> Option<&SessionId> {
+        if self.children == 0 {
+            return None;
+        }
+        self.sessions.get(s)?.root.as_ref()
     }
 
     /// Session `parent` announced `child`: the root of its tree when `child` becomes a child
-    /// (an ID the table holds no session under, announced for the first time).
+    /// (an ID the table holds no session under, announced for the first time, while the tree
+    /// has room; an ID is never its own child).
     pub(super) fn announce_child(&mut self, parent: &SessionId, child: &str) -> Option<SessionId> {
-        if self.sessions.contains_key(child) || self.by_agent.contains_key(child) {
+        if self.sessions.contains_key(child)
+            || self.by_agent.contains_key(child)
+            || self.children >= TREE_LIMIT
+            || **parent == *child
+        {
             return None;
         }
-        self.tree
-            .announce(parent, child)
-            .then(|| self.owner(parent))
+        let root = self.owner(parent);
+        self.children += 1;
+        let session = Session {
+            root: Some(root.clone()),
+            ..Session::default()
+        };
+        self.sessions.insert(SessionId::from(child), session);
+        Some(root)
     }
 
     /// Session `s`, made if the table has none.

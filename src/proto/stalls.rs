@@ -47,9 +47,9 @@ pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
         (Side::Agent, _) => peek
             .session
             .as_deref()
-            .map(|s| match cx.sessions.is_child(s) {
-                true => cx.sessions.owner(s),
-                false => cx.sessions.client_of(AgentRef(s)),
+            .map(|s| match cx.sessions.root_of(s) {
+                Some(root) => root.clone(),
+                None => cx.sessions.client_of(AgentRef(s)),
             }),
         (Side::Client, Kind::Response { id, .. }) => cx
             .pending

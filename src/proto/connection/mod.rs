@@ -62,7 +62,7 @@ mod waiting;
 
 pub(super) use attach::{Attach, HistoryPolicy};
 pub(super) use inbound::Inbound;
-pub(super) use routing::{Route, Unsettled};
+pub(super) use routing::{Attachment, Route, Unsettled};
 pub(super) use state::Connections;
 #[cfg(test)]
 pub(super) use waiting::WAITING_LIMIT;

@@ -34,24 +34,32 @@ pub(in crate::proto) enum Route {
 /// What routing leaves for the core, taken out at once: never anything with one connection.
 #[derive(Debug, Default)]
 pub(in crate::proto) struct Unsettled {
-    /// Sessions to attach connections to: created for them (`session/new`, `session/fork`) or
-    /// joined by them.
-    pub(in crate::proto) created: Vec<(SessionId, ConnId)>,
+    /// Connections to attach to sessions, and to detach from them, in the order routing
+    /// decided it (the one queue of session facts outside the table: routing decides an
+    /// attachment before the table may have the session, see [`super::super::sessions`]). An
+    /// attachment: a session created for the connection (`session/new`, `session/fork`) or
+    /// joined by it; a detachment: an attachment that ended without the connection ending (a
+    /// failed join).
+    pub(in crate::proto) attachments: Vec<(SessionId, ConnId, Attachment)>,
     /// Connections the core must end (they fell too far behind while joining a session).
     pub(in crate::proto) to_end: Vec<ConnId>,
-    /// Attachments that ended without the connection ending (a failed join, a detach).
-    pub(in crate::proto) detached: Vec<(ConnId, SessionId)>,
     /// Agent requests that lost the last connection they were asked of (a failed join).
     pub(in crate::proto) orphaned: Vec<(RequestId, Bytes)>,
+}
+
+/// What becomes of a connection's attachment to a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::proto) enum Attachment {
+    /// Attached (when the table has the session by then).
+    Attach,
+    /// Detached.
+    Detach,
 }
 
 impl Unsettled {
     /// True when nothing is left for the core.
     pub(super) fn is_empty(&self) -> bool {
-        self.created.is_empty()
-            && self.to_end.is_empty()
-            && self.detached.is_empty()
-            && self.orphaned.is_empty()
+        self.attachments.is_empty() && self.to_end.is_empty() && self.orphaned.is_empty()
     }
 }
 

@@ -16,7 +16,7 @@ use super::client_view::ClientView;
 use super::inbound::{Forwarded, Inbound, prompt_echo};
 use super::joins::{Join, Joins};
 use super::roster::Roster;
-use super::routing::{Route, Unsettled, created_session, turn_end_line};
+use super::routing::{Attachment, Route, Unsettled, created_session, turn_end_line};
 use super::waiting::{Waiting, Waitlist};
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 use crate::wire::rewrite;
@@ -214,7 +214,9 @@ impl Connections {
                     })?),
                     _ => None,
                 };
-                self.unsettled.created.push((s.clone(), conn));
+                self.unsettled
+                    .attachments
+                    .push((s.clone(), conn, Attachment::Attach));
                 let join = Join {
                     conn,
                     session: s,
@@ -309,7 +311,9 @@ impl Connections {
             && let Some(s) = created_session(line)
         {
             let conn = self.forwarded.conn_of(id);
-            self.unsettled.created.push((s, conn));
+            self.unsettled
+                .attachments
+                .push((s, conn, Attachment::Attach));
         }
         let Some((conn, own)) = self.forwarded.answered(id) else {
             // Not renumbered: the first connection's.
@@ -351,8 +355,8 @@ impl Connections {
     fn join_failed(&mut self, join: &Join) {
         self.joins.drop_held(join.conn);
         self.unsettled
-            .detached
-            .push((join.conn, join.session.clone()));
+            .attachments
+            .push((join.session.clone(), join.conn, Attachment::Detach));
         let orphaned = self
             .asks
             .forget(|c, s| c == join.conn && s == Some(&join.session));
@@ -366,7 +370,9 @@ impl Connections {
         let conn = join.conn;
         let s = &join.session;
         // The session is known now (a load brought it up): the connection is attached to it.
-        self.unsettled.created.push((s.clone(), conn));
+        self.unsettled
+            .attachments
+            .push((s.clone(), conn, Attachment::Attach));
         for line in self.joins.release(conn) {
             let still_asked = match envelope::peek(&line).kind {
                 Kind::Request { id, .. } => self.asks.is_asked(&id),

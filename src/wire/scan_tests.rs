@@ -146,3 +146,24 @@ fn agrees_with_serde_json_on_mutated_lines() {
     // Most mutations keep a line valid: the scan read a good share of them itself.
     assert!(scanned > 3_000, "the scan read {scanned} of 40 000");
 }
+
+/// The SSE2 test of sixteen bytes marks exactly the bytes a string cannot hold as they are,
+/// every byte value at every position.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn sixteen_bytes_at_a_time_mark_quotes_backslashes_and_control_characters() {
+    for byte in 0..=u8::MAX {
+        let special = byte == b'"' || byte == b'\\' || byte < 0x20;
+        for at in 0..16 {
+            let mut chunk = [b'a'; 16];
+            chunk[at] = byte;
+            let want = if special { 1 << at } else { 0 };
+            assert_eq!(super::special16(&chunk), want, "byte {byte:#04x} at {at}");
+        }
+    }
+    // Several at once: each marked, lowest first.
+    assert_eq!(
+        super::special16(b"ab\"cd\\ef\x1fgh\x7f\xc3\xa9i\""),
+        0b1000_0001_0010_0100
+    );
+}

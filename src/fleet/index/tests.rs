@@ -340,6 +340,16 @@ async fn listed(store: &Store) -> BTreeSet<String> {
     store.list("index").await.unwrap().into_iter().collect()
 }
 
+/// Write `n` parts of session `s` from host `h`, versions `*version` on (each with `alpha` and
+/// a word of its own), and move `*version` past them.
+async fn write_parts(store: &Store, version: &mut i64, n: usize) {
+    for _ in 0..n {
+        let v = *version;
+        write(store, "h", "s", v, &["alpha", &format!("word{v}")]).await;
+        *version += 1;
+    }
+}
+
 /// Compaction's [`compact::GRACE`] over four periods, a compaction each period: the parts a
 /// compaction at `t` merged away stay in the store (and `needed` says nothing is due) 1 µs
 /// before `t` + [`compact::GRACE`], and at exactly `t` + [`compact::GRACE`] `needed` says so and
@@ -350,17 +360,7 @@ async fn parts_compacted_away_are_deleted_grace_after_and_not_sooner() {
     let (store, _) = memory();
     let base = 1_795_000_000_000_000;
     let mut version = 0;
-    for _ in 0..compact::COMPACT_AT {
-        write(
-            &store,
-            "h",
-            "s",
-            version,
-            &["alpha", &format!("word{version}")],
-        )
-        .await;
-        version += 1;
-    }
+    write_parts(&store, &mut version, compact::COMPACT_AT).await;
     assert_eq!(
         compact::compact(&store, "a", base).await.unwrap(),
         3 * compact::COMPACT_AT
@@ -388,17 +388,7 @@ async fn parts_compacted_away_are_deleted_grace_after_and_not_sooner() {
         );
         assert_eq!(snapshot(&store).await.removed.len(), waiting.len());
         // Enough parts again for a merge at the boundary.
-        for _ in 1..compact::COMPACT_AT {
-            write(
-                &store,
-                "h",
-                "s",
-                version,
-                &["alpha", &format!("word{version}")],
-            )
-            .await;
-            version += 1;
-        }
+        write_parts(&store, &mut version, compact::COMPACT_AT - 1).await;
         // At GRACE: due, deleted, off the manifest; the parts merged now wait theirs.
         assert!(compact::needed(&snapshot(&store).await, due_at));
         let merged = compact::compact(&store, "a", due_at).await.unwrap();

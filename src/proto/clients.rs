@@ -67,23 +67,22 @@ pub(super) fn answer_initialize_again(
     false
 }
 
-/// Deliver a line for the clients as routing says (`route`): the action for one connection;
-/// for several, each goes to `routed` (polled next); an agent request no client can answer is
-/// answered for it, one waiting for a client to attach waits (bounded).
+/// Deliver a line for the clients as routing says (`route`): each connection's action goes to
+/// `routed` (polled next); an agent request no client can answer is answered for it, one
+/// waiting for a client to attach waits (bounded). (A line for one connection, the common
+/// case, is [`super::Proxy::poll_action`]'s own.)
 pub(super) fn deliver(
     cx: &mut Cx,
     connections: &mut Connections,
     route: Route,
     routed: &mut VecDeque<Action>,
-) -> Option<Action> {
+) {
     let at = cx.now;
     match route {
-        Route::One(conn, line) => {
-            return Some(Action::Forward {
-                to: Peer::Client(conn),
-                line,
-            });
-        }
+        Route::One(conn, line) => routed.push_back(Action::Forward {
+            to: Peer::Client(conn),
+            line,
+        }),
         Route::Unanswerable(id, line, why) => answer_unasked(cx, at, id, &line, why),
         Route::Wait(mut waiting) => {
             waiting.since_us = at.mono_us;
@@ -99,7 +98,6 @@ pub(super) fn deliver(
         })),
         Route::Dropped => {}
     }
-    None
 }
 
 /// Client connection `conn` ended: detached from its sessions, which live on; the agent

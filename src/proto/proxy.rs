@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::catalog;
 use super::clients;
-use super::connection::{Connections, Inbound};
+use super::connection::{Connections, Inbound, Route};
 use super::context::Cx;
 use super::edits;
 use super::effects::Queued;
@@ -19,12 +19,10 @@ use super::restart::{self, Handshake};
 use super::route::{self, ClientRoute, Taken};
 use super::stalls;
 use super::stderr::StderrLines;
-use super::vocab::{
-    Action, Config, HistoryChunk, ListedSession, LoadMode, Peer, SessionId, Stamp, Target,
-};
+use super::vocab::{Action, Config, HistoryChunk, ListedSession, Peer, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek};
+use crate::wire::envelope::{self, Peek};
 
 /// The proxy state machine: one agent, its client connections, their sessions.
 ///
@@ -118,10 +116,14 @@ impl Proxy {
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
-            if let Some(action) =
-                clients::deliver(&mut self.cx, &mut self.connections, route, &mut self.routed)
-            {
-                return Some(action);
+            match route {
+                Route::One(conn, line) => {
+                    let to = Peer::Client(conn);
+                    return Some(Action::Forward { to, line });
+                }
+                route => {
+                    clients::deliver(&mut self.cx, &mut self.connections, route, &mut self.routed)
+                }
             }
         }
     }
@@ -176,17 +178,7 @@ impl Proxy {
                     }
                     return;
                 }
-                let cx = &mut self.cx;
-                let (pending, ids, sessions) = (&cx.pending, &cx.ids, &cx.sessions);
-                // A pure recorder (`--load off`) changes no ID: it asks nothing.
-                if !(cx.config.asks_store
-                    && cx.config.load != LoadMode::Off
-                    && cx
-                        .reused
-                        .ask(&peek, &line, pending, ids, sessions, &mut cx.fx))
-                {
-                    self.dispatch(at, Side::Agent, &peek, &line);
-                }
+                self.dispatch(at, Side::Agent, &peek, &line);
                 return;
             }
             Peer::Client(conn) => conn,
@@ -246,6 +238,7 @@ impl Proxy {
             &mut self.lists,
         );
         let hosted = self.connections.is_hosted();
+        let mut brings_up = false;
         let taken = match from {
             Side::Client => {
                 let route = route::client(cx, handshake, loads, lists, &self.connections, peek);
@@ -276,6 +269,7 @@ impl Proxy {
             }
             Side::Agent => {
                 let route = route::agent(cx, loads, lists, peek);
+                brings_up = route.may_bring_up_session();
                 if cx.sessions.prompting() {
                     stalls::activity(cx, from, peek, at);
                 }
@@ -298,9 +292,9 @@ impl Proxy {
             let (cx, handshake, lists) = (&mut self.cx, &mut self.handshake, &self.lists);
             edits::relay(cx, handshake, lists, hosted, at, from, peek, line);
         }
-        if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
-            // An answer may have brought up a session whose early lines wait unclaimed: they go
-            // where its later lines go (its session's held lines while a load brings it up,
+        if brings_up {
+            // The answer may have brought up a session whose early lines wait unclaimed: they
+            // go where its later lines go (its session's held lines while a load brings it up,
             // else out), ahead of them.
             if self.cx.held.holds_unclaimed() {
                 let lines = self.cx.held.take_unclaimed();

@@ -11,12 +11,9 @@ use bytes::Bytes;
 
 use super::effects::Effects;
 use super::held::HeldLines;
-use super::ids::OwnIds;
-use super::pending::PendingTable;
 use super::sessions::SessionTable;
 use super::vocab::{Action, SessionId};
-use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek};
+use crate::wire::envelope::{self, Peek};
 
 /// The first of the IDs a new session `s` may take that the store does not hold (`holds`): the
 /// answer to [`super::Action::FindFreeId`].
@@ -68,19 +65,18 @@ impl ReusedIds {
             .is_some_and(|q| q.later.hold(line, limit))
     }
 
-    /// Ask the store about the new session `line` (described by `peek`) names, if it is one
-    /// this run has not opened: the question goes out ([`Action::FindFreeId`]) and the line
-    /// waits with it (true).
+    /// Ask the store about the new session a successful answer to a client's `session/new`
+    /// (`line`, described by `peek`) names, if it is one this run has not opened: the question
+    /// goes out ([`Action::FindFreeId`]) and the line waits with it (true).
     pub(super) fn ask(
         &mut self,
         peek: &Peek<'_>,
         line: &Bytes,
-        pending: &PendingTable,
-        ids: &OwnIds,
         sessions: &SessionTable,
         fx: &mut Effects,
     ) -> bool {
-        let Some(session) = new_session(peek, pending, ids) else {
+        let Some(session) = envelope::str_field(peek.result, "sessionId").map(SessionId::from)
+        else {
             return false;
         };
         if sessions.journal_open(&session)
@@ -125,20 +121,4 @@ impl ReusedIds {
         let ask = self.asking.as_ref()?.ask;
         self.answered(ask, None)
     }
-}
-
-/// The session a successful answer to a client's `session/new` names.
-fn new_session(peek: &Peek<'_>, pending: &PendingTable, ids: &OwnIds) -> Option<SessionId> {
-    let Kind::Response {
-        id,
-        is_error: false,
-    } = &peek.kind
-    else {
-        return None;
-    };
-    let asked = pending.get(&(Side::Client, ids.client_id(id)))?;
-    if asked.method != "session/new" {
-        return None;
-    }
-    envelope::str_field(peek.result, "sessionId").map(SessionId::from)
 }

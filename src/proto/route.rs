@@ -25,6 +25,7 @@ use super::pending::Purpose;
 use super::restart::{self, Handshake, Restore};
 use super::sessions::Session;
 use super::vocab::{AgentRef, AgentSessionId, LoadMode, SessionId, Stamp};
+use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
 /// The component that owns a client line.
@@ -58,10 +59,30 @@ pub(super) enum AgentRoute {
     OwnAnswer,
     /// The answer to a `session/list` the core merges with the journal's.
     ListAnswer,
+    /// The successful answer to a client's `session/new`, while the store can be asked whether
+    /// the ID it names is an earlier run's ([`super::reused_ids::ReusedIds::ask`]).
+    NewSession,
+    /// The answer to another client request that may bring a session up (`session/fork`, a
+    /// load or resume the agent does, a failed `session/new`): relayed.
+    SetupAnswer,
     /// A line of a session whose lines are held or hidden ([`super::holding`]).
     Held(Hold),
     /// Nobody's but the session's: edited where it must be, journaled, forwarded.
     Relay,
+}
+
+impl AgentRoute {
+    /// True for an answer that may bring up a session whose early lines wait unclaimed
+    /// ([`super::held::HeldWhileStarting`]): they go on after it.
+    pub(super) fn may_bring_up_session(&self) -> bool {
+        matches!(
+            self,
+            AgentRoute::NativeAnswer
+                | AgentRoute::OwnAnswer
+                | AgentRoute::NewSession
+                | AgentRoute::SetupAnswer
+        )
+    }
 }
 
 /// The owner of a client line (`peek`).
@@ -169,26 +190,7 @@ pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> A
         return AgentRoute::Relay;
     }
     match &peek.kind {
-        Kind::Response { id, .. } => {
-            let client_id = cx.ids.client_id(id);
-            let native = cx
-                .pending
-                .get(&(crate::wire::Side::Client, client_id.clone()))
-                .and_then(|p| cx.sessions.get(p.session.as_deref()?)?.native_load.as_ref())
-                .is_some_and(|n| n.id == client_id && n.fallback.is_some());
-            if native {
-                AgentRoute::NativeAnswer
-            } else if cx.ids.is_own(id) {
-                AgentRoute::OwnAnswer
-            } else if lists
-                .of_request(&client_id)
-                .is_some_and(|(_, l)| l.forwarded)
-            {
-                AgentRoute::ListAnswer
-            } else {
-                AgentRoute::Relay
-            }
-        }
+        Kind::Response { id, is_error } => answer(cx, lists, id, *is_error),
         Kind::Notification { .. } | Kind::Request { .. } => {
             let update = peek.method() == Some("session/update");
             match peek
@@ -199,6 +201,38 @@ pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> A
                 Some(hold) => AgentRoute::Held(hold),
                 None => AgentRoute::Relay,
             }
+        }
+        _ => AgentRoute::Relay,
+    }
+}
+
+/// The owner of the agent's answer to request `id`, decided by the one request it answers:
+/// the client's (its pending entry, under the client's own id should the proxy have
+/// renumbered it), else the proxy's own.
+fn answer(cx: &Cx, lists: &Lists, id: &RequestId, failed: bool) -> AgentRoute {
+    let client_id = cx.ids.client_id(id);
+    let asked = cx.pending.get(&(Side::Client, client_id.clone()));
+    match asked.map(|p| (p.method.as_str(), p.session.as_deref())) {
+        Some(("session/new", _)) if !failed && cx.config.asks_store => AgentRoute::NewSession,
+        Some(("session/load" | "session/resume", Some(s)))
+            if cx
+                .sessions
+                .get(s)
+                .and_then(|x| x.native_load.as_ref())
+                .is_some_and(|n| n.id == client_id && n.fallback.is_some()) =>
+        {
+            AgentRoute::NativeAnswer
+        }
+        _ if cx.ids.is_own(id) => AgentRoute::OwnAnswer,
+        Some(("session/list", _))
+            if lists
+                .of_request(&client_id)
+                .is_some_and(|(_, l)| l.forwarded) =>
+        {
+            AgentRoute::ListAnswer
+        }
+        Some(("session/new" | "session/fork" | "session/load" | "session/resume", _)) => {
+            AgentRoute::SetupAnswer
         }
         _ => AgentRoute::Relay,
     }
@@ -492,6 +526,14 @@ pub(super) fn take_agent(
             }
             ListAnswer::Taken(None) => Taken::Done,
         },
-        AgentRoute::Held(_) | AgentRoute::Relay => Taken::Relay,
+        AgentRoute::NewSession => {
+            // The answer waits while the store is asked about the ID it names, unless this
+            // run opened it already.
+            match cx.reused.ask(peek, line, &cx.sessions, &mut cx.fx) {
+                true => Taken::Done,
+                false => Taken::Relay,
+            }
+        }
+        AgentRoute::SetupAnswer | AgentRoute::Held(_) | AgentRoute::Relay => Taken::Relay,
     }
 }

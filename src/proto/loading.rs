@@ -56,22 +56,10 @@ impl Loads {
             .map(|(op, _)| *op)
     }
 
-    /// True while load `op` restores a session lost in an agent restart (client lines that
-    /// name it wait behind it: [`Loads::wait_for_restore`]).
-    pub(super) fn restores(&self, op: u64) -> bool {
-        matches!(
-            self.loads.get(&op),
-            Some(Load {
-                asker: Asker::Restore(_),
-                ..
-            })
-        )
-    }
-
-    /// Queue a client line behind the restore of its session (whose latest load is `op`);
-    /// false when the session is not being restored.
-    pub(super) fn wait_for_restore(&mut self, op: Option<u64>, line: &Bytes) -> bool {
-        let load = op.and_then(|op| self.loads.get_mut(&op));
+    /// Queue a client line behind the restore of its session (load `op`: its session's
+    /// [`super::sessions::Session::restored_by`]); false when that load restores nothing.
+    pub(super) fn wait_for_restore(&mut self, op: u64, line: &Bytes) -> bool {
+        let load = self.loads.get_mut(&op);
         match load {
             Some(Load {
                 asker: Asker::Restore(lines),

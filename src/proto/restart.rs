@@ -489,9 +489,10 @@ pub(super) fn restore_first(
                 .get(s)
                 .and_then(|x| x.setup.clone())
                 .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
-            let request = LoadRequest::restore(session, setup, line.clone());
+            let request = LoadRequest::restore(session.clone(), setup, line.clone());
             let op = cx.next_op();
             loads.start(cx, op, request);
+            cx.sessions.entry(&session).set_restoring(op);
         }
     }
 }

@@ -108,7 +108,7 @@ pub(super) fn client(
     }
     let method = peek.method();
     if let (Some(s), Some(method)) = (peek.session.as_deref(), method) {
-        if let Some(route) = restoring(cx, loads, s, method, &peek.kind) {
+        if let Some(route) = restoring(cx, s, method, &peek.kind) {
             return route;
         }
         if let Kind::Request { id, .. } = &peek.kind
@@ -134,11 +134,12 @@ pub(super) fn client(
 }
 
 /// A line naming session `s`, which is being restored or was lost in an agent restart.
-fn restoring(cx: &Cx, loads: &Loads, s: &str, method: &str, kind: &Kind) -> Option<ClientRoute> {
-    if let Some(op) = loads.of_session(s).filter(|op| loads.restores(*op)) {
+fn restoring(cx: &Cx, s: &str, method: &str, kind: &Kind) -> Option<ClientRoute> {
+    let session = cx.sessions.get(s)?;
+    if let Some(op) = session.restored_by() {
         return Some(ClientRoute::BehindRestore(op));
     }
-    if !cx.sessions.get(s).is_some_and(Session::is_lost) {
+    if !session.is_lost() {
         return None;
     }
     match (method, kind) {
@@ -401,7 +402,7 @@ pub(super) fn take_client(
             handshake.answer_dead_agent(cx, at, peek, line);
             Taken::Done
         }
-        ClientRoute::BehindRestore(op) => taken(loads.wait_for_restore(Some(op), line)),
+        ClientRoute::BehindRestore(op) => taken(loads.wait_for_restore(op, line)),
         ClientRoute::Restore(step) => {
             let s = session().unwrap_or_default();
             restart::restore_first(cx, loads, at, &s, step, peek, line);

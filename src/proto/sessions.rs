@@ -57,7 +57,10 @@ pub(super) enum AgentSide {
     Mapped(Mapping),
     /// It was live when the agent was restarted: the next client request that names it brings
     /// it up again on the new agent first.
-    Lost,
+    Lost {
+        /// The load restoring it, once one started: client lines that name it wait behind it.
+        restoring: Option<u64>,
+    },
     /// A load served by the proxy is bringing it up.
     Starting {
         /// The agent's own replay (a native `session/load` underneath) is hidden.
@@ -65,6 +68,8 @@ pub(super) enum AgentSide {
         /// Set once the agent answered with a different session: agent lines for it are
         /// held until the load is answered.
         mapping: Option<Mapping>,
+        /// The load restoring it, when it was lost ([`AgentSide::Lost`]).
+        restoring: Option<u64>,
     },
 }
 
@@ -111,7 +116,7 @@ impl Session {
             AgentSide::Starting { mapping, .. } => {
                 mapping.as_ref().or(self.closed_mapping.as_ref())
             }
-            AgentSide::NotLive | AgentSide::Native | AgentSide::Lost => {
+            AgentSide::NotLive | AgentSide::Native | AgentSide::Lost { .. } => {
                 self.closed_mapping.as_ref()
             }
         }
@@ -135,7 +140,22 @@ impl Session {
 
     /// True when it must be restored before its next request.
     pub(super) fn is_lost(&self) -> bool {
-        matches!(self.agent, AgentSide::Lost)
+        matches!(self.agent, AgentSide::Lost { .. })
+    }
+
+    /// The load restoring it, while one goes on.
+    pub(super) fn restored_by(&self) -> Option<u64> {
+        match self.agent {
+            AgentSide::Lost { restoring } | AgentSide::Starting { restoring, .. } => restoring,
+            _ => None,
+        }
+    }
+
+    /// Load `op` starts restoring it (it is lost).
+    pub(super) fn set_restoring(&mut self, op: u64) {
+        if let AgentSide::Lost { restoring } = &mut self.agent {
+            *restoring = Some(op);
+        }
     }
 
     /// The client sends it a prompt: true for its first in this run.
@@ -167,11 +187,13 @@ impl Session {
         }
     }
 
-    /// A load starts bringing it up (`hide_replay`: the agent's own replay is hidden).
+    /// A load starts bringing it up (`hide_replay`: the agent's own replay is hidden); a
+    /// restore goes on restoring it.
     pub(super) fn set_starting(&mut self, hide_replay: bool) {
         self.agent = AgentSide::Starting {
             hide_replay,
             mapping: None,
+            restoring: self.restored_by(),
         };
     }
 
@@ -236,7 +258,7 @@ impl Session {
     /// It is lost (its restore failed, or was cut short by another restart).
     pub(super) fn set_lost(&mut self) {
         self.set_not_live();
-        self.agent = AgentSide::Lost;
+        self.agent = AgentSide::Lost { restoring: None };
     }
 
     /// The agent was restarted (the `restart`th time in this run): lost if it was live (to be
@@ -249,7 +271,7 @@ impl Session {
         if let AgentSide::Mapped(m) = std::mem::take(&mut self.agent) {
             self.closed_mapping = Some(m);
         }
-        self.agent = AgentSide::Lost;
+        self.agent = AgentSide::Lost { restoring: None };
         true
     }
 

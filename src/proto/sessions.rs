@@ -28,7 +28,7 @@ use super::load_request::{NativeLoad, SetupParams};
 use super::membership::Membership;
 use super::prompt::{PromptWatch, Prompter, Turn};
 use super::tree::TREE_LIMIT;
-use super::turn_facts::Facts;
+use super::catalog::Facts;
 use super::vocab::{
     Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, Initialize, SessionId, Stamp,
 };

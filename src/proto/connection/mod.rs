@@ -36,10 +36,11 @@
 //! refused (-32000, "session busy"); a prompt taken is shown to the other attached connections
 //! as the user's message (ACP v1; a v2 agent echoes it itself).
 //!
-//! [`Connections`] (in `state`) holds its parts, each with its own file, and does what needs
-//! more than one of them: the connections coming, ending and leaving sessions, a client line
-//! taken, a line for clients routed, a join answered, a line sent or held. The parts:
-//! `roster` (the connections themselves: live, a host's, what each declared, how each is
+//! [`Connections`] (in `state`) holds its mode (one connection, several, a host's) and its
+//! parts, each with its own file, and does what needs more than one of them: the connections
+//! coming, ending and leaving sessions, a client line taken, a line for clients routed, a join
+//! answered, a line sent or held. The parts:
+//! `roster` (the connections themselves: live, what each declared, how each is
 //! attached), `inbound` (client lines; the client requests forwarded to the agent: renumbered
 //! ids, running prompts, requests creating a session), `answers` (the agent requests asked of
 //! connections, and clients' answers to them: permission requests settled, terminals owned),

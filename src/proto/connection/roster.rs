@@ -1,6 +1,5 @@
-//! The client connections themselves: which came and have not ended, whether there are several
-//! (routing reads the lines from then on) or a host's, and what each declared in its
-//! `initialize`. How each takes part in a session is the session's
+//! The client connections themselves: which came and have not ended, and what each declared in
+//! its `initialize`. How each takes part in a session is the session's
 //! ([`super::super::membership::Membership`]).
 
 use serde_json::{Value, json};
@@ -9,46 +8,21 @@ use super::super::sessions::SessionTable;
 use super::super::vocab::{ConnId, HashMap, SessionId};
 use super::client_view::ClientView;
 
-/// The connections the core has seen. Until a second one comes, the first is taken to be there
-/// from the start (the stdio proxy's editor).
+/// The connections the core has seen.
 #[derive(Debug, Default)]
 pub(super) struct Roster {
     /// Connections that came and have not ended, in the order they came.
     live: Vec<ConnId>,
-    /// A connection other than the first came (routing reads the lines from then on).
-    several: bool,
-    /// A host: no session line goes to a connection that is not attached to it.
-    hosted: bool,
     /// What each connection declared in its `initialize`.
     views: HashMap<ConnId, ClientView>,
 }
 
 impl Roster {
-    /// A host's connections: every line is read and routed, whichever connection comes first.
-    pub(super) fn hosted() -> Roster {
-        Roster {
-            hosted: true,
-            several: true,
-            ..Roster::default()
-        }
-    }
-
-    /// True for a host's connections.
-    pub(super) fn is_hosted(&self) -> bool {
-        self.hosted
-    }
-
-    /// True once routing reads the lines (a second connection came, or a host's).
-    pub(super) fn several(&self) -> bool {
-        self.several
-    }
-
     /// A line from connection `conn`: true the first time it is seen.
     pub(super) fn arrive(&mut self, conn: ConnId) -> bool {
         if self.live.contains(&conn) {
             return false;
         }
-        self.several |= conn != ConnId::FIRST || !self.live.is_empty();
         self.live.push(conn);
         true
     }

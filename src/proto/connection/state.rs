@@ -24,6 +24,8 @@ use crate::wire::rewrite;
 /// The client connections and what the core keeps for them.
 #[derive(Debug, Default)]
 pub(in crate::proto) struct Connections {
+    /// Whether routing reads the lines: not while one connection ever came.
+    mode: Mode,
     /// The connections themselves.
     roster: Roster,
     /// The client requests forwarded to the agent, until their answer.
@@ -40,23 +42,47 @@ pub(in crate::proto) struct Connections {
     unsettled: Unsettled,
 }
 
+/// Whether routing reads the lines for and from clients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Mode {
+    /// One connection ever came (the stdio proxy's editor, taken to be there from the start):
+    /// its lines cross as they came.
+    #[default]
+    One,
+    /// A connection other than the first came: lines are read and routed from then on.
+    Several,
+    /// A host's: every line is read and routed, whichever connection comes first, and no
+    /// session line goes to a connection that is not attached to it.
+    Hosted,
+}
+
 impl Connections {
     /// A host's connections (`acp-journal serve`): see the module's text of [`super`].
     pub(in crate::proto) fn hosted() -> Connections {
         Connections {
-            roster: Roster::hosted(),
+            mode: Mode::Hosted,
             ..Connections::default()
         }
     }
 
     /// True for a host's connections.
     pub(in crate::proto) fn is_hosted(&self) -> bool {
-        self.roster.is_hosted()
+        matches!(self.mode, Mode::Hosted)
+    }
+
+    /// True once routing reads the lines (a second connection came, or a host's).
+    fn several(&self) -> bool {
+        !matches!(self.mode, Mode::One)
     }
 
     /// A line from connection `conn`: true the first time it is seen.
     pub(in crate::proto) fn arrive(&mut self, conn: ConnId) -> bool {
-        self.roster.arrive(conn)
+        let others = !self.roster.live().is_empty();
+        let new = self.roster.arrive(conn);
+        if new && (conn != ConnId::FIRST || others) && !self.several() {
+            self.mode = Mode::Several;
+        }
+        new
     }
 
     /// True while connection `conn` has not ended.
@@ -115,7 +141,7 @@ impl Connections {
     /// True when routing left something for the core (attachments, connections to end, failed
     /// joins, orphaned requests): never with one connection.
     pub(in crate::proto) fn unsettled(&self) -> bool {
-        !self.unsettled.is_empty()
+        self.several() && !self.unsettled.is_empty()
     }
 
     /// What routing left for the core, taken out.
@@ -147,11 +173,11 @@ impl Connections {
         }
         let creates = matches!(&peek.kind, Kind::Request { method, .. }
             if matches!(method.as_ref(), "session/new" | "session/fork"));
-        let several = self.roster.several();
+        let several = self.several();
         match &peek.kind {
             // The first connection's ids pass as sent, unless one names another's request.
             Kind::Request { id, method }
-                if conn != ConnId::FIRST || self.forwarded.is_renumbered(id) =>
+                if conn != ConnId::FIRST || (several && self.forwarded.is_renumbered(id)) =>
             {
                 let Some((sent, renumbered)) = self.forwarded.renumber(conn, id, line) else {
                     return Inbound::AsIs;
@@ -203,7 +229,7 @@ impl Connections {
         let Some(s) = peek.session.as_deref().map(SessionId::from) else {
             return Ok(());
         };
-        if !self.roster.is_hosted() {
+        if !self.is_hosted() {
             return Ok(());
         }
         match method {
@@ -254,7 +280,7 @@ impl Connections {
 
     /// A line addressed to the asker of request `sent` (a load's replay): its connection.
     pub(in crate::proto) fn route_reply(&self, sent: &RequestId, line: Bytes) -> Route {
-        if !self.roster.several() {
+        if !self.several() {
             return Route::One(ConnId::FIRST, line);
         }
         let conn = self.forwarded.conn_of(sent);
@@ -266,7 +292,7 @@ impl Connections {
 
     /// Where a line the core sends to clients goes (see the module's text of [`super`]).
     pub(in crate::proto) fn route(&mut self, line: Bytes, sessions: &mut SessionTable) -> Route {
-        if !self.roster.several() {
+        if !self.several() {
             // The one connection (the stdio proxy's editor, there before its first line).
             return Route::One(ConnId::FIRST, line);
         }
@@ -285,7 +311,7 @@ impl Connections {
                 let attached = self.roster.attached_live(sessions, &s);
                 if attached.is_empty() {
                     // Nobody is attached: a host journals it only; else it goes to everyone.
-                    return match self.roster.is_hosted() {
+                    return match self.is_hosted() {
                         true => Route::Dropped,
                         false => Route::Each(self.roster.live().to_vec(), line),
                     };
@@ -428,7 +454,7 @@ impl Connections {
         let controllers: Vec<ConnId> = session
             .as_deref()
             .map_or_else(Vec::new, |s| self.roster.controllers(sessions, s));
-        if self.roster.is_hosted()
+        if self.is_hosted()
             && let Some(s) = &session
             && controllers.is_empty()
         {

@@ -49,7 +49,7 @@
 //! - [`restart`]: the agent restarted under live sessions, and every request answered once it
 //!   is gone; [`stalls`]: `--stall-timeout`;
 //! - [`attribution`]: the journal each record goes to, a session's or the run's
-//!   ([`Target::Run`]); [`catalog`]: what the catalog learns from the turns, and what waits of it;
+//!   ([`Target::Run`]); [`catalog`] and [`turn_facts`]: what the catalog learns from the turns;
 //! - [`connection`]: several client connections on the one agent (ids per connection, lines
 //!   routed to the connections a session is attached to, a host's sessions shared by several
 //!   clients), and [`clients`]: the transitions as clients come, join, leave and go.
@@ -101,6 +101,7 @@ mod tests;
 mod tree;
 #[cfg(test)]
 mod tree_tests;
+mod turn_facts;
 mod vocab;
 
 pub use proxy::Proxy;

@@ -45,7 +45,7 @@ use crate::wire::envelope::{self, Peek};
 /// (`loading.rs`, `load_state.rs`, `native.rs`), lists (`listing.rs`), forks (`fork.rs`), the
 /// handshake a restarted agent is told again (`restart.rs`), stalls (`stalls.rs`), held lines
 /// (`holding.rs`), the journal each record goes to (`attribution.rs`), the edits on the way
-/// (`edits.rs`), what the catalog learns (`catalog.rs`), session IDs used again
+/// (`edits.rs`), what the catalog learns (`catalog.rs`, `turn_facts.rs`), session IDs used again
 /// (`reused_ids.rs`).
 #[derive(Debug)]
 pub struct Proxy {

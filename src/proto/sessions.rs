@@ -22,13 +22,13 @@
 //! a host's joining connection): a load that starts before it keeps its session in the load
 //! (`load_state::Load::latest` says which is the session's latest), not in the table.
 
-use super::catalog::Facts;
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
 use super::membership::Membership;
 use super::prompt::{PromptWatch, Prompter, Turn};
 use super::tree::TREE_LIMIT;
+use super::turn_facts::Facts;
 use super::vocab::{
     Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, Initialize, SessionId, Stamp,
 };

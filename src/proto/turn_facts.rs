@@ -1,0 +1,270 @@
+//! What the catalog learns with every turn (a session's first prompt, its state, its turns'
+//! ends, its usage; its title and time from the agent's `session_info_update`, passed on at
+//! once), the facts coalesced in each session ([`Facts`], the session's own:
+//! [`super::sessions::SessionTable::facts`]) until they leave as one
+//! [`super::Action::TurnFacts`] (about once a second, [`super::Proxy::handle_facts_due`], and
+//! before anything else is written to the catalog or read from it). The learning
+//! itself is [`super::catalog`]'s. A turn thus costs a few field updates, not an action each,
+//! and what waits is bounded by the sessions of the run.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::vocab::{CatalogUpdate, SessionId};
+use crate::wire::envelope::Name;
+
+/// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
+#[derive(Debug, Default)]
+pub(super) struct Facts {
+    prompt: Option<(String, i64)>,
+    usage: Option<(Members, i64)>,
+    turns: Option<(u64, i64)>,
+    state: Option<(&'static str, i64)>,
+}
+
+impl Facts {
+    /// The session's first prompt in this run (the first one kept).
+    pub(super) fn prompt(&mut self, title: String, t: i64) {
+        self.prompt.get_or_insert((title, t));
+    }
+
+    /// The session's state now.
+    pub(super) fn state(&mut self, state: &'static str, t: i64) {
+        self.state = Some((state, t));
+    }
+
+    /// A turn of the session ended.
+    pub(super) fn turn_ended(&mut self, t: i64) {
+        self.turns = Some((self.turns.map_or(0, |(n, _)| n) + 1, t));
+    }
+
+    /// Usage the agent reported (`report`'s members but those named in `skip`): merged into
+    /// what waits.
+    pub(super) fn usage(&mut self, report: &Fields<'_>, skip: &[&str], t: i64) {
+        let (usage, at) = self.usage.get_or_insert_with(|| (Members::default(), t));
+        usage.absorb(report, skip);
+        *at = t;
+    }
+
+    /// What waits, taken out as catalog updates of `session` with their times: its first
+    /// prompt, usage, turn ends and state, in that order.
+    pub(super) fn take(&mut self, session: &SessionId, out: &mut Vec<(CatalogUpdate, i64)>) {
+        let Facts {
+            prompt,
+            usage,
+            turns,
+            state,
+        } = std::mem::take(self);
+        let session = || session.clone();
+        if let Some((title, t)) = prompt {
+            out.push((
+                CatalogUpdate::Prompt {
+                    session: session(),
+                    title,
+                },
+                t,
+            ));
+        }
+        if let Some((usage, t)) = usage {
+            let usage = usage.into_value();
+            out.push((
+                CatalogUpdate::Usage {
+                    session: session(),
+                    usage,
+                },
+                t,
+            ));
+        }
+        if let Some((turns, t)) = turns {
+            out.push((
+                CatalogUpdate::TurnEnded {
+                    session: session(),
+                    turns,
+                },
+                t,
+            ));
+        }
+        if let Some((state, t)) = state {
+            out.push((
+                CatalogUpdate::State {
+                    session: session(),
+                    state,
+                },
+                t,
+            ));
+        }
+    }
+}
+
+/// The most members a [`Fields`] reads and a [`Members`] keeps (a hostile agent's object of a
+/// million keys costs no more than this many).
+const MEMBERS_LIMIT: usize = 64;
+
+/// A JSON object's members as read, in order, borrowed from its text (no copy, no allocation
+/// beyond the list): a `session/update`'s `update`, a usage report.
+#[derive(Debug, Default)]
+pub(super) struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Fields<'a> {
+    pub(super) fn parse(json: &'a str) -> Option<Fields<'a>> {
+        serde_json::from_str(json).ok()
+    }
+
+    /// A member's raw value (the last of that name).
+    pub(super) fn get(&self, name: &str) -> Option<&'a RawValue> {
+        let (_, value) = self.0.iter().rev().find(|(member, _)| member == name)?;
+        Some(*value)
+    }
+
+    /// A member's text, when it is a string.
+    pub(super) fn text(&self, name: &str) -> Option<String> {
+        serde_json::from_str(self.get(name)?.get()).ok()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Fields<'a>, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'a>, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
+                    if fields.len() < MEMBERS_LIMIT {
+                        fields.push((name, map.next_value::<&'de RawValue>()?));
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// A usage report as the catalog will take it: members in the order first seen, each value
+/// kept raw and parsed once, when taken; a later report's members replace the earlier ones of
+/// the same name (a value that did not change is not copied again).
+#[derive(Debug, Default)]
+pub(super) struct Members(Vec<(String, Box<RawValue>)>);
+
+impl Members {
+    /// Take in a report's members, but those named in `skip`.
+    fn absorb(&mut self, report: &Fields<'_>, skip: &[&str]) {
+        for (name, value) in &report.0 {
+            if skip.contains(&name.as_ref()) {
+                continue;
+            }
+            match self.0.iter().position(|(old, _)| old == name) {
+                Some(at) if self.0[at].1.get() == value.get() => {}
+                Some(at) => self.0[at].1 = (*value).to_owned(),
+                None if self.0.len() < MEMBERS_LIMIT => {
+                    self.0.push((name.to_string(), (*value).to_owned()));
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn into_value(self) -> Value {
+        let members = self.0.into_iter();
+        Value::Object(
+            members
+                .filter_map(|(name, raw)| Some((name, serde_json::from_str(raw.get()).ok()?)))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What waits in `facts`, taken as `s`'s.
+    fn take(facts: &mut Facts, s: &SessionId) -> Vec<(CatalogUpdate, i64)> {
+        let mut out = Vec::new();
+        facts.take(s, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_thousand_turns_are_four_facts_with_every_turn_counted_and_usage_merged() {
+        let mut facts = Facts::default();
+        let s = SessionId::from("S");
+        facts.prompt("first".into(), 1);
+        for turn in 0..1000 {
+            facts.state("running", turn * 2);
+            facts.prompt("later".into(), turn * 2);
+            let usage = json!({"used": turn, "size": 9}).to_string();
+            facts.usage(&Fields::parse(&usage).unwrap(), &[], turn * 2);
+            facts.turn_ended(turn * 2 + 1);
+            facts.state("idle", turn * 2 + 1);
+        }
+        assert_eq!(
+            take(&mut facts, &s),
+            [
+                (
+                    CatalogUpdate::Prompt {
+                        session: s.clone(),
+                        title: "first".into()
+                    },
+                    1
+                ),
+                (
+                    CatalogUpdate::Usage {
+                        session: s.clone(),
+                        usage: json!({"used": 999, "size": 9})
+                    },
+                    1998
+                ),
+                (
+                    CatalogUpdate::TurnEnded {
+                        session: s.clone(),
+                        turns: 1000
+                    },
+                    1999
+                ),
+                (
+                    CatalogUpdate::State {
+                        session: s.clone(),
+                        state: "idle"
+                    },
+                    1999
+                ),
+            ]
+        );
+        assert!(take(&mut facts, &s).is_empty(), "taken");
+    }
+
+    #[test]
+    fn usage_reports_merge_by_member_in_first_seen_order_and_stay_bounded() {
+        let mut facts = Facts::default();
+        let s = SessionId::from("S");
+        let mut report = |json: &str, t| facts.usage(&Fields::parse(json).unwrap(), &[], t);
+        report(r#"{"used":1,"size":9,"cost":{"amount":0.5}}"#, 1);
+        report(r#"{"size":10,"used":2,"extra":[1]}"#, 2);
+        let hostile: Vec<String> = (0..1000).map(|n| format!(r#""k{n}":{n}"#)).collect();
+        report(&format!("{{{}}}", hostile.join(",")), 3);
+        let [(CatalogUpdate::Usage { usage, .. }, 3)] = &take(&mut facts, &s)[..] else {
+            panic!("one usage fact");
+        };
+        let Value::Object(members) = usage else {
+            panic!("an object")
+        };
+        assert_eq!(members.len(), MEMBERS_LIMIT);
+        let names: Vec<&str> = members.keys().take(5).map(String::as_str).collect();
+        assert_eq!(names, ["used", "size", "cost", "extra", "k0"]);
+        assert_eq!(members["used"], json!(2));
+        assert_eq!(members["cost"], json!({"amount": 0.5}));
+    }
+}

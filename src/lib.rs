@@ -7,6 +7,8 @@
 //! - [`acp`]: ACP content helpers shared by the readers (prompt text, permission choices).
 //! - [`journal`]: the on-disk format and typed events, the segment writer, the salvage reader,
 //!   the journal directory's layout and private files. Knows no ACP.
+//! - [`redact`]: secrets out of what is journaled, exported or bundled (never out of what is
+//!   forwarded): pure functions over lines, records, events and command lines.
 //! - [`catalog`]: the journal directory's session index (`catalog.ndjson`), rebuilt from the
 //!   segments, and `<session>` resolution.
 //! - [`fleet`]: journals in an object store shared by every host (`--store`): the shipper, the
@@ -32,6 +34,7 @@ pub mod journal;
 pub mod net;
 pub mod otel;
 pub mod proto;
+pub mod redact;
 pub mod render;
 pub mod replay;
 #[cfg(test)]

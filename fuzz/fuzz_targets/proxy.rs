@@ -16,7 +16,7 @@ use std::collections::{HashSet, VecDeque};
 
 use acp_journal::journal::format::{Encoding, decode_record, encode_record};
 use acp_journal::journal::{Body, Record};
-use acp_journal::proto::redact::{REDACTED, redact_tokens};
+use acp_journal::redact::{REDACTED, redact_tokens};
 use acp_journal::proto::{
     Action, Activity, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy,
     SessionId, Stamp, Summary, Target, reuse_candidates,

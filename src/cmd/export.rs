@@ -14,7 +14,7 @@ use crate::journal::{Body, Header, JournalDir, Tail, mark};
 use crate::otel::http::Endpoint;
 use crate::otel::otlp;
 use crate::otel::spans::{Span, SpanBuilder};
-use crate::proto::redact;
+use crate::redact;
 use crate::render::html::{HtmlPage, beyond_store_note};
 use crate::render::{SessionFacts, Style, Transcript, utc};
 

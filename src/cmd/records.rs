@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Header, Record, SegmentReader, Tail};
-use crate::proto::redact;
+use crate::redact;
 use crate::wire::envelope;
 
 /// What a pass hands out, in order.

@@ -10,10 +10,10 @@ use super::effects::Effects;
 use super::held::HeldWhileStarting;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
-use super::redact;
 use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
 use super::vocab::{Config, HashMap, Initialize, LoadMode, SessionId, Stamp, Target};
+use crate::redact;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind};
 

@@ -11,12 +11,12 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::redact;
 use super::vocab::{Action, Peer, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::journal::format::Payload;
 use crate::journal::format::Record;
+use crate::redact;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Peek, RequestId, response_line};
 use crate::wire::rewrite::json_string;

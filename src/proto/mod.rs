@@ -85,7 +85,6 @@ mod native;
 mod pending;
 mod prompt;
 mod proxy;
-pub mod redact;
 #[cfg(test)]
 mod redact_tests;
 mod restart;

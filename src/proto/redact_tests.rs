@@ -8,6 +8,7 @@ use super::tests::Harness;
 use super::*;
 use crate::journal::format::Body;
 use crate::journal::format::{decode_record, encode_record};
+use crate::redact;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
 /// An agent without `loadSession`: loads are served from the journal.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::journal::format::FORMAT_VERSION;
 use crate::journal::reader::is_end_marker;
 use crate::journal::{Body, Event, Header, Record, SegmentKind, SegmentReader, SegmentWriter};
-use crate::proto::redact::{self, REDACTED};
+use crate::redact::{self, REDACTED};
 use crate::wire::envelope;
 
 /// What to put in a bundle.

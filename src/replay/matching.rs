@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::proto::redact::REDACTED;
+use crate::redact::REDACTED;
 
 /// Object keys whose values are volatile: different in every run by design.
 const VOLATILE: &[&str] = &[

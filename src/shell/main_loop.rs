@@ -104,7 +104,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         let info = RunInfo {
             run: config.run.clone(),
             argv: if config.core.redact {
-                proto::redact::redact_argv(&argv)
+                crate::redact::redact_argv(&argv)
             } else {
                 argv
             },

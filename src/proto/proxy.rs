@@ -22,7 +22,7 @@ use super::stderr::StderrLines;
 use super::vocab::{Action, Config, HistoryChunk, ListedSession, Peer, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Peek};
+use crate::wire::envelope::{self, Kind, Peek};
 
 /// The proxy state machine: one agent, its client connections, their sessions.
 ///
@@ -238,7 +238,6 @@ impl Proxy {
             &mut self.lists,
         );
         let hosted = self.connections.is_hosted();
-        let mut brings_up = false;
         let taken = match from {
             Side::Client => {
                 let route = route::client(cx, handshake, loads, lists, &self.connections, peek);
@@ -269,7 +268,6 @@ impl Proxy {
             }
             Side::Agent => {
                 let route = route::agent(cx, loads, lists, peek);
-                brings_up = route.may_bring_up_session();
                 if cx.sessions.prompting() {
                     stalls::activity(cx, from, peek, at);
                 }
@@ -292,10 +290,10 @@ impl Proxy {
             let (cx, handshake, lists) = (&mut self.cx, &mut self.handshake, &self.lists);
             edits::relay(cx, handshake, lists, hosted, at, from, peek, line);
         }
-        if brings_up {
-            // The answer may have brought up a session whose early lines wait unclaimed: they
-            // go where its later lines go (its session's held lines while a load brings it up,
-            // else out), ahead of them.
+        if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
+            // An answer may have brought up a session whose early lines wait unclaimed (or
+            // followed a client line that did): they go where its later lines go (its
+            // session's held lines while a load brings it up, else out), ahead of them.
             if self.cx.held.holds_unclaimed() {
                 let lines = self.cx.held.take_unclaimed();
                 self.dispatch_all(at, Side::Agent, lines);

@@ -62,27 +62,10 @@ pub(super) enum AgentRoute {
     /// The successful answer to a client's `session/new`, while the store can be asked whether
     /// the ID it names is an earlier run's ([`super::reused_ids::ReusedIds::ask`]).
     NewSession,
-    /// The answer to another client request that may bring a session up (`session/fork`, a
-    /// load or resume the agent does, a failed `session/new`): relayed.
-    SetupAnswer,
     /// A line of a session whose lines are held or hidden ([`super::holding`]).
     Held(Hold),
     /// Nobody's but the session's: edited where it must be, journaled, forwarded.
     Relay,
-}
-
-impl AgentRoute {
-    /// True for an answer that may bring up a session whose early lines wait unclaimed
-    /// ([`super::held::HeldWhileStarting`]): they go on after it.
-    pub(super) fn may_bring_up_session(&self) -> bool {
-        matches!(
-            self,
-            AgentRoute::NativeAnswer
-                | AgentRoute::OwnAnswer
-                | AgentRoute::NewSession
-                | AgentRoute::SetupAnswer
-        )
-    }
 }
 
 /// The owner of a client line (`peek`).
@@ -231,9 +214,6 @@ fn answer(cx: &Cx, lists: &Lists, id: &RequestId, failed: bool) -> AgentRoute {
                 .is_some_and(|(_, l)| l.forwarded) =>
         {
             AgentRoute::ListAnswer
-        }
-        Some(("session/new" | "session/fork" | "session/load" | "session/resume", _)) => {
-            AgentRoute::SetupAnswer
         }
         _ => AgentRoute::Relay,
     }
@@ -535,6 +515,6 @@ pub(super) fn take_agent(
                 false => Taken::Relay,
             }
         }
-        AgentRoute::SetupAnswer | AgentRoute::Held(_) | AgentRoute::Relay => Taken::Relay,
+        AgentRoute::Held(_) | AgentRoute::Relay => Taken::Relay,
     }
 }

@@ -16,11 +16,11 @@ use std::collections::{HashSet, VecDeque};
 
 use acp_journal::journal::format::{Encoding, decode_record, encode_record};
 use acp_journal::journal::{Body, Record};
-use acp_journal::redact::{REDACTED, redact_tokens};
 use acp_journal::proto::{
     Action, Activity, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy,
     SessionId, Stamp, Summary, Target, reuse_candidates,
 };
+use acp_journal::redact::{REDACTED, redact_tokens};
 use acp_journal::wire::Side;
 use acp_journal::wire::envelope::{self, Kind};
 use bytes::Bytes;

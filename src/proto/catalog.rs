@@ -3,9 +3,8 @@
 //! agent's `usage_update`, `session_info_update` and (v2) `state_update` notifications. The
 //! facts gather in each session's [`super::turn_facts::Facts`] until the shell takes them.
 
-use std::collections::VecDeque;
-
 use super::context::Cx;
+use super::effects::Effects;
 use super::sessions::SessionTable;
 use super::turn_facts::Fields;
 use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
@@ -156,16 +155,16 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
 
 /// `action`, which reads or writes the catalog ([`Action::FetchSessions`],
 /// [`Action::Catalog`]), unless facts wait: then the facts go first ([`Action::TurnFacts`]) and
-/// `action` right after them (at the front of `then`).
+/// `action` right after them (at the front of the output queue, `fx`).
 pub(super) fn facts_before(
     sessions: &mut SessionTable,
-    then: &mut VecDeque<Action>,
+    fx: &mut Effects,
     action: Action,
 ) -> Action {
     let facts = sessions.take_facts();
     if facts.is_empty() {
         return action;
     }
-    then.push_front(action);
+    fx.push_front(action);
     Action::TurnFacts(facts)
 }

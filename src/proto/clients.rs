@@ -10,12 +10,11 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::attribution;
-use std::collections::VecDeque;
 
 use super::connection::{self, Attachment, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;
-use super::vocab::{Action, ConnId, Peer, SessionId, Stamp, Target};
+use super::vocab::{Action, ConnId, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 
@@ -67,22 +66,14 @@ pub(super) fn answer_initialize_again(
     false
 }
 
-/// Deliver a line for the clients as routing says (`route`): each connection's action goes to
-/// `routed` (polled next); an agent request no client can answer is answered for it, one
-/// waiting for a client to attach waits (bounded). (A line for one connection, the common
-/// case, is [`super::Proxy::poll_action`]'s own.)
-pub(super) fn deliver(
-    cx: &mut Cx,
-    connections: &mut Connections,
-    route: Route,
-    routed: &mut VecDeque<Action>,
-) {
+/// Deliver a line for the clients as routing says (`route`): to each connection it names,
+/// ahead of what routing queued meanwhile ([`Connections::send_ahead`]); an agent request no
+/// client can answer is answered for it, one waiting for a client to attach waits (bounded).
+/// (A line for one connection, the common case, is [`super::Proxy::poll_action`]'s own.)
+pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) {
     let at = cx.now;
     match route {
-        Route::One(conn, line) => routed.push_back(Action::Forward {
-            to: Peer::Client(conn),
-            line,
-        }),
+        Route::One(conn, line) => connections.send_ahead(vec![conn], line),
         Route::Unanswerable(id, line, why) => answer_unasked(cx, at, id, &line, why),
         Route::Wait(mut waiting) => {
             waiting.since_us = at.mono_us;
@@ -92,10 +83,7 @@ pub(super) fn deliver(
                 answer_unasked(cx, at, id, &line, why);
             }
         }
-        Route::Each(conns, line) => routed.extend(conns.into_iter().map(|conn| Action::Forward {
-            to: Peer::Client(conn),
-            line: line.clone(),
-        })),
+        Route::Each(conns, line) => connections.send_ahead(conns, line),
         Route::Dropped => {}
     }
 }

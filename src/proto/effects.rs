@@ -58,6 +58,11 @@ impl Effects {
         self.actions.push_back(Queued::Action(action));
     }
 
+    /// An action to go out next, ahead of everything queued.
+    pub(super) fn push_front(&mut self, action: Action) {
+        self.actions.push_front(Queued::Action(action));
+    }
+
     /// Sequence number of the next record.
     pub(super) fn next_seq(&self) -> u64 {
         self.seq

@@ -1,8 +1,6 @@
 //! The proxy state machine: [`Proxy`] takes every input, hands each line to the component
 //! that owns it, and lets every effect out through [`Proxy::poll_action`].
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 
 use super::catalog;
@@ -53,8 +51,6 @@ pub struct Proxy {
     cx: Cx,
     /// The client connections, and the ids of their requests.
     connections: Connections,
-    /// Lines for clients routed to more than one connection, not polled yet.
-    routed: VecDeque<Action>,
     /// Agent stderr not yet journaled (journaled by whole lines).
     stderr: StderrLines,
     /// Loads served from the journal, restores and forks being brought up.
@@ -80,7 +76,6 @@ impl Proxy {
                 true => Connections::hosted(),
                 false => Connections::default(),
             },
-            routed: VecDeque::new(),
             stderr: StderrLines::default(),
             loads: Loads::default(),
             lists: Lists::default(),
@@ -95,9 +90,6 @@ impl Proxy {
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         loop {
-            if let Some(action) = self.routed.pop_front() {
-                return Some(action);
-            }
             if let Some((conn, line)) = self.connections.pop_outgoing() {
                 return Some(Action::Forward {
                     to: Peer::Client(conn),
@@ -109,8 +101,8 @@ impl Proxy {
             }
             let route = match self.cx.fx.pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
-                    let sessions = &mut self.cx.sessions;
-                    return Some(catalog::facts_before(sessions, &mut self.routed, action));
+                    let (sessions, fx) = (&mut self.cx.sessions, &mut self.cx.fx);
+                    return Some(catalog::facts_before(sessions, fx, action));
                 }
                 Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
@@ -121,9 +113,7 @@ impl Proxy {
                     let to = Peer::Client(conn);
                     return Some(Action::Forward { to, line });
                 }
-                route => {
-                    clients::deliver(&mut self.cx, &mut self.connections, route, &mut self.routed)
-                }
+                route => clients::deliver(&mut self.cx, &mut self.connections, route),
             }
         }
     }

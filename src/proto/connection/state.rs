@@ -132,6 +132,14 @@ impl Connections {
         self.waiting.expired(before)
     }
 
+    /// A line routed to each of `conns`: it goes out before the lines queued while it was
+    /// routed (a settled request's notices, a turn's end told to the other connections).
+    pub(in crate::proto) fn send_ahead(&mut self, conns: Vec<ConnId>, line: Bytes) {
+        for conn in conns.into_iter().rev() {
+            self.outgoing.push_front((conn, line.clone()));
+        }
+    }
+
     /// The next line to go out ahead of anything routed later (held or released lines, the
     /// notices of a settled request, prompt echoes).
     pub(in crate::proto) fn pop_outgoing(&mut self) -> Option<(ConnId, Bytes)> {

@@ -56,6 +56,13 @@ enum Mode {
     Hosted,
 }
 
+impl Mode {
+    /// True once routing reads the lines (a second connection came, or a host's).
+    fn several(self) -> bool {
+        !matches!(self, Mode::One)
+    }
+}
+
 impl Connections {
     /// A host's connections (`acp-journal serve`): see the module's text of [`super`].
     pub(in crate::proto) fn hosted() -> Connections {
@@ -70,16 +77,11 @@ impl Connections {
         matches!(self.mode, Mode::Hosted)
     }
 
-    /// True once routing reads the lines (a second connection came, or a host's).
-    fn several(&self) -> bool {
-        !matches!(self.mode, Mode::One)
-    }
-
     /// A line from connection `conn`: true the first time it is seen.
     pub(in crate::proto) fn arrive(&mut self, conn: ConnId) -> bool {
         let others = !self.roster.live().is_empty();
         let new = self.roster.arrive(conn);
-        if new && (conn != ConnId::FIRST || others) && !self.several() {
+        if new && (conn != ConnId::FIRST || others) && !self.mode.several() {
             self.mode = Mode::Several;
         }
         new
@@ -149,7 +151,7 @@ impl Connections {
     /// True when routing left something for the core (attachments, connections to end, failed
     /// joins, orphaned requests): never with one connection.
     pub(in crate::proto) fn unsettled(&self) -> bool {
-        self.several() && !self.unsettled.is_empty()
+        self.mode.several() && !self.unsettled.is_empty()
     }
 
     /// What routing left for the core, taken out.
@@ -181,7 +183,7 @@ impl Connections {
         }
         let creates = matches!(&peek.kind, Kind::Request { method, .. }
             if matches!(method.as_ref(), "session/new" | "session/fork"));
-        let several = self.several();
+        let several = self.mode.several();
         match &peek.kind {
             // The first connection's ids pass as sent, unless one names another's request.
             Kind::Request { id, method }
@@ -288,7 +290,7 @@ impl Connections {
 
     /// A line addressed to the asker of request `sent` (a load's replay): its connection.
     pub(in crate::proto) fn route_reply(&self, sent: &RequestId, line: Bytes) -> Route {
-        if !self.several() {
+        if !self.mode.several() {
             return Route::One(ConnId::FIRST, line);
         }
         let conn = self.forwarded.conn_of(sent);
@@ -300,7 +302,7 @@ impl Connections {
 
     /// Where a line the core sends to clients goes (see the module's text of [`super`]).
     pub(in crate::proto) fn route(&mut self, line: Bytes, sessions: &mut SessionTable) -> Route {
-        if !self.several() {
+        if !self.mode.several() {
             // The one connection (the stdio proxy's editor, there before its first line).
             return Route::One(ConnId::FIRST, line);
         }

@@ -10,7 +10,6 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::attribution;
-
 use super::connection::{self, Attachment, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;

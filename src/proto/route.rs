@@ -194,23 +194,27 @@ pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> A
 /// the client's (its pending entry, under the client's own id should the proxy have
 /// renumbered it), else the proxy's own.
 fn answer(cx: &Cx, lists: &Lists, id: &RequestId, failed: bool) -> AgentRoute {
-    let client_id = cx.ids.client_id(id);
-    let asked = cx.pending.get(&(Side::Client, client_id.clone()));
-    match asked.map(|p| (p.method.as_str(), p.session.as_deref())) {
+    let key = (Side::Client, cx.ids.client_id(id));
+    let client_id = &key.1;
+    match cx
+        .pending
+        .get(&key)
+        .map(|p| (p.method.as_str(), p.session.as_deref()))
+    {
         Some(("session/new", _)) if !failed && cx.config.asks_store => AgentRoute::NewSession,
         Some(("session/load" | "session/resume", Some(s)))
             if cx
                 .sessions
                 .get(s)
                 .and_then(|x| x.native_load.as_ref())
-                .is_some_and(|n| n.id == client_id && n.fallback.is_some()) =>
+                .is_some_and(|n| n.id == *client_id && n.fallback.is_some()) =>
         {
             AgentRoute::NativeAnswer
         }
         _ if cx.ids.is_own(id) => AgentRoute::OwnAnswer,
         Some(("session/list", _))
             if lists
-                .of_request(&client_id)
+                .of_request(client_id)
                 .is_some_and(|(_, l)| l.forwarded) =>
         {
             AgentRoute::ListAnswer

@@ -75,6 +75,15 @@ pub fn redact_tokens(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out.into_owned())
 }
 
+/// `text` for the catalog: its token-shaped parts redacted when `on` (`--no-redact` turns it
+/// off).
+pub fn redact_text(text: String, on: bool) -> String {
+    match redact_tokens(text.as_bytes()).filter(|_| on) {
+        Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
+        None => text,
+    }
+}
+
 /// True when the byte at `at` follows an odd number of backslashes (it is escaped).
 fn escaped(bytes: &[u8], at: usize) -> bool {
     bytes[..at]

@@ -15,10 +15,10 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::catalog;
 use super::context::Cx;
 use super::load_request::SetupParams;
 use super::pending::{Pending, Setup};
+use super::turn_facts;
 use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
 use crate::acp::subagents;
 use crate::journal::Event;
@@ -112,8 +112,11 @@ fn request(
     if method == "initialize" {
         cx.initialize.request = Some(record_bytes(record));
     }
-    if let Some(s) = &learns {
-        catalog::request(cx, s, from, method, peek, record.unix_us);
+    if let Some(s) = &learns
+        && let Some(state) = turn_facts::state_of_request(from, method)
+    {
+        let redact = cx.config.redact;
+        (cx.sessions.facts(s)).request(state, peek.params, redact, record.unix_us);
     }
     let setup = CREATES_SESSION.contains(&method).then(|| Setup {
         record: record.clone(),
@@ -153,8 +156,10 @@ fn response(
     if pending.method == "initialize" {
         cx.initialize.response = Some(record_bytes(record));
     }
-    if let Some(s) = &pending.session {
-        catalog::turn(cx, s, &pending.method, peek, record.unix_us);
+    if let Some(s) = &pending.session
+        && turn_facts::answer_teaches(&pending.method, cx.agent.v2)
+    {
+        (cx.sessions.facts(s)).answer(&pending.method, peek.result, record.unix_us);
     }
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {

@@ -1,87 +1,15 @@
-//! What the catalog learns from the lines passing through: a session's first prompt (its
-//! title), a turn's end and usage, its state (running, waiting for the client, idle), and the
-//! agent's `usage_update`, `session_info_update` and (v2) `state_update` notifications. The
-//! facts gather in each session's [`super::turn_facts::Facts`] until the shell takes them.
+//! What the catalog learns from the agent's notifications passing through: `usage_update`,
+//! `session_info_update` and (v2) `state_update`; and that what it learned goes before anything
+//! else written to it or read from it ([`facts_before`]). The facts gather in each session's
+//! [`super::turn_facts::Facts`] until the shell takes them (what a session's own requests and
+//! their answers teach is the facts' own learning).
 
 use super::context::Cx;
 use super::effects::Effects;
 use super::sessions::SessionTable;
 use super::turn_facts::Fields;
 use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
-use crate::wire::Side;
 use crate::wire::envelope::Peek;
-
-/// A request of `from` in session `s` (at `t`): a prompt sets the session running (and the
-/// first of the run names it), the agent's permission or elicitation request makes it wait
-/// for the client.
-pub(super) fn request(
-    cx: &mut Cx,
-    s: &SessionId,
-    from: Side,
-    method: &str,
-    peek: &Peek<'_>,
-    t: i64,
-) {
-    let state = match (from, method) {
-        (Side::Client, "session/prompt") => Some("running"),
-        (Side::Agent, "session/request_permission" | "elicitation/create") => {
-            Some("requires_action")
-        }
-        _ => None,
-    };
-    if let Some(state) = state {
-        cx.sessions.facts(s).state(state, t);
-    }
-    if from == Side::Client && method == "session/prompt" && cx.sessions.entry(s).first_prompt() {
-        prompt(cx, s, peek, t);
-    }
-}
-
-/// The first prompt of session `s` in this run (at `t`): its title for the catalog.
-fn prompt(cx: &mut Cx, s: &SessionId, peek: &Peek<'_>, t: i64) {
-    let Some(params) = peek
-        .params
-        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
-    else {
-        return;
-    };
-    let Some(title) = crate::acp::prompt_title(&params["prompt"]) else {
-        return;
-    };
-    let title = cx.redacted(title);
-    cx.sessions.facts(s).prompt(title, t);
-}
-
-/// A response (at `t`) in session `s` to a `method` request: a prompt's ends the turn
-/// (with the usage it reports), the answer to a permission or elicitation request lets it
-/// run on.
-pub(super) fn turn(cx: &mut Cx, s: &SessionId, method: &str, peek: &Peek<'_>, t: i64) {
-    match method {
-        // A v2 answer only says the prompt was taken: its `state_update` ends the turn.
-        "session/prompt" if cx.agent.v2 => {}
-        "session/prompt" => {
-            cx.sessions.facts(s).turn_ended(t);
-            cx.sessions.facts(s).state("idle", t);
-            #[derive(serde::Deserialize)]
-            struct Answer<'a> {
-                #[serde(borrow)]
-                usage: Option<Fields<'a>>,
-            }
-            if let Some(usage) = peek
-                .result
-                .filter(|r| r.get().contains("\"usage\""))
-                .and_then(|r| serde_json::from_str::<Answer<'_>>(r.get()).ok())
-                .and_then(|a| a.usage)
-            {
-                cx.sessions.facts(s).usage(&usage, &[], t);
-            }
-        }
-        "session/request_permission" | "elicitation/create" => {
-            cx.sessions.facts(s).state("running", t);
-        }
-        _ => {}
-    }
-}
 
 /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
 /// through goes to the catalog.

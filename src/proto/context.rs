@@ -138,9 +138,6 @@ impl Cx {
 
     /// Text for the catalog, its token-shaped parts redacted as configured.
     pub(super) fn redacted(&self, text: String) -> String {
-        match redact::redact_tokens(text.as_bytes()).filter(|_| self.config.redact) {
-            Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
-            None => text,
-        }
+        redact::redact_text(text, self.config.redact)
     }
 }

@@ -88,8 +88,6 @@ pub(super) struct Session {
     pub(super) closed_mapping: Option<Mapping>,
     /// What it was set up with in this connection: how to bring it up again.
     pub(super) setup: Option<SetupParams>,
-    /// The client sent it a prompt in this run.
-    pub(super) prompted: bool,
     /// The client connections attached to it, and how; a connection's end detaches it.
     pub(super) members: Membership,
     /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
@@ -156,11 +154,6 @@ impl Session {
         if let AgentSide::Lost { restoring } = &mut self.agent {
             *restoring = Some(op);
         }
-    }
-
-    /// The client sends it a prompt: true for its first in this run.
-    pub(super) fn first_prompt(&mut self) -> bool {
-        !std::mem::replace(&mut self.prompted, true)
     }
 
     /// Connection `prompter.conn` prompted it: the prompter it replaces, if any.

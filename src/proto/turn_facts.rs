@@ -3,9 +3,10 @@
 //! once), the facts coalesced in each session ([`Facts`], the session's own:
 //! [`super::sessions::SessionTable::facts`]) until they leave as one
 //! [`super::Action::TurnFacts`] (about once a second, [`super::Proxy::handle_facts_due`], and
-//! before anything else is written to the catalog or read from it). The learning
-//! itself is [`super::catalog`]'s. A turn thus costs a few field updates, not an action each,
-//! and what waits is bounded by the sessions of the run.
+//! before anything else is written to the catalog or read from it). What a session's own
+//! requests and their answers teach is learned here ([`Facts::request`], [`Facts::answer`]);
+//! what the agent's notifications teach, [`super::catalog`]'s. A turn thus costs a few field
+//! updates, not an action each, and what waits is bounded by the sessions of the run.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -15,18 +16,92 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::vocab::{CatalogUpdate, SessionId};
-use crate::wire::envelope::Name;
+use crate::redact;
+use crate::wire::Side;
+use crate::wire::envelope::{Name, Raw};
 
-/// One session's facts not taken yet, each with the time (Unix microseconds) it was learned.
+/// The state a request of `from` (`method`) sets its session in, if it teaches anything: a
+/// prompt sets it running, the agent's permission or elicitation request makes it wait for
+/// the client ([`Facts::request`]).
+pub(super) fn state_of_request(from: Side, method: &str) -> Option<&'static str> {
+    match (from, method) {
+        (Side::Client, "session/prompt") => Some("running"),
+        (Side::Agent, "session/request_permission" | "elicitation/create") => {
+            Some("requires_action")
+        }
+        _ => None,
+    }
+}
+
+/// True when the answer to a `method` request teaches its session anything (`v2`: the agent
+/// speaks ACP v2, whose answer to a prompt only says the prompt was taken: its `state_update`
+/// ends the turn) ([`Facts::answer`]).
+pub(super) fn answer_teaches(method: &str, v2: bool) -> bool {
+    match method {
+        "session/prompt" => !v2,
+        "session/request_permission" | "elicitation/create" => true,
+        _ => false,
+    }
+}
+
+/// One session's facts not taken yet, each with the time (Unix microseconds) it was learned,
+/// and whether the client prompted it in this run (its first prompt names it).
 #[derive(Debug, Default)]
 pub(super) struct Facts {
     prompt: Option<(String, i64)>,
     usage: Option<(Members, i64)>,
     turns: Option<(u64, i64)>,
     state: Option<(&'static str, i64)>,
+    prompted: bool,
 }
 
 impl Facts {
+    /// A request in the session that sets it in `state` ([`state_of_request`]), at `t`: the
+    /// client's first prompt of the run (`prompt`: the request's `params`) also names it, its
+    /// title's token-shaped parts redacted when `redact`.
+    pub(super) fn request(
+        &mut self,
+        state: &'static str,
+        prompt: Option<Raw<'_>>,
+        redact: bool,
+        t: i64,
+    ) {
+        self.state(state, t);
+        if state != "running" || std::mem::replace(&mut self.prompted, true) {
+            return;
+        }
+        let Some(params) = prompt.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
+            return;
+        };
+        if let Some(title) = crate::acp::prompt_title(&params["prompt"]) {
+            self.prompt(redact::redact_text(title, redact), t);
+        }
+    }
+
+    /// The answer (`result`, at `t`) to a `method` request of the session that teaches
+    /// ([`answer_teaches`]): a prompt's ends the turn (with the usage it reports), the answer
+    /// to a permission or elicitation request lets it run on.
+    pub(super) fn answer(&mut self, method: &str, result: Option<Raw<'_>>, t: i64) {
+        if method != "session/prompt" {
+            self.state("running", t);
+            return;
+        }
+        self.turn_ended(t);
+        self.state("idle", t);
+        #[derive(serde::Deserialize)]
+        struct Answer<'a> {
+            #[serde(borrow)]
+            usage: Option<Fields<'a>>,
+        }
+        if let Some(usage) = result
+            .filter(|r| r.get().contains("\"usage\""))
+            .and_then(|r| serde_json::from_str::<Answer<'_>>(r.get()).ok())
+            .and_then(|a| a.usage)
+        {
+            self.usage(&usage, &[], t);
+        }
+    }
+
     /// The session's first prompt in this run (the first one kept).
     pub(super) fn prompt(&mut self, title: String, t: i64) {
         self.prompt.get_or_insert((title, t));
@@ -53,12 +128,8 @@ impl Facts {
     /// What waits, taken out as catalog updates of `session` with their times: its first
     /// prompt, usage, turn ends and state, in that order.
     pub(super) fn take(&mut self, session: &SessionId, out: &mut Vec<(CatalogUpdate, i64)>) {
-        let Facts {
-            prompt,
-            usage,
-            turns,
-            state,
-        } = std::mem::take(self);
+        let (prompt, usage) = (self.prompt.take(), self.usage.take());
+        let (turns, state) = (self.turns.take(), self.state.take());
         let session = || session.clone();
         if let Some((title, t)) = prompt {
             out.push((

@@ -13,7 +13,7 @@ use super::capabilities::{self, AgentCaps, ClientCaps};
 use super::catalog;
 use super::context::Cx;
 use super::listing::Lists;
-use super::mapping::{self, ClientEdit};
+use super::mapping;
 use super::restart::Handshake;
 use super::sessions;
 use super::stalls;
@@ -178,7 +178,7 @@ pub(super) fn rewrite_client(
     if edit.is_empty() {
         return None;
     }
-    let out = mapping::edit_client_line(line, &edit)?;
+    let out = edit.apply(line)?;
     if let (Some(session), Some(_)) = (session, &reprime) {
         let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
         let session = cx.sessions.id(session);
@@ -187,6 +187,56 @@ pub(super) fn rewrite_client(
             .event(at, Target::Session(session), Event::Reprimed { sent });
     }
     Some(out)
+}
+
+/// What changes in a client line on its way to the agent.
+#[derive(Debug, Default)]
+struct ClientEdit<'a> {
+    /// The id the request is sent under (renumbered).
+    id: Option<&'a RequestId>,
+    /// The id a `$/cancel_request` names (renumbered).
+    cancel: Option<&'a RequestId>,
+    /// The client-facing and agent-side session IDs.
+    agent_session: Option<(&'a str, &'a str)>,
+    /// The re-prime transcript, for a `session/prompt` (of a mapped session).
+    reprime: Option<&'a str>,
+    /// The agent's own cursor, for a `session/list` the client sent with a merged list's.
+    cursor: Option<&'a str>,
+}
+
+impl ClientEdit<'_> {
+    /// True when nothing changes (a re-prime comes with a mapped session only).
+    fn is_empty(&self) -> bool {
+        self.id.is_none()
+            && self.cancel.is_none()
+            && self.agent_session.is_none()
+            && self.cursor.is_none()
+    }
+
+    /// The client line (`line`) edited; `None` when it cannot be.
+    fn apply(&self, line: &[u8]) -> Option<Vec<u8>> {
+        rewrite::edit_line(line, |msg| {
+            if let Some(id) = self.id {
+                msg.set("id", id.to_json());
+            }
+            msg.edit("params", |p| {
+                if let Some(alias) = self.cancel {
+                    p.set("requestId", alias.to_json());
+                }
+                if let Some(cursor) = self.cursor {
+                    p.set("cursor", rewrite::json_string(cursor));
+                }
+                if let Some((client, agent)) = self.agent_session {
+                    mapping::map_client_params(p, client, agent);
+                }
+                if let Some(transcript) = self.reprime
+                    && let Some(prompt) = p.get("prompt")
+                {
+                    p.set("prompt", mapping::reprimed(prompt, transcript));
+                }
+            });
+        })
+    }
 }
 
 /// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions.

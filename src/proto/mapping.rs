@@ -3,13 +3,12 @@
 //! `toolCallId`/`messageId`s prefixed (so they never collide with replayed ones on the client),
 //! and the first prompt after a fresh start carries the re-prime transcript. A session ID inside
 //! a `_meta` object (of the params, the update or the tool call) is mapped like `sessionId`
-//! wherever it appears as a whole string value. Client ids the proxy renumbered
-//! ([`super::ids`]) are edited here too. Untouched members keep their bytes
+//! wherever it appears as a whole string value. The edit of a client line as a whole (ids
+//! renumbered too) is [`super::edits`]'s. Untouched members keep their bytes
 //! ([`crate::wire::rewrite`]).
 
 use serde_json::{Value, json};
 
-use crate::wire::envelope::RequestId;
 use crate::wire::rewrite::{RawObject, edit_line, json_string};
 
 /// Objects of a message's params whose `_meta` may name the session.
@@ -67,30 +66,6 @@ fn map_metas(params: &mut RawObject, from: &str, to: &str) {
     }
 }
 
-/// What changes in a client line on its way to the agent.
-#[derive(Debug, Default)]
-pub(super) struct ClientEdit<'a> {
-    /// The id the request is sent under (renumbered).
-    pub(super) id: Option<&'a RequestId>,
-    /// The id a `$/cancel_request` names (renumbered).
-    pub(super) cancel: Option<&'a RequestId>,
-    /// The client-facing and agent-side session IDs.
-    pub(super) agent_session: Option<(&'a str, &'a str)>,
-    /// The re-prime transcript, for a `session/prompt`.
-    pub(super) reprime: Option<&'a str>,
-    /// The agent's own cursor, for a `session/list` the client sent with a merged list's.
-    pub(super) cursor: Option<&'a str>,
-}
-
-impl ClientEdit<'_> {
-    pub(super) fn is_empty(&self) -> bool {
-        self.id.is_none()
-            && self.cancel.is_none()
-            && self.agent_session.is_none()
-            && self.cursor.is_none()
-    }
-}
-
 /// How the re-prime text block begins (an agent that titles a session after its first prompt
 /// would name it this: such a title is not kept).
 pub(super) const REPRIME_OPENING: &str = "[Context restored by acp-journal";
@@ -100,41 +75,26 @@ fn reprime_block(transcript: &str) -> serde_json::Value {
     json!({"type": "text", "text": format!("{REPRIME_OPENING}: this conversation was interrupted and resumed in a new session. Earlier turns:]\n{transcript}[End of earlier turns. The user's new message follows.]")})
 }
 
-/// Apply `edit` to a client line; `None` when the line cannot be edited.
-pub(super) fn edit_client_line(line: &[u8], edit: &ClientEdit<'_>) -> Option<Vec<u8>> {
-    edit_line(line, |msg| {
-        if let Some(id) = edit.id {
-            msg.set("id", id.to_json());
-        }
-        msg.edit("params", |p| {
-            if let Some(alias) = edit.cancel {
-                p.set("requestId", alias.to_json());
-            }
-            if let Some(cursor) = edit.cursor {
-                p.set("cursor", json_string(cursor));
-            }
-            if let Some((client, agent)) = edit.agent_session {
-                p.set("sessionId", json_string(agent));
-                map_metas(p, client, agent);
-            }
-            if let Some(transcript) = edit.reprime
-                && let Some(prompt) = p.get("prompt")
-            {
-                let block = reprime_block(transcript);
-                let rest = prompt
-                    .trim_start()
-                    .strip_prefix('[')
-                    .unwrap_or("]")
-                    .trim_start();
-                let joined = if rest.starts_with(']') {
-                    format!("[{block}]")
-                } else {
-                    format!("[{block},{rest}")
-                };
-                p.set("prompt", joined);
-            }
-        });
-    })
+/// A `prompt` array (its JSON text) with the re-prime block of `transcript` put first.
+pub(super) fn reprimed(prompt: &str, transcript: &str) -> String {
+    let block = reprime_block(transcript);
+    let rest = prompt
+        .trim_start()
+        .strip_prefix('[')
+        .unwrap_or("]")
+        .trim_start();
+    if rest.starts_with(']') {
+        format!("[{block}]")
+    } else {
+        format!("[{block},{rest}")
+    }
+}
+
+/// A client line's params on the way to agent-side session `agent` of client-facing session
+/// `client`: its `sessionId` and the session IDs in its `_meta`s mapped.
+pub(super) fn map_client_params(params: &mut RawObject, client: &str, agent: &str) {
+    params.set("sessionId", json_string(agent));
+    map_metas(params, client, agent);
 }
 
 /// An agent line of mapped session: its session ID back to the client-facing one and the

@@ -74,7 +74,7 @@ impl Proxy {
             cx: Cx::new(config),
             connections: match config.hosted {
                 true => Connections::hosted(),
-                false => Connections::default(),
+                false => Connections::editor(),
             },
             stderr: StderrLines::default(),
             loads: Loads::default(),

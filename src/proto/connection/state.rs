@@ -45,7 +45,7 @@ pub(in crate::proto) struct Connections {
 /// Whether routing reads the lines for and from clients.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Mode {
-    /// One connection ever came (the stdio proxy's editor, taken to be there from the start):
+    /// One connection: the stdio proxy's editor, there from the start ([`Connections::editor`]);
     /// its lines cross as they came.
     #[default]
     One,
@@ -64,7 +64,19 @@ impl Mode {
 }
 
 impl Connections {
-    /// A host's connections (`acp-journal serve`): see the module's text of [`super`].
+    /// The stdio proxy's connections: its editor ([`ConnId::FIRST`]), whose stdin is the
+    /// proxy's from the first byte, is there from the start; it never arrives.
+    pub(in crate::proto) fn editor() -> Connections {
+        let mut roster = Roster::default();
+        roster.arrive(ConnId::FIRST);
+        Connections {
+            roster,
+            ..Connections::default()
+        }
+    }
+
+    /// A host's connections (`acp-journal serve`): see the module's text of [`super`]. They
+    /// arrive with their first line.
     pub(in crate::proto) fn hosted() -> Connections {
         Connections {
             mode: Mode::Hosted,
@@ -77,14 +89,16 @@ impl Connections {
         matches!(self.mode, Mode::Hosted)
     }
 
-    /// A line from connection `conn`: true the first time it is seen.
-    pub(in crate::proto) fn arrive(&mut self, conn: ConnId) -> bool {
-        let others = !self.roster.live().is_empty();
-        let new = self.roster.arrive(conn);
-        if new && (conn != ConnId::FIRST || others) && !self.mode.several() {
+    /// A line from connection `conn`: one other than the editor, seen for the first time,
+    /// arrives (and lines are read and routed from then on). The editor's lines, while it is
+    /// the one connection, need nothing looked up.
+    pub(in crate::proto) fn arrive(&mut self, conn: ConnId) {
+        if self.mode == Mode::One && conn == ConnId::FIRST {
+            return;
+        }
+        if self.roster.arrive(conn) && self.mode == Mode::One {
             self.mode = Mode::Several;
         }
-        new
     }
 
     /// True while connection `conn` has not ended.

@@ -131,43 +131,25 @@ impl Facts {
         let (prompt, usage) = (self.prompt.take(), self.usage.take());
         let (turns, state) = (self.turns.take(), self.state.take());
         let session = || session.clone();
-        if let Some((title, t)) = prompt {
-            out.push((
-                CatalogUpdate::Prompt {
-                    session: session(),
-                    title,
-                },
-                t,
-            ));
-        }
-        if let Some((usage, t)) = usage {
-            let usage = usage.into_value();
-            out.push((
-                CatalogUpdate::Usage {
-                    session: session(),
-                    usage,
-                },
-                t,
-            ));
-        }
-        if let Some((turns, t)) = turns {
-            out.push((
-                CatalogUpdate::TurnEnded {
-                    session: session(),
-                    turns,
-                },
-                t,
-            ));
-        }
-        if let Some((state, t)) = state {
-            out.push((
-                CatalogUpdate::State {
-                    session: session(),
-                    state,
-                },
-                t,
-            ));
-        }
+        let updates = [
+            prompt.map(|(title, t)| {
+                let session = session();
+                (CatalogUpdate::Prompt { session, title }, t)
+            }),
+            usage.map(|(usage, t)| {
+                let (session, usage) = (session(), usage.into_value());
+                (CatalogUpdate::Usage { session, usage }, t)
+            }),
+            turns.map(|(turns, t)| {
+                let session = session();
+                (CatalogUpdate::TurnEnded { session, turns }, t)
+            }),
+            state.map(|(state, t)| {
+                let session = session();
+                (CatalogUpdate::State { session, state }, t)
+            }),
+        ];
+        out.extend(updates.into_iter().flatten());
     }
 }
 

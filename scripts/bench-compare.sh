@@ -9,8 +9,9 @@
 #   1. Resolves both revisions to commits and exports each one's tree (`git archive`: no
 #      worktree, nothing added to .git) to $BENCH_COMPARE_DIR/<commit> (default
 #      target/bench-compare/), each with its own target dir (<commit>/target). They are kept: a
-#      second compare of the same commits builds nothing; `rm -rf target/bench-compare` frees
-#      the space.
+#      second compare of the same commits builds nothing. Each takes about 2.5 GB, so only the
+#      BENCH_COMPARE_KEEP (default 3) most recently compared revisions are kept, this run's two
+#      among them; `rm -rf target/bench-compare` frees all of it.
 #   2. Builds each revision's bench binaries with `cargo bench --no-run` (the `bench` profile, as
 #      `cargo bench` does). A new target dir is first seeded with a copy of this checkout's
 #      target/release, when there is one, so dependencies are not compiled again
@@ -34,6 +35,7 @@
 #   BENCH_COMPARE_ROUNDS     rounds of the proxy bench per revision (default 2)
 #   BENCH_COMPARE_DIR        the exported trees, their builds and the results
 #                            (default <repo>/target/bench-compare)
+#   BENCH_COMPARE_KEEP       how many revisions' trees and builds to keep (default 3, at least 2)
 #   BENCH_COMPARE_CONDUCTOR  1 (default): the proxy bench's section on the official ACP conductor,
 #                            one binary for both revisions (BENCH_CONDUCTOR, else this checkout's
 #                            target/peers, installed by scripts/bench-peers.sh when missing: a
@@ -90,6 +92,7 @@ build() {
       (cd "$wt" && CARGO_TARGET_DIR="$wt/target" cargo clean --quiet --release -p acp-journal)
     fi
   fi
+  touch "$wt.exported" # the last use, for pruning
   local args=() b
   for b in $BENCHES; do args+=(--bench "$b"); done
   log "building ${BENCHES// /, } at ${rev:0:9} (target dir $wt/target)"
@@ -109,6 +112,16 @@ for b in $BENCHES; do
     [[ -n ${EXE[$side/$b]:-} ]] || { log "no '$b' bench at $side"; exit 1; }
   done
 done
+
+# The revisions beyond the BENCH_COMPARE_KEEP most recently used, oldest first, go.
+keep=${BENCH_COMPARE_KEEP:-3}
+((keep >= 2)) || keep=2
+while read -r marker; do
+  stale=${marker%.exported}
+  [[ $stale == "$WORK/$BASE" || $stale == "$WORK/$HEAD_" ]] && continue
+  log "removing the tree and build of ${stale##*/} (BENCH_COMPARE_KEEP=$keep)"
+  rm -rf "$stale" "$marker"
+done < <(ls -1t "$WORK"/*.exported 2>/dev/null | tail -n +$((keep + 1)))
 
 # --- the conductor --------------------------------------------------------------------------------
 

@@ -78,7 +78,10 @@ pub fn redact_tokens(bytes: &[u8]) -> Option<Vec<u8>> {
 /// `text` for the catalog: its token-shaped parts redacted when `on` (`--no-redact` turns it
 /// off).
 pub fn redact_text(text: String, on: bool) -> String {
-    match redact_tokens(text.as_bytes()).filter(|_| on) {
+    if !on {
+        return text;
+    }
+    match redact_tokens(text.as_bytes()) {
         Some(redacted) => String::from_utf8_lossy(&redacted).into_owned(),
         None => text,
     }

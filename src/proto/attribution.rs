@@ -24,6 +24,7 @@ use crate::acp::subagents;
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::journal::format::Record;
+use crate::redact;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
@@ -163,7 +164,7 @@ fn response(
     }
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
-            *title = cx.redacted(std::mem::take(title));
+            *title = redact::redact_text(std::mem::take(title), cx.config.redact);
         }
         cx.fx.push(Action::Catalog(update));
     }

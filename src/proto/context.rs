@@ -13,7 +13,6 @@ use super::pending::{PendingTable, Purpose, Step};
 use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
 use super::vocab::{Config, HashMap, Initialize, LoadMode, SessionId, Stamp, Target};
-use crate::redact;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind};
 
@@ -134,10 +133,5 @@ impl Cx {
         if let Kind::Request { id, .. } = &peek.kind {
             self.fx.answer(at, target, id, Err(error));
         }
-    }
-
-    /// Text for the catalog, its token-shaped parts redacted as configured.
-    pub(super) fn redacted(&self, text: String) -> String {
-        redact::redact_text(text, self.config.redact)
     }
 }

@@ -38,6 +38,8 @@ pub struct Faulty {
     next: Mutex<VecDeque<Fault>>,
     /// Requests answered (all kinds).
     pub requests: AtomicUsize,
+    /// Requests by kind and the first component of their path (`"PUT leases"`).
+    counted: Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 impl Faulty {
@@ -49,7 +51,26 @@ impl Faulty {
             racy: AtomicBool::new(false),
             next: Mutex::new(VecDeque::new()),
             requests: AtomicUsize::new(0),
+            counted: Mutex::default(),
         })
+    }
+
+    /// The requests answered so far, by kind and the first component of their path, and
+    /// forgotten.
+    pub fn take_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        std::mem::take(&mut *self.counted.lock())
+    }
+
+    fn count(&self, kind: &str, path: Option<&Path>) {
+        let top = path
+            .and_then(|p| p.parts().next())
+            .map(|p| p.as_ref().to_string())
+            .unwrap_or_default();
+        *self
+            .counted
+            .lock()
+            .entry(format!("{kind} {top}"))
+            .or_default() += 1;
     }
 
     /// Every request fails while `down`.
@@ -98,6 +119,7 @@ impl ObjectStore for Faulty {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.check()?;
+        self.count("PUT", Some(location));
         if self.racy.load(Ordering::SeqCst) && opts.mode != object_store::PutMode::Overwrite {
             // Check the condition against what is there now…
             let now = self.inner.head(location).await;
@@ -142,11 +164,13 @@ impl ObjectStore for Faulty {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.check()?;
+        self.count(if options.head { "HEAD" } else { "GET" }, Some(location));
         self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.check()?;
+        self.count("GET", Some(location));
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -157,6 +181,7 @@ impl ObjectStore for Faulty {
         if self.check().is_err() {
             return locations.map(|_| Err(down())).boxed();
         }
+        self.count("DELETE", None);
         self.inner.delete_stream(locations)
     }
 
@@ -164,11 +189,13 @@ impl ObjectStore for Faulty {
         if self.check().is_err() {
             return futures_util::stream::once(async { Err(down()) }).boxed();
         }
+        self.count("LIST", prefix);
         self.inner.list(prefix)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         self.check()?;
+        self.count("LIST", prefix);
         self.inner.list_with_delimiter(prefix).await
     }
 

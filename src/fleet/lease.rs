@@ -616,8 +616,9 @@ pub async fn acquire(
 }
 
 /// Take the leases of `sessions` (session IDs) without waiting for a silent holder, at most
-/// [`TAKES_AT_ONCE`] at a time. A session another host holds is left (said in the debug log):
-/// it is looked at again next time.
+/// [`TAKES_AT_ONCE`] at a time. A session this process never looked at before is first tried
+/// as a new one ([`take_new`]: two writes, no listing); a session another host holds is left
+/// (said in the debug log): it is looked at again next time.
 ///
 /// # Errors
 /// The store's, when it could not be asked about one of them.
@@ -630,7 +631,11 @@ pub async fn take_all(
     sessions: Vec<String>,
 ) -> Result<(), String> {
     let takes = sessions.into_iter().map(|session| async move {
-        let got = acquire(store, leases, clock, me, policy, &session, Duration::ZERO).await;
+        let got = match take_new(store, leases, clock, me, policy, &session).await {
+            Ok(Some(acquired)) => Ok(acquired),
+            Ok(None) => acquire(store, leases, clock, me, policy, &session, Duration::ZERO).await,
+            Err(e) => Err(Refusal::Store(e.to_string())),
+        };
         (session, got)
     });
     let mut failed = Ok(());
@@ -648,6 +653,63 @@ pub async fn take_all(
     failed
 }
 
+/// Take the lease of a session that never had one, as its first epoch, in two requests and
+/// no listing: the lease created only if absent (a store that enforces it decides who is
+/// first), then the record of epoch 1. `Ok(None)` when this cannot be used, and nothing was
+/// written that [`acquire`] would not have: the process looked at the session before, the
+/// store does not (or may not) enforce create-if-absent, `--takeover`, or a lease exists (the
+/// session moved here from another host, or came back). Nothing needs fencing: every segment
+/// of a session in the store was shipped under its lease, and there was none.
+///
+/// # Errors
+/// The store's.
+pub async fn take_new(
+    store: &Store,
+    leases: &Mutex<Leases>,
+    clock: &dyn Clock,
+    me: &Identity,
+    policy: &Policy,
+    session: &str,
+) -> Result<Option<Acquired>, Error> {
+    let key = session_key(session);
+    if policy.conditional != Some(true) || policy.takeover || leases.lock().get(&key).is_some() {
+        return Ok(None);
+    }
+    let lease = Lease {
+        session: session.to_string(),
+        epoch: 1,
+        host: me.host.clone(),
+        run: me.run.clone(),
+        pid: me.pid,
+        ttl_ms: u64::try_from(policy.ttl.as_millis()).unwrap_or(u64::MAX),
+        beat: 0,
+        released: false,
+    };
+    let sent = clock.now();
+    let version = match store
+        .put_versioned(&layout::lease_object(&key), json(&lease), Write::Create)
+        .await?
+    {
+        Written::Yes(version) => version,
+        Written::Conflict => return Ok(None),
+    };
+    let taken = Taken {
+        version,
+        lease,
+        sent,
+    };
+    let Some(held) = complete(store, clock, me, policy, session, taken, How::New, None).await?
+    else {
+        return Ok(None);
+    };
+    let epoch = held.lease.epoch;
+    leases.lock().set(&key, Standing::Held(held));
+    Ok(Some(Acquired {
+        epoch,
+        again: false,
+    }))
+}
+
 /// Take the lease from `seen` (`how` says why it may be taken): a new epoch, then
 /// [`complete`]. `Ok(None)` when another host changed the lease first.
 async fn take(
@@ -660,7 +722,12 @@ async fn take(
     how: How,
 ) -> Result<Option<Held>, Error> {
     let key = session_key(session);
-    let known = highest_epoch(store, &key).await?;
+    // No lease, no history (its epoch records follow it): the first epoch, and [`complete`]
+    // goes past any record found in the way. Else past every epoch the store knows of.
+    let known = match seen {
+        Seen::Absent => 0,
+        _ => highest_epoch(store, &key).await?,
+    };
     let epoch = known
         .max(seen.lease().map_or(0, |l| l.epoch))
         .saturating_add(1);
@@ -732,6 +799,9 @@ async fn complete(
         mut lease,
         mut sent,
     } = taken;
+    // Whether another run's epoch record was found in the way: the session had a history
+    // its lease did not show (a lease the store lost), so its other segments are fenced.
+    let mut crowded = false;
     for _ in 0..4 {
         let record = EpochRecord {
             session: session.to_string(),
@@ -755,8 +825,10 @@ async fn complete(
                 .is_some_and(|r| r.run == me.run && r.host == me.host),
         };
         if !ours {
-            // The next epoch, from the version this process now holds.
-            lease.epoch = lease.epoch.saturating_add(1);
+            // Past every epoch the store knows of, from the version this process now holds.
+            crowded = true;
+            let known = highest_epoch(store, &key).await?;
+            lease.epoch = lease.epoch.max(known).saturating_add(1);
             let write = match policy.conditional {
                 Some(false) => Write::Overwrite,
                 _ => Write::Replace(version.clone()),
@@ -771,7 +843,11 @@ async fn complete(
             }
             continue;
         }
-        fence_others(store, &key, &me.run).await?;
+        // A session that had no lease and no other epoch has no segment of another run:
+        // each was shipped under a lease.
+        if how != How::New || crowded {
+            fence_others(store, &key, &me.run).await?;
+        }
         if how != How::New {
             tracing::info!(
                 "session {session:?}: taken (epoch {}, {how:?}){}",

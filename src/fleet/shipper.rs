@@ -750,14 +750,15 @@ async fn send_request(
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
                 .await
                 .map_err(|e| e.to_string())?;
-            for &(s, e) in parts.iter().filter(|p| p.0 >= start && p.1 <= end) {
-                if (s, e) != (start, end) {
-                    store
-                        .delete(&format!("{file}/{}", layout::part_name(s, e)))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
-            }
+            let replaced: Vec<String> = parts
+                .iter()
+                .filter(|p| p.0 >= start && p.1 <= end && **p != (start, end))
+                .map(|&(s, e)| format!("{file}/{}", layout::part_name(s, e)))
+                .collect();
+            store
+                .delete_many(&replaced)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(FileAnswer::Compacted { start, end })
         }
     }

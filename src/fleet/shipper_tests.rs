@@ -373,3 +373,51 @@ async fn the_erased_sessions_are_listed_again_every_erased_every_and_not_sooner(
         );
     }
 }
+
+/// What a new session costs the store: ten sessions, each written for a few ship intervals
+/// (no renewal falls due), then closed and the run ended. Each takes its lease in two writes
+/// (the lease created if absent, its first epoch's record) and no listing or read, and gives
+/// it back in one; its segment goes as its epoch's marker, a part per interval with new
+/// bytes, and the parts compacted into one.
+#[tokio::test(start_paused = true)]
+async fn a_new_session_takes_its_lease_in_two_writes_and_no_listing() {
+    let (store, faulty) = memory();
+    let (a, shipper) = Host::start(&store, "a").await;
+    tokio::time::sleep(INTERVAL).await;
+    faulty.take_counts();
+    let sessions = 10;
+    let mut writers: Vec<SegmentWriter> = (0..sessions).map(|n| a.open(&format!("s{n}"))).collect();
+    for round in 0..3 {
+        for (n, writer) in writers.iter_mut().enumerate() {
+            writer
+                .append(&line(round, &format!("s{n} {round}")))
+                .unwrap();
+            writer.flush().unwrap();
+        }
+        tokio::time::sleep(INTERVAL).await;
+    }
+    for writer in writers {
+        let path = writer.path().to_path_buf();
+        writer.close(4, 1, 1).unwrap();
+        a.notes.send(ShipperMessage::Closed(path)).unwrap();
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    a.notes
+        .send(ShipperMessage::Finish(
+            std::time::Instant::now() + Duration::from_secs(30),
+            tx,
+        ))
+        .unwrap();
+    let _ = rx.await;
+    shipper.await.unwrap();
+    let counts = faulty.take_counts();
+    eprintln!("requests for {sessions} new sessions: {counts:?}");
+    let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+    assert_eq!(n("LIST leases") + n("LIST sessions"), 0, "{counts:?}");
+    assert_eq!(n("GET leases") + n("HEAD leases"), 0, "{counts:?}");
+    // Created, its epoch recorded, given back.
+    assert_eq!(n("PUT leases"), 3 * sessions, "{counts:?}");
+    for s in 0..sessions {
+        assert_eq!(pulled_texts(&store, &format!("s{s}")).await.len(), 3);
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
 use object_store::aws::AmazonS3ConfigKey;
 use object_store::azure::AzureConfigKey;
@@ -305,6 +305,25 @@ impl Store {
             Err(Error::NotFound { .. }) | Ok(()) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Delete every object of `rels` (absent ones are fine), in as few requests as the store
+    /// allows (S3's DeleteObjects takes a thousand at once).
+    ///
+    /// # Errors
+    /// The store's, for the first object it could not delete.
+    pub async fn delete_many(&self, rels: &[String]) -> Result<(), Error> {
+        let paths: Vec<Result<Path, Error>> = rels.iter().map(|r| object_path(r)).collect();
+        let mut deleted = self
+            .store
+            .delete_stream(futures_util::stream::iter(paths).boxed());
+        while let Some(outcome) = deleted.next().await {
+            match outcome {
+                Ok(_) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Every object under directory `dir` (recursively), relative to the prefix.

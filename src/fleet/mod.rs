@@ -20,6 +20,7 @@ pub mod layout;
 pub mod lease;
 pub mod pull;
 pub mod shared_dir;
+pub mod shipped;
 pub mod shipper;
 pub mod status;
 pub mod store;
@@ -34,6 +35,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::catalog::{Catalog, SessionSummary};
 use crate::journal::JournalDir;
 use clock::SharedClock;
+use index::indexer::{Indexer, IndexerMessage};
 use lease::{Acquired, Identity, Leases, Policy};
 use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
@@ -68,6 +70,8 @@ struct Inner {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
     messages: mpsc::UnboundedSender<ShipperMessage>,
+    /// The index's task, unless `--no-index`.
+    indexer: Option<mpsc::UnboundedSender<IndexerMessage>>,
     /// The probe's finding, once it has one.
     probed: watch::Receiver<bool>,
     /// The store's sessions as last listed, and when.
@@ -139,8 +143,9 @@ impl Fleet {
             run: run.to_string(),
             pid: std::process::id(),
         };
+        // Two workers: the shipper and the index's task, neither waiting on the other.
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .thread_name("acp-journal-store")
             .enable_all()
             .build()?;
@@ -159,7 +164,15 @@ impl Fleet {
             clock,
             status: Arc::new(Status::default()),
         });
-        runtime.spawn(Shipper::new(shared.clone(), options.ship_interval, rx, options.index).run());
+        let (indexer, index) = if options.index {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let shipped = Arc::new(shipped::ShippedFiles::default());
+            runtime.spawn(Indexer::new(shared.clone(), shipped.clone(), rx).run());
+            (Some(tx.clone()), Some((tx, shipped)))
+        } else {
+            (None, None)
+        };
+        runtime.spawn(Shipper::new(shared.clone(), options.ship_interval, rx, index).run());
         let (probed_tx, probed) = watch::channel(false);
         let prober = shared.clone();
         runtime.spawn(async move {
@@ -195,6 +208,7 @@ impl Fleet {
                 shared,
                 runtime: Some(runtime),
                 messages,
+                indexer,
                 probed,
                 listed: Mutex::new(None),
             }),
@@ -321,19 +335,24 @@ impl Fleet {
             .send(ShipperMessage::Closed(path.to_path_buf()));
     }
 
-    /// Ship what is left, waiting at most `within` (a store that is down does not hold up the
-    /// end of a run: the next start ships the rest), and give the leases back.
+    /// Ship what is left and give the leases back, and, at the same time, commit the index's
+    /// last rows, waiting at most `within` (a store that is down does not hold up the end of a
+    /// run: the next start ships and indexes the rest).
     pub async fn finish(&self, within: Duration) {
-        let (tx, rx) = oneshot::channel();
         let deadline = Instant::now() + within;
-        if self
+        let (shipped, shipping) = oneshot::channel();
+        let _ = self
             .inner
             .messages
-            .send(ShipperMessage::Finish(deadline, tx))
-            .is_ok()
-        {
-            let _ = tokio::time::timeout(within + Duration::from_secs(2), rx).await;
+            .send(ShipperMessage::Finish(deadline, shipped));
+        let (indexed, indexing) = oneshot::channel();
+        if let Some(indexer) = &self.inner.indexer {
+            let _ = indexer.send(IndexerMessage::Finish(deadline, indexed));
+        } else {
+            drop(indexed);
         }
+        let both = futures_util::future::join(shipping, indexing);
+        let _ = tokio::time::timeout(within + Duration::from_secs(2), both).await;
     }
 
     /// Bring what the store holds of `session` and the local disk lacks into the journal

@@ -30,9 +30,10 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clock::SharedClock;
-use super::index;
+use super::index::indexer::IndexerMessage;
 use super::layout::{self, Entry};
 use super::lease::{self, Identity, Leases, Policy, Shipping};
+use super::shipped::ShippedFiles;
 use super::status::{Status, Stranded};
 use super::store::Store;
 use crate::journal::JournalDir;
@@ -156,8 +157,9 @@ pub struct Shipper {
     messages: mpsc::UnboundedReceiver<ShipperMessage>,
     /// When the last look at the files began.
     last_look: Instant,
-    /// The team index written from this process's session segments (unless `--no-index`).
-    index: Option<index::writer::Writer>,
+    /// The team index (unless `--no-index`): told of this process's session segments and of
+    /// erasures, and what the store holds of each session segment, which it indexes.
+    index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     /// The sessions erased from the store (nothing of them is shipped), and when last listed.
     erased: Arc<HashSet<String>>,
     erased_at: Option<tokio::time::Instant>,
@@ -169,13 +171,9 @@ impl Shipper {
         shared: Arc<Shared>,
         interval: Duration,
         messages: mpsc::UnboundedReceiver<ShipperMessage>,
-        indexed: bool,
+        index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     ) -> Shipper {
         let ledger = Ledger::open(&shared.local, shared.store.url());
-        let index = indexed.then(|| {
-            let (store, local) = (shared.store.clone(), shared.local.clone());
-            index::writer::Writer::new(store, local, shared.me.host.clone())
-        });
         Shipper {
             shared,
             interval,
@@ -243,21 +241,6 @@ impl Shipper {
                 Ok(false) | Err(_) => break,
             }
         }
-        // What the index kept, written.
-        if let Err(e) = tokio::time::timeout_at(deadline.into(), self.index(true))
-            .await
-            .unwrap_or_else(|_| Err("out of time".into()))
-        {
-            // A store already said to fail is not said again.
-            if self.shared.status.failing() {
-                tracing::debug!("index at the end: {e}");
-            } else {
-                tracing::warn!(
-                    "{}: this run's last rows of the team index were not written ({e}); `acp-journal index rebuild` restores them",
-                    self.shared.store.url()
-                );
-            }
-        }
         // Then the sessions are given back, so any host may continue them at once.
         let within = deadline
             .saturating_duration_since(Instant::now())
@@ -280,10 +263,10 @@ impl Shipper {
             Some(key) => Leased::Left(key),
             None => Leased::No,
         };
-        if leased != Leased::No
-            && let Some(index) = &mut self.index
+        if matches!(leased, Leased::Mine(_))
+            && let Some((indexer, _)) = &self.index
         {
-            index.follow(&path);
+            let _ = indexer.send(IndexerMessage::Follow(path.clone()));
         }
         let file = if rel == "catalog.ndjson" {
             layout::host_catalog(&self.shared.me.host)
@@ -335,8 +318,8 @@ impl Shipper {
         if self.erased_at.is_none_or(|at| at.elapsed() >= ERASED_EVERY) {
             if let Ok(keys) = super::erase::erased_keys(&s.store).await {
                 self.erased = Arc::new(keys);
-                if let Some(index) = &mut self.index {
-                    index.set_erased(self.erased.clone());
+                if let Some((indexer, _)) = &self.index {
+                    let _ = indexer.send(IndexerMessage::Erased(self.erased.clone()));
                 }
             }
             self.erased_at = Some(tokio::time::Instant::now());
@@ -369,50 +352,10 @@ impl Shipper {
                 Err(e) => failed = Some(e),
             }
         }
-        // The index after the bytes: reading a burst's records for it never delays their
-        // shipment.
-        if let Err(e) = self.index(false).await {
-            failed = Some(e);
-        }
         self.report_failure(failed);
         self.count_behind();
         s.status.write_file_if_changed(&s.local, s.store.url());
         worked
-    }
-
-    /// The index: what the followed segments gained, written every [`index::writer::FLUSH`]
-    /// (at `end`, whatever is left); then, when the index has parts to merge and this host holds
-    /// (or takes) the compaction lease, a compaction.
-    async fn index(&mut self, end: bool) -> Result<(), String> {
-        let Some(index) = &mut self.index else {
-            return Ok(());
-        };
-        index.poll();
-        if !index.due(end) {
-            return Ok(());
-        }
-        let committed = index.flush().await?;
-        let s = &self.shared;
-        let now = s.clock.wall_us();
-        if end || !index::compact::needed(&committed, now) {
-            return Ok(());
-        }
-        let policy = s.policy();
-        let lease = index::compact::LEASE;
-        let mine = lease::acquire(
-            &s.store,
-            &s.leases,
-            s.clock.as_ref(),
-            &s.me,
-            &policy,
-            lease,
-            Duration::ZERO,
-        )
-        .await;
-        if mine.is_ok() {
-            index::compact::compact(&s.store, &s.me.host, now).await?;
-        }
-        Ok(())
     }
 
     fn report_failure(&self, failed: Option<String>) {
@@ -501,6 +444,8 @@ impl Shipper {
         let leases = self.shared.leases.lock();
         let mut requests = Vec::new();
         let mut gone = Vec::new();
+        // Files of which the store will hold no more than it does.
+        let mut settled = Vec::new();
         for (path, t) in &mut self.tracked {
             if let Leased::Mine(key) | Leased::Left(key) = &t.leased
                 && self.erased.contains(key)
@@ -534,6 +479,7 @@ impl Shipper {
                 t.waiting_since.get_or_insert(since);
                 let Some(epoch) = may_ship(t, &leases, now) else {
                     if t.stranded.is_some() {
+                        settled.push((path.clone(), shipped));
                         // What the store has of it is all it will have: said beside it, for
                         // `list`, `stats` and the exports.
                         let fence = Some(shipped);
@@ -577,7 +523,14 @@ impl Shipper {
         }
         drop(leases);
         for path in gone {
-            self.tracked.remove(&path);
+            if let Some(t) = self.tracked.remove(&path) {
+                settled.push((path, t.shipped.unwrap_or(0)));
+            }
+        }
+        if let Some((_, shipped)) = &self.index {
+            for (path, bytes) in settled {
+                shipped.settle(&path, bytes);
+            }
         }
         requests
     }
@@ -615,6 +568,9 @@ impl Shipper {
                     t.shipped = Some(0);
                 } else {
                     t.shipped = Some(end);
+                    if let (Some((_, shipped)), false) = (&self.index, t.leased == Leased::No) {
+                        shipped.shipped(path, end);
+                    }
                 }
                 if let Leased::Left(key) = t.leased.clone()
                     && t.epoch.is_none()
@@ -653,6 +609,9 @@ impl Shipper {
             FileAnswer::Shipped { start, end } => {
                 t.parts.push((start, end));
                 t.shipped = Some(end);
+                if let (Some((_, shipped)), false) = (&self.index, t.leased == Leased::No) {
+                    shipped.shipped(path, end);
+                }
                 let len = std::fs::metadata(&t.local).map_or(end, |m| m.len());
                 if let Some(since) = t.waiting_since {
                     self.shared
@@ -849,6 +808,15 @@ impl Ledger {
                     by: v.get("stranded")?.as_str().unwrap_or_default().to_string(),
                 })
             })
+            .collect()
+    }
+
+    /// How much of each file of `local` the ledger for the store at `url` says the store
+    /// holds (a stranded file's bytes included): the files the shipper is done with.
+    pub fn in_store(local: &JournalDir, url: &str) -> HashMap<String, u64> {
+        Ledger::lines(&Ledger::path(local, url))
+            .into_iter()
+            .filter_map(|v| Some((v["file"].as_str()?.to_string(), v["bytes"].as_u64()?)))
             .collect()
     }
 

@@ -90,7 +90,7 @@ impl Host {
     async fn start(store: &Store, name: &str) -> (Host, tokio::task::JoinHandle<()>) {
         let (dir, shared) = shared(store, name);
         let (notes, rx) = mpsc::unbounded_channel();
-        let shipper = tokio::spawn(Shipper::new(shared.clone(), INTERVAL, rx, false).run());
+        let shipper = tokio::spawn(Shipper::new(shared.clone(), INTERVAL, rx, None).run());
         // Its look at what the disk held before it (nothing) comes first.
         tokio::task::yield_now().await;
         (
@@ -331,7 +331,7 @@ async fn the_erased_sessions_are_listed_again_every_erased_every_and_not_sooner(
     let (store, _) = memory();
     let (_dir, shared) = shared(&store, "a");
     let (_notes, rx) = mpsc::unbounded_channel();
-    let mut shipper = Shipper::new(shared, INTERVAL, rx, false);
+    let mut shipper = Shipper::new(shared, INTERVAL, rx, None);
     let start = tokio::time::Instant::now();
     let advance_to = |at: Duration| async move {
         let now = start.elapsed();

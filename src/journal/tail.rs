@@ -10,7 +10,10 @@
 
 use std::collections::HashSet;
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{DecodeError, Header, Record, decode_header, decode_record};
 use super::frames::{BlockDecoder, Step};
@@ -28,10 +31,36 @@ pub enum Next {
     End(Tail),
 }
 
+/// The bytes a tail reads: the file as it grows, or only as much of it as a shared count says
+/// may be read yet.
+struct Source {
+    file: File,
+    read: u64,
+    within: Option<Arc<AtomicU64>>,
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let room = match &self.within {
+            Some(within) => {
+                let room = within.load(Ordering::Acquire).saturating_sub(self.read);
+                usize::try_from(room).unwrap_or(usize::MAX).min(buf.len())
+            }
+            None => buf.len(),
+        };
+        if room == 0 {
+            return Ok(0);
+        }
+        let got = self.file.read(&mut buf[..room])?;
+        self.read += got as u64;
+        Ok(got)
+    }
+}
+
 /// A segment being followed as it grows.
 pub struct SegmentTail {
     path: PathBuf,
-    decoder: BlockDecoder<File>,
+    decoder: BlockDecoder<Source>,
     /// Decompressed bytes not yet handed out as lines, from `start`.
     buf: Vec<u8>,
     start: usize,
@@ -57,14 +86,32 @@ impl SegmentTail {
     /// # Errors
     /// The file cannot be opened, or its header shows it is not a journal (or a newer format).
     pub fn open(path: &Path) -> Result<SegmentTail, OpenError> {
+        SegmentTail::open_source(path, None)
+    }
+
+    /// Open a segment to follow only as far as `within` says (its first bytes, a count that
+    /// grows): what lies past it is read as if not written yet.
+    ///
+    /// # Errors
+    /// As [`SegmentTail::open`].
+    pub fn open_within(path: &Path, within: Arc<AtomicU64>) -> Result<SegmentTail, OpenError> {
+        SegmentTail::open_source(path, Some(within))
+    }
+
+    fn open_source(path: &Path, within: Option<Arc<AtomicU64>>) -> Result<SegmentTail, OpenError> {
         let io = |source| OpenError::Io {
             path: path.to_path_buf(),
             source,
         };
         let file = File::open(path).map_err(io)?;
+        let source = Source {
+            file,
+            read: 0,
+            within,
+        };
         let mut tail = SegmentTail {
             path: path.to_path_buf(),
-            decoder: BlockDecoder::new(file).map_err(io)?,
+            decoder: BlockDecoder::new(source).map_err(io)?,
             buf: Vec::with_capacity(64 * 1024),
             start: 0,
             scanned: 0,
@@ -282,6 +329,45 @@ mod tests {
         let mut reader = SegmentReader::open(path).unwrap();
         let records: Vec<Record> = reader.by_ref().collect();
         (records, reader.tail().unwrap().clone())
+    }
+
+    #[test]
+    fn a_tail_within_a_count_reads_no_further_than_it_and_goes_on_as_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.acpj.zst");
+        let mut w = SegmentWriter::create(&path, &crate::journal::writer::tests::header()).unwrap();
+        let mut written = Vec::new();
+        let mut ends = Vec::new();
+        for seq in 0..300 {
+            let record = message(seq, 500 + (seq as usize * 37) % 3000);
+            w.append(&record).unwrap();
+            written.push(record);
+            w.flush().unwrap();
+            ends.push(std::fs::metadata(&path).unwrap().len());
+        }
+        w.close(300, 1, 300).unwrap();
+        let whole = std::fs::metadata(&path).unwrap().len();
+        let within = Arc::new(AtomicU64::new(0));
+        let mut tail = SegmentTail::open_within(&path, within.clone()).unwrap();
+        assert!(tail.header().is_none(), "nothing may be read yet");
+        assert!(matches!(tail.poll(), Next::Pending));
+        let mut got = Vec::new();
+        // As far as each flush's end: exactly the records flushed by then, never one more.
+        for (n, &end) in ends.iter().enumerate().step_by(7) {
+            within.store(end, Ordering::Release);
+            drain(&mut tail, &mut got);
+            assert_eq!(got.len(), n + 1, "within {end} bytes");
+        }
+        within.store(whole, Ordering::Release);
+        let end = loop {
+            match tail.poll() {
+                Next::Record(r) => got.push(r),
+                Next::Pending => panic!("the whole file ends"),
+                Next::End(end) => break end,
+            }
+        };
+        assert_eq!(end, Tail::Clean);
+        assert_eq!(encoded(&got[..300]), encoded(&written), "byte for byte");
     }
 
     #[test]

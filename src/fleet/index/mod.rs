@@ -12,7 +12,9 @@
 //! - [`rows`]: what a segment's records say as rows (pure);
 //! - [`table`]: the tables' Parquet schemas, rows to bytes and back;
 //! - [`snapshot`]: the manifest and its commits;
-//! - [`writer`]: follows this host's segments on the shipper's thread and commits parts;
+//! - [`writer`]: follows this host's segments as far as the store holds them and commits
+//!   parts; [`ledger`]: what of each segment the index holds, on the host's disk;
+//! - [`indexer`]: the index's own task: the writer, the ledger, the upkeep;
 //! - [`compact`]: many small parts into one, by whichever host holds the compaction lease; and
 //!   the index rebuilt from the journals;
 //! - [`reader`]: the manifest once, then only the parts (and row groups) a question needs,
@@ -22,6 +24,8 @@
 pub mod cache;
 pub mod compact;
 pub mod figures;
+pub mod indexer;
+pub mod ledger;
 pub mod reader;
 pub mod rows;
 pub mod snapshot;

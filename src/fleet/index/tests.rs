@@ -297,7 +297,11 @@ async fn the_index_writer_is_due_every_flush_and_not_sooner() {
         .unwrap();
     let start = tokio::time::Instant::now();
     let mut index = writer::Writer::new(store.clone(), local.clone(), "h".into());
-    index.follow(segment.path());
+    // Everything written is in the store as soon as it is written.
+    let shipped = crate::fleet::shipped::ShippedFiles::default();
+    let path = segment.path().to_path_buf();
+    index.follow(&path, Default::default(), shipped.of(&path));
+    let ship = || shipped.shipped(&path, std::fs::metadata(&path).unwrap().len());
     let (flush, tick) = (writer::FLUSH, Duration::from_millis(1));
     // When the period began: the writer's start, then each flush's (a commit reads the
     // manifest back after SETTLE, so a flush ends a little after it began).
@@ -306,6 +310,7 @@ async fn the_index_writer_is_due_every_flush_and_not_sooner() {
         advance_to(start, flushed + Duration::from_secs(1)).await;
         segment.append(&note(u64::from(period))).unwrap();
         segment.flush().unwrap();
+        ship();
         index.poll();
         assert!(!index.due(false), "period {period}: rows just kept");
         advance_to(start, flushed + flush - tick).await;
@@ -315,7 +320,7 @@ async fn the_index_writer_is_due_every_flush_and_not_sooner() {
         index.poll();
         assert!(index.due(false), "period {period}: at {flush:?}");
         flushed = start.elapsed();
-        let committed = index.flush().await.unwrap();
+        let committed = index.flush().await.unwrap().snapshot.unwrap();
         assert_eq!(
             committed.of(Table::Sessions).count(),
             period as usize + 1,
@@ -331,6 +336,7 @@ async fn the_index_writer_is_due_every_flush_and_not_sooner() {
     // Rows kept three periods after the last flush: due at once.
     segment.append(&note(5)).unwrap();
     segment.flush().unwrap();
+    ship();
     index.poll();
     assert!(index.due(false));
 }

@@ -1,39 +1,68 @@
-//! Writing the index, on the shipper's thread (the relay never waits for it): the session
-//! segments this process writes are followed as they grow (so what is indexed is what was
-//! journaled, redacted), a row is kept for each turn that ends and for each session that
-//! changed, with the words its messages hold; every [`FLUSH`] what was kept is written as
-//! Parquet parts (turns and sessions by day, postings sorted by word) and committed to the
-//! manifest. A store that fails keeps the rows waiting (bounded: past [`MAX_WAITING`] turn
-//! rows the oldest are dropped, and `index rebuild` restores them); the shipper says the
-//! store's trouble, once.
+//! Writing the index, on the index's own task ([`super::indexer`]: the relay and the shipper
+//! never wait for it): the session segments of the journal directory are followed as far as
+//! the store holds them (so what is indexed is what a reader can pull, redacted, and a segment
+//! stranded on this disk says nothing past its fence), a row is kept for each turn that ends
+//! and for each session that changed, with the words its messages hold; every [`FLUSH`] what
+//! was kept is written as Parquet parts (turns and sessions by day, postings sorted by word)
+//! and committed to the manifest, and the commit says how far each segment is indexed (for
+//! [`super::ledger`]). What waits for a commit is bounded ([`MAX_WAITING`] bytes): past it the
+//! segments are read no further until a commit takes it, the rest waiting in the journals, on
+//! disk. Nothing is dropped.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::ledger::Indexed;
 use super::rows::{Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
+use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
 use crate::journal::tail::{Next, SegmentTail};
 use crate::journal::{JournalDir, SegmentReader, mark};
 
 /// Between two writes of what was kept (a turn is searchable within this, plus a ship round).
 pub const FLUSH: Duration = Duration::from_secs(8);
-/// Most turn rows kept while the store cannot take them.
-const MAX_WAITING: usize = 100_000;
+/// Most bytes of rows kept for the next commit (their texts, words and IDs counted).
+const MAX_WAITING: usize = 64 << 20;
 
 /// A segment followed.
 struct Followed {
+    /// Relative to the journal directory (its name in the ledger).
+    rel: String,
     tail: SegmentTail,
+    /// What the store holds of it: how far it may be read.
+    shipped: Arc<Shipped>,
     /// Once its header is read.
     follower: Option<Follower>,
+    /// Its turns up to this number are in the index already (not written again).
+    committed: u32,
+    /// The highest turn number read from it so far.
+    read: u32,
+    /// Rows were taken from it since the last commit.
+    changed: bool,
+    /// Read to its end, or as far as the store will ever hold it.
+    ended: bool,
 }
 
-/// The index writer of a process.
+/// What a commit took: how far each segment it carried rows of is indexed now, and the
+/// segments done with (read to their end and all their rows in the index).
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// For the ledger.
+    pub indexed: Vec<(String, Indexed)>,
+    /// Followed no more.
+    pub done: Vec<PathBuf>,
+    /// The manifest as committed (`None`: nothing waited).
+    pub snapshot: Option<Snapshot>,
+}
+
+/// The index writer of a journal directory.
 pub struct Writer {
     store: Store,
     local: JournalDir,
@@ -42,9 +71,11 @@ pub struct Writer {
     turns: Vec<TurnRow>,
     sessions: HashMap<String, SessionRow>,
     postings: BTreeSet<(String, String)>,
+    /// Bytes of the rows kept (about: their texts and IDs).
+    waiting_bytes: usize,
     last_flush: Instant,
     /// The sessions erased from the store (their rows are never written).
-    erased: std::sync::Arc<std::collections::HashSet<String>>,
+    erased: Arc<HashSet<String>>,
 }
 
 /// `at` (Unix microseconds) as the UTC day `YYYY-MM-DD`.
@@ -165,6 +196,12 @@ fn turns_before(local: &JournalDir, session: &str, segment: &Path, host: &str) -
     turns
 }
 
+/// About how many bytes `turn` holds.
+fn turn_bytes(turn: &TurnRow) -> usize {
+    let listed: usize = turn.tools.iter().chain(&turn.paths).map(String::len).sum();
+    turn.session.len() + turn.prompt.len() + turn.agent_text.len() + listed + 64
+}
+
 impl Writer {
     /// A writer for `local`'s segments into `store`, as `host`.
     pub fn new(store: Store, local: JournalDir, host: String) -> Writer {
@@ -176,23 +213,31 @@ impl Writer {
             turns: Vec::new(),
             sessions: HashMap::new(),
             postings: BTreeSet::new(),
+            waiting_bytes: 0,
             last_flush: Instant::now(),
             erased: Default::default(),
         }
     }
 
-    /// Follow the session segment at `path` (this process writes it).
-    pub fn follow(&mut self, path: &Path) {
-        if self.followed.contains_key(path) {
+    /// Follow the session segment at `path` as far as `shipped` says the store holds it; the
+    /// index holds `indexed` of it already (its turns up to that number are not written again).
+    pub fn follow(&mut self, path: &Path, indexed: Indexed, shipped: Arc<Shipped>) {
+        if self.followed.contains_key(path) || indexed.done {
             return;
         }
-        match SegmentTail::open(path) {
+        match SegmentTail::open_within(path, shipped.bytes()) {
             Ok(tail) => {
                 self.followed.insert(
                     path.to_path_buf(),
                     Followed {
+                        rel: self.local.relative(path),
                         tail,
+                        shipped,
                         follower: None,
+                        committed: indexed.turns,
+                        read: 0,
+                        changed: false,
+                        ended: false,
                     },
                 );
             }
@@ -200,11 +245,34 @@ impl Writer {
         }
     }
 
-    /// Read what the followed segments gained since the last call.
+    /// Whether `path` is followed.
+    pub fn follows(&self, path: &Path) -> bool {
+        self.followed.contains_key(path)
+    }
+
+    /// How many segments are followed.
+    pub fn following(&self) -> usize {
+        self.followed.len()
+    }
+
+    /// Whether every segment followed is read to its end (or as far as the store will hold it).
+    pub fn caught_up(&self) -> bool {
+        self.followed.values().all(|f| f.ended)
+    }
+
+    /// Read what the followed segments gained, as far as the store holds them, until the rows
+    /// kept reach [`MAX_WAITING`] bytes.
     pub fn poll(&mut self) {
-        let mut ended = Vec::new();
         for (path, f) in &mut self.followed {
+            if f.ended {
+                continue;
+            }
+            // Read before the tail: what it holds once settled is all it will ever hold.
+            let settled = f.shipped.settled();
             loop {
+                if self.waiting_bytes >= MAX_WAITING {
+                    return;
+                }
                 match f.tail.poll() {
                     Next::Record(record) => {
                         let follower = match f.follower.as_mut() {
@@ -217,92 +285,115 @@ impl Writer {
                             }
                         };
                         if let Some(turn) = follower.record(&record) {
-                            self.turns.push(turn);
+                            f.read = f.read.max(turn.turn);
+                            if turn.turn > f.committed {
+                                self.waiting_bytes += turn_bytes(&turn);
+                                self.turns.push(turn);
+                            }
                         }
-                        let row = follower.session();
-                        self.sessions.insert(row.session.clone(), row.clone());
+                        f.changed = true;
                     }
-                    Next::Pending => break,
-                    Next::End(_) => {
+                    Next::Pending if !settled => break,
+                    Next::Pending | Next::End(_) => {
                         if let Some(follower) = f.follower.as_mut() {
-                            let row = follower.close();
-                            self.sessions.insert(row.session.clone(), row.clone());
+                            follower.close();
                         }
-                        ended.push(path.clone());
+                        f.ended = true;
+                        f.changed = true;
                         break;
                     }
                 }
             }
-            if let Some(follower) = f.follower.as_mut() {
-                let session = follower.session().session.clone();
+            if let Some(follower) = f.follower.as_mut()
+                && f.changed
+            {
+                let row = follower.session().clone();
                 for word in follower.take_words() {
-                    self.postings.insert((word, session.clone()));
+                    self.waiting_bytes += word.len() + row.session.len();
+                    self.postings.insert((word, row.session.clone()));
                 }
+                if !self.sessions.contains_key(&row.session) {
+                    self.waiting_bytes += row.session.len() + 256;
+                }
+                self.sessions.insert(row.session.clone(), row);
             }
-        }
-        for path in ended {
-            self.followed.remove(&path);
-        }
-        if self.turns.len() > MAX_WAITING {
-            let drop = self.turns.len() - MAX_WAITING;
-            self.turns.drain(..drop);
-            tracing::warn!(
-                "index: {drop} turn rows dropped while {} fails; `acp-journal index rebuild` restores them",
-                self.store.url()
-            );
         }
     }
 
     /// The sessions erased from the store, as last listed.
-    pub fn set_erased(&mut self, keys: std::sync::Arc<std::collections::HashSet<String>>) {
+    pub fn set_erased(&mut self, keys: Arc<HashSet<String>>) {
         self.erased = keys;
     }
 
-    /// Whether rows wait and [`FLUSH`] has passed (or `now` is the end).
+    /// Whether rows wait and [`FLUSH`] has passed since the last flush (or `end`, or the rows
+    /// kept are at their bound).
     pub fn due(&self, end: bool) -> bool {
-        !self.sessions.is_empty() && (end || self.last_flush.elapsed() >= FLUSH)
+        let waiting = self.followed.values().any(|f| f.changed);
+        waiting && (end || self.waiting_bytes >= MAX_WAITING || self.last_flush.elapsed() >= FLUSH)
     }
 
-    /// Write what was kept as parts and commit them; the manifest as committed. What fails
-    /// waits for the next flush (the shipper says the store's trouble, once).
+    /// Write what was kept as parts and commit them. What fails waits for the next flush.
     ///
     /// # Errors
     /// The store's.
-    pub async fn flush(&mut self) -> Result<Snapshot, String> {
+    pub async fn flush(&mut self) -> Result<Committed, String> {
         self.last_flush = Instant::now();
-        self.write().await
-    }
-
-    async fn write(&mut self) -> Result<Snapshot, String> {
+        if !self.followed.values().any(|f| f.changed) {
+            return Ok(Committed::default());
+        }
         let erased = self.erased.clone();
         let gone = |session: &str| crate::fleet::layout::is_erased(&erased, session);
         self.turns.retain(|t| !gone(&t.session));
         self.sessions.retain(|s, _| !gone(s));
         self.postings.retain(|(_, s)| !gone(s));
         let sessions: Vec<SessionRow> = self.sessions.values().cloned().collect();
-        let parts = put_rows(
-            &self.store,
-            &self.host,
-            &self.turns,
-            &sessions,
-            &self.postings,
-        )
-        .await?;
-        let committed = snapshot::commit(&self.store, |s| {
-            let missing: Vec<Part> = parts
-                .iter()
-                .filter(|p| !s.parts.iter().any(|q| q.path == p.path))
-                .cloned()
-                .collect();
-            let changed = !missing.is_empty();
-            s.parts.extend(missing);
-            changed
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        let snapshot = if sessions.is_empty() && self.turns.is_empty() && self.postings.is_empty() {
+            None
+        } else {
+            let parts = put_rows(
+                &self.store,
+                &self.host,
+                &self.turns,
+                &sessions,
+                &self.postings,
+            )
+            .await?;
+            let committed = snapshot::commit(&self.store, |s| {
+                let missing: Vec<Part> = parts
+                    .iter()
+                    .filter(|p| !s.parts.iter().any(|q| q.path == p.path))
+                    .cloned()
+                    .collect();
+                let changed = !missing.is_empty();
+                s.parts.extend(missing);
+                changed
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            Some(committed)
+        };
         self.turns.clear();
         self.sessions.clear();
         self.postings.clear();
+        self.waiting_bytes = 0;
+        let mut committed = Committed {
+            snapshot,
+            ..Committed::default()
+        };
+        self.followed.retain(|path, f| {
+            if std::mem::take(&mut f.changed) {
+                f.committed = f.committed.max(f.read);
+                let indexed = Indexed {
+                    turns: f.committed,
+                    done: f.ended,
+                };
+                committed.indexed.push((f.rel.clone(), indexed));
+            }
+            if f.ended {
+                committed.done.push(path.clone());
+            }
+            !f.ended
+        });
         Ok(committed)
     }
 }

@@ -498,22 +498,14 @@ pub async fn read_lease(store: &Store, key: &str) -> Result<Seen, Error> {
                 Err(_) => Seen::Garbage(version),
             },
             // Too large to be a lease: garbage, at a version the listing gives.
-            Err(e) if is_oversized(&e) => match store.head(&layout::lease_object(key)).await? {
-                Some(version) => Seen::Garbage(version),
-                None => Seen::Absent,
-            },
+            Err(e) if super::store::is_too_large(&e) => {
+                match store.head(&layout::lease_object(key)).await? {
+                    Some(version) => Seen::Garbage(version),
+                    None => Seen::Absent,
+                }
+            }
             Err(e) => return Err(e),
         },
-    )
-}
-
-fn is_oversized(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Generic {
-            store: "acp-journal",
-            ..
-        }
     )
 }
 

@@ -22,6 +22,14 @@ use object_store::{
 
 use super::layout::{self, Entry};
 
+/// The store name of the error for an object larger than a reader allows.
+const TOO_LARGE: &str = "acp-journal: object over its size limit";
+
+/// Whether `e` says an object was larger than the reader allows (its body was not read).
+pub fn is_too_large(e: &Error) -> bool {
+    matches!(e, Error::Generic { store, .. } if *store == TOO_LARGE)
+}
+
 /// How long one request may take before it is given up (and retried, within [`retry`]); set
 /// over the environment's, which only adds to the client's options.
 const TIMEOUT: &str = "10s";
@@ -254,7 +262,7 @@ impl Store {
         };
         if got.meta.size > limit {
             return Err(Error::Generic {
-                store: "acp-journal",
+                store: TOO_LARGE,
                 source: format!(
                     "{rel}: {} bytes, more than the {limit} allowed",
                     got.meta.size
@@ -263,6 +271,21 @@ impl Store {
             });
         }
         Ok(Some((version, got.bytes().await?)))
+    }
+
+    /// The object `rel`, read whole unless the store says it is larger than `limit` (then
+    /// `Err`, [`is_too_large`], and its body is not read).
+    ///
+    /// # Errors
+    /// The store's (`NotFound` when absent), or an object over `limit` bytes.
+    pub async fn get_bounded(&self, rel: &str, limit: u64) -> Result<Bytes, Error> {
+        match self.get_versioned(rel, limit).await? {
+            Some((_, bytes)) => Ok(bytes),
+            None => Err(Error::NotFound {
+                path: rel.to_string(),
+                source: "no such object".into(),
+            }),
+        }
     }
 
     /// The version of object `rel`, or `None` when absent.

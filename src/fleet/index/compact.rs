@@ -20,6 +20,8 @@ use crate::journal::SegmentReader;
 pub const COMPACT_AT: usize = 8;
 /// How long a part compacted away stays in the store (microseconds).
 pub const GRACE: i64 = 60_000_000;
+/// Most parts deleted by one compaction (the rest by the next).
+const DELETES: usize = 1000;
 /// The reserved session name whose lease says which host compacts.
 pub const LEASE: &str = "acp-journal:index-compaction";
 
@@ -30,11 +32,16 @@ pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
         *groups.entry((p.table, p.day.as_deref())).or_default() += 1;
     }
     groups.values().any(|&n| n >= COMPACT_AT)
-        || snapshot.removed.iter().any(|r| r.at + GRACE <= now_us)
+        || snapshot
+            .removed
+            .iter()
+            .any(|r| r.at.saturating_add(GRACE) <= now_us)
 }
 
-/// Delete the parts compacted away more than [`GRACE`] ago, then merge every table's day that
-/// has [`COMPACT_AT`] parts or more. Returns how many parts were merged away.
+/// Delete the parts compacted away more than [`GRACE`] ago (only index parts the manifest no
+/// longer lists: what it names otherwise is never deleted, see [`snapshot::Snapshot::sanitized`];
+/// at most [`DELETES`] at once), then merge every table's day that has [`COMPACT_AT`] parts or
+/// more. Returns how many parts were merged away.
 ///
 /// # Errors
 /// The store's, or a part that cannot be read (it is left in place).
@@ -46,13 +53,17 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
     let due: Vec<String> = snapshot
         .removed
         .iter()
-        .filter(|r| r.at + GRACE <= now_us)
+        .filter(|r| r.at.saturating_add(GRACE) <= now_us)
         .map(|r| r.path.clone())
+        .take(DELETES)
         .collect();
-    for path in &due {
-        store.delete(path).await.map_err(|e| e.to_string())?;
-    }
+    store.delete_many(&due).await.map_err(|e| e.to_string())?;
     if !due.is_empty() {
+        tracing::info!(
+            "index: {} parts compacted away more than {} s ago deleted",
+            due.len(),
+            GRACE / 1_000_000
+        );
         snapshot::commit(store, |s| {
             let before = s.removed.len();
             s.removed.retain(|r| !due.contains(&r.path));

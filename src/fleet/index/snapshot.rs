@@ -20,8 +20,15 @@ use crate::fleet::store::{Error, Store, Version, Write, Written};
 pub const MANIFEST: &str = "index/snapshot.json";
 /// The manifest's format; a reader that finds a later one falls back to the journals.
 pub const FORMAT: u32 = 1;
-/// Largest manifest read.
-const MAX_MANIFEST: u64 = 64 << 20;
+/// Largest manifest read: a larger one is unreadable (readers fall back on the journals, the
+/// next writer starts it afresh). Compaction keeps a real one to a few parts per table and day:
+/// years of a busy team's index are a few megabytes.
+pub const MAX_MANIFEST: u64 = 8 << 20;
+/// Most entries (parts and parts compacted away) a manifest may list, for the same reason.
+pub const MAX_ENTRIES: usize = 40_000;
+/// Largest part a manifest may name (bytes): the largest a writer or a compaction makes is far
+/// smaller (a compaction merges a day's parts of one table).
+pub const MAX_PART_BYTES: u64 = 256 << 20;
 /// How long after a commit the manifest is read back.
 const SETTLE: Duration = Duration::from_millis(100);
 
@@ -66,6 +73,10 @@ pub struct Snapshot {
     /// Parts compacted away, to delete after a grace.
     #[serde(default)]
     pub removed: Vec<Removed>,
+    /// Entries of the manifest as the store holds it that it may not name (see
+    /// [`Snapshot::sanitized`]), left out when it was read: never written back.
+    #[serde(skip)]
+    pub left_out: usize,
 }
 
 impl Snapshot {
@@ -73,6 +84,73 @@ impl Snapshot {
     pub fn of(&self, table: Table) -> impl Iterator<Item = &Part> {
         self.parts.iter().filter(move |p| p.table == table)
     }
+
+    /// The manifest with only what it may name: parts that are index parts of their table
+    /// and day, within [`MAX_PART_BYTES`], each once, and parts compacted away that are index
+    /// parts and no longer listed (anything else — a segment, a catalog, a lease — is never
+    /// read, and never deleted, because a manifest names it); how many were left out is kept
+    /// in [`Snapshot::left_out`].
+    pub fn sanitized(mut self) -> Snapshot {
+        let before = self.parts.len() + self.removed.len();
+        let mut seen = std::collections::HashSet::new();
+        self.parts.retain(|p| {
+            p.is_index_part() && p.bytes <= MAX_PART_BYTES && seen.insert(p.path.clone())
+        });
+        let listed: std::collections::HashSet<&str> =
+            self.parts.iter().map(|p| p.path.as_str()).collect();
+        let mut gone = std::collections::HashSet::new();
+        self.removed.retain(|r| {
+            is_part_path(&r.path).is_some()
+                && !listed.contains(r.path.as_str())
+                && gone.insert(r.path.clone())
+        });
+        self.left_out = before - self.parts.len() - self.removed.len();
+        self
+    }
+}
+
+impl Part {
+    /// Whether its path is an index part of its table (and of its day, for a table by day).
+    pub fn is_index_part(&self) -> bool {
+        is_part_path(&self.path).is_some_and(|(table, day)| {
+            table == self.table && day.as_deref() == self.day.as_deref()
+        })
+    }
+}
+
+/// The table and day of an index part's path: `index/<table>/day=YYYY-MM-DD/<name>.parquet` for
+/// the tables by day, `index/postings/<name>.parquet`; the name of letters, digits, `-`, `_`
+/// and `.`, at most 200 bytes. `None` for anything else.
+pub fn is_part_path(path: &str) -> Option<(Table, Option<String>)> {
+    let rest = path.strip_prefix("index/")?;
+    let (dir, rest) = rest.split_once('/')?;
+    let table = [Table::Sessions, Table::Turns, Table::Postings]
+        .into_iter()
+        .find(|t| t.dir() == dir)?;
+    let (day, name) = match (table, rest.split_once('/')) {
+        (Table::Postings, None) => (None, rest),
+        (Table::Sessions | Table::Turns, Some((day, name))) => {
+            let day = day.strip_prefix("day=")?;
+            let valid = day.len() == 10
+                && day.bytes().enumerate().all(|(i, b)| match i {
+                    4 | 7 => b == b'-',
+                    _ => b.is_ascii_digit(),
+                });
+            if !valid {
+                return None;
+            }
+            (Some(day.to_string()), name)
+        }
+        _ => return None,
+    };
+    let stem = name.strip_suffix(".parquet")?;
+    let plain = !stem.is_empty()
+        && name.len() <= 200
+        && !stem.starts_with('.')
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    plain.then_some((table, day))
 }
 
 /// What the store holds as the manifest.
@@ -80,7 +158,7 @@ impl Snapshot {
 pub enum Read {
     /// None yet: no host has indexed anything.
     Absent,
-    /// The manifest, at a version.
+    /// The manifest, at a version, with only what it may name ([`Snapshot::sanitized`]).
     Found(Version, Snapshot),
     /// Something that is not a manifest of this format (hostile, damaged, or newer).
     Unreadable(Version, String),
@@ -91,11 +169,29 @@ pub enum Read {
 /// # Errors
 /// The store's.
 pub async fn read(store: &Store) -> Result<Read, Error> {
-    let Some((version, bytes)) = store.get_versioned(MANIFEST, MAX_MANIFEST).await? else {
-        return Ok(Read::Absent);
+    let (version, bytes) = match store.get_versioned(MANIFEST, MAX_MANIFEST).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return Ok(Read::Absent),
+        Err(e) if super::super::store::is_too_large(&e) => {
+            // Not read: its version, for the next writer to replace it.
+            return Ok(match store.head(MANIFEST).await? {
+                Some(version) => {
+                    Read::Unreadable(version, format!("larger than {MAX_MANIFEST} bytes"))
+                }
+                None => Read::Absent,
+            });
+        }
+        Err(e) => return Err(e),
     };
     Ok(match serde_json::from_slice::<Snapshot>(&bytes) {
-        Ok(s) if s.format == FORMAT => Read::Found(version, s),
+        Ok(s) if s.parts.len() + s.removed.len() > MAX_ENTRIES => Read::Unreadable(
+            version,
+            format!(
+                "{} entries, more than the {MAX_ENTRIES} allowed",
+                s.parts.len() + s.removed.len()
+            ),
+        ),
+        Ok(s) if s.format == FORMAT => Read::Found(version, s.sanitized()),
         Ok(s) => Read::Unreadable(
             version,
             format!("format {} (this build reads {FORMAT})", s.format),

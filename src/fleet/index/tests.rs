@@ -421,3 +421,120 @@ async fn parts_compacted_away_are_deleted_grace_after_and_not_sooner() {
     let turns: u64 = snap.of(Table::Turns).map(|p| p.rows).sum();
     assert_eq!(turns, version as u64);
 }
+
+/// Write `manifest` as the store's manifest, whatever it holds.
+async fn plant_manifest(store: &Store, manifest: &serde_json::Value) {
+    store
+        .put_versioned(
+            snapshot::MANIFEST,
+            bytes::Bytes::from(serde_json::to_vec(manifest).unwrap()),
+            Write::Overwrite,
+        )
+        .await
+        .unwrap();
+}
+
+/// A bucket writer's manifest names another host's segment, lease, epoch record and catalog
+/// part as parts compacted away long ago (`at: 0`), and a segment as a part: a compaction
+/// deletes only the genuine index part compacted away, readers never read what is no index
+/// part, and the next commit writes none of it back.
+#[tokio::test(start_paused = true)]
+async fn a_manifest_makes_a_host_delete_nothing_but_index_parts_compacted_away() {
+    let (store, _) = memory();
+    write(&store, "h", "s", 1, &["alpha"]).await;
+    let mut manifest = serde_json::to_value(snapshot(&store).await).unwrap();
+    let precious = [
+        "sessions/ss/20261129T100000.000000Z-7.acpj.zst/0000000000000000-0000000000000040",
+        "sessions/ss/20261129T100000.000000Z-7.acpj.zst/epoch-1",
+        "leases/ss/lease",
+        "leases/ss/epoch-1",
+        "hosts/b/catalog.ndjson/0000000000000000-0000000000000010",
+        "index/../leases/ss/lease",
+        "index/sessions/day=2026-11-28/../../../leases/ss/lease.parquet",
+    ];
+    // (A path with `..` cannot even be written: it only names the others.)
+    for path in &precious[..5] {
+        store
+            .put_new(path, bytes::Bytes::from_static(b"precious"))
+            .await
+            .unwrap();
+    }
+    let genuine = "index/turns/day=2026-11-28/h-1-abc.parquet";
+    store
+        .put_new(genuine, bytes::Bytes::from_static(b"old"))
+        .await
+        .unwrap();
+    let mut removed: Vec<serde_json::Value> = precious
+        .iter()
+        .map(|p| serde_json::json!({"path": p, "at": 0}))
+        .collect();
+    removed.push(serde_json::json!({"path": genuine, "at": 0}));
+    manifest["removed"] = removed.into();
+    manifest["parts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "table": "sessions", "path": precious[0], "rows": 1, "bytes": 8, "day": "2026-11-28"
+        }));
+    plant_manifest(&store, &manifest).await;
+    let read = snapshot(&store).await;
+    assert_eq!(read.parts.len(), 3, "{read:?}");
+    assert_eq!(read.removed.len(), 1, "{read:?}");
+    assert_eq!(read.left_out, precious.len() + 1);
+    compact::compact(&store, "a", 1_795_000_000_000_000)
+        .await
+        .unwrap();
+    let now = listed(&store).await;
+    assert!(
+        !now.contains(genuine),
+        "the genuine part compacted away is gone"
+    );
+    for path in &precious[..5] {
+        assert_eq!(
+            store.get(path).await.unwrap().as_ref(),
+            b"precious",
+            "{path} deleted"
+        );
+    }
+    // The next commit writes back only what a manifest may name.
+    write(&store, "h", "t", 2, &["beta"]).await;
+    let raw: serde_json::Value =
+        serde_json::from_slice(&store.get(snapshot::MANIFEST).await.unwrap()).unwrap();
+    let text = raw.to_string();
+    assert!(
+        !text.contains("leases/") && !text.contains("acpj.zst"),
+        "{text}"
+    );
+    assert_eq!(
+        reader::sessions(&store, &snapshot(&store).await)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// A manifest past its bounds (bytes, or entries) is unreadable: readers fall back without
+/// reading it whole, and the next writer starts it afresh.
+#[tokio::test(start_paused = true)]
+async fn a_manifest_past_its_bounds_is_unreadable_and_the_next_writer_starts_it_afresh() {
+    let (store, faulty) = memory();
+    let entry = |n: usize| serde_json::json!({"table": "postings", "path": format!("index/postings/x-{n}.parquet"), "rows": 1, "bytes": 1});
+    let many: Vec<serde_json::Value> = (0..=snapshot::MAX_ENTRIES).map(entry).collect();
+    let huge = "x".repeat(usize::try_from(snapshot::MAX_MANIFEST).unwrap());
+    for manifest in [
+        serde_json::json!({"format": 1, "version": 7, "parts": many}),
+        serde_json::json!({"format": 1, "version": 7, "parts": [], "pad": huge}),
+    ] {
+        plant_manifest(&store, &manifest).await;
+        faulty.take_counts();
+        assert!(matches!(
+            reader::open(&store).await.unwrap(),
+            Found::Unreadable(_)
+        ));
+        write(&store, "h", "s", 1, &["after"]).await;
+        let snap = snapshot(&store).await;
+        assert_eq!(snap.parts.len(), 3, "started afresh");
+        assert_eq!(reader::sessions(&store, &snap).await.unwrap().len(), 1);
+    }
+}

@@ -233,7 +233,7 @@ fn is_one(n: &u64) -> bool {
 }
 
 /// What `list` shows for one session.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SessionSummary {
     /// The session ID.
     pub session: String,

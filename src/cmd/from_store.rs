@@ -146,6 +146,8 @@ struct Opened {
     store: Store,
     copy: JournalDir,
     runtime: tokio::runtime::Runtime,
+    /// Every host's catalog as believed.
+    catalogs: pull::Catalogs,
 }
 
 /// Open the store at `url` and pull every host's catalog into its local copy.
@@ -159,14 +161,15 @@ fn open(url: &str) -> anyhow::Result<Opened> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let skipped = runtime
+    let catalogs = runtime
         .block_on(pull::catalogs(&store, &copy))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-    warn(url, &skipped);
+    warn(url, &catalogs.skipped);
     Ok(Opened {
         store,
         copy,
         runtime,
+        catalogs,
     })
 }
 
@@ -368,22 +371,35 @@ fn open_index(
     Ok(Some((store, runtime, snapshot)))
 }
 
-/// `stats --store` without a session: the team's figures from the index's sessions and turns
-/// tables, no journal read. `None` when the index cannot answer: `stats` reads the journals.
+/// The store's index as a reader believes it (see [`index::view`]): every host's catalog pulled
+/// into the local copy, and the index's sessions checked against them.
+struct Indexed {
+    opened: Opened,
+    snapshot: index::snapshot::Snapshot,
+    view: index::view::View,
+}
+
+/// The store's index at `url`, read and checked, what it says of its own completeness said on
+/// stderr. `None` when there is no index or it cannot be trusted (said): the caller reads the
+/// journals.
 ///
 /// # Errors
-/// The store cannot be opened or read.
-pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
+/// The store cannot be opened or read, or the local copy cannot be written.
+fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
     let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
-    let read = runtime.block_on(async {
-        let sessions = index::reader::sessions(&store, &snapshot).await?;
-        let turns = index::reader::turns(&store, &snapshot).await?;
-        Ok::<_, String>((sessions, turns))
-    });
-    let (sessions, turns) = match read {
-        Ok(tables) => tables,
+    let copy = JournalDir::mirror(cache_dir(url));
+    copy.create_dirs()?;
+    let catalogs = runtime
+        .block_on(pull::catalogs(&store, &copy))
+        .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+    warn(url, &catalogs.skipped);
+    let summaries = copy.sessions_with(false)?;
+    let now = jiff::Timestamp::now().as_microsecond();
+    let read = index::view::sessions(&store, &snapshot, &catalogs, &summaries, now);
+    let view = match runtime.block_on(read) {
+        Ok(view) => view,
         Err(e) => {
             eprintln!(
                 "acp-journal: {url}: the index cannot be read ({e}): reading the journals instead"
@@ -391,7 +407,41 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
             return Ok(None);
         }
     };
-    let figures = index::figures::Figures::of(&sessions, &turns);
+    for said in view.said(url) {
+        eprintln!("acp-journal: {said}");
+    }
+    Ok(Some(Indexed {
+        opened: Opened {
+            store,
+            copy,
+            runtime,
+            catalogs,
+        },
+        snapshot,
+        view,
+    }))
+}
+
+/// `stats --store` without a session: the team's figures from the index's sessions and turns
+/// tables, no journal read. `None` when the index cannot answer: `stats` reads the journals.
+///
+/// # Errors
+/// The store cannot be opened or read.
+pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
+    let Some(Indexed {
+        opened,
+        snapshot,
+        view,
+    }) = open_view(url)?
+    else {
+        return Ok(None);
+    };
+    let read = index::view::turns(&opened.store, &snapshot, &view);
+    let (turns, skipped) = opened.runtime.block_on(read);
+    for why in skipped {
+        eprintln!("acp-journal: {url}: an index part cannot be read ({why}): left out");
+    }
+    let figures = index::figures::Figures::of(&view.rows, &turns);
     write!(std::io::stdout().lock(), "{figures}")?;
     eprintln!(
         "acp-journal: from the store's index ({url}); `stats --scan` counts every message of every journal"
@@ -399,10 +449,11 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
     Ok(Some(ExitCode::SUCCESS))
 }
 
-/// `list` and `search` read the store's index first: `list` its sessions table (no catalog,
-/// no journal read), `search` the sessions whose words can match, and then only those. `None`
-/// when the index cannot answer (none, unreadable — said on stderr — or a pattern with no
-/// word to look up): the command reads the journals as before.
+/// `list` and `search` read the store's index first: `list` its sessions table (with every
+/// host's catalog, for the sessions the index is behind on; no journal read), `search` the
+/// sessions whose words can match and those the index is behind on, and then only those.
+/// `None` when the index cannot answer (none, unreadable — said on stderr — or a pattern with
+/// no word to look up): the command reads the journals as before.
 fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<JournalDir>> {
     let words = match command {
         Command::List(_) => None,
@@ -419,35 +470,27 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         }
         _ => return Ok(None),
     };
-    let Some((store, runtime, snapshot)) = open_index(url)? else {
+    let Some(Indexed {
+        opened,
+        snapshot,
+        view,
+    }) = open_view(url)?
+    else {
         return Ok(None);
     };
     let Some(words) = words else {
-        // `list`: the sessions table, as the copy's catalog.
-        let rows = match runtime.block_on(index::reader::sessions(&store, &snapshot)) {
-            Ok(rows) => rows,
-            Err(e) => {
-                eprintln!(
-                    "acp-journal: {url}: the index cannot be read ({e}): reading the journals instead"
-                );
-                return Ok(None);
-            }
-        };
-        let copy = JournalDir::mirror(cache_dir(url));
-        copy.create_dirs()?;
-        let lines: Vec<Vec<u8>> = index::catalog_entries(&rows)
-            .iter()
-            .filter_map(|e| serde_json::to_vec(e).ok())
-            .collect();
-        pull::write_catalog(&copy, lines.iter().map(Vec::as_slice)).map_err(anyhow::Error::msg)?;
-        return Ok(Some(copy));
+        // `list`: the sessions table, and the catalogs where the index is behind.
+        let lines = view.catalog_lines(&opened.catalogs);
+        pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
+            .map_err(anyhow::Error::msg)?;
+        return Ok(Some(opened.copy));
     };
     let cache = std::sync::Arc::new(index::cache::Cache::new(
         cache_dir(url).join("index-cache"),
         limits.index,
     ));
-    let looked_up = index::reader::candidates(&store, &snapshot, &words, Some(&cache));
-    let candidates = match runtime.block_on(looked_up) {
+    let looked_up = index::reader::candidates(&opened.store, &snapshot, &words, Some(&cache));
+    let mut candidates = match opened.runtime.block_on(looked_up) {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -456,13 +499,10 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
             return Ok(None);
         }
     };
+    // The sessions the index is behind on are searched in their journals.
+    candidates.extend(view.lagging.iter().map(|l| l.session.clone()));
     // Only those sessions, pulled, and the copy's catalog naming just them: what the search
-    // reads. No host's catalog is read.
-    let opened = Opened {
-        store,
-        copy: JournalDir::mirror(cache_dir(url)),
-        runtime,
-    };
+    // reads.
     opened.copy.create_dirs()?;
     let ids: Vec<String> = candidates.into_iter().collect();
     opened.pull(url, &ids)?;
@@ -512,12 +552,24 @@ pub(super) fn index(
     let sessions = opened.copy.sessions_with(false)?;
     let ids: Vec<String> = sessions.iter().map(|s| s.session.clone()).collect();
     opened.pull(url, &ids)?;
+    // Each segment's rows are its host's: the host whose catalog opened it.
     let mut segments = Vec::new();
     for id in &ids {
         let mut paths =
             crate::journal::dir::segments_in(&opened.copy.session_dir(id)).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut paths);
-        segments.push(paths);
+        segments.push(
+            paths
+                .into_iter()
+                .filter_map(|path| {
+                    let host = opened
+                        .catalogs
+                        .opened_by
+                        .get(&opened.copy.relative(&path))?;
+                    Some((path, host.clone()))
+                })
+                .collect::<Vec<_>>(),
+        );
     }
     let now = jiff::Timestamp::now().as_microsecond();
     let snapshot = opened

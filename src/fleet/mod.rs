@@ -281,38 +281,36 @@ impl Fleet {
         }
         let s = &self.inner.shared;
         let copy = JournalDir::mirror(s.local.root().join("store-copy"));
-        // The team index's sessions table when there is one; else every host's catalog.
-        let indexed = runtime.block_on(async {
-            within(PULL_TIMEOUT, async {
-                let index::reader::Found::Index(snapshot) = index::reader::open(&s.store).await?
-                else {
-                    return Ok(None);
-                };
-                index::reader::sessions(&s.store, &snapshot).await.map(Some)
-            })
-            .await?
-        });
-        match indexed {
-            Ok(Some(rows)) => {
-                let lines: Vec<Vec<u8>> = index::catalog_entries(&rows)
-                    .iter()
-                    .filter_map(|e| serde_json::to_vec(e).ok())
-                    .collect();
+        // Every host's catalog, and the team index's sessions table where it is not behind
+        // them.
+        let url = self.url();
+        let catalogs =
+            runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.store, &copy)))??;
+        for why in &catalogs.skipped {
+            tracing::warn!("{url}: {why}");
+        }
+        let summaries = copy.sessions_with(false).map_err(|e| e.to_string())?;
+        let now = s.clock.wall_us();
+        let view = runtime.block_on(within(PULL_TIMEOUT, async {
+            match index::reader::open(&s.store).await? {
+                index::reader::Found::Index(snapshot) => {
+                    index::view::sessions(&s.store, &snapshot, &catalogs, &summaries, now)
+                        .await
+                        .map(Some)
+                }
+                _ => Ok(None),
+            }
+        }))?;
+        match view {
+            Ok(Some(view)) => {
+                for said in view.said(url) {
+                    tracing::debug!("{said}");
+                }
+                let lines = view.catalog_lines(&catalogs);
                 pull::write_catalog(&copy, lines.iter().map(Vec::as_slice))?;
             }
-            other => {
-                if let Err(e) = other {
-                    tracing::warn!(
-                        "{}: the index cannot be read ({e}): reading the catalogs",
-                        self.url()
-                    );
-                }
-                let skipped =
-                    runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.store, &copy)))??;
-                for why in skipped {
-                    tracing::warn!("{}: {why}", self.url());
-                }
-            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("{url}: the index cannot be read ({e}): reading the catalogs"),
         }
         let sessions = copy.sessions_with(false).map_err(|e| e.to_string())?;
         *cached = Some((Instant::now(), sessions.clone()));

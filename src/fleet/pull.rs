@@ -14,7 +14,7 @@
 //! under an epoch its session's lease history gives to its run is not pulled: each is reported
 //! ([`Pulled::skipped`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 
@@ -241,13 +241,26 @@ async fn fetch(
     Ok(bytes)
 }
 
+/// Every host's catalog as a reader believes it.
+#[derive(Debug, Default)]
+pub struct Catalogs {
+    /// The hosts' catalogs that stopped short, and why (what came before was kept).
+    pub skipped: Vec<String>,
+    /// Each session, and the hosts believed about it: those whose catalog opened it, and of a
+    /// session more than one host says it opened, those its lease history names.
+    pub claims: HashMap<String, BTreeSet<String>>,
+    /// Each segment a believed catalog opened (`sessions/<key>/<name>`), and its host.
+    pub opened_by: HashMap<String, String>,
+    /// The merged catalog's lines, in time order, each with the session it speaks of.
+    pub lines: Vec<(Option<String>, Vec<u8>)>,
+}
+
 /// Every host's catalog, pulled into `local`'s `hosts/<host>/catalog.ndjson` and merged, in time
 /// order, into its `catalog.ndjson` (replaced whole): the store's sessions as one catalog.
-/// Returns the hosts' catalogs that stopped short, and why (what came before was kept).
 ///
 /// # Errors
 /// The store's listing, or the local disk's.
-pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Vec<String>, String> {
+pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, String> {
     let hosts = store.subdirs("hosts").await.map_err(|e| e.to_string())?;
     let hosts: Vec<String> = hosts
         .into_iter()
@@ -318,14 +331,12 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Vec<String>, 
                 session, segment, ..
             } = &entry
             {
-                let name = segment.rsplit('/').next().unwrap_or(segment);
-                let run = layout::run_of_segment(name).unwrap_or(name).to_string();
                 claims
                     .entry(session.clone())
                     .or_default()
                     .entry(host.as_str())
                     .or_default()
-                    .push(run);
+                    .push(segment.clone());
             }
             #[derive(serde::Deserialize)]
             struct Stamped {
@@ -342,24 +353,51 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Vec<String>, 
         let history = lease::history(store, &session_key(session))
             .await
             .map_err(|e| e.to_string())?;
-        for (host, runs) in by_host {
-            if !runs.iter().any(|run| history.took(host, run)) {
+        for (host, segments) in by_host {
+            let run_of = |segment: &String| {
+                let name = segment.rsplit('/').next().unwrap_or(segment);
+                layout::run_of_segment(name).unwrap_or(name).to_string()
+            };
+            if !segments.iter().any(|s| history.took(host, &run_of(s))) {
                 refused.insert((session.clone(), host));
             }
         }
     }
-    let mut lines: Vec<(i64, Vec<u8>)> = said
+    let mut believed = Catalogs {
+        skipped,
+        ..Catalogs::default()
+    };
+    for (session, by_host) in claims {
+        for (host, segments) in by_host {
+            if refused.contains(&(session.clone(), host)) {
+                continue;
+            }
+            for segment in segments {
+                believed.opened_by.insert(segment, host.to_string());
+            }
+            believed
+                .claims
+                .entry(session.clone())
+                .or_default()
+                .insert(host.to_string());
+        }
+    }
+    let mut lines: Vec<(i64, Vec<u8>, Option<String>)> = said
         .into_iter()
         .filter(|(host, _, _, session)| {
             session
                 .as_ref()
                 .is_none_or(|s| !refused.contains(&(s.clone(), *host)))
         })
-        .map(|(_, t, line, _)| (t, line))
+        .map(|(_, t, line, session)| (t, line, session))
         .collect();
-    lines.sort_by_key(|(t, _)| *t);
-    write_catalog(local, lines.iter().map(|(_, line)| line.as_slice()))?;
-    Ok(skipped)
+    lines.sort_by_key(|(t, _, _)| *t);
+    write_catalog(local, lines.iter().map(|(_, line, _)| line.as_slice()))?;
+    believed.lines = lines
+        .into_iter()
+        .map(|(_, line, session)| (session, line))
+        .collect();
+    Ok(believed)
 }
 
 /// Replace `local`'s catalog with `lines` (whole: a reader never sees half of it).

@@ -176,15 +176,14 @@ async fn merge(
     Ok(Some(part))
 }
 
-/// The rows a session's segments (in the order it was written) give: its turns, its row, its
-/// postings.
+/// The rows a session's segments (in the order it was written, each with the host that wrote
+/// it) give: its turns, its row (the host of its latest segment's), its postings.
 pub fn rows_of(
-    segments: &[PathBuf],
-    host: &str,
+    segments: &[(PathBuf, String)],
 ) -> (Vec<TurnRow>, Option<SessionRow>, BTreeSet<(String, String)>) {
     let (mut turns, mut session, mut postings) = (Vec::new(), None::<SessionRow>, BTreeSet::new());
     let mut before = 0;
-    for path in segments {
+    for (path, host) in segments {
         let Ok(reader) = SegmentReader::open(path) else {
             continue;
         };
@@ -210,21 +209,21 @@ pub fn rows_of(
     (turns, session, postings)
 }
 
-/// Replace the whole index with the rows of `sessions` (each: its segments in order), written
-/// as parts by `host`: what `index rebuild` commits. The parts it replaces are deleted after
-/// [`GRACE`].
+/// Replace the whole index with the rows of `sessions` (each: its segments in order, with the
+/// host that wrote each), written as parts by `host`: what `index rebuild` commits. The parts it
+/// replaces are deleted after [`GRACE`].
 ///
 /// # Errors
 /// The store's.
 pub async fn rebuild(
     store: &Store,
     host: &str,
-    sessions: &[Vec<PathBuf>],
+    sessions: &[Vec<(PathBuf, String)>],
     now_us: i64,
 ) -> Result<Snapshot, String> {
     let (mut turns, mut rows, mut postings) = (Vec::new(), Vec::new(), BTreeSet::new());
     for segments in sessions {
-        let (t, s, p) = rows_of(segments, host);
+        let (t, s, p) = rows_of(segments);
         turns.extend(t);
         rows.extend(s);
         postings.extend(p);

@@ -19,6 +19,8 @@
 //!   the index rebuilt from the journals;
 //! - [`reader`]: the manifest once, then only the parts (and row groups) a question needs,
 //!   through [`cache`], a bounded local cache of the ranges read;
+//! - [`view`]: what a reader believes of it, checked against the hosts' catalogs, and how far
+//!   behind them it is;
 //! - [`figures`]: the team's sessions, turns and tokens by agent, host and week (`stats --store`).
 
 pub mod cache;
@@ -30,6 +32,7 @@ pub mod reader;
 pub mod rows;
 pub mod snapshot;
 pub mod table;
+pub mod view;
 pub mod writer;
 
 use crate::catalog::CatalogEntry;

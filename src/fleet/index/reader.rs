@@ -1,10 +1,9 @@
 //! Reading the index: the manifest once (a consistent snapshot), then only the parts a
-//! question needs — every sessions part for a list (and every turns part for the team's
-//! figures); for a search, of the postings parts whose
-//! word range can hold the words asked for, only the row groups whose statistics can (a
-//! footer and a row group or two, by ranged reads).
+//! question needs ([`super::view`] reads the sessions and turns tables); for a search, of each
+//! postings part only the row groups whose word statistics can hold the words asked for (its
+//! footer, cached, and a row group or two, by ranged reads).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use futures_util::{StreamExt, TryStreamExt};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
@@ -12,7 +11,6 @@ use parquet::file::statistics::Statistics;
 
 use super::cache::{Cache, PartReader};
 
-use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{self, Part, Read, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::store::Store;
@@ -45,7 +43,9 @@ pub async fn open(store: &Store) -> Result<Found, String> {
     )
 }
 
-/// Every row of every part of `table` in `snapshot`, each part decoded by `decode`.
+/// Every row of every part of `table` in `snapshot`, each part decoded by `decode` (the tests'
+/// look at what the index holds; readers read it through [`super::view`]).
+#[cfg(test)]
 async fn every_row<T>(
     store: &Store,
     snapshot: &Snapshot,
@@ -63,21 +63,29 @@ async fn every_row<T>(
     Ok(parts.into_iter().flatten().collect())
 }
 
-/// Every turn in `snapshot` (a turn in two parts is there twice).
+/// Every turn in `snapshot` (a turn in two parts is there twice), unchecked.
 ///
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
-pub async fn turns(store: &Store, snapshot: &Snapshot) -> Result<Vec<TurnRow>, String> {
+#[cfg(test)]
+pub async fn turns(
+    store: &Store,
+    snapshot: &Snapshot,
+) -> Result<Vec<super::rows::TurnRow>, String> {
     every_row(store, snapshot, Table::Turns, table::decode_turns).await
 }
 
-/// Every session's latest row (by `version`) in `snapshot`.
+/// Every session's latest row (by `version`) in `snapshot`, unchecked.
 ///
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
-pub async fn sessions(store: &Store, snapshot: &Snapshot) -> Result<Vec<SessionRow>, String> {
+#[cfg(test)]
+pub async fn sessions(
+    store: &Store,
+    snapshot: &Snapshot,
+) -> Result<Vec<super::rows::SessionRow>, String> {
     let parts = every_row(store, snapshot, Table::Sessions, table::decode_sessions).await?;
-    let mut latest: HashMap<String, SessionRow> = HashMap::new();
+    let mut latest = std::collections::HashMap::<String, super::rows::SessionRow>::new();
     for row in parts {
         match latest.get(&row.session) {
             Some(have) if have.version >= row.version => {}
@@ -86,7 +94,7 @@ pub async fn sessions(store: &Store, snapshot: &Snapshot) -> Result<Vec<SessionR
             }
         }
     }
-    let mut rows: Vec<SessionRow> = latest.into_values().collect();
+    let mut rows: Vec<_> = latest.into_values().collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.last_activity_us));
     Ok(rows)
 }
@@ -108,14 +116,9 @@ pub async fn candidates(
 ) -> Result<BTreeSet<String>, String> {
     let mut all: Option<BTreeSet<String>> = None;
     for prefix in prefixes {
-        let parts: Vec<&Part> = snapshot
-            .of(Table::Postings)
-            .filter(|p| {
-                p.words.as_ref().is_none_or(|(min, max)| {
-                    may_hold(min.as_bytes(), max.as_bytes(), prefix.as_bytes())
-                })
-            })
-            .collect();
+        // Every postings part: the word range a manifest gives is anyone's to write, the
+        // statistics in each part's own footer (cached once read) decide.
+        let parts: Vec<&Part> = snapshot.of(Table::Postings).collect();
         let lookups = parts
             .into_iter()
             .map(|part| lookup(store, part, prefix, cache.cloned()));

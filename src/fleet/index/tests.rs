@@ -538,3 +538,162 @@ async fn a_manifest_past_its_bounds_is_unreadable_and_the_next_writer_starts_it_
         assert_eq!(reader::sessions(&store, &snap).await.unwrap().len(), 1);
     }
 }
+
+/// A sessions part written by `writer` (its name in the path) with `rows`, added to the
+/// manifest as a bucket writer would.
+async fn forge_sessions(store: &Store, writer: &str, rows: &[SessionRow]) {
+    let bytes = table::encode_sessions(rows).unwrap();
+    let day = Some("2026-11-28");
+    let part = put_part(
+        store,
+        Table::Sessions,
+        day,
+        writer,
+        rows.len() as u64,
+        None,
+        bytes,
+    )
+    .await
+    .unwrap();
+    snapshot::commit(store, |s| {
+        let missing = !s.parts.contains(&part);
+        if missing {
+            s.parts.push(part.clone());
+        }
+        missing
+    })
+    .await
+    .unwrap();
+}
+
+/// The catalogs as a reader believes them: each session and the hosts that opened it.
+fn catalogs(claims: &[(&str, &str)]) -> crate::fleet::pull::Catalogs {
+    let mut c = crate::fleet::pull::Catalogs::default();
+    for (session, host) in claims {
+        c.claims
+            .entry(session.to_string())
+            .or_default()
+            .insert(host.to_string());
+    }
+    c
+}
+
+/// A session the catalogs list: opened at `started`, with `turns` turns, closed or not.
+fn listed_session(
+    id: &str,
+    started: i64,
+    turns: u64,
+    open: bool,
+) -> crate::catalog::SessionSummary {
+    crate::catalog::SessionSummary {
+        session: id.into(),
+        started,
+        updated: started,
+        turns,
+        open,
+        ..Default::default()
+    }
+}
+
+/// A bucket writer's sessions part hides one host's session (`hidden`, the highest version
+/// there is), retitles it, and invents sessions, under its own host name or the real host's:
+/// a reader believes none of its rows, and still lists the session as its host wrote it.
+#[tokio::test(start_paused = true)]
+async fn forged_rows_hide_retitle_and_invent_nothing() {
+    let (store, _) = memory();
+    write(&store, "h", "s", 5, &["alpha"]).await;
+    let now = 1_795_000_000_000_000 + 10_000_000;
+    let forged = |id: &str, host: &str, version: i64| SessionRow {
+        host: host.into(),
+        hidden: true,
+        title: Some("forged".into()),
+        version,
+        ..session(id, 5, 1)
+    };
+    forge_sessions(
+        &store,
+        "mallory",
+        &[
+            forged("s", "mallory", i64::MAX),
+            forged("s", "mallory", 6),
+            forged("z", "mallory", 6),
+            forged("z", "h", 6),
+        ],
+    )
+    .await;
+    // The session's own host, with a version past any clock.
+    forge_sessions(&store, "h", &[forged("s", "h", i64::MAX)]).await;
+    let snap = snapshot(&store).await;
+    let claims = catalogs(&[("s", "h")]);
+    let view = super::view::sessions(&store, &snap, &claims, &[], now)
+        .await
+        .unwrap();
+    assert_eq!(view.rows.len(), 1, "{:?}", view.rows);
+    let row = &view.rows[0];
+    assert_eq!((row.session.as_str(), row.hidden), ("s", false));
+    assert_eq!(row.title.as_deref(), Some("title of s"));
+    assert_eq!(view.disbelieved, 5);
+    assert!(
+        view.said("memory://team")
+            .iter()
+            .any(|s| s.contains("5 rows"))
+    );
+    // Its host's next row (a later activity) is the one listed.
+    write(&store, "h", "s", 7, &["beta"]).await;
+    let view = super::view::sessions(&store, &snapshot(&store).await, &claims, &[], now)
+        .await
+        .unwrap();
+    assert_eq!(view.rows[0].version, 7);
+}
+
+/// Sessions the catalogs list that the index lacks, or knows less of, are behind; past
+/// [`super::view::IN_FLIGHT_US`] they lag, and a reader says how many and since when.
+#[tokio::test(start_paused = true)]
+async fn a_reader_says_how_far_the_index_is_behind_the_catalogs() {
+    let (store, _) = memory();
+    write(&store, "h", "s", 1, &["alpha"]).await;
+    let now = 1_795_000_000_000_000 + 600_000_000;
+    let claims = catalogs(&[("s", "h"), ("t", "h"), ("u", "h")]);
+    let in_flight = super::view::IN_FLIGHT_US;
+    let listed = [
+        // In the index with 1 turn, the catalogs say 3, long ago.
+        listed_session("s", now - 5 * in_flight, 3, true),
+        // Not in the index: opened long ago, and just now.
+        listed_session("t", now - 2 * in_flight, 0, true),
+        listed_session("u", now - in_flight + 1, 0, true),
+    ];
+    let view = super::view::sessions(&store, &snapshot(&store).await, &claims, &listed, now)
+        .await
+        .unwrap();
+    let lagging: Vec<&str> = view.lagging.iter().map(|l| l.session.as_str()).collect();
+    assert_eq!(lagging, ["s", "t"]);
+    assert_eq!(view.behind.len(), 3);
+    let said = view.said("memory://team").join("\n");
+    assert!(
+        said.contains("behind the hosts' catalogs on 2 sessions"),
+        "{said}"
+    );
+    // The list takes the catalogs' word for the sessions the index is behind on.
+    let mut whole = catalogs(&[("s", "h")]);
+    whole.lines = vec![(Some("s".into()), b"{\"from\":\"catalog\"}".to_vec())];
+    let lines = view.catalog_lines(&whole);
+    assert_eq!(lines, [b"{\"from\":\"catalog\"}".to_vec()]);
+}
+
+/// A turn committed twice (a run that indexed it again after a kill) counts once, and a turn
+/// a host that never opened its session claims counts not at all.
+#[tokio::test(start_paused = true)]
+async fn a_turn_counts_once_and_only_from_a_host_that_may_speak_for_it() {
+    let (store, _) = memory();
+    write(&store, "h", "s", 1, &["alpha"]).await;
+    write(&store, "h", "s", 1, &["alpha"]).await;
+    write(&store, "mallory", "s", 2, &["beta"]).await;
+    let claims = catalogs(&[("s", "h")]);
+    let snap = snapshot(&store).await;
+    let view = super::view::sessions(&store, &snap, &claims, &[], 1_795_000_000_000_000)
+        .await
+        .unwrap();
+    let (turns, skipped) = super::view::turns(&store, &snap, &view).await;
+    assert!(skipped.is_empty());
+    assert_eq!(turns.len(), 1, "{turns:?}");
+}

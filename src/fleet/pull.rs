@@ -177,9 +177,12 @@ pub async fn pull_file(
         )
     });
     let compressed = layout::compressed(file);
-    let fetches = steps[..readable]
+    // Collected first: a stream over a borrowing closure is not `Send` for every lifetime,
+    // which a task spawned on the fleet's runtime (the index's repair) needs.
+    let fetches: Vec<_> = steps[..readable]
         .iter()
-        .map(|&step| fetch(store, file, step, compressed));
+        .map(|&step| fetch(store, file, step, compressed))
+        .collect();
     let mut chunks = futures_util::stream::iter(fetches).buffered(FETCHES);
     if let Some(dir) = path.parent() {
         create_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -271,17 +274,10 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         })
         .collect();
-    let pulls = hosts.iter().map(|host| async move {
-        let file = layout::host_catalog(host);
-        let entries = store.entries(&file).await.map_err(|e| e.to_string())?;
-        let path = local.root().join(&file);
-        let (_, end) = layout::parts_to_read(&entries, 0);
-        if std::fs::metadata(&path).is_ok_and(|m| m.len() > end) {
-            // The host rewrote its catalog: start again.
-            let _ = std::fs::remove_file(&path);
-        }
-        pull_file(store, &file, &entries, &path).await
-    });
+    let pulls: Vec<_> = hosts
+        .iter()
+        .map(|host| pull_catalog(store, local, host))
+        .collect();
     let results: Vec<Result<u64, String>> = futures_util::stream::iter(pulls)
         .buffer_unordered(16)
         .collect()
@@ -398,6 +394,19 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
         .map(|(_, line, session)| (session, line))
         .collect();
     Ok(believed)
+}
+
+/// Pull `host`'s catalog into `local` (what is new of it); the bytes appended.
+async fn pull_catalog(store: &Store, local: &JournalDir, host: &str) -> Result<u64, String> {
+    let file = layout::host_catalog(host);
+    let entries = store.entries(&file).await.map_err(|e| e.to_string())?;
+    let path = local.root().join(&file);
+    let (_, end) = layout::parts_to_read(&entries, 0);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > end) {
+        // The host rewrote its catalog: start again.
+        let _ = std::fs::remove_file(&path);
+    }
+    pull_file(store, &file, &entries, &path).await
 }
 
 /// Replace `local`'s catalog with `lines` (whole: a reader never sees half of it).

@@ -15,10 +15,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::ledger::IndexLedger;
+use super::repair;
 use super::writer::{FLUSH, Writer};
 use crate::fleet::lease;
 use crate::fleet::shipped::ShippedFiles;
 use crate::fleet::shipper::{Ledger, Shared};
+use crate::journal::JournalDir;
 use crate::journal::dir::segments_in;
 
 /// Between two looks at compaction (and repair), by the host holding the compaction lease.
@@ -27,6 +29,8 @@ pub const UPKEEP: Duration = Duration::from_secs(30);
 const RECOVERED_AT_ONCE: usize = 64;
 /// Between two reads of what the followed segments gained.
 const POLL: Duration = Duration::from_secs(1);
+/// Where, in the journal directory, the repair keeps its copy of the store's catalogs.
+const REPAIR_COPY: &str = "index-repair";
 
 /// What the process tells the index.
 #[derive(Debug)]
@@ -187,18 +191,18 @@ impl Indexer {
         }
     }
 
-    /// When the index has parts to merge and this host holds (or takes) the compaction lease,
-    /// a compaction.
+    /// When this host holds (or takes) the compaction lease: a compaction when the index has
+    /// parts to merge or to delete, then a repair of what the index lacks.
     async fn upkeep(&mut self) -> Result<(), String> {
         let s = &self.shared;
         let now = s.clock.wall_us();
         let snapshot = match super::reader::open(&s.store).await? {
             super::reader::Found::Index(snapshot) => snapshot,
-            _ => return Ok(()),
+            // Nothing indexed yet: a repair may begin it.
+            super::reader::Found::Missing => Default::default(),
+            // The next writer starts it afresh.
+            super::reader::Found::Unreadable(_) => return Ok(()),
         };
-        if !super::compact::needed(&snapshot, now) {
-            return Ok(());
-        }
         let policy = s.policy();
         let mine = lease::acquire(
             &s.store,
@@ -210,8 +214,24 @@ impl Indexer {
             Duration::ZERO,
         )
         .await;
-        if mine.is_ok() {
+        if mine.is_err() {
+            return Ok(());
+        }
+        if super::compact::needed(&snapshot, now) {
             super::compact::compact(&s.store, &s.me.host, now).await?;
+        }
+        let copy = JournalDir::mirror(s.local.root().join(REPAIR_COPY));
+        let repaired = repair::repair(&s.store, &copy, &snapshot, &s.me.host, now).await?;
+        if repaired.sessions > 0 {
+            tracing::info!(
+                "index: {} sessions the team index lacked indexed from the store's journals{}",
+                repaired.sessions,
+                if repaired.left > 0 {
+                    format!(" ({} more at the next pass)", repaired.left)
+                } else {
+                    String::new()
+                }
+            );
         }
         Ok(())
     }

@@ -285,3 +285,86 @@ async fn the_index_says_nothing_of_a_session_past_what_the_store_holds() {
     let row = sessions.iter().find(|r| r.session == "s").unwrap();
     assert_eq!(row.turns, 1, "{row:?}");
 }
+
+/// A host's session as its catalog opens it, dated `ago` before now by the wall clock.
+fn open_in_catalog(run: &Run, w: &SegmentWriter, session: &str, ago: Duration) {
+    use crate::catalog::{Catalog, CatalogEntry};
+    let t = jiff::Timestamp::now().as_microsecond() - i64::try_from(ago.as_micros()).unwrap();
+    let local = &run.shared.local;
+    local
+        .append_catalog(&CatalogEntry::Open {
+            session: session.into(),
+            segment: local.relative(w.path()),
+            cwd: None,
+            agent: Some("agent".into()),
+            agent_name: None,
+            git_branch: None,
+            t,
+        })
+        .unwrap();
+}
+
+/// [`UPKEEP`] over three periods on the paused runtime clock: each period a host journals a
+/// session, ships it and its catalog, and is killed before its index commits, never to start
+/// again; another host, holding the compaction lease, indexes it from the store's journals at
+/// its next look, and not before.
+#[tokio::test(start_paused = true)]
+async fn a_host_never_started_again_leaves_no_hole_after_the_next_upkeep() {
+    let (store, _) = memory();
+    let keeper_dir = tempfile::tempdir().unwrap();
+    let keeper = Run::start(
+        &store,
+        keeper_dir.path(),
+        "keeper",
+        "20261129T090000.000000Z-9",
+    )
+    .await;
+    // Its first look is at its start: the compaction lease is its.
+    tokio::time::sleep(INTERVAL).await;
+    let start = tokio::time::Instant::now() - INTERVAL;
+    let mut dirs = Vec::new();
+    for period in 1..=3u32 {
+        let dir = tempfile::tempdir().unwrap();
+        let host = format!("gone{period}");
+        let run = Run::start(
+            &store,
+            dir.path(),
+            &host,
+            &format!("20261129T10000{period}.000000Z-{period}"),
+        )
+        .await;
+        let session = format!("s{period}");
+        let mut w = run.open(&session);
+        open_in_catalog(&run, &w, &session, Duration::from_secs(300));
+        turn(&mut w, &session, 1);
+        turn(&mut w, &session, 2);
+        // Shipped, catalog and all; killed before its first commit.
+        tokio::time::sleep(INTERVAL * 3).await;
+        run.kill();
+        drop(w);
+        dirs.push(dir);
+        let next = UPKEEP * period;
+        let now = start.elapsed();
+        tokio::time::sleep(next - Duration::from_millis(500) - now).await;
+        let (sessions, _) = index_of(&store).await;
+        assert!(
+            sessions.iter().all(|r| r.session != session),
+            "period {period}: indexed before the keeper's next look"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (sessions, turns) = index_of(&store).await;
+        let row = sessions.iter().find(|r| r.session == session);
+        assert!(
+            row.is_some(),
+            "period {period}: not repaired at the next look"
+        );
+        let row = row.unwrap();
+        assert_eq!(
+            (row.turns, row.host.as_str()),
+            (2, host.as_str()),
+            "{row:?}"
+        );
+        assert_eq!(turns_of(&turns, &session), [1, 2]);
+    }
+    keeper.finish(Duration::from_secs(5)).await;
+}

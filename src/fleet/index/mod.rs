@@ -16,7 +16,8 @@
 //!   parts; [`ledger`]: what of each segment the index holds, on the host's disk;
 //! - [`indexer`]: the index's own task: the writer, the ledger, the upkeep;
 //! - [`compact`]: many small parts into one, by whichever host holds the compaction lease; and
-//!   the index rebuilt from the journals;
+//!   the index rebuilt from the journals; [`repair`]: what the index lacks, indexed from the
+//!   store's journals by the same host;
 //! - [`reader`]: the manifest once, then only the parts (and row groups) a question needs,
 //!   through [`cache`], a bounded local cache of the ranges read;
 //! - [`view`]: what a reader believes of it, checked against the hosts' catalogs, and how far
@@ -29,6 +30,7 @@ pub mod figures;
 pub mod indexer;
 pub mod ledger;
 pub mod reader;
+pub mod repair;
 pub mod rows;
 pub mod snapshot;
 pub mod table;

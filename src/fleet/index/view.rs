@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use futures_util::StreamExt;
 
 use super::rows::{SessionRow, TurnRow};
-use super::snapshot::{MAX_PART_BYTES, Snapshot};
+use super::snapshot::{MAX_PART_BYTES, Part, Snapshot};
 use super::table::{self, Table};
 use crate::catalog::SessionSummary;
 use crate::fleet::lease;
@@ -66,10 +66,10 @@ impl Believers {
             .filter(|s| !catalogs.claims.contains_key(s))
             .take(HISTORIES)
             .collect();
-        let lookups = unclaimed.into_iter().map(|session| async move {
-            let history = lease::history(store, &session_key(&session)).await;
-            (session, history)
-        });
+        let lookups: Vec<_> = unclaimed
+            .into_iter()
+            .map(|session| history_of(store, session))
+            .collect();
         let mut histories = HashMap::new();
         let mut found = futures_util::stream::iter(lookups).buffer_unordered(FETCHES);
         while let Some((session, history)) = found.next().await {
@@ -89,6 +89,15 @@ impl Believers {
             .or_else(|| self.histories.get(session))
             .is_some_and(|hosts| hosts.contains(host))
     }
+}
+
+/// The hosts `session`'s lease history names.
+async fn history_of(
+    store: &Store,
+    session: String,
+) -> (String, Result<lease::History, crate::fleet::store::Error>) {
+    let history = lease::history(store, &session_key(&session)).await;
+    (session, history)
 }
 
 /// A session the index is behind on.
@@ -127,13 +136,11 @@ async fn every_row<T>(
     table: Table,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
 ) -> (Vec<T>, Vec<String>) {
-    let fetches = snapshot.of(table).map(|part| async move {
-        let bytes = store
-            .get_bounded(&part.path, part.bytes.min(MAX_PART_BYTES))
-            .await
-            .map_err(|e| format!("{}: {e}", part.path))?;
-        decode(bytes).map_err(|e| format!("{}: {e}", part.path))
-    });
+    // Collected first, so the task reading them is `Send` (see `pull::pull_file`).
+    let fetches: Vec<_> = snapshot
+        .of(table)
+        .map(|part| rows_of_part(store, part, decode))
+        .collect();
     let mut parts = futures_util::stream::iter(fetches).buffer_unordered(FETCHES);
     let (mut rows, mut skipped) = (Vec::new(), Vec::new());
     while let Some(part) = parts.next().await {
@@ -143,6 +150,19 @@ async fn every_row<T>(
         }
     }
     (rows, skipped)
+}
+
+/// The rows of one part, read within its size.
+async fn rows_of_part<T>(
+    store: &Store,
+    part: &Part,
+    decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
+) -> Result<Vec<T>, String> {
+    let bytes = store
+        .get_bounded(&part.path, part.bytes.min(MAX_PART_BYTES))
+        .await
+        .map_err(|e| format!("{}: {e}", part.path))?;
+    decode(bytes).map_err(|e| format!("{}: {e}", part.path))
 }
 
 /// The index's sessions, checked against `catalogs` (and `summaries`, the sessions the merged

@@ -264,19 +264,30 @@ pub struct Catalogs {
 /// # Errors
 /// The store's listing, or the local disk's.
 pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, String> {
-    let hosts = store.subdirs("hosts").await.map_err(|e| e.to_string())?;
-    let hosts: Vec<String> = hosts
-        .into_iter()
-        .filter(|h| {
-            !h.is_empty()
-                && !h.starts_with('.')
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
-        .collect();
-    let pulls: Vec<_> = hosts
+    // One listing of every host's catalog parts (a page per thousand objects), not one per host.
+    let listed = store.list("hosts").await.map_err(|e| e.to_string())?;
+    let mut parts: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+    for rel in &listed {
+        let Some((file, entry)) = layout::split_object(rel) else {
+            continue;
+        };
+        let host = file
+            .strip_prefix("hosts/")
+            .and_then(|f| f.strip_suffix("/catalog.ndjson"))
+            .filter(|h| {
+                !h.is_empty()
+                    && !h.starts_with('.')
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        if let Some(host) = host {
+            parts.entry(host.to_string()).or_default().push(entry);
+        }
+    }
+    let hosts: Vec<String> = parts.keys().cloned().collect();
+    let pulls: Vec<_> = parts
         .iter()
-        .map(|host| pull_catalog(store, local, host))
+        .map(|(host, entries)| pull_catalog(store, local, host, entries))
         .collect();
     let results: Vec<Result<u64, String>> = futures_util::stream::iter(pulls)
         .buffer_unordered(16)
@@ -396,17 +407,22 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
     Ok(believed)
 }
 
-/// Pull `host`'s catalog into `local` (what is new of it); the bytes appended.
-async fn pull_catalog(store: &Store, local: &JournalDir, host: &str) -> Result<u64, String> {
+/// Pull `host`'s catalog, whose parts in the store are `entries`, into `local` (what is new of
+/// it); the bytes appended.
+async fn pull_catalog(
+    store: &Store,
+    local: &JournalDir,
+    host: &str,
+    entries: &[Entry],
+) -> Result<u64, String> {
     let file = layout::host_catalog(host);
-    let entries = store.entries(&file).await.map_err(|e| e.to_string())?;
     let path = local.root().join(&file);
-    let (_, end) = layout::parts_to_read(&entries, 0);
+    let (_, end) = layout::parts_to_read(entries, 0);
     if std::fs::metadata(&path).is_ok_and(|m| m.len() > end) {
         // The host rewrote its catalog: start again.
         let _ = std::fs::remove_file(&path);
     }
-    pull_file(store, &file, &entries, &path).await
+    pull_file(store, &file, entries, &path).await
 }
 
 /// Replace `local`'s catalog with `lines` (whole: a reader never sees half of it).

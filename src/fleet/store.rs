@@ -359,6 +359,23 @@ impl Store {
         Ok(metas.iter().map(|m| m.location.to_string()).collect())
     }
 
+    /// Every object under directory `dir` (recursively), relative to the prefix, with its size
+    /// and when it was last written (Unix microseconds, the store's clock).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn list_sized(&self, dir: &str) -> Result<Vec<(String, u64, i64)>, Error> {
+        let prefix = object_path(dir)?;
+        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        Ok(metas
+            .into_iter()
+            .map(|m| {
+                let at = m.last_modified.timestamp_micros();
+                (m.location.to_string(), m.size, at)
+            })
+            .collect())
+    }
+
     /// The names directly under directory `dir` that are directories themselves.
     ///
     /// # Errors

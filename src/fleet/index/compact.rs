@@ -24,6 +24,11 @@ pub const GRACE: i64 = 60_000_000;
 const DELETES: usize = 1000;
 /// The reserved session name whose lease says which host compacts.
 pub const LEASE: &str = "acp-journal:index-compaction";
+/// How long an index part may sit in the store unlisted by the manifest before a compaction
+/// takes it in (microseconds; a writer's commit, retried, takes seconds).
+pub const ORPHAN_AFTER: i64 = 300_000_000;
+/// Most parts taken in by one compaction.
+const ADOPTED: usize = 100;
 
 /// Whether `snapshot` has parts to merge or to delete.
 pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
@@ -110,6 +115,85 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
         }
     }
     Ok(merged)
+}
+
+/// Take into the manifest the index parts the store holds that it neither lists nor lists as
+/// compacted away, unlisted for [`ORPHAN_AFTER`] at `now_us` (by the store's clock): parts whose
+/// commit was lost (their writer killed between writing them and committing) or that a
+/// manifest dropped. Each is read first; one that cannot be read is left out. Their rows are
+/// then believed or not like any other's ([`super::view`]). Returns how many were taken in.
+///
+/// # Errors
+/// The store's.
+pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<usize, String> {
+    let listed = store.list_sized("index").await.map_err(|e| e.to_string())?;
+    let known: BTreeSet<&str> = snapshot
+        .parts
+        .iter()
+        .map(|p| p.path.as_str())
+        .chain(snapshot.removed.iter().map(|r| r.path.as_str()))
+        .collect();
+    let mut orphans = Vec::new();
+    for (path, size, at) in listed {
+        let Some((table, day)) = snapshot::is_part_path(&path) else {
+            continue;
+        };
+        if known.contains(path.as_str())
+            || at.saturating_add(ORPHAN_AFTER) > now_us
+            || size > snapshot::MAX_PART_BYTES
+        {
+            continue;
+        }
+        let Ok(bytes) = store.get_bounded(&path, size).await else {
+            continue;
+        };
+        let wrong = |e: parquet::errors::ParquetError| e.to_string();
+        let read = match table {
+            Table::Sessions => table::decode_sessions(bytes).map(|r| (r.len(), None)),
+            Table::Turns => table::decode_turns(bytes).map(|r| (r.len(), None)),
+            Table::Postings => table::decode_all_postings(bytes).map(|r| {
+                let words = r
+                    .first()
+                    .zip(r.last())
+                    .map(|(a, b)| (a.0.clone(), b.0.clone()));
+                (r.len(), words)
+            }),
+        }
+        .map_err(wrong);
+        let Ok((rows, words)) = read else {
+            continue;
+        };
+        orphans.push(Part {
+            table,
+            path,
+            rows: rows as u64,
+            bytes: size,
+            day,
+            words,
+        });
+        if orphans.len() == ADOPTED {
+            break;
+        }
+    }
+    if orphans.is_empty() {
+        return Ok(0);
+    }
+    snapshot::commit(store, |s| {
+        let missing: Vec<Part> = orphans
+            .iter()
+            .filter(|o| {
+                !s.parts.iter().any(|p| p.path == o.path)
+                    && !s.removed.iter().any(|r| r.path == o.path)
+            })
+            .cloned()
+            .collect();
+        let changed = !missing.is_empty();
+        s.parts.extend(missing);
+        changed
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(orphans.len())
 }
 
 /// One part holding every row of `parts` (sessions: the latest version of each; turns and

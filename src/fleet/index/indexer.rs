@@ -192,7 +192,8 @@ impl Indexer {
     }
 
     /// When this host holds (or takes) the compaction lease: a compaction when the index has
-    /// parts to merge or to delete, then a repair of what the index lacks.
+    /// parts to merge or to delete, the parts the manifest lost taken in, then a repair of
+    /// what the index lacks.
     async fn upkeep(&mut self) -> Result<(), String> {
         let s = &self.shared;
         let now = s.clock.wall_us();
@@ -219,6 +220,12 @@ impl Indexer {
         }
         if super::compact::needed(&snapshot, now) {
             super::compact::compact(&s.store, &s.me.host, now).await?;
+        }
+        let adopted = super::compact::adopt(&s.store, &snapshot, now).await?;
+        if adopted > 0 {
+            tracing::info!(
+                "index: {adopted} parts in the store that its manifest did not list taken in"
+            );
         }
         let copy = JournalDir::mirror(s.local.root().join(REPAIR_COPY));
         let repaired = repair::repair(&s.store, &copy, &snapshot, &s.me.host, now).await?;

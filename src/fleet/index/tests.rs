@@ -697,3 +697,52 @@ async fn a_turn_counts_once_and_only_from_a_host_that_may_speak_for_it() {
     assert!(skipped.is_empty());
     assert_eq!(turns.len(), 1, "{turns:?}");
 }
+
+/// Parts in the store the manifest does not list — a writer killed between writing them and
+/// committing, or a manifest that dropped them — are taken in by a compaction once unlisted
+/// for [`compact::ORPHAN_AFTER`], and not before; one that is not Parquet of its table is left
+/// out.
+#[tokio::test]
+async fn parts_the_manifest_lost_are_taken_in_by_a_compaction() {
+    let (store, _) = memory();
+    write(&store, "h", "s", 1, &["alpha"]).await;
+    let rows = [session("lost", 2, 1)];
+    let bytes = table::encode_sessions(&rows).unwrap();
+    let lost = put_part(
+        &store,
+        Table::Sessions,
+        Some("2026-11-28"),
+        "h",
+        1,
+        None,
+        bytes,
+    )
+    .await
+    .unwrap();
+    store
+        .put_new(
+            "index/postings/h-1-garbage.parquet",
+            bytes::Bytes::from_static(b"PAR1 no"),
+        )
+        .await
+        .unwrap();
+    let now = jiff::Timestamp::now().as_microsecond();
+    let snap = snapshot(&store).await;
+    assert_eq!(
+        compact::adopt(&store, &snap, now).await.unwrap(),
+        0,
+        "too young"
+    );
+    let later = now + compact::ORPHAN_AFTER + 1_000_000;
+    assert_eq!(compact::adopt(&store, &snap, later).await.unwrap(), 1);
+    let snap = snapshot(&store).await;
+    assert!(snap.parts.contains(&lost), "{snap:?}");
+    assert_eq!(snap.parts.len(), 4);
+    let sessions = reader::sessions(&store, &snap).await.unwrap();
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(
+        compact::adopt(&store, &snap, later).await.unwrap(),
+        0,
+        "taken in once"
+    );
+}

@@ -164,7 +164,9 @@ fn open(url: &str) -> anyhow::Result<Opened> {
     let catalogs = runtime
         .block_on(pull::catalogs(&store, &copy))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-    warn(url, &catalogs.skipped);
+    for said in catalogs.said(url) {
+        eprintln!("acp-journal: warning: {said}");
+    }
     Ok(Opened {
         store,
         copy,
@@ -394,7 +396,9 @@ fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
     let catalogs = runtime
         .block_on(pull::catalogs(&store, &copy))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
-    warn(url, &catalogs.skipped);
+    for said in catalogs.said(url) {
+        eprintln!("acp-journal: warning: {said}");
+    }
     let summaries = copy.sessions_with(false)?;
     let now = jiff::Timestamp::now().as_microsecond();
     let read = index::view::sessions(&store, &snapshot, &catalogs, &summaries, now);

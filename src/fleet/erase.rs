@@ -1,10 +1,15 @@
-//! Erasing a session from the store (`erase`, and `prune` with `--store`): a marker first
-//! (`erased/<key>`: every host's shipper then ships nothing of it again, its lines blanked in
-//! the catalogs it ships and its rows left out of the index it writes), then every object that
-//! holds it goes — its segments, its lease —, its lines in every host's catalog are blanked in
-//! place (spaces of the same length: a catalog's parts keep their byte ranges, so its chain
-//! stays whole), and its rows and words leave the index (the parts that held them replaced at
-//! once). What hosts keep on their own disks is theirs: `prune` there.
+//! Erasing a session from the store (`erase`, and `prune` with `--store`): its lease and lease
+//! history go first, then a marker (`erased/<key>`: every host's shipper then ships nothing of
+//! it again, its lines blanked in the catalogs it ships and its rows left out of the index it
+//! writes), then its segments go, its lines in every host's catalog are blanked in place
+//! (spaces of the same length: a catalog's parts keep their byte ranges, so its chain stays
+//! whole), and its rows and words leave the index (the parts that held them replaced at once).
+//! What hosts keep on their own disks is theirs: `prune` there.
+//!
+//! **A marker is honoured only once the session's lease is gone** ([`honoured`]): `erase`
+//! deletes the lease before it writes the marker, and a bucket writer who can only write
+//! objects cannot delete it, so a planted marker stops nothing — the hosts go on shipping and
+//! say loudly that they refused it.
 
 use std::collections::HashSet;
 
@@ -53,6 +58,29 @@ pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, Error> {
         .collect())
 }
 
+/// Of the erasure markers for `keys`, those to honour — the session's lease is gone from the
+/// store, as `erase` leaves it — and those refused (a lease is there: no `erase` wrote the
+/// marker). Keys in `known` were honoured before and are not asked about again (a lease object
+/// is never deleted but by an erasure).
+///
+/// # Errors
+/// The store's.
+pub async fn honoured(
+    store: &Store,
+    keys: impl IntoIterator<Item = String>,
+    known: &HashSet<String>,
+) -> Result<(HashSet<String>, Vec<String>), Error> {
+    let (mut honoured, mut refused) = (HashSet::new(), Vec::new());
+    for key in keys {
+        if known.contains(&key) || store.head(&layout::lease_object(&key)).await?.is_none() {
+            honoured.insert(key);
+        } else {
+            refused.push(key);
+        }
+    }
+    Ok((honoured, refused))
+}
+
 /// The session key a catalog entry speaks of.
 fn key_of(entry: &CatalogEntry) -> Option<String> {
     match entry {
@@ -87,13 +115,25 @@ pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
     blanked
 }
 
-/// Erase `session` from the store.
+/// Erase `session` from the store. A session a host continues now takes its lease's time
+/// more: what that host ships before it stops is swept then.
 ///
 /// # Errors
 /// The store's (what was removed before the error stays removed; erasing again finishes).
 pub async fn erase(store: &Store, session: &str) -> Result<Erased, String> {
     let key = session_key(session);
     let e = |e: Error| e.to_string();
+    let mut erased = Erased::default();
+    // A host continuing the session now stops at its next renewal (its lease gone), or at its
+    // next look at the markers; what it ships until then is swept once its lease would have
+    // run out.
+    let live = match super::lease::read_lease(store, &key).await.map_err(e)? {
+        super::lease::Seen::Lease(_, lease) if !lease.released => Some(lease),
+        _ => None,
+    };
+    // The lease first: its absence is what makes the marker count (see [`honoured`]).
+    let leases = store.list(&layout::lease_dir(&key)).await.map_err(e)?;
+    store.delete_many(&leases).await.map_err(e)?;
     store
         .put_versioned(
             &format!("{ERASED}/{key}"),
@@ -102,12 +142,15 @@ pub async fn erase(store: &Store, session: &str) -> Result<Erased, String> {
         )
         .await
         .map_err(e)?;
-    let mut erased = Erased::default();
-    for dir in [format!("sessions/{key}"), layout::lease_dir(&key)] {
-        for rel in store.list(&dir).await.map_err(e)? {
-            store.delete(&rel).await.map_err(e)?;
-            erased.objects += 1;
-        }
+    let segments = store.list(&format!("sessions/{key}")).await.map_err(e)?;
+    store.delete_many(&segments).await.map_err(e)?;
+    erased.objects += leases.len() + segments.len();
+    if let Some(lease) = live {
+        let ttl = lease.ttl();
+        tokio::time::sleep(ttl + super::lease::margin(ttl)).await;
+        let late = store.list(&format!("sessions/{key}")).await.map_err(e)?;
+        store.delete_many(&late).await.map_err(e)?;
+        erased.objects += late.len();
     }
     let keys = HashSet::from([key.clone()]);
     for host in store.subdirs("hosts").await.map_err(e)? {

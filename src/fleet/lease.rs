@@ -1145,12 +1145,17 @@ pub async fn renew_due(
         match outcome {
             Ok(Renewal::Renewed(h)) => leases.lock().set(&key, Standing::Held(h)),
             Ok(Renewal::Lost(by)) => {
+                let what = match &by {
+                    Some(l) => format!(
+                        "was taken over by another host, {} (epoch {}), while this one could not renew its lease",
+                        shown(&l.host),
+                        l.epoch
+                    ),
+                    None => "lost its lease: the lease is gone from the store, or is no lease any more (erased, or lost or damaged by the store)".to_string(),
+                };
                 tracing::error!(
-                    "session {:?} was taken over by another host{} while this one could not renew its lease: this host writes it to the store no more (what it journals from here stays on this disk; `acp-journal stats` counts it)",
+                    "session {:?} {what}: this host writes it to the store no more (what it journals from here stays on this disk; `acp-journal stats` counts it)",
                     held.lease.session,
-                    by.as_ref()
-                        .map(|l| format!(" ({}, epoch {})", shown(&l.host), l.epoch))
-                        .unwrap_or_default()
                 );
                 leases.lock().set(&key, Standing::Lost(by));
             }

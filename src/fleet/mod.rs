@@ -286,8 +286,8 @@ impl Fleet {
         let url = self.url();
         let catalogs =
             runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.store, &copy)))??;
-        for why in &catalogs.skipped {
-            tracing::warn!("{url}: {why}");
+        for said in catalogs.said(url) {
+            tracing::warn!("{said}");
         }
         let summaries = copy.sessions_with(false).map_err(|e| e.to_string())?;
         let now = s.clock.wall_us();

@@ -14,7 +14,7 @@
 //! under an epoch its session's lease history gives to its run is not pulled: each is reported
 //! ([`Pulled::skipped`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 
@@ -256,7 +256,31 @@ pub struct Catalogs {
     pub opened_by: HashMap<String, String>,
     /// The merged catalog's lines, in time order, each with the session it speaks of.
     pub lines: Vec<(Option<String>, Vec<u8>)>,
+    /// The keys of erasure markers not honoured: their session's lease is still in the store,
+    /// so no `acp-journal erase` wrote them.
+    pub refused_erasures: Vec<String>,
 }
+
+impl Catalogs {
+    /// What a reader says on stderr of the catalogs it could not read whole and the markers it
+    /// refused.
+    pub fn said(&self, url: &str) -> Vec<String> {
+        let mut said: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|why| format!("{url}: {why} (read up to there)"))
+            .collect();
+        said.extend(self.refused_erasures.iter().map(|key| {
+            format!(
+                "{url}: erased/{key} marks a session erased, but its lease is still in the store (`acp-journal erase` deletes it first): not honoured"
+            )
+        }));
+        said
+    }
+}
+
+/// The file of a reader's copy listing the erasure markers honoured.
+const HONOURED_ERASURES: &str = "erasures-honoured";
 
 /// Every host's catalog, pulled into `local`'s `hosts/<host>/catalog.ndjson` and merged, in time
 /// order, into its `catalog.ndjson` (replaced whole): the store's sessions as one catalog.
@@ -294,10 +318,34 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
         .collect()
         .await;
     let skipped: Vec<String> = results.into_iter().filter_map(Result::err).collect();
-    // What was erased from the store leaves this copy too: its catalog lines, its sessions.
-    let erased = super::erase::erased_keys(store)
+    // What was erased from the store leaves this copy too: its catalog lines, its sessions —
+    // of the markers honoured (see `erase::honoured`; those honoured before are kept in the
+    // copy and not asked about again).
+    let markers = super::erase::erased_keys(store)
         .await
         .map_err(|e| e.to_string())?;
+    let known_file = local.root().join(HONOURED_ERASURES);
+    let known: HashSet<String> = std::fs::read_to_string(&known_file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let (erased, refused_erasures) = super::erase::honoured(store, markers, &known)
+        .await
+        .map_err(|e| e.to_string())?;
+    if erased != known {
+        let mut keys: Vec<&String> = erased.iter().collect();
+        keys.sort();
+        let text: String = keys.iter().map(|k| format!("{k}\n")).collect();
+        let tmp = known_file.with_extension("tmp");
+        let written = create_private_file(&tmp)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .and_then(|()| std::fs::rename(&tmp, &known_file));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!("{}: {e}", known_file.display()));
+        }
+    }
     if !erased.is_empty() {
         for host in &hosts {
             let path = local.root().join(layout::host_catalog(host));
@@ -372,6 +420,7 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
     }
     let mut believed = Catalogs {
         skipped,
+        refused_erasures,
         ..Catalogs::default()
     };
     for (session, by_host) in claims {

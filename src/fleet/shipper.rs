@@ -160,9 +160,12 @@ pub struct Shipper {
     /// The team index (unless `--no-index`): told of this process's session segments and of
     /// erasures, and what the store holds of each session segment, which it indexes.
     index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
-    /// The sessions erased from the store (nothing of them is shipped), and when last listed.
+    /// The sessions of this journal directory erased from the store (nothing of them is
+    /// shipped), and when last listed.
     erased: Arc<HashSet<String>>,
     erased_at: Option<tokio::time::Instant>,
+    /// The erasure markers refused, and said.
+    refused: HashSet<String>,
 }
 
 impl Shipper {
@@ -184,6 +187,7 @@ impl Shipper {
             index,
             erased: Default::default(),
             erased_at: None,
+            refused: HashSet::new(),
         }
     }
 
@@ -310,20 +314,50 @@ impl Shipper {
         }
     }
 
+    /// The erasures of this journal directory's sessions, listed again every
+    /// [`ERASED_EVERY`]: a marker is honoured only once the session's lease is gone from the
+    /// store (see [`super::erase::honoured`]); one refused is said, once.
+    async fn look_at_erasures(&mut self) {
+        if self.erased_at.is_some_and(|at| at.elapsed() < ERASED_EVERY) {
+            return;
+        }
+        self.erased_at = Some(tokio::time::Instant::now());
+        let s = self.shared.clone();
+        let Ok(keys) = super::erase::erased_keys(&s.store).await else {
+            return;
+        };
+        let sessions = s.local.root().join("sessions");
+        let mine = keys.into_iter().filter(|k| sessions.join(k).is_dir());
+        let Ok((honoured, refused)) = super::erase::honoured(&s.store, mine, &self.erased).await
+        else {
+            return;
+        };
+        for key in honoured.difference(&self.erased) {
+            tracing::warn!(
+                "{}: session {key:?} was erased from the store (`acp-journal erase`): nothing of it is shipped there again; its journal stays on this disk",
+                s.store.url()
+            );
+        }
+        for key in refused {
+            if self.refused.insert(key.clone()) {
+                tracing::error!(
+                    "{}: erased/{key} marks a session of this host erased, but its lease is still in the store: `acp-journal erase` deletes the lease before it writes the marker, so none wrote this one. The session goes on being shipped (a bucket writer may have planted it)",
+                    s.store.url()
+                );
+            }
+        }
+        self.erased = Arc::new(honoured);
+        if let Some((indexer, _)) = &self.index {
+            let _ = indexer.send(IndexerMessage::Erased(self.erased.clone()));
+        }
+    }
+
     /// One round: renew the leases due, take the leases of new sessions, then ask, ship and
     /// compact what needs it, at most [`IN_FLIGHT`] requests at once, then the index. Returns
     /// whether there were files to ship.
     async fn round(&mut self) -> bool {
         let s = self.shared.clone();
-        if self.erased_at.is_none_or(|at| at.elapsed() >= ERASED_EVERY) {
-            if let Ok(keys) = super::erase::erased_keys(&s.store).await {
-                self.erased = Arc::new(keys);
-                if let Some((indexer, _)) = &self.index {
-                    let _ = indexer.send(IndexerMessage::Erased(self.erased.clone()));
-                }
-            }
-            self.erased_at = Some(tokio::time::Instant::now());
-        }
+        self.look_at_erasures().await;
         let mut failed = lease::renew_due(&s.store, s.clock.as_ref(), &s.leases)
             .await
             .err();

@@ -310,10 +310,12 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     );
 }
 
-/// Mark session `erased-{n}` erased in the store (the marker `erase` writes); its key.
-async fn mark_erased(store: &Store, n: u32) -> String {
+/// Mark session `erased-{n}`, one of the journal directory at `root`, erased in the store (the
+/// marker `erase` writes; the session never had a lease); its key.
+async fn mark_erased(store: &Store, root: &std::path::Path, n: u32) -> String {
     let session = format!("erased-{n}");
     let key = crate::journal::dir::session_key(&session);
+    std::fs::create_dir_all(root.join("sessions").join(&key)).unwrap();
     store
         .put_new(&format!("erased/{key}"), Bytes::from(session))
         .await
@@ -330,6 +332,7 @@ async fn mark_erased(store: &Store, n: u32) -> String {
 async fn the_erased_sessions_are_listed_again_every_erased_every_and_not_sooner() {
     let (store, _) = memory();
     let (_dir, shared) = shared(&store, "a");
+    let root = shared.local.root().to_path_buf();
     let (_notes, rx) = mpsc::unbounded_channel();
     let mut shipper = Shipper::new(shared, INTERVAL, rx, None);
     let start = tokio::time::Instant::now();
@@ -339,14 +342,14 @@ async fn the_erased_sessions_are_listed_again_every_erased_every_and_not_sooner(
         tokio::time::advance(at - now).await;
         assert_eq!(start.elapsed(), at);
     };
-    let mut keys = vec![mark_erased(&store, 0).await];
+    let mut keys = vec![mark_erased(&store, &root, 0).await];
     shipper.round().await;
     assert!(shipper.erased.contains(&keys[0]), "{:?}", shipper.erased);
     let tick = Duration::from_millis(1);
     for period in 1..=4u32 {
         let listed = ERASED_EVERY * (period - 1);
         advance_to(listed + Duration::from_secs(10)).await;
-        let key = mark_erased(&store, period).await;
+        let key = mark_erased(&store, &root, period).await;
         shipper.round().await;
         assert!(!shipper.erased.contains(&key), "period {period}: at +10 s");
         advance_to(listed + ERASED_EVERY - tick).await;
@@ -420,4 +423,43 @@ async fn a_new_session_takes_its_lease_in_two_writes_and_no_listing() {
     for s in 0..sessions {
         assert_eq!(pulled_texts(&store, &format!("s{s}")).await.len(), 3);
     }
+}
+
+/// A marker planted in the store for a session this host continues (its lease still there)
+/// stops nothing: the host goes on shipping it. A real erasure (`erase`: the lease gone first)
+/// stops it for good, and what the host shipped before it knew is swept.
+#[tokio::test(start_paused = true)]
+async fn a_planted_erasure_marker_stops_nothing_and_a_real_erasure_stops_shipping() {
+    let (store, _) = memory();
+    let (a, _shipper) = Host::start(&store, "a").await;
+    let mut writer = a.open("s");
+    writer.append(&line(0, "before")).unwrap();
+    writer.flush().unwrap();
+    tokio::time::sleep(INTERVAL * 3).await;
+    let key = crate::journal::dir::session_key("s");
+    store
+        .put_new(&format!("erased/{key}"), Bytes::from_static(b"s"))
+        .await
+        .unwrap();
+    writer.append(&line(1, "after the planted marker")).unwrap();
+    writer.flush().unwrap();
+    tokio::time::sleep(ERASED_EVERY + INTERVAL * 3).await;
+    assert_eq!(
+        pulled_texts(&store, "s").await,
+        ["before", "after the planted marker"]
+    );
+    let erase = tokio::spawn({
+        let store = store.clone();
+        async move { crate::fleet::erase::erase(&store, "s").await.unwrap() }
+    });
+    tokio::time::sleep(INTERVAL / 2).await;
+    writer.append(&line(2, "after the erasure")).unwrap();
+    writer.flush().unwrap();
+    erase.await.unwrap();
+    tokio::time::sleep(ERASED_EVERY + INTERVAL * 3).await;
+    writer.append(&line(3, "long after")).unwrap();
+    writer.flush().unwrap();
+    tokio::time::sleep(ERASED_EVERY + INTERVAL * 3).await;
+    let left = store.list(&format!("sessions/{key}")).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -1,0 +1,210 @@
+//! The team index is complete whatever happens at a run's end (issue 50), through the built
+//! binary against s3s-fs made distant by a relay (tens of milliseconds each way, as an S3
+//! region from a laptop): many short runs in a row, each session listed and searchable; a run
+//! killed with `kill -9` during its last flush, then started again; a host never started again,
+//! repaired by another host's pass while a reader is told the index lags; and the requests a new
+//! session costs, counted at the relay.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::fleet::{Host, eventually};
+use crate::relay::Relay;
+use crate::stores::{ACCESS_KEY, S3sFs, SECRET_KEY, s3_env};
+use crate::util::{Peers, TestClient};
+
+/// What the index in the store holds of each session: its latest row's turns and state (the
+/// parts the manifest lists, read from s3s-fs's files with the crate's own decoder; rows taken
+/// as they are, the latest version of each).
+fn indexed(store: &S3sFs, prefix: &str) -> BTreeMap<String, (u32, String)> {
+    let root = store.root.path().join(&store.bucket).join(prefix);
+    let Ok(manifest) = std::fs::read(root.join("index/snapshot.json")) else {
+        return BTreeMap::new();
+    };
+    let manifest: Value = serde_json::from_slice(&manifest).unwrap();
+    let mut latest: BTreeMap<String, (i64, u32, String)> = BTreeMap::new();
+    for part in manifest["parts"].as_array().unwrap() {
+        if part["table"] != "sessions" {
+            continue;
+        }
+        let bytes = std::fs::read(root.join(part["path"].as_str().unwrap())).unwrap();
+        for row in acp_journal::fleet::index::table::decode_sessions(bytes.into()).unwrap() {
+            let newer = latest
+                .get(&row.session)
+                .is_none_or(|(v, _, _)| *v < row.version);
+            if newer {
+                latest.insert(row.session.clone(), (row.version, row.turns, row.state));
+            }
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(s, (_, turns, state))| (s, (turns, state)))
+        .collect()
+}
+
+/// A host in front of the Python SDK's echo agent running `sessions` sessions of two turns in
+/// one proxy run, each with a word of its own (`w<run>x<n>`); their IDs, and the client.
+fn run_sessions(host: &Host, run: usize, sessions: usize) -> (Vec<String>, TestClient) {
+    let mut client = host.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let mut ids = Vec::new();
+    for n in 0..sessions {
+        let session = client.new_session("/tmp");
+        for turn in ["first", "second"] {
+            let answer = client.prompt(&session, &format!("{turn} turn of w{run}x{n}"));
+            assert!(answer.get("result").is_some(), "{answer}");
+        }
+        ids.push(session);
+    }
+    (ids, client)
+}
+
+/// The environment of a host that reaches the store through `relay`.
+fn through(relay: &Relay) -> Vec<(String, String)> {
+    s3_env(relay.port, ACCESS_KEY, SECRET_KEY, "us-east-1")
+}
+
+#[test]
+fn runs_in_a_row_on_a_distant_store_leave_every_session_indexed_for_a_few_requests_each() {
+    let store = S3sFs::start();
+    let relay = Relay::start(store.port, Duration::from_millis(15));
+    let url = store.url("team");
+    let env = through(&relay);
+    let mut all = Vec::new();
+    let (runs, per_run) = (4, 25);
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for run in 0..runs {
+        // Each run on a journal directory of its own: twenty hosts one after the other, in
+        // the finding; a host's next run would commit what its last could not.
+        let host = Host::new(&url, &env);
+        let (ids, client) = run_sessions(&host, run, per_run);
+        let (code, _) = client.finish();
+        assert_eq!(code, 0);
+        for (k, n) in relay.take_counts() {
+            *counts.entry(k).or_default() += n;
+        }
+        all.extend(ids);
+    }
+    // Every session of every run is in the index as its run ended: none waits for a repair.
+    let index = indexed(&store, "team");
+    for s in &all {
+        assert_eq!(index.get(s).map(|r| r.0), Some(2), "{s}: {index:?}");
+    }
+    let sessions = all.len();
+    let total: usize = counts.values().sum();
+    eprintln!(
+        "requests for {sessions} new sessions of 2 turns, {runs} runs: {total} ({:.1} a session): {counts:?}",
+        total as f64 / sessions as f64
+    );
+    let n = |kind: &str| counts.get(kind).copied().unwrap_or(0);
+    // A session's lease: created, its epoch recorded, given back; no listing or read. Each run
+    // also looks at the index's compaction lease (a read, or a take: a few requests).
+    assert!(n("LIST leases") + n("GET leases") <= 3 * runs, "{counts:?}");
+    assert!(n("PUT leases") <= 3 * sessions + 4 * runs, "{counts:?}");
+    // Everything a run asked of the store, its probe, catalog, index and connections included,
+    // shipping every 0.2 s (a part per interval a session spans, then one merged): under 10
+    // requests a session (the lease's part alone took about 9 before issue 50).
+    assert!(total < 10 * sessions, "{total} requests: {counts:?}");
+    // A teammate lists every one, searches each by its own word.
+    let teammate = Host::new(&url, &store.env());
+    let (code, out, err) = teammate.cli(&["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let listed: BTreeSet<&str> = rows.iter().filter_map(|r| r["session"].as_str()).collect();
+    assert_eq!(listed.len(), sessions, "{err}");
+    assert!(!err.contains("behind"), "{err}");
+    for (run, n) in [(0, 0), (runs - 1, per_run - 1), (2, 7)] {
+        let (code, out, err) = teammate.cli(&["search", &format!("w{run}x{n}")]);
+        assert_eq!(code, 0, "{err}");
+        let session = &all[run * per_run + n];
+        assert!(
+            out.contains(&session[..6]),
+            "w{run}x{n} in {session}: {out}{err}"
+        );
+    }
+}
+
+#[test]
+fn a_run_killed_during_its_last_flush_loses_no_session() {
+    let store = S3sFs::start();
+    let relay = Relay::start(store.port, Duration::from_millis(30));
+    let url = store.url("team");
+    let host = Host::new(&url, &through(&relay));
+    let (ids, mut client) = run_sessions(&host, 0, 20);
+    // The end of the run: its last bytes and rows go while it is killed.
+    client.close_stdin();
+    std::thread::sleep(Duration::from_millis(600));
+    unsafe { libc::kill(client.child.id() as i32, libc::SIGKILL) };
+    let _ = client.finish();
+    // Started again: one more session, and what the killed run left is committed too.
+    let (more, client) = run_sessions(&host, 1, 1);
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    eventually("every session is in the index", || {
+        let index = indexed(&store, "team");
+        let missing: Vec<&String> = ids
+            .iter()
+            .chain(&more)
+            .filter(|s| index.get(*s).is_none_or(|r| r.0 != 2))
+            .collect();
+        (!missing.is_empty()).then(|| format!("{missing:?} of {index:?}"))
+    });
+}
+
+#[test]
+fn a_host_never_started_again_is_repaired_by_another_host_while_readers_say_the_index_lags() {
+    let store = S3sFs::start();
+    let url = store.url("team");
+    let gone = Host::new(&url, &store.env());
+    // Shipped, and killed before its index's first flush; never started again.
+    let (ids, client) = run_sessions(&gone, 0, 3);
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe { libc::kill(client.child.id() as i32, libc::SIGKILL) };
+    let _ = client.finish();
+    assert!(ids.iter().all(|s| !indexed(&store, "team").contains_key(s)));
+    // Another host runs on (its index task looks at the compaction lease every 30 s).
+    let keeper = Host::new(&url, &store.env());
+    let mut on = keeper.proxy(&Peers::get().py_echo_agent(), &[]);
+    on.initialize();
+    let kept = on.new_session("/tmp");
+    on.prompt(&kept, "the keeper's turn");
+    // A reader lists the lost sessions (from the catalogs) and, past half a minute, says the
+    // index is behind them.
+    let reader = Host::new(&url, &store.env());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, out, err) = reader.cli(&["list", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+        let listed = ids.iter().all(|s| {
+            rows.iter()
+                .any(|r| r["session"] == s.as_str() && r["turns"] == 2)
+        });
+        if listed && err.contains("behind the hosts' catalogs on 3 sessions") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{out}{err}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Within two minutes the keeper's repair pass has indexed them, and the reader is quiet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(150);
+    loop {
+        let index = indexed(&store, "team");
+        if ids.iter().all(|s| index.get(s).is_some_and(|r| r.0 == 2)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not repaired: {index:?}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let (code, _, err) = reader.cli(&["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("behind"), "{err}");
+    let (code, _) = on.finish();
+    assert_eq!(code, 0);
+}

@@ -317,12 +317,24 @@ impl Fleet {
         Ok(sessions)
     }
 
-    /// A segment of this process was created at `path`.
+    /// A segment of this process was created at `path`: the shipper ships it, and the index
+    /// follows it when it is a session's (told in the same order as the end of the run, so the
+    /// index knows every segment of the run before it finishes).
     pub fn opened(&self, path: &Path) {
         let _ = self
             .inner
             .messages
             .send(ShipperMessage::Opened(path.to_path_buf()));
+        if let Some(indexer) = &self.inner.indexer
+            && self
+                .inner
+                .shared
+                .local
+                .relative(path)
+                .starts_with("sessions/")
+        {
+            let _ = indexer.send(IndexerMessage::Follow(path.to_path_buf()));
+        }
     }
 
     /// A segment of this process was closed.

@@ -157,8 +157,8 @@ pub struct Shipper {
     messages: mpsc::UnboundedReceiver<ShipperMessage>,
     /// When the last look at the files began.
     last_look: Instant,
-    /// The team index (unless `--no-index`): told of this process's session segments and of
-    /// erasures, and what the store holds of each session segment, which it indexes.
+    /// The team index (unless `--no-index`): told of erasures, and what the store holds of
+    /// each session segment, which it indexes.
     index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     /// The sessions of this journal directory erased from the store (nothing of them is
     /// shipped), and when last listed.
@@ -267,11 +267,6 @@ impl Shipper {
             Some(key) => Leased::Left(key),
             None => Leased::No,
         };
-        if matches!(leased, Leased::Mine(_))
-            && let Some((indexer, _)) = &self.index
-        {
-            let _ = indexer.send(IndexerMessage::Follow(path.clone()));
-        }
         let file = if rel == "catalog.ndjson" {
             layout::host_catalog(&self.shared.me.host)
         } else {

@@ -139,6 +139,14 @@ fn a_run_killed_during_its_last_flush_loses_no_session() {
     std::thread::sleep(Duration::from_millis(600));
     unsafe { libc::kill(client.child.id() as i32, libc::SIGKILL) };
     let _ = client.finish();
+    let at_kill = indexed(&store, "team");
+    eprintln!(
+        "indexed when killed: {} of {} sessions whole",
+        ids.iter()
+            .filter(|s| at_kill.get(*s).is_some_and(|r| r.0 == 2))
+            .count(),
+        ids.len()
+    );
     // Started again: one more session, and what the killed run left is committed too.
     let (more, client) = run_sessions(&host, 1, 1);
     let (code, _) = client.finish();

@@ -96,6 +96,9 @@ impl Run {
         self.notes
             .send(ShipperMessage::Opened(writer.path().to_path_buf()))
             .unwrap();
+        self.index
+            .send(IndexerMessage::Follow(writer.path().to_path_buf()))
+            .unwrap();
         writer
     }
 

@@ -18,7 +18,7 @@ use crate::util::{Peers, TestClient};
 /// What the index in the store holds of each session: its latest row's turns and state (the
 /// parts the manifest lists, read from s3s-fs's files with the crate's own decoder; rows taken
 /// as they are, the latest version of each).
-fn indexed(store: &S3sFs, prefix: &str) -> BTreeMap<String, (u32, String)> {
+pub fn indexed(store: &S3sFs, prefix: &str) -> BTreeMap<String, (u32, String)> {
     let root = store.root.path().join(&store.bucket).join(prefix);
     let Ok(manifest) = std::fs::read(root.join("index/snapshot.json")) else {
         return BTreeMap::new();

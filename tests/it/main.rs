@@ -15,6 +15,7 @@ mod hostile;
 mod html;
 mod index;
 mod index_complete;
+mod index_trust;
 mod kill_storm;
 mod leases;
 mod loading;

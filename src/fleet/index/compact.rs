@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
-use super::rows::{Follower, SessionRow, TurnRow};
+use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Removed, Snapshot};
 use super::table::{self, Table};
 use super::writer::{put_part, put_rows};
@@ -266,29 +266,21 @@ pub fn rows_of(
     segments: &[(PathBuf, String)],
 ) -> (Vec<TurnRow>, Option<SessionRow>, BTreeSet<(String, String)>) {
     let (mut turns, mut session, mut postings) = (Vec::new(), None::<SessionRow>, BTreeSet::new());
-    let mut before = 0;
+    let mut earlier = Earlier::default();
     for (path, host) in segments {
         let Ok(reader) = SegmentReader::open(path) else {
             continue;
         };
-        let mut f = Follower::new(reader.header(), host, before);
+        let mut f = Follower::new(reader.header(), host, earlier);
         for record in reader {
             turns.extend(f.record(&record));
         }
+        earlier = f.earlier();
         let row = f.session().clone();
-        before = row.turns;
         for word in f.take_words() {
             postings.insert((word, row.session.clone()));
         }
-        session = Some(match session {
-            // The session's first segment says when it began.
-            Some(first) => SessionRow {
-                started_us: first.started_us.min(row.started_us),
-                title: row.title.clone().or(first.title),
-                ..row
-            },
-            None => row,
-        });
+        session = Some(row);
     }
     (turns, session, postings)
 }

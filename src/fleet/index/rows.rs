@@ -85,6 +85,18 @@ pub struct SessionRow {
     pub version: i64,
 }
 
+/// What a session's earlier segments said, for the row of a later one: the session's turns so
+/// far, its title (a later segment's first prompt does not retitle it), and when it began.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Earlier {
+    /// Prompt turns in the earlier segments.
+    pub turns: u32,
+    /// The title they gave it.
+    pub title: Option<String>,
+    /// When its first segment began.
+    pub started_us: Option<i64>,
+}
+
 /// A turn under way.
 #[derive(Debug, Default)]
 struct Open {
@@ -101,9 +113,9 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// A segment with this header, of `host`, whose session had `turns_before` turns in the
-    /// segments before it.
-    pub fn new(header: &Header, host: &str, turns_before: u32) -> Follower {
+    /// A segment with this header, of `host`, of a session its `earlier` segments said that
+    /// of.
+    pub fn new(header: &Header, host: &str, earlier: Earlier) -> Follower {
         let agent_title = header
             .initialize
             .as_ref()
@@ -115,9 +127,10 @@ impl Follower {
                 agent: Some(agent_title.unwrap_or_else(|| header.argv.join(" "))),
                 host: host.to_string(),
                 cwd: header.cwd.clone(),
-                started_us: header.started,
+                started_us: earlier.started_us.unwrap_or(header.started),
                 last_activity_us: header.started,
-                turns: turns_before,
+                turns: earlier.turns,
+                title: earlier.title,
                 state: "idle".into(),
                 version: header.started,
                 ..SessionRow::default()
@@ -130,6 +143,15 @@ impl Follower {
     /// The session's row as it stands.
     pub fn session(&self) -> &SessionRow {
         &self.session
+    }
+
+    /// What this segment and those before it said, for the next one.
+    pub fn earlier(&self) -> Earlier {
+        Earlier {
+            turns: self.session.turns,
+            title: self.session.title.clone(),
+            started_us: Some(self.session.started_us),
+        }
     }
 
     /// The segment ended (closed): the session's row says so.
@@ -325,7 +347,14 @@ mod tests {
 
     #[test]
     fn a_turn_is_its_prompt_what_the_agent_said_and_did_and_how_it_ended() {
-        let mut f = Follower::new(&header(), "h", 2);
+        let mut f = Follower::new(
+            &header(),
+            "h",
+            Earlier {
+                turns: 2,
+                ..Earlier::default()
+            },
+        );
         let lines = [
             line(
                 Side::Client,
@@ -376,8 +405,31 @@ mod tests {
     }
 
     #[test]
+    fn a_later_segment_keeps_the_sessions_title_start_and_turns() {
+        let mut first = Follower::new(&header(), "h", Earlier::default());
+        first.record(&line(Side::Client, 20, r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"The first prompt"}]}}"#));
+        first.record(&line(
+            Side::Agent,
+            30,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}"#,
+        ));
+        let later_header = Header {
+            started: 1000,
+            ..header()
+        };
+        let mut later = Follower::new(&later_header, "h2", first.earlier());
+        later.record(&line(Side::Client, 1010, r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"Continued elsewhere"}]}}"#));
+        let row = later.session();
+        assert_eq!(row.title.as_deref(), Some("The first prompt"));
+        assert_eq!(
+            (row.turns, row.started_us, row.host.as_str()),
+            (2, 10, "h2")
+        );
+    }
+
+    #[test]
     fn an_answer_to_another_request_ends_no_turn() {
-        let mut f = Follower::new(&header(), "h", 0);
+        let mut f = Follower::new(&header(), "h", Earlier::default());
         f.record(&line(Side::Client, 1, r#"{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"s","prompt":[]}}"#));
         assert_eq!(
             f.record(&line(

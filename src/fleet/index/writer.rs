@@ -18,7 +18,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::ledger::Indexed;
-use super::rows::{Follower, SessionRow, TurnRow};
+use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::shipped::Shipped;
@@ -176,24 +176,24 @@ pub async fn put_rows(
     Ok(parts)
 }
 
-/// The turns a session had in its segments before `segment` (in the order the session was
-/// written).
-fn turns_before(local: &JournalDir, session: &str, segment: &Path, host: &str) -> u32 {
+/// What a session's segments before `segment` (in the order the session was written) said of
+/// it.
+fn earlier(local: &JournalDir, session: &str, segment: &Path, host: &str) -> Earlier {
     let mut segments =
         crate::journal::dir::segments_in(&local.session_dir(session)).unwrap_or_default();
     mark::in_epoch_order(&mut segments);
-    let mut turns = 0;
+    let mut earlier = Earlier::default();
     for path in segments.iter().take_while(|p| p.as_path() != segment) {
         let Ok(reader) = SegmentReader::open(path) else {
             continue;
         };
-        let mut f = Follower::new(reader.header(), host, turns);
+        let mut f = Follower::new(reader.header(), host, earlier);
         for record in reader {
             f.record(&record);
         }
-        turns = f.session().turns;
+        earlier = f.earlier();
     }
-    turns
+    earlier
 }
 
 /// About how many bytes `turn` holds.
@@ -280,8 +280,9 @@ impl Writer {
                             None => {
                                 let Some(header) = f.tail.header() else { break };
                                 let session = header.session.clone().unwrap_or_default();
-                                let before = turns_before(&self.local, &session, path, &self.host);
-                                f.follower.insert(Follower::new(header, &self.host, before))
+                                let earlier = earlier(&self.local, &session, path, &self.host);
+                                f.follower
+                                    .insert(Follower::new(header, &self.host, earlier))
                             }
                         };
                         if let Some(turn) = follower.record(&record) {

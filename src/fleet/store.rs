@@ -288,6 +288,35 @@ impl Store {
         self.store.get(&object_path(rel)?).await?.bytes().await
     }
 
+    /// The whole object `rel`, unless it is larger than `limit`: refused on the size the store
+    /// announces, before its body is read, and on the body itself if it runs past that.
+    ///
+    /// # Errors
+    /// The store's (`NotFound` when absent), or an object over `limit` bytes.
+    pub async fn get_bounded(&self, rel: &str, limit: u64) -> Result<Bytes, Error> {
+        let too_large = |size: u64| Error::Generic {
+            store: "acp-journal",
+            source: format!("{rel}: {size} bytes, more than the {limit} allowed").into(),
+        };
+        let got = self
+            .store
+            .get_opts(&object_path(rel)?, GetOptions::default())
+            .await?;
+        let size = got.meta.size;
+        if size > limit {
+            return Err(too_large(size));
+        }
+        let mut body = Vec::with_capacity(size as usize);
+        let mut stream = got.into_stream();
+        while let Some(chunk) = stream.try_next().await? {
+            if (body.len() + chunk.len()) as u64 > limit {
+                return Err(too_large((body.len() + chunk.len()) as u64));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(body))
+    }
+
     /// Bytes `range` of object `rel`.
     ///
     /// # Errors

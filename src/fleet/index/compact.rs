@@ -114,7 +114,7 @@ async fn merge(
     for p in parts {
         blobs.push(
             store
-                .get(&p.path)
+                .get_bounded(&p.path, super::bounds::MAX_PART_BYTES)
                 .await
                 .map_err(|e| format!("{}: {e}", p.path))?,
         );

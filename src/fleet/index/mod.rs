@@ -11,6 +11,9 @@
 //!
 //! - [`rows`]: what a segment's records say as rows (pure);
 //! - [`table`]: the tables' Parquet schemas, rows to bytes and back;
+//! - [`bounds`]: what a part may be, checked before it is decoded (its size, footer, schema,
+//!   every page), with [`thrift`], the reader of page headers those checks need, and
+//!   [`columns`], the decoding of a checked part within a budget;
 //! - [`snapshot`]: the manifest and its commits;
 //! - [`writer`]: follows this host's segments on the shipper's thread and commits parts;
 //! - [`compact`]: many small parts into one, by whichever host holds the compaction lease; and
@@ -19,13 +22,16 @@
 //!   through [`cache`], a bounded local cache of the ranges read;
 //! - [`figures`]: the team's sessions, turns and tokens by agent, host and week (`stats --store`).
 
+pub mod bounds;
 pub mod cache;
+pub mod columns;
 pub mod compact;
 pub mod figures;
 pub mod reader;
 pub mod rows;
 pub mod snapshot;
 pub mod table;
+pub mod thrift;
 pub mod writer;
 
 use crate::catalog::CatalogEntry;
@@ -82,5 +88,7 @@ pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
     entries
 }
 
+#[cfg(test)]
+mod bombs;
 #[cfg(test)]
 mod tests;

@@ -154,10 +154,10 @@ pub(crate) fn plain(values: &[&[u8]]) -> Vec<u8> {
 }
 
 /// Runs of `(count, value)` in the run-length encoding of Parquet's levels and keys (values
-/// of at most 8 bits).
+/// of at most 8 bits; runs of no value left out).
 pub(crate) fn runs(runs: &[(u32, u8)]) -> Vec<u8> {
     let mut c = Compact::new();
-    for &(count, value) in runs {
+    for &(count, value) in runs.iter().filter(|r| r.0 > 0) {
         c.varint(u64::from(count) << 1);
         c.bytes.push(value);
     }

@@ -261,25 +261,27 @@ fn genuine_parts_of_every_table_read_back_as_written_large_ones_too() {
     );
 }
 
+/// A part of `table` whose text column (a title, a prompt, a word) is a page declaring 2 GiB
+/// decompressed.
+fn page_of_2_gib(table: Table) -> Vec<u8> {
+    let (column, optional) = text_column(table);
+    let def = optional.then_some(&[(1, 1)][..]);
+    let body = bombs::data_body(None, def, &bombs::plain(&[b"x"]));
+    let page = bombs::page(DATA_PAGE, 1, PLAIN, &body, Some(i32::MAX));
+    let chunk = NewChunk {
+        bytes: page,
+        dictionary: 0,
+    };
+    with_chunk(&genuine(table), column, chunk)
+}
+
 #[test]
 fn a_zstd_page_declaring_a_huge_size_is_refused_before_anything_is_allocated_for_it() {
     for table in [Table::Sessions, Table::Turns, Table::Postings] {
-        let (column, optional) = text_column(table);
-        let def = optional.then_some(&[(1, 1)][..]);
-        let body = bombs::data_body(None, def, &bombs::plain(&[b"x"]));
-        let page = bombs::page(DATA_PAGE, 1, PLAIN, &body, Some(i32::MAX));
-        let part = with_chunk(
-            &genuine(table),
-            column,
-            NewChunk {
-                bytes: page,
-                dictionary: 0,
-            },
-        );
         refused(
             &format!("{table:?}: a page declaring 2 GiB"),
             table,
-            &part,
+            &page_of_2_gib(table),
             "a page of 2147483647 bytes decompressed, more than the 8388608 allowed",
             MIB,
         );
@@ -435,35 +437,30 @@ fn a_row_whose_list_holds_millions_of_items_is_refused() {
     );
 }
 
+/// A postings part whose first page header holds a statistics value said to be `len` bytes.
+fn header_with_a_binary_of(len: u64) -> Vec<u8> {
+    let body = bombs::data_body(None, None, &bombs::plain(&[b"w"]));
+    let compressed = zstd::bulk::compress(&body, 3).unwrap();
+    let (uncompressed, size) = (body.len() as i32, compressed.len() as i32);
+    let mut page = bombs::page_header(DATA_PAGE, uncompressed, size, 1, PLAIN, |c| {
+        // Statistics, its `max`.
+        c.begin(5).binary_len(1, len);
+    });
+    page.extend(compressed);
+    let chunk = NewChunk {
+        bytes: page,
+        dictionary: 0,
+    };
+    with_chunk(&genuine(Table::Postings), 0, chunk)
+}
+
 #[test]
 fn a_page_header_with_a_huge_binary_field_is_refused() {
     for len in [1 << 40, u64::MAX >> 1, 5 << 10] {
-        let body = bombs::data_body(None, None, &bombs::plain(&[b"w"]));
-        let compressed = zstd::bulk::compress(&body, 3).unwrap();
-        let mut page = bombs::page_header(
-            DATA_PAGE,
-            body.len() as i32,
-            compressed.len() as i32,
-            1,
-            PLAIN,
-            |c| {
-                // Statistics, its `max`.
-                c.begin(5).binary_len(1, len);
-            },
-        );
-        page.extend(compressed);
-        let part = with_chunk(
-            &genuine(Table::Postings),
-            0,
-            NewChunk {
-                bytes: page,
-                dictionary: 0,
-            },
-        );
         refused(
             &format!("a page header with a binary field of {len} bytes"),
             Table::Postings,
-            &part,
+            &header_with_a_binary_of(len),
             "a page header",
             MIB,
         );
@@ -775,4 +772,36 @@ async fn a_lookup_reads_a_bounded_footer_and_only_row_groups_it_checked() {
         one_postings_part(&genuine(Table::Postings), ("w", "word999")).await;
     snapshot.parts[0].bytes = 1 << 40;
     assert!(lookup(store, snapshot, "w", None).await.1.is_err());
+}
+
+/// The seeds of the `index_part` fuzz target (`fuzz/corpus/index_part/`): a genuine part of each
+/// table and a bomb of each kind, each after its table's byte (0 sessions, 1 turns, 2
+/// postings). Written again by `cargo test --lib fleet::index::bounds::tests::fuzz_seeds --
+/// --ignored`.
+#[test]
+#[ignore = "writes fuzz/corpus/index_part"]
+fn fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/index_part");
+    std::fs::create_dir_all(&dir).unwrap();
+    let seeds = [
+        ("sessions", 0, genuine(Table::Sessions)),
+        ("turns", 1, genuine(Table::Turns)),
+        ("postings", 2, genuine(Table::Postings)),
+        ("sessions-page-of-2-gib", 0, page_of_2_gib(Table::Sessions)),
+        (
+            "sessions-dictionary",
+            0,
+            dictionary_bomb(Table::Sessions, 64, &[b'a'; 60 << 10]),
+        ),
+        ("turns-list", 1, list_bomb(1 << 20)),
+        (
+            "postings-header-binary",
+            2,
+            header_with_a_binary_of(1 << 40),
+        ),
+    ];
+    for (name, table, part) in seeds {
+        let seed = [&[table][..], &part].concat();
+        std::fs::write(dir.join(format!("seed-{name}")), seed).unwrap();
+    }
 }

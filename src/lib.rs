@@ -26,6 +26,12 @@
 #![deny(clippy::print_stdout)]
 
 pub mod acp;
+#[cfg(test)]
+mod allocations;
+/// The test build counts what each thread allocates (tests assert bounds on memory by bytes).
+#[cfg(test)]
+#[global_allocator]
+static COUNTING: allocations::Counting = allocations::Counting;
 pub mod catalog;
 pub mod cli;
 pub mod cmd;

@@ -2,7 +2,7 @@
 //! server on loopback (s3s-fs, installed by `scripts/install-object-stores.sh`).
 //!
 //! Run with `cargo bench --bench fleet` (`BENCH_QUICK=1`: ~10× smaller; `BENCH_FLEET_ONLY=flood,team`:
-//! those sections alone (turns, flood, load, list, fleet, team); `BENCH_PROXY_STDERR=1`: the proxies' logs on stderr). The markdown report
+//! those sections alone (turns, flood, load, list, fleet, team, cost); `BENCH_PROXY_STDERR=1`: the proxies' logs on stderr). The markdown report
 //! goes to stdout and `target/bench-fleet.md`; progress to stderr. Measured, both sides in one
 //! run:
 //! 1. prompt turns through the stdio proxy with shipping off and on (every second, the
@@ -17,7 +17,10 @@
 //!    second, ship lag; then one host `kill -9`ed: what the store lacked of its journals, and
 //!    how long until another host continues one of its sessions (its lease running out);
 //! 6. the team index ([`team`]): 100 hosts × 10 sessions recorded through the proxy; `list`
-//!    and `search` from an empty cache, from the index and as before it.
+//!    and `search` from an empty cache, from the index and as before it;
+//! 7. what a new session and a turn cost the store, and the end of a run with 100 sessions
+//!    open, on a store 30 ms away each way ([`cost`]; `BENCH_BASE_BIN`: another revision's
+//!    binary measured in the same run).
 //!
 //! The binary re-executes itself as the agent (`__agent`): it answers `initialize`,
 //! `session/new` (a new ID each time), `session/load` (nothing to replay: the proxy serves
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod cost;
 mod team;
 
 const KEY: &str = "benchkey";
@@ -87,6 +91,9 @@ fn main() {
     let (hosts, per_host) = if quick { (10, 100) } else { (100, 10) };
     if runs("team") {
         team::bench(&S3::start(), hosts, per_host, &mut report);
+    }
+    if runs("cost") {
+        cost::bench(&S3::start(), scale(100).max(20), &mut report);
     }
     print!("{report}");
     let _ = std::fs::write(
@@ -309,7 +316,19 @@ impl Proxy {
         extra: &[&str],
         flood: usize,
     ) -> Proxy {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_acp-journal"));
+        let bin = Path::new(env!("CARGO_BIN_EXE_acp-journal"));
+        Proxy::start_bin(bin, dir, store, extra, flood)
+    }
+
+    /// As [`Proxy::start`], of the `acp-journal` at `bin`.
+    fn start_bin(
+        bin: &Path,
+        dir: &Path,
+        store: Option<(&[(String, String)], &str)>,
+        extra: &[&str],
+        flood: usize,
+    ) -> Proxy {
+        let mut cmd = Command::new(bin);
         cmd.arg("--journal-dir").arg(dir);
         cmd.env("ACP_JOURNAL_LOG", "warn")
             .env_remove("ACP_JOURNAL_STORE");

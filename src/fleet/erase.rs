@@ -230,7 +230,10 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
     let wrong = |e: parquet::errors::ParquetError| e.to_string();
     let mut removed = 0;
     for part in &snap.parts {
-        let bytes = store.get(&part.path).await.map_err(|e| e.to_string())?;
+        let bytes = store
+            .get_bounded(&part.path, index::bounds::MAX_PART_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
         let (kept, rows, words) = match part.table {
             Table::Sessions => {
                 let all = index::table::decode_sessions(bytes).map_err(wrong)?;

@@ -273,21 +273,6 @@ impl Store {
         Ok(Some((version, got.bytes().await?)))
     }
 
-    /// The object `rel`, read whole unless the store says it is larger than `limit` (then
-    /// `Err`, [`is_too_large`], and its body is not read).
-    ///
-    /// # Errors
-    /// The store's (`NotFound` when absent), or an object over `limit` bytes.
-    pub async fn get_bounded(&self, rel: &str, limit: u64) -> Result<Bytes, Error> {
-        match self.get_versioned(rel, limit).await? {
-            Some((_, bytes)) => Ok(bytes),
-            None => Err(Error::NotFound {
-                path: rel.to_string(),
-                source: "no such object".into(),
-            }),
-        }
-    }
-
     /// The version of object `rel`, or `None` when absent.
     ///
     /// # Errors
@@ -309,6 +294,36 @@ impl Store {
     /// The store's (`NotFound` when absent).
     pub async fn get(&self, rel: &str) -> Result<Bytes, Error> {
         self.store.get(&object_path(rel)?).await?.bytes().await
+    }
+
+    /// The whole object `rel`, unless it is larger than `limit`: refused on the size the store
+    /// announces, before its body is read, and on the body itself if it runs past that
+    /// ([`is_too_large`]).
+    ///
+    /// # Errors
+    /// The store's (`NotFound` when absent), or an object over `limit` bytes.
+    pub async fn get_bounded(&self, rel: &str, limit: u64) -> Result<Bytes, Error> {
+        let too_large = |size: u64| Error::Generic {
+            store: TOO_LARGE,
+            source: format!("{rel}: {size} bytes, more than the {limit} allowed").into(),
+        };
+        let got = self
+            .store
+            .get_opts(&object_path(rel)?, GetOptions::default())
+            .await?;
+        let size = got.meta.size;
+        if size > limit {
+            return Err(too_large(size));
+        }
+        let mut body = Vec::with_capacity(size as usize);
+        let mut stream = got.into_stream();
+        while let Some(chunk) = stream.try_next().await? {
+            if (body.len() + chunk.len()) as u64 > limit {
+                return Err(too_large((body.len() + chunk.len()) as u64));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(body))
     }
 
     /// Bytes `range` of object `rel`.

@@ -14,6 +14,7 @@ mod host_history;
 mod hostile;
 mod html;
 mod index;
+mod index_bounds;
 mod index_complete;
 mod index_trust;
 mod kill_storm;

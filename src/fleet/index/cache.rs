@@ -1,7 +1,8 @@
 //! A reader's bounded local cache of index parts: the byte ranges a query read (a footer, a row
 //! group) kept on disk, private, keyed by part and range — parts never change, so what is
 //! cached never goes stale — and the ranges read longest ago dropped first once the cache
-//! passes its size. And the Parquet reader of a part that reads through it.
+//! passes its size. And the reader of a part's footer and row groups through it, each checked
+//! ([`super::bounds`]) before it is decoded.
 
 use std::io::Write;
 use std::ops::Range;
@@ -9,13 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::AsyncFileReader;
-use parquet::errors::ParquetError;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
+use super::bounds::{self, Footer, Totals};
+use super::columns::Chunk;
+use super::table::Table;
 use crate::fleet::store::Store;
 use crate::journal::private::{create_private_dir, create_private_file};
 
@@ -93,8 +91,8 @@ impl Cache {
     }
 }
 
-/// One part of the index read by Parquet: its footer and the ranges a query needs, through the
-/// cache when there is one.
+/// One part of the index read by ranges: its footer and the row groups a query needs, through
+/// the cache when there is one.
 pub struct PartReader {
     store: Store,
     path: String,
@@ -113,7 +111,7 @@ impl PartReader {
         }
     }
 
-    async fn range(&self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+    async fn range(&self, range: Range<u64>) -> Result<Bytes, String> {
         if let Some(bytes) = self.cache.as_ref().and_then(|c| c.get(&self.path, &range)) {
             return Ok(bytes);
         }
@@ -121,32 +119,56 @@ impl PartReader {
             .store
             .get_range(&self.path, range.clone())
             .await
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
+            .map_err(|e| e.to_string())?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(format!(
+                "{} bytes read of the {} asked",
+                bytes.len(),
+                range.end - range.start
+            ));
+        }
         if let Some(cache) = &self.cache {
             cache.put(&self.path, &range, &bytes);
         }
         Ok(bytes)
     }
-}
 
-impl AsyncFileReader for PartReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        self.range(range).boxed()
+    /// Its footer, as a part of `table`: read (at most [`bounds::MAX_FOOTER_BYTES`]) and
+    /// checked, its reads counted in `totals`.
+    ///
+    /// # Errors
+    /// The store's, or a footer past the bounds.
+    pub async fn footer(&self, table: Table, totals: &mut Totals) -> Result<Footer, String> {
+        if self.size < 12 {
+            return Err(format!("{} bytes: not Parquet", self.size));
+        }
+        let tail = self.size - 8..self.size;
+        totals.fetch(&tail)?;
+        let len = bounds::footer_len(&self.range(tail).await?, self.size)?;
+        let footer = self.size - 8 - len..self.size - 8;
+        totals.fetch(&footer)?;
+        Footer::parse(&self.range(footer).await?, self.size, &table.schema())
     }
 
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        let size = self.size;
-        async move {
-            let metadata = ParquetMetaDataReader::new()
-                .with_arrow_reader_options(options)
-                .load_and_finish(self, size)
-                .await?;
-            Ok(Arc::new(metadata))
+    /// The column chunks of row group `group`, each read and its pages checked.
+    ///
+    /// # Errors
+    /// The store's, or a column chunk past the bounds.
+    pub async fn row_group(
+        &self,
+        footer: &Footer,
+        group: usize,
+        totals: &mut Totals,
+    ) -> Result<Vec<Chunk>, String> {
+        let mut chunks = Vec::new();
+        for column in 0..footer.metadata().row_group(group).num_columns() {
+            let range = footer.chunk(group, column);
+            totals.fetch(&range)?;
+            let bytes = self.range(range.clone()).await?;
+            totals.check(footer, group, column, &bytes)?;
+            chunks.push(Chunk::new(range.start, bytes));
         }
-        .boxed()
+        Ok(chunks)
     }
 }
 

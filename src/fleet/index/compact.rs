@@ -140,7 +140,7 @@ pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<us
         };
         if known.contains(path.as_str())
             || at.saturating_add(ORPHAN_AFTER) > now_us
-            || size > snapshot::MAX_PART_BYTES
+            || size > super::bounds::MAX_PART_BYTES
         {
             continue;
         }
@@ -209,7 +209,7 @@ async fn merge(
     for p in parts {
         blobs.push(
             store
-                .get(&p.path)
+                .get_bounded(&p.path, super::bounds::MAX_PART_BYTES)
                 .await
                 .map_err(|e| format!("{}: {e}", p.path))?,
         );

@@ -11,6 +11,9 @@
 //!
 //! - [`rows`]: what a segment's records say as rows (pure);
 //! - [`table`]: the tables' Parquet schemas, rows to bytes and back;
+//! - [`bounds`]: what a part may be, checked before it is decoded (its size, footer, schema,
+//!   every page), with [`thrift`], the reader of page headers those checks need, and
+//!   [`columns`], the decoding of a checked part within a budget;
 //! - [`snapshot`]: the manifest and its commits;
 //! - [`writer`]: follows this host's segments as far as the store holds them and commits
 //!   parts; [`ledger`]: what of each segment the index holds, on the host's disk;
@@ -24,7 +27,9 @@
 //!   behind them it is;
 //! - [`figures`]: the team's sessions, turns and tokens by agent, host and week (`stats --store`).
 
+pub mod bounds;
 pub mod cache;
+pub mod columns;
 pub mod compact;
 pub mod figures;
 pub mod indexer;
@@ -34,6 +39,7 @@ pub mod repair;
 pub mod rows;
 pub mod snapshot;
 pub mod table;
+pub mod thrift;
 pub mod view;
 pub mod writer;
 
@@ -91,5 +97,7 @@ pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
     entries
 }
 
+#[cfg(test)]
+mod bombs;
 #[cfg(test)]
 mod tests;

@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 
 use futures_util::{StreamExt, TryStreamExt};
-use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::file::statistics::Statistics;
 
+use super::bounds::Totals;
 use super::cache::{Cache, PartReader};
 
 use super::snapshot::{self, Part, Read, Snapshot};
@@ -53,7 +53,10 @@ async fn every_row<T>(
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
 ) -> Result<Vec<T>, String> {
     let fetches = snapshot.of(table).map(|part| async move {
-        let bytes = store.get(&part.path).await.map_err(|e| e.to_string())?;
+        let bytes = store
+            .get_bounded(&part.path, super::bounds::MAX_PART_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
         decode(bytes).map_err(|e| format!("{}: {e}", part.path))
     });
     let parts: Vec<Vec<T>> = futures_util::stream::iter(fetches)
@@ -136,7 +139,7 @@ pub async fn candidates(
 }
 
 /// The sessions of one postings part holding a word beginning with `prefix`: its footer, then
-/// only the row groups whose word statistics can hold one.
+/// only the row groups whose word statistics can hold one, each checked before it is decoded.
 async fn lookup(
     store: &Store,
     part: &Part,
@@ -144,11 +147,13 @@ async fn lookup(
     cache: Option<std::sync::Arc<Cache>>,
 ) -> Result<BTreeSet<String>, String> {
     let reader = PartReader::new(store.clone(), part.path.clone(), part.bytes, cache);
-    let wrong = |e: parquet::errors::ParquetError| format!("{}: {e}", part.path);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+    let wrong = |e: String| format!("{}: {e}", part.path);
+    let mut totals = Totals::default();
+    let footer = reader
+        .footer(Table::Postings, &mut totals)
         .await
         .map_err(wrong)?;
-    let groups: Vec<usize> = builder
+    let groups: Vec<usize> = footer
         .metadata()
         .row_groups()
         .iter()
@@ -162,17 +167,12 @@ async fn lookup(
         })
         .map(|(i, _)| i)
         .collect();
-    if groups.is_empty() {
-        return Ok(BTreeSet::new());
+    let mut chunks = Vec::new();
+    for group in groups {
+        let read = reader.row_group(&footer, group, &mut totals).await;
+        chunks.push((group, read.map_err(wrong)?));
     }
-    let batches: Vec<_> = builder
-        .with_row_groups(groups)
-        .build()
-        .map_err(wrong)?
-        .try_collect()
-        .await
-        .map_err(wrong)?;
-    Ok(table::decode_postings(&batches)
+    Ok(table::decode_postings(&footer, chunks)
         .map_err(wrong)?
         .into_iter()
         .filter(|(word, _)| word.starts_with(prefix))

@@ -5,7 +5,9 @@
 //! A turn begins with the client's `session/prompt` and ends with the agent's answer to it (v1)
 //! or an `idle` `state_update` with a `stopReason` (v2). What the agent said in between
 //! (`agent_message_chunk`), the tool calls it made (`tool_call`: kind, title, paths) and the
-//! usage it reported are kept with the turn, bounded.
+//! usage it reported are kept with the turn, bounded: every text a row keeps that is not an
+//! identifier (session, host) is at most [`TEXT_CHARS`] characters, and readers refuse a part
+//! whose cells are past their bounds (`bounds`).
 
 use std::collections::BTreeSet;
 
@@ -14,12 +16,13 @@ use serde_json::Value;
 use crate::journal::format::{Body, Header, Record};
 use crate::wire::Side;
 
-/// Most characters of a turn's prompt and of the agent's text kept in its row.
+/// Most characters of a turn's prompt and of the agent's text kept in its row, and of any
+/// other text a row keeps (a title, a tool call, a path, a working directory, a stop reason).
 pub const TEXT_CHARS: usize = 4096;
 /// Most tool calls (and paths) kept in a turn's row.
-const TOOLS: usize = 64;
+pub const TOOLS: usize = 64;
 /// Longest word indexed, in bytes.
-const WORD_BYTES: usize = 64;
+pub const WORD_BYTES: usize = 64;
 
 /// A prompt turn, as its row.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -124,9 +127,11 @@ impl Follower {
         Follower {
             session: SessionRow {
                 session: header.session.clone().unwrap_or_default(),
-                agent: Some(agent_title.unwrap_or_else(|| header.argv.join(" "))),
+                agent: Some(bounded(
+                    &agent_title.unwrap_or_else(|| header.argv.join(" ")),
+                )),
                 host: host.to_string(),
-                cwd: header.cwd.clone(),
+                cwd: header.cwd.as_deref().map(bounded),
                 started_us: earlier.started_us.unwrap_or(header.started),
                 last_activity_us: header.started,
                 turns: earlier.turns,
@@ -220,7 +225,7 @@ impl Follower {
         match update["sessionUpdate"].as_str() {
             Some("session_info_update") => {
                 if let Some(title) = update["title"].as_str().filter(|t| !t.is_empty()) {
-                    self.session.title = Some(title.to_string());
+                    self.session.title = Some(bounded(title));
                 }
             }
             Some("usage_update") => {
@@ -247,13 +252,13 @@ impl Follower {
             Some("tool_call") if turn.tools.len() < TOOLS => {
                 let kind = update["kind"].as_str().unwrap_or("other");
                 let title = update["title"].as_str().unwrap_or_default();
-                turn.tools.push(format!("{kind}: {title}"));
+                turn.tools.push(bounded(&format!("{kind}: {title}")));
                 for location in update["locations"].as_array().into_iter().flatten() {
-                    if let Some(path) = location["path"].as_str()
+                    if let Some(path) = location["path"].as_str().map(bounded)
                         && turn.paths.len() < TOOLS
-                        && !turn.paths.iter().any(|p| p == path)
+                        && !turn.paths.contains(&path)
                     {
-                        turn.paths.push(path.to_string());
+                        turn.paths.push(path);
                     }
                 }
             }
@@ -273,7 +278,7 @@ impl Follower {
 
     fn end(&mut self, reason: Option<&str>, usage: &Value, at: i64) -> Option<TurnRow> {
         let Open { mut row, .. } = self.turn.take()?;
-        row.stop_reason = reason.map(str::to_string);
+        row.stop_reason = reason.map(bounded);
         row.duration_ms = u64::try_from((at - row.started_us) / 1000).ok();
         row.input_tokens = usage["inputTokens"].as_u64();
         row.output_tokens = usage["outputTokens"].as_u64();
@@ -447,6 +452,40 @@ mod tests {
             ))
             .is_some()
         );
+    }
+
+    #[test]
+    fn every_text_a_row_keeps_is_bounded() {
+        let long = "x".repeat(3 * TEXT_CHARS);
+        let mut h = header();
+        h.cwd = Some(long.clone());
+        h.argv = vec![long.clone()];
+        let mut f = Follower::new(&h, "h", Earlier::default());
+        let update = |update: serde_json::Value| {
+            let message = serde_json::json!({"jsonrpc": "2.0", "method": "session/update",
+                "params": {"sessionId": "s", "update": update}});
+            line(Side::Agent, 2, &message.to_string())
+        };
+        f.record(&line(Side::Client, 1, r#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}"#));
+        f.record(&update(
+            serde_json::json!({"sessionUpdate": "session_info_update", "title": long}),
+        ));
+        f.record(&update(
+            serde_json::json!({"sessionUpdate": "tool_call", "kind": "edit",
+            "title": long, "locations": [{"path": long}, {"path": format!("{long}y")}]}),
+        ));
+        let answer = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"stopReason": long}});
+        let turn = f
+            .record(&line(Side::Agent, 3, &answer.to_string()))
+            .unwrap();
+        let s = f.session();
+        for text in [&s.title, &s.agent, &s.cwd, &turn.stop_reason] {
+            assert_eq!(text.as_ref().map(|t| t.chars().count()), Some(TEXT_CHARS));
+        }
+        assert_eq!(turn.tools[0].chars().count(), TEXT_CHARS);
+        // Two paths alike in their first TEXT_CHARS characters are one.
+        assert_eq!(turn.paths.len(), 1);
+        assert_eq!(turn.paths[0].chars().count(), TEXT_CHARS);
     }
 
     #[test]

@@ -26,9 +26,6 @@ pub const FORMAT: u32 = 1;
 pub const MAX_MANIFEST: u64 = 8 << 20;
 /// Most entries (parts and parts compacted away) a manifest may list, for the same reason.
 pub const MAX_ENTRIES: usize = 40_000;
-/// Largest part a manifest may name (bytes): the largest a writer or a compaction makes is far
-/// smaller (a compaction merges a day's parts of one table).
-pub const MAX_PART_BYTES: u64 = 256 << 20;
 /// How long after a commit the manifest is read back.
 const SETTLE: Duration = Duration::from_millis(100);
 
@@ -86,7 +83,7 @@ impl Snapshot {
     }
 
     /// The manifest with only what it may name: parts that are index parts of their table
-    /// and day, within [`MAX_PART_BYTES`], each once, and parts compacted away that are index
+    /// and day, within [`super::bounds::MAX_PART_BYTES`], each once, and parts compacted away that are index
     /// parts and no longer listed (anything else — a segment, a catalog, a lease — is never
     /// read, and never deleted, because a manifest names it); how many were left out is kept
     /// in [`Snapshot::left_out`].
@@ -94,7 +91,9 @@ impl Snapshot {
         let before = self.parts.len() + self.removed.len();
         let mut seen = std::collections::HashSet::new();
         self.parts.retain(|p| {
-            p.is_index_part() && p.bytes <= MAX_PART_BYTES && seen.insert(p.path.clone())
+            p.is_index_part()
+                && p.bytes <= super::bounds::MAX_PART_BYTES
+                && seen.insert(p.path.clone())
         });
         let listed: std::collections::HashSet<&str> =
             self.parts.iter().map(|p| p.path.as_str()).collect();

@@ -1,25 +1,35 @@
 //! The index's tables as Parquet (the Apache Arrow project's `parquet` crate): their schemas,
 //! and rows to bytes and back. Every file is zstd-compressed, with statistics per row group
-//! and page, so an engine (or our reader) skips what a query cannot need.
+//! and page, so an engine (or our reader) skips what a query cannot need. A part is decoded only
+//! once [`super::bounds`] has checked it, by [`super::columns`] within a budget.
 
 use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, ListArray, RecordBatch, StringArray,
+    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 
-use super::rows::{SessionRow, TurnRow};
+use super::bounds::{self, Footer, MAX_CELL_BYTES};
+use super::columns::{self, Chunk, Columns};
+use super::rows::{SessionRow, TEXT_CHARS, TOOLS, TurnRow, WORD_BYTES};
 
 /// Rows per row group of the postings (a word's lookup reads about one).
 pub const POSTINGS_ROW_GROUP: usize = 8192;
+/// Rows per row group of the turns: 16 384, so that a row group's lists (at most
+/// [`TOOLS`] items a row) stay within [`bounds::MAX_CHUNK_VALUES`].
+pub const TURNS_ROW_GROUP: usize = 16 << 10;
+/// Rows per row group of the sessions (a level per row: [`bounds::MAX_CHUNK_VALUES`]).
+const SESSIONS_ROW_GROUP: usize = 1 << 20;
+/// Longest prompt or agent text in bytes: [`TEXT_CHARS`] characters of UTF-8.
+const TEXT_BYTES: usize = 4 * TEXT_CHARS;
 
 /// The index's tables.
 #[derive(
@@ -42,6 +52,15 @@ impl Table {
             Table::Sessions => "sessions",
             Table::Turns => "turns",
             Table::Postings => "postings",
+        }
+    }
+
+    /// Its schema.
+    pub fn schema(self) -> Arc<Schema> {
+        match self {
+            Table::Sessions => sessions_schema(),
+            Table::Turns => turns_schema(),
+            Table::Postings => postings_schema(),
         }
     }
 }
@@ -165,7 +184,10 @@ pub fn encode_sessions(rows: &[SessionRow]) -> parquet::errors::Result<Bytes> {
         Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.hidden)))),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.version))),
     ];
-    encode(&RecordBatch::try_new(sessions_schema(), columns)?, 1 << 20)
+    encode(
+        &RecordBatch::try_new(sessions_schema(), columns)?,
+        SESSIONS_ROW_GROUP,
+    )
 }
 
 /// Turns as a Parquet file.
@@ -195,7 +217,10 @@ pub fn encode_turns(rows: &[TurnRow]) -> parquet::errors::Result<Bytes> {
         Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.input_tokens))),
         Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.output_tokens))),
     ];
-    encode(&RecordBatch::try_new(turns_schema(), columns)?, 1 << 20)
+    encode(
+        &RecordBatch::try_new(turns_schema(), columns)?,
+        TURNS_ROW_GROUP,
+    )
 }
 
 /// Postings (`(word, session)`, sorted by word then session) as a Parquet file.
@@ -213,77 +238,67 @@ pub fn encode_postings(rows: &[(String, String)]) -> parquet::errors::Result<Byt
     )
 }
 
-fn batches(bytes: Bytes) -> parquet::errors::Result<Vec<RecordBatch>> {
-    ParquetRecordBatchReaderBuilder::try_new(bytes)?
-        .build()?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| parquet::errors::ParquetError::General(e.to_string()))
+/// A decoding error as the crate's (the callers' type).
+fn failed(why: String) -> ParquetError {
+    ParquetError::General(why)
 }
 
-fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> parquet::errors::Result<&'a T> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<T>())
-        .ok_or_else(|| parquet::errors::ParquetError::General(format!("no column {name:?}")))
+/// The next cell of a required column (the schema, checked, says none is null).
+fn required<T: Default>(column: &mut impl Iterator<Item = Option<T>>) -> T {
+    column.next().flatten().unwrap_or_default()
 }
 
-fn text(a: &StringArray, i: usize) -> Option<String> {
-    (!a.is_null(i)).then(|| a.value(i).to_string())
-}
-
-fn texts(a: &ListArray, i: usize) -> Vec<String> {
-    let values = a.value(i);
-    values
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .map(|s| (0..s.len()).filter_map(|j| text(s, j)).collect())
-        .unwrap_or_default()
+/// The next cell of a column that may be null.
+fn optional<T>(column: &mut impl Iterator<Item = Option<T>>) -> Option<T> {
+    column.next().flatten()
 }
 
 /// The sessions a Parquet file of the table holds.
 ///
 /// # Errors
-/// A file that is not one of the table's.
+/// A file that is not one of the table's, or past a bound of [`bounds`].
 pub fn decode_sessions(bytes: Bytes) -> parquet::errors::Result<Vec<SessionRow>> {
-    let mut rows = Vec::new();
-    for b in batches(bytes)? {
-        let s = |n| column::<StringArray>(&b, n);
-        let t = |n| column::<TimestampMicrosecondArray>(&b, n);
-        let u = |n| column::<UInt64Array>(&b, n);
-        let (session, title, agent, host, cwd, state, parent) = (
-            s("session")?,
-            s("title")?,
-            s("agent")?,
-            s("host")?,
-            s("cwd")?,
-            s("state")?,
-            s("parent")?,
-        );
-        let (started, last) = (t("started")?, t("last_activity")?);
-        let turns = column::<UInt32Array>(&b, "turns")?;
-        let (input, output) = (u("input_tokens")?, u("output_tokens")?);
-        let cost = column::<Float64Array>(&b, "cost")?;
-        let hidden = column::<BooleanArray>(&b, "hidden")?;
-        let version = column::<Int64Array>(&b, "version")?;
-        for i in 0..b.num_rows() {
-            rows.push(SessionRow {
-                session: session.value(i).to_string(),
-                title: text(title, i),
-                agent: text(agent, i),
-                host: host.value(i).to_string(),
-                cwd: text(cwd, i),
-                started_us: started.value(i),
-                last_activity_us: last.value(i),
-                turns: turns.value(i),
-                state: state.value(i).to_string(),
-                input_tokens: input.value(i),
-                output_tokens: output.value(i),
-                cost: (!cost.is_null(i)).then(|| cost.value(i)),
-                parent: text(parent, i),
-                hidden: hidden.value(i),
-                version: version.value(i),
-            });
-        }
+    sessions(&bytes).map_err(failed)
+}
+
+fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
+    let footer = bounds::check_part(bytes, &sessions_schema())?;
+    let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
+    let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
+    let mut title = c.strings(1, MAX_CELL_BYTES)?.into_iter();
+    let mut agent = c.strings(2, MAX_CELL_BYTES)?.into_iter();
+    let mut host = c.strings(3, MAX_CELL_BYTES)?.into_iter();
+    let mut cwd = c.strings(4, MAX_CELL_BYTES)?.into_iter();
+    let mut started = c.int64s(5)?.into_iter();
+    let mut last_activity = c.int64s(6)?.into_iter();
+    let mut turns = c.int32s(7)?.into_iter();
+    let mut state = c.strings(8, MAX_CELL_BYTES)?.into_iter();
+    let mut input = c.int64s(9)?.into_iter();
+    let mut output = c.int64s(10)?.into_iter();
+    let mut cost = c.doubles(11)?.into_iter();
+    let mut parent = c.strings(12, MAX_CELL_BYTES)?.into_iter();
+    let mut hidden = c.bools(13)?.into_iter();
+    let mut version = c.int64s(14)?.into_iter();
+    let mut rows = c.rows_vec::<SessionRow>()?;
+    for _ in 0..c.rows() {
+        rows.push(SessionRow {
+            session: required(&mut session),
+            title: optional(&mut title),
+            agent: optional(&mut agent),
+            host: required(&mut host),
+            cwd: optional(&mut cwd),
+            started_us: required(&mut started),
+            last_activity_us: required(&mut last_activity),
+            // Arrow's unsigned integers are Parquet's signed ones, bit for bit.
+            turns: required(&mut turns) as u32,
+            state: required(&mut state),
+            input_tokens: required(&mut input) as u64,
+            output_tokens: required(&mut output) as u64,
+            cost: optional(&mut cost),
+            parent: optional(&mut parent),
+            hidden: required(&mut hidden),
+            version: required(&mut version),
+        });
     }
     Ok(rows)
 }
@@ -291,62 +306,62 @@ pub fn decode_sessions(bytes: Bytes) -> parquet::errors::Result<Vec<SessionRow>>
 /// The turns a Parquet file of the table holds.
 ///
 /// # Errors
-/// A file that is not one of the table's.
+/// A file that is not one of the table's, or past a bound of [`bounds`].
 pub fn decode_turns(bytes: Bytes) -> parquet::errors::Result<Vec<TurnRow>> {
-    let mut rows = Vec::new();
-    for b in batches(bytes)? {
-        let s = |n| column::<StringArray>(&b, n);
-        let u = |n| column::<UInt64Array>(&b, n);
-        let (session, host, prompt, agent_text, stop) = (
-            s("session")?,
-            s("host")?,
-            s("prompt")?,
-            s("agent_text")?,
-            s("stop_reason")?,
-        );
-        let turn = column::<UInt32Array>(&b, "turn")?;
-        let started = column::<TimestampMicrosecondArray>(&b, "started")?;
-        let (duration, input, output) =
-            (u("duration_ms")?, u("input_tokens")?, u("output_tokens")?);
-        let (tools, paths) = (
-            column::<ListArray>(&b, "tools")?,
-            column::<ListArray>(&b, "paths")?,
-        );
-        let opt = |a: &UInt64Array, i| (!a.is_null(i)).then(|| a.value(i));
-        for i in 0..b.num_rows() {
-            rows.push(TurnRow {
-                session: session.value(i).to_string(),
-                turn: turn.value(i),
-                host: host.value(i).to_string(),
-                started_us: started.value(i),
-                duration_ms: opt(duration, i),
-                prompt: prompt.value(i).to_string(),
-                agent_text: agent_text.value(i).to_string(),
-                tools: texts(tools, i),
-                paths: texts(paths, i),
-                stop_reason: text(stop, i),
-                input_tokens: opt(input, i),
-                output_tokens: opt(output, i),
-            });
-        }
+    turns(&bytes).map_err(failed)
+}
+
+fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, String> {
+    let footer = bounds::check_part(bytes, &turns_schema())?;
+    let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
+    let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
+    let mut turn = c.int32s(1)?.into_iter();
+    let mut host = c.strings(2, MAX_CELL_BYTES)?.into_iter();
+    let mut started = c.int64s(3)?.into_iter();
+    let mut duration = c.int64s(4)?.into_iter();
+    let mut prompt = c.strings(5, TEXT_BYTES)?.into_iter();
+    let mut agent_text = c.strings(6, TEXT_BYTES)?.into_iter();
+    let mut tools = c.lists(7, MAX_CELL_BYTES, TOOLS)?.into_iter();
+    let mut paths = c.lists(8, MAX_CELL_BYTES, TOOLS)?.into_iter();
+    let mut stop_reason = c.strings(9, MAX_CELL_BYTES)?.into_iter();
+    let mut input = c.int64s(10)?.into_iter();
+    let mut output = c.int64s(11)?.into_iter();
+    let mut rows = c.rows_vec::<TurnRow>()?;
+    let unsigned = |v: Option<i64>| v.map(|v| v as u64);
+    for _ in 0..c.rows() {
+        rows.push(TurnRow {
+            session: required(&mut session),
+            turn: required(&mut turn) as u32,
+            host: required(&mut host),
+            started_us: required(&mut started),
+            duration_ms: unsigned(optional(&mut duration)),
+            prompt: required(&mut prompt),
+            agent_text: required(&mut agent_text),
+            tools: tools.next().unwrap_or_default(),
+            paths: paths.next().unwrap_or_default(),
+            stop_reason: optional(&mut stop_reason),
+            input_tokens: unsigned(optional(&mut input)),
+            output_tokens: unsigned(optional(&mut output)),
+        });
     }
     Ok(rows)
 }
 
-/// The postings a Parquet file (or the row groups of it read) holds.
+/// The postings of row groups `groups` of a postings part (each with its column chunks,
+/// checked against `footer`).
 ///
 /// # Errors
-/// A file that is not one of the table's.
-pub fn decode_postings(batches: &[RecordBatch]) -> parquet::errors::Result<Vec<(String, String)>> {
-    let mut rows = Vec::new();
-    for b in batches {
-        let (word, session) = (
-            column::<StringArray>(b, "word")?,
-            column::<StringArray>(b, "session")?,
-        );
-        for i in 0..b.num_rows() {
-            rows.push((word.value(i).to_string(), session.value(i).to_string()));
-        }
+/// Past a bound of [`bounds`], or the crate's.
+pub fn decode_postings(
+    footer: &Footer,
+    groups: Vec<(usize, Vec<Chunk>)>,
+) -> Result<Vec<(String, String)>, String> {
+    let mut c = Columns::new(footer, groups);
+    let words = c.strings(0, WORD_BYTES)?;
+    let sessions = c.strings(1, MAX_CELL_BYTES)?;
+    let mut rows = c.rows_vec::<(String, String)>()?;
+    for (word, session) in words.into_iter().zip(sessions) {
+        rows.push((word.unwrap_or_default(), session.unwrap_or_default()));
     }
     Ok(rows)
 }
@@ -354,9 +369,10 @@ pub fn decode_postings(batches: &[RecordBatch]) -> parquet::errors::Result<Vec<(
 /// Every posting of a whole Parquet file of the table.
 ///
 /// # Errors
-/// A file that is not one of the table's.
+/// A file that is not one of the table's, or past a bound of [`bounds`].
 pub fn decode_all_postings(bytes: Bytes) -> parquet::errors::Result<Vec<(String, String)>> {
-    decode_postings(&batches(bytes)?)
+    let footer = bounds::check_part(&bytes, &postings_schema()).map_err(failed)?;
+    decode_postings(&footer, columns::every_chunk(&footer, &bytes)).map_err(failed)
 }
 
 #[cfg(test)]

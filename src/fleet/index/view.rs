@@ -22,8 +22,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use futures_util::StreamExt;
 
+use super::bounds::MAX_PART_BYTES;
 use super::rows::{SessionRow, TurnRow};
-use super::snapshot::{MAX_PART_BYTES, Part, Snapshot};
+use super::snapshot::{Part, Snapshot};
 use super::table::{self, Table};
 use crate::catalog::SessionSummary;
 use crate::fleet::lease;

@@ -1,0 +1,150 @@
+//! 7: what the store is asked for a new session and for a turn, and the end of a run with many
+//! sessions open, on a store made distant (every byte delayed each way by the relay of the
+//! integration tests, which also counts the requests by kind): one proxy run of `sessions`
+//! sessions of one turn, then one of a tenth as many sessions of ten turns (a turn's cost is
+//! the difference), each timed from the editor's end (stdin closed) to the proxy's exit, and
+//! the sessions the index holds right after. With `BENCH_BASE_BIN` (an `acp-journal` built at
+//! another revision) both binaries are measured in the same run, the base first.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::{Proxy, S3};
+
+#[path = "../../tests/it/relay.rs"]
+mod relay;
+
+/// Each way.
+const DELAY: Duration = Duration::from_millis(30);
+
+/// What one proxy run cost.
+struct Run {
+    requests: BTreeMap<String, usize>,
+    end: Duration,
+    indexed: usize,
+}
+
+/// The sessions of the index under `prefix` of the bench bucket (its manifest's sessions parts,
+/// read with the crate's decoder).
+fn indexed(s3: &S3, prefix: &str) -> std::collections::BTreeSet<String> {
+    let root = s3.root.path().join("bench").join(prefix);
+    let Ok(manifest) = std::fs::read(root.join("index/snapshot.json")) else {
+        return Default::default();
+    };
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).unwrap_or_default();
+    let mut sessions = std::collections::BTreeSet::new();
+    for part in manifest["parts"].as_array().into_iter().flatten() {
+        if part["table"] != "sessions" {
+            continue;
+        }
+        let Some(path) = part["path"].as_str() else {
+            continue;
+        };
+        let Ok(bytes) = std::fs::read(root.join(path)) else {
+            continue;
+        };
+        if let Ok(rows) = acp_journal::fleet::index::table::decode_sessions(bytes.into()) {
+            sessions.extend(rows.into_iter().map(|r| r.session));
+        }
+    }
+    sessions
+}
+
+/// `sessions` sessions of `turns` turns through `bin`, a journal directory of its own, the
+/// store at `prefix` through `relay`.
+fn run(
+    bin: &Path,
+    s3: &S3,
+    relay: &relay::Relay,
+    prefix: &str,
+    sessions: usize,
+    turns: usize,
+) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = s3.env();
+    for (k, v) in &mut env {
+        if k == "AWS_ENDPOINT_URL" {
+            *v = format!("http://127.0.0.1:{}", relay.port);
+        }
+    }
+    let url = format!("s3://bench/{prefix}");
+    relay.take_counts();
+    let mut proxy = Proxy::start_bin(bin, dir.path(), Some((&env, &url)), &[], 0);
+    let ids: Vec<String> = (0..sessions).map(|_| proxy.new_session()).collect();
+    for _ in 0..turns {
+        for id in &ids {
+            proxy.prompt(id);
+        }
+    }
+    let ended = Instant::now();
+    proxy.finish();
+    let end = ended.elapsed();
+    let index = indexed(s3, prefix);
+    Run {
+        requests: relay.take_counts(),
+        end,
+        indexed: ids.iter().filter(|s| index.contains(*s)).count(),
+    }
+}
+
+fn total(r: &BTreeMap<String, usize>) -> usize {
+    r.values().sum()
+}
+
+/// Requests of the lease (`leases/`) in `r`.
+fn lease(r: &BTreeMap<String, usize>) -> usize {
+    r.iter()
+        .filter(|(k, _)| k.ends_with(" leases"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+pub fn bench(s3: &S3, sessions: usize, report: &mut String) {
+    let head = Path::new(env!("CARGO_BIN_EXE_acp-journal")).to_path_buf();
+    let mut bins = Vec::new();
+    if let Some(base) = std::env::var_os("BENCH_BASE_BIN") {
+        bins.push(("base", std::path::PathBuf::from(base)));
+    }
+    bins.push(("head", head));
+    let relay = relay::Relay::start(s3.port, DELAY);
+    writeln!(
+        report,
+        "## 7. What a session and a turn cost the store; the end of a run\n\n\
+         s3s-fs behind a relay delaying every byte {} ms each way; one proxy run of {sessions} \
+         new sessions of one turn, then one of {} sessions of ten turns (a turn's cost: the \
+         difference, over {} turns); the end timed from stdin closed to exit (`SHIP_AT_END` \
+         is 5 s); the index read right after.\n",
+        DELAY.as_millis(),
+        sessions / 10,
+        sessions / 10 * 9,
+    )
+    .unwrap();
+    writeln!(
+        report,
+        "| binary | requests per new session | of them the lease's | requests per turn | end of the run, {sessions} sessions open | sessions in the index at the end |\n|---|---:|---:|---:|---:|---:|"
+    )
+    .unwrap();
+    for (name, bin) in &bins {
+        eprintln!("bench: cost of sessions and turns ({name})");
+        let tag = super::rand_tag();
+        let new = run(bin, s3, &relay, &format!("cost-{tag}-new"), sessions, 1);
+        let few = sessions / 10;
+        let one = run(bin, s3, &relay, &format!("cost-{tag}-one"), few, 1);
+        let ten = run(bin, s3, &relay, &format!("cost-{tag}-ten"), few, 10);
+        let per_turn =
+            (total(&ten.requests) as f64 - total(&one.requests) as f64) / (few * 9) as f64;
+        writeln!(
+            report,
+            "| {name} | {:.2} | {:.2} | {per_turn:.2} | {:.2} s | {} of {sessions} |",
+            total(&new.requests) as f64 / sessions as f64,
+            lease(&new.requests) as f64 / sessions as f64,
+            new.end.as_secs_f64(),
+            new.indexed,
+        )
+        .unwrap();
+        eprintln!("bench: {name}: {:?}", new.requests);
+    }
+    writeln!(report).unwrap();
+}

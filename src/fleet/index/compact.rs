@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Removed, Snapshot};
 use super::table::{self, Table};
-use super::writer::{put_part, put_rows};
+use super::writer::{PART_ROWS, put_postings, put_rows, put_sessions, put_turns};
 use crate::fleet::store::Store;
 use crate::journal::SegmentReader;
 
@@ -30,10 +30,17 @@ pub const ORPHAN_AFTER: i64 = 300_000_000;
 /// Most parts taken in by one compaction.
 const ADOPTED: usize = 100;
 
+/// Whether a part is small enough to be merged: under half the rows and a quarter of the bytes
+/// a part is written with at most. Parts that size are left as they are, so a table that outgrows
+/// one part (the postings, which are not by day) is not merged again and again.
+fn small(p: &Part) -> bool {
+    p.rows < (PART_ROWS / 2) as u64 && p.bytes < super::bounds::MAX_PART_BYTES / 4
+}
+
 /// Whether `snapshot` has parts to merge or to delete.
 pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
     let mut groups: HashMap<(Table, Option<&str>), usize> = HashMap::new();
-    for p in &snapshot.parts {
+    for p in snapshot.parts.iter().filter(|p| small(p)) {
         *groups.entry((p.table, p.day.as_deref())).or_default() += 1;
     }
     groups.values().any(|&n| n >= COMPACT_AT)
@@ -45,11 +52,12 @@ pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
 
 /// Delete the parts compacted away more than [`GRACE`] ago (only index parts the manifest no
 /// longer lists: what it names otherwise is never deleted, see [`snapshot::Snapshot::sanitized`];
-/// at most [`DELETES`] at once), then merge every table's day that has [`COMPACT_AT`] parts or
-/// more. Returns how many parts were merged away.
+/// at most [`DELETES`] at once), then merge the small parts of every table's day that has
+/// [`COMPACT_AT`] of them or more (a part that cannot be read is left where it is). Returns how
+/// many parts were merged away.
 ///
 /// # Errors
-/// The store's, or a part that cannot be read (it is left in place).
+/// The store's.
 pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, String> {
     let found = super::reader::open(store).await?;
     let super::reader::Found::Index(snapshot) = found else {
@@ -78,16 +86,19 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
         .map_err(|e| e.to_string())?;
     }
     let mut groups: BTreeMap<(Table, Option<String>), Vec<Part>> = BTreeMap::new();
-    for p in snapshot.parts {
+    for p in snapshot.parts.into_iter().filter(small) {
         groups.entry((p.table, p.day.clone())).or_default().push(p);
     }
     let mut merged = 0;
     for ((table, day), parts) in groups.into_iter().filter(|(_, v)| v.len() >= COMPACT_AT) {
-        let Some(part) = merge(store, table, day.as_deref(), host, &parts).await? else {
+        let (read, new) = merge(store, table, day.as_deref(), host, &parts).await?;
+        if read.len() < 2 {
+            // Nothing to merge: what was read is one part, or none.
+            let paths: Vec<String> = new.iter().map(|p| p.path.clone()).collect();
+            store.delete_many(&paths).await.map_err(|e| e.to_string())?;
             continue;
-        };
-        let replaced: BTreeSet<&str> = parts.iter().map(|p| p.path.as_str()).collect();
-        let new = part.clone();
+        }
+        let replaced: BTreeSet<&str> = read.iter().map(String::as_str).collect();
         let committed = snapshot::commit(store, |s| {
             let present = s
                 .parts
@@ -98,7 +109,7 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
                 return false;
             }
             s.parts.retain(|p| !replaced.contains(p.path.as_str()));
-            s.parts.push(new.clone());
+            s.parts.extend(new.iter().cloned());
             s.removed.extend(replaced.iter().map(|path| Removed {
                 path: path.to_string(),
                 at: now_us,
@@ -107,11 +118,15 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
         })
         .await
         .map_err(|e| e.to_string())?;
-        if committed.parts.iter().any(|p| p.path == part.path) {
-            merged += parts.len();
+        if new
+            .iter()
+            .all(|n| committed.parts.iter().any(|p| p.path == n.path))
+        {
+            merged += replaced.len();
         } else {
             // Another host merged them first: this merge is nobody's.
-            store.delete(&part.path).await.map_err(|e| e.to_string())?;
+            let paths: Vec<String> = new.iter().map(|p| p.path.clone()).collect();
+            store.delete_many(&paths).await.map_err(|e| e.to_string())?;
         }
     }
     Ok(merged)
@@ -196,30 +211,44 @@ pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<us
     Ok(orphans.len())
 }
 
-/// One part holding every row of `parts` (sessions: the latest version of each; turns and
-/// postings: each once).
+/// Parts holding every row of the parts of `parts` that can be read (sessions: the latest
+/// version of each; turns and postings: each once), split as a writer splits them. Returns the
+/// paths of the parts read, and the new parts.
 async fn merge(
     store: &Store,
     table: Table,
     day: Option<&str>,
     host: &str,
     parts: &[Part],
-) -> Result<Option<Part>, String> {
+) -> Result<(Vec<String>, Vec<Part>), String> {
     let mut blobs = Vec::new();
     for p in parts {
-        blobs.push(
-            store
-                .get_bounded(&p.path, super::bounds::MAX_PART_BYTES)
-                .await
-                .map_err(|e| format!("{}: {e}", p.path))?,
-        );
+        match store
+            .get_bounded(&p.path, p.bytes.min(super::bounds::MAX_PART_BYTES))
+            .await
+        {
+            Ok(bytes) => blobs.push((p.path.clone(), bytes)),
+            Err(e) => tracing::warn!("index: {}: {e}: not merged", p.path),
+        }
     }
-    let wrong = |e: parquet::errors::ParquetError| e.to_string();
-    let part = match table {
+    let mut read = Vec::new();
+    let unreadable = |path: &str, e: parquet::errors::ParquetError| {
+        tracing::warn!("index: {path}: {e}: not merged");
+    };
+    let day = day.unwrap_or_default();
+    let new = match table {
         Table::Sessions => {
             let mut latest: HashMap<String, SessionRow> = HashMap::new();
-            for b in blobs {
-                for row in table::decode_sessions(b).map_err(wrong)? {
+            for (path, bytes) in blobs {
+                let rows = match table::decode_sessions(bytes) {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        unreadable(&path, e);
+                        continue;
+                    }
+                };
+                read.push(path);
+                for row in rows {
                     if latest
                         .get(&row.session)
                         .is_none_or(|have| have.version < row.version)
@@ -229,35 +258,42 @@ async fn merge(
                 }
             }
             let rows: Vec<SessionRow> = latest.into_values().collect();
-            let bytes = table::encode_sessions(&rows).map_err(wrong)?;
-            put_part(store, table, day, host, rows.len() as u64, None, bytes).await?
+            put_sessions(store, host, day, &rows).await?
         }
         Table::Turns => {
             let mut seen = BTreeMap::new();
-            for b in blobs {
-                for row in table::decode_turns(b).map_err(wrong)? {
+            for (path, bytes) in blobs {
+                let rows = match table::decode_turns(bytes) {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        unreadable(&path, e);
+                        continue;
+                    }
+                };
+                read.push(path);
+                for row in rows {
                     seen.insert((row.session.clone(), row.turn, row.started_us), row);
                 }
             }
             let rows: Vec<TurnRow> = seen.into_values().collect();
-            let bytes = table::encode_turns(&rows).map_err(wrong)?;
-            put_part(store, table, day, host, rows.len() as u64, None, bytes).await?
+            put_turns(store, host, day, &rows).await?
         }
         Table::Postings => {
             let mut all = BTreeSet::new();
-            for b in blobs {
-                all.extend(table::decode_all_postings(b).map_err(wrong)?);
+            for (path, bytes) in blobs {
+                match table::decode_all_postings(bytes) {
+                    Ok(rows) => {
+                        read.push(path);
+                        all.extend(rows);
+                    }
+                    Err(e) => unreadable(&path, e),
+                }
             }
             let rows: Vec<(String, String)> = all.into_iter().collect();
-            let words = rows
-                .first()
-                .zip(rows.last())
-                .map(|(a, b)| (a.0.clone(), b.0.clone()));
-            let bytes = table::encode_postings(&rows).map_err(wrong)?;
-            put_part(store, table, day, host, rows.len() as u64, words, bytes).await?
+            put_postings(store, host, &rows).await?
         }
     };
-    Ok(Some(part))
+    Ok((read, new))
 }
 
 /// The rows a session's segments (in the order it was written, each with the host that wrote

@@ -746,3 +746,56 @@ async fn parts_the_manifest_lost_are_taken_in_by_a_compaction() {
         "taken in once"
     );
 }
+
+/// A table that outgrows one part is written as several, each within what a reader takes; a
+/// compaction merges only the small parts of a day (full ones stay), and leaves a part it
+/// cannot read where it is.
+#[tokio::test(start_paused = true)]
+async fn parts_are_written_within_what_readers_take_and_only_small_ones_merged() {
+    let (store, _) = memory();
+    let many: BTreeSet<(String, String)> = (0..writer::PART_ROWS + 10)
+        .map(|n| (format!("w{n:07}"), "s".to_string()))
+        .collect();
+    let parts = writer::put_rows(&store, "h", &[], &[], &many)
+        .await
+        .unwrap();
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert!(parts.iter().all(|p| p.rows as usize <= writer::PART_ROWS));
+    snapshot::commit(&store, |s| {
+        let missing: Vec<_> = parts
+            .iter()
+            .filter(|p| !s.parts.contains(p))
+            .cloned()
+            .collect();
+        let changed = !missing.is_empty();
+        s.parts.extend(missing);
+        changed
+    })
+    .await
+    .unwrap();
+    // Small parts of the postings, one of them garbage: merged but it.
+    let mut version = 0;
+    write_parts(&store, &mut version, compact::COMPACT_AT).await;
+    let garbage = snapshot(&store)
+        .await
+        .of(Table::Postings)
+        .last()
+        .unwrap()
+        .clone();
+    store.delete(&garbage.path).await.unwrap();
+    store
+        .put_new(&garbage.path, bytes::Bytes::from_static(b"PAR1 garbage"))
+        .await
+        .unwrap();
+    let base = 1_795_000_000_000_000;
+    assert!(compact::needed(&snapshot(&store).await, base));
+    compact::compact(&store, "a", base).await.unwrap();
+    let snap = snapshot(&store).await;
+    let postings: Vec<&snapshot::Part> = snap.of(Table::Postings).collect();
+    // The full part, the garbage one, and the merge of the rest (the small tail of the large
+    // write among them).
+    assert_eq!(postings.len(), 3, "{postings:?}");
+    assert!(snap.parts.contains(&parts[0]), "a full part stays");
+    assert!(snap.parts.contains(&garbage));
+    assert!(!compact::needed(&snap, base), "{snap:?}");
+}

@@ -125,8 +125,103 @@ pub async fn put_part(
     })
 }
 
-/// Rows as new parts, written by `host`: the turns and the sessions a part per day (a turn's
-/// day is its start's, a session's its last activity's), the postings one part, sorted by word.
+/// Most rows a part is written with (a reader takes up to [`super::bounds::MAX_ROWS`]).
+pub const PART_ROWS: usize = 256 << 10;
+/// About the most bytes of row data a part is written with (a reader decodes up to
+/// [`super::bounds::MAX_DECODED_BYTES`], and reads up to [`super::bounds::MAX_PART_BYTES`]).
+pub const PART_BYTES: usize = 24 << 20;
+
+/// `rows` in pieces of at most [`PART_ROWS`] rows and about [`PART_BYTES`] bytes (by `size`).
+fn pieces<T>(rows: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
+    for (i, row) in rows.iter().enumerate() {
+        let b = size(row);
+        if i > start && (i - start >= PART_ROWS || bytes + b > PART_BYTES) {
+            out.push(&rows[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += b;
+    }
+    if start < rows.len() {
+        out.push(&rows[start..]);
+    }
+    out
+}
+
+/// About how many bytes `row` holds.
+fn session_bytes(row: &SessionRow) -> usize {
+    [&row.title, &row.agent, &row.cwd, &row.parent]
+        .iter()
+        .filter_map(|t| t.as_ref().map(String::len))
+        .sum::<usize>()
+        + row.session.len()
+        + row.host.len()
+        + 128
+}
+
+/// Sessions of the day `day` as new parts, written by `host`.
+///
+/// # Errors
+/// The store's, or rows Parquet cannot encode.
+pub async fn put_sessions(
+    store: &Store,
+    host: &str,
+    day: &str,
+    rows: &[SessionRow],
+) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    for piece in pieces(rows, session_bytes) {
+        let bytes = table::encode_sessions(piece).map_err(|e| e.to_string())?;
+        let n = piece.len() as u64;
+        parts.push(put_part(store, Table::Sessions, Some(day), host, n, None, bytes).await?);
+    }
+    Ok(parts)
+}
+
+/// Turns of the day `day` as new parts, written by `host`.
+///
+/// # Errors
+/// The store's, or rows Parquet cannot encode.
+pub async fn put_turns(
+    store: &Store,
+    host: &str,
+    day: &str,
+    rows: &[TurnRow],
+) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    for piece in pieces(rows, turn_bytes) {
+        let bytes = table::encode_turns(piece).map_err(|e| e.to_string())?;
+        let n = piece.len() as u64;
+        parts.push(put_part(store, Table::Turns, Some(day), host, n, None, bytes).await?);
+    }
+    Ok(parts)
+}
+
+/// Postings (sorted by word) as new parts, written by `host`.
+///
+/// # Errors
+/// The store's, or rows Parquet cannot encode.
+pub async fn put_postings(
+    store: &Store,
+    host: &str,
+    rows: &[(String, String)],
+) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    for piece in pieces(rows, |(word, session)| word.len() + session.len() + 16) {
+        let words = piece
+            .first()
+            .zip(piece.last())
+            .map(|(a, b)| (a.0.clone(), b.0.clone()));
+        let bytes = table::encode_postings(piece).map_err(|e| e.to_string())?;
+        let n = piece.len() as u64;
+        parts.push(put_part(store, Table::Postings, None, host, n, words, bytes).await?);
+    }
+    Ok(parts)
+}
+
+/// Rows as new parts, written by `host`: the turns and the sessions by day (a turn's day is
+/// its start's, a session's its last activity's), the postings sorted by word; each part of at
+/// most [`PART_ROWS`] rows and about [`PART_BYTES`] bytes.
 ///
 /// # Errors
 /// The store's, or rows Parquet cannot encode.
@@ -137,7 +232,6 @@ pub async fn put_rows(
     sessions: &[SessionRow],
     postings: &BTreeSet<(String, String)>,
 ) -> Result<Vec<Part>, String> {
-    let wrong = |e: parquet::errors::ParquetError| e.to_string();
     let mut parts = Vec::new();
     let mut turns_by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
     for t in turns {
@@ -147,9 +241,7 @@ pub async fn put_rows(
             .push(t.clone());
     }
     for (d, rows) in &turns_by_day {
-        let bytes = table::encode_turns(rows).map_err(wrong)?;
-        let n = rows.len() as u64;
-        parts.push(put_part(store, Table::Turns, Some(d), host, n, None, bytes).await?);
+        parts.extend(put_turns(store, host, d, rows).await?);
     }
     let mut sessions_by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
     for s in sessions {
@@ -159,20 +251,10 @@ pub async fn put_rows(
             .push(s.clone());
     }
     for (d, rows) in &sessions_by_day {
-        let bytes = table::encode_sessions(rows).map_err(wrong)?;
-        let n = rows.len() as u64;
-        parts.push(put_part(store, Table::Sessions, Some(d), host, n, None, bytes).await?);
+        parts.extend(put_sessions(store, host, d, rows).await?);
     }
-    if !postings.is_empty() {
-        let rows: Vec<(String, String)> = postings.iter().cloned().collect();
-        let words = rows
-            .first()
-            .zip(rows.last())
-            .map(|(a, b)| (a.0.clone(), b.0.clone()));
-        let bytes = table::encode_postings(&rows).map_err(wrong)?;
-        let n = rows.len() as u64;
-        parts.push(put_part(store, Table::Postings, None, host, n, words, bytes).await?);
-    }
+    let rows: Vec<(String, String)> = postings.iter().cloned().collect();
+    parts.extend(put_postings(store, host, &rows).await?);
     Ok(parts)
 }
 

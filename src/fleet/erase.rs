@@ -227,41 +227,20 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
     let index::reader::Found::Index(snap) = index::reader::open(store).await? else {
         return Ok(0);
     };
-    let wrong = |e: parquet::errors::ParquetError| e.to_string();
     let mut removed = 0;
     for part in &snap.parts {
-        let bytes = store
+        let bytes = match store
             .get_bounded(&part.path, index::bounds::MAX_PART_BYTES)
             .await
-            .map_err(|e| e.to_string())?;
-        let (kept, rows, words) = match part.table {
-            Table::Sessions => {
-                let all = index::table::decode_sessions(bytes).map_err(wrong)?;
-                let (bytes, n) =
-                    without(all, |r| r.session == session, index::table::encode_sessions)
-                        .map_err(wrong)?;
-                (bytes, n, None)
-            }
-            Table::Turns => {
-                let all = index::table::decode_turns(bytes).map_err(wrong)?;
-                let (bytes, n) = without(all, |r| r.session == session, index::table::encode_turns)
-                    .map_err(wrong)?;
-                (bytes, n, None)
-            }
-            Table::Postings => {
-                let all = index::table::decode_all_postings(bytes).map_err(wrong)?;
-                let kept: Vec<_> = all.iter().filter(|r| r.1 != session).cloned().collect();
-                let n = (all.len() - kept.len()) as u64;
-                let words = kept
-                    .first()
-                    .zip(kept.last())
-                    .map(|(a, b)| (a.0.clone(), b.0.clone()));
-                let bytes = (!kept.is_empty())
-                    .then(|| index::table::encode_postings(&kept))
-                    .transpose()
-                    .map_err(wrong)?;
-                (bytes, n, words)
-            }
+        {
+            Ok(bytes) => bytes,
+            // Not a part any reader reads: it holds nothing of the session to remove.
+            Err(e) if super::store::is_too_large(&e) => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        let Ok((kept, rows, words)) = cut_out(part, bytes, session) else {
+            // Not readable as a part of its table: the same.
+            continue;
         };
         if rows == 0 {
             continue;
@@ -274,7 +253,7 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
                     part.table,
                     part.day.as_deref(),
                     "erase",
-                    part.rows - rows,
+                    part.rows.saturating_sub(rows),
                     words,
                     bytes,
                 )
@@ -300,6 +279,45 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
         store.delete(&old).await.map_err(|e| e.to_string())?;
     }
     Ok(removed)
+}
+
+/// `part` (its `bytes`) without `session`'s rows: the part to write instead (`None`: nothing
+/// left), how many rows went, and the new part's word range (postings).
+#[allow(clippy::type_complexity)]
+fn cut_out(
+    part: &index::snapshot::Part,
+    bytes: Bytes,
+    session: &str,
+) -> Result<(Option<Bytes>, u64, Option<(String, String)>), String> {
+    let wrong = |e: parquet::errors::ParquetError| e.to_string();
+    Ok(match part.table {
+        Table::Sessions => {
+            let all = index::table::decode_sessions(bytes).map_err(wrong)?;
+            let (bytes, n) = without(all, |r| r.session == session, index::table::encode_sessions)
+                .map_err(wrong)?;
+            (bytes, n, None)
+        }
+        Table::Turns => {
+            let all = index::table::decode_turns(bytes).map_err(wrong)?;
+            let (bytes, n) = without(all, |r| r.session == session, index::table::encode_turns)
+                .map_err(wrong)?;
+            (bytes, n, None)
+        }
+        Table::Postings => {
+            let all = index::table::decode_all_postings(bytes).map_err(wrong)?;
+            let kept: Vec<_> = all.iter().filter(|r| r.1 != session).cloned().collect();
+            let n = (all.len() - kept.len()) as u64;
+            let words = kept
+                .first()
+                .zip(kept.last())
+                .map(|(a, b)| (a.0.clone(), b.0.clone()));
+            let bytes = (!kept.is_empty())
+                .then(|| index::table::encode_postings(&kept))
+                .transpose()
+                .map_err(wrong)?;
+            (bytes, n, words)
+        }
+    })
 }
 
 /// `all` without the rows `gone` names: the rest encoded (none when nothing is left), and how

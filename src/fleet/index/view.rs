@@ -39,8 +39,11 @@ pub const MAX_SKEW_US: i64 = 3_600_000_000;
 pub const IN_FLIGHT_US: i64 = 30_000_000;
 /// Sessions no catalog names whose lease history is read, at most, per reading.
 const HISTORIES: usize = 256;
-/// Parts fetched at once.
-const FETCHES: usize = 16;
+/// Parts fetched at once (each read within its own bounds: `super::bounds`).
+const FETCHES: usize = 4;
+/// Most rows a reading keeps of one table, whatever the manifest lists: past them, the rest of
+/// the parts are left out and said.
+const MAX_ROWS_READ: usize = 4 << 20;
 
 /// Which hosts may speak for which sessions.
 #[derive(Debug, Default)]
@@ -144,11 +147,19 @@ async fn every_row<T>(
         .collect();
     let mut parts = futures_util::stream::iter(fetches).buffer_unordered(FETCHES);
     let (mut rows, mut skipped) = (Vec::new(), Vec::new());
+    let mut left_out = 0;
     while let Some(part) = parts.next().await {
         match part {
-            Ok(part) => rows.extend(part),
+            Ok(part) if rows.len() + part.len() <= MAX_ROWS_READ => rows.extend(part),
+            Ok(_) => left_out += 1,
             Err(e) => skipped.push(e),
         }
+    }
+    if left_out > 0 {
+        skipped.push(format!(
+            "{left_out} parts of the {} table past the {MAX_ROWS_READ} rows a reading keeps",
+            table.dir()
+        ));
     }
     (rows, skipped)
 }

@@ -196,14 +196,7 @@ impl Indexer {
     /// what the index lacks.
     async fn upkeep(&mut self) -> Result<(), String> {
         let s = &self.shared;
-        let now = s.clock.wall_us();
-        let snapshot = match super::reader::open(&s.store).await? {
-            super::reader::Found::Index(snapshot) => snapshot,
-            // Nothing indexed yet: a repair may begin it.
-            super::reader::Found::Missing => Default::default(),
-            // The next writer starts it afresh.
-            super::reader::Found::Unreadable(_) => return Ok(()),
-        };
+        // The lease first: a host that does not hold it asks the store nothing more.
         let policy = s.policy();
         let mine = lease::acquire(
             &s.store,
@@ -218,6 +211,14 @@ impl Indexer {
         if mine.is_err() {
             return Ok(());
         }
+        let now = s.clock.wall_us();
+        let snapshot = match super::reader::open(&s.store).await? {
+            super::reader::Found::Index(snapshot) => snapshot,
+            // Nothing indexed yet: a repair may begin it.
+            super::reader::Found::Missing => Default::default(),
+            // The next writer starts it afresh.
+            super::reader::Found::Unreadable(_) => return Ok(()),
+        };
         if super::compact::needed(&snapshot, now) {
             super::compact::compact(&s.store, &s.me.host, now).await?;
         }

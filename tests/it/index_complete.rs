@@ -147,18 +147,26 @@ fn a_run_killed_during_its_last_flush_loses_no_session() {
             .count(),
         ids.len()
     );
-    // Started again: one more session, and what the killed run left is committed too.
-    let (more, client) = run_sessions(&host, 1, 1);
-    let (code, _) = client.finish();
-    assert_eq!(code, 0);
-    eventually("every session is in the index", || {
+    // Started again: while it runs, what the killed run left is committed, each turn once…
+    let mut again = host.proxy(&Peers::get().py_echo_agent(), &[]);
+    again.initialize();
+    let more = again.new_session("/tmp");
+    again.prompt(&more, "first turn of the next run");
+    again.prompt(&more, "second turn of the next run");
+    eventually("every session of the killed run is in the index", || {
         let index = indexed(&store, "team");
         let missing: Vec<&String> = ids
             .iter()
-            .chain(&more)
             .filter(|s| index.get(*s).is_none_or(|r| r.0 != 2))
             .collect();
         (!missing.is_empty()).then(|| format!("{missing:?} of {index:?}"))
+    });
+    // …and its own at its end.
+    let (code, _) = again.finish();
+    assert_eq!(code, 0);
+    eventually("the next run's session is in the index", || {
+        let index = indexed(&store, "team");
+        (index.get(&more).is_none_or(|r| r.0 != 2)).then(|| format!("{index:?}"))
     });
 }
 

@@ -18,6 +18,23 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Marks the calling test as one of the full tier: it needs `what`, which only
+/// `scripts/test.sh` (the full tier) installs. Under `scripts/test.sh --fast`
+/// (`ACPJ_TEST_TIER=fast`), which selects the tests that need nothing but the built binary,
+/// Python 3 and the repository, such a test fails here, loudly, whether or not `what` happens
+/// to be installed on this machine: the fast tier never depends on an install, and a test that
+/// needs one is excluded from it in `.config/nextest.toml`, never skipped. Every fixture that
+/// reaches outside the repository (the reference peers, the object stores, chromium, nginx,
+/// Phoenix, the tools the tests run) calls it first.
+pub fn full_tier(what: &str) {
+    let tier = std::env::var("ACPJ_TEST_TIER").unwrap_or_default();
+    assert!(
+        tier != "fast",
+        "this test needs {what}, which the fast tier does not install: add it to the \
+         full-tier tests in .config/nextest.toml (profile `fast`'s default-filter)"
+    );
+}
+
 /// The pinned reference peers installed by `scripts/install-peers.sh`.
 pub struct Peers {
     dir: PathBuf,
@@ -26,6 +43,7 @@ pub struct Peers {
 impl Peers {
     /// Find the peers; panics with the fix when they are not installed.
     pub fn get() -> Peers {
+        full_tier("the reference peers (scripts/install-peers.sh)");
         let dir = std::env::var_os("ACP_JOURNAL_PEERS")
             .map(PathBuf::from)
             .unwrap_or_else(|| root().join(".peers"));
@@ -603,6 +621,7 @@ pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
 
 /// Decompress a segment with the standard `zstd` tool, keeping what precedes a torn tail.
 pub fn decompress_salvage(path: &Path) -> Vec<u8> {
+    full_tier("the zstd CLI");
     let out = Command::new("zstd")
         .arg("-dc")
         .arg(path)

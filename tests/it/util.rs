@@ -200,10 +200,21 @@ impl Peers {
 
 /// A child's stderr, collected by a thread as it comes.
 pub fn collect_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    collect_stderr_to_end(child).0
+}
+
+/// Like [`collect_stderr`], with a channel that disconnects once the thread has read the last
+/// byte (every writer closed the pipe): a process that exited may not have been read to its end
+/// yet.
+fn collect_stderr_to_end(
+    child: &mut Child,
+) -> (std::sync::Arc<std::sync::Mutex<Vec<u8>>>, Receiver<()>) {
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = stderr.clone();
     let mut err = child.stderr.take().expect("a piped stderr");
+    let (read_to_end, end) = channel::<()>();
     std::thread::spawn(move || {
+        let _read_to_end = read_to_end;
         let mut buf = [0u8; 8192];
         while let Ok(n) = err.read(&mut buf) {
             if n == 0 {
@@ -212,7 +223,7 @@ pub fn collect_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<
             sink.lock().unwrap().extend_from_slice(&buf[..n]);
         }
     });
-    stderr
+    (stderr, end)
 }
 
 /// The user texts of ACP v2 updates, whole messages and chunks alike.
@@ -272,6 +283,8 @@ pub struct TestClient {
     next_id: i64,
     /// Agent stderr, collected.
     pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Disconnects once [`TestClient::stderr`] holds all the process wrote there.
+    stderr_end: Receiver<()>,
 }
 
 /// Longest line [`TestClient::recv_within`] parses.
@@ -312,7 +325,7 @@ impl TestClient {
                 }
             }
         });
-        let stderr = collect_stderr(&mut child);
+        let (stderr, stderr_end) = collect_stderr_to_end(&mut child);
         TestClient {
             stdin: child.stdin.take(),
             child,
@@ -321,6 +334,7 @@ impl TestClient {
             sent: vec![],
             next_id: 0,
             stderr,
+            stderr_end,
         }
     }
 
@@ -510,7 +524,8 @@ impl TestClient {
         )
     }
 
-    /// Close stdin and wait for the process to exit; returns its exit code.
+    /// Close stdin and wait for the process to exit; returns its exit code. Its stderr is then
+    /// read to the end (unless a process it left behind holds the pipe past [`TIMEOUT`]).
     pub fn finish(mut self) -> (i32, Vec<Received>) {
         self.close_stdin();
         while self.recv().is_some() {}
@@ -521,6 +536,7 @@ impl TestClient {
                 let code = status
                     .code()
                     .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                let _ = self.stderr_end.recv_timeout(TIMEOUT);
                 return (code, self.received);
             }
             assert!(Instant::now() < deadline, "process did not exit");

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The tests, in two tiers (README "Set up"; both need cargo-nextest: `cargo install cargo-nextest --locked`):
+# The tests, in two tiers (README "Set up"). Both run on cargo-nextest (`cargo install
+# cargo-nextest --locked` where it is missing).
 #
 #   scripts/test.sh --fast   the loop to run after every change: fmt, clippy, the unit tests and
 #                            the integration tests that need nothing but the built binary, Python 3
@@ -11,7 +12,8 @@
 #                            bounded fuzz run (scripts/fuzz.sh; ACPJ_FUZZ_SECONDS=0 skips it).
 #
 # The full tier's installs: the pinned reference peers (Python and TypeScript ACP SDKs, with their
-# HTTP and WebSocket transports) into .peers/, Debian's chromium and a pinned puppeteer-core into
+# HTTP and WebSocket transports) into .peers/ (a link to ~/.cache/acp-journal/peers, per machine,
+# when the checkout has none), Debian's chromium and a pinned puppeteer-core into
 # .peers/browser/ (the HTML export's and serve's page's browser tests; about 30 s the first time,
 # nothing after), Debian's nginx (serve behind a reverse proxy; the tests run their own, no
 # service is left running), the OTLP backend for the tracing tests (Arize Phoenix from PyPI:
@@ -19,9 +21,10 @@
 # tests (Garage and s3s-fs from crates.io, built once per machine outside the checkout: about
 # 14 minutes the first time).
 #
-# Both tiers print how long each phase took; the full tier also prints each test binary's time and
-# its 20 slowest tests (from nextest's JUnit report, target/nextest/full/junit.xml). The figures of a run go in
-# docs/BENCHMARKS.md ("The test suite"): the suite's time is measured like the relay's.
+# Both tiers print how long each phase took; the full tier also prints each test binary's time
+# and its 20 slowest tests (from nextest's JUnit report, target/nextest/full/junit.xml). The
+# figures go in docs/BENCHMARKS.md ("The test suite"): the suite's time is measured as the
+# relay's is.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -105,6 +108,14 @@ fmt() {
 }
 
 if [[ $tier == full ]]; then
+    # The reference peers (with the browser's driver and Phoenix) are kept per machine, as the
+    # object stores are: a checkout without .peers gets a link to the machine's, so that a fresh
+    # clone (CI's) finds what an earlier run installed. An existing .peers is used as it is.
+    if [[ ! -e .peers && ! -L .peers ]]; then
+        machine_peers="${XDG_CACHE_HOME:-$HOME/.cache}/acp-journal/peers"
+        mkdir -p "$machine_peers"
+        ln -s "$machine_peers" .peers
+    fi
     phase "install: apt tools" apt_tools
     phase "install: peers" scripts/install-peers.sh
     phase "install: chromium" scripts/install-chromium.sh

@@ -60,11 +60,12 @@ export TMPDIR
 phases=()
 started=$SECONDS
 phase() { # name command...
-    local name=$1 start=$SECONDS
+    local name=$1 start=$SECONDS status=0
     shift
     echo "[test] $name" >&2
-    "$@"
+    "$@" || status=$?
     phases+=("$name	$((SECONDS - start))")
+    return "$status"
 }
 report() {
     local status=$?

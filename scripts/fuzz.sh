@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every target in fuzz/ (called by scripts/test.sh; see fuzz/README.md).
 #
-#   ACPJ_FUZZ_SECONDS   seconds per target (default 30; 4 targets = 120 s); 0 skips the run
+#   ACPJ_FUZZ_SECONDS   seconds per target (default 30; 5 targets = 150 s); 0 skips the run
 #   ACPJ_FUZZ_TARGETS   space-separated targets (default: all, from `cargo fuzz list`)
 #
 # Runs on the machine's stable toolchain: `-s none` needs no nightly (no sanitizer: the code

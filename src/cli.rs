@@ -804,8 +804,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "67108864", value_name = "BYTES")]
     pub client_queue: usize,
 
-    /// Seconds an HTTP connection may go without an open stream (or a WebSocket without a
-    /// frame) before it is ended; its sessions live on.
+    /// Seconds an HTTP connection may go without an open stream once its `initialize` is
+    /// answered (or a WebSocket without a frame) before it is ended; its sessions live on.
     #[arg(long, default_value = "300", value_name = "SECS", value_parser = parse_timeout)]
     pub idle_timeout: Duration,
 

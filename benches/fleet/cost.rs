@@ -1,10 +1,12 @@
 //! 7: what the store is asked for a new session and for a turn, and the end of a run with many
 //! sessions open, on a store made distant (every byte delayed each way by the relay of the
-//! integration tests, which also counts the requests by kind): one proxy run of `sessions`
-//! sessions of one turn, then one of a tenth as many sessions of ten turns (a turn's cost is
-//! the difference), each timed from the editor's end (stdin closed) to the proxy's exit, and
-//! the sessions the index holds right after. With `BENCH_BASE_BIN` (an `acp-journal` built at
-//! another revision) both binaries are measured in the same run, the base first.
+//! integration tests, which also counts the requests by kind): a proxy run of `sessions`
+//! sessions of one turn, left to ship before it ends (every request it makes, per session);
+//! runs of a tenth as many sessions of one and of ten turns a ship interval apart (a turn's cost
+//! is the difference); and a run of `sessions` sessions of one turn ended at once, timed from
+//! the editor's end (stdin closed) to the proxy's exit, with the sessions the index holds right
+//! after. With `BENCH_BASE_BIN` (an `acp-journal` built at another revision) both binaries are
+//! measured in the same run, the base first.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -52,16 +54,18 @@ fn indexed(s3: &S3, prefix: &str) -> std::collections::BTreeSet<String> {
     sessions
 }
 
-/// `sessions` sessions of `turns` turns through `bin`, a journal directory of its own, the
-/// store at `prefix` through `relay`.
-fn run(
-    bin: &Path,
-    s3: &S3,
-    relay: &relay::Relay,
-    prefix: &str,
+/// How one run goes: `sessions` sessions of `turns` turns, a round of them every `apart`, the
+/// run ended `idle` after the last.
+struct Shape {
     sessions: usize,
     turns: usize,
-) -> Run {
+    apart: Duration,
+    idle: Duration,
+}
+
+/// A run of `shape` through `bin`, a journal directory of its own, the store at `prefix`
+/// through `relay`.
+fn run(bin: &Path, s3: &S3, relay: &relay::Relay, prefix: &str, shape: &Shape) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let mut env = s3.env();
     for (k, v) in &mut env {
@@ -72,12 +76,16 @@ fn run(
     let url = format!("s3://bench/{prefix}");
     relay.take_counts();
     let mut proxy = Proxy::start_bin(bin, dir.path(), Some((&env, &url)), &[], 0);
-    let ids: Vec<String> = (0..sessions).map(|_| proxy.new_session()).collect();
-    for _ in 0..turns {
+    let ids: Vec<String> = (0..shape.sessions).map(|_| proxy.new_session()).collect();
+    for round in 0..shape.turns {
+        if round > 0 {
+            std::thread::sleep(shape.apart);
+        }
         for id in &ids {
             proxy.prompt(id);
         }
     }
+    std::thread::sleep(shape.idle);
     let ended = Instant::now();
     proxy.finish();
     let end = ended.elapsed();
@@ -112,10 +120,13 @@ pub fn bench(s3: &S3, sessions: usize, report: &mut String) {
     writeln!(
         report,
         "## 7. What a session and a turn cost the store; the end of a run\n\n\
-         s3s-fs behind a relay delaying every byte {} ms each way; one proxy run of {sessions} \
-         new sessions of one turn, then one of {} sessions of ten turns (a turn's cost: the \
-         difference, over {} turns); the end timed from stdin closed to exit (`SHIP_AT_END` \
-         is 5 s); the index read right after.\n",
+         s3s-fs behind a relay delaying every byte {} ms each way. A proxy run of {sessions} \
+         new sessions of one turn, left 10 s to ship before it ends: every request of the run, \
+         per session. Runs of {} sessions of one and of ten turns, a round of turns every \
+         1.1 s (a ship interval), each left 5 s before it ends: a turn's cost is the \
+         difference, over {} turns. A run of {sessions} sessions of one turn ended at once: \
+         its end timed from stdin closed to exit (`SHIP_AT_END` is 5 s, the lease's TTL 15 s), \
+         and the sessions the index holds right after.\n",
         DELAY.as_millis(),
         sessions / 10,
         sessions / 10 * 9,
@@ -129,10 +140,41 @@ pub fn bench(s3: &S3, sessions: usize, report: &mut String) {
     for (name, bin) in &bins {
         eprintln!("bench: cost of sessions and turns ({name})");
         let tag = super::rand_tag();
-        let new = run(bin, s3, &relay, &format!("cost-{tag}-new"), sessions, 1);
         let few = sessions / 10;
-        let one = run(bin, s3, &relay, &format!("cost-{tag}-one"), few, 1);
-        let ten = run(bin, s3, &relay, &format!("cost-{tag}-ten"), few, 10);
+        let shape = |sessions, turns, idle| Shape {
+            sessions,
+            turns,
+            apart: Duration::from_millis(1100),
+            idle: Duration::from_secs(idle),
+        };
+        let new = run(
+            bin,
+            s3,
+            &relay,
+            &format!("cost-{tag}-new"),
+            &shape(sessions, 1, 10),
+        );
+        let one = run(
+            bin,
+            s3,
+            &relay,
+            &format!("cost-{tag}-one"),
+            &shape(few, 1, 5),
+        );
+        let ten = run(
+            bin,
+            s3,
+            &relay,
+            &format!("cost-{tag}-ten"),
+            &shape(few, 10, 5),
+        );
+        let end = run(
+            bin,
+            s3,
+            &relay,
+            &format!("cost-{tag}-end"),
+            &shape(sessions, 1, 0),
+        );
         let per_turn =
             (total(&ten.requests) as f64 - total(&one.requests) as f64) / (few * 9) as f64;
         writeln!(
@@ -140,11 +182,15 @@ pub fn bench(s3: &S3, sessions: usize, report: &mut String) {
             "| {name} | {:.2} | {:.2} | {per_turn:.2} | {:.2} s | {} of {sessions} |",
             total(&new.requests) as f64 / sessions as f64,
             lease(&new.requests) as f64 / sessions as f64,
-            new.end.as_secs_f64(),
-            new.indexed,
+            end.end.as_secs_f64(),
+            end.indexed,
         )
         .unwrap();
-        eprintln!("bench: {name}: {:?}", new.requests);
+        eprintln!("bench: {name}: a run of new sessions {:?}", new.requests);
+        eprintln!(
+            "bench: {name}: ten turns {:?}; one {:?}",
+            ten.requests, one.requests
+        );
     }
     writeln!(report).unwrap();
 }

@@ -278,7 +278,9 @@ impl Dispatcher {
     async fn run(mut self, idle: std::time::Duration) {
         let mut keepalive = tokio::time::interval(KEEPALIVE);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut unread_since = Some(Instant::now());
+        // The idle clock runs while no stream is open, from the answer to `initialize` on: before
+        // it the client has no connection id to open one with (`init_timeout` bounds that wait).
+        let mut unread_since = None;
         loop {
             let deadline = unread_since.map(|since| since + idle);
             let reading = self.reading();
@@ -311,11 +313,13 @@ impl Dispatcher {
             if step.is_err() {
                 return;
             }
-            let open = self.connection_stream.is_some() || !self.session_streams.is_empty();
-            unread_since = match (open, unread_since) {
-                (true, _) => None,
-                (false, None) => Some(Instant::now()),
-                (false, since) => since,
+            let unread = self.initialize.is_none()
+                && self.connection_stream.is_none()
+                && self.session_streams.is_empty();
+            unread_since = match (unread, unread_since) {
+                (false, _) => None,
+                (true, None) => Some(Instant::now()),
+                (true, since) => since,
             };
         }
     }

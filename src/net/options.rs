@@ -21,8 +21,9 @@ pub struct Options {
     pub max_message: usize,
     /// ACP connections open at once (HTTP and WebSocket).
     pub max_connections: usize,
-    /// An HTTP connection with no stream open for this long, or a WebSocket that answers no
-    /// ping for this long, is ended (its sessions live on).
+    /// An HTTP connection with no stream open for this long (counted from the answer to its
+    /// `initialize`), or a WebSocket that answers no ping for this long, is ended (its sessions
+    /// live on).
     pub idle_timeout: Duration,
     /// How long `initialize` may wait for the agent's answer (then 504).
     pub init_timeout: Duration,

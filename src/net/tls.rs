@@ -15,10 +15,10 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
 
 /// The crypto provider of every TLS client and server in the process (`serve`, the bridge, the
-/// OTLP exporter, the object store's client): ring, installed as the process default by the
-/// first call (`main` makes it before anything else). Both ring and aws-lc-rs are linked (the
-/// object store's client brings the second), and rustls picks neither on its own then; ring is
-/// the one `serve` and the OTLP exporter were built on.
+/// OTLP exporter, the object store's client): ring, the one crypto library linked, installed as
+/// the process default by the first call (`main` makes it before anything else). The object
+/// store's HTTP client (reqwest, built without a provider of its own) takes that default, and
+/// panics when it finds none.
 pub fn crypto_provider() -> Arc<CryptoProvider> {
     if let Some(provider) = CryptoProvider::get_default() {
         return provider.clone();

@@ -322,6 +322,7 @@ fn the_bridge_reaches_a_host_behind_nginx_with_tls() {
 fn first_attempt_alone(url: &str) -> String {
     let local = tempfile::tempdir().unwrap();
     let argv = bridge(local.path(), url);
+    crate::util::full_tier("a network namespace of its own (unshare, as root)");
     let mut child = Command::new("unshare")
         .arg("--net")
         .arg("--")

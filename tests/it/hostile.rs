@@ -296,6 +296,7 @@ fn a_foreign_host_is_refused_everywhere_no_dns_rebinding() {
         assert_eq!(post(&host), 200, "{host}");
     }
     // With curl, as a browser would be told it.
+    crate::util::full_tier("curl");
     let out = Command::new("curl")
         .args([
             "-s",
@@ -331,6 +332,7 @@ fn wrong_token(addr: SocketAddr, ws: bool) -> u16 {
 
 /// A wrong token sent from another loopback address (`curl --interface`): its status.
 fn wrong_token_from(addr: SocketAddr, source: &str) -> String {
+    crate::util::full_tier("curl");
     let out = Command::new("curl")
         .args([
             "-s",
@@ -550,6 +552,7 @@ fn connection_ids_stay_out_of_the_log_and_tls_answers_carry_hsts() {
         "a stalled TLS handshake was left open past {limit:?}"
     );
     let url = format!("https://127.0.0.1:{}/acp", served.addr.port());
+    crate::util::full_tier("curl");
     let out = Command::new("curl")
         .args([
             "-sk",

@@ -13,6 +13,7 @@ const HOSTILE: &str = "<script>document.body.appendChild(document.createElement(
 
 /// The browser; the test fails (never skips) without it.
 fn chromium() -> PathBuf {
+    crate::util::full_tier("chromium (scripts/install-chromium.sh)");
     let path = std::env::var_os("ACP_JOURNAL_CHROMIUM")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));

@@ -41,6 +41,9 @@ fn shipped(reader: &Host, session: &str, wanted: &str) {
     });
 }
 
+// The one real-time soak of the lease's renewals (two minutes of them, on purpose): their
+// schedule is proven on paused time in `fleet::lease::tests`. The longest test of the suite:
+// .config/nextest.toml starts it first.
 #[test]
 fn two_hosts_continue_one_session_through_minutes_of_renewals() {
     // A renews its lease for 20 s, ends cleanly; B takes the session and renews for two

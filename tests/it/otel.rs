@@ -46,6 +46,7 @@ fn phoenix() -> &'static str {
     static PHOENIX: OnceLock<Phoenix> = OnceLock::new();
     &PHOENIX
         .get_or_init(|| {
+            full_tier("Arize Phoenix (scripts/install-otlp-backend.sh)");
             let bin = root().join(".peers/phoenix/bin/phoenix");
             assert!(
                 bin.exists(),

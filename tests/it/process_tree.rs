@@ -151,6 +151,7 @@ while True:
 
 impl Namespace {
     fn start(argv: &[String]) -> Namespace {
+        crate::util::full_tier("a PID namespace of its own (unshare, as root)");
         let mut wrapped: Vec<String> = ["unshare", "--pid", "--fork", "--mount-proc", "--"]
             .map(String::from)
             .to_vec();

@@ -973,6 +973,7 @@ fn a_client_cut_mid_turn_then_another_loads_the_session_and_answers_with_nothing
 
 /// A self-signed certificate for 127.0.0.1 and localhost (`openssl`), as `cert.pem`/`key.pem`.
 pub fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    crate::util::full_tier("the openssl CLI");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let out = Command::new("openssl")
         .args([
@@ -1052,6 +1053,7 @@ pub struct Nginx {
 
 impl Nginx {
     pub fn start(upstream: SocketAddr) -> Nginx {
+        crate::util::full_tier("nginx (scripts/install-nginx.sh)");
         let prefix = tempfile::tempdir().unwrap();
         certificate(prefix.path());
         let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -106,6 +106,7 @@ fn a_full_store_stops_every_journal_once_and_the_relay_goes_on() {
 store="$1/store"; out="$2"; shift 2
 "$@"; code=$?
 cp -a "$store/." "$out/"; exit $code"#;
+    crate::util::full_tier("a mount namespace of its own (unshare: root or user namespaces)");
     // SAFETY: geteuid(2) has no preconditions. Root needs no user namespace to mount.
     let namespaces = if unsafe { libc::geteuid() } == 0 {
         "-m"

@@ -20,6 +20,7 @@ fn stores_dir() -> PathBuf {
 
 /// The installed binary `name` of `crate_version`; panics with the fix when missing.
 pub fn installed(crate_version: &str, name: &str) -> PathBuf {
+    crate::util::full_tier("the object stores (scripts/install-object-stores.sh)");
     let path = stores_dir().join(crate_version).join("bin").join(name);
     assert!(
         path.exists(),

@@ -18,6 +18,23 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Marks the calling test as one of the full tier: it needs `what`, which only
+/// `scripts/test.sh` (the full tier) installs. Under `scripts/test.sh --fast`
+/// (`ACPJ_TEST_TIER=fast`), which selects the tests that need nothing but the built binary,
+/// Python 3 and the repository, such a test fails here, loudly, whether or not `what` happens
+/// to be installed on this machine: the fast tier never depends on an install, and a test that
+/// needs one is excluded from it in `.config/nextest.toml`, never skipped. Every fixture that
+/// reaches outside the repository (the reference peers, the object stores, chromium, nginx,
+/// Phoenix, the tools the tests run) calls it first.
+pub fn full_tier(what: &str) {
+    let tier = std::env::var("ACPJ_TEST_TIER").unwrap_or_default();
+    assert!(
+        tier != "fast",
+        "this test needs {what}, which the fast tier does not install: add it to the \
+         full-tier tests in .config/nextest.toml (profile `fast`'s default-filter)"
+    );
+}
+
 /// The pinned reference peers installed by `scripts/install-peers.sh`.
 pub struct Peers {
     dir: PathBuf,
@@ -26,6 +43,7 @@ pub struct Peers {
 impl Peers {
     /// Find the peers; panics with the fix when they are not installed.
     pub fn get() -> Peers {
+        full_tier("the reference peers (scripts/install-peers.sh)");
         let dir = std::env::var_os("ACP_JOURNAL_PEERS")
             .map(PathBuf::from)
             .unwrap_or_else(|| root().join(".peers"));
@@ -182,10 +200,21 @@ impl Peers {
 
 /// A child's stderr, collected by a thread as it comes.
 pub fn collect_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    collect_stderr_to_end(child).0
+}
+
+/// Like [`collect_stderr`], with a channel that disconnects once the thread has read the last
+/// byte (every writer closed the pipe): a process that exited may not have been read to its end
+/// yet.
+fn collect_stderr_to_end(
+    child: &mut Child,
+) -> (std::sync::Arc<std::sync::Mutex<Vec<u8>>>, Receiver<()>) {
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = stderr.clone();
     let mut err = child.stderr.take().expect("a piped stderr");
+    let (read_to_end, end) = channel::<()>();
     std::thread::spawn(move || {
+        let _read_to_end = read_to_end;
         let mut buf = [0u8; 8192];
         while let Ok(n) = err.read(&mut buf) {
             if n == 0 {
@@ -194,7 +223,7 @@ pub fn collect_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<
             sink.lock().unwrap().extend_from_slice(&buf[..n]);
         }
     });
-    stderr
+    (stderr, end)
 }
 
 /// The user texts of ACP v2 updates, whole messages and chunks alike.
@@ -254,6 +283,8 @@ pub struct TestClient {
     next_id: i64,
     /// Agent stderr, collected.
     pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Disconnects once [`TestClient::stderr`] holds all the process wrote there.
+    stderr_end: Receiver<()>,
 }
 
 /// Longest line [`TestClient::recv_within`] parses.
@@ -294,7 +325,7 @@ impl TestClient {
                 }
             }
         });
-        let stderr = collect_stderr(&mut child);
+        let (stderr, stderr_end) = collect_stderr_to_end(&mut child);
         TestClient {
             stdin: child.stdin.take(),
             child,
@@ -303,6 +334,7 @@ impl TestClient {
             sent: vec![],
             next_id: 0,
             stderr,
+            stderr_end,
         }
     }
 
@@ -492,7 +524,8 @@ impl TestClient {
         )
     }
 
-    /// Close stdin and wait for the process to exit; returns its exit code.
+    /// Close stdin and wait for the process to exit; returns its exit code. Its stderr is then
+    /// read to the end (unless a process it left behind holds the pipe past [`TIMEOUT`]).
     pub fn finish(mut self) -> (i32, Vec<Received>) {
         self.close_stdin();
         while self.recv().is_some() {}
@@ -503,6 +536,7 @@ impl TestClient {
                 let code = status
                     .code()
                     .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                let _ = self.stderr_end.recv_timeout(TIMEOUT);
                 return (code, self.received);
             }
             assert!(Instant::now() < deadline, "process did not exit");
@@ -603,6 +637,7 @@ pub fn read_store(store: &Path) -> Vec<(PathBuf, Value, Vec<Value>)> {
 
 /// Decompress a segment with the standard `zstd` tool, keeping what precedes a torn tail.
 pub fn decompress_salvage(path: &Path) -> Vec<u8> {
+    full_tier("the zstd CLI");
     let out = Command::new("zstd")
         .arg("-dc")
         .arg(path)

@@ -9,7 +9,7 @@
 //! while the store is down or slow is a few numbers per file, never the bytes, so memory stays
 //! bounded whatever the backlog. A closed file whose every byte is in the store is written
 //! once to the ledger (`shipped-<store>.ndjson` in the journal directory) and forgotten; its
-//! parts are first compacted into one object when there were several.
+//! parts are first compacted into one object when there were more than [`KEPT_AS_SHIPPED`].
 //!
 //! A session segment is shipped only under the session's lease, while this process holds it
 //! and its own clock says it is good, and only under the one epoch it started under (its
@@ -46,6 +46,10 @@ const MAX_PART: u64 = 8 << 20;
 const MAX_COMPACT: u64 = 64 << 20;
 /// A live file with this many parts has them compacted.
 const COMPACT_AT: usize = 64;
+/// A closed file of more parts than this has them compacted into one; a closed file of this
+/// many or fewer stays as it is: merging would cost two requests (the object, the deletes) to
+/// spare a reader at most three reads, which S3 prices at a twelfth of a write each.
+const KEPT_AS_SHIPPED: usize = 4;
 /// Uploads (and listings) in flight at once.
 const IN_FLIGHT: usize = 16;
 /// How often the sessions erased from the store are listed again.
@@ -530,7 +534,7 @@ impl Shipper {
                         epoch,
                     },
                 ));
-            } else if (t.closed && t.parts.len() > 1 || t.parts.len() >= COMPACT_AT)
+            } else if (t.closed && t.parts.len() > KEPT_AS_SHIPPED || t.parts.len() >= COMPACT_AT)
                 && shipped <= MAX_COMPACT
                 && !failing
             {

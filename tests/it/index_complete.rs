@@ -224,3 +224,122 @@ fn a_host_never_started_again_is_repaired_by_another_host_while_readers_say_the_
     let (code, _) = on.finish();
     assert_eq!(code, 0);
 }
+
+/// The manifest's parts, by path: (table, rows), and the paths it lists as compacted away.
+fn manifest_parts(
+    store: &S3sFs,
+    prefix: &str,
+) -> (BTreeMap<String, (String, u64)>, BTreeSet<String>) {
+    let root = store.root.path().join(&store.bucket).join(prefix);
+    let Ok(bytes) = std::fs::read(root.join("index/snapshot.json")) else {
+        return Default::default();
+    };
+    let m: Value = serde_json::from_slice(&bytes).unwrap();
+    let parts = m["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let table = p["table"].as_str().unwrap().to_string();
+            (
+                p["path"].as_str().unwrap().to_string(),
+                (table, p["rows"].as_u64().unwrap()),
+            )
+        })
+        .collect();
+    let removed = m["removed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["path"].as_str().map(str::to_string))
+        .collect();
+    (parts, removed)
+}
+
+/// The index's part files in the store.
+fn part_files(store: &S3sFs, prefix: &str) -> BTreeSet<String> {
+    let root = store.root.path().join(&store.bucket).join(prefix);
+    store
+        .object_files()
+        .into_iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(&root).ok()?.display().to_string();
+            (rel.starts_with("index/") && rel.ends_with(".parquet")).then_some(rel)
+        })
+        .collect()
+}
+
+/// The index's timers in real time, several periods each (their schedules are tested on paused
+/// time in `fleet::index`): a host prompting every 3 s for four minutes has each turn in the
+/// index within a few flushes (8 s each), its parts merged by 8 at the compaction lease's looks
+/// (every 30 s), and the parts merged away deleted a minute (`GRACE`) after, never while the
+/// manifest still lists them.
+#[test]
+fn the_index_over_minutes_of_turns_flushes_compacts_and_deletes_on_its_timers() {
+    let store = S3sFs::start();
+    let url = store.url("team");
+    let host = Host::new(&url, &store.env());
+    let mut client = host.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let session = client.new_session("/tmp");
+    let started = std::time::Instant::now();
+    let mut ended: Vec<std::time::Instant> = Vec::new();
+    let mut seen_files = BTreeSet::new();
+    let mut ever_listed = BTreeSet::new();
+    let mut next_look = started + Duration::from_secs(15);
+    let mut looks = 0;
+    while started.elapsed() < Duration::from_secs(240) {
+        client.prompt(&session, &format!("turn {}", ended.len() + 1));
+        ended.push(std::time::Instant::now());
+        std::thread::sleep(Duration::from_secs(3));
+        if std::time::Instant::now() < next_look {
+            continue;
+        }
+        next_look += Duration::from_secs(15);
+        looks += 1;
+        let index = indexed(&store, "team");
+        let turns = index.get(&session).map_or(0, |r| r.0);
+        // Every turn that ended three flushes and a ship round ago is in.
+        let due = ended
+            .iter()
+            .filter(|at| at.elapsed() > Duration::from_secs(30))
+            .count();
+        assert!(
+            turns as usize >= due,
+            "look {looks}: {turns} turns indexed, {due} due"
+        );
+        let (parts, removed) = manifest_parts(&store, "team");
+        // Compaction keeps each table of the day to a few parts.
+        for table in ["sessions", "turns", "postings"] {
+            let n = parts.values().filter(|(t, _)| t == table).count();
+            assert!(n < 2 * 8, "look {looks}: {n} {table} parts");
+        }
+        // Nothing the manifest lists is ever gone.
+        let files = part_files(&store, "team");
+        for path in parts.keys() {
+            assert!(files.contains(path), "look {looks}: {path} listed, deleted");
+        }
+        ever_listed.extend(parts.keys().cloned());
+        ever_listed.extend(removed);
+        seen_files.extend(files);
+    }
+    let (code, _) = client.finish();
+    assert_eq!(code, 0);
+    let index = indexed(&store, "team");
+    assert_eq!(index.get(&session).map(|r| r.0), Some(ended.len() as u32));
+    let (parts, _) = manifest_parts(&store, "team");
+    let merged = parts
+        .values()
+        .any(|(table, rows)| table == "turns" && *rows > 8);
+    assert!(merged, "no compaction in four minutes: {parts:?}");
+    let files = part_files(&store, "team");
+    let deleted: Vec<&String> = seen_files.difference(&files).collect();
+    assert!(
+        !deleted.is_empty(),
+        "nothing compacted away was deleted in four minutes"
+    );
+    assert!(
+        deleted.iter().all(|p| ever_listed.contains(*p)),
+        "{deleted:?}"
+    );
+}

@@ -72,8 +72,6 @@ struct Inner {
     messages: mpsc::UnboundedSender<ShipperMessage>,
     /// The index's task, unless `--no-index`.
     indexer: Option<mpsc::UnboundedSender<IndexerMessage>>,
-    /// The probe's finding, once it has one.
-    probed: watch::Receiver<bool>,
     /// The store's sessions as last listed, and when.
     listed: Mutex<Option<(Instant, Vec<SessionSummary>)>>,
 }
@@ -155,6 +153,7 @@ impl Fleet {
             takeover: options.takeover,
             conditional: None,
         }));
+        let (probed_tx, probed) = watch::channel(false);
         let shared = Arc::new(Shared {
             store,
             local,
@@ -163,6 +162,7 @@ impl Fleet {
             leases: Arc::new(Mutex::new(Leases::default())),
             clock,
             status: Arc::new(Status::default()),
+            probed,
         });
         let (indexer, index) = if options.index {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -173,7 +173,6 @@ impl Fleet {
             (None, None)
         };
         runtime.spawn(Shipper::new(shared.clone(), options.ship_interval, rx, index).run());
-        let (probed_tx, probed) = watch::channel(false);
         let prober = shared.clone();
         runtime.spawn(async move {
             let (store, host) = (&prober.store, &prober.me.host);
@@ -209,7 +208,6 @@ impl Fleet {
                 runtime: Some(runtime),
                 messages,
                 indexer,
-                probed,
                 listed: Mutex::new(None),
             }),
         })
@@ -245,7 +243,7 @@ impl Fleet {
             .block_on(async {
                 // What the store does with conditional writes decides how a session may move:
                 // the probe, started with the process, is waited for.
-                let mut probed = self.inner.probed.clone();
+                let mut probed = s.probed.clone();
                 let _ = within(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
                 let policy = self.inner.shared.policy();
                 let acquire = lease::acquire(

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::clock::SharedClock;
 use super::index::indexer::IndexerMessage;
@@ -52,6 +52,8 @@ const COMPACT_AT: usize = 64;
 const KEPT_AS_SHIPPED: usize = 4;
 /// Uploads (and listings) in flight at once.
 const IN_FLIGHT: usize = 16;
+/// Longest the first leases wait for the store's start-up probe.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
 /// How often the sessions erased from the store are listed again.
 const ERASED_EVERY: Duration = Duration::from_secs(30);
 
@@ -143,6 +145,8 @@ pub struct Shared {
     pub clock: SharedClock,
     /// The figures.
     pub status: Arc<Status>,
+    /// Whether the start-up probe of the store has answered (its finding is in `policy`).
+    pub probed: watch::Receiver<bool>,
 }
 
 impl Shared {
@@ -431,6 +435,14 @@ impl Shipper {
     async fn take_leases(&mut self) -> Result<(), String> {
         let s = &self.shared;
         let sessions = self.leases_wanted();
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        // A new session's lease takes two writes once the probe says the store enforces
+        // create-if-absent, and four requests and a pause more before it answers: the probe,
+        // started with the process and a few round trips long, is waited for.
+        let mut probed = s.probed.clone();
+        let _ = tokio::time::timeout(PROBE_WAIT, probed.wait_for(|done| *done)).await;
         lease::take_all(
             &s.store,
             &s.leases,

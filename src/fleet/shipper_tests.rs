@@ -75,6 +75,7 @@ fn shared(store: &Store, name: &str) -> (tempfile::TempDir, Arc<Shared>) {
         leases: Arc::new(Mutex::new(Leases::default())),
         clock: Arc::new(RuntimeClock::new(0)),
         status: Arc::new(Status::default()),
+        probed: tokio::sync::watch::channel(true).1,
     });
     (dir, shared)
 }

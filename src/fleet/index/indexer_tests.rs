@@ -61,6 +61,7 @@ impl Run {
             leases: Arc::new(Mutex::new(Leases::default())),
             clock: Arc::new(RuntimeClock::new(0)),
             status: Arc::new(Status::default()),
+            probed: tokio::sync::watch::channel(true).1,
         });
         let shipped = Arc::new(ShippedFiles::default());
         let (index, index_rx) = mpsc::unbounded_channel();

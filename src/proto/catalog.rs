@@ -39,7 +39,7 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
             // A title an agent made of the re-prime (its first prompt) is not the session's.
             let title = update
                 .text("title")
-                .filter(|t| !t.trim_start().starts_with(super::mapping::REPRIME_OPENING));
+                .filter(|t| !crate::acp::is_reprime_title(t));
             cx.fx.push(Action::Catalog(CatalogUpdate::Info {
                 session,
                 title,

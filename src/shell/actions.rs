@@ -109,11 +109,13 @@ pub(super) fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Appli
                 support,
                 transcript_limit,
                 until,
+                agent,
             } => batch.fetches.push(HistoryRequest {
                 load,
                 session: session.to_string(),
                 support,
                 transcript_limit,
+                agent: out.journals.agent(agent.as_deref()),
                 until: until.map(|seq| Until {
                     run: out.journals.run().to_owned(),
                     seq,

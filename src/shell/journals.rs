@@ -490,6 +490,13 @@ impl<T: Send + 'static> JournalSet<T> {
         &self.info.run
     }
 
+    /// The agent of this run, as its segments' headers tell it, given its `initialize`
+    /// response.
+    pub fn agent(&self, response: Option<&[u8]>) -> crate::acp::AgentId {
+        let response = response.and_then(|r| serde_json::from_slice(r).ok());
+        crate::acp::AgentId::of(response.as_ref(), Some(self.info.argv.join(" ")))
+    }
+
     /// True when the journal directory holds a session of this ID (its directory exists).
     pub fn holds(&self, session: &str) -> bool {
         self.dir.session_dir(session).exists()

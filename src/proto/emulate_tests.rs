@@ -74,6 +74,16 @@ fn summary() -> Summary {
         turns: 1,
         transcript: "User: hi\nAgent: hello\n".into(),
         mode: Some("plan".into()),
+        agent_copy: AgentCopy::Whole("S".into()),
+        ..Summary::default()
+    }
+}
+
+/// A session the agent's own copy holds whole (the journal says its own ID ran every turn
+/// here), and nothing else.
+fn whole() -> Summary {
+    Summary {
+        agent_copy: AgentCopy::Whole("S".into()),
         ..Summary::default()
     }
 }
@@ -355,7 +365,7 @@ fn agents_with_resume_are_resumed_without_mapping() {
         Config::default(),
         r#"{"sessionCapabilities":{"resume":{}}}"#,
     );
-    load_replayed(&mut h, Summary::default());
+    load_replayed(&mut h, whole());
     let resume = last_to_agent(&h);
     assert_eq!(resume["method"], "session/resume");
     assert_eq!(resume["params"]["sessionId"], "S");
@@ -440,7 +450,7 @@ fn load_journal_mode_hides_the_agents_own_replay() {
         load,
         HistoryChunk::Lines(vec![replay_line("from the journal")]),
     );
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    history(&mut h, load, HistoryChunk::End(whole()));
     assert_eq!(last_to_agent(&h)["method"], "session/load");
     let n = h.to_client.len();
     h.agent(
@@ -1633,7 +1643,7 @@ fn a_load_that_asks_for_the_tail_is_served_from_the_journal_even_by_an_agent_tha
     h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"S","cwd":"/w","mcpServers":[],"_meta":{"acpJournal":{"tail":{"turns":2}}}}}"#);
     assert_eq!(fetched_support(&h).tail, Some(2));
     let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    history(&mut h, load, HistoryChunk::End(whole()));
     let underneath = last_to_agent(&h);
     assert_eq!(underneath["method"], "session/load");
     assert_eq!(
@@ -1717,7 +1727,7 @@ fn cursors_reach_the_client_only_when_the_session_comes_back_on_the_agent_sessio
             load,
             HistoryChunk::End(Summary {
                 cursors: Some(Box::new(cursors.clone())),
-                ..Summary::default()
+                ..whole()
             }),
         );
         let underneath = last_to_agent(&h);

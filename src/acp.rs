@@ -151,6 +151,36 @@ pub fn prompt_title(prompt: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_made_of_the_reprime_is_told_whole_or_cut() {
+        let block = "[Context restored by acp-journal: this conversation was interrupted and resumed in a new session. Earlier turns:] User: hi";
+        assert!(is_reprime_title(block));
+        assert!(is_reprime_title("  [Context restored by acp-j…"));
+        assert!(is_reprime_title("[Context restored..."));
+        assert!(!is_reprime_title("Fix the parser"));
+        assert!(!is_reprime_title("[Con…"));
+        assert!(!is_reprime_title("[Context] of the bug"));
+    }
+
+    #[test]
+    fn an_agent_is_its_name_whatever_its_version_else_its_command() {
+        let init = |name: &str, version: &str| serde_json::json!({"result": {"agentInfo": {"name": name, "title": "T", "version": version}}});
+        let a = AgentId::of(
+            Some(&init("claude-agent-acp", "0.101.0")),
+            Some("npx a".into()),
+        );
+        let b = AgentId::of(
+            Some(&init("claude-agent-acp", "0.102.0")),
+            Some("/bin/b".into()),
+        );
+        let c = AgentId::of(Some(&init("codex-acp", "2.6.0")), Some("npx a".into()));
+        assert!(a.is(&b) && !a.is(&c));
+        assert_eq!(a.version.as_deref(), Some("0.101.0"));
+        let unnamed = AgentId::of(None, Some("npx a".into()));
+        assert!(unnamed.is(&a), "the command, when one has no name");
+        assert!(!unnamed.is(&AgentId::of(None, Some("npx b".into()))));
+    }
     use serde_json::json;
 
     #[test]

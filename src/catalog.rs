@@ -982,8 +982,10 @@ impl SegmentScan {
                         let msg: serde_json::Value =
                             serde_json::from_slice(&payload.bytes).unwrap_or_default();
                         // A child's title is not the session's.
+                        // Nor is one the agent made of a re-prime.
                         if let Some(title) = msg["params"]["update"]["title"].as_str()
                             && msg["params"]["sessionId"] == session.as_str()
+                            && !crate::acp::is_reprime_title(title)
                         {
                             scan.title = Some(title.to_string());
                         }

@@ -1754,3 +1754,28 @@ fn cursors_reach_the_client_only_when_the_session_comes_back_on_the_agent_sessio
     assert_eq!(fresh.last().unwrap()["id"], 5);
     assert!(!told(&fresh), "{fresh:?}");
 }
+
+#[test]
+fn a_title_the_agent_makes_of_the_reprime_is_neither_forwarded_nor_kept() {
+    // Issue 51: claude-agent-acp names a session after its first prompt, which on a re-primed
+    // session is the re-prime block.
+    let mut h = mapped();
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"[Context restored by acp-journal: this conversation was interrupted and resumed in a new session. Earlier turns:] User: hi Agent: hel…","updatedAt":"2026-11-29T07:32:44Z"}}}"#);
+    let got = last_to_client(&h);
+    assert_eq!(
+        got,
+        json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"session_info_update","updatedAt":"2026-11-29T07:32:44Z"}}})
+    );
+    assert!(h.requests.contains(&Action::Catalog(CatalogUpdate::Info {
+        session: SessionId::from("S"),
+        title: None,
+        updated_at: Some("2026-11-29T07:32:44Z".into()),
+    })));
+    // A title of the agent's own is the session's, as ever.
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"Fix the parser"}}}"#);
+    assert_eq!(
+        last_to_client(&h)["params"]["update"]["title"],
+        "Fix the parser"
+    );
+}

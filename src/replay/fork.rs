@@ -389,6 +389,7 @@ fn title_of(payload: &Payload) -> Option<String> {
     let msg: Value = serde_json::from_slice(&payload.bytes).ok()?;
     msg["params"]["update"]["title"]
         .as_str()
+        .filter(|t| !crate::acp::is_reprime_title(t))
         .map(str::to_string)
 }
 

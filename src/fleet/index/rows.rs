@@ -224,7 +224,11 @@ impl Follower {
     fn update(&mut self, update: &Value, record: &Record) -> Option<TurnRow> {
         match update["sessionUpdate"].as_str() {
             Some("session_info_update") => {
-                if let Some(title) = update["title"].as_str().filter(|t| !t.is_empty()) {
+                // A title the agent made of a re-prime is not the session's.
+                if let Some(title) = update["title"]
+                    .as_str()
+                    .filter(|t| !t.is_empty() && !crate::acp::is_reprime_title(t))
+                {
                     self.session.title = Some(bounded(title));
                 }
             }

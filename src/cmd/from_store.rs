@@ -528,6 +528,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
                 agent_name: None,
                 git_branch: None,
                 t: header.started,
+                agent_info: None,
             };
             lines.extend(serde_json::to_vec(&entry));
         }

@@ -1779,3 +1779,40 @@ fn a_title_the_agent_makes_of_the_reprime_is_neither_forwarded_nor_kept() {
         "Fix the parser"
     );
 }
+
+#[test]
+fn the_agents_own_rows_of_a_journal_session_are_merged_into_its_entry_never_beside_it() {
+    // Issue 51: claude-agent-acp lists its stale copy of S (its last prompt as title, its old
+    // time) and the agent-side session the proxy made for a re-prime (titled with the
+    // transcript). Both are S: one entry, the journal's.
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{"cwd":"/a"}}"#);
+    let s = ListedSession {
+        session: "S".into(),
+        cwd: Some("/a".into()),
+        title: Some("What was the first thing I asked?".into()),
+        updated: Activity {
+            at: Some("2026-11-29T10:00:00Z".into()),
+            us: 1_795_960_800_000_000,
+        },
+        agent_ids: vec!["U".into()],
+        prompted: true,
+        ..ListedSession::default()
+    };
+    sessions_answer(&mut h, vec![s]);
+    h.agent(r#"{"jsonrpc":"2.0","id":9,"result":{"sessions":[{"sessionId":"U","cwd":"/a","title":"[Context restored by acp-journal: this conversation…","updatedAt":"2026-11-29T09:00:00Z","_meta":{"claudeCode":{"x":1}}},{"sessionId":"native","cwd":"/a","title":"made without the proxy","updatedAt":"2026-11-29T09:30:00Z"},{"sessionId":"S","cwd":"/a","title":"the third prompt","updatedAt":"2026-11-28T08:00:00Z"}]}}"#);
+    let got = last_to_client(&h);
+    let rows = got["result"]["sessions"].as_array().unwrap();
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|r| r["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["S", "native"], "{got}");
+    assert_eq!(rows[0]["title"], "What was the first thing I asked?");
+    assert_eq!(rows[0]["updatedAt"], "2026-11-29T10:00:00Z");
+    assert_eq!(
+        rows[0]["_meta"]["claudeCode"],
+        json!({"x": 1}),
+        "the agent's own _meta kept"
+    );
+}

@@ -120,6 +120,8 @@ pub enum Action {
     FetchSessions {
         /// Names the answer.
         request: u64,
+        /// The agent's `initialize` response: whose sessions the default list shows.
+        agent: Option<Bytes>,
     },
     /// Record session metadata in the store's catalog.
     Catalog(CatalogUpdate),

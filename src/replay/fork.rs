@@ -162,6 +162,7 @@ pub fn fork_session(
         agent_name: summary.and_then(|s| s.agent_name.clone()),
         git_branch: summary.and_then(|s| s.git_branch.clone()),
         t: unix_us,
+        agent_info: None,
     }];
     // The fork keeps the parent's first prompt when it keeps a turn.
     if let Some(title) = summary.and_then(|s| s.prompt.clone()).filter(|_| keep > 0) {

@@ -64,6 +64,7 @@ pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
             agent_name: None,
             git_branch: None,
             t: r.started_us,
+            agent_info: None,
         });
         if let Some(title) = &r.title {
             entries.push(CatalogEntry::Prompt {

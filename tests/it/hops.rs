@@ -65,11 +65,20 @@ impl Fleet {
     fn new(adapter: Adapter, machines: &[&'static str]) -> Fleet {
         let store = S3sFs::start();
         let url = store.url("acp");
+        let setup = Setup::new(adapter);
+        let machines: Vec<Machine> = machines.iter().map(|m| Machine::new(m)).collect();
+        // Codex reads its model provider from $CODEX_HOME/config.toml: each home has it.
+        let config = setup.home.path().join(".codex/config.toml");
+        for m in &machines {
+            let codex = m.home.path().join(".codex");
+            std::fs::create_dir_all(&codex).unwrap();
+            std::fs::copy(&config, codex.join("config.toml")).unwrap();
+        }
         Fleet {
-            setup: Setup::new(adapter),
+            setup,
             store,
             url,
-            machines: machines.iter().map(|m| Machine::new(m)).collect(),
+            machines,
             session: None,
             markers: Vec::new(),
             held: Vec::new(),
@@ -283,4 +292,26 @@ fn claude_agent_acp_hopping_between_two_machines_knows_every_turn_at_every_hop()
     );
     fleet.check_list("A");
     fleet.check_list("B");
+}
+
+#[test]
+fn codex_acp_hopping_between_three_machines_knows_every_turn_at_every_hop() {
+    let mut fleet = Fleet::new(Adapter::Codex, &["A", "B", "C"]);
+    fleet.hop("A", Then::Ends);
+    fleet.hop("B", Then::Ends);
+    fleet.hop("C", Then::Ends);
+    fleet.hop("A", Then::HostKilled);
+    fleet.hop("A", Then::Ends);
+    fleet.hop("C", Then::Ends);
+    fleet.hop("B", Then::AgentKilled);
+    fleet.hop("B", Then::Ends);
+    fleet.check_every_turn_known();
+    assert!(
+        fleet.reprime_titles.is_empty(),
+        "{:?}",
+        fleet.reprime_titles
+    );
+    fleet.check_list("A");
+    fleet.check_list("B");
+    fleet.check_list("C");
 }

@@ -59,6 +59,9 @@ struct Fleet {
     held: Vec<(String, usize, usize)>,
     /// The re-prime titles the editor was given, at which hop.
     reprime_titles: Vec<String>,
+    /// What each hop's proxy said of how it brought the session up (its log lines about the
+    /// agent's copies).
+    said: Vec<String>,
 }
 
 impl Fleet {
@@ -83,6 +86,7 @@ impl Fleet {
             markers: Vec::new(),
             held: Vec::new(),
             reprime_titles: Vec::new(),
+            said: Vec::new(),
         }
     }
 
@@ -171,6 +175,7 @@ impl Fleet {
                 .filter(|t| t.contains("Context restored"))
                 .map(|t| format!("hop {} on {name}: {t}", self.held.len())),
         );
+        let log = client.stderr.clone();
         if then == Then::HostKilled {
             self.await_shipped();
             kill9(client.child.id().cast_signed());
@@ -178,6 +183,82 @@ impl Fleet {
         } else {
             ends(client);
         }
+        let log = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        self.said.extend(
+            log.lines()
+                .filter(|l| l.contains("acp-journal replayed session"))
+                .map(|l| format!("hop {} on {name}: {l}", self.held.len())),
+        );
+    }
+
+    /// The proxies said why they brought the session up afresh as it was: never that an
+    /// agent that loads sessions cannot.
+    fn check_said(&self) {
+        assert!(
+            self.said
+                .iter()
+                .all(|l| !l.contains("cannot load sessions")),
+            "{:#?}",
+            self.said
+        );
+        assert!(
+            self.said
+                .iter()
+                .any(|l| l.contains("This agent's own copies of session")
+                    && l.contains("on this host hold")),
+            "{:#?}",
+            self.said
+        );
+    }
+
+    /// What a machine with no journals of its own reads of the store: `list` names the agent
+    /// and the session's size; `show` reads the store, then, the store down, the local copy,
+    /// and says so.
+    fn check_readers(&mut self, agent: &str) {
+        let session = self.session.clone().unwrap();
+        let rows = self.store_list();
+        let row = rows
+            .iter()
+            .find(|r| r["session"] == session.as_str())
+            .unwrap();
+        assert_eq!(row["agent_name"], agent, "{row}");
+        assert!(row["bytes"].as_u64().is_some_and(|b| b > 0), "{row}");
+        assert!(row["last_turn_ended"].is_string(), "{row}");
+        assert!(
+            row["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("What was the first thing I asked")),
+            "{row}"
+        );
+        let reader = tempfile::tempdir().unwrap();
+        let mut env = self.store.env();
+        env.push(("XDG_CACHE_HOME".into(), reader.path().display().to_string()));
+        let journals = reader.path().join("journals").display().to_string();
+        let show = |env: &[(String, String)]| {
+            run_with(
+                env,
+                &[
+                    "--journal-dir",
+                    &journals,
+                    "--store",
+                    &self.url,
+                    "show",
+                    &session,
+                ],
+            )
+        };
+        let (code, shown, err) = show(&env);
+        assert_eq!(code, 0, "{err}");
+        assert!(shown.contains(self.markers.last().unwrap()), "{shown}");
+        self.store.stop();
+        let (code, again, err) = show(&env);
+        self.store.resume();
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(again, shown);
+        assert!(
+            err.contains("reading the local copy of the store instead"),
+            "{err}"
+        );
     }
 
     /// Until a reader of the store counts every turn so far in the session.
@@ -290,8 +371,10 @@ fn claude_agent_acp_hopping_between_two_machines_knows_every_turn_at_every_hop()
         "{:?}",
         fleet.reprime_titles
     );
+    fleet.check_said();
     fleet.check_list("A");
     fleet.check_list("B");
+    fleet.check_readers("Claude Agent");
 }
 
 #[test]
@@ -314,4 +397,5 @@ fn codex_acp_hopping_between_three_machines_knows_every_turn_at_every_hop() {
     fleet.check_list("A");
     fleet.check_list("B");
     fleet.check_list("C");
+    fleet.check_said();
 }

@@ -1816,3 +1816,54 @@ fn the_agents_own_rows_of_a_journal_session_are_merged_into_its_entry_never_besi
         "the agent's own _meta kept"
     );
 }
+
+#[test]
+fn a_session_the_journal_lacks_is_loaded_by_the_agent_with_its_replay_shown() {
+    // Issue 51: an entry of the agent's own list (a session made without the proxy) loads,
+    // with a store too (where loads are served from the journal).
+    let mut h = journal_mode_over_a_loading_agent();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    let asked = last_to_agent(&h);
+    assert_eq!(asked["method"], "session/load");
+    assert_eq!(asked["params"]["sessionId"], "S");
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"made without the proxy"}}}}"#);
+    assert_eq!(
+        last_to_client(&h)["params"]["update"]["content"]["text"],
+        "made without the proxy",
+        "the agent's replay is shown"
+    );
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+        asked["id"]
+    ));
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":5,"result":{}})
+    );
+    assert!(
+        h.session("S")
+            .iter()
+            .any(|l| l.contains("made without the proxy")),
+        "journaled from now on"
+    );
+}
+
+#[test]
+fn a_session_neither_the_journal_nor_the_agent_has_gets_the_agents_error() {
+    let mut h = journal_mode_over_a_loading_agent();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    let asked = last_to_agent(&h);
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32002,"message":"Resource not found"}}}}"#,
+        asked["id"]
+    ));
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":5,"error":{"code":-32002,"message":"Resource not found"}})
+    );
+    assert_eq!(h.proxy.pending_requests(), 0);
+}

@@ -73,6 +73,16 @@ pub(super) struct Load {
 }
 
 impl Load {
+    /// Whether the agent may hold the load's session when the journal does not: a client's own
+    /// load or resume (not a restore, not a fork, not one the agent already failed) of an
+    /// agent that loads or resumes sessions.
+    pub(super) fn agent_may_have_it(&self, cx: &Cx) -> bool {
+        matches!(self.asker, Asker::Client(_))
+            && self.agent_failed.is_none()
+            && !self.fork
+            && (cx.agent.load || cx.agent.resume)
+    }
+
     /// The load's session has no journal: the load ends. The client gets the agent's own
     /// failed answer when there is one (the load fell back on the journal), else -32002; a
     /// restore cannot go on (`Unrestored`).
@@ -186,9 +196,11 @@ impl Load {
                     AgentCopy::Behind { known, turns } => format!(
                         "This agent's own copies of session {session} on this host hold {known} of its {turns} turns (it went on on another host or in another agent since)"
                     ),
-                    AgentCopy::Absent { .. } | AgentCopy::Whole(_) => format!(
-                        "This agent has no copy of session {session} on this host (the session ran elsewhere)"
-                    ),
+                    AgentCopy::Absent { .. } | AgentCopy::Whole(_) | AgentCopy::Unjournaled => {
+                        format!(
+                            "This agent has no copy of session {session} on this host (the session ran elsewhere)"
+                        )
+                    }
                 }
             };
             let message = format!(

@@ -189,6 +189,16 @@ impl Loads {
                 }
                 Progress::Going
             }
+            HistoryChunk::Missing if l.agent_may_have_it(cx) => {
+                // A session the journal lacks that the agent may hold (one made without the
+                // proxy, which the agent's own list shows): the agent brings it up, its own
+                // replay shown (and journaled from now on).
+                let summary = Summary {
+                    agent_copy: AgentCopy::Unjournaled,
+                    ..Summary::default()
+                };
+                self.history_end(cx, at, op, summary)
+            }
             HistoryChunk::Missing => self
                 .remove(op)
                 .map_or(Progress::Going, |l| l.journal_missing(cx, at)),
@@ -259,19 +269,23 @@ impl Loads {
         // The agent's own copy is resumed only when it holds every turn of the journal (the
         // journal says which of this agent's agent-side sessions on this host does); a fork
         // exists only in the journal. Otherwise the session starts afresh, re-primed.
+        let unjournaled = l.summary.agent_copy == AgentCopy::Unjournaled;
         let copy = match &l.summary.agent_copy {
             AgentCopy::Whole(copy) if l.agent_failed.is_none() && !l.fork => Some(copy.clone()),
+            AgentCopy::Unjournaled => Some(session.to_string()),
             _ => None,
         };
         // A restore prefers the agent's resume, then its own load (hidden); a load served from
         // the journal uses the agent's load only under `--load journal`, or when the client
-        // asked for the tail of the history only.
+        // asked for the tail of the history only; a session the journal lacks is loaded by
+        // the agent, its replay shown.
         let native_load = caps.load
             && copy.is_some()
             && (cx.config.load == LoadMode::Journal
                 || l.support.tail.is_some()
-                || (l.is_restore() && !caps.resume));
-        let hide = native_load;
+                || (l.is_restore() && !caps.resume)
+                || (unjournaled && l.replay));
+        let hide = native_load && !unjournaled;
         let (method, how, underneath) = match copy {
             Some(copy) if native_load => {
                 params.set("sessionId", json_string(&copy));
@@ -447,6 +461,18 @@ impl Loads {
             // The host (acp-journal serve) refused it: another host continues the session.
             // A new session here would split the conversation in two: the asker gets the
             // refusal, and a later request tries again.
+            let error = serde_json::from_slice::<Value>(line)
+                .ok()
+                .map(|m| m["error"].to_string())
+                .unwrap_or_default();
+            return self.finish(cx, at, op, Err(error));
+        }
+        let unjournaled = self
+            .loads
+            .get(&op)
+            .is_some_and(|l| l.summary.agent_copy == AgentCopy::Unjournaled);
+        if how != Underneath::New && unjournaled {
+            // Neither the journal nor the agent has it: the agent's answer.
             let error = serde_json::from_slice::<Value>(line)
                 .ok()
                 .map(|m| m["error"].to_string())

@@ -586,6 +586,9 @@ pub enum AgentCopy {
         /// The journal's turns.
         turns: u64,
     },
+    /// The journal does not hold the session: the agent's own, if it has one (a session made
+    /// without the proxy, which its own list shows), is all there is.
+    Unjournaled,
 }
 
 impl Default for AgentCopy {

@@ -2,10 +2,13 @@
 //!
 //! 1. **Fetching**: the journal is replayed to the client ([`super::history::Replay`], through
 //!    `FetchHistory`) *before* the answer (a resume replays nothing).
-//! 2. **Starting**: the agent is brought to a live session: its own `session/load` with the
-//!    replay hidden (`--load journal`, agents with `loadSession`), else `session/resume` when it
-//!    has it, else `session/new` with the load's `cwd`/`mcpServers`/`additionalDirectories`,
-//!    after which S and the new agent ID U are mapped ([`super::sessions`]).
+//! 2. **Starting**: the agent is brought to a live session. When one of its own agent-side
+//!    sessions on this host holds every turn of the journal ([`super::history`]'s
+//!    `Summary::agent_copy`), that one: its own `session/load` with the replay hidden
+//!    (`--load journal`, agents with `loadSession`), else `session/resume` when it has it;
+//!    otherwise `session/new` with the load's `cwd`/`mcpServers`/`additionalDirectories`,
+//!    after which S and the new agent ID U are mapped ([`super::sessions`]). A session the
+//!    journal lacks is the agent's own to load, its replay shown.
 //! 3. **Restoring**: on a fresh session the recorded mode and config options are set again.
 //! 4. The load is answered (with the agent's `modes`/`configOptions`), and the agent lines held
 //!    meanwhile are released. The first prompt then carries a bounded transcript of the earlier

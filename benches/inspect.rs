@@ -172,6 +172,7 @@ fn session(
             agent: Some("npx @zed-industries/claude-code-acp".into()),
             agent_name: None,
             t: started,
+            agent_info: None,
         })
         .expect("catalog");
     journals

@@ -123,6 +123,7 @@ fn list_latency(n: usize) -> (Vec<Duration>, Vec<Duration>) {
             agent_name: None,
             git_branch: Some("main".into()),
             t: 1_795_000_000_000_000 + i as i64 * 1_000,
+            agent_info: None,
         };
         catalog.extend(serde_json::to_vec(&entry).expect("json"));
         catalog.push(b'\n');

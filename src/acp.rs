@@ -51,6 +51,71 @@ pub fn agent_title(response: &Value) -> Option<String> {
         .find(|s| !s.is_empty())
 }
 
+/// Which agent recorded a session, as the journal tells it (docs/FORMAT.md, "Which agent"): the
+/// `agentInfo` `name` and `version` it reported in its `initialize` response, and the command
+/// line that started it (as journaled, redacted). `session/list` shows a session to the agent
+/// it [`AgentId::is`], and a load resumes only that agent's own copies of a session.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentId {
+    /// `agentInfo.name` (non-empty, control characters removed).
+    pub name: Option<String>,
+    /// `agentInfo.version`.
+    pub version: Option<String>,
+    /// The command line, its arguments joined by spaces.
+    pub command: Option<String>,
+}
+
+impl AgentId {
+    /// The agent that answered `initialize` with `response` (the whole answer:
+    /// `{"result": {"agentInfo": …}}`), started by `command`.
+    pub fn of(response: Option<&Value>, command: Option<String>) -> AgentId {
+        let info = response.map(|r| &r["result"]["agentInfo"]);
+        let text = |key: &str| {
+            info.and_then(|i| i[key].as_str())
+                .map(|s| s.chars().filter(|c| !c.is_control()).collect::<String>())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        AgentId {
+            name: text("name"),
+            version: text("version"),
+            command: command.filter(|c| !c.is_empty()),
+        }
+    }
+
+    /// Whether `other` is the same agent: the same `agentInfo` name when both report one
+    /// (whatever their versions: an upgraded agent keeps its sessions, and its other commands
+    /// reach the same ones), else the same command line when both are known, else when
+    /// neither says more than the other.
+    pub fn is(&self, other: &AgentId) -> bool {
+        match (&self.name, &other.name, &self.command, &other.command) {
+            (Some(a), Some(b), _, _) => a == b,
+            (_, _, Some(a), Some(b)) => a == b,
+            _ => self == other,
+        }
+    }
+}
+
+/// How the re-prime text block the proxy puts before the first prompt on a fresh agent session
+/// begins.
+pub const REPRIME_OPENING: &str = "[Context restored by acp-journal";
+
+/// Whether `title` (an agent's `session_info_update` title) was made of a re-prime: an agent that
+/// titles a session after its first prompt's text names a re-primed session this (whole, or
+/// cut short, `…` or `...` marking the cut). Such a title is not the session's.
+pub fn is_reprime_title(title: &str) -> bool {
+    let title = title.trim_start();
+    if title.starts_with(REPRIME_OPENING) {
+        return true;
+    }
+    let cut = title
+        .trim_end()
+        .trim_end_matches('…')
+        .trim_end_matches("...")
+        .trim_end();
+    cut.len() >= "[Context".len() && REPRIME_OPENING.starts_with(cut)
+}
+
 /// The longest title taken from a prompt, in characters.
 const PROMPT_TITLE_CHARS: usize = 80;
 
@@ -86,6 +151,36 @@ pub fn prompt_title(prompt: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_made_of_the_reprime_is_told_whole_or_cut() {
+        let block = "[Context restored by acp-journal: this conversation was interrupted and resumed in a new session. Earlier turns:] User: hi";
+        assert!(is_reprime_title(block));
+        assert!(is_reprime_title("  [Context restored by acp-j…"));
+        assert!(is_reprime_title("[Context restored..."));
+        assert!(!is_reprime_title("Fix the parser"));
+        assert!(!is_reprime_title("[Con…"));
+        assert!(!is_reprime_title("[Context] of the bug"));
+    }
+
+    #[test]
+    fn an_agent_is_its_name_whatever_its_version_else_its_command() {
+        let init = |name: &str, version: &str| serde_json::json!({"result": {"agentInfo": {"name": name, "title": "T", "version": version}}});
+        let a = AgentId::of(
+            Some(&init("claude-agent-acp", "0.101.0")),
+            Some("npx a".into()),
+        );
+        let b = AgentId::of(
+            Some(&init("claude-agent-acp", "0.102.0")),
+            Some("/bin/b".into()),
+        );
+        let c = AgentId::of(Some(&init("codex-acp", "2.6.0")), Some("npx a".into()));
+        assert!(a.is(&b) && !a.is(&c));
+        assert_eq!(a.version.as_deref(), Some("0.101.0"));
+        let unnamed = AgentId::of(None, Some("npx a".into()));
+        assert!(unnamed.is(&a), "the command, when one has no name");
+        assert!(!unnamed.is(&AgentId::of(None, Some("npx b".into()))));
+    }
     use serde_json::json;
 
     #[test]

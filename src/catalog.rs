@@ -41,6 +41,10 @@ pub enum CatalogEntry {
         /// [`crate::acp::agent_title`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent_name: Option<String>,
+        /// The agent's `agentInfo` `name` and `version`, as it reported them (what identifies
+        /// it: [`crate::acp::AgentId`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_info: Option<AgentInfo>,
         /// The Git branch checked out in `cwd` when the segment was opened.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         git_branch: Option<String>,
@@ -272,6 +276,8 @@ pub struct SessionSummary {
     pub agent: Option<String>,
     /// The agent's own name (`agentInfo`) in its latest segment that had one.
     pub agent_name: Option<String>,
+    /// The agent's `agentInfo` name and version in its latest segment that had them.
+    pub agent_info: Option<AgentInfo>,
     /// Prompt turns across its segments (those of its latest segment counted as they end,
     /// while it is written).
     pub turns: u64,
@@ -287,6 +293,28 @@ pub struct SessionSummary {
     pub git_branch: Option<String>,
     /// Child sessions (subagents) it announced, journaled with it.
     pub subagents: u64,
+}
+
+/// An agent's `agentInfo` `name` and `version` in a catalog's `open` entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    /// `agentInfo.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `agentInfo.version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl AgentInfo {
+    /// The `agentInfo` of an `initialize` response, if it names the agent.
+    pub fn of(response: &serde_json::Value) -> Option<AgentInfo> {
+        let id = crate::acp::AgentId::of(Some(response), None);
+        id.name.is_some().then_some(AgentInfo {
+            name: id.name,
+            version: id.version,
+        })
+    }
 }
 
 /// Session summaries built from catalog entries, in the order they were appended.
@@ -325,6 +353,7 @@ impl Summaries {
                 agent_name,
                 git_branch,
                 t,
+                agent_info,
             } => {
                 // A catalog names only segments of the session itself: never a path out of
                 // the journal directory, nor another session's.
@@ -340,6 +369,9 @@ impl Summaries {
                 }
                 if agent_name.is_some() {
                     s.agent_name = agent_name;
+                }
+                if agent_info.is_some() {
+                    s.agent_info = agent_info;
                 }
                 if cwd.is_some() {
                     s.cwd = cwd;
@@ -503,6 +535,7 @@ impl SessionSummary {
             deleted: false,
             agent: None,
             agent_name: None,
+            agent_info: None,
             turns: 0,
             state: None,
             last_turn_ended: None,
@@ -835,6 +868,11 @@ fn scan_segments(journals: &JournalDir) -> io::Result<Vec<CatalogEntry>> {
                     .and_then(|i| i.response_value())
                     .and_then(|r| crate::acp::agent_title(&r)),
                 t: header.started,
+                agent_info: header
+                    .initialize
+                    .as_ref()
+                    .and_then(|i| i.response_value())
+                    .and_then(|r| AgentInfo::of(&r)),
             });
             let scan = SegmentScan::of(reader);
             if let Some(title) = scan.prompt {
@@ -982,8 +1020,10 @@ impl SegmentScan {
                         let msg: serde_json::Value =
                             serde_json::from_slice(&payload.bytes).unwrap_or_default();
                         // A child's title is not the session's.
+                        // Nor is one the agent made of a re-prime.
                         if let Some(title) = msg["params"]["update"]["title"].as_str()
                             && msg["params"]["sessionId"] == session.as_str()
+                            && !crate::acp::is_reprime_title(title)
                         {
                             scan.title = Some(title.to_string());
                         }
@@ -1028,6 +1068,7 @@ mod tests {
             agent_name: None,
             git_branch: Some("main".into()),
             t,
+            agent_info: None,
         }
     }
 

@@ -17,8 +17,8 @@ use std::collections::{HashSet, VecDeque};
 use acp_journal::journal::format::{Encoding, decode_record, encode_record};
 use acp_journal::journal::{Body, Record};
 use acp_journal::proto::{
-    Action, Activity, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer, Proxy,
-    SessionId, Stamp, Summary, Target, reuse_candidates,
+    Action, Activity, AgentCopy, Config, ConnId, HistoryChunk, ListedSession, LoadMode, Peer,
+    Proxy, SessionId, Stamp, Summary, Target, reuse_candidates,
 };
 use acp_journal::redact::{REDACTED, redact_tokens};
 use acp_journal::wire::Side;
@@ -167,7 +167,7 @@ impl Driver {
                     assert_ne!(self.config.load, LoadMode::Off);
                     self.fetches.push_back(load);
                 }
-                Action::FetchSessions { request } => {
+                Action::FetchSessions { request, .. } => {
                     assert_ne!(self.config.load, LoadMode::Off);
                     self.lists.push_back(request);
                 }
@@ -386,6 +386,14 @@ fn summary(body: &[u8], agent_session: bool) -> Summary {
         transcript: parts.next().unwrap_or_default().to_string(),
         mode: parts.next().map(str::to_string),
         agent_session: agent_session.then(|| text.chars().take(8).collect()),
+        // The agent's own copy holds every turn, or it does not.
+        agent_copy: match agent_session {
+            true => AgentCopy::Whole(text.chars().take(8).collect()),
+            false => AgentCopy::Behind {
+                known: 0,
+                turns: turns as u64,
+            },
+        },
         ..Summary::default()
     }
 }

@@ -203,6 +203,40 @@ pub(super) fn local_copy(
     command: &Command,
     limits: Limits,
 ) -> anyhow::Result<JournalDir> {
+    match pulled_copy(url, command, limits) {
+        Ok(copy) => Ok(copy),
+        // A store that cannot answer: the sessions named as the last pull left them, said.
+        Err(e) => match kept_copy(url, command) {
+            Some(copy) => {
+                eprintln!(
+                    "acp-journal: warning: {e:#}: reading the local copy of the store instead ({}), as of its last pull",
+                    copy.root().display()
+                );
+                Ok(copy)
+            }
+            None => Err(e),
+        },
+    }
+}
+
+/// The local copy of the store at `url`, when it holds every session `command` names (a
+/// command that names none is not served from it: it would not say what it lacks).
+fn kept_copy(url: &str, command: &Command) -> Option<JournalDir> {
+    let Wanted::Named(names) = wanted(command) else {
+        return None;
+    };
+    let copy = JournalDir::mirror(cache_dir(url));
+    let sessions = copy.sessions_with(false).ok()?;
+    let found = ids(&Wanted::Named(names.clone()), &sessions);
+    let held = found.len() == names.len()
+        && found.iter().all(|id| {
+            crate::journal::dir::segments_in(&copy.session_dir(id)).is_ok_and(|s| !s.is_empty())
+        });
+    held.then_some(copy)
+}
+
+/// [`local_copy`], from the store.
+fn pulled_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<JournalDir> {
     if let Some(copy) = from_index(url, command, limits)? {
         return Ok(copy);
     }
@@ -528,6 +562,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
                 agent_name: None,
                 git_branch: None,
                 t: header.started,
+                agent_info: None,
             };
             lines.extend(serde_json::to_vec(&entry));
         }

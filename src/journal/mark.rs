@@ -78,16 +78,6 @@ pub fn beyond_store(segment: &Path) -> Option<u64> {
     (len > fence).then(|| len - fence)
 }
 
-/// Whether, of a session's segments that were in the shared store, the last in epoch order is
-/// one another host wrote: the session went on elsewhere since this host last had it.
-pub fn newer_elsewhere(ordered: &[PathBuf]) -> bool {
-    ordered
-        .iter()
-        .map(|p| read(p))
-        .rfind(|m| m.epoch.is_some())
-        .is_some_and(|m| m.pulled)
-}
-
 /// Put a session's segments in the order they were written in the shared session: by epoch,
 /// then by name; segments without an epoch after the others, by name.
 pub fn in_epoch_order(segments: &mut [PathBuf]) {

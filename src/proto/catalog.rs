@@ -12,8 +12,9 @@ use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
 use crate::wire::envelope::Peek;
 
 /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
-/// through goes to the catalog.
-pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
+/// through goes to the catalog. True when it is a `session_info_update` whose title the agent
+/// made of a re-prime: that title is not the session's, and is not passed on either.
+pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) -> bool {
     #[derive(serde::Deserialize)]
     struct Params<'a> {
         #[serde(borrow)]
@@ -23,7 +24,7 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
         .params
         .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
     else {
-        return;
+        return false;
     };
     let session = || cx.sessions.client_of(AgentRef(session));
     match update.text("sessionUpdate").as_deref() {
@@ -37,14 +38,14 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
         Some("session_info_update") => {
             let session = session();
             // A title an agent made of the re-prime (its first prompt) is not the session's.
-            let title = update
-                .text("title")
-                .filter(|t| !t.trim_start().starts_with(super::mapping::REPRIME_OPENING));
+            let title = update.text("title");
+            let reprime = title.as_deref().is_some_and(crate::acp::is_reprime_title);
             cx.fx.push(Action::Catalog(CatalogUpdate::Info {
                 session,
-                title,
+                title: title.filter(|_| !reprime),
                 updated_at: update.text("updatedAt"),
             }));
+            return reprime;
         }
         Some("state_update") => {
             let session = session();
@@ -52,6 +53,7 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) {
         }
         _ => {}
     }
+    false
 }
 
 /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies

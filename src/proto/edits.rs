@@ -264,18 +264,31 @@ pub(super) fn rewrite_agent(
 }
 
 /// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog
-/// (a child session's does not: it has no catalog entry of its own).
+/// (a child session's does not: it has no catalog entry of its own), without a title the
+/// agent made of a re-prime, which the client is not given either:
+///
+/// ```text
+/// before: {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"[Context restored by acp-journal: this conv…","updatedAt":"2026-11-29T07:32:44Z"}}}
+/// after:  {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"session_info_update","updatedAt":"2026-11-29T07:32:44Z"}}}
+/// ```
 fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
     let method = peek.method()?;
     let session = peek.session.as_deref()?;
-    if method == "session/update"
+    let untitled = (method == "session/update"
         && names_catalog_update(line)
         && cx.sessions.root_of(session).is_none()
-    {
-        catalog::update(cx, peek, session);
-    }
-    let (client_session, mapping) = cx.sessions.mapping_of_agent(AgentRef(session))?;
-    mapping::edit_agent_line(line, client_session, session, &mapping.prefix)
+        && catalog::update(cx, peek, session))
+    .then(|| {
+        rewrite::edit_line(line, |m| {
+            m.edit("params", |p| p.edit("update", |u| u.remove("title")));
+        })
+    })
+    .flatten();
+    let line = untitled.as_deref().unwrap_or(line);
+    let Some((client_session, mapping)) = cx.sessions.mapping_of_agent(AgentRef(session)) else {
+        return untitled;
+    };
+    mapping::edit_agent_line(line, client_session, session, &mapping.prefix).or(untitled)
 }
 
 fn rewrite_agent_response(

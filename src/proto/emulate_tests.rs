@@ -74,6 +74,16 @@ fn summary() -> Summary {
         turns: 1,
         transcript: "User: hi\nAgent: hello\n".into(),
         mode: Some("plan".into()),
+        agent_copy: AgentCopy::Whole("S".into()),
+        ..Summary::default()
+    }
+}
+
+/// A session the agent's own copy holds whole (the journal says its own ID ran every turn
+/// here), and nothing else.
+fn whole() -> Summary {
+    Summary {
+        agent_copy: AgentCopy::Whole("S".into()),
         ..Summary::default()
     }
 }
@@ -355,7 +365,7 @@ fn agents_with_resume_are_resumed_without_mapping() {
         Config::default(),
         r#"{"sessionCapabilities":{"resume":{}}}"#,
     );
-    load_replayed(&mut h, Summary::default());
+    load_replayed(&mut h, whole());
     let resume = last_to_agent(&h);
     assert_eq!(resume["method"], "session/resume");
     assert_eq!(resume["params"]["sessionId"], "S");
@@ -440,7 +450,7 @@ fn load_journal_mode_hides_the_agents_own_replay() {
         load,
         HistoryChunk::Lines(vec![replay_line("from the journal")]),
     );
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    history(&mut h, load, HistoryChunk::End(whole()));
     assert_eq!(last_to_agent(&h)["method"], "session/load");
     let n = h.to_client.len();
     h.agent(
@@ -1633,7 +1643,7 @@ fn a_load_that_asks_for_the_tail_is_served_from_the_journal_even_by_an_agent_tha
     h.client(r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"S","cwd":"/w","mcpServers":[],"_meta":{"acpJournal":{"tail":{"turns":2}}}}}"#);
     assert_eq!(fetched_support(&h).tail, Some(2));
     let load = fetch(&h);
-    history(&mut h, load, HistoryChunk::End(Summary::default()));
+    history(&mut h, load, HistoryChunk::End(whole()));
     let underneath = last_to_agent(&h);
     assert_eq!(underneath["method"], "session/load");
     assert_eq!(
@@ -1717,7 +1727,7 @@ fn cursors_reach_the_client_only_when_the_session_comes_back_on_the_agent_sessio
             load,
             HistoryChunk::End(Summary {
                 cursors: Some(Box::new(cursors.clone())),
-                ..Summary::default()
+                ..whole()
             }),
         );
         let underneath = last_to_agent(&h);
@@ -1743,4 +1753,117 @@ fn cursors_reach_the_client_only_when_the_session_comes_back_on_the_agent_sessio
     );
     assert_eq!(fresh.last().unwrap()["id"], 5);
     assert!(!told(&fresh), "{fresh:?}");
+}
+
+#[test]
+fn a_title_the_agent_makes_of_the_reprime_is_neither_forwarded_nor_kept() {
+    // Issue 51: claude-agent-acp names a session after its first prompt, which on a re-primed
+    // session is the re-prime block.
+    let mut h = mapped();
+    h.client(r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"next"}]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"[Context restored by acp-journal: this conversation was interrupted and resumed in a new session. Earlier turns:] User: hi Agent: hel…","updatedAt":"2026-11-29T07:32:44Z"}}}"#);
+    let got = last_to_client(&h);
+    assert_eq!(
+        got,
+        json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"session_info_update","updatedAt":"2026-11-29T07:32:44Z"}}})
+    );
+    assert!(h.requests.contains(&Action::Catalog(CatalogUpdate::Info {
+        session: SessionId::from("S"),
+        title: None,
+        updated_at: Some("2026-11-29T07:32:44Z".into()),
+    })));
+    // A title of the agent's own is the session's, as ever.
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"Fix the parser"}}}"#);
+    assert_eq!(
+        last_to_client(&h)["params"]["update"]["title"],
+        "Fix the parser"
+    );
+}
+
+#[test]
+fn the_agents_own_rows_of_a_journal_session_are_merged_into_its_entry_never_beside_it() {
+    // Issue 51: claude-agent-acp lists its stale copy of S (its last prompt as title, its old
+    // time) and the agent-side session the proxy made for a re-prime (titled with the
+    // transcript). Both are S: one entry, the journal's.
+    let mut h = agent_with(Config::default(), r#"{"sessionCapabilities":{"list":{}}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":{"cwd":"/a"}}"#);
+    let s = ListedSession {
+        session: "S".into(),
+        cwd: Some("/a".into()),
+        title: Some("What was the first thing I asked?".into()),
+        updated: Activity {
+            at: Some("2026-11-29T10:00:00Z".into()),
+            us: 1_795_960_800_000_000,
+        },
+        agent_ids: vec!["U".into()],
+        prompted: true,
+        ..ListedSession::default()
+    };
+    sessions_answer(&mut h, vec![s]);
+    h.agent(r#"{"jsonrpc":"2.0","id":9,"result":{"sessions":[{"sessionId":"U","cwd":"/a","title":"[Context restored by acp-journal: this conversation…","updatedAt":"2026-11-29T09:00:00Z","_meta":{"claudeCode":{"x":1}}},{"sessionId":"native","cwd":"/a","title":"made without the proxy","updatedAt":"2026-11-29T09:30:00Z"},{"sessionId":"S","cwd":"/a","title":"the third prompt","updatedAt":"2026-11-28T08:00:00Z"}]}}"#);
+    let got = last_to_client(&h);
+    let rows = got["result"]["sessions"].as_array().unwrap();
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|r| r["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["S", "native"], "{got}");
+    assert_eq!(rows[0]["title"], "What was the first thing I asked?");
+    assert_eq!(rows[0]["updatedAt"], "2026-11-29T10:00:00Z");
+    assert_eq!(
+        rows[0]["_meta"]["claudeCode"],
+        json!({"x": 1}),
+        "the agent's own _meta kept"
+    );
+}
+
+#[test]
+fn a_session_the_journal_lacks_is_loaded_by_the_agent_with_its_replay_shown() {
+    // Issue 51: an entry of the agent's own list (a session made without the proxy) loads,
+    // with a store too (where loads are served from the journal).
+    let mut h = journal_mode_over_a_loading_agent();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    let asked = last_to_agent(&h);
+    assert_eq!(asked["method"], "session/load");
+    assert_eq!(asked["params"]["sessionId"], "S");
+    h.agent(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"made without the proxy"}}}}"#);
+    assert_eq!(
+        last_to_client(&h)["params"]["update"]["content"]["text"],
+        "made without the proxy",
+        "the agent's replay is shown"
+    );
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+        asked["id"]
+    ));
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":5,"result":{}})
+    );
+    assert!(
+        h.session("S")
+            .iter()
+            .any(|l| l.contains("made without the proxy")),
+        "journaled from now on"
+    );
+}
+
+#[test]
+fn a_session_neither_the_journal_nor_the_agent_has_gets_the_agents_error() {
+    let mut h = journal_mode_over_a_loading_agent();
+    h.client(LOAD);
+    let load = fetch(&h);
+    history(&mut h, load, HistoryChunk::Missing);
+    let asked = last_to_agent(&h);
+    h.agent(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32002,"message":"Resource not found"}}}}"#,
+        asked["id"]
+    ));
+    assert_eq!(
+        last_to_client(&h),
+        json!({"jsonrpc":"2.0","id":5,"error":{"code":-32002,"message":"Resource not found"}})
+    );
+    assert_eq!(h.proxy.pending_requests(), 0);
 }

@@ -167,8 +167,8 @@ impl List {
     }
 
     /// The agent's rows of its answer `result`, client-facing (`to_client`: the client-facing
-    /// ID of each agent-side one), once each, with what the `journal` knows of them added, and
-    /// each with its place in the order; and the client-facing IDs of those rows.
+    /// ID of each agent-side one), once each, a session the `journal` holds as the journal has
+    /// it, and each with its place in the order; and the client-facing IDs of those rows.
     fn agent_rows(
         &self,
         result: &Value,
@@ -191,14 +191,35 @@ impl List {
                 continue;
             }
             if let Some(s) = journal.get(id.as_str()) {
-                add_ours(&mut info, s, self.live.contains(&id));
+                // The journal's session: the agent's row of it (under its own ID, or an
+                // agent-side session the proxy made for it, whose title and time are the
+                // agent copy's, not the session's) is merged into the journal's entry, never
+                // shown beside it.
+                if !self.archived.keeps(s.archived) {
+                    continue;
+                }
+                let Some(mut ours) = session_info(s, self.live.contains(&id)) else {
+                    continue;
+                };
+                if let (Some(theirs), Some(meta)) =
+                    (info["_meta"].as_object(), ours["_meta"].as_object_mut())
+                {
+                    for (k, v) in theirs {
+                        meta.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                } else if ours["_meta"].is_null() && info["_meta"].is_object() {
+                    ours["_meta"] = info["_meta"].take();
+                }
+                info = ours;
+                rows.push((s.updated.us, info));
+                previous = s.updated.us;
+                continue;
             }
-            // Its `updatedAt`, else the journal's last activity, else the row before's.
+            // Its `updatedAt`, else the row before's.
             let updated = info["updatedAt"]
                 .as_str()
                 .and_then(|t| t.parse::<jiff::Timestamp>().ok())
                 .map(|t| t.as_microsecond())
-                .or_else(|| journal.get(id.as_str()).map(|s| s.updated.us))
                 .unwrap_or(previous);
             previous = updated;
             rows.push((updated, info));
@@ -574,7 +595,10 @@ impl Lists {
                 live: HashSet::default(),
             },
         );
-        cx.fx.push(Action::FetchSessions { request: op });
+        cx.fx.push(Action::FetchSessions {
+            request: op,
+            agent: cx.initialize.response.clone(),
+        });
         if forwarded {
             return false;
         }

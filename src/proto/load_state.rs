@@ -11,7 +11,8 @@ use super::mapping;
 use super::pending::Step;
 use super::sessions::Mapping;
 use super::vocab::{
-    Action, AgentSessionId, CatalogUpdate, ClientSupport, SessionId, Stamp, Summary, Target,
+    Action, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, SessionId, Stamp, Summary,
+    Target,
 };
 use crate::journal::Event;
 use crate::journal::format::Record;
@@ -72,6 +73,16 @@ pub(super) struct Load {
 }
 
 impl Load {
+    /// Whether the agent may hold the load's session when the journal does not: a client's own
+    /// load or resume (not a restore, not a fork, not one the agent already failed) of an
+    /// agent that loads or resumes sessions.
+    pub(super) fn agent_may_have_it(&self, cx: &Cx) -> bool {
+        matches!(self.asker, Asker::Client(_))
+            && self.agent_failed.is_none()
+            && !self.fork
+            && (cx.agent.load || cx.agent.resume)
+    }
+
     /// The load's session has no journal: the load ends. The client gets the agent's own
     /// failed answer when there is one (the load fell back on the journal), else -32002; a
     /// restore cannot go on (`Unrestored`).
@@ -172,15 +183,28 @@ impl Load {
             } else {
                 "it does not remember the earlier conversation".to_string()
             };
-            let cannot = if fork {
-                "cannot fork sessions"
+            // Why the agent's own copy was not used, as it is.
+            let can_load = cx.agent.load || cx.agent.resume;
+            let why = if fork {
+                "The agent cannot fork sessions".to_string()
             } else if agent_failed {
-                "could not load this session"
+                "The agent could not load this session".to_string()
+            } else if !can_load {
+                "The agent cannot load sessions".to_string()
             } else {
-                "cannot load sessions"
+                match self.summary.agent_copy {
+                    AgentCopy::Behind { known, turns } => format!(
+                        "This agent's own copies of session {session} on this host hold {known} of its {turns} turns (it went on on another host or in another agent since)"
+                    ),
+                    AgentCopy::Absent { .. } | AgentCopy::Whole(_) | AgentCopy::Unjournaled => {
+                        format!(
+                            "This agent has no copy of session {session} on this host (the session ran elsewhere)"
+                        )
+                    }
+                }
             };
             let message = format!(
-                "The agent {cannot}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
+                "{why}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
             );
             cx.fx.push(Action::Log(message.clone()));
             if cx.client.notices {

@@ -2,10 +2,13 @@
 //!
 //! 1. **Fetching**: the journal is replayed to the client ([`super::history::Replay`], through
 //!    `FetchHistory`) *before* the answer (a resume replays nothing).
-//! 2. **Starting**: the agent is brought to a live session: its own `session/load` with the
-//!    replay hidden (`--load journal`, agents with `loadSession`), else `session/resume` when it
-//!    has it, else `session/new` with the load's `cwd`/`mcpServers`/`additionalDirectories`,
-//!    after which S and the new agent ID U are mapped ([`super::sessions`]).
+//! 2. **Starting**: the agent is brought to a live session. When one of its own agent-side
+//!    sessions on this host holds every turn of the journal ([`super::history`]'s
+//!    `Summary::agent_copy`), that one: its own `session/load` with the replay hidden
+//!    (`--load journal`, agents with `loadSession`), else `session/resume` when it has it;
+//!    otherwise `session/new` with the load's `cwd`/`mcpServers`/`additionalDirectories`,
+//!    after which S and the new agent ID U are mapped ([`super::sessions`]). A session the
+//!    journal lacks is the agent's own to load, its replay shown.
 //! 3. **Restoring**: on a fresh session the recorded mode and config options are set again.
 //! 4. The load is answered (with the agent's `modes`/`configOptions`), and the agent lines held
 //!    meanwhile are released. The first prompt then carries a bounded transcript of the earlier
@@ -17,11 +20,12 @@ use serde_json::{Value, json};
 use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
 use super::load_state::{LEASE_REFUSED, Load, Phase, Progress, present};
+use super::mapping;
 use super::pending::{Step, Underneath};
-use super::sessions::Session;
+use super::sessions::{Mapping, Session};
 use super::vocab::{
-    Action, AgentSessionId, ClientSupport, HashMap, HistoryChunk, LoadMode, SessionId, Stamp,
-    Summary, Target,
+    Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, LoadMode, SessionId,
+    Stamp, Summary, Target,
 };
 use crate::journal::Event;
 use crate::wire::Side;
@@ -144,6 +148,7 @@ impl Loads {
             support,
             transcript_limit: cx.config.reprime_limit,
             until: live.then(|| cx.fx.next_seq()),
+            agent: cx.initialize.response.clone(),
         });
     }
 
@@ -186,6 +191,16 @@ impl Loads {
                     }
                 }
                 Progress::Going
+            }
+            HistoryChunk::Missing if l.agent_may_have_it(cx) => {
+                // A session the journal lacks that the agent may hold (one made without the
+                // proxy, which the agent's own list shows): the agent brings it up, its own
+                // replay shown (and journaled from now on).
+                let summary = Summary {
+                    agent_copy: AgentCopy::Unjournaled,
+                    ..Summary::default()
+                };
+                self.history_end(cx, at, op, summary)
             }
             HistoryChunk::Missing => self
                 .remove(op)
@@ -254,38 +269,50 @@ impl Loads {
             setup.cwd.clone_from(&l.summary.cwd);
         }
         let mut params = setup.to_params(caps.additional_directories);
-        // A fork exists only in the journal: the agent starts it afresh. So does a session
-        // continued on another host since this agent last had it: its own copy lacks that.
-        if l.summary.newer_elsewhere && caps.load {
-            cx.fx.push(Action::Log(format!(
-                "session {session:?} was continued on another host since this agent last had it: brought up as a new agent session, re-primed with the whole history"
-            )));
-        }
-        let agent_failed = l.agent_failed.is_some() || l.fork || l.summary.newer_elsewhere;
+        // The agent's own copy is resumed only when it holds every turn of the journal (the
+        // journal says which of this agent's agent-side sessions on this host does); a fork
+        // exists only in the journal. Otherwise the session starts afresh, re-primed.
+        let unjournaled = l.summary.agent_copy == AgentCopy::Unjournaled;
+        let copy = match &l.summary.agent_copy {
+            AgentCopy::Whole(copy) if l.agent_failed.is_none() && !l.fork => Some(copy.clone()),
+            AgentCopy::Unjournaled => Some(session.to_string()),
+            _ => None,
+        };
         // A restore prefers the agent's resume, then its own load (hidden); a load served from
         // the journal uses the agent's load only under `--load journal`, or when the client
-        // asked for the tail of the history only.
+        // asked for the tail of the history only; a session the journal lacks is loaded by
+        // the agent, its replay shown.
         let native_load = caps.load
-            && !agent_failed
+            && copy.is_some()
             && (cx.config.load == LoadMode::Journal
                 || l.support.tail.is_some()
-                || (l.is_restore() && !caps.resume));
-        let hide = native_load;
-        let (method, how) = if hide {
-            params.set("sessionId", json_string(&session));
-            ("session/load", Underneath::Load)
-        } else if caps.resume && !agent_failed {
-            let target = l
-                .summary
-                .agent_session
-                .clone()
-                .unwrap_or_else(|| session.to_string());
-            params.set("sessionId", json_string(&target));
-            ("session/resume", Underneath::Resume)
-        } else {
-            ("session/new", Underneath::New)
+                || (l.is_restore() && !caps.resume)
+                || (unjournaled && l.replay));
+        let hide = native_load && !unjournaled;
+        let (method, how, underneath) = match copy {
+            Some(copy) if native_load => {
+                params.set("sessionId", json_string(&copy));
+                ("session/load", Underneath::Load, Some(copy))
+            }
+            Some(copy) if caps.resume => {
+                params.set("sessionId", json_string(&copy));
+                ("session/resume", Underneath::Resume, Some(copy))
+            }
+            _ => ("session/new", Underneath::New, None),
         };
+        let underneath = underneath.map(|copy| AgentSessionId::from(copy.as_str()));
         cx.sessions.entry(&session).set_starting(hide);
+        if let Some(copy) = underneath.filter(|copy| copy.as_str() != &*session) {
+            // Its lines (a native load's replay, to hide) are the session's from now on.
+            cx.sessions.map(
+                &session,
+                Mapping {
+                    agent: copy,
+                    prefix: mapping::prefix_at(at.unix_us),
+                    reprime: None,
+                },
+            );
+        }
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,
@@ -368,15 +395,12 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let agent_session = match how {
-            Underneath::New => result["sessionId"].as_str().map(AgentSessionId::from),
-            Underneath::Resume => Some(
-                l.summary
-                    .agent_session
-                    .as_deref()
-                    .map_or_else(|| AgentSessionId::native(session), AgentSessionId::from),
-            ),
-            Underneath::Load => Some(AgentSessionId::native(session)),
+        let agent_session = match (how, &l.summary.agent_copy) {
+            (Underneath::New, _) => result["sessionId"].as_str().map(AgentSessionId::from),
+            (Underneath::Resume | Underneath::Load, AgentCopy::Whole(copy)) => {
+                Some(AgentSessionId::from(copy.as_str()))
+            }
+            (Underneath::Resume | Underneath::Load, _) => Some(AgentSessionId::native(session)),
         };
         let Some(agent_session) = agent_session else {
             return self.finish(
@@ -440,6 +464,18 @@ impl Loads {
             // The host (acp-journal serve) refused it: another host continues the session.
             // A new session here would split the conversation in two: the asker gets the
             // refusal, and a later request tries again.
+            let error = serde_json::from_slice::<Value>(line)
+                .ok()
+                .map(|m| m["error"].to_string())
+                .unwrap_or_default();
+            return self.finish(cx, at, op, Err(error));
+        }
+        let unjournaled = self
+            .loads
+            .get(&op)
+            .is_some_and(|l| l.summary.agent_copy == AgentCopy::Unjournaled);
+        if how != Underneath::New && unjournaled {
+            // Neither the journal nor the agent has it: the agent's answer.
             let error = serde_json::from_slice::<Value>(line)
                 .ok()
                 .map(|m| m["error"].to_string())

@@ -66,12 +66,9 @@ fn map_metas(params: &mut RawObject, from: &str, to: &str) {
     }
 }
 
-/// How the re-prime text block begins (an agent that titles a session after its first prompt
-/// would name it this: such a title is not kept).
-pub(super) const REPRIME_OPENING: &str = "[Context restored by acp-journal";
-
 /// The re-prime text block put before the user's new message.
 fn reprime_block(transcript: &str) -> serde_json::Value {
+    use crate::acp::REPRIME_OPENING;
     json!({"type": "text", "text": format!("{REPRIME_OPENING}: this conversation was interrupted and resumed in a new session. Earlier turns:]\n{transcript}[End of earlier turns. The user's new message follows.]")})
 }
 

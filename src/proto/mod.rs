@@ -106,6 +106,7 @@ mod vocab;
 pub use proxy::Proxy;
 pub use reused_ids::{first_free, reuse_candidates};
 pub use vocab::{
-    Action, Activity, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId, Cursors,
-    HistoryChunk, Initialize, ListedSession, LoadMode, Peer, SessionId, Stamp, Summary, Target,
+    Action, Activity, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId,
+    Cursors, HistoryChunk, Initialize, ListedSession, LoadMode, Peer, SessionId, Stamp, Summary,
+    Target,
 };

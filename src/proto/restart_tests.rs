@@ -33,6 +33,14 @@ fn restart(h: &mut Harness, code: i32) {
     h.drain();
 }
 
+/// A restored session the agent's own copy holds whole (its own ID ran every turn here).
+fn whole() -> Summary {
+    Summary {
+        agent_copy: AgentCopy::Whole("S".into()),
+        ..Summary::default()
+    }
+}
+
 fn history(h: &mut Harness, load: u64, summary: Summary) {
     let at = h.stamp();
     h.proxy.handle_history(at, load, HistoryChunk::End(summary));
@@ -147,7 +155,7 @@ fn a_restored_session_is_resumed_where_the_agent_can() {
     h.agent(r#"{"jsonrpc":"2.0","id":"acp-journal:0","result":{"protocolVersion":1,"agentCapabilities":{"sessionCapabilities":{"resume":{}}}}}"#);
     h.client(PROMPT);
     let load = fetch(&h);
-    history(&mut h, load, Summary::default());
+    history(&mut h, load, whole());
     let resume = json_of(h.to_agent.last().unwrap());
     assert_eq!(resume["method"], "session/resume");
     assert_eq!(resume["params"]["sessionId"], "S");
@@ -591,7 +599,7 @@ fn a_host_refusing_the_restore_because_another_host_holds_the_session_splits_not
     );
     h.drain();
     let load = fetch(&h);
-    history(&mut h, load, Summary::default());
+    history(&mut h, load, whole());
     let asked = json_of(h.to_agent.last().unwrap());
     assert_eq!(asked["method"], "session/load", "{asked}");
     let seen = h.to_client.len();

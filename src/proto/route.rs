@@ -232,7 +232,15 @@ fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
     let root = sessions.root_of(named).map(|root| sessions.agent_id(root));
     let s = root.as_ref().map_or(named, |r| r.as_str());
     let session = sessions.get(s);
-    if update && session.is_some_and(Session::hides_replay) {
+    // The agent-side session a load brings up natively may be another than the session's
+    // own ID (the one of the agent's copies that holds every turn): its replay is the
+    // session's, hidden too.
+    let mapped_from = || {
+        sessions
+            .mapping_of_agent(AgentRef(s))
+            .and_then(|(client, _)| sessions.get(client))
+    };
+    if update && (session.or_else(mapped_from)).is_some_and(Session::hides_replay) {
         Some(Hold::Hidden)
     } else if update
         && session

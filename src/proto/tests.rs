@@ -194,7 +194,7 @@ pub(super) fn sessions_answer(h: &mut Harness, sessions: Vec<ListedSession>) {
         .iter()
         .rev()
         .find_map(|a| match a {
-            Action::FetchSessions { request } => Some(*request),
+            Action::FetchSessions { request, .. } => Some(*request),
             _ => None,
         })
         .expect("a FetchSessions");

@@ -104,6 +104,9 @@ pub enum Action {
         /// still running open. The shell starts the read once the records before it are
         /// written.
         until: Option<u64>,
+        /// The agent's `initialize` response: which agent loads the session (the history
+        /// says which of its agent-side sessions on this host holds every turn).
+        agent: Option<Bytes>,
     },
     /// End a client connection (it fell too far behind while joining a session); the shell
     /// then reports its end as for any connection.
@@ -117,6 +120,8 @@ pub enum Action {
     FetchSessions {
         /// Names the answer.
         request: u64,
+        /// The agent's `initialize` response: whose sessions the default list shows.
+        agent: Option<Bytes>,
     },
     /// Record session metadata in the store's catalog.
     Catalog(CatalogUpdate),
@@ -550,16 +555,46 @@ pub struct Summary {
     pub agent_session: Option<String>,
     /// The session's working directory as recorded.
     pub cwd: Option<String>,
-    /// Part of the history was written on another host since this host last had the session
-    /// (read from a shared store): the agent's own copy of it (`loadSession`) lacks that part,
-    /// so the session is brought up afresh and re-primed instead.
-    pub newer_elsewhere: bool,
+    /// What this agent holds of the session on this host (its agent-side sessions, as the
+    /// journal tells which turns each was told): a load resumes the one that holds every turn,
+    /// else brings the session up afresh and re-primes it.
+    pub agent_copy: AgentCopy,
     /// The child sessions (subagents) the history announced, each with the session that
     /// announced it: the session tree goes on with them.
     pub children: Vec<(String, String)>,
     /// The session's cursors as last announced (`cursor_update`), for a client that takes
     /// them, to send only when the session comes back on the agent session that made them.
     pub cursors: Option<Box<Cursors>>,
+}
+
+/// What the agent of a run holds of a session on its host, as the journal says
+/// (`proto::history::copies`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentCopy {
+    /// This agent-side session holds every turn of the journal: a load may resume it.
+    Whole(String),
+    /// Its agent-side sessions here hold at most the first `known` of the journal's `turns`
+    /// (the session went on elsewhere: another host, another agent, a copy never told them).
+    Behind {
+        /// The most turns one holds.
+        known: u64,
+        /// The journal's turns.
+        turns: u64,
+    },
+    /// It has no agent-side session of it here (the session never ran on this agent here).
+    Absent {
+        /// The journal's turns.
+        turns: u64,
+    },
+    /// The journal does not hold the session: the agent's own, if it has one (a session made
+    /// without the proxy, which its own list shows), is all there is.
+    Unjournaled,
+}
+
+impl Default for AgentCopy {
+    fn default() -> AgentCopy {
+        AgentCopy::Absent { turns: 0 }
+    }
 }
 
 /// The latest `cursor_update` of each cursor of a session, and whose they are.

@@ -897,7 +897,11 @@ impl Timeline {
             }
             // A child's title is its parent's to give (`subagent_update`).
             ("session_info_update", _) if self.scope.is_some() => Ok(()),
-            ("session_info_update", _) => match update["title"].as_str() {
+            // A title the agent made of a re-prime is not the session's.
+            ("session_info_update", _) => match update["title"]
+                .as_str()
+                .filter(|t| !crate::acp::is_reprime_title(t))
+            {
                 Some(title) => self.emit(sink, &Event::Title(title)),
                 None => Ok(()),
             },

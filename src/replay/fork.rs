@@ -162,6 +162,7 @@ pub fn fork_session(
         agent_name: summary.and_then(|s| s.agent_name.clone()),
         git_branch: summary.and_then(|s| s.git_branch.clone()),
         t: unix_us,
+        agent_info: None,
     }];
     // The fork keeps the parent's first prompt when it keeps a turn.
     if let Some(title) = summary.and_then(|s| s.prompt.clone()).filter(|_| keep > 0) {
@@ -389,6 +390,7 @@ fn title_of(payload: &Payload) -> Option<String> {
     let msg: Value = serde_json::from_slice(&payload.bytes).ok()?;
     msg["params"]["update"]["title"]
         .as_str()
+        .filter(|t| !crate::acp::is_reprime_title(t))
         .map(str::to_string)
 }
 

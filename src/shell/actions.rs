@@ -109,11 +109,13 @@ pub(super) fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Appli
                 support,
                 transcript_limit,
                 until,
+                agent,
             } => batch.fetches.push(HistoryRequest {
                 load,
                 session: session.to_string(),
                 support,
                 transcript_limit,
+                agent: out.journals.agent(agent.as_deref()),
                 until: until.map(|seq| Until {
                     run: out.journals.run().to_owned(),
                     seq,
@@ -121,7 +123,10 @@ pub(super) fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Appli
             }),
             Action::EndClient(conn) => batch.end_clients.push(conn),
             Action::CancelHistory { load } => out.services.cancel_history(load),
-            Action::FetchSessions { request } => out.services.catalog.sessions(request),
+            Action::FetchSessions { request, agent } => {
+                let response = agent.and_then(|r| serde_json::from_slice(&r).ok());
+                out.services.catalog.sessions(request, response);
+            }
             Action::FindFreeId { ask, session } => {
                 // One stat per session the agent creates (rare), to keep an ID it reuses apart.
                 let free = first_free(&session, |id| out.journals.holds(id));

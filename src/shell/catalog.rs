@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
 
+use crate::acp::AgentId;
 use crate::catalog::{Catalog, CatalogEntry, CatalogIndex, SessionSummary, git_branch};
 use crate::journal::JournalDir;
 use crate::proto::{Activity, CatalogUpdate, ListedSession};
@@ -36,8 +37,9 @@ pub(super) enum CatalogAnswer {
 enum Job {
     /// Append these entries with one `write(2)`.
     Write(Vec<CatalogEntry>),
-    /// Read the session list and answer [`CatalogAnswer::Sessions`].
-    Sessions(u64),
+    /// Read the session list (for the agent that answered `initialize` with this) and answer
+    /// [`CatalogAnswer::Sessions`].
+    Sessions(u64, Option<serde_json::Value>),
     /// Check for changes and answer [`CatalogAnswer::Changed`] (when there are some).
     Changed,
 }
@@ -92,11 +94,11 @@ impl CatalogService {
 
     /// Ask for the session list (answered on the thread's channel), after what was written
     /// before.
-    pub(super) fn sessions(&mut self, request: u64) {
+    pub(super) fn sessions(&mut self, request: u64, agent: Option<serde_json::Value>) {
         if self.jobs.is_none() {
             tracing::warn!("the catalog thread is gone: session/list sees no journal");
         }
-        self.send(Job::Sessions(request));
+        self.send(Job::Sessions(request, agent));
     }
 
     /// Ask which working directories' sessions changed in the journal directory since the last
@@ -150,8 +152,8 @@ fn serve(
                     tracing::warn!("cannot update the journal catalog: {e}");
                 }
             }
-            Job::Sessions(request) => {
-                let sessions = sessions(journals, scope, &mut index);
+            Job::Sessions(request, agent) => {
+                let sessions = sessions(journals, scope, agent.as_ref(), &mut index);
                 let _ = answers.send(CatalogAnswer::Sessions { request, sessions });
             }
             Job::Changed => {
@@ -170,6 +172,7 @@ fn serve(
 fn sessions(
     journals: &JournalDir,
     scope: &ListScope,
+    agent: Option<&serde_json::Value>,
     index: &mut CatalogIndex,
 ) -> Vec<ListedSession> {
     if let Err(e) = index.refresh() {
@@ -195,17 +198,25 @@ fn sessions(
         .enumerate()
         .map(|(i, s)| (s.session.as_str(), i))
         .collect();
+    // The agent-side IDs this host continued a session under are in its own catalog only (the
+    // index has none): they stay the session's when another host's copy is newer.
+    let mut aliases: std::collections::HashMap<&str, Vec<String>> = Default::default();
     for s in &shared {
         match at.get(s.session.as_str()) {
-            Some(&i) if merged[i].updated < s.updated => merged[i] = s,
+            Some(&i) if merged[i].updated < s.updated => {
+                aliases.insert(&s.session, merged[i].agent_ids.clone());
+                merged[i] = s;
+            }
             Some(_) => {}
             None => merged.push(s),
         }
     }
+    let this = AgentId::of(agent, Some(scope.agent.clone()));
+    let title = agent.and_then(crate::acp::agent_title);
     merged
         .into_iter()
         .filter(|s| !s.deleted)
-        .filter(|s| scope.all || s.agent.as_deref() == Some(scope.agent.as_str()))
+        .filter(|s| scope.all || of_agent(s, &this, title.as_deref()))
         .map(|s| ListedSession {
             session: s.session.clone(),
             cwd: s.cwd.clone(),
@@ -216,7 +227,17 @@ fn sessions(
                 at: s.updated_at.clone().or_else(|| iso(s.updated)),
                 us: s.updated,
             },
-            agent_ids: s.agent_ids.clone(),
+            agent_ids: {
+                let mut ids = s.agent_ids.clone();
+                ids.extend(
+                    aliases
+                        .get(s.session.as_str())
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                );
+                ids
+            },
             state: s.state.clone().filter(|_| {
                 s.open
                     && s.segments
@@ -229,6 +250,21 @@ fn sessions(
             agent: scope.all.then(|| s.agent.clone()).flatten(),
         })
         .collect()
+}
+
+/// Whether session `s` was recorded with agent `this` (whose `agentInfo` title or name is
+/// `title`): by its `agentInfo` name when both have one (whatever the versions), else by the
+/// command line; a row that names the agent only by its title (the team index's, and catalogs
+/// written before `agent_info`) by that title.
+fn of_agent(s: &SessionSummary, this: &AgentId, title: Option<&str>) -> bool {
+    let name = s.agent_info.as_ref().and_then(|i| i.name.as_ref());
+    if let (Some(theirs), Some(ours)) = (name, &this.name) {
+        return theirs == ours;
+    }
+    if s.agent.is_some() && s.agent == this.command {
+        return true;
+    }
+    title.is_some_and(|t| s.agent.as_deref() == Some(t) || s.agent_name.as_deref() == Some(t))
 }
 
 /// The working directories of the sessions that changed in the journal directory since last asked.
@@ -384,9 +420,10 @@ mod tests {
             agent_name: None,
             git_branch: None,
             t: 1,
+            agent_info: None,
         });
         service.append(state("S", "running", 2));
-        service.sessions(7);
+        service.sessions(7, None);
         let Some(CatalogAnswer::Sessions { request, sessions }) = answers.recv().await else {
             panic!("no answer");
         };

@@ -32,6 +32,9 @@ pub struct HistoryRequest {
     pub transcript_limit: usize,
     /// A live session's: where its replay stops (tool calls left open).
     pub until: Option<Until>,
+    /// The agent loading it (which of its agent-side sessions on this host holds every turn
+    /// is the summary's).
+    pub agent: crate::acp::AgentId,
 }
 
 /// Where a live session's replay stops: at the first record its live run numbered `seq` or
@@ -77,6 +80,7 @@ pub fn read(
         return;
     }
     let mut replay = Replay::new(&req.session, req.support, req.transcript_limit);
+    replay.for_agent(req.agent.clone());
     if req.until.is_some() {
         replay.keep_tools_open();
     }
@@ -100,7 +104,9 @@ pub fn read(
         let Ok(reader) = open(path) else {
             continue;
         };
-        replay.segment(reader.header());
+        // A segment this journal directory wrote ran on this host's agent; one pulled from
+        // the store, on another's.
+        replay.segment(reader.header(), !mark::read(path).pulled);
         let cut = Until::cut_in(req.until.as_ref(), &reader);
         for record in reader.filter(|r| before(cut, r.seq)) {
             let had = lines.len();
@@ -114,8 +120,7 @@ pub fn read(
             }
         }
     }
-    let mut summary = replay.finish(&mut lines);
-    summary.newer_elsewhere = mark::newer_elsewhere(&segments);
+    let summary = replay.finish(&mut lines);
     if send(HistoryChunk::Lines(lines)) {
         send(HistoryChunk::End(summary));
     }

@@ -392,19 +392,20 @@ impl<T: Send + 'static> JournalSet<T> {
         let dir = self.dir.session_dir(session);
         let (writer, entry) = match self.create(&dir, &header) {
             Ok(writer) => {
+                let response: Option<serde_json::Value> = header
+                    .initialize
+                    .as_ref()
+                    .and_then(|i| i.response.as_deref())
+                    .and_then(|r| serde_json::from_str(r.get()).ok());
                 let entry = CatalogEntry::Open {
                     session: session.to_string(),
                     segment: self.dir.relative(writer.path()),
                     git_branch: None,
                     cwd: header.cwd.clone(),
                     agent: Some(self.info.argv.join(" ")),
-                    agent_name: header
-                        .initialize
-                        .as_ref()
-                        .and_then(|i| i.response.as_deref())
-                        .and_then(|r| serde_json::from_str(r.get()).ok())
-                        .and_then(|r| crate::acp::agent_title(&r)),
+                    agent_name: response.as_ref().and_then(crate::acp::agent_title),
                     t: at.unix_us,
+                    agent_info: response.as_ref().and_then(crate::catalog::AgentInfo::of),
                 };
                 (Some(writer), Some(entry))
             }
@@ -488,6 +489,13 @@ impl<T: Send + 'static> JournalSet<T> {
     /// This run's identifier (every segment's `run`; record numbers count within it).
     pub fn run(&self) -> &str {
         &self.info.run
+    }
+
+    /// The agent of this run, as its segments' headers tell it, given its `initialize`
+    /// response.
+    pub fn agent(&self, response: Option<&[u8]>) -> crate::acp::AgentId {
+        let response = response.and_then(|r| serde_json::from_slice(r).ok());
+        crate::acp::AgentId::of(response.as_ref(), Some(self.info.argv.join(" ")))
     }
 
     /// True when the journal directory holds a session of this ID (its directory exists).

@@ -1174,6 +1174,7 @@ fn opened_elsewhere(journals: &JournalDir, session: &str, cwd: &str) {
             agent_name: None,
             git_branch: None,
             t: 1,
+            agent_info: None,
         }],
     )
     .unwrap();

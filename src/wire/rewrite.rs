@@ -62,6 +62,11 @@ impl RawObject {
         }
     }
 
+    /// Remove member `key`, if it is there.
+    pub fn remove(&mut self, key: &str) {
+        self.members.retain(|(k, _)| k != key);
+    }
+
     /// Edit the object member `key` (created as `{}` when absent or not an object).
     pub fn edit(&mut self, key: &str, f: impl FnOnce(&mut RawObject)) {
         let mut inner = self.get(key).and_then(RawObject::parse).unwrap_or_default();

@@ -16,7 +16,7 @@ use crate::respawn::{agent_pid, kill9_and_await_the_next};
 use crate::util::{Peers, TestClient, proxied, proxied_with, python, root, v2_user_texts};
 
 /// The loopback model server, stopped when dropped.
-struct Model {
+pub(crate) struct Model {
     child: Child,
     url: String,
     log: PathBuf,
@@ -40,7 +40,7 @@ impl Model {
     }
 
     /// The user texts of every request for a turn the model answered, in order.
-    fn turns(&self) -> Vec<Vec<String>> {
+    pub(crate) fn turns(&self) -> Vec<Vec<String>> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -72,23 +72,23 @@ impl Drop for Model {
 
 /// Which adapter.
 #[derive(Clone, Copy, Debug)]
-enum Adapter {
+pub(crate) enum Adapter {
     Claude,
     Codex,
 }
 
 /// A machine for the adapter: its own home (where it keeps its sessions), a working directory,
 /// the model server, and a store.
-struct Setup {
+pub(crate) struct Setup {
     adapter: Adapter,
-    model: Model,
-    home: tempfile::TempDir,
-    cwd: tempfile::TempDir,
-    store: tempfile::TempDir,
+    pub(crate) model: Model,
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) cwd: tempfile::TempDir,
+    pub(crate) store: tempfile::TempDir,
 }
 
 impl Setup {
-    fn new(adapter: Adapter) -> Setup {
+    pub(crate) fn new(adapter: Adapter) -> Setup {
         let home = tempfile::tempdir().unwrap();
         let model = Model::start(home.path());
         // Codex reads its model provider from $CODEX_HOME/config.toml.
@@ -110,7 +110,7 @@ impl Setup {
         }
     }
 
-    fn cwd(&self) -> String {
+    pub(crate) fn cwd(&self) -> String {
         self.cwd.path().display().to_string()
     }
 
@@ -127,6 +127,17 @@ impl Setup {
 
     /// The same, journaling into `journals` (another machine altogether).
     fn client_on(&self, home: &Path, journals: &Path, options: &[&str]) -> TestClient {
+        self.client_env(home, journals, options, &[])
+    }
+
+    /// The same, with more environment variables (a store's credentials).
+    pub(crate) fn client_env(
+        &self,
+        home: &Path,
+        journals: &Path,
+        options: &[&str],
+        env: &[(String, String)],
+    ) -> TestClient {
         let agent = match self.adapter {
             Adapter::Claude => Peers::get().claude_agent(),
             Adapter::Codex => Peers::get().codex_agent(),
@@ -140,26 +151,29 @@ impl Setup {
         let one = PathBuf::from("1");
         let key = PathBuf::from("sk-loopback");
         let codex_home = home.join(".codex");
-        TestClient::spawn_env(
-            &cmd,
-            &[
-                ("ANTHROPIC_BASE_URL", &url),
-                ("ANTHROPIC_API_KEY", &key),
-                ("OPENAI_API_KEY", &key),
-                ("CODEX_HOME", &codex_home),
-                ("HOME", home),
-                // Claude Code refuses its permission bypass to root outside a sandbox.
-                ("IS_SANDBOX", &one),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", &one),
-                ("DISABLE_AUTOUPDATER", &one),
-            ],
-        )
+        let extra: Vec<(&str, PathBuf)> = env
+            .iter()
+            .map(|(k, v)| (k.as_str(), PathBuf::from(v)))
+            .collect();
+        let mut vars: Vec<(&str, &Path)> = vec![
+            ("ANTHROPIC_BASE_URL", &url),
+            ("ANTHROPIC_API_KEY", &key),
+            ("OPENAI_API_KEY", &key),
+            ("CODEX_HOME", &codex_home),
+            ("HOME", home),
+            // Claude Code refuses its permission bypass to root outside a sandbox.
+            ("IS_SANDBOX", &one),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", &one),
+            ("DISABLE_AUTOUPDATER", &one),
+        ];
+        vars.extend(extra.iter().map(|(k, v)| (*k, v.as_path())));
+        TestClient::spawn_env(&cmd, &vars)
     }
 }
 
 /// Close the client's end; the proxy ends with the agent. codex-acp does not exit at the end of
 /// its stdin: the proxy terminates it after `--grace` (2 s in the tests) and ends with its status.
-fn ends(client: TestClient) {
+pub(crate) fn ends(client: TestClient) {
     let code = client.finish().0;
     assert!(
         code == 0 || code == 128 + libc::SIGTERM,
@@ -168,7 +182,7 @@ fn ends(client: TestClient) {
 }
 
 /// Send `text` to `session`; the answer's end_turn and the agent text it brought.
-fn turn(client: &mut TestClient, session: &str, text: &str) -> String {
+pub(crate) fn turn(client: &mut TestClient, session: &str, text: &str) -> String {
     let before = client.received.len();
     let answer = client.prompt(session, text);
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -181,7 +195,7 @@ fn turn(client: &mut TestClient, session: &str, text: &str) -> String {
 }
 
 /// The texts of the user messages in `updates` (a load's replay).
-fn user_texts(updates: &[Value]) -> Vec<String> {
+pub(crate) fn user_texts(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
         .filter(|u| u["params"]["update"]["sessionUpdate"] == "user_message_chunk")

@@ -171,6 +171,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
                 agent: Some(header.argv[0].clone()),
                 agent_name: None,
                 t: header.started,
+                agent_info: None,
             });
             catalog.push(CatalogEntry::Close {
                 segment: journals.relative(&path),
@@ -189,6 +190,7 @@ fn list_filters_and_states_over_ten_thousand_sessions() {
                 agent: Some(header.argv[0].clone()),
                 agent_name: None,
                 t: header.started,
+                agent_info: None,
             });
         }
     }

@@ -36,6 +36,7 @@ fn generate(store: &Path, agent: &str, cwd: &str, n: usize) {
             agent_name: None,
             git_branch: Some("main".into()),
             t: 1_700_000_000_000_000 + i as i64 * 1_000_000,
+            agent_info: None,
         };
         catalog.extend(serde_json::to_vec(&entry).unwrap());
         catalog.push(b'\n');

@@ -10,6 +10,7 @@ mod fleet;
 mod fork;
 mod golden;
 mod history;
+mod hops;
 mod host_history;
 mod hostile;
 mod html;

@@ -78,6 +78,11 @@ fn session(i: usize, title: &str) -> SessionRow {
             .then(|| format!("session-{:08}", i / 2)),
         hidden: i.is_multiple_of(17),
         version: i as i64,
+        agent_name: Some("@agentclientprotocol/claude-agent-acp".into()),
+        agent_version: (!i.is_multiple_of(5)).then(|| "0.101.0".into()),
+        agent_command: Some("npx @agentclientprotocol/claude-agent-acp".into()),
+        bytes: (!i.is_multiple_of(3)).then_some(i as u64 * 4096),
+        last_turn_ended_us: (!i.is_multiple_of(4)).then_some(1_795_000_000_000_000 + i as i64),
     }
 }
 

@@ -311,6 +311,7 @@ pub fn rows_of(
         for record in reader {
             turns.extend(f.record(&record));
         }
+        f.segment_bytes(super::writer::segment_bytes(path));
         earlier = f.earlier();
         let row = f.session().clone();
         for word in f.take_words() {

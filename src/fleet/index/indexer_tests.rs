@@ -304,6 +304,7 @@ fn open_in_catalog(run: &Run, w: &SegmentWriter, session: &str, ago: Duration) {
             agent_name: None,
             git_branch: None,
             t,
+            agent_info: None,
         })
         .unwrap();
 }

@@ -43,7 +43,7 @@ pub mod thrift;
 pub mod view;
 pub mod writer;
 
-use crate::catalog::CatalogEntry;
+use crate::catalog::{AgentInfo, CatalogEntry};
 use crate::journal::dir::session_key;
 use rows::SessionRow;
 
@@ -56,14 +56,24 @@ pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
     let mut entries = Vec::new();
     for r in rows {
         let segment = format!("sessions/{}/index.acpj.zst", session_key(&r.session));
+        // `agent` is the agent's title, else its command line; rows written before issue 51
+        // have no command of their own: what they say is shown as the agent's name.
+        let title = match &r.agent_command {
+            Some(command) => r.agent.clone().filter(|a| a != command),
+            None => r.agent.clone(),
+        };
         entries.push(CatalogEntry::Open {
             session: r.session.clone(),
             segment: segment.clone(),
             cwd: r.cwd.clone(),
-            agent: r.agent.clone(),
-            agent_name: None,
+            agent: r.agent_command.clone().or_else(|| r.agent.clone()),
+            agent_name: title,
             git_branch: None,
             t: r.started_us,
+            agent_info: r.agent_name.as_ref().map(|name| AgentInfo {
+                name: Some(name.clone()),
+                version: r.agent_version.clone(),
+            }),
         });
         if let Some(title) = &r.title {
             entries.push(CatalogEntry::Prompt {
@@ -73,10 +83,18 @@ pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
             });
         }
         if r.state == "closed" {
+            if let Some(t) = r.last_turn_ended_us {
+                // When its last turn ended (the close gives the turns).
+                entries.push(CatalogEntry::TurnEnded {
+                    session: r.session.clone(),
+                    turns: 0,
+                    t,
+                });
+            }
             entries.push(CatalogEntry::Close {
                 segment,
                 records: 0,
-                bytes: 0,
+                bytes: r.bytes.unwrap_or(0),
                 turns: u64::from(r.turns),
                 t: r.last_activity_us,
             });
@@ -84,7 +102,7 @@ pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
             entries.push(CatalogEntry::TurnEnded {
                 session: r.session.clone(),
                 turns: u64::from(r.turns),
-                t: r.last_activity_us,
+                t: r.last_turn_ended_us.unwrap_or(r.last_activity_us),
             });
         }
         if r.hidden {

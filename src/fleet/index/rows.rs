@@ -60,7 +60,8 @@ pub struct SessionRow {
     pub session: String,
     /// Its title: the agent's, else its first prompt's first line.
     pub title: Option<String>,
-    /// The agent's command line.
+    /// The agent as a person knows it: its `agentInfo` title (else name), else its command
+    /// line.
     pub agent: Option<String>,
     /// The host that journaled this part of it.
     pub host: String,
@@ -86,6 +87,16 @@ pub struct SessionRow {
     pub hidden: bool,
     /// Which row of the session is the latest (its last activity).
     pub version: i64,
+    /// The agent's `agentInfo.name` (what identifies it: [`crate::acp::AgentId`]).
+    pub agent_name: Option<String>,
+    /// The agent's `agentInfo.version`.
+    pub agent_version: Option<String>,
+    /// The agent's command line (as journaled, redacted).
+    pub agent_command: Option<String>,
+    /// Bytes of its segments (as journaled: zstd).
+    pub bytes: Option<u64>,
+    /// When its last prompt turn ended (Unix microseconds).
+    pub last_turn_ended_us: Option<i64>,
 }
 
 /// What a session's earlier segments said, for the row of a later one: the session's turns so
@@ -98,6 +109,10 @@ pub struct Earlier {
     pub title: Option<String>,
     /// When its first segment began.
     pub started_us: Option<i64>,
+    /// Bytes of the earlier segments.
+    pub bytes: u64,
+    /// When a turn of theirs last ended.
+    pub last_turn_ended_us: Option<i64>,
 }
 
 /// A turn under way.
@@ -111,6 +126,8 @@ struct Open {
 #[derive(Debug)]
 pub struct Follower {
     session: SessionRow,
+    /// Bytes of the session's earlier segments.
+    earlier_bytes: u64,
     turn: Option<Open>,
     words: BTreeSet<String>,
 }
@@ -119,13 +136,17 @@ impl Follower {
     /// A segment with this header, of `host`, of a session its `earlier` segments said that
     /// of.
     pub fn new(header: &Header, host: &str, earlier: Earlier) -> Follower {
-        let agent_title = header
-            .initialize
-            .as_ref()
-            .and_then(|i| i.response_value())
-            .and_then(|r| crate::acp::agent_title(&r));
+        let response = header.initialize.as_ref().and_then(|i| i.response_value());
+        let agent_title = response.as_ref().and_then(crate::acp::agent_title);
+        let id = crate::acp::AgentId::of(response.as_ref(), Some(header.argv.join(" ")));
         Follower {
+            earlier_bytes: earlier.bytes,
             session: SessionRow {
+                agent_name: id.name.as_deref().map(bounded),
+                agent_version: id.version.as_deref().map(bounded),
+                agent_command: id.command.as_deref().map(bounded),
+                bytes: Some(earlier.bytes),
+                last_turn_ended_us: earlier.last_turn_ended_us,
                 session: header.session.clone().unwrap_or_default(),
                 agent: Some(bounded(
                     &agent_title.unwrap_or_else(|| header.argv.join(" ")),
@@ -156,7 +177,14 @@ impl Follower {
             turns: self.session.turns,
             title: self.session.title.clone(),
             started_us: Some(self.session.started_us),
+            bytes: self.session.bytes.unwrap_or(self.earlier_bytes),
+            last_turn_ended_us: self.session.last_turn_ended_us,
         }
+    }
+
+    /// The segment holds `bytes` so far (as journaled: zstd).
+    pub fn segment_bytes(&mut self, bytes: u64) {
+        self.session.bytes = Some(self.earlier_bytes + bytes);
     }
 
     /// The segment ended (closed): the session's row says so.
@@ -224,7 +252,11 @@ impl Follower {
     fn update(&mut self, update: &Value, record: &Record) -> Option<TurnRow> {
         match update["sessionUpdate"].as_str() {
             Some("session_info_update") => {
-                if let Some(title) = update["title"].as_str().filter(|t| !t.is_empty()) {
+                // A title the agent made of a re-prime is not the session's.
+                if let Some(title) = update["title"]
+                    .as_str()
+                    .filter(|t| !t.is_empty() && !crate::acp::is_reprime_title(t))
+                {
                     self.session.title = Some(bounded(title));
                 }
             }
@@ -285,6 +317,7 @@ impl Follower {
         self.session.input_tokens += row.input_tokens.unwrap_or(0);
         self.session.output_tokens += row.output_tokens.unwrap_or(0);
         self.session.state = "idle".into();
+        self.session.last_turn_ended_us = Some(at);
         Some(row)
     }
 }

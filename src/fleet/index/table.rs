@@ -73,8 +73,27 @@ fn strings() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
 }
 
-/// The `sessions` table.
+/// The `sessions` table: its first schema's columns, then `agent_name`, `agent_version`,
+/// `agent_command`, `bytes` and `last_turn_ended` (issue 51).
 pub fn sessions_schema() -> Arc<Schema> {
+    let mut fields: Vec<Field> = sessions_schema_1()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.extend([
+        Field::new("agent_name", DataType::Utf8, true),
+        Field::new("agent_version", DataType::Utf8, true),
+        Field::new("agent_command", DataType::Utf8, true),
+        Field::new("bytes", DataType::UInt64, true),
+        Field::new("last_turn_ended", utc(), true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// The `sessions` table as parts written before issue 51 have it (still read: their
+/// newer columns read as null).
+pub fn sessions_schema_1() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("session", DataType::Utf8, false),
         Field::new("title", DataType::Utf8, true),
@@ -153,7 +172,15 @@ fn ts(values: impl Iterator<Item = i64>) -> ArrayRef {
 /// # Errors
 /// The encoder's.
 pub fn encode_sessions(rows: &[SessionRow]) -> parquet::errors::Result<Bytes> {
-    let columns: Vec<ArrayRef> = vec![
+    encode(
+        &RecordBatch::try_new(sessions_schema(), session_columns(rows))?,
+        SESSIONS_ROW_GROUP,
+    )
+}
+
+/// The columns of the `sessions` table for `rows`, in the schema's order.
+fn session_columns(rows: &[SessionRow]) -> Vec<ArrayRef> {
+    vec![
         Arc::new(StringArray::from_iter_values(
             rows.iter().map(|r| &r.session),
         )),
@@ -183,11 +210,21 @@ pub fn encode_sessions(rows: &[SessionRow]) -> parquet::errors::Result<Bytes> {
         )),
         Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.hidden)))),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.version))),
-    ];
-    encode(
-        &RecordBatch::try_new(sessions_schema(), columns)?,
-        SESSIONS_ROW_GROUP,
-    )
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.agent_name.as_deref()),
+        )),
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.agent_version.as_deref()),
+        )),
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.agent_command.as_deref()),
+        )),
+        Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.bytes))),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter(rows.iter().map(|r| r.last_turn_ended_us))
+                .with_timezone("UTC"),
+        ),
+    ]
 }
 
 /// Turns as a Parquet file.
@@ -262,7 +299,14 @@ pub fn decode_sessions(bytes: Bytes) -> parquet::errors::Result<Vec<SessionRow>>
 }
 
 fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
-    let footer = bounds::check_part(bytes, &sessions_schema())?;
+    // A part written before issue 51 has the first schema: its newer columns are null.
+    let (footer, newer) = match bounds::check_part(bytes, &sessions_schema()) {
+        Ok(footer) => (footer, true),
+        Err(why) => match bounds::check_part(bytes, &sessions_schema_1()) {
+            Ok(footer) => (footer, false),
+            Err(_) => return Err(why),
+        },
+    };
     let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
     let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
     let mut title = c.strings(1, MAX_CELL_BYTES)?.into_iter();
@@ -279,6 +323,15 @@ fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
     let mut parent = c.strings(12, MAX_CELL_BYTES)?.into_iter();
     let mut hidden = c.bools(13)?.into_iter();
     let mut version = c.int64s(14)?.into_iter();
+    let newer_strings = |c: &mut Columns, i| match newer {
+        true => c.strings(i, MAX_CELL_BYTES),
+        false => Ok(Vec::new()),
+    };
+    let mut agent_name = newer_strings(&mut c, 15)?.into_iter();
+    let mut agent_version = newer_strings(&mut c, 16)?.into_iter();
+    let mut agent_command = newer_strings(&mut c, 17)?.into_iter();
+    let mut size = if newer { c.int64s(18)? } else { Vec::new() }.into_iter();
+    let mut turn_ended = if newer { c.int64s(19)? } else { Vec::new() }.into_iter();
     let mut rows = c.rows_vec::<SessionRow>()?;
     for _ in 0..c.rows() {
         rows.push(SessionRow {
@@ -298,6 +351,11 @@ fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
             parent: optional(&mut parent),
             hidden: required(&mut hidden),
             version: required(&mut version),
+            agent_name: optional(&mut agent_name),
+            agent_version: optional(&mut agent_version),
+            agent_command: optional(&mut agent_command),
+            bytes: optional(&mut size).map(|b| b as u64),
+            last_turn_ended_us: optional(&mut turn_ended),
         });
     }
     Ok(rows)
@@ -421,5 +479,45 @@ mod tests {
             postings
         );
         assert!(decode_sessions(Bytes::from_static(b"not parquet")).is_err());
+    }
+
+    #[test]
+    fn the_sessions_columns_of_issue_51_go_and_come_back_and_older_parts_read_them_as_null() {
+        let session = SessionRow {
+            session: "s".into(),
+            agent: Some("Claude Agent".into()),
+            host: "h".into(),
+            state: "closed".into(),
+            agent_name: Some("@agentclientprotocol/claude-agent-acp".into()),
+            agent_version: Some("0.101.0".into()),
+            agent_command: Some("npx @agentclientprotocol/claude-agent-acp".into()),
+            bytes: Some(17_472),
+            last_turn_ended_us: Some(9),
+            version: 3,
+            ..SessionRow::default()
+        };
+        let read = decode_sessions(encode_sessions(std::slice::from_ref(&session)).unwrap());
+        assert_eq!(read.unwrap(), std::slice::from_ref(&session));
+        // A part written before: the first schema's fifteen columns.
+        let old = sessions_schema_1();
+        let columns =
+            session_columns(std::slice::from_ref(&session))[..old.fields().len()].to_vec();
+        let part = encode(
+            &RecordBatch::try_new(old, columns).unwrap(),
+            SESSIONS_ROW_GROUP,
+        )
+        .unwrap();
+        let read = decode_sessions(part).unwrap();
+        assert_eq!(
+            read,
+            [SessionRow {
+                agent_name: None,
+                agent_version: None,
+                agent_command: None,
+                bytes: None,
+                last_turn_ended_us: None,
+                ..session
+            }]
+        );
     }
 }

@@ -799,3 +799,53 @@ async fn parts_are_written_within_what_readers_take_and_only_small_ones_merged()
     assert!(snap.parts.contains(&garbage));
     assert!(!compact::needed(&snap, base), "{snap:?}");
 }
+
+#[test]
+fn a_reader_lists_a_rows_agent_by_its_name_with_its_size_and_last_turn() {
+    use crate::catalog::Catalog;
+    // Issue 51: `list --store` showed the agent as "Agent" (the last word of its title, taken
+    // for a command line), 0 B and no last turn's end.
+    let row = SessionRow {
+        agent: Some("Claude Agent".into()),
+        agent_name: Some("@agentclientprotocol/claude-agent-acp".into()),
+        agent_version: Some("0.101.0".into()),
+        agent_command: Some("npx @agentclientprotocol/claude-agent-acp".into()),
+        bytes: Some(17_472),
+        last_turn_ended_us: Some(1_795_000_000_000_007),
+        state: "closed".into(),
+        ..session("s", 9, 3)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let copy = JournalDir::mirror(dir.path().join("copy"));
+    copy.create_dirs().unwrap();
+    copy.append_catalog_entries(&super::catalog_entries(&[row]))
+        .unwrap();
+    let listed = copy.sessions_with(false).unwrap();
+    let s = listed.iter().find(|s| s.session == "s").unwrap();
+    assert_eq!(s.agent_name.as_deref(), Some("Claude Agent"));
+    assert_eq!(
+        s.agent.as_deref(),
+        Some("npx @agentclientprotocol/claude-agent-acp")
+    );
+    let info = s.agent_info.as_ref().unwrap();
+    assert_eq!(
+        (info.name.as_deref(), info.version.as_deref()),
+        (
+            Some("@agentclientprotocol/claude-agent-acp"),
+            Some("0.101.0")
+        )
+    );
+    assert_eq!(s.bytes, 17_472);
+    assert_eq!(s.last_turn_ended, Some(1_795_000_000_000_007));
+    assert_eq!(s.turns, 3);
+    // A row of before: what its agent column says is the agent's name.
+    let old = SessionRow {
+        agent: Some("Claude Agent".into()),
+        ..session("t", 9, 1)
+    };
+    copy.append_catalog_entries(&super::catalog_entries(&[old]))
+        .unwrap();
+    let listed = copy.sessions_with(false).unwrap();
+    let t = listed.iter().find(|s| s.session == "t").unwrap();
+    assert_eq!(t.agent_name.as_deref(), Some("Claude Agent"));
+}

@@ -273,9 +273,15 @@ fn earlier(local: &JournalDir, session: &str, segment: &Path, host: &str) -> Ear
         for record in reader {
             f.record(&record);
         }
+        f.segment_bytes(segment_bytes(path));
         earlier = f.earlier();
     }
     earlier
+}
+
+/// The bytes of a session segment on this disk (the session's size in the index).
+pub(super) fn segment_bytes(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// About how many bytes `turn` holds.
@@ -390,6 +396,7 @@ impl Writer {
             if let Some(follower) = f.follower.as_mut()
                 && f.changed
             {
+                follower.segment_bytes(segment_bytes(path));
                 let row = follower.session().clone();
                 for word in follower.take_words() {
                     self.waiting_bytes += word.len() + row.session.len();

@@ -53,8 +53,15 @@ impl HeldBack {
                 .state
                 .entry(kind.to_string())
                 .or_insert_with(|| json!({}));
+            // A title the agent made of a re-prime is not the session's (journals of runs
+            // before issue 51 hold some).
+            let reprime = |k: &str, v: &Value| {
+                k == "title" && v.as_str().is_some_and(crate::acp::is_reprime_title)
+            };
             for (k, v) in update.as_object().into_iter().flatten() {
-                merged[k] = v.clone();
+                if !reprime(k, v) {
+                    merged[k] = v.clone();
+                }
             }
         } else {
             self.state.insert(kind.to_string(), update.clone());

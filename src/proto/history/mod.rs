@@ -26,6 +26,7 @@
 //! lines it writes are made in `lines`.
 
 mod compactions;
+mod copies;
 mod held_back;
 mod lines;
 mod subagents;
@@ -39,6 +40,7 @@ use super::vocab::{ClientSupport, HashMap, HashSet, Summary};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::acp::AgentId;
 use crate::acp::subagents::CHILD_KINDS;
 use crate::acp::updates::Need;
 use crate::journal::Event;
@@ -46,6 +48,7 @@ use crate::journal::format::{Body, Header, Record};
 
 use crate::wire::Side;
 use compactions::Compactions;
+use copies::Copies;
 use held_back::HeldBack;
 use lines::{notification, verbatim};
 use subagents::Children;
@@ -94,6 +97,10 @@ pub struct Replay {
     children: Children,
     /// A tail replay: where it starts, and what it leaves out.
     tail: Option<Tail>,
+    /// This host's agent-side sessions of the session and the turns each holds.
+    copies: Copies,
+    /// The agent of the run loading the session, whose agent-side sessions it may resume.
+    agent: AgentId,
 }
 
 /// What the first pass over a session's records learns, for the second to use.
@@ -191,18 +198,27 @@ impl Replay {
                 keep,
                 ..Tail::default()
             }),
+            copies: Copies::default(),
+            agent: AgentId::default(),
         }
     }
 
-    /// A segment of the session begins (its `header`): whose agent recorded it. Cursors an
-    /// earlier agent made are not this one's.
-    pub fn segment(&mut self, header: &Header) {
-        let agent = header
-            .initialize
-            .as_ref()
-            .and_then(|i| i.response_value())
-            .and_then(|r| crate::acp::agent_title(&r));
+    /// The agent of the run that loads the session: the summary says which of its agent-side
+    /// sessions on this host holds every turn ([`Summary::agent_copy`]).
+    pub fn for_agent(&mut self, agent: AgentId) {
+        self.agent = agent;
+    }
+
+    /// A segment of the session begins (its `header`): whose agent recorded it, and whether
+    /// this host did (`local`: this journal directory wrote it, so its agent-side sessions
+    /// are this host's). Cursors an earlier agent made are not this one's.
+    pub fn segment(&mut self, header: &Header, local: bool) {
+        let response = header.initialize.as_ref().and_then(|i| i.response_value());
+        let agent = response.as_ref().and_then(crate::acp::agent_title);
         self.held_back.segment(agent);
+        let command = header.argv.join(" ");
+        let id = AgentId::of(response.as_ref(), Some(command));
+        self.copies.segment(&self.session, id, local);
     }
 
     /// Whether the first pass needs a journal line (the stored record or the bare message): a
@@ -256,6 +272,7 @@ impl Replay {
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         self.conversion.ids.see(record.seq);
+        self.follow_copies(record);
         match self.tail_step(record) {
             TailStep::Replay => self.emit_record(record, out),
             TailStep::LeaveOut => {
@@ -270,6 +287,24 @@ impl Replay {
                 self.start_tail(out);
                 self.emit_record(record, out);
             }
+        }
+    }
+
+    /// What `record` says of the agent-side sessions the turns ran on.
+    fn follow_copies(&mut self, record: &Record) {
+        match &record.body {
+            Body::Event(Event::SessionMapped { agent_session }) => {
+                self.copies.mapped(agent_session);
+            }
+            Body::Event(Event::Reprimed { .. }) => self.copies.reprimed(),
+            Body::Event(Event::ForkedFrom { .. } | Event::BundleManifest { .. }) => {
+                self.copies.copied();
+            }
+            Body::Message {
+                from: Side::Client,
+                payload,
+            } if is_prompt_of(&self.session, &payload.bytes) => self.copies.prompt(),
+            _ => {}
         }
     }
 
@@ -841,6 +876,7 @@ impl Replay {
             transcript = format!("…{}", &transcript[cut..]);
         }
         self.summary.transcript = transcript;
+        self.summary.agent_copy = self.copies.verdict(&self.agent);
         self.summary
     }
 }

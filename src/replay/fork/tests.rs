@@ -84,6 +84,7 @@ fn segment(journals: &JournalDir, run: &str, records: &[Record]) {
             agent_name: None,
             git_branch: Some("main".into()),
             t: 1,
+            agent_info: None,
         })
         .unwrap();
     journals

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every target in fuzz/ (called by scripts/test.sh; see fuzz/README.md).
 #
-#   ACPJ_FUZZ_SECONDS   seconds per target (default 30; 5 targets = 150 s); 0 skips the run
+#   ACPJ_FUZZ_SECONDS   seconds per target (default 30; 6 targets = 180 s); 0 skips the run
 #   ACPJ_FUZZ_TARGETS   space-separated targets (default: all, from `cargo fuzz list`)
+#   ACPJ_FUZZ_TARGET_DIR  cargo's target directory for the fuzz build (default: one per machine,
+#                       ~/.cache/acp-journal/fuzz-target, as the peers and the object stores are)
+#
+# The fuzz build compiles every dependency again, optimized and instrumented for coverage (the
+# longest phase of the full tier on a clean checkout). Its target directory is kept per machine,
+# so a fresh clone builds only this crate and the targets: this crate's own artifacts are removed
+# before each build (a checkout elsewhere would add its own beside them), and the directory is
+# emptied when it passes 8 GiB (dependencies of older lock files).
 #
 # Runs on the machine's stable toolchain: `-s none` needs no nightly (no sanitizer: the code
 # fuzzed is safe Rust, and the one C library it calls, zstd, is not instrumented anyway);
@@ -24,7 +32,15 @@ if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" 
     cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
 fi
 
-flags=(-a -s none)
+target_dir="${ACPJ_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/acp-journal/fuzz-target}"
+mkdir -p "$target_dir"
+if (($(du -sk "$target_dir" | cut -f1) > 8 * 1024 * 1024)); then
+    echo "[fuzz] $target_dir is over 8 GiB: emptied" >&2
+    rm -rf "${target_dir:?}"/*
+fi
+find "$target_dir" -mindepth 3 -maxdepth 4 \( -name '*acp_journal*' -o -name 'acp-journal-*' \) \
+    -exec rm -rf {} +
+flags=(-a -s none --target-dir "$target_dir")
 cargo fuzz build "${flags[@]}"
 targets="${ACPJ_FUZZ_TARGETS:-$(cargo fuzz list)}"
 for target in $targets; do

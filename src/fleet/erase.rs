@@ -15,7 +15,7 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 
-use super::index::{self, snapshot, table::Table};
+use super::index::{bounds, reader, snapshot, table, table::Table, writer};
 use super::layout::{self, Entry};
 use super::store::{Error, Store};
 use crate::catalog::CatalogEntry;
@@ -224,15 +224,12 @@ async fn fetch_catalog_part(
 /// Take `session`'s rows and words out of the index: each part that holds any is replaced at
 /// once by one without them (or by nothing), and deleted. Returns the rows removed.
 async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
-    let index::reader::Found::Index(snap) = index::reader::open(store).await? else {
+    let reader::Found::Index(snap) = reader::open(store).await? else {
         return Ok(0);
     };
     let mut removed = 0;
     for part in &snap.parts {
-        let bytes = match store
-            .get_bounded(&part.path, index::bounds::MAX_PART_BYTES)
-            .await
-        {
+        let bytes = match store.get_bounded(&part.path, bounds::MAX_PART_BYTES).await {
             Ok(bytes) => bytes,
             // Not a part any reader reads: it holds nothing of the session to remove.
             Err(e) if super::store::is_too_large(&e) => continue,
@@ -248,7 +245,7 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
         removed += rows;
         let replacement = match kept {
             Some(bytes) => Some(
-                index::writer::put_part(
+                writer::put_part(
                     store,
                     part.table,
                     part.day.as_deref(),
@@ -285,26 +282,26 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
 /// left), how many rows went, and the new part's word range (postings).
 #[allow(clippy::type_complexity)]
 fn cut_out(
-    part: &index::snapshot::Part,
+    part: &snapshot::Part,
     bytes: Bytes,
     session: &str,
 ) -> Result<(Option<Bytes>, u64, Option<(String, String)>), String> {
     let wrong = |e: parquet::errors::ParquetError| e.to_string();
     Ok(match part.table {
         Table::Sessions => {
-            let all = index::table::decode_sessions(bytes).map_err(wrong)?;
-            let (bytes, n) = without(all, |r| r.session == session, index::table::encode_sessions)
-                .map_err(wrong)?;
+            let all = table::decode_sessions(bytes).map_err(wrong)?;
+            let (bytes, n) =
+                without(all, |r| r.session == session, table::encode_sessions).map_err(wrong)?;
             (bytes, n, None)
         }
         Table::Turns => {
-            let all = index::table::decode_turns(bytes).map_err(wrong)?;
-            let (bytes, n) = without(all, |r| r.session == session, index::table::encode_turns)
-                .map_err(wrong)?;
+            let all = table::decode_turns(bytes).map_err(wrong)?;
+            let (bytes, n) =
+                without(all, |r| r.session == session, table::encode_turns).map_err(wrong)?;
             (bytes, n, None)
         }
         Table::Postings => {
-            let all = index::table::decode_all_postings(bytes).map_err(wrong)?;
+            let all = table::decode_all_postings(bytes).map_err(wrong)?;
             let kept: Vec<_> = all.iter().filter(|r| r.1 != session).cloned().collect();
             let n = (all.len() - kept.len()) as u64;
             let words = kept
@@ -312,7 +309,7 @@ fn cut_out(
                 .zip(kept.last())
                 .map(|(a, b)| (a.0.clone(), b.0.clone()));
             let bytes = (!kept.is_empty())
-                .then(|| index::table::encode_postings(&kept))
+                .then(|| table::encode_postings(&kept))
                 .transpose()
                 .map_err(wrong)?;
             (bytes, n, words)

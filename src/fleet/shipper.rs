@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::clock::SharedClock;
-use super::index::indexer::IndexerMessage;
+use super::index::inbox::IndexerMessage;
 use super::layout::{self, Entry};
 use super::lease::{self, Identity, Leases, Policy, Shipping};
 use super::shipped::ShippedFiles;

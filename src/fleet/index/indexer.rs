@@ -7,13 +7,14 @@
 //! [`UPKEEP`], whichever host holds the compaction lease compacts the index and repairs it
 //! ([`super::compact`]).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use super::inbox::IndexerMessage;
 use super::ledger::IndexLedger;
 use super::repair;
 use super::writer::{FLUSH, Writer};
@@ -31,17 +32,6 @@ const RECOVERED_AT_ONCE: usize = 64;
 const POLL: Duration = Duration::from_secs(1);
 /// Where, in the journal directory, the repair keeps its copy of the store's catalogs.
 const REPAIR_COPY: &str = "index-repair";
-
-/// What the process tells the index.
-#[derive(Debug)]
-pub enum IndexerMessage {
-    /// A session segment of this process was created (absolute path).
-    Follow(PathBuf),
-    /// The sessions erased from the store (their rows are never written), as last listed.
-    Erased(Arc<HashSet<String>>),
-    /// Commit what can be committed until the deadline, then answer and stop.
-    Finish(Instant, oneshot::Sender<()>),
-}
 
 /// The index's task.
 pub struct Indexer {

@@ -818,7 +818,7 @@ fn a_reader_lists_a_rows_agent_by_its_name_with_its_size_and_last_turn() {
     let dir = tempfile::tempdir().unwrap();
     let copy = JournalDir::mirror(dir.path().join("copy"));
     copy.create_dirs().unwrap();
-    copy.append_catalog_entries(&super::catalog_entries(&[row]))
+    copy.append_catalog_entries(&super::view::catalog_entries(&[row]))
         .unwrap();
     let listed = copy.sessions_with(false).unwrap();
     let s = listed.iter().find(|s| s.session == "s").unwrap();
@@ -843,7 +843,7 @@ fn a_reader_lists_a_rows_agent_by_its_name_with_its_size_and_last_turn() {
         agent: Some("Claude Agent".into()),
         ..session("t", 9, 1)
     };
-    copy.append_catalog_entries(&super::catalog_entries(&[old]))
+    copy.append_catalog_entries(&super::view::catalog_entries(&[old]))
         .unwrap();
     let listed = copy.sessions_with(false).unwrap();
     let t = listed.iter().find(|s| s.session == "t").unwrap();

@@ -26,7 +26,7 @@ use super::bounds::MAX_PART_BYTES;
 use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{Part, Snapshot};
 use super::table::{self, Table};
-use crate::catalog::SessionSummary;
+use crate::catalog::{AgentInfo, CatalogEntry, SessionSummary};
 use crate::fleet::lease;
 use crate::fleet::pull::Catalogs;
 use crate::fleet::store::Store;
@@ -309,10 +309,78 @@ impl View {
             .cloned()
             .collect();
         lines.extend(
-            super::catalog_entries(&rows)
+            catalog_entries(&rows)
                 .iter()
                 .filter_map(|e| serde_json::to_vec(e).ok()),
         );
         lines
     }
+}
+
+/// The catalog entries that list `rows` as `list` shows them (a reader's copy of the store
+/// whose catalog is the index's): each session opened, titled, with its turns, closed when its
+/// last segment was, hidden when deleted. The segment they name is the session's own
+/// (`sessions/<key>/index.acpj.zst`), never read: what a session holds is pulled by the
+/// commands that read it.
+pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
+    let mut entries = Vec::new();
+    for r in rows {
+        let segment = format!("sessions/{}/index.acpj.zst", session_key(&r.session));
+        // `agent` is the agent's title, else its command line; rows written before issue 51
+        // have no command of their own: what they say is shown as the agent's name.
+        let title = match &r.agent_command {
+            Some(command) => r.agent.clone().filter(|a| a != command),
+            None => r.agent.clone(),
+        };
+        entries.push(CatalogEntry::Open {
+            session: r.session.clone(),
+            segment: segment.clone(),
+            cwd: r.cwd.clone(),
+            agent: r.agent_command.clone().or_else(|| r.agent.clone()),
+            agent_name: title,
+            git_branch: None,
+            t: r.started_us,
+            agent_info: r.agent_name.as_ref().map(|name| AgentInfo {
+                name: Some(name.clone()),
+                version: r.agent_version.clone(),
+            }),
+        });
+        if let Some(title) = &r.title {
+            entries.push(CatalogEntry::Prompt {
+                session: r.session.clone(),
+                title: title.clone(),
+                t: r.started_us,
+            });
+        }
+        if r.state == "closed" {
+            if let Some(t) = r.last_turn_ended_us {
+                // When its last turn ended (the close gives the turns).
+                entries.push(CatalogEntry::TurnEnded {
+                    session: r.session.clone(),
+                    turns: 0,
+                    t,
+                });
+            }
+            entries.push(CatalogEntry::Close {
+                segment,
+                records: 0,
+                bytes: r.bytes.unwrap_or(0),
+                turns: u64::from(r.turns),
+                t: r.last_activity_us,
+            });
+        } else if r.turns > 0 {
+            entries.push(CatalogEntry::TurnEnded {
+                session: r.session.clone(),
+                turns: u64::from(r.turns),
+                t: r.last_turn_ended_us.unwrap_or(r.last_activity_us),
+            });
+        }
+        if r.hidden {
+            entries.push(CatalogEntry::Delete {
+                session: r.session.clone(),
+                t: r.last_activity_us,
+            });
+        }
+    }
+    entries
 }

@@ -369,6 +369,17 @@ Examples:
 
 Every request needs `Authorization: Bearer TOKEN`. See docs/SERVING.md.")]
     Serve(Box<ServeArgs>),
+    /// An MCP server over stdio, read-only: agents (any MCP client) search the journals, read a
+    /// session's turns and find the sessions that touched a path; by default only the sessions
+    /// of the repository it runs in.
+    #[command(after_help = "\
+Examples:
+  acp-journal mcp                       the sessions of this repository (the git root of the cwd)
+  acp-journal mcp --all                 every session of the journal directory
+  acp-journal --store s3://team-journals/acp mcp   the team's sessions of this repository
+
+Its stdout is the protocol; logs go to stderr. Answers quote recorded text as data.")]
+    Mcp(McpArgs),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
@@ -640,6 +651,21 @@ pub struct WatchArgs {
     /// When the session is closed, keep waiting for its next run (a later `session/load`).
     #[arg(long)]
     pub follow: bool,
+}
+
+/// `mcp` options.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Answer about the sessions of every repository, not only this one's.
+    #[arg(long, conflicts_with = "repository")]
+    pub all: bool,
+    /// Answer about the sessions of the repository at DIR (its git root) [default: the
+    /// repository of the working directory].
+    #[arg(long, value_name = "DIR")]
+    pub repository: Option<PathBuf>,
+    /// The most bytes of recorded text one answer carries (each answer says where to go on).
+    #[arg(long, default_value = "24K", value_name = "BYTES", value_parser = parse_size)]
+    pub answer_limit: u64,
 }
 
 /// `list` options.

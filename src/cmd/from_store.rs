@@ -41,6 +41,7 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Diff(_)
             | Command::Bundle(_)
             | Command::Watch(_)
+            | Command::Mcp(_)
     )
 }
 

@@ -123,6 +123,14 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "32768", value_name = "BYTES")]
     pub reprime_limit: usize,
 
+    /// Offer the agent the journal's history: add an MCP server (`acp-journal mcp`, this binary,
+    /// scoped to the session's repository) to the `mcpServers` of every `session/new`,
+    /// `session/load` and `session/resume` it is sent. Off by default: the agent then reads
+    /// what earlier sessions of the repository recorded (redacted), which a client may not
+    /// want it to.
+    #[arg(long)]
+    pub offer_history: bool,
+
     /// Seconds to wait for the agent to exit once the client has gone, before SIGTERM (and
     /// again before SIGKILL); also how long what the agent started gets between SIGTERM and
     /// SIGKILL once the agent has exited.

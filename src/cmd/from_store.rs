@@ -41,7 +41,6 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Diff(_)
             | Command::Bundle(_)
             | Command::Watch(_)
-            | Command::Mcp(_)
     )
 }
 

@@ -21,7 +21,7 @@ use super::list::{agent_is, since_us};
 use super::records::{Step, walk};
 use super::search::{Found, scan};
 use crate::catalog::{Catalog, SessionSummary};
-use crate::cli::McpArgs;
+use crate::cli::{Command, McpArgs, SearchArgs, ShowArgs};
 use crate::journal::{Body, JournalDir, SegmentReader};
 use crate::redact::redact_text;
 use crate::render::{Style, Transcript, utc_us};
@@ -44,8 +44,20 @@ const MAX_PAGE: usize = 100;
 /// The touches of one session listed (the rest counted).
 const TOUCHES_SHOWN: usize = 20;
 
+/// Where the server reads.
+pub(super) enum Source {
+    /// A journal directory.
+    Local(JournalDir),
+    /// The shared store (`--store`): each call reads what it needs into the store's local copy,
+    /// as `search --store` and `show --store` do (a search narrowed by the team index).
+    Store {
+        url: String,
+        limits: super::from_store::Limits,
+    },
+}
+
 /// Serve the journals over stdio until the client closes it.
-pub(super) fn run(journals: JournalDir, args: McpArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(source: Source, args: McpArgs) -> anyhow::Result<ExitCode> {
     let scope = if args.all {
         None
     } else {
@@ -56,7 +68,7 @@ pub(super) fn run(journals: JournalDir, args: McpArgs) -> anyhow::Result<ExitCod
         Some(repository_root(&dir))
     };
     let history = History {
-        journals,
+        source,
         scope,
         limit: usize::try_from(args.answer_limit).unwrap_or(usize::MAX),
     };
@@ -84,7 +96,7 @@ pub(super) fn repository_root(dir: &Path) -> PathBuf {
 
 /// What the server reads and how much it answers.
 struct History {
-    journals: JournalDir,
+    source: Source,
     /// The repository whose sessions it answers about; `None`: every session.
     scope: Option<PathBuf>,
     /// The most bytes of recorded text in one answer.
@@ -132,9 +144,17 @@ struct PathParams {
 }
 
 impl History {
-    /// The sessions it may answer about: in scope, neither deleted nor erased.
-    fn sessions(&self) -> anyhow::Result<Vec<SessionSummary>> {
-        let mut sessions = self.journals.sessions_with(false)?;
+    /// The journals to read for `command` (what the same command reads with `--store`).
+    fn journals(&self, command: Command) -> anyhow::Result<JournalDir> {
+        match &self.source {
+            Source::Local(journals) => Ok(journals.clone()),
+            Source::Store { url, limits } => super::from_store::local_copy(url, &command, *limits),
+        }
+    }
+
+    /// The sessions of `journals` it may answer about: in scope, neither deleted nor erased.
+    fn sessions(&self, journals: &JournalDir) -> anyhow::Result<Vec<SessionSummary>> {
+        let mut sessions = journals.sessions_with(false)?;
         sessions.retain(|s| !s.deleted && !s.segments.is_empty() && self.in_scope(s));
         Ok(sessions)
     }
@@ -146,9 +166,9 @@ impl History {
         }
     }
 
-    /// A session by ID or unique prefix, among those in scope.
-    fn find(&self, name: &str) -> anyhow::Result<Option<SessionSummary>> {
-        let mut sessions = self.sessions()?;
+    /// A session by ID or unique prefix, among those in scope of `journals`.
+    fn find(&self, journals: &JournalDir, name: &str) -> anyhow::Result<Option<SessionSummary>> {
+        let mut sessions = self.sessions(journals)?;
         if let Some(i) = sessions.iter().position(|s| s.session == name) {
             return Ok(Some(sessions.swap_remove(i)));
         }
@@ -159,10 +179,10 @@ impl History {
         }
     }
 
-    fn segments(&self, s: &SessionSummary) -> Vec<PathBuf> {
+    fn segments(journals: &JournalDir, s: &SessionSummary) -> Vec<PathBuf> {
         s.segments
             .iter()
-            .map(|seg| self.journals.root().join(seg))
+            .map(|seg| journals.root().join(seg))
             .collect()
     }
 
@@ -175,7 +195,13 @@ impl History {
             Ok(age) => age.map(since_us),
             Err(e) => return Ok(Err(e)),
         };
-        let mut sessions = self.sessions()?;
+        let journals = self.journals(Command::Search(SearchArgs {
+            pattern: p.query.clone(),
+            session: None,
+            cwd: None,
+            scan: false,
+        }))?;
+        let mut sessions = self.sessions(&journals)?;
         sessions.retain(|s| {
             p.repository.as_deref().is_none_or(|r| {
                 s.cwd
@@ -191,7 +217,7 @@ impl History {
         let searched = sessions.len();
         let targets = sessions
             .iter()
-            .map(|s| (s.session.clone(), self.segments(s)))
+            .map(|s| (s.session.clone(), Self::segments(&journals, s)))
             .collect();
         let offset = p.offset.unwrap_or(0);
         let limit = p.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
@@ -235,7 +261,12 @@ impl History {
     }
 
     fn read(&self, p: ReadParams) -> anyhow::Result<Result<Value, String>> {
-        let Some(s) = self.find(&p.session)? else {
+        let journals = self.journals(Command::Show(ShowArgs {
+            session: p.session.clone(),
+            raw: false,
+            json: false,
+        }))?;
+        let Some(s) = self.find(&journals, &p.session)? else {
             return Ok(Err(format!(
                 "no session {:?} in scope ({})",
                 p.session,
@@ -257,7 +288,7 @@ impl History {
         };
         let mut transcript = Some(Transcript::new(Vec::new(), Style::Plain));
         let prompt = memchr::memmem::Finder::new(b"\"session/prompt\"");
-        walk(&self.segments(&s), true, &mut |step| {
+        walk(&Self::segments(&journals, &s), true, &mut |step| {
             let Some(t) = transcript.as_mut() else {
                 // Past what the answer holds: only the turns are counted.
                 if let Step::Record(r) = step {
@@ -312,7 +343,14 @@ impl History {
         let Some(name) = wanted.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             return Ok(Err(format!("{:?} names no file or directory", p.path)));
         };
-        let mut sessions = self.sessions()?;
+        // With a store, the sessions whose words include the file's name (the team index).
+        let journals = self.journals(Command::Search(SearchArgs {
+            pattern: regex::escape(&name),
+            session: None,
+            cwd: None,
+            scan: false,
+        }))?;
+        let mut sessions = self.sessions(&journals)?;
         sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
         let offset = p.offset.unwrap_or(0);
         let limit = p.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
@@ -322,7 +360,7 @@ impl History {
         let mut found = Vec::new();
         let mut next = None;
         for s in &sessions {
-            let touches = self.touches(s, &wanted, &needle, &prompt);
+            let touches = self.touches(&journals, s, &wanted, &needle, &prompt);
             if touches.is_empty() {
                 continue;
             }
@@ -363,6 +401,7 @@ impl History {
     /// The turns of `s` whose tool calls or file requests name `wanted`: (turn, how, path).
     fn touches(
         &self,
+        journals: &JournalDir,
         s: &SessionSummary,
         wanted: &Path,
         needle: &memchr::memmem::Finder<'_>,
@@ -378,7 +417,7 @@ impl History {
         };
         let mut touches: Vec<(u64, String, String)> = Vec::new();
         let mut turn = 0u64;
-        for path in self.segments(s) {
+        for path in Self::segments(journals, s) {
             let Ok(mut reader) = SegmentReader::open(&path) else {
                 continue;
             };

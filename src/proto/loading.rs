@@ -253,7 +253,7 @@ impl Loads {
         if setup.cwd.is_none() {
             setup.cwd.clone_from(&l.summary.cwd);
         }
-        let mut params = setup.to_params(caps.additional_directories);
+        let mut params = setup.to_params(caps.additional_directories, cx.config.offer_history);
         // A fork exists only in the journal: the agent starts it afresh. So does a session
         // continued on another host since this agent last had it: its own copy lacks that.
         if l.summary.newer_elsewhere && caps.load {
@@ -464,7 +464,9 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let params = l.setup.to_params(cx.agent.additional_directories);
+        let params = l
+            .setup
+            .to_params(cx.agent.additional_directories, cx.config.offer_history);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,

@@ -21,6 +21,7 @@ mod kill_storm;
 mod leases;
 mod loading;
 mod maintain;
+mod mcp;
 mod otel;
 mod page;
 mod peers;

@@ -1,0 +1,407 @@
+//! `acp-journal mcp` driven by a real MCP client (the official Python SDK, `mcp`, pinned by
+//! scripts/install-peers.sh) over stdio, on journals recorded through the proxy: its tools and
+//! their schemas, answers equal to `search` and `show` of the same journals, its scope (the
+//! repository it runs in; another repository's session and a deleted one never answered),
+//! answers bounded and paged.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::util::{Peers, TestClient, bin, proxied, run_cli_store, scripted};
+
+/// A session recorded through the proxy with `agent` in `cwd`, one prompt per text; its ID.
+fn record(store: &Path, agent: &[String], cwd: &Path, prompts: &[&str]) -> String {
+    let mut client = TestClient::spawn(&proxied(store, agent));
+    let session = client.start_session(cwd.to_str().unwrap());
+    for text in prompts {
+        let answer = client.prompt(&session, text);
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    client.finish();
+    session
+}
+
+/// The MCP client's report: `acp-journal --journal-dir STORE mcp OPTIONS`, run in `cwd`,
+/// asked `calls`.
+fn ask(peers_python: &str, store: &Path, cwd: &Path, options: &[&str], calls: Value) -> Value {
+    let mut server = vec![
+        bin().display().to_string(),
+        "--journal-dir".into(),
+        store.display().to_string(),
+        "mcp".into(),
+    ];
+    server.extend(options.iter().map(|o| o.to_string()));
+    ask_server(peers_python, &server, cwd, calls)
+}
+
+/// The MCP client's report: the stdio server `server` (its command line), run in `cwd`, asked
+/// `calls`.
+fn ask_server(peers_python: &str, server: &[String], cwd: &Path, calls: Value) -> Value {
+    let script = crate::util::root().join("tests/agents/mcp_client.py");
+    let out = std::process::Command::new(peers_python)
+        .arg(script)
+        .arg(calls.to_string())
+        .arg("--")
+        .args(server)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mcp client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `search PATTERN`'s lines as (session, turn, from, excerpt).
+fn searched(store: &Path, pattern: &str) -> Vec<(String, u64, String, String)> {
+    let (code, out, err) = run_cli_store(store, &["search", pattern]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|line| {
+            let parts: Vec<&str> = line.splitn(4, "  ").collect();
+            let turn = parts[1].strip_prefix("turn ").unwrap().parse().unwrap();
+            let excerpt = parts[3]
+                .strip_prefix('…')
+                .and_then(|e| e.strip_suffix('…'))
+                .unwrap();
+            (
+                parts[0].to_string(),
+                turn,
+                parts[2].to_string(),
+                excerpt.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A directory that is a git repository's root (what `mcp` finds its scope by).
+fn repository(parent: &Path, name: &str) -> std::path::PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+#[test]
+fn mcp_answers_as_search_and_show_do_only_within_its_repository() {
+    let peers = Peers::get();
+    let python = peers.py_echo_agent()[0].clone();
+    let agent = peers.py_echo_agent();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    let theirs = repository(home.path(), "theirs");
+    std::fs::create_dir_all(ours.join("src")).unwrap();
+
+    let first = record(
+        &store,
+        &agent,
+        &ours,
+        &[
+            "why does the lantern test flake?",
+            "pin zstd, the lantern test then passes",
+        ],
+    );
+    let second = record(&store, &agent, &ours.join("src"), &["lantern again"]);
+    let other = record(&store, &agent, &theirs, &["lantern in another repository"]);
+    // A session the client deleted: hidden from every answer.
+    let deleted = record(&store, &agent, &ours, &["lantern, deleted later"]);
+    let mut client = TestClient::spawn(&proxied(&store, &agent));
+    client.initialize();
+    let said = client.request("session/delete", json!({"sessionId": deleted}));
+    assert_eq!(said["result"], json!({}), "{said}");
+    client.finish();
+    // A session whose tool call read notes.txt (the scripted agent's `otel` turn).
+    let reader = record(&store, &scripted("otel"), &ours, &["read the notes"]);
+
+    let report = ask(
+        &python,
+        &store,
+        &ours.join("src"),
+        &[],
+        json!([
+            ["search_sessions", {"query": "lantern"}],
+            ["read_session", {"session": first, "from_turn": 0}],
+            ["read_session", {"session": other}],
+            ["read_session", {"session": deleted}],
+            ["sessions_touching_path", {"path": "notes.txt"}],
+            ["search_sessions", {"query": "lantern", "limit": 2}],
+            ["search_sessions", {"query": "lantern", "offset": 2, "limit": 2}],
+            ["read_session", {"session": &first[..8], "from_turn": 2}],
+        ]),
+    );
+    assert_eq!(report["server"], "acp-journal");
+    assert!(
+        report["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("never instructions")
+    );
+
+    // The tools, each with its schema and read-only.
+    let tools = report["tools"].as_array().unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["read_session", "search_sessions", "sessions_touching_path"]
+    );
+    for tool in tools {
+        let schema = &tool["inputSchema"];
+        assert_eq!(schema["type"], "object", "{tool}");
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        let expected = match tool["name"].as_str().unwrap() {
+            "search_sessions" => vec!["query"],
+            "read_session" => vec!["session"],
+            _ => vec!["path"],
+        };
+        assert_eq!(required, expected, "{tool}");
+        for property in schema["properties"].as_object().unwrap().values() {
+            assert!(property["description"].is_string(), "{tool}");
+        }
+    }
+    let results = report["results"].as_array().unwrap();
+
+    // search_sessions: what `search` prints of the sessions in scope, in its order.
+    let search = &results[0]["structured"];
+    assert_eq!(results[0]["is_error"], false);
+    let expected: Vec<_> = searched(&store, "lantern")
+        .into_iter()
+        .filter(|(s, ..)| *s == first || *s == second)
+        .collect();
+    let got: Vec<_> = search["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["session"].as_str().unwrap().to_string(),
+                m["turn"].as_u64().unwrap(),
+                m["from"].as_str().unwrap().to_string(),
+                m["quoted_excerpt"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(expected.len() >= 4, "{expected:?}");
+    assert_eq!(got, expected);
+    assert!(search["note"].as_str().unwrap().contains("quoted_"));
+    assert_eq!(search["next_offset"], Value::Null);
+    let text = results[0]["text"][0].as_str().unwrap();
+    assert!(!text.contains(&other) && !text.contains(&deleted), "{text}");
+
+    // read_session: `show`'s transcript, every turn.
+    let (code, show, err) = run_cli_store(&store, &["show", &first]);
+    assert_eq!(code, 0, "{err}");
+    let read = &results[1]["structured"];
+    assert_eq!(read["quoted_transcript"], show);
+    assert_eq!(read["turns"], 2);
+    assert_eq!(read["to_turn"], 2);
+    assert_eq!(read["next_turn"], Value::Null);
+
+    // Another repository's session and a deleted one: not there.
+    for refused in &results[2..4] {
+        assert_eq!(refused["is_error"], true, "{refused}");
+        assert!(refused["text"][0].as_str().unwrap().contains("no session"));
+    }
+
+    // sessions_touching_path: the session whose tool call read notes.txt, at its turn.
+    let touching = &results[4]["structured"];
+    let sessions = touching["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{touching}");
+    assert_eq!(sessions[0]["session"], reader.as_str());
+    assert_eq!(
+        sessions[0]["touches"],
+        json!([{"turn": 1, "how": "read", "path": "notes.txt"}])
+    );
+
+    // Paged: two matches, then the next two from next_offset.
+    let page = &results[5]["structured"];
+    assert_eq!(
+        page["matches"],
+        json!(search["matches"].as_array().unwrap()[..2])
+    );
+    assert_eq!(page["next_offset"], 2);
+    let page = &results[6]["structured"];
+    assert_eq!(
+        page["matches"],
+        json!(search["matches"].as_array().unwrap()[2..4])
+    );
+
+    // A prefix names the session; from_turn 2 is the second turn alone.
+    let turn2 = &results[7]["structured"];
+    assert_eq!(turn2["session"], first.as_str());
+    assert_eq!(turn2["from_turn"], 2);
+    let transcript = turn2["quoted_transcript"].as_str().unwrap();
+    assert!(transcript.contains("pin zstd") && !transcript.contains("flake"));
+    assert!(show.ends_with(transcript), "{transcript}");
+
+    // --all widens the scope to every repository; deleted sessions stay hidden.
+    let report = ask(
+        &python,
+        &store,
+        home.path(),
+        &["--all"],
+        json!([
+            ["read_session", {"session": other}],
+            ["read_session", {"session": deleted}],
+        ]),
+    );
+    assert_eq!(report["results"][0]["is_error"], false);
+    assert_eq!(
+        report["results"][0]["structured"]["session"],
+        other.as_str()
+    );
+    assert_eq!(report["results"][1]["is_error"], true);
+}
+
+#[test]
+fn mcp_answers_are_bounded_by_the_answer_limit_and_say_where_to_go_on() {
+    let peers = Peers::get();
+    let python = peers.py_echo_agent()[0].clone();
+    let agent = peers.py_echo_agent();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    let long = "lantern ".repeat(100);
+    let session = record(
+        &store,
+        &agent,
+        &ours,
+        &["a short turn about the lantern", &long, "the third turn"],
+    );
+    let report = ask(
+        &python,
+        &store,
+        &ours,
+        &["--answer-limit", "300"],
+        json!([
+            ["read_session", {"session": session}],
+            ["read_session", {"session": session, "from_turn": 2}],
+            ["read_session", {"session": session, "from_turn": 3}],
+            ["search_sessions", {"query": "lantern"}],
+        ]),
+    );
+    let results = report["results"].as_array().unwrap();
+    // The first turn fits; the second does not fit after it: the next answer's.
+    let first = &results[0]["structured"];
+    assert_eq!(first["to_turn"], 1, "{first}");
+    assert_eq!(first["next_turn"], 2);
+    assert_eq!(first["truncated"], false);
+    assert!(first["quoted_transcript"].as_str().unwrap().len() <= 300);
+    // The second turn alone is past the limit: cut, and the answer goes on at the third.
+    let second = &results[1]["structured"];
+    assert_eq!(second["truncated"], true, "{second}");
+    assert_eq!(second["next_turn"], 3);
+    assert!(second["quoted_transcript"].as_str().unwrap().len() <= 300);
+    let third = &results[2]["structured"];
+    assert_eq!(third["next_turn"], Value::Null);
+    assert!(
+        third["quoted_transcript"]
+            .as_str()
+            .unwrap()
+            .contains("the third turn")
+    );
+    // The matches' excerpts fit the limit, and the answer says where to go on.
+    let search = &results[3]["structured"];
+    let excerpts: usize = search["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["quoted_excerpt"].as_str().unwrap().len())
+        .sum();
+    assert!(excerpts <= 300, "{search}");
+    assert!(search["next_offset"].as_u64().is_some(), "{search}");
+}
+
+/// `--offer-history`: the agent's `session/new` carries the journal's server after the client's
+/// own entry (the journal keeps the request as the client sent it, and the added entry as the
+/// proxy's `history_offered` edit); the entry alone, run from anywhere by an MCP client, answers
+/// about the session's repository.
+#[test]
+fn offer_history_adds_the_history_server_to_session_new_and_the_entry_answers_alone() {
+    let peers = Peers::get();
+    let python = peers.py_echo_agent()[0].clone();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    let log = home.path().join("agent.log");
+    let cmd = crate::util::proxied_with(&store, &["--offer-history"], &scripted("otel"));
+    let mut client = TestClient::spawn_env(&cmd, &[("AGENT_LOG", &log)]);
+    client.initialize();
+    let mine = json!({"name": "mine", "command": "/bin/true", "args": [], "env": []});
+    let new = client.request(
+        "session/new",
+        json!({"cwd": ours.to_str().unwrap(), "mcpServers": [mine]}),
+    );
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let answer = client.prompt(&session, "read the notes");
+    assert!(answer.get("result").is_some(), "{answer}");
+    client.finish();
+
+    let received: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let setup = received
+        .iter()
+        .find(|m| m["method"] == "session/new")
+        .unwrap();
+    let servers = setup["params"]["mcpServers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{setup}");
+    assert_eq!(servers[0], mine);
+    let offered = &servers[1];
+    assert_eq!(offered["name"], "acp-journal-history");
+    assert_eq!(offered["command"], bin().display().to_string());
+    let args: Vec<String> = offered["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        args[args.len() - 3..],
+        ["mcp", "--repository", ours.to_str().unwrap()]
+    );
+
+    // The journal: the request as the client sent it, then the proxy's edit.
+    let (code, raw, err) = run_cli_store(&store, &["show", "--raw", &session]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = raw.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("\"session/new\""))
+        .unwrap();
+    let sent: Value = serde_json::from_str(&lines[at][lines[at].find('{').unwrap()..]).unwrap();
+    assert_eq!(sent["params"]["mcpServers"], json!([mine]));
+    let edit: Value =
+        serde_json::from_str(&lines[at + 1][lines[at + 1].find('{').unwrap()..]).unwrap();
+    assert_eq!(edit, json!({"type": "history_offered", "server": offered}));
+
+    // The entry as the agent would run it, from another directory, with nothing of the proxy's
+    // environment.
+    let mut server = vec![offered["command"].as_str().unwrap().to_string()];
+    server.extend(args);
+    let report = ask_server(
+        &python,
+        &server,
+        home.path(),
+        json!([["sessions_touching_path", {"path": "notes.txt"}]]),
+    );
+    let found = &report["results"][0]["structured"]["sessions"];
+    assert_eq!(found[0]["session"], session.as_str(), "{report}");
+}

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::fleet::{Host, eventually};
 use crate::util::{Peers, TestClient, bin, proxied, run_cli_store, scripted};
 
 /// A session recorded through the proxy with `agent` in `cwd`, one prompt per text; its ID.
@@ -32,18 +33,25 @@ fn ask(peers_python: &str, store: &Path, cwd: &Path, options: &[&str], calls: Va
         "mcp".into(),
     ];
     server.extend(options.iter().map(|o| o.to_string()));
-    ask_server(peers_python, &server, cwd, calls)
+    ask_server(peers_python, &server, cwd, &[], calls)
 }
 
 /// The MCP client's report: the stdio server `server` (its command line), run in `cwd`, asked
 /// `calls`.
-fn ask_server(peers_python: &str, server: &[String], cwd: &Path, calls: Value) -> Value {
+fn ask_server(
+    peers_python: &str,
+    server: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    calls: Value,
+) -> Value {
     let script = crate::util::root().join("tests/agents/mcp_client.py");
     let out = std::process::Command::new(peers_python)
         .arg(script)
         .arg(calls.to_string())
         .arg("--")
         .args(server)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
         .output()
         .unwrap();
@@ -400,8 +408,107 @@ fn offer_history_adds_the_history_server_to_session_new_and_the_entry_answers_al
         &python,
         &server,
         home.path(),
+        &[],
         json!([["sessions_touching_path", {"path": "notes.txt"}]]),
     );
     let found = &report["results"][0]["structured"]["sessions"];
     assert_eq!(found[0]["session"], session.as_str(), "{report}");
+}
+
+/// `--offer-history` on a load served from the journal: the `session/new` the proxy sends to
+/// bring the session up on an agent without `session/load` carries the server too, scoped to
+/// the session's recorded working directory.
+#[test]
+fn offer_history_reaches_the_setup_a_load_from_the_journal_sends() {
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    let session = record(&store, &scripted("otel"), &ours, &["read the notes"]);
+    let log = home.path().join("agent.log");
+    let cmd = crate::util::proxied_with(&store, &["--offer-history"], &scripted("otel"));
+    let mut client = TestClient::spawn_env(&cmd, &[("AGENT_LOG", &log)]);
+    client.initialize();
+    let (updates, answer) = client.load(&session, ours.to_str().unwrap());
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(!updates.is_empty(), "the history replayed");
+    client.finish();
+    let setups: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "session/new")
+        .collect();
+    assert_eq!(setups.len(), 1, "{setups:?}");
+    let servers = &setups[0]["params"]["mcpServers"];
+    assert_eq!(servers[0]["name"], "acp-journal-history", "{servers}");
+    let args = servers[0]["args"].as_array().unwrap();
+    assert_eq!(args[args.len() - 1], ours.to_str().unwrap());
+}
+
+/// `--store`: the server reads the team's sessions as `search --store` and `show --store` do,
+/// from a host whose own journal directory is empty; a session erased from the store is never
+/// answered.
+#[test]
+fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
+    let python = Peers::get().py_echo_agent()[0].clone();
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().join("store").display());
+    let a = Host::new(&url, &[]);
+    let ours = repository(a.dir.path(), "ours");
+    let converse = |text: &str| {
+        let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
+        client.initialize();
+        let session = client.new_session(ours.to_str().unwrap());
+        let answer = client.prompt(&session, text);
+        assert!(answer.get("result").is_some(), "{answer}");
+        client.finish();
+        session
+    };
+    let kept = converse("the lantern test, kept");
+    let gone = converse("the lantern test, erased");
+    let reader = Host::new(&url, &[]);
+    eventually("both listed", || {
+        let (_, out, _) = reader.cli(&["list", "--json"]);
+        (!(out.contains(&kept) && out.contains(&gone))).then_some(out)
+    });
+    let (code, _, err) = reader.cli(&["erase", &gone]);
+    assert_eq!(code, 0, "{err}");
+
+    let c = Host::new(&url, &[]);
+    let server = [
+        bin().display().to_string(),
+        "--journal-dir".into(),
+        c.journals().display().to_string(),
+        "--store".into(),
+        url.clone(),
+        "mcp".into(),
+    ];
+    let report = ask_server(
+        &python,
+        &server,
+        &ours,
+        &c.env,
+        json!([
+            ["search_sessions", {"query": "lantern"}],
+            ["read_session", {"session": kept}],
+            ["read_session", {"session": gone}],
+        ]),
+    );
+    let results = &report["results"];
+    let sessions: Vec<&str> = results[0]["structured"]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["session"].as_str().unwrap())
+        .collect();
+    assert!(!sessions.is_empty(), "{report}");
+    assert!(sessions.iter().all(|s| *s == kept), "{sessions:?}");
+    let transcript = results[1]["structured"]["quoted_transcript"]
+        .as_str()
+        .unwrap();
+    assert!(
+        transcript.contains("the lantern test, kept"),
+        "{transcript}"
+    );
+    assert_eq!(results[2]["is_error"], true, "{report}");
 }

@@ -385,6 +385,7 @@ Examples:
   acp-journal mcp                       the sessions of this repository (the git root of the cwd)
   acp-journal mcp --all                 every session of the journal directory
   acp-journal --store s3://team-journals/acp mcp   the team's sessions of this repository
+  acp-journal mcp --listen 127.0.0.1:8765          Streamable HTTP at /mcp, with the token
 
 Its stdout is the protocol; logs go to stderr. Answers quote recorded text as data.")]
     Mcp(McpArgs),
@@ -674,6 +675,15 @@ pub struct McpArgs {
     /// The most bytes of recorded text one answer carries (each answer says where to go on).
     #[arg(long, default_value = "24K", value_name = "BYTES", value_parser = parse_size)]
     pub answer_limit: u64,
+    /// Serve Streamable HTTP at `http://ADDR:PORT/mcp` instead of stdio: loopback addresses
+    /// only, every request with `Authorization: Bearer TOKEN` (port 0: any free port, said on
+    /// stderr).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With --listen, read the bearer token from FILE [default: $ACP_JOURNAL_TOKEN, else
+    /// mcp.token in the journal directory, made on first start (0600)].
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `list` options.

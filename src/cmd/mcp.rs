@@ -1,4 +1,5 @@
-//! `mcp`: the journals as an MCP server over stdio (the official SDK, `rmcp`), read-only:
+//! `mcp`: the journals as an MCP server over stdio or Streamable HTTP (loopback, with the
+//! bearer token; the official SDK, `rmcp`), read-only:
 //! `search_sessions`, `read_session`, `sessions_touching_path`. It answers only about the
 //! sessions of its scope (the repository it serves, unless `--all`), never about a session
 //! deleted or erased, and reads nothing but the journal directory (or the store's local copy).
@@ -23,6 +24,7 @@ use super::search::{Found, scan};
 use crate::catalog::{Catalog, SessionSummary};
 use crate::cli::{Command, McpArgs, SearchArgs, ShowArgs};
 use crate::journal::{Body, JournalDir, SegmentReader};
+use crate::net::token::{Token, presented};
 use crate::redact::redact_text;
 use crate::render::{Style, Transcript, utc_us};
 use crate::wire::Side;
@@ -56,8 +58,9 @@ pub(super) enum Source {
     },
 }
 
-/// Serve the journals over stdio until the client closes it.
-pub(super) fn run(source: Source, args: McpArgs) -> anyhow::Result<ExitCode> {
+/// Serve the journals over stdio until the client closes it, or with `--listen` over
+/// Streamable HTTP until interrupted (the token's default file: `token_file`).
+pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::Result<ExitCode> {
     let scope = if args.all {
         None
     } else {
@@ -75,13 +78,93 @@ pub(super) fn run(source: Source, args: McpArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let history = Arc::new(history);
+    if let Some(listen) = args.listen {
+        anyhow::ensure!(
+            listen.ip().is_loopback(),
+            "--listen {listen}: mcp serves loopback addresses only (the agent runs on this machine)"
+        );
+        let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
+        let (token, _) = Token::resolve(env, args.token_file.as_deref(), token_file)?;
+        token.ensure_long()?;
+        return runtime.block_on(serve_http(history, listen, token));
+    }
     runtime.block_on(async {
-        let service = Server::new(Arc::new(history))
-            .serve(rmcp::transport::stdio())
-            .await?;
+        let service = Server::new(history).serve(rmcp::transport::stdio()).await?;
         service.waiting().await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Streamable HTTP at `/mcp` on `listen` (rmcp's service, its sessions in memory, its `Host`
+/// check: loopback names only), each request with the bearer token; until interrupted.
+async fn serve_http(
+    history: Arc<History>,
+    listen: std::net::SocketAddr,
+    token: Token,
+) -> anyhow::Result<ExitCode> {
+    use http_body_util::BodyExt;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(Server::new(history.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    eprintln!(
+        "acp-journal: serving MCP at http://{}/mcp",
+        listener.local_addr()?
+    );
+    let token = Arc::new(token);
+    let refuse = |status: http::StatusCode| {
+        let mut response = http::Response::new(
+            http_body_util::Full::new(bytes::Bytes::from(status.to_string())).boxed(),
+        );
+        *response.status_mut() = status;
+        if status == http::StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    };
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        };
+        let (service, token) = (service.clone(), token.clone());
+        let handler = hyper::service::service_fn(move |request: http::Request<_>| {
+            let (service, token) = (service.clone(), token.clone());
+            async move {
+                let authorization = request
+                    .headers()
+                    .get(http::header::AUTHORIZATION)
+                    .map(http::HeaderValue::as_bytes);
+                let shown = presented(authorization, std::iter::empty::<&[u8]>());
+                let response = if !shown.is_some_and(|t| token.is(&t)) {
+                    refuse(http::StatusCode::UNAUTHORIZED)
+                } else if request.uri().path() != "/mcp" {
+                    refuse(http::StatusCode::NOT_FOUND)
+                } else {
+                    service.handle(request).await
+                };
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        tokio::spawn(async move {
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            // A connection that ends badly ends only itself.
+            let _ = builder
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
+                .await;
+        });
+    }
 }
 
 /// The git root above `dir` (the nearest directory holding `.git`), else `dir` itself;

@@ -114,7 +114,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 },
                 None => mcp::Source::Local(journals),
             };
-            mcp::run(source, args)
+            mcp::run(source, args, &local.root().join("mcp.token"))
         }
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),

@@ -512,3 +512,84 @@ fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
     );
     assert_eq!(results[2]["is_error"], true, "{report}");
 }
+
+/// `--listen`: Streamable HTTP at `/mcp` on loopback, the bearer token on every request; the
+/// SDK's HTTP client gets the answers the stdio one gets; no token or a wrong one, 401; a
+/// non-loopback address refused.
+#[test]
+fn mcp_over_streamable_http_needs_the_token_and_answers_as_over_stdio() {
+    use std::io::{BufRead, Read, Write};
+    let python = Peers::get().py_echo_agent()[0].clone();
+    let agent = Peers::get().py_echo_agent();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    record(&store, &agent, &ours, &["the lantern over http"]);
+    let token = "a-token-of-twenty-four-ch";
+    let mut server = std::process::Command::new(bin())
+        .args([
+            "--journal-dir",
+            store.to_str().unwrap(),
+            "mcp",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("ACP_JOURNAL_TOKEN", token)
+        .current_dir(&ours)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(server.stderr.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    let url = said.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{said}"
+    );
+
+    let calls = json!([["search_sessions", {"query": "lantern"}]]);
+    let out = std::process::Command::new(&python)
+        .arg(crate::util::root().join("tests/agents/mcp_client.py"))
+        .arg(calls.to_string())
+        .args(["--url", &url])
+        .env("MCP_BEARER", token)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let over_http: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let over_stdio = ask(&python, &store, &ours, &[], calls);
+    assert_eq!(over_http["tools"], over_stdio["tools"]);
+    assert_eq!(over_http["results"], over_stdio["results"]);
+    assert!(
+        !over_http["results"][0]["structured"]["matches"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    let address = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    for authorization in ["", "Authorization: Bearer not-the-token-at-all\r\n"] {
+        let mut socket = std::net::TcpStream::connect(address).unwrap();
+        write!(
+            socket,
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let (code, _, err) = crate::util::run_cli_store(&store, &["mcp", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("loopback"), "{err}");
+}

@@ -74,6 +74,8 @@ pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::R
         source,
         scope,
         limit: usize::try_from(args.answer_limit).unwrap_or(usize::MAX),
+        rate: args.calls_per_minute,
+        calls: parking_lot::Mutex::new(std::collections::VecDeque::new()),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -184,6 +186,10 @@ struct History {
     scope: Option<PathBuf>,
     /// The most bytes of recorded text in one answer.
     limit: usize,
+    /// The most calls answered in any minute (`--calls-per-minute`).
+    rate: usize,
+    /// When the calls of the last minute were answered.
+    calls: parking_lot::Mutex<std::collections::VecDeque<std::time::Instant>>,
 }
 
 /// `search_sessions`'s arguments.
@@ -227,6 +233,25 @@ struct PathParams {
 }
 
 impl History {
+    /// Whether a call may be answered now (counted if so); else how long until one may.
+    fn admit(&self) -> Result<(), std::time::Duration> {
+        const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+        let now = std::time::Instant::now();
+        let mut calls = self.calls.lock();
+        while calls
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= MINUTE)
+        {
+            calls.pop_front();
+        }
+        if calls.len() >= self.rate {
+            let oldest = calls.front().copied().unwrap_or(now);
+            return Err(MINUTE.saturating_sub(now.duration_since(oldest)));
+        }
+        calls.push_back(now);
+        Ok(())
+    }
+
     /// The journals to read for `command` (what the same command reads with `--store`).
     fn journals(&self, command: Command) -> anyhow::Result<JournalDir> {
         match &self.source {
@@ -307,7 +332,7 @@ impl History {
         let (mut seen, mut bytes) = (0usize, 0usize);
         let mut matches = Vec::new();
         let mut next = None;
-        scan(targets, &pattern, &mut |m: Found| {
+        scan(targets, &pattern, true, &mut |m: Found| {
             seen += 1;
             if seen <= offset {
                 return Ok(true);
@@ -690,6 +715,13 @@ async fn answer(
     history: &Arc<History>,
     read: impl FnOnce(&History) -> anyhow::Result<Result<Value, String>> + Send + 'static,
 ) -> Result<CallToolResult, ErrorData> {
+    if let Err(wait) = history.admit() {
+        return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            "over the limit of {} calls a minute: ask again in {} s",
+            history.rate,
+            wait.as_secs() + 1
+        ))]));
+    }
     let history = history.clone();
     match tokio::task::spawn_blocking(move || read(&history)).await {
         Ok(Ok(Ok(value))) => Ok(CallToolResult::structured(value)),

@@ -53,10 +53,13 @@ pub(super) struct Found {
 }
 
 /// Every message of `targets` matching `pattern`, in journal order, handed to `visit` until it
-/// says to stop (`false`).
+/// says to stop (`false`); with `redact`, each message is matched and excerpted redacted (a
+/// journal written with `--no-redact` holds secrets; an excerpt must not cut one short of the
+/// pattern that finds it).
 pub(super) fn scan(
     targets: Vec<(String, Vec<PathBuf>)>,
     pattern: &regex::bytes::Regex,
+    redact: bool,
     visit: &mut dyn FnMut(Found) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     let prompt = memchr::memmem::Finder::new(b"\"session/prompt\"");
@@ -78,10 +81,16 @@ pub(super) fn scan(
                 let Body::Message { from, payload } = &record.body else {
                     continue;
                 };
-                let bytes = &payload.bytes;
-                if from == &Side::Client && prompt.find(bytes).is_some() {
+                if from == &Side::Client && prompt.find(&payload.bytes).is_some() {
                     turn += 1;
                 }
+                let redacted = redact
+                    .then(|| {
+                        let peek = crate::wire::envelope::peek(&payload.bytes);
+                        crate::redact::redact_line(&peek, &payload.bytes)
+                    })
+                    .flatten();
+                let bytes = redacted.as_deref().unwrap_or(&payload.bytes);
                 let Some(m) = pattern.find(bytes) else {
                     continue;
                 };
@@ -117,7 +126,7 @@ pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<Exi
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut found = 0u64;
     let targets = targets(journals, args.session.as_deref(), args.cwd.as_deref())?;
-    scan(targets, &pattern, &mut |m| {
+    scan(targets, &pattern, false, &mut |m| {
         found += 1;
         // A subagent's line (journaled with its root) says whose it is.
         let child = m

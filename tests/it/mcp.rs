@@ -284,6 +284,13 @@ fn mcp_answers_are_bounded_by_the_answer_limit_and_say_where_to_go_on() {
     let home = tempfile::tempdir().unwrap();
     let store = home.path().join("journals");
     let ours = repository(home.path(), "ours");
+    // Recorded as it was (`--no-redact`): the server's answers redact it all the same.
+    let token = "ghp_Q8zK2mN4pR6tV8xB1dF3hJ5lN7pR9tV1xB3d";
+    let mut client =
+        TestClient::spawn(&crate::util::proxied_with(&store, &["--no-redact"], &agent));
+    let secret = client.start_session(ours.to_str().unwrap());
+    client.prompt(&secret, &format!("the lantern key is {token}"));
+    client.finish();
     let long = "lantern ".repeat(100);
     let session = record(
         &store,
@@ -295,11 +302,14 @@ fn mcp_answers_are_bounded_by_the_answer_limit_and_say_where_to_go_on() {
         &python,
         &store,
         &ours,
-        &["--answer-limit", "300"],
+        &["--answer-limit", "300", "--calls-per-minute", "6"],
         json!([
             ["read_session", {"session": session}],
             ["read_session", {"session": session, "from_turn": 2}],
             ["read_session", {"session": session, "from_turn": 3}],
+            ["search_sessions", {"query": "lantern"}],
+            ["search_sessions", {"query": "lantern key", "limit": 100}],
+            ["read_session", {"session": secret}],
             ["search_sessions", {"query": "lantern"}],
         ]),
     );
@@ -333,6 +343,33 @@ fn mcp_answers_are_bounded_by_the_answer_limit_and_say_where_to_go_on() {
         .sum();
     assert!(excerpts <= 300, "{search}");
     assert!(search["next_offset"].as_u64().is_some(), "{search}");
+    // A secret recorded as it was reaches no answer.
+    let (found, read) = (&results[4], &results[5]);
+    assert!(
+        !found["structured"]["matches"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{found}"
+    );
+    assert!(
+        read["structured"]["quoted_transcript"]
+            .as_str()
+            .unwrap()
+            .contains("the lantern key is")
+    );
+    for answer in [found, read] {
+        let text = answer.to_string();
+        assert!(!text.contains(token) && text.contains("REDACTED"), "{text}");
+    }
+    // The seventh call of the minute: refused, with when to ask again.
+    assert_eq!(results[6]["is_error"], true, "{}", results[6]);
+    assert!(
+        results[6]["text"][0]
+            .as_str()
+            .unwrap()
+            .contains("6 calls a minute")
+    );
 }
 
 /// `--offer-history`: the agent's `session/new` carries the journal's server after the client's

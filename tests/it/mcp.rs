@@ -1,8 +1,12 @@
 //! `acp-journal mcp` driven by a real MCP client (the official Python SDK, `mcp`, pinned by
-//! scripts/install-peers.sh) over stdio, on journals recorded through the proxy: its tools and
-//! their schemas, answers equal to `search` and `show` of the same journals, its scope (the
-//! repository it runs in; another repository's session and a deleted one never answered),
-//! answers bounded and paged.
+//! scripts/install-peers.sh) over stdio and Streamable HTTP, on journals recorded through the
+//! proxy: its tools and their schemas, answers equal to `search` and `show` of the same
+//! journals, its scope (the repository it runs in; another repository's session and a deleted
+//! one never answered), answers bounded, paged, redacted and limited in rate, the team's
+//! sessions read through `--store` (an erased one never answered), the bearer token over HTTP;
+//! and `--offer-history`: the server added to the agent's `session/new` (and to the setup a load
+//! from the journal sends), the client's entries kept, the edit journaled, the entry usable
+//! alone.
 
 use std::path::Path;
 

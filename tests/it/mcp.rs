@@ -440,6 +440,15 @@ fn offer_history_adds_the_history_server_to_session_new_and_the_entry_answers_al
     let edit: Value =
         serde_json::from_str(&lines[at + 1][lines[at + 1].find('{').unwrap()..]).unwrap();
     assert_eq!(edit, json!({"type": "history_offered", "server": offered}));
+    // The transcript says it too.
+    let (code, shown, err) = run_cli_store(&store, &["show", &session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        shown.contains(
+            "acp-journal offered the agent the journal's history: MCP server acp-journal-history"
+        ),
+        "{shown}"
+    );
 
     // The entry as the agent would run it, from another directory, with nothing of the proxy's
     // environment.

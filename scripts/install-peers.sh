@@ -3,7 +3,8 @@
 # into <repo>/.peers/. Idempotent: a second run with the same pins is a no-op.
 #
 #   .peers/venv/                      python venv with agent-client-protocol and its [http]
-#                                     extra (the remote transports acp.http and acp.ws)
+#                                     extra (the remote transports acp.http and acp.ws), and
+#                                     the MCP SDK (mcp), the client of `acp-journal mcp`
 #   .peers/py-examples/               examples/ from the PyPI sdist
 #                                     (echo_agent.py, agent.py, client.py, ...)
 #   .peers/node/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js
@@ -28,6 +29,8 @@ PY_PKG=agent-client-protocol
 PY_VER=0.12.1
 PY_ARROW_VER=26.0.1
 PY_DUCKDB_VER=2.0.1
+# The official MCP SDK: the client the tests drive `acp-journal mcp` with (tests/it/mcp.rs).
+PY_MCP_VER=2.3.0
 NODE_PKG=@agentclientprotocol/sdk
 NODE_VER=1.9.0
 CLAUDE_PKG=@agentclientprotocol/claude-agent-acp
@@ -48,7 +51,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
-WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER ws=$WS_VER py-http=${PY_HTTP_PINS// /,} layout=4"
+WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER ws=$WS_VER py-http=${PY_HTTP_PINS// /,} mcp=$PY_MCP_VER layout=4"
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
 die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -75,6 +78,11 @@ sys.exit(any(m.version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])
 PY
 }
 
+# Whether the venv holds the MCP SDK at its pin.
+py_mcp_pinned() {
+  [[ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('mcp'))" 2>/dev/null || true)" == "$PY_MCP_VER" ]]
+}
+
 check_installed() {
   [[ -x "$VENV_PY" ]] &&
   [[ -f "$PY_EX/echo_agent.py" && -f "$PY_EX/agent.py" && -f "$PY_EX/client.py" ]] &&
@@ -84,6 +92,7 @@ check_installed() {
   [[ -f "$NODE_V2_SDK/dist/v2/stable/acp.js" ]] &&
   [[ "$(node -p "require('$PEERS/node-v2/node_modules/ws/package.json').version" 2>/dev/null)" == "$WS_VER" ]] &&
   "$VENV_PY" -c "import acp.http, acp.ws, httpx, websockets, h2" 2>/dev/null && py_http_pinned &&
+  py_mcp_pinned &&
   [[ -x "$RUST_V2_AGENT" && -x "$RUST_V2_CLIENT" ]]
 }
 
@@ -117,6 +126,15 @@ else
   log "pip install $PY_PKG[http]==$PY_VER ($PY_HTTP_PINS)"
   # shellcheck disable=SC2086
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check "$PY_PKG[http]==$PY_VER" $PY_HTTP_PINS
+fi
+
+# The MCP SDK, installed with the [http] pins so that pip keeps them.
+if py_mcp_pinned && py_http_pinned; then
+  log "mcp==$PY_MCP_VER already in venv"
+else
+  log "pip install mcp==$PY_MCP_VER into venv"
+  # shellcheck disable=SC2086
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VER" $PY_HTTP_PINS
 fi
 
 # The team index's tables are Parquet that query engines read: the tests read them with

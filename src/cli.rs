@@ -123,6 +123,14 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "32768", value_name = "BYTES")]
     pub reprime_limit: usize,
 
+    /// Offer the agent the journal's history: add an MCP server (`acp-journal mcp`, this binary,
+    /// scoped to the session's repository) to the `mcpServers` of every `session/new`,
+    /// `session/load` and `session/resume` it is sent. Off by default: the agent then reads
+    /// what earlier sessions of the repository recorded (redacted), which a client may not
+    /// want it to.
+    #[arg(long)]
+    pub offer_history: bool,
+
     /// Seconds to wait for the agent to exit once the client has gone, before SIGTERM (and
     /// again before SIGKILL); also how long what the agent started gets between SIGTERM and
     /// SIGKILL once the agent has exited.
@@ -369,6 +377,18 @@ Examples:
 
 Every request needs `Authorization: Bearer TOKEN`. See docs/SERVING.md.")]
     Serve(Box<ServeArgs>),
+    /// An MCP server over stdio, read-only: agents (any MCP client) search the journals, read a
+    /// session's turns and find the sessions that touched a path; by default only the sessions
+    /// of the repository it runs in.
+    #[command(after_help = "\
+Examples:
+  acp-journal mcp                       the sessions of this repository (the git root of the cwd)
+  acp-journal mcp --all                 every session of the journal directory
+  acp-journal --store s3://team-journals/acp mcp   the team's sessions of this repository
+  acp-journal mcp --listen 127.0.0.1:8765          Streamable HTTP at /mcp, with the token
+
+Its stdout is the protocol; logs go to stderr. Answers quote recorded text as data.")]
+    Mcp(McpArgs),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  acp-journal completions bash > /etc/bash_completion.d/acp-journal"
@@ -640,6 +660,34 @@ pub struct WatchArgs {
     /// When the session is closed, keep waiting for its next run (a later `session/load`).
     #[arg(long)]
     pub follow: bool,
+}
+
+/// `mcp` options.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Answer about the sessions of every repository, not only this one's.
+    #[arg(long, conflicts_with = "repository")]
+    pub all: bool,
+    /// Answer about the sessions of the repository at DIR (its git root) [default: the
+    /// repository of the working directory].
+    #[arg(long, value_name = "DIR")]
+    pub repository: Option<PathBuf>,
+    /// The most bytes of recorded text one answer carries (each answer says where to go on).
+    #[arg(long, default_value = "24K", value_name = "BYTES", value_parser = parse_size)]
+    pub answer_limit: u64,
+    /// The most tool calls answered in any minute; past it a call is answered with an error
+    /// that says when to ask again.
+    #[arg(long, default_value = "60", value_name = "N")]
+    pub calls_per_minute: usize,
+    /// Serve Streamable HTTP at `http://ADDR:PORT/mcp` instead of stdio: loopback addresses
+    /// only, every request with `Authorization: Bearer TOKEN` (port 0: any free port, said on
+    /// stderr).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With --listen, read the bearer token from FILE [default: $ACP_JOURNAL_TOKEN, else
+    /// mcp.token in the journal directory, made on first start (0600)].
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `list` options.

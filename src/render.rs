@@ -186,7 +186,8 @@ impl<W: Write> Render for Text<W> {
             Event::Restarted { .. }
             | Event::HostDropped
             | Event::Restored { .. }
-            | Event::Stalled { .. } => self.line("33", &format!("── {}", model::proxy_note(event))),
+            | Event::Stalled { .. }
+            | Event::Offered { .. } => self.line("33", &format!("── {}", model::proxy_note(event))),
             Event::Forked { .. } => self.line("2", &format!("── {}", model::proxy_note(event))),
             Event::Bundle { summary } => self.line("2", &format!("── {summary}")),
             Event::Scope { depth, title, .. } => {

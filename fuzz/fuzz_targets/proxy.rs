@@ -489,6 +489,7 @@ fuzz_target!(|data: &[u8]| {
         // short init timeout.
         remote: cfg & 128 == 0 && cfg & 32 != 0,
         unattended_timeout_us: 1_000,
+        offer_history: None,
     };
     let mut driver = Driver {
         proxy: Proxy::new(config),

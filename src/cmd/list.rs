@@ -18,22 +18,14 @@ pub(super) fn run(journals: &JournalDir, args: ListArgs) -> anyhow::Result<ExitC
         eprintln!("acp-journal: catalog rebuilt from the journals ({n} entries)");
     }
     let mut sessions = journals.sessions_with(false)?;
-    let since = args.since.map(|age| {
-        jiff::Timestamp::now()
-            .as_microsecond()
-            .saturating_sub(i64::try_from(age.as_micros()).unwrap_or(i64::MAX))
-    });
+    let since = args.since.map(since_us);
     sessions.retain(|s| {
         !s.deleted
             && args
                 .cwd
                 .as_deref()
                 .is_none_or(|c| s.cwd.as_deref() == Some(c))
-            && args.agent.as_deref().is_none_or(|a| {
-                [&s.agent, &s.agent_name]
-                    .into_iter()
-                    .any(|x| x.as_deref().is_some_and(|x| x.contains(a)))
-            })
+            && args.agent.as_deref().is_none_or(|a| agent_is(s, a))
             && since.is_none_or(|t| s.updated >= t)
     });
     sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
@@ -91,6 +83,20 @@ pub(super) fn run(journals: &JournalDir, args: ListArgs) -> anyhow::Result<ExitC
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The time `age` ago, Unix microseconds (`--since`: sessions active since then).
+pub(super) fn since_us(age: std::time::Duration) -> i64 {
+    jiff::Timestamp::now()
+        .as_microsecond()
+        .saturating_sub(i64::try_from(age.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Whether the session's agent command line or the agent's own name contains `text`.
+pub(super) fn agent_is(s: &SessionSummary, text: &str) -> bool {
+    [&s.agent, &s.agent_name]
+        .into_iter()
+        .any(|x| x.as_deref().is_some_and(|x| x.contains(text)))
 }
 
 /// `stranded` when this disk holds records of it that never reached the shared store (another

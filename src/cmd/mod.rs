@@ -8,6 +8,7 @@ mod from_store;
 mod inotify;
 mod list;
 mod maintain;
+mod mcp;
 mod proxy;
 mod records;
 mod replay;
@@ -102,6 +103,19 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Fork(args)) => fork::run(&journals, args, shared),
         Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
         Some(Command::Serve(args)) => serve::run(journals, *args, shared),
+        Some(Command::Mcp(args)) => {
+            let source = match shared {
+                Some(url) => mcp::Source::Store {
+                    url: url.to_string(),
+                    limits: from_store::Limits {
+                        copy: cli.store_cache,
+                        index: cli.index_cache,
+                    },
+                },
+                None => mcp::Source::Local(journals),
+            };
+            mcp::run(source, args, &local.root().join("mcp.token"))
+        }
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         Some(Command::Reap(args)) => {

@@ -115,6 +115,25 @@ pub(super) fn bridge(
     })
 }
 
+/// The MCP server `--offer-history` adds for the agent: this binary's `mcp` over `journals`
+/// (and the store), with everything it needs in its arguments. Made once per process.
+fn history_offer(
+    journals: &JournalDir,
+    shared: Option<&str>,
+) -> anyhow::Result<&'static crate::proto::HistoryOffer> {
+    let command = std::env::current_exe().context("--offer-history: this binary's path")?;
+    let root = std::path::absolute(journals.root())?;
+    let mut args = vec!["--journal-dir".to_string(), root.display().to_string()];
+    if let Some(url) = shared {
+        args.extend(["--store".to_string(), url.to_string()]);
+    }
+    Ok(Box::leak(Box::new(crate::proto::HistoryOffer {
+        name: "acp-journal-history".into(),
+        command: command.display().to_string(),
+        args,
+    })))
+}
+
 /// The shell's configuration from the proxy's options.
 pub(super) fn shell_config(
     journals: JournalDir,
@@ -123,6 +142,13 @@ pub(super) fn shell_config(
     shared: Option<&str>,
 ) -> anyhow::Result<ShellConfig> {
     let grace = args.grace;
+    let offer_history = match (args.offer_history, args.load) {
+        (true, LoadArg::Off) => anyhow::bail!(
+            "--offer-history changes forwarded messages: it cannot be used with --load off"
+        ),
+        (true, _) => Some(history_offer(&journals, shared)?),
+        (false, _) => None,
+    };
     let started_us = jiff::Timestamp::now().as_microsecond();
     let run = crate::journal::dir::run_id(started_us, std::process::id());
     let fleet = match shared {
@@ -161,6 +187,7 @@ pub(super) fn shell_config(
             stall_timeout_us: args.stall_timeout.map(micros),
             stall_grace_us: micros(grace),
             reinit_timeout_us: micros(args.init_timeout),
+            offer_history,
             ..crate::proto::Config::default()
         },
         grace,

@@ -38,14 +38,32 @@ fn targets(
         .collect())
 }
 
-/// Print every message matching the pattern, with its session (and the subagent's, for a
-/// child session's line), turn and some context.
-pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<ExitCode> {
-    let pattern = regex::bytes::Regex::new(&args.pattern)
-        .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut found = 0u64;
-    for (session, segments) in targets(journals, args.session.as_deref(), args.cwd.as_deref())? {
+/// A message matching a search, as `search` prints it.
+pub(super) struct Found {
+    /// The session (its journal's).
+    pub(super) session: String,
+    /// The prompt turn it is in (0: before the first prompt).
+    pub(super) turn: u64,
+    /// Who sent it.
+    pub(super) from: Side,
+    /// The subagent's session, for a child session's line journaled with its root.
+    pub(super) subagent: Option<String>,
+    /// The match with up to 60 bytes either side, line breaks as spaces.
+    pub(super) context: String,
+}
+
+/// Every message of `targets` matching `pattern`, in journal order, handed to `visit` until it
+/// says to stop (`false`); with `redact`, each message is matched and excerpted redacted (a
+/// journal written with `--no-redact` holds secrets; an excerpt must not cut one short of the
+/// pattern that finds it).
+pub(super) fn scan(
+    targets: Vec<(String, Vec<PathBuf>)>,
+    pattern: &regex::bytes::Regex,
+    redact: bool,
+    visit: &mut dyn FnMut(Found) -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let prompt = memchr::memmem::Finder::new(b"\"session/prompt\"");
+    for (session, segments) in targets {
         let mut turn = 0u64;
         for path in segments {
             let Ok(mut reader) = SegmentReader::open(&path) else {
@@ -56,7 +74,6 @@ pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<Exi
                 .session
                 .clone()
                 .unwrap_or_else(|| session.clone());
-            let prompt = memchr::memmem::Finder::new(b"\"session/prompt\"");
             // Only lines that may match (or that count a turn) are decoded.
             while let Some(record) =
                 reader.next_where(|line| prompt.find(line).is_some() || pattern.is_match(line))
@@ -64,35 +81,68 @@ pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<Exi
                 let Body::Message { from, payload } = &record.body else {
                     continue;
                 };
-                let bytes = &payload.bytes;
-                if from == &Side::Client
-                    && memchr::memmem::find(bytes, b"\"session/prompt\"").is_some()
-                {
+                if from == &Side::Client && prompt.find(&payload.bytes).is_some() {
                     turn += 1;
                 }
+                let redacted = redact
+                    .then(|| {
+                        let peek = crate::wire::envelope::peek(&payload.bytes);
+                        crate::redact::redact_line(&peek, &payload.bytes)
+                    })
+                    .flatten();
+                let bytes = redacted.as_deref().unwrap_or(&payload.bytes);
                 let Some(m) = pattern.find(bytes) else {
                     continue;
                 };
-                found += 1;
                 let start = m.start().saturating_sub(60);
                 let end = (m.end() + 60).min(bytes.len());
                 let context =
                     String::from_utf8_lossy(&bytes[start..end]).replace(['\n', '\r'], " ");
-                // A subagent's line (journaled with its root) says whose it is.
-                let child = crate::wire::envelope::peek(bytes)
+                let subagent = crate::wire::envelope::peek(bytes)
                     .session
                     .filter(|s| **s != session)
-                    .map(|s| format!("  subagent {}", s.escape_debug()))
-                    .unwrap_or_default();
-                writeln!(
-                    out,
-                    "{}  turn {turn}  {}{child}  …{context}…",
-                    session.escape_debug(),
-                    from.as_str()
-                )?;
+                    .map(|s| s.to_string());
+                let found = Found {
+                    session: session.clone(),
+                    turn,
+                    from: *from,
+                    subagent,
+                    context,
+                };
+                if !visit(found)? {
+                    return Ok(());
+                }
             }
         }
     }
+    Ok(())
+}
+
+/// Print every message matching the pattern, with its session (and the subagent's, for a
+/// child session's line), turn and some context.
+pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let pattern = regex::bytes::Regex::new(&args.pattern)
+        .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut found = 0u64;
+    let targets = targets(journals, args.session.as_deref(), args.cwd.as_deref())?;
+    scan(targets, &pattern, false, &mut |m| {
+        found += 1;
+        // A subagent's line (journaled with its root) says whose it is.
+        let child = m
+            .subagent
+            .map(|s| format!("  subagent {}", s.escape_debug()))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{}  turn {}  {}{child}  …{}…",
+            m.session.escape_debug(),
+            m.turn,
+            m.from.as_str(),
+            m.context
+        )?;
+        Ok(true)
+    })?;
     out.flush()?;
     Ok(ExitCode::from(if found > 0 { 0 } else { 1 }))
 }

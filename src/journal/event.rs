@@ -60,6 +60,12 @@ pub enum Event {
         /// The prompt as sent (JSON).
         sent: Value,
     },
+    /// The proxy added its history MCP server (`--offer-history`) to the `mcpServers` of the
+    /// setup request before it: what the agent was given besides what the client sent.
+    HistoryOffered {
+        /// The `mcpServers` entry added (JSON).
+        server: Value,
+    },
     /// The agent exited (with `code`, 128 + signal when killed) while the client was connected,
     /// and was started again.
     AgentRestarted {
@@ -136,6 +142,7 @@ impl Event {
             Event::Replayed { .. } => "replayed",
             Event::SessionMapped { .. } => "session_mapped",
             Event::Reprimed { .. } => "reprimed",
+            Event::HistoryOffered { .. } => "history_offered",
             Event::AgentRestarted { .. } => "agent_restarted",
             Event::HostDropped => "host_dropped",
             Event::SessionRestored { .. } => "session_restored",

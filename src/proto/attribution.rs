@@ -129,6 +129,7 @@ fn request(
         ),
         cwd: envelope::str_field(peek.params, "cwd"),
         copied_to: None,
+        edit: None,
     });
     let index = match (from, &learns) {
         (Side::Client, Some(s)) => session_index_update(method, s, peek),
@@ -187,6 +188,9 @@ fn response(
             cx.sessions.entry(&new).setup = Some(setup.params);
             if setup.copied_to.as_ref() != Some(&new) {
                 cx.fx.journal(Target::Session(new.clone()), setup.record);
+                if let Some(edit) = setup.edit {
+                    cx.fx.journal(Target::Session(new.clone()), edit);
+                }
             }
             Target::Session(new)
         }
@@ -230,18 +234,21 @@ pub(super) fn open_session(cx: &mut Cx, session: &SessionId, cwd: Option<String>
         match (unclaimed.next(), unclaimed.next()) {
             (Some(setup), None) => {
                 setup.copied_to = Some(session.clone());
-                Some((setup.record.clone(), setup.cwd.clone()))
+                Some((setup.record.clone(), setup.edit.clone(), setup.cwd.clone()))
             }
             _ => None,
         }
     } else {
         None
     };
-    let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, c)| c.clone()));
+    let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, _, c)| c.clone()));
     cx.sessions
         .open_journal(&mut cx.fx, session, cwd, &cx.initialize);
-    if let Some((record, _)) = early_copy {
+    if let Some((record, edit, _)) = early_copy {
         cx.fx.journal(Target::Session(session.clone()), record);
+        if let Some(edit) = edit {
+            cx.fx.journal(Target::Session(session.clone()), edit);
+        }
     }
 }
 

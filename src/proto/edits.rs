@@ -14,6 +14,7 @@ use super::catalog;
 use super::context::Cx;
 use super::listing::Lists;
 use super::mapping;
+use super::offer;
 use super::restart::Handshake;
 use super::sessions;
 use super::stalls;
@@ -45,15 +46,32 @@ pub(super) fn relay(
         (_, Side::Client) => rewrite_client(cx, handshake, lists, at, peek, line),
         (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line),
     };
+    // --offer-history: the journal's MCP server added to a setup request (`offer`).
+    let offered = match (cx.config.offer_history, from, &peek.kind) {
+        (Some(offer), Side::Client, Kind::Request { .. }) => offer::offered(offer, peek),
+        _ => None,
+    };
+    let (rewritten, edit) = match offered {
+        Some((servers, server)) => {
+            let added = rewrite::edit_line(rewritten.as_deref().unwrap_or(line), |m| {
+                m.edit("params", |p| p.set("mcpServers", servers));
+            });
+            match added {
+                Some(out) => (Some(out), Some(Event::HistoryOffered { server })),
+                None => (rewritten, None),
+            }
+        }
+        None => (rewritten, None),
+    };
     // The journal holds what the client sent and what it received.
     match (from, rewritten.map(Bytes::from)) {
         (Side::Agent, Some(out)) => {
             let facing = envelope::peek(&out);
-            journal_and_forward(cx, at, from, &facing, out.clone(), out.clone());
+            journal_and_forward(cx, at, from, &facing, out.clone(), out.clone(), None);
         }
         (_, out) => {
             let forward = out.unwrap_or_else(|| line.clone());
-            journal_and_forward(cx, at, from, peek, line.clone(), forward);
+            journal_and_forward(cx, at, from, peek, line.clone(), forward, edit);
         }
     }
 }
@@ -77,11 +95,20 @@ pub(super) fn relay_held(
 /// journal's): journaled and forwarded as it is.
 pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
     let facing = envelope::peek(&line);
-    journal_and_forward(cx, at, Side::Agent, &facing, line.clone(), line.clone());
+    journal_and_forward(
+        cx,
+        at,
+        Side::Agent,
+        &facing,
+        line.clone(),
+        line.clone(),
+        None,
+    );
 }
 
 /// Journal `facing` (the client's view of the line, described by `peek`) and forward
-/// `forward` to the other side.
+/// `forward` to the other side; `edit`, what the proxy changed in it that the journal would
+/// not show otherwise, is journaled after it.
 fn journal_and_forward(
     cx: &mut Cx,
     at: Stamp,
@@ -89,6 +116,7 @@ fn journal_and_forward(
     peek: &Peek<'_>,
     facing: Bytes,
     forward: Bytes,
+    edit: Option<Event>,
 ) {
     let record = {
         let payload = cx.fx.payload(peek, facing);
@@ -108,7 +136,22 @@ fn journal_and_forward(
         && peek.method() == Some("session/update")
         && matches!(&target, Target::Session(s) if cx.sessions.get(s).is_some_and(sessions::Session::replays_native_load));
     if !native_replay {
-        cx.fx.journal(target, record);
+        cx.fx.journal(target.clone(), record);
+    }
+    if let Some(edit) = edit {
+        let record = cx.fx.record(at, Body::Event(edit));
+        // A `session/new`'s goes with the request into the new session's journal.
+        let setup = match &peek.kind {
+            Kind::Request { id, .. } if target == Target::Run => cx
+                .pending
+                .get_mut(&(from, id.clone()))
+                .and_then(|p| p.setup.as_mut()),
+            _ => None,
+        };
+        match setup {
+            Some(setup) => setup.edit = Some(record),
+            None => cx.fx.journal(target, record),
+        }
     }
     cx.fx.forward(from.other(), forward);
 }

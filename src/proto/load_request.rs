@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::held::HeldLines;
-use super::vocab::SessionId;
+use super::vocab::{HistoryOffer, SessionId};
 use crate::journal::format::Record;
 use crate::wire::envelope::{Peek, RequestId};
 use crate::wire::rewrite::{RawObject, json_string};
@@ -37,14 +37,26 @@ impl SetupParams {
         }
     }
 
-    /// The `cwd`, `mcpServers` and (when the agent takes them) `additionalDirectories`, as
-    /// params for the request that brings the agent up.
-    pub(super) fn to_params(&self, additional_directories: bool) -> RawObject {
+    /// The `cwd`, `mcpServers` (with `--offer-history`'s server, `offer`) and (when the
+    /// agent takes them) `additionalDirectories`, as params for the request that brings the
+    /// agent up.
+    pub(super) fn to_params(
+        &self,
+        additional_directories: bool,
+        offer: Option<&HistoryOffer>,
+    ) -> RawObject {
         let mut params = RawObject::default();
         if let Some(cwd) = &self.cwd {
             params.set("cwd", json_string(cwd));
         }
-        params.set("mcpServers", self.mcp_servers.clone());
+        let offered = offer.zip(self.cwd.as_deref()).and_then(|(offer, cwd)| {
+            let servers = serde_json::from_str(&self.mcp_servers).ok()?;
+            super::offer::add(offer, &servers, cwd)
+        });
+        match offered {
+            Some((servers, _)) => params.set("mcpServers", servers),
+            None => params.set("mcpServers", self.mcp_servers.clone()),
+        }
         if let (Some(dirs), true) = (&self.additional, additional_directories) {
             params.set("additionalDirectories", dirs.clone());
         }

@@ -268,7 +268,7 @@ impl Loads {
         if setup.cwd.is_none() {
             setup.cwd.clone_from(&l.summary.cwd);
         }
-        let mut params = setup.to_params(caps.additional_directories);
+        let mut params = setup.to_params(caps.additional_directories, cx.config.offer_history);
         // The agent's own copy is resumed only when it holds every turn of the journal (the
         // journal says which of this agent's agent-side sessions on this host does); a fork
         // exists only in the journal. Otherwise the session starts afresh, re-primed.
@@ -500,7 +500,9 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let params = l.setup.to_params(cx.agent.additional_directories);
+        let params = l
+            .setup
+            .to_params(cx.agent.additional_directories, cx.config.offer_history);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,

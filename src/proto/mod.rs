@@ -82,6 +82,7 @@ mod loading;
 mod mapping;
 mod membership;
 mod native;
+mod offer;
 mod pending;
 mod prompt;
 mod proxy;
@@ -107,6 +108,6 @@ pub use proxy::Proxy;
 pub use reused_ids::{first_free, reuse_candidates};
 pub use vocab::{
     Action, Activity, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId,
-    Cursors, HistoryChunk, Initialize, ListedSession, LoadMode, Peer, SessionId, Stamp, Summary,
-    Target,
+    Cursors, HistoryChunk, HistoryOffer, Initialize, ListedSession, LoadMode, Peer, SessionId,
+    Stamp, Summary, Target,
 };

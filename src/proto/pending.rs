@@ -56,6 +56,8 @@ pub(super) struct Setup {
     pub(super) cwd: Option<String>,
     /// The session it was already copied into (an early update opened it).
     pub(super) copied_to: Option<SessionId>,
+    /// The proxy's edit of it (`--offer-history`'s event), copied after it.
+    pub(super) edit: Option<Record>,
 }
 
 /// Requests awaiting their response, by sender and id.

@@ -352,6 +352,21 @@ pub struct Config {
     /// mapped to the agent's, so two conversations never share a journal. Without it, or with
     /// `--load off`, no ID is taken for reused.
     pub asks_store: bool,
+    /// `--offer-history`: the journal's MCP server added to the `mcpServers` of every
+    /// `session/new`, `session/load` and `session/resume` the agent is sent.
+    pub offer_history: Option<&'static HistoryOffer>,
+}
+
+/// The stdio MCP server `--offer-history` adds for the agent: `command` with `args`, then
+/// `mcp --repository <the session's cwd>` (see `proto::offer`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct HistoryOffer {
+    /// The entry's name (a client entry of the same name wins).
+    pub name: String,
+    /// The proxy's own binary.
+    pub command: String,
+    /// What goes before `mcp`: the journal directory, the store.
+    pub args: Vec<String>,
 }
 
 impl Default for Config {
@@ -369,6 +384,7 @@ impl Default for Config {
             remote: false,
             unattended_timeout_us: 300_000_000,
             asks_store: false,
+            offer_history: None,
         }
     }
 }

@@ -473,7 +473,9 @@ impl<W: Write> Render for Html<W> {
             | Event::HostDropped
             | Event::Restored { .. }
             | Event::Stalled { .. } => self.div("meta", &super::model::proxy_note(event)),
-            Event::Forked { .. } => self.div("meta", &super::model::proxy_note(event)),
+            Event::Forked { .. } | Event::Offered { .. } => {
+                self.div("meta", &super::model::proxy_note(event))
+            }
             Event::Bundle { summary } => self.div("meta", summary),
             Event::Scope {
                 depth,

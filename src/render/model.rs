@@ -229,6 +229,11 @@ pub enum Event<'a> {
         /// The `messageId` it was forked at, if any.
         message: Option<&'a str>,
     },
+    /// The proxy added its history server to the agent's setup (`--offer-history`).
+    Offered {
+        /// The entry: its name, command and arguments, in one line.
+        server: String,
+    },
     /// The journal is a bundle (`acp-journal bundle`): what its manifest says, in one line.
     Bundle {
         /// Agent, client, turns kept, values redacted, who made it where.
@@ -1102,6 +1107,23 @@ impl Timeline {
                 )
             }
             JournalEvent::PromptStalled { action } => self.emit(sink, &Event::Stalled { action }),
+            JournalEvent::HistoryOffered { server } => {
+                let words = |v: &serde_json::Value| {
+                    v.as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(serde_json::Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let server = format!(
+                    "{} ({} {})",
+                    server["name"].as_str().unwrap_or("?"),
+                    server["command"].as_str().unwrap_or("?"),
+                    words(&server["args"])
+                );
+                self.emit(sink, &Event::Offered { server })
+            }
             JournalEvent::ForkedFrom {
                 parent,
                 turns,
@@ -1158,11 +1180,14 @@ pub fn replay_note(updates: u64, agent_failed: Option<&str>) -> String {
     }
 }
 
-/// What the proxy did to keep a session alive, in words (for [`Event::Restarted`],
-/// [`Event::HostDropped`], [`Event::Restored`], [`Event::Stalled`] and [`Event::Forked`];
-/// empty for other events).
+/// What the proxy did to keep a session alive, or gave its agent, in words (for
+/// [`Event::Restarted`], [`Event::HostDropped`], [`Event::Restored`], [`Event::Stalled`],
+/// [`Event::Forked`] and [`Event::Offered`]; empty for other events).
 pub fn proxy_note(event: &Event<'_>) -> String {
     match event {
+        Event::Offered { server } => {
+            format!("acp-journal offered the agent the journal's history: MCP server {server}")
+        }
         Event::Restarted { code } => {
             format!("the agent exited (status {code}) and acp-journal restarted it")
         }

@@ -15,6 +15,13 @@ whose last user text starts with "DELEGATE: <task>" is answered with a call of t
 general-purpose subagent told "<task>"); the subagent's own request (its user text is the task)
 is answered "Subagent report: <task>"; and once the tool's result is in the conversation, the
 model answers "You said: ..." as usual.
+
+Scripted recall (the Messages API): a request that offers an MCP tool named
+`mcp__<server>__search_sessions` (acp-journal's history server, `--offer-history`) and whose last
+user text starts with "RECALL: <query>" is answered with a call of that tool ({"query": <query>});
+once its result is in the conversation, the model answers as usual. The log line of each request
+also holds the tools offered (`tools`) and the text of the tool results in the conversation
+(`tool_results`).
 """
 import http.server
 import json
@@ -35,6 +42,23 @@ def user_texts(req):
             text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
             if text and not text.lstrip().startswith("<system-reminder>"):
                 texts.append(text)
+    return texts
+
+
+def tool_results(req):
+    """The text of every tool result in the conversation."""
+    texts = []
+    for msg in req.get("messages") or []:
+        content = msg.get("content")
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            inner = block.get("content")
+            if isinstance(inner, str):
+                texts.append(inner)
+            for part in inner if isinstance(inner, list) else []:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    texts.append(part.get("text", ""))
     return texts
 
 
@@ -89,7 +113,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if LOG:
             with open(LOG, "a") as log:
                 log.write(json.dumps({"path": self.path, "model": req.get("model"),
-                                      "stream": bool(req.get("stream")), "users": users}) + "\n")
+                                      "stream": bool(req.get("stream")), "users": users,
+                                      "tools": [t.get("name") for t in req.get("tools") or []
+                                                if isinstance(t, dict)],
+                                      "tool_results": tool_results(req)}) + "\n")
         if self.path.rstrip("/").endswith("/responses"):
             return self.openai_responses(req)
         if self.path.startswith("/v1/messages/count_tokens"):
@@ -103,6 +130,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         delegation = self.delegation(req, last)
         if delegation is not None:
             return self.tool_use(req, model, *delegation)
+        recall = self.recall(req, last)
+        if recall is not None:
+            return self.tool_use(req, model, *recall)
         if last.startswith("DELEGATED: ") and not has_tool_result(req):
             text = f"Subagent report: {last[len('DELEGATED: '):]}"
         if not req.get("stream"):
@@ -135,6 +165,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         task = last[len("DELEGATE: "):]
         return tool, {"description": "Explore the task", "subagent_type": "general-purpose",
                       "prompt": f"DELEGATED: {task}"}
+
+    def recall(self, req, last):
+        """(tool name, input) when this request should search the journal's history, else None."""
+        tools = [t.get("name") or "" for t in req.get("tools") or [] if isinstance(t, dict)]
+        found = sorted((n for n in tools if n.startswith("mcp__") and n.endswith("__search_sessions")),
+                       key=lambda n: "acp-journal-history" not in n)
+        tool = found[0] if found else None
+        if tool is None or not last.startswith("RECALL: ") or has_tool_result(req):
+            return None
+        return tool, {"query": last[len("RECALL: "):]}
 
     def tool_use(self, req, model, name, tool_input):
         """A streamed (or whole) answer that calls tool `name` with `tool_input`."""

@@ -130,7 +130,7 @@ impl Setup {
         self.client_env(home, journals, options, &[])
     }
 
-    /// The same, with more environment variables (a store's credentials).
+    /// The same, with more environment variables (a store's credentials, the adapter's own).
     pub(crate) fn client_env(
         &self,
         home: &Path,
@@ -856,4 +856,98 @@ fn claude_agent_acp_in_v2_delegating_to_a_subagent_is_resumed_from_the_journal_w
         "{kinds:?}"
     );
     ends(client);
+}
+
+/// claude-agent-acp 0.101 through the proxy with `--offer-history`: the session's `session/new`
+/// reaches the agent with the journal's MCP server added after the client's own entry; the
+/// model server has the agent call its `search_sessions` (a `RECALL:` directive), and the
+/// model's next request carries the answer: an earlier session of the same repository, none of
+/// another's. The journal keeps the client's `mcpServers` as sent and the added entry as the
+/// proxy's edit (`history_offered`).
+#[test]
+fn claude_agent_acp_offered_history_recalls_an_earlier_session_of_its_repository_over_mcp() {
+    let setup = Setup::new(Adapter::Claude);
+    std::fs::create_dir_all(setup.cwd.path().join(".git")).unwrap();
+    let cwd = setup.cwd();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(elsewhere.path().join(".git")).unwrap();
+    let mut client = setup.client(&[]);
+    client.initialize();
+    let ours = client.new_session(&cwd);
+    turn(
+        &mut client,
+        &ours,
+        "the lantern test flakes until zstd is pinned",
+    );
+    let theirs = client.new_session(elsewhere.path().to_str().unwrap());
+    turn(&mut client, &theirs, "the lantern of another repository");
+    ends(client);
+
+    // Claude Code defers MCP tools behind its ToolSearch by default: the scripted model calls
+    // the history tool directly, so the agent lists it with the others.
+    let mut client = setup.client_env(
+        setup.home.path(),
+        setup.store.path(),
+        &["--offer-history"],
+        &[("ENABLE_TOOL_SEARCH".to_string(), "false".to_string())],
+    );
+    client.initialize();
+    let mine = serde_json::json!({"name": "mine", "command": "/bin/true", "args": [], "env": []});
+    let new = client.request(
+        "session/new",
+        serde_json::json!({"cwd": cwd, "mcpServers": [mine]}),
+    );
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let mode = client.request(
+        "session/set_mode",
+        serde_json::json!({"sessionId": session, "modeId": BYPASS}),
+    );
+    assert!(mode.get("result").is_some(), "{mode}");
+    turn(&mut client, &session, "RECALL: lantern");
+    ends(client);
+
+    let log = std::fs::read_to_string(&setup.model.log).unwrap();
+    let requests: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let answered: Vec<String> = requests
+        .iter()
+        .flat_map(|r| r["tool_results"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t.as_str().map(str::to_string))
+        .filter(|t| t.contains("quoted_excerpt"))
+        .collect();
+    let tools: Vec<&Value> = requests
+        .iter()
+        .flat_map(|r| r["tools"].as_array())
+        .flatten()
+        .collect();
+    assert!(
+        !answered.is_empty(),
+        "no answer of the history server reached the model; tools offered: {tools:?}"
+    );
+    assert!(
+        answered
+            .iter()
+            .all(|a| a.contains(&ours) && !a.contains(&theirs)),
+        "{answered:?}"
+    );
+
+    let (code, raw, err) =
+        crate::util::run_cli_store(setup.store.path(), &["show", "--raw", &session]);
+    assert_eq!(code, 0, "{err}");
+    let sent = raw
+        .lines()
+        .find(|l| l.contains("\"session/new\""))
+        .expect("the session/new in the journal");
+    let sent: Value = serde_json::from_str(&sent[sent.find('{').unwrap()..]).unwrap();
+    assert_eq!(sent["params"]["mcpServers"], serde_json::json!([mine]));
+    let offered = raw
+        .lines()
+        .find(|l| l.contains("history_offered"))
+        .expect("the proxy's edit in the journal");
+    assert!(
+        offered.contains("acp-journal-history") && offered.contains("--repository"),
+        "{offered}"
+    );
 }

@@ -22,6 +22,7 @@ mod kill_storm;
 mod leases;
 mod loading;
 mod maintain;
+mod mcp;
 mod otel;
 mod page;
 mod peers;

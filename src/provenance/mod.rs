@@ -2,5 +2,6 @@
 //! fingerprints (`lines`), and the rules that give a committed line to the agent edit that
 //! wrote it or to the person git names (`attribute`). Pure: no git, no files.
 
+pub mod attribute;
 pub mod edits;
 pub mod lines;

@@ -288,6 +288,15 @@ Examples:
   acp-journal search 'permission'              every message mentioning it
   acp-journal search 'sk-[a-z]+' --cwd ~/proj  a regex, in one project's sessions")]
     Search(SearchArgs),
+    /// Which session wrote each line of a file in a git work tree: git's commit and author, and
+    /// for a line an agent wrote (and nobody changed since) its session, turn, time, agent,
+    /// model and the first line of the prompt.
+    #[command(after_help = "\
+Examples:
+  acp-journal blame src/main.rs
+  acp-journal blame src/main.rs -L 10,40 --json
+  acp-journal --store s3://team-journals/acp blame src/main.rs   sessions of every host")]
+    Blame(BlameArgs),
     /// Count a session's (or every session's) messages by kind and direction.
     #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
     Stats(StatsArgs),
@@ -445,6 +454,34 @@ pub struct SearchArgs {
     /// anywhere, as a search of local journals does).
     #[arg(long)]
     pub scan: bool,
+}
+
+/// `blame` options.
+#[derive(Debug, Args)]
+pub struct BlameArgs {
+    /// The file, in a git work tree.
+    #[arg(value_name = "FILE")]
+    pub file: std::path::PathBuf,
+    /// Only lines START to END (1-based, inclusive), as `git blame -L`.
+    #[arg(short = 'L', value_name = "START,END", value_parser = parse_line_range)]
+    pub lines: Option<(usize, usize)>,
+    /// Print a JSON array, an object per line, instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `START,END` for `blame -L`.
+fn parse_line_range(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("{s:?} is not START,END (line numbers from 1, START <= END)");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let (a, b): (usize, usize) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a == 0 || b < a {
+        return Err(bad());
+    }
+    Ok((a, b))
 }
 
 /// `erase` options.

@@ -36,6 +36,7 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Export(_)
             | Command::Search(_)
             | Command::Stats(_)
+            | Command::Blame(_)
             | Command::Replay(_)
             | Command::Rerun(_)
             | Command::Diff(_)

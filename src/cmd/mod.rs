@@ -1,10 +1,12 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod blame;
 mod bundle;
 mod diff;
 mod export;
 mod fork;
 mod from_store;
+mod git;
 mod inotify;
 mod list;
 mod maintain;
@@ -88,6 +90,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Export(args)) => export::run(&journals, args),
         Some(Command::Search(args)) => search::run(&journals, args),
         Some(Command::Stats(args)) => search::stats(&journals, &local, args),
+        Some(Command::Blame(args)) => blame::run(&journals, args),
         Some(Command::Prune(args)) => match shared {
             // With a shared store, the store's sessions (of every host) are pruned.
             Some(url) => from_store::prune(url, args),

@@ -110,7 +110,10 @@ pub fn attribute<'a>(
                     credit[i] = Some(e);
                     changed = true;
                 } else {
-                    *rules.used.get_mut(&(e, fingerprint(&line.text))).expect("counted") -= 1;
+                    *rules
+                        .used
+                        .get_mut(&(e, fingerprint(&line.text)))
+                        .expect("counted") -= 1;
                 }
             }
         }
@@ -190,7 +193,13 @@ mod tests {
     struct Commits(Vec<(&'static str, &'static str, i64, Vec<&'static str>)>);
 
     impl History for Commits {
-        fn held_before(&mut self, commit: Option<&str>, path: &str, print: u64, since: i64) -> bool {
+        fn held_before(
+            &mut self,
+            commit: Option<&str>,
+            path: &str,
+            print: u64,
+            since: i64,
+        ) -> bool {
             let end = match commit {
                 Some(c) => self.0.iter().position(|(id, ..)| *id == c).unwrap_or(0),
                 None => self.0.len(),
@@ -229,7 +238,10 @@ mod tests {
 
     /// Whose each line is: a session's ID or `-` for the person.
     fn whose(lines: &[BlamedLine], edits: &[Edit], history: Commits) -> Vec<String> {
-        let in_repo: Vec<InRepo> = edits.iter().map(|edit| InRepo { path: "f", edit }).collect();
+        let in_repo: Vec<InRepo> = edits
+            .iter()
+            .map(|edit| InRepo { path: "f", edit })
+            .collect();
         let mut history = history;
         attribute(lines, &in_repo, &mut history)
             .into_iter()
@@ -241,7 +253,12 @@ mod tests {
 
     #[test]
     fn lines_the_agent_wrote_are_its_until_a_person_changes_them() {
-        let edits = [edit("s1", 100, Some("keep\n"), "keep\nfn agent_one()\nfn agent_two()\n")];
+        let edits = [edit(
+            "s1",
+            100,
+            Some("keep\n"),
+            "keep\nfn agent_one()\nfn agent_two()\n",
+        )];
         let lines = [
             line(1, "keep", "c0", 50),
             line(2, "fn agent_one()", "c1", 110),
@@ -266,7 +283,10 @@ mod tests {
             edit("s1", 100, None, "fn doomed()\nfn kept()\n"),
             edit("s1", 200, Some("fn doomed()\nfn kept()\n"), "fn kept()\n"),
         ];
-        let lines = [line(1, "fn doomed()", "c2", 300), line(2, "fn kept()", "c1", 150)];
+        let lines = [
+            line(1, "fn doomed()", "c2", 300),
+            line(2, "fn kept()", "c1", 150),
+        ];
         assert_eq!(whose(&lines, &edits, Commits(vec![])), ["-", "s1"]);
         // Not committed yet: the same.
         let lines = [line(1, "fn doomed()", NOW, 0)];
@@ -281,9 +301,15 @@ mod tests {
             ("c2", "f", 120, vec![]),
             ("c3", "f", 130, vec!["fn back()"]),
         ]);
-        assert_eq!(whose(&[line(1, "fn back()", "c3", 130)], &edits, history), ["-"]);
+        assert_eq!(
+            whose(&[line(1, "fn back()", "c3", 130)], &edits, history),
+            ["-"]
+        );
         let history = Commits(vec![("c1", "f", 110, vec!["fn back()"])]);
-        assert_eq!(whose(&[line(1, "fn back()", "c1", 110)], &edits, history), ["s1"]);
+        assert_eq!(
+            whose(&[line(1, "fn back()", "c1", 110)], &edits, history),
+            ["s1"]
+        );
     }
 
     #[test]
@@ -296,7 +322,10 @@ mod tests {
             line(4, "}", "c2", 120),
             line(5, "", "c2", 120),
         ];
-        assert_eq!(whose(&lines, &edits, Commits(vec![])), ["s1", "s1", "-", "-", "-"]);
+        assert_eq!(
+            whose(&lines, &edits, Commits(vec![])),
+            ["s1", "s1", "-", "-", "-"]
+        );
         // A brace alone, away from the session's lines, is nobody's in particular.
         let lines = [line(1, "let x = 1;", "c2", 120), line(2, "}", "c1", 110)];
         assert_eq!(whose(&lines, &edits, Commits(vec![])), ["-", "-"]);
@@ -309,11 +338,19 @@ mod tests {
             edit("s2", 200, None, "fn shared()\n"),
         ];
         assert_eq!(
-            whose(&[line(1, "fn shared()", "c1", 300)], &edits, Commits(vec![])),
+            whose(
+                &[line(1, "fn shared()", "c1", 300)],
+                &edits,
+                Commits(vec![])
+            ),
             ["s2"]
         );
         assert_eq!(
-            whose(&[line(1, "fn shared()", "c1", 150)], &edits, Commits(vec![])),
+            whose(
+                &[line(1, "fn shared()", "c1", 150)],
+                &edits,
+                Commits(vec![])
+            ),
             ["s1"]
         );
     }

@@ -5,3 +5,4 @@
 pub mod attribute;
 pub mod edits;
 pub mod lines;
+pub mod porcelain;

@@ -273,3 +273,275 @@ pub fn whisper(name: &str) -> String { format!(\"({})\", name.to_lowercase()) }
         ])
     );
 }
+
+#[test]
+fn a_moved_block_and_a_renamed_file_keep_the_agents_lines() {
+    let repo = Repo::new();
+    repo.write("a.py", &["import os", "", "def main():", "    pass"]);
+    repo.commit("base");
+    let mut s = repo.session(repo.path());
+    s.turn(
+        1,
+        "replace a.py
+import os
+---
+import os
+
+def helper_written_by_the_agent(first_argument, second_argument):
+    combined_value = first_argument + second_argument
+    return combined_value * 2
+.",
+    );
+    let s = s.end();
+    repo.commit("helper");
+    // The person moves the helper below main and renames the file, in one commit.
+    repo.git(&["mv", "a.py", "b.py"]);
+    repo.write(
+        "b.py",
+        &[
+            "import os",
+            "",
+            "def main():",
+            "    pass",
+            "",
+            "def helper_written_by_the_agent(first_argument, second_argument):",
+            "    combined_value = first_argument + second_argument",
+            "    return combined_value * 2",
+        ],
+    );
+    repo.commit("move and rename");
+    assert_eq!(
+        repo.blame("b.py", &[("s", &s)]),
+        expect(&[
+            ("import os", PERSON),
+            ("", PERSON),
+            ("def main():", PERSON),
+            ("    pass", PERSON),
+            ("", PERSON),
+            (
+                "def helper_written_by_the_agent(first_argument, second_argument):",
+                "s:1"
+            ),
+            (
+                "    combined_value = first_argument + second_argument",
+                "s:1"
+            ),
+            ("    return combined_value * 2", "s:1"),
+        ])
+    );
+}
+
+#[test]
+fn text_the_agent_deleted_or_a_person_took_out_and_typed_again_is_the_persons() {
+    let repo = Repo::new();
+    repo.write("notes.txt", &["title"]);
+    repo.commit("base");
+    let mut s = repo.session(repo.path());
+    s.turn(
+        1,
+        "write notes.txt
+title
+the agent's first remark
+the agent's second remark
+the agent's third remark
+.",
+    );
+    repo.commit("remarks");
+    // The agent deletes its first remark; the person later takes out the third, commits,
+    // and types both again.
+    s.turn(
+        2,
+        "write notes.txt
+title
+the agent's second remark
+the agent's third remark
+.",
+    );
+    let s = s.end();
+    repo.commit("one remark less");
+    repo.write("notes.txt", &["title", "the agent's second remark"]);
+    repo.commit("third out");
+    repo.write(
+        "notes.txt",
+        &[
+            "title",
+            "the agent's first remark",
+            "the agent's second remark",
+            "the agent's third remark",
+        ],
+    );
+    repo.commit("typed again");
+    assert_eq!(
+        repo.blame("notes.txt", &[("s", &s)]),
+        expect(&[
+            ("title", PERSON),
+            ("the agent's first remark", PERSON),
+            ("the agent's second remark", "s:1"),
+            ("the agent's third remark", PERSON),
+        ])
+    );
+}
+
+#[test]
+fn two_sessions_editing_one_file_each_get_their_lines_committed_or_not() {
+    let repo = Repo::new();
+    repo.write("list.md", &["# list"]);
+    repo.commit("base");
+    let mut one = repo.session(repo.path());
+    one.turn(1, "write list.md\n# list\n- an item from session one\n.");
+    let one = one.end();
+    repo.commit("one");
+    let mut two = repo.session(repo.path());
+    two.turn(
+        1,
+        "replace list.md\n- an item from session one\n---\n- an item from session one\n- an item from session two\n.",
+    );
+    two.turn(
+        2,
+        "replace list.md\n- an item from session two\n---\n- an item from session two\n- not committed, from session two\n.",
+    );
+    let two = two.end();
+    assert_eq!(
+        repo.blame("list.md", &[("one", &one), ("two", &two)]),
+        expect(&[
+            ("# list", PERSON),
+            ("- an item from session one", "one:1"),
+            ("- an item from session two", "two:1"),
+            ("- not committed, from session two", "two:2"),
+        ])
+    );
+}
+
+#[test]
+fn a_session_in_a_symlinked_repository_is_found_and_a_file_outside_it_is_not() {
+    let repo = Repo::new();
+    repo.write("main.go", &["package main"]);
+    repo.commit("base");
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("checkout");
+    std::os::unix::fs::symlink(repo.path(), &link).unwrap();
+    let outside = links.path().join("elsewhere.go");
+    let mut s = repo.session(&link);
+    s.turn(
+        1,
+        &format!(
+            "write main.go\npackage main\nfunc fromTheLinkedCheckout() {{}}\n.\nwrite {}\nfunc writtenOutsideTheRepository() {{}}\n.",
+            outside.display()
+        ),
+    );
+    let s = s.end();
+    // The person writes the outside file's line into the repository.
+    repo.write(
+        "main.go",
+        &[
+            "package main",
+            "func fromTheLinkedCheckout() {}",
+            "func writtenOutsideTheRepository() {}",
+        ],
+    );
+    repo.commit("both");
+    assert_eq!(
+        repo.blame("main.go", &[("s", &s)]),
+        expect(&[
+            ("package main", PERSON),
+            ("func fromTheLinkedCheckout() {}", "s:1"),
+            ("func writtenOutsideTheRepository() {}", PERSON),
+        ])
+    );
+}
+
+#[test]
+fn amend_rebase_squash_and_cherry_pick_keep_the_agents_lines() {
+    let repo = Repo::new();
+    repo.write("a.txt", &["base of a"]);
+    repo.write("b.txt", &["base of b"]);
+    repo.commit("base");
+    let mut s = repo.session(repo.path());
+    s.turn(1, "write a.txt\nbase of a\nthe agent's line in a\n.");
+    repo.commit("a");
+    s.turn(2, "write b.txt\nbase of b\nthe agent's line in b\n.");
+    let s = s.end();
+    repo.commit("b");
+    let whose = |repo: &Repo| {
+        [
+            repo.blame("a.txt", &[("s", &s)]),
+            repo.blame("b.txt", &[("s", &s)]),
+        ]
+        .concat()
+    };
+    let agents = expect(&[
+        ("base of a", PERSON),
+        ("the agent's line in a", "s:1"),
+        ("base of b", PERSON),
+        ("the agent's line in b", "s:2"),
+    ]);
+    repo.git(&["commit", "-q", "--amend", "-m", "b, amended"]);
+    assert_eq!(whose(&repo), agents, "amended");
+    // Reordered: b before a.
+    let base = repo.git(&["rev-list", "--max-parents=0", "HEAD"]);
+    let base = base.trim();
+    repo.git(&["branch", "-q", "before"]);
+    let a = repo.git(&["rev-parse", "HEAD~1"]);
+    repo.git(&["reset", "-q", "--hard", base]);
+    repo.git(&["cherry-pick", "before"]);
+    repo.git(&["cherry-pick", a.trim()]);
+    assert_eq!(whose(&repo), agents, "reordered by cherry-picks");
+    // Squashed into one commit.
+    repo.git(&["reset", "-q", "--soft", base]);
+    repo.git(&["commit", "-q", "-m", "squashed"]);
+    assert_eq!(whose(&repo), agents, "squashed");
+    // Rebased onto a person's new commit.
+    repo.git(&["checkout", "-q", "-b", "other", base]);
+    repo.write("c.txt", &["the person's file"]);
+    repo.commit("c");
+    repo.git(&["checkout", "-q", "main"]);
+    repo.git(&["rebase", "-q", "other"]);
+    assert_eq!(whose(&repo), agents, "rebased");
+}
+
+#[test]
+fn a_line_a_command_may_have_written_is_the_persons_and_names_the_command() {
+    let repo = Repo::new();
+    repo.write("gen.txt", &["header"]);
+    repo.commit("base");
+    let mut s = repo.session(repo.path());
+    s.turn(1, "run printf 'generated by a command\\n' >> gen.txt");
+    let s = s.end();
+    repo.commit("generated");
+    let journals = repo.journals.path().display().to_string();
+    let (code, out, err) = run_cli_in(
+        repo.path(),
+        &["--journal-dir", &journals, "blame", "gen.txt", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows.iter().all(|r| r["agent"].is_null()), "{out}");
+    assert_eq!(rows[0]["commands"], json!([]), "{out}");
+    let commands = rows[1]["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{out}");
+    assert_eq!(commands[0]["session"], s.as_str());
+    assert_eq!(commands[0]["turn"], 1);
+    assert_eq!(
+        commands[0]["command"],
+        "printf 'generated by a command\\n' >> gen.txt"
+    );
+    // The text form marks it and says what the mark stands for.
+    let (code, text, err) = run_cli_in(
+        repo.path(),
+        &["--journal-dir", &journals, "blame", "gen.txt", "-L", "2,2"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains(" ?1 ") && lines[0].ends_with("2│ generated by a command"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "?1 may have been written by a command of session {s} turn 1, "
+        )),
+        "{text}"
+    );
+}

@@ -131,7 +131,7 @@ fn may_have_written<'c>(
         .iter()
         .filter(|c| {
             let t = c.origin.time_us.div_euclid(1_000_000);
-            t >= after && (commit.is_none() || t <= line.author_time)
+            t >= after && (commit.is_none() || t <= line.commit_time)
         })
         .copied()
         .collect()

@@ -91,7 +91,7 @@ fn canonical(path: &Path) -> PathBuf {
 pub(super) struct GitHistory<'r> {
     repo: &'r Repo,
     /// (revision, path) → the commits from it back that changed the path, newest first, with
-    /// their author times.
+    /// their commit times.
     logs: HashMap<(String, String), Vec<(String, i64)>>,
     /// (commit, path) → the fingerprints of the file's lines in it.
     files: HashMap<(String, String), HashSet<u64>>,
@@ -108,7 +108,7 @@ impl<'r> GitHistory<'r> {
     }
 
     /// The commits before `commit` (`None`: from `HEAD` on, for the work tree) that changed
-    /// `path`, newest first, with their author times.
+    /// `path`, newest first, with their commit times.
     pub(super) fn before(&mut self, commit: Option<&str>, path: &str) -> &[(String, i64)] {
         let rev = commit.map_or_else(|| "HEAD".to_string(), |c| format!("{c}^"));
         let repo = self.repo;
@@ -116,7 +116,7 @@ impl<'r> GitHistory<'r> {
             .entry((rev.clone(), path.to_string()))
             .or_insert_with(|| {
                 // A root commit has no parent, a new repository no HEAD: no history.
-                repo.git(&["log", "--format=%H %at", &rev, "--", path])
+                repo.git(&["log", "--format=%H %ct", &rev, "--", path])
                     .unwrap_or_default()
                     .lines()
                     .filter_map(|l| {

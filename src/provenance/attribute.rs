@@ -4,11 +4,11 @@
 //! - its text is a line the edit wrote in that file (the file's path in the commit git's
 //!   blame names, so a file renamed since, or a block moved or copied from another file that
 //!   git's `-M -C` follows, is looked up where the line was written);
-//! - the edit was made no later than that commit was authored (seconds), or the line is not
-//!   committed yet;
+//! - the edit was made no later than that commit was committed (seconds: a squash or fixup
+//!   keeps its first commit's author time), or the line is not committed yet;
 //! - no later edit of a session took that text out of the file before the commit (the text
 //!   typed again by a person after the agent deleted it is the person's);
-//! - no earlier commit of the file, authored since the edit, already held the text (it was
+//! - no earlier commit of the file, committed since the edit, already held the text (it was
 //!   committed, then removed or changed, then brought back: by whoever git names);
 //! - the edit has not already given away every line of that text it wrote (a line written
 //!   once is credited once);
@@ -38,6 +38,9 @@ pub struct BlamedLine {
     pub mail: String,
     /// When the commit was authored, Unix seconds.
     pub author_time: i64,
+    /// When it was committed, Unix seconds: an amend, rebase, squash or cherry-pick keeps the
+    /// author's time and commits again, so the rules go by this one.
+    pub commit_time: i64,
     /// The file's path in that commit, relative to the repository.
     pub path: String,
 }
@@ -52,8 +55,8 @@ impl BlamedLine {
 /// What the repository's history holds, asked by the rules.
 pub trait History {
     /// Whether a commit before `commit` (its ancestors that changed `path`; `None`: the work
-    /// tree, so `HEAD` and its ancestors) authored at `since` (Unix seconds) or later held a
-    /// line with fingerprint `print` in `path`.
+    /// tree, so `HEAD` and its ancestors) committed at `since` (Unix seconds) or later held a
+    /// line with fingerprint `print` in `path` (commit times).
     fn held_before(&mut self, commit: Option<&str>, path: &str, print: u64, since: i64) -> bool;
 }
 
@@ -142,7 +145,7 @@ impl Rules<'_, '_, '_> {
     /// The edit `line` is credited to (counted as used), if any.
     fn credit(&mut self, line: &BlamedLine) -> Option<usize> {
         let print = fingerprint(&line.text);
-        let committed = (!line.uncommitted()).then_some(line.author_time);
+        let committed = (!line.uncommitted()).then_some(line.commit_time);
         let commit = (!line.uncommitted()).then_some(line.commit.as_str());
         let before = |time_us: i64| committed.is_none_or(|t| time_us.div_euclid(1_000_000) <= t);
         // The latest write first.
@@ -232,6 +235,7 @@ mod tests {
             author: "Ann".into(),
             mail: "ann@x".into(),
             author_time: time,
+            commit_time: time,
             path: "f".into(),
         }
     }
@@ -275,6 +279,14 @@ mod tests {
         // In the same second it counts (git keeps seconds).
         let lines = [line(1, "fn same_text()", "c0", 100)];
         assert_eq!(whose(&lines, &edits, Commits(vec![])), ["s1"]);
+    }
+
+    #[test]
+    fn a_squash_keeping_an_older_author_time_keeps_the_later_edits_lines() {
+        let edits = [edit("s1", 200, None, "fn fixed_up_later()\n")];
+        let mut squashed = line(1, "fn fixed_up_later()", "c1", 100);
+        squashed.commit_time = 300;
+        assert_eq!(whose(&[squashed], &edits, Commits(vec![])), ["s1"]);
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub fn parse(output: &str) -> Vec<BlamedLine> {
                     author: String::new(),
                     mail: String::new(),
                     author_time: 0,
+                    commit_time: 0,
                     path: String::new(),
                 });
             }
@@ -45,6 +46,7 @@ pub fn parse(output: &str) -> Vec<BlamedLine> {
                     .to_string();
             }
             "author-time" => line.author_time = value.parse().unwrap_or(0),
+            "committer-time" => line.commit_time = value.parse().unwrap_or(0),
             "filename" => line.path = unquote(value),
             _ => {}
         }
@@ -97,6 +99,7 @@ author-mail <ann@example.com>
 author-time 1700000000
 author-tz +0000
 committer Ann Person
+committer-time 1700000100
 summary first
 boundary
 filename \"dir/caf\\303\\251 1.rs\"
@@ -115,6 +118,7 @@ filename a.rs
         assert_eq!(lines[0].author, "Ann Person");
         assert_eq!(lines[0].mail, "ann@example.com");
         assert_eq!(lines[0].author_time, 1_700_000_000);
+        assert_eq!(lines[0].commit_time, 1_700_000_100);
         assert_eq!(lines[0].path, "dir/café 1.rs");
         assert_eq!(lines[0].text, "fn main() {");
         assert!(!lines[0].uncommitted());

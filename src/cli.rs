@@ -297,6 +297,17 @@ Examples:
   acp-journal blame src/main.rs -L 10,40 --json
   acp-journal --store s3://team-journals/acp blame src/main.rs   sessions of every host")]
     Blame(BlameArgs),
+    /// Write a commit's authorship note (the Git AI Standard v3.0.0, under refs/notes/ai) from
+    /// the journals: the lines it brought in that an agent wrote, by session and tool call.
+    #[command(after_help = "\
+Examples:
+  acp-journal note                  the note of HEAD
+  acp-journal note HEAD~2
+  git notes --ref=ai show HEAD      read it
+  git push origin refs/notes/ai     share the notes")]
+    Note(NoteArgs),
+    /// Git hooks that write the notes: `hooks install` in a repository.
+    Hooks(HooksArgs),
     /// Count a session's (or every session's) messages by kind and direction.
     #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
     Stats(StatsArgs),
@@ -482,6 +493,31 @@ fn parse_line_range(s: &str) -> Result<(usize, usize), String> {
         return Err(bad());
     }
     Ok((a, b))
+}
+
+/// `note` options.
+#[derive(Debug, Args)]
+pub struct NoteArgs {
+    /// The commit.
+    #[arg(value_name = "REV", default_value = "HEAD")]
+    pub rev: String,
+}
+
+/// `hooks` options.
+#[derive(Debug, Args)]
+pub struct HooksArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: HooksAction,
+}
+
+/// `hooks` actions.
+#[derive(Debug, Clone, Copy, clap::Subcommand)]
+pub enum HooksAction {
+    /// Add post-commit and post-rewrite hooks writing each new commit's note (amend, rebase and
+    /// squash included) to the repository of the working directory; a hook already there is
+    /// kept (renamed `<hook>.before-acp-journal`) and run first.
+    Install,
 }
 
 /// `erase` options.

@@ -21,29 +21,13 @@ pub(super) fn run(journals: &JournalDir, args: BlameArgs) -> anyhow::Result<Exit
     let Some(rel) = repo.relative(&args.file) else {
         anyhow::bail!("{} is not a file of the work tree", args.file.display());
     };
-    let range = args.lines.map(|(a, b)| format!("{a},{b}"));
-    let mut git_args = vec!["blame", "--line-porcelain", "-M", "-C"];
-    if let Some(range) = &range {
-        git_args.extend(["-L", range]);
-    }
-    git_args.extend(["--", &rel]);
-    let lines = porcelain::parse(&repo.git(&git_args)?);
-    let (edits, commands) = derive(journals)?;
-    let paths: HashSet<&str> = lines.iter().map(|l| l.path.as_str()).collect();
-    let rel_paths: Vec<Option<String>> = edits.iter().map(|e| repo.relative(&e.path)).collect();
-    let in_repo: Vec<InRepo> = edits
-        .iter()
-        .zip(&rel_paths)
-        .filter_map(|(edit, path)| {
-            let path = path.as_deref().filter(|p| paths.contains(p))?;
-            Some(InRepo { path, edit })
-        })
-        .collect();
+    let journaled = Journaled::read(journals, &repo)?;
     let mut history = GitHistory::new(&repo);
-    let credits = attribute(&lines, &in_repo, &mut history);
+    let (lines, credits) = journaled.blame(&mut history, None, &rel, args.lines)?;
     // The commands of sessions run in this work tree: each may have written an uncredited line
     // committed after it and after the file's previous commit.
-    let commands: Vec<&Command> = commands
+    let commands: Vec<&Command> = journaled
+        .commands
         .iter()
         .filter(|c| c.cwd.as_deref().is_some_and(|cwd| repo.holds(cwd)))
         .collect();
@@ -69,6 +53,60 @@ pub(super) fn run(journals: &JournalDir, args: BlameArgs) -> anyhow::Result<Exit
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the journals say was done: every session's edits, with their paths in the repository.
+pub(super) struct Journaled {
+    /// Every edit, in time order.
+    edits: Vec<Edit>,
+    /// Each edit's path relative to the repository, when it lies in it.
+    paths: Vec<Option<String>>,
+    /// Every command.
+    commands: Vec<Command>,
+}
+
+impl Journaled {
+    /// The sessions of `journals`, for `repo`.
+    pub(super) fn read(journals: &JournalDir, repo: &Repo) -> anyhow::Result<Journaled> {
+        let (edits, commands) = derive(journals)?;
+        let paths = edits.iter().map(|e| repo.relative(&e.path)).collect();
+        Ok(Journaled {
+            edits,
+            paths,
+            commands,
+        })
+    }
+
+    /// git's blame of `rel` at `rev` (`None`: the work tree), lines `range` or all, and whose
+    /// each line is.
+    pub(super) fn blame(
+        &self,
+        history: &mut GitHistory,
+        rev: Option<&str>,
+        rel: &str,
+        range: Option<(usize, usize)>,
+    ) -> anyhow::Result<(Vec<BlamedLine>, Vec<Option<&Origin>>)> {
+        let range = range.map(|(a, b)| format!("{a},{b}"));
+        let mut git_args = vec!["blame", "--line-porcelain", "-M", "-C"];
+        if let Some(range) = &range {
+            git_args.extend(["-L", range]);
+        }
+        git_args.extend(rev);
+        git_args.extend(["--", rel]);
+        let lines = porcelain::parse(&history.repo().git(&git_args)?);
+        let paths: HashSet<&str> = lines.iter().map(|l| l.path.as_str()).collect();
+        let in_repo: Vec<InRepo> = self
+            .edits
+            .iter()
+            .zip(&self.paths)
+            .filter_map(|(edit, path)| {
+                let path = path.as_deref().filter(|p| paths.contains(p))?;
+                Some(InRepo { path, edit })
+            })
+            .collect();
+        let credits = attribute(&lines, &in_repo, history);
+        Ok((lines, credits))
+    }
 }
 
 /// Every session's edits (in time order) and commands.

@@ -37,6 +37,7 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Search(_)
             | Command::Stats(_)
             | Command::Blame(_)
+            | Command::Note(_)
             | Command::Replay(_)
             | Command::Rerun(_)
             | Command::Diff(_)

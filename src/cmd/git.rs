@@ -2,8 +2,9 @@
 //! it, and what the history holds (for `provenance::attribute`).
 
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
@@ -26,7 +27,7 @@ impl Repo {
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."))
         };
-        let out = run(dir, &["rev-parse", "--show-toplevel"])
+        let out = run(dir, &["rev-parse", "--show-toplevel"], None)
             .with_context(|| format!("{} is not in a git work tree", path.display()))?;
         let root = canonical(Path::new(out.trim_end_matches('\n')));
         Ok(Repo { root })
@@ -47,16 +48,32 @@ impl Repo {
     /// git's standard output for `args`, run at the root; an error with git's own message when
     /// it fails.
     pub(super) fn git(&self, args: &[&str]) -> anyhow::Result<String> {
-        run(&self.root, args)
+        run(&self.root, args, None)
+    }
+
+    /// Like [`Repo::git`], with `input` on git's standard input.
+    pub(super) fn git_input(&self, args: &[&str], input: &str) -> anyhow::Result<String> {
+        run(&self.root, args, Some(input))
     }
 }
 
-fn run(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("git")
+fn run(dir: &Path, args: &[&str], input: Option<&str>) -> anyhow::Result<String> {
+    let mut child = Command::new("git")
         .args(args)
         .current_dir(dir)
-        .output()
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("running git (is it installed and on PATH?)")?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
     if !out.status.success() {
         anyhow::bail!(
             "git {}: {}",
@@ -98,6 +115,11 @@ pub(super) struct GitHistory<'r> {
 }
 
 impl<'r> GitHistory<'r> {
+    /// The repository.
+    pub(super) fn repo(&self) -> &'r Repo {
+        self.repo
+    }
+
     /// The history of `repo`.
     pub(super) fn new(repo: &'r Repo) -> GitHistory<'r> {
         GitHistory {

@@ -10,6 +10,7 @@ mod git;
 mod inotify;
 mod list;
 mod maintain;
+mod note;
 mod proxy;
 mod records;
 mod replay;
@@ -91,6 +92,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Search(args)) => search::run(&journals, args),
         Some(Command::Stats(args)) => search::stats(&journals, &local, args),
         Some(Command::Blame(args)) => blame::run(&journals, args),
+        Some(Command::Note(args)) => note::run(&journals, args),
+        Some(Command::Hooks(args)) => match args.action {
+            crate::cli::HooksAction::Install => note::install_hooks(&journals),
+        },
         Some(Command::Prune(args)) => match shared {
             // With a shared store, the store's sessions (of every host) are pruned.
             Some(url) => from_store::prune(url, args),

@@ -5,4 +5,5 @@
 pub mod attribute;
 pub mod edits;
 pub mod lines;
+pub mod note;
 pub mod porcelain;

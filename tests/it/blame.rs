@@ -37,12 +37,7 @@ impl Repo {
     /// git, as the person, with nothing of the user's configuration.
     fn git(&self, args: &[&str]) -> String {
         let out = Command::new("git")
-            .args([
-                "-c",
-                "commit.gpgsign=false",
-                "-c",
-                "core.hooksPath=/dev/null",
-            ])
+            .args(["-c", "commit.gpgsign=false"])
             .args(args)
             .current_dir(self.path())
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -75,6 +70,16 @@ impl Repo {
     fn commit(&self, message: &str) {
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", message]);
+    }
+
+    /// `acp-journal ARGS` in the work tree, on the test's journals: its stdout.
+    fn cli(&self, args: &[&str]) -> String {
+        let journals = self.journals.path().display().to_string();
+        let mut all = vec!["--journal-dir", journals.as_str()];
+        all.extend_from_slice(args);
+        let (code, out, err) = run_cli_in(self.path(), &all);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
     }
 
     /// A proxied session of the edit agent in `cwd`.
@@ -545,5 +550,297 @@ fn a_line_a_command_may_have_written_is_the_persons_and_names_the_command() {
             "?1 may have been written by a command of session {s} turn 1, "
         )),
         "{text}"
+    );
+}
+
+/// A Git AI Standard v3.0.0 authorship log, read as the standard's text says (independently of
+/// acp-journal's writer): per file, per line, the attestation key covering it; and the
+/// metadata, checked for the required fields and the session records' shape.
+struct Note {
+    files: std::collections::BTreeMap<String, std::collections::BTreeMap<usize, String>>,
+    meta: Value,
+}
+
+fn read_note(text: &str, commit: &str) -> Note {
+    let lines: Vec<&str> = text.lines().collect();
+    let divider = lines
+        .iter()
+        .position(|l| *l == "---")
+        .unwrap_or_else(|| panic!("no `---` line: {text}"));
+    let key = regex::Regex::new(r"^(s_[0-9a-f]{14}::t_[0-9a-f]{14}|h_[0-9a-f]{14}|[0-9a-f]{16})$")
+        .unwrap();
+    let ranges = regex::Regex::new(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$").unwrap();
+    let mut files = std::collections::BTreeMap::new();
+    let mut file: Option<String> = None;
+    for line in &lines[..divider] {
+        if let Some(entry) = line.strip_prefix("  ") {
+            assert!(
+                !entry.starts_with(' '),
+                "indented by more than two spaces: {line:?}"
+            );
+            let (k, r) = entry.split_once(' ').expect("a key and its ranges");
+            assert!(key.is_match(k), "bad key {k:?}");
+            assert!(ranges.is_match(r), "bad ranges {r:?}");
+            let mut last = 0;
+            let covered: &mut std::collections::BTreeMap<usize, String> =
+                files.get_mut(file.as_ref().expect("a file first")).unwrap();
+            for part in r.split(',') {
+                let (a, b) = part.split_once('-').unwrap_or((part, part));
+                let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+                assert!(
+                    a >= 1 && a <= b && a > last,
+                    "ranges not ascending from 1: {r}"
+                );
+                last = b;
+                for n in a..=b {
+                    assert!(covered.insert(n, k.to_string()).is_none(), "line {n} twice");
+                }
+            }
+        } else {
+            assert!(
+                !line.starts_with([' ', '\t']),
+                "a file line indented: {line:?}"
+            );
+            let name = match line.strip_prefix('"') {
+                Some(quoted) => quoted.strip_suffix('"').expect("closing quote").to_string(),
+                None => {
+                    assert!(
+                        !line.contains([' ', '\t']),
+                        "unquoted path with spaces: {line:?}"
+                    );
+                    line.to_string()
+                }
+            };
+            files.insert(name.clone(), std::collections::BTreeMap::new());
+            file = Some(name);
+        }
+    }
+    assert!(
+        files.values().all(|f| !f.is_empty()),
+        "a file without entries: {text}"
+    );
+    let meta: Value = serde_json::from_str(&lines[divider + 1..].join("\n")).unwrap();
+    assert_eq!(meta["schema_version"], "authorship/3.0.0");
+    assert_eq!(meta["base_commit_sha"], commit);
+    assert!(meta["prompts"].is_object(), "{meta}");
+    let sessions = meta["sessions"].as_object().cloned().unwrap_or_default();
+    for (id, record) in &sessions {
+        assert!(
+            regex::Regex::new(r"^s_[0-9a-f]{14}$").unwrap().is_match(id),
+            "{id}"
+        );
+        let agent = &record["agent_id"];
+        for field in ["tool", "id", "model"] {
+            assert!(
+                agent[field].is_string(),
+                "agent_id.{field} of {id}: {record}"
+            );
+        }
+        for banned in [
+            "messages",
+            "messages_url",
+            "total_additions",
+            "total_deletions",
+        ] {
+            assert!(record.get(banned).is_none(), "{banned} in {record}");
+        }
+        // The session ID is SHA-256 of `<tool>:<conversation id>`, its first 14 hex digits.
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(
+            format!(
+                "{}:{}",
+                agent["tool"].as_str().unwrap(),
+                agent["id"].as_str().unwrap()
+            )
+            .as_bytes(),
+        );
+        assert_eq!(id[2..], hex::encode(digest)[..14], "{record}");
+    }
+    // Every key resolves to its record.
+    for covered in files.values() {
+        for k in covered.values() {
+            let map = match k.split_once("::") {
+                Some((session, _)) => meta["sessions"].get(session),
+                None if k.starts_with("h_") => meta["humans"].get(k.as_str()),
+                None => meta["prompts"].get(k.as_str()),
+            };
+            assert!(map.is_some(), "{k} has no record: {text}");
+        }
+    }
+    Note { files, meta }
+}
+
+impl Repo {
+    /// The note of `rev` under refs/notes/ai, read by [`read_note`]: for each file of `expected`,
+    /// whose each of its lines is (`-` for no entry, `a known human` for an `h_` key, else
+    /// `<session>:<tool call>`, the session
+    /// named by `sessions`' aliases and the call by its trace ID's position among the session's
+    /// in the order of first appearance).
+    fn note_of(&self, rev: &str, files: &[&str], sessions: &[(&str, &str)]) -> Vec<Vec<String>> {
+        let sha = self.git(&["rev-parse", rev]).trim().to_string();
+        let note = read_note(&self.git(&["notes", "--ref=ai", "show", &sha]), &sha);
+        let mut traces: Vec<String> = Vec::new();
+        files
+            .iter()
+            .map(|file| {
+                let count = std::fs::read_to_string(self.path().join(file))
+                    .ok()
+                    .filter(|_| rev == "HEAD")
+                    .map_or_else(
+                        || {
+                            self.git(&["show", &format!("{sha}:{file}")])
+                                .lines()
+                                .count()
+                        },
+                        |t| t.lines().count(),
+                    );
+                let covered = note.files.get(*file).cloned().unwrap_or_default();
+                assert!(covered.keys().all(|n| *n <= count), "{file}: past its end");
+                (1..=count)
+                    .map(|n| match covered.get(&n) {
+                        None => "-".to_string(),
+                        Some(key) if key.starts_with("h_") => "a known human".to_string(),
+                        Some(key) => {
+                            let (session, trace) = key.split_once("::").unwrap();
+                            let id = &note.meta["sessions"][session]["agent_id"]["id"];
+                            let alias = sessions
+                                .iter()
+                                .find(|(_, s)| id == *s)
+                                .map_or("an unknown session", |(a, _)| a);
+                            if !traces.iter().any(|t| t == trace) {
+                                traces.push(trace.to_string());
+                            }
+                            let call = traces.iter().position(|t| t == trace).unwrap() + 1;
+                            format!("{alias}:{call}")
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+fn strings(files: &[&[&str]]) -> Vec<Vec<String>> {
+    files
+        .iter()
+        .map(|f| f.iter().map(|s| s.to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn installed_hooks_write_standard_notes_at_commit_amend_and_rebase_keeping_the_hook_there() {
+    let repo = Repo::new();
+    repo.write("a.rs", &["// a", "fn person() {}"]);
+    repo.write("b.rs", &["// b"]);
+    repo.commit("base");
+    // A hook of the person's own, kept and run first.
+    let hooks = repo.path().join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("post-commit"),
+        "#!/bin/sh\ntouch \"$(git rev-parse --git-dir)/own-hook-ran\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        hooks.join("post-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let installed = repo.cli(&["hooks", "install"]);
+    assert!(
+        installed.contains("post-commit.before-acp-journal: kept"),
+        "{installed}"
+    );
+    let mut s = repo.session(repo.path());
+    s.turn(1, "write a.rs\n// a\nfn agent_first() -> u8 { 1 }\nfn agent_second() -> u8 { 2 }\nfn person() {}\n.");
+    s.turn(
+        2,
+        "replace b.rs\n// b\n---\n// b\nfn agent_in_b() -> &'static str { \"b\" }\n.",
+    );
+    let s = s.end();
+    repo.write("my file.txt", &["the person's own file"]);
+    repo.commit("agent work");
+    assert!(
+        repo.path().join(".git/own-hook-ran").exists(),
+        "the kept hook did not run: {installed} {:?}",
+        std::fs::read_dir(&hooks)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.note_of("HEAD", &["a.rs", "b.rs", "my file.txt"], &[("s", &s)]),
+        strings(&[&["-", "s:1", "s:1", "-"], &["-", "s:2"], &["-"]])
+    );
+    // An amend changing one of the agent's lines: the new commit's note without it.
+    repo.write(
+        "a.rs",
+        &[
+            "// a",
+            "fn agent_first() -> u8 { 1 }",
+            "fn agent_second() -> u8 { 20 }",
+            "fn person() {}",
+        ],
+    );
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "--amend", "--no-edit"]);
+    assert_eq!(
+        repo.note_of("HEAD", &["a.rs", "b.rs"], &[("s", &s)]),
+        strings(&[&["-", "s:1", "-", "-"], &["-", "s:2"]])
+    );
+    // Rebased onto a person's commit that adds lines above: line numbers follow the content.
+    let base = repo.git(&["rev-list", "--max-parents=0", "HEAD"]);
+    repo.git(&["checkout", "-q", "-b", "other", base.trim()]);
+    repo.write("b.rs", &["// header by the person", "// b"]);
+    repo.commit("header");
+    repo.git(&["checkout", "-q", "main"]);
+    repo.git(&["rebase", "-q", "other"]);
+    assert_eq!(
+        repo.note_of("HEAD", &["a.rs", "b.rs"], &[("s", &s)]),
+        strings(&[&["-", "s:1", "-", "-"], &["-", "-", "s:2"]])
+    );
+    // The person's commit has no AI lines: no note.
+    assert!(
+        Command::new("git")
+            .args(["notes", "--ref=ai", "show", "other"])
+            .current_dir(repo.path())
+            .output()
+            .unwrap()
+            .status
+            .code()
+            != Some(0)
+    );
+}
+
+#[test]
+fn another_tools_note_is_merged_never_overwritten() {
+    let repo = Repo::new();
+    repo.write("a.rs", &["// a"]);
+    repo.commit("base");
+    let mut s = repo.session(repo.path());
+    s.turn(
+        1,
+        "write a.rs\n// a\nfn from_the_agent() {}\nfn typed_in_an_ide() {}\n.",
+    );
+    let s = s.end();
+    repo.commit("work");
+    let sha = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    // git-ai's note: a known human typed line 3.
+    let theirs = format!(
+        "a.rs\n  h_31dce776f88375 3\n---\n{{\n  \"schema_version\": \"authorship/3.0.0\",\n  \"git_ai_version\": \"1.4.5\",\n  \"base_commit_sha\": \"{sha}\",\n  \"prompts\": {{}},\n  \"humans\": {{\"h_31dce776f88375\": {{\"author\": \"Developer <dev@example.com>\"}}}}\n}}\n"
+    );
+    repo.git(&["notes", "--ref=ai", "add", "-m", &theirs, &sha]);
+    repo.cli(&["note"]);
+    repo.cli(&["note", "HEAD"]);
+    let note = read_note(&repo.git(&["notes", "--ref=ai", "show", &sha]), &sha);
+    assert_eq!(note.meta["git_ai_version"], "1.4.5");
+    assert_eq!(
+        note.meta["humans"]["h_31dce776f88375"]["author"],
+        "Developer <dev@example.com>"
+    );
+    assert_eq!(note.meta["sessions"].as_object().unwrap().len(), 1);
+    assert_eq!(
+        repo.note_of("HEAD", &["a.rs"], &[("s", &s)]),
+        strings(&[&["-", "s:1", "a known human"]])
     );
 }

@@ -1,0 +1,142 @@
+//! `note` and `hooks install`: a commit's authorship log in the Git AI Standard v3.0.0 under
+//! `refs/notes/ai` (written with `git notes`), and the hooks that write it at each commit and
+//! again for the commits an amend or rebase makes.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::blame::Journaled;
+use super::git::{GitHistory, Repo};
+use crate::cli::NoteArgs;
+use crate::journal::JournalDir;
+use crate::provenance::note;
+
+/// The notes ref the standard names.
+const NOTES_REF: &str = "--ref=refs/notes/ai";
+
+/// Write the note of `args.rev`: the lines that commit brought in that an agent wrote.
+pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitCode> {
+    let repo = Repo::containing(Path::new("."))?;
+    let sha = repo.git(&["rev-parse", "--verify", &format!("{}^{{commit}}", args.rev)])?;
+    let sha = sha.trim();
+    // The files the commit changed (none for a merge: its note would be its resolutions').
+    let files = repo.git(&[
+        "diff-tree",
+        "--no-commit-id",
+        "--name-only",
+        "-r",
+        "--root",
+        "-M",
+        "-z",
+        sha,
+    ])?;
+    let journaled = Journaled::read(journals, &repo)?;
+    let mut history = GitHistory::new(&repo);
+    let mut blamed = Vec::new();
+    for file in files.split('\0').filter(|f| !f.is_empty()) {
+        // A file the commit deleted has nothing to blame.
+        if repo
+            .git(&["cat-file", "-e", &format!("{sha}:{file}")])
+            .is_err()
+        {
+            continue;
+        }
+        blamed.push((file, journaled.blame(&mut history, Some(sha), file, None)?));
+    }
+    let mut credited = Vec::new();
+    for (file, (lines, credits)) in &blamed {
+        for (line, credit) in lines.iter().zip(credits) {
+            if let (true, Some(origin)) = (line.commit == sha, credit) {
+                credited.push((*file, line.number, *origin));
+            }
+        }
+    }
+    let existing = repo.git(&["notes", NOTES_REF, "show", sha]).ok();
+    let mut err = std::io::stderr().lock();
+    if credited.is_empty() && existing.is_none() {
+        writeln!(
+            err,
+            "acp-journal: no line {sha} brought in is an agent's: no note"
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = note::write(sha, &credited, existing.as_deref()).map_err(|e| {
+        anyhow::anyhow!(
+            "the note of {sha} under refs/notes/ai is not a Git AI authorship log ({e}): left as it is"
+        )
+    })?;
+    repo.git_input(&["notes", NOTES_REF, "add", "-f", "-F", "-", sha], &text)?;
+    let sessions: std::collections::HashSet<&str> = credited
+        .iter()
+        .map(|(_, _, o)| o.session.as_str())
+        .collect();
+    writeln!(
+        err,
+        "acp-journal: the note of {sha}: {} lines of {} sessions (refs/notes/ai)",
+        credited.len(),
+        sessions.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The first line of our hooks after the shebang: how a hook is known to be ours.
+const MARK: &str =
+    "# acp-journal: authorship notes under refs/notes/ai (acp-journal hooks install)";
+
+/// Where a hook that was there before ours is kept (ours runs it first).
+const KEPT: &str = ".before-acp-journal";
+
+/// Add `post-commit` and `post-rewrite` hooks to the repository of the working directory;
+/// a hook already there is kept and run first.
+pub(super) fn install_hooks(journals: &JournalDir) -> anyhow::Result<ExitCode> {
+    let repo = Repo::containing(Path::new("."))?;
+    let dir = repo.git(&["rev-parse", "--path-format=absolute", "--git-path", "hooks"])?;
+    let dir = PathBuf::from(dir.trim_end_matches('\n'));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let exe = std::env::current_exe().context("finding acp-journal's own path")?;
+    let run = format!(
+        "{} --journal-dir {} note",
+        quote(&exe.display().to_string()),
+        quote(&journals.root().display().to_string())
+    );
+    let commit = format!(
+        "#!/bin/sh\n{MARK}\nstatus=0\nif [ -x \"$0{KEPT}\" ]; then \"$0{KEPT}\" \"$@\" || status=$?; fi\n{run} HEAD >/dev/null\nexit $status\n"
+    );
+    // After an amend or a rebase, git names each old commit and the new one it became.
+    let rewrite = format!(
+        "#!/bin/sh\n{MARK}\ninput=$(cat)\nstatus=0\nif [ -x \"$0{KEPT}\" ]; then printf '%s\\n' \"$input\" | \"$0{KEPT}\" \"$@\" || status=$?; fi\nprintf '%s\\n' \"$input\" | while read -r old new rest; do\n  [ -n \"$new\" ] && {run} \"$new\" >/dev/null\ndone\nexit $status\n"
+    );
+    let mut out = std::io::stdout().lock();
+    for (name, script) in [("post-commit", commit), ("post-rewrite", rewrite)] {
+        let path = dir.join(name);
+        let kept = dir.join(format!("{name}{KEPT}"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) if text.contains(MARK) => {}
+            Ok(_) if kept.exists() => anyhow::bail!(
+                "{} is not ours and {} is taken: move one of them away",
+                path.display(),
+                kept.display()
+            ),
+            Ok(_) => {
+                std::fs::rename(&path, &kept)
+                    .with_context(|| format!("keeping {}", path.display()))?;
+                writeln!(out, "{}: kept, run first", kept.display())?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+        std::fs::write(&path, script).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        writeln!(out, "{}: installed", path.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A word for sh: single-quoted.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}

@@ -100,6 +100,14 @@ pub fn write(
         Some(text) => parse(text)?,
         None => (Vec::new(), Map::new()),
     };
+    // The standard's required fields first, as its examples have them.
+    for (field, value) in [
+        ("schema_version", json!(SCHEMA)),
+        ("base_commit_sha", json!(sha)),
+        ("prompts", json!({})),
+    ] {
+        meta.entry(field).or_insert(value);
+    }
     let sessions = meta
         .entry("sessions")
         .or_insert_with(|| json!({}))
@@ -153,7 +161,6 @@ pub fn write(
     entries.append(&mut new_entries);
     meta.insert("schema_version".into(), json!(SCHEMA));
     meta.insert("base_commit_sha".into(), json!(sha));
-    meta.entry("prompts").or_insert_with(|| json!({}));
     // Files in their first appearance's order, each once.
     let mut files: Vec<&str> = Vec::new();
     for e in &entries {

@@ -624,11 +624,9 @@ fn read_note(text: &str, commit: &str) -> Note {
     assert_eq!(meta["base_commit_sha"], commit);
     assert!(meta["prompts"].is_object(), "{meta}");
     let sessions = meta["sessions"].as_object().cloned().unwrap_or_default();
+    let session_id = regex::Regex::new(r"^s_[0-9a-f]{14}$").unwrap();
     for (id, record) in &sessions {
-        assert!(
-            regex::Regex::new(r"^s_[0-9a-f]{14}$").unwrap().is_match(id),
-            "{id}"
-        );
+        assert!(session_id.is_match(id), "{id}");
         let agent = &record["agent_id"];
         for field in ["tool", "id", "model"] {
             assert!(

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::util::{TestClient, proxied, python, root, run_cli_in};
+use crate::util::{TestClient, proxied_with, python, root, run_cli_in};
 
 /// A git repository with a journal directory beside it.
 struct Repo {
@@ -84,6 +84,11 @@ impl Repo {
 
     /// A proxied session of the edit agent in `cwd`.
     fn session(&self, cwd: &Path) -> Session {
+        self.session_with(cwd, &[])
+    }
+
+    /// The same, with proxy options.
+    fn session_with(&self, cwd: &Path, options: &[&str]) -> Session {
         let agent = vec![
             python(),
             root()
@@ -91,7 +96,7 @@ impl Repo {
                 .display()
                 .to_string(),
         ];
-        let mut client = TestClient::spawn(&proxied(self.journals.path(), &agent));
+        let mut client = TestClient::spawn(&proxied_with(self.journals.path(), options, &agent));
         client.initialize();
         let id = client.new_session(cwd.to_str().unwrap());
         Session {
@@ -841,4 +846,46 @@ fn another_tools_note_is_merged_never_overwritten() {
         repo.note_of("HEAD", &["a.rs"], &[("s", &s)]),
         strings(&[&["-", "s:1", "a known human"]])
     );
+}
+
+#[test]
+fn a_teammate_blames_through_the_store_with_none_of_the_journals() {
+    let repo = Repo::new();
+    repo.write("shared.rs", &["// shared"]);
+    repo.commit("base");
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().join("store").display());
+    let mut s = repo.session_with(repo.path(), &["--store", &url, "--ship-interval", "0.2"]);
+    s.turn(
+        1,
+        "write shared.rs\n// shared\nfn written_on_the_first_machine() {}\n.",
+    );
+    let s = s.end();
+    repo.commit("work");
+    // Another machine: its own, empty journal directory, and the team's store.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let journals = elsewhere.path().display().to_string();
+    let (code, out, err) = run_cli_in(
+        repo.path(),
+        &[
+            "--journal-dir",
+            &journals,
+            "--store",
+            &url,
+            "blame",
+            "shared.rs",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let whose: Vec<&Value> = rows.iter().map(|r| &r["agent"]["session"]).collect();
+    assert_eq!(whose, [&Value::Null, &json!(s)], "{out}");
+    // Without the store, that machine knows nothing of it.
+    let (code, out, _) = run_cli_in(
+        repo.path(),
+        &["--journal-dir", &journals, "blame", "shared.rs", "--json"],
+    );
+    assert_eq!(code, 0);
+    assert!(!out.contains(&s), "{out}");
 }

@@ -9,19 +9,19 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::util::{TestClient, proxied_with, python, root, run_cli_in};
+use crate::util::{TestClient, proxied_with, python, reply_to, root, run_cli_in};
 
 /// A git repository with a journal directory beside it.
-struct Repo {
+pub struct Repo {
     dir: tempfile::TempDir,
-    journals: tempfile::TempDir,
+    pub journals: tempfile::TempDir,
 }
 
 /// The person committing in the tests.
 const PERSON: &str = "Ann Person";
 
 impl Repo {
-    fn new() -> Repo {
+    pub fn new() -> Repo {
         let repo = Repo {
             dir: tempfile::tempdir().unwrap(),
             journals: tempfile::tempdir().unwrap(),
@@ -30,12 +30,12 @@ impl Repo {
         repo
     }
 
-    fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// git, as the person, with nothing of the user's configuration.
-    fn git(&self, args: &[&str]) -> String {
+    pub fn git(&self, args: &[&str]) -> String {
         let out = Command::new("git")
             .args(["-c", "commit.gpgsign=false"])
             .args(args)
@@ -57,7 +57,7 @@ impl Repo {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    fn write(&self, file: &str, lines: &[&str]) {
+    pub fn write(&self, file: &str, lines: &[&str]) {
         let path = self.path().join(file);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(
@@ -67,7 +67,7 @@ impl Repo {
         .unwrap();
     }
 
-    fn commit(&self, message: &str) {
+    pub fn commit(&self, message: &str) {
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", message]);
     }
@@ -106,17 +106,17 @@ impl Repo {
         }
     }
 
-    /// `blame FILE --json` run in the work tree: (text, whose) per line, whose being git's
-    /// author or `<session>:<turn>`, with each agent line's prompt, agent and model checked.
+    /// `blame FILE --json` run in the work tree: an object per line.
+    pub fn blame_json(&self, file: &str) -> Vec<Value> {
+        let out = self.cli(&["blame", file, "--json"]);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    /// `blame FILE --json`: (text, whose) per line, whose being git's author or
+    /// `<session>:<turn>`, with each agent line's prompt, agent and model checked.
     fn blame(&self, file: &str, sessions: &[(&str, &str)]) -> Vec<(String, String)> {
-        let journals = self.journals.path().display().to_string();
-        let (code, out, err) = run_cli_in(
-            self.path(),
-            &["--journal-dir", &journals, "blame", file, "--json"],
-        );
-        assert_eq!(code, 0, "{err}");
-        let rows: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-        rows.iter()
+        self.blame_json(file)
+            .iter()
             .enumerate()
             .map(|(i, row)| {
                 assert_eq!(row["line"], i + 1, "{row}");
@@ -156,40 +156,8 @@ impl Session {
         let id = self.next;
         self.next += 1;
         let text = format!("Turn {number} of the test\n{directives}");
-        self.client.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-            "params": {"sessionId": self.id, "prompt": [{"type": "text", "text": text}]}}),
-        );
-        loop {
-            let msg = self
-                .client
-                .recv()
-                .expect("the turn's end")
-                .json
-                .clone()
-                .unwrap();
-            if msg["id"] == id && msg.get("method").is_none() {
-                assert_eq!(msg["result"]["stopReason"], "end_turn", "{msg}");
-                return;
-            }
-            let params = &msg["params"];
-            let path = PathBuf::from(params["path"].as_str().unwrap_or_default());
-            let reply = match msg["method"].as_str() {
-                Some("fs/read_text_file") => match std::fs::read_to_string(&path) {
-                    Ok(content) => json!({"result": {"content": content}}),
-                    Err(e) => json!({"error": {"code": -32002, "message": e.to_string()}}),
-                },
-                Some("fs/write_text_file") => {
-                    std::fs::write(&path, params["content"].as_str().unwrap()).unwrap();
-                    json!({"result": null})
-                }
-                _ => continue,
-            };
-            let mut reply = reply;
-            reply["jsonrpc"] = json!("2.0");
-            reply["id"] = msg["id"].clone();
-            self.client.send(&reply);
-        }
+        let answer = prompt_writing_files(&mut self.client, id, &self.id, &text);
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     }
 
     /// The session ends (the proxy and agent exit); its ID.
@@ -197,6 +165,45 @@ impl Session {
         let (code, _) = self.client.finish();
         assert_eq!(code, 0);
         self.id
+    }
+}
+
+/// A prompt (request `id`) and its answer, this client reading and writing the files the agent
+/// asks it to (`fs/read_text_file`, `fs/write_text_file`: for real, on disk) and answering its
+/// other requests as the test client does (a permission: allowed once).
+pub fn prompt_writing_files(client: &mut TestClient, id: u64, session: &str, text: &str) -> Value {
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}}),
+    );
+    loop {
+        let Some(msg) = client.recv().expect("the turn's end").json.clone() else {
+            continue;
+        };
+        if msg["id"] == id && msg.get("method").is_none() {
+            return msg;
+        }
+        let params = &msg["params"];
+        let path = PathBuf::from(params["path"].as_str().unwrap_or_default());
+        let mut reply = match msg["method"].as_str() {
+            Some("fs/read_text_file") => match std::fs::read_to_string(&path) {
+                Ok(content) => json!({"result": {"content": content}}),
+                Err(e) => json!({"error": {"code": -32002, "message": e.to_string()}}),
+            },
+            Some("fs/write_text_file") => {
+                std::fs::write(&path, params["content"].as_str().unwrap()).unwrap();
+                json!({"result": null})
+            }
+            _ => {
+                if let Some(reply) = reply_to(&msg) {
+                    client.send(&reply);
+                }
+                continue;
+            }
+        };
+        reply["jsonrpc"] = json!("2.0");
+        reply["id"] = msg["id"].clone();
+        client.send(&reply);
     }
 }
 

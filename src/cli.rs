@@ -730,6 +730,10 @@ pub struct ListArgs {
     /// Rebuild the catalog by reading every journal first.
     #[arg(long)]
     pub rebuild_catalog: bool,
+    /// The sessions and turns behind a commit instead (in the git work tree of the working
+    /// directory): the lines it brought in that each turn's agent wrote, as `blame` finds them.
+    #[arg(long, value_name = "REV", conflicts_with_all = ["cwd", "agent", "since", "rebuild_catalog"])]
+    pub commit: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

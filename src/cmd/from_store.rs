@@ -61,6 +61,8 @@ fn wanted(command: &Command) -> Wanted {
     match command {
         // The sessions not closed: their turns are counted from their segments (a killed
         // host's catalog lacks its last turns).
+        // Behind a commit: any session may have written its lines.
+        Command::List(a) if a.commit.is_some() => Wanted::All,
         Command::List(_) => Wanted::Open,
         Command::Show(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Bundle(a) => Wanted::Named(vec![a.session.clone()]),

@@ -84,7 +84,10 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => local.clone(),
     };
     let result = match cli.command {
-        Some(Command::List(args)) => list::run(&journals, args),
+        Some(Command::List(args)) => match args.commit.clone() {
+            Some(rev) => note::sessions_of_commit(&journals, &rev, args.json),
+            None => list::run(&journals, args),
+        },
         Some(Command::Verify(args)) => verify::run(&journals, args),
         Some(Command::Show(args)) => show::run(&journals, args),
         Some(Command::Watch(args)) => watch::run(&journals, args),

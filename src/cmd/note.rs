@@ -1,7 +1,8 @@
-//! `note` and `hooks install`: a commit's authorship log in the Git AI Standard v3.0.0 under
+//! `note`, `list --commit` and `hooks install`: a commit's authorship log in the Git AI Standard v3.0.0 under
 //! `refs/notes/ai` (written with `git notes`), and the hooks that write it at each commit and
-//! again for the commits an amend or rebase makes.
+//! again for the commits an amend or rebase makes; and the sessions and turns behind a commit.
 
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -13,16 +14,18 @@ use super::blame::Journaled;
 use super::git::{GitHistory, Repo};
 use crate::cli::NoteArgs;
 use crate::journal::JournalDir;
+use crate::provenance::edits::Origin;
 use crate::provenance::note;
 
 /// The notes ref the standard names.
 const NOTES_REF: &str = "--ref=refs/notes/ai";
 
-/// Write the note of `args.rev`: the lines that commit brought in that an agent wrote.
-pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitCode> {
-    let repo = Repo::containing(Path::new("."))?;
-    let sha = repo.git(&["rev-parse", "--verify", &format!("{}^{{commit}}", args.rev)])?;
-    let sha = sha.trim();
+/// The lines commit `rev` brought in that an agent wrote: (file, line, the edit's origin).
+fn credited<'j>(
+    repo: &Repo,
+    journaled: &'j Journaled,
+    sha: &str,
+) -> anyhow::Result<Vec<(String, usize, &'j Origin)>> {
     // The files the commit changed (none for a merge: its note would be its resolutions').
     let files = repo.git(&[
         "diff-tree",
@@ -34,9 +37,8 @@ pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitC
         "-z",
         sha,
     ])?;
-    let journaled = Journaled::read(journals, &repo)?;
-    let mut history = GitHistory::new(&repo);
-    let mut blamed = Vec::new();
+    let mut history = GitHistory::new(repo);
+    let mut credited = Vec::new();
     for file in files.split('\0').filter(|f| !f.is_empty()) {
         // A file the commit deleted has nothing to blame.
         if repo
@@ -45,17 +47,30 @@ pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitC
         {
             continue;
         }
-        blamed.push((file, journaled.blame(&mut history, Some(sha), file, None)?));
-    }
-    let mut credited = Vec::new();
-    for (file, (lines, credits)) in &blamed {
+        let (lines, credits) = journaled.blame(&mut history, Some(sha), file, None)?;
         for (line, credit) in lines.iter().zip(credits) {
             if let (true, Some(origin)) = (line.commit == sha, credit) {
-                credited.push((*file, line.number, *origin));
+                credited.push((file.to_string(), line.number, origin));
             }
         }
     }
-    let existing = repo.git(&["notes", NOTES_REF, "show", sha]).ok();
+    Ok(credited)
+}
+
+/// The work tree of the working directory and the commit `rev` names there.
+fn commit(rev: &str) -> anyhow::Result<(Repo, String)> {
+    let repo = Repo::containing(Path::new("."))?;
+    let sha = repo.git(&["rev-parse", "--verify", &format!("{rev}^{{commit}}")])?;
+    let sha = sha.trim().to_string();
+    Ok((repo, sha))
+}
+
+/// Write the note of `args.rev`: the lines that commit brought in that an agent wrote.
+pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitCode> {
+    let (repo, sha) = commit(&args.rev)?;
+    let journaled = Journaled::read(journals, &repo)?;
+    let credited = credited(&repo, &journaled, &sha)?;
+    let existing = repo.git(&["notes", NOTES_REF, "show", &sha]).ok();
     let mut err = std::io::stderr().lock();
     if credited.is_empty() && existing.is_none() {
         writeln!(
@@ -64,13 +79,17 @@ pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitC
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let text = note::write(sha, &credited, existing.as_deref()).map_err(|e| {
+    let lines: Vec<(&str, usize, &Origin)> = credited
+        .iter()
+        .map(|(f, n, o)| (f.as_str(), *n, *o))
+        .collect();
+    let text = note::write(&sha, &lines, existing.as_deref()).map_err(|e| {
         anyhow::anyhow!(
             "the note of {sha} under refs/notes/ai is not a Git AI authorship log ({e}): left as it is"
         )
     })?;
-    repo.git_input(&["notes", NOTES_REF, "add", "-f", "-F", "-", sha], &text)?;
-    let sessions: std::collections::HashSet<&str> = credited
+    repo.git_input(&["notes", NOTES_REF, "add", "-f", "-F", "-", &sha], &text)?;
+    let sessions: HashSet<&str> = credited
         .iter()
         .map(|(_, _, o)| o.session.as_str())
         .collect();
@@ -80,6 +99,76 @@ pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitC
         credited.len(),
         sessions.len()
     )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `list --commit REV`: the sessions and turns behind a commit, each with the lines it wrote
+/// there, by file.
+pub(super) fn sessions_of_commit(
+    journals: &JournalDir,
+    rev: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (repo, sha) = commit(rev)?;
+    let journaled = Journaled::read(journals, &repo)?;
+    let credited = credited(&repo, &journaled, &sha)?;
+    // Turns in the order of their edits' times; each file's lines in order.
+    let mut turns: BTreeMap<(i64, String, u64), (&Origin, BTreeMap<&str, Vec<usize>>)> =
+        BTreeMap::new();
+    let mut firsts: std::collections::HashMap<(&str, u64), i64> = std::collections::HashMap::new();
+    for (_, _, o) in &credited {
+        let first = firsts.entry((&o.session, o.turn)).or_insert(o.time_us);
+        *first = (*first).min(o.time_us);
+    }
+    for (file, line, origin) in &credited {
+        let first = firsts[&(origin.session.as_str(), origin.turn)];
+        turns
+            .entry((first, origin.session.clone(), origin.turn))
+            .or_insert_with(|| (*origin, BTreeMap::new()))
+            .1
+            .entry(file)
+            .or_default()
+            .push(*line);
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if json {
+        let rows: Vec<serde_json::Value> = turns
+            .values()
+            .map(|(o, files)| {
+                serde_json::json!({
+                    "session": o.session,
+                    "turn": o.turn,
+                    "agent": o.agent,
+                    "model": o.model,
+                    "prompt": o.prompt,
+                    "time": crate::render::utc(o.time_us),
+                    "lines": files
+                        .iter()
+                        .map(|(f, l)| (f.to_string(), serde_json::json!(note::ranges(l))))
+                        .collect::<serde_json::Map<_, _>>(),
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &rows)?;
+        writeln!(out)?;
+    } else {
+        for (o, files) in turns.values() {
+            let lines: Vec<String> = files
+                .iter()
+                .map(|(f, l)| format!("{f}:{}", note::ranges(l)))
+                .collect();
+            writeln!(
+                out,
+                "{} turn {}  {}  {}  {}",
+                o.session,
+                o.turn,
+                o.agent.as_deref().unwrap_or("an agent"),
+                lines.join(" "),
+                o.prompt
+            )?;
+        }
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -427,6 +427,47 @@ fn two_sessions_editing_one_file_each_get_their_lines_committed_or_not() {
             ("- not committed, from session two", "two:2"),
         ])
     );
+    // Committed: each commit's sessions and turns, with the lines they wrote there.
+    repo.commit("two");
+    let behind = |rev: &str| -> Vec<(String, u64, Value)> {
+        let rows: Vec<Value> =
+            serde_json::from_str(&repo.cli(&["list", "--commit", rev, "--json"])).unwrap();
+        rows.iter()
+            .map(|r| {
+                assert!(r["prompt"].as_str().unwrap().starts_with("Turn "), "{r}");
+                let name = if r["session"] == one.as_str() {
+                    "one"
+                } else {
+                    "two"
+                };
+                (
+                    name.to_string(),
+                    r["turn"].as_u64().unwrap(),
+                    r["lines"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        behind("HEAD"),
+        [
+            ("two".to_string(), 1, json!({"list.md": "3"})),
+            ("two".to_string(), 2, json!({"list.md": "4"})),
+        ]
+    );
+    assert_eq!(
+        behind("HEAD~1"),
+        [("one".to_string(), 1, json!({"list.md": "2"}))]
+    );
+    assert_eq!(behind("HEAD~2"), []);
+    let text = repo.cli(&["list", "--commit", "HEAD"]);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "{two} turn 1  edit-agent  list.md:3  Turn 1 of the test\n"
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -114,11 +114,13 @@ pub fn write(
         .as_object_mut()
         .ok_or("its `sessions` is not an object")?;
     // Ours from before go; theirs stay, with the lines they attest.
-    sessions.retain(|_, record| record["custom_attributes"]["recorded_by"] != RECORDED_BY);
-    entries.retain(|e| {
-        let session = e.key.split("::").next().unwrap_or("");
-        !e.key.starts_with("s_") || sessions.contains_key(session)
-    });
+    let before: Vec<String> = sessions
+        .iter()
+        .filter(|(_, record)| record["custom_attributes"]["recorded_by"] == RECORDED_BY)
+        .map(|(id, _)| id.clone())
+        .collect();
+    sessions.retain(|id, _| !before.contains(id));
+    entries.retain(|e| !before.iter().any(|id| e.key.split("::").next() == Some(id)));
     let theirs: std::collections::HashSet<(&str, usize)> = entries
         .iter()
         .flat_map(|e| e.lines.iter().map(move |l| (e.file.as_str(), *l)))
@@ -296,7 +298,7 @@ mod tests {
 
     #[test]
     fn another_tools_note_is_kept_and_ours_replaced() {
-        let theirs = "src/a.rs\n  s_0123456789abcd::t_0123456789abcd 1-2\n  h_0123456789abcd 7\n---\n{\"schema_version\":\"authorship/3.0.0\",\"base_commit_sha\":\"abc\",\"prompts\":{},\"git_ai_version\":\"1.4.5\",\"sessions\":{\"s_0123456789abcd\":{\"agent_id\":{\"tool\":\"cursor\",\"id\":\"x\",\"model\":\"m\"}}},\"humans\":{\"h_0123456789abcd\":{\"author\":\"A <a@x>\"}}}\n";
+        let theirs = "src/a.rs\n  s_0123456789abcd::t_0123456789abcd 1-2\n  h_0123456789abcd 7\n  s_fedcba98765432::t_fedcba98765432 9\n---\n{\"schema_version\":\"authorship/3.0.0\",\"base_commit_sha\":\"abc\",\"prompts\":{},\"git_ai_version\":\"1.4.5\",\"sessions\":{\"s_0123456789abcd\":{\"agent_id\":{\"tool\":\"cursor\",\"id\":\"x\",\"model\":\"m\"}}},\"humans\":{\"h_0123456789abcd\":{\"author\":\"A <a@x>\"}}}\n";
         let a = origin("sess-1", "c1");
         let once = write(
             "abc",
@@ -307,7 +309,7 @@ mod tests {
         let key = format!("{}::{}", session_key(&a), trace_key(&a));
         assert!(
             once.starts_with(&format!(
-                "src/a.rs\n  s_0123456789abcd::t_0123456789abcd 1-2\n  h_0123456789abcd 7\n  {key} 3\n---\n"
+                "src/a.rs\n  s_0123456789abcd::t_0123456789abcd 1-2\n  h_0123456789abcd 7\n  s_fedcba98765432::t_fedcba98765432 9\n  {key} 3\n---\n"
             )),
             "{once}"
         );
@@ -315,6 +317,11 @@ mod tests {
         let b = origin("sess-2", "c9");
         let twice = write("abc", &[("src/b.rs", 1, &b)], Some(&once)).unwrap();
         assert!(!twice.contains(&key), "{twice}");
+        // Theirs, even an entry whose record they left out.
+        assert!(
+            twice.contains("\n  s_fedcba98765432::t_fedcba98765432 9\n"),
+            "{twice}"
+        );
         let meta: Value = serde_json::from_str(twice.split_once("\n---\n").unwrap().1).unwrap();
         assert_eq!(meta["git_ai_version"], "1.4.5");
         assert_eq!(meta["humans"]["h_0123456789abcd"]["author"], "A <a@x>");

@@ -1,11 +1,12 @@
 //! A session's file changes, derived from its journaled records as they are (old journals
 //! included: nothing new is recorded for this).
 //!
-//! Three sources: a tool call's `diff` content (`tool_call` / `tool_call_update`: what agents
-//! that edit files themselves report), the agent's `fs/write_text_file` requests (the content
-//! against what the file held, as far as the session saw it: a read's answer, an earlier
-//! write, a new file's diff), and commands (an `execute` tool call, `terminal/create`), which
-//! may have changed any file and say nothing of what.
+//! Three sources: a tool call's `diff` content (`tool_call` / `tool_call_update`, ACP v2's
+//! `tool_call_content_chunk`: what agents that edit files themselves report), the agent's
+//! `fs/write_text_file` requests (the content against what the file held, as far as the
+//! session saw it: a read's answer, an earlier write, a new file's diff), and commands (an
+//! `execute` tool call, `terminal/create`), which may have changed any file and say nothing
+//! of what.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -336,7 +337,10 @@ impl Deriver {
 
     fn update(&mut self, update: &Value) {
         match update["sessionUpdate"].as_str() {
-            Some("tool_call" | "tool_call_update") => self.tool_call(update),
+            // ACP v2 streams a call's content a piece at a time (one `content` each).
+            Some("tool_call" | "tool_call_update" | "tool_call_content_chunk") => {
+                self.tool_call(update);
+            }
             Some("config_option_update") => self.config_options(&update["configOptions"]),
             Some("current_model_update") => {
                 if let Some(model) = update["modelId"].as_str() {
@@ -378,10 +382,11 @@ impl Deriver {
                 .or_else(|| self.cwd.clone());
             self.command(command, cwd, Some(call.to_string()));
         }
-        let diffs = update["content"]
+        let content = &update["content"];
+        let diffs = content
             .as_array()
+            .map_or_else(|| vec![content], |all| all.iter().collect())
             .into_iter()
-            .flatten()
             .filter(|c| c["type"] == "diff");
         for diff in diffs {
             let (Some(path), Some(new)) =
@@ -523,6 +528,19 @@ mod tests {
         assert_eq!(e.origin.model.as_deref(), Some("m-1"));
         assert_eq!(e.origin.prompt, "Add a greeting");
         assert_eq!(e.origin.time_us, 5_000_000);
+    }
+
+    #[test]
+    fn a_v2_content_chunks_diff_is_an_edit() {
+        let d = derive(&[
+            NEW,
+            PROMPT,
+            r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"t9","kind":"edit","status":"in_progress"}}}"#,
+            r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_content_chunk","toolCallId":"t9","content":{"type":"diff","path":"/repo/v2.rs","oldText":"a\n","newText":"a\nb\n"}}}}"#,
+        ]);
+        assert_eq!(d.edits.len(), 1, "{d:?}");
+        assert_eq!(d.edits[0].change.written, prints(&["b"]));
+        assert_eq!(d.edits[0].origin.tool_call.as_deref(), Some("t9"));
     }
 
     #[test]

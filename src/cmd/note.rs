@@ -102,6 +102,9 @@ pub(super) fn run(journals: &JournalDir, args: NoteArgs) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
+/// A turn's lines in a commit, by file.
+type Lines<'a> = BTreeMap<&'a str, Vec<usize>>;
+
 /// `list --commit REV`: the sessions and turns behind a commit, each with the lines it wrote
 /// there, by file.
 pub(super) fn sessions_of_commit(
@@ -113,8 +116,7 @@ pub(super) fn sessions_of_commit(
     let journaled = Journaled::read(journals, &repo)?;
     let credited = credited(&repo, &journaled, &sha)?;
     // Turns in the order of their edits' times; each file's lines in order.
-    let mut turns: BTreeMap<(i64, String, u64), (&Origin, BTreeMap<&str, Vec<usize>>)> =
-        BTreeMap::new();
+    let mut turns: BTreeMap<(i64, String, u64), (&Origin, Lines)> = BTreeMap::new();
     let mut firsts: std::collections::HashMap<(&str, u64), i64> = std::collections::HashMap::new();
     for (_, _, o) in &credited {
         let first = firsts.entry((&o.session, o.turn)).or_insert(o.time_us);

@@ -684,6 +684,10 @@ pub struct ShowArgs {
     /// Print the records as NDJSON, as stored.
     #[arg(long)]
     pub json: bool,
+    /// Print instead the commits that hold the session's lines (in the git work tree of the
+    /// working directory, as `blame` finds them), each with its lines by file.
+    #[arg(long, conflicts_with_all = ["raw", "json"])]
+    pub commits: bool,
 }
 
 /// `watch` options.

@@ -77,6 +77,19 @@ impl Journaled {
         })
     }
 
+    /// The files of the repository `session` edited, each once, in the order of its edits.
+    pub(super) fn files_of(&self, session: &str) -> Vec<&str> {
+        let mut files: Vec<&str> = Vec::new();
+        for (edit, path) in self.edits.iter().zip(&self.paths) {
+            if let (true, Some(path)) = (edit.origin.session == session, path.as_deref())
+                && !files.contains(&path)
+            {
+                files.push(path);
+            }
+        }
+        files
+    }
+
     /// git's blame of `rel` at `rev` (`None`: the work tree), lines `range` or all, and whose
     /// each line is.
     pub(super) fn blame(

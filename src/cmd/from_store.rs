@@ -64,6 +64,8 @@ fn wanted(command: &Command) -> Wanted {
         // Behind a commit: any session may have written its lines.
         Command::List(a) if a.commit.is_some() => Wanted::All,
         Command::List(_) => Wanted::Open,
+        // Its lines: any later session may have written over them.
+        Command::Show(a) if a.commits => Wanted::All,
         Command::Show(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Bundle(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Rerun(a) => Wanted::Named(vec![a.source.clone()]),

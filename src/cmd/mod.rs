@@ -89,6 +89,9 @@ pub fn run(cli: Cli) -> ExitCode {
             None => list::run(&journals, args),
         },
         Some(Command::Verify(args)) => verify::run(&journals, args),
+        Some(Command::Show(args)) if args.commits => {
+            note::commits_of_session(&journals, &args.session)
+        }
         Some(Command::Show(args)) => show::run(&journals, args),
         Some(Command::Watch(args)) => watch::run(&journals, args),
         Some(Command::Export(args)) => export::run(&journals, args),

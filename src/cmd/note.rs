@@ -1,6 +1,7 @@
 //! `note`, `list --commit` and `hooks install`: a commit's authorship log in the Git AI Standard v3.0.0 under
 //! `refs/notes/ai` (written with `git notes`), and the hooks that write it at each commit and
-//! again for the commits an amend or rebase makes; and the sessions and turns behind a commit.
+//! again for the commits an amend or rebase makes; the sessions and turns behind a commit, and
+//! the commits holding a session's lines.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -12,8 +13,9 @@ use anyhow::Context;
 
 use super::blame::Journaled;
 use super::git::{GitHistory, Repo};
+use crate::catalog::Catalog;
 use crate::cli::NoteArgs;
-use crate::journal::JournalDir;
+use crate::journal::{JournalDir, SegmentReader};
 use crate::provenance::edits::Origin;
 use crate::provenance::note;
 
@@ -169,6 +171,63 @@ pub(super) fn sessions_of_commit(
                 o.prompt
             )?;
         }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `show SESSION --commits`: the commits that hold the session's lines in the work tree of the
+/// working directory (what `blame` of each file it edited gives it), each with its lines.
+pub(super) fn commits_of_session(journals: &JournalDir, session: &str) -> anyhow::Result<ExitCode> {
+    let segments = journals.resolve(session).map_err(anyhow::Error::msg)?;
+    let id = segments
+        .iter()
+        .find_map(|s| SegmentReader::open(s).ok()?.header().session.clone())
+        .unwrap_or_else(|| session.to_string());
+    let repo = Repo::containing(Path::new("."))?;
+    let journaled = Journaled::read(journals, &repo)?;
+    let mut history = GitHistory::new(&repo);
+    // Commit (None: not committed yet) → file → lines, commits in the order first met.
+    let mut commits: Vec<(Option<String>, Lines)> = Vec::new();
+    let files = journaled.files_of(&id);
+    for file in &files {
+        // A file gone from the work tree, or never added, holds none of its lines in a commit.
+        if repo
+            .git(&["ls-files", "--error-unmatch", "--", file])
+            .is_err()
+        {
+            continue;
+        }
+        let (lines, credits) = journaled.blame(&mut history, None, file, None)?;
+        for (line, credit) in lines.iter().zip(credits) {
+            if credit.is_none_or(|o| o.session != id) {
+                continue;
+            }
+            let commit = (!line.uncommitted()).then(|| line.commit.clone());
+            let at = match commits.iter().position(|(c, _)| *c == commit) {
+                Some(at) => at,
+                None => {
+                    commits.push((commit, Lines::new()));
+                    commits.len() - 1
+                }
+            };
+            commits[at].1.entry(file).or_default().push(line.number);
+        }
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (commit, files) in &commits {
+        let lines: Vec<String> = files
+            .iter()
+            .map(|(f, l)| format!("{f}:{}", note::ranges(l)))
+            .collect();
+        let title = match commit {
+            Some(sha) => repo
+                .git(&["log", "-1", "--format=%h %s", sha])?
+                .trim()
+                .to_string(),
+            None => "not committed yet".to_string(),
+        };
+        writeln!(out, "{title}  {}", lines.join(" "))?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

@@ -460,6 +460,16 @@ fn two_sessions_editing_one_file_each_get_their_lines_committed_or_not() {
         [("one".to_string(), 1, json!({"list.md": "2"}))]
     );
     assert_eq!(behind("HEAD~2"), []);
+    // And back: each session's commits, with its lines.
+    let short = |rev: &str| repo.git(&["rev-parse", "--short", rev]).trim().to_string();
+    assert_eq!(
+        repo.cli(&["show", &one, "--commits"]),
+        format!("{} one  list.md:2\n", short("HEAD~1"))
+    );
+    assert_eq!(
+        repo.cli(&["show", &two, "--commits"]),
+        format!("{} two  list.md:3-4\n", short("HEAD"))
+    );
     let text = repo.cli(&["list", "--commit", "HEAD"]);
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(

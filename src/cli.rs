@@ -296,6 +296,26 @@ Examples:
   acp-journal search 'permission'              every message mentioning it
   acp-journal search 'sk-[a-z]+' --cwd ~/proj  a regex, in one project's sessions")]
     Search(SearchArgs),
+    /// Which session wrote each line of a file in a git work tree: git's commit and author, and
+    /// for a line an agent wrote (and nobody changed since) its session, turn, time, agent,
+    /// model and the first line of the prompt.
+    #[command(after_help = "\
+Examples:
+  acp-journal blame src/main.rs
+  acp-journal blame src/main.rs -L 10,40 --json
+  acp-journal --store s3://team-journals/acp blame src/main.rs   sessions of every host")]
+    Blame(BlameArgs),
+    /// Write a commit's authorship note (the Git AI Standard v3.0.0, under refs/notes/ai) from
+    /// the journals: the lines it brought in that an agent wrote, by session and tool call.
+    #[command(after_help = "\
+Examples:
+  acp-journal note                  the note of HEAD
+  acp-journal note HEAD~2
+  git notes --ref=ai show HEAD      read it
+  git push origin refs/notes/ai     share the notes")]
+    Note(NoteArgs),
+    /// Git hooks that write the notes: `hooks install` in a repository.
+    Hooks(HooksArgs),
     /// Count a session's (or every session's) messages by kind and direction.
     #[command(after_help = "Example:\n  acp-journal stats 3fa8")]
     Stats(StatsArgs),
@@ -467,6 +487,59 @@ pub struct SearchArgs {
     pub scan: bool,
 }
 
+/// `blame` options.
+#[derive(Debug, Args)]
+pub struct BlameArgs {
+    /// The file, in a git work tree.
+    #[arg(value_name = "FILE")]
+    pub file: std::path::PathBuf,
+    /// Only lines START to END (1-based, inclusive), as `git blame -L`.
+    #[arg(short = 'L', value_name = "START,END", value_parser = parse_line_range)]
+    pub lines: Option<(usize, usize)>,
+    /// Print a JSON array, an object per line, instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `START,END` for `blame -L`.
+fn parse_line_range(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("{s:?} is not START,END (line numbers from 1, START <= END)");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let (a, b): (usize, usize) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a == 0 || b < a {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+/// `note` options.
+#[derive(Debug, Args)]
+pub struct NoteArgs {
+    /// The commit.
+    #[arg(value_name = "REV", default_value = "HEAD")]
+    pub rev: String,
+}
+
+/// `hooks` options.
+#[derive(Debug, Args)]
+pub struct HooksArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: HooksAction,
+}
+
+/// `hooks` actions.
+#[derive(Debug, Clone, Copy, clap::Subcommand)]
+pub enum HooksAction {
+    /// Add post-commit and post-rewrite hooks writing each new commit's note (amend, rebase and
+    /// squash included) to the repository of the working directory; a hook already there is
+    /// kept (renamed `<hook>.before-acp-journal`) and run first.
+    Install,
+}
+
 /// `erase` options.
 #[derive(Debug, Args)]
 pub struct EraseArgs {
@@ -631,6 +704,10 @@ pub struct ShowArgs {
     /// Print the records as NDJSON, as stored.
     #[arg(long)]
     pub json: bool,
+    /// Print instead the commits that hold the session's lines (in the git work tree of the
+    /// working directory, as `blame` finds them), each with its lines by file.
+    #[arg(long, conflicts_with_all = ["raw", "json"])]
+    pub commits: bool,
 }
 
 /// `watch` options.
@@ -705,6 +782,10 @@ pub struct ListArgs {
     /// Rebuild the catalog by reading every journal first.
     #[arg(long)]
     pub rebuild_catalog: bool,
+    /// The sessions and turns behind a commit instead (in the git work tree of the working
+    /// directory): the lines it brought in that each turn's agent wrote, as `blame` finds them.
+    #[arg(long, value_name = "REV", conflicts_with_all = ["cwd", "agent", "since", "rebuild_catalog"])]
+    pub commit: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

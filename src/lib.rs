@@ -16,6 +16,8 @@
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
 //!   decides what to journal and what to forward.
 //! - [`render`]: readable transcripts of journal records.
+//! - [`provenance`]: which session wrote a line: the edits a journal shows, lines as
+//!   fingerprints, the rules giving a committed line to an agent's edit or a person.
 //! - [`replay`]: recordings as exchanges: played as an agent, compared, bundled.
 //! - [`otel`]: OpenTelemetry GenAI spans of sessions: built from records, encoded as OTLP,
 //!   exported after the fact or live.
@@ -40,6 +42,7 @@ pub mod journal;
 pub mod net;
 pub mod otel;
 pub mod proto;
+pub mod provenance;
 pub mod redact;
 pub mod render;
 pub mod replay;

@@ -36,6 +36,8 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Export(_)
             | Command::Search(_)
             | Command::Stats(_)
+            | Command::Blame(_)
+            | Command::Note(_)
             | Command::Replay(_)
             | Command::Rerun(_)
             | Command::Diff(_)
@@ -59,7 +61,11 @@ fn wanted(command: &Command) -> Wanted {
     match command {
         // The sessions not closed: their turns are counted from their segments (a killed
         // host's catalog lacks its last turns).
+        // Behind a commit: any session may have written its lines.
+        Command::List(a) if a.commit.is_some() => Wanted::All,
         Command::List(_) => Wanted::Open,
+        // Its lines: any later session may have written over them.
+        Command::Show(a) if a.commits => Wanted::All,
         Command::Show(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Bundle(a) => Wanted::Named(vec![a.session.clone()]),
         Command::Rerun(a) => Wanted::Named(vec![a.source.clone()]),

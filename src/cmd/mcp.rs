@@ -373,6 +373,7 @@ impl History {
             session: p.session.clone(),
             raw: false,
             json: false,
+            commits: false,
         }))?;
         let Some(s) = self.find(&journals, &p.session)? else {
             return Ok(Err(format!(

@@ -1,14 +1,17 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod blame;
 mod bundle;
 mod diff;
 mod export;
 mod fork;
 mod from_store;
+mod git;
 mod inotify;
 mod list;
 mod maintain;
 mod mcp;
+mod note;
 mod proxy;
 mod records;
 mod replay;
@@ -82,13 +85,24 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => local.clone(),
     };
     let result = match cli.command {
-        Some(Command::List(args)) => list::run(&journals, args),
+        Some(Command::List(args)) => match args.commit.clone() {
+            Some(rev) => note::sessions_of_commit(&journals, &rev, args.json),
+            None => list::run(&journals, args),
+        },
         Some(Command::Verify(args)) => verify::run(&journals, args),
+        Some(Command::Show(args)) if args.commits => {
+            note::commits_of_session(&journals, &args.session)
+        }
         Some(Command::Show(args)) => show::run(&journals, args),
         Some(Command::Watch(args)) => watch::run(&journals, args),
         Some(Command::Export(args)) => export::run(&journals, args),
         Some(Command::Search(args)) => search::run(&journals, args),
         Some(Command::Stats(args)) => search::stats(&journals, &local, args),
+        Some(Command::Blame(args)) => blame::run(&journals, args),
+        Some(Command::Note(args)) => note::run(&journals, args),
+        Some(Command::Hooks(args)) => match args.action {
+            crate::cli::HooksAction::Install => note::install_hooks(&journals),
+        },
         Some(Command::Prune(args)) => match shared {
             // With a shared store, the store's sessions (of every host) are pruned.
             Some(url) => from_store::prune(url, args),

@@ -22,6 +22,11 @@ user text starts with "RECALL: <query>" is answered with a call of that tool ({"
 once its result is in the conversation, the model answers as usual. The log line of each request
 also holds the tools offered (`tools`) and the text of the tool results in the conversation
 (`tool_results`).
+
+Scripted edits (the Messages API): a request that offers the `Read` and `Edit` tools and whose
+last user text's first line is "EDIT: {json}" (`file_path`, `old_string`, `new_string`) is
+answered with a call of `Read` of that file, then, once its result is in, a call of `Edit` with
+that input (Claude Code edits only a file it has read), then "You said: ..." as usual.
 """
 import http.server
 import json
@@ -62,14 +67,19 @@ def tool_results(req):
     return texts
 
 
-def has_tool_result(req):
-    """Whether a tool's result is in the conversation (the delegation came back)."""
+def tool_result_count(req):
+    """How many tool results the conversation holds."""
+    count = 0
     for msg in req.get("messages") or []:
         content = msg.get("content")
-        if isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-            return True
-    return False
+        if isinstance(content, list):
+            count += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+    return count
+
+
+def has_tool_result(req):
+    """Whether a tool's result is in the conversation (the delegation came back)."""
+    return tool_result_count(req) > 0
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -127,7 +137,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         text = f"You said: {last}. I can see {len(users)} user messages."
         model = req.get("model") or "claude"
         usage = {"input_tokens": 10, "output_tokens": 5}
-        delegation = self.delegation(req, last)
+        delegation = self.delegation(req, last) or self.edit(req, last)
         if delegation is not None:
             return self.tool_use(req, model, *delegation)
         recall = self.recall(req, last)
@@ -176,9 +186,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return None
         return tool, {"query": last[len("RECALL: "):]}
 
+    def edit(self, req, last):
+        """(tool name, input) for the next step of a scripted edit, else None."""
+        tools = {t.get("name") for t in req.get("tools") or [] if isinstance(t, dict)}
+        if not last.startswith("EDIT: ") or not {"Read", "Edit"} <= tools:
+            return None
+        edit = json.loads(last[len("EDIT: "):])
+        steps = [("Read", {"file_path": edit["file_path"]}), ("Edit", edit)]
+        done = tool_result_count(req)
+        return steps[done] if done < len(steps) else None
+
     def tool_use(self, req, model, name, tool_input):
         """A streamed (or whole) answer that calls tool `name` with `tool_input`."""
-        block = {"type": "tool_use", "id": "toolu_delegate_1", "name": name, "input": tool_input}
+        block = {"type": "tool_use", "id": f"toolu_{name.lower()}_{tool_result_count(req) + 1}", "name": name,
+                 "input": tool_input}
         if not req.get("stream"):
             return self.reply(200, json.dumps({
                 "id": "msg_delegate", "type": "message", "role": "assistant", "model": model,

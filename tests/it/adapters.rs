@@ -951,3 +951,90 @@ fn claude_agent_acp_offered_history_recalls_an_earlier_session_of_its_repository
         "{offered}"
     );
 }
+
+/// claude-agent-acp edits part of a file with Claude Code's own Edit tool (the model server's
+/// scripted `Read` then `Edit`), in a git repository; a person changes one of its lines and
+/// commits: `blame` gives the agent's other lines to its session and turn, with its prompt,
+/// agent and model, and the rest to the person.
+#[test]
+fn claude_agent_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_person() {
+    let setup = Setup::new(Adapter::Claude);
+    let repo = crate::blame::Repo::new();
+    repo.write(
+        "cart.py",
+        &[
+            "def total(items):",
+            "    return sum(items)",
+            "",
+            "# end of cart",
+        ],
+    );
+    repo.commit("base");
+    let mut client = setup.client_on(setup.home.path(), repo.journals.path(), &[]);
+    client.initialize();
+    let session = client.new_session(repo.path().to_str().unwrap());
+    let edit = serde_json::json!({
+        "file_path": repo.path().join("cart.py"),
+        "old_string": "def total(items):\n    return sum(items)\n",
+        "new_string": "def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n",
+    });
+    let prompt = format!("EDIT: {edit}\nGive totals a discount");
+    let answer = crate::blame::prompt_writing_files(&mut client, 1000, &session, &prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    ends(client);
+    let text = std::fs::read_to_string(repo.path().join("cart.py")).unwrap();
+    assert!(
+        text.contains("discount=0.0"),
+        "the agent did not edit: {text}"
+    );
+    // The person changes one of the agent's lines and commits.
+    repo.write(
+        "cart.py",
+        &[
+            "def total(items, discount=0.0):",
+            "    gross = sum(item for item in items)",
+            "    return round(gross * (1 - discount), 2)",
+            "",
+            "# end of cart",
+        ],
+    );
+    repo.commit("discounts");
+    let rows = repo.blame_json("cart.py");
+    let whose: Vec<String> = rows
+        .iter()
+        .map(|row| match row["agent"].as_object() {
+            None => format!("{}: {}", row["author"].as_str().unwrap(), row["text"]),
+            Some(agent) => {
+                assert_eq!(agent["session"], session.as_str(), "{row}");
+                // The prompt's first line, at most 200 characters.
+                let first: String = format!("EDIT: {edit}").chars().take(200).collect();
+                assert_eq!(agent["prompt"], first, "{row}");
+                assert!(
+                    agent["tool_call"].as_str().is_some_and(|c| !c.is_empty()),
+                    "{row}"
+                );
+                assert!(
+                    agent["model"].as_str().is_some_and(|m| !m.is_empty()),
+                    "{row}"
+                );
+                format!(
+                    "{} turn {}: {}",
+                    agent["agent"].as_str().unwrap(),
+                    agent["turn"],
+                    row["text"]
+                )
+            }
+        })
+        .collect();
+    assert_eq!(
+        whose,
+        [
+            "@agentclientprotocol/claude-agent-acp turn 1: \"def total(items, discount=0.0):\"",
+            "Ann Person: \"    gross = sum(item for item in items)\"",
+            "@agentclientprotocol/claude-agent-acp turn 1: \"    return round(gross * (1 - discount), 2)\"",
+            "Ann Person: \"\"",
+            "Ann Person: \"# end of cart\"",
+        ],
+        "{rows:#?}"
+    );
+}

@@ -2,6 +2,7 @@
 
 mod adapters;
 mod attach;
+mod blame;
 mod bridge;
 mod cli;
 mod concurrency;

@@ -6,7 +6,7 @@
 //! `watch`, every open one). Pulling again fetches only what is new; `watch`'s copy is kept up
 //! to date while it runs.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -235,10 +235,26 @@ fn kept_copy(url: &str, command: &Command) -> Option<JournalDir> {
     held.then_some(copy)
 }
 
+/// Each session of the store, and the hosts believed to have journaled it.
+pub(super) type Hosts = HashMap<String, BTreeSet<String>>;
+
 /// [`local_copy`], from the store.
 fn pulled_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<JournalDir> {
-    if let Some(copy) = from_index(url, command, limits)? {
-        return Ok(copy);
+    Ok(pulled(url, command, limits)?.0)
+}
+
+/// What `command` reads, pulled from the store at `url` (as [`local_copy`] does, with no
+/// fallback to the copy as last pulled), and the hosts of each session of the store.
+///
+/// # Errors
+/// The store cannot be opened or read, or the local copy cannot be written.
+pub(super) fn pulled(
+    url: &str,
+    command: &Command,
+    limits: Limits,
+) -> anyhow::Result<(JournalDir, Hosts)> {
+    if let Some(found) = from_index(url, command, limits)? {
+        return Ok(found);
     }
     let limit = limits.copy;
     let opened = open(url)?;
@@ -248,15 +264,17 @@ fn pulled_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<J
     opened.pull(url, &named)?;
     trim(&opened.copy, &named, limit);
     if !matches!(command, Command::Watch(_)) {
-        return Ok(opened.copy);
+        let hosts = opened.catalogs.claims.clone();
+        return Ok((opened.copy, hosts));
     }
     let live = Arc::new(RwLock::new(live_segments(&sessions)));
     let copy = opened.copy.clone().with_live(live.clone());
     let url = url.to_string();
+    let hosts = opened.catalogs.claims.clone();
     std::thread::Builder::new()
         .name("store-copy".into())
         .spawn(move || opened.refresh(&url, &wanted, named, &live))?;
-    Ok(copy)
+    Ok((copy, hosts))
 }
 
 impl Opened {
@@ -492,7 +510,11 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
 /// sessions whose words can match and those the index is behind on, and then only those.
 /// `None` when the index cannot answer (none, unreadable — said on stderr — or a pattern with
 /// no word to look up): the command reads the journals as before.
-fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<JournalDir>> {
+fn from_index(
+    url: &str,
+    command: &Command,
+    limits: Limits,
+) -> anyhow::Result<Option<(JournalDir, Hosts)>> {
     let words = match command {
         Command::List(_) => None,
         Command::Search(a) if a.session.is_none() && !a.scan => {
@@ -521,7 +543,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         let lines = view.catalog_lines(&opened.catalogs);
         pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
             .map_err(anyhow::Error::msg)?;
-        return Ok(Some(opened.copy));
+        return Ok(Some((opened.copy, hosts_of(&opened.catalogs, &view))));
     };
     let cache = std::sync::Arc::new(index::cache::Cache::new(
         cache_dir(url).join("index-cache"),
@@ -570,7 +592,20 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
         .map_err(anyhow::Error::msg)?;
     trim(&opened.copy, &ids, limits.copy);
-    Ok(Some(opened.copy))
+    let hosts = hosts_of(&opened.catalogs, &view);
+    Ok(Some((opened.copy, hosts)))
+}
+
+/// The hosts of each session: those the catalogs believe, and for a session only the index
+/// knows, the host of its believed row.
+fn hosts_of(catalogs: &pull::Catalogs, view: &index::view::View) -> Hosts {
+    let mut hosts = catalogs.claims.clone();
+    for row in &view.rows {
+        hosts
+            .entry(row.session.clone())
+            .or_insert_with(|| BTreeSet::from([row.host.clone()]));
+    }
+    hosts
 }
 
 /// `index rebuild`: every session of the store pulled into the local copy, then the index

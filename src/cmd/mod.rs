@@ -16,6 +16,7 @@ mod search;
 mod serve;
 mod show;
 mod sources;
+mod team;
 mod verify;
 mod watch;
 
@@ -101,7 +102,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Bundle(args)) => bundle::run(&journals, args),
         Some(Command::Fork(args)) => fork::run(&journals, args, shared),
         Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
-        Some(Command::Serve(args)) => serve::run(journals, *args, shared),
+        Some(Command::Serve(args)) => {
+            let limits = from_store::Limits {
+                copy: cli.store_cache,
+                index: cli.index_cache,
+            };
+            serve::run(journals, *args, shared, limits)
+        }
         Some(Command::Completions(args)) => maintain::completions(args),
         Some(Command::Man) => maintain::man(),
         Some(Command::Reap(args)) => {

@@ -38,14 +38,31 @@ fn targets(
         .collect())
 }
 
-/// Print every message matching the pattern, with its session (and the subagent's, for a
-/// child session's line), turn and some context.
-pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<ExitCode> {
-    let pattern = regex::bytes::Regex::new(&args.pattern)
-        .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+/// One message a search found.
+pub(super) struct Found {
+    /// The session it is in.
+    pub(super) session: String,
+    /// Its prompt turn (1 for the first; 0 before any).
+    pub(super) turn: u64,
+    /// Who sent it.
+    pub(super) from: Side,
+    /// The subagent whose line it is, when not the session's own.
+    pub(super) subagent: Option<String>,
+    /// Some text around the match, on one line.
+    pub(super) context: String,
+}
+
+/// Every message matching `pattern` in the sessions `session`/`cwd` select, handed to `each`
+/// in order until it returns false; how many were found.
+pub(super) fn find(
+    journals: &JournalDir,
+    pattern: &regex::bytes::Regex,
+    session: Option<&str>,
+    cwd: Option<&str>,
+    each: &mut dyn FnMut(Found) -> anyhow::Result<bool>,
+) -> anyhow::Result<u64> {
     let mut found = 0u64;
-    for (session, segments) in targets(journals, args.session.as_deref(), args.cwd.as_deref())? {
+    for (session, segments) in targets(journals, session, cwd)? {
         let mut turn = 0u64;
         for path in segments {
             let Ok(mut reader) = SegmentReader::open(&path) else {
@@ -79,20 +96,53 @@ pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<Exi
                 let context =
                     String::from_utf8_lossy(&bytes[start..end]).replace(['\n', '\r'], " ");
                 // A subagent's line (journaled with its root) says whose it is.
-                let child = crate::wire::envelope::peek(bytes)
+                let subagent = crate::wire::envelope::peek(bytes)
                     .session
                     .filter(|s| **s != session)
-                    .map(|s| format!("  subagent {}", s.escape_debug()))
-                    .unwrap_or_default();
-                writeln!(
-                    out,
-                    "{}  turn {turn}  {}{child}  …{context}…",
-                    session.escape_debug(),
-                    from.as_str()
-                )?;
+                    .map(|s| s.to_string());
+                let more = each(Found {
+                    session: session.clone(),
+                    turn,
+                    from: *from,
+                    subagent,
+                    context,
+                })?;
+                if !more {
+                    return Ok(found);
+                }
             }
         }
     }
+    Ok(found)
+}
+
+/// Print every message matching the pattern, with its session (and the subagent's, for a
+/// child session's line), turn and some context.
+pub(super) fn run(journals: &JournalDir, args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let pattern = regex::bytes::Regex::new(&args.pattern)
+        .map_err(|e| anyhow::anyhow!("bad pattern {:?}: {e}", args.pattern))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let found = find(
+        journals,
+        &pattern,
+        args.session.as_deref(),
+        args.cwd.as_deref(),
+        &mut |f| {
+            let child = f
+                .subagent
+                .map(|s| format!("  subagent {}", s.escape_debug()))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "{}  turn {}  {}{child}  …{}…",
+                f.session.escape_debug(),
+                f.turn,
+                f.from.as_str(),
+                f.context
+            )?;
+            Ok(true)
+        },
+    )?;
     out.flush()?;
     Ok(ExitCode::from(if found > 0 { 0 } else { 1 }))
 }

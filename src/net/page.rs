@@ -54,7 +54,7 @@ pub(super) fn serves(path: &str) -> bool {
 
 /// One request to one of the page's paths ([`serves`]).
 pub(super) fn handle(req: Request<Incoming>) -> Response<Body> {
-    let mut response = match (req.method(), req.uri().path()) {
+    let response = match (req.method(), req.uri().path()) {
         (&Method::GET, "/") => root(&req),
         (&Method::GET, "/page.js") => asset(&req, SCRIPT, "text/javascript; charset=utf-8"),
         (&Method::GET, "/page.css") => asset(&req, &STYLE, "text/css; charset=utf-8"),
@@ -66,6 +66,12 @@ pub(super) fn handle(req: Request<Incoming>) -> Response<Body> {
             response
         }
     };
+    with_page_headers(response)
+}
+
+/// `response` with the headers of every page response: [`CSP`], `nosniff`, no referrer, and
+/// `no-store` unless it says how it is cached.
+pub(super) fn with_page_headers(mut response: Response<Body>) -> Response<Body> {
     let headers = response.headers_mut();
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, CSP),
@@ -152,7 +158,7 @@ fn asset(req: &Request<Incoming>, body: &'static str, kind: &'static str) -> Res
 
 /// The value of field `name` in `form` (`a=1&b=2`, as a query string or a form body),
 /// `+` and `%XX` decoded; `None` when it is not there.
-fn form_field(form: &str, name: &str) -> Option<Vec<u8>> {
+pub(super) fn form_field(form: &str, name: &str) -> Option<Vec<u8>> {
     form.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         (decode(key) == name.as_bytes()).then(|| decode(value))

@@ -37,6 +37,7 @@ mod storage;
 mod store_trust;
 mod stores;
 mod subagents;
+mod team_page;
 mod terminals;
 mod util;
 mod v2;

@@ -1,0 +1,135 @@
+// Drives the team view of `acp-journal serve --store`'s page in Debian's headless chromium with
+// puppeteer-core (pinned by scripts/install-chromium.sh, run from beside it in <peers>/browser/).
+// Our own test driver (tests/it/team_page.rs runs it); it waits for what a person would see and
+// reports it, the Rust test asserts:
+//   team_driver.mjs --url http://HOST:PORT --token T --rows N --host HOST --search TEXT --shots DIR
+// list: signed in by `/#token=`, the Team button, the store's N sessions listed.
+// filter: `--host` typed into the host filter: the rows left.
+// search: `--search` typed into the search box: the messages found; the first opened (the
+//   session the server rendered, its turn marked); whether any markup of it ran as script.
+// refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
+// One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
+// screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import puppeteer from "puppeteer-core";
+
+const argv = process.argv.slice(2);
+const opts = {};
+for (let i = 0; i < argv.length; i += 2) {
+  const name = argv[i].replace(/^--/, "");
+  if (argv[i + 1] === undefined) throw new Error(`${argv[i]} needs a value`);
+  opts[name] = argv[i + 1];
+}
+const emit = (event) => process.stdout.write(JSON.stringify(event) + "\n");
+const base = opts.url.replace(/\/+$/, "");
+fs.mkdirSync(opts.shots, { recursive: true });
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), "acp-journal-team-"));
+const browser = await puppeteer.launch({
+  executablePath: process.env.ACP_JOURNAL_CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  userDataDir: profile,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const page = await browser.newPage();
+page.setDefaultTimeout(60_000);
+await page.setViewport({ width: 1280, height: 900, deviceScaleFactor: 1 });
+const problems = [];
+page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+page.on("console", (m) => {
+  // The refused fetches below log their 401s; nothing else may.
+  if (m.type() === "error" && !m.text().includes("401")) problems.push(`console: ${m.text()}`);
+});
+const rows = (sel) => page.$$eval(sel, (rs) => rs.map((r) => r.getAttribute("data-session")));
+
+let step = "start";
+try {
+  step = "list";
+  await page.goto(`${base}/#token=${encodeURIComponent(opts.token)}`);
+  await page.waitForSelector("#team-tab:not([hidden])");
+  await page.click("#team-tab");
+  await page.waitForFunction(
+    (n) => document.querySelectorAll("#team-list .team-row").length === n,
+    {},
+    Number(opts.rows),
+  );
+  const listShot = path.join(opts.shots, "team-list.png");
+  await page.screenshot({ path: listShot, fullPage: true });
+  emit({
+    step,
+    rows: await rows("#team-list .team-row"),
+    text: await page.$eval("#team-list", (e) => e.innerText),
+    status: await page.$eval("#team-status", (e) => e.textContent),
+    screenshot: listShot,
+  });
+
+  step = "filter";
+  await page.type("#f-host", opts.host);
+  await page.click("#team-filters button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("match the filters"));
+  emit({ step, rows: await rows("#team-list .team-row") });
+
+  step = "search";
+  await page.type("#team-q", opts.search);
+  await page.click("#team-search button[type=submit]");
+  await page.waitForSelector("#team-found:not([hidden]) .team-hit");
+  const hits = await page.$$eval("#team-found .team-hit", (hs) =>
+    hs.map((h) => ({ session: h.getAttribute("data-session"), turn: h.getAttribute("data-turn"), text: h.innerText })));
+  await page.click("#team-found .team-hit");
+  await page.waitForSelector("#team-session section.turn.hit");
+  const openShot = path.join(opts.shots, "team-session.png");
+  await page.screenshot({ path: openShot });
+  emit({
+    step,
+    hits,
+    opened: await page.$eval("#team-session", (e) => e.getAttribute("data-session")),
+    turns: await page.$$eval("#team-session section.turn", (ts) => ts.length),
+    hit: await page.$eval("#team-session section.turn.hit", (t) => t.innerText),
+    header: await page.$eval("#team-session header", (h) => h.innerText),
+    scripts: await page.$$eval("#team-session script", (s) => s.length),
+    images: await page.$$eval("#team-session img", (s) => s.length),
+    pwned: await page.evaluate(() => window.__pwned === 1),
+    ids: await page.$$eval("#team-session [id]", (es) => es.map((e) => e.id)),
+    liveTimeline: await page.$$eval("#timeline", (es) => es.length),
+    screenshot: openShot,
+    problems,
+  });
+
+  step = "refused";
+  const statuses = await page.evaluate(async () => {
+    const none = await fetch("/team/sessions", { cache: "no-store" });
+    const wrong = await fetch("/team/sessions", {
+      cache: "no-store",
+      headers: { Authorization: "Bearer not-the-token-at-all" },
+    });
+    return [none.status, wrong.status, await none.text()];
+  });
+  emit({ step, statuses });
+} catch (error) {
+  const shot = path.join(opts.shots, "team-error.png");
+  await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+  emit({
+    step: "error",
+    at: step,
+    message: String(error?.message ?? error),
+    problems,
+    html: await page.content().catch(() => ""),
+    screenshot: shot,
+  });
+  await browser.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+  process.exit(1);
+}
+await browser.close();
+fs.rmSync(profile, { recursive: true, force: true });
+process.exit(0);

@@ -484,6 +484,22 @@ fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
 /// # Errors
 /// The store cannot be opened or read.
 pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
+    let Some(figures) = figures(url)? else {
+        return Ok(None);
+    };
+    write!(std::io::stdout().lock(), "{figures}")?;
+    eprintln!(
+        "acp-journal: from the store's index ({url}); `stats --scan` counts every message of every journal"
+    );
+    Ok(Some(ExitCode::SUCCESS))
+}
+
+/// The team's figures from the index's sessions and turns tables of the store at `url` (what
+/// it could not read said on stderr); `None` when there is no index to trust.
+///
+/// # Errors
+/// The store cannot be opened or read.
+pub(super) fn figures(url: &str) -> anyhow::Result<Option<index::figures::Figures>> {
     let Some(Indexed {
         opened,
         snapshot,
@@ -497,12 +513,7 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
     for why in skipped {
         eprintln!("acp-journal: {url}: an index part cannot be read ({why}): left out");
     }
-    let figures = index::figures::Figures::of(&view.rows, &turns);
-    write!(std::io::stdout().lock(), "{figures}")?;
-    eprintln!(
-        "acp-journal: from the store's index ({url}); `stats --scan` counts every message of every journal"
-    );
-    Ok(Some(ExitCode::SUCCESS))
+    Ok(Some(index::figures::Figures::of(&view.rows, &turns)))
 }
 
 /// `list` and `search` read the store's index first: `list` its sessions table (with every

@@ -1,6 +1,7 @@
 //! The store's side of `serve --store`'s team view ([`crate::net::team`]): the readings of
 //! `list --store --json`, `search --store` and `export --store --format html`, each through
-//! the same local copy of the store ([`from_store::pulled`]) and the same code as the command.
+//! the same local copy of the store ([`from_store::pulled`]) and the same code as the command;
+//! and the usage, from the index's tables as `stats --store` reads them.
 
 use serde_json::json;
 
@@ -145,5 +146,17 @@ impl Team for StoreTeam {
         super::export::html(&segments, true, &mut out)
             .map_err(|e| Failure::Store(format!("{e:#}")))?;
         Ok(out)
+    }
+
+    fn usage(&self) -> Result<Vec<u8>, Failure> {
+        let figures = from_store::figures(&self.url)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?
+            .ok_or_else(|| {
+                Failure::NotFound(
+                    "the store has no index to count from (`acp-journal index rebuild` writes it)"
+                        .into(),
+                )
+            })?;
+        body(&json!({ "summary": figures.summary(), "daily": figures.daily() }))
     }
 }

@@ -9,6 +9,8 @@
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
+//! - `/team/usage`: tokens and turns per day per agent and per host, and the line that ends
+//!   `stats --store`, from the index's tables as `stats --store` reads them.
 //!
 //! Every field is bounded ([`MAX_FIELD`] bytes, [`MAX_QUERY`] for the query string); what the
 //! store answers is read on a blocking thread, one reading at a time ([`Reads`]), so a client
@@ -55,6 +57,11 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn session(&self, id: &str) -> Result<Vec<u8>, Failure>;
+    /// The usage by day, per agent and per host, as JSON.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn usage(&self) -> Result<Vec<u8>, Failure>;
 }
 
 /// Why the store's side could not answer.
@@ -106,7 +113,10 @@ impl Reads {
 
 /// Whether `path` is one of the team view's.
 pub(super) fn serves(path: &str) -> bool {
-    matches!(path, "/team/sessions" | "/team/search" | "/team/session")
+    matches!(
+        path,
+        "/team/sessions" | "/team/search" | "/team/session" | "/team/usage"
+    )
 }
 
 /// One request to a team path ([`serves`]), its token already checked.
@@ -154,6 +164,7 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
             Asked::Sessions(filters) => team.sessions(filters),
             Asked::Search(text) => team.search(text),
             Asked::Session(id) => team.session(id),
+            Asked::Usage => team.usage(),
         }
     })
     .await;
@@ -186,6 +197,7 @@ enum Asked {
     Sessions(Filters),
     Search(String),
     Session(String),
+    Usage,
 }
 
 impl Asked {
@@ -211,6 +223,7 @@ impl Asked {
             "/team/session" => field("id")?
                 .map(Asked::Session)
                 .ok_or_else(|| "which session? (id=)".to_string()),
+            "/team/usage" => Ok(Asked::Usage),
             _ => {
                 let day = |name: &str, next: bool| -> Result<Option<i64>, String> {
                     let Some(text) = field(name)? else {

@@ -7,6 +7,7 @@
 // filter: `--host` typed into the host filter: the rows left.
 // search: `--search` typed into the search box: the messages found; the first opened (the
 //   session the server rendered, its turn marked); whether any markup of it ran as script.
+// usage: the Usage button: the summary line, the tables' rows and the CSV its link holds.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
@@ -102,6 +103,23 @@ try {
     ids: await page.$$eval("#team-session [id]", (es) => es.map((e) => e.id)),
     liveTimeline: await page.$$eval("#timeline", (es) => es.length),
     screenshot: openShot,
+    problems,
+  });
+
+  step = "usage";
+  await page.click("#team-usage");
+  await page.waitForSelector("#team-session .usage-summary");
+  const usageShot = path.join(opts.shots, "team-usage.png");
+  await page.screenshot({ path: usageShot });
+  emit({
+    step,
+    summary: await page.$eval("#team-session .usage-summary", (e) => e.textContent),
+    agentRows: await page.$$eval("#team-session .usage-agent tbody tr", (rs) => rs.length),
+    hostRows: await page.$$eval("#team-session .usage-host tbody tr", (rs) => rs.length),
+    download: await page.$eval("#team-session a.usage-csv", (a) => a.getAttribute("download")),
+    csv: await page.$eval("#team-session a.usage-csv", (a) =>
+      decodeURIComponent(a.getAttribute("href").replace(/^data:text\/csv;charset=utf-8,/, ""))),
+    screenshot: usageShot,
     problems,
   });
 

@@ -1,6 +1,7 @@
 //! The team view of `acp-journal serve --store`'s page: sessions recorded through the proxy on
 //! three hosts into s3s-fs, listed, filtered, searched and opened (rendered by the server as
-//! `export --format html` renders them) in Debian's headless chromium driven by puppeteer-core
+//! `export --format html` renders them), their usage counted as `stats --store` counts it, in
+//! Debian's headless chromium driven by puppeteer-core
 //! (`tests/agents/team_driver.mjs`), and its endpoints over raw sockets: the token required,
 //! the answers those of `list --store --json`. Screenshots go to `target/page-screenshots/`.
 
@@ -237,6 +238,43 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     let (_, found) = get(&served, "/team/search?q=charlie", &[bearer()]);
     let found: Value = serde_json::from_slice(&found).unwrap();
     assert_eq!(found["matches"][0]["session"], sessions[2], "{found}");
+    // The usage: the line `stats --store` ends with, and its turns per host, day by day.
+    let usage = &steps["usage"];
+    let (code, stats, err) = reader.cli(&["stats"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        usage["summary"].as_str().unwrap(),
+        stats.lines().last().unwrap(),
+        "{usage}\n{stats}"
+    );
+    assert!(stats.contains("3 sessions, 5 turns"), "{stats}");
+    assert_eq!(usage["download"], "usage.csv", "{usage}");
+    let csv = usage["csv"].as_str().unwrap();
+    let mut per_host: std::collections::BTreeMap<String, u64> = Default::default();
+    for line in csv.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells[1] == "host" {
+            *per_host.entry(cells[2].to_string()).or_default() += cells[4].parse::<u64>().unwrap();
+        }
+    }
+    let host_table: std::collections::BTreeMap<String, u64> = stats
+        .lines()
+        .skip_while(|l| !l.starts_with("HOST"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            (cells[0].to_string(), cells[2].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(per_host, host_table, "{csv}\n{stats}");
+    assert_eq!(per_host.len(), 3, "{csv}");
+    assert_eq!(
+        usage["hostRows"].as_u64().unwrap() as usize,
+        csv.lines().filter(|l| l.contains(",host,")).count(),
+        "{usage}"
+    );
+    assert!(usage["agentRows"].as_u64().unwrap() >= 1, "{usage}");
     // The page's own requests without the token, or with a wrong one, are refused.
     assert_eq!(steps["refused"]["statuses"][0], 401, "{}", steps["refused"]);
     assert_eq!(steps["refused"]["statuses"][1], 401, "{}", steps["refused"]);

@@ -8,7 +8,8 @@
 // textContent only (no innerHTML anywhere), as strictly escaped as the export.
 //
 // With `serve --store`, a team view too: the store's sessions (/team/sessions, filtered and
-// paged), a search of them (/team/search) and one opened (/team/session: the HTML export,
+// paged), a search of them (/team/search), their usage by day per agent and per host
+// (/team/usage: tables, and their numbers as CSV) and one opened (/team/session: the HTML export,
 // rendered and escaped by the server, parsed inert with DOMParser — no script of it runs —
 // and its header and timeline adopted, their ids prefixed). Those are fetched with the token
 // as a bearer header, never a cookie.
@@ -1127,6 +1128,57 @@
           JSON.stringify(text) + (answer.more ? " (the first shown)" : ""));
       }, function (error) { team.status(error.message); });
     },
+    /** The usage by day, per agent and per host: a table each, the numbers as CSV. */
+    usage: function () {
+      var article = $("team-session");
+      article.textContent = "";
+      article.removeAttribute("data-session");
+      article.appendChild(el("p", "empty", "counting…"));
+      team.get("/team/usage").then(function (r) { return r.json(); }).then(function (answer) {
+        var daily = Array.isArray(answer.daily) ? answer.daily : [];
+        var columns = ["day", "name", "sessions", "turns", "input_tokens", "output_tokens"];
+        article.textContent = "";
+        article.appendChild(el("h2", "", "Usage"));
+        article.appendChild(el("p", "usage-summary", str(answer.summary)));
+        [["agent", "Per agent and day"], ["host", "Per host and day"]].forEach(function (group) {
+          article.appendChild(el("h3", "", group[1]));
+          var table = el("table", "usage-table usage-" + group[0]);
+          var head = el("tr");
+          ["day", group[0], "sessions", "turns", "input tokens", "output tokens"].forEach(function (c) {
+            var th = el("th", "", c);
+            th.scope = "col";
+            head.appendChild(th);
+          });
+          table.appendChild(el("thead")).appendChild(head);
+          var rows = el("tbody");
+          daily.filter(function (d) { return d.by === group[0]; }).forEach(function (d) {
+            var tr = el("tr");
+            columns.forEach(function (c) { tr.appendChild(el("td", "", c === "day" || c === "name" ? str(d[c]) : Number(d[c]) || 0)); });
+            rows.appendChild(tr);
+          });
+          table.appendChild(rows);
+          article.appendChild(table);
+        });
+        // A field a spreadsheet would take for a formula is given as text.
+        var quote = function (v) {
+          var text = String(v);
+          if (/^[=+\-@\t\r]/.test(text)) { text = "'" + text; }
+          return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+        };
+        var csv = ["day,by,name,sessions,turns,input_tokens,output_tokens"].concat(daily.map(function (d) {
+          return [str(d.day), str(d.by), str(d.name), Number(d.sessions) || 0, Number(d.turns) || 0,
+            Number(d.input_tokens) || 0, Number(d.output_tokens) || 0].map(quote).join(",");
+        })).join("\r\n") + "\r\n";
+        var link = el("a", "usage-csv", "The numbers as CSV");
+        link.href = "data:text/csv;charset=utf-8," + encodeURIComponent(csv);
+        link.download = "usage.csv";
+        article.appendChild(el("p")).appendChild(link);
+        article.focus();
+      }, function (error) {
+        article.textContent = "";
+        article.appendChild(el("p", "error", error.message));
+      });
+    },
     /** Session `id`, rendered by the server; `turn` (from 1) scrolled to and marked. */
     open: function (id, turn) {
       var article = $("team-session");
@@ -1164,6 +1216,7 @@
 
   $("live-tab").addEventListener("click", function () { team.show(false); });
   $("team-tab").addEventListener("click", function () { team.show(true); });
+  $("team-usage").addEventListener("click", function () { team.usage(); });
   $("team-filters").addEventListener("submit", function (e) {
     e.preventDefault();
     team.filters = team.query();

@@ -226,7 +226,7 @@ async fn route(
     }
     let team = match req.uri().path() {
         "/acp" => false,
-        path if page::serves(path) => return page::handle(req),
+        path if page::serves(path) => return page::handle(req, host.options.team.is_some()),
         path if team::serves(path) => true,
         _ => return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp"),
     };

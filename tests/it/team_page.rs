@@ -281,3 +281,20 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
 }
+
+#[test]
+fn a_host_without_a_store_has_no_team_view() {
+    let journals = tempfile::tempdir().unwrap();
+    let served = Served::start(journals.path(), &[], &Peers::get().py_echo_agent());
+    for path in ["/team/sessions", "/team/search?q=x", "/team/usage"] {
+        assert_eq!(get(&served, path, &[]).0, 401, "{path}");
+        let (status, body) = get(&served, path, &[bearer()]);
+        assert_eq!(status, 404, "{path}");
+        assert!(String::from_utf8_lossy(&body).contains("--store"), "{path}");
+    }
+    // The page says so, and so shows no Team button.
+    let (status, page) = get(&served, "/", &[]);
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&page).contains("data-team=\"\""));
+    served.stop();
+}

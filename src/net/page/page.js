@@ -1040,9 +1040,9 @@
         return r;
       });
     },
-    /** Whether this host serves a store: then the Team button shows. */
+    /** Whether this host serves a store (the page says): then the Team button shows. */
     probe: function () {
-      team.get("/team/sessions?page=0").then(function () { $("team-tab").hidden = false; }, function () {});
+      $("team-tab").hidden = document.body.getAttribute("data-team") !== "on";
     },
     show: function (on) {
       $("team").hidden = !on;

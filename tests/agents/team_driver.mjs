@@ -6,7 +6,8 @@
 // list: signed in by `/#token=`, the Team button, the store's N sessions listed.
 // filter: `--host` typed into the host filter: the rows left.
 // search: `--search` typed into the search box: the messages found; the first opened (the
-//   session the server rendered, its turn marked); whether any markup of it ran as script.
+//   session the server rendered, its turn marked and the text in it); whether any markup of
+//   it ran as script.
 // usage: the Usage button: the summary line, the tables' rows and the CSV its link holds.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
@@ -96,6 +97,8 @@ try {
     opened: await page.$eval("#team-session", (e) => e.getAttribute("data-session")),
     turns: await page.$$eval("#team-session section.turn", (ts) => ts.length),
     hit: await page.$eval("#team-session section.turn.hit", (t) => t.innerText),
+    marks: await page.$$eval("#team-session mark.found", (ms) => ms.map((m) => m.textContent)),
+    marksOutside: await page.$$eval("#team-session mark.found", (ms) => ms.filter((m) => !m.closest("section.turn.hit")).length),
     header: await page.$eval("#team-session header", (h) => h.innerText),
     scripts: await page.$$eval("#team-session script", (s) => s.length),
     images: await page.$$eval("#team-session img", (s) => s.length),

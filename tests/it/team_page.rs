@@ -217,6 +217,13 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
             .contains("bravo zeppelin second"),
         "{search}"
     );
+    // The text found, marked in that turn (the prompt and the echo), nowhere else.
+    let marks = search["marks"].as_array().unwrap();
+    assert!(
+        marks.len() >= 2 && marks.iter().all(|m| m == "zeppelin"),
+        "{search}"
+    );
+    assert_eq!(search["marksOutside"], 0, "{search}");
     assert!(
         search["header"].as_str().unwrap().contains(&sessions[1]),
         "{search}"

@@ -1117,7 +1117,7 @@
           facts.appendChild(el("span", "", str(m.from)));
           button.appendChild(facts);
           button.appendChild(el("span", "s-context", "…" + str(m.context) + "…"));
-          button.addEventListener("click", function () { team.open(str(m.session), Number(m.turn) || 0); });
+          button.addEventListener("click", function () { team.open(str(m.session), Number(m.turn) || 0, text); });
           li.appendChild(button);
           ul.appendChild(li);
         });
@@ -1179,8 +1179,27 @@
         article.appendChild(el("p", "error", error.message));
       });
     },
-    /** Session `id`, rendered by the server; `turn` (from 1) scrolled to and marked. */
-    open: function (id, turn) {
+    /** Each occurrence of `text` in the text of `root`, wrapped in a <mark> (text nodes split,
+     *  nothing parsed). */
+    mark: function (root, text) {
+      var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      var nodes = [];
+      for (var n = walker.nextNode(); n; n = walker.nextNode()) { nodes.push(n); }
+      nodes.forEach(function (node) {
+        var at = node.data.indexOf(text);
+        while (at >= 0) {
+          var hit = node.splitText(at);
+          node = hit.splitText(text.length);
+          var mark = el("mark", "found");
+          hit.parentNode.replaceChild(mark, hit);
+          mark.appendChild(hit);
+          at = node.data.indexOf(text);
+        }
+      });
+    },
+    /** Session `id`, rendered by the server; `turn` (from 1) scrolled to and marked, and in it
+     *  the `text` searched for. */
+    open: function (id, turn, text) {
       var article = $("team-session");
       article.textContent = "";
       article.appendChild(el("p", "empty", "reading the session…"));
@@ -1203,6 +1222,7 @@
         var hit = turn > 0 ? turns[turn - 1] : null;
         if (hit) {
           hit.classList.add("hit");
+          if (text) { team.mark(hit, text); }
           hit.scrollIntoView({ block: "start" });
         } else {
           article.focus();

@@ -9,6 +9,8 @@
 //   session the server rendered, its turn marked and the text in it); whether any markup of
 //   it ran as script.
 // usage: the Usage button: the summary line, the tables' rows and the CSV its link holds.
+// keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
+//   session of the list, opened.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
@@ -124,6 +126,38 @@ try {
       decodeURIComponent(a.getAttribute("href").replace(/^data:text\/csv;charset=utf-8,/, ""))),
     screenshot: usageShot,
     problems,
+  });
+
+  step = "keyboard";
+  await page.goto(`${base}/`);
+  await page.waitForSelector("#team-tab:not([hidden])");
+  // Tab until `selector` has the focus (at most `most` presses), then Enter.
+  const reach = async (selector, most) => {
+    for (let i = 0; i < most; i++) {
+      await page.keyboard.press("Tab");
+      if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) {
+        await page.keyboard.press("Enter");
+        return i + 1;
+      }
+    }
+    throw new Error(`${selector} not reached in ${most} presses of Tab`);
+  };
+  const toTeam = await reach("#team-tab", 30);
+  await page.waitForSelector("#team-list .team-row");
+  const first = await page.$eval("#team-list .team-row", (r) => r.getAttribute("data-session"));
+  const toRow = await reach("#team-list .team-row", 60);
+  await page.waitForFunction(
+    (id) => document.getElementById("team-session").getAttribute("data-session") === id,
+    {},
+    first,
+  );
+  emit({
+    step,
+    toTeam,
+    toRow,
+    first,
+    opened: await page.$eval("#team-session", (e) => e.getAttribute("data-session")),
+    focused: await page.evaluate(() => document.activeElement?.id),
   });
 
   step = "refused";

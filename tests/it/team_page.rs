@@ -282,6 +282,11 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         "{usage}"
     );
     assert!(usage["agentRows"].as_u64().unwrap() >= 1, "{usage}");
+    // With the keyboard alone: the Team button, then the first session, opened and focused.
+    let keyboard = &steps["keyboard"];
+    assert_eq!(keyboard["first"], sessions[2], "{keyboard}");
+    assert_eq!(keyboard["opened"], sessions[2], "{keyboard}");
+    assert_eq!(keyboard["focused"], "team-session", "{keyboard}");
     // The page's own requests without the token, or with a wrong one, are refused.
     assert_eq!(steps["refused"]["statuses"][0], 401, "{}", steps["refused"]);
     assert_eq!(steps["refused"]["statuses"][1], 401, "{}", steps["refused"]);

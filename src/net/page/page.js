@@ -70,6 +70,9 @@
     $("bar").hidden = true;
     $("layout").hidden = true;
     $("team").hidden = true;
+    // Signed in again, the page starts on this host's sessions.
+    $("team-tab").setAttribute("aria-pressed", "false");
+    $("live-tab").setAttribute("aria-pressed", "true");
     $("sign-in").hidden = false;
     $("sign-in-error").hidden = !wrong;
     $("token").value = "";

@@ -148,7 +148,7 @@ fn ndjson(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::R
 }
 
 /// Two passes: the timeline, then the wire view (nothing is held between them).
-fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
+pub(super) fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let mut page: Option<HtmlPage<&mut dyn Write>> = None;
     let mut sink: Option<&mut dyn Write> = Some(out);
     walk(segments, redact, &mut |step| match (step, page.as_mut()) {

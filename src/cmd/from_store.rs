@@ -6,7 +6,7 @@
 //! `watch`, every open one). Pulling again fetches only what is new; `watch`'s copy is kept up
 //! to date while it runs.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -189,12 +189,6 @@ pub(super) fn catalog_copy(url: &str) -> anyhow::Result<JournalDir> {
     Ok(open(url)?.copy)
 }
 
-/// Pull what `command` reads from the store at `url`; returns the local copy to read. For
-/// `watch`, the copy is kept up to date every second on a thread of its own (the catalogs, the
-/// sessions followed, which segments are written on), so `watch` follows it as it grows.
-///
-/// # Errors
-/// The store cannot be opened or read, or the local copy cannot be written.
 /// How much a reader keeps of the store on disk.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Limits {
@@ -204,6 +198,12 @@ pub(super) struct Limits {
     pub(super) index: u64,
 }
 
+/// Pull what `command` reads from the store at `url`; returns the local copy to read. For
+/// `watch`, the copy is kept up to date every second on a thread of its own (the catalogs, the
+/// sessions followed, which segments are written on), so `watch` follows it as it grows.
+///
+/// # Errors
+/// The store cannot be opened or read, or the local copy cannot be written.
 pub(super) fn local_copy(
     url: &str,
     command: &Command,
@@ -241,10 +241,26 @@ fn kept_copy(url: &str, command: &Command) -> Option<JournalDir> {
     held.then_some(copy)
 }
 
+/// Each session of the store, and the hosts believed to have journaled it.
+pub(super) type Hosts = HashMap<String, BTreeSet<String>>;
+
 /// [`local_copy`], from the store.
 fn pulled_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<JournalDir> {
-    if let Some(copy) = from_index(url, command, limits)? {
-        return Ok(copy);
+    Ok(pulled(url, command, limits)?.0)
+}
+
+/// What `command` reads, pulled from the store at `url` (as [`local_copy`] does, with no
+/// fallback to the copy as last pulled), and the hosts of each session of the store.
+///
+/// # Errors
+/// The store cannot be opened or read, or the local copy cannot be written.
+pub(super) fn pulled(
+    url: &str,
+    command: &Command,
+    limits: Limits,
+) -> anyhow::Result<(JournalDir, Hosts)> {
+    if let Some(found) = from_index(url, command, limits)? {
+        return Ok(found);
     }
     let limit = limits.copy;
     let opened = open(url)?;
@@ -254,15 +270,17 @@ fn pulled_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<J
     opened.pull(url, &named)?;
     trim(&opened.copy, &named, limit);
     if !matches!(command, Command::Watch(_)) {
-        return Ok(opened.copy);
+        let hosts = opened.catalogs.claims.clone();
+        return Ok((opened.copy, hosts));
     }
     let live = Arc::new(RwLock::new(live_segments(&sessions)));
     let copy = opened.copy.clone().with_live(live.clone());
     let url = url.to_string();
+    let hosts = opened.catalogs.claims.clone();
     std::thread::Builder::new()
         .name("store-copy".into())
         .spawn(move || opened.refresh(&url, &wanted, named, &live))?;
-    Ok(copy)
+    Ok((copy, hosts))
 }
 
 impl Opened {
@@ -472,6 +490,22 @@ fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
 /// # Errors
 /// The store cannot be opened or read.
 pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
+    let Some(figures) = figures(url)? else {
+        return Ok(None);
+    };
+    write!(std::io::stdout().lock(), "{figures}")?;
+    eprintln!(
+        "acp-journal: from the store's index ({url}); `stats --scan` counts every message of every journal"
+    );
+    Ok(Some(ExitCode::SUCCESS))
+}
+
+/// The team's figures from the index's sessions and turns tables of the store at `url` (what
+/// it could not read said on stderr); `None` when there is no index to trust.
+///
+/// # Errors
+/// The store cannot be opened or read.
+pub(super) fn figures(url: &str) -> anyhow::Result<Option<index::figures::Figures>> {
     let Some(Indexed {
         opened,
         snapshot,
@@ -485,12 +519,7 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
     for why in skipped {
         eprintln!("acp-journal: {url}: an index part cannot be read ({why}): left out");
     }
-    let figures = index::figures::Figures::of(&view.rows, &turns);
-    write!(std::io::stdout().lock(), "{figures}")?;
-    eprintln!(
-        "acp-journal: from the store's index ({url}); `stats --scan` counts every message of every journal"
-    );
-    Ok(Some(ExitCode::SUCCESS))
+    Ok(Some(index::figures::Figures::of(&view.rows, &turns)))
 }
 
 /// `list` and `search` read the store's index first: `list` its sessions table (with every
@@ -498,7 +527,11 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
 /// sessions whose words can match and those the index is behind on, and then only those.
 /// `None` when the index cannot answer (none, unreadable — said on stderr — or a pattern with
 /// no word to look up): the command reads the journals as before.
-fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Option<JournalDir>> {
+fn from_index(
+    url: &str,
+    command: &Command,
+    limits: Limits,
+) -> anyhow::Result<Option<(JournalDir, Hosts)>> {
     let words = match command {
         Command::List(_) => None,
         Command::Search(a) if a.session.is_none() && !a.scan => {
@@ -527,7 +560,7 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
         let lines = view.catalog_lines(&opened.catalogs);
         pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
             .map_err(anyhow::Error::msg)?;
-        return Ok(Some(opened.copy));
+        return Ok(Some((opened.copy, hosts_of(&opened.catalogs, &view))));
     };
     let cache = std::sync::Arc::new(index::cache::Cache::new(
         cache_dir(url).join("index-cache"),
@@ -576,7 +609,20 @@ fn from_index(url: &str, command: &Command, limits: Limits) -> anyhow::Result<Op
     pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
         .map_err(anyhow::Error::msg)?;
     trim(&opened.copy, &ids, limits.copy);
-    Ok(Some(opened.copy))
+    let hosts = hosts_of(&opened.catalogs, &view);
+    Ok(Some((opened.copy, hosts)))
+}
+
+/// The hosts of each session: those the catalogs believe, and for a session only the index
+/// knows, the host of its believed row.
+fn hosts_of(catalogs: &pull::Catalogs, view: &index::view::View) -> Hosts {
+    let mut hosts = catalogs.claims.clone();
+    for row in &view.rows {
+        hosts
+            .entry(row.session.clone())
+            .or_insert_with(|| BTreeSet::from([row.host.clone()]));
+    }
+    hosts
 }
 
 /// `index rebuild`: every session of the store pulled into the local copy, then the index

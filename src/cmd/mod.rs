@@ -20,6 +20,7 @@ mod search;
 mod serve;
 mod show;
 mod sources;
+mod team;
 mod verify;
 mod watch;
 
@@ -53,6 +54,11 @@ pub fn run(cli: Cli) -> ExitCode {
         return ExitCode::from(2);
     }
     let shared = cli.store.as_deref().filter(|url| !url.is_empty());
+    // What a reader of the store may keep on this disk.
+    let store_limits = from_store::Limits {
+        copy: cli.store_cache,
+        index: cli.index_cache,
+    };
     // With --store, `stats` of the whole store is the team's figures, from the store's index.
     if let (Some(Command::Stats(a)), Some(url)) = (&cli.command, shared)
         && a.session.is_none()
@@ -70,11 +76,7 @@ pub fn run(cli: Cli) -> ExitCode {
     // With --store, the commands that read read the shared store, through a local copy.
     let journals = match (&cli.command, shared) {
         (Some(command), Some(url)) if from_store::reads(command) => {
-            let limits = from_store::Limits {
-                copy: cli.store_cache,
-                index: cli.index_cache,
-            };
-            match from_store::local_copy(url, command, limits) {
+            match from_store::local_copy(url, command, store_limits) {
                 Ok(copy) => copy,
                 Err(e) => {
                     eprintln!("acp-journal: {e:#}");
@@ -116,15 +118,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Bundle(args)) => bundle::run(&journals, args),
         Some(Command::Fork(args)) => fork::run(&journals, args, shared),
         Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
-        Some(Command::Serve(args)) => serve::run(journals, *args, shared),
+        Some(Command::Serve(args)) => serve::run(journals, *args, shared, store_limits),
         Some(Command::Mcp(args)) => {
             let source = match shared {
                 Some(url) => mcp::Source::Store {
                     url: url.to_string(),
-                    limits: from_store::Limits {
-                        copy: cli.store_cache,
-                        index: cli.index_cache,
-                    },
+                    limits: store_limits,
                 },
                 None => mcp::Source::Local(journals),
             };

@@ -14,7 +14,7 @@ use crate::journal::{Body, Event, JournalDir, SegmentReader};
 use crate::wire::Side;
 
 /// The sessions to read: one (by ID, prefix or path), or all (optionally by cwd).
-fn targets(
+pub(super) fn targets(
     journals: &JournalDir,
     session: Option<&str>,
     cwd: Option<&str>,

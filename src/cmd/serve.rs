@@ -16,6 +16,7 @@ pub(super) fn run(
     journals: JournalDir,
     args: ServeArgs,
     shared: Option<&str>,
+    limits: super::from_store::Limits,
 ) -> anyhow::Result<ExitCode> {
     init_logging();
     let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
@@ -49,6 +50,13 @@ pub(super) fn run(
         allowed_hosts: args.allow_host.clone(),
         handshake: args.handshake_timeout,
         tls,
+        // The page's team view reads the store as `list`, `search` and `export` do.
+        team: shared.map(|url| {
+            crate::net::team::Reads::new(std::sync::Arc::new(super::team::StoreTeam {
+                url: url.to_string(),
+                limits,
+            }))
+        }),
     };
     let mut config = shell_config(journals, &args.proxy, args.agent.clone(), shared)?;
     config.core.hosted = true;

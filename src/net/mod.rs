@@ -33,6 +33,7 @@ mod responses;
 mod sockets;
 mod state;
 mod summary;
+pub mod team;
 mod throttle;
 pub mod tls;
 pub mod token;
@@ -193,7 +194,8 @@ where
     }
 }
 
-/// One request: its `Host` first; `/acp`, the token first; the page's paths; nothing else.
+/// One request: its `Host` first; `/acp` and the team view's paths ([`team`]), the token
+/// first; the page's paths; nothing else.
 async fn handle(
     host: Arc<Host>,
     peer: SocketAddr,
@@ -222,12 +224,13 @@ async fn route(
             "this server does not answer to that Host (see --allow-host)",
         );
     }
-    match req.uri().path() {
-        "/acp" => {}
-        path if page::serves(path) => return page::handle(req),
+    let team = match req.uri().path() {
+        "/acp" => false,
+        path if page::serves(path) => return page::handle(req, host.options.team.is_some()),
+        path if team::serves(path) => true,
         _ => return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp"),
-    }
-    let upgrade = ws::is_upgrade(&req);
+    };
+    let upgrade = !team && ws::is_upgrade(&req);
     let protocols = req.headers().get_all(header::SEC_WEBSOCKET_PROTOCOL);
     let shown = token::presented(
         req.headers()
@@ -262,6 +265,9 @@ async fn route(
     }
     if !pass.authenticate() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sockets");
+    }
+    if team {
+        return team::handle(host.options.team.as_ref(), &req).await;
     }
     if upgrade {
         return ws::accept(host.clone(), pass, req);

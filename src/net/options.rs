@@ -36,4 +36,6 @@ pub struct Options {
     pub handshake: Duration,
     /// TLS, when given a certificate and key.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The page's team view of the shared store, when serving one (`--store`).
+    pub team: Option<super::team::Reads>,
 }

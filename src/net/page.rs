@@ -34,9 +34,18 @@ const SCRIPT: &str = include_str!("page/page.js");
 /// What the page adds to the HTML export's stylesheet (layout, list, buttons, prompt box).
 const PAGE_STYLE: &str = include_str!("page/page.css");
 
-/// The page as served.
-static INDEX_HTML: LazyLock<String> =
-    LazyLock::new(|| INDEX.replacen(VERSION_MARK, env!("CARGO_PKG_VERSION"), 1));
+/// Where the page says whether this host serves the team view of a store (`on`, or nothing).
+const TEAM_MARK: &str = "%TEAM%";
+
+/// The page as served: by a host without a store, and by one with (`--store`: the page shows
+/// its Team button, and asks nothing it would be refused).
+static INDEX_HTML: LazyLock<[String; 2]> = LazyLock::new(|| {
+    let page = INDEX.replacen(VERSION_MARK, env!("CARGO_PKG_VERSION"), 1);
+    [
+        page.replacen(TEAM_MARK, "", 1),
+        page.replacen(TEAM_MARK, "on", 1),
+    ]
+});
 
 /// The stylesheet: the HTML export's (the transcript's cards are the export's), then the page's.
 static STYLE: LazyLock<String> =
@@ -52,10 +61,11 @@ pub(super) fn serves(path: &str) -> bool {
     matches!(path, "/" | "/page.js" | "/page.css")
 }
 
-/// One request to one of the page's paths ([`serves`]).
-pub(super) fn handle(req: Request<Incoming>) -> Response<Body> {
-    let mut response = match (req.method(), req.uri().path()) {
-        (&Method::GET, "/") => root(&req),
+/// One request to one of the page's paths ([`serves`]), on a host that serves the team view
+/// of a store (`team`) or not.
+pub(super) fn handle(req: Request<Incoming>, team: bool) -> Response<Body> {
+    let response = match (req.method(), req.uri().path()) {
+        (&Method::GET, "/") => root(&req, team),
         (&Method::GET, "/page.js") => asset(&req, SCRIPT, "text/javascript; charset=utf-8"),
         (&Method::GET, "/page.css") => asset(&req, &STYLE, "text/css; charset=utf-8"),
         _ => {
@@ -66,6 +76,12 @@ pub(super) fn handle(req: Request<Incoming>) -> Response<Body> {
             response
         }
     };
+    with_page_headers(response)
+}
+
+/// `response` with the headers of every page response: [`CSP`], `nosniff`, no referrer, and
+/// `no-store` unless it says how it is cached.
+pub(super) fn with_page_headers(mut response: Response<Body>) -> Response<Body> {
     let headers = response.headers_mut();
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, CSP),
@@ -85,9 +101,9 @@ pub(super) fn handle(req: Request<Incoming>) -> Response<Body> {
 
 /// `GET /`: the page; with `?token=`, a `303` that moves the token into the fragment (checked
 /// there by the page's WebSocket, like any token).
-fn root(req: &Request<Incoming>) -> Response<Body> {
+fn root(req: &Request<Incoming>, team: bool) -> Response<Body> {
     let Some(given) = req.uri().query().and_then(|q| form_field(q, "token")) else {
-        return html(StatusCode::OK, INDEX_HTML.clone());
+        return html(StatusCode::OK, INDEX_HTML[usize::from(team)].clone());
     };
     let mut location = String::from("/#token=");
     for b in given {
@@ -152,7 +168,7 @@ fn asset(req: &Request<Incoming>, body: &'static str, kind: &'static str) -> Res
 
 /// The value of field `name` in `form` (`a=1&b=2`, as a query string or a form body),
 /// `+` and `%XX` decoded; `None` when it is not there.
-fn form_field(form: &str, name: &str) -> Option<Vec<u8>> {
+pub(super) fn form_field(form: &str, name: &str) -> Option<Vec<u8>> {
     form.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         (decode(key) == name.as_bytes()).then(|| decode(value))
@@ -204,7 +220,12 @@ mod tests {
 
     #[test]
     fn the_page_has_its_files_and_its_sign_in_form() {
-        assert!(INDEX_HTML.contains(env!("CARGO_PKG_VERSION")));
+        for page in INDEX_HTML.iter() {
+            assert!(page.contains(env!("CARGO_PKG_VERSION")));
+            assert!(!page.contains(TEAM_MARK));
+        }
+        assert!(INDEX_HTML[0].contains("data-team=\"\""));
+        assert!(INDEX_HTML[1].contains("data-team=\"on\""));
         assert!(INDEX.contains("id=\"sign-in\""));
         for file in ["/page.js", "/page.css"] {
             assert!(INDEX.contains(file), "{file}");

@@ -39,6 +39,7 @@ mod storage;
 mod store_trust;
 mod stores;
 mod subagents;
+mod team_page;
 mod terminals;
 mod util;
 mod v2;

@@ -169,6 +169,16 @@ impl Peers {
     /// Our driver of `serve`'s page in headless chromium (`tests/agents/page_driver.mjs`), run
     /// from beside the puppeteer-core that `scripts/install-chromium.sh` pins in `browser/`.
     pub fn page_driver(&self) -> Vec<String> {
+        self.browser_driver("page_driver.mjs")
+    }
+
+    /// Our driver of the page's team view (`tests/agents/team_driver.mjs`), likewise.
+    pub fn team_driver(&self) -> Vec<String> {
+        self.browser_driver("team_driver.mjs")
+    }
+
+    /// `tests/agents/<name>`, run from beside the puppeteer-core of `browser/`.
+    fn browser_driver(&self, name: &str) -> Vec<String> {
         let dir = self.dir.join("browser");
         assert!(
             dir.join(".stamp").exists(),
@@ -176,11 +186,11 @@ impl Peers {
             dir.display()
         );
         // Copied whole, then renamed: a driver another test is starting never reads half a file.
-        let script = dir.join("page_driver.mjs");
+        let script = dir.join(name);
         static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let copy = dir.join(format!("page_driver.{}.{n}.tmp", std::process::id()));
-        std::fs::copy(root().join("tests/agents/page_driver.mjs"), &copy)
+        let copy = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
+        std::fs::copy(root().join("tests/agents").join(name), &copy)
             .expect("copying the page driver beside puppeteer-core");
         std::fs::rename(&copy, &script).expect("putting the page driver in place");
         vec!["node".into(), script.display().to_string()]

@@ -1,5 +1,6 @@
-//! The team's figures from the index's tables (`stats --store`): sessions, turns and tokens by
-//! agent, by host and by ISO week, without reading a journal. Pure: rows in, text out.
+//! The team's figures from the index's tables (`stats --store`, and the usage of `serve
+//! --store`'s page): sessions, turns and tokens by agent, by host and by ISO week, and by day
+//! per agent and per host, without reading a journal. Pure: rows in, text or rows out.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -37,9 +38,37 @@ pub struct Figures {
     by_agent: BTreeMap<String, Tally>,
     by_host: BTreeMap<String, Tally>,
     by_week: BTreeMap<String, Tally>,
+    /// By UTC day (`2026-11-29`), then `agent` or `host`, then its name.
+    by_day: BTreeMap<(String, &'static str, String), Tally>,
     all: Tally,
     /// The first and last moment a row names (Unix microseconds).
     span: Option<(i64, i64)>,
+}
+
+/// One day's usage of one agent or host (a row of [`Figures::daily`]).
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Daily {
+    /// The UTC day, `2026-11-29`.
+    pub day: String,
+    /// `agent` or `host`.
+    pub by: &'static str,
+    /// The agent's or host's name.
+    pub name: String,
+    /// Sessions with a turn that day.
+    pub sessions: usize,
+    /// Turns started that day.
+    pub turns: u64,
+    /// Their input tokens.
+    pub input_tokens: u64,
+    /// Their output tokens.
+    pub output_tokens: u64,
+}
+
+/// `2026-11-29`: the UTC day of a moment.
+fn day(unix_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(unix_us)
+        .map(|t| t.strftime("%Y-%m-%d").to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// `2026-W48`: the ISO week of a moment (UTC).
@@ -84,10 +113,53 @@ impl Figures {
             f.by_agent.entry(agent.to_string()).or_default().turn(t);
             f.by_host.entry(t.host.clone()).or_default().turn(t);
             f.by_week.entry(week(t.started_us)).or_default().turn(t);
+            let on = day(t.started_us);
+            for (by, name) in [("agent", agent.to_string()), ("host", t.host.clone())] {
+                f.by_day.entry((on.clone(), by, name)).or_default().turn(t);
+            }
             f.all.turn(t);
             f.seen(t.started_us);
         }
         f
+    }
+
+    /// The usage by day, per agent and per host, oldest day first.
+    pub fn daily(&self) -> Vec<Daily> {
+        self.by_day
+            .iter()
+            .map(|((day, by, name), t)| Daily {
+                day: day.clone(),
+                by,
+                name: name.clone(),
+                sessions: t.sessions.len(),
+                turns: t.turns,
+                input_tokens: t.input_tokens,
+                output_tokens: t.output_tokens,
+            })
+            .collect()
+    }
+
+    /// The figures' last line: `6 sessions, 12 turns, 0 input and 0 output tokens, from 3
+    /// hosts, 2026-11-29 09:00 to 2026-11-29 09:05 UTC`.
+    pub fn summary(&self) -> String {
+        let a = &self.all;
+        let mut text = format!(
+            "{} sessions, {} turns, {} input and {} output tokens, from {} hosts",
+            a.sessions.len(),
+            a.turns,
+            a.input_tokens,
+            a.output_tokens,
+            self.by_host.len()
+        );
+        if let Some((first, last)) = self.span {
+            let at = |us: i64| {
+                jiff::Timestamp::from_microsecond(us)
+                    .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+                    .unwrap_or_default()
+            };
+            text.push_str(&format!(", {} to {} UTC", at(first), at(last)));
+        }
+        text
     }
 
     fn seen(&mut self, us: i64) {
@@ -135,25 +207,7 @@ impl fmt::Display for Figures {
             }
             writeln!(out)?;
         }
-        let a = &self.all;
-        write!(
-            out,
-            "{} sessions, {} turns, {} input and {} output tokens, from {} hosts",
-            a.sessions.len(),
-            a.turns,
-            a.input_tokens,
-            a.output_tokens,
-            self.by_host.len()
-        )?;
-        if let Some((first, last)) = self.span {
-            let day = |us: i64| {
-                jiff::Timestamp::from_microsecond(us)
-                    .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
-                    .unwrap_or_default()
-            };
-            write!(out, ", {} to {} UTC", day(first), day(last))?;
-        }
-        writeln!(out)
+        writeln!(out, "{}", self.summary())
     }
 }
 
@@ -211,6 +265,28 @@ mod tests {
         assert_eq!(f.by_host["h2"].sessions.len(), 2, "a (its turn 2) and b");
         assert_eq!(f.by_host.len(), 2, "{:?}", f.by_host.keys());
         assert_eq!(f.by_week.len(), 2);
+        let daily = f.daily();
+        let of = |by: &str, name: &str| -> Vec<(String, u64, u64)> {
+            daily
+                .iter()
+                .filter(|d| d.by == by && d.name == name)
+                .map(|d| (d.day.clone(), d.turns, d.input_tokens))
+                .collect()
+        };
+        let (first, later) = (day(1_795_000_000_000_000), day(1_795_691_200_000_000));
+        assert_eq!(
+            of("agent", "claude"),
+            [(first.clone(), 1, 100), (later.clone(), 1, 10)]
+        );
+        assert_eq!(of("host", "h2"), [(first, 1, 1), (later, 1, 10)]);
+        assert_eq!(
+            daily
+                .iter()
+                .filter(|d| d.by == "agent")
+                .map(|d| d.turns)
+                .sum::<u64>(),
+            3
+        );
         let text = f.to_string();
         assert!(
             text.contains("2 sessions, 3 turns, 111 input and 55 output tokens, from 2 hosts"),

@@ -6,6 +6,13 @@
 //
 // Everything an agent or the host sends is untrusted: the DOM is built with createElement and
 // textContent only (no innerHTML anywhere), as strictly escaped as the export.
+//
+// With `serve --store`, a team view too: the store's sessions (/team/sessions, filtered and
+// paged), a search of them (/team/search), their usage by day per agent and per host
+// (/team/usage: tables, and their numbers as CSV) and one opened (/team/session: the HTML export,
+// rendered and escaped by the server, parsed inert with DOMParser — no script of it runs —
+// and its header and timeline adopted, their ids prefixed). Those are fetched with the token
+// as a bearer header, never a cookie.
 (function () {
   "use strict";
 
@@ -62,6 +69,10 @@
     sessionStorage.removeItem(TOKEN_KEY);
     $("bar").hidden = true;
     $("layout").hidden = true;
+    $("team").hidden = true;
+    // Signed in again, the page starts on this host's sessions.
+    $("team-tab").setAttribute("aria-pressed", "false");
+    $("live-tab").setAttribute("aria-pressed", "true");
     $("sign-in").hidden = false;
     $("sign-in-error").hidden = !wrong;
     $("token").value = "";
@@ -253,6 +264,7 @@
       conn.attach = !!(caps.sessionCapabilities && caps.sessionCapabilities.attach);
       setConnection("connected", "up");
       list.refresh();
+      team.probe();
       if (view.session) { open(view.session); }
     }, function (error) {
       setConnection("initialize failed: " + error.message, "down");
@@ -1010,6 +1022,242 @@
     var hidden = document.body.classList.toggle("hide-thoughts");
     e.target.textContent = hidden ? "Show thoughts" : "Hide thoughts";
   });
+
+  // ------------------------------------------------------------------ the team view
+
+  var team = {
+    page: 0,
+    pages: 0,
+    filters: "",
+    /** `path` fetched with the token; a refused token signs out, another failure throws its text. */
+    get: function (path) {
+      var token = sessionStorage.getItem(TOKEN_KEY) || "";
+      return fetch(path, {
+        headers: { Authorization: "Bearer " + token },
+        cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer"
+      }).then(function (r) {
+        if (r.status === 401) { signIn(true); throw new Error("the token was refused"); }
+        if (!r.ok) {
+          return r.text().then(function (t) { throw new Error(t.trim() || ("HTTP " + r.status)); });
+        }
+        return r;
+      });
+    },
+    /** Whether this host serves a store (the page says): then the Team button shows. */
+    probe: function () {
+      $("team-tab").hidden = document.body.getAttribute("data-team") !== "on";
+    },
+    show: function (on) {
+      $("team").hidden = !on;
+      $("layout").hidden = on;
+      $("team-tab").setAttribute("aria-pressed", on ? "true" : "false");
+      $("live-tab").setAttribute("aria-pressed", on ? "false" : "true");
+      if (on) { team.load(); }
+    },
+    status: function (text) { $("team-status").textContent = text; },
+    /** The filters of the form, as a query string. */
+    query: function () {
+      var q = [];
+      ["agent", "host", "cwd", "state", "from", "to"].forEach(function (name) {
+        var field = $("team-filters").elements[name];
+        var value = field ? field.value.trim() : "";
+        if (value) { q.push(name + "=" + encodeURIComponent(value)); }
+      });
+      return q.join("&");
+    },
+    load: function () {
+      team.status("reading the store…");
+      var path = "/team/sessions?page=" + team.page + (team.filters ? "&" + team.filters : "");
+      team.get(path).then(function (r) { return r.json(); }).then(function (answer) {
+        team.pages = answer.pages || 0;
+        team.render(Array.isArray(answer.sessions) ? answer.sessions : [], answer.total || 0);
+      }, function (error) { team.status(error.message); });
+    },
+    render: function (rows, total) {
+      var ul = $("team-list");
+      ul.textContent = "";
+      $("team-found").hidden = true;
+      ul.hidden = false;
+      rows.forEach(function (row) {
+        var li = el("li");
+        var button = el("button", "session-row team-row");
+        button.type = "button";
+        button.setAttribute("data-session", str(row.session));
+        button.appendChild(el("span", "s-title", str(row.title) || str(row.session)));
+        var facts = el("span", "s-facts");
+        facts.appendChild(el("span", "badge " + (row.state === "open" ? "live" : "stored"), str(row.state)));
+        facts.appendChild(el("span", "s-agent", str(row.agent_name) || str(row.agent)));
+        facts.appendChild(el("span", "s-hosts", (Array.isArray(row.hosts) ? row.hosts : []).map(str).join(", ")));
+        facts.appendChild(el("span", "s-cwd", str(row.cwd)));
+        facts.appendChild(el("span", "s-turns", (Number(row.turns) || 0) + " turns"));
+        facts.appendChild(el("span", "s-updated", str(row.updated)));
+        button.appendChild(facts);
+        button.addEventListener("click", function () { team.open(str(row.session), 0); });
+        li.appendChild(button);
+        ul.appendChild(li);
+      });
+      team.status(total + (total === 1 ? " session" : " sessions") + (team.filters ? " match the filters" : " in the store"));
+      $("team-pages").hidden = team.pages < 2;
+      $("team-page").textContent = "page " + (team.page + 1) + " of " + team.pages;
+      $("team-newer").disabled = team.page === 0;
+      $("team-older").disabled = team.page + 1 >= team.pages;
+    },
+    search: function (text) {
+      team.status("searching…");
+      team.get("/team/search?q=" + encodeURIComponent(text)).then(function (r) { return r.json(); }).then(function (answer) {
+        var found = Array.isArray(answer.matches) ? answer.matches : [];
+        var ul = $("team-found");
+        ul.textContent = "";
+        found.forEach(function (m) {
+          var li = el("li");
+          var button = el("button", "session-row team-hit");
+          button.type = "button";
+          button.setAttribute("data-session", str(m.session));
+          button.setAttribute("data-turn", String(Number(m.turn) || 0));
+          button.appendChild(el("span", "s-title", str(m.session)));
+          var facts = el("span", "s-facts");
+          facts.appendChild(el("span", "", "turn " + (Number(m.turn) || 0)));
+          facts.appendChild(el("span", "", str(m.from)));
+          button.appendChild(facts);
+          button.appendChild(el("span", "s-context", "…" + str(m.context) + "…"));
+          button.addEventListener("click", function () { team.open(str(m.session), Number(m.turn) || 0, text); });
+          li.appendChild(button);
+          ul.appendChild(li);
+        });
+        ul.hidden = false;
+        $("team-list").hidden = true;
+        $("team-pages").hidden = true;
+        team.status(found.length + (found.length === 1 ? " message holds " : " messages hold ") +
+          JSON.stringify(text) + (answer.more ? " (the first shown)" : ""));
+      }, function (error) { team.status(error.message); });
+    },
+    /** The usage by day, per agent and per host: a table each, the numbers as CSV. */
+    usage: function () {
+      var article = $("team-session");
+      article.textContent = "";
+      article.removeAttribute("data-session");
+      article.appendChild(el("p", "empty", "counting…"));
+      team.get("/team/usage").then(function (r) { return r.json(); }).then(function (answer) {
+        var daily = Array.isArray(answer.daily) ? answer.daily : [];
+        var columns = ["day", "name", "sessions", "turns", "input_tokens", "output_tokens"];
+        article.textContent = "";
+        article.appendChild(el("h2", "", "Usage"));
+        article.appendChild(el("p", "usage-summary", str(answer.summary)));
+        [["agent", "Per agent and day"], ["host", "Per host and day"]].forEach(function (group) {
+          article.appendChild(el("h3", "", group[1]));
+          var table = el("table", "usage-table usage-" + group[0]);
+          var head = el("tr");
+          ["day", group[0], "sessions", "turns", "input tokens", "output tokens"].forEach(function (c) {
+            var th = el("th", "", c);
+            th.scope = "col";
+            head.appendChild(th);
+          });
+          table.appendChild(el("thead")).appendChild(head);
+          var rows = el("tbody");
+          daily.filter(function (d) { return d.by === group[0]; }).forEach(function (d) {
+            var tr = el("tr");
+            columns.forEach(function (c) { tr.appendChild(el("td", "", c === "day" || c === "name" ? str(d[c]) : Number(d[c]) || 0)); });
+            rows.appendChild(tr);
+          });
+          table.appendChild(rows);
+          article.appendChild(table);
+        });
+        // A field a spreadsheet would take for a formula is given as text.
+        var quote = function (v) {
+          var text = String(v);
+          if (/^[=+\-@\t\r]/.test(text)) { text = "'" + text; }
+          return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+        };
+        var csv = ["day,by,name,sessions,turns,input_tokens,output_tokens"].concat(daily.map(function (d) {
+          return [str(d.day), str(d.by), str(d.name), Number(d.sessions) || 0, Number(d.turns) || 0,
+            Number(d.input_tokens) || 0, Number(d.output_tokens) || 0].map(quote).join(",");
+        })).join("\r\n") + "\r\n";
+        var link = el("a", "usage-csv", "The numbers as CSV");
+        link.href = "data:text/csv;charset=utf-8," + encodeURIComponent(csv);
+        link.download = "usage.csv";
+        article.appendChild(el("p")).appendChild(link);
+        article.focus();
+      }, function (error) {
+        article.textContent = "";
+        article.appendChild(el("p", "error", error.message));
+      });
+    },
+    /** Each occurrence of `text` in the text of `root`, wrapped in a <mark> (text nodes split,
+     *  nothing parsed). */
+    mark: function (root, text) {
+      var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      var nodes = [];
+      for (var n = walker.nextNode(); n; n = walker.nextNode()) { nodes.push(n); }
+      nodes.forEach(function (node) {
+        var at = node.data.indexOf(text);
+        while (at >= 0) {
+          var hit = node.splitText(at);
+          node = hit.splitText(text.length);
+          var mark = el("mark", "found");
+          hit.parentNode.replaceChild(mark, hit);
+          mark.appendChild(hit);
+          at = node.data.indexOf(text);
+        }
+      });
+    },
+    /** Session `id`, rendered by the server; `turn` (from 1) scrolled to and marked, and in it
+     *  the `text` searched for. */
+    open: function (id, turn, text) {
+      var article = $("team-session");
+      article.textContent = "";
+      article.appendChild(el("p", "empty", "reading the session…"));
+      team.get("/team/session?id=" + encodeURIComponent(id)).then(function (r) { return r.text(); }).then(function (html) {
+        // The export's head (its stylesheet, which the page's already holds, and its policy)
+        // left out: its body starts at the first "<body", which no escaped text can hold.
+        var body = html.indexOf("<body");
+        var doc = new DOMParser().parseFromString(body < 0 ? "" : html.slice(body), "text/html");
+        article.textContent = "";
+        article.setAttribute("data-session", id);
+        ["body > header", "body > main"].forEach(function (sel) {
+          var part = doc.querySelector(sel);
+          if (!part) { return; }
+          part.querySelectorAll("script, nav").forEach(function (n) { n.remove(); });
+          part.querySelectorAll("[id]").forEach(function (n) { n.id = "export-" + n.id; });
+          part.querySelectorAll("a[href^='#']").forEach(function (a) { a.setAttribute("href", "#export-" + a.getAttribute("href").slice(1)); });
+          article.appendChild(document.importNode(part, true));
+        });
+        var turns = article.querySelectorAll("section.turn");
+        var hit = turn > 0 ? turns[turn - 1] : null;
+        if (hit) {
+          hit.classList.add("hit");
+          if (text) { team.mark(hit, text); }
+          hit.scrollIntoView({ block: "start" });
+        } else {
+          article.focus();
+        }
+      }, function (error) {
+        article.textContent = "";
+        article.appendChild(el("p", "error", error.message));
+      });
+    }
+  };
+
+  $("live-tab").addEventListener("click", function () { team.show(false); });
+  $("team-tab").addEventListener("click", function () { team.show(true); });
+  $("team-usage").addEventListener("click", function () { team.usage(); });
+  $("team-filters").addEventListener("submit", function (e) {
+    e.preventDefault();
+    team.filters = team.query();
+    team.page = 0;
+    team.load();
+  });
+  $("team-filters").addEventListener("reset", function () {
+    team.filters = "";
+    team.page = 0;
+    setTimeout(team.load, 0);
+  });
+  $("team-search").addEventListener("submit", function (e) {
+    e.preventDefault();
+    var text = $("team-q").value.trim();
+    if (text) { team.search(text); } else { team.load(); }
+  });
+  $("team-newer").addEventListener("click", function () { if (team.page > 0) { team.page -= 1; team.load(); } });
+  $("team-older").addEventListener("click", function () { if (team.page + 1 < team.pages) { team.page += 1; team.load(); } });
 
   setInterval(function () {
     if (conn.ws && conn.ws.readyState === WebSocket.OPEN) { list.refresh(); }

@@ -1,0 +1,166 @@
+//! The store's side of `serve --store`'s team view ([`crate::net::team`]): the readings of
+//! `list --store --json`, `search --store` and `export --store --format html`, each through
+//! the same local copy of the store ([`from_store::pulled`]) and the same code as the command;
+//! and the usage, from the index's tables as `stats --store` reads them.
+
+use serde_json::json;
+
+use super::from_store::{self, Limits};
+use crate::catalog::Catalog;
+use crate::cli::{Command, ExportArgs, ExportFormat, ListArgs, SearchArgs};
+use crate::net::team::{Failure, Filters, PAGE, Team};
+
+/// Matches a search answers with, at most.
+const MAX_FOUND: usize = 200;
+
+/// The team view of the store at `url`.
+#[derive(Debug)]
+pub(super) struct StoreTeam {
+    pub(super) url: String,
+    pub(super) limits: Limits,
+}
+
+impl StoreTeam {
+    fn read(
+        &self,
+        command: &Command,
+    ) -> Result<(crate::journal::JournalDir, from_store::Hosts), Failure> {
+        from_store::pulled(&self.url, command, self.limits)
+            .map_err(|e| Failure::Store(format!("{e:#}")))
+    }
+}
+
+/// `value` as a JSON body.
+fn body(value: &serde_json::Value) -> Result<Vec<u8>, Failure> {
+    serde_json::to_vec(value).map_err(|e| Failure::Store(e.to_string()))
+}
+
+impl Team for StoreTeam {
+    fn sessions(&self, filters: &Filters) -> Result<Vec<u8>, Failure> {
+        let args = || ListArgs {
+            cwd: None,
+            agent: filters.agent.clone(),
+            since: None,
+            rebuild_catalog: false,
+            json: true,
+            commit: None,
+        };
+        let (copy, hosts) = self.read(&Command::List(args()))?;
+        let sessions =
+            super::list::selected(&copy, &args()).map_err(|e| Failure::Store(format!("{e:#}")))?;
+        let mut rows = Vec::new();
+        for s in &sessions {
+            let of: Vec<&String> = hosts.get(&s.session).into_iter().flatten().collect();
+            let under = |dir: &str| {
+                s.cwd.as_deref().is_some_and(|cwd| {
+                    let dir = dir.trim_end_matches('/');
+                    cwd == dir
+                        || cwd
+                            .strip_prefix(dir)
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+            };
+            let mut row = super::list::json_row(&copy, s);
+            let keep = filters.host.as_ref().is_none_or(|h| of.contains(&h))
+                && filters.cwd.as_deref().is_none_or(under)
+                && filters
+                    .state
+                    .as_deref()
+                    .is_none_or(|state| row["state"] == state)
+                && filters.from_us.is_none_or(|t| s.updated >= t)
+                && filters.to_us.is_none_or(|t| s.updated < t);
+            if keep {
+                row["hosts"] = json!(of);
+                rows.push(row);
+            }
+        }
+        let total = rows.len();
+        let page: Vec<_> = rows
+            .into_iter()
+            .skip(filters.page.saturating_mul(PAGE))
+            .take(PAGE)
+            .collect();
+        body(&json!({
+            "sessions": page,
+            "page": filters.page,
+            "pages": total.div_ceil(PAGE),
+            "total": total,
+        }))
+    }
+
+    fn search(&self, text: &str) -> Result<Vec<u8>, Failure> {
+        let pattern = regex::escape(text);
+        if crate::fleet::index::reader::required_words(&pattern).is_none() {
+            return Err(Failure::Bad(
+                "search for a word (letters or digits): the index looks words up".into(),
+            ));
+        }
+        let compiled =
+            regex::bytes::Regex::new(&pattern).map_err(|e| Failure::Bad(e.to_string()))?;
+        let args = SearchArgs {
+            pattern,
+            session: None,
+            cwd: None,
+            scan: false,
+        };
+        let (copy, _) = self.read(&Command::Search(args))?;
+        let mut found = Vec::new();
+        let mut more = false;
+        let targets = super::search::targets(&copy, None, None)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        // Matched and excerpted redacted, as every answer of the page is.
+        super::search::scan(targets, &compiled, true, &mut |f| {
+            if found.len() == MAX_FOUND {
+                more = true;
+                return Ok(false);
+            }
+            found.push(json!({
+                "session": f.session, "turn": f.turn, "from": f.from.as_str(),
+                "subagent": f.subagent, "context": f.context,
+            }));
+            Ok(true)
+        })
+        .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        body(&json!({ "matches": found, "more": more }))
+    }
+
+    fn session(&self, id: &str) -> Result<Vec<u8>, Failure> {
+        let args = ExportArgs {
+            sessions: vec![id.to_string()],
+            format: ExportFormat::Html,
+            output: None,
+            no_redact: false,
+            endpoint: None,
+            content: false,
+        };
+        let (copy, _) = self.read(&Command::Export(args))?;
+        let sessions = copy
+            .sessions_with(false)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        // The ID itself, never a prefix or a path.
+        let Some(summary) = sessions.iter().find(|s| s.session == id && !s.deleted) else {
+            return Err(Failure::NotFound("no such session in the store".into()));
+        };
+        let segments: Vec<_> = summary
+            .segments
+            .iter()
+            .map(|s| copy.root().join(s))
+            .collect();
+        let mut out = Vec::new();
+        super::export::html(&segments, true, &mut out)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        Ok(out)
+    }
+
+    fn usage(&self) -> Result<Vec<u8>, Failure> {
+        let figures = from_store::figures(&self.url)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?
+            .ok_or_else(|| {
+                Failure::NotFound(
+                    "the store has no index to count from (`acp-journal index rebuild` writes it)"
+                        .into(),
+                )
+            })?;
+        body(&json!({ "summary": figures.summary(), "daily": figures.daily() }))
+    }
+}

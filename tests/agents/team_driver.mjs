@@ -1,0 +1,190 @@
+// Drives the team view of `acp-journal serve --store`'s page in Debian's headless chromium with
+// puppeteer-core (pinned by scripts/install-chromium.sh, run from beside it in <peers>/browser/).
+// Our own test driver (tests/it/team_page.rs runs it); it waits for what a person would see and
+// reports it, the Rust test asserts:
+//   team_driver.mjs --url http://HOST:PORT --token T --rows N --host HOST --search TEXT --shots DIR
+// list: signed in by `/#token=`, the Team button, the store's N sessions listed.
+// filter: `--host` typed into the host filter: the rows left.
+// search: `--search` typed into the search box: the messages found; the first opened (the
+//   session the server rendered, its turn marked and the text in it); whether any markup of
+//   it ran as script.
+// usage: the Usage button: the summary line, the tables' rows and the CSV its link holds.
+// keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
+//   session of the list, opened.
+// refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
+// One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
+// screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import puppeteer from "puppeteer-core";
+
+const argv = process.argv.slice(2);
+const opts = {};
+for (let i = 0; i < argv.length; i += 2) {
+  const name = argv[i].replace(/^--/, "");
+  if (argv[i + 1] === undefined) throw new Error(`${argv[i]} needs a value`);
+  opts[name] = argv[i + 1];
+}
+const emit = (event) => process.stdout.write(JSON.stringify(event) + "\n");
+const base = opts.url.replace(/\/+$/, "");
+fs.mkdirSync(opts.shots, { recursive: true });
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), "acp-journal-team-"));
+const browser = await puppeteer.launch({
+  executablePath: process.env.ACP_JOURNAL_CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  userDataDir: profile,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const page = await browser.newPage();
+page.setDefaultTimeout(60_000);
+await page.setViewport({ width: 1280, height: 900, deviceScaleFactor: 1 });
+const problems = [];
+page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+page.on("console", (m) => {
+  // The refused fetches below log their 401s; nothing else may.
+  if (m.type() === "error" && !m.text().includes("401")) problems.push(`console: ${m.text()}`);
+});
+const rows = (sel) => page.$$eval(sel, (rs) => rs.map((r) => r.getAttribute("data-session")));
+
+let step = "start";
+try {
+  step = "list";
+  await page.goto(`${base}/#token=${encodeURIComponent(opts.token)}`);
+  await page.waitForSelector("#team-tab:not([hidden])");
+  await page.click("#team-tab");
+  await page.waitForFunction(
+    (n) => document.querySelectorAll("#team-list .team-row").length === n,
+    {},
+    Number(opts.rows),
+  );
+  const listShot = path.join(opts.shots, "team-list.png");
+  await page.screenshot({ path: listShot, fullPage: true });
+  emit({
+    step,
+    rows: await rows("#team-list .team-row"),
+    text: await page.$eval("#team-list", (e) => e.innerText),
+    status: await page.$eval("#team-status", (e) => e.textContent),
+    screenshot: listShot,
+  });
+
+  step = "filter";
+  await page.type("#f-host", opts.host);
+  await page.click("#team-filters button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("match the filters"));
+  emit({ step, rows: await rows("#team-list .team-row") });
+
+  step = "search";
+  await page.type("#team-q", opts.search);
+  await page.click("#team-search button[type=submit]");
+  await page.waitForSelector("#team-found:not([hidden]) .team-hit");
+  const hits = await page.$$eval("#team-found .team-hit", (hs) =>
+    hs.map((h) => ({ session: h.getAttribute("data-session"), turn: h.getAttribute("data-turn"), text: h.innerText })));
+  await page.click("#team-found .team-hit");
+  await page.waitForSelector("#team-session section.turn.hit");
+  const openShot = path.join(opts.shots, "team-session.png");
+  await page.screenshot({ path: openShot });
+  emit({
+    step,
+    hits,
+    opened: await page.$eval("#team-session", (e) => e.getAttribute("data-session")),
+    turns: await page.$$eval("#team-session section.turn", (ts) => ts.length),
+    hit: await page.$eval("#team-session section.turn.hit", (t) => t.innerText),
+    marks: await page.$$eval("#team-session mark.found", (ms) => ms.map((m) => m.textContent)),
+    marksOutside: await page.$$eval("#team-session mark.found", (ms) => ms.filter((m) => !m.closest("section.turn.hit")).length),
+    header: await page.$eval("#team-session header", (h) => h.innerText),
+    scripts: await page.$$eval("#team-session script", (s) => s.length),
+    images: await page.$$eval("#team-session img", (s) => s.length),
+    pwned: await page.evaluate(() => window.__pwned === 1),
+    ids: await page.$$eval("#team-session [id]", (es) => es.map((e) => e.id)),
+    liveTimeline: await page.$$eval("#timeline", (es) => es.length),
+    screenshot: openShot,
+    problems,
+  });
+
+  step = "usage";
+  await page.click("#team-usage");
+  await page.waitForSelector("#team-session .usage-summary");
+  const usageShot = path.join(opts.shots, "team-usage.png");
+  await page.screenshot({ path: usageShot });
+  emit({
+    step,
+    summary: await page.$eval("#team-session .usage-summary", (e) => e.textContent),
+    agentRows: await page.$$eval("#team-session .usage-agent tbody tr", (rs) => rs.length),
+    hostRows: await page.$$eval("#team-session .usage-host tbody tr", (rs) => rs.length),
+    download: await page.$eval("#team-session a.usage-csv", (a) => a.getAttribute("download")),
+    csv: await page.$eval("#team-session a.usage-csv", (a) =>
+      decodeURIComponent(a.getAttribute("href").replace(/^data:text\/csv;charset=utf-8,/, ""))),
+    screenshot: usageShot,
+    problems,
+  });
+
+  step = "keyboard";
+  await page.goto(`${base}/`);
+  await page.waitForSelector("#team-tab:not([hidden])");
+  // Tab until `selector` has the focus (at most `most` presses), then Enter.
+  const reach = async (selector, most) => {
+    for (let i = 0; i < most; i++) {
+      await page.keyboard.press("Tab");
+      if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) {
+        await page.keyboard.press("Enter");
+        return i + 1;
+      }
+    }
+    throw new Error(`${selector} not reached in ${most} presses of Tab`);
+  };
+  const toTeam = await reach("#team-tab", 30);
+  await page.waitForSelector("#team-list .team-row");
+  const first = await page.$eval("#team-list .team-row", (r) => r.getAttribute("data-session"));
+  const toRow = await reach("#team-list .team-row", 60);
+  await page.waitForFunction(
+    (id) => document.getElementById("team-session").getAttribute("data-session") === id,
+    {},
+    first,
+  );
+  emit({
+    step,
+    toTeam,
+    toRow,
+    first,
+    opened: await page.$eval("#team-session", (e) => e.getAttribute("data-session")),
+    focused: await page.evaluate(() => document.activeElement?.id),
+  });
+
+  step = "refused";
+  const statuses = await page.evaluate(async () => {
+    const none = await fetch("/team/sessions", { cache: "no-store" });
+    const wrong = await fetch("/team/sessions", {
+      cache: "no-store",
+      headers: { Authorization: "Bearer not-the-token-at-all" },
+    });
+    return [none.status, wrong.status, await none.text()];
+  });
+  emit({ step, statuses });
+} catch (error) {
+  const shot = path.join(opts.shots, "team-error.png");
+  await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+  emit({
+    step: "error",
+    at: step,
+    message: String(error?.message ?? error),
+    problems,
+    html: await page.content().catch(() => ""),
+    screenshot: shot,
+  });
+  await browser.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+  process.exit(1);
+}
+await browser.close();
+fs.rmSync(profile, { recursive: true, force: true });
+process.exit(0);

@@ -1,0 +1,312 @@
+//! The team view of `acp-journal serve --store`'s page: sessions recorded through the proxy on
+//! three hosts into s3s-fs, listed, filtered, searched and opened (rendered by the server as
+//! `export --format html` renders them), their usage counted as `stats --store` counts it, in
+//! Debian's headless chromium driven by puppeteer-core
+//! (`tests/agents/team_driver.mjs`), and its endpoints over raw sockets: the token required,
+//! the answers those of `list --store --json`. Screenshots go to `target/page-screenshots/`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::fleet::{Host, converse, eventually, listed};
+use crate::serve::{Served, TOKEN, bearer, request_to};
+use crate::stores::S3sFs;
+use crate::util::Peers;
+
+/// Markup in a prompt: it must stay text on the page.
+const HOSTILE: &str = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
+
+/// Where screenshots go: `target/page-screenshots/`.
+fn screenshots() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `GET path` of `served` with `headers`: its status and body.
+fn get(served: &Served, path: &str, headers: &[String]) -> (u16, Vec<u8>) {
+    let reply = request_to(served.addr, "GET", path, headers, b"");
+    (reply.status, reply.body)
+}
+
+#[test]
+fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromium() {
+    let store = S3sFs::start();
+    let url = store.url("team");
+    let hosts: Vec<Host> = (0..3).map(|_| Host::new(&url, &store.env())).collect();
+    let sessions = [
+        converse(&hosts[0], &["alpha apple first", "alpha second"]),
+        converse(
+            &hosts[1],
+            &[
+                &format!("bravo banana first {HOSTILE}"),
+                "bravo zeppelin second",
+            ],
+        ),
+        converse(&hosts[2], &["charlie cherry first"]),
+    ];
+    // Served from a fourth host, which records nothing of its own.
+    let reader = Host::new(&url, &store.env());
+    let mut env: Vec<(&str, &str)> = reader
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
+    let served = Served::start_env(
+        &reader.journals(),
+        &["--store", &url],
+        &Peers::get().py_echo_agent(),
+        &env,
+    );
+    let mut answer = Value::Null;
+    eventually("the team view lists the three sessions", || {
+        let (status, body) = get(&served, "/team/sessions", &[bearer()]);
+        answer = serde_json::from_slice(&body).unwrap_or_default();
+        (status != 200 || answer["total"] != 3)
+            .then(|| format!("{status}: {}", String::from_utf8_lossy(&body)))
+    });
+    // The rows of `list --store --json`, in its order, each with the host that recorded it.
+    let rows = answer["sessions"].as_array().unwrap();
+    let cli: Vec<Value> = listed(&reader);
+    let ids = |rows: &[Value]| -> Vec<String> {
+        rows.iter()
+            .map(|r| r["session"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(rows), ids(&cli), "{answer}");
+    for (row, listed) in rows.iter().zip(&cli) {
+        for field in ["title", "turns", "state", "cwd", "agent", "updated"] {
+            assert_eq!(row[field], listed[field], "{field}: {row} vs {listed}");
+        }
+    }
+    let host_of = |session: &str| -> String {
+        let row = rows.iter().find(|r| r["session"] == session).unwrap();
+        let hosts = row["hosts"].as_array().unwrap();
+        assert_eq!(hosts.len(), 1, "{row}");
+        hosts[0].as_str().unwrap().to_string()
+    };
+    let names: BTreeSet<String> = sessions.iter().map(|s| host_of(s)).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    // The filters, over the socket: a host, a state, a day, a page past the end.
+    let (_, body) = get(
+        &served,
+        &format!("/team/sessions?host={}", host_of(&sessions[1])),
+        &[bearer()],
+    );
+    let one: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        ids(one["sessions"].as_array().unwrap()),
+        [sessions[1].clone()]
+    );
+    let (_, body) = get(&served, "/team/sessions?state=open", &[bearer()]);
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["total"], 0);
+    let (_, body) = get(&served, "/team/sessions?to=2000-01-01", &[bearer()]);
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["total"], 0);
+    let (_, body) = get(&served, "/team/sessions?page=1", &[bearer()]);
+    let past: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (
+            past["total"].as_u64(),
+            past["sessions"].as_array().unwrap().len()
+        ),
+        (Some(3), 0)
+    );
+    // Hostile queries are refused, and no request without the token is answered.
+    let long = format!("/team/search?q={}", "a".repeat(300));
+    for (path, status) in [
+        ("/team/search?q=%21%21", 400),
+        (long.as_str(), 400),
+        ("/team/sessions?state=x", 400),
+        ("/team/session?id=..%2F..%2Fetc%2Fpasswd", 404),
+        ("/team/session?id=", 400),
+    ] {
+        assert_eq!(get(&served, path, &[bearer()]).0, status, "{path}");
+    }
+    for path in [
+        "/team/sessions",
+        "/team/search?q=bravo",
+        "/team/session?id=x",
+    ] {
+        assert_eq!(get(&served, path, &[]).0, 401, "{path}");
+        let wrong = "Authorization: Bearer wrong-token-0123456789".to_string();
+        assert_eq!(get(&served, path, &[wrong]).0, 401, "{path}");
+    }
+    let (status, html) = get(
+        &served,
+        &format!("/team/session?id={}", sessions[1]),
+        &[bearer()],
+    );
+    let html = String::from_utf8_lossy(&html);
+    assert_eq!(status, 200);
+    assert!(html.contains("bravo banana first &lt;img"), "{html}");
+    assert!(!html.contains("<img src=x"), "{html}");
+
+    // The page, in chromium.
+    let driver = Peers::get().team_driver();
+    let base = served.url.trim_end_matches("/acp").to_string();
+    let out = Command::new(&driver[0])
+        .args(&driver[1..])
+        .args(["--url", &base, "--token", TOKEN, "--rows", "3"])
+        .args(["--host", &host_of(&sessions[0]), "--search", "zeppelin"])
+        .arg("--shots")
+        .arg(screenshots())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the team driver (node)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let steps: std::collections::HashMap<String, Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| Some((e["step"].as_str()?.to_string(), e)))
+        .collect();
+    if let Some(error) = steps.get("error") {
+        panic!(
+            "the team driver failed at {}: {}\nproblems: {}\nscreenshot: {}\nDOM: {}\nserve: {}",
+            error["at"],
+            error["message"],
+            error["problems"],
+            error["screenshot"],
+            error["html"],
+            served.log()
+        );
+    }
+    assert!(
+        out.status.success(),
+        "the team driver: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in steps.values() {
+        if let Some(shot) = step["screenshot"].as_str() {
+            let line = format!("team page screenshot ({}): {shot}\n", step["step"]);
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+    // The list: every session, newest first, as the endpoint ordered them.
+    let list = &steps["list"];
+    let shown: Vec<String> = serde_json::from_value(list["rows"].clone()).unwrap();
+    assert_eq!(shown, ids(rows), "{list}");
+    assert!(
+        list["text"]
+            .as_str()
+            .unwrap()
+            .contains("bravo banana first"),
+        "{list}"
+    );
+    // The host filter leaves that host's session.
+    assert_eq!(steps["filter"]["rows"], serde_json::json!([sessions[0]]));
+    // The search finds the one message, and opens its session at its turn, drawn by the
+    // export's renderer, with no script of it run and no id of the live view taken.
+    let search = &steps["search"];
+    let hits = search["hits"].as_array().unwrap();
+    assert!(!hits.is_empty(), "{search}");
+    assert!(hits.iter().all(|h| h["session"] == sessions[1]), "{search}");
+    assert_eq!(hits[0]["turn"], "2", "{search}");
+    assert_eq!(search["opened"], sessions[1], "{search}");
+    assert_eq!(search["turns"], 2, "{search}");
+    assert!(
+        search["hit"]
+            .as_str()
+            .unwrap()
+            .contains("bravo zeppelin second"),
+        "{search}"
+    );
+    // The text found, marked in that turn (the prompt and the echo), nowhere else.
+    let marks = search["marks"].as_array().unwrap();
+    assert!(
+        marks.len() >= 2 && marks.iter().all(|m| m == "zeppelin"),
+        "{search}"
+    );
+    assert_eq!(search["marksOutside"], 0, "{search}");
+    assert!(
+        search["header"].as_str().unwrap().contains(&sessions[1]),
+        "{search}"
+    );
+    assert_eq!(search["scripts"], 0, "{search}");
+    assert_eq!(search["liveTimeline"], 1, "{search}");
+    assert!(
+        search["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|id| id.as_str().unwrap().starts_with("export-")),
+        "{search}"
+    );
+    assert_eq!(search["problems"], serde_json::json!([]), "{search}");
+    // Its markup is text.
+    assert_eq!(search["images"], 0, "{search}");
+    assert_eq!(search["pwned"], false, "{search}");
+    let (_, found) = get(&served, "/team/search?q=charlie", &[bearer()]);
+    let found: Value = serde_json::from_slice(&found).unwrap();
+    assert_eq!(found["matches"][0]["session"], sessions[2], "{found}");
+    // The usage: the line `stats --store` ends with, and its turns per host, day by day.
+    let usage = &steps["usage"];
+    let (code, stats, err) = reader.cli(&["stats"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        usage["summary"].as_str().unwrap(),
+        stats.lines().last().unwrap(),
+        "{usage}\n{stats}"
+    );
+    assert!(stats.contains("3 sessions, 5 turns"), "{stats}");
+    assert_eq!(usage["download"], "usage.csv", "{usage}");
+    let csv = usage["csv"].as_str().unwrap();
+    let mut per_host: std::collections::BTreeMap<String, u64> = Default::default();
+    for line in csv.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells[1] == "host" {
+            *per_host.entry(cells[2].to_string()).or_default() += cells[4].parse::<u64>().unwrap();
+        }
+    }
+    let host_table: std::collections::BTreeMap<String, u64> = stats
+        .lines()
+        .skip_while(|l| !l.starts_with("HOST"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            (cells[0].to_string(), cells[2].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(per_host, host_table, "{csv}\n{stats}");
+    assert_eq!(per_host.len(), 3, "{csv}");
+    assert_eq!(
+        usage["hostRows"].as_u64().unwrap() as usize,
+        csv.lines().filter(|l| l.contains(",host,")).count(),
+        "{usage}"
+    );
+    assert!(usage["agentRows"].as_u64().unwrap() >= 1, "{usage}");
+    // With the keyboard alone: the Team button, then the first session, opened and focused.
+    let keyboard = &steps["keyboard"];
+    assert_eq!(keyboard["first"], sessions[2], "{keyboard}");
+    assert_eq!(keyboard["opened"], sessions[2], "{keyboard}");
+    assert_eq!(keyboard["focused"], "team-session", "{keyboard}");
+    // The page's own requests without the token, or with a wrong one, are refused.
+    assert_eq!(steps["refused"]["statuses"][0], 401, "{}", steps["refused"]);
+    assert_eq!(steps["refused"]["statuses"][1], 401, "{}", steps["refused"]);
+    let log = served.stop();
+    assert!(!log.contains(TOKEN), "the token is never logged: {log}");
+}
+
+#[test]
+fn a_host_without_a_store_has_no_team_view() {
+    let journals = tempfile::tempdir().unwrap();
+    let served = Served::start(journals.path(), &[], &Peers::get().py_echo_agent());
+    for path in ["/team/sessions", "/team/search?q=x", "/team/usage"] {
+        assert_eq!(get(&served, path, &[]).0, 401, "{path}");
+        let (status, body) = get(&served, path, &[bearer()]);
+        assert_eq!(status, 404, "{path}");
+        assert!(String::from_utf8_lossy(&body).contains("--store"), "{path}");
+    }
+    // The page says so, and so shows no Team button.
+    let (status, page) = get(&served, "/", &[]);
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&page).contains("data-team=\"\""));
+    served.stop();
+}

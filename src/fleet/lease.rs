@@ -973,7 +973,8 @@ pub async fn fence_others(store: &Store, key: &str, mine: &str) -> Result<(), Er
 
 /// The epoch under which to ship a segment that a run of this host (`host`) left and that
 /// never reached the store (the run ended, killed, before its first shipment): the epoch its
-/// run took, if it took one; else, when the session has no lease at all, a new epoch made for
+/// run took, if it took one (by its epoch record, or by the lease itself when the run was
+/// killed between the two writes of a take); else, when the session has no lease at all, a new epoch made for
 /// that run (its lease written given back at once). `None` when another run continued the
 /// session: the store never had these bytes, so they are a branch nobody continued.
 ///
@@ -1000,8 +1001,30 @@ pub async fn recover(
     if let Some((&epoch, _)) = history.runs.iter().rev().find(|(_, r)| **r == header.run) {
         return Ok(Some(epoch));
     }
-    if read_lease(store, key).await? != Seen::Absent {
-        return Ok(None);
+    match read_lease(store, key).await? {
+        Seen::Absent => {}
+        // The run took the lease and was killed before its epoch record (written second)
+        // reached the store: the epoch is the lease's, and its record is written now.
+        Seen::Lease(_, lease) if lease.run == header.run && lease.host == host => {
+            let record = EpochRecord {
+                session,
+                epoch: lease.epoch,
+                host: host.to_string(),
+                run: header.run,
+                t: clock.wall_us(),
+                how: How::Recovered,
+                from: None,
+            };
+            store
+                .put_versioned(
+                    &layout::epoch_record(key, lease.epoch),
+                    json(&record),
+                    Write::Create,
+                )
+                .await?;
+            return Ok(Some(lease.epoch));
+        }
+        _ => return Ok(None),
     }
     let epoch = highest_epoch(store, key).await?.saturating_add(1);
     let lease = Lease {

@@ -599,3 +599,43 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
         assert_eq!(recorded, sorted, "seed {seed}: an epoch recorded twice");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_killed_between_its_lease_and_its_epoch_record_keeps_its_epoch() {
+    // A take writes the lease, then the epoch record; a run killed between the two left a
+    // lease naming it and no record. Its segment, never shipped, is its own to ship (under
+    // the lease's epoch, its record written now), not a branch another run continued.
+    let (store, _) = memory();
+    let clock = RuntimeClock::new(0);
+    let run = "20261129T100000.000000Z-7";
+    let key = session_key("s");
+    let taken = lease("h", run, 1);
+    store
+        .put_versioned(
+            &layout::lease_object(&key),
+            serde_json::to_vec(&taken).unwrap().into(),
+            Write::Create,
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{run}.acpj.zst"));
+    let header = crate::fleet::shipper::tests::header("s", run);
+    crate::journal::SegmentWriter::create(&path, &header).unwrap();
+    assert_eq!(
+        recover(&store, &clock, "h", &key, &path).await.unwrap(),
+        Some(1)
+    );
+    let written = records(&store).await;
+    assert_eq!(written.len(), 1);
+    assert_eq!((written[0].epoch, written[0].run.as_str()), (1, run));
+    // Another run's lease (or another host's) is a continuation: nothing to ship.
+    let other = "20261129T110000.000000Z-8";
+    let path = dir.path().join(format!("{other}.acpj.zst"));
+    crate::journal::SegmentWriter::create(&path, &crate::fleet::shipper::tests::header("s", other))
+        .unwrap();
+    assert_eq!(
+        recover(&store, &clock, "h", &key, &path).await.unwrap(),
+        None
+    );
+}

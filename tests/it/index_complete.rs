@@ -148,11 +148,14 @@ fn a_run_killed_during_its_last_flush_loses_no_session() {
         ids.len()
     );
     // Started again: while it runs, what the killed run left is committed, each turn once…
+    // (a session whose lease the killed run took, killed before the take's second write, its
+    // epoch record, is shipped under the lease's epoch: it was stranded before)
     let mut again = host.proxy(&Peers::get().py_echo_agent(), &[]);
     again.initialize();
     let more = again.new_session("/tmp");
     again.prompt(&more, "first turn of the next run");
     again.prompt(&more, "second turn of the next run");
+    let restarted = std::time::Instant::now();
     eventually("every session of the killed run is in the index", || {
         let index = indexed(&store, "team");
         let missing: Vec<&String> = ids
@@ -161,6 +164,10 @@ fn a_run_killed_during_its_last_flush_loses_no_session() {
             .collect();
         (!missing.is_empty()).then(|| format!("{missing:?} of {index:?}"))
     });
+    eprintln!(
+        "every session of the killed run indexed {:.1} s after the restart",
+        restarted.elapsed().as_secs_f64()
+    );
     // …and its own at its end.
     let (code, _) = again.finish();
     assert_eq!(code, 0);

@@ -13,16 +13,27 @@ VER=20.26.1
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
+# By its physical path (a checkout's .peers is a link to the machine's): a venv's scripts name
+# their interpreter by the path the venv was made at, which any checkout can then run.
+mkdir -p "$PEERS"
+PEERS="$(cd "$PEERS" && pwd -P)"
 PYTHON="${PYTHON:-python3}"
 VENV="$PEERS/phoenix"
 STAMP="$VENV/.stamp"
 WANT="$PKG==$VER"
 
-if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -x "$VENV/bin/phoenix" ]]; then
+# Whether the venv's `phoenix` script runs: its interpreter, named on its first line, is there
+# (a venv made through another checkout's path to the peers is made again).
+runs() {
+  local interpreter
+  interpreter="$(head -n 1 "$VENV/bin/phoenix" 2>/dev/null | sed 's/^#!//; s/ .*//')"
+  [[ -n "$interpreter" && -x "$interpreter" ]]
+}
+
+if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -x "$VENV/bin/phoenix" ]] && runs; then
   exit 0
 fi
 echo "[otlp-backend] installing $WANT into $VENV" >&2
-mkdir -p "$PEERS"
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --disable-pip-version-check "$WANT"

@@ -49,6 +49,10 @@ RUST_SDK_VER=5.0.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${PEERS_DIR:-$ROOT/.peers}"
+# By its physical path (a checkout's .peers is a link to the machine's): a venv's scripts name
+# their interpreter by the path the venv was made at, which any checkout can then run.
+mkdir -p "$PEERS"
+PEERS="$(cd "$PEERS" && pwd -P)"
 PYTHON="${PYTHON:-python3}"
 STAMP="$PEERS/.stamp"
 WANT="py=$PY_PKG==$PY_VER node=$NODE_PKG@$NODE_VER node-v2=$NODE_PKG@$NODE_V2_VER rust=$RUST_SDK_PKG@$RUST_SDK_VER claude=$CLAUDE_PKG@$CLAUDE_VER codex=$CODEX_PKG@$CODEX_VER+$CODEX_BIN_VER ws=$WS_VER py-http=${PY_HTTP_PINS// /,} mcp=$PY_MCP_VER layout=4"

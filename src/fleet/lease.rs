@@ -1001,49 +1001,32 @@ pub async fn recover(
     if let Some((&epoch, _)) = history.runs.iter().rev().find(|(_, r)| **r == header.run) {
         return Ok(Some(epoch));
     }
-    match read_lease(store, key).await? {
-        Seen::Absent => {}
+    let epoch = match read_lease(store, key).await? {
         // The run took the lease and was killed before its epoch record (written second)
         // reached the store: the epoch is the lease's, and its record is written now.
-        Seen::Lease(_, lease) if lease.run == header.run && lease.host == host => {
-            let record = EpochRecord {
-                session,
-                epoch: lease.epoch,
+        Seen::Lease(_, lease) if lease.run == header.run && lease.host == host => lease.epoch,
+        Seen::Absent => {
+            let epoch = highest_epoch(store, key).await?.saturating_add(1);
+            let lease = Lease {
+                session: session.clone(),
+                epoch,
                 host: host.to_string(),
-                run: header.run,
-                t: clock.wall_us(),
-                how: How::Recovered,
-                from: None,
+                run: header.run.clone(),
+                pid: header.pid,
+                ttl_ms: 0,
+                beat: 0,
+                released: true,
             };
-            store
-                .put_versioned(
-                    &layout::epoch_record(key, lease.epoch),
-                    json(&record),
-                    Write::Create,
-                )
-                .await?;
-            return Ok(Some(lease.epoch));
+            if let Written::Conflict = store
+                .put_versioned(&layout::lease_object(key), json(&lease), Write::Create)
+                .await?
+            {
+                return Ok(None);
+            }
+            epoch
         }
         _ => return Ok(None),
-    }
-    let epoch = highest_epoch(store, key).await?.saturating_add(1);
-    let lease = Lease {
-        session: session.clone(),
-        epoch,
-        host: host.to_string(),
-        run: header.run.clone(),
-        pid: header.pid,
-        ttl_ms: 0,
-        beat: 0,
-        released: true,
     };
-    let write = Write::Create;
-    if let Written::Conflict = store
-        .put_versioned(&layout::lease_object(key), json(&lease), write)
-        .await?
-    {
-        return Ok(None);
-    }
     let record = EpochRecord {
         session,
         epoch,

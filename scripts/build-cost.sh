@@ -5,8 +5,10 @@
 #
 #   scripts/build-cost.sh REV...        e.g. scripts/build-cost.sh 07baee2 HEAD
 #
-# Prints, per revision: the build's wall time, the crates compiled (cargo's "Compiling" lines:
-# each package once per kind of build, a build script's package too), the size of the binary as
+# Prints, per revision: the build's wall time and CPU time (user + system, of cargo and every
+# compiler it ran: far less sensitive to other work on the machine than the wall time), the
+# crates compiled (cargo's "Compiling" lines: each package once per kind of build, a build
+# script's package too), the size of the binary as
 # built and stripped, and the machine's load average at the start and the end (the build uses
 # every core: a busy machine makes it slower). BUILD_COST_DIR (default target/build-cost) holds
 # the trees and each build's log while it runs; a revision's tree and target dir (about 1.5 GB)
@@ -31,24 +33,25 @@ for rev in "$@"; do
     echo "[build-cost] $rev ($commit): cargo build --release --locked" >&2
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
     start=$SECONDS
-    (cd "$tree" && CARGO_TARGET_DIR="$tree/target" cargo build --release --locked) \
-        >"$work/$commit.log" 2>&1 || {
+    (cd "$tree" && CARGO_TARGET_DIR="$tree/target" /usr/bin/time -f '%U %S' -o "$work/$commit.cpu" \
+        cargo build --release --locked) >"$work/$commit.log" 2>&1 || {
         tail -n 30 "$work/$commit.log" >&2
         exit 1
     }
     seconds=$((SECONDS - start))
     load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    cpu=$(awk '{ printf "%d", $1 + $2 }' "$work/$commit.cpu")
     crates=$(grep -c '^ *Compiling ' "$work/$commit.log")
     binary="$tree/target/release/acp-journal"
     size=$(stat -c %s "$binary")
     strip -o "$tree/stripped" "$binary"
     stripped=$(stat -c %s "$tree/stripped")
-    rows+=("$rev ($commit)|$((seconds / 60)) min $((seconds % 60)) s|$crates|$size|$stripped|$load_before / $load_after")
+    rows+=("$rev ($commit)|$((seconds / 60)) min $((seconds % 60)) s|$((cpu / 60)) min $((cpu % 60)) s|$crates|$size|$stripped|$load_before / $load_after")
     rm -rf "$tree"
 done
 
-echo "| revision | clean release build | crates compiled | binary (bytes) | stripped (bytes) | load average, start / end |"
-echo "|---|---:|---:|---:|---:|---|"
+echo "| revision | clean release build | its CPU time | crates compiled | binary (bytes) | stripped (bytes) | load average, start / end |"
+echo "|---|---:|---:|---:|---:|---:|---|"
 for row in "${rows[@]}"; do
     echo "| ${row//|/ | } |"
 done

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every target in fuzz/ (called by scripts/test.sh; see fuzz/README.md).
 #
+#   scripts/fuzz.sh [build|run]   build the targets, run them, or (no argument) both
+#
 #   ACPJ_FUZZ_SECONDS   seconds per target (default 30; 6 targets = 180 s); 0 skips the run
 #   ACPJ_FUZZ_TARGETS   space-separated targets (default: all, from `cargo fuzz list`)
 #   ACPJ_FUZZ_TARGET_DIR  cargo's target directory for the fuzz build (default: one per machine,
@@ -20,28 +22,39 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+steps=${1:-build run}
+case "$steps" in
+    build | run | "build run") ;;
+    *)
+        echo "usage: scripts/fuzz.sh [build|run]" >&2
+        exit 2
+        ;;
+esac
 seconds="${ACPJ_FUZZ_SECONDS:-30}"
 if [[ "$seconds" == 0 ]]; then
     echo "[fuzz] skipped (ACPJ_FUZZ_SECONDS=0)" >&2
     exit 0
 fi
 
-CARGO_FUZZ_VERSION=0.13.2
-if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
-    echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2
-    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
-fi
-
 target_dir="${ACPJ_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/acp-journal/fuzz-target}"
-mkdir -p "$target_dir"
-if (($(du -sk "$target_dir" | cut -f1) > 8 * 1024 * 1024)); then
-    echo "[fuzz] $target_dir is over 8 GiB: emptied" >&2
-    rm -rf "${target_dir:?}"/*
-fi
-find "$target_dir" -mindepth 3 -maxdepth 4 \( -name '*acp_journal*' -o -name 'acp-journal-*' \) \
-    -exec rm -rf {} +
 flags=(-a -s none --target-dir "$target_dir")
-cargo fuzz build "${flags[@]}"
+if [[ $steps == build* ]]; then
+    CARGO_FUZZ_VERSION=0.13.2
+    if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
+        echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2
+        cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
+    fi
+    mkdir -p "$target_dir"
+    if (($(du -sk "$target_dir" | cut -f1) > 8 * 1024 * 1024)); then
+        echo "[fuzz] $target_dir is over 8 GiB: emptied" >&2
+        rm -rf "${target_dir:?}"/*
+    fi
+    find "$target_dir" -mindepth 3 -maxdepth 4 \( -name '*acp_journal*' -o -name 'acp-journal-*' \) \
+        -exec rm -rf {} +
+    cargo fuzz build "${flags[@]}"
+fi
+[[ $steps == *run ]] || exit 0
+
 targets="${ACPJ_FUZZ_TARGETS:-$(cargo fuzz list)}"
 for target in $targets; do
     work="fuzz/target/corpus/$target"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The tests, in two tiers (README "Set up"). Both run on cargo-nextest (`cargo install
-# cargo-nextest --locked` where it is missing).
+# The tests, in two tiers (README "Set up"). Both run on cargo-nextest: the full tier installs
+# the pinned version where it is missing, the fast tier says how.
 #
 #   scripts/test.sh --fast   the loop to run after every change: fmt, clippy, the unit tests and
 #                            the integration tests that need nothing but the built binary, Python 3
@@ -10,6 +10,8 @@
 #                            what the rest need, then the same checks and every unit, integration
 #                            and doc test (nextest profile `full`), scripts/module-deps.sh and a
 #                            bounded fuzz run (scripts/fuzz.sh; ACPJ_FUZZ_SECONDS=0 skips it).
+#                            The installs that wait on the network and the fuzz build (at the
+#                            lowest priority) run beside the builds and the tests.
 #
 # The full tier's installs: the pinned reference peers (Python and TypeScript ACP SDKs, with their
 # HTTP and WebSocket transports) into .peers/ (a link to ~/.cache/acp-journal/peers, per machine,
@@ -38,10 +40,15 @@ case "${1:-}" in
         ;;
 esac
 
-command -v cargo-nextest >/dev/null || {
-    echo "[test] cargo-nextest is missing: cargo install cargo-nextest --locked" >&2
-    exit 2
-}
+NEXTEST_VERSION=0.9.143
+if ! command -v cargo-nextest >/dev/null; then
+    if [[ $tier == fast ]]; then
+        echo "[test] cargo-nextest is missing: cargo install cargo-nextest --version $NEXTEST_VERSION --locked" >&2
+        exit 2
+    fi
+    echo "[test] installing cargo-nextest $NEXTEST_VERSION (minutes, once per machine)" >&2
+    cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked --quiet
+fi
 
 # The tests' scratch directories (TMPDIR) go on a tmpfs when /dev/shm is one with room: on a disk
 # mounted with online discard, as this project's machines are, removing the ten thousand
@@ -56,15 +63,35 @@ fi
 TMPDIR=$(mktemp -d "${scratch_parent:-${TMPDIR:-/tmp}}/acp-journal-tests.XXXXXX")
 export TMPDIR
 
-# Each phase's name and its seconds, printed as a table when the run ends, passed or failed.
-phases=()
+# Each phase's name and its seconds, printed as a table when the run ends, passed or failed
+# (in a file: the phases that run in the background record theirs too).
+phases="$TMPDIR/phases"
+: >"$phases"
 started=$SECONDS
 phase() { # name command...
     local name=$1 start=$SECONDS status=0
     shift
     echo "[test] $name" >&2
     "$@" || status=$?
-    phases+=("$name	$((SECONDS - start))")
+    printf '%s\t%s\n' "$name" "$((SECONDS - start))" >>"$phases"
+    return "$status"
+}
+
+# A phase that runs beside the others (installs that wait on the network, a build at the lowest
+# priority); its output is held until `join` waits for it and prints it.
+declare -A background_pids
+background() { # name command...
+    local name=$1
+    shift
+    phase "$name (beside)" "$@" >"$TMPDIR/background.${name// /_}" 2>&1 &
+    background_pids[$name]=$!
+}
+join() { # name
+    local name=$1 start=$SECONDS status=0
+    wait "${background_pids[$name]}" || status=$?
+    unset "background_pids[$name]"
+    cat "$TMPDIR/background.${name// /_}" >&2
+    printf '%s\t%s\n' "waiting for $name" "$((SECONDS - start))" >>"$phases"
     return "$status"
 }
 report() {
@@ -72,11 +99,11 @@ report() {
     {
         echo
         echo "[test] $tier tier: phases (seconds)"
-        local line
-        for line in "${phases[@]}"; do
-            printf '  %-32s %5s\n' "${line%%	*}" "${line##*	}"
-        done
-        printf '  %-32s %5s\n' "total" "$((SECONDS - started))"
+        local name seconds
+        while IFS=$'\t' read -r name seconds; do
+            printf '  %-40s %5s\n' "$name" "$seconds"
+        done <"$phases"
+        printf '  %-40s %5s\n' "total" "$((SECONDS - started))"
         if [[ $tier == full && -e target/nextest/full/junit.xml ]]; then
             echo
             python3 scripts/slowest-tests.py -n 20 target/nextest/full/junit.xml
@@ -85,6 +112,11 @@ report() {
             echo "[test] FAILED (exit $status)"
         fi
     } >&2
+    local pid
+    for pid in "${background_pids[@]}"; do # a failed run leaves no build behind
+        pkill -TERM -P "$pid" 2>/dev/null || true
+        kill "$pid" 2>/dev/null || true
+    done
     rm -rf "$TMPDIR"
 }
 trap report EXIT
@@ -108,6 +140,14 @@ fmt() {
     cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 }
 
+network_installs() {
+    phase "install: apt tools" apt_tools &&
+        phase "install: peers" scripts/install-peers.sh &&
+        phase "install: chromium" scripts/install-chromium.sh &&
+        phase "install: nginx" scripts/install-nginx.sh &&
+        phase "install: OTLP backend" scripts/install-otlp-backend.sh
+}
+
 if [[ $tier == full ]]; then
     # The reference peers (with the browser's driver and Phoenix) are kept per machine, as the
     # object stores are: a checkout without .peers gets a link to the machine's, so that a fresh
@@ -117,11 +157,13 @@ if [[ $tier == full ]]; then
         mkdir -p "$machine_peers"
         ln -s "$machine_peers" .peers
     fi
-    phase "install: apt tools" apt_tools
-    phase "install: peers" scripts/install-peers.sh
-    phase "install: chromium" scripts/install-chromium.sh
-    phase "install: nginx" scripts/install-nginx.sh
-    phase "install: OTLP backend" scripts/install-otlp-backend.sh
+    # What waits on the network (Debian's packages, npm's and PyPI's) installs beside what
+    # waits on the CPU (the object stores' and this crate's builds), and the fuzz build, a
+    # CPU-bound build of its own, takes what the others leave (nice 19) until the fuzz run
+    # needs it: on a machine that has built nothing, the installs, the stores and the fuzz
+    # build were 40 minutes one after the other.
+    background installs network_installs
+    background "fuzz build" nice -n 19 scripts/fuzz.sh build
     phase "install: object stores" scripts/install-object-stores.sh
 fi
 
@@ -139,7 +181,9 @@ fi
 # The unit and integration tests in one run: the unit tests fill the cores while the integration
 # tests wait on their peers (each binary's own time is in the report at the end).
 rm -f target/nextest/full/junit.xml
+join installs
 phase "unit and integration tests" cargo nextest run --locked --profile full
 phase "doc tests" cargo test --locked --doc
 phase "module-deps" scripts/module-deps.sh
-phase "fuzz" scripts/fuzz.sh
+join "fuzz build"
+phase "fuzz run" scripts/fuzz.sh run

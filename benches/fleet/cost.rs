@@ -141,40 +141,20 @@ pub fn bench(s3: &S3, sessions: usize, report: &mut String) {
         eprintln!("bench: cost of sessions and turns ({name})");
         let tag = super::rand_tag();
         let few = sessions / 10;
-        let shape = |sessions, turns, idle| Shape {
-            sessions,
-            turns,
-            apart: Duration::from_millis(1100),
-            idle: Duration::from_secs(idle),
+        // One run of `sessions` sessions of `turns` turns each, idle `idle` seconds at the end.
+        let measure = |what: &str, sessions, turns, idle| {
+            let shape = Shape {
+                sessions,
+                turns,
+                apart: Duration::from_millis(1100),
+                idle: Duration::from_secs(idle),
+            };
+            run(bin, s3, &relay, &format!("cost-{tag}-{what}"), &shape)
         };
-        let new = run(
-            bin,
-            s3,
-            &relay,
-            &format!("cost-{tag}-new"),
-            &shape(sessions, 1, 10),
-        );
-        let one = run(
-            bin,
-            s3,
-            &relay,
-            &format!("cost-{tag}-one"),
-            &shape(few, 1, 5),
-        );
-        let ten = run(
-            bin,
-            s3,
-            &relay,
-            &format!("cost-{tag}-ten"),
-            &shape(few, 10, 5),
-        );
-        let end = run(
-            bin,
-            s3,
-            &relay,
-            &format!("cost-{tag}-end"),
-            &shape(sessions, 1, 0),
-        );
+        let new = measure("new", sessions, 1, 10);
+        let one = measure("one", few, 1, 5);
+        let ten = measure("ten", few, 10, 5);
+        let end = measure("end", sessions, 1, 0);
         let per_turn =
             (total(&ten.requests) as f64 - total(&one.requests) as f64) / (few * 9) as f64;
         writeln!(

@@ -299,6 +299,17 @@ impl Fleet {
         serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"))
     }
 
+    /// What every hop must show: every turn knew every earlier prompt, no re-prime became a
+    /// title, each proxy said how it brought the session up, and each machine's list is right.
+    fn check_every_hop(&self) {
+        self.check_every_turn_known();
+        assert!(self.reprime_titles.is_empty(), "{:?}", self.reprime_titles);
+        self.check_said();
+        for machine in &self.machines {
+            self.check_list(machine.name);
+        }
+    }
+
     /// Every turn's model request held every earlier prompt.
     fn check_every_turn_known(&self) {
         let lacking: Vec<_> = self.held.iter().filter(|(_, h, of)| h != of).collect();
@@ -365,15 +376,7 @@ fn claude_agent_acp_hopping_between_two_machines_knows_every_turn_at_every_hop()
     fleet.hop("A", Then::Ends);
     fleet.hop("A", Then::AgentKilled);
     fleet.hop("B", Then::Ends);
-    fleet.check_every_turn_known();
-    assert!(
-        fleet.reprime_titles.is_empty(),
-        "{:?}",
-        fleet.reprime_titles
-    );
-    fleet.check_said();
-    fleet.check_list("A");
-    fleet.check_list("B");
+    fleet.check_every_hop();
     fleet.check_readers("Claude Agent");
 }
 
@@ -388,14 +391,5 @@ fn codex_acp_hopping_between_three_machines_knows_every_turn_at_every_hop() {
     fleet.hop("C", Then::Ends);
     fleet.hop("B", Then::AgentKilled);
     fleet.hop("B", Then::Ends);
-    fleet.check_every_turn_known();
-    assert!(
-        fleet.reprime_titles.is_empty(),
-        "{:?}",
-        fleet.reprime_titles
-    );
-    fleet.check_list("A");
-    fleet.check_list("B");
-    fleet.check_list("C");
-    fleet.check_said();
+    fleet.check_every_hop();
 }

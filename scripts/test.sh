@@ -41,13 +41,9 @@ case "${1:-}" in
 esac
 
 NEXTEST_VERSION=0.9.143
-if ! command -v cargo-nextest >/dev/null; then
-    if [[ $tier == fast ]]; then
-        echo "[test] cargo-nextest is missing: cargo install cargo-nextest --version $NEXTEST_VERSION --locked" >&2
-        exit 2
-    fi
-    echo "[test] installing cargo-nextest $NEXTEST_VERSION (minutes, once per machine)" >&2
-    cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked --quiet
+if [[ $tier == fast ]] && ! command -v cargo-nextest >/dev/null; then
+    echo "[test] cargo-nextest is missing: cargo install cargo-nextest --version $NEXTEST_VERSION --locked" >&2
+    exit 2
 fi
 
 # The tests' scratch directories (TMPDIR) go on a tmpfs when /dev/shm is one with room: on a disk
@@ -165,6 +161,10 @@ if [[ $tier == full ]]; then
     background installs network_installs
     background "fuzz build" nice -n 19 scripts/fuzz.sh build
     phase "install: object stores" scripts/install-object-stores.sh
+    if ! command -v cargo-nextest >/dev/null; then
+        phase "install: cargo-nextest" \
+            cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked --quiet
+    fi
 fi
 
 phase "fmt" fmt

@@ -155,12 +155,14 @@ async fn answer(asker: Asker<'_>, req: &Request<Incoming>) -> Response<Body> {
         );
     };
     let secret = secret_of(req.uri().path(), req.uri().query());
-    let mut found: Result<Option<Link>, Failure> = Ok(None);
+    // What the check found; nothing when it did not end in time.
+    let mut found: Option<Result<Option<Link>, Failure>> = None;
     let check = async {
         let Some(secret) = secret else {
+            found = Some(Ok(None));
             return false;
         };
-        found = match links.fresh(secret, Instant::now()) {
+        let read = match links.fresh(secret, Instant::now()) {
             Some(link) => Ok(Some(link)),
             None => {
                 let read = reads.link(secret.to_string()).await;
@@ -171,24 +173,28 @@ async fn answer(asker: Asker<'_>, req: &Request<Incoming>) -> Response<Body> {
             }
         };
         // A store that could not answer is no wrong guess.
-        !matches!(found, Ok(None))
+        let right = !matches!(read, Ok(None));
+        found = Some(read);
+        right
     };
     let answered = links.throttle.decide_on(ip, within, check).await;
     let link = match found {
-        Ok(Some(link)) if answered => link,
-        Ok(Some(_)) => return plain(StatusCode::SERVICE_UNAVAILABLE, "busy: try again"),
-        Ok(None) => {
+        Some(Ok(Some(link))) if answered => link,
+        Some(Ok(Some(_))) | None => {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "busy: try again");
+        }
+        Some(Ok(None)) => {
             return refusal(
                 StatusCode::NOT_FOUND,
                 "No such link",
                 "This is no share link of this store: check that it was copied whole.",
             );
         }
-        Err(Failure::Store(why)) => {
+        Some(Err(Failure::Store(why))) => {
             tracing::warn!("a share link's record could not be read: {why}");
             return plain(StatusCode::BAD_GATEWAY, "the store could not be read");
         }
-        Err(Failure::Bad(why) | Failure::NotFound(why)) => {
+        Some(Err(Failure::Bad(why) | Failure::NotFound(why))) => {
             return plain(StatusCode::BAD_REQUEST, &why);
         }
     };

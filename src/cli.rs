@@ -384,6 +384,20 @@ Examples:
 Prints the new session's ID; load it from the editor (through the proxy) to continue from there.
 The original is not changed.")]
     Fork(ForkArgs),
+    /// Make a read-only link to one session of the shared store (`--store`), valid on every
+    /// host serving the store's page until it expires or is revoked; list and revoke links.
+    #[command(after_help = "\
+Examples:
+  acp-journal --store s3://team-journals/acp share 3fa8 --url https://journals.example:8443
+      prints https://journals.example:8443/share/<secret>, valid for 7 days
+  acp-journal --store s3://team-journals/acp share 3fa8 --expires 12h
+  acp-journal --store s3://team-journals/acp share --list
+  acp-journal --store s3://team-journals/acp share --revoke https://journals.example:8443/share/<secret>
+  acp-journal --store s3://team-journals/acp share --revoke 3fa8      every link of the session
+
+The store keeps a hash of the link's secret, never the secret: a lost link cannot be printed
+again, only revoked (by its session) and made anew.")]
+    Share(ShareArgs),
     /// Serve an agent over ACP's remote transports (Streamable HTTP and WebSocket at /acp):
     /// one agent process, journaled, respawned and restored as the stdio proxy does, behind any
     /// number of client connections; sessions outlive connections.
@@ -630,6 +644,15 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: a timeout must be more than 0 seconds"));
     }
     Ok(timeout)
+}
+
+/// Parse `--share-recheck`: a timeout of at most a minute.
+pub fn parse_recheck(text: &str) -> Result<Duration, String> {
+    let recheck = parse_timeout(text)?;
+    if recheck > Duration::from_secs(60) {
+        return Err(format!("{text:?}: a record is trusted at most 60 seconds"));
+    }
+    Ok(recheck)
 }
 
 /// Parse `--ship-interval`: as [`parse_seconds`], at least 0.1 s.
@@ -953,6 +976,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     pub allow_host: Vec<String>,
 
+    /// With --store: seconds a share link's record read from the store is trusted before it
+    /// is read again, so how late this host may see a link revoked (at most 60).
+    #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_recheck)]
+    pub share_recheck: Duration,
+
     /// Seconds a socket may go without showing the token (tests shorten it).
     #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_timeout, hide = true)]
     pub handshake_timeout: Duration,
@@ -964,6 +992,32 @@ pub struct ServeArgs {
     /// The agent command and its arguments, after `--`.
     #[arg(last = true, value_name = "AGENT", required = true)]
     pub agent: Vec<OsString>,
+}
+
+/// `share` options.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["session", "revoke", "list"])))]
+pub struct ShareArgs {
+    /// The session to share: its ID or a unique prefix.
+    #[arg(value_name = "SESSION", conflicts_with_all = ["revoke", "list"])]
+    pub session: Option<String>,
+
+    /// How long the link works: 30m, 12h, 7d (at most 30d).
+    #[arg(long, default_value = "7d", value_name = "AGE", value_parser = parse_age)]
+    pub expires: Duration,
+
+    /// The address of the store's page (`serve --store`), which the link starts with
+    /// [default: $ACP_JOURNAL_URL, else http://127.0.0.1:8080, serve's own default].
+    #[arg(long, value_name = "BASE", env = "ACP_JOURNAL_URL")]
+    pub url: Option<String>,
+
+    /// Revoke a link (the link, or its secret), or every link of a session (its ID).
+    #[arg(long, value_name = "LINK|SESSION", conflicts_with = "list")]
+    pub revoke: Option<String>,
+
+    /// List the store's links: session, made, expires, state (never a secret).
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// `fork` options.

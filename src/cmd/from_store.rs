@@ -189,6 +189,22 @@ pub(super) fn catalog_copy(url: &str) -> anyhow::Result<JournalDir> {
     Ok(open(url)?.copy)
 }
 
+/// The one session of the store at `url` that `name` names (an ID, else a unique prefix), by
+/// every host's catalog.
+///
+/// # Errors
+/// As [`open`]; a name that names no one session.
+pub(super) fn session_named(url: &str, name: &str) -> anyhow::Result<String> {
+    let copy = open(url)?.copy;
+    let sessions = copy.sessions_with(false)?;
+    match ids(&Wanted::Named(vec![name.to_string()]), &sessions).pop() {
+        Some(id) => Ok(id),
+        None => anyhow::bail!(
+            "{name:?} names no one session of {url} (see `acp-journal --store {url} list`)"
+        ),
+    }
+}
+
 /// How much a reader keeps of the store on disk.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Limits {

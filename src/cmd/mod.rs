@@ -18,6 +18,7 @@ mod replay;
 mod rerun;
 mod search;
 mod serve;
+mod share;
 mod show;
 mod sources;
 mod team;
@@ -117,6 +118,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Diff(args)) => diff::run(&journals, args),
         Some(Command::Bundle(args)) => bundle::run(&journals, args),
         Some(Command::Fork(args)) => fork::run(&journals, args, shared),
+        Some(Command::Share(args)) => share::run(&local, args, shared),
         Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
         Some(Command::Serve(args)) => serve::run(journals, *args, shared, store_limits),
         Some(Command::Mcp(args)) => {

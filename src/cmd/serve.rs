@@ -51,12 +51,20 @@ pub(super) fn run(
         handshake: args.handshake_timeout,
         tls,
         // The page's team view reads the store as `list`, `search` and `export` do.
-        team: shared.map(|url| {
-            crate::net::team::Reads::new(std::sync::Arc::new(super::team::StoreTeam {
-                url: url.to_string(),
-                limits,
-            }))
-        }),
+        team: match shared {
+            Some(url) => Some(crate::net::team::Reads::new(std::sync::Arc::new(
+                super::team::StoreTeam {
+                    url: url.to_string(),
+                    limits,
+                    host: journals
+                        .create_dirs()
+                        .and_then(|()| crate::fleet::host_id(&journals))
+                        .context("this host's name among the store's hosts (host-id)")?,
+                },
+            ))),
+            None => None,
+        },
+        share_recheck: args.share_recheck,
     };
     let mut config = shell_config(journals, &args.proxy, args.agent.clone(), shared)?;
     config.core.hosted = true;

@@ -8,16 +8,17 @@ use serde_json::json;
 use super::from_store::{self, Limits};
 use crate::catalog::Catalog;
 use crate::cli::{Command, ExportArgs, ExportFormat, ListArgs, SearchArgs};
-use crate::net::team::{Failure, Filters, PAGE, Team};
+use crate::net::team::{Failure, Filters, Link, PAGE, Team};
 
 /// Matches a search answers with, at most.
 const MAX_FOUND: usize = 200;
 
-/// The team view of the store at `url`.
+/// The team view of the store at `url`, served by host `host` (its `host-id`).
 #[derive(Debug)]
 pub(super) struct StoreTeam {
     pub(super) url: String,
     pub(super) limits: Limits,
+    pub(super) host: String,
 }
 
 impl StoreTeam {
@@ -162,5 +163,36 @@ impl Team for StoreTeam {
                 )
             })?;
         body(&json!({ "summary": figures.summary(), "daily": figures.daily() }))
+    }
+
+    fn share(&self, id: &str, life: std::time::Duration) -> Result<Vec<u8>, Failure> {
+        let copy =
+            from_store::catalog_copy(&self.url).map_err(|e| Failure::Store(format!("{e:#}")))?;
+        let sessions = copy
+            .sessions_with(false)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        // The ID itself (the page names sessions by their IDs), never a prefix.
+        if !sessions.iter().any(|s| s.session == id && !s.deleted) {
+            return Err(Failure::NotFound("no such session in the store".into()));
+        }
+        let (secret, record) = super::share::make(&self.url, id, life, &self.host, "page")
+            .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        body(&json!({
+            "path": super::share::path(&secret),
+            "session": record.session,
+            "expires": jiff::Timestamp::from_microsecond(record.expires)
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+        }))
+    }
+
+    fn link(&self, secret: &str) -> Result<Option<Link>, Failure> {
+        let record = super::share::record(&self.url, secret)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?;
+        Ok(record.map(|r| Link {
+            session: r.session,
+            expires: r.expires,
+            revoked: r.revoked.is_some(),
+        }))
     }
 }

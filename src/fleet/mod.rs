@@ -6,7 +6,8 @@
 //! - [`shipper`]: copies new journal bytes into the store, off the relay path;
 //! - [`pull`]: brings a session's segments, or every host's catalog, into a journal directory;
 //! - [`lease`]: which host continues a session (create-only lease records, fences);
-//! - [`status`]: the shipper's health and lag, logged and kept for `stats`.
+//! - [`status`]: the shipper's health and lag, logged and kept for `stats`;
+//! - [`share`]: share links' records (a link to one session, its secret never stored).
 //!
 //! [`Fleet`] is what a proxy or `serve` holds: it owns a thread with its own runtime on which
 //! the shipper and every store request run, so nothing on the relay path awaits the store.
@@ -19,6 +20,7 @@ pub mod index;
 pub mod layout;
 pub mod lease;
 pub mod pull;
+pub mod share;
 pub mod shared_dir;
 pub mod shipped;
 pub mod shipper;
@@ -426,7 +428,7 @@ async fn probe(store: &Store, host: &str) -> Probe {
 
 /// This journal directory's name among the hosts: `host-id` in it, made once
 /// (`<hostname>-<8 random hex digits>`, lower-case, private).
-fn host_id(local: &JournalDir) -> std::io::Result<String> {
+pub fn host_id(local: &JournalDir) -> std::io::Result<String> {
     let path = local.root().join("host-id");
     let valid = |s: &str| {
         !s.is_empty()

@@ -13,7 +13,8 @@
 //! Every request must name this server in its `Host` ([`hosts`]); every request to `/acp` needs
 //! the bearer [`token::Token`] (a WebSocket may show it as a subprotocol instead), checked before
 //! anything is allocated; guessing it is bounded ([`throttle`]: a new connection's answer, right
-//! or wrong, comes after its source's delay).
+//! or wrong, comes after its source's delay). A share link (`/share/<secret>`, [`share`]) needs
+//! no token: its secret shows one session, and guessing secrets is slowed per source only.
 //! Limits: a socket that has not shown the token lives at most [`Options::handshake`], sends at
 //! most its [`budget`] (bytes, HTTP/2 frames), and the oldest such is shed past its share
 //! ([`sockets`]); request headers at most [`MAX_HEAD`]; a
@@ -30,6 +31,7 @@ mod message;
 mod options;
 mod page;
 mod responses;
+mod share;
 mod sockets;
 mod state;
 mod summary;
@@ -92,6 +94,7 @@ pub async fn serve(listener: TcpListener, options: Options, link: HubLink) -> st
     ));
     let host = Arc::new(Host {
         names: Hosts::new(address, &options.allowed_hosts),
+        shares: share::Links::new(options.share_recheck),
         options,
         link,
         throttle: Throttle::new(),
@@ -195,7 +198,7 @@ where
 }
 
 /// One request: its `Host` first; `/acp` and the team view's paths ([`team`]), the token
-/// first; the page's paths; nothing else.
+/// first; the page's paths; share links ([`share`]), their secret first; nothing else.
 async fn handle(
     host: Arc<Host>,
     peer: SocketAddr,
@@ -227,6 +230,17 @@ async fn route(
     let team = match req.uri().path() {
         "/acp" => false,
         path if page::serves(path) => return page::handle(req, host.options.team.is_some()),
+        // A share link's secret is its own authorization, for its one session.
+        path if share::serves(path) => {
+            let asker = share::Asker {
+                links: &host.shares,
+                reads: host.options.team.as_ref(),
+                ip: peer.ip(),
+                within: host.options.handshake,
+                pass: &pass,
+            };
+            return share::handle(asker, &req).await;
+        }
         path if team::serves(path) => true,
         _ => return plain(StatusCode::NOT_FOUND, "not found: ACP is served at /acp"),
     };

@@ -38,4 +38,7 @@ pub struct Options {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The page's team view of the shared store, when serving one (`--store`).
     pub team: Option<super::team::Reads>,
+    /// How long a share link's record read from the store is trusted before it is read again
+    /// (`--share-recheck`; at most a minute): how late a revocation may be seen.
+    pub share_recheck: Duration,
 }

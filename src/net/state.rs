@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use super::hosts::Hosts;
 use super::http::Handle;
 use super::options::Options;
+use super::share::Links;
 use super::throttle::Throttle;
 use crate::shell::hub::HubLink;
 
@@ -20,6 +21,8 @@ pub(super) struct Host {
     pub(super) names: Hosts,
     /// Wrong tokens, per source.
     pub(super) throttle: Throttle,
+    /// Share links' records read lately, and wrong secrets per source.
+    pub(super) shares: Links,
     /// HTTP connections by `Acp-Connection-Id`.
     pub(super) http: Mutex<HashMap<String, Handle>>,
     /// ACP connections open (HTTP and WebSocket).

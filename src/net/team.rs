@@ -1,5 +1,5 @@
-//! The page's team view of the shared store (`serve --store`): three `GET` endpoints, each
-//! needing the bearer token like `/acp` (checked, and wrong ones slowed, the same way), none
+//! The page's team view of the shared store (`serve --store`): four `GET` endpoints and one
+//! `POST`, each needing the bearer token like `/acp` (checked, and wrong ones slowed, the same way), none
 //! answered on a host that serves no store (404):
 //!
 //! - `/team/sessions?agent=&host=&cwd=&state=&from=&to=&page=`: the store's sessions as
@@ -11,6 +11,8 @@
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
 //! - `/team/usage`: tokens and turns per day per agent and per host, and the line that ends
 //!   `stats --store`, from the index's tables as `stats --store` reads them.
+//! - `POST /team/share?id=&days=`: a new share link to one session (see [`super::share`]),
+//!   lasting `days` (7 unless said, at most 30): its path and when it expires, as JSON.
 //!
 //! Every field is bounded ([`MAX_FIELD`] bytes, [`MAX_QUERY`] for the query string); what the
 //! store answers is read on a blocking thread, one reading at a time ([`Reads`]), so a client
@@ -38,6 +40,10 @@ pub const MAX_FIELD: usize = 256;
 const MAX_PAGE: usize = 100_000;
 /// How long a request waits for the reading before it (503).
 const WAIT: Duration = Duration::from_secs(60);
+/// How long a link made by the page lasts unless it says.
+const SHARE_DAYS: u64 = 7;
+/// The longest a link may last, in days (the store's side refuses more too).
+const MAX_SHARE_DAYS: u64 = 30;
 
 /// The store's side of the team view: what `serve --store` reads for the page. Each call
 /// blocks (it reads the store) and is made on a blocking thread.
@@ -62,6 +68,29 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn usage(&self) -> Result<Vec<u8>, Failure>;
+    /// A new share link to session `id` (its exact ID) lasting `life`, made by the page: its
+    /// path (`/share/<secret>`) and expiry, as JSON.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn share(&self, id: &str, life: Duration) -> Result<Vec<u8>, Failure>;
+    /// What the record of the link whose secret is `secret` says, or `None` when there is no
+    /// such record.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn link(&self, secret: &str) -> Result<Option<Link>, Failure>;
+}
+
+/// A share link's record, as the server needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The session it shows.
+    pub session: String,
+    /// When it stops working (Unix microseconds).
+    pub expires: i64,
+    /// Whether it was revoked.
+    pub revoked: bool,
 }
 
 /// Why the store's side could not answer.
@@ -109,13 +138,62 @@ impl Reads {
             one: Arc::new(Semaphore::new(1)),
         }
     }
+
+    /// What `read` gives of the store, read on a blocking thread once the reading before it is
+    /// done; or the response that says why not (503 after [`WAIT`], 400, 404, 502, 500).
+    pub(super) async fn answer(
+        &self,
+        read: impl FnOnce(&dyn Team) -> Result<Vec<u8>, Failure> + Send + 'static,
+    ) -> Result<Vec<u8>, Response<Body>> {
+        let Ok(Ok(permit)) = tokio::time::timeout(WAIT, self.one.clone().acquire_owned()).await
+        else {
+            return Err(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store is busy: try again",
+            ));
+        };
+        let team = self.team.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            read(team.as_ref())
+        })
+        .await;
+        match done {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(Failure::Bad(why))) => Err(plain(StatusCode::BAD_REQUEST, &why)),
+            Ok(Err(Failure::NotFound(why))) => Err(plain(StatusCode::NOT_FOUND, &why)),
+            Ok(Err(Failure::Store(why))) => {
+                tracing::warn!("the team view could not read the store: {why}");
+                Err(plain(
+                    StatusCode::BAD_GATEWAY,
+                    "the store could not be read",
+                ))
+            }
+            Err(e) => {
+                tracing::error!("the team view's reading failed: {e}");
+                Err(plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the reading failed",
+                ))
+            }
+        }
+    }
+
+    /// The record of the link whose secret is `secret`, read on a blocking thread (not one
+    /// at a time with the readings of sessions: a record is one small object).
+    pub(super) async fn link(&self, secret: String) -> Result<Option<Link>, Failure> {
+        let team = self.team.clone();
+        tokio::task::spawn_blocking(move || team.link(&secret))
+            .await
+            .unwrap_or_else(|e| Err(Failure::Store(e.to_string())))
+    }
 }
 
 /// Whether `path` is one of the team view's.
 pub(super) fn serves(path: &str) -> bool {
     matches!(
         path,
-        "/team/sessions" | "/team/search" | "/team/session" | "/team/usage"
+        "/team/sessions" | "/team/search" | "/team/session" | "/team/usage" | "/team/share"
     )
 }
 
@@ -126,11 +204,18 @@ pub(super) async fn handle(reads: Option<&Reads>, req: &Request<Incoming>) -> Re
 }
 
 async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body> {
-    if req.method() != Method::GET {
-        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET");
+    // A link is made (POST, with the token in a header: no other site's form can), the rest
+    // read (GET).
+    let (method, name) = if req.uri().path() == "/team/share" {
+        (Method::POST, "POST")
+    } else {
+        (Method::GET, "GET")
+    };
+    if req.method() != method {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, &format!("use {name}"));
         response
             .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+            .insert(header::ALLOW, header::HeaderValue::from_static(name));
         return response;
     }
     let Some(reads) = reads else {
@@ -150,26 +235,18 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         Ok(asked) => asked,
         Err(why) => return plain(StatusCode::BAD_REQUEST, &why),
     };
-    let Ok(Ok(permit)) = tokio::time::timeout(WAIT, reads.one.clone().acquire_owned()).await else {
-        return plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the store is busy: try again",
-        );
-    };
-    let team = reads.team.clone();
     let html = matches!(asked, Asked::Session(_));
-    let done = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        match &asked {
+    let done = reads
+        .answer(move |team| match &asked {
             Asked::Sessions(filters) => team.sessions(filters),
             Asked::Search(text) => team.search(text),
             Asked::Session(id) => team.session(id),
             Asked::Usage => team.usage(),
-        }
-    })
-    .await;
+            Asked::Share(id, life) => team.share(id, *life),
+        })
+        .await;
     match done {
-        Ok(Ok(body)) if html => {
+        Ok(body) if html => {
             let mut response = Response::new(full(body));
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -177,17 +254,8 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
             );
             response
         }
-        Ok(Ok(body)) => json(StatusCode::OK, body),
-        Ok(Err(Failure::Bad(why))) => plain(StatusCode::BAD_REQUEST, &why),
-        Ok(Err(Failure::NotFound(why))) => plain(StatusCode::NOT_FOUND, &why),
-        Ok(Err(Failure::Store(why))) => {
-            tracing::warn!("the team view could not read the store: {why}");
-            plain(StatusCode::BAD_GATEWAY, "the store could not be read")
-        }
-        Err(e) => {
-            tracing::error!("the team view's reading failed: {e}");
-            plain(StatusCode::INTERNAL_SERVER_ERROR, "the reading failed")
-        }
+        Ok(body) => json(StatusCode::OK, body),
+        Err(response) => response,
     }
 }
 
@@ -198,6 +266,8 @@ enum Asked {
     Search(String),
     Session(String),
     Usage,
+    /// A link to this session, lasting this long.
+    Share(String, Duration),
 }
 
 impl Asked {
@@ -224,6 +294,18 @@ impl Asked {
                 .map(Asked::Session)
                 .ok_or_else(|| "which session? (id=)".to_string()),
             "/team/usage" => Ok(Asked::Usage),
+            "/team/share" => {
+                let id = field("id")?.ok_or_else(|| "share which session? (id=)".to_string())?;
+                let days = match field("days")? {
+                    Some(text) => text
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|d| (1..=MAX_SHARE_DAYS).contains(d))
+                        .ok_or_else(|| format!("days is a number from 1 to {MAX_SHARE_DAYS}"))?,
+                    None => SHARE_DAYS,
+                };
+                Ok(Asked::Share(id, Duration::from_secs(days * 86_400)))
+            }
             _ => {
                 let day = |name: &str, next: bool| -> Result<Option<i64>, String> {
                     let Some(text) = field(name)? else {
@@ -296,6 +378,15 @@ mod tests {
             Asked::parse("/team/search", "q=+two+words+").unwrap(),
             Asked::Search("two words".into())
         );
+        let day = Duration::from_secs(86_400);
+        assert_eq!(
+            Asked::parse("/team/share", "id=s1").unwrap(),
+            Asked::Share("s1".into(), day * 7)
+        );
+        assert_eq!(
+            Asked::parse("/team/share", "id=s1&days=30").unwrap(),
+            Asked::Share("s1".into(), day * 30)
+        );
         let long = format!("q={}", "a".repeat(MAX_FIELD + 1));
         for (path, query) in [
             ("/team/search", long.as_str()),
@@ -307,6 +398,10 @@ mod tests {
             ("/team/sessions", "from=yesterday"),
             ("/team/sessions", "page=-1"),
             ("/team/sessions", "page=99999999999"),
+            ("/team/share", "days=7"),
+            ("/team/share", "id=s1&days=31"),
+            ("/team/share", "id=s1&days=0"),
+            ("/team/share", "id=s1&days=-1"),
         ] {
             assert!(Asked::parse(path, query).is_err(), "{path}?{query}");
         }

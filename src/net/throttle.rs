@@ -16,6 +16,13 @@
 //! token holder was given) is answered at once when its token is right; a wrong one waits the
 //! delay and counts ([`Throttle::wrong`]). A source is forgotten [`FORGET`] after its last
 //! failure; the table holds at most [`SOURCES`].
+//!
+//! Share links' secrets are guessed against a throttle of their own with no global tier
+//! ([`Throttle::per_source`]): a secret is 128 random bits, so all sources together guessing
+//! at [`SLOTS`] per [`MAX`] each find nothing in the life of the universe, and one address's
+//! wrong links cost that address only. The token keeps the global tier: it may be one a person
+//! chose (at least 16 characters, of unknown randomness), which many addresses together could
+//! otherwise guess faster.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -47,8 +54,8 @@ pub(super) const ALL_PER_STEP: u32 = 16;
 /// The failures of every source, and the slots of those waiting.
 pub(super) struct Throttle {
     state: Mutex<State>,
-    /// Requests waiting out their delay, of all sources.
-    slots: Arc<Semaphore>,
+    /// Requests waiting out their delay, of all sources; `None` without the global tier.
+    slots: Option<Arc<Semaphore>>,
     log: Arc<Summary>,
 }
 
@@ -100,11 +107,22 @@ impl Failures {
 }
 
 impl Throttle {
+    /// The token's: per source, and in all.
     pub(super) fn new() -> Throttle {
         Throttle {
             state: Mutex::new(State::default()),
-            slots: Arc::new(Semaphore::new(ALL_SLOTS)),
+            slots: Some(Arc::new(Semaphore::new(ALL_SLOTS))),
             log: Summary::new("a wrong token", "wrong tokens"),
+        }
+    }
+
+    /// Share links': per source only (no source's failures slow another, and all of them
+    /// together are not limited).
+    pub(super) fn per_source() -> Throttle {
+        Throttle {
+            state: Mutex::new(State::default()),
+            slots: None,
+            log: Summary::new("a wrong share link", "wrong share links"),
         }
     }
 
@@ -115,13 +133,33 @@ impl Throttle {
     /// the token is gone by then, and an answer would reach nobody): false then, whatever the
     /// token.
     pub(super) async fn decide(&self, ip: IpAddr, within: Duration, right: bool) -> bool {
+        self.decide_on(ip, within, async { right }).await
+    }
+
+    /// [`decide`](Self::decide), the answer found by `check` once the slots are held (so a
+    /// source has at most [`SLOTS`] checks under way: a check that reads the store costs it
+    /// its slots), its time part of the delay.
+    pub(super) async fn decide_on(
+        &self,
+        ip: IpAddr,
+        within: Duration,
+        check: impl Future<Output = bool>,
+    ) -> bool {
         let source = Source::from(ip);
         let slots = self.source_slots(source, Instant::now());
         let hold = async {
-            let (Ok(_mine), Ok(_all)) = (slots.acquire().await, self.slots.acquire().await) else {
+            let Ok(_mine) = slots.acquire().await else {
                 return false;
             };
+            let _all = match &self.slots {
+                Some(all) => match all.acquire().await {
+                    Ok(permit) => Some(permit),
+                    Err(_) => return false,
+                },
+                None => None,
+            };
             let now = Instant::now();
+            let right = check.await;
             let delay = self.count(source, ip, now, right);
             // No delay, no timer (a timer would cost its next tick, a millisecond).
             if !delay.is_zero() {
@@ -175,7 +213,10 @@ impl Throttle {
     /// (`right` false) is then counted.
     fn count(&self, source: Source, ip: IpAddr, now: Instant, right: bool) -> Duration {
         let mut state = self.state.lock();
-        let all = state.all.at(now) / ALL_PER_STEP;
+        let all = match self.slots {
+            Some(_) => state.all.at(now) / ALL_PER_STEP,
+            None => 0,
+        };
         let entry = state.sources.entry(source).or_insert_with(|| Entry {
             failures: Failures::default(),
             slots: Arc::new(Semaphore::new(SLOTS)),
@@ -204,6 +245,8 @@ fn delay(n: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -315,6 +358,58 @@ mod tests {
         times.sort();
         assert_eq!(times[ALL_SLOTS - 1], MAX);
         assert_eq!(times[ALL_SLOTS], MAX * 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn share_link_guesses_cost_their_own_source_only() {
+        let throttle = Arc::new(Throttle::per_source());
+        let ip = |i: usize| IpAddr::from(u32::to_be_bytes(0x0a00_0000 + u32::try_from(i).unwrap()));
+        // Far past the token's global tier: 7 wrong links from each of 64 sources.
+        for i in 0..64 {
+            for _ in 0..7 {
+                throttle.decide(ip(i), HOUR, false).await;
+            }
+        }
+        // A new source is answered at once, and so are 128 at once.
+        let t = Instant::now();
+        assert!(throttle.decide(ip(1000), HOUR, true).await);
+        assert_eq!(t.elapsed(), Duration::ZERO);
+        let many: Vec<_> = (0..128)
+            .map(|i| {
+                let throttle = throttle.clone();
+                tokio::spawn(async move { throttle.decide(ip(2000 + i), HOUR, true).await })
+            })
+            .collect();
+        for answer in futures_util::future::join_all(many).await {
+            assert!(answer.unwrap());
+        }
+        assert_eq!(t.elapsed(), Duration::ZERO);
+        // The guessing source waits its own delay, its checks SLOTS at a time.
+        let checks = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let guesses: Vec<_> = (0..12)
+            .map(|_| {
+                let (throttle, checks, most) = (throttle.clone(), checks.clone(), most.clone());
+                tokio::spawn(async move {
+                    let check = async {
+                        let now = checks.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        checks.fetch_sub(1, Ordering::SeqCst);
+                        false
+                    };
+                    throttle.decide_on(ip(0), HOUR, check).await;
+                    t.elapsed()
+                })
+            })
+            .collect();
+        let times: Vec<Duration> = futures_util::future::join_all(guesses)
+            .await
+            .into_iter()
+            .map(|t| t.unwrap())
+            .collect();
+        assert_eq!(most.load(Ordering::SeqCst), SLOTS);
+        assert_eq!(times.iter().max(), Some(&(MAX * 3)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -29,6 +29,13 @@ use crate::wire::Side;
 pub const STYLE: &str = include_str!("html.css");
 const SCRIPT: &str = include_str!("html.js");
 
+/// The page's Content-Security-Policy: nothing loaded, inline style, and no script but its
+/// own (pinned by its hash). Also what `serve` sends with a shared session's page.
+pub fn policy() -> String {
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT));
+    format!("default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{hash}'")
+}
+
 /// `text` with `& < > " '` escaped: safe in element content and in quoted attributes.
 pub fn escape(text: &str) -> Cow<'_, str> {
     let special = |(_, b): &(usize, &u8)| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
@@ -102,14 +109,13 @@ impl<W: Write> HtmlPage<W> {
     /// # Errors
     /// Write errors.
     pub fn start(mut out: W, facts: &SessionFacts) -> io::Result<HtmlPage<W>> {
-        let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT));
         let session = escape(&facts.session);
+        let policy = policy();
         write!(
             out,
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-             style-src 'unsafe-inline'; script-src 'sha256-{hash}'\">\n\
+             <meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n\
              <meta name=\"generator\" content=\"acp-journal\">\n\
              <title>ACP session {session}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n\
              <header>\n<h1>ACP session <code>{session}</code></h1>\n<dl class=\"facts\">\n"

@@ -12,6 +12,14 @@
 // keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
 //   session of the list, opened.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
+// With --share SESSION (and --second URL, another host serving the store, --other SESSION),
+// the share steps instead:
+// share: signed in, the Team button, SESSION's row opened; with Tab and Enter only, its Share
+//   button pressed: the link made, and where the focus is.
+// view: the link opened in a fresh browser context (no token anywhere): status, headers, what
+//   is on the page, every request it made; a screenshot shared-session.png.
+// second: the same link on the second host. another: the link with ?id=OTHER, and with
+//   /OTHER after it: status, and whether OTHER's text is there.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
 import fs from "node:fs";
@@ -56,8 +64,100 @@ page.on("console", (m) => {
 });
 const rows = (sel) => page.$$eval(sel, (rs) => rs.map((r) => r.getAttribute("data-session")));
 
+// Tab until `selector` has the focus (at most `most` presses), then Enter.
+const reach = async (selector, most) => {
+  for (let i = 0; i < most; i++) {
+    await page.keyboard.press("Tab");
+    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) {
+      await page.keyboard.press("Enter");
+      return i + 1;
+    }
+  }
+  throw new Error(`${selector} not reached in ${most} presses of Tab`);
+};
+
+/** The share steps (see the top). */
+async function share() {
+  step = "share";
+  await page.goto(`${base}/#token=${encodeURIComponent(opts.token)}`);
+  await page.waitForSelector("#team-tab:not([hidden])");
+  await page.click("#team-tab");
+  const row = `#team-list .team-row[data-session="${opts.share}"]`;
+  await page.waitForSelector(row);
+  await page.click(row);
+  await page.waitForFunction(
+    (id) => document.getElementById("team-session").getAttribute("data-session") === id
+      && document.querySelector("#team-session .team-share .share-make"),
+    {},
+    opts.share,
+  );
+  await page.focus("#team-session");
+  const toShare = await reach("#team-session .share-make", 10);
+  await page.waitForSelector("#team-session .share-link");
+  const link = await page.$eval("#team-session .share-link", (i) => i.value);
+  const shareShot = path.join(opts.shots, "share-made.png");
+  await page.screenshot({ path: shareShot });
+  emit({
+    step,
+    toShare,
+    link,
+    focused: await page.evaluate(() => document.activeElement?.className ?? ""),
+    note: await page.$eval("#team-session .share-out", (e) => e.innerText),
+    screenshot: shareShot,
+    problems,
+  });
+
+  step = "view";
+  const context = await browser.createBrowserContext();
+  const viewer = await context.newPage();
+  await viewer.setViewport({ width: 1280, height: 900, deviceScaleFactor: 1 });
+  const requests = [];
+  const viewerProblems = [];
+  viewer.on("request", (r) => requests.push(r.url()));
+  viewer.on("pageerror", (e) => viewerProblems.push(`page error: ${e.message}`));
+  viewer.on("console", (m) => { if (m.type() === "error") viewerProblems.push(`console: ${m.text()}`); });
+  const shown = await viewer.goto(link);
+  const viewShot = path.join(opts.shots, "shared-session.png");
+  await viewer.screenshot({ path: viewShot });
+  emit({
+    step,
+    status: shown.status(),
+    referrer: shown.headers()["referrer-policy"],
+    h1: await viewer.$eval("h1", (h) => h.innerText),
+    text: await viewer.$eval("body", (b) => b.innerText),
+    turns: await viewer.$$eval("section.turn", (ts) => ts.length),
+    pageParts: await viewer.$$eval("#team-list, #team-search, #sign-in, #session-list, .team-row, form", (es) => es.length),
+    storage: await viewer.evaluate(() => sessionStorage.length + localStorage.length + document.cookie.length),
+    requests,
+    problems: viewerProblems,
+    screenshot: viewShot,
+  });
+
+  step = "second";
+  const secret = new URL(link).pathname;
+  const second = await viewer.goto(opts.second.replace(/\/+$/, "") + secret);
+  emit({ step, status: second.status(), h1: await viewer.$eval("h1", (h) => h.innerText) });
+
+  step = "another";
+  const statuses = [];
+  let leaked = false;
+  for (const wrong of [`${link}?id=${encodeURIComponent(opts.other)}`, `${link}/${encodeURIComponent(opts.other)}`]) {
+    const got = await viewer.goto(wrong);
+    statuses.push(got.status());
+    leaked ||= (await viewer.$eval("body", (b) => b.innerText)).includes(opts.other);
+  }
+  emit({ step, statuses, leaked, h1: await viewer.$eval("h1", (h) => h.innerText) });
+  await context.close();
+}
+
 let step = "start";
 try {
+  if (opts.share) {
+    await share();
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(0);
+  }
   step = "list";
   await page.goto(`${base}/#token=${encodeURIComponent(opts.token)}`);
   await page.waitForSelector("#team-tab:not([hidden])");
@@ -131,17 +231,6 @@ try {
   step = "keyboard";
   await page.goto(`${base}/`);
   await page.waitForSelector("#team-tab:not([hidden])");
-  // Tab until `selector` has the focus (at most `most` presses), then Enter.
-  const reach = async (selector, most) => {
-    for (let i = 0; i < most; i++) {
-      await page.keyboard.press("Tab");
-      if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) {
-        await page.keyboard.press("Enter");
-        return i + 1;
-      }
-    }
-    throw new Error(`${selector} not reached in ${most} presses of Tab`);
-  };
   const toTeam = await reach("#team-tab", 30);
   await page.waitForSelector("#team-list .team-row");
   const first = await page.$eval("#team-list .team-row", (r) => r.getAttribute("data-session"));

@@ -35,6 +35,7 @@ mod samples;
 mod schema;
 mod security;
 mod serve;
+mod share;
 mod storage;
 mod store_trust;
 mod stores;

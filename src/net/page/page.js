@@ -11,8 +11,9 @@
 // paged), a search of them (/team/search), their usage by day per agent and per host
 // (/team/usage: tables, and their numbers as CSV) and one opened (/team/session: the HTML export,
 // rendered and escaped by the server, parsed inert with DOMParser — no script of it runs —
-// and its header and timeline adopted, their ids prefixed). Those are fetched with the token
-// as a bearer header, never a cookie.
+// and its header and timeline adopted, their ids prefixed), with a Share button that makes a
+// read-only link to it (POST /team/share). Those are fetched with the token as a bearer
+// header, never a cookie.
 (function () {
   "use strict";
 
@@ -1029,10 +1030,12 @@
     page: 0,
     pages: 0,
     filters: "",
-    /** `path` fetched with the token; a refused token signs out, another failure throws its text. */
-    get: function (path) {
+    /** `path` fetched with the token (by `method`, GET unless said); a refused token signs
+     *  out, another failure throws its text. */
+    get: function (path, method) {
       var token = sessionStorage.getItem(TOKEN_KEY) || "";
       return fetch(path, {
+        method: method || "GET",
         headers: { Authorization: "Bearer " + token },
         cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer"
       }).then(function (r) {
@@ -1200,6 +1203,46 @@
         }
       });
     },
+    /** The Share form of session `id`: how long, a button that makes a read-only link to it
+     *  (POST /team/share), and the link made, selected for copying. */
+    shareForm: function (id) {
+      var form = el("form", "team-share");
+      var label = el("label", "", "Share for ");
+      var days = el("select", "share-days");
+      days.name = "days";
+      [["1", "1 day"], ["7", "7 days"], ["30", "30 days"]].forEach(function (o) {
+        var option = el("option", "", o[1]);
+        option.value = o[0];
+        if (o[0] === "7") { option.selected = true; }
+        days.appendChild(option);
+      });
+      label.appendChild(days);
+      form.appendChild(label);
+      var button = el("button", "share-make", "Share");
+      button.type = "submit";
+      form.appendChild(button);
+      var out = el("p", "share-out");
+      out.setAttribute("role", "status");
+      form.appendChild(out);
+      form.addEventListener("submit", function (e) {
+        e.preventDefault();
+        out.textContent = "making a link…";
+        team.get("/team/share?id=" + encodeURIComponent(id) + "&days=" + encodeURIComponent(days.value), "POST")
+          .then(function (r) { return r.json(); }).then(function (made) {
+            out.textContent = "";
+            var link = el("input", "share-link");
+            link.readOnly = true;
+            link.value = location.origin + str(made.path);
+            link.setAttribute("aria-label", "The link: read-only, this session only");
+            out.appendChild(link);
+            out.appendChild(el("span", "share-note", " read-only, this session only, until " + str(made.expires) +
+              " (revoke it with acp-journal share --revoke)"));
+            link.focus();
+            link.select();
+          }, function (error) { out.textContent = error.message; });
+      });
+      return form;
+    },
     /** Session `id`, rendered by the server; `turn` (from 1) scrolled to and marked, and in it
      *  the `text` searched for. */
     open: function (id, turn, text) {
@@ -1213,6 +1256,7 @@
         var doc = new DOMParser().parseFromString(body < 0 ? "" : html.slice(body), "text/html");
         article.textContent = "";
         article.setAttribute("data-session", id);
+        article.appendChild(team.shareForm(id));
         ["body > header", "body > main"].forEach(function (sel) {
           var part = doc.querySelector(sel);
           if (!part) { return; }

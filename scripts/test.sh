@@ -20,8 +20,8 @@
 # nothing after), Debian's nginx (serve behind a reverse proxy; the tests run their own, no
 # service is left running), the OTLP backend for the tracing tests (Arize Phoenix from PyPI:
 # about 2.5 minutes and 850 MB the first time) and the S3-compatible object stores of the fleet
-# tests (Garage and s3s-fs from crates.io, built once per machine outside the checkout: about
-# 14 minutes the first time).
+# tests (Garage and s3s-fs from crates.io, built unoptimized once per machine outside the
+# checkout: about 7 minutes the first time).
 #
 # Both tiers print how long each phase took; the full tier also prints each test binary's time
 # and its 20 slowest tests (from nextest's JUnit report, target/nextest/full/junit.xml). The

@@ -54,6 +54,14 @@ def strip(text):
             break
         out.append(text[i:j])
         k = j + len("#[cfg(test)]")
+        if re.match(r"\s*(?:pub(?:\([^)]*\))?\s+)?[a-z_]\w*\s*:[^:]", text[k:]):
+            # A field: up to the comma that ends it (outside <>, () and []), or its struct's end.
+            depth, e = 0, k
+            while e < len(text) and not (depth == 0 and text[e] in ",}"):
+                depth += {"<": 1, "(": 1, "[": 1, ">": -1, ")": -1, "]": -1}.get(text[e], 0)
+                e += 1
+            i = e + (text[e : e + 1] == ",")
+            continue
         semi, brace = text.find(";", k), text.find("{", k)
         if brace < 0 or (0 <= semi < brace):
             i = semi + 1

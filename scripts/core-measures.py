@@ -10,7 +10,12 @@ Counted over the non-test files of src/proto/ (tests.rs, *_tests.rs and #[cfg(te
 - session-keyed collections: fields of the core's structs that are a map or set keyed by a session
   ID (SessionId, AgentSessionId, or a tuple holding one), or a list or queue of them;
 - the largest structs (named fields) and types by methods (fns of their inherent impls), and every
-  type whose inherent impls are in more than one file.
+  type whose inherent impls are in more than one file;
+- who owns the session's state (issue 56): the `pub(super)` fields of `Session` and of the context
+  (`Cx`), the files that write the session table (call a `SessionTable` method that takes
+  `&mut self`), the `too_many_arguments` allowances, the functions that take the whole context
+  (a `&mut Cx` or `&Cx` parameter);
+- the bounds: non-test files of the core over 700 lines, functions of the core over 80.
 """
 import os, re, subprocess, sys
 
@@ -49,6 +54,14 @@ def strip(text):
             break
         out.append(text[i:j])
         k = j + len("#[cfg(test)]")
+        if re.match(r"\s*(?:pub(?:\([^)]*\))?\s+)?[a-z_]\w*\s*:[^:]", text[k:]):
+            # A field: up to the comma that ends it (outside <>, () and []), or its struct's end.
+            depth, e = 0, k
+            while e < len(text) and not (depth == 0 and text[e] in ",}"):
+                depth += {"<": 1, "(": 1, "[": 1, ">": -1, ")": -1, "]": -1}.get(text[e], 0)
+                e += 1
+            i = e + (text[e : e + 1] == ",")
+            continue
         semi, brace = text.find(";", k), text.find("{", k)
         if brace < 0 or (0 <= semi < brace):
             i = semi + 1
@@ -125,6 +138,66 @@ def measure_structs():
     return structs, impls
 
 
+def table_writers():
+    """Files (other than sessions.rs) calling a `SessionTable` method that takes `&mut self`."""
+    text = strip(open(os.path.join(CORE, "sessions.rs")).read())
+    writes = set()
+    for _, body in blocks(text, r"(?m)^impl\s+SessionTable\s*\{"):
+        writes |= set(re.findall(r"fn\s+(\w+)(?:<[^>]*>)?\s*\(\s*&mut\s+self", top_level(body)))
+    call = re.compile(r"\bsessions\s*\.\s*(" + "|".join(sorted(writes)) + r")\s*\(")
+    found = set()
+    for path in core_files():
+        rel = os.path.relpath(path, ROOT)
+        if rel.endswith("proto/sessions.rs"):
+            continue
+        if call.search(strip(open(path).read())):
+            found.add(rel[len("src/proto/"):-3])
+    return sorted(found)
+
+
+def ownership():
+    structs, _ = measure_structs()
+    raw = {}
+    for path in core_files():
+        text = strip(open(path).read())
+        for m, body in blocks(text, r"\bstruct\s+(Session|Cx)\s*\{"):
+            raw[m.group(1)] = len(re.findall(r"(?m)^\s*pub\(super\)\s+\w+\s*:", top_level(body)))
+    allows, whole = 0, []
+    for path in core_files():
+        rel = os.path.relpath(path, ROOT)[len("src/proto/"):-3]
+        text = strip(open(path).read())
+        allows += len(re.findall(r"too_many_arguments", open(path).read()))
+        for m in re.finditer(r"\bfn\s+(\w+)(?:<[^>{]*>)?\s*\(([^{;]*?)\)\s*(?:->[^{;]*)?[{;]", text, re.S):
+            if re.search(r":\s*&(?:mut\s+)?Cx\b", m.group(2)):
+                whole.append(f"{rel}::{m.group(1)}")
+    return raw, table_writers(), allows, whole
+
+
+def bounds():
+    """Non-test files of the core over 700 lines, functions over 80 (with their lines)."""
+    files, fns = [], []
+    for path in core_files():
+        rel = os.path.relpath(path, ROOT)[len("src/proto/"):]
+        text = open(path).read()
+        n = text.count("\n")
+        if n > 700:
+            files.append((rel, n))
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            m = re.match(r"\s*(?:pub(?:\([^)]*\))?\s+)?fn\s+(\w+)", line)
+            if not m:
+                continue
+            indent = len(line) - len(line.lstrip())
+            for j in range(i, len(lines)):
+                if lines[j].rstrip() == " " * indent + "}" or (j > i and lines[j].rstrip().endswith(";") and lines[i].rstrip().endswith(";")):
+                    break
+                if j == i and line.rstrip().endswith(";"):
+                    break
+            if j - i + 1 > 80:
+                fns.append((f"{rel[:-3]}::{m.group(1)}", j - i + 1))
+    return files, fns
+
+
 def prompt_path():
     subprocess.run(["cargo", "build", "--quiet", "--example", "core_path"], cwd=ROOT, check=True)
     binary = os.path.join(ROOT, "target", "debug", "examples", "core_path")
@@ -164,6 +237,15 @@ def main():
     spread = sorted((n, sorted(fs)) for n, (fs, _) in impls.items() if len(fs) > 1)
     print(f"types whose impl spans files: {len(spread)}" + "".join(
         f"\n  {n}: " + " ".join(f[len('src/proto/'):-3] for f in fs) for n, fs in spread))
+    raw, writers, allows, whole = ownership()
+    print(f"pub(super) fields: Session {raw.get('Session', 0)}, Cx {raw.get('Cx', 0)}")
+    print(f"files that write the session table (besides sessions.rs): {len(writers)}"
+          + (": " + " ".join(writers) if writers else ""))
+    print(f"too_many_arguments allowances: {allows}")
+    print(f"functions taking the whole context: {len(whole)}")
+    files, fns = bounds()
+    print("files over 700 lines: " + (", ".join(f"{f} {n}" for f, n in files) or "none"))
+    print("functions over 80 lines: " + (", ".join(f"{f} {n}" for f, n in fns) or "none"))
 
 
 main()

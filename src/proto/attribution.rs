@@ -28,8 +28,15 @@ use crate::redact;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
-/// Decide the journal of a line and update the pending table.
-pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Record) -> Target {
+/// Decide the journal of a line and update the pending table (`answered`: an answer's pending
+/// entry, when the route took it out of the table; else it is taken out here).
+pub(super) fn attribute(
+    cx: &mut Cx,
+    from: Side,
+    peek: &Peek<'_>,
+    record: &Record,
+    answered: Option<Pending>,
+) -> Target {
     if from == Side::Agent {
         learn_child(cx, peek);
     }
@@ -59,10 +66,12 @@ pub(super) fn attribute(cx: &mut Cx, from: Side, peek: &Peek<'_>, record: &Recor
             });
             session.map_or(Target::Run, Target::Session)
         }
-        Kind::Response { id, is_error } => match cx.pending.remove(&(from.other(), id.clone())) {
-            Some(pending) => response(cx, peek, record, id, *is_error, pending),
-            None => Target::Run,
-        },
+        Kind::Response { id, is_error } => {
+            match answered.or_else(|| cx.pending.remove(&(from.other(), id.clone()))) {
+                Some(pending) => response(cx, peek, record, id, *is_error, pending),
+                None => Target::Run,
+            }
+        }
         Kind::OtherJson | Kind::Invalid => Target::Run,
     }
 }
@@ -185,7 +194,7 @@ fn response(
         (Some(new), Some(setup)) => {
             open_session(cx, &new, setup.cwd.clone(), false);
             tell_reused(cx, &new, record);
-            cx.sessions.entry(&new).setup = Some(setup.params);
+            cx.sessions.entry(&new).set_up(setup.params);
             if setup.copied_to.as_ref() != Some(&new) {
                 cx.fx.journal(Target::Session(new.clone()), setup.record);
                 if let Some(edit) = setup.edit {

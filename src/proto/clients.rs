@@ -13,7 +13,7 @@ use super::attribution;
 use super::connection::{self, Attachment, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;
-use super::vocab::{Action, ConnId, SessionId, Stamp, Target};
+use super::vocab::{Action, ConnId, Line, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 
@@ -29,8 +29,8 @@ pub(super) fn settle(cx: &mut Cx, connections: &mut Connections) {
     for (s, conn, attachment) in attachments {
         if let Some(session) = cx.sessions.get_mut(&s) {
             match attachment {
-                Attachment::Attach => session.members.attach(conn),
-                Attachment::Detach => session.members.detach(conn),
+                Attachment::Attach => session.attach(conn),
+                Attachment::Detach => session.detach(conn),
             }
         }
     }
@@ -92,7 +92,7 @@ pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) 
 /// always): true when it was the client's last, the client's end.
 pub(super) fn ended(cx: &mut Cx, connections: &mut Connections, at: Stamp, conn: ConnId) -> bool {
     for (_, session) in cx.sessions.iter_mut() {
-        session.members.detach(conn);
+        session.detach(conn);
     }
     let (unanswered, last) = connections.end(conn);
     if last && !connections.is_hosted() {
@@ -129,7 +129,7 @@ pub(super) fn ask_again(
             || cx
                 .sessions
                 .get(s)
-                .is_some_and(|x| !x.members.attached().is_empty())
+                .is_some_and(|x| !x.members().attached().is_empty())
     }) {
         // Routed again: to an attached connection, or (a host's) to wait for one.
         cx.fx.forward(Side::Client, line);
@@ -172,7 +172,7 @@ pub(super) fn answer_unasked(cx: &mut Cx, at: Stamp, id: RequestId, line: &Bytes
     };
     let answer = envelope::response_line(&id, outcome);
     let record = cx.fx.proxy_record(at, Side::Client, answer.clone());
-    let target = attribution::attribute(cx, Side::Client, &envelope::peek(&answer), &record);
+    let target = attribution::attribute(cx, Side::Client, &envelope::peek(&answer), &record, None);
     cx.fx.journal(target, record);
     cx.fx.forward(Side::Agent, answer);
 }
@@ -196,22 +196,24 @@ pub(super) enum Join {
 /// joins likewise, bringing the session up first when it is not live, with the history its
 /// `historyPolicy` asks for. `session/detach`, and `session/close` while other connections
 /// stay attached, detach this connection only.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn join_or_leave(
     cx: &mut Cx,
     connections: &mut Connections,
     loads: &mut Loads,
-    at: Stamp,
     id: &RequestId,
     s: &SessionId,
     join: Join,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
 ) {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     match join {
         Join::Live { replay } => {
             connections.joins_live(id);
-            loads.serve(cx, at, id, peek, line, replay, true);
+            loads.serve(cx, id, msg, replay, true);
         }
         Join::Attach { live } => {
             let full = connection::Attach::parse(peek.params)
@@ -219,13 +221,13 @@ pub(super) fn join_or_leave(
             if live {
                 connections.joins_live(id);
             }
-            loads.serve(cx, at, id, peek, line, full, live);
+            loads.serve(cx, id, msg, full, live);
         }
         Join::Leave => {
             let conn = connections.conn_of(id);
             cx.fx.journal_client(at, Target::Run, peek, line);
             if let Some(session) = cx.sessions.get_mut(s) {
-                session.members.detach(conn);
+                session.detach(conn);
             }
             let unanswered = connections.detach(conn, s);
             let answer = match peek.method() {

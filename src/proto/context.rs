@@ -12,7 +12,7 @@ use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
 use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
-use super::vocab::{Config, HashMap, Initialize, LoadMode, SessionId, Stamp, Target};
+use super::vocab::{Config, Initialize, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind};
 
@@ -47,7 +47,7 @@ impl Cx {
             fx: Effects::new(config.redact),
             sessions: SessionTable::default(),
             held: HeldWhileStarting::default(),
-            pending: HashMap::default(),
+            pending: PendingTable::default(),
             ids: OwnIds::default(),
             initialize: Initialize::default(),
             agent: AgentCaps::default(),

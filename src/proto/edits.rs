@@ -15,36 +15,42 @@ use super::context::Cx;
 use super::listing::Lists;
 use super::mapping;
 use super::offer;
+use super::pending::Pending;
 use super::restart::Handshake;
 use super::sessions;
 use super::stalls;
-use super::vocab::{Action, AgentRef, AgentSessionId, LoadMode, Stamp, Target};
+use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
 
-/// A line the proxy does not consume (described by `peek`): edited where it must be,
-/// journaled, forwarded.
-#[allow(clippy::too_many_arguments)]
+/// A line the proxy does not consume (`msg`, from `from`): edited where it must be,
+/// journaled, forwarded (`hosted`: the proxy is a host's). An agent's answer comes with the
+/// pending entry of the request it answers when the route took it out of the table
+/// (`answered`); else the entry is looked up.
 pub(super) fn relay(
     cx: &mut Cx,
     handshake: &mut Handshake,
     lists: &Lists,
     hosted: bool,
-    at: Stamp,
     from: Side,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
+    answered: Option<Pending>,
 ) {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     if cx.config.stall_timeout_us.is_some() {
         stalls::prompt_sent(cx, from, peek, at);
     }
     let rewritten = match (cx.config.load, from) {
         (LoadMode::Off, _) => None,
         (_, Side::Client) => rewrite_client(cx, handshake, lists, at, peek, line),
-        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line),
+        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line, answered.as_ref()),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
@@ -67,11 +73,16 @@ pub(super) fn relay(
     match (from, rewritten.map(Bytes::from)) {
         (Side::Agent, Some(out)) => {
             let facing = envelope::peek(&out);
-            journal_and_forward(cx, at, from, &facing, out.clone(), out.clone(), None);
+            let msg = Line {
+                at,
+                peek: &facing,
+                bytes: &out,
+            };
+            journal_and_forward(cx, from, msg, out.clone(), None, answered);
         }
         (_, out) => {
             let forward = out.unwrap_or_else(|| line.clone());
-            journal_and_forward(cx, at, from, peek, line.clone(), forward, edit);
+            journal_and_forward(cx, from, msg, forward, edit, answered);
         }
     }
 }
@@ -87,7 +98,12 @@ pub(super) fn relay_held(
 ) {
     for line in lines {
         let peek = envelope::peek(&line);
-        relay(cx, handshake, lists, hosted, at, Side::Agent, &peek, &line);
+        let msg = Line {
+            at,
+            peek: &peek,
+            bytes: &line,
+        };
+        relay(cx, handshake, lists, hosted, Side::Agent, msg, None);
     }
 }
 
@@ -95,34 +111,31 @@ pub(super) fn relay_held(
 /// journal's): journaled and forwarded as it is.
 pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
     let facing = envelope::peek(&line);
-    journal_and_forward(
-        cx,
+    let msg = Line {
         at,
-        Side::Agent,
-        &facing,
-        line.clone(),
-        line.clone(),
-        None,
-    );
+        peek: &facing,
+        bytes: &line,
+    };
+    journal_and_forward(cx, Side::Agent, msg, line.clone(), None, None);
 }
 
-/// Journal `facing` (the client's view of the line, described by `peek`) and forward
-/// `forward` to the other side; `edit`, what the proxy changed in it that the journal would
-/// not show otherwise, is journaled after it.
+/// Journal `facing` (the client's view of the line) and forward `forward` to the other side;
+/// `edit`, what the proxy changed in it that the journal would not show otherwise, is
+/// journaled after it; `answered`, an answer's pending entry when the route took it out.
 fn journal_and_forward(
     cx: &mut Cx,
-    at: Stamp,
     from: Side,
-    peek: &Peek<'_>,
-    facing: Bytes,
+    facing: Line<'_>,
     forward: Bytes,
     edit: Option<Event>,
+    answered: Option<Pending>,
 ) {
+    let Line { at, peek, .. } = facing;
     let record = {
-        let payload = cx.fx.payload(peek, facing);
+        let payload = cx.fx.payload(peek, facing.bytes.clone());
         cx.fx.record(at, Body::Message { from, payload })
     };
-    let target = attribution::attribute(cx, from, peek, &record);
+    let target = attribution::attribute(cx, from, peek, &record, answered);
     if let Target::Session(session) = &target
         && !cx.sessions.journal_open(session)
     {
@@ -198,19 +211,12 @@ pub(super) fn rewrite_client(
     // Only requests and notifications are mapped: an object without a method is no
     // message of the session, and passes unchanged.
     let session = peek.session.as_deref().filter(|_| method.is_some());
-    let mapping = session
+    let prompt = method == Some("session/prompt");
+    let (agent_session, reprime) = session
         .and_then(|s| cx.sessions.get_mut(s))
-        .and_then(sessions::Session::mapping_mut);
-    let (agent_session, reprime) = match mapping {
-        Some(m) => {
-            let reprime = match method {
-                Some("session/prompt") => m.reprime.take(),
-                _ => None,
-            };
-            (Some(m.agent.clone()), reprime)
-        }
-        None => (None, None),
-    };
+        .and_then(|s| s.edit_for_agent(prompt))
+        .unzip();
+    let reprime = reprime.flatten();
     let edit = ClientEdit {
         id: new_id.as_ref(),
         cancel: cancel.as_ref(),
@@ -282,16 +288,23 @@ impl ClientEdit<'_> {
     }
 }
 
-/// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions.
+/// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions
+/// (`answered`: an answer's pending entry, when the route took it out of the table).
 pub(super) fn rewrite_agent(
     cx: &mut Cx,
     handshake: &mut Handshake,
     hosted: bool,
     peek: &Peek<'_>,
     line: &Bytes,
+    answered: Option<&Pending>,
 ) -> Option<Vec<u8>> {
     if let Kind::Response { id, is_error } = &peek.kind {
-        return rewrite_agent_response(cx, handshake, hosted, peek, line, id, *is_error);
+        let answer = Answer {
+            id,
+            is_error: *is_error,
+            pending: answered,
+        };
+        return rewrite_agent_response(cx, handshake, hosted, peek, line, answer);
     }
     if let Kind::Request { id, .. } = &peek.kind
         && handshake.dead.contains_key(id)
@@ -334,18 +347,35 @@ fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>>
     mapping::edit_agent_line(line, client_session, session, &mapping.prefix).or(untitled)
 }
 
+/// An agent's answer to request `id`, and the pending entry of that request when the route
+/// took it out of the table.
+struct Answer<'a> {
+    id: &'a RequestId,
+    is_error: bool,
+    pending: Option<&'a Pending>,
+}
+
+/// The edits of an agent's answer (`line`, described by `peek`), and what it teaches: the
+/// agent's capabilities, the handshake, the sessions it started, loaded or resumed.
 fn rewrite_agent_response(
     cx: &mut Cx,
     handshake: &mut Handshake,
     hosted: bool,
     peek: &Peek<'_>,
     line: &Bytes,
-    id: &RequestId,
-    is_error: bool,
+    answer: Answer<'_>,
 ) -> Option<Vec<u8>> {
+    let Answer {
+        id,
+        is_error,
+        pending,
+    } = answer;
     let original = cx.ids.restore(id);
     let client_id = original.clone().unwrap_or_else(|| id.clone());
-    let pending = cx.pending.get(&(Side::Client, client_id.clone()));
+    let pending = match pending {
+        Some(pending) => Some(pending),
+        None => cx.pending.get(&(Side::Client, client_id.clone())),
+    };
     let method = pending.map(|p| p.method.as_str());
     let session = pending.and_then(|p| p.session.clone());
     let mut out = None;

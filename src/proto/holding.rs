@@ -36,7 +36,7 @@ pub(super) fn hold_agent_line(cx: &mut Cx, hold: &Hold, line: &Bytes) -> Holding
         Hold::Hidden => Holding::Taken,
         Hold::NativeReplay(session) => {
             let native = cx.sessions.get_mut(session.as_str());
-            let Some(native) = native.and_then(|x| x.native_load.as_mut()) else {
+            let Some(native) = native.and_then(|x| x.native_load_mut()) else {
                 return Holding::Passes(Vec::new());
             };
             if native.held.hold(line, NATIVE_HOLD_BYTES) {

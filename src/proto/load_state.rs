@@ -314,3 +314,59 @@ pub(super) fn restore_requests(
     }
     requests
 }
+
+/// Whether an error answer is a host's refusal of a load because another host continues the
+/// session (see [`LEASE_REFUSED`]): nothing may continue that session as a new one instead.
+pub(super) fn refused_by_lease(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        error: Option<Error<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error<'a> {
+        code: i64,
+        #[serde(borrow)]
+        data: Option<Data<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data<'a> {
+        #[serde(borrow)]
+        reason: Option<&'a str>,
+    }
+    serde_json::from_slice::<Answer<'_>>(line).is_ok_and(|a| {
+        a.error.is_some_and(|e| {
+            e.code == -32000 && e.data.and_then(|d| d.reason) == Some(LEASE_REFUSED)
+        })
+    })
+}
+
+/// The cursors `summary` recorded, told to the client when session `session` came back on the
+/// agent session that made them, of the same agent (cursor IDs are the agent's: another
+/// agent, or another session of it, would refuse them).
+pub(super) fn still_the_agents_cursors(
+    cx: &mut Cx,
+    at: Stamp,
+    session: &SessionId,
+    summary: &Summary,
+) {
+    let Some(cursors) = &summary.cursors else {
+        return;
+    };
+    let agent = (cx.initialize.response.as_ref())
+        .and_then(|r| serde_json::from_slice(r).ok())
+        .and_then(|r| crate::acp::agent_title(&r));
+    if agent != cursors.agent || cx.sessions.agent_id(session).as_str() != cursors.agent_session {
+        return;
+    }
+    for update in &cursors.updates {
+        cx.fx.notify_client(at, session, update.clone());
+    }
+}
+
+/// The `error` of an agent's error answer (`line`), as JSON text.
+pub(super) fn error_of(line: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(line)
+        .ok()
+        .map(|m| m["error"].to_string())
+}

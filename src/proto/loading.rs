@@ -19,13 +19,15 @@ use serde_json::{Value, json};
 
 use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
-use super::load_state::{LEASE_REFUSED, Load, Phase, Progress, present};
+use super::load_state::{
+    Load, Phase, Progress, error_of, present, refused_by_lease, still_the_agents_cursors,
+};
 use super::mapping;
 use super::pending::{Step, Underneath};
 use super::sessions::{Mapping, Session};
 use super::vocab::{
-    Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, LoadMode, SessionId,
-    Stamp, Summary, Target,
+    Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, Line, LoadMode,
+    SessionId, Stamp, Summary, Target,
 };
 use crate::journal::Event;
 use crate::wire::Side;
@@ -325,18 +327,20 @@ impl Loads {
         Progress::Going
     }
 
-    /// The agent answered a request the proxy made for load `op`.
-    #[allow(clippy::too_many_arguments)]
+    /// The agent answered (`msg`) a request the proxy made for load `op`.
     pub(super) fn on_response(
         &mut self,
         cx: &mut Cx,
-        at: Stamp,
         op: u64,
         step: Step,
-        peek: &Peek<'_>,
-        line: &Bytes,
+        msg: Line<'_>,
         is_error: bool,
     ) -> Progress {
+        let Line {
+            at,
+            peek,
+            bytes: line,
+        } = msg;
         let session = self.session(op);
         let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
         let target = session.clone().map_or(Target::Run, Target::Session);
@@ -344,12 +348,8 @@ impl Loads {
         let Some(session) = session else {
             return Progress::Going; // cancelled meanwhile
         };
-        let result: Value = peek
-            .result
-            .and_then(|r| serde_json::from_str(r.get()).ok())
-            .unwrap_or(Value::Null);
         match step {
-            Step::Setup(how) => self.on_setup(cx, at, op, &session, how, line, &result, is_error),
+            Step::Setup(how) => self.on_setup(cx, op, &session, how, msg, is_error),
             Step::SetMode(mode) => {
                 if let Some(l) = self.loads.get_mut(&op) {
                     l.restore_answered();
@@ -361,6 +361,7 @@ impl Loads {
                 self.maybe_finish(cx, at, op)
             }
             Step::SetConfig => {
+                let result = result_of(peek);
                 if let Some(l) = self.loads.get_mut(&op) {
                     l.restore_answered();
                     if !is_error && present(&result["configOptions"]) {
@@ -373,18 +374,21 @@ impl Loads {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The agent answered (`msg`) the request bringing load `op`'s session up by `how`.
     fn on_setup(
         &mut self,
         cx: &mut Cx,
-        at: Stamp,
         op: u64,
         session: &SessionId,
         how: Underneath,
-        line: &Bytes,
-        result: &Value,
+        msg: Line<'_>,
         is_error: bool,
     ) -> Progress {
+        let Line {
+            at,
+            peek,
+            bytes: line,
+        } = msg;
         if let Some(session) = cx.sessions.get_mut(session) {
             session.stop_hiding();
         }
@@ -395,6 +399,7 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
+        let result = &result_of(peek);
         let agent_session = match (how, &l.summary.agent_copy) {
             (Underneath::New, _) => result["sessionId"].as_str().map(AgentSessionId::from),
             (Underneath::Resume | Underneath::Load, AgentCopy::Whole(copy)) => {
@@ -460,27 +465,16 @@ impl Loads {
         how: Underneath,
         line: &Bytes,
     ) -> Progress {
-        if how != Underneath::New && refused_by_lease(line) {
-            // The host (acp-journal serve) refused it: another host continues the session.
-            // A new session here would split the conversation in two: the asker gets the
-            // refusal, and a later request tries again.
-            let error = serde_json::from_slice::<Value>(line)
-                .ok()
-                .map(|m| m["error"].to_string())
-                .unwrap_or_default();
-            return self.finish(cx, at, op, Err(error));
-        }
         let unjournaled = self
             .loads
             .get(&op)
             .is_some_and(|l| l.summary.agent_copy == AgentCopy::Unjournaled);
-        if how != Underneath::New && unjournaled {
-            // Neither the journal nor the agent has it: the agent's answer.
-            let error = serde_json::from_slice::<Value>(line)
-                .ok()
-                .map(|m| m["error"].to_string())
-                .unwrap_or_default();
-            return self.finish(cx, at, op, Err(error));
+        if how != Underneath::New && (refused_by_lease(line) || unjournaled) {
+            // The host (acp-journal serve) refused it: another host continues the session. A
+            // new session here would split the conversation in two: the asker gets the
+            // refusal, and a later request tries again. Or neither the journal nor the agent
+            // has it: the agent's answer.
+            return self.finish(cx, at, op, Err(error_of(line).unwrap_or_default()));
         }
         if how != Underneath::New {
             // The agent lost it (or cannot load it): start afresh; the journal has it.
@@ -489,9 +483,7 @@ impl Loads {
             }
             return self.request_new(cx, at, op, session);
         }
-        let error = serde_json::from_slice::<Value>(line)
-            .ok()
-            .map(|m| m["error"].to_string())
+        let error = error_of(line)
             .unwrap_or_else(|| error_json(-32603, "the agent failed to start the session", None));
         self.finish(cx, at, op, Err(error))
     }
@@ -529,7 +521,7 @@ impl Loads {
         };
         let target = Target::Session(l.session.clone());
         if outcome.is_ok() {
-            cx.sessions.entry(&l.session).setup = Some(l.setup.clone());
+            cx.sessions.entry(&l.session).set_up(l.setup.clone());
         }
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
@@ -654,17 +646,19 @@ impl Loads {
 
     /// Serve the client's `session/load` or `session/resume` from the journal (`replay`: the
     /// history goes first; `live`: a host's client joins a session live on the agent).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn serve(
         &mut self,
         cx: &mut Cx,
-        at: Stamp,
         id: &RequestId,
-        peek: &Peek<'_>,
-        line: &Bytes,
+        msg: Line<'_>,
         replay: bool,
         live: bool,
     ) {
+        let Line {
+            at,
+            peek,
+            bytes: line,
+        } = msg;
         let Some(mut request) = parse_request(cx, at, id, peek, line, replay) else {
             return;
         };
@@ -694,49 +688,9 @@ pub(super) fn parse_request(
     request
 }
 
-/// Whether an error answer is a host's refusal of a load because another host continues the
-/// session (see [`LEASE_REFUSED`]): nothing may continue that session as a new one instead.
-pub(super) fn refused_by_lease(line: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Answer<'a> {
-        #[serde(borrow)]
-        error: Option<Error<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Error<'a> {
-        code: i64,
-        #[serde(borrow)]
-        data: Option<Data<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Data<'a> {
-        #[serde(borrow)]
-        reason: Option<&'a str>,
-    }
-    serde_json::from_slice::<Answer<'_>>(line).is_ok_and(|a| {
-        a.error.is_some_and(|e| {
-            e.code == -32000 && e.data.and_then(|d| d.reason) == Some(LEASE_REFUSED)
-        })
-    })
-}
-
-/// The cursors `summary` recorded, told to the client when the session came back on the agent
-/// session that made them, of the same agent (cursor IDs are the agent's: another agent, or
-/// another session of it, would refuse them).
-fn still_the_agents_cursors(cx: &mut Cx, at: Stamp, session: &SessionId, summary: &Summary) {
-    let Some(cursors) = &summary.cursors else {
-        return;
-    };
-    let agent = cx
-        .initialize
-        .response
-        .as_ref()
-        .and_then(|r| serde_json::from_slice(r).ok())
-        .and_then(|r| crate::acp::agent_title(&r));
-    if agent != cursors.agent || cx.sessions.agent_id(session).as_str() != cursors.agent_session {
-        return;
-    }
-    for update in &cursors.updates {
-        cx.fx.notify_client(at, session, update.clone());
-    }
+/// The `result` of an agent's answer (`peek`), parsed (null when it has none).
+fn result_of(peek: &Peek<'_>) -> Value {
+    peek.result
+        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or(Value::Null)
 }

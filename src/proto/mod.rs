@@ -79,6 +79,8 @@ mod listing;
 mod load_request;
 mod load_state;
 mod loading;
+#[cfg(test)]
+mod lookups_tests;
 mod mapping;
 mod membership;
 mod native;

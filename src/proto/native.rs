@@ -10,7 +10,7 @@ use serde_json::json;
 use super::context::Cx;
 use super::load_request::{LoadRequest, NativeLoad, TAIL_CURSOR};
 use super::loading::Loads;
-use super::vocab::{SessionId, Stamp, Target};
+use super::vocab::{Line, SessionId, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{Peek, RequestId, error_json};
 
@@ -20,20 +20,18 @@ use crate::wire::envelope::{Peek, RequestId, error_json};
 /// without `replayFrom` nothing is replayed. Another cursor type is the
 /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
 /// resume at all), as the schema requires.
-pub(super) fn resume_v2(
-    cx: &mut Cx,
-    loads: &mut Loads,
-    at: Stamp,
-    id: &RequestId,
-    peek: &Peek<'_>,
-    line: &Bytes,
-) -> bool {
+pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Line<'_>) -> bool {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     let replay = match replay_from(peek.params).as_deref() {
         None => false,
         Some("start") => true,
         // acp-journal's own cursor: served from the journal, whatever the agent can resume.
         Some(TAIL_CURSOR) => {
-            loads.serve(cx, at, id, peek, line, true, false);
+            loads.serve(cx, id, msg, true, false);
             return true;
         }
         Some(_) if cx.agent.resume => return false,
@@ -47,7 +45,7 @@ pub(super) fn resume_v2(
         }
     };
     if !cx.agent.resume {
-        loads.serve(cx, at, id, peek, line, replay, false);
+        loads.serve(cx, id, msg, replay, false);
         return true;
     }
     begin_native_load(cx, id, peek, replay);
@@ -64,7 +62,7 @@ pub(super) fn begin_native_load(cx: &mut Cx, id: &RequestId, peek: &Peek<'_>, re
     let fallback = LoadRequest::parse(id, peek, replay).filter(|_| cx.emulates_loading());
     if replay || fallback.is_some() {
         let load = NativeLoad::new(id.clone(), replay, fallback);
-        cx.sessions.entry(&s).native_load = Some(load);
+        cx.sessions.entry(&s).begin_native_load(load);
     }
 }
 
@@ -89,7 +87,7 @@ pub(super) fn native_answered(
     let Some(native) = cx
         .sessions
         .get_mut(&session)
-        .and_then(|x| x.native_load.as_mut())
+        .and_then(|x| x.native_load_mut())
         .filter(|n| n.id == client_id)
     else {
         return NativeAnswer::NotNative;
@@ -102,10 +100,12 @@ pub(super) fn native_answered(
     if !failed {
         // The replay goes out still marked as the agent's own (not journaled again); the
         // answer's rewrite ends the load.
-        cx.sessions.entry(&request.session).setup = Some(request.setup.clone());
+        cx.sessions
+            .entry(&request.session)
+            .set_up(request.setup.clone());
         return NativeAnswer::Passes(held);
     }
-    if super::loading::refused_by_lease(line) {
+    if super::load_state::refused_by_lease(line) {
         // A host refused it: another host continues the session, and nothing here may
         // continue it as a new one instead. The refusal goes to the client.
         return NativeAnswer::Passes(held);

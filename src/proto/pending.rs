@@ -60,8 +60,78 @@ pub(super) struct Setup {
     pub(super) edit: Option<Record>,
 }
 
-/// Requests awaiting their response, by sender and id.
-pub(super) type PendingTable = HashMap<(Side, RequestId), Pending>;
+/// A pending request's key: its sender and id.
+type Key = (Side, RequestId);
+
+/// Requests awaiting their response, by sender and id; a test build counts its lookups by key
+/// ([`PendingTable::lookups`]).
+#[derive(Debug, Default)]
+pub(super) struct PendingTable {
+    requests: HashMap<Key, Pending>,
+    #[cfg(test)]
+    lookups: std::cell::Cell<usize>,
+}
+
+impl PendingTable {
+    /// A lookup by key (counted in a test build; nothing otherwise).
+    #[inline(always)]
+    fn count(&self) {
+        #[cfg(test)]
+        self.lookups.set(self.lookups.get() + 1);
+    }
+
+    /// Lookups by key so far (a test build's).
+    #[cfg(test)]
+    pub(super) fn lookups(&self) -> usize {
+        self.lookups.get()
+    }
+
+    pub(super) fn get(&self, key: &Key) -> Option<&Pending> {
+        self.count();
+        self.requests.get(key)
+    }
+
+    pub(super) fn get_mut(&mut self, key: &Key) -> Option<&mut Pending> {
+        self.count();
+        self.requests.get_mut(key)
+    }
+
+    pub(super) fn contains_key(&self, key: &Key) -> bool {
+        self.count();
+        self.requests.contains_key(key)
+    }
+
+    pub(super) fn insert(&mut self, key: Key, pending: Pending) {
+        self.count();
+        self.requests.insert(key, pending);
+    }
+
+    pub(super) fn remove(&mut self, key: &Key) -> Option<Pending> {
+        self.count();
+        self.requests.remove(key)
+    }
+
+    /// Every request, in no order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&Key, &Pending)> {
+        self.requests.iter()
+    }
+
+    /// Every request, in no order, to change.
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut Pending> {
+        self.requests.values_mut()
+    }
+
+    /// Keep only the requests `keep` says to.
+    pub(super) fn retain(&mut self, keep: impl FnMut(&Key, &mut Pending) -> bool) {
+        self.requests.retain(keep);
+    }
+
+    /// How many requests await their response.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.requests.len()
+    }
+}
 
 impl Setup {
     /// Only the client creates sessions.

@@ -14,10 +14,12 @@ use super::listing::Lists;
 use super::load_state::Progress;
 use super::loading::Loads;
 use super::restart::{self, Handshake};
-use super::route::{self, ClientRoute, Taken};
+use super::route::{self, ClientRoute, Owners, Taken};
 use super::stalls;
 use super::stderr::StderrLines;
-use super::vocab::{Action, Config, HistoryChunk, ListedSession, Peer, SessionId, Stamp, Target};
+use super::vocab::{
+    Action, Config, HistoryChunk, Line, ListedSession, Peer, SessionId, Stamp, Target,
+};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek};
@@ -136,6 +138,12 @@ impl Proxy {
         self.cx.pending.len()
     }
 
+    /// Lookups of the pending table by key so far, for tests of the core.
+    #[cfg(test)]
+    pub(super) fn pending_lookups(&self) -> usize {
+        self.cx.pending.lookups()
+    }
+
     /// Time to write what the catalog learned with the turns (about once a second, and at the
     /// end): it leaves as [`Action::TurnFacts`].
     pub fn handle_facts_due(&mut self) {
@@ -178,7 +186,7 @@ impl Proxy {
             && peek.method().is_some()
             && let Some(session) = self.cx.sessions.get_mut(s)
         {
-            session.members.attach(conn);
+            session.attach(conn);
         }
         let echo_prompts = !self.cx.agent.v2;
         match self
@@ -214,6 +222,18 @@ impl Proxy {
         }
     }
 
+    /// The context, and the components a line may be handed to.
+    fn owners(&mut self) -> (&mut Cx, Owners<'_>) {
+        let owners = Owners {
+            handshake: &mut self.handshake,
+            loads: &mut self.loads,
+            lists: &mut self.lists,
+            connections: &mut self.connections,
+            forks: &mut self.forks,
+        };
+        (&mut self.cx, owners)
+    }
+
     /// A whole line from one side, as the core handles it, described by `peek`: routed once
     /// ([`route`]) to the component that owns it, which takes it or gives it back to be
     /// relayed ([`edits::relay`]). A line of a session whose prompt the stall watch follows is
@@ -221,18 +241,27 @@ impl Proxy {
     /// prompt in flight) nothing is looked up.
     fn dispatch(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
         self.cx.now = at;
-        let (cx, handshake, loads, lists) = (
-            &mut self.cx,
-            &mut self.handshake,
-            &mut self.loads,
-            &mut self.lists,
-        );
         let hosted = self.connections.is_hosted();
-        let taken = match from {
+        let msg = Line {
+            at,
+            peek,
+            bytes: line,
+        };
+        let (cx, owners) = self.owners();
+        // With an agent's answer the relay takes, the pending entry of the request it answers
+        // (the route took it out of the table).
+        let (taken, answered) = match from {
             Side::Client => {
-                let route = route::client(cx, handshake, loads, lists, &self.connections, peek);
+                let route = route::client(
+                    cx,
+                    &*owners.handshake,
+                    owners.loads,
+                    owners.lists,
+                    owners.connections,
+                    peek,
+                );
                 if route == ClientRoute::AwaitAgent {
-                    if let Some(reinit) = &mut handshake.reinit {
+                    if let Some(reinit) = &mut owners.handshake.reinit {
                         // Messages wait for the restarted agent.
                         reinit.hold(at, peek, line.clone());
                     }
@@ -241,27 +270,14 @@ impl Proxy {
                 if cx.sessions.prompting() {
                     stalls::activity(cx, from, peek, at);
                 }
-                let connections = &mut self.connections;
-                let forks = &mut self.forks;
-                route::take_client(
-                    cx,
-                    handshake,
-                    loads,
-                    lists,
-                    connections,
-                    forks,
-                    at,
-                    route,
-                    peek,
-                    line,
-                )
+                (route::take_client(cx, owners, route, msg), None)
             }
             Side::Agent => {
-                let route = route::agent(cx, loads, lists, peek);
+                let (route, answered) = route::agent(cx, owners.loads, owners.lists, peek);
                 if cx.sessions.prompting() {
                     stalls::activity(cx, from, peek, at);
                 }
-                route::take_agent(cx, handshake, loads, lists, hosted, at, route, peek, line)
+                (route::take_agent(cx, owners, route, msg), answered)
             }
         };
         let relay = match taken {
@@ -278,7 +294,7 @@ impl Proxy {
         };
         if relay {
             let (cx, handshake, lists) = (&mut self.cx, &mut self.handshake, &self.lists);
-            edits::relay(cx, handshake, lists, hosted, at, from, peek, line);
+            edits::relay(cx, handshake, lists, hosted, from, msg, answered);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed (or

@@ -86,7 +86,7 @@ impl Reinit {
     /// (the table's sessions lost in those restarts: no list of its own).
     fn lost(&self, sessions: &SessionTable) -> Vec<SessionId> {
         let mut lost: Vec<SessionId> = (sessions.iter())
-            .filter(|(_, session)| session.lost_in >= self.first_restart)
+            .filter(|(_, session)| session.lost_in() >= self.first_restart)
             .map(|(id, _)| id.clone())
             .collect();
         lost.sort_unstable();
@@ -487,7 +487,7 @@ pub(super) fn restore_first(
             let setup = cx
                 .sessions
                 .get(s)
-                .and_then(|x| x.setup.clone())
+                .and_then(|x| x.setup().cloned())
                 .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
             let request = LoadRequest::restore(session.clone(), setup, line.clone());
             let op = cx.next_op();
@@ -561,7 +561,7 @@ pub(super) fn drop_agent(
     cx.ids.forget_agent();
     for (_, session) in cx.sessions.iter_mut() {
         // No native load the agent was running goes on.
-        session.native_load = None;
+        session.forget_native_load();
     }
     cx.sessions.end_prompts();
 }

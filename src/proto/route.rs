@@ -1,8 +1,10 @@
 //! Where a line goes, decided once, up front: [`client`] and [`agent`] read the line's peek
 //! and what the core holds (the handshake, the line's session, the loads and lists under way,
 //! the proxy's own request ids) and name the one component that owns the line
-//! ([`ClientRoute`], [`AgentRoute`]), changing nothing; [`take_client`] and [`take_agent`]
-//! then hand it there, with the parts [`super::Proxy`] passes them, and say what became of it
+//! ([`ClientRoute`], [`AgentRoute`]), changing nothing but, for an agent's answer the relay
+//! takes, the pending table: the entry of the request it answers is taken out once and handed
+//! on with the line (to [`super::edits::relay`]); [`take_client`] and [`take_agent`] then hand
+//! it to its owner, with the components it needs ([`Owners`]), and say what became of it
 //! ([`Taken`]: what follows is the proxy's). A client request's handling follows from its method, the mode (`--load`) and what
 //! the agent declared ([`Handling`]): served from the journal, passed on with what serves it
 //! should the agent fail it, answered here, or passed as it came.
@@ -21,10 +23,10 @@ use super::load_request::tail_turns;
 use super::load_state::Progress;
 use super::loading::Loads;
 use super::native::{self, NativeAnswer, replay_from};
-use super::pending::Purpose;
+use super::pending::{Pending, Purpose};
 use super::restart::{self, Handshake, Restore};
 use super::sessions::Session;
-use super::vocab::{AgentRef, AgentSessionId, LoadMode, SessionId, Stamp};
+use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
@@ -159,7 +161,10 @@ fn joining(
         "session/detach" => Some(Join::Leave),
         "session/close" => {
             let conn = connections.conn_of(id);
-            let attached = cx.sessions.get(s).map_or(&[][..], |x| x.members.attached());
+            let attached = cx
+                .sessions
+                .get(s)
+                .map_or(&[][..], |x| x.members().attached());
             let attached = attached.iter();
             let others = attached.filter(|c| **c != conn && connections.is_live(**c));
             (others.count() > 0).then_some(Join::Leave)
@@ -168,10 +173,17 @@ fn joining(
     }
 }
 
-/// The owner of an agent line (`peek`).
-pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> AgentRoute {
+/// The owner of an agent line (`peek`), and for an answer the owner relays, the pending entry
+/// of the request it answers, taken out of the table (the one lookup of the table on its way;
+/// `None`: the table had none, or the answer's owner is another and the entry stays).
+pub(super) fn agent(
+    cx: &mut Cx,
+    loads: &Loads,
+    lists: &Lists,
+    peek: &Peek<'_>,
+) -> (AgentRoute, Option<Pending>) {
     if cx.config.load == LoadMode::Off {
-        return AgentRoute::Relay;
+        return (AgentRoute::Relay, None);
     }
     match &peek.kind {
         Kind::Response { id, is_error } => answer(cx, lists, id, *is_error),
@@ -182,23 +194,29 @@ pub(super) fn agent(cx: &Cx, loads: &Loads, lists: &Lists, peek: &Peek<'_>) -> A
                 .as_deref()
                 .and_then(|s| held(cx, loads, s, update))
             {
-                Some(hold) => AgentRoute::Held(hold),
-                None => AgentRoute::Relay,
+                Some(hold) => (AgentRoute::Held(hold), None),
+                None => (AgentRoute::Relay, None),
             }
         }
-        _ => AgentRoute::Relay,
+        _ => (AgentRoute::Relay, None),
     }
 }
 
 /// The owner of the agent's answer to request `id`, decided by the one request it answers:
 /// the client's (its pending entry, under the client's own id should the proxy have
-/// renumbered it), else the proxy's own.
-fn answer(cx: &Cx, lists: &Lists, id: &RequestId, failed: bool) -> AgentRoute {
+/// renumbered it), else the proxy's own. The entry is taken out of the table; an owner other
+/// than the relay finds it there again.
+fn answer(
+    cx: &mut Cx,
+    lists: &Lists,
+    id: &RequestId,
+    failed: bool,
+) -> (AgentRoute, Option<Pending>) {
     let key = (Side::Client, cx.ids.client_id(id));
     let client_id = &key.1;
-    match cx
-        .pending
-        .get(&key)
+    let pending = cx.pending.remove(&key);
+    let route = match pending
+        .as_ref()
         .map(|p| (p.method.as_str(), p.session.as_deref()))
     {
         Some(("session/new", _)) if !failed && cx.config.asks_store => AgentRoute::NewSession,
@@ -206,7 +224,7 @@ fn answer(cx: &Cx, lists: &Lists, id: &RequestId, failed: bool) -> AgentRoute {
             if cx
                 .sessions
                 .get(s)
-                .and_then(|x| x.native_load.as_ref())
+                .and_then(|x| x.native_load())
                 .is_some_and(|n| n.id == *client_id && n.fallback.is_some()) =>
         {
             AgentRoute::NativeAnswer
@@ -220,6 +238,14 @@ fn answer(cx: &Cx, lists: &Lists, id: &RequestId, failed: bool) -> AgentRoute {
             AgentRoute::ListAnswer
         }
         _ => AgentRoute::Relay,
+    };
+    match (route, pending) {
+        (AgentRoute::Relay, pending) => (AgentRoute::Relay, pending),
+        (route, Some(pending)) => {
+            cx.pending.insert(key, pending);
+            (route, None)
+        }
+        (route, None) => (route, None),
     }
 }
 
@@ -244,14 +270,14 @@ fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
         Some(Hold::Hidden)
     } else if update
         && session
-            .and_then(|x| x.native_load.as_ref())
+            .and_then(|x| x.native_load())
             .is_some_and(|n| n.holds_replay())
     {
         Some(Hold::NativeReplay(AgentSessionId::native(
             &SessionId::from(s),
         )))
     } else if sessions.starting_as(AgentRef(s))
-        || (!session.is_some_and(|x| x.journal_open)
+        || (!session.is_some_and(|x| x.journal_open())
             && !sessions.knows(AgentRef(s))
             && loads.awaiting_new_session())
     {
@@ -372,20 +398,34 @@ pub(super) enum Taken {
     Again(Vec<Bytes>),
 }
 
-/// A client line, handed to the component `route` names.
-#[allow(clippy::too_many_arguments)]
+/// The components a line may be handed to, besides the context.
+pub(super) struct Owners<'a> {
+    pub(super) handshake: &'a mut Handshake,
+    pub(super) loads: &'a mut Loads,
+    pub(super) lists: &'a mut Lists,
+    pub(super) connections: &'a mut Connections,
+    pub(super) forks: &'a mut Forks,
+}
+
+/// A client line (`msg`), handed to the component `route` names.
 pub(super) fn take_client(
     cx: &mut Cx,
-    handshake: &mut Handshake,
-    loads: &mut Loads,
-    lists: &mut Lists,
-    connections: &mut Connections,
-    forks: &mut Forks,
-    at: Stamp,
+    owners: Owners<'_>,
     route: ClientRoute,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
 ) -> Taken {
+    let Owners {
+        handshake,
+        loads,
+        lists,
+        connections,
+        forks,
+    } = owners;
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     let session = || peek.session.as_deref().map(SessionId::from);
     let taken = |taken: bool| if taken { Taken::Done } else { Taken::Relay };
     match route {
@@ -404,16 +444,14 @@ pub(super) fn take_client(
             let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, session()) else {
                 return Taken::Relay;
             };
-            clients::join_or_leave(cx, connections, loads, at, id, &s, join, peek, line);
+            clients::join_or_leave(cx, connections, loads, id, &s, join, msg);
             Taken::Done
         }
         ClientRoute::Request(handling) => {
             let Kind::Request { id, .. } = &peek.kind else {
                 return Taken::Relay;
             };
-            taken(take_request(
-                cx, loads, lists, forks, at, handling, id, peek, line,
-            ))
+            taken(take_request(cx, loads, lists, forks, handling, id, msg))
         }
         ClientRoute::Cancel(op, why) => {
             // Stop a synthetic operation and answer it with -32800.
@@ -425,30 +463,33 @@ pub(super) fn take_client(
     }
 }
 
-/// A client request the core handles as `handling` says (true: taken here).
-#[allow(clippy::too_many_arguments)]
+/// A client request (`msg`, its id `id`) the core handles as `handling` says (true: taken
+/// here).
 fn take_request(
     cx: &mut Cx,
     loads: &mut Loads,
     lists: &mut Lists,
     forks: &mut Forks,
-    at: Stamp,
     handling: Handling,
     id: &RequestId,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
 ) -> bool {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     let session = || peek.session.as_deref().map(SessionId::from);
     match handling {
         Handling::FromJournal { replay } => {
-            loads.serve(cx, at, id, peek, line, replay, false);
+            loads.serve(cx, id, msg, replay, false);
             true
         }
         Handling::Native { replay } => {
             native::begin_native_load(cx, id, peek, replay);
             false
         }
-        Handling::ResumeV2 => native::resume_v2(cx, loads, at, id, peek, line),
+        Handling::ResumeV2 => native::resume_v2(cx, loads, id, msg),
         Handling::Fork => {
             forks.start(cx, at, id, peek, line);
             true
@@ -469,19 +510,26 @@ fn take_request(
     }
 }
 
-/// An agent line, handed to the component `route` names (`hosted`: the proxy is a host's).
-#[allow(clippy::too_many_arguments)]
+/// An agent line (`msg`), handed to the component `route` names.
 pub(super) fn take_agent(
     cx: &mut Cx,
-    handshake: &mut Handshake,
-    loads: &mut Loads,
-    lists: &mut Lists,
-    hosted: bool,
-    at: Stamp,
+    owners: Owners<'_>,
     route: AgentRoute,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
 ) -> Taken {
+    let Owners {
+        handshake,
+        loads,
+        lists,
+        connections,
+        ..
+    } = owners;
+    let hosted = connections.is_hosted();
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     let Kind::Response { id, is_error } = &peek.kind else {
         let AgentRoute::Held(hold) = route else {
             return Taken::Relay;
@@ -506,7 +554,7 @@ pub(super) fn take_agent(
         },
         AgentRoute::OwnAnswer => match cx.ids.answered(id) {
             Some(Purpose::Load(op, step)) => {
-                Taken::Load(loads.on_response(cx, at, op, step, peek, line, failed))
+                Taken::Load(loads.on_response(cx, op, step, msg, failed))
             }
             Some(purpose) => Taken::Again(handshake.answered(cx, at, purpose, peek, line, failed)),
             None => Taken::Relay,

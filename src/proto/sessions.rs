@@ -30,7 +30,7 @@ use super::prompt::{PromptWatch, Prompter, Turn};
 use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, Initialize, SessionId, Stamp,
+    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, Initialize, SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
 
@@ -77,26 +77,30 @@ pub(super) enum AgentSide {
 #[derive(Debug, Default)]
 pub(super) struct Session {
     /// Its journal segment is open in this run.
-    pub(super) journal_open: bool,
+    journal_open: bool,
     /// A `session/load` or `session/resume` the client sent the agent itself, until the agent
     /// answers it.
-    pub(super) native_load: Option<NativeLoad>,
+    native_load: Option<NativeLoad>,
     /// Where it stands on the agent.
-    pub(super) agent: AgentSide,
+    agent: AgentSide,
     /// The mapping of a mapped session the client closed: lines that still name it are mapped
     /// as before, until a load maps it anew.
-    pub(super) closed_mapping: Option<Mapping>,
+    closed_mapping: Option<Mapping>,
     /// What it was set up with in this connection: how to bring it up again.
-    pub(super) setup: Option<SetupParams>,
-    /// The client connections attached to it, and how; a connection's end detaches it.
+    setup: Option<SetupParams>,
+    /// The client connections attached to it, and how; a connection's end detaches it. (The
+    /// core's tests read it.)
+    #[cfg(test)]
     pub(super) members: Membership,
+    #[cfg(not(test))]
+    members: Membership,
     /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
     /// foreground work (ACP v2).
     turn: Turn,
     /// The agent restart it was last lost in (`Handshake::restarts` then; 0: none): the
     /// sessions lost since a restarted agent began being initialized are told of a host's
     /// absence and return.
-    pub(super) lost_in: u64,
+    lost_in: u64,
     /// Agent lines held while a load brings it up (until the load ends).
     held: HeldLines,
     /// What the catalog learned of it and has not been told yet.
@@ -107,6 +111,66 @@ pub(super) struct Session {
 }
 
 impl Session {
+    /// Its journal segment is open in this run.
+    pub(super) fn journal_open(&self) -> bool {
+        self.journal_open
+    }
+
+    /// What it was set up with in this connection (how to bring it up again), if it was.
+    pub(super) fn setup(&self) -> Option<&SetupParams> {
+        self.setup.as_ref()
+    }
+
+    /// It was set up (created, loaded or resumed) with `setup`: what brings it up again.
+    pub(super) fn set_up(&mut self, setup: SetupParams) {
+        self.setup = Some(setup);
+    }
+
+    /// The agent restart it was last lost in (0: none).
+    pub(super) fn lost_in(&self) -> u64 {
+        self.lost_in
+    }
+
+    /// The client connections attached to it, and how.
+    pub(super) fn members(&self) -> &Membership {
+        &self.members
+    }
+
+    /// Connection `conn` uses it: attached, if it was not.
+    pub(super) fn attach(&mut self, conn: ConnId) {
+        self.members.attach(conn);
+    }
+
+    /// Connection `conn` left it (detached, or ended).
+    pub(super) fn detach(&mut self, conn: ConnId) {
+        self.members.detach(conn);
+    }
+
+    /// Connection `conn` joined it by `session/attach` (`observer`: in that role).
+    pub(super) fn join_draft(&mut self, conn: ConnId, observer: bool) {
+        self.members.join_draft(conn, observer);
+    }
+
+    /// The load or resume the client sent the agent itself, until the agent answers it.
+    pub(super) fn native_load(&self) -> Option<&NativeLoad> {
+        self.native_load.as_ref()
+    }
+
+    /// The native load under way, to hold its replay or take its fallback.
+    pub(super) fn native_load_mut(&mut self) -> Option<&mut NativeLoad> {
+        self.native_load.as_mut()
+    }
+
+    /// The client sent the agent a load or resume of it itself (`load`), until it answers.
+    pub(super) fn begin_native_load(&mut self, load: NativeLoad) {
+        self.native_load = Some(load);
+    }
+
+    /// The agent is gone: no native load it was running goes on.
+    pub(super) fn forget_native_load(&mut self) {
+        self.native_load = None;
+    }
+
     /// The mapping that applies to its lines, live or kept after a close.
     pub(super) fn mapping(&self) -> Option<&Mapping> {
         match &self.agent {
@@ -120,8 +184,20 @@ impl Session {
         }
     }
 
+    /// How its client lines are edited on their way to the agent, when it is mapped: the
+    /// agent-side ID they go under and, for a prompt (`prompt`), the re-prime transcript it
+    /// carries (taken: the first prompt after the load that mapped it carries it).
+    pub(super) fn edit_for_agent(
+        &mut self,
+        prompt: bool,
+    ) -> Option<(AgentSessionId, Option<String>)> {
+        let mapping = self.mapping_mut()?;
+        let reprime = if prompt { mapping.reprime.take() } else { None };
+        Some((mapping.agent.clone(), reprime))
+    }
+
     /// The mapping that applies to its lines, for editing them.
-    pub(super) fn mapping_mut(&mut self) -> Option<&mut Mapping> {
+    fn mapping_mut(&mut self) -> Option<&mut Mapping> {
         match &mut self.agent {
             AgentSide::Mapped(m) => Some(m),
             AgentSide::Starting {
@@ -296,7 +372,8 @@ impl Session {
     }
 }
 
-/// Every session of the connection.
+/// Every session of the connection; a test build counts its lookups by ID
+/// ([`SessionTable::lookups`]).
 #[derive(Debug, Default)]
 pub(super) struct SessionTable {
     sessions: HashMap<SessionId, Session>,
@@ -310,11 +387,27 @@ pub(super) struct SessionTable {
     /// How many child sessions (subagents) were announced in this run (bounded:
     /// [`TREE_LIMIT`]).
     children: usize,
+    #[cfg(test)]
+    lookups: std::cell::Cell<usize>,
 }
 
 impl SessionTable {
+    /// A lookup by ID (counted in a test build; nothing otherwise).
+    #[inline(always)]
+    fn count(&self) {
+        #[cfg(test)]
+        self.lookups.set(self.lookups.get() + 1);
+    }
+
+    /// Lookups by ID so far (a test build's).
+    #[cfg(test)]
+    pub(super) fn lookups(&self) -> usize {
+        self.lookups.get()
+    }
+
     /// The shared ID of a session already known (no allocation), or a new one.
     pub(super) fn id(&self, s: &str) -> SessionId {
+        self.count();
         self.sessions
             .get_key_value(s)
             .map_or_else(|| SessionId::from(s), |(k, _)| k.clone())
@@ -323,6 +416,7 @@ impl SessionTable {
     /// The session whose journal, connections and activity `s`'s lines are: the root of its
     /// tree when `s` is a child session ([`super::tree`]), else `s` itself (the shared ID).
     pub(super) fn owner(&self, s: &str) -> SessionId {
+        self.count();
         match self.sessions.get_key_value(s) {
             Some((
                 _,
@@ -341,6 +435,7 @@ impl SessionTable {
         if self.children == 0 {
             return None;
         }
+        self.count();
         self.sessions.get(s)?.root.as_ref()
     }
 
@@ -348,6 +443,7 @@ impl SessionTable {
     /// (an ID the table holds no session under, announced for the first time, while the tree
     /// has room; an ID is never its own child).
     pub(super) fn announce_child(&mut self, parent: &SessionId, child: &str) -> Option<SessionId> {
+        self.count();
         if self.sessions.contains_key(child)
             || self.by_agent.contains_key(child)
             || self.children >= TREE_LIMIT
@@ -367,16 +463,19 @@ impl SessionTable {
 
     /// Session `s`, made if the table has none.
     pub(super) fn entry(&mut self, s: &SessionId) -> &mut Session {
+        self.count();
         self.sessions.entry(s.clone()).or_default()
     }
 
     /// Session `s`, if the table has it.
     pub(super) fn get(&self, s: &str) -> Option<&Session> {
+        self.count();
         self.sessions.get(s)
     }
 
     /// Session `s`, to change, if the table has it.
     pub(super) fn get_mut(&mut self, s: &str) -> Option<&mut Session> {
+        self.count();
         self.sessions.get_mut(s)
     }
 
@@ -422,6 +521,7 @@ impl SessionTable {
     /// Session `s`'s prompt is over: answered (request `id`), or (`None`, ACP v2) the agent
     /// reported the session idle.
     pub(super) fn end_prompt(&mut self, s: &str, id: Option<&RequestId>) {
+        self.count();
         let Some(session) = self.sessions.get_mut(s) else {
             return;
         };
@@ -446,6 +546,7 @@ impl SessionTable {
     }
 
     pub(super) fn journal_open(&self, s: &str) -> bool {
+        self.count();
         self.sessions.get(s).is_some_and(|s| s.journal_open)
     }
 
@@ -485,6 +586,7 @@ impl SessionTable {
 
     /// The ID the agent knows the session by.
     pub(super) fn agent_id(&self, session: &SessionId) -> AgentSessionId {
+        self.count();
         self.sessions
             .get(session)
             .and_then(Session::mapping)
@@ -502,6 +604,7 @@ impl SessionTable {
 
     /// The mapping of the client-facing session an agent-side ID belongs to.
     pub(super) fn mapping_of_agent(&self, agent: AgentRef<'_>) -> Option<(&SessionId, &Mapping)> {
+        self.count();
         let client = self.by_agent.get(agent.0)?;
         Some((client, self.sessions.get(client)?.mapping()?))
     }
@@ -509,6 +612,7 @@ impl SessionTable {
     /// True while a load is bringing up the session the agent-side ID is mapped to: its lines
     /// are held until the load is answered.
     pub(super) fn starting_as(&self, agent: AgentRef<'_>) -> bool {
+        self.count();
         let Some(client) = self.by_agent.get(agent.0) else {
             return false;
         };
@@ -543,6 +647,7 @@ impl SessionTable {
     /// up; `None` when no mapping names it (its lines are unclaimed:
     /// [`super::held::HeldWhileStarting`]).
     pub(super) fn held_of(&mut self, agent: AgentRef<'_>) -> Option<&mut HeldLines> {
+        self.count();
         let client = self.by_agent.get(agent.0)?;
         Some(&mut self.sessions.get_mut(client)?.held)
     }

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::acp::updates::Need;
 use crate::journal::format::Record;
 use crate::wire::Side;
-use crate::wire::envelope::RequestId;
+use crate::wire::envelope::{Peek, RequestId};
 
 /// The core's hash map: keyed by IDs the peers choose, hashed with foldhash's fast hasher
 /// seeded per map (hashbrown's default; several times cheaper than SipHash on the short keys
@@ -34,6 +34,14 @@ pub struct Stamp {
     pub unix_us: i64,
     /// Monotonic microseconds since the run started.
     pub mono_us: u64,
+}
+
+/// A line as the core hands it on: when it came, its peek, its bytes.
+#[derive(Clone, Copy)]
+pub(super) struct Line<'a> {
+    pub(super) at: Stamp,
+    pub(super) peek: &'a Peek<'a>,
+    pub(super) bytes: &'a Bytes,
 }
 
 /// An ACP session ID, exactly as on the wire.

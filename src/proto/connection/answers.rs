@@ -245,7 +245,7 @@ impl Asks {
         );
         for c in roster.others_attached(sessions, s, winner) {
             lines.push((c, update.clone()));
-            if sessions.get(s).is_some_and(|x| x.members.is_drafted(c)) {
+            if sessions.get(s).is_some_and(|x| x.members().is_drafted(c)) {
                 lines.push((c, resolved.clone()));
             }
         }

@@ -56,7 +56,7 @@ impl Roster {
 
     /// The live connections attached to session `s`.
     pub(super) fn attached_live(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
-        let attached = sessions.get(s).map_or(&[][..], |x| x.members.attached());
+        let attached = sessions.get(s).map_or(&[][..], |x| x.members().attached());
         attached
             .iter()
             .copied()
@@ -80,7 +80,7 @@ impl Roster {
     pub(super) fn controllers(&self, sessions: &SessionTable, s: &str) -> Vec<ConnId> {
         self.attached_live(sessions, s)
             .into_iter()
-            .filter(|c| !sessions.get(s).is_some_and(|x| x.members.observes(*c)))
+            .filter(|c| !sessions.get(s).is_some_and(|x| x.members().observes(*c)))
             .collect()
     }
 
@@ -93,7 +93,7 @@ impl Roster {
         sessions: &SessionTable,
     ) -> Option<&'static str> {
         let session = sessions.get(s);
-        if session.is_some_and(|x| x.members.observes(conn)) {
+        if session.is_some_and(|x| x.members().observes(conn)) {
             return Some("this connection observes the session: observers cannot prompt");
         }
         // The turn runs on the agent whether or not its connection is still there.
@@ -119,7 +119,7 @@ impl Roster {
             .filter(|c| **c != conn)
             .filter_map(|c| {
                 let view = self.views.get(c)?;
-                let observer = session.is_some_and(|x| x.members.observes(*c));
+                let observer = session.is_some_and(|x| x.members().observes(*c));
                 Some(json!({"name": view.name, "version": view.version, "role": role(observer)}))
             })
             .collect()

@@ -435,7 +435,7 @@ impl Connections {
         if let Some(attach) = join.attach
             && let Some(session) = sessions.get_mut(s)
         {
-            session.members.join_draft(conn, attach.observer);
+            session.join_draft(conn, attach.observer);
         }
         if join.attach.is_some_and(|a| a.observer) {
             return;

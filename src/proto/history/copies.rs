@@ -19,7 +19,11 @@
 //! brought up afresh and re-primed.
 
 use super::super::vocab::AgentCopy;
+use super::tail::is_prompt_of;
 use crate::acp::AgentId;
+use crate::journal::Event;
+use crate::journal::format::{Body, Record};
+use crate::wire::Side;
 
 /// One agent-side session of this host.
 #[derive(Debug)]
@@ -110,6 +114,20 @@ impl Copies {
             copy.used = self.clock;
         }
         self.turns += 1;
+    }
+
+    /// What `record` (of session `session`) says of the agent-side sessions the turns ran on.
+    pub(super) fn follow(&mut self, session: &str, record: &Record) {
+        match &record.body {
+            Body::Event(Event::SessionMapped { agent_session }) => self.mapped(agent_session),
+            Body::Event(Event::Reprimed { .. }) => self.reprimed(),
+            Body::Event(Event::ForkedFrom { .. } | Event::BundleManifest { .. }) => self.copied(),
+            Body::Message {
+                from: Side::Client,
+                payload,
+            } if is_prompt_of(session, &payload.bytes) => self.prompt(),
+            _ => {}
+        }
     }
 
     /// What `agent` (this run's) holds of the session on this host: the agent-side session of

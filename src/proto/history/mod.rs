@@ -26,16 +26,21 @@
 //! lines it writes are made in `lines`.
 
 mod compactions;
+mod conversion;
 mod copies;
 mod held_back;
+mod learnt;
 mod lines;
+mod made_up_ids;
 mod subagents;
+mod tail;
 mod terminals;
 #[cfg(test)]
 mod tests;
+mod transcript;
 mod updates;
 
-use super::vocab::{ClientSupport, HashMap, HashSet, Summary};
+use super::vocab::{ClientSupport, HashMap, Summary};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -47,31 +52,17 @@ use crate::journal::Event;
 use crate::journal::format::{Body, Header, Record};
 
 use crate::wire::Side;
-use compactions::Compactions;
+use conversion::Conversion;
 use copies::Copies;
 use held_back::HeldBack;
+use learnt::Learnt;
 use lines::{notification, verbatim};
+pub use made_up_ids::MadeUpIds;
 use subagents::Children;
-use terminals::Terminals;
+use tail::{Tail, TailStep, is_prompt_of};
 pub use terminals::{TERMINAL_ASKS_LIMIT, TERMINAL_LIMIT, TERMINAL_OUTPUT_LIMIT};
+use transcript::{Turn, keep_tail, transcript};
 use updates::{Class, ParamsPeek, UpdatePeek, classify, in_conversation, update_of};
-
-/// One turn of the transcript.
-#[derive(Default)]
-struct Turn {
-    user: String,
-    agent: String,
-}
-
-/// Cut `text` to (about) its last `n` bytes, at a character boundary; returns the bytes cut.
-fn keep_tail(text: &mut String, n: usize) -> usize {
-    let mut cut = text.len().saturating_sub(n);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    text.drain(..cut);
-    cut
-}
 
 /// A replay in progress.
 pub struct Replay {
@@ -103,81 +94,6 @@ pub struct Replay {
     agent: AgentId,
 }
 
-/// What the first pass over a session's records learns, for the second to use.
-#[derive(Default)]
-struct Learnt {
-    /// The compactions' final forms (and, in the second pass, those replayed).
-    compactions: Compactions,
-    /// The client's terminals' output.
-    terminals: Terminals,
-    /// The session was recorded under v2 (its agent reported `state_update`s).
-    recorded_v2: bool,
-}
-
-/// What replaying a session in the other version of ACP than the one it was recorded in keeps
-/// (and the `messageId`s made up for messages recorded without one, in either).
-#[derive(Default)]
-struct Conversion {
-    /// v1, for a session recorded under v2: the tool calls replayed so far (v2 has no
-    /// `tool_call`: its first `tool_call_update` of an ID becomes one).
-    tools_seen: HashSet<String>,
-    /// v2: the last recorded prompt (the `messageId` made up for it, and its content),
-    /// replayed as a `user_message` under the `messageId` of the agent's echo of it when one
-    /// follows.
-    prompt: Option<(String, Value)>,
-    /// v2, for a session recorded under v1: the session and chunk kind being replayed and
-    /// the `messageId` given to its run of chunks.
-    message: Option<(String, String, String)>,
-    /// The `messageId`s made up for messages recorded without one.
-    ids: MadeUpIds,
-}
-
-/// A tail replay in progress.
-#[derive(Debug, Default)]
-struct Tail {
-    /// Prompt turns to replay.
-    keep: u64,
-    /// Prompt turns in the history (the first pass counts them).
-    total: u64,
-    /// Prompt turns met so far by the second pass.
-    turn: u64,
-    /// Lines left out so far.
-    left_out: u64,
-    /// The replay has reached the turns it replays.
-    started: bool,
-}
-
-/// The `messageId`s a replay makes up (`acpj-user-12`, `acpj-agent_message-14`): named after
-/// the record's sequence number, which counts within one proxy run. A session that went on in
-/// several runs (a restart of `serve`, a load in a new proxy) has records with the same
-/// numbers, and two messages under one ID would be one message to a client: the runs are told
-/// apart by the numbers themselves (they rise within a run; one that does not starts another),
-/// and from the second run on an ID carries the run's ordinal (`acpj-user-1.12`). A session of
-/// one run keeps the IDs it always had.
-#[derive(Debug, Default)]
-pub struct MadeUpIds {
-    ordinal: u32,
-    last: Option<u64>,
-}
-
-impl MadeUpIds {
-    /// The next record's sequence number (every record, in journal order).
-    pub fn see(&mut self, seq: u64) {
-        if self.last.is_some_and(|last| seq <= last) {
-            self.ordinal += 1;
-        }
-        self.last = Some(seq);
-    }
-
-    /// The ID made up for a `kind` message (`user`, `agent_message`, …) recorded at `seq`.
-    pub fn made(&self, kind: &str, seq: u64) -> String {
-        match self.ordinal {
-            0 => format!("acpj-{kind}-{seq}"),
-            n => format!("acpj-{kind}-{n}.{seq}"),
-        }
-    }
-}
-
 impl Replay {
     /// A replay of `session` (client-facing ID) for a client with `support`. The transcript kept
     /// for re-priming is bounded by `transcript_limit` bytes (the latest turns are kept).
@@ -194,10 +110,7 @@ impl Replay {
             steering: HashMap::default(),
             conversion: Conversion::default(),
             children: Children::default(),
-            tail: support.tail.map(|keep| Tail {
-                keep,
-                ..Tail::default()
-            }),
+            tail: support.tail.map(Tail::new),
             copies: Copies::default(),
             agent: AgentId::default(),
         }
@@ -224,13 +137,7 @@ impl Replay {
     /// Whether the first pass needs a journal line (the stored record or the bare message): a
     /// fast prefilter for readers that skip records; [`Replay::observe`] takes any record.
     pub fn observes(&self, line: &[u8]) -> bool {
-        use memchr::memmem::find;
-        find(line, b"\"compactionId\"").is_some()
-            || (self.tail.is_some() && find(line, b"\"session/prompt\"").is_some())
-            || (!self.learnt.recorded_v2 && find(line, b"\"state_update\"").is_some())
-            || find(line, b"\"terminal/").is_some()
-            || (self.learnt.terminals.awaits_answers()
-                && (find(line, b"\"result\"").is_some() || find(line, b"\"error\"").is_some()))
+        self.learnt.needs(line, self.tail.is_some())
     }
 
     /// First pass over a record.
@@ -245,24 +152,9 @@ impl Replay {
             && *from == Side::Client
             && is_prompt_of(&self.session, &payload.bytes)
         {
-            tail.total += 1;
+            tail.count_prompt();
         }
-        if *from == Side::Agent
-            && memchr::memmem::find(&payload.bytes, b"\"state_update\"").is_some()
-        {
-            // Only v2 agents report their state: the session was recorded under v2.
-            self.learnt.recorded_v2 = true;
-        }
-        if memchr::memmem::find(&payload.bytes, b"\"compactionId\"").is_none() {
-            return self.learnt.terminals.observe(*from, &payload.bytes);
-        }
-        let Some((Side::Agent, msg)) = update_of(record) else {
-            return;
-        };
-        if msg["method"] != "session/update" {
-            return;
-        }
-        self.learnt.compactions.observe(&msg["params"]["update"]);
+        self.learnt.observe(*from, &payload.bytes, record);
     }
 
     fn notification(&self, update: Value) -> Bytes {
@@ -272,7 +164,7 @@ impl Replay {
     /// Second pass over a record: append the lines it replays as to `out`.
     pub fn emit(&mut self, record: &Record, out: &mut Vec<Bytes>) {
         self.conversion.ids.see(record.seq);
-        self.follow_copies(record);
+        self.copies.follow(&self.session, record);
         match self.tail_step(record) {
             TailStep::Replay => self.emit_record(record, out),
             TailStep::LeaveOut => {
@@ -280,7 +172,7 @@ impl Replay {
                 let mut left_out = Vec::new();
                 self.emit_record(record, &mut left_out);
                 if let Some(tail) = &mut self.tail {
-                    tail.left_out += left_out.len() as u64;
+                    tail.left_out(left_out.len() as u64);
                 }
             }
             TailStep::Start => {
@@ -290,42 +182,11 @@ impl Replay {
         }
     }
 
-    /// What `record` says of the agent-side sessions the turns ran on.
-    fn follow_copies(&mut self, record: &Record) {
-        match &record.body {
-            Body::Event(Event::SessionMapped { agent_session }) => {
-                self.copies.mapped(agent_session);
-            }
-            Body::Event(Event::Reprimed { .. }) => self.copies.reprimed(),
-            Body::Event(Event::ForkedFrom { .. } | Event::BundleManifest { .. }) => {
-                self.copies.copied();
-            }
-            Body::Message {
-                from: Side::Client,
-                payload,
-            } if is_prompt_of(&self.session, &payload.bytes) => self.copies.prompt(),
-            _ => {}
-        }
-    }
-
     /// Where `record` stands in a tail replay.
     fn tail_step(&mut self, record: &Record) -> TailStep {
-        let Some(tail) = &mut self.tail else {
-            return TailStep::Replay;
-        };
-        if tail.started || tail.total <= tail.keep {
-            tail.started = true;
-            return TailStep::Replay;
-        }
-        let prompt = matches!(&record.body, Body::Message { from: Side::Client, payload }
-            if is_prompt_of(&self.session, &payload.bytes));
-        if prompt {
-            tail.turn += 1;
-        }
-        let first_kept = tail.total.saturating_sub(tail.keep) + 1;
-        match prompt && tail.turn >= first_kept {
-            true => TailStep::Start,
-            false => TailStep::LeaveOut,
+        match &mut self.tail {
+            Some(tail) => tail.step(&self.session, record),
+            None => TailStep::Replay,
         }
     }
 
@@ -336,16 +197,7 @@ impl Replay {
         let Some(tail) = &mut self.tail else {
             return;
         };
-        tail.started = true;
-        let turns = tail.turn - 1;
-        let (kept, left_out) = (tail.total - turns, tail.left_out);
-        if turns > 0 {
-            let s = if turns == 1 { "" } else { "s" };
-            let text = format!(
-                "acp-journal replayed the last {kept} of {} turns: {turns} earlier turn{s} ({left_out} updates) left out",
-                tail.total
-            );
-            let meta = json!({"acpJournal": {"tail": {"turns": turns, "updates": left_out}}});
+        if let Some((text, meta)) = tail.begin() {
             let line = match self.support.takes_notices() {
                 true => {
                     json!({"sessionUpdate": "notice", "severity": "info", "title": text, "_meta": meta})
@@ -424,16 +276,7 @@ impl Replay {
             }
             "plan_update" => return self.emit_slow(record, out),
             "agent_message_chunk" => {
-                #[derive(serde::Deserialize)]
-                struct Text<'a> {
-                    #[serde(borrow)]
-                    text: Option<std::borrow::Cow<'a, str>>,
-                }
-                let text = update
-                    .content
-                    .and_then(|c| serde_json::from_str::<Text<'_>>(c.get()).ok())
-                    .and_then(|t| t.text);
-                if let Some(text) = text {
+                if let Some(text) = update.text() {
                     self.agent_text(&text);
                 }
             }
@@ -446,11 +289,7 @@ impl Replay {
             out.push(line);
             return;
         }
-        // The recorded line itself, byte for byte.
-        let mut line = Vec::with_capacity(payload.bytes.len() + 1);
-        line.extend_from_slice(&payload.bytes);
-        line.push(b'\n');
-        out.push(Bytes::from(line));
+        out.push(verbatim(record));
     }
 
     /// Agent text of the current turn, for the transcript.
@@ -622,15 +461,7 @@ impl Replay {
         }
         let edited = match kind {
             _ if chunk && update.get("messageId").is_none_or(Value::is_null) => {
-                let id = match &self.conversion.message {
-                    Some((s, k, id)) if s == session && k == kind => id.clone(),
-                    _ => self
-                        .conversion
-                        .ids
-                        .made(kind.trim_end_matches("_chunk"), record.seq),
-                };
-                let message = (session.to_string(), kind.to_string(), id.clone());
-                self.conversion.message = Some(message);
+                let id = self.conversion.chunk_id(session, kind, record.seq);
                 let mut update = update.clone();
                 update["messageId"] = Value::String(id);
                 Some(update)
@@ -860,57 +691,8 @@ impl Replay {
         self.user_message(None, out);
         self.held_back.finish(&self.session, &mut self.summary, out);
         self.summary.children = self.children.into_tree();
-        let mut transcript = String::new();
-        for turn in &self.turns {
-            transcript.push_str("User: ");
-            transcript.push_str(turn.user.trim());
-            transcript.push_str("\nAgent: ");
-            transcript.push_str(turn.agent.trim());
-            transcript.push('\n');
-        }
-        if transcript.len() > self.transcript_limit {
-            let mut cut = transcript.len() - self.transcript_limit;
-            while !transcript.is_char_boundary(cut) {
-                cut += 1;
-            }
-            transcript = format!("…{}", &transcript[cut..]);
-        }
-        self.summary.transcript = transcript;
+        self.summary.transcript = transcript(&self.turns, self.transcript_limit);
         self.summary.agent_copy = self.copies.verdict(&self.agent);
         self.summary
     }
-}
-
-/// How a record stands in a tail replay.
-enum TailStep {
-    /// Replayed.
-    Replay,
-    /// Before the turns replayed: read for its state, left out.
-    LeaveOut,
-    /// The first record of the turns replayed.
-    Start,
-}
-
-/// `line` is a `session/prompt` of `session` (a prompt turn of it; a child's is not).
-fn is_prompt_of(session: &str, line: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Prompt<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow)]
-        params: Option<PromptParams<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct PromptParams<'a> {
-        #[serde(borrow)]
-        session_id: Option<std::borrow::Cow<'a, str>>,
-    }
-    memchr::memmem::find(line, b"\"session/prompt\"").is_some()
-        && serde_json::from_slice::<Prompt<'_>>(line).is_ok_and(|p| {
-            p.method.as_deref() == Some("session/prompt")
-                && p.params
-                    .and_then(|p| p.session_id)
-                    .is_some_and(|s| s == session)
-        })
 }

@@ -110,6 +110,19 @@ pub(super) struct UpdateFields<'a> {
     pub(super) content: Option<&'a serde_json::value::RawValue>,
 }
 
+impl UpdateFields<'_> {
+    /// The text of its `content` block (an `agent_message_chunk`'s), if it has one.
+    pub(super) fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
+        #[derive(serde::Deserialize)]
+        struct Text<'a> {
+            #[serde(borrow)]
+            text: Option<std::borrow::Cow<'a, str>>,
+        }
+        let content = self.content?;
+        serde_json::from_str::<Text<'_>>(content.get()).ok()?.text
+    }
+}
+
 /// The message a record carries, and who sent it.
 pub(super) fn update_of(record: &Record) -> Option<(Side, Value)> {
     match &record.body {

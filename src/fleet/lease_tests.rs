@@ -5,12 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use object_store::memory::InMemory;
 use parking_lot::Mutex;
 
+use super::take::SETTLE;
 use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
 use crate::fleet::faults::{Fault, Faulty};
+use crate::fleet::layout;
+use crate::fleet::store::{Store, Version, Write};
+use crate::journal::dir::session_key;
 use crate::seeded::Seeded;
 
 const TTL: Duration = Duration::from_secs(15);

@@ -46,7 +46,7 @@ pub use objects::{EpochRecord, How, Identity, Lease, MAX_TTL, Seen, read_lease};
 pub use refusal::{Refusal, shown};
 pub use renew::{Renewal, release_all, renew, renew_due};
 pub use standing::{Leases, Shipping, Standing};
-pub use take::{Acquired, acquire, take_all, take_new};
+pub use take::{Acquired, Taker, acquire, take_all, take_new};
 
 #[cfg(test)]
 #[path = "lease_tests.rs"]

@@ -14,6 +14,7 @@ use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
 use crate::fleet::faults::{Fault, Faulty};
 use crate::fleet::layout;
+use crate::fleet::liveness::ProcessTable;
 use crate::fleet::store::{Store, Version, Write};
 use crate::journal::dir::session_key;
 use crate::seeded::Seeded;
@@ -260,16 +261,13 @@ impl Host {
     }
 
     async fn acquire(&self, store: &Store, patience: Duration) -> Result<Acquired, Refusal> {
-        acquire(
-            store,
-            &self.leases,
-            self.clock.as_ref(),
-            &self.me,
-            &self.policy,
-            "s",
-            patience,
-        )
-        .await
+        let taker = Taker {
+            me: &self.me,
+            policy: &self.policy,
+            clock: self.clock.as_ref(),
+            liveness: &ProcessTable,
+        };
+        acquire(store, &self.leases, &taker, "s", patience).await
     }
 
     async fn renew(&self, store: &Store) {

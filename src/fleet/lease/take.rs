@@ -16,6 +16,7 @@ use super::{
 };
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
+use crate::fleet::liveness::Liveness;
 use crate::fleet::store::{Error, Store, Version, Write, Written};
 use crate::journal::dir::session_key;
 
@@ -25,6 +26,21 @@ const POLL: Duration = Duration::from_secs(1);
 pub(super) const SETTLE: Duration = Duration::from_millis(200);
 /// Leases taken at once by [`take_all`].
 const TAKES_AT_ONCE: usize = 16;
+
+/// This process as it takes leases: who it is, how it takes them, its clock, and what it can
+/// tell of its host's processes (a holder on this host whose process is gone is not waited
+/// for). The decisions ([`judge`]) read the time and the processes only through it.
+#[derive(Clone, Copy, Debug)]
+pub struct Taker<'a> {
+    /// This process, as its leases name it.
+    pub me: &'a Identity,
+    /// How it takes leases.
+    pub policy: &'a Policy,
+    /// Its clock.
+    pub clock: &'a dyn Clock,
+    /// Which processes of its host run.
+    pub liveness: &'a dyn Liveness,
+}
 
 /// What [`acquire`] got.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +52,7 @@ pub struct Acquired {
     pub again: bool,
 }
 
-/// Take session `session`'s lease for `me`, waiting at most `patience` for a holder that has
+/// Take session `session`'s lease for `taker`, waiting at most `patience` for a holder that has
 /// gone silent to run out (a holder seen renewing refuses at once). Returns at once when this
 /// process holds it already.
 ///
@@ -45,12 +61,16 @@ pub struct Acquired {
 pub async fn acquire(
     store: &Store,
     leases: &Mutex<Leases>,
-    clock: &dyn Clock,
-    me: &Identity,
-    policy: &Policy,
+    taker: &Taker<'_>,
     session: &str,
     patience: Duration,
 ) -> Result<Acquired, Refusal> {
+    let Taker {
+        policy,
+        clock,
+        liveness,
+        ..
+    } = *taker;
     let key = session_key(session);
     let refused = |e: Error| Refusal::Store(e.to_string());
     let deadline = clock.now() + patience;
@@ -64,12 +84,12 @@ pub async fn acquire(
         Some(Standing::Lost(_) | Standing::Released) => true,
         Some(Standing::Watching(_)) | None => false,
     };
-    let alive = |l: &Lease| crate::journal::dir::acp_journal_running(l.pid) && l.pid != 0;
+    let alive = |l: &Lease| liveness.running(l.pid);
     for _ in 0..64 {
         let seen = read_lease(store, &key).await.map_err(refused)?;
         let now = clock.now();
         let mut watched = leases.lock().watched(&key);
-        let next = judge(&seen, &mut watched, me, policy, now, alive);
+        let next = judge(&seen, &mut watched, taker.me, policy, now, alive);
         if !matches!(next, Next::Take(_) | Next::Adopt) {
             leases.lock().set(&key, Standing::Watching(watched));
         }
@@ -85,7 +105,7 @@ pub async fn acquire(
                     lease,
                     sent: Duration::ZERO,
                 };
-                let done = complete(store, clock, me, policy, session, taken, How::New, None)
+                let done = complete(store, taker, session, taken, How::New, None)
                     .await
                     .map_err(refused)?;
                 let Some(held) = done else { continue };
@@ -101,7 +121,7 @@ pub async fn acquire(
                     Renewal::Lost(_) => {}
                 }
             }
-            Next::Take(how) => match take(store, clock, me, policy, session, &seen, how).await {
+            Next::Take(how) => match take(store, taker, session, &seen, how).await {
                 Ok(Some(held)) => {
                     let epoch = held.lease.epoch;
                     leases.lock().set(&key, Standing::Held(held));
@@ -144,15 +164,13 @@ pub async fn acquire(
 pub async fn take_all(
     store: &Store,
     leases: &Mutex<Leases>,
-    clock: &dyn Clock,
-    me: &Identity,
-    policy: &Policy,
+    taker: &Taker<'_>,
     sessions: Vec<String>,
 ) -> Result<(), String> {
     let takes = sessions.into_iter().map(|session| async move {
-        let got = match take_new(store, leases, clock, me, policy, &session).await {
+        let got = match take_new(store, leases, taker, &session).await {
             Ok(Some(acquired)) => Ok(acquired),
-            Ok(None) => acquire(store, leases, clock, me, policy, &session, Duration::ZERO).await,
+            Ok(None) => acquire(store, leases, taker, &session, Duration::ZERO).await,
             Err(e) => Err(Refusal::Store(e.to_string())),
         };
         (session, got)
@@ -185,11 +203,12 @@ pub async fn take_all(
 pub async fn take_new(
     store: &Store,
     leases: &Mutex<Leases>,
-    clock: &dyn Clock,
-    me: &Identity,
-    policy: &Policy,
+    taker: &Taker<'_>,
     session: &str,
 ) -> Result<Option<Acquired>, Error> {
+    let Taker {
+        me, policy, clock, ..
+    } = *taker;
     let key = session_key(session);
     if policy.conditional != Some(true) || policy.takeover || leases.lock().get(&key).is_some() {
         return Ok(None);
@@ -217,8 +236,7 @@ pub async fn take_new(
         lease,
         sent,
     };
-    let Some(held) = complete(store, clock, me, policy, session, taken, How::New, None).await?
-    else {
+    let Some(held) = complete(store, taker, session, taken, How::New, None).await? else {
         return Ok(None);
     };
     let epoch = held.lease.epoch;
@@ -233,13 +251,14 @@ pub async fn take_new(
 /// [`complete`]. `Ok(None)` when another host changed the lease first.
 async fn take(
     store: &Store,
-    clock: &dyn Clock,
-    me: &Identity,
-    policy: &Policy,
+    taker: &Taker<'_>,
     session: &str,
     seen: &Seen,
     how: How,
 ) -> Result<Option<Held>, Error> {
+    let Taker {
+        me, policy, clock, ..
+    } = *taker;
     let key = session_key(session);
     // No lease, no history (its epoch records follow it): the first epoch, and [`complete`]
     // goes past any record found in the way. Else past every epoch the store knows of.
@@ -284,7 +303,7 @@ async fn take(
                 lease,
                 sent,
             };
-            complete(store, clock, me, policy, session, taken, how, from).await
+            complete(store, taker, session, taken, how, from).await
         }
         Written::Conflict => Ok(None),
     }
@@ -301,17 +320,17 @@ struct Taken {
 /// when that epoch was recorded by another run already, its lease since replaced with
 /// garbage) and fence every other run's segments, before anything is shipped under it. Both
 /// are idempotent, so a take whose answer was lost is completed the same way.
-#[allow(clippy::too_many_arguments)]
 async fn complete(
     store: &Store,
-    clock: &dyn Clock,
-    me: &Identity,
-    policy: &Policy,
+    taker: &Taker<'_>,
     session: &str,
     taken: Taken,
     how: How,
     from: Option<Lease>,
 ) -> Result<Option<Held>, Error> {
+    let Taker {
+        me, policy, clock, ..
+    } = *taker;
     let key = session_key(session);
     let Taken {
         mut version,

@@ -40,8 +40,8 @@ mod renew;
 mod standing;
 mod take;
 
-pub use epochs::{History, fence_others, history, recover};
-pub use judge::{Held, Next, Policy, Watch, judge, margin};
+pub use epochs::{Epochs, fence_others, history, recover};
+pub use judge::{Held, Policy, Verdict, Watch, judge, margin};
 pub use objects::{EpochRecord, How, Identity, Lease, MAX_TTL, Seen, read_lease};
 pub use refusal::{Refusal, shown};
 pub use renew::{Renewal, release_all, renew, renew_due};

@@ -36,8 +36,8 @@ pub(super) async fn highest_epoch(store: &Store, key: &str) -> Result<u64, Error
 ///
 /// # Errors
 /// The store's listing (a record that cannot be read is left out).
-pub async fn history(store: &Store, key: &str) -> Result<History, Error> {
-    let mut history = History::default();
+pub async fn history(store: &Store, key: &str) -> Result<Epochs, Error> {
+    let mut history = Epochs::default();
     for rel in store.list(&layout::lease_dir(key)).await? {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
         if name == layout::LEASE_OBJECT {
@@ -59,7 +59,7 @@ pub async fn history(store: &Store, key: &str) -> Result<History, Error> {
 
 /// Which run took each epoch of a session.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct History {
+pub struct Epochs {
     /// The session has a lease in this layout (else its segments predate it, or were never
     /// leased: they are read as written).
     pub leased: bool,
@@ -69,7 +69,7 @@ pub struct History {
     pub hosts: std::collections::BTreeMap<u64, String>,
 }
 
-impl History {
+impl Epochs {
     /// Whether `host`'s run `run` took an epoch of the session (or the session predates
     /// leases: anyone's word stands).
     pub fn took(&self, host: &str, run: &str) -> bool {

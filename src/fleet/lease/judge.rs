@@ -38,7 +38,7 @@ pub struct Watch {
 
 /// What to do about a session's lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Next {
+pub enum Verdict {
     /// Take it now.
     Take(How),
     /// It is this process's own (a write whose answer was lost): keep it as it is.
@@ -64,33 +64,33 @@ pub fn judge(
     policy: &Policy,
     now: Duration,
     alive: impl Fn(&Lease) -> bool,
-) -> Next {
+) -> Verdict {
     let Some(version) = seen.version() else {
         *watched = None;
-        return Next::Take(How::New);
+        return Verdict::Take(How::New);
     };
     let lease = seen.lease();
     if let Some(l) = lease
         && l.is(me)
         && !l.released
     {
-        return Next::Adopt;
+        return Verdict::Adopt;
     }
     let foreign = lease.is_none_or(|l| l.host != me.host);
     if policy.takeover {
-        return Next::Take(How::Takeover);
+        return Verdict::Take(How::Takeover);
     }
     // A store that ignores conditional writes cannot say which of two hosts took a session:
     // one another host had last moves here only with --takeover.
     if policy.conditional == Some(false) && foreign {
-        return Next::Refuse;
+        return Verdict::Refuse;
     }
     if let Some(l) = lease {
         if l.released {
-            return Next::Take(How::Released);
+            return Verdict::Take(How::Released);
         }
         if l.host == me.host && !alive(l) {
-            return Next::Take(How::DeadRun);
+            return Verdict::Take(How::DeadRun);
         }
     }
     let ttl = lease.map_or(policy.ttl, Lease::ttl);
@@ -99,9 +99,9 @@ pub fn judge(
         Some(w) if same_version(&w.version, version) => {
             let until = w.since + wait;
             if now >= until {
-                Next::Take(How::Expired)
+                Verdict::Take(How::Expired)
             } else {
-                Next::Wait { until }
+                Verdict::Wait { until }
             }
         }
         Some(w) => {
@@ -110,14 +110,14 @@ pub fn judge(
                 version: version.clone(),
                 since: now,
             };
-            Next::Refuse
+            Verdict::Refuse
         }
         None => {
             *watched = Some(Watch {
                 version: version.clone(),
                 since: now,
             });
-            Next::Wait { until: now + wait }
+            Verdict::Wait { until: now + wait }
         }
     }
 }

@@ -11,8 +11,8 @@ use parking_lot::Mutex;
 use super::epochs::highest_epoch;
 use super::objects::{MAX_RECORD, json};
 use super::{
-    EpochRecord, Held, How, Identity, Lease, Leases, Next, Policy, Refusal, Renewal, Seen,
-    Standing, fence_others, judge, read_lease, renew, shown,
+    EpochRecord, Held, How, Identity, Lease, Leases, Policy, Refusal, Renewal, Seen, Standing,
+    Verdict, fence_others, judge, read_lease, renew, shown,
 };
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
@@ -90,17 +90,17 @@ pub async fn acquire(
         let now = clock.now();
         let mut watched = leases.lock().watched(&key);
         let next = judge(&seen, &mut watched, taker.me, policy, now, alive);
-        if !matches!(next, Next::Take(_) | Next::Adopt) {
+        if !matches!(next, Verdict::Take(_) | Verdict::Adopt) {
             leases.lock().set(&key, Standing::Watching(watched));
         }
         match next {
-            Next::Adopt => {
+            Verdict::Adopt => {
                 let Seen::Lease(version, lease) = seen else {
                     continue;
                 };
                 // Written by this run, its answer lost: when is unknown, so it is good only
                 // once renewed from here (and the take completed first).
-                let taken = Taken {
+                let taken = Claim {
                     version,
                     lease,
                     sent: Duration::ZERO,
@@ -121,7 +121,7 @@ pub async fn acquire(
                     Renewal::Lost(_) => {}
                 }
             }
-            Next::Take(how) => match take(store, taker, session, &seen, how).await {
+            Verdict::Take(how) => match take(store, taker, session, &seen, how).await {
                 Ok(Some(held)) => {
                     let epoch = held.lease.epoch;
                     leases.lock().set(&key, Standing::Held(held));
@@ -131,7 +131,7 @@ pub async fn acquire(
                 Ok(None) => {}
                 Err(e) => return Err(refused(e)),
             },
-            Next::Wait { until } => {
+            Verdict::Wait { until } => {
                 if until > deadline {
                     return Err(Refusal::Held {
                         lease: seen.lease().cloned(),
@@ -143,7 +143,7 @@ pub async fn acquire(
                     .max(Duration::from_millis(10));
                 tokio::time::sleep(pause).await;
             }
-            Next::Refuse => {
+            Verdict::Refuse => {
                 return Err(Refusal::Held {
                     lease: seen.lease().cloned(),
                     unarbitrated: policy.conditional == Some(false) && !policy.takeover,
@@ -231,7 +231,7 @@ pub async fn take_new(
         Written::Yes(version) => version,
         Written::Conflict => return Ok(None),
     };
-    let taken = Taken {
+    let taken = Claim {
         version,
         lease,
         sent,
@@ -298,7 +298,7 @@ async fn take(
                 _ => return Ok(None),
             };
             let from = seen.lease().cloned();
-            let taken = Taken {
+            let taken = Claim {
                 version,
                 lease,
                 sent,
@@ -310,7 +310,7 @@ async fn take(
 }
 
 /// A lease this process wrote: at which version, and when it sent it (its own clock).
-struct Taken {
+struct Claim {
     version: Version,
     lease: Lease,
     sent: Duration,
@@ -324,7 +324,7 @@ async fn complete(
     store: &Store,
     taker: &Taker<'_>,
     session: &str,
-    taken: Taken,
+    taken: Claim,
     how: How,
     from: Option<Lease>,
 ) -> Result<Option<Held>, Error> {
@@ -332,7 +332,7 @@ async fn complete(
         me, policy, clock, ..
     } = *taker;
     let key = session_key(session);
-    let Taken {
+    let Claim {
         mut version,
         mut lease,
         mut sent,

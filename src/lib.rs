@@ -5,6 +5,7 @@
 //! - [`wire`]: JSON-RPC lines as they cross the proxy: the borrowed peek (`envelope`), the
 //!   byte-preserving editor (`rewrite`), [`wire::Side`].
 //! - [`acp`]: ACP content helpers shared by the readers (prompt text, permission choices).
+//! - [`lru`]: a cache on disk kept within its size, least recently used first.
 //! - [`journal`]: the on-disk format and typed events, the segment writer, the salvage reader,
 //!   the journal directory's layout and private files. Knows no ACP.
 //! - [`redact`]: secrets out of what is journaled, exported or bundled (never out of what is
@@ -39,6 +40,7 @@ pub mod cli;
 pub mod cmd;
 pub mod fleet;
 pub mod journal;
+pub mod lru;
 pub mod net;
 pub mod otel;
 pub mod proto;

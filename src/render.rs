@@ -1,7 +1,7 @@
 //! Renderers of journal records, written as they stream by (flat memory).
 //!
 //! [`model::Timeline`] says what the records mean (turns, coalesced chunks, tool calls,
-//! permissions…) as [`model::Event`]s; each renderer turns those events into its format:
+//! permissions…) as `timeline_event::Event`s; each renderer turns those events into its format:
 //! [`Transcript`] (text, here: `show` and the markdown export) and [`html::HtmlPage`] (the HTML
 //! export).
 
@@ -12,14 +12,16 @@ mod labels;
 pub mod model;
 mod pretty;
 mod time;
+mod timeline_event;
 
 use std::io::{self, Write};
 
 use crate::journal::Record;
 pub use facts::SessionFacts;
 pub use labels::{arrow, config_summary, plan_mark, plan_summary};
-use model::{Event, Render, Timeline, Voice};
+use model::Timeline;
 pub use time::{clock, utc, utc_us};
+use timeline_event::{Event, Render, Voice};
 
 /// Terminal styling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +179,7 @@ impl<W: Write> Render for Text<W> {
                 agent_failed,
             } => self.line(
                 "2",
-                &format!("── {}", model::replay_note(*updates, *agent_failed)),
+                &format!("── {}", labels::replay_note(*updates, *agent_failed)),
             ),
             Event::Continued { agent_session } => self.line(
                 "2",
@@ -187,8 +189,10 @@ impl<W: Write> Render for Text<W> {
             | Event::HostDropped
             | Event::Restored { .. }
             | Event::Stalled { .. }
-            | Event::Offered { .. } => self.line("33", &format!("── {}", model::proxy_note(event))),
-            Event::Forked { .. } => self.line("2", &format!("── {}", model::proxy_note(event))),
+            | Event::Offered { .. } => {
+                self.line("33", &format!("── {}", labels::proxy_note(event)))
+            }
+            Event::Forked { .. } => self.line("2", &format!("── {}", labels::proxy_note(event))),
             Event::Bundle { summary } => self.line("2", &format!("── {summary}")),
             Event::Scope { depth, title, .. } => {
                 self.depth = depth.saturating_sub(1);
@@ -198,14 +202,14 @@ impl<W: Write> Render for Text<W> {
                 self.depth = *depth;
                 Ok(())
             }
-            Event::Subagent { .. } => self.line("36", &model::update_note(event)),
-            Event::Message { .. } => self.line("34", &model::update_note(event)),
-            Event::Notice { .. } => self.line("33", &model::update_note(event)),
-            Event::Task { .. } => self.line("35", &model::update_note(event)),
+            Event::Subagent { .. } => self.line("36", &labels::update_note(event)),
+            Event::Message { .. } => self.line("34", &labels::update_note(event)),
+            Event::Notice { .. } => self.line("33", &labels::update_note(event)),
+            Event::Task { .. } => self.line("35", &labels::update_note(event)),
             Event::Compaction { .. }
             | Event::Usage { .. }
             | Event::PlanRemoved
-            | Event::Terminal { .. } => self.line("2", &model::update_note(event)),
+            | Event::Terminal { .. } => self.line("2", &labels::update_note(event)),
         }
     }
 }

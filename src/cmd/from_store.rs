@@ -20,6 +20,7 @@ use crate::cli::Command;
 use crate::fleet::store::Store;
 use crate::fleet::{index, pull};
 use crate::journal::JournalDir;
+use crate::lru;
 
 /// Sessions pulled at once.
 const PULLS: usize = 8;
@@ -783,36 +784,31 @@ fn trim(copy: &JournalDir, keep: &[String], limit: u64) {
             .unwrap_or(0)
     };
     let keep: HashSet<PathBuf> = keep.iter().map(|id| copy.session_dir(id)).collect();
-    let mut sessions: Vec<(std::time::SystemTime, u64, PathBuf)> =
-        std::fs::read_dir(copy.root().join("sessions"))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|e| e.path())
-                    .map(|dir| {
-                        let used = std::fs::metadata(dir.join(USED))
-                            .or_else(|_| std::fs::metadata(&dir))
-                            .and_then(|m| m.modified())
-                            .unwrap_or(std::time::UNIX_EPOCH);
-                        (used, size_of(&dir), dir)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-    let mut total: u64 =
-        sessions.iter().map(|s| s.1).sum::<u64>() + size_of(&copy.root().join("connections"));
-    sessions.sort();
-    for (_, size, dir) in sessions {
-        if total <= limit {
-            break;
-        }
-        if keep.contains(&dir) {
-            continue;
-        }
-        if std::fs::remove_dir_all(&dir).is_ok() {
-            total = total.saturating_sub(size);
-        }
-    }
+    let sessions: Vec<lru::Entry> = std::fs::read_dir(copy.root().join("sessions"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .map(|dir| lru::Entry {
+                    used: std::fs::metadata(dir.join(USED))
+                        .or_else(|_| std::fs::metadata(&dir))
+                        .and_then(|m| m.modified())
+                        .unwrap_or(std::time::UNIX_EPOCH),
+                    bytes: size_of(&dir),
+                    path: dir,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let total =
+        sessions.iter().map(|s| s.bytes).sum::<u64>() + size_of(&copy.root().join("connections"));
+    lru::trim(
+        sessions,
+        total,
+        limit,
+        |dir| keep.contains(dir),
+        |dir| std::fs::remove_dir_all(dir).is_ok(),
+    );
 }
 
 /// Say on stderr which files of the store could not be read whole.

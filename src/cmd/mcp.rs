@@ -70,7 +70,7 @@ pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::R
         };
         Some(repository_root(&dir))
     };
-    let history = History {
+    let history = Recorded {
         source,
         scope,
         limit: usize::try_from(args.answer_limit).unwrap_or(usize::MAX),
@@ -101,7 +101,7 @@ pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::R
 /// Streamable HTTP at `/mcp` on `listen` (rmcp's service, its sessions in memory, its `Host`
 /// check: loopback names only), each request with the bearer token; until interrupted.
 async fn serve_http(
-    history: Arc<History>,
+    history: Arc<Recorded>,
     listen: std::net::SocketAddr,
     token: Token,
 ) -> anyhow::Result<ExitCode> {
@@ -180,7 +180,7 @@ pub(super) fn repository_root(dir: &Path) -> PathBuf {
 }
 
 /// What the server reads and how much it answers.
-struct History {
+struct Recorded {
     source: Source,
     /// The repository whose sessions it answers about; `None`: every session.
     scope: Option<PathBuf>,
@@ -232,7 +232,7 @@ struct PathParams {
     limit: Option<usize>,
 }
 
-impl History {
+impl Recorded {
     /// Whether a call may be answered now (counted if so); else how long until one may.
     fn admit(&self) -> Result<(), std::time::Duration> {
         const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -704,17 +704,17 @@ fn within(cwd: &str, root: &Path) -> bool {
             .is_ok_and(|canonical| canonical.starts_with(root))
 }
 
-/// The MCP server: the tools over one [`History`].
+/// The MCP server: the tools over one [`Recorded`].
 #[derive(Clone)]
 struct Server {
-    history: Arc<History>,
+    history: Arc<Recorded>,
     tool_router: ToolRouter<Server>,
 }
 
 /// A blocking read's result as the tool's answer: JSON, or an error the model reads.
 async fn answer(
-    history: &Arc<History>,
-    read: impl FnOnce(&History) -> anyhow::Result<Result<Value, String>> + Send + 'static,
+    history: &Arc<Recorded>,
+    read: impl FnOnce(&Recorded) -> anyhow::Result<Result<Value, String>> + Send + 'static,
 ) -> Result<CallToolResult, ErrorData> {
     if let Err(wait) = history.admit() {
         return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
@@ -734,7 +734,7 @@ async fn answer(
 
 #[tool_router]
 impl Server {
-    fn new(history: Arc<History>) -> Server {
+    fn new(history: Arc<Recorded>) -> Server {
         Server {
             history,
             tool_router: Self::tool_router(),

@@ -5,12 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use object_store::memory::InMemory;
 use parking_lot::Mutex;
 
+use super::take::SETTLE;
 use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
 use crate::fleet::faults::{Fault, Faulty};
+use crate::fleet::layout;
+use crate::fleet::liveness::ProcessTable;
+use crate::fleet::store::{Store, Version, Write};
+use crate::journal::dir::session_key;
 use crate::seeded::Seeded;
 
 const TTL: Duration = Duration::from_secs(15);
@@ -70,7 +76,7 @@ fn a_lease_runs_out_only_after_its_version_is_unchanged_for_ttl_and_margin_by_th
     // first sight.
     assert_eq!(
         judge(&held, &mut watched, &b, &policy(), at, always_alive),
-        Next::Wait { until: at + wait }
+        Verdict::Wait { until: at + wait }
     );
     assert_eq!(
         judge(
@@ -81,11 +87,11 @@ fn a_lease_runs_out_only_after_its_version_is_unchanged_for_ttl_and_margin_by_th
             at + wait / 2,
             always_alive
         ),
-        Next::Wait { until: at + wait }
+        Verdict::Wait { until: at + wait }
     );
     assert_eq!(
         judge(&held, &mut watched, &b, &policy(), at + wait, always_alive),
-        Next::Take(How::Expired)
+        Verdict::Take(How::Expired)
     );
 }
 
@@ -99,12 +105,12 @@ fn a_lease_that_changes_while_watched_has_a_live_holder() {
     judge(&first, &mut watched, &b, &policy(), t, always_alive);
     assert_eq!(
         judge(&renewed, &mut watched, &b, &policy(), t * 2, always_alive),
-        Next::Refuse
+        Verdict::Refuse
     );
     // Watched again from the new version.
     assert_eq!(
         judge(&renewed, &mut watched, &b, &policy(), t * 3, always_alive),
-        Next::Wait {
+        Verdict::Wait {
             until: t * 2 + TTL + margin(TTL)
         }
     );
@@ -117,7 +123,7 @@ fn what_may_be_taken_at_once() {
     let mut w = None;
     assert_eq!(
         judge(&Seen::Absent, &mut w, &b, &policy(), t, always_alive),
-        Next::Take(How::New)
+        Verdict::Take(How::New)
     );
     let mut released = lease("a", "ra", 2);
     released.released = true;
@@ -130,7 +136,7 @@ fn what_may_be_taken_at_once() {
             t,
             always_alive
         ),
-        Next::Take(How::Released)
+        Verdict::Take(How::Released)
     );
     // A run of this host whose process is gone.
     assert_eq!(
@@ -142,7 +148,7 @@ fn what_may_be_taken_at_once() {
             t,
             never_alive
         ),
-        Next::Take(How::DeadRun)
+        Verdict::Take(How::DeadRun)
     );
     // This run's own (a write whose answer was lost).
     assert_eq!(
@@ -154,7 +160,7 @@ fn what_may_be_taken_at_once() {
             t,
             always_alive
         ),
-        Next::Adopt
+        Verdict::Adopt
     );
     // --takeover takes a live lease, and garbage.
     let takeover = Policy {
@@ -167,7 +173,7 @@ fn what_may_be_taken_at_once() {
     ] {
         assert_eq!(
             judge(&seen, &mut None, &b, &takeover, t, always_alive),
-            Next::Take(How::Takeover)
+            Verdict::Take(How::Takeover)
         );
     }
     // A store that ignores conditional writes arbitrates nothing: a session another host had
@@ -185,7 +191,7 @@ fn what_may_be_taken_at_once() {
             t,
             always_alive
         ),
-        Next::Refuse
+        Verdict::Refuse
     );
 }
 
@@ -198,7 +204,7 @@ fn garbage_is_a_version_that_runs_out_like_any_other() {
     let wait = TTL + margin(TTL);
     assert_eq!(
         judge(&garbage, &mut watched, &b, &policy(), t, always_alive),
-        Next::Wait { until: t + wait }
+        Verdict::Wait { until: t + wait }
     );
     assert_eq!(
         judge(
@@ -209,7 +215,7 @@ fn garbage_is_a_version_that_runs_out_like_any_other() {
             t + wait,
             always_alive
         ),
-        Next::Take(How::Expired)
+        Verdict::Take(How::Expired)
     );
 }
 
@@ -255,16 +261,13 @@ impl Host {
     }
 
     async fn acquire(&self, store: &Store, patience: Duration) -> Result<Acquired, Refusal> {
-        acquire(
-            store,
-            &self.leases,
-            self.clock.as_ref(),
-            &self.me,
-            &self.policy,
-            "s",
-            patience,
-        )
-        .await
+        let taker = Taker {
+            me: &self.me,
+            policy: &self.policy,
+            clock: self.clock.as_ref(),
+            liveness: &ProcessTable,
+        };
+        acquire(store, &self.leases, &taker, "s", patience).await
     }
 
     async fn renew(&self, store: &Store) {

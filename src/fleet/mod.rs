@@ -19,6 +19,7 @@ pub mod faults;
 pub mod index;
 pub mod layout;
 pub mod lease;
+pub mod liveness;
 pub mod pull;
 pub mod share;
 pub mod shared_dir;
@@ -40,6 +41,7 @@ use clock::SharedClock;
 use index::inbox::IndexerMessage;
 use index::indexer::Indexer;
 use lease::{Acquired, Identity, Leases, Policy};
+use liveness::ProcessTable;
 use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
 use store::{Put, Store, Version, Write, Written};
@@ -164,6 +166,7 @@ impl Fleet {
             policy: policy.clone(),
             leases: Arc::new(Mutex::new(Leases::default())),
             clock,
+            liveness: Arc::new(ProcessTable),
             status: Arc::new(Status::default()),
             probed,
         });
@@ -249,15 +252,8 @@ impl Fleet {
                 let mut probed = s.probed.clone();
                 let _ = within(PULL_TIMEOUT, probed.wait_for(|done| *done)).await;
                 let policy = self.inner.shared.policy();
-                let acquire = lease::acquire(
-                    &s.store,
-                    &s.leases,
-                    s.clock.as_ref(),
-                    &s.me,
-                    &policy,
-                    session,
-                    patience,
-                );
+                let taker = s.taker(&policy);
+                let acquire = lease::acquire(&s.store, &s.leases, &taker, session, patience);
                 within(patience + PULL_TIMEOUT, acquire)
                     .await
                     .unwrap_or_else(|late| Err(lease::Refusal::Store(late)))

@@ -32,7 +32,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::clock::SharedClock;
 use super::index::inbox::IndexerMessage;
 use super::layout::{self, Entry};
-use super::lease::{self, Identity, Leases, Policy, Shipping};
+use super::lease::{self, Identity, Leases, Policy, Shipping, Taker};
+use super::liveness::Liveness;
 use super::shipped::ShippedFiles;
 use super::status::{Status, Stranded};
 use super::store::Store;
@@ -143,6 +144,8 @@ pub struct Shared {
     pub leases: Arc<Mutex<Leases>>,
     /// The clock.
     pub clock: SharedClock,
+    /// Which processes of this host run.
+    pub liveness: Arc<dyn Liveness>,
     /// The figures.
     pub status: Arc<Status>,
     /// Whether the start-up probe of the store has answered (its finding is in `policy`).
@@ -153,6 +156,16 @@ impl Shared {
     /// How leases are taken now.
     pub fn policy(&self) -> Policy {
         *self.policy.lock()
+    }
+
+    /// This process as it takes leases under `policy`.
+    pub fn taker<'a>(&'a self, policy: &'a Policy) -> Taker<'a> {
+        Taker {
+            me: &self.me,
+            policy,
+            clock: self.clock.as_ref(),
+            liveness: self.liveness.as_ref(),
+        }
     }
 }
 
@@ -443,15 +456,8 @@ impl Shipper {
         // started with the process and a few round trips long, is waited for.
         let mut probed = s.probed.clone();
         let _ = tokio::time::timeout(PROBE_WAIT, probed.wait_for(|done| *done)).await;
-        lease::take_all(
-            &s.store,
-            &s.leases,
-            s.clock.as_ref(),
-            &s.me,
-            &s.policy(),
-            sessions,
-        )
-        .await
+        let policy = s.policy();
+        lease::take_all(&s.store, &s.leases, &s.taker(&policy), sessions).await
     }
 
     /// The sessions whose segment of this process has bytes to ship and whose lease this process

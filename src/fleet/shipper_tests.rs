@@ -13,6 +13,7 @@ use super::*;
 use crate::fleet::clock::RuntimeClock;
 use crate::fleet::faults::Faulty;
 use crate::fleet::lease::{self, Identity, Leases, Policy};
+use crate::fleet::liveness::ProcessTable;
 use crate::fleet::pull;
 use crate::journal::format::{Body, FORMAT_VERSION, Header, Payload, Record, SegmentKind};
 use crate::journal::{SegmentReader, SegmentWriter};
@@ -74,6 +75,7 @@ fn shared(store: &Store, name: &str) -> (tempfile::TempDir, Arc<Shared>) {
         })),
         leases: Arc::new(Mutex::new(Leases::default())),
         clock: Arc::new(RuntimeClock::new(0)),
+        liveness: Arc::new(ProcessTable),
         status: Arc::new(Status::default()),
         probed: tokio::sync::watch::channel(true).1,
     });
@@ -230,17 +232,15 @@ async fn a_segment_whose_session_another_host_took_is_stranded_never_called_ship
         conditional: Some(true),
     };
     let leases_b = Mutex::new(Leases::default());
-    lease::acquire(
-        &store,
-        &leases_b,
-        &RuntimeClock::new(0),
-        &b,
-        &takeover,
-        "s",
-        Duration::ZERO,
-    )
-    .await
-    .unwrap();
+    let taker = lease::Taker {
+        me: &b,
+        policy: &takeover,
+        clock: &RuntimeClock::new(0),
+        liveness: &ProcessTable,
+    };
+    lease::acquire(&store, &leases_b, &taker, "s", Duration::ZERO)
+        .await
+        .unwrap();
     // Until its next renewal A does not know: what it ships meanwhile lands past the fence.
     writer.append(&line(1, "a after the takeover")).unwrap();
     writer.flush().unwrap();

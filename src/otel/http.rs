@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::otlp;
-use super::spans::{Attributes, Span};
+use super::span::{Attributes, Span};
 
 /// The body encoding (`OTEL_EXPORTER_OTLP_PROTOCOL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::http::Endpoint;
-use super::spans::{SpanBuilder, SpanContext, prompt_ids};
+use super::span::{SpanContext, prompt_ids};
+use super::spans::SpanBuilder;
 use crate::journal::{Body, Record};
 use crate::proto::{Action, Peer, SessionId, Target};
 use crate::wire::rewrite::{edit_line, json_string};
@@ -358,7 +359,7 @@ mod tests {
         let Action::Forward { line, .. } = forward else {
             unreachable!()
         };
-        let ids = super::super::spans::turn_ids("S", 42, "7");
+        let ids = super::super::span::turn_ids("S", 42, "7");
         let want = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"session/prompt\",\"params\":{{\"sessionId\":\"S\",\"prompt\":[],\"_meta\":{{\"traceparent\":\"{}\"}}}}}}\n",
             ids.traceparent()

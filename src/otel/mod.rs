@@ -1,7 +1,7 @@
 //! OpenTelemetry traces of ACP sessions, following the GenAI semantic conventions.
 //!
-//! - [`spans`]: a session's journal records → `invoke_agent` / `execute_tool` spans with
-//!   deterministic IDs (pure).
+//! - [`span`]: a finished span and its deterministic IDs (pure).
+//! - [`spans`]: a session's journal records → `invoke_agent` / `execute_tool` spans (pure).
 //! - [`otlp`]: spans → OTLP/JSON or OTLP protobuf (pure).
 //! - [`http`]: the `OTEL_EXPORTER_OTLP_*` configuration and one POST to an OTLP/HTTP endpoint.
 //! - [`live`]: the proxy's hook: records handed to an exporter thread without ever blocking the
@@ -13,4 +13,5 @@
 pub mod http;
 pub mod live;
 pub mod otlp;
+pub mod span;
 pub mod spans;

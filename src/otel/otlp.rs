@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::spans::{AttrValue, Attributes, Span, SpanEvent, Status};
+use super::span::{AttrValue, Attributes, Span, SpanEvent, Status};
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "acp-journal";
@@ -228,7 +228,7 @@ pub fn to_protobuf(resource: &Attributes, spans: &[Span]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::otel::spans::{SpanContext, SpanKind};
+    use crate::otel::span::{SpanContext, SpanKind};
 
     fn span() -> Span {
         Span {

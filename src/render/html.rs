@@ -19,9 +19,10 @@ use sha2::{Digest, Sha256};
 use similar::{ChangeTag, TextDiff};
 
 use super::facts::SessionFacts;
-use super::labels::{arrow, config_summary, plan_mark};
-use super::model::{Event, Render, Timeline, ToolCall, Voice, replay_note};
+use super::labels::{arrow, config_summary, plan_mark, proxy_note, replay_note, update_note};
+use super::model::Timeline;
 use super::time::{clock, utc};
+use super::timeline_event::{Event, Render, ToolCall, Voice};
 use crate::journal::{Body, Record, Tail};
 use crate::wire::Side;
 
@@ -478,10 +479,8 @@ impl<W: Write> Render for Html<W> {
             Event::Restarted { .. }
             | Event::HostDropped
             | Event::Restored { .. }
-            | Event::Stalled { .. } => self.div("meta", &super::model::proxy_note(event)),
-            Event::Forked { .. } | Event::Offered { .. } => {
-                self.div("meta", &super::model::proxy_note(event))
-            }
+            | Event::Stalled { .. } => self.div("meta", &proxy_note(event)),
+            Event::Forked { .. } | Event::Offered { .. } => self.div("meta", &proxy_note(event)),
             Event::Bundle { summary } => self.div("meta", summary),
             Event::Scope {
                 depth,
@@ -504,13 +503,13 @@ impl<W: Write> Render for Html<W> {
                     escape(title)
                 )
             }
-            Event::Subagent { .. } => self.div("subagent", &super::model::update_note(event)),
-            Event::Message { .. } => self.div("message", &super::model::update_note(event)),
-            Event::Notice { .. } => self.div("notice", &super::model::update_note(event)),
-            Event::Task { .. } => self.div("task", &super::model::update_note(event)),
-            Event::Compaction { .. } => self.div("compaction", &super::model::update_note(event)),
+            Event::Subagent { .. } => self.div("subagent", &update_note(event)),
+            Event::Message { .. } => self.div("message", &update_note(event)),
+            Event::Notice { .. } => self.div("notice", &update_note(event)),
+            Event::Task { .. } => self.div("task", &update_note(event)),
+            Event::Compaction { .. } => self.div("compaction", &update_note(event)),
             Event::Usage { .. } | Event::PlanRemoved | Event::Terminal { .. } => {
-                self.div("meta", &super::model::update_note(event))
+                self.div("meta", &update_note(event))
             }
         }
     }

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::catalog::catalog_entry;
-use super::clock::Clock;
+use super::clock::RunClock;
 use super::front::FrontOutput;
 use super::history::{HistoryRequest, Until};
 use super::journals::{Commit, JournalSet};
@@ -80,7 +80,7 @@ pub(super) struct Applied {
 }
 
 /// Apply the core's actions in order: journal the batch, then forward it once written.
-pub(super) fn apply(core: &mut Proxy, clock: &Clock, out: &mut Outputs) -> Applied {
+pub(super) fn apply(core: &mut Proxy, clock: &RunClock, out: &mut Outputs) -> Applied {
     let mut applied = Applied::default();
     let mut batch = Batch::default();
     while let Some(mut action) = core.poll_action() {

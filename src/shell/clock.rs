@@ -1,16 +1,16 @@
-//! [`Clock`]: the stamps of a run (wall clock, and monotonic time since the run started, on
+//! [`RunClock`]: the stamps of a run (wall clock, and monotonic time since the run started, on
 //! tokio's clock) and the instants of the core's deadlines.
 
 use std::time::{Duration, SystemTime};
 
 use crate::proto::Stamp;
 
-/// Clock for stamps: wall clock plus monotonic time since the run started. The monotonic part
+/// The run's clock, for stamps: wall clock plus monotonic time since the run started. The monotonic part
 /// is tokio's clock, so a test that pauses time drives every timer of the loop and the core.
 #[derive(Clone, Copy)]
-pub(super) struct Clock(pub(super) tokio::time::Instant);
+pub(super) struct RunClock(pub(super) tokio::time::Instant);
 
-impl Clock {
+impl RunClock {
     pub(super) fn now(&self) -> Stamp {
         let unix_us = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)

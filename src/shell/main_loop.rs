@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::actions::{Outputs, apply};
 use super::agent::{Agent, Process};
 use super::catalog;
-use super::clock::Clock;
+use super::clock::RunClock;
 use super::config::ShellConfig;
 use super::front::{EDITOR, Front, FrontInput, FrontOutput, Input};
 use super::journals::{JournalSet, RunInfo};
@@ -32,7 +32,7 @@ const SHIP_AT_END: Duration = Duration::from_secs(5);
 
 pub(super) struct Running<P, S> {
     core: Proxy,
-    clock: Clock,
+    clock: RunClock,
     out: Outputs,
     /// Starts the agent again after it died.
     spawn: S,
@@ -99,7 +99,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                 return None;
             }
         };
-        let clock = Clock(tokio::time::Instant::now());
+        let clock = RunClock(tokio::time::Instant::now());
         let start = clock.now();
         let info = RunInfo {
             run: config.run.clone(),

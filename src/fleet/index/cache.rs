@@ -16,6 +16,7 @@ use super::columns::Chunk;
 use super::table::Table;
 use crate::fleet::store::Store;
 use crate::journal::private::{create_private_dir, create_private_file};
+use crate::lru;
 
 /// The byte ranges of parts read, on disk, at most `limit` bytes.
 #[derive(Clone, Debug)]
@@ -71,23 +72,25 @@ impl Cache {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
-        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        let files: Vec<lru::Entry> = entries
             .flatten()
             .filter_map(|e| {
                 let meta = e.metadata().ok()?;
-                Some((meta.modified().ok()?, meta.len(), e.path()))
+                Some(lru::Entry {
+                    used: meta.modified().ok()?,
+                    bytes: meta.len(),
+                    path: e.path(),
+                })
             })
             .collect();
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        files.sort();
-        for (_, len, path) in files {
-            if total <= self.limit {
-                break;
-            }
-            if std::fs::remove_file(&path).is_ok() {
-                total -= len;
-            }
-        }
+        let total = files.iter().map(|f| f.bytes).sum();
+        lru::trim(
+            files,
+            total,
+            self.limit,
+            |_| false,
+            |path| std::fs::remove_file(path).is_ok(),
+        );
     }
 }
 

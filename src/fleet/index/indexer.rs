@@ -191,9 +191,7 @@ impl Indexer {
         let mine = lease::acquire(
             &s.store,
             &s.leases,
-            s.clock.as_ref(),
-            &s.me,
-            &policy,
+            &s.taker(&policy),
             super::compact::LEASE,
             Duration::ZERO,
         )

@@ -18,6 +18,7 @@ use crate::fleet::faults::Faulty;
 use crate::fleet::index::reader::{self, Found};
 use crate::fleet::index::rows::{SessionRow, TurnRow};
 use crate::fleet::lease::{self, Identity, Leases, Policy};
+use crate::fleet::liveness::ProcessTable;
 use crate::fleet::shipper::{Shipper, ShipperMessage};
 use crate::fleet::status::Status;
 use crate::fleet::store::Store;
@@ -60,6 +61,7 @@ impl Run {
             })),
             leases: Arc::new(Mutex::new(Leases::default())),
             clock: Arc::new(RuntimeClock::new(0)),
+            liveness: Arc::new(ProcessTable),
             status: Arc::new(Status::default()),
             probed: tokio::sync::watch::channel(true).1,
         });
@@ -266,12 +268,16 @@ async fn the_index_says_nothing_of_a_session_past_what_the_store_holds() {
         takeover: true,
         conditional: Some(true),
     };
+    let taker = lease::Taker {
+        me: &b,
+        policy: &takeover,
+        clock: &RuntimeClock::new(0),
+        liveness: &ProcessTable,
+    };
     lease::acquire(
         &store,
         &Mutex::new(Leases::default()),
-        &RuntimeClock::new(0),
-        &b,
-        &takeover,
+        &taker,
         "s",
         Duration::ZERO,
     )

@@ -99,7 +99,7 @@ impl Believers {
 async fn history_of(
     store: &Store,
     session: String,
-) -> (String, Result<lease::History, crate::fleet::store::Error>) {
+) -> (String, Result<lease::Epochs, crate::fleet::store::Error>) {
     let history = lease::history(store, &session_key(&session)).await;
     (session, history)
 }

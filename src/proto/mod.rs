@@ -79,6 +79,7 @@ mod listing;
 mod load_request;
 mod load_state;
 mod loading;
+mod lookups;
 #[cfg(test)]
 mod lookups_tests;
 mod mapping;

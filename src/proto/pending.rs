@@ -2,6 +2,7 @@
 //! and why the proxy sent a request of its own (a step of a load, a handshake told again).
 
 use super::load_request::SetupParams;
+use super::lookups::Lookups;
 use super::vocab::{CatalogUpdate, HashMap, SessionId};
 use crate::journal::format::{Body, Record};
 use crate::wire::Side;
@@ -68,18 +69,10 @@ type Key = (Side, RequestId);
 #[derive(Debug, Default)]
 pub(super) struct PendingTable {
     requests: HashMap<Key, Pending>,
-    #[cfg(test)]
-    lookups: std::cell::Cell<usize>,
+    lookups: Lookups,
 }
 
 impl PendingTable {
-    /// A lookup by key (counted in a test build; nothing otherwise).
-    #[inline(always)]
-    fn count(&self) {
-        #[cfg(test)]
-        self.lookups.set(self.lookups.get() + 1);
-    }
-
     /// Lookups by key so far (a test build's).
     #[cfg(test)]
     pub(super) fn lookups(&self) -> usize {
@@ -87,27 +80,27 @@ impl PendingTable {
     }
 
     pub(super) fn get(&self, key: &Key) -> Option<&Pending> {
-        self.count();
+        self.lookups.count();
         self.requests.get(key)
     }
 
     pub(super) fn get_mut(&mut self, key: &Key) -> Option<&mut Pending> {
-        self.count();
+        self.lookups.count();
         self.requests.get_mut(key)
     }
 
     pub(super) fn contains_key(&self, key: &Key) -> bool {
-        self.count();
+        self.lookups.count();
         self.requests.contains_key(key)
     }
 
     pub(super) fn insert(&mut self, key: Key, pending: Pending) {
-        self.count();
+        self.lookups.count();
         self.requests.insert(key, pending);
     }
 
     pub(super) fn remove(&mut self, key: &Key) -> Option<Pending> {
-        self.count();
+        self.lookups.count();
         self.requests.remove(key)
     }
 

@@ -25,6 +25,7 @@
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
+use super::lookups::Lookups;
 use super::membership::Membership;
 use super::prompt::{PromptWatch, Prompter, Turn};
 use super::tree::TREE_LIMIT;
@@ -387,18 +388,10 @@ pub(super) struct SessionTable {
     /// How many child sessions (subagents) were announced in this run (bounded:
     /// [`TREE_LIMIT`]).
     children: usize,
-    #[cfg(test)]
-    lookups: std::cell::Cell<usize>,
+    lookups: Lookups,
 }
 
 impl SessionTable {
-    /// A lookup by ID (counted in a test build; nothing otherwise).
-    #[inline(always)]
-    fn count(&self) {
-        #[cfg(test)]
-        self.lookups.set(self.lookups.get() + 1);
-    }
-
     /// Lookups by ID so far (a test build's).
     #[cfg(test)]
     pub(super) fn lookups(&self) -> usize {
@@ -407,7 +400,7 @@ impl SessionTable {
 
     /// The shared ID of a session already known (no allocation), or a new one.
     pub(super) fn id(&self, s: &str) -> SessionId {
-        self.count();
+        self.lookups.count();
         self.sessions
             .get_key_value(s)
             .map_or_else(|| SessionId::from(s), |(k, _)| k.clone())
@@ -416,7 +409,7 @@ impl SessionTable {
     /// The session whose journal, connections and activity `s`'s lines are: the root of its
     /// tree when `s` is a child session ([`super::tree`]), else `s` itself (the shared ID).
     pub(super) fn owner(&self, s: &str) -> SessionId {
-        self.count();
+        self.lookups.count();
         match self.sessions.get_key_value(s) {
             Some((
                 _,
@@ -435,7 +428,7 @@ impl SessionTable {
         if self.children == 0 {
             return None;
         }
-        self.count();
+        self.lookups.count();
         self.sessions.get(s)?.root.as_ref()
     }
 
@@ -443,7 +436,7 @@ impl SessionTable {
     /// (an ID the table holds no session under, announced for the first time, while the tree
     /// has room; an ID is never its own child).
     pub(super) fn announce_child(&mut self, parent: &SessionId, child: &str) -> Option<SessionId> {
-        self.count();
+        self.lookups.count();
         if self.sessions.contains_key(child)
             || self.by_agent.contains_key(child)
             || self.children >= TREE_LIMIT
@@ -463,19 +456,19 @@ impl SessionTable {
 
     /// Session `s`, made if the table has none.
     pub(super) fn entry(&mut self, s: &SessionId) -> &mut Session {
-        self.count();
+        self.lookups.count();
         self.sessions.entry(s.clone()).or_default()
     }
 
     /// Session `s`, if the table has it.
     pub(super) fn get(&self, s: &str) -> Option<&Session> {
-        self.count();
+        self.lookups.count();
         self.sessions.get(s)
     }
 
     /// Session `s`, to change, if the table has it.
     pub(super) fn get_mut(&mut self, s: &str) -> Option<&mut Session> {
-        self.count();
+        self.lookups.count();
         self.sessions.get_mut(s)
     }
 
@@ -521,7 +514,7 @@ impl SessionTable {
     /// Session `s`'s prompt is over: answered (request `id`), or (`None`, ACP v2) the agent
     /// reported the session idle.
     pub(super) fn end_prompt(&mut self, s: &str, id: Option<&RequestId>) {
-        self.count();
+        self.lookups.count();
         let Some(session) = self.sessions.get_mut(s) else {
             return;
         };
@@ -546,7 +539,7 @@ impl SessionTable {
     }
 
     pub(super) fn journal_open(&self, s: &str) -> bool {
-        self.count();
+        self.lookups.count();
         self.sessions.get(s).is_some_and(|s| s.journal_open)
     }
 
@@ -586,7 +579,7 @@ impl SessionTable {
 
     /// The ID the agent knows the session by.
     pub(super) fn agent_id(&self, session: &SessionId) -> AgentSessionId {
-        self.count();
+        self.lookups.count();
         self.sessions
             .get(session)
             .and_then(Session::mapping)
@@ -604,7 +597,7 @@ impl SessionTable {
 
     /// The mapping of the client-facing session an agent-side ID belongs to.
     pub(super) fn mapping_of_agent(&self, agent: AgentRef<'_>) -> Option<(&SessionId, &Mapping)> {
-        self.count();
+        self.lookups.count();
         let client = self.by_agent.get(agent.0)?;
         Some((client, self.sessions.get(client)?.mapping()?))
     }
@@ -612,7 +605,7 @@ impl SessionTable {
     /// True while a load is bringing up the session the agent-side ID is mapped to: its lines
     /// are held until the load is answered.
     pub(super) fn starting_as(&self, agent: AgentRef<'_>) -> bool {
-        self.count();
+        self.lookups.count();
         let Some(client) = self.by_agent.get(agent.0) else {
             return false;
         };
@@ -647,7 +640,7 @@ impl SessionTable {
     /// up; `None` when no mapping names it (its lines are unclaimed:
     /// [`super::held::HeldWhileStarting`]).
     pub(super) fn held_of(&mut self, agent: AgentRef<'_>) -> Option<&mut HeldLines> {
-        self.count();
+        self.lookups.count();
         let client = self.by_agent.get(agent.0)?;
         Some(&mut self.sessions.get_mut(client)?.held)
     }

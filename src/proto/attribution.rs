@@ -35,7 +35,7 @@ pub(super) fn attribute(
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
-    answered: Option<Pending>,
+    answered: Option<Box<Pending>>,
 ) -> Target {
     if from == Side::Agent {
         learn_child(cx, peek);
@@ -67,7 +67,10 @@ pub(super) fn attribute(
             session.map_or(Target::Run, Target::Session)
         }
         Kind::Response { id, is_error } => {
-            match answered.or_else(|| cx.pending.remove(&(from.other(), id.clone()))) {
+            match answered
+                .map(|pending| *pending)
+                .or_else(|| cx.pending.remove(&(from.other(), id.clone())))
+            {
                 Some(pending) => response(cx, peek, record, id, *is_error, pending),
                 None => Target::Run,
             }

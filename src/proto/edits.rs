@@ -37,7 +37,7 @@ pub(super) fn relay(
     hosted: bool,
     from: Side,
     msg: Line<'_>,
-    answered: Option<Pending>,
+    answered: Option<Box<Pending>>,
 ) {
     let Line {
         at,
@@ -50,7 +50,7 @@ pub(super) fn relay(
     let rewritten = match (cx.config.load, from) {
         (LoadMode::Off, _) => None,
         (_, Side::Client) => rewrite_client(cx, handshake, lists, at, peek, line),
-        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line, answered.as_ref()),
+        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line, answered.as_deref()),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
@@ -128,7 +128,7 @@ fn journal_and_forward(
     facing: Line<'_>,
     forward: Bytes,
     edit: Option<Event>,
-    answered: Option<Pending>,
+    answered: Option<Box<Pending>>,
 ) {
     let Line { at, peek, .. } = facing;
     let record = {

@@ -181,7 +181,7 @@ pub(super) fn agent(
     loads: &Loads,
     lists: &Lists,
     peek: &Peek<'_>,
-) -> (AgentRoute, Option<Pending>) {
+) -> (AgentRoute, Option<Box<Pending>>) {
     if cx.config.load == LoadMode::Off {
         return (AgentRoute::Relay, None);
     }
@@ -211,10 +211,12 @@ fn answer(
     lists: &Lists,
     id: &RequestId,
     failed: bool,
-) -> (AgentRoute, Option<Pending>) {
+) -> (AgentRoute, Option<Box<Pending>>) {
     let key = (Side::Client, cx.ids.client_id(id));
     let client_id = &key.1;
-    let pending = cx.pending.remove(&key);
+    // Boxed: every agent line carries the answer's entry on (most carry none), and a
+    // `Pending` moved by value through the calls after the route cost a copy of it each.
+    let pending = cx.pending.remove(&key).map(Box::new);
     let route = match pending
         .as_ref()
         .map(|p| (p.method.as_str(), p.session.as_deref()))
@@ -242,7 +244,7 @@ fn answer(
     match (route, pending) {
         (AgentRoute::Relay, pending) => (AgentRoute::Relay, pending),
         (route, Some(pending)) => {
-            cx.pending.insert(key, pending);
+            cx.pending.insert(key, *pending);
             (route, None)
         }
         (route, None) => (route, None),

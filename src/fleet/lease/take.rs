@@ -42,6 +42,22 @@ pub struct Taker<'a> {
     pub liveness: &'a dyn Liveness,
 }
 
+impl Taker<'_> {
+    /// The lease this run writes to hold `session` at `epoch`: new, never renewed.
+    fn fresh_lease(&self, session: &str, epoch: u64) -> Lease {
+        Lease {
+            session: session.to_string(),
+            epoch,
+            host: self.me.host.clone(),
+            run: self.me.run.clone(),
+            pid: self.me.pid,
+            ttl_ms: u64::try_from(self.policy.ttl.as_millis()).unwrap_or(u64::MAX),
+            beat: 0,
+            released: false,
+        }
+    }
+}
+
 /// What [`acquire`] got.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Acquired {
@@ -206,23 +222,12 @@ pub async fn take_new(
     taker: &Taker<'_>,
     session: &str,
 ) -> Result<Option<Acquired>, Error> {
-    let Taker {
-        me, policy, clock, ..
-    } = *taker;
+    let Taker { policy, clock, .. } = *taker;
     let key = session_key(session);
     if policy.conditional != Some(true) || policy.takeover || leases.lock().get(&key).is_some() {
         return Ok(None);
     }
-    let lease = Lease {
-        session: session.to_string(),
-        epoch: 1,
-        host: me.host.clone(),
-        run: me.run.clone(),
-        pid: me.pid,
-        ttl_ms: u64::try_from(policy.ttl.as_millis()).unwrap_or(u64::MAX),
-        beat: 0,
-        released: false,
-    };
+    let lease = taker.fresh_lease(session, 1);
     let sent = clock.now();
     let version = match store
         .put_versioned(&layout::lease_object(&key), json(&lease), Write::Create)
@@ -256,9 +261,7 @@ async fn take(
     seen: &Seen,
     how: How,
 ) -> Result<Option<Held>, Error> {
-    let Taker {
-        me, policy, clock, ..
-    } = *taker;
+    let Taker { policy, clock, .. } = *taker;
     let key = session_key(session);
     // No lease, no history (its epoch records follow it): the first epoch, and [`complete`]
     // goes past any record found in the way. Else past every epoch the store knows of.
@@ -274,16 +277,7 @@ async fn take(
         (None, _) => Write::Create,
         (Some(v), _) => Write::Replace(v.clone()),
     };
-    let lease = Lease {
-        session: session.to_string(),
-        epoch,
-        host: me.host.clone(),
-        run: me.run.clone(),
-        pid: me.pid,
-        ttl_ms: u64::try_from(policy.ttl.as_millis()).unwrap_or(u64::MAX),
-        beat: 0,
-        released: false,
-    };
+    let lease = taker.fresh_lease(session, epoch);
     let sent = clock.now();
     match store
         .put_versioned(&layout::lease_object(&key), json(&lease), write)

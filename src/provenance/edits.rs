@@ -684,6 +684,60 @@ mod tests {
     }
 
     #[test]
+    fn taken_turn_by_turn_the_edits_are_those_of_one_finish_and_a_diff_reported_again_is_not_twice()
+    {
+        let diff = |call: &str, status: &str| {
+            format!(
+                r#"<{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"tool_call_update","toolCallId":"{call}","status":"{status}","content":[{{"type":"diff","path":"/r/a","oldText":"a\n","newText":"a\n{call}\n"}}]}}}}}}"#
+            )
+        };
+        let (t1, t2) = (diff("t1", "completed"), diff("t2", "completed"));
+        let lines = [NEW, PROMPT, &t1, &t2];
+        let whole = derive(&lines);
+        let mut d = Deriver::continuing("s1", 4);
+        let mut taken = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let (from, json) = match line.split_at(1) {
+                (">", json) => (Side::Client, json),
+                (_, json) => (Side::Agent, json),
+            };
+            d.record(&Record {
+                seq: i as u64,
+                unix_us: 1_000_000 * (i as i64 + 1),
+                mono_us: 0,
+                body: Body::Message {
+                    from,
+                    payload: Payload::from_line(json.as_bytes().to_vec().into()),
+                },
+            });
+            // Taken after the first diff: its report again is not a second edit.
+            if i == 2 {
+                taken.extend(d.take().edits);
+                d.record(&Record {
+                    seq: 9,
+                    unix_us: 3_500_000,
+                    mono_us: 0,
+                    body: Body::Message {
+                        from: Side::Agent,
+                        payload: Payload::from_line(t1[1..].as_bytes().to_vec().into()),
+                    },
+                });
+            }
+        }
+        taken.extend(d.finish().edits);
+        // The same edits, the turns counted on from the earlier segments' 4.
+        assert_eq!(taken.len(), 2, "{taken:?}");
+        for (a, b) in taken.iter().zip(&whole.edits) {
+            assert_eq!(a.change, b.change);
+            assert_eq!((a.origin.turn, b.origin.turn), (5, 1));
+        }
+        assert!(Deriver::wants(t1.as_bytes()));
+        assert!(!Deriver::wants(
+            br#"{"sessionUpdate":"agent_message_chunk"}"#
+        ));
+    }
+
+    #[test]
     fn the_model_follows_the_sessions_choices() {
         let d = derive(&[
             NEW,

@@ -719,7 +719,7 @@ mod tests {
                     mono_us: 0,
                     body: Body::Message {
                         from: Side::Agent,
-                        payload: Payload::from_line(t1[1..].as_bytes().to_vec().into()),
+                        payload: Payload::from_line(t1.as_bytes()[1..].to_vec().into()),
                     },
                 });
             }

@@ -502,7 +502,7 @@ pub struct SearchArgs {
 }
 
 /// `blame` options.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BlameArgs {
     /// The file, in a git work tree.
     #[arg(value_name = "FILE")]

@@ -12,13 +12,14 @@
 //!   forwarded): pure functions over lines, records, events and command lines.
 //! - [`catalog`]: the journal directory's session index (`catalog.ndjson`), rebuilt from the
 //!   segments, and `<session>` resolution.
+//! - [`provenance`]: which session wrote a line: the edits a journal shows, lines as
+//!   fingerprints, the rules giving a committed line to an agent's edit or a person.
 //! - [`fleet`]: journals in an object store shared by every host (`--store`): the shipper, the
-//!   pulls, the object layout. Reads catalogs, knows no ACP.
+//!   pulls, the object layout, the team index (whose edits come from [`provenance`]). Reads
+//!   catalogs.
 //! - [`proto`]: the pure protocol core (no I/O): classifies lines, attributes them to sessions,
 //!   decides what to journal and what to forward.
 //! - [`render`]: readable transcripts of journal records.
-//! - [`provenance`]: which session wrote a line: the edits a journal shows, lines as
-//!   fingerprints, the rules giving a committed line to an agent's edit or a person.
 //! - [`replay`]: recordings as exchanges: played as an agent, compared, bundled.
 //! - [`otel`]: OpenTelemetry GenAI spans of sessions: built from records, encoded as OTLP,
 //!   exported after the fact or live.

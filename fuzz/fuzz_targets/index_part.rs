@@ -1,5 +1,5 @@
 //! Fuzz the reading of the index's Parquet parts: byte 0 picks the table (sessions, turns,
-//! postings), the rest is a part, read as the readers read one (`table::decode_*`: checked by
+//! postings, edits: 0 to 3), the rest is a part, read as the readers read one (`table::decode_*`: checked by
 //! `fleet::index::bounds`, then decoded within a budget). It must never panic, and never hold
 //! more than `bounds::MAX_READ_BYTES` at once beyond the part itself: counted by the same
 //! per-thread counting allocator as the unit tests (`src/allocations.rs`).
@@ -27,10 +27,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let part = bytes::Bytes::copy_from_slice(part);
-    let (peak, _) = allocations::peak_of(|| match which % 3 {
+    let (peak, _) = allocations::peak_of(|| match which % 4 {
         0 => table::decode_sessions(part).map(|rows| rows.len()),
         1 => table::decode_turns(part).map(|rows| rows.len()),
-        _ => table::decode_all_postings(part).map(|rows| rows.len()),
+        2 => table::decode_all_postings(part).map(|rows| rows.len()),
+        _ => table::decode_edits(part).map(|rows| rows.len()),
     });
     assert!(peak <= MAX_READ_BYTES, "{peak} bytes held at once");
 });

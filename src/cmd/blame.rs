@@ -1,29 +1,43 @@
 //! `blame`: git's blame of a file (the git binary's, with `-M -C`), and for each line an agent
 //! wrote, the session, turn, time, agent, model and prompt behind it (`provenance`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use super::git::{GitHistory, Repo};
+use super::git::GitHistory;
 use crate::catalog::Catalog;
 use crate::cli::BlameArgs;
 use crate::journal::{JournalDir, SegmentReader};
 use crate::provenance::attribute::{BlamedLine, InRepo, attribute};
-use crate::provenance::edits::{Command, Deriver, Edit, Origin};
+use crate::provenance::edits::{Command, Derived, Deriver, Edit, Origin};
 use crate::provenance::porcelain;
+use crate::provenance::repo::Repo;
 
 /// Print the blame of `args.file` with the sessions of `journals`.
 pub(super) fn run(journals: &JournalDir, args: BlameArgs) -> anyhow::Result<ExitCode> {
+    run_with(args, |repo, _| Journaled::read(journals, repo))
+}
+
+/// Print the blame of `args.file` with what `journaled` gives of the repository, told the
+/// paths (in their commits) of the lines blamed: the file's, and those git's `-M -C` followed
+/// lines to.
+pub(super) fn run_with(
+    args: BlameArgs,
+    journaled: impl FnOnce(&Repo, &BTreeSet<String>) -> anyhow::Result<Journaled>,
+) -> anyhow::Result<ExitCode> {
     let repo = Repo::containing(&args.file)?;
     let Some(rel) = repo.relative(&args.file) else {
         anyhow::bail!("{} is not a file of the work tree", args.file.display());
     };
-    let journaled = Journaled::read(journals, &repo)?;
     let mut history = GitHistory::new(&repo);
-    let (lines, credits) = journaled.blame(&mut history, None, &rel, args.lines)?;
+    let lines = blamed(&mut history, None, &rel, args.lines)?;
+    let paths = lines.iter().map(|l| l.path.clone()).collect();
+    let journaled = journaled(&repo, &paths)?;
+    let credits = journaled.credit(&lines, &mut history);
     // The commands of sessions run in this work tree: each may have written an uncredited line
     // committed after it and after the file's previous commit.
     let commands: Vec<&Command> = journaled
@@ -68,13 +82,56 @@ pub(super) struct Journaled {
 impl Journaled {
     /// The sessions of `journals`, for `repo`.
     pub(super) fn read(journals: &JournalDir, repo: &Repo) -> anyhow::Result<Journaled> {
-        let (edits, commands) = derive(journals)?;
+        let mut derived = Vec::new();
+        for session in journals.sessions_with(false)? {
+            let segments: Vec<PathBuf> = session
+                .segments
+                .iter()
+                .map(|s| journals.root().join(s))
+                .collect();
+            derived.push(derive(&session.session, &segments));
+        }
+        Ok(Journaled::of(repo, derived))
+    }
+
+    /// What `derived` (sessions' edits and commands) says of `repo`.
+    pub(super) fn of(repo: &Repo, derived: Vec<Derived>) -> Journaled {
+        let (mut edits, mut commands) = (Vec::new(), Vec::new());
+        for d in derived {
+            edits.extend(d.edits);
+            commands.extend(d.commands);
+        }
+        edits.sort_by_key(|e| e.origin.time_us);
         let paths = edits.iter().map(|e| repo.relative(&e.path)).collect();
-        Ok(Journaled {
+        Journaled {
             edits,
             paths,
             commands,
-        })
+        }
+    }
+
+    /// Edits each with its path relative to the repository (when it lies in it), and commands.
+    pub(super) fn new(edits: Vec<(Edit, Option<String>)>, commands: Vec<Command>) -> Journaled {
+        let (edits, paths) = edits.into_iter().unzip();
+        Journaled {
+            edits,
+            paths,
+            commands,
+        }
+    }
+
+    /// These and `more`'s, in time order.
+    pub(super) fn and(self, more: Journaled) -> Journaled {
+        let mut edits: Vec<(Edit, Option<String>)> = self
+            .edits
+            .into_iter()
+            .zip(self.paths)
+            .chain(more.edits.into_iter().zip(more.paths))
+            .collect();
+        edits.sort_by_key(|(e, _)| e.origin.time_us);
+        let mut commands = self.commands;
+        commands.extend(more.commands);
+        Journaled::new(edits, commands)
     }
 
     /// The files of the repository `session` edited, each once, in the order of its edits.
@@ -99,14 +156,13 @@ impl Journaled {
         rel: &str,
         range: Option<(usize, usize)>,
     ) -> anyhow::Result<(Vec<BlamedLine>, Vec<Option<&Origin>>)> {
-        let range = range.map(|(a, b)| format!("{a},{b}"));
-        let mut git_args = vec!["blame", "--line-porcelain", "-M", "-C"];
-        if let Some(range) = &range {
-            git_args.extend(["-L", range]);
-        }
-        git_args.extend(rev);
-        git_args.extend(["--", rel]);
-        let lines = porcelain::parse(&history.repo().git(&git_args)?);
+        let lines = blamed(history, rev, rel, range)?;
+        let credits = self.credit(&lines, history);
+        Ok((lines, credits))
+    }
+
+    /// Whose each of `lines` is.
+    fn credit(&self, lines: &[BlamedLine], history: &mut GitHistory) -> Vec<Option<&Origin>> {
         let paths: HashSet<&str> = lines.iter().map(|l| l.path.as_str()).collect();
         let in_repo: Vec<InRepo> = self
             .edits
@@ -117,52 +173,40 @@ impl Journaled {
                 Some(InRepo { path, edit })
             })
             .collect();
-        let credits = attribute(&lines, &in_repo, history);
-        Ok((lines, credits))
+        attribute(lines, &in_repo, history)
     }
 }
 
-/// Every session's edits (in time order) and commands.
-fn derive(journals: &JournalDir) -> anyhow::Result<(Vec<Edit>, Vec<Command>)> {
-    let (mut edits, mut commands) = (Vec::new(), Vec::new());
-    // The lines that can tell an edit, a command, a turn, a model or an answer: the rest
-    // (message chunks, plans…) are not decoded.
-    let finders: Vec<memchr::memmem::Finder> = [
-        &b"\"diff\""[..],
-        b"\"fs/",
-        b"session/prompt",
-        b"session/new",
-        b"session/load",
-        b"session/resume",
-        b"session/set_",
-        b"config_option_update",
-        b"current_model_update",
-        b"terminal/create",
-        b"\"execute\"",
-        b"\"result\"",
-        b"\"error\"",
-    ]
-    .into_iter()
-    .map(memchr::memmem::Finder::new)
-    .collect();
-    let wanted = |line: &[u8]| finders.iter().any(|f| f.find(line).is_some());
-    for session in journals.sessions_with(false)? {
-        let mut deriver = Deriver::new(&session.session);
-        for segment in &session.segments {
-            let Ok(mut reader) = SegmentReader::open(&journals.root().join(segment)) else {
-                continue;
-            };
-            deriver.header(reader.header());
-            while let Some(record) = reader.next_where(wanted) {
-                deriver.record(&record);
-            }
-        }
-        let derived = deriver.finish();
-        edits.extend(derived.edits);
-        commands.extend(derived.commands);
+/// git's blame of `rel` at `rev` (`None`: the work tree), lines `range` or all.
+fn blamed(
+    history: &mut GitHistory,
+    rev: Option<&str>,
+    rel: &str,
+    range: Option<(usize, usize)>,
+) -> anyhow::Result<Vec<BlamedLine>> {
+    let range = range.map(|(a, b)| format!("{a},{b}"));
+    let mut git_args = vec!["blame", "--line-porcelain", "-M", "-C"];
+    if let Some(range) = &range {
+        git_args.extend(["-L", range]);
     }
-    edits.sort_by_key(|e| e.origin.time_us);
-    Ok((edits, commands))
+    git_args.extend(rev);
+    git_args.extend(["--", rel]);
+    Ok(porcelain::parse(&history.repo().git(&git_args)?))
+}
+
+/// The edits and commands of session `session`, from its segments (in the order written).
+pub(super) fn derive(session: &str, segments: &[PathBuf]) -> Derived {
+    let mut deriver = Deriver::new(session);
+    for segment in segments {
+        let Ok(mut reader) = SegmentReader::open(segment) else {
+            continue;
+        };
+        deriver.header(reader.header());
+        while let Some(record) = reader.next_where(Deriver::wants) {
+            deriver.record(&record);
+        }
+    }
+    deriver.finish()
 }
 
 /// The commands that ran after the file's commit before `line`'s and no later than it.

@@ -27,7 +27,8 @@ const PULLS: usize = 8;
 /// How often `watch`'s copy is brought up to date.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Whether `command` reads journals (and so reads the store with `--store`).
+/// Whether `command` reads journals through a local copy of the store with `--store` (`blame`
+/// reads the store's index first: `team_blame`).
 pub(super) fn reads(command: &Command) -> bool {
     matches!(
         command,
@@ -37,7 +38,6 @@ pub(super) fn reads(command: &Command) -> bool {
             | Command::Export(_)
             | Command::Search(_)
             | Command::Stats(_)
-            | Command::Blame(_)
             | Command::Note(_)
             | Command::Replay(_)
             | Command::Rerun(_)
@@ -149,10 +149,10 @@ fn cache_dir(url: &str) -> PathBuf {
 }
 
 /// The store at `url` opened for reading: every host's catalog pulled into the local copy.
-struct Opened {
-    store: Store,
-    copy: JournalDir,
-    runtime: tokio::runtime::Runtime,
+pub(super) struct Opened {
+    pub(super) store: Store,
+    pub(super) copy: JournalDir,
+    pub(super) runtime: tokio::runtime::Runtime,
     /// Every host's catalog as believed.
     catalogs: pull::Catalogs,
 }
@@ -302,7 +302,7 @@ pub(super) fn pulled(
 
 impl Opened {
     /// Pull sessions `ids` into the copy (each marked used now).
-    fn pull(&self, url: &str, ids: &[String]) -> anyhow::Result<()> {
+    pub(super) fn pull(&self, url: &str, ids: &[String]) -> anyhow::Result<()> {
         for id in ids {
             let dir = self.copy.session_dir(id);
             if crate::journal::private::create_private_dir(&dir).is_ok() {
@@ -450,10 +450,10 @@ fn open_index(
 
 /// The store's index as a reader believes it (see [`index::view`]): every host's catalog pulled
 /// into the local copy, and the index's sessions checked against them.
-struct Indexed {
-    opened: Opened,
-    snapshot: index::snapshot::Snapshot,
-    view: index::view::View,
+pub(super) struct Indexed {
+    pub(super) opened: Opened,
+    pub(super) snapshot: index::snapshot::Snapshot,
+    pub(super) view: index::view::View,
 }
 
 /// The store's index at `url`, read and checked, what it says of its own completeness said on
@@ -462,7 +462,7 @@ struct Indexed {
 ///
 /// # Errors
 /// The store cannot be opened or read, or the local copy cannot be written.
-fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
+pub(super) fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
     let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
@@ -771,7 +771,7 @@ const USED: &str = ".used";
 
 /// Keep the copy within `limit` bytes: the sessions read longest ago are removed first (the
 /// hosts' catalogs, and the sessions `keep`, stay).
-fn trim(copy: &JournalDir, keep: &[String], limit: u64) {
+pub(super) fn trim(copy: &JournalDir, keep: &[String], limit: u64) {
     let size_of = |dir: &std::path::Path| -> u64 {
         std::fs::read_dir(dir)
             .map(|entries| {

@@ -22,6 +22,7 @@ mod share;
 mod show;
 mod sources;
 mod team;
+mod team_blame;
 mod verify;
 mod watch;
 
@@ -101,7 +102,11 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Export(args)) => export::run(&journals, args),
         Some(Command::Search(args)) => search::run(&journals, args),
         Some(Command::Stats(args)) => search::stats(&journals, &local, args),
-        Some(Command::Blame(args)) => blame::run(&journals, args),
+        Some(Command::Blame(args)) => match shared {
+            // With a shared store, from the store's index.
+            Some(url) => team_blame::run(url, args, store_limits),
+            None => blame::run(&journals, args),
+        },
         Some(Command::Note(args)) => note::run(&journals, args),
         Some(Command::Hooks(args)) => match args.action {
             crate::cli::HooksAction::Install => note::install_hooks(&journals),

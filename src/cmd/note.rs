@@ -12,12 +12,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::blame::Journaled;
-use super::git::{GitHistory, Repo};
+use super::git::GitHistory;
 use crate::catalog::Catalog;
 use crate::cli::NoteArgs;
 use crate::journal::{JournalDir, SegmentReader};
 use crate::provenance::edits::Origin;
 use crate::provenance::note;
+use crate::provenance::repo::Repo;
 
 /// The notes ref the standard names.
 const NOTES_REF: &str = "--ref=refs/notes/ai";

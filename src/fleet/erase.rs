@@ -300,6 +300,12 @@ fn cut_out(
                 without(all, |r| r.session == session, table::encode_turns).map_err(wrong)?;
             (bytes, n, None)
         }
+        Table::Edits => {
+            let all = table::decode_edits(bytes).map_err(wrong)?;
+            let (bytes, n) =
+                without(all, |r| r.session == session, table::encode_edits).map_err(wrong)?;
+            (bytes, n, None)
+        }
         Table::Postings => {
             let all = table::decode_all_postings(bytes).map_err(wrong)?;
             let kept: Vec<_> = all.iter().filter(|r| r.1 != session).cloned().collect();

@@ -98,6 +98,8 @@ pub struct Deriver {
     statuses: HashMap<String, String>,
     /// A tool call's diffs by (tool call, path): a call reports its diff more than once.
     diffs: Vec<((String, PathBuf), Edit)>,
+    /// The (tool call, path) of the diffs taken already ([`Deriver::take`]).
+    taken: HashSet<(String, PathBuf)>,
     edits: Vec<Edit>,
     commands: Vec<Command>,
     /// The commands of tool calls told already (a call reports its input more than once).
@@ -121,6 +123,41 @@ impl Deriver {
             },
             ..Deriver::default()
         }
+    }
+
+    /// A deriver for `session` that goes on after `turns` prompt turns (read from its earlier
+    /// segments).
+    pub fn continuing(session: &str, turns: u64) -> Deriver {
+        let mut deriver = Deriver::new(session);
+        deriver.origin.turn = turns;
+        deriver
+    }
+
+    /// Whether a record's line can tell an edit, a command, a turn, a model or an answer: the
+    /// others (message chunks, plans…) need not be decoded.
+    pub fn wants(line: &[u8]) -> bool {
+        static FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+            std::sync::LazyLock::new(|| {
+                [
+                    &b"\"diff\""[..],
+                    b"\"fs/",
+                    b"session/prompt",
+                    b"session/new",
+                    b"session/load",
+                    b"session/resume",
+                    b"session/set_",
+                    b"config_option_update",
+                    b"current_model_update",
+                    b"terminal/create",
+                    b"\"execute\"",
+                    b"\"result\"",
+                    b"\"error\"",
+                ]
+                .into_iter()
+                .map(memchr::memmem::Finder::new)
+                .collect()
+            });
+        FINDERS.iter().any(|f| f.find(line).is_some())
     }
 
     /// A segment begins: its working directory and agent.
@@ -169,27 +206,32 @@ impl Deriver {
         }
     }
 
-    /// Everything derived, in time order.
+    /// Everything derived, in time order (a write not answered yet counts: it may have been
+    /// made).
     pub fn finish(mut self) -> Derived {
-        // A write never answered may have been made: it counts.
-        for (_, asked) in self.asked.drain() {
+        for (_, asked) in std::mem::take(&mut self.asked) {
             if let Asked::Write(edit) = asked {
                 self.edits.push(edit);
             }
         }
-        let statuses = &self.statuses;
-        self.edits.extend(
-            self.diffs
-                .into_iter()
-                .filter(|((call, _), _)| statuses.get(call).map(String::as_str) != Some("failed"))
-                .map(|(_, edit)| edit),
-        );
-        self.edits.sort_by_key(|e| e.origin.time_us);
-        self.commands.sort_by_key(|c| c.origin.time_us);
-        Derived {
-            edits: self.edits,
-            commands: self.commands,
+        self.take()
+    }
+
+    /// What was derived since the last call, in time order: the writes answered, the diffs of
+    /// tool calls that did not fail, the commands (the index takes a turn's when it ends). A
+    /// diff of a call and file already taken, reported again, is not taken twice.
+    pub fn take(&mut self) -> Derived {
+        let mut edits = std::mem::take(&mut self.edits);
+        for ((call, path), edit) in std::mem::take(&mut self.diffs) {
+            if self.statuses.get(&call).map(String::as_str) != Some("failed") {
+                edits.push(edit);
+            }
+            self.taken.insert((call, path));
         }
+        edits.sort_by_key(|e| e.origin.time_us);
+        let mut commands = std::mem::take(&mut self.commands);
+        commands.sort_by_key(|c| c.origin.time_us);
+        Derived { edits, commands }
     }
 
     fn client_message(&mut self, method: &str, params: &Value, id: Option<String>) {
@@ -407,6 +449,9 @@ impl Deriver {
                 how: How::Diff,
             };
             let key = (call.to_string(), path);
+            if self.taken.contains(&key) {
+                continue;
+            }
             // The latest report of a call's diff of a file stands for it.
             match self.diffs.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, earlier)) => *earlier = edit,
@@ -636,6 +681,60 @@ mod tests {
             ]
         );
         assert!(d.edits.is_empty());
+    }
+
+    #[test]
+    fn taken_turn_by_turn_the_edits_are_those_of_one_finish_and_a_diff_reported_again_is_not_twice()
+    {
+        let diff = |call: &str, status: &str| {
+            format!(
+                r#"<{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"tool_call_update","toolCallId":"{call}","status":"{status}","content":[{{"type":"diff","path":"/r/a","oldText":"a\n","newText":"a\n{call}\n"}}]}}}}}}"#
+            )
+        };
+        let (t1, t2) = (diff("t1", "completed"), diff("t2", "completed"));
+        let lines = [NEW, PROMPT, &t1, &t2];
+        let whole = derive(&lines);
+        let mut d = Deriver::continuing("s1", 4);
+        let mut taken = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let (from, json) = match line.split_at(1) {
+                (">", json) => (Side::Client, json),
+                (_, json) => (Side::Agent, json),
+            };
+            d.record(&Record {
+                seq: i as u64,
+                unix_us: 1_000_000 * (i as i64 + 1),
+                mono_us: 0,
+                body: Body::Message {
+                    from,
+                    payload: Payload::from_line(json.as_bytes().to_vec().into()),
+                },
+            });
+            // Taken after the first diff: its report again is not a second edit.
+            if i == 2 {
+                taken.extend(d.take().edits);
+                d.record(&Record {
+                    seq: 9,
+                    unix_us: 3_500_000,
+                    mono_us: 0,
+                    body: Body::Message {
+                        from: Side::Agent,
+                        payload: Payload::from_line(t1.as_bytes()[1..].to_vec().into()),
+                    },
+                });
+            }
+        }
+        taken.extend(d.finish().edits);
+        // The same edits, the turns counted on from the earlier segments' 4.
+        assert_eq!(taken.len(), 2, "{taken:?}");
+        for (a, b) in taken.iter().zip(&whole.edits) {
+            assert_eq!(a.change, b.change);
+            assert_eq!((a.origin.turn, b.origin.turn), (5, 1));
+        }
+        assert!(Deriver::wants(t1.as_bytes()));
+        assert!(!Deriver::wants(
+            br#"{"sessionUpdate":"agent_message_chunk"}"#
+        ));
     }
 
     #[test]

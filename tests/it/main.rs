@@ -3,6 +3,7 @@
 mod adapters;
 mod attach;
 mod blame;
+mod blame_store;
 mod bridge;
 mod cli;
 mod concurrency;

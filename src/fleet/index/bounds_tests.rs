@@ -10,6 +10,7 @@ use super::*;
 use crate::allocations::peak_of;
 use crate::fleet::index::bombs::{self, DATA_PAGE, NewChunk, PLAIN};
 use crate::fleet::index::cache::Cache;
+use crate::fleet::index::edits::{EditRow, FINGERPRINTS};
 use crate::fleet::index::reader;
 use crate::fleet::index::rows::{self, SessionRow, TurnRow};
 use crate::fleet::index::snapshot::{Part, Snapshot};
@@ -35,6 +36,7 @@ fn read(table: Table, bytes: &[u8]) -> (u64, Result<usize, String>) {
             Table::Sessions => table::decode_sessions(bytes).map(|r| r.len()),
             Table::Turns => table::decode_turns(bytes).map(|r| r.len()),
             Table::Postings => table::decode_all_postings(bytes).map(|r| r.len()),
+            Table::Edits => table::decode_edits(bytes).map(|r| r.len()),
         };
         rows.map_err(|e| e.to_string())
     })
@@ -83,6 +85,29 @@ fn session(i: usize, title: &str) -> SessionRow {
         agent_command: Some("npx @agentclientprotocol/claude-agent-acp".into()),
         bytes: (!i.is_multiple_of(3)).then_some(i as u64 * 4096),
         last_turn_ended_us: (!i.is_multiple_of(4)).then_some(1_795_000_000_000_000 + i as i64),
+        edits: (!i.is_multiple_of(6)).then_some(i as u64),
+    }
+}
+
+fn edit(i: usize, prompt: &str, lines: u64) -> EditRow {
+    EditRow {
+        session: format!("session-{i:08}"),
+        turn: i as u32 % 40,
+        host: format!("host{}", i % 5),
+        time_us: 1_795_000_000_000_000 + i as i64,
+        tool_call: Some(format!("toolu_{i:020}")),
+        agent: Some("claude-agent-acp".into()),
+        model: (!i.is_multiple_of(3)).then(|| "claude-opus-4".into()),
+        prompt: prompt.chars().take(rows::TEXT_CHARS).collect(),
+        path: Some(format!("/work/project{}/src/{i}.rs", i % 13)),
+        repo: (!i.is_multiple_of(4)).then(|| format!("{:040x}", i % 13)),
+        repo_path: (!i.is_multiple_of(4)).then(|| format!("src/{i}.rs")),
+        how: Some("diff".into()),
+        command: None,
+        written: (0..lines)
+            .map(|l| l.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect(),
+        removed: (0..lines / 2).collect(),
     }
 }
 
@@ -133,6 +158,7 @@ fn genuine(table: Table) -> Vec<u8> {
         Table::Sessions => table::encode_sessions(&[session(1, "a title")]),
         Table::Turns => table::encode_turns(&[turn(1, "fix the flaky test", 2)]),
         Table::Postings => table::encode_postings(&postings(20)),
+        Table::Edits => table::encode_edits(&[edit(1, "add a greeting", 3)]),
     };
     bytes.unwrap().to_vec()
 }
@@ -143,6 +169,7 @@ fn text_column(table: Table) -> (usize, bool) {
         Table::Sessions => (1, true),
         Table::Turns => (5, false),
         Table::Postings => (0, false),
+        Table::Edits => (7, false),
     }
 }
 
@@ -157,6 +184,7 @@ fn largest_pages(bytes: &[u8]) -> (u32, u32) {
     let footer = check_part(&Bytes::copy_from_slice(bytes), &table::turns_schema())
         .or_else(|_| check_part(&Bytes::copy_from_slice(bytes), &table::sessions_schema()))
         .or_else(|_| check_part(&Bytes::copy_from_slice(bytes), &table::postings_schema()))
+        .or_else(|_| check_part(&Bytes::copy_from_slice(bytes), &table::edits_schema()))
         .unwrap();
     let (mut data, mut dictionary) = (0, 0);
     for g in 0..footer.metadata().num_row_groups() {
@@ -282,7 +310,7 @@ fn page_of_2_gib(table: Table) -> Vec<u8> {
 
 #[test]
 fn a_zstd_page_declaring_a_huge_size_is_refused_before_anything_is_allocated_for_it() {
-    for table in [Table::Sessions, Table::Turns, Table::Postings] {
+    for table in [Table::Sessions, Table::Turns, Table::Postings, Table::Edits] {
         refused(
             &format!("{table:?}: a page declaring 2 GiB"),
             table,
@@ -361,7 +389,7 @@ fn dictionary_bomb(table: Table, rows: u32, value: &[u8]) -> Vec<u8> {
                 .collect::<Vec<_>>(),
         )
         .unwrap(),
-        Table::Turns => unreachable!("the turns' bomb is the list's"),
+        Table::Turns | Table::Edits => unreachable!("their bombs are the list's and the cell's"),
     };
     let def = [(rows, 1)];
     let body = bombs::data_body(
@@ -501,7 +529,7 @@ fn a_dictionary_that_holds_fewer_entries_than_it_says_is_an_error_not_a_panic() 
 #[test]
 fn truncated_and_garbage_parts_are_refused() {
     let mut random = Seeded(50);
-    for table in [Table::Sessions, Table::Turns, Table::Postings] {
+    for table in [Table::Sessions, Table::Turns, Table::Postings, Table::Edits] {
         let part = genuine(table);
         for cut in (0..part.len()).step_by(7) {
             let (peak, read) = read(table, &part[..cut]);
@@ -534,7 +562,8 @@ fn a_part_of_another_schema_is_refused() {
     for (part, table) in [
         (Table::Sessions, Table::Turns),
         (Table::Turns, Table::Postings),
-        (Table::Postings, Table::Sessions),
+        (Table::Postings, Table::Edits),
+        (Table::Edits, Table::Sessions),
     ] {
         let what = format!("a {part:?} part read as {table:?}");
         refused(&what, table, &genuine(part), "its schema differs", MIB);
@@ -779,9 +808,37 @@ async fn a_lookup_reads_a_bounded_footer_and_only_row_groups_it_checked() {
     assert!(lookup(store, snapshot, "w", None).await.1.is_err());
 }
 
+/// An edits part whose fingerprints cell is one past its bound (our writer splits an edit into
+/// rows of at most `FINGERPRINTS`).
+fn fingerprints_past_their_bound() -> Vec<u8> {
+    table::encode_edits(&[edit(1, "p", FINGERPRINTS as u64 + 1)])
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn fingerprints_past_their_bound_are_refused_and_genuine_ones_read_back() {
+    let bound = 8 * FINGERPRINTS;
+    refused(
+        "a fingerprints cell one past its bound",
+        Table::Edits,
+        &fingerprints_past_their_bound(),
+        &format!(
+            "a cell of {} bytes (fingerprints of 8 bytes, at most {bound})",
+            bound + 8
+        ),
+        4 * MIB,
+    );
+    let rows: Vec<EditRow> = (0..2000)
+        .map(|i| edit(i, "a prompt", i as u64 % 50))
+        .collect();
+    let part = table::encode_edits(&rows).unwrap();
+    assert_eq!(table::decode_edits(part).unwrap(), rows);
+}
+
 /// The seeds of the `index_part` fuzz target (`fuzz/corpus/index_part/`) are what the parts of
 /// these tests are: a genuine part of each table and a bomb of each kind, each after its
-/// table's byte (0 sessions, 1 turns, 2 postings). `UPDATE_FUZZ_SEEDS=1` writes them again.
+/// table's byte (0 sessions, 1 turns, 2 postings, 3 edits). `UPDATE_FUZZ_SEEDS=1` writes them again.
 #[test]
 fn the_fuzz_seeds_are_these_tests_parts() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/index_part");
@@ -789,6 +846,8 @@ fn the_fuzz_seeds_are_these_tests_parts() {
         ("sessions", 0, genuine(Table::Sessions)),
         ("turns", 1, genuine(Table::Turns)),
         ("postings", 2, genuine(Table::Postings)),
+        ("edits", 3, genuine(Table::Edits)),
+        ("edits-fingerprints", 3, fingerprints_past_their_bound()),
         ("sessions-page-of-2-gib", 0, page_of_2_gib(Table::Sessions)),
         (
             "sessions-dictionary",

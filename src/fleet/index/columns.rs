@@ -191,6 +191,34 @@ impl<'a> Columns<'a> {
         self.flat::<ByteArrayType, String>(column, |v, budget| string(v, max_bytes, budget, &name))
     }
 
+    /// Column `column`'s lists of fingerprints: each cell a run of little-endian `u64`s, at
+    /// most `max_bytes`.
+    ///
+    /// # Errors
+    /// A cell over `max_bytes` or not a whole number of `u64`s, the budget spent, or the
+    /// crate's.
+    pub fn fingerprints(
+        &mut self,
+        column: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Option<Vec<u64>>>, String> {
+        let name = self.descr(column).path().string();
+        self.flat::<ByteArrayType, Vec<u64>>(column, |v, budget| {
+            let bytes = v.data();
+            if bytes.len() > max_bytes || bytes.len() % 8 != 0 {
+                return Err(format!(
+                    "column {name}: a cell of {} bytes (fingerprints of 8 bytes, at most {max_bytes})",
+                    bytes.len()
+                ));
+            }
+            budget.take(bytes.len())?;
+            Ok(bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect())
+        })
+    }
+
     /// Column `column`'s 32-bit integers.
     ///
     /// # Errors

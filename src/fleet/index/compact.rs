@@ -9,10 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
+use super::edits::{EditRow, Repos};
 use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Removed, Snapshot};
 use super::table::{self, Table};
-use super::writer::{PART_ROWS, put_postings, put_rows, put_sessions, put_turns};
+use super::writer::{PART_ROWS, Rows, put_edits, put_postings, put_rows, put_sessions, put_turns};
 use crate::fleet::store::Store;
 use crate::journal::SegmentReader;
 
@@ -166,6 +167,7 @@ pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<us
         let read = match table {
             Table::Sessions => table::decode_sessions(bytes).map(|r| (r.len(), None)),
             Table::Turns => table::decode_turns(bytes).map(|r| (r.len(), None)),
+            Table::Edits => table::decode_edits(bytes).map(|r| (r.len(), None)),
             Table::Postings => table::decode_all_postings(bytes).map(|r| {
                 let words = r
                     .first()
@@ -278,6 +280,23 @@ async fn merge(
             let rows: Vec<TurnRow> = seen.into_values().collect();
             put_turns(store, host, day, &rows).await?
         }
+        Table::Edits => {
+            let mut rows: Vec<EditRow> = Vec::new();
+            for (path, bytes) in blobs {
+                match table::decode_edits(bytes) {
+                    Ok(part) => {
+                        read.push(path);
+                        rows.extend(part);
+                    }
+                    Err(e) => unreadable(&path, e),
+                }
+            }
+            // A row in two parts (a commit retried) is kept once; each session's rows stay in
+            // their order.
+            let mut seen = std::collections::HashSet::new();
+            rows.retain(|r| seen.insert(r.clone()));
+            put_edits(store, host, day, &rows).await?
+        }
         Table::Postings => {
             let mut all = BTreeSet::new();
             for (path, bytes) in blobs {
@@ -297,11 +316,11 @@ async fn merge(
 }
 
 /// The rows a session's segments (in the order it was written, each with the host that wrote
-/// it) give: its turns, its row (the host of its latest segment's), its postings.
-pub fn rows_of(
-    segments: &[(PathBuf, String)],
-) -> (Vec<TurnRow>, Option<SessionRow>, BTreeSet<(String, String)>) {
-    let (mut turns, mut session, mut postings) = (Vec::new(), None::<SessionRow>, BTreeSet::new());
+/// it) give: its turns, its row (the host of its latest segment's), its postings, its edits
+/// (their paths placed by `repos`, as this host sees them).
+pub fn rows_of(segments: &[(PathBuf, String)], repos: &mut Repos) -> Rows {
+    let mut rows = Rows::default();
+    let mut session = None;
     let mut earlier = Earlier::default();
     for (path, host) in segments {
         let Ok(reader) = SegmentReader::open(path) else {
@@ -309,17 +328,20 @@ pub fn rows_of(
         };
         let mut f = Follower::new(reader.header(), host, earlier);
         for record in reader {
-            turns.extend(f.record(&record));
+            rows.turns.extend(f.record(&record));
         }
         f.segment_bytes(super::writer::segment_bytes(path));
+        let derived = f.take_derived(true);
+        rows.edits.extend(repos.rows(derived, host));
         earlier = f.earlier();
         let row = f.session().clone();
         for word in f.take_words() {
-            postings.insert((word, row.session.clone()));
+            rows.postings.insert((word, row.session.clone()));
         }
         session = Some(row);
     }
-    (turns, session, postings)
+    rows.sessions.extend(session);
+    rows
 }
 
 /// Replace the whole index with the rows of `sessions` (each: its segments in order, with the
@@ -334,14 +356,12 @@ pub async fn rebuild(
     sessions: &[Vec<(PathBuf, String)>],
     now_us: i64,
 ) -> Result<Snapshot, String> {
-    let (mut turns, mut rows, mut postings) = (Vec::new(), Vec::new(), BTreeSet::new());
+    let mut rows = Rows::default();
+    let mut repos = Repos::default();
     for segments in sessions {
-        let (t, s, p) = rows_of(segments);
-        turns.extend(t);
-        rows.extend(s);
-        postings.extend(p);
+        rows.add(rows_of(segments, &mut repos));
     }
-    let parts = put_rows(store, host, &turns, &rows, &postings).await?;
+    let parts = put_rows(store, host, &rows).await?;
     snapshot::commit(store, |s| {
         if s.parts == parts {
             return false;

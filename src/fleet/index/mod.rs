@@ -7,9 +7,11 @@
 //!   sessions/day=YYYY-MM-DD/<part>.parquet a row per session per host and change (latest `version` wins)
 //!   turns/day=YYYY-MM-DD/<part>.parquet    a row per prompt turn
 //!   postings/<part>.parquet                (word, session), sorted by word
+//!   edits/day=YYYY-MM-DD/<part>.parquet    a row per edit of a file or command (for `blame`)
 //! ```
 //!
-//! - [`rows`]: what a segment's records say as rows (pure);
+//! - [`rows`]: what a segment's records say as rows (pure); [`edits`]: its edits and commands
+//!   as rows, each path placed in its repository;
 //! - [`table`]: the tables' Parquet schemas, rows to bytes and back;
 //! - [`bounds`]: what a part may be, checked before it is decoded (its size, footer, schema,
 //!   every page), with [`thrift`], the reader of page headers those checks need, and
@@ -32,6 +34,7 @@ pub mod bounds;
 pub mod cache;
 pub mod columns;
 pub mod compact;
+pub mod edits;
 pub mod figures;
 pub mod inbox;
 pub mod indexer;

@@ -7,13 +7,13 @@
 //! directory (pulled again each pass: one listing and the parts that are new); the segments
 //! pulled for a repair are removed once indexed.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use super::compact::rows_of;
+use super::edits::Repos;
 use super::snapshot::{self, Part, Snapshot};
 use super::view;
-use super::writer::put_rows;
+use super::writer::{Rows, put_rows};
 use crate::catalog::Catalog;
 use crate::fleet::pull;
 use crate::fleet::store::Store;
@@ -60,7 +60,8 @@ pub async fn repair(
     if due.is_empty() {
         return Ok(Repaired::default());
     }
-    let (mut turns, mut rows, mut postings) = (Vec::new(), Vec::new(), BTreeSet::new());
+    let mut rows = Rows::default();
+    let mut repos = Repos::default();
     let mut repaired = 0;
     for session in due.iter().take(AT_ONCE) {
         pull::session(store, copy, session).await?;
@@ -74,18 +75,16 @@ pub async fn repair(
                 Some((path, host.clone()))
             })
             .collect();
-        let (t, s, p) = rows_of(&segments);
+        let found = rows_of(&segments, &mut repos);
         let _ = std::fs::remove_dir_all(&dir);
-        if s.is_none() {
+        if found.sessions.is_empty() {
             continue;
         }
-        turns.extend(t);
-        rows.extend(s);
-        postings.extend(p);
+        rows.add(found);
         repaired += 1;
     }
     if repaired > 0 {
-        let parts = put_rows(store, host, &turns, &rows, &postings).await?;
+        let parts = put_rows(store, host, &rows).await?;
         snapshot::commit(store, |s| {
             let missing: Vec<Part> = parts
                 .iter()

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::journal::format::{Body, Header, Record};
+use crate::provenance::edits::{Derived, Deriver};
 use crate::wire::Side;
 
 /// Most characters of a turn's prompt and of the agent's text kept in its row, and of any
@@ -97,6 +98,9 @@ pub struct SessionRow {
     pub bytes: Option<u64>,
     /// When its last prompt turn ended (Unix microseconds).
     pub last_turn_ended_us: Option<i64>,
+    /// The edits and commands derived from it so far (`None`: a row of a host that did not
+    /// index them; `blame` reads such a session's journal).
+    pub edits: Option<u64>,
 }
 
 /// What a session's earlier segments said, for the row of a later one: the session's turns so
@@ -113,6 +117,8 @@ pub struct Earlier {
     pub bytes: u64,
     /// When a turn of theirs last ended.
     pub last_turn_ended_us: Option<i64>,
+    /// The edits and commands derived from them.
+    pub edits: u64,
 }
 
 /// A turn under way.
@@ -130,6 +136,8 @@ pub struct Follower {
     earlier_bytes: u64,
     turn: Option<Open>,
     words: BTreeSet<String>,
+    /// The session's edits and commands (`provenance::edits`).
+    deriver: Deriver,
 }
 
 impl Follower {
@@ -139,7 +147,11 @@ impl Follower {
         let response = header.initialize.as_ref().and_then(|i| i.response_value());
         let agent_title = response.as_ref().and_then(crate::acp::agent_title);
         let id = crate::acp::AgentId::of(response.as_ref(), Some(header.argv.join(" ")));
+        let session = header.session.clone().unwrap_or_default();
+        let mut deriver = Deriver::continuing(&session, u64::from(earlier.turns));
+        deriver.header(header);
         Follower {
+            deriver,
             earlier_bytes: earlier.bytes,
             session: SessionRow {
                 agent_name: id.name.as_deref().map(bounded),
@@ -147,7 +159,8 @@ impl Follower {
                 agent_command: id.command.as_deref().map(bounded),
                 bytes: Some(earlier.bytes),
                 last_turn_ended_us: earlier.last_turn_ended_us,
-                session: header.session.clone().unwrap_or_default(),
+                edits: Some(earlier.edits),
+                session,
                 agent: Some(bounded(
                     &agent_title.unwrap_or_else(|| header.argv.join(" ")),
                 )),
@@ -179,7 +192,20 @@ impl Follower {
             started_us: Some(self.session.started_us),
             bytes: self.session.bytes.unwrap_or(self.earlier_bytes),
             last_turn_ended_us: self.session.last_turn_ended_us,
+            edits: self.session.edits.unwrap_or_default(),
         }
+    }
+
+    /// The edits and commands derived since the last call (`end`: the segment ended, so a
+    /// write the client never answered counts too), counted in the session's row.
+    pub fn take_derived(&mut self, end: bool) -> Derived {
+        let derived = match end {
+            true => std::mem::take(&mut self.deriver).finish(),
+            false => self.deriver.take(),
+        };
+        let n = (derived.edits.len() + derived.commands.len()) as u64;
+        self.session.edits = Some(self.session.edits.unwrap_or_default() + n);
+        derived
     }
 
     /// The segment holds `bytes` so far (as journaled: zstd).
@@ -211,6 +237,9 @@ impl Follower {
             return None;
         };
         words(&payload.bytes, &mut self.words);
+        if Deriver::wants(&payload.bytes) {
+            self.deriver.record(record);
+        }
         let message: Value = serde_json::from_slice(&payload.bytes).ok()?;
         match (from, message["method"].as_str()) {
             (Side::Client, Some("session/prompt")) => {

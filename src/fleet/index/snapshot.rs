@@ -18,8 +18,11 @@ use crate::fleet::store::{Error, Store, Version, Write, Written};
 
 /// The manifest's name under the store's prefix.
 pub const MANIFEST: &str = "index/snapshot.json";
-/// The manifest's format; a reader that finds a later one falls back to the journals.
-pub const FORMAT: u32 = 1;
+/// The manifest's format, raised to 2 with the `edits` table (issue 53: a reader of format 1
+/// could not parse a manifest naming its parts); a reader that finds a later one falls back to
+/// the journals. A manifest of format 1 is read as it is (it names no `edits` part) and written
+/// back as format 2.
+pub const FORMAT: u32 = 2;
 /// Largest manifest read: a larger one is unreadable (readers fall back on the journals, the
 /// next writer starts it afresh). Compaction keeps a real one to a few parts per table and day:
 /// years of a busy team's index are a few megabytes.
@@ -123,12 +126,12 @@ impl Part {
 pub fn is_part_path(path: &str) -> Option<(Table, Option<String>)> {
     let rest = path.strip_prefix("index/")?;
     let (dir, rest) = rest.split_once('/')?;
-    let table = [Table::Sessions, Table::Turns, Table::Postings]
+    let table = [Table::Sessions, Table::Turns, Table::Postings, Table::Edits]
         .into_iter()
         .find(|t| t.dir() == dir)?;
     let (day, name) = match (table, rest.split_once('/')) {
         (Table::Postings, None) => (None, rest),
-        (Table::Sessions | Table::Turns, Some((day, name))) => {
+        (Table::Sessions | Table::Turns | Table::Edits, Some((day, name))) => {
             let day = day.strip_prefix("day=")?;
             let valid = day.len() == 10
                 && day.bytes().enumerate().all(|(i, b)| match i {
@@ -190,7 +193,7 @@ pub async fn read(store: &Store) -> Result<Read, Error> {
                 s.parts.len() + s.removed.len()
             ),
         ),
-        Ok(s) if s.format == FORMAT => Read::Found(version, s.sanitized()),
+        Ok(s) if (1..=FORMAT).contains(&s.format) => Read::Found(version, s.sanitized()),
         Ok(s) => Read::Unreadable(
             version,
             format!("format {} (this build reads {FORMAT})", s.format),

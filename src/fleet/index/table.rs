@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
@@ -19,6 +19,7 @@ use parquet::file::properties::WriterProperties;
 
 use super::bounds::{self, Footer, MAX_CELL_BYTES};
 use super::columns::{self, Chunk, Columns};
+use super::edits::{EditRow, FINGERPRINTS};
 use super::rows::{SessionRow, TEXT_CHARS, TOOLS, TurnRow, WORD_BYTES};
 
 /// Rows per row group of the postings (a word's lookup reads about one).
@@ -43,6 +44,8 @@ pub enum Table {
     Turns,
     /// (word, session): which sessions hold a word.
     Postings,
+    /// One row per edit of a file, or command, of a session (what `blame` needs).
+    Edits,
 }
 
 impl Table {
@@ -52,6 +55,7 @@ impl Table {
             Table::Sessions => "sessions",
             Table::Turns => "turns",
             Table::Postings => "postings",
+            Table::Edits => "edits",
         }
     }
 
@@ -61,6 +65,7 @@ impl Table {
             Table::Sessions => sessions_schema(),
             Table::Turns => turns_schema(),
             Table::Postings => postings_schema(),
+            Table::Edits => edits_schema(),
         }
     }
 }
@@ -73,9 +78,22 @@ fn strings() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
 }
 
-/// The `sessions` table: its first schema's columns, then `agent_name`, `agent_version`,
-/// `agent_command`, `bytes` and `last_turn_ended` (issue 51).
+/// The `sessions` table (its third schema): its second schema's columns, then `edits` (issue
+/// 53: the rows the `edits` table holds of the session, as far as its host indexed it; null in
+/// a row of a host that did not index edits).
 pub fn sessions_schema() -> Arc<Schema> {
+    let mut fields: Vec<Field> = sessions_schema_2()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("edits", DataType::UInt64, true));
+    Arc::new(Schema::new(fields))
+}
+
+/// The `sessions` table's second schema: its first schema's columns, then `agent_name`,
+/// `agent_version`, `agent_command`, `bytes` and `last_turn_ended` (issue 51).
+pub fn sessions_schema_2() -> Arc<Schema> {
     let mut fields: Vec<Field> = sessions_schema_1()
         .fields()
         .iter()
@@ -136,6 +154,27 @@ pub fn postings_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("word", DataType::Utf8, false),
         Field::new("session", DataType::Utf8, false),
+    ]))
+}
+
+/// The `edits` table (issue 53): a row per edit of a file or command of a session.
+pub fn edits_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("session", DataType::Utf8, false),
+        Field::new("turn", DataType::UInt32, false),
+        Field::new("host", DataType::Utf8, false),
+        Field::new("time", utc(), false),
+        Field::new("tool_call", DataType::Utf8, true),
+        Field::new("agent", DataType::Utf8, true),
+        Field::new("model", DataType::Utf8, true),
+        Field::new("prompt", DataType::Utf8, false),
+        Field::new("path", DataType::Utf8, true),
+        Field::new("repo", DataType::Utf8, true),
+        Field::new("repo_path", DataType::Utf8, true),
+        Field::new("how", DataType::Utf8, true),
+        Field::new("command", DataType::Utf8, true),
+        Field::new("written", DataType::Binary, false),
+        Field::new("removed", DataType::Binary, false),
     ]))
 }
 
@@ -224,6 +263,7 @@ fn session_columns(rows: &[SessionRow]) -> Vec<ArrayRef> {
             TimestampMicrosecondArray::from_iter(rows.iter().map(|r| r.last_turn_ended_us))
                 .with_timezone("UTC"),
         ),
+        Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.edits))),
     ]
 }
 
@@ -256,6 +296,50 @@ pub fn encode_turns(rows: &[TurnRow]) -> parquet::errors::Result<Bytes> {
     ];
     encode(
         &RecordBatch::try_new(turns_schema(), columns)?,
+        TURNS_ROW_GROUP,
+    )
+}
+
+/// Fingerprints as a binary cell: little-endian `u64`s.
+fn fingerprints(prints: &[u64]) -> Vec<u8> {
+    prints.iter().flat_map(|p| p.to_le_bytes()).collect()
+}
+
+/// Edits as a Parquet file.
+///
+/// # Errors
+/// The encoder's.
+pub fn encode_edits(rows: &[EditRow]) -> parquet::errors::Result<Bytes> {
+    let text = |f: fn(&EditRow) -> &Option<String>| -> ArrayRef {
+        Arc::new(StringArray::from_iter(rows.iter().map(|r| f(r).as_deref())))
+    };
+    let prints = |f: fn(&EditRow) -> &Vec<u64>| -> ArrayRef {
+        let cells: Vec<Vec<u8>> = rows.iter().map(|r| fingerprints(f(r))).collect();
+        Arc::new(BinaryArray::from_iter_values(cells))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| &r.session),
+        )),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.turn))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.host))),
+        ts(rows.iter().map(|r| r.time_us)),
+        text(|r| &r.tool_call),
+        text(|r| &r.agent),
+        text(|r| &r.model),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| &r.prompt),
+        )),
+        text(|r| &r.path),
+        text(|r| &r.repo),
+        text(|r| &r.repo_path),
+        text(|r| &r.how),
+        text(|r| &r.command),
+        prints(|r| &r.written),
+        prints(|r| &r.removed),
+    ];
+    encode(
+        &RecordBatch::try_new(edits_schema(), columns)?,
         TURNS_ROW_GROUP,
     )
 }
@@ -299,14 +383,19 @@ pub fn decode_sessions(bytes: Bytes) -> parquet::errors::Result<Vec<SessionRow>>
 }
 
 fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
-    // A part written before issue 51 has the first schema: its newer columns are null.
-    let (footer, newer) = match bounds::check_part(bytes, &sessions_schema()) {
-        Ok(footer) => (footer, true),
-        Err(why) => match bounds::check_part(bytes, &sessions_schema_1()) {
-            Ok(footer) => (footer, false),
-            Err(_) => return Err(why),
+    // A part written before issue 53 has the second schema, before issue 51 the first: the
+    // columns they lack are null.
+    let (footer, schema) = match bounds::check_part(bytes, &sessions_schema()) {
+        Ok(footer) => (footer, 3),
+        Err(why) => match bounds::check_part(bytes, &sessions_schema_2()) {
+            Ok(footer) => (footer, 2),
+            Err(_) => match bounds::check_part(bytes, &sessions_schema_1()) {
+                Ok(footer) => (footer, 1),
+                Err(_) => return Err(why),
+            },
         },
     };
+    let newer = schema >= 2;
     let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
     let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
     let mut title = c.strings(1, MAX_CELL_BYTES)?.into_iter();
@@ -332,6 +421,12 @@ fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
     let mut agent_command = newer_strings(&mut c, 17)?.into_iter();
     let mut size = if newer { c.int64s(18)? } else { Vec::new() }.into_iter();
     let mut turn_ended = if newer { c.int64s(19)? } else { Vec::new() }.into_iter();
+    let mut edits = if schema == 3 {
+        c.int64s(20)?
+    } else {
+        Vec::new()
+    }
+    .into_iter();
     let mut rows = c.rows_vec::<SessionRow>()?;
     for _ in 0..c.rows() {
         rows.push(SessionRow {
@@ -356,6 +451,7 @@ fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
             agent_command: optional(&mut agent_command),
             bytes: optional(&mut size).map(|b| b as u64),
             last_turn_ended_us: optional(&mut turn_ended),
+            edits: optional(&mut edits).map(|n| n as u64),
         });
     }
     Ok(rows)
@@ -400,6 +496,55 @@ fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, String> {
             stop_reason: optional(&mut stop_reason),
             input_tokens: unsigned(optional(&mut input)),
             output_tokens: unsigned(optional(&mut output)),
+        });
+    }
+    Ok(rows)
+}
+
+/// The edits a Parquet file of the table holds.
+///
+/// # Errors
+/// A file that is not one of the table's, or past a bound of [`bounds`].
+pub fn decode_edits(bytes: Bytes) -> parquet::errors::Result<Vec<EditRow>> {
+    edits(&bytes).map_err(failed)
+}
+
+fn edits(bytes: &Bytes) -> Result<Vec<EditRow>, String> {
+    let footer = bounds::check_part(bytes, &edits_schema())?;
+    let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
+    let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
+    let mut turn = c.int32s(1)?.into_iter();
+    let mut host = c.strings(2, MAX_CELL_BYTES)?.into_iter();
+    let mut time = c.int64s(3)?.into_iter();
+    let mut tool_call = c.strings(4, TEXT_BYTES)?.into_iter();
+    let mut agent = c.strings(5, TEXT_BYTES)?.into_iter();
+    let mut model = c.strings(6, TEXT_BYTES)?.into_iter();
+    let mut prompt = c.strings(7, TEXT_BYTES)?.into_iter();
+    let mut path = c.strings(8, TEXT_BYTES)?.into_iter();
+    let mut repo = c.strings(9, TEXT_BYTES)?.into_iter();
+    let mut repo_path = c.strings(10, TEXT_BYTES)?.into_iter();
+    let mut how = c.strings(11, MAX_CELL_BYTES)?.into_iter();
+    let mut command = c.strings(12, TEXT_BYTES)?.into_iter();
+    let mut written = c.fingerprints(13, 8 * FINGERPRINTS)?.into_iter();
+    let mut removed = c.fingerprints(14, 8 * FINGERPRINTS)?.into_iter();
+    let mut rows = c.rows_vec::<EditRow>()?;
+    for _ in 0..c.rows() {
+        rows.push(EditRow {
+            session: required(&mut session),
+            turn: required(&mut turn) as u32,
+            host: required(&mut host),
+            time_us: required(&mut time),
+            tool_call: optional(&mut tool_call),
+            agent: optional(&mut agent),
+            model: optional(&mut model),
+            prompt: required(&mut prompt),
+            path: optional(&mut path),
+            repo: optional(&mut repo),
+            repo_path: optional(&mut repo_path),
+            how: optional(&mut how),
+            command: optional(&mut command),
+            written: required(&mut written),
+            removed: required(&mut removed),
         });
     }
     Ok(rows)

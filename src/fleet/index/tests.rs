@@ -756,9 +756,11 @@ async fn parts_are_written_within_what_readers_take_and_only_small_ones_merged()
     let many: BTreeSet<(String, String)> = (0..writer::PART_ROWS + 10)
         .map(|n| (format!("w{n:07}"), "s".to_string()))
         .collect();
-    let parts = writer::put_rows(&store, "h", &[], &[], &many)
-        .await
-        .unwrap();
+    let rows = writer::Rows {
+        postings: many,
+        ..writer::Rows::default()
+    };
+    let parts = writer::put_rows(&store, "h", &rows).await.unwrap();
     assert_eq!(parts.len(), 2, "{parts:?}");
     assert!(parts.iter().all(|p| p.rows as usize <= writer::PART_ROWS));
     snapshot::commit(&store, |s| {

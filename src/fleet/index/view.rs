@@ -3,7 +3,7 @@
 //! and its answer is checked against the hosts' catalogs (which every reader pulls: one
 //! listing and the parts that are new).
 //!
-//! - **Who may speak for a session.** A row (of the sessions or the turns table) names the host
+//! - **Who may speak for a session.** A row (of the sessions, turns or edits table) names the host
 //!   that journaled it; it is believed only if that host's catalog opened the session (of a
 //!   session more than one host says it opened, only the hosts its lease history names: the
 //!   rule [`crate::fleet::pull::catalogs`] applies to catalogs) — or, for a session no catalog
@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use futures_util::StreamExt;
 
 use super::bounds::MAX_PART_BYTES;
+use super::edits::EditRow;
 use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{Part, Snapshot};
 use super::table::{self, Table};
@@ -251,6 +252,20 @@ pub async fn turns(store: &Store, snapshot: &Snapshot, view: &View) -> (Vec<Turn
         }
     }
     (once.into_values().collect(), skipped)
+}
+
+/// The index's edits and commands its believed hosts journaled, each once (a row committed
+/// twice counts once), in time order (a session's rows of one time in the order derived), and
+/// the parts that could not be read.
+pub async fn edits(store: &Store, snapshot: &Snapshot, view: &View) -> (Vec<EditRow>, Vec<String>) {
+    let (all, skipped) = every_row(store, snapshot, Table::Edits, table::decode_edits).await;
+    let mut seen = HashSet::new();
+    let mut rows: Vec<EditRow> = all
+        .into_iter()
+        .filter(|e| view.believers.believes(&e.session, &e.host) && seen.insert(e.clone()))
+        .collect();
+    rows.sort_by_key(|e| e.time_us);
+    (rows, skipped)
 }
 
 impl View {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::edits::{EditRow, Repos};
 use super::ledger::Indexed;
 use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
@@ -68,9 +69,11 @@ pub struct Writer {
     local: JournalDir,
     host: String,
     followed: HashMap<PathBuf, Followed>,
-    turns: Vec<TurnRow>,
+    /// The rows kept for the next commit (its sessions' rows are those of `sessions` then).
+    waiting: Rows,
     sessions: HashMap<String, SessionRow>,
-    postings: BTreeSet<(String, String)>,
+    /// The repositories of the paths edited.
+    repos: Repos,
     /// Bytes of the rows kept (about: their texts and IDs).
     waiting_bytes: usize,
     last_flush: Instant,
@@ -197,6 +200,25 @@ pub async fn put_turns(
     Ok(parts)
 }
 
+/// Edits of the day `day` as new parts, written by `host`.
+///
+/// # Errors
+/// The store's, or rows Parquet cannot encode.
+pub async fn put_edits(
+    store: &Store,
+    host: &str,
+    day: &str,
+    rows: &[EditRow],
+) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    for piece in pieces(rows, EditRow::size) {
+        let bytes = table::encode_edits(piece).map_err(|e| e.to_string())?;
+        let n = piece.len() as u64;
+        parts.push(put_part(store, Table::Edits, Some(day), host, n, None, bytes).await?);
+    }
+    Ok(parts)
+}
+
 /// Postings (sorted by word) as new parts, written by `host`.
 ///
 /// # Errors
@@ -219,42 +241,66 @@ pub async fn put_postings(
     Ok(parts)
 }
 
-/// Rows as new parts, written by `host`: the turns and the sessions by day (a turn's day is
-/// its start's, a session's its last activity's), the postings sorted by word; each part of at
-/// most [`PART_ROWS`] rows and about [`PART_BYTES`] bytes.
+/// The rows of some sessions, for one commit.
+#[derive(Debug, Default)]
+pub struct Rows {
+    /// Their turns.
+    pub turns: Vec<TurnRow>,
+    /// Their rows.
+    pub sessions: Vec<SessionRow>,
+    /// Their words.
+    pub postings: BTreeSet<(String, String)>,
+    /// Their edits and commands.
+    pub edits: Vec<EditRow>,
+}
+
+impl Rows {
+    /// Add `more`.
+    pub fn add(&mut self, more: Rows) {
+        self.turns.extend(more.turns);
+        self.sessions.extend(more.sessions);
+        self.postings.extend(more.postings);
+        self.edits.extend(more.edits);
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+            && self.sessions.is_empty()
+            && self.postings.is_empty()
+            && self.edits.is_empty()
+    }
+}
+
+/// `rows` by the UTC day of each one's `at`.
+fn by_day<T: Clone>(rows: &[T], at: impl Fn(&T) -> i64) -> BTreeMap<String, Vec<T>> {
+    let mut days: BTreeMap<String, Vec<T>> = BTreeMap::new();
+    for row in rows {
+        days.entry(day(at(row))).or_default().push(row.clone());
+    }
+    days
+}
+
+/// Rows as new parts, written by `host`: the turns, the sessions and the edits by day (a
+/// turn's day is its start's, a session's its last activity's, an edit's its own), the
+/// postings sorted by word; each part of at most [`PART_ROWS`] rows and about [`PART_BYTES`]
+/// bytes.
 ///
 /// # Errors
 /// The store's, or rows Parquet cannot encode.
-pub async fn put_rows(
-    store: &Store,
-    host: &str,
-    turns: &[TurnRow],
-    sessions: &[SessionRow],
-    postings: &BTreeSet<(String, String)>,
-) -> Result<Vec<Part>, String> {
+pub async fn put_rows(store: &Store, host: &str, rows: &Rows) -> Result<Vec<Part>, String> {
     let mut parts = Vec::new();
-    let mut turns_by_day: BTreeMap<String, Vec<TurnRow>> = BTreeMap::new();
-    for t in turns {
-        turns_by_day
-            .entry(day(t.started_us))
-            .or_default()
-            .push(t.clone());
-    }
-    for (d, rows) in &turns_by_day {
+    for (d, rows) in &by_day(&rows.turns, |t| t.started_us) {
         parts.extend(put_turns(store, host, d, rows).await?);
     }
-    let mut sessions_by_day: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
-    for s in sessions {
-        sessions_by_day
-            .entry(day(s.last_activity_us))
-            .or_default()
-            .push(s.clone());
-    }
-    for (d, rows) in &sessions_by_day {
+    for (d, rows) in &by_day(&rows.sessions, |s| s.last_activity_us) {
         parts.extend(put_sessions(store, host, d, rows).await?);
     }
-    let rows: Vec<(String, String)> = postings.iter().cloned().collect();
-    parts.extend(put_postings(store, host, &rows).await?);
+    for (d, rows) in &by_day(&rows.edits, |e| e.time_us) {
+        parts.extend(put_edits(store, host, d, rows).await?);
+    }
+    let postings: Vec<(String, String)> = rows.postings.iter().cloned().collect();
+    parts.extend(put_postings(store, host, &postings).await?);
     Ok(parts)
 }
 
@@ -274,9 +320,23 @@ fn earlier(local: &JournalDir, session: &str, segment: &Path, host: &str) -> Ear
             f.record(&record);
         }
         f.segment_bytes(segment_bytes(path));
+        f.take_derived(true);
         earlier = f.earlier();
     }
     earlier
+}
+
+/// Keep the rows of `rows` not in the index already (of a turn past `committed`, the turn the
+/// index holds the segment to; all of them while it holds none of it); their bytes.
+fn keep_edits(kept: &mut Vec<EditRow>, rows: Vec<EditRow>, committed: u32) -> usize {
+    let mut bytes = 0;
+    for row in rows {
+        if committed == 0 || row.turn > committed {
+            bytes += row.size();
+            kept.push(row);
+        }
+    }
+    bytes
 }
 
 /// The bytes of a session segment on this disk (the session's size in the index).
@@ -298,9 +358,9 @@ impl Writer {
             local,
             host,
             followed: HashMap::new(),
-            turns: Vec::new(),
+            waiting: Rows::default(),
             sessions: HashMap::new(),
-            postings: BTreeSet::new(),
+            repos: Repos::default(),
             waiting_bytes: 0,
             last_flush: Instant::now(),
             erased: Default::default(),
@@ -377,8 +437,12 @@ impl Writer {
                             f.read = f.read.max(turn.turn);
                             if turn.turn > f.committed {
                                 self.waiting_bytes += turn_bytes(&turn);
-                                self.turns.push(turn);
+                                self.waiting.turns.push(turn);
                             }
+                            let derived = follower.take_derived(false);
+                            let rows = self.repos.rows(derived, &self.host);
+                            self.waiting_bytes +=
+                                keep_edits(&mut self.waiting.edits, rows, f.committed);
                         }
                         f.changed = true;
                     }
@@ -386,6 +450,10 @@ impl Writer {
                     Next::Pending | Next::End(_) => {
                         if let Some(follower) = f.follower.as_mut() {
                             follower.close();
+                            let derived = follower.take_derived(true);
+                            let rows = self.repos.rows(derived, &self.host);
+                            self.waiting_bytes +=
+                                keep_edits(&mut self.waiting.edits, rows, f.committed);
                         }
                         f.ended = true;
                         f.changed = true;
@@ -400,7 +468,7 @@ impl Writer {
                 let row = follower.session().clone();
                 for word in follower.take_words() {
                     self.waiting_bytes += word.len() + row.session.len();
-                    self.postings.insert((word, row.session.clone()));
+                    self.waiting.postings.insert((word, row.session.clone()));
                 }
                 if !self.sessions.contains_key(&row.session) {
                     self.waiting_bytes += row.session.len() + 256;
@@ -433,21 +501,16 @@ impl Writer {
         }
         let erased = self.erased.clone();
         let gone = |session: &str| crate::fleet::layout::is_erased(&erased, session);
-        self.turns.retain(|t| !gone(&t.session));
         self.sessions.retain(|s, _| !gone(s));
-        self.postings.retain(|(_, s)| !gone(s));
-        let sessions: Vec<SessionRow> = self.sessions.values().cloned().collect();
-        let snapshot = if sessions.is_empty() && self.turns.is_empty() && self.postings.is_empty() {
+        let waiting = &mut self.waiting;
+        waiting.turns.retain(|t| !gone(&t.session));
+        waiting.postings.retain(|(_, s)| !gone(s));
+        waiting.edits.retain(|e| !gone(&e.session));
+        waiting.sessions = self.sessions.values().cloned().collect();
+        let snapshot = if waiting.is_empty() {
             None
         } else {
-            let parts = put_rows(
-                &self.store,
-                &self.host,
-                &self.turns,
-                &sessions,
-                &self.postings,
-            )
-            .await?;
+            let parts = put_rows(&self.store, &self.host, waiting).await?;
             let committed = snapshot::commit(&self.store, |s| {
                 let missing: Vec<Part> = parts
                     .iter()
@@ -462,9 +525,8 @@ impl Writer {
             .map_err(|e| e.to_string())?;
             Some(committed)
         };
-        self.turns.clear();
+        self.waiting = Rows::default();
         self.sessions.clear();
-        self.postings.clear();
         self.waiting_bytes = 0;
         let mut committed = Committed {
             snapshot,

@@ -18,11 +18,11 @@ use crate::fleet::store::{Error, Store, Version, Write, Written};
 
 /// The manifest's name under the store's prefix.
 pub const MANIFEST: &str = "index/snapshot.json";
-/// The manifest's format, raised to 2 with the `edits` table (issue 53: a reader of format 1
-/// could not parse a manifest naming its parts); a reader that finds a later one falls back to
-/// the journals. A manifest of format 1 is read as it is (it names no `edits` part) and written
-/// back as format 2.
-pub const FORMAT: u32 = 2;
+/// The manifest's format; a reader that finds another falls back to the journals. Still 1 with
+/// the `edits` table (issue 53): its parts are listed in fields a build of before ignores (see
+/// [`Stored`]), so such a build still reads the manifest, and keeps committing to it, instead
+/// of finding it unreadable and starting it afresh.
+pub const FORMAT: u32 = 1;
 /// Largest manifest read: a larger one is unreadable (readers fall back on the journals, the
 /// next writer starts it afresh). Compaction keeps a real one to a few parts per table and day:
 /// years of a busy team's index are a few megabytes.
@@ -63,6 +63,7 @@ pub struct Removed {
 
 /// The manifest.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Stored", into = "Stored")]
 pub struct Snapshot {
     /// [`FORMAT`].
     pub format: u32,
@@ -71,12 +72,66 @@ pub struct Snapshot {
     /// Every part that counts.
     pub parts: Vec<Part>,
     /// Parts compacted away, to delete after a grace.
-    #[serde(default)]
     pub removed: Vec<Removed>,
     /// Entries of the manifest as the store holds it that it may not name (see
     /// [`Snapshot::sanitized`]), left out when it was read: never written back.
-    #[serde(skip)]
     pub left_out: usize,
+}
+
+/// The manifest as the store holds it: the parts (and parts compacted away) of the tables of
+/// format 1 (`sessions`, `turns`, `postings`) in `parts` and `removed`, where every build reads
+/// them; those of the tables added since (`edits`) in `later_parts` and `later_removed`, which
+/// a build of before ignores, and leaves out when it commits: the parts it dropped are taken in
+/// again by the next upkeep ([`super::compact::adopt`]; a part compacted away that comes back
+/// so is read twice until the next compaction, and a row counted twice counts once).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    format: u32,
+    version: u64,
+    parts: Vec<Part>,
+    #[serde(default)]
+    removed: Vec<Removed>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    later_parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    later_removed: Vec<Removed>,
+}
+
+impl From<Stored> for Snapshot {
+    fn from(stored: Stored) -> Snapshot {
+        let mut parts = stored.parts;
+        parts.extend(stored.later_parts);
+        let mut removed = stored.removed;
+        removed.extend(stored.later_removed);
+        Snapshot {
+            format: stored.format,
+            version: stored.version,
+            parts,
+            removed,
+            left_out: 0,
+        }
+    }
+}
+
+impl From<Snapshot> for Stored {
+    fn from(snapshot: Snapshot) -> Stored {
+        let (parts, later_parts) = snapshot
+            .parts
+            .into_iter()
+            .partition(|p| p.table.in_format_1());
+        let (removed, later_removed) = snapshot
+            .removed
+            .into_iter()
+            .partition(|r| is_part_path(&r.path).is_none_or(|(table, _)| table.in_format_1()));
+        Stored {
+            format: snapshot.format,
+            version: snapshot.version,
+            parts,
+            removed,
+            later_parts,
+            later_removed,
+        }
+    }
 }
 
 impl Snapshot {
@@ -193,7 +248,7 @@ pub async fn read(store: &Store) -> Result<Read, Error> {
                 s.parts.len() + s.removed.len()
             ),
         ),
-        Ok(s) if (1..=FORMAT).contains(&s.format) => Read::Found(version, s.sanitized()),
+        Ok(s) if s.format == FORMAT => Read::Found(version, s.sanitized()),
         Ok(s) => Read::Unreadable(
             version,
             format!("format {} (this build reads {FORMAT})", s.format),

@@ -68,6 +68,12 @@ impl Table {
             Table::Edits => edits_schema(),
         }
     }
+
+    /// Whether the manifest's format 1 had it from the start, so that every build reads its
+    /// parts (see `snapshot::Stored`).
+    pub fn in_format_1(self) -> bool {
+        !matches!(self, Table::Edits)
+    }
 }
 
 fn utc() -> DataType {

@@ -851,3 +851,125 @@ fn a_reader_lists_a_rows_agent_by_its_name_with_its_size_and_last_turn() {
     let t = listed.iter().find(|s| s.session == "t").unwrap();
     assert_eq!(t.agent_name.as_deref(), Some("Claude Agent"));
 }
+
+/// The manifest as a build of before the `edits` table reads and writes it: its `Table` knows
+/// three tables, and what it does not know of the manifest it ignores and does not write back.
+mod before_edits {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub(super) enum Table {
+        Sessions,
+        Turns,
+        Postings,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct Part {
+        pub(super) table: Table,
+        pub(super) path: String,
+        pub(super) rows: u64,
+        pub(super) bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub(super) day: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub(super) words: Option<(String, String)>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct Removed {
+        pub(super) path: String,
+        pub(super) at: i64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct Snapshot {
+        pub(super) format: u32,
+        pub(super) version: u64,
+        pub(super) parts: Vec<Part>,
+        #[serde(default)]
+        pub(super) removed: Vec<Removed>,
+    }
+}
+
+/// A manifest that lists `edits` parts stays one a build of before reads (format 1, every part
+/// it lists of a table it knows) and commits to, rather than one it finds unreadable and starts
+/// afresh; the `edits` parts such a commit drops are taken in again by the next upkeep.
+#[tokio::test]
+async fn a_build_before_the_edits_table_reads_and_commits_the_manifest_and_loses_no_part() {
+    let (store, _) = memory();
+    write(&store, "h", "s", 1, &["alpha"]).await;
+    let row = super::edits::EditRow {
+        session: "s".into(),
+        turn: 1,
+        host: "h".into(),
+        time_us: 1_795_000_000_000_000,
+        prompt: "write it".into(),
+        path: Some("/r/a.rs".into()),
+        how: Some("diff".into()),
+        written: vec![1, 2, 3],
+        ..Default::default()
+    };
+    let edits = put_part(
+        &store,
+        Table::Edits,
+        Some("2026-11-28"),
+        "h",
+        1,
+        None,
+        table::encode_edits(&[row]).unwrap(),
+    )
+    .await
+    .unwrap();
+    snapshot::commit(&store, |s| {
+        let changed = !s.parts.contains(&edits);
+        if changed {
+            s.parts.push(edits.clone());
+        }
+        changed
+    })
+    .await
+    .unwrap();
+    assert!(snapshot(&store).await.parts.contains(&edits));
+
+    // What a build of before reads: the manifest, of its format, with the three parts it knows.
+    let (version, bytes) = store
+        .get_versioned(snapshot::MANIFEST, snapshot::MAX_MANIFEST)
+        .await
+        .unwrap()
+        .unwrap();
+    let old: before_edits::Snapshot = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(old.format, 1);
+    assert_eq!(old.parts.len(), 3);
+    // It commits a part of its own, and writes back only what it knows.
+    let mut old = old;
+    old.version += 1;
+    old.parts.push(before_edits::Part {
+        table: before_edits::Table::Postings,
+        path: "index/postings/old-1.parquet".into(),
+        rows: 0,
+        bytes: 0,
+        day: None,
+        words: None,
+    });
+    store
+        .put_versioned(
+            snapshot::MANIFEST,
+            bytes::Bytes::from(serde_json::to_vec(&old).unwrap()),
+            Write::Replace(version),
+        )
+        .await
+        .unwrap();
+    let after_old = snapshot(&store).await;
+    assert_eq!(after_old.parts.len(), 4, "its part counts: {after_old:?}");
+    assert!(
+        !after_old.parts.contains(&edits),
+        "dropped by the old build"
+    );
+
+    // The next upkeep takes the dropped part in again.
+    let later = jiff::Timestamp::now().as_microsecond() + compact::ORPHAN_AFTER + 1_000_000;
+    assert_eq!(compact::adopt(&store, &after_old, later).await.unwrap(), 1);
+    assert!(snapshot(&store).await.parts.contains(&edits));
+}

@@ -796,7 +796,8 @@ fn strings(files: &[&[&str]]) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn installed_hooks_write_standard_notes_at_commit_amend_and_rebase_keeping_the_hook_there() {
+fn installed_hooks_write_standard_notes_at_commit_amend_rebase_squash_and_cherry_pick_keeping_the_hook_there()
+ {
     let repo = Repo::new();
     repo.write("a.rs", &["// a", "fn person() {}"]);
     repo.write("b.rs", &["// b"]);
@@ -867,17 +868,55 @@ fn installed_hooks_write_standard_notes_at_commit_amend_and_rebase_keeping_the_h
         repo.note_of("HEAD", &["a.rs", "b.rs"], &[("s", &s)]),
         strings(&[&["-", "s:1", "-", "-"], &["-", "-", "s:2"]])
     );
-    // The person's commit has no AI lines: no note.
-    assert!(
-        Command::new("git")
-            .args(["notes", "--ref=ai", "show", "other"])
-            .current_dir(repo.path())
-            .output()
-            .unwrap()
-            .status
-            .code()
-            != Some(0)
+    // A second session's commit and a person's after it; then an interactive rebase moves the
+    // person's first and squashes the second session's into the first session's: the squashed
+    // commit's note holds both sessions' lines, the person's commit has none.
+    let mut t = repo.session(repo.path());
+    t.turn(1, "write c.rs\nfn agent_in_c() {}\n.");
+    let t = t.end();
+    repo.commit("c");
+    repo.write("d.txt", &["the person's"]);
+    repo.commit("d");
+    let picks = repo.git(&["rev-list", "--reverse", "HEAD~3..HEAD"]);
+    let picks: Vec<&str> = picks.lines().collect();
+    let todo = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        todo.path(),
+        format!(
+            "pick {}\npick {}\nsquash {}\n",
+            picks[2], picks[0], picks[1]
+        ),
+    )
+    .unwrap();
+    let editor = format!("sequence.editor=cp {}", todo.path().display());
+    repo.git(&["-c", &editor, "rebase", "-q", "-i", "HEAD~3"]);
+    let squashed = strings(&[&["-", "s:1", "-", "-"], &["-", "-", "s:2"], &["t:3"]]);
+    let both = [("s", s.as_str()), ("t", t.as_str())];
+    assert_eq!(
+        repo.note_of("HEAD", &["a.rs", "b.rs", "c.rs"], &both),
+        squashed
     );
+    assert!(!has_note(&repo, "HEAD~1"), "the person's commit");
+    // Cherry-picked onto the person's branch: the new commit carries the same lines.
+    repo.git(&["checkout", "-q", "other"]);
+    repo.git(&["cherry-pick", "main"]);
+    assert_eq!(
+        repo.note_of("HEAD", &["a.rs", "b.rs", "c.rs"], &both),
+        squashed
+    );
+    // The person's commit has no AI lines: no note.
+    assert!(!has_note(&repo, "other~1"));
+}
+
+/// Whether `rev` has a note under refs/notes/ai.
+fn has_note(repo: &Repo, rev: &str) -> bool {
+    Command::new("git")
+        .args(["notes", "--ref=ai", "show", rev])
+        .current_dir(repo.path())
+        .output()
+        .unwrap()
+        .status
+        .success()
 }
 
 #[test]

@@ -96,8 +96,9 @@ struct Tracked {
     /// No more bytes will come.
     closed: bool,
     /// The earliest the bytes waiting to be shipped may have been written: the start of the
-    /// last round that found none waiting (so the lag reported is an upper bound).
-    waiting_since: Option<Instant>,
+    /// last round that found none waiting (so the lag reported is an upper bound), on the
+    /// fleet's clock.
+    waiting_since: Option<Duration>,
     /// The local file's inode when last seen (a catalog rewritten in place gets a new one).
     inode: u64,
     leased: Leased,
@@ -176,15 +177,15 @@ pub struct Shipper {
     tracked: HashMap<PathBuf, Tracked>,
     ledger: Ledger,
     messages: mpsc::UnboundedReceiver<ShipperMessage>,
-    /// When the last look at the files began.
-    last_look: Instant,
+    /// When the last look at the files began, on the fleet's clock.
+    last_look: Duration,
     /// The team index (unless `--no-index`): told of erasures, and what the store holds of
     /// each session segment, which it indexes.
     index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     /// The sessions of this journal directory erased from the store (nothing of them is
     /// shipped), and when last listed.
     erased: Arc<HashSet<String>>,
-    erased_at: Option<tokio::time::Instant>,
+    erased_at: Option<Duration>,
     /// The erasure markers refused, and said.
     refused: HashSet<String>,
 }
@@ -198,13 +199,14 @@ impl Shipper {
         index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     ) -> Shipper {
         let ledger = Ledger::open(&shared.local, shared.store.url());
+        let last_look = shared.clock.now();
         Shipper {
             shared,
             interval,
             tracked: HashMap::new(),
             ledger,
             messages,
-            last_look: Instant::now(),
+            last_look,
             index,
             erased: Default::default(),
             erased_at: None,
@@ -334,10 +336,14 @@ impl Shipper {
     /// [`ERASED_EVERY`]: a marker is honoured only once the session's lease is gone from the
     /// store (see [`super::erase::honoured`]); one refused is said, once.
     async fn look_at_erasures(&mut self) {
-        if self.erased_at.is_some_and(|at| at.elapsed() < ERASED_EVERY) {
+        let now = self.shared.clock.now();
+        if self
+            .erased_at
+            .is_some_and(|at| now.saturating_sub(at) < ERASED_EVERY)
+        {
             return;
         }
-        self.erased_at = Some(tokio::time::Instant::now());
+        self.erased_at = Some(now);
         let s = self.shared.clone();
         let Ok(keys) = super::erase::erased_keys(&s.store).await else {
             return;
@@ -395,7 +401,7 @@ impl Shipper {
             .buffer_unordered(IN_FLIGHT)
             .collect()
             .await;
-        let answered_at = Instant::now();
+        let answered_at = s.clock.now();
         for (path, answer) in results {
             match answer {
                 Ok(answer) => self.apply(&path, answer, answered_at).await,
@@ -489,8 +495,8 @@ impl Shipper {
     /// What the files need: asking the store, shipping, compacting. Files done are written to
     /// the ledger and forgotten.
     fn file_requests(&mut self) -> Vec<(PathBuf, FileRequest)> {
-        let since = std::mem::replace(&mut self.last_look, Instant::now());
         let now = self.shared.clock.now();
+        let since = std::mem::replace(&mut self.last_look, now);
         let failing = self.shared.status.failing();
         let leases = self.shared.leases.lock();
         let mut requests = Vec::new();
@@ -587,7 +593,7 @@ impl Shipper {
     }
 
     /// What the store's answer about a file means for it.
-    async fn apply(&mut self, path: &Path, answer: FileAnswer, answered_at: Instant) {
+    async fn apply(&mut self, path: &Path, answer: FileAnswer, answered_at: Duration) {
         let Some(t) = self.tracked.get_mut(path) else {
             return;
         };
@@ -667,7 +673,7 @@ impl Shipper {
                 if let Some(since) = t.waiting_since {
                     self.shared
                         .status
-                        .shipped(end - start, answered_at.duration_since(since));
+                        .shipped(end - start, answered_at.saturating_sub(since));
                     if end >= len {
                         t.waiting_since = None;
                     }

@@ -96,8 +96,9 @@ pub struct Deriver {
     running_tool: Option<String>,
     /// Each tool call's latest status.
     statuses: HashMap<String, String>,
-    /// A tool call's diffs by (tool call, path): a call reports its diff more than once.
-    diffs: Vec<((String, PathBuf), Edit)>,
+    /// A tool call's diffs by (tool call, path): a call reports its diffs more than once, and a
+    /// report may hold several of one file (codex-acp: one per hunk).
+    diffs: Vec<((String, PathBuf), Vec<Edit>)>,
     /// The (tool call, path) of the diffs taken already ([`Deriver::take`]).
     taken: HashSet<(String, PathBuf)>,
     edits: Vec<Edit>,
@@ -222,9 +223,9 @@ impl Deriver {
     /// diff of a call and file already taken, reported again, is not taken twice.
     pub fn take(&mut self) -> Derived {
         let mut edits = std::mem::take(&mut self.edits);
-        for ((call, path), edit) in std::mem::take(&mut self.diffs) {
+        for ((call, path), diffs) in std::mem::take(&mut self.diffs) {
             if self.statuses.get(&call).map(String::as_str) != Some("failed") {
-                edits.push(edit);
+                edits.extend(diffs);
             }
             self.taken.insert((call, path));
         }
@@ -424,6 +425,10 @@ impl Deriver {
                 .or_else(|| self.cwd.clone());
             self.command(command, cwd, Some(call.to_string()));
         }
+        // A `tool_call` or `tool_call_update` gives the call's content whole: its diffs of a
+        // file stand for the ones reported before; a v2 content chunk adds one.
+        let chunk = update["sessionUpdate"] == "tool_call_content_chunk";
+        let mut reported: HashSet<PathBuf> = HashSet::new();
         let content = &update["content"];
         let diffs = content
             .as_array()
@@ -448,14 +453,20 @@ impl Deriver {
                 change,
                 how: How::Diff,
             };
+            let first = reported.insert(path.clone());
             let key = (call.to_string(), path);
             if self.taken.contains(&key) {
                 continue;
             }
-            // The latest report of a call's diff of a file stands for it.
+            // The latest report of a call's diffs of a file stands for them.
             match self.diffs.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, earlier)) => *earlier = edit,
-                None => self.diffs.push((key, edit)),
+                Some((_, earlier)) => {
+                    if first && !chunk {
+                        earlier.clear();
+                    }
+                    earlier.push(edit);
+                }
+                None => self.diffs.push((key, vec![edit])),
             }
         }
     }
@@ -586,6 +597,86 @@ mod tests {
         assert_eq!(d.edits.len(), 1, "{d:?}");
         assert_eq!(d.edits[0].change.written, prints(&["b"]));
         assert_eq!(d.edits[0].origin.tool_call.as_deref(), Some("t9"));
+    }
+
+    /// codex-acp 2.6 (v1) reports an `apply_patch` as a `tool_call` whose content holds one
+    /// diff per hunk of each file, with the hunk's context lines, then a `tool_call_update`
+    /// with the status only.
+    #[test]
+    fn a_call_reporting_a_diff_per_hunk_of_one_file_is_an_edit_each() {
+        let d = derive(&[
+            NEW,
+            PROMPT,
+            r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"call_edit","kind":"edit","title":"Editing files","status":"in_progress","content":[{"type":"diff","oldText":"def total(items):\n    return sum(items)\n\n","newText":"def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n\n","path":"/repo/cart.py","_meta":{"kind":"update"}},{"type":"diff","oldText":"def count(items):\n    return len(items)\n\n","newText":"def count(items):\n    return len(list(items))\n\n","path":"/repo/cart.py","_meta":{"kind":"update"}}]}}}"#,
+            r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_edit","status":"completed"}}}"#,
+        ]);
+        let changes: Vec<&Change> = d.edits.iter().map(|e| &e.change).collect();
+        assert_eq!(
+            changes,
+            [
+                &Change {
+                    written: prints(&[
+                        "def total(items, discount=0.0):",
+                        "    gross = sum(items)",
+                        "    return round(gross * (1 - discount), 2)",
+                    ]),
+                    removed: {
+                        let mut r = prints(&["def total(items):", "    return sum(items)"]);
+                        r.sort_unstable();
+                        r
+                    },
+                },
+                &Change {
+                    written: prints(&["    return len(list(items))"]),
+                    removed: prints(&["    return len(items)"]),
+                },
+            ],
+            "{d:?}"
+        );
+        assert!(d.edits.iter().all(|e| e.path == Path::new("/repo/cart.py")
+            && e.origin.tool_call.as_deref() == Some("call_edit")
+            && e.origin.turn == 1));
+    }
+
+    /// A later report of the call's content stands for the earlier one, every hunk of it; v2
+    /// content chunks add up.
+    #[test]
+    fn a_later_report_of_a_calls_hunks_replaces_them_and_chunks_add_up() {
+        let hunk = |call: &str, kind: &str, content: &str| {
+            format!(
+                r#"<{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"{kind}","toolCallId":"{call}","content":{content}}}}}}}"#
+            )
+        };
+        let diff = |old: &str, new: &str| {
+            format!(r#"{{"type":"diff","path":"/r/a","oldText":"{old}\n","newText":"{new}\n"}}"#)
+        };
+        let lines = [
+            PROMPT.to_string(),
+            hunk(
+                "t1",
+                "tool_call",
+                &format!("[{},{}]", diff("a", "A"), diff("b", "B")),
+            ),
+            hunk(
+                "t1",
+                "tool_call_update",
+                &format!("[{},{}]", diff("a", "A"), diff("b", "B")),
+            ),
+            hunk("t2", "tool_call", "[]"),
+            hunk("t2", "tool_call_content_chunk", &diff("c", "C")),
+            hunk("t2", "tool_call_content_chunk", &diff("d", "D")),
+        ];
+        let d = derive(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        let written: Vec<Vec<u64>> = d.edits.iter().map(|e| e.change.written.clone()).collect();
+        assert_eq!(
+            written,
+            [
+                prints(&["A"]),
+                prints(&["B"]),
+                prints(&["C"]),
+                prints(&["D"])
+            ]
+        );
     }
 
     #[test]

@@ -27,6 +27,15 @@ Scripted edits (the Messages API): a request that offers the `Read` and `Edit` t
 last user text's first line is "EDIT: {json}" (`file_path`, `old_string`, `new_string`) is
 answered with a call of `Read` of that file, then, once its result is in, a call of `Edit` with
 that input (Claude Code edits only a file it has read), then "You said: ..." as usual.
+
+Scripted edits (the Responses API): a request that offers codex's `apply_patch` tool and whose
+last user text's first line is "EDIT: {json}" (the same fields) is answered with a call of
+`apply_patch` whose patch, in codex's grammar (`*** Begin Patch`, `*** Update File: <file_path>`,
+`@@`, `-` each line of `old_string`, `+` each of `new_string`, `*** End Patch`), replaces
+`old_string` with `new_string`: a `custom_tool_call` (`input`: the patch) when the tool is
+`custom` (freeform), a `function_call` (`arguments`: `{"input": patch}`) when it is a `function`;
+once the call's output is in the request's input (after that user text), the model answers
+"You said: ..." as usual.
 """
 import http.server
 import json
@@ -238,19 +247,56 @@ class Handler(http.server.BaseHTTPRequestHandler):
         last = users[-1].strip().splitlines()[0] if users and users[-1].strip() else ""
         text = f"You said: {last}. I can see {len(users)} user messages."
         model = req.get("model") or "gpt"
+        call = self.patch(req, last)
+        if call is not None:
+            # The call's input streamed as the API streams it: the item without it, then a delta.
+            field, kind = (("input", "response.custom_tool_call_input.delta") if call["type"] == "custom_tool_call"
+                           else ("arguments", "response.function_call_arguments.delta"))
+            delta = {"type": kind, "item_id": call["id"], "output_index": 0, "delta": call[field]}
+            return self.responses_stream(model, dict(call, status="in_progress", **{field: ""}), [delta], call)
         item = {"type": "message", "id": "msg_loop", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        delta = {"type": "response.output_text.delta", "item_id": "msg_loop", "output_index": 0,
+                 "content_index": 0, "delta": text}
+        self.responses_stream(model, dict(item, status="in_progress", content=[]), [delta], item)
+
+    def patch(self, req, last):
+        """The `apply_patch` call (a Responses API output item) for a scripted edit, else None."""
+        tool = next((t for t in req.get("tools") or []
+                     if isinstance(t, dict) and t.get("name") == "apply_patch"), None)
+        if tool is None or not last.startswith("EDIT: "):
+            return None
+        items = req.get("input") or []
+        asked = max((i for i, item in enumerate(items)
+                     if isinstance(item, dict) and item.get("role") == "user"), default=-1)
+        answered = any(isinstance(item, dict) and item.get("type") in
+                       ("custom_tool_call_output", "function_call_output") for item in items[asked + 1:])
+        if answered:
+            return None
+        edit = json.loads(last[len("EDIT: "):])
+        lines = ["*** Begin Patch", f"*** Update File: {edit['file_path']}", "@@"]
+        lines += [f"-{line}" for line in edit["old_string"].splitlines()]
+        lines += [f"+{line}" for line in edit["new_string"].splitlines()]
+        patch = "\n".join(lines + ["*** End Patch"]) + "\n"
+        if tool.get("type") == "custom":
+            return {"type": "custom_tool_call", "id": "ctc_edit", "call_id": "call_edit", "status": "completed",
+                    "name": "apply_patch", "input": patch}
+        return {"type": "function_call", "id": "fc_edit", "call_id": "call_edit", "status": "completed",
+                "name": "apply_patch", "arguments": json.dumps({"input": patch})}
+
+    def responses_stream(self, model, item, deltas, done=None):
+        """A streamed Responses API answer with one output item: `item` added (as it starts),
+        `deltas`, then `done` (default: `item`) done and the response completed with it."""
+        done = done or item
         response = {"id": "resp_loop", "object": "response", "model": model, "status": "completed",
-                    "output": [item], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                    "output": [done], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
                                                 "input_tokens_details": {"cached_tokens": 0},
                                                 "output_tokens_details": {"reasoning_tokens": 0}}}
         events = [
             ("response.created", {"type": "response.created", "response": dict(response, status="in_progress", output=[])}),
-            ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                            "item": dict(item, status="in_progress", content=[])}),
-            ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": "msg_loop",
-                                            "output_index": 0, "content_index": 0, "delta": text}),
-            ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
+            ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
+            *((d["type"], d) for d in deltas),
+            ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": done}),
             ("response.completed", {"type": "response.completed", "response": response}),
         ]
         body = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)

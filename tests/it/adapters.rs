@@ -1038,3 +1038,107 @@ fn claude_agent_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_p
         "{rows:#?}"
     );
 }
+
+/// codex-acp edits two places of a file with codex's own `apply_patch` (the model server's
+/// scripted call of the freeform tool), in a git repository: codex-acp reports the change as
+/// the tool call's `diff` content, one diff per hunk of the file (with its context lines). A
+/// person changes one of its lines and commits: `blame` gives the agent's other lines, in both
+/// hunks, to its session and turn, with its prompt, agent and model, and the rest to the
+/// person.
+#[test]
+fn codex_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_person() {
+    let setup = Setup::new(Adapter::Codex);
+    let repo = crate::blame::Repo::new();
+    repo.write(
+        "cart.py",
+        &[
+            "def total(items):",
+            "    return sum(items)",
+            "",
+            "",
+            "def count(items):",
+            "    return len(items)",
+            "",
+            "",
+            "# end of cart",
+        ],
+    );
+    repo.commit("base");
+    let mut client = setup.client_on(setup.home.path(), repo.journals.path(), &[]);
+    client.initialize();
+    let session = client.new_session(repo.path().to_str().unwrap());
+    // Three unchanged lines between the two changes: codex's diff has two hunks.
+    let edit = serde_json::json!({
+        "file_path": repo.path().join("cart.py"),
+        "old_string": "def total(items):\n    return sum(items)\n\n\ndef count(items):\n    return len(items)\n",
+        "new_string": "def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n\n\ndef count(items):\n    return len(list(items))\n",
+    });
+    let prompt = format!("EDIT: {edit}\nGive totals a discount");
+    let answer = crate::blame::prompt_writing_files(&mut client, 1000, &session, &prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    ends(client);
+    let text = std::fs::read_to_string(repo.path().join("cart.py")).unwrap();
+    assert!(
+        text.contains("discount=0.0") && text.contains("len(list(items))"),
+        "the agent did not edit: {text}"
+    );
+    // The person changes one of the agent's lines and commits.
+    repo.write(
+        "cart.py",
+        &[
+            "def total(items, discount=0.0):",
+            "    gross = sum(item for item in items)",
+            "    return round(gross * (1 - discount), 2)",
+            "",
+            "",
+            "def count(items):",
+            "    return len(list(items))",
+            "",
+            "",
+            "# end of cart",
+        ],
+    );
+    repo.commit("discounts");
+    let rows = repo.blame_json("cart.py");
+    let whose: Vec<String> = rows
+        .iter()
+        .map(|row| match row["agent"].as_object() {
+            None => format!("{}: {}", row["author"].as_str().unwrap(), row["text"]),
+            Some(agent) => {
+                assert_eq!(agent["session"], session.as_str(), "{row}");
+                // The prompt's first line, at most 200 characters.
+                let first: String = format!("EDIT: {edit}").chars().take(200).collect();
+                assert_eq!(agent["prompt"], first, "{row}");
+                assert_eq!(agent["tool_call"], "call_edit", "the model's call: {row}");
+                assert!(
+                    agent["model"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("gpt-5.5")),
+                    "{row}"
+                );
+                format!(
+                    "{} turn {}: {}",
+                    agent["agent"].as_str().unwrap(),
+                    agent["turn"],
+                    row["text"]
+                )
+            }
+        })
+        .collect();
+    assert_eq!(
+        whose,
+        [
+            "@agentclientprotocol/codex-acp turn 1: \"def total(items, discount=0.0):\"",
+            "Ann Person: \"    gross = sum(item for item in items)\"",
+            "@agentclientprotocol/codex-acp turn 1: \"    return round(gross * (1 - discount), 2)\"",
+            "Ann Person: \"\"",
+            "Ann Person: \"\"",
+            "Ann Person: \"def count(items):\"",
+            "@agentclientprotocol/codex-acp turn 1: \"    return len(list(items))\"",
+            "Ann Person: \"\"",
+            "Ann Person: \"\"",
+            "Ann Person: \"# end of cart\"",
+        ],
+        "{rows:#?}"
+    );
+}

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use super::git::{GitHistory, Repo};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, SessionSummary};
 use crate::cli::BlameArgs;
 use crate::journal::{JournalDir, SegmentReader};
 use crate::provenance::attribute::{BlamedLine, InRepo, attribute};
@@ -68,7 +68,16 @@ pub(super) struct Journaled {
 impl Journaled {
     /// The sessions of `journals`, for `repo`.
     pub(super) fn read(journals: &JournalDir, repo: &Repo) -> anyhow::Result<Journaled> {
-        let (edits, commands) = derive(journals)?;
+        Journaled::of(journals, &journals.sessions_with(false)?, repo)
+    }
+
+    /// The sessions `sessions` of `journals`, for `repo`.
+    pub(super) fn of(
+        journals: &JournalDir,
+        sessions: &[SessionSummary],
+        repo: &Repo,
+    ) -> anyhow::Result<Journaled> {
+        let (edits, commands) = derive(journals, sessions);
         let paths = edits.iter().map(|e| repo.relative(&e.path)).collect();
         Ok(Journaled {
             edits,
@@ -122,8 +131,8 @@ impl Journaled {
     }
 }
 
-/// Every session's edits (in time order) and commands.
-fn derive(journals: &JournalDir) -> anyhow::Result<(Vec<Edit>, Vec<Command>)> {
+/// The edits (in time order) and commands of `sessions`, read from `journals`.
+fn derive(journals: &JournalDir, sessions: &[SessionSummary]) -> (Vec<Edit>, Vec<Command>) {
     let (mut edits, mut commands) = (Vec::new(), Vec::new());
     // The lines that can tell an edit, a command, a turn, a model or an answer: the rest
     // (message chunks, plans…) are not decoded.
@@ -146,7 +155,7 @@ fn derive(journals: &JournalDir) -> anyhow::Result<(Vec<Edit>, Vec<Command>)> {
     .map(memchr::memmem::Finder::new)
     .collect();
     let wanted = |line: &[u8]| finders.iter().any(|f| f.find(line).is_some());
-    for session in journals.sessions_with(false)? {
+    for session in sessions {
         let mut deriver = Deriver::new(&session.session);
         for segment in &session.segments {
             let Ok(mut reader) = SegmentReader::open(&journals.root().join(segment)) else {
@@ -162,7 +171,7 @@ fn derive(journals: &JournalDir) -> anyhow::Result<(Vec<Edit>, Vec<Command>)> {
         commands.extend(derived.commands);
     }
     edits.sort_by_key(|e| e.origin.time_us);
-    Ok((edits, commands))
+    (edits, commands)
 }
 
 /// The commands that ran after the file's commit before `line`'s and no later than it.
@@ -210,7 +219,8 @@ fn row(line: &BlamedLine, credit: Option<&Origin>, maybe: &[&Command]) -> Value 
     })
 }
 
-fn origin(o: &Origin) -> Value {
+/// Who wrote a line: the session, turn, tool call, time, agent, model and prompt's first line.
+pub(super) fn origin(o: &Origin) -> Value {
     json!({
         "session": o.session,
         "turn": o.turn,

@@ -775,8 +775,8 @@ pub struct McpArgs {
     /// The most bytes of recorded text one answer carries (each answer says where to go on).
     #[arg(long, default_value = "24K", value_name = "BYTES", value_parser = parse_size)]
     pub answer_limit: u64,
-    /// The most tool calls answered in any minute; past it a call is answered with an error
-    /// that says when to ask again.
+    /// The most tool calls and resource requests answered in any minute; past it one is
+    /// answered with an error that says when to ask again.
     #[arg(long, default_value = "60", value_name = "N")]
     pub calls_per_minute: usize,
     /// Serve Streamable HTTP at `http://ADDR:PORT/mcp` instead of stdio: loopback addresses

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use super::git::GitHistory;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, SessionSummary};
 use crate::cli::BlameArgs;
 use crate::journal::{JournalDir, SegmentReader};
 use crate::provenance::attribute::{BlamedLine, InRepo, attribute};
@@ -82,16 +82,31 @@ pub(super) struct Journaled {
 impl Journaled {
     /// The sessions of `journals`, for `repo`.
     pub(super) fn read(journals: &JournalDir, repo: &Repo) -> anyhow::Result<Journaled> {
-        let mut derived = Vec::new();
-        for session in journals.sessions_with(false)? {
-            let segments: Vec<PathBuf> = session
-                .segments
-                .iter()
-                .map(|s| journals.root().join(s))
-                .collect();
-            derived.push(derive(&session.session, &segments));
-        }
-        Ok(Journaled::of(repo, derived))
+        Ok(Journaled::of_sessions(
+            journals,
+            &journals.sessions_with(false)?,
+            repo,
+        ))
+    }
+
+    /// The sessions `sessions` of `journals`, for `repo`.
+    pub(super) fn of_sessions(
+        journals: &JournalDir,
+        sessions: &[SessionSummary],
+        repo: &Repo,
+    ) -> Journaled {
+        let derived = sessions
+            .iter()
+            .map(|session| {
+                let segments: Vec<PathBuf> = session
+                    .segments
+                    .iter()
+                    .map(|s| journals.root().join(s))
+                    .collect();
+                derive(&session.session, &segments)
+            })
+            .collect();
+        Journaled::of(repo, derived)
     }
 
     /// What `derived` (sessions' edits and commands) says of `repo`.
@@ -254,7 +269,8 @@ fn row(line: &BlamedLine, credit: Option<&Origin>, maybe: &[&Command]) -> Value 
     })
 }
 
-fn origin(o: &Origin) -> Value {
+/// Who wrote a line: the session, turn, tool call, time, agent, model and prompt's first line.
+pub(super) fn origin(o: &Origin) -> Value {
     json!({
         "session": o.session,
         "turn": o.turn,

@@ -18,7 +18,7 @@ pub struct Repo {
 }
 
 /// The person committing in the tests.
-const PERSON: &str = "Ann Person";
+pub const PERSON: &str = "Ann Person";
 
 impl Repo {
     pub fn new() -> Repo {
@@ -99,20 +99,14 @@ impl Repo {
     }
 
     /// A proxied session of the edit agent in `cwd`.
-    fn session(&self, cwd: &Path) -> Session {
+    pub fn session(&self, cwd: &Path) -> Session {
         self.session_with(cwd, &[])
     }
 
     /// The same, with proxy options.
     fn session_with(&self, cwd: &Path, options: &[&str]) -> Session {
-        let agent = vec![
-            python(),
-            root()
-                .join("tests/agents/edit_agent.py")
-                .display()
-                .to_string(),
-        ];
-        let mut client = TestClient::spawn(&proxied_with(self.journals.path(), options, &agent));
+        let mut client =
+            TestClient::spawn(&proxied_with(self.journals.path(), options, &edit_agent()));
         client.initialize();
         let id = client.new_session(cwd.to_str().unwrap());
         Session {
@@ -159,8 +153,19 @@ impl Repo {
     }
 }
 
+/// Our edit agent's command line.
+pub fn edit_agent() -> Vec<String> {
+    vec![
+        python(),
+        root()
+            .join("tests/agents/edit_agent.py")
+            .display()
+            .to_string(),
+    ]
+}
+
 /// A session of the edit agent through the proxy; this client writes and reads files for it.
-struct Session {
+pub struct Session {
     client: TestClient,
     id: String,
     next: u64,
@@ -168,7 +173,7 @@ struct Session {
 
 impl Session {
     /// One turn: `Turn N` then the directives.
-    fn turn(&mut self, number: u64, directives: &str) {
+    pub fn turn(&mut self, number: u64, directives: &str) {
         let id = self.next;
         self.next += 1;
         let text = format!("Turn {number} of the test\n{directives}");
@@ -177,7 +182,7 @@ impl Session {
     }
 
     /// The session ends (the proxy and agent exit); its ID.
-    fn end(self) -> String {
+    pub fn end(self) -> String {
         let (code, _) = self.client.finish();
         assert_eq!(code, 0);
         self.id

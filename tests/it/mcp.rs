@@ -1,12 +1,13 @@
 //! `acp-journal mcp` driven by a real MCP client (the official Python SDK, `mcp`, pinned by
 //! scripts/install-peers.sh) over stdio and Streamable HTTP, on journals recorded through the
-//! proxy: its tools and their schemas, answers equal to `search` and `show` of the same
-//! journals, its scope (the repository it runs in; another repository's session and a deleted
-//! one never answered), answers bounded, paged, redacted and limited in rate, the team's
-//! sessions read through `--store` (an erased one never answered), the bearer token over HTTP;
-//! and `--offer-history`: the server added to the agent's `session/new` (and to the setup a load
-//! from the journal sends), the client's entries kept, the edit journaled, the entry usable
-//! alone.
+//! proxy: its tools and their schemas, answers equal to `search`, `show` and `blame` of the
+//! same journals, its scope (the repository it runs in; another repository's session and a
+//! deleted one never answered, nor credited with a line; no file outside the repository
+//! blamed), its resources (a session's transcript each), answers bounded, paged, redacted and
+//! limited in rate, the team's sessions read through `--store` (an erased one never answered),
+//! the bearer token over HTTP; and `--offer-history`: the server added to the agent's
+//! `session/new` (and to the setup a load from the journal sends), the client's entries kept,
+//! the edit journaled, the entry usable alone.
 
 use std::path::Path;
 
@@ -25,6 +26,16 @@ fn record(store: &Path, agent: &[String], cwd: &Path, prompts: &[&str]) -> Strin
     }
     client.finish();
     session
+}
+
+/// `session/delete` of `session`, through the proxy with `agent`: answered, and the session
+/// deleted from the catalog.
+fn delete(store: &Path, agent: &[String], session: &str) {
+    let mut client = TestClient::spawn(&proxied(store, agent));
+    client.initialize();
+    let said = client.request("session/delete", json!({"sessionId": session}));
+    assert_eq!(said["result"], json!({}), "{said}");
+    client.finish();
 }
 
 /// The MCP client's report: `acp-journal --journal-dir STORE mcp OPTIONS`, run in `cwd`,
@@ -126,11 +137,7 @@ fn mcp_answers_as_search_and_show_do_only_within_its_repository() {
     let other = record(&store, &agent, &theirs, &["lantern in another repository"]);
     // A session the client deleted: hidden from every answer.
     let deleted = record(&store, &agent, &ours, &["lantern, deleted later"]);
-    let mut client = TestClient::spawn(&proxied(&store, &agent));
-    client.initialize();
-    let said = client.request("session/delete", json!({"sessionId": deleted}));
-    assert_eq!(said["result"], json!({}), "{said}");
-    client.finish();
+    delete(&store, &agent, &deleted);
     // A session whose tool call read notes.txt (the scripted agent's `otel` turn).
     let reader = record(&store, &scripted("otel"), &ours, &["read the notes"]);
 
@@ -164,7 +171,12 @@ fn mcp_answers_as_search_and_show_do_only_within_its_repository() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["read_session", "search_sessions", "sessions_touching_path"]
+        [
+            "blame_lines",
+            "read_session",
+            "search_sessions",
+            "sessions_touching_path"
+        ]
     );
     for tool in tools {
         let schema = &tool["inputSchema"];
@@ -376,6 +388,388 @@ fn mcp_answers_are_bounded_by_the_answer_limit_and_say_where_to_go_on() {
     );
 }
 
+/// Whose a row of `blame_lines` or `blame --json` is: `<name>:<turn>` of the session in `names`
+/// whose agent wrote it, else git's author.
+fn whose(row: &Value, names: &[(&str, &str)]) -> String {
+    let agent = &row["agent"];
+    if agent.is_null() {
+        return row["author"].as_str().unwrap().to_string();
+    }
+    let name = names
+        .iter()
+        .find(|(_, id)| agent["session"] == *id)
+        .map_or("an unknown session", |(name, _)| name);
+    format!("{name}:{}", agent["turn"])
+}
+
+/// A tool's structured answer; the test fails on a refusal.
+fn structured(result: &Value) -> &Value {
+    assert_eq!(result["is_error"], false, "{result}");
+    &result["structured"]
+}
+
+/// `blame_lines`: whose each line is, as `blame --json` says (the same commit, author and turn,
+/// the prompt quoted), counting only the sessions in scope: a session of another directory that
+/// wrote into the repository by its absolute path, and a deleted one, credit no line; a path
+/// out of the repository (`..`, absolute, a symbolic link) refused, the file never read; an
+/// answer cut at 400 lines or at the answer limit names the next range.
+#[test]
+fn blame_lines_gives_each_line_as_blame_does_counting_the_sessions_in_scope_only() {
+    use crate::blame::{PERSON, Repo};
+    let python = Peers::get().py_echo_agent()[0].clone();
+    let repo = Repo::new();
+    let root = repo.path().canonicalize().unwrap();
+    repo.write(
+        "src/lib.rs",
+        &["// a library", "pub fn base() -> u32 { 1 }", "// end"],
+    );
+    let long: Vec<String> = (1..=401).map(|n| format!("line {n}")).collect();
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    repo.write("long.txt", &long);
+    repo.commit("base");
+    let mut s = repo.session(&root);
+    s.turn(
+        1,
+        "write src/lib.rs
+// a library
+pub fn greet(name: &str) -> String {
+    format!(\"hello {name}\")
+}
+pub fn base() -> u32 { 1 }
+// end
+.",
+    );
+    s.turn(
+        2,
+        "replace src/lib.rs\npub fn base() -> u32 { 1 }\n---\npub fn base() -> u32 { 2 }\n.",
+    );
+    let s = s.end();
+    // Out of scope: a session of another directory, writing into the repository by path.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut other = repo.session(elsewhere.path());
+    let notes = root.join("notes.md");
+    other.turn(
+        1,
+        &format!(
+            "write {}\nwritten from another directory\n.",
+            notes.display()
+        ),
+    );
+    let other = other.end();
+    // A session deleted after it wrote a line.
+    let mut gone = repo.session(&root);
+    gone.turn(
+        1,
+        "replace src/lib.rs\n// end\n---\n// end\n// from a session deleted later\n.",
+    );
+    let gone = gone.end();
+    delete(repo.journals.path(), &crate::blame::edit_agent(), &gone);
+    repo.commit("work");
+    let mut text = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    text.push_str("// uncommitted note by Ann\n");
+    std::fs::write(root.join("src/lib.rs"), text).unwrap();
+    // A file outside the repository, and a link to it inside.
+    let secret = elsewhere.path().join("secret.txt");
+    std::fs::write(&secret, "the secret outside\n").unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("link.txt")).unwrap();
+    let up = format!(
+        "../{}/secret.txt",
+        elsewhere.path().file_name().unwrap().to_str().unwrap()
+    );
+    assert!(root.join(&up).exists(), "{up}");
+
+    let report = ask(
+        &python,
+        repo.journals.path(),
+        &root,
+        &[],
+        json!([
+            ["blame_lines", {"path": "src/lib.rs"}],
+            ["blame_lines", {"path": root.join("src/lib.rs"), "start": 2, "end": 3}],
+            ["blame_lines", {"path": "notes.md"}],
+            ["blame_lines", {"path": up}],
+            ["blame_lines", {"path": secret}],
+            ["blame_lines", {"path": "link.txt"}],
+            ["blame_lines", {"path": "long.txt"}],
+            ["blame_lines", {"path": "long.txt", "start": 401}],
+            ["blame_lines", {"path": "long.txt", "start": 2, "end": 401}],
+        ]),
+    );
+    let results = report["results"].as_array().unwrap();
+    let names = [
+        ("s", s.as_str()),
+        ("other", other.as_str()),
+        ("gone", gone.as_str()),
+    ];
+    let whose_all = |answer: &Value| -> Vec<(u64, String)> {
+        answer["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| (row["line"].as_u64().unwrap(), whose(row, &names)))
+            .collect()
+    };
+    let expected = |lines: &[(u64, &str)]| -> Vec<(u64, String)> {
+        lines.iter().map(|(n, w)| (*n, w.to_string())).collect()
+    };
+
+    // Every line: the agent's turns, the person's lines, and the deleted session's line the
+    // person's (git's author), where `blame` gives it to that session.
+    let full = structured(&results[0]);
+    assert_eq!(full["path"], "src/lib.rs");
+    assert_eq!(full["next"], Value::Null);
+    assert_eq!(
+        whose_all(full),
+        expected(&[
+            (1, PERSON),
+            (2, "s:1"),
+            (3, "s:1"),
+            (4, "s:1"),
+            (5, "s:2"),
+            (6, PERSON),
+            (7, PERSON),
+            (8, "Not Committed Yet"),
+        ])
+    );
+    let cli = repo.blame_json("src/lib.rs");
+    let by_cli: Vec<(u64, String)> = cli
+        .iter()
+        .map(|row| (row["line"].as_u64().unwrap(), whose(row, &names)))
+        .collect();
+    assert_eq!(by_cli[6], (7, "gone:1".to_string()), "{cli:?}");
+    let head = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let base = repo.git(&["rev-parse", "HEAD~1"]).trim().to_string();
+    let rows = full["lines"].as_array().unwrap();
+    for (row, cli) in rows.iter().zip(&cli) {
+        assert_eq!(row["commit"], cli["commit"], "{row} {cli}");
+        assert_eq!(row["author"], cli["author"], "{row} {cli}");
+        if row["agent"].is_null() {
+            continue;
+        }
+        // The agent's fields as `blame` gives them, its prompt quoted.
+        let mut agent = cli["agent"].clone();
+        let prompt = agent.as_object_mut().unwrap().remove("prompt").unwrap();
+        agent["quoted_prompt"] = prompt;
+        assert_eq!(row["agent"], agent);
+    }
+    assert_eq!(rows[0]["commit"], base.as_str());
+    assert_eq!(rows[1]["commit"], head.as_str());
+    assert_eq!(rows[7]["commit"], Value::Null);
+    assert_eq!(rows[1]["agent"]["quoted_prompt"], "Turn 1 of the test");
+    assert_eq!(rows[4]["agent"]["quoted_prompt"], "Turn 2 of the test");
+    assert_eq!(rows[4]["agent"]["agent"], "edit-agent");
+    assert_eq!(rows[4]["agent"]["model"], "edit-model-1");
+    assert!(full["note"].as_str().unwrap().contains("quoted_"));
+
+    // A range, the path absolute: those lines alone.
+    let range = structured(&results[1]);
+    assert_eq!(range["lines"], json!(rows[1..3]));
+    assert_eq!(range["next"], Value::Null);
+
+    // The line written from another directory: the person's, where `blame` gives it to that
+    // session.
+    assert_eq!(whose_all(structured(&results[2])), expected(&[(1, PERSON)]));
+    let cli = repo.blame_json("notes.md");
+    assert_eq!(cli[0]["agent"]["session"], other.as_str());
+
+    // Out of the repository, by `..`, by its absolute path, by a link: refused, not read.
+    for refused in &results[3..6] {
+        assert_eq!(refused["is_error"], true, "{refused}");
+        let said = refused["text"][0].as_str().unwrap();
+        assert!(said.contains("is outside the repository"), "{said}");
+        assert!(!refused.to_string().contains("the secret outside"));
+    }
+
+    // 401 lines: 400, then the next range; the range asked up to the file's last line.
+    let first = structured(&results[6]);
+    let numbers = |answer: &Value| -> Vec<u64> {
+        answer["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["line"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(numbers(first), (1..=400).collect::<Vec<u64>>());
+    assert_eq!(first["next"], json!({"start": 401, "end": null}));
+    let rest = structured(&results[7]);
+    assert_eq!(numbers(rest), [401]);
+    assert_eq!(rest["next"], Value::Null);
+    let last = structured(&results[8]);
+    assert_eq!(numbers(last), (2..=401).collect::<Vec<u64>>());
+    assert_eq!(last["next"], Value::Null);
+
+    // Within a 40-byte answer limit: the prompts of two lines fit, the third's is the next
+    // answer's, which goes on to the end.
+    let report = ask(
+        &python,
+        repo.journals.path(),
+        &root,
+        &["--answer-limit", "40"],
+        json!([
+            ["blame_lines", {"path": "src/lib.rs"}],
+            ["blame_lines", {"path": "src/lib.rs", "start": 4}],
+        ]),
+    );
+    let cut = structured(&report["results"][0]);
+    assert_eq!(cut["lines"], json!(rows[..3]));
+    assert_eq!(cut["next"], json!({"start": 4, "end": null}));
+    let on = structured(&report["results"][1]);
+    assert_eq!(on["lines"], json!(rows[3..]));
+    assert_eq!(on["next"], Value::Null);
+}
+
+/// The resource of `session`.
+fn uri(session: &str) -> String {
+    format!("acp-journal://session/{session}")
+}
+
+/// Resources: each session in scope is one (`acp-journal://session/<id>`, text/plain), listed
+/// newest first in pages whose titles (at most 80 bytes each) fit the answer limit, read as
+/// `read_session` renders it from turn 0 (cut at the limit, saying where and how to read on),
+/// redacted; another repository's session, a deleted one and an ID's prefix neither listed nor
+/// read.
+#[test]
+fn mcp_resources_are_the_sessions_in_scope_read_as_read_session_renders_them() {
+    let peers = Peers::get();
+    let python = peers.py_echo_agent()[0].clone();
+    let agent = peers.py_echo_agent();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    let theirs = repository(home.path(), "theirs");
+    let short = record(&store, &agent, &ours, &["a short one about the lantern"]);
+    let title = format!("the long one: {}", "lantern ".repeat(35));
+    let long = record(&store, &agent, &ours, &[&title, "the second turn"]);
+    let token = "ghp_Q8zK2mN4pR6tV8xB1dF3hJ5lN7pR9tV1xB3d";
+    let mut client =
+        TestClient::spawn(&crate::util::proxied_with(&store, &["--no-redact"], &agent));
+    let secret = client.start_session(ours.to_str().unwrap());
+    client.prompt(&secret, &format!("the lantern key is {token}"));
+    client.finish();
+    let other = record(&store, &agent, &theirs, &["in another repository"]);
+    let deleted = record(&store, &agent, &ours, &["deleted later"]);
+    delete(&store, &agent, &deleted);
+
+    // Newest first, a page each: two titles together are past a 100-byte limit.
+    let report = ask(
+        &python,
+        &store,
+        &ours,
+        &["--answer-limit", "100"],
+        json!([
+            ["resources/list", {}],
+            ["resources/list", {"cursor": "not a cursor"}],
+        ]),
+    );
+    assert!(report["capabilities"]["resources"].is_object(), "{report}");
+    let results = report["results"].as_array().unwrap();
+    let pages = results[0]["pages"].as_array().unwrap();
+    let listed: Vec<Vec<&str>> = pages
+        .iter()
+        .map(|page| {
+            page["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [[secret.as_str()], [long.as_str()], [short.as_str()]],
+        "{pages:?}"
+    );
+    for page in pages {
+        let resource = &page["resources"][0];
+        let name = resource["name"].as_str().unwrap();
+        assert_eq!(resource["uri"], uri(name));
+        assert_eq!(resource["mimeType"], "text/plain");
+        assert!(
+            resource["description"]
+                .as_str()
+                .unwrap()
+                .contains("never instructions")
+        );
+    }
+    assert_eq!(
+        pages[2]["resources"][0]["title"],
+        "a short one about the lantern"
+    );
+    let listing = results[0].to_string();
+    assert!(
+        !listing.contains(token) && listing.contains("REDACTED"),
+        "{listing}"
+    );
+    assert_eq!(results[1]["error"]["code"], -32602, "{}", results[1]);
+
+    let report = ask(
+        &python,
+        &store,
+        &ours,
+        &["--answer-limit", "300"],
+        json!([
+            ["resources/read", {"uri": uri(&short)}],
+            ["read_session", {"session": short, "from_turn": 0}],
+            ["resources/read", {"uri": uri(&long)}],
+            ["read_session", {"session": long, "from_turn": 0}],
+            ["resources/read", {"uri": uri(&secret)}],
+            ["resources/read", {"uri": uri(&other)}],
+            ["resources/read", {"uri": uri(&deleted)}],
+            ["resources/read", {"uri": uri(&short[..8])}],
+            ["resources/read", {"uri": format!("file://{}", store.display())}],
+        ]),
+    );
+    let results = report["results"].as_array().unwrap();
+    let text = |read: &Value| -> String {
+        let contents = read["contents"].as_array().unwrap();
+        assert_eq!(contents.len(), 1, "{read}");
+        assert_eq!(contents[0]["mimeType"], "text/plain");
+        contents[0]["text"].as_str().unwrap().to_string()
+    };
+
+    // A session within the limit: read_session's text, whole.
+    let whole = structured(&results[1]);
+    assert_eq!(whole["next_turn"], Value::Null);
+    assert_eq!(results[0]["contents"][0]["uri"], uri(&short));
+    assert_eq!(
+        text(&results[0]),
+        whole["quoted_transcript"].as_str().unwrap()
+    );
+    assert!(text(&results[0]).contains("a short one about the lantern"));
+
+    // Past it: cut where read_session cuts, saying so and where to read on.
+    let cut = structured(&results[3]);
+    assert_eq!(cut["next_turn"], 1, "{cut}");
+    assert_eq!(
+        text(&results[2]),
+        format!(
+            "{}\n[acp-journal: the answer limit ends the text here, after turn 0; read_session with session {long} and from_turn 1 reads on]\n",
+            cut["quoted_transcript"].as_str().unwrap()
+        )
+    );
+
+    // Redacted, though recorded as it was.
+    let read = text(&results[4]);
+    assert!(
+        read.contains("the lantern key is") && read.contains("REDACTED"),
+        "{read}"
+    );
+    assert!(!read.contains(token));
+
+    // Another repository's session, a deleted one, a prefix, another scheme: not found.
+    for refused in &results[5..9] {
+        assert_eq!(refused["error"]["code"], -32002, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no session")
+        );
+    }
+}
+
 /// `--offer-history`: the agent's `session/new` carries the journal's server after the client's
 /// own entry (the journal keeps the request as the client sent it, and the added entry as the
 /// proxy's `history_offered` edit); the entry alone, run from anywhere by an MCP client, answers
@@ -495,16 +889,19 @@ fn offer_history_reaches_the_setup_a_load_from_the_journal_sends() {
     assert_eq!(args[args.len() - 1], ours.to_str().unwrap());
 }
 
-/// `--store`: the server reads the team's sessions as `search --store` and `show --store` do,
-/// from a host whose own journal directory is empty; a session erased from the store is never
-/// answered.
+/// `--store`: the server reads the team's sessions as `search --store`, `show --store` and
+/// `blame --store` do, from a host whose own journal directory is empty; a session erased from
+/// the store is never answered, listed nor read.
 #[test]
 fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
     let python = Peers::get().py_echo_agent()[0].clone();
     let shared = tempfile::tempdir().unwrap();
     let url = format!("file://{}", shared.path().join("store").display());
     let a = Host::new(&url, &[]);
-    let ours = repository(a.dir.path(), "ours");
+    let repo = crate::blame::Repo::new();
+    repo.write("shared.rs", &["// shared"]);
+    repo.commit("base");
+    let ours = repo.path().canonicalize().unwrap();
     let converse = |text: &str| {
         let mut client = a.proxy(&Peers::get().py_echo_agent(), &[]);
         client.initialize();
@@ -516,10 +913,26 @@ fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
     };
     let kept = converse("the lantern test, kept");
     let gone = converse("the lantern test, erased");
+    // A session of our edit agent writes a line, committed.
+    let mut client = a.proxy(&crate::blame::edit_agent(), &[]);
+    client.initialize();
+    let edit = client.new_session(ours.to_str().unwrap());
+    let answer = crate::blame::prompt_writing_files(
+        &mut client,
+        100,
+        &edit,
+        "Turn 1 of the test\nwrite shared.rs\n// shared\nfn written_on_the_first_machine() {}\n.",
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    client.finish();
+    repo.commit("work");
     let reader = Host::new(&url, &[]);
-    eventually("both listed", || {
+    eventually("all listed", || {
         let (_, out, _) = reader.cli(&["list", "--json"]);
-        (!(out.contains(&kept) && out.contains(&gone))).then_some(out)
+        (![&kept, &gone, &edit]
+            .iter()
+            .all(|s| out.contains(s.as_str())))
+        .then_some(out)
     });
     let (code, _, err) = reader.cli(&["erase", &gone]);
     assert_eq!(code, 0, "{err}");
@@ -542,6 +955,9 @@ fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
             ["search_sessions", {"query": "lantern"}],
             ["read_session", {"session": kept}],
             ["read_session", {"session": gone}],
+            ["resources/list", {}],
+            ["resources/read", {"uri": uri(&gone)}],
+            ["blame_lines", {"path": "shared.rs"}],
         ]),
     );
     let results = &report["results"];
@@ -561,6 +977,26 @@ fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
         "{transcript}"
     );
     assert_eq!(results[2]["is_error"], true, "{report}");
+    let mut listed: Vec<&str> = results[3]["pages"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    listed.sort_unstable();
+    let mut expected = [kept.as_str(), edit.as_str()];
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "{report}");
+    assert_eq!(results[4]["error"]["code"], -32002, "{report}");
+    // The teammate's line, given to the session that wrote it.
+    let blamed = structured(&results[5]);
+    let whose: Vec<&Value> = blamed["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| &row["agent"]["session"])
+        .collect();
+    assert_eq!(whose, [&Value::Null, &json!(edit)], "{blamed}");
 }
 
 /// `--listen`: Streamable HTTP at `/mcp` on loopback, the bearer token on every request; the

@@ -301,6 +301,38 @@ fn a_shared_session_is_seen_alone_on_every_host_until_it_expires_or_is_revoked()
     let (_, listed, _) = recorder.cli(&["share", "--list"]);
     assert_eq!(listed.matches("revoked").count(), 4, "{listed}");
 
+    // Erased: a link to the other session, working on both hosts, is refused on both as soon
+    // as `erase` returns, its record deleted with the session's objects; `share --list` no
+    // longer shows it.
+    let (code, out, err) = recorder.cli(&["share", &other, "--url", &base(&first)]);
+    assert_eq!(code, 0, "{err}");
+    let erased_path = format!("/share/{}", secret_of(out.trim()));
+    for served in [&first, &second] {
+        let reply = ask(served, "GET", &erased_path, &[]);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert!(reply.text().contains("bravo private other"));
+    }
+    let records = |store: &S3sFs| {
+        store
+            .object_files()
+            .into_iter()
+            .filter(|f| f.parent().is_some_and(|p| p.ends_with("shares")))
+            .count()
+    };
+    assert_eq!(records(&store), 5);
+    let (code, out, err) = recorder.cli(&["erase", &other]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with(", 1 share links\n"), "{out}");
+    assert_eq!(records(&store), 4, "only the erased session's record went");
+    for served in [&first, &second] {
+        let reply = ask(served, "GET", &erased_path, &[]);
+        assert_eq!(reply.status, 404, "{}", reply.text());
+        assert!(!reply.text().contains("bravo"), "{}", reply.text());
+    }
+    let (_, listed, _) = recorder.cli(&["share", "--list"]);
+    assert!(!listed.contains(&other), "{listed}");
+    assert_eq!(listed.lines().count(), 1 + 4, "{listed}");
+
     // Pointed at another session, over raw sockets: nothing of it, whatever the path or query
     // (last: each is a wrong guess, and slows this address's next answers).
     for wrong in [

@@ -193,6 +193,8 @@ impl Team for StoreTeam {
             session: r.session,
             expires: r.expires,
             revoked: r.revoked.is_some(),
+            host: r.host,
+            user: r.user,
         }))
     }
 }

@@ -95,9 +95,12 @@ pub struct Record {
     pub created: i64,
     /// When it stops working (Unix microseconds).
     pub expires: i64,
-    /// The host that made it (its `host-id`).
+    /// The host that made it (its `host-id`; empty in a record that does not say).
+    #[serde(default)]
     pub host: String,
-    /// Who made it: the user on that host, or `page` for the page's Share button.
+    /// Who made it: the user on that host, or `page` for the page's Share button (empty in a
+    /// record that does not say).
+    #[serde(default)]
     pub user: String,
     /// When it was revoked (Unix microseconds), if it was.
     #[serde(default)]

@@ -91,6 +91,11 @@ pub struct Link {
     pub expires: i64,
     /// Whether it was revoked.
     pub revoked: bool,
+    /// The host that made it (its `host-id`; empty when the record does not say).
+    pub host: String,
+    /// Who made it there (`page` for the page's Share button; empty when the record does not
+    /// say).
+    pub user: String,
 }
 
 /// Why the store's side could not answer.

@@ -17,7 +17,8 @@
 // share: signed in, the Team button, SESSION's row opened; with Tab and Enter only, its Share
 //   button pressed: the link made, and where the focus is.
 // view: the link opened in a fresh browser context (no token anywhere): status, headers, what
-//   is on the page, every request it made; a screenshot shared-session.png.
+//   is on the page (its banner, and whether it comes first), every request it made; a
+//   screenshot shared-session.png.
 // second: the same link on the second host. another: the link with ?id=OTHER, and with
 //   /OTHER after it: status, and whether OTHER's text is there.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
@@ -124,6 +125,8 @@ async function share() {
     status: shown.status(),
     referrer: shown.headers()["referrer-policy"],
     h1: await viewer.$eval("h1", (h) => h.innerText),
+    banner: await viewer.$eval("aside.shared-banner", (a) => a.innerText),
+    bannerFirst: await viewer.evaluate(() => document.body.firstElementChild?.matches("aside.shared-banner") ?? false),
     text: await viewer.$eval("body", (b) => b.innerText),
     turns: await viewer.$$eval("section.turn", (ts) => ts.length),
     pageParts: await viewer.$$eval("#team-list, #team-search, #sign-in, #session-list, .team-row, form", (es) => es.length),

@@ -5,7 +5,9 @@
 //! - `/team/sessions?agent=&host=&cwd=&state=&from=&to=&page=`: the store's sessions as
 //!   `list --store --json` lists them (the same reading: the index's sessions table, the hosts'
 //!   catalogs where it lags), newest activity first, [`PAGE`] to a page, each with its hosts;
-//!   `from`/`to` are UTC days (`YYYY-MM-DD`, both included) of its last activity.
+//!   `state` is one of [`STORE_STATES`] (`live`, `idle`, `closed`, `stranded`: see
+//!   [`crate::catalog::SessionSummary::store_state`]); `from`/`to` are UTC days
+//!   (`YYYY-MM-DD`, both included) of its last activity.
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
@@ -29,6 +31,7 @@ use tokio::sync::Semaphore;
 
 use super::page::{form_field, with_page_headers};
 use super::responses::{Body, full, json, plain};
+use crate::catalog::STORE_STATES;
 
 /// Sessions in a page of `/team/sessions`.
 pub const PAGE: usize = 50;
@@ -118,7 +121,7 @@ pub struct Filters {
     pub host: Option<String>,
     /// Its working directory, or a directory above it.
     pub cwd: Option<String>,
-    /// Its state, as `list` says it (`open`, `closed`).
+    /// Its state, as `list --store` says it (one of [`STORE_STATES`]).
     pub state: Option<String>,
     /// Last active on or after this time (Unix microseconds).
     pub from_us: Option<i64>,
@@ -339,9 +342,9 @@ impl Asked {
                 };
                 let state = field("state")?;
                 if let Some(state) = &state
-                    && !matches!(state.as_str(), "open" | "closed")
+                    && !STORE_STATES.contains(&state.as_str())
                 {
-                    return Err("state is open or closed".into());
+                    return Err(format!("state is one of {}", STORE_STATES.join(", ")));
                 }
                 Ok(Asked::Sessions(Filters {
                     agent: field("agent")?,
@@ -365,7 +368,7 @@ mod tests {
     fn the_fields_of_a_query_are_bounded_and_checked() {
         let asked = Asked::parse(
             "/team/sessions",
-            "agent=echo&host=h-1&state=open&from=2026-11-01&to=2026-11-01&page=2",
+            "agent=echo&host=h-1&state=stranded&from=2026-11-01&to=2026-11-01&page=2",
         )
         .unwrap();
         let Asked::Sessions(f) = asked else {
@@ -373,6 +376,11 @@ mod tests {
         };
         assert_eq!(f.agent.as_deref(), Some("echo"));
         assert_eq!(f.host.as_deref(), Some("h-1"));
+        assert_eq!(f.state.as_deref(), Some("stranded"));
+        for state in STORE_STATES {
+            let query = format!("state={state}");
+            assert!(Asked::parse("/team/sessions", &query).is_ok(), "{query}");
+        }
         assert_eq!(f.page, 2);
         assert_eq!(f.to_us.unwrap() - f.from_us.unwrap(), 86_400_000_000);
         assert_eq!(
@@ -400,6 +408,8 @@ mod tests {
             ("/team/session", ""),
             ("/team/session", "id=a%0Ab"),
             ("/team/sessions", "state=torn%3Bx"),
+            ("/team/sessions", "state=open"),
+            ("/team/sessions", "state=LIVE"),
             ("/team/sessions", "from=yesterday"),
             ("/team/sessions", "page=-1"),
             ("/team/sessions", "page=99999999999"),

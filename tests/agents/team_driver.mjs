@@ -5,6 +5,9 @@
 //   team_driver.mjs --url http://HOST:PORT --token T --rows N --host HOST --search TEXT --shots DIR
 // list: signed in by `/#token=`, the Team button, the store's N sessions listed.
 // filter: `--host` typed into the host filter: the rows left.
+// state: for each of `--states` (comma-separated), the filters cleared, then with the keyboard
+//   alone: Tab from the directory field to the state filter, the state typed (the select takes
+//   the option it starts), Tab to Filter and Enter: where the focus was, the value, the rows.
 // search: `--search` typed into the search box: the messages found; the first opened (the
 //   session the server rendered, its turn marked and the text in it); whether any markup of
 //   it ran as script.
@@ -185,6 +188,27 @@ try {
   await page.click("#team-filters button[type=submit]");
   await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("match the filters"));
   emit({ step, rows: await rows("#team-list .team-row") });
+
+  step = "state";
+  const byState = {};
+  for (const state of opts.states.split(",")) {
+    await page.click("#f-clear");
+    await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("in the store"));
+    await page.focus("#f-cwd");
+    await page.keyboard.press("Tab");
+    const focused = await page.evaluate(() => document.activeElement?.id);
+    await page.keyboard.type(state);
+    const toFilter = await reach("#team-filters button[type=submit]", 12);
+    await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("match the filters"));
+    byState[state] = {
+      focused,
+      toFilter,
+      value: await page.$eval("#f-state", (s) => s.value),
+      rows: await rows("#team-list .team-row"),
+      status: await page.$eval("#team-status", (e) => e.textContent),
+    };
+  }
+  emit({ step, byState });
 
   step = "search";
   await page.type("#team-q", opts.search);

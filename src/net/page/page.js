@@ -1088,7 +1088,7 @@
         button.setAttribute("data-session", str(row.session));
         button.appendChild(el("span", "s-title", str(row.title) || str(row.session)));
         var facts = el("span", "s-facts");
-        facts.appendChild(el("span", "badge " + (row.state === "open" ? "live" : "stored"), str(row.state)));
+        facts.appendChild(el("span", "badge " + (row.state === "live" ? "live" : "stored"), str(row.state)));
         facts.appendChild(el("span", "s-agent", str(row.agent_name) || str(row.agent)));
         facts.appendChild(el("span", "s-hosts", (Array.isArray(row.hosts) ? row.hosts : []).map(str).join(", ")));
         facts.appendChild(el("span", "s-cwd", str(row.cwd)));

@@ -13,6 +13,8 @@
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
 //! - `/team/usage`: tokens and turns per day per agent and per host, and the line that ends
 //!   `stats --store`, from the index's tables as `stats --store` reads them.
+//! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a download
+//!   (`Content-Disposition: attachment`).
 //! - `POST /team/share?id=&days=`: a new share link to one session (see [`super::share`]),
 //!   lasting `days` (7 unless said, at most 30): its path and when it expires, as JSON.
 //!
@@ -71,6 +73,11 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn usage(&self) -> Result<Vec<u8>, Failure>;
+    /// The same numbers of one group (`agent` or `host`), as CSV.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn usage_csv(&self, by: &str) -> Result<Vec<u8>, Failure>;
     /// A new share link to session `id` (its exact ID) lasting `life`, made by the page: its
     /// path (`/share/<secret>`) and expiry, as JSON.
     ///
@@ -201,7 +208,12 @@ impl Reads {
 pub(super) fn serves(path: &str) -> bool {
     matches!(
         path,
-        "/team/sessions" | "/team/search" | "/team/session" | "/team/usage" | "/team/share"
+        "/team/sessions"
+            | "/team/search"
+            | "/team/session"
+            | "/team/usage"
+            | "/team/usage.csv"
+            | "/team/share"
     )
 }
 
@@ -243,27 +255,46 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         Ok(asked) => asked,
         Err(why) => return plain(StatusCode::BAD_REQUEST, &why),
     };
-    let html = matches!(asked, Asked::Session(_));
+    let kind = match &asked {
+        Asked::Session(_) => Some(("text/html; charset=utf-8", None)),
+        Asked::UsageCsv(by) => Some((
+            "text/csv; charset=utf-8",
+            Some(if *by == "agent" {
+                "attachment; filename=\"usage-agent.csv\""
+            } else {
+                "attachment; filename=\"usage-host.csv\""
+            }),
+        )),
+        _ => None,
+    };
     let done = reads
         .answer(move |team| match &asked {
             Asked::Sessions(filters) => team.sessions(filters),
             Asked::Search(text) => team.search(text),
             Asked::Session(id) => team.session(id),
             Asked::Usage => team.usage(),
+            Asked::UsageCsv(by) => team.usage_csv(by),
             Asked::Share(id, life) => team.share(id, *life),
         })
         .await;
-    match done {
-        Ok(body) if html => {
+    match (done, kind) {
+        (Ok(body), Some((content_type, disposition))) => {
             let mut response = Response::new(full(body));
-            response.headers_mut().insert(
+            let headers = response.headers_mut();
+            headers.insert(
                 header::CONTENT_TYPE,
-                header::HeaderValue::from_static("text/html; charset=utf-8"),
+                header::HeaderValue::from_static(content_type),
             );
+            if let Some(disposition) = disposition {
+                headers.insert(
+                    header::CONTENT_DISPOSITION,
+                    header::HeaderValue::from_static(disposition),
+                );
+            }
             response
         }
-        Ok(body) => json(StatusCode::OK, body),
-        Err(response) => response,
+        (Ok(body), None) => json(StatusCode::OK, body),
+        (Err(response), _) => response,
     }
 }
 
@@ -274,6 +305,8 @@ enum Asked {
     Search(String),
     Session(String),
     Usage,
+    /// The usage of one group (`agent` or `host`) as CSV.
+    UsageCsv(&'static str),
     /// A link to this session, lasting this long.
     Share(String, Duration),
 }
@@ -302,6 +335,11 @@ impl Asked {
                 .map(Asked::Session)
                 .ok_or_else(|| "which session? (id=)".to_string()),
             "/team/usage" => Ok(Asked::Usage),
+            "/team/usage.csv" => match field("by")?.as_deref() {
+                Some("agent") => Ok(Asked::UsageCsv("agent")),
+                Some("host") => Ok(Asked::UsageCsv("host")),
+                _ => Err("by is agent or host".into()),
+            },
             "/team/share" => {
                 let id = field("id")?.ok_or_else(|| "share which session? (id=)".to_string())?;
                 let days = match field("days")? {
@@ -400,6 +438,10 @@ mod tests {
             Asked::parse("/team/share", "id=s1&days=30").unwrap(),
             Asked::Share("s1".into(), day * 30)
         );
+        assert_eq!(
+            Asked::parse("/team/usage.csv", "by=host").unwrap(),
+            Asked::UsageCsv("host")
+        );
         let long = format!("q={}", "a".repeat(MAX_FIELD + 1));
         for (path, query) in [
             ("/team/search", long.as_str()),
@@ -413,6 +455,8 @@ mod tests {
             ("/team/sessions", "from=yesterday"),
             ("/team/sessions", "page=-1"),
             ("/team/sessions", "page=99999999999"),
+            ("/team/usage.csv", ""),
+            ("/team/usage.csv", "by=week"),
             ("/team/share", "days=7"),
             ("/team/share", "id=s1&days=31"),
             ("/team/share", "id=s1&days=0"),

@@ -11,7 +11,9 @@
 // search: `--search` typed into the search box: the messages found; the first opened (the
 //   session the server rendered, its turn marked and the text in it); whether any markup of
 //   it ran as script.
-// usage: the Usage button: the summary line, the tables' rows and the CSV its link holds.
+// usage: the Usage button: the summary line; each table's rows (cells as shown); each table's
+//   CSV link (its address, its file name) fetched as its click fetches it (with the token):
+//   status, Content-Type, Content-Disposition, body; and without the token: status.
 // keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
 //   session of the list, opened.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
@@ -246,11 +248,28 @@ try {
   emit({
     step,
     summary: await page.$eval("#team-session .usage-summary", (e) => e.textContent),
-    agentRows: await page.$$eval("#team-session .usage-agent tbody tr", (rs) => rs.length),
-    hostRows: await page.$$eval("#team-session .usage-host tbody tr", (rs) => rs.length),
-    download: await page.$eval("#team-session a.usage-csv", (a) => a.getAttribute("download")),
-    csv: await page.$eval("#team-session a.usage-csv", (a) =>
-      decodeURIComponent(a.getAttribute("href").replace(/^data:text\/csv;charset=utf-8,/, ""))),
+    tables: await page.evaluate(async () => {
+      const out = {};
+      for (const by of ["agent", "host"]) {
+        const link = document.querySelector(`#team-session a.usage-csv-${by}`);
+        const href = link.getAttribute("href");
+        const token = sessionStorage.getItem("acp-journal.token") || "";
+        const got = await fetch(href, { headers: { Authorization: "Bearer " + token }, cache: "no-store" });
+        const bare = await fetch(href, { cache: "no-store" });
+        out[by] = {
+          rows: [...document.querySelectorAll(`#team-session .usage-${by} tbody tr`)]
+            .map((tr) => [...tr.cells].map((c) => c.textContent)),
+          href,
+          download: link.getAttribute("download"),
+          status: got.status,
+          type: got.headers.get("content-type"),
+          disposition: got.headers.get("content-disposition"),
+          csv: await got.text(),
+          withoutToken: bare.status,
+        };
+      }
+      return out;
+    }),
     screenshot: usageShot,
     problems,
   });

@@ -303,15 +303,18 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         "{usage}\n{stats}"
     );
     assert!(stats.contains("3 sessions, 5 turns"), "{stats}");
-    assert_eq!(usage["download"], "usage.csv", "{usage}");
-    let csv = usage["csv"].as_str().unwrap();
-    let mut per_host: std::collections::BTreeMap<String, u64> = Default::default();
-    for line in csv.lines().skip(1) {
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells[1] == "host" {
-            *per_host.entry(cells[2].to_string()).or_default() += cells[4].parse::<u64>().unwrap();
-        }
-    }
+    // Each table's totals are `stats --store`'s: turns and tokens of its last line, turns per
+    // host of its HOST table; each table's CSV (served behind the token, a download) holds
+    // exactly the table's numbers.
+    let totals: Vec<u64> = {
+        let last = stats.lines().last().unwrap();
+        let words: Vec<&str> = last.split([' ', ',']).collect();
+        let before = |word: &str| -> u64 {
+            let at = words.iter().position(|w| *w == word).unwrap();
+            words[at - 1].parse().unwrap()
+        };
+        vec![before("turns"), before("input"), before("output")]
+    };
     let host_table: std::collections::BTreeMap<String, u64> = stats
         .lines()
         .skip_while(|l| !l.starts_with("HOST"))
@@ -322,14 +325,46 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
             (cells[0].to_string(), cells[2].parse().unwrap())
         })
         .collect();
-    assert_eq!(per_host, host_table, "{csv}\n{stats}");
-    assert_eq!(per_host.len(), 3, "{csv}");
-    assert_eq!(
-        usage["hostRows"].as_u64().unwrap() as usize,
-        csv.lines().filter(|l| l.contains(",host,")).count(),
-        "{usage}"
-    );
-    assert!(usage["agentRows"].as_u64().unwrap() >= 1, "{usage}");
+    assert_eq!(host_table.len(), 3, "{stats}");
+    for by in ["agent", "host"] {
+        let table = &usage["tables"][by];
+        let rows: Vec<Vec<String>> = serde_json::from_value(table["rows"].clone()).unwrap();
+        assert!(!rows.is_empty(), "{table}");
+        let number = |row: &[String], at: usize| row[at].parse::<u64>().unwrap();
+        let sums: Vec<u64> = [3, 4, 5]
+            .iter()
+            .map(|&at| rows.iter().map(|r| number(r, at)).sum())
+            .collect();
+        assert_eq!(sums, totals, "{by}: {table}\n{stats}");
+        if by == "host" {
+            let mut per_host: std::collections::BTreeMap<String, u64> = Default::default();
+            for row in &rows {
+                *per_host.entry(row[1].clone()).or_default() += number(row, 3);
+            }
+            assert_eq!(per_host, host_table, "{table}\n{stats}");
+        }
+        assert_eq!(table["href"], format!("/team/usage.csv?by={by}"), "{table}");
+        assert_eq!(table["download"], format!("usage-{by}.csv"), "{table}");
+        assert_eq!(table["status"], 200, "{table}");
+        assert_eq!(table["type"], "text/csv; charset=utf-8", "{table}");
+        assert_eq!(
+            table["disposition"],
+            format!("attachment; filename=\"usage-{by}.csv\""),
+            "{table}"
+        );
+        assert_eq!(table["withoutToken"], 401, "{table}");
+        let csv = table["csv"].as_str().unwrap();
+        let mut lines = csv.split("\r\n");
+        assert_eq!(
+            lines.next(),
+            Some(format!("day,{by},sessions,turns,input_tokens,output_tokens").as_str())
+        );
+        let cells: Vec<Vec<String>> = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(',').map(str::to_string).collect())
+            .collect();
+        assert_eq!(cells, rows, "{by}: the CSV holds the table's numbers");
+    }
     // With the keyboard alone: the Team button, then the first session, opened and focused.
     let keyboard = &steps["keyboard"];
     assert_eq!(keyboard["first"], sessions[2], "{keyboard}");
@@ -348,7 +383,12 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
 fn a_host_without_a_store_has_no_team_view() {
     let journals = tempfile::tempdir().unwrap();
     let served = Served::start(journals.path(), &[], &Peers::get().py_echo_agent());
-    for path in ["/team/sessions", "/team/search?q=x", "/team/usage"] {
+    for path in [
+        "/team/sessions",
+        "/team/search?q=x",
+        "/team/usage",
+        "/team/usage.csv?by=host",
+    ] {
         assert_eq!(get(&served, path, &[]).0, 401, "{path}");
         let (status, body) = get(&served, path, &[bearer()]);
         assert_eq!(status, 404, "{path}");

@@ -24,7 +24,7 @@ use crate::journal::{JournalDir, SegmentReader, mark};
 pub use entry::{AgentInfo, CatalogEntry, HostScope};
 pub use in_memory::CatalogIndex;
 use rebuild::{SegmentScan, scan_segments};
-pub use summary::SessionSummary;
+pub use summary::{STORE_STATES, SessionSummary};
 use summary::{Summaries, closing};
 
 /// The Git branch checked out in `cwd` (or the repository containing it): `None` outside a

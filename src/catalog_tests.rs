@@ -237,3 +237,63 @@ fn the_git_branch_comes_from_head_or_a_worktree_link() {
     std::fs::write(repo.join(".git/HEAD"), "0123456789abcdef\n").unwrap();
     assert_eq!(git_branch(&repo), None, "a detached head has no branch");
 }
+
+#[test]
+fn a_store_sessions_state_is_what_the_catalogs_say_of_its_runs() {
+    let mut summaries = Summaries::default();
+    let state = |session: &str, state: &str, t| CatalogEntry::State {
+        session: session.into(),
+        state: state.into(),
+        t,
+    };
+    let close = |opened: &CatalogEntry, t| {
+        let CatalogEntry::Open { segment, .. } = opened else {
+            unreachable!()
+        };
+        CatalogEntry::Close {
+            segment: segment.clone(),
+            records: 1,
+            bytes: 0,
+            turns: 0,
+            t,
+        }
+    };
+    let (closed, first_run, second_run) =
+        (open("closed", 4), open("stranded", 5), open("stranded", 6));
+    for entry in [
+        open("live", 1),
+        state("live", "running", 7),
+        open("waiting", 2),
+        state("waiting", "requires_action", 8),
+        open("idle", 3),
+        state("idle", "running", 9),
+        state("idle", "idle", 10),
+        open("new", 11),
+        closed.clone(),
+        state("closed", "running", 12),
+        close(&closed, 13),
+        // Its first run killed (never closed), continued, and the second run closed.
+        first_run,
+        second_run.clone(),
+        close(&second_run, 14),
+    ] {
+        summaries.apply(entry);
+    }
+    let states: std::collections::BTreeMap<&str, &str> = summaries
+        .by_id
+        .iter()
+        .map(|(id, s)| (id.as_str(), s.store_state()))
+        .collect();
+    assert_eq!(
+        states,
+        std::collections::BTreeMap::from([
+            ("closed", "closed"),
+            ("idle", "idle"),
+            ("live", "live"),
+            ("new", "idle"),
+            ("stranded", "stranded"),
+            ("waiting", "live"),
+        ])
+    );
+    assert!(states.values().all(|s| STORE_STATES.contains(s)));
+}

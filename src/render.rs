@@ -20,7 +20,7 @@ use crate::journal::Record;
 pub use facts::SessionFacts;
 pub use labels::{arrow, config_summary, plan_mark, plan_summary};
 use model::Timeline;
-pub use time::{clock, utc, utc_us};
+pub use time::{clock, minute, utc, utc_us};
 use timeline_event::{Event, Render, Voice};
 
 /// Terminal styling.

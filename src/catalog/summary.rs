@@ -249,7 +249,30 @@ pub(super) fn closing(s: &SessionSummary, t: i64) -> i64 {
     }
 }
 
+/// The states [`SessionSummary::store_state`] gives.
+pub const STORE_STATES: [&str; 4] = ["live", "idle", "closed", "stranded"];
+
 impl SessionSummary {
+    /// Its state in a shared store, from what the hosts' catalogs say of it (no lease is
+    /// read): `closed` when every run of it was closed; `stranded` when its latest run was
+    /// closed but an earlier one never was (killed, or cut off by a host that took it over:
+    /// what that run wrote past the store's copy stays on its host's disk); else, its latest
+    /// run still open, `live` while its proxy last said a turn was under way (`running`,
+    /// `requires_action`) and `idle` otherwise. A host that stopped without closing the
+    /// session leaves it `live` or `idle` until a host continues it: the catalogs cannot tell
+    /// a silent host from a gone one.
+    pub fn store_state(&self) -> &'static str {
+        if !self.open {
+            "closed"
+        } else if self.ended_clean {
+            "stranded"
+        } else if matches!(self.state.as_deref(), Some("running" | "requires_action")) {
+            "live"
+        } else {
+            "idle"
+        }
+    }
+
     /// Its title: the name the client gave it, else the agent's, else the first line of its
     /// first prompt.
     pub fn shown_title(&self) -> Option<&str> {

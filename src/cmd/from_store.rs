@@ -756,11 +756,12 @@ fn erase_all(opened: &Opened, url: &str, sessions: &[String]) -> anyhow::Result<
         let _ = std::fs::remove_dir_all(opened.copy.session_dir(id));
         writeln!(
             out,
-            "erased {}: {} objects, {} catalog lines, {} index rows",
+            "erased {}: {} objects, {} catalog lines, {} index rows, {} share links",
             id.escape_debug(),
             erased.objects,
             erased.catalog_lines,
-            erased.index_rows
+            erased.index_rows,
+            erased.share_links
         )?;
     }
     Ok(ExitCode::SUCCESS)

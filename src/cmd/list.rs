@@ -111,19 +111,19 @@ pub(super) fn json_row(journals: &JournalDir, s: &SessionSummary) -> serde_json:
 /// `stranded` when this disk holds records of it that never reached the shared store (another
 /// host continued it from what the store had); else `live` while a proxy writes it; `closed`
 /// when its latest run ended cleanly (an earlier run killed and continued is history, not the
-/// session's state); else `torn`.
+/// session's state); else `torn`. In a copy of the store, as the hosts' catalogs say it
+/// ([`SessionSummary::store_state`]).
 fn state(journals: &JournalDir, s: &SessionSummary) -> &'static str {
-    if !journals.is_mirror()
-        && s.segments
-            .iter()
-            .any(|seg| crate::journal::mark::beyond_store(&journals.root().join(seg)).is_some())
+    if journals.is_mirror() {
+        s.store_state()
+    } else if s
+        .segments
+        .iter()
+        .any(|seg| crate::journal::mark::beyond_store(&journals.root().join(seg)).is_some())
     {
         "stranded"
     } else if !s.open {
         "closed"
-    } else if journals.is_mirror() {
-        // Its writer runs (or ran) on another host.
-        "open"
     } else if s.segments.iter().any(|seg| journals.writer_alive(seg)) {
         "live"
     } else if s.ended_clean {

@@ -166,9 +166,9 @@ fn user() -> String {
         })
 }
 
-/// Unix microseconds as `YYYY-MM-DD HH:MM` UTC.
+/// Unix microseconds as `YYYY-MM-DD HH:MM UTC` (the number itself when out of range).
 fn day_time(us: i64) -> String {
-    jiff::Timestamp::from_microsecond(us)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
-        .unwrap_or_else(|_| us.to_string())
+    Some(crate::render::minute(us))
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| us.to_string())
 }

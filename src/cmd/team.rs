@@ -22,6 +22,18 @@ pub(super) struct StoreTeam {
 }
 
 impl StoreTeam {
+    /// The usage, as `stats --store` counts it.
+    fn figures(&self) -> Result<crate::fleet::index::figures::Figures, Failure> {
+        from_store::figures(&self.url)
+            .map_err(|e| Failure::Store(format!("{e:#}")))?
+            .ok_or_else(|| {
+                Failure::NotFound(
+                    "the store has no index to count from (`acp-journal index rebuild` writes it)"
+                        .into(),
+                )
+            })
+    }
+
     fn read(
         &self,
         command: &Command,
@@ -154,15 +166,12 @@ impl Team for StoreTeam {
     }
 
     fn usage(&self) -> Result<Vec<u8>, Failure> {
-        let figures = from_store::figures(&self.url)
-            .map_err(|e| Failure::Store(format!("{e:#}")))?
-            .ok_or_else(|| {
-                Failure::NotFound(
-                    "the store has no index to count from (`acp-journal index rebuild` writes it)"
-                        .into(),
-                )
-            })?;
+        let figures = self.figures()?;
         body(&json!({ "summary": figures.summary(), "daily": figures.daily() }))
+    }
+
+    fn usage_csv(&self, by: &str) -> Result<Vec<u8>, Failure> {
+        Ok(crate::fleet::index::figures::csv(&self.figures()?.daily(), by).into_bytes())
     }
 
     fn share(&self, id: &str, life: std::time::Duration) -> Result<Vec<u8>, Failure> {
@@ -193,6 +202,8 @@ impl Team for StoreTeam {
             session: r.session,
             expires: r.expires,
             revoked: r.revoked.is_some(),
+            host: r.host,
+            user: r.user,
         }))
     }
 }

@@ -4,6 +4,8 @@
 //! writes), then its segments go, its lines in every host's catalog are blanked in place
 //! (spaces of the same length: a catalog's parts keep their byte ranges, so its chain stays
 //! whole), and its rows and words leave the index (the parts that held them replaced at once).
+//! Its share links' records go right after the marker: a link to it stops working on every
+//! host at once.
 //! What hosts keep on their own disks is theirs: `prune` there.
 //!
 //! **A marker is honoured only once the session's lease is gone** ([`honoured`]): `erase`
@@ -33,6 +35,8 @@ pub struct Erased {
     pub catalog_lines: usize,
     /// Index rows (and postings) removed.
     pub index_rows: u64,
+    /// Share links' records deleted (counted in `objects` too).
+    pub share_links: usize,
 }
 
 /// The session keys erased from the store (names that are no session key — `..`, a path —
@@ -142,9 +146,14 @@ pub async fn erase(store: &Store, session: &str) -> Result<Erased, String> {
         )
         .await
         .map_err(e)?;
+    // Its links: no host finds their records again (one that read a record lately finds the
+    // session gone from its copy).
+    erased.share_links = super::share::delete_links_to(store, session)
+        .await
+        .map_err(e)?;
     let segments = store.list(&format!("sessions/{key}")).await.map_err(e)?;
     store.delete_many(&segments).await.map_err(e)?;
-    erased.objects += leases.len() + segments.len();
+    erased.objects += leases.len() + erased.share_links + segments.len();
     if let Some(lease) = live {
         let ttl = lease.ttl();
         tokio::time::sleep(ttl + super::lease::margin(ttl)).await;
@@ -340,6 +349,70 @@ fn without<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::share::{self, Record, Secret};
+
+    /// Links to `s1` of every kind go with it; links to `s2`, and what under `shares/` is no
+    /// record (another name, too large, not JSON), stay.
+    #[tokio::test]
+    async fn erasing_a_session_deletes_every_link_to_it_and_nothing_else() {
+        let store = Store::over(
+            std::sync::Arc::new(object_store::memory::InMemory::new()),
+            "team",
+            "memory://team",
+        );
+        let now = 1_795_000_000_000_000;
+        let week = std::time::Duration::from_secs(7 * 86_400);
+        let link = |session: &str| {
+            let store = store.clone();
+            let record = Record::new(session, now, week, "h-1", "me").unwrap();
+            async move {
+                let secret = Secret::new().unwrap();
+                share::create(&store, &secret, &record).await.unwrap();
+                secret.key()
+            }
+        };
+        let (active, revoked, kept) = (link("s1").await, link("s1").await, link("s2").await);
+        assert!(share::revoke(&store, &revoked, now + 1).await.unwrap());
+        let later = Secret::new().unwrap().key();
+        let put = |key: String, bytes: Vec<u8>| {
+            let store = store.clone();
+            async move { store.put_new(&key, Bytes::from(bytes)).await.unwrap() }
+        };
+        put(
+            later.clone(),
+            br#"{"share":2,"session":"s1","more":[]}"#.to_vec(),
+        )
+        .await;
+        let named_s1 = br#"{"share":1,"session":"s1"}"#.to_vec();
+        let mut large = named_s1.clone();
+        large.resize(share::MAX_RECORD as usize + 1, b' ');
+        let (other, too_large, garbage) = (
+            format!("{}/notes.json", share::DIR),
+            Secret::new().unwrap().key(),
+            Secret::new().unwrap().key(),
+        );
+        put(other.clone(), named_s1).await;
+        put(too_large.clone(), large).await;
+        put(garbage.clone(), b"\xff{ not json".to_vec()).await;
+
+        let erased = erase(&store, "s1").await.unwrap();
+        assert_eq!(erased.share_links, 3, "{erased:?}");
+        let mut left = store.list(share::DIR).await.unwrap();
+        left.sort();
+        let mut expected = vec![kept.clone(), other, too_large, garbage];
+        expected.sort();
+        assert_eq!(left, expected);
+        for gone in [&active, &revoked, &later] {
+            assert_eq!(share::read(&store, gone).await.unwrap(), None);
+        }
+        assert_eq!(share::list(&store).await.unwrap().len(), 1);
+        assert_eq!(
+            share::read(&store, &kept).await.unwrap().unwrap().session,
+            "s2"
+        );
+        // Erased again (an erasure finished after an error): nothing more to delete.
+        assert_eq!(erase(&store, "s1").await.unwrap().share_links, 0);
+    }
 
     #[test]
     fn an_erased_sessions_catalog_lines_are_blanked_in_place() {

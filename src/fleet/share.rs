@@ -6,7 +6,8 @@
 //! ([`Secret::key`]), so whoever reads the bucket can list the links but not use them. A
 //! record says which session, when it was made and by whom, when it expires (at most
 //! [`MAX_LIFE`] after) and whether it was revoked; revoking rewrites it with the time. A
-//! record is small ([`MAX_RECORD`]); anything else under `shares/` is left alone.
+//! record is small ([`MAX_RECORD`]); anything else under `shares/` is left alone. Erasing a
+//! session from the store deletes its links' records ([`delete_links_to`]).
 
 use std::time::Duration;
 
@@ -94,9 +95,12 @@ pub struct Record {
     pub created: i64,
     /// When it stops working (Unix microseconds).
     pub expires: i64,
-    /// The host that made it (its `host-id`).
+    /// The host that made it (its `host-id`; empty in a record that does not say).
+    #[serde(default)]
     pub host: String,
-    /// Who made it: the user on that host, or `page` for the page's Share button.
+    /// Who made it: the user on that host, or `page` for the page's Share button (empty in a
+    /// record that does not say).
+    #[serde(default)]
     pub user: String,
     /// When it was revoked (Unix microseconds), if it was.
     #[serde(default)]
@@ -213,12 +217,49 @@ pub async fn create(store: &Store, secret: &Secret, record: &Record) -> Result<(
 /// # Errors
 /// The store's.
 pub async fn read(store: &Store, key: &str) -> Result<Option<Record>, Error> {
+    Ok(read_bytes(store, key)
+        .await?
+        .and_then(|b| Record::parse(&b)))
+}
+
+/// The bytes of the object `key`, read up to [`MAX_RECORD`]: `None` when there is none, or
+/// it is larger (no record of ours).
+async fn read_bytes(store: &Store, key: &str) -> Result<Option<Bytes>, Error> {
     match store.get_versioned(key, MAX_RECORD).await {
-        Ok(Some((_, bytes))) => Ok(Record::parse(&bytes)),
+        Ok(Some((_, bytes))) => Ok(Some(bytes)),
         Ok(None) => Ok(None),
         Err(e) if super::store::is_too_large(&e) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Delete the record of every link to `session` (its exact ID), whatever its format or
+/// state: erasing a session leaves no link to it. Each name under `shares/` that is a
+/// record's is read (bounded); one naming another session, or none, is left alone. Returns
+/// how many were deleted.
+///
+/// # Errors
+/// The store's (what was deleted before the error stays deleted).
+pub async fn delete_links_to(store: &Store, session: &str) -> Result<usize, Error> {
+    /// What any format of a record says first: the session it shows.
+    #[derive(Deserialize)]
+    struct Names {
+        session: String,
+    }
+    let mut gone = Vec::new();
+    for key in store.list(DIR).await? {
+        if !is_key(&key) {
+            continue;
+        }
+        let names = read_bytes(store, &key)
+            .await?
+            .and_then(|b| serde_json::from_slice::<Names>(&b).ok());
+        if names.is_some_and(|n| n.session == session) {
+            gone.push(key);
+        }
+    }
+    store.delete_many(&gone).await?;
+    Ok(gone.len())
 }
 
 /// Every record of the store, with its key (a name under `shares/` that is not a record's is

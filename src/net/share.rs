@@ -11,6 +11,9 @@
 //!   records found are kept, at most [`KEPT`].
 //! - A secret that names no record is a wrong guess: guesses are slowed per source only
 //!   ([`Throttle::per_source`]), right and wrong answered after the same delay.
+//! - The session's page opens with a banner rendered here from the record ([`banner`]): a
+//!   read-only shared session, who shared it from which host when the record says, and when
+//!   the link stops working; nothing of the secret.
 //! - An expired or revoked link gets a page saying so (410); none of the link's secret
 //!   reaches a log, an error message or a referrer: every answer here carries
 //!   `Referrer-Policy: no-referrer`, and the session's page loads nothing from anywhere.
@@ -29,6 +32,9 @@ use super::responses::{Body, full, plain};
 use super::sockets::Pass;
 use super::team::{Failure, Link, Reads};
 use super::throttle::Throttle;
+use crate::fleet::lease::shown;
+use crate::render::html::escape;
+use crate::render::minute;
 
 /// The path of links, before the secret.
 pub(super) const PATH: &str = "/share/";
@@ -216,10 +222,10 @@ async fn answer(asker: Asker<'_>, req: &Request<Incoming>) -> Response<Body> {
     if !pass.authenticate() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sockets");
     }
-    let session = link.session;
+    let session = link.session.clone();
     match reads.answer(move |team| team.session(&session)).await {
         Ok(html) => {
-            let mut response = Response::new(full(html));
+            let mut response = Response::new(full(with_banner(html, &banner(&link))));
             let headers = response.headers_mut();
             headers.insert(
                 header::CONTENT_TYPE,
@@ -236,6 +242,44 @@ async fn answer(asker: Asker<'_>, req: &Request<Incoming>) -> Response<Body> {
         }
         Err(response) => response,
     }
+}
+
+/// What a shared session's page says first: that it is shared and read-only, who shared it
+/// from which host (when the record says: names the store gave, [`shown`] and escaped), and
+/// until when. Styled inline (the export's policy allows inline style, and its sheet is left
+/// as the export has it).
+fn banner(link: &Link) -> String {
+    let name = |text: &str| escape(&shown(text)).into_owned();
+    let by = match (link.user.as_str(), link.host.as_str()) {
+        ("", "") => String::new(),
+        ("page", "") => " Shared from the team page.".to_string(),
+        ("page", host) => format!(" Shared from the team page of host {}.", name(host)),
+        (user, "") => format!(" Shared by {}.", name(user)),
+        ("", host) => format!(" Shared from host {}.", name(host)),
+        (user, host) => format!(" Shared by {} on host {}.", name(user), name(host)),
+    };
+    let until = Some(minute(link.expires))
+        .filter(|t| !t.is_empty())
+        .map(|t| format!(" This link works until {t}."))
+        .unwrap_or_default();
+    format!(
+        "<aside class=\"shared-banner\" role=\"note\" aria-label=\"Shared session\" \
+         style=\"margin:0 0 1rem;padding:.5rem .75rem;border:1px solid var(--warn);\
+         border-radius:6px;background:var(--panel)\"><strong>A shared session, read-only.</strong>\
+         {by}{until}</aside>\n"
+    )
+}
+
+/// `html` (a page of the export) with `banner` first in its body (at the very start when no
+/// `<body>` is found: the export always writes one, before anything of the session).
+fn with_banner(html: Vec<u8>, banner: &str) -> Vec<u8> {
+    const BODY: &[u8] = b"<body>\n";
+    let at = memchr::memmem::find(&html, BODY).map_or(0, |i| i + BODY.len());
+    let mut out = Vec::with_capacity(html.len() + banner.len());
+    out.extend_from_slice(&html[..at]);
+    out.extend_from_slice(banner.as_bytes());
+    out.extend_from_slice(&html[at..]);
+    out
 }
 
 /// A page that says why there is nothing to see, and nothing else.
@@ -290,7 +334,57 @@ mod tests {
             session: "s1".into(),
             expires: i64::MAX,
             revoked,
+            host: "h-1".into(),
+            user: "me".into(),
         }
+    }
+
+    #[test]
+    fn a_shared_page_opens_with_a_banner_of_its_record_and_nothing_else_changes() {
+        let expires = 1_796_580_120_000_000;
+        let at = |user: &str, host: &str| {
+            banner(&Link {
+                expires,
+                user: user.into(),
+                host: host.into(),
+                ..link(false)
+            })
+        };
+        let text = at("me", "box-1");
+        assert!(
+            text.contains("A shared session, read-only.")
+                && text.contains("Shared by &quot;me&quot; on host &quot;box-1&quot;.")
+                && text.contains("until 2026-12-06 18:02 UTC."),
+            "{text}"
+        );
+        assert!(
+            at("page", "box-1").contains("Shared from the team page of host &quot;box-1&quot;.")
+        );
+        assert!(at("me", "").contains("Shared by &quot;me&quot;. This"));
+        assert!(at("", "box-1").contains("Shared from host &quot;box-1&quot;. This"));
+        let anonymous = at("", "");
+        assert!(
+            anonymous.contains("read-only.</strong> This link works until"),
+            "{anonymous}"
+        );
+        // Names from the store: escaped, bounded, no control characters.
+        let hostile = at("<script>x</script>\u{1b}[2J", &"h".repeat(5000));
+        assert!(
+            !hostile.contains("<script") && !hostile.contains('\u{1b}'),
+            "{hostile}"
+        );
+        assert!(hostile.len() < 1000, "{hostile}");
+        // An expiry past any calendar (a forged record) is not said.
+        let forever = banner(&link(false));
+        assert!(!forever.contains("until"), "{forever}");
+        // First in the body; the page otherwise as it was; no body, at the start.
+        let page = b"<head><title>&lt;body&gt;</title></head>\n<body>\n<header>x</header>".to_vec();
+        let shown = with_banner(page, "<aside>B</aside>\n");
+        assert_eq!(
+            String::from_utf8(shown).unwrap(),
+            "<head><title>&lt;body&gt;</title></head>\n<body>\n<aside>B</aside>\n<header>x</header>"
+        );
+        assert_eq!(with_banner(b"odd".to_vec(), "B"), b"Bodd");
     }
 
     #[test]

@@ -5,12 +5,16 @@
 //! - `/team/sessions?agent=&host=&cwd=&state=&from=&to=&page=`: the store's sessions as
 //!   `list --store --json` lists them (the same reading: the index's sessions table, the hosts'
 //!   catalogs where it lags), newest activity first, [`PAGE`] to a page, each with its hosts;
-//!   `from`/`to` are UTC days (`YYYY-MM-DD`, both included) of its last activity.
+//!   `state` is one of [`STORE_STATES`] (`live`, `idle`, `closed`, `stranded`: see
+//!   [`crate::catalog::SessionSummary::store_state`]); `from`/`to` are UTC days
+//!   (`YYYY-MM-DD`, both included) of its last activity.
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
 //! - `/team/usage`: tokens and turns per day per agent and per host, and the line that ends
 //!   `stats --store`, from the index's tables as `stats --store` reads them.
+//! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a download
+//!   (`Content-Disposition: attachment`).
 //! - `POST /team/share?id=&days=`: a new share link to one session (see [`super::share`]),
 //!   lasting `days` (7 unless said, at most 30): its path and when it expires, as JSON.
 //!
@@ -29,6 +33,7 @@ use tokio::sync::Semaphore;
 
 use super::page::{form_field, with_page_headers};
 use super::responses::{Body, full, json, plain};
+use crate::catalog::STORE_STATES;
 
 /// Sessions in a page of `/team/sessions`.
 pub const PAGE: usize = 50;
@@ -68,6 +73,11 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn usage(&self) -> Result<Vec<u8>, Failure>;
+    /// The same numbers of one group (`agent` or `host`), as CSV.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn usage_csv(&self, by: &str) -> Result<Vec<u8>, Failure>;
     /// A new share link to session `id` (its exact ID) lasting `life`, made by the page: its
     /// path (`/share/<secret>`) and expiry, as JSON.
     ///
@@ -91,6 +101,11 @@ pub struct Link {
     pub expires: i64,
     /// Whether it was revoked.
     pub revoked: bool,
+    /// The host that made it (its `host-id`; empty when the record does not say).
+    pub host: String,
+    /// Who made it there (`page` for the page's Share button; empty when the record does not
+    /// say).
+    pub user: String,
 }
 
 /// Why the store's side could not answer.
@@ -113,7 +128,7 @@ pub struct Filters {
     pub host: Option<String>,
     /// Its working directory, or a directory above it.
     pub cwd: Option<String>,
-    /// Its state, as `list` says it (`open`, `closed`).
+    /// Its state, as `list --store` says it (one of [`STORE_STATES`]).
     pub state: Option<String>,
     /// Last active on or after this time (Unix microseconds).
     pub from_us: Option<i64>,
@@ -193,7 +208,12 @@ impl Reads {
 pub(super) fn serves(path: &str) -> bool {
     matches!(
         path,
-        "/team/sessions" | "/team/search" | "/team/session" | "/team/usage" | "/team/share"
+        "/team/sessions"
+            | "/team/search"
+            | "/team/session"
+            | "/team/usage"
+            | "/team/usage.csv"
+            | "/team/share"
     )
 }
 
@@ -235,27 +255,46 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         Ok(asked) => asked,
         Err(why) => return plain(StatusCode::BAD_REQUEST, &why),
     };
-    let html = matches!(asked, Asked::Session(_));
+    let kind = match &asked {
+        Asked::Session(_) => Some(("text/html; charset=utf-8", None)),
+        Asked::UsageCsv(by) => Some((
+            "text/csv; charset=utf-8",
+            Some(if *by == "agent" {
+                "attachment; filename=\"usage-agent.csv\""
+            } else {
+                "attachment; filename=\"usage-host.csv\""
+            }),
+        )),
+        _ => None,
+    };
     let done = reads
         .answer(move |team| match &asked {
             Asked::Sessions(filters) => team.sessions(filters),
             Asked::Search(text) => team.search(text),
             Asked::Session(id) => team.session(id),
             Asked::Usage => team.usage(),
+            Asked::UsageCsv(by) => team.usage_csv(by),
             Asked::Share(id, life) => team.share(id, *life),
         })
         .await;
-    match done {
-        Ok(body) if html => {
+    match (done, kind) {
+        (Ok(body), Some((content_type, disposition))) => {
             let mut response = Response::new(full(body));
-            response.headers_mut().insert(
+            let headers = response.headers_mut();
+            headers.insert(
                 header::CONTENT_TYPE,
-                header::HeaderValue::from_static("text/html; charset=utf-8"),
+                header::HeaderValue::from_static(content_type),
             );
+            if let Some(disposition) = disposition {
+                headers.insert(
+                    header::CONTENT_DISPOSITION,
+                    header::HeaderValue::from_static(disposition),
+                );
+            }
             response
         }
-        Ok(body) => json(StatusCode::OK, body),
-        Err(response) => response,
+        (Ok(body), None) => json(StatusCode::OK, body),
+        (Err(response), _) => response,
     }
 }
 
@@ -266,6 +305,8 @@ enum Asked {
     Search(String),
     Session(String),
     Usage,
+    /// The usage of one group (`agent` or `host`) as CSV.
+    UsageCsv(&'static str),
     /// A link to this session, lasting this long.
     Share(String, Duration),
 }
@@ -294,6 +335,11 @@ impl Asked {
                 .map(Asked::Session)
                 .ok_or_else(|| "which session? (id=)".to_string()),
             "/team/usage" => Ok(Asked::Usage),
+            "/team/usage.csv" => match field("by")?.as_deref() {
+                Some("agent") => Ok(Asked::UsageCsv("agent")),
+                Some("host") => Ok(Asked::UsageCsv("host")),
+                _ => Err("by is agent or host".into()),
+            },
             "/team/share" => {
                 let id = field("id")?.ok_or_else(|| "share which session? (id=)".to_string())?;
                 let days = match field("days")? {
@@ -334,9 +380,9 @@ impl Asked {
                 };
                 let state = field("state")?;
                 if let Some(state) = &state
-                    && !matches!(state.as_str(), "open" | "closed")
+                    && !STORE_STATES.contains(&state.as_str())
                 {
-                    return Err("state is open or closed".into());
+                    return Err(format!("state is one of {}", STORE_STATES.join(", ")));
                 }
                 Ok(Asked::Sessions(Filters {
                     agent: field("agent")?,
@@ -360,7 +406,7 @@ mod tests {
     fn the_fields_of_a_query_are_bounded_and_checked() {
         let asked = Asked::parse(
             "/team/sessions",
-            "agent=echo&host=h-1&state=open&from=2026-11-01&to=2026-11-01&page=2",
+            "agent=echo&host=h-1&state=stranded&from=2026-11-01&to=2026-11-01&page=2",
         )
         .unwrap();
         let Asked::Sessions(f) = asked else {
@@ -368,6 +414,11 @@ mod tests {
         };
         assert_eq!(f.agent.as_deref(), Some("echo"));
         assert_eq!(f.host.as_deref(), Some("h-1"));
+        assert_eq!(f.state.as_deref(), Some("stranded"));
+        for state in STORE_STATES {
+            let query = format!("state={state}");
+            assert!(Asked::parse("/team/sessions", &query).is_ok(), "{query}");
+        }
         assert_eq!(f.page, 2);
         assert_eq!(f.to_us.unwrap() - f.from_us.unwrap(), 86_400_000_000);
         assert_eq!(
@@ -387,6 +438,10 @@ mod tests {
             Asked::parse("/team/share", "id=s1&days=30").unwrap(),
             Asked::Share("s1".into(), day * 30)
         );
+        assert_eq!(
+            Asked::parse("/team/usage.csv", "by=host").unwrap(),
+            Asked::UsageCsv("host")
+        );
         let long = format!("q={}", "a".repeat(MAX_FIELD + 1));
         for (path, query) in [
             ("/team/search", long.as_str()),
@@ -395,9 +450,13 @@ mod tests {
             ("/team/session", ""),
             ("/team/session", "id=a%0Ab"),
             ("/team/sessions", "state=torn%3Bx"),
+            ("/team/sessions", "state=open"),
+            ("/team/sessions", "state=LIVE"),
             ("/team/sessions", "from=yesterday"),
             ("/team/sessions", "page=-1"),
             ("/team/sessions", "page=99999999999"),
+            ("/team/usage.csv", ""),
+            ("/team/usage.csv", "by=week"),
             ("/team/share", "days=7"),
             ("/team/share", "id=s1&days=31"),
             ("/team/share", "id=s1&days=0"),

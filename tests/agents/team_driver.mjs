@@ -5,10 +5,15 @@
 //   team_driver.mjs --url http://HOST:PORT --token T --rows N --host HOST --search TEXT --shots DIR
 // list: signed in by `/#token=`, the Team button, the store's N sessions listed.
 // filter: `--host` typed into the host filter: the rows left.
+// state: for each of `--states` (comma-separated), the filters cleared, then with the keyboard
+//   alone: Tab from the directory field to the state filter, the state typed (the select takes
+//   the option it starts), Tab to Filter and Enter: where the focus was, the value, the rows.
 // search: `--search` typed into the search box: the messages found; the first opened (the
 //   session the server rendered, its turn marked and the text in it); whether any markup of
 //   it ran as script.
-// usage: the Usage button: the summary line, the tables' rows and the CSV its link holds.
+// usage: the Usage button: the summary line; each table's rows (cells as shown); each table's
+//   CSV link (its address, its file name) fetched as its click fetches it (with the token):
+//   status, Content-Type, Content-Disposition, body; and without the token: status.
 // keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
 //   session of the list, opened.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
@@ -17,7 +22,8 @@
 // share: signed in, the Team button, SESSION's row opened; with Tab and Enter only, its Share
 //   button pressed: the link made, and where the focus is.
 // view: the link opened in a fresh browser context (no token anywhere): status, headers, what
-//   is on the page, every request it made; a screenshot shared-session.png.
+//   is on the page (its banner, and whether it comes first), every request it made; a
+//   screenshot shared-session.png.
 // second: the same link on the second host. another: the link with ?id=OTHER, and with
 //   /OTHER after it: status, and whether OTHER's text is there.
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
@@ -124,6 +130,8 @@ async function share() {
     status: shown.status(),
     referrer: shown.headers()["referrer-policy"],
     h1: await viewer.$eval("h1", (h) => h.innerText),
+    banner: await viewer.$eval("aside.shared-banner", (a) => a.innerText),
+    bannerFirst: await viewer.evaluate(() => document.body.firstElementChild?.matches("aside.shared-banner") ?? false),
     text: await viewer.$eval("body", (b) => b.innerText),
     turns: await viewer.$$eval("section.turn", (ts) => ts.length),
     pageParts: await viewer.$$eval("#team-list, #team-search, #sign-in, #session-list, .team-row, form", (es) => es.length),
@@ -183,6 +191,27 @@ try {
   await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("match the filters"));
   emit({ step, rows: await rows("#team-list .team-row") });
 
+  step = "state";
+  const byState = {};
+  for (const state of opts.states.split(",")) {
+    await page.click("#f-clear");
+    await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("in the store"));
+    await page.focus("#f-cwd");
+    await page.keyboard.press("Tab");
+    const focused = await page.evaluate(() => document.activeElement?.id);
+    await page.keyboard.type(state);
+    const toFilter = await reach("#team-filters button[type=submit]", 12);
+    await page.waitForFunction(() => document.getElementById("team-status").textContent.includes("match the filters"));
+    byState[state] = {
+      focused,
+      toFilter,
+      value: await page.$eval("#f-state", (s) => s.value),
+      rows: await rows("#team-list .team-row"),
+      status: await page.$eval("#team-status", (e) => e.textContent),
+    };
+  }
+  emit({ step, byState });
+
   step = "search";
   await page.type("#team-q", opts.search);
   await page.click("#team-search button[type=submit]");
@@ -219,11 +248,28 @@ try {
   emit({
     step,
     summary: await page.$eval("#team-session .usage-summary", (e) => e.textContent),
-    agentRows: await page.$$eval("#team-session .usage-agent tbody tr", (rs) => rs.length),
-    hostRows: await page.$$eval("#team-session .usage-host tbody tr", (rs) => rs.length),
-    download: await page.$eval("#team-session a.usage-csv", (a) => a.getAttribute("download")),
-    csv: await page.$eval("#team-session a.usage-csv", (a) =>
-      decodeURIComponent(a.getAttribute("href").replace(/^data:text\/csv;charset=utf-8,/, ""))),
+    tables: await page.evaluate(async () => {
+      const out = {};
+      for (const by of ["agent", "host"]) {
+        const link = document.querySelector(`#team-session a.usage-csv-${by}`);
+        const href = link.getAttribute("href");
+        const token = sessionStorage.getItem("acp-journal.token") || "";
+        const got = await fetch(href, { headers: { Authorization: "Bearer " + token }, cache: "no-store" });
+        const bare = await fetch(href, { cache: "no-store" });
+        out[by] = {
+          rows: [...document.querySelectorAll(`#team-session .usage-${by} tbody tr`)]
+            .map((tr) => [...tr.cells].map((c) => c.textContent)),
+          href,
+          download: link.getAttribute("download"),
+          status: got.status,
+          type: got.headers.get("content-type"),
+          disposition: got.headers.get("content-disposition"),
+          csv: await got.text(),
+          withoutToken: bare.status,
+        };
+      }
+      return out;
+    }),
     screenshot: usageShot,
     problems,
   });

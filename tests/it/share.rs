@@ -52,6 +52,14 @@ fn base(served: &Served) -> String {
     served.url.trim_end_matches("/acp").to_string()
 }
 
+/// A record's time (Unix microseconds) as the banner says it.
+fn minute(us: &Value) -> String {
+    jiff::Timestamp::from_microsecond(us.as_i64().unwrap())
+        .unwrap()
+        .strftime("%Y-%m-%d %H:%M UTC")
+        .to_string()
+}
+
 /// The secret of `link` (its last path segment).
 fn secret_of(link: &str) -> &str {
     link.rsplit('/').next().unwrap()
@@ -126,10 +134,25 @@ fn a_shared_session_is_seen_alone_on_every_host_until_it_expires_or_is_revoked()
             assert!(!html.contains(external), "{external} in the shared page");
         }
     }
-    // The same page as `export --format html` of the session.
+    // The same page as `export --format html` of the session, opened by a banner rendered
+    // from the record: shared, read-only, by whom on which host, until when; no secret.
     let (code, exported, err) = recorder.cli(&["export", &shared, "--format", "html"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(ask(&second, "GET", &path, &[]).text(), exported);
+    let page = ask(&second, "GET", &path, &[]).text();
+    let banner = format!(
+        "<strong>A shared session, read-only.</strong> Shared by &quot;{}&quot; on host \
+         &quot;{}&quot;. This link works until {}.</aside>\n",
+        record["user"].as_str().unwrap(),
+        record["host"].as_str().unwrap(),
+        minute(&record["expires"]),
+    );
+    let start = page
+        .find("<aside class=\"shared-banner\"")
+        .expect("a banner");
+    let end = page.find(&banner).expect("the record's banner") + banner.len();
+    assert_eq!(&page[start - "<body>\n".len()..start], "<body>\n", "{page}");
+    assert!(!page[start..end].contains(&secret));
+    assert_eq!(format!("{}{}", &page[..start], &page[end..]), exported);
 
     // The page's Share button needs the token, as every team request does; with it, a link.
     let make = format!("/team/share?id={shared}&days=1");
@@ -208,6 +231,35 @@ fn a_shared_session_is_seen_alone_on_every_host_until_it_expires_or_is_revoked()
     assert_eq!(view["status"], 200, "{view}");
     assert_eq!(view["referrer"], "no-referrer", "{view}");
     assert_eq!(view["h1"], format!("ACP session {shared}"), "{view}");
+    // The banner first, from the page's record (7 days, the form's default).
+    let page_record: Value = store
+        .object_files()
+        .into_iter()
+        .filter(|f| f.parent().is_some_and(|p| p.ends_with("shares")))
+        .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).unwrap()).unwrap())
+        .find(|r| {
+            r["user"] == "page"
+                && r["expires"].as_i64().unwrap() - r["created"].as_i64().unwrap()
+                    == 7 * 86_400_000_000
+        })
+        .unwrap();
+    assert_eq!(
+        view["banner"].as_str().unwrap(),
+        format!(
+            "A shared session, read-only. Shared from the team page of host \"{}\". This link \
+             works until {}.",
+            page_record["host"].as_str().unwrap(),
+            minute(&page_record["expires"])
+        ),
+        "{view}"
+    );
+    assert_eq!(view["bannerFirst"], true, "{view}");
+    assert!(
+        !view["banner"]
+            .as_str()
+            .unwrap()
+            .contains(secret_of(page_link))
+    );
     assert_eq!(view["turns"], 2, "{view}");
     assert_eq!(view["pageParts"], 0, "{view}");
     assert_eq!(view["storage"], 0, "{view}");
@@ -300,6 +352,38 @@ fn a_shared_session_is_seen_alone_on_every_host_until_it_expires_or_is_revoked()
     });
     let (_, listed, _) = recorder.cli(&["share", "--list"]);
     assert_eq!(listed.matches("revoked").count(), 4, "{listed}");
+
+    // Erased: a link to the other session, working on both hosts, is refused on both as soon
+    // as `erase` returns, its record deleted with the session's objects; `share --list` no
+    // longer shows it.
+    let (code, out, err) = recorder.cli(&["share", &other, "--url", &base(&first)]);
+    assert_eq!(code, 0, "{err}");
+    let erased_path = format!("/share/{}", secret_of(out.trim()));
+    for served in [&first, &second] {
+        let reply = ask(served, "GET", &erased_path, &[]);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert!(reply.text().contains("bravo private other"));
+    }
+    let records = |store: &S3sFs| {
+        store
+            .object_files()
+            .into_iter()
+            .filter(|f| f.parent().is_some_and(|p| p.ends_with("shares")))
+            .count()
+    };
+    assert_eq!(records(&store), 5);
+    let (code, out, err) = recorder.cli(&["erase", &other]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with(", 1 share links\n"), "{out}");
+    assert_eq!(records(&store), 4, "only the erased session's record went");
+    for served in [&first, &second] {
+        let reply = ask(served, "GET", &erased_path, &[]);
+        assert_eq!(reply.status, 404, "{}", reply.text());
+        assert!(!reply.text().contains("bravo"), "{}", reply.text());
+    }
+    let (_, listed, _) = recorder.cli(&["share", "--list"]);
+    assert!(!listed.contains(&other), "{listed}");
+    assert_eq!(listed.lines().count(), 1 + 4, "{listed}");
 
     // Pointed at another session, over raw sockets: nothing of it, whatever the path or query
     // (last: each is a wrong guess, and slows this address's next answers).

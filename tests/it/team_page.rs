@@ -39,6 +39,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     let store = S3sFs::start();
     let url = store.url("team");
     let hosts: Vec<Host> = (0..3).map(|_| Host::new(&url, &store.env())).collect();
+    let mut idle = hosts[2].proxy(&Peers::get().py_echo_agent(), &[]);
     let sessions = [
         converse(&hosts[0], &["alpha apple first", "alpha second"]),
         converse(
@@ -48,7 +49,14 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
                 "bravo zeppelin second",
             ],
         ),
-        converse(&hosts[2], &["charlie cherry first"]),
+        // Open while the page looks, between turns: `idle` (the others are `closed`).
+        {
+            idle.initialize();
+            let session = idle.new_session("/tmp");
+            let answer = idle.prompt(&session, "charlie cherry first");
+            assert!(answer.get("result").is_some(), "{answer}");
+            session
+        },
     ];
     // Served from a fourth host, which records nothing of its own.
     let reader = Host::new(&url, &store.env());
@@ -65,12 +73,15 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         &env,
     );
     let mut answer = Value::Null;
-    eventually("the team view lists the three sessions", || {
-        let (status, body) = get(&served, "/team/sessions", &[bearer()]);
-        answer = serde_json::from_slice(&body).unwrap_or_default();
-        (status != 200 || answer["total"] != 3)
-            .then(|| format!("{status}: {}", String::from_utf8_lossy(&body)))
-    });
+    eventually(
+        "the team view lists the three sessions, the third idle",
+        || {
+            let (status, body) = get(&served, "/team/sessions", &[bearer()]);
+            answer = serde_json::from_slice(&body).unwrap_or_default();
+            (status != 200 || answer["total"] != 3 || answer["sessions"][0]["state"] != "idle")
+                .then(|| format!("{status}: {}", String::from_utf8_lossy(&body)))
+        },
+    );
     // The rows of `list --store --json`, in its order, each with the host that recorded it.
     let rows = answer["sessions"].as_array().unwrap();
     let cli: Vec<Value> = listed(&reader);
@@ -104,8 +115,25 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         ids(one["sessions"].as_array().unwrap()),
         [sessions[1].clone()]
     );
-    let (_, body) = get(&served, "/team/sessions?state=open", &[bearer()]);
-    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["total"], 0);
+    for (state, expected) in [
+        ("idle", vec![sessions[2].clone()]),
+        ("closed", vec![sessions[1].clone(), sessions[0].clone()]),
+        ("live", vec![]),
+        ("stranded", vec![]),
+    ] {
+        let (status, body) = get(
+            &served,
+            &format!("/team/sessions?state={state}"),
+            &[bearer()],
+        );
+        assert_eq!(status, 200, "{state}");
+        let found: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            ids(found["sessions"].as_array().unwrap()),
+            expected,
+            "{state}"
+        );
+    }
     let (_, body) = get(&served, "/team/sessions?to=2000-01-01", &[bearer()]);
     assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["total"], 0);
     let (_, body) = get(&served, "/team/sessions?page=1", &[bearer()]);
@@ -123,6 +151,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         ("/team/search?q=%21%21", 400),
         (long.as_str(), 400),
         ("/team/sessions?state=x", 400),
+        ("/team/sessions?state=open", 400),
         ("/team/session?id=..%2F..%2Fetc%2Fpasswd", 404),
         ("/team/session?id=", 400),
     ] {
@@ -147,6 +176,12 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     assert!(html.contains("bravo banana first &lt;img"), "{html}");
     assert!(!html.contains("<img src=x"), "{html}");
 
+    // The index holds every turn, the open session's too, before the page counts them.
+    eventually("the index counts every turn", || {
+        let (_, stats, err) = reader.cli(&["stats"]);
+        (!stats.contains("3 sessions, 5 turns")).then(|| format!("{stats}{err}"))
+    });
+
     // The page, in chromium.
     let driver = Peers::get().team_driver();
     let base = served.url.trim_end_matches("/acp").to_string();
@@ -154,6 +189,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         .args(&driver[1..])
         .args(["--url", &base, "--token", TOKEN, "--rows", "3"])
         .args(["--host", &host_of(&sessions[0]), "--search", "zeppelin"])
+        .args(["--states", "idle,closed,live"])
         .arg("--shots")
         .arg(screenshots())
         .stdin(Stdio::null())
@@ -201,6 +237,18 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     );
     // The host filter leaves that host's session.
     assert_eq!(steps["filter"]["rows"], serde_json::json!([sessions[0]]));
+    // The state filter, reached and set with the keyboard, leaves exactly that state's rows.
+    let by_state = &steps["state"]["byState"];
+    for (state, expected) in [
+        ("idle", serde_json::json!([sessions[2]])),
+        ("closed", serde_json::json!([sessions[1], sessions[0]])),
+        ("live", serde_json::json!([])),
+    ] {
+        let seen = &by_state[state];
+        assert_eq!(seen["focused"], "f-state", "{state}: {seen}");
+        assert_eq!(seen["value"], state, "{state}: {seen}");
+        assert_eq!(seen["rows"], expected, "{state}: {seen}");
+    }
     // The search finds the one message, and opens its session at its turn, drawn by the
     // export's renderer, with no script of it run and no id of the live view taken.
     let search = &steps["search"];
@@ -255,15 +303,18 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         "{usage}\n{stats}"
     );
     assert!(stats.contains("3 sessions, 5 turns"), "{stats}");
-    assert_eq!(usage["download"], "usage.csv", "{usage}");
-    let csv = usage["csv"].as_str().unwrap();
-    let mut per_host: std::collections::BTreeMap<String, u64> = Default::default();
-    for line in csv.lines().skip(1) {
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells[1] == "host" {
-            *per_host.entry(cells[2].to_string()).or_default() += cells[4].parse::<u64>().unwrap();
-        }
-    }
+    // Each table's totals are `stats --store`'s: turns and tokens of its last line, turns per
+    // host of its HOST table; each table's CSV (served behind the token, a download) holds
+    // exactly the table's numbers.
+    let totals: Vec<u64> = {
+        let last = stats.lines().last().unwrap();
+        let words: Vec<&str> = last.split([' ', ',']).collect();
+        let before = |word: &str| -> u64 {
+            let at = words.iter().position(|w| *w == word).unwrap();
+            words[at - 1].parse().unwrap()
+        };
+        vec![before("turns"), before("input"), before("output")]
+    };
     let host_table: std::collections::BTreeMap<String, u64> = stats
         .lines()
         .skip_while(|l| !l.starts_with("HOST"))
@@ -274,14 +325,46 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
             (cells[0].to_string(), cells[2].parse().unwrap())
         })
         .collect();
-    assert_eq!(per_host, host_table, "{csv}\n{stats}");
-    assert_eq!(per_host.len(), 3, "{csv}");
-    assert_eq!(
-        usage["hostRows"].as_u64().unwrap() as usize,
-        csv.lines().filter(|l| l.contains(",host,")).count(),
-        "{usage}"
-    );
-    assert!(usage["agentRows"].as_u64().unwrap() >= 1, "{usage}");
+    assert_eq!(host_table.len(), 3, "{stats}");
+    for by in ["agent", "host"] {
+        let table = &usage["tables"][by];
+        let rows: Vec<Vec<String>> = serde_json::from_value(table["rows"].clone()).unwrap();
+        assert!(!rows.is_empty(), "{table}");
+        let number = |row: &[String], at: usize| row[at].parse::<u64>().unwrap();
+        let sums: Vec<u64> = [3, 4, 5]
+            .iter()
+            .map(|&at| rows.iter().map(|r| number(r, at)).sum())
+            .collect();
+        assert_eq!(sums, totals, "{by}: {table}\n{stats}");
+        if by == "host" {
+            let mut per_host: std::collections::BTreeMap<String, u64> = Default::default();
+            for row in &rows {
+                *per_host.entry(row[1].clone()).or_default() += number(row, 3);
+            }
+            assert_eq!(per_host, host_table, "{table}\n{stats}");
+        }
+        assert_eq!(table["href"], format!("/team/usage.csv?by={by}"), "{table}");
+        assert_eq!(table["download"], format!("usage-{by}.csv"), "{table}");
+        assert_eq!(table["status"], 200, "{table}");
+        assert_eq!(table["type"], "text/csv; charset=utf-8", "{table}");
+        assert_eq!(
+            table["disposition"],
+            format!("attachment; filename=\"usage-{by}.csv\""),
+            "{table}"
+        );
+        assert_eq!(table["withoutToken"], 401, "{table}");
+        let csv = table["csv"].as_str().unwrap();
+        let mut lines = csv.split("\r\n");
+        assert_eq!(
+            lines.next(),
+            Some(format!("day,{by},sessions,turns,input_tokens,output_tokens").as_str())
+        );
+        let cells: Vec<Vec<String>> = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(',').map(str::to_string).collect())
+            .collect();
+        assert_eq!(cells, rows, "{by}: the CSV holds the table's numbers");
+    }
     // With the keyboard alone: the Team button, then the first session, opened and focused.
     let keyboard = &steps["keyboard"];
     assert_eq!(keyboard["first"], sessions[2], "{keyboard}");
@@ -292,13 +375,20 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     assert_eq!(steps["refused"]["statuses"][1], 401, "{}", steps["refused"]);
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
+    let (code, _) = idle.finish();
+    assert_eq!(code, 0);
 }
 
 #[test]
 fn a_host_without_a_store_has_no_team_view() {
     let journals = tempfile::tempdir().unwrap();
     let served = Served::start(journals.path(), &[], &Peers::get().py_echo_agent());
-    for path in ["/team/sessions", "/team/search?q=x", "/team/usage"] {
+    for path in [
+        "/team/sessions",
+        "/team/search?q=x",
+        "/team/usage",
+        "/team/usage.csv?by=host",
+    ] {
         assert_eq!(get(&served, path, &[]).0, 401, "{path}");
         let (status, body) = get(&served, path, &[bearer()]);
         assert_eq!(status, 404, "{path}");

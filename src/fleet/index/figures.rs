@@ -64,6 +64,38 @@ pub struct Daily {
     pub output_tokens: u64,
 }
 
+/// The rows of `daily` grouped `by` (`agent` or `host`) as CSV (RFC 4180, CRLF): a header
+/// `day,<by>,sessions,turns,input_tokens,output_tokens`, then a line per row. A name a
+/// spreadsheet would take for a formula (`=`, `+`, `-`, `@`, a tab or a carriage return
+/// first) is given as text, behind `'`; one with a comma, a quote or a line break is quoted.
+pub fn csv(daily: &[Daily], by: &str) -> String {
+    let field = |text: &str| {
+        let text = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+            format!("'{text}")
+        } else {
+            text.to_string()
+        };
+        if text.contains([',', '"', '\r', '\n']) {
+            format!("\"{}\"", text.replace('"', "\"\""))
+        } else {
+            text
+        }
+    };
+    let mut out = format!("day,{by},sessions,turns,input_tokens,output_tokens\r\n");
+    for d in daily.iter().filter(|d| d.by == by) {
+        out.push_str(&format!(
+            "{},{},{},{},{},{}\r\n",
+            field(&d.day),
+            field(&d.name),
+            d.sessions,
+            d.turns,
+            d.input_tokens,
+            d.output_tokens
+        ));
+    }
+    out
+}
+
 /// `2026-11-29`: the UTC day of a moment.
 fn day(unix_us: i64) -> String {
     jiff::Timestamp::from_microsecond(unix_us)
@@ -214,6 +246,38 @@ impl fmt::Display for Figures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daily_figures_as_csv_keep_names_text() {
+        let row = |by: &'static str, name: &str| Daily {
+            day: "2026-11-29".into(),
+            by,
+            name: name.into(),
+            sessions: 2,
+            turns: 5,
+            input_tokens: 10,
+            output_tokens: 20,
+        };
+        let daily = [
+            row("agent", "echo"),
+            row("host", "h-1"),
+            row("agent", "=HYPERLINK(\"x\")"),
+            row("agent", "a,b\nc"),
+            row("agent", "-1+2"),
+        ];
+        assert_eq!(
+            csv(&daily, "agent"),
+            "day,agent,sessions,turns,input_tokens,output_tokens\r\n\
+             2026-11-29,echo,2,5,10,20\r\n\
+             2026-11-29,\"'=HYPERLINK(\"\"x\"\")\",2,5,10,20\r\n\
+             2026-11-29,\"a,b\nc\",2,5,10,20\r\n\
+             2026-11-29,'-1+2,2,5,10,20\r\n"
+        );
+        assert_eq!(
+            csv(&daily, "host"),
+            "day,host,sessions,turns,input_tokens,output_tokens\r\n2026-11-29,h-1,2,5,10,20\r\n"
+        );
+    }
 
     fn session(id: &str, agent: &str, host: &str, hidden: bool) -> SessionRow {
         SessionRow {

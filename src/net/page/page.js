@@ -9,7 +9,7 @@
 //
 // With `serve --store`, a team view too: the store's sessions (/team/sessions, filtered and
 // paged), a search of them (/team/search), their usage by day per agent and per host
-// (/team/usage: tables, and their numbers as CSV) and one opened (/team/session: the HTML export,
+// (/team/usage: tables; each one's numbers as CSV from /team/usage.csv) and one opened (/team/session: the HTML export,
 // rendered and escaped by the server, parsed inert with DOMParser — no script of it runs —
 // and its header and timeline adopted, their ids prefixed), with a Share button that makes a
 // read-only link to it (POST /team/share). Those are fetched with the token as a bearer
@@ -1088,7 +1088,7 @@
         button.setAttribute("data-session", str(row.session));
         button.appendChild(el("span", "s-title", str(row.title) || str(row.session)));
         var facts = el("span", "s-facts");
-        facts.appendChild(el("span", "badge " + (row.state === "open" ? "live" : "stored"), str(row.state)));
+        facts.appendChild(el("span", "badge " + (row.state === "live" ? "live" : "stored"), str(row.state)));
         facts.appendChild(el("span", "s-agent", str(row.agent_name) || str(row.agent)));
         facts.appendChild(el("span", "s-hosts", (Array.isArray(row.hosts) ? row.hosts : []).map(str).join(", ")));
         facts.appendChild(el("span", "s-cwd", str(row.cwd)));
@@ -1134,7 +1134,7 @@
           JSON.stringify(text) + (answer.more ? " (the first shown)" : ""));
       }, function (error) { team.status(error.message); });
     },
-    /** The usage by day, per agent and per host: a table each, the numbers as CSV. */
+    /** The usage by day, per agent and per host: a table each, with its numbers as CSV. */
     usage: function () {
       var article = $("team-session");
       article.textContent = "";
@@ -1164,21 +1164,23 @@
           });
           table.appendChild(rows);
           article.appendChild(table);
+          // The numbers as the server writes them (/team/usage.csv), fetched with the token
+          // and saved: a plain link would go without it.
+          var link = el("a", "usage-csv usage-csv-" + group[0], group[1] + " as CSV");
+          link.href = "/team/usage.csv?by=" + group[0];
+          link.download = "usage-" + group[0] + ".csv";
+          link.addEventListener("click", function (e) {
+            e.preventDefault();
+            team.get(link.getAttribute("href")).then(function (r) { return r.blob(); }).then(function (blob) {
+              var save = el("a");
+              save.href = URL.createObjectURL(blob);
+              save.download = link.download;
+              save.click();
+              setTimeout(function () { URL.revokeObjectURL(save.href); }, 0);
+            }, function (error) { team.status(error.message); });
+          });
+          article.appendChild(el("p")).appendChild(link);
         });
-        // A field a spreadsheet would take for a formula is given as text.
-        var quote = function (v) {
-          var text = String(v);
-          if (/^[=+\-@\t\r]/.test(text)) { text = "'" + text; }
-          return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
-        };
-        var csv = ["day,by,name,sessions,turns,input_tokens,output_tokens"].concat(daily.map(function (d) {
-          return [str(d.day), str(d.by), str(d.name), Number(d.sessions) || 0, Number(d.turns) || 0,
-            Number(d.input_tokens) || 0, Number(d.output_tokens) || 0].map(quote).join(",");
-        })).join("\r\n") + "\r\n";
-        var link = el("a", "usage-csv", "The numbers as CSV");
-        link.href = "data:text/csv;charset=utf-8," + encodeURIComponent(csv);
-        link.download = "usage.csv";
-        article.appendChild(el("p")).appendChild(link);
         article.focus();
       }, function (error) {
         article.textContent = "";

@@ -151,8 +151,11 @@ git("commit", "-q", "-am", "faster")
 # The index written anew from the store's journals, so that the teammate's blame measures the
 # index's answer, not a fallback to the journals.
 start = time.monotonic()
-subprocess.run([binary, "--journal-dir", os.path.join(work, "indexer"), "--store", url, "index", "rebuild"],
-               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=s3_env(port))
+rebuilt = subprocess.run([binary, "--journal-dir", os.path.join(work, "indexer"), "--store", url, "index", "rebuild"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=s3_env(port))
+if rebuilt.returncode != 0:
+    server.terminate()
+    sys.exit(f"index rebuild: {rebuilt.stderr.decode()}")
 print(f"index rebuilt in {time.monotonic() - start:.1f} s")
 stored = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
 print(f"{sessions} sessions recorded in {recorded:.1f} s; the store holds {stored / 1e6:.1f} MB")

@@ -362,21 +362,28 @@ pub async fn rebuild(
         rows.add(rows_of(segments, &mut repos));
     }
     let parts = put_rows(store, host, &rows).await?;
-    snapshot::commit(store, |s| {
-        if s.parts == parts {
-            return false;
-        }
-        let old = std::mem::replace(&mut s.parts, parts.clone());
-        s.removed.extend(
-            old.into_iter()
-                .filter(|p| !parts.contains(p))
-                .map(|p| Removed {
-                    path: p.path,
-                    at: now_us,
-                }),
-        );
-        true
-    })
-    .await
-    .map_err(|e| e.to_string())
+    snapshot::commit(store, |s| replace_all(s, &parts, now_us))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Make `parts` the manifest's only parts, those it listed before compacted away at `now_us`;
+/// whether it changed anything. Parts are compared by path, in any order: the manifest as
+/// stored lists the tables of format 1 before the others (`snapshot::Stored`), so a manifest
+/// read back after this commit lists `parts` in another order when they mix them.
+pub(super) fn replace_all(s: &mut Snapshot, parts: &[Part], now_us: i64) -> bool {
+    let listed: BTreeSet<&str> = s.parts.iter().map(|p| p.path.as_str()).collect();
+    if listed.len() == parts.len() && parts.iter().all(|p| listed.contains(p.path.as_str())) {
+        return false;
+    }
+    let old = std::mem::replace(&mut s.parts, parts.to_vec());
+    s.removed.extend(
+        old.into_iter()
+            .filter(|p| !parts.contains(p))
+            .map(|p| Removed {
+                path: p.path,
+                at: now_us,
+            }),
+    );
+    true
 }

@@ -184,6 +184,8 @@ def blame(build, name):
             answers.append(out.stdout)
             print(f"{name} {phase} run {run + 1}: {took * 1000:.0f} ms, {seen['requests']} requests, "
                   f"{seen['bytes'] / 1e6:.2f} MB from the store; {credited} of {LINES} lines the agent's")
+            for said in out.stderr.decode().splitlines():
+                print(f"  {said}")
     return answers
 
 

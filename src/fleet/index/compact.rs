@@ -16,6 +16,7 @@ use super::table::{self, Table};
 use super::writer::{PART_ROWS, Rows, put_edits, put_postings, put_rows, put_sessions, put_turns};
 use crate::fleet::store::Store;
 use crate::journal::SegmentReader;
+use crate::journal::reader::is_end_marker;
 
 /// Parts of one table and day merged once there are this many.
 pub const COMPACT_AT: usize = 8;
@@ -327,10 +328,16 @@ pub fn rows_of(segments: &[(PathBuf, String)], repos: &mut Repos) -> Rows {
             continue;
         };
         let mut f = Follower::new(reader.header(), host, earlier);
+        let mut ended = false;
         for record in reader {
+            ended = is_end_marker(&record);
             rows.turns.extend(f.record(&record));
         }
         f.segment_bytes(super::writer::segment_bytes(path));
+        if ended {
+            // Its run closed it: as the writer that followed it says when it ends.
+            f.close();
+        }
         let derived = f.take_derived(true);
         rows.edits.extend(repos.rows(derived, host));
         earlier = f.earlier();

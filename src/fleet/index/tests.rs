@@ -1001,3 +1001,36 @@ fn a_rebuild_of_parts_of_every_table_is_committed_once() {
     assert_ne!(read_back.parts, parts, "the tables of format 1 first");
     assert!(!compact::replace_all(&mut read_back, &parts, 2));
 }
+
+/// `index rebuild` reads each segment to its end: a session whose run closed its segment (the
+/// end marker) is closed in its row, as the writer that followed it would have said, so readers
+/// do not take the index for behind on it; one still being written is not.
+#[test]
+fn a_rebuilt_sessions_row_is_closed_when_its_segment_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = JournalDir::new(dir.path());
+    local.create_dirs().unwrap();
+    let run = "20261128T100000.000000Z-1";
+    let segment = |id: &str| {
+        let mut writer = local
+            .create_segment_writer(
+                &local.session_dir(id),
+                run,
+                &crate::fleet::shipper::tests::header(id, run),
+            )
+            .unwrap();
+        writer.append(&note(0)).unwrap();
+        writer.flush().unwrap();
+        writer
+    };
+    let open = segment("open");
+    let closed = segment("closed");
+    let closed_path = closed.path().to_path_buf();
+    closed.close(1, 1_795_000_000_000_001, 1).unwrap();
+    let state = |path: &std::path::Path| {
+        let rows = compact::rows_of(&[(path.to_path_buf(), "h".into())], &mut Default::default());
+        rows.sessions[0].state.clone()
+    };
+    assert_eq!(state(&closed_path), "closed");
+    assert_ne!(state(open.path()), "closed");
+}

@@ -125,9 +125,10 @@ pub struct ProxyArgs {
 
     /// Offer the agent the journal's history: add an MCP server (`acp-journal mcp`, this binary,
     /// scoped to the session's repository) to the `mcpServers` of every `session/new`,
-    /// `session/load` and `session/resume` it is sent. Off by default: the agent then reads
-    /// what earlier sessions of the repository recorded (redacted), which a client may not
-    /// want it to.
+    /// `session/load` and `session/resume` it is sent; under `serve`, to an agent that declares
+    /// MCP over HTTP, serve's own loopback endpoint with a token for that repository only. Off
+    /// by default: the agent then reads what earlier sessions of the repository recorded
+    /// (redacted), which a client may not want it to.
     #[arg(long)]
     pub offer_history: bool,
 

@@ -66,6 +66,7 @@ const SESSION_URI: &str = "acp-journal://session/";
 const OVER_THE_RATE: ErrorCode = ErrorCode(-32000);
 
 /// Where the server reads.
+#[derive(Clone)]
 pub(super) enum Source {
     /// A journal directory.
     Local(JournalDir),
@@ -77,26 +78,34 @@ pub(super) enum Source {
     },
 }
 
+impl Source {
+    /// The store at `shared` when there is one, else `journals`.
+    pub(super) fn of(
+        journals: JournalDir,
+        shared: Option<&str>,
+        limits: super::from_store::Limits,
+    ) -> Source {
+        match shared {
+            Some(url) => Source::Store {
+                url: url.to_string(),
+                limits,
+            },
+            None => Source::Local(journals),
+        }
+    }
+}
+
 /// Serve the journals over stdio until the client closes it, or with `--listen` over
 /// Streamable HTTP until interrupted (the token's default file: `token_file`).
 pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::Result<ExitCode> {
-    let dir = match args.repository {
-        Some(dir) => dir,
+    let dir = match &args.repository {
+        Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
     };
-    let repository = repository_root(&dir);
-    let history = Recorded {
-        source,
-        scope: (!args.all).then(|| repository.clone()),
-        repository,
-        limit: usize::try_from(args.answer_limit).unwrap_or(usize::MAX),
-        rate: args.calls_per_minute,
-        calls: parking_lot::Mutex::new(std::collections::VecDeque::new()),
-    };
+    let history = Arc::new(Recorded::new(source, &dir, &args));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let history = Arc::new(history);
     if let Some(listen) = args.listen {
         anyhow::ensure!(
             listen.ip().is_loopback(),
@@ -105,7 +114,27 @@ pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::R
         let env = std::env::var("ACP_JOURNAL_TOKEN").ok();
         let (token, _) = Token::resolve(env, args.token_file.as_deref(), token_file)?;
         token.ensure_long()?;
-        return runtime.block_on(serve_http(history, listen, token));
+        return runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind(listen).await?;
+            eprintln!(
+                "acp-journal: serving MCP at http://{}/mcp",
+                listener.local_addr()?
+            );
+            let service = http_service(history);
+            let admit = move |request: &http::request::Parts| {
+                if !shown(request).is_some_and(|t| token.is(&t)) {
+                    Err(http::StatusCode::UNAUTHORIZED)
+                } else if request.uri.path() != "/mcp" {
+                    Err(http::StatusCode::NOT_FOUND)
+                } else {
+                    Ok(service.clone())
+                }
+            };
+            tokio::select! {
+                served = serve_http(listener, admit) => served.map(|()| ExitCode::SUCCESS),
+                _ = tokio::signal::ctrl_c() => Ok(ExitCode::SUCCESS),
+            }
+        });
     }
     runtime.block_on(async {
         let service = Server::new(history).serve(rmcp::transport::stdio()).await?;
@@ -114,29 +143,87 @@ pub(super) fn run(source: Source, args: McpArgs, token_file: &Path) -> anyhow::R
     })
 }
 
-/// Streamable HTTP at `/mcp` on `listen` (rmcp's service, its sessions in memory, its `Host`
-/// check: loopback names only), each request with the bearer token; until interrupted.
-async fn serve_http(
-    history: Arc<Recorded>,
-    listen: std::net::SocketAddr,
-    token: Token,
-) -> anyhow::Result<ExitCode> {
-    use http_body_util::BodyExt;
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService,
+/// `serve --offer-history`'s endpoint (`proto::HttpOffer`), on a loopback listener of serve's
+/// own: `/mcp?repository=<cwd>` is the server `mcp --repository <cwd>` would be, for a request
+/// whose bearer token is the one the offer made for that `cwd`; the servers made once per
+/// scope asked, and kept. Runs as long as serve.
+pub(super) async fn serve_offered(
+    listener: tokio::net::TcpListener,
+    endpoint: &'static crate::proto::HttpOffer,
+    source: Source,
+) -> anyhow::Result<()> {
+    // The same options as the stdio entry's `mcp --repository <cwd>`: the defaults.
+    let args = {
+        use clap::{Args, FromArgMatches};
+        let command = McpArgs::augment_args(clap::Command::new("mcp"));
+        McpArgs::from_arg_matches(&command.try_get_matches_from(["mcp"])?)?
     };
-    let service = StreamableHttpService::new(
+    let scopes = parking_lot::Mutex::new(std::collections::HashMap::new());
+    let admit = move |request: &http::request::Parts| {
+        let scope = request
+            .uri
+            .query()
+            .and_then(crate::proto::HttpOffer::scope_of);
+        let granted = scope
+            .as_deref()
+            .zip(shown(request))
+            .is_some_and(|(cwd, shown)| {
+                Token::new(&endpoint.token(cwd)).is_some_and(|token| token.is(&shown))
+            });
+        match scope {
+            Some(cwd) if granted && request.uri.path() == "/mcp" => Ok(scopes
+                .lock()
+                .entry(cwd)
+                .or_insert_with_key(|cwd: &String| {
+                    http_service(Arc::new(Recorded::new(
+                        source.clone(),
+                        Path::new(cwd),
+                        &args,
+                    )))
+                })
+                .clone()),
+            _ if !granted => Err(http::StatusCode::UNAUTHORIZED),
+            _ => Err(http::StatusCode::NOT_FOUND),
+        }
+    };
+    serve_http(listener, admit).await
+}
+
+/// rmcp's Streamable HTTP service of `history` (its sessions in memory, its `Host` check:
+/// loopback names only).
+type HttpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+    Server,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+>;
+
+fn http_service(history: Arc<Recorded>) -> HttpService {
+    HttpService::new(
         move || Ok(Server::new(history.clone())),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    eprintln!(
-        "acp-journal: serving MCP at http://{}/mcp",
-        listener.local_addr()?
-    );
-    let token = Arc::new(token);
+        Default::default(),
+        Default::default(),
+    )
+}
+
+/// The bearer token a request shows.
+fn shown(request: &http::request::Parts) -> Option<Vec<u8>> {
+    let authorization = request
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .map(http::HeaderValue::as_bytes);
+    presented(authorization, std::iter::empty::<&[u8]>())
+}
+
+/// Streamable HTTP on `listener`, each request to the service `admit` gives it (else refused
+/// with the status it gives), over hyper-util's connection builder; until accepting fails.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    admit: impl Fn(&http::request::Parts) -> Result<HttpService, http::StatusCode>
+    + Send
+    + Sync
+    + 'static,
+) -> anyhow::Result<()> {
+    use http_body_util::BodyExt;
+    let admit = Arc::new(admit);
     let refuse = |status: http::StatusCode| {
         let mut response = http::Response::new(
             http_body_util::Full::new(bytes::Bytes::from(status.to_string())).boxed(),
@@ -151,25 +238,15 @@ async fn serve_http(
         response
     };
     loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => accepted?,
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
-        };
-        let (service, token) = (service.clone(), token.clone());
+        let (stream, _) = listener.accept().await?;
+        let admit = admit.clone();
         let handler = hyper::service::service_fn(move |request: http::Request<_>| {
-            let (service, token) = (service.clone(), token.clone());
+            let admit = admit.clone();
             async move {
-                let authorization = request
-                    .headers()
-                    .get(http::header::AUTHORIZATION)
-                    .map(http::HeaderValue::as_bytes);
-                let shown = presented(authorization, std::iter::empty::<&[u8]>());
-                let response = if !shown.is_some_and(|t| token.is(&t)) {
-                    refuse(http::StatusCode::UNAUTHORIZED)
-                } else if request.uri().path() != "/mcp" {
-                    refuse(http::StatusCode::NOT_FOUND)
-                } else {
-                    service.handle(request).await
+                let (parts, body) = request.into_parts();
+                let response = match admit(&parts) {
+                    Ok(service) => service.handle(http::Request::from_parts(parts, body)).await,
+                    Err(status) => refuse(status),
                 };
                 Ok::<_, std::convert::Infallible>(response)
             }
@@ -263,6 +340,19 @@ struct BlameParams {
 }
 
 impl Recorded {
+    /// What `mcp` run in `dir` with `args` reads from `source`.
+    fn new(source: Source, dir: &Path, args: &McpArgs) -> Recorded {
+        let repository = repository_root(dir);
+        Recorded {
+            source,
+            scope: (!args.all).then(|| repository.clone()),
+            repository,
+            limit: usize::try_from(args.answer_limit).unwrap_or(usize::MAX),
+            rate: args.calls_per_minute,
+            calls: parking_lot::Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
     /// Whether a call may be answered now (counted if so); else how long until one may.
     fn admit(&self) -> Result<(), std::time::Duration> {
         const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);

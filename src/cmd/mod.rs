@@ -127,13 +127,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Index(args)) => from_store::index(args, shared, cli.store_cache),
         Some(Command::Serve(args)) => serve::run(journals, *args, shared, store_limits),
         Some(Command::Mcp(args)) => {
-            let source = match shared {
-                Some(url) => mcp::Source::Store {
-                    url: url.to_string(),
-                    limits: store_limits,
-                },
-                None => mcp::Source::Local(journals),
-            };
+            let source = mcp::Source::of(journals, shared, store_limits);
             mcp::run(source, args, &local.root().join("mcp.token"))
         }
         Some(Command::Completions(args)) => maintain::completions(args),

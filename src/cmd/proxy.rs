@@ -34,7 +34,7 @@ pub(super) fn run(
     if std::io::stdin().is_terminal() {
         return Ok(exec_agent(&agent));
     }
-    let config = shell_config(journals, &args, agent, shared)?;
+    let config = shell_config(journals, &args, agent, shared, None)?;
     on_runtime(async {
         let spawn = local_agent(&config);
         let signals = shell::unix_signals().context("setting up signal handling")?;
@@ -106,6 +106,7 @@ pub(super) fn bridge(
         &args,
         vec![OsString::from(upstream.url())],
         shared,
+        None,
     )?;
     config.core.remote = true;
     on_runtime(async {
@@ -116,10 +117,12 @@ pub(super) fn bridge(
 }
 
 /// The MCP server `--offer-history` adds for the agent: this binary's `mcp` over `journals`
-/// (and the store), with everything it needs in its arguments. Made once per process.
+/// (and the store), with everything it needs in its arguments; `serve`'s own endpoint, `http`,
+/// to an agent that takes MCP over HTTP. Made once per process.
 fn history_offer(
     journals: &JournalDir,
     shared: Option<&str>,
+    http: Option<crate::proto::HttpOffer>,
 ) -> anyhow::Result<&'static crate::proto::HistoryOffer> {
     let command = std::env::current_exe().context("--offer-history: this binary's path")?;
     let root = std::path::absolute(journals.root())?;
@@ -131,22 +134,25 @@ fn history_offer(
         name: "acp-journal-history".into(),
         command: command.display().to_string(),
         args,
+        http,
     })))
 }
 
-/// The shell's configuration from the proxy's options.
+/// The shell's configuration from the proxy's options (`http`: `serve`'s MCP endpoint, for
+/// `--offer-history`).
 pub(super) fn shell_config(
     journals: JournalDir,
     args: &ProxyArgs,
     agent: Vec<OsString>,
     shared: Option<&str>,
+    http: Option<crate::proto::HttpOffer>,
 ) -> anyhow::Result<ShellConfig> {
     let grace = args.grace;
     let offer_history = match (args.offer_history, args.load) {
         (true, LoadArg::Off) => anyhow::bail!(
             "--offer-history changes forwarded messages: it cannot be used with --load off"
         ),
-        (true, _) => Some(history_offer(&journals, shared)?),
+        (true, _) => Some(history_offer(&journals, shared, http)?),
         (false, _) => None,
     };
     let started_us = jiff::Timestamp::now().as_microsecond();

@@ -8,6 +8,7 @@ use super::proxy::{init_logging, local_agent, micros, on_runtime, shell_config};
 use crate::cli::ServeArgs;
 use crate::journal::JournalDir;
 use crate::net::token::{Token, TokenSource};
+use crate::proto::HttpOffer;
 use crate::shell::{self, Front, hub};
 
 /// Serve until a signal stops the host (or the agent ends for good); the exit code is the
@@ -66,10 +67,31 @@ pub(super) fn run(
         },
         share_recheck: args.share_recheck,
     };
-    let mut config = shell_config(journals, &args.proxy, args.agent.clone(), shared)?;
+    let (mcp_listener, http) = match args.proxy.offer_history {
+        true => {
+            let (listener, http) = offer_endpoint()?;
+            (Some(listener), Some(http))
+        }
+        false => (None, None),
+    };
+    let source = super::mcp::Source::of(journals.clone(), shared, limits);
+    let mut config = shell_config(journals, &args.proxy, args.agent.clone(), shared, http)?;
     config.core.hosted = true;
     config.core.unattended_timeout_us = micros(args.unattended_timeout);
+    let endpoint = config.core.offer_history.and_then(|o| o.http.as_ref());
     on_runtime(async {
+        if let (Some(listener), Some(endpoint)) = (mcp_listener, endpoint) {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            tracing::info!(
+                "--offer-history: serving MCP at http://{}/mcp for agents that take MCP over HTTP",
+                listener.local_addr()?
+            );
+            tokio::spawn(async move {
+                if let Err(e) = super::mcp::serve_offered(listener, endpoint, source).await {
+                    tracing::error!("serving MCP: {e}");
+                }
+            });
+        }
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -90,4 +112,17 @@ pub(super) fn run(
         let signals = shell::unix_signals().context("setting up signal handling")?;
         shell::run(config, Front::Hub(hub), spawn, signals).await
     })
+}
+
+/// `--offer-history`'s endpoint for agents that take MCP over HTTP: a loopback listener of its
+/// own (whatever serve listens on), and the offer of its URL, each session's token made under a
+/// key that lives as long as this process.
+fn offer_endpoint() -> anyhow::Result<(std::net::TcpListener, HttpOffer)> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .context("--offer-history: listening on a loopback port for MCP")?;
+    listener.set_nonblocking(true)?;
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).context("--offer-history: the tokens' key")?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    Ok((listener, HttpOffer::new(url, key)))
 }

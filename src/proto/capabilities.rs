@@ -29,6 +29,8 @@ pub(super) struct AgentCaps {
     pub(super) delete: bool,
     pub(super) fork: bool,
     pub(super) additional_directories: bool,
+    /// It takes MCP servers over HTTP (v1 `mcpCapabilities.http`, v2 `session.mcp.http`).
+    pub(super) mcp_http: bool,
 }
 
 /// What the client declared in its `initialize` request.
@@ -81,6 +83,7 @@ impl AgentCaps {
                 delete: present(&session["delete"]),
                 fork: present(&session["fork"]),
                 additional_directories: present(&session["additionalDirectories"]),
+                mcp_http: present(&session["mcp"]["http"]),
             });
         }
         let caps = &result["agentCapabilities"];
@@ -94,6 +97,7 @@ impl AgentCaps {
             delete: present(&session["delete"]),
             fork: present(&session["fork"]),
             additional_directories: present(&session["additionalDirectories"]),
+            mcp_http: caps["mcpCapabilities"]["http"] == true,
         })
     }
 
@@ -178,5 +182,36 @@ fn value_of(name: &str) -> &'static str {
         "list" => r#"{"limit":{},"changes":{}}"#,
         "attach" => r#"{"roles":["controller","observer"]}"#,
         _ => "{}",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(result: &str) -> AgentCaps {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":0,"result":{result}}}"#);
+        AgentCaps::from_initialize(&crate::wire::envelope::peek(line.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn mcp_over_http_is_what_the_agent_declares_in_either_version() {
+        let v1 = |mcp: &str| {
+            caps(&format!(
+                r#"{{"protocolVersion":1,"agentCapabilities":{{"mcpCapabilities":{mcp}}}}}"#
+            ))
+        };
+        assert!(v1(r#"{"http":true,"sse":false}"#).mcp_http);
+        assert!(!v1(r#"{"http":false,"sse":true}"#).mcp_http);
+        assert!(!v1(r#"{"http":"yes"}"#).mcp_http);
+        assert!(!caps(r#"{"protocolVersion":1,"agentCapabilities":{}}"#).mcp_http);
+        let v2 = |mcp: &str| {
+            caps(&format!(
+                r#"{{"protocolVersion":2,"capabilities":{{"session":{{"mcp":{mcp}}}}}}}"#
+            ))
+        };
+        assert!(v2(r#"{"http":{}}"#).mcp_http);
+        assert!(!v2(r#"{"stdio":{}}"#).mcp_http);
+        assert!(!v2(r#"{"http":null}"#).mcp_http);
     }
 }

@@ -79,25 +79,28 @@ impl Cx {
         }
     }
 
-    /// Send a request of the proxy's own to the agent for operation `op`, journaled with
-    /// `session`.
+    /// Send a request of the proxy's own (`call`: its method and params) to the agent for
+    /// operation `op`, journaled with `session`, `secret` (an offered MCP server's token)
+    /// left out of the journal's copy.
     pub(super) fn request(
         &mut self,
         at: Stamp,
         session: &SessionId,
-        op: u64,
-        step: Step,
-        method: &str,
-        params: &str,
+        (op, step): (u64, Step),
+        (method, params): (&str, &str),
+        secret: Option<&str>,
     ) {
         let id = self.own_id(Purpose::Load(op, step));
-        self.fx.send_agent(
-            at,
-            Target::Session(session.clone()),
-            Some(&id),
-            method,
-            params,
-        );
+        let line = super::effects::request_line(Some(&id), method, params);
+        let journaled = match secret {
+            Some(secret) => {
+                Bytes::from(String::from_utf8_lossy(&line).replace(secret, crate::redact::REDACTED))
+            }
+            None => line.clone(),
+        };
+        let record = self.fx.proxy_record(at, Side::Client, journaled);
+        self.fx.journal(Target::Session(session.clone()), record);
+        self.fx.forward(Side::Agent, line);
     }
 
     /// Send a request the client made earlier (`initialize`, `authenticate`) again, under an

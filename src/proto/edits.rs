@@ -54,14 +54,17 @@ pub(super) fn relay(
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
-        (Some(offer), Side::Client, Kind::Request { .. }) => offer::offered(offer, peek),
+        (Some(offer), Side::Client, Kind::Request { .. }) => {
+            offer::offered(offer, cx.agent.mcp_http, peek)
+        }
         _ => None,
     };
     let (rewritten, edit) = match offered {
-        Some((servers, server)) => {
+        Some(offered) => {
             let added = rewrite::edit_line(rewritten.as_deref().unwrap_or(line), |m| {
-                m.edit("params", |p| p.set("mcpServers", servers));
+                m.edit("params", |p| p.set("mcpServers", offered.servers));
             });
+            let server = offered.journaled;
             match added {
                 Some(out) => (Some(out), Some(Event::HistoryOffered { server })),
                 None => (rewritten, None),

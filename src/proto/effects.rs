@@ -201,19 +201,7 @@ impl Effects {
         method: &str,
         params: &str,
     ) {
-        let line = Bytes::from(
-            match id {
-                Some(id) => format!(
-                    r#"{{"jsonrpc":"2.0","id":{},"method":{},"params":{params}}}"#,
-                    id.to_json(),
-                    json_string(method)
-                ),
-                None => format!(
-                    r#"{{"jsonrpc":"2.0","method":{},"params":{params}}}"#,
-                    json_string(method)
-                ),
-            } + "\n",
-        );
+        let line = request_line(id, method, params);
         let record = self.proxy_record(at, Side::Client, line.clone());
         self.journal(target, record);
         self.forward(Side::Agent, line);
@@ -229,4 +217,21 @@ impl Effects {
         self.journal(Target::Session(session.clone()), record);
         self.forward(Side::Client, line);
     }
+}
+
+/// The line of a request of the proxy's own to the agent (a notification without `id`).
+pub(super) fn request_line(id: Option<&RequestId>, method: &str, params: &str) -> Bytes {
+    Bytes::from(
+        match id {
+            Some(id) => format!(
+                r#"{{"jsonrpc":"2.0","id":{},"method":{},"params":{params}}}"#,
+                id.to_json(),
+                json_string(method)
+            ),
+            None => format!(
+                r#"{{"jsonrpc":"2.0","method":{},"params":{params}}}"#,
+                json_string(method)
+            ),
+        } + "\n",
+    )
 }

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::capabilities::AgentCaps;
 use super::held::HeldLines;
 use super::vocab::{HistoryOffer, SessionId};
 use crate::journal::format::Record;
@@ -37,30 +38,37 @@ impl SetupParams {
         }
     }
 
-    /// The `cwd`, `mcpServers` (with `--offer-history`'s server, `offer`) and (when the
-    /// agent takes them) `additionalDirectories`, as params for the request that brings the
-    /// agent up.
+    /// The `cwd`, `mcpServers` (with `--offer-history`'s server, `offer`, over HTTP when the
+    /// agent takes it) and (when the agent takes them) `additionalDirectories`, as params for
+    /// the request that brings the agent up; and the offer's token, which the journal's copy
+    /// of the request leaves out.
     pub(super) fn to_params(
         &self,
-        additional_directories: bool,
+        agent: &AgentCaps,
         offer: Option<&HistoryOffer>,
-    ) -> RawObject {
+    ) -> (RawObject, Option<String>) {
         let mut params = RawObject::default();
         if let Some(cwd) = &self.cwd {
             params.set("cwd", json_string(cwd));
         }
         let offered = offer.zip(self.cwd.as_deref()).and_then(|(offer, cwd)| {
             let servers = serde_json::from_str(&self.mcp_servers).ok()?;
-            super::offer::add(offer, &servers, cwd)
+            super::offer::add(offer, agent.mcp_http, &servers, cwd)
         });
-        match offered {
-            Some((servers, _)) => params.set("mcpServers", servers),
-            None => params.set("mcpServers", self.mcp_servers.clone()),
-        }
-        if let (Some(dirs), true) = (&self.additional, additional_directories) {
+        let secret = match offered {
+            Some(offered) => {
+                params.set("mcpServers", offered.servers);
+                offered.secret
+            }
+            None => {
+                params.set("mcpServers", self.mcp_servers.clone());
+                None
+            }
+        };
+        if let (Some(dirs), true) = (&self.additional, agent.additional_directories) {
             params.set("additionalDirectories", dirs.clone());
         }
-        params
+        (params, secret)
     }
 }
 

@@ -233,7 +233,7 @@ impl Load {
         };
         let session = self.session.clone();
         for (step, method, params) in requests {
-            cx.request(at, &session, op, step, method, &params);
+            cx.request(at, &session, (op, step), (method, &params), None);
         }
     }
 

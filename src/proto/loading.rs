@@ -270,7 +270,7 @@ impl Loads {
         if setup.cwd.is_none() {
             setup.cwd.clone_from(&l.summary.cwd);
         }
-        let mut params = setup.to_params(caps.additional_directories, cx.config.offer_history);
+        let (mut params, secret) = setup.to_params(&caps, cx.config.offer_history);
         // The agent's own copy is resumed only when it holds every turn of the journal (the
         // journal says which of this agent's agent-side sessions on this host does); a fork
         // exists only in the journal. Otherwise the session starts afresh, re-primed.
@@ -319,10 +319,9 @@ impl Loads {
         cx.request(
             at,
             &session,
-            op,
-            Step::Setup(how),
-            method,
-            &params.to_json(),
+            (op, Step::Setup(how)),
+            (method, &params.to_json()),
+            secret.as_deref(),
         );
         Progress::Going
     }
@@ -492,17 +491,14 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let params = l
-            .setup
-            .to_params(cx.agent.additional_directories, cx.config.offer_history);
+        let (params, secret) = l.setup.to_params(&cx.agent, cx.config.offer_history);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,
             session,
-            op,
-            Step::Setup(Underneath::New),
-            "session/new",
-            &params.to_json(),
+            (op, Step::Setup(Underneath::New)),
+            ("session/new", &params.to_json()),
+            secret.as_deref(),
         );
         Progress::Going
     }

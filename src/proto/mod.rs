@@ -111,6 +111,6 @@ pub use proxy::Proxy;
 pub use reused_ids::{first_free, reuse_candidates};
 pub use vocab::{
     Action, Activity, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, Config, ConnId,
-    Cursors, HistoryChunk, HistoryOffer, Initialize, ListedSession, LoadMode, Peer, SessionId,
-    Stamp, Summary, Target,
+    Cursors, HistoryChunk, HistoryOffer, HttpOffer, Initialize, ListedSession, LoadMode, Peer,
+    SessionId, Stamp, Summary, Target,
 };

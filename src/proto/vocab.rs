@@ -365,8 +365,9 @@ pub struct Config {
     pub offer_history: Option<&'static HistoryOffer>,
 }
 
-/// The stdio MCP server `--offer-history` adds for the agent: `command` with `args`, then
-/// `mcp --repository <the session's cwd>` (see `proto::offer`).
+/// The MCP server `--offer-history` adds for the agent (see `proto::offer`): over stdio,
+/// `command` with `args`, then `mcp --repository <the session's cwd>`; under `serve`, to an
+/// agent that declares MCP over HTTP, `http` instead.
 #[derive(Debug, PartialEq, Eq)]
 pub struct HistoryOffer {
     /// The entry's name (a client entry of the same name wins).
@@ -375,6 +376,59 @@ pub struct HistoryOffer {
     pub command: String,
     /// What goes before `mcp`: the journal directory, the store.
     pub args: Vec<String>,
+    /// `serve`'s own MCP endpoint (`None` for the stdio proxy).
+    pub http: Option<HttpOffer>,
+}
+
+/// `serve`'s MCP endpoint on a loopback listener of its own: a session's entry is its URL with
+/// `?repository=<the session's cwd>`, and a bearer token that grants that scope only, the
+/// HMAC-SHA256 of the cwd under a key made at start and never written anywhere.
+#[derive(PartialEq, Eq)]
+pub struct HttpOffer {
+    /// `http://127.0.0.1:PORT/mcp`.
+    url: String,
+    key: [u8; 32],
+}
+
+impl fmt::Debug for HttpOffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HttpOffer({}, key …)", self.url)
+    }
+}
+
+impl HttpOffer {
+    /// The endpoint at `url` (a loopback address's `/mcp`), its tokens made under `key`.
+    pub fn new(url: String, key: [u8; 32]) -> HttpOffer {
+        HttpOffer { url, key }
+    }
+
+    /// The URL of the server scoped to `cwd`.
+    pub fn url_for(&self, cwd: &str) -> String {
+        let query = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("repository", cwd)
+            .finish();
+        format!("{}?{query}", self.url)
+    }
+
+    /// The bearer token that grants the server scoped to `cwd`, and nothing else.
+    pub fn token(&self, cwd: &str) -> String {
+        use base64::Engine;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.key);
+        let tag = ring::hmac::sign(&key, cwd.as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref())
+    }
+
+    /// The scope a request's query names: its one `repository`; `None` when it names none or
+    /// several.
+    pub fn scope_of(query: &str) -> Option<String> {
+        let mut named = url::form_urlencoded::parse(query.as_bytes())
+            .filter(|(name, _)| name == "repository")
+            .map(|(_, value)| value.into_owned());
+        match (named.next(), named.next()) {
+            (Some(scope), None) => Some(scope),
+            _ => None,
+        }
+    }
 }
 
 impl Default for Config {

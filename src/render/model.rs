@@ -812,12 +812,16 @@ impl Timeline {
                         .collect::<Vec<_>>()
                         .join(" ")
                 };
-                let server = format!(
-                    "{} ({} {})",
-                    server["name"].as_str().unwrap_or("?"),
-                    server["command"].as_str().unwrap_or("?"),
-                    words(&server["args"])
-                );
+                let name = server["name"].as_str().unwrap_or("?");
+                let server = match server["url"].as_str() {
+                    // serve's own endpoint, over HTTP.
+                    Some(url) => format!("{name} ({url})"),
+                    None => format!(
+                        "{name} ({} {})",
+                        server["command"].as_str().unwrap_or("?"),
+                        words(&server["args"])
+                    ),
+                };
                 self.emit(sink, &Event::Offered { server })
             }
             JournalEvent::ForkedFrom {

@@ -34,7 +34,8 @@ Behaviour is chosen by the first argument:
           answer under its own ID, its answer to the parent and its end (`idle`, with its token
           usage); then a background task (`async_task_*`), a compaction with its summary, a
           `notice`, a `usage_update`, the parent's answer, and `end_turn` with its usage
-Writes its pid to $AGENT_PID_FILE when set.
+Writes its pid to $AGENT_PID_FILE when set; with $AGENT_MCP_HTTP set, declares MCP servers over
+HTTP (`mcpCapabilities.http`) in its initialize answer.
 """
 import json
 import os
@@ -83,6 +84,8 @@ for line in sys.stdin:
         continue
     if method == "initialize":
         caps = {"loadSession": True} if mode in ("lossy", "forgetful") else {}
+        if os.environ.get("AGENT_MCP_HTTP"):
+            caps["mcpCapabilities"] = {"http": True}
         result = {"protocolVersion": 1, "agentCapabilities": caps}
         if mode == "otel":
             result["agentInfo"] = {"name": "scripted-otel", "version": "0.1"}

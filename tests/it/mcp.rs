@@ -1004,7 +1004,7 @@ fn mcp_with_a_store_answers_the_teams_sessions_and_never_an_erased_one() {
 /// non-loopback address refused.
 #[test]
 fn mcp_over_streamable_http_needs_the_token_and_answers_as_over_stdio() {
-    use std::io::{BufRead, Read, Write};
+    use std::io::BufRead;
     let python = Peers::get().py_echo_agent()[0].clone();
     let agent = Peers::get().py_echo_agent();
     let home = tempfile::tempdir().unwrap();
@@ -1037,19 +1037,7 @@ fn mcp_over_streamable_http_needs_the_token_and_answers_as_over_stdio() {
     );
 
     let calls = json!([["search_sessions", {"query": "lantern"}]]);
-    let out = std::process::Command::new(&python)
-        .arg(crate::util::root().join("tests/agents/mcp_client.py"))
-        .arg(calls.to_string())
-        .args(["--url", &url])
-        .env("MCP_BEARER", token)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let over_http: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let over_http = ask_url(&python, &url, token, &calls);
     let over_stdio = ask(&python, &store, &ours, &[], calls);
     assert_eq!(over_http["tools"], over_stdio["tools"]);
     assert_eq!(over_http["results"], over_stdio["results"]);
@@ -1060,16 +1048,8 @@ fn mcp_over_streamable_http_needs_the_token_and_answers_as_over_stdio() {
             .is_empty()
     );
 
-    let address = url.trim_start_matches("http://").trim_end_matches("/mcp");
     for authorization in ["", "Authorization: Bearer not-the-token-at-all\r\n"] {
-        let mut socket = std::net::TcpStream::connect(address).unwrap();
-        write!(
-            socket,
-            "POST /mcp HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        socket.read_to_string(&mut answer).unwrap();
+        let answer = post_status(&url, authorization);
         assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     }
     server.kill().unwrap();
@@ -1078,4 +1058,240 @@ fn mcp_over_streamable_http_needs_the_token_and_answers_as_over_stdio() {
     let (code, _, err) = crate::util::run_cli_store(&store, &["mcp", "--listen", "0.0.0.0:0"]);
     assert_eq!(code, 2);
     assert!(err.contains("loopback"), "{err}");
+}
+
+/// The MCP client's report: the Streamable HTTP server at `url`, with `token`, asked `calls`.
+fn ask_url(python: &str, url: &str, token: &str, calls: &Value) -> Value {
+    let out = std::process::Command::new(python)
+        .arg(crate::util::root().join("tests/agents/mcp_client.py"))
+        .arg(calls.to_string())
+        .args(["--url", url])
+        .env("MCP_BEARER", token)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The status line and what follows of an empty JSON POST to `url` (`http://HOST:PORT/PATH`)
+/// with the `authorization` header line (`""`: none).
+fn post_status(url: &str, authorization: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (address, path) = rest.split_at(rest.find('/').unwrap());
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        socket,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// `serve --offer-history` hosting an agent that declares MCP over HTTP: its `session/new`
+/// carries an HTTP entry for serve's own loopback endpoint, scoped to the session's
+/// repository by its URL and a bearer token of its own, which the real MCP client uses to
+/// search that repository's sessions only; the same URL without the token, with serve's
+/// client token, or the token on another repository's URL is refused (401); the journal keeps
+/// the entry with its token redacted, and the token nowhere, even under `--no-redact`.
+#[test]
+fn serve_offers_an_agent_that_takes_http_its_own_endpoint_with_a_token_for_the_repository_alone() {
+    use crate::serve::{Served, TOKEN, websocket, ws_call};
+    let python = Peers::get().py_echo_agent()[0].clone();
+    let agent = Peers::get().py_echo_agent();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("journals");
+    let ours = repository(home.path(), "ours");
+    let theirs = repository(home.path(), "theirs");
+    let other = record(&store, &agent, &theirs, &["the lantern of theirs"]);
+    let log = home.path().join("agent.log");
+    let served = Served::start_env(
+        &store,
+        // Even unredacted journals never hold the token.
+        &["--offer-history", "--no-redact"],
+        &scripted("otel"),
+        &[
+            ("ACP_JOURNAL_TOKEN", TOKEN),
+            ("AGENT_LOG", log.to_str().unwrap()),
+            ("AGENT_MCP_HTTP", "1"),
+        ],
+    );
+    let mut ws = websocket(&served);
+    let init = ws_call(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    );
+    assert_eq!(
+        init["result"]["agentCapabilities"]["mcpCapabilities"]["http"], true,
+        "{init}"
+    );
+    let new = ws_call(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": ours.to_str().unwrap(), "mcpServers": []}}),
+    );
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = ws_call(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "the lantern of ours"}]}}),
+    );
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    crate::serve::show_until(&store, &session, "the lantern of ours");
+
+    // What the agent was sent: the HTTP entry, and nothing of stdio.
+    let received: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let setup = received
+        .iter()
+        .find(|m| m["method"] == "session/new")
+        .unwrap();
+    let servers = setup["params"]["mcpServers"].as_array().unwrap();
+    assert_eq!(servers.len(), 1, "{setup}");
+    let entry = &servers[0];
+    let url = entry["url"].as_str().unwrap();
+    let repository_query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("repository", ours.to_str().unwrap())
+        .finish();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with(&format!("/mcp?{repository_query}")),
+        "{entry}"
+    );
+    assert_eq!(entry["type"], "http");
+    assert_eq!(entry["name"], "acp-journal-history");
+    assert_eq!(entry.get("command"), None);
+    let headers = entry["headers"].as_array().unwrap();
+    assert_eq!(headers.len(), 1, "{entry}");
+    assert_eq!(headers[0]["name"], "Authorization");
+    let token = headers[0]["value"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Bearer ")
+        .unwrap()
+        .to_string();
+    assert!(token.len() >= 32 && token != TOKEN, "{token}");
+
+    // The real MCP client at that URL with that token: this repository's session only.
+    let report = ask_url(
+        &python,
+        url,
+        &token,
+        &json!([["search_sessions", {"query": "lantern"}]]),
+    );
+    let matches = report["results"][0]["structured"]["matches"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(!matches.is_empty(), "{report}");
+    assert!(
+        matches.iter().all(|m| m["session"] == session.as_str()),
+        "{report}"
+    );
+    assert!(!report.to_string().contains(&other), "{report}");
+
+    // Refused: no token, serve's own token, a guess, this token on another repository's URL.
+    let theirs_url = url.replace(
+        &repository_query,
+        &url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("repository", theirs.to_str().unwrap())
+            .finish(),
+    );
+    for (url, authorization) in [
+        (url.to_string(), String::new()),
+        (
+            url.to_string(),
+            format!("Authorization: Bearer {TOKEN}\r\n"),
+        ),
+        (
+            url.to_string(),
+            format!("Authorization: Bearer {token}x\r\n"),
+        ),
+        (theirs_url, format!("Authorization: Bearer {token}\r\n")),
+    ] {
+        let answer = post_status(&url, &authorization);
+        assert!(
+            answer.starts_with("HTTP/1.1 401"),
+            "{url} {authorization}: {answer}"
+        );
+    }
+    // The token on its own URL gets through (rmcp answers the empty message itself).
+    let answer = post_status(url, &format!("Authorization: Bearer {token}\r\n"));
+    assert!(!answer.starts_with("HTTP/1.1 401"), "{answer}");
+
+    // The journal: the client's request as it sent it, then the entry with its token redacted.
+    let (code, raw, err) = run_cli_store(&store, &["show", "--raw", &session]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = raw.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("\"session/new\""))
+        .unwrap();
+    let edit: Value =
+        serde_json::from_str(&lines[at + 1][lines[at + 1].find('{').unwrap()..]).unwrap();
+    let mut redacted = entry.clone();
+    redacted["headers"][0]["value"] = json!("Bearer [REDACTED]");
+    assert_eq!(edit, json!({"type": "history_offered", "server": redacted}));
+    served.stop();
+
+    // Served again (a new key): the session loaded from the journal is brought up on the agent
+    // by the proxy's own `session/new`, which carries a new token; the old one is refused, and
+    // neither is in any journal.
+    let served = Served::start_env(
+        &store,
+        &["--offer-history", "--no-redact"],
+        &scripted("otel"),
+        &[
+            ("ACP_JOURNAL_TOKEN", TOKEN),
+            ("AGENT_LOG", log.to_str().unwrap()),
+            ("AGENT_MCP_HTTP", "1"),
+        ],
+    );
+    let mut ws = websocket(&served);
+    ws_call(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    );
+    let load = ws_call(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": session, "cwd": ours.to_str().unwrap(), "mcpServers": []}}),
+    );
+    assert!(load.get("result").is_some(), "{load}");
+    let setups: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "session/new")
+        .collect();
+    assert_eq!(setups.len(), 2, "{setups:?}");
+    let again = &setups[1]["params"]["mcpServers"][0];
+    let again_url = again["url"].as_str().unwrap();
+    assert!(
+        again_url.ends_with(&format!("/mcp?{repository_query}")),
+        "{again}"
+    );
+    let again_token = again["headers"][0]["value"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Bearer ")
+        .unwrap()
+        .to_string();
+    assert_ne!(again_token, token);
+    let answer = post_status(again_url, &format!("Authorization: Bearer {token}\r\n"));
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    served.stop();
+    let journals = format!("{:?}", crate::util::read_store(&store));
+    assert!(journals.contains("history_offered"));
+    for token in [&token, &again_token] {
+        assert!(
+            !journals.contains(token.as_str()),
+            "a token is in a journal"
+        );
+    }
 }

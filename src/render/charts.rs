@@ -4,7 +4,7 @@
 //!
 //! Each is readable without colour: every series has a pattern of its own as well as a
 //! colour, a legend in text, and every bar a `<title>` with its exact numbers; the axes have
-//! labelled ticks. Every name from the store is escaped, cut to [`NAME_CHARS`] characters and
+//! labelled ticks. Every name from the store is escaped, cut to `NAME_CHARS` (32) characters and
 //! kept to characters XML allows. Charts by day show at most the last [`MAX_DAYS`] days the
 //! figures hold, and say so when they hold more. Sums are taken in `u128`, so no count
 //! overflows them; figures with nothing to draw draw "no usage yet".

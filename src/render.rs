@@ -3,8 +3,9 @@
 //! [`model::Timeline`] says what the records mean (turns, coalesced chunks, tool calls,
 //! permissions…) as `timeline_event::Event`s; each renderer turns those events into its format:
 //! [`Transcript`] (text, here: `show` and the markdown export) and [`html::HtmlPage`] (the HTML
-//! export).
+//! export). Apart from those, [`charts`] draws the team's usage figures as SVG.
 
+pub mod charts;
 mod chunk;
 mod facts;
 pub mod html;

@@ -1,7 +1,8 @@
 //! The store's side of `serve --store`'s team view ([`crate::net::team`]): the readings of
 //! `list --store --json`, `search --store` and `export --store --format html`, each through
 //! the same local copy of the store ([`from_store::pulled`]) and the same code as the command;
-//! and the usage, from the index's tables as `stats --store` reads them.
+//! and the usage, from the index's tables as `stats --store` reads them, with its charts
+//! ([`crate::render::charts`]).
 
 use serde_json::json;
 
@@ -9,9 +10,12 @@ use super::from_store::{self, Limits};
 use crate::catalog::Catalog;
 use crate::cli::{Command, ExportArgs, ExportFormat, ListArgs, SearchArgs};
 use crate::net::team::{Failure, Filters, Link, PAGE, Team};
+use crate::render::charts;
 
 /// Matches a search answers with, at most.
 const MAX_FOUND: usize = 200;
+/// The sessions the usage names as the costliest.
+const COSTLIEST: usize = 10;
 
 /// The team view of the store at `url`, served by host `host` (its `host-id`).
 #[derive(Debug)]
@@ -167,7 +171,24 @@ impl Team for StoreTeam {
 
     fn usage(&self) -> Result<Vec<u8>, Failure> {
         let figures = self.figures()?;
-        body(&json!({ "summary": figures.summary(), "daily": figures.daily() }))
+        let (daily, activity) = (figures.daily(), figures.activity());
+        let (costliest, stops) = (figures.costliest(COSTLIEST), figures.stops());
+        let charts = json!({
+            "agent": charts::tokens_by_day(&daily, "agent"),
+            "host": charts::tokens_by_day(&daily, "host"),
+            "activity": charts::activity(&activity),
+            "costliest": charts::costliest(&costliest),
+            "stops": charts::stop_reasons(&stops),
+        });
+        body(&json!({
+            "summary": figures.summary(),
+            "daily": daily,
+            "activity": activity,
+            "costliest": costliest,
+            "stops": stops,
+            "charts": charts,
+            "max_days": charts::MAX_DAYS,
+        }))
     }
 
     fn usage_csv(&self, by: &str) -> Result<Vec<u8>, Failure> {

@@ -11,8 +11,10 @@
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
-//! - `/team/usage`: tokens and turns per day per agent and per host, and the line that ends
-//!   `stats --store`, from the index's tables as `stats --store` reads them.
+//! - `/team/usage`: tokens and turns per day per agent and per host, sessions and turns per
+//!   day, the costliest sessions, the turns by stop reason, and the line that ends `stats
+//!   --store`, from the index's tables as `stats --store` reads them; and those drawn as SVG
+//!   charts ([`crate::render::charts`]) for the page to adopt.
 //! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a download
 //!   (`Content-Disposition: attachment`).
 //! - `POST /team/share?id=&days=`: a new share link to one session (see [`super::share`]),
@@ -68,7 +70,8 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn session(&self, id: &str) -> Result<Vec<u8>, Failure>;
-    /// The usage by day, per agent and per host, as JSON.
+    /// The usage (by day, per agent and per host; the costliest sessions; the stop reasons)
+    /// and its charts, as JSON.
     ///
     /// # Errors
     /// What went wrong.

@@ -13,7 +13,11 @@
 //   it ran as script.
 // usage: the Usage button: the summary line; each table's rows (cells as shown); each table's
 //   CSV link (its address, its file name) fetched as its click fetches it (with the token):
-//   status, Content-Type, Content-Disposition, body; and without the token: status.
+//   status, Content-Type, Content-Disposition, body; and without the token: status; each chart
+//   the server drew (tokens per agent and per host, activity, costliest sessions, stop
+//   reasons): its label, its bars' titles, the sessions it links to, its text.
+// usage-keyboard: with Tab and Enter alone from the usage, the first chart's numbers shown
+//   (its details opened), then the first of the costliest sessions' bars followed: opened.
 // keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
 //   session of the list, opened.
 // refused: a fetch of /team/sessions from the page without the token, and with a wrong one.
@@ -244,7 +248,7 @@ try {
   await page.click("#team-usage");
   await page.waitForSelector("#team-session .usage-summary");
   const usageShot = path.join(opts.shots, "team-usage.png");
-  await page.screenshot({ path: usageShot });
+  await page.screenshot({ path: usageShot, fullPage: true });
   emit({
     step,
     summary: await page.$eval("#team-session .usage-summary", (e) => e.textContent),
@@ -270,9 +274,38 @@ try {
       }
       return out;
     }),
+    charts: await page.evaluate(() => {
+      const out = {};
+      for (const key of ["agent", "host", "activity", "costliest", "stops"]) {
+        const svg = document.querySelector(`#team-session .usage-part-${key} > svg.chart`);
+        out[key] = svg && {
+          label: svg.getAttribute("aria-label"),
+          titles: [...svg.querySelectorAll("rect.chart-bar > title, a > title, g > title")].map((t) => t.textContent),
+          links: [...svg.querySelectorAll("a[data-session]")].map((a) => a.getAttribute("data-session")),
+          text: svg.textContent,
+        };
+      }
+      return out;
+    }),
     screenshot: usageShot,
     problems,
   });
+
+  step = "usage-keyboard";
+  // With Tab and Enter alone: the first chart's numbers shown, then the costliest session opened.
+  await page.focus("#team-session");
+  const toNumbers = await reach("#team-session .usage-part-agent details > summary", 10);
+  const numbersOpen = await page.$eval("#team-session .usage-part-agent details", (d) => d.open);
+  const costliest = await page.$eval("#team-session .usage-part-costliest a.chart-link", (a) => a.getAttribute("data-session"));
+  const toCostliest = await reach("#team-session .usage-part-costliest a.chart-link", 20);
+  await page.waitForFunction(
+    (id) => document.getElementById("team-session").getAttribute("data-session") === id
+      && document.querySelector("#team-session section.turn"),
+    {},
+    costliest,
+  );
+  emit({ step, toNumbers, numbersOpen, toCostliest, costliest,
+    opened: await page.$eval("#team-session", (e) => e.getAttribute("data-session")) });
 
   step = "keyboard";
   await page.goto(`${base}/`);

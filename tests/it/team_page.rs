@@ -1,6 +1,7 @@
 //! The team view of `acp-journal serve --store`'s page: sessions recorded through the proxy on
 //! three hosts into s3s-fs, listed, filtered, searched and opened (rendered by the server as
-//! `export --format html` renders them), their usage counted as `stats --store` counts it, in
+//! `export --format html` renders them), their usage counted as `stats --store` counts it and
+//! drawn as charts whose bars' numbers are its numbers, in
 //! Debian's headless chromium driven by puppeteer-core
 //! (`tests/agents/team_driver.mjs`), and its endpoints over raw sockets: the token required,
 //! the answers those of `list --store --json`. Screenshots go to `target/page-screenshots/`.
@@ -39,7 +40,8 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     let store = S3sFs::start();
     let url = store.url("team");
     let hosts: Vec<Host> = (0..3).map(|_| Host::new(&url, &store.env())).collect();
-    let mut idle = hosts[2].proxy(&Peers::get().py_echo_agent(), &[]);
+    // An agent that reports tokens, for the usage's charts.
+    let mut idle = hosts[2].proxy(&crate::util::scripted("otel"), &[]);
     let sessions = [
         converse(&hosts[0], &["alpha apple first", "alpha second"]),
         converse(
@@ -372,6 +374,66 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
             .collect();
         assert_eq!(cells, rows, "{by}: the CSV holds the table's numbers");
     }
+    // The charts, drawn by the server: each tokens chart's bars' titles sum to `stats
+    // --store`'s turns and tokens; the activity chart's turns too; the costliest session (the
+    // only one that reported tokens) and the stop reasons named.
+    let charts = &usage["charts"];
+    let titles = |key: &str| -> Vec<String> {
+        serde_json::from_value(charts[key]["titles"].clone())
+            .unwrap_or_else(|_| panic!("{key}: {charts}"))
+    };
+    // "… 3 input and 4 output tokens, 5 turns, 6 sessions": the number before each word.
+    let numbers = |title: &str, words: &[&str]| -> Vec<u64> {
+        let last: Vec<&str> = title.lines().last().unwrap().split([' ', ',']).collect();
+        words
+            .iter()
+            .map(|w| {
+                let at = last
+                    .iter()
+                    .position(|x| x == w)
+                    .unwrap_or_else(|| panic!("{w}: {title}"));
+                last[at - 1].parse().unwrap()
+            })
+            .collect()
+    };
+    for by in ["agent", "host"] {
+        let bars = titles(by);
+        assert!(!bars.is_empty(), "{by}: {charts}");
+        let mut sums = vec![0; 3];
+        for bar in &bars {
+            for (sum, n) in sums
+                .iter_mut()
+                .zip(numbers(bar, &["turns", "input", "output"]))
+            {
+                *sum += n;
+            }
+        }
+        assert_eq!(sums, totals, "{by}: {bars:?}\n{stats}");
+    }
+    let turns_per_day: u64 = titles("activity")
+        .iter()
+        .step_by(2) // a day's two bars share one title
+        .map(|t| numbers(t, &["turns"])[0])
+        .sum();
+    assert_eq!(turns_per_day, totals[0], "{charts}");
+    assert!(totals[1] > 0, "the scripted agent reports tokens: {stats}");
+    assert_eq!(
+        charts["costliest"]["links"],
+        serde_json::json!([sessions[2]]),
+        "{charts}"
+    );
+    assert!(
+        charts["stops"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("end_turn"),
+        "{charts}"
+    );
+    // With the keyboard alone: a chart's numbers shown, the costliest session opened.
+    let keys = &steps["usage-keyboard"];
+    assert_eq!(keys["numbersOpen"], true, "{keys}");
+    assert_eq!(keys["costliest"], sessions[2], "{keys}");
+    assert_eq!(keys["opened"], sessions[2], "{keys}");
     // With the keyboard alone: the Team button, then the first session, opened and focused.
     let keyboard = &steps["keyboard"];
     assert_eq!(keyboard["first"], sessions[2], "{keyboard}");

@@ -1,6 +1,8 @@
 //! The team's figures from the index's tables (`stats --store`, and the usage of `serve
 //! --store`'s page): sessions, turns and tokens by agent, by host and by ISO week, and by day
-//! per agent and per host, without reading a journal. Pure: rows in, text or rows out.
+//! per agent and per host; for the page also the sessions that spent the most tokens and the
+//! turns' stop reasons; without reading a journal. Pure: rows in, text or rows out. Sums
+//! saturate: a hostile count cannot overflow them.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -26,9 +28,13 @@ impl Tally {
 
     fn turn(&mut self, t: &TurnRow) {
         self.session(&t.session);
-        self.turns += 1;
-        self.input_tokens += t.input_tokens.unwrap_or(0);
-        self.output_tokens += t.output_tokens.unwrap_or(0);
+        self.turns = self.turns.saturating_add(1);
+        self.input_tokens = self
+            .input_tokens
+            .saturating_add(t.input_tokens.unwrap_or(0));
+        self.output_tokens = self
+            .output_tokens
+            .saturating_add(t.output_tokens.unwrap_or(0));
     }
 }
 
@@ -41,8 +47,54 @@ pub struct Figures {
     /// By UTC day (`2026-11-29`), then `agent` or `host`, then its name.
     by_day: BTreeMap<(String, &'static str, String), Tally>,
     all: Tally,
+    /// By session: its turns and tokens.
+    by_session: HashMap<String, Tally>,
+    /// Each session's title and agent, from its latest row.
+    named: HashMap<String, (Option<String>, String)>,
+    /// Turns by stop reason ([`NO_STOP_REASON`] for a turn whose row names none).
+    stops: BTreeMap<String, u64>,
     /// The first and last moment a row names (Unix microseconds).
     span: Option<(i64, i64)>,
+}
+
+/// The stop reason counted for a turn whose row names none (still running, or its end lost).
+pub const NO_STOP_REASON: &str = "(none)";
+
+/// One day's sessions and turns, every agent's together (a row of [`Figures::activity`]).
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Activity {
+    /// The UTC day, `2026-11-29`.
+    pub day: String,
+    /// Sessions with a turn that day.
+    pub sessions: usize,
+    /// Turns started that day.
+    pub turns: u64,
+}
+
+/// A session's spending (a row of [`Figures::costliest`]).
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Costly {
+    /// The session ID.
+    pub session: String,
+    /// Its title, when its row has one.
+    pub title: Option<String>,
+    /// Its agent (`?` when its row names none).
+    pub agent: String,
+    /// Its turns.
+    pub turns: u64,
+    /// Their input tokens.
+    pub input_tokens: u64,
+    /// Their output tokens.
+    pub output_tokens: u64,
+}
+
+/// How many turns ended for one reason (a row of [`Figures::stops`]).
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Stop {
+    /// The stop reason (`end_turn`, `cancelled`…; [`NO_STOP_REASON`] when none was recorded).
+    pub reason: String,
+    /// The turns that ended so.
+    pub turns: u64,
 }
 
 /// One day's usage of one agent or host (a row of [`Figures::daily`]).
@@ -122,6 +174,8 @@ impl Figures {
         for row in sessions.iter().filter(|r| !r.hidden) {
             let agent = row.agent.as_deref().unwrap_or("?");
             agent_of.insert(&row.session, agent);
+            f.named
+                .insert(row.session.clone(), (row.title.clone(), agent.to_string()));
             f.by_agent
                 .entry(agent.to_string())
                 .or_default()
@@ -150,9 +204,78 @@ impl Figures {
                 f.by_day.entry((on.clone(), by, name)).or_default().turn(t);
             }
             f.all.turn(t);
+            f.by_session.entry(t.session.clone()).or_default().turn(t);
+            let stop = f
+                .stops
+                .entry(
+                    t.stop_reason
+                        .clone()
+                        .unwrap_or_else(|| NO_STOP_REASON.into()),
+                )
+                .or_default();
+            *stop = stop.saturating_add(1);
             f.seen(t.started_us);
         }
         f
+    }
+
+    /// Sessions and turns by day, every agent's together (a session has one agent, so each
+    /// counts once), oldest day first.
+    pub fn activity(&self) -> Vec<Activity> {
+        let mut days: BTreeMap<&str, Activity> = BTreeMap::new();
+        for ((day, by, _), t) in &self.by_day {
+            if *by != "agent" {
+                continue;
+            }
+            let a = days.entry(day).or_insert_with(|| Activity {
+                day: day.clone(),
+                sessions: 0,
+                turns: 0,
+            });
+            a.sessions = a.sessions.saturating_add(t.sessions.len());
+            a.turns = a.turns.saturating_add(t.turns);
+        }
+        days.into_values().collect()
+    }
+
+    /// The `most` sessions that spent the most tokens (input and output), most first (ties in
+    /// the order of their IDs); sessions that spent none left out.
+    pub fn costliest(&self, most: usize) -> Vec<Costly> {
+        let mut all: Vec<(&String, &Tally)> = self
+            .by_session
+            .iter()
+            .filter(|(_, t)| t.input_tokens > 0 || t.output_tokens > 0)
+            .collect();
+        let spent = |t: &Tally| u128::from(t.input_tokens) + u128::from(t.output_tokens);
+        all.sort_by(|(a, ta), (b, tb)| spent(tb).cmp(&spent(ta)).then(a.cmp(b)));
+        all.into_iter()
+            .take(most)
+            .map(|(session, t)| {
+                let (title, agent) = self.named.get(session).cloned().unwrap_or_default();
+                Costly {
+                    session: session.clone(),
+                    title,
+                    agent,
+                    turns: t.turns,
+                    input_tokens: t.input_tokens,
+                    output_tokens: t.output_tokens,
+                }
+            })
+            .collect()
+    }
+
+    /// The turns by stop reason, most first (ties in the order of the reasons).
+    pub fn stops(&self) -> Vec<Stop> {
+        let mut stops: Vec<Stop> = self
+            .stops
+            .iter()
+            .map(|(reason, turns)| Stop {
+                reason: reason.clone(),
+                turns: *turns,
+            })
+            .collect();
+        stops.sort_by(|a, b| b.turns.cmp(&a.turns).then(a.reason.cmp(&b.reason)));
+        stops
     }
 
     /// The usage by day, per agent and per host, oldest day first.
@@ -359,6 +482,53 @@ mod tests {
         assert!(
             !text.contains("gone") && !text.contains("unknown"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_page_s_figures_count_days_costly_sessions_and_stop_reasons_saturating() {
+        let sessions = [
+            SessionRow {
+                title: Some("fix the build".into()),
+                ..session("a", "claude", "h1", false)
+            },
+            session("b", "codex", "h2", false),
+            session("c", "codex", "h2", false),
+        ];
+        let stopped = |mut t: TurnRow, why: Option<&str>| {
+            t.stop_reason = why.map(str::to_string);
+            t
+        };
+        let turns = [
+            stopped(turn("a", 1, "h1", 0, 100), Some("end_turn")),
+            stopped(turn("a", 2, "h2", 1, u64::MAX), Some("cancelled")),
+            stopped(turn("b", 1, "h2", 0, 7), Some("end_turn")),
+            stopped(turn("c", 1, "h2", 0, 0), None),
+        ];
+        let f = Figures::of(&sessions, &turns);
+        let first = day(1_795_000_000_000_000);
+        let activity = f.activity();
+        assert_eq!(activity.len(), 2);
+        assert_eq!(
+            (
+                activity[0].day.as_str(),
+                activity[0].sessions,
+                activity[0].turns
+            ),
+            (first.as_str(), 3, 3)
+        );
+        let costly = f.costliest(10);
+        let ids: Vec<&str> = costly.iter().map(|c| c.session.as_str()).collect();
+        assert_eq!(ids, ["a", "b"], "c spent nothing");
+        assert_eq!(costly[0].title.as_deref(), Some("fix the build"));
+        assert_eq!(costly[0].agent, "claude");
+        assert_eq!(costly[0].input_tokens, u64::MAX, "saturated, not wrapped");
+        assert_eq!(f.costliest(1).len(), 1);
+        let stops = f.stops();
+        let stops: Vec<(&str, u64)> = stops.iter().map(|s| (s.reason.as_str(), s.turns)).collect();
+        assert_eq!(
+            stops,
+            [("end_turn", 2), (NO_STOP_REASON, 1), ("cancelled", 1)]
         );
     }
 

@@ -9,7 +9,8 @@
 //
 // With `serve --store`, a team view too: the store's sessions (/team/sessions, filtered and
 // paged), a search of them (/team/search), their usage by day per agent and per host
-// (/team/usage: tables; each one's numbers as CSV from /team/usage.csv) and one opened (/team/session: the HTML export,
+// (/team/usage: charts the server drew as SVG, parsed inert as XML, each with its numbers as a
+// table under it; the tokens' as CSV from /team/usage.csv) and one opened (/team/session: the HTML export,
 // rendered and escaped by the server, parsed inert with DOMParser — no script of it runs —
 // and its header and timeline adopted, their ids prefixed), with a Share button that makes a
 // read-only link to it (POST /team/share). Those are fetched with the token as a bearer
@@ -1134,36 +1135,77 @@
           JSON.stringify(text) + (answer.more ? " (the first shown)" : ""));
       }, function (error) { team.status(error.message); });
     },
-    /** The usage by day, per agent and per host: a table each, with its numbers as CSV. */
+    /** A chart the server drew (SVG markup, its text escaped there), parsed inert as XML and
+     *  adopted; a session it links to opens here. Nothing when it does not parse. */
+    chart: function (markup) {
+      var doc = new DOMParser().parseFromString(str(markup), "image/svg+xml");
+      var svg = doc.documentElement;
+      if (!svg || svg.localName !== "svg" || doc.getElementsByTagName("parsererror").length) { return null; }
+      svg.querySelectorAll("script, foreignObject").forEach(function (n) { n.remove(); });
+      var chart = document.importNode(svg, true);
+      chart.querySelectorAll("a[data-session]").forEach(function (a) {
+        a.addEventListener("click", function (e) {
+          e.preventDefault();
+          team.open(a.getAttribute("data-session"), 0);
+        });
+      });
+      return chart;
+    },
+    /** A table of `rows` under `heads`, each row's cells `cells(row)`. */
+    table: function (cls, heads, rows, cells) {
+      var table = el("table", "usage-table " + cls);
+      var head = el("tr");
+      var first = rows.length ? cells(rows[0]) : [];
+      heads.forEach(function (c, i) {
+        var th = el("th", typeof first[i] === "number" ? "num" : "", c);
+        th.scope = "col";
+        head.appendChild(th);
+      });
+      table.appendChild(el("thead")).appendChild(head);
+      var body = el("tbody");
+      rows.forEach(function (row) {
+        var tr = el("tr");
+        // Numbers to the right.
+        cells(row).forEach(function (c) { tr.appendChild(el("td", typeof c === "number" ? "num" : "", c)); });
+        body.appendChild(tr);
+      });
+      table.appendChild(body);
+      return table;
+    },
+    /** The usage: each chart the server drew, and under it its numbers, a table behind a
+     *  disclosure (for the tokens per day, a CSV download too). */
     usage: function () {
       var article = $("team-session");
       article.textContent = "";
       article.removeAttribute("data-session");
       article.appendChild(el("p", "empty", "counting…"));
       team.get("/team/usage").then(function (r) { return r.json(); }).then(function (answer) {
-        var daily = Array.isArray(answer.daily) ? answer.daily : [];
-        var columns = ["day", "name", "sessions", "turns", "input_tokens", "output_tokens"];
+        var list = function (v) { return Array.isArray(v) ? v : []; };
+        var num = function (v) { return Number(v) || 0; };
+        var daily = list(answer.daily);
+        var charts = answer.charts || {};
         article.textContent = "";
         article.appendChild(el("h2", "", "Usage"));
         article.appendChild(el("p", "usage-summary", str(answer.summary)));
-        [["agent", "Per agent and day"], ["host", "Per host and day"]].forEach(function (group) {
-          article.appendChild(el("h3", "", group[1]));
-          var table = el("table", "usage-table usage-" + group[0]);
-          var head = el("tr");
-          ["day", group[0], "sessions", "turns", "input tokens", "output tokens"].forEach(function (c) {
-            var th = el("th", "", c);
-            th.scope = "col";
-            head.appendChild(th);
-          });
-          table.appendChild(el("thead")).appendChild(head);
-          var rows = el("tbody");
-          daily.filter(function (d) { return d.by === group[0]; }).forEach(function (d) {
-            var tr = el("tr");
-            columns.forEach(function (c) { tr.appendChild(el("td", "", c === "day" || c === "name" ? str(d[c]) : Number(d[c]) || 0)); });
-            rows.appendChild(tr);
-          });
-          table.appendChild(rows);
-          article.appendChild(table);
+        article.appendChild(el("p", "usage-note", "Charts by day show at most the last " + num(answer.max_days) +
+          " days; each one's numbers, every day, are in the table under it. Each bar's exact numbers are its tooltip."));
+        var section = function (key, heading, table, link) {
+          var part = el("section", "usage-part usage-part-" + key);
+          part.appendChild(el("h3", "", heading));
+          var chart = team.chart(charts[key]);
+          if (chart) { part.appendChild(chart); }
+          var details = el("details", "usage-numbers");
+          details.appendChild(el("summary", "", "The numbers: " + heading.toLowerCase()));
+          details.appendChild(table);
+          part.appendChild(details);
+          if (link) { part.appendChild(el("p")).appendChild(link); }
+          article.appendChild(part);
+        };
+        [["agent", "Tokens per agent and day"], ["host", "Tokens per host and day"]].forEach(function (group) {
+          var table = team.table("usage-" + group[0], ["day", group[0], "sessions", "turns", "input tokens", "output tokens"],
+            daily.filter(function (d) { return d.by === group[0]; }), function (d) {
+              return [str(d.day), str(d.name), num(d.sessions), num(d.turns), num(d.input_tokens), num(d.output_tokens)];
+            });
           // The numbers as the server writes them (/team/usage.csv), fetched with the token
           // and saved: a plain link would go without it.
           var link = el("a", "usage-csv usage-csv-" + group[0], group[1] + " as CSV");
@@ -1179,8 +1221,16 @@
               setTimeout(function () { URL.revokeObjectURL(save.href); }, 0);
             }, function (error) { team.status(error.message); });
           });
-          article.appendChild(el("p")).appendChild(link);
+          section(group[0], group[1], table, link);
         });
+        section("activity", "Sessions and turns per day", team.table("usage-activity", ["day", "sessions", "turns"],
+          list(answer.activity), function (a) { return [str(a.day), num(a.sessions), num(a.turns)]; }));
+        section("costliest", "The sessions that cost most", team.table("usage-costliest",
+          ["session", "title", "agent", "turns", "input tokens", "output tokens"], list(answer.costliest), function (c) {
+            return [str(c.session), str(c.title), str(c.agent), num(c.turns), num(c.input_tokens), num(c.output_tokens)];
+          }));
+        section("stops", "Turns by stop reason", team.table("usage-stops", ["stop reason", "turns"],
+          list(answer.stops), function (r) { return [str(r.reason), num(r.turns)]; }));
         article.focus();
       }, function (error) {
         article.textContent = "";

@@ -31,6 +31,8 @@ pub(super) struct AgentCaps {
     pub(super) additional_directories: bool,
     /// It takes MCP servers over HTTP (v1 `mcpCapabilities.http`, v2 `session.mcp.http`).
     pub(super) mcp_http: bool,
+    /// It takes MCP servers over stdio (every v1 agent; v2 `session.mcp.stdio`).
+    pub(super) mcp_stdio: bool,
 }
 
 /// What the client declared in its `initialize` request.
@@ -84,6 +86,7 @@ impl AgentCaps {
                 fork: present(&session["fork"]),
                 additional_directories: present(&session["additionalDirectories"]),
                 mcp_http: present(&session["mcp"]["http"]),
+                mcp_stdio: present(&session["mcp"]["stdio"]),
             });
         }
         let caps = &result["agentCapabilities"];
@@ -98,6 +101,7 @@ impl AgentCaps {
             fork: present(&session["fork"]),
             additional_directories: present(&session["additionalDirectories"]),
             mcp_http: caps["mcpCapabilities"]["http"] == true,
+            mcp_stdio: true,
         })
     }
 
@@ -195,7 +199,7 @@ mod tests {
     }
 
     #[test]
-    fn mcp_over_http_is_what_the_agent_declares_in_either_version() {
+    fn mcp_over_http_and_stdio_are_what_the_agent_declares_in_either_version() {
         let v1 = |mcp: &str| {
             caps(&format!(
                 r#"{{"protocolVersion":1,"agentCapabilities":{{"mcpCapabilities":{mcp}}}}}"#
@@ -213,5 +217,9 @@ mod tests {
         assert!(v2(r#"{"http":{}}"#).mcp_http);
         assert!(!v2(r#"{"stdio":{}}"#).mcp_http);
         assert!(!v2(r#"{"http":null}"#).mcp_http);
+        // Stdio: every v1 agent takes it; a v2 agent when it says so.
+        assert!(v1("{}").mcp_stdio);
+        assert!(v2(r#"{"stdio":{}}"#).mcp_stdio);
+        assert!(!v2(r#"{"http":{}}"#).mcp_stdio);
     }
 }

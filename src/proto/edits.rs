@@ -54,9 +54,7 @@ pub(super) fn relay(
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
-        (Some(offer), Side::Client, Kind::Request { .. }) => {
-            offer::offered(offer, cx.agent.mcp_http, peek)
-        }
+        (Some(offer), Side::Client, Kind::Request { .. }) => offer::offered(offer, &cx.agent, peek),
         _ => None,
     };
     let (rewritten, edit) = match offered {

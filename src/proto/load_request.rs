@@ -53,7 +53,7 @@ impl SetupParams {
         }
         let offered = offer.zip(self.cwd.as_deref()).and_then(|(offer, cwd)| {
             let servers = serde_json::from_str(&self.mcp_servers).ok()?;
-            super::offer::add(offer, agent.mcp_http, &servers, cwd)
+            super::offer::add(offer, agent, &servers, cwd)
         });
         let secret = match offered {
             Some(offered) => {

@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+use super::capabilities::AgentCaps;
 use super::vocab::HistoryOffer;
 use crate::redact::REDACTED;
 use crate::wire::envelope::Peek;
@@ -25,20 +26,51 @@ pub(super) struct Added {
     pub(super) secret: Option<String>,
 }
 
-/// For a setup request (`peek`), its `mcpServers` with the offer added (over HTTP when the
-/// agent takes it, `http`); `None` when it is no setup request, names no `cwd` to scope the
-/// server by, or already lists a server of that name.
-pub(super) fn offered(offer: &HistoryOffer, http: bool, peek: &Peek<'_>) -> Option<Added> {
+/// For a setup request (`peek`) to an agent of `agent`'s capabilities, its `mcpServers` with
+/// the offer added ([`Transport::for_agent`]); `None` when it is no setup request, names no
+/// `cwd` to scope the server by, already lists a server of that name, or the agent takes no
+/// transport the proxy offers.
+pub(super) fn offered(offer: &HistoryOffer, agent: &AgentCaps, peek: &Peek<'_>) -> Option<Added> {
     if !SETUP.contains(&peek.method()?) {
         return None;
     }
     let params: Value = serde_json::from_str(peek.params?.get()).ok()?;
-    add(offer, http, &params["mcpServers"], params["cwd"].as_str()?)
+    add(offer, agent, &params["mcpServers"], params["cwd"].as_str()?)
 }
 
-/// `servers` (a JSON array, or nothing) with the offer for a session in `cwd` added, over HTTP
-/// when the agent takes it (`http`) and the proxy is `serve`, else over stdio.
-pub(super) fn add(offer: &HistoryOffer, http: bool, servers: &Value, cwd: &str) -> Option<Added> {
+/// How the offer reaches an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// Serve's own endpoint.
+    Http,
+    /// This binary over stdio; `typed`: with `"type": "stdio"`, which ACP v2 requires (v1's
+    /// stdio entry has no `type`).
+    Stdio { typed: bool },
+}
+
+impl Transport {
+    /// HTTP when the agent takes it and the proxy is `serve` (`offer.http`), else stdio when
+    /// the agent takes it (every v1 agent; a v2 agent that declares `session.mcp.stdio`), else
+    /// none: the entry is shaped for the protocol version the agent answered.
+    fn for_agent(offer: &HistoryOffer, agent: &AgentCaps) -> Option<Transport> {
+        if agent.mcp_http && offer.http.is_some() {
+            return Some(Transport::Http);
+        }
+        agent
+            .mcp_stdio
+            .then_some(Transport::Stdio { typed: agent.v2 })
+    }
+}
+
+/// `servers` (a JSON array, or nothing) with the offer for a session in `cwd` added, over the
+/// transport the agent takes ([`Transport::for_agent`]).
+pub(super) fn add(
+    offer: &HistoryOffer,
+    agent: &AgentCaps,
+    servers: &Value,
+    cwd: &str,
+) -> Option<Added> {
+    let transport = Transport::for_agent(offer, agent)?;
     let mut list = match servers {
         Value::Array(list) => list.clone(),
         Value::Null => Vec::new(),
@@ -48,7 +80,11 @@ pub(super) fn add(offer: &HistoryOffer, http: bool, servers: &Value, cwd: &str) 
         return None;
     }
     let header = |value: &str| json!([{"name": "Authorization", "value": value}]);
-    let (entry, journaled, secret) = match offer.http.as_ref().filter(|_| http) {
+    let (entry, journaled, secret) = match offer
+        .http
+        .as_ref()
+        .filter(|_| transport == Transport::Http)
+    {
         Some(endpoint) => {
             let token = endpoint.token(cwd);
             let entry = json!({"type": "http", "name": offer.name, "url": endpoint.url_for(cwd), "headers": header(&format!("Bearer {token}"))});
@@ -59,8 +95,11 @@ pub(super) fn add(offer: &HistoryOffer, http: bool, servers: &Value, cwd: &str) 
         None => {
             let mut args = offer.args.clone();
             args.extend(["mcp".into(), "--repository".into(), cwd.into()]);
-            let entry =
+            let mut entry =
                 json!({"name": offer.name, "command": offer.command, "args": args, "env": []});
+            if transport == (Transport::Stdio { typed: true }) {
+                entry["type"] = json!("stdio");
+            }
             (entry.clone(), entry, None)
         }
     };
@@ -86,6 +125,15 @@ mod tests {
         }
     }
 
+    /// A v1 agent, which takes stdio and, when `http`, HTTP.
+    fn v1(http: bool) -> AgentCaps {
+        AgentCaps {
+            mcp_http: http,
+            mcp_stdio: true,
+            ..AgentCaps::default()
+        }
+    }
+
     fn served() -> HistoryOffer {
         offer(Some(HttpOffer::new(
             "http://127.0.0.1:9/mcp".into(),
@@ -101,7 +149,7 @@ mod tests {
     fn the_offer_is_added_after_the_clients_servers_and_a_client_entry_of_its_name_wins() {
         let line = new_session("/w");
         let peek = crate::wire::envelope::peek(&line);
-        let added = offered(&offer(None), false, &peek).unwrap();
+        let added = offered(&offer(None), &v1(false), &peek).unwrap();
         let servers: Value = serde_json::from_str(&added.servers).unwrap();
         assert_eq!(servers[0]["name"], "gh");
         assert_eq!(servers[1], added.journaled);
@@ -112,12 +160,16 @@ mod tests {
         assert_eq!(added.secret, None);
         let theirs = br#"{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"s","cwd":"/w","mcpServers":[{"name":"acp-journal-history","command":"y","args":[],"env":[]}]}}"#;
         assert_eq!(
-            offered(&served(), true, &crate::wire::envelope::peek(theirs)),
+            offered(&served(), &v1(true), &crate::wire::envelope::peek(theirs)),
             None
         );
         let prompt = br#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s","cwd":"/w","prompt":[]}}"#;
         assert_eq!(
-            offered(&offer(None), false, &crate::wire::envelope::peek(prompt)),
+            offered(
+                &offer(None),
+                &v1(false),
+                &crate::wire::envelope::peek(prompt)
+            ),
             None
         );
     }
@@ -132,7 +184,7 @@ mod tests {
         let peek = crate::wire::envelope::peek(&line);
         let ours = served();
         let endpoint = ours.http.as_ref().unwrap();
-        let added = offered(&ours, true, &peek).unwrap();
+        let added = offered(&ours, &v1(true), &peek).unwrap();
         let token = endpoint.token(cwd);
         assert_eq!(added.secret.as_deref(), Some(token.as_str()));
         let servers: Value = serde_json::from_str(&added.servers).unwrap();
@@ -164,11 +216,34 @@ mod tests {
 
         // The stdio entry: an agent that does not declare HTTP, or the stdio proxy's offer.
         for (offer, http) in [(served(), false), (offer(None), true)] {
-            let added = offered(&offer, http, &peek).unwrap();
+            let added = offered(&offer, &v1(http), &peek).unwrap();
             assert_eq!(added.secret, None);
             assert_eq!(added.journaled["command"], "/bin/acp-journal");
             let servers: Value = serde_json::from_str(&added.servers).unwrap();
             assert_eq!(servers[1], added.journaled);
         }
+    }
+
+    /// A v2 agent is offered stdio only when it declares it (`session.mcp.stdio`), with the
+    /// `"type": "stdio"` v2 requires; one that declares neither is offered nothing.
+    #[test]
+    fn a_v2_agent_gets_a_typed_stdio_entry_only_when_it_declares_stdio() {
+        let line = new_session("/w");
+        let peek = crate::wire::envelope::peek(&line);
+        let v2 = |stdio, http| AgentCaps {
+            v2: true,
+            mcp_stdio: stdio,
+            mcp_http: http,
+            ..AgentCaps::default()
+        };
+        let added = offered(&offer(None), &v2(true, false), &peek).unwrap();
+        assert_eq!(
+            added.journaled,
+            json!({"name": "acp-journal-history", "command": "/bin/acp-journal", "args": ["--journal-dir", "/j", "mcp", "--repository", "/w"], "env": [], "type": "stdio"})
+        );
+        assert_eq!(offered(&offer(None), &v2(false, false), &peek), None);
+        assert_eq!(offered(&offer(None), &v2(false, true), &peek), None);
+        let over_http = offered(&served(), &v2(false, true), &peek).unwrap();
+        assert_eq!(over_http.journaled["type"], "http");
     }
 }

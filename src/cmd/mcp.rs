@@ -214,7 +214,8 @@ fn shown(request: &http::request::Parts) -> Option<Vec<u8>> {
 }
 
 /// Streamable HTTP on `listener`, each request to the service `admit` gives it (else refused
-/// with the status it gives), over hyper-util's connection builder; until accepting fails.
+/// with the status it gives), over hyper-util's connection builder; an accept error (out of
+/// descriptors) is counted in the log and the listener goes on.
 async fn serve_http(
     listener: tokio::net::TcpListener,
     admit: impl Fn(&http::request::Parts) -> Result<HttpService, http::StatusCode>
@@ -237,8 +238,17 @@ async fn serve_http(
         }
         response
     };
+    let failed = crate::net::summary::Summary::new("an accept error", "accept errors");
     loop {
-        let (stream, _) = listener.accept().await?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors and the like: wait, do not spin, and go on serving.
+                failed.count(format_args!("({e})"));
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let admit = admit.clone();
         let handler = hyper::service::service_fn(move |request: http::Request<_>| {
             let admit = admit.clone();

@@ -34,7 +34,7 @@ mod responses;
 mod share;
 mod sockets;
 mod state;
-mod summary;
+pub(crate) mod summary;
 pub mod team;
 mod throttle;
 pub mod tls;

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 pub(super) const INTERVAL: Duration = Duration::from_secs(60);
 
 /// A count of one kind of event, written as a summary line.
-pub(super) struct Summary {
+pub(crate) struct Summary {
     /// One event, as the first line says it (`"a wrong token"`).
     one: &'static str,
     /// What is counted, plural (`"wrong tokens"`).
@@ -28,7 +28,7 @@ struct Counted {
 }
 
 impl Summary {
-    pub(super) fn new(one: &'static str, many: &'static str) -> Arc<Summary> {
+    pub(crate) fn new(one: &'static str, many: &'static str) -> Arc<Summary> {
         Arc::new(Summary {
             one,
             many,
@@ -38,7 +38,7 @@ impl Summary {
 
     /// Count one event (`detail` follows its name in the line: `from 192.0.2.1`). The first of a
     /// quiet spell is written at once; the rest, counted, in one line [`INTERVAL`] later.
-    pub(super) fn count(self: &Arc<Self>, detail: impl std::fmt::Display) {
+    pub(crate) fn count(self: &Arc<Self>, detail: impl std::fmt::Display) {
         let mut state = self.state.lock();
         if state.due {
             state.count += 1;

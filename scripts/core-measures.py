@@ -114,7 +114,7 @@ def fields(body):
 
 
 SESSION = r"\b(?:SessionId|AgentSessionId)\b"
-COLLECTION = re.compile(r"\b(HashMap|HashSet|BTreeMap|BTreeSet|Vec|VecDeque)<\s*(\([^)]*\)|[^,<>]+(?:<[^<>]*>)?)")
+COLLECTION = re.compile(r"\b(HashMap|HashSet|IndexMap|BTreeMap|BTreeSet|Vec|VecDeque)<\s*(\([^)]*\)|[^,<>]+(?:<[^<>]*>)?)")
 
 
 def session_keyed(ty):

@@ -129,7 +129,8 @@ fn request(
         && let Some(state) = turn_facts::state_of_request(from, method)
     {
         let redact = cx.config.redact;
-        (cx.sessions.facts(s)).request(state, peek.params, redact, record.unix_us);
+        let slot = cx.sessions.made(s);
+        (cx.sessions.facts(slot)).request(state, peek.params, redact, record.unix_us);
     }
     let setup = CREATES_SESSION.contains(&method).then(|| Setup {
         record: record.clone(),
@@ -173,7 +174,8 @@ fn response(
     if let Some(s) = &pending.session
         && turn_facts::answer_teaches(&pending.method, cx.agent.v2)
     {
-        (cx.sessions.facts(s)).answer(&pending.method, peek.result, record.unix_us);
+        let slot = cx.sessions.made(s);
+        (cx.sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
     }
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
@@ -185,9 +187,9 @@ fn response(
     // agent reports the session idle.)
     if pending.method == "session/prompt"
         && !cx.agent.v2
-        && let Some(s) = &pending.session
+        && let Some(slot) = pending.session.as_deref().and_then(|s| cx.sessions.slot(s))
     {
-        cx.sessions.end_prompt(s, Some(id));
+        cx.sessions.end_prompt(slot, Some(id));
     }
     let created = match (&pending.setup, is_error) {
         (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),

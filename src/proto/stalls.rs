@@ -35,7 +35,8 @@ pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
         && let Some(s) = peek.session.as_deref()
     {
         let s = cx.sessions.id(s);
-        cx.sessions.start_prompt(&s, id.clone(), at);
+        let slot = cx.sessions.made(&s);
+        cx.sessions.start_prompt(slot, id.clone(), at);
     }
 }
 

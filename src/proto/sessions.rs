@@ -4,15 +4,15 @@
 //! What the core knows about a session lives here, so no two collections can disagree, and
 //! every lookup a message needs is one hash probe (no scan over sessions); a line's session is
 //! looked up once, as the route resolves it, and reached again by its place in the table
-//! ([`Slot`]: the table never removes a session). A [`Session`] holds
-//! where it stands on the agent, its turn (who prompted, its stall watch, ACP v2 foreground
-//! work), its held lines, its native load, its catalog facts, its connections' membership,
-//! the agent restart it was lost in, and, for a child session (a subagent's), the root of its
-//! tree ([`super::tree`]: a child is the table's entry for its ID). What concerns one session is
-//! a [`Session`] method; the concerns that go over every session take them from
-//! [`SessionTable::iter`]/[`SessionTable::iter_mut`] in their own files (the stall watch in
-//! `stalls.rs`, an agent's end and the sessions a restart lost in `restart.rs`, a connection's
-//! end in `clients.rs`), and the bound on the agent lines held while loads start is `held.rs`'s.
+//! ([`Slot`]: the table never removes a session). A [`Session`] holds where it stands on the
+//! agent, its turn (who prompted, its stall watch, ACP v2 foreground work), its held lines,
+//! its native load, its catalog facts, its connections' membership, the agent restart it was
+//! lost in, and, for a child session (a subagent's), the root of its tree ([`super::tree`]: a
+//! child is the table's entry for its ID). What concerns one session is a [`Session`] method;
+//! the concerns that go over every session take them from [`SessionTable::iter`]/
+//! [`SessionTable::iter_mut`] in their own files (the stall watch in `stalls.rs`, an agent's
+//! end and the sessions a restart lost in `restart.rs`, a connection's end in `clients.rs`),
+//! and the bound on the agent lines held while loads start is `held.rs`'s.
 //!
 //! The core's collections keyed by session are three: the table ([`SessionTable`]'s
 //! `sessions`), the index from agent-side IDs (`by_agent`), and one ordered queue outside the
@@ -431,6 +431,19 @@ impl SessionTable {
         }
     }
 
+    /// The session in `slot` as [`SessionTable::owner`] says (the root of its tree when it is a
+    /// child session, else itself), and its slot when it is the session itself.
+    pub(super) fn owner_at(&self, slot: Slot) -> (SessionId, Option<Slot>) {
+        let (s, session) = self
+            .sessions
+            .get_index(slot.0)
+            .expect("a slot of the table");
+        match &session.root {
+            Some(root) => (root.clone(), None),
+            None => (s.clone(), Some(slot)),
+        }
+    }
+
     /// Session `s`'s slot, if the table has it (the one lookup of a line's session).
     pub(super) fn slot(&self, s: &str) -> Option<Slot> {
         self.lookups.count();
@@ -674,7 +687,6 @@ impl SessionTable {
 /// The session in a slot (a slot is the table's own: [`SessionTable::slot`]).
 impl std::ops::Index<Slot> for SessionTable {
     type Output = Session;
-
     fn index(&self, slot: Slot) -> &Session {
         &self.sessions[slot.0]
     }

@@ -13,7 +13,7 @@ Counted over the non-test files of src/proto/ (tests.rs, *_tests.rs and #[cfg(te
   type whose inherent impls are in more than one file;
 - who owns the session's state (issue 56): the `pub(super)` fields of `Session` and of the context
   (`Cx`), the files that write the session table (call a `SessionTable` method that takes
-  `&mut self`), the `too_many_arguments` allowances, the functions that take the whole context
+  `&mut self`, or a `Session` one on `sessions[slot]`), the `too_many_arguments` allowances, the functions that take the whole context
   (a `&mut Cx` or `&Cx` parameter);
 - the bounds: non-test files of the core over 700 lines, functions of the core over 80.
 """
@@ -114,7 +114,7 @@ def fields(body):
 
 
 SESSION = r"\b(?:SessionId|AgentSessionId)\b"
-COLLECTION = re.compile(r"\b(HashMap|HashSet|BTreeMap|BTreeSet|Vec|VecDeque)<\s*(\([^)]*\)|[^,<>]+(?:<[^<>]*>)?)")
+COLLECTION = re.compile(r"\b(HashMap|HashSet|IndexMap|BTreeMap|BTreeSet|Vec|VecDeque)<\s*(\([^)]*\)|[^,<>]+(?:<[^<>]*>)?)")
 
 
 def session_keyed(ty):
@@ -139,12 +139,17 @@ def measure_structs():
 
 
 def table_writers():
-    """Files (other than sessions.rs) calling a `SessionTable` method that takes `&mut self`."""
+    """Files (other than sessions.rs) calling a `SessionTable` method that takes `&mut self`,
+    or a `Session` one on a session the table is indexed for by its slot (`sessions[slot]`)."""
     text = strip(open(os.path.join(CORE, "sessions.rs")).read())
-    writes = set()
-    for _, body in blocks(text, r"(?m)^impl\s+SessionTable\s*\{"):
-        writes |= set(re.findall(r"fn\s+(\w+)(?:<[^>]*>)?\s*\(\s*&mut\s+self", top_level(body)))
-    call = re.compile(r"\bsessions\s*\.\s*(" + "|".join(sorted(writes)) + r")\s*\(")
+    def mutating(item):
+        found = set()
+        for _, body in blocks(text, r"(?m)^impl\s+" + item + r"\s*\{"):
+            found |= set(re.findall(r"fn\s+(\w+)(?:<[^>]*>)?\s*\(\s*&mut\s+self", top_level(body)))
+        return found
+    writes, through_slot = mutating("SessionTable"), mutating("Session")
+    call = re.compile(r"\bsessions\s*\.\s*(" + "|".join(sorted(writes)) + r")\s*\("
+                      r"|\bsessions\s*\[[^\]]*\]\s*\.\s*(" + "|".join(sorted(through_slot)) + r")\s*\(")
     found = set()
     for path in core_files():
         rel = os.path.relpath(path, ROOT)

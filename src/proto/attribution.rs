@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use super::context::Cx;
 use super::load_request::SetupParams;
-use super::pending::{Pending, Setup};
+use super::pending::{Pending, Resolved, Setup};
+use super::sessions::Slot;
 use super::turn_facts;
 use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
 use crate::acp::subagents;
@@ -26,56 +27,74 @@ use crate::journal::format::Body;
 use crate::journal::format::Record;
 use crate::redact;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId};
+use crate::wire::envelope::{self, Kind, Peek};
 
-/// Decide the journal of a line and update the pending table (`answered`: an answer's pending
-/// entry, when the route took it out of the table; else it is taken out here).
+/// Decide the journal of a line and update the pending table, with what the route resolved of
+/// it (`resolved`: the slot of its session, or of an answer's; an answer's pending entry, when
+/// the route took it out of the table, else it is taken out here). The journal's session comes
+/// with its slot when it is the one resolved (a child's root is not).
 pub(super) fn attribute(
     cx: &mut Cx,
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
-    answered: Option<Box<Pending>>,
-) -> Target {
+    resolved: Resolved,
+) -> (Target, Option<Slot>) {
     if from == Side::Agent {
         learn_child(cx, peek);
     }
-    let session = peek.session.as_deref().map(|s| cx.sessions.owner(s));
+    let Resolved {
+        session: slot,
+        answered,
+    } = resolved;
+    if let Kind::Response { id, is_error } = &peek.kind {
+        // An answer's session is the one of the request it answers (in `slot` when the route
+        // resolved it with the entry).
+        let slot = slot.filter(|_| answered.is_some());
+        let pending = answered.map(|pending| *pending);
+        return match pending.or_else(|| cx.pending.remove(&(from.other(), id.clone()))) {
+            Some(pending) => response(cx, peek, record, *is_error, pending, slot),
+            None => (Target::Run, None),
+        };
+    }
+    // The session the line names, its tree's root when it is a child's (with the resolved
+    // slot, when it is the session itself).
+    let (session, slot) = match (peek.session.as_deref(), slot) {
+        (Some(_), Some(slot)) => {
+            let (owner, slot) = cx.sessions.owner_at(slot);
+            (Some(owner), slot)
+        }
+        (Some(s), None) => (Some(cx.sessions.owner(s)), None),
+        (None, _) => (None, None),
+    };
+    let target = |session: Option<SessionId>, slot| match session {
+        Some(session) => (Target::Session(session), slot),
+        None => (Target::Run, None),
+    };
     match &peek.kind {
         // It names a session only to ask what it would start with: it opens none.
-        Kind::Request { id, method } if method == "session/options" => {
-            request(cx, from, peek, record, id, method, None);
-            Target::Run
+        Kind::Request { method, .. } if method == "session/options" => {
+            request(cx, from, peek, record, None, None);
+            (Target::Run, None)
         }
-        Kind::Request { id, method } => {
-            let session = session.or_else(|| {
-                // Request-scoped messages (elicitation) name a request of the other peer.
-                let rid = envelope::request_id(peek.params)?;
-                cx.pending.get(&(from.other(), rid))?.session.clone()
-            });
-            request(cx, from, peek, record, id, method, session.clone());
-            session.map_or(Target::Run, Target::Session)
+        Kind::Request { .. } if session.is_some() => {
+            request(cx, from, peek, record, session.clone(), slot);
+            target(session, slot)
         }
-        Kind::Notification { method } => {
-            let session = session.or_else(|| {
-                if method != "$/cancel_request" {
-                    return None;
-                }
-                let rid = envelope::request_id(peek.params)?;
-                cx.pending.get(&(from, rid))?.session.clone()
-            });
-            session.map_or(Target::Run, Target::Session)
+        Kind::Request { .. } => {
+            // Request-scoped messages (elicitation) name a request of the other peer.
+            let key = envelope::request_id(peek.params).map(|rid| (from.other(), rid));
+            let session = key.and_then(|key| cx.pending.get(&key)?.session.clone());
+            request(cx, from, peek, record, session.clone(), None);
+            target(session, None)
         }
-        Kind::Response { id, is_error } => {
-            match answered
-                .map(|pending| *pending)
-                .or_else(|| cx.pending.remove(&(from.other(), id.clone())))
-            {
-                Some(pending) => response(cx, peek, record, id, *is_error, pending),
-                None => Target::Run,
-            }
+        Kind::Notification { method } if session.is_none() && method == "$/cancel_request" => {
+            let rid = envelope::request_id(peek.params);
+            let session = rid.and_then(|rid| cx.pending.get(&(from, rid))?.session.clone());
+            target(session, None)
         }
-        Kind::OtherJson | Kind::Invalid => Target::Run,
+        Kind::Notification { .. } => target(session, slot),
+        Kind::Response { .. } | Kind::OtherJson | Kind::Invalid => (Target::Run, None),
     }
 }
 
@@ -106,17 +125,21 @@ fn learn_child(cx: &mut Cx, peek: &Peek<'_>) {
     }
 }
 
-/// A request of `from` in `session` (if any): what the catalog learns of it (nothing when it
-/// is a child session's), and its entry in the pending table.
+/// A request of `from` (`peek`) in `session` (if any; in `slot` when the route resolved it):
+/// what the catalog learns of it (nothing when it is a child session's), and its entry in the
+/// pending table.
 fn request(
     cx: &mut Cx,
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
-    id: &RequestId,
-    method: &str,
     session: Option<SessionId>,
+    slot: Option<Slot>,
 ) {
+    let Kind::Request { id, method } = &peek.kind else {
+        return;
+    };
+    let method = method.as_ref();
     let child = peek
         .session
         .as_deref()
@@ -129,7 +152,8 @@ fn request(
         && let Some(state) = turn_facts::state_of_request(from, method)
     {
         let redact = cx.config.redact;
-        (cx.sessions.facts(s)).request(state, peek.params, redact, record.unix_us);
+        let slot = slot.unwrap_or_else(|| cx.sessions.made(s));
+        (cx.sessions.facts(slot)).request(state, peek.params, redact, record.unix_us);
     }
     let setup = CREATES_SESSION.contains(&method).then(|| Setup {
         record: record.clone(),
@@ -157,23 +181,28 @@ fn request(
     cx.pending.insert((from, id.clone()), pending);
 }
 
-/// A response to `pending`: what the catalog learns of it, the turn it ends, and the journal it
-/// goes to (a new session's, with the request that created it copied in first).
+/// A response (`peek`) to `pending` (its session in `slot` when the route resolved it): what
+/// the catalog learns of it, the turn it ends, and the journal it goes to (a new session's,
+/// with the request that created it copied in first), with its slot when it is `slot`'s.
 fn response(
     cx: &mut Cx,
     peek: &Peek<'_>,
     record: &Record,
-    id: &RequestId,
     is_error: bool,
     pending: Pending,
-) -> Target {
+    slot: Option<Slot>,
+) -> (Target, Option<Slot>) {
+    let Kind::Response { id, .. } = &peek.kind else {
+        return (Target::Run, None);
+    };
     if pending.method == "initialize" {
         cx.initialize.response = Some(record_bytes(record));
     }
     if let Some(s) = &pending.session
         && turn_facts::answer_teaches(&pending.method, cx.agent.v2)
     {
-        (cx.sessions.facts(s)).answer(&pending.method, peek.result, record.unix_us);
+        let slot = slot.unwrap_or_else(|| cx.sessions.made(s));
+        (cx.sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
     }
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
@@ -185,9 +214,10 @@ fn response(
     // agent reports the session idle.)
     if pending.method == "session/prompt"
         && !cx.agent.v2
-        && let Some(s) = &pending.session
+        && let Some(slot) =
+            (pending.session.as_deref()).and_then(|s| slot.or_else(|| cx.sessions.slot(s)))
     {
-        cx.sessions.end_prompt(s, Some(id));
+        cx.sessions.end_prompt(slot, Some(id));
     }
     let created = match (&pending.setup, is_error) {
         (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),
@@ -204,9 +234,12 @@ fn response(
                     cx.fx.journal(Target::Session(new.clone()), edit);
                 }
             }
-            Target::Session(new)
+            (Target::Session(new), None)
         }
-        _ => pending.session.map_or(Target::Run, Target::Session),
+        _ => match pending.session {
+            Some(session) => (Target::Session(session), slot),
+            None => (Target::Run, None),
+        },
     }
 }
 

@@ -31,8 +31,9 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) -> bool {
         Some("usage_update") => {
             let session = session();
             let skip = ["sessionUpdate", "_meta"];
+            let slot = cx.sessions.made(&session);
             cx.sessions
-                .facts(&session)
+                .facts(slot)
                 .usage(&update, &skip, cx.now.unix_us);
         }
         Some("session_info_update") => {
@@ -68,17 +69,21 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
         _ => return,
     };
     let ends_turn = state == "idle" && update.text("stopReason").is_some();
-    if let Some(session) = cx.sessions.get_mut(session) {
-        session.set_foreground(state != "idle");
+    // The session looked up once: made for its facts if the table has none.
+    let found = cx.sessions.slot(session);
+    if let Some(slot) = found {
+        cx.sessions[slot].set_foreground(state != "idle");
+        if state == "idle" {
+            cx.sessions.end_prompt(slot, None);
+        }
     }
-    if state == "idle" {
-        cx.sessions.end_prompt(session, None);
-    }
-    cx.sessions.facts(session).state(state, t);
+    let slot = found.unwrap_or_else(|| cx.sessions.made(session));
+    let facts = cx.sessions.facts(slot);
+    facts.state(state, t);
     if ends_turn {
-        cx.sessions.facts(session).turn_ended(t);
+        facts.turn_ended(t);
         if let Some(usage) = update.get("usage").and_then(|raw| Fields::parse(raw.get())) {
-            cx.sessions.facts(session).usage(&usage, &[], t);
+            facts.usage(&usage, &[], t);
         }
     }
 }

@@ -13,6 +13,7 @@ use super::attribution;
 use super::connection::{self, Attachment, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;
+use super::pending::Resolved;
 use super::vocab::{Action, ConnId, Line, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
@@ -172,7 +173,9 @@ pub(super) fn answer_unasked(cx: &mut Cx, at: Stamp, id: RequestId, line: &Bytes
     };
     let answer = envelope::response_line(&id, outcome);
     let record = cx.fx.proxy_record(at, Side::Client, answer.clone());
-    let target = attribution::attribute(cx, Side::Client, &envelope::peek(&answer), &record, None);
+    let peek = envelope::peek(&answer);
+    let resolved = Resolved::default();
+    let (target, _) = attribution::attribute(cx, Side::Client, &peek, &record, resolved);
     cx.fx.journal(target, record);
     cx.fx.forward(Side::Agent, answer);
 }

@@ -15,9 +15,9 @@ use super::context::Cx;
 use super::listing::Lists;
 use super::mapping;
 use super::offer;
-use super::pending::Pending;
+use super::pending::{Pending, Resolved};
 use super::restart::Handshake;
-use super::sessions;
+use super::sessions::{self, Slot};
 use super::stalls;
 use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
 use crate::journal::Event;
@@ -27,9 +27,9 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
 
 /// A line the proxy does not consume (`msg`, from `from`): edited where it must be,
-/// journaled, forwarded (`hosted`: the proxy is a host's). An agent's answer comes with the
-/// pending entry of the request it answers when the route took it out of the table
-/// (`answered`); else the entry is looked up.
+/// journaled, forwarded (`hosted`: the proxy is a host's), with what the route resolved of it
+/// (`resolved`: its session's slot; an agent's answer's pending entry, when the route took it
+/// out of the table); what it did not resolve is looked up.
 pub(super) fn relay(
     cx: &mut Cx,
     handshake: &mut Handshake,
@@ -37,20 +37,21 @@ pub(super) fn relay(
     hosted: bool,
     from: Side,
     msg: Line<'_>,
-    answered: Option<Box<Pending>>,
+    resolved: Resolved,
 ) {
     let Line {
         at,
         peek,
         bytes: line,
     } = msg;
+    let slot = resolved.session;
     if cx.config.stall_timeout_us.is_some() {
-        stalls::prompt_sent(cx, from, peek, at);
+        stalls::prompt_sent(cx, from, peek, at, slot);
     }
     let rewritten = match (cx.config.load, from) {
         (LoadMode::Off, _) => None,
-        (_, Side::Client) => rewrite_client(cx, handshake, lists, at, peek, line),
-        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line, answered.as_deref()),
+        (_, Side::Client) => rewrite_client(cx, handshake, lists, msg, slot),
+        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line, &resolved),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
@@ -79,11 +80,11 @@ pub(super) fn relay(
                 peek: &facing,
                 bytes: &out,
             };
-            journal_and_forward(cx, from, msg, out.clone(), None, answered);
+            journal_and_forward(cx, from, msg, out.clone(), None, resolved);
         }
         (_, out) => {
             let forward = out.unwrap_or_else(|| line.clone());
-            journal_and_forward(cx, from, msg, forward, edit, answered);
+            journal_and_forward(cx, from, msg, forward, edit, resolved);
         }
     }
 }
@@ -104,7 +105,8 @@ pub(super) fn relay_held(
             peek: &peek,
             bytes: &line,
         };
-        relay(cx, handshake, lists, hosted, Side::Agent, msg, None);
+        let resolved = Resolved::default();
+        relay(cx, handshake, lists, hosted, Side::Agent, msg, resolved);
     }
 }
 
@@ -117,28 +119,32 @@ pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
         peek: &facing,
         bytes: &line,
     };
-    journal_and_forward(cx, Side::Agent, msg, line.clone(), None, None);
+    let resolved = Resolved::default();
+    journal_and_forward(cx, Side::Agent, msg, line.clone(), None, resolved);
 }
 
 /// Journal `facing` (the client's view of the line) and forward `forward` to the other side;
 /// `edit`, what the proxy changed in it that the journal would not show otherwise, is
-/// journaled after it; `answered`, an answer's pending entry when the route took it out.
+/// journaled after it; `resolved`, what the route resolved of it ([`relay`]).
 fn journal_and_forward(
     cx: &mut Cx,
     from: Side,
     facing: Line<'_>,
     forward: Bytes,
     edit: Option<Event>,
-    answered: Option<Box<Pending>>,
+    resolved: Resolved,
 ) {
     let Line { at, peek, .. } = facing;
     let record = {
         let payload = cx.fx.payload(peek, facing.bytes.clone());
         cx.fx.record(at, Body::Message { from, payload })
     };
-    let target = attribution::attribute(cx, from, peek, &record, answered);
+    let (target, slot) = attribution::attribute(cx, from, peek, &record, resolved);
     if let Target::Session(session) = &target
-        && !cx.sessions.journal_open(session)
+        && !match slot {
+            Some(slot) => cx.sessions[slot].journal_open(),
+            None => cx.sessions.journal_open(session),
+        }
     {
         // A setup request names its cwd; early agent traffic may claim a pending
         // session/new.
@@ -170,16 +176,20 @@ fn journal_and_forward(
     cx.fx.forward(from.other(), forward);
 }
 
-/// Client line edits on the way to the agent: renumbered ids, mapped session IDs,
-/// re-priming.
+/// Client line edits on the way to the agent (`msg`; its session in `slot` when the route
+/// resolved it): renumbered ids, mapped session IDs, re-priming.
 pub(super) fn rewrite_client(
     cx: &mut Cx,
     handshake: &mut Handshake,
     lists: &Lists,
-    at: Stamp,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
+    slot: Option<Slot>,
 ) -> Option<Vec<u8>> {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     let method = peek.method();
     match (&peek.kind, method) {
         (_, Some("initialize")) => {
@@ -214,8 +224,8 @@ pub(super) fn rewrite_client(
     let session = peek.session.as_deref().filter(|_| method.is_some());
     let prompt = method == Some("session/prompt");
     let (agent_session, reprime) = session
-        .and_then(|s| cx.sessions.get_mut(s))
-        .and_then(|s| s.edit_for_agent(prompt))
+        .and_then(|s| slot.or_else(|| cx.sessions.slot(s)))
+        .and_then(|slot| cx.sessions[slot].edit_for_agent(prompt))
         .unzip();
     let reprime = reprime.flatten();
     let edit = ClientEdit {
@@ -290,20 +300,22 @@ impl ClientEdit<'_> {
 }
 
 /// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions
-/// (`answered`: an answer's pending entry, when the route took it out of the table).
+/// (`resolved`: an answer's pending entry, when the route took it out of the table, and its
+/// session's slot).
 pub(super) fn rewrite_agent(
     cx: &mut Cx,
     handshake: &mut Handshake,
     hosted: bool,
     peek: &Peek<'_>,
     line: &Bytes,
-    answered: Option<&Pending>,
+    resolved: &Resolved,
 ) -> Option<Vec<u8>> {
     if let Kind::Response { id, is_error } = &peek.kind {
         let answer = Answer {
             id,
             is_error: *is_error,
-            pending: answered,
+            pending: resolved.answered.as_deref(),
+            slot: resolved.session,
         };
         return rewrite_agent_response(cx, handshake, hosted, peek, line, answer);
     }
@@ -349,11 +361,12 @@ fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>>
 }
 
 /// An agent's answer to request `id`, and the pending entry of that request when the route
-/// took it out of the table.
+/// took it out of the table, with its session's slot.
 struct Answer<'a> {
     id: &'a RequestId,
     is_error: bool,
     pending: Option<&'a Pending>,
+    slot: Option<Slot>,
 }
 
 /// The edits of an agent's answer (`line`, described by `peek`), and what it teaches: the
@@ -370,6 +383,7 @@ fn rewrite_agent_response(
         id,
         is_error,
         pending,
+        slot,
     } = answer;
     let original = cx.ids.restore(id);
     let client_id = original.clone().unwrap_or_else(|| id.clone());
@@ -407,11 +421,13 @@ fn rewrite_agent_response(
         }
         Some("session/load" | "session/resume") => {
             if let Some(s) = &session {
-                if let Some(session) = cx.sessions.get_mut(s) {
-                    session.end_native_load(&client_id);
+                let slot = slot.or_else(|| cx.sessions.slot(s));
+                if let Some(slot) = slot {
+                    cx.sessions[slot].end_native_load(&client_id);
                 }
                 if !is_error {
-                    cx.sessions.entry(s).set_live();
+                    let slot = slot.unwrap_or_else(|| cx.sessions.made(s));
+                    cx.sessions[slot].set_live();
                 }
             }
         }

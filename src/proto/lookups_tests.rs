@@ -32,11 +32,16 @@ fn a_prompt_and_its_answer_look_the_tables_up_as_counted() {
     let answered = lookups(&h);
     let prompt = (prompted.0 - before.0, prompted.1 - before.1);
     let answer = (answered.0 - prompted.0, answered.1 - prompted.1);
-    // (session table, pending table): the prompt's entry is put in the pending table, and its
-    // answer takes it out once (the route), which the relay and the attribution then read.
+    // (session table, pending table). The prompt: its session looked up once, as it arrives
+    // (`Proxy::handle_line`: its membership), and reached by its slot after (the route, the
+    // relay's edit, the attribution's owner, the facts, whether its journal is open); its entry
+    // put in the pending table. The answer: the entry taken out once (the route), which the
+    // relay and the attribution then read, and the session it names looked up once (the
+    // route), reached by its slot after (the facts, the prompt's end, whether the journal is
+    // open).
     assert_eq!(
         (prompt, answer),
-        ((6, 1), (3, 1)),
+        ((1, 1), (1, 1)),
         "(the prompt, its answer)"
     );
 }

@@ -3,6 +3,7 @@
 
 use super::load_request::SetupParams;
 use super::lookups::Lookups;
+use super::sessions::Slot;
 use super::vocab::{CatalogUpdate, HashMap, SessionId};
 use crate::journal::format::{Body, Record};
 use crate::wire::Side;
@@ -59,6 +60,20 @@ pub(super) struct Setup {
     pub(super) copied_to: Option<SessionId>,
     /// The proxy's edit of it (`--offer-history`'s event), copied after it.
     pub(super) edit: Option<Record>,
+}
+
+/// What the route resolved of a line it hands on to be relayed (`edits::relay`): the slot of
+/// its session, looked up once (a client request's or notification's, as it arrived; an
+/// agent's answer's, the session of the request it answers), and for an answer the pending
+/// entry of that request, taken out of the table. The steps after the route reach the session
+/// by the slot; without one (the table had no such session then, or the line was not
+/// resolved: held lines handled again) they look it up by ID, as it may have been made since.
+#[derive(Debug, Default)]
+pub(super) struct Resolved {
+    pub(super) session: Option<Slot>,
+    /// Boxed: every agent line carries it on (most carry none), and a `Pending` moved by
+    /// value through the calls after the route cost a copy of it each.
+    pub(super) answered: Option<Box<Pending>>,
 }
 
 /// A pending request's key: its sender and id.

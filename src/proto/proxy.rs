@@ -13,8 +13,10 @@ use super::fork::Forks;
 use super::listing::Lists;
 use super::load_state::Progress;
 use super::loading::Loads;
+use super::pending::Resolved;
 use super::restart::{self, Handshake};
 use super::route::{self, ClientRoute, Owners, Taken};
+use super::sessions::Slot;
 use super::stalls;
 use super::stderr::StderrLines;
 use super::vocab::{
@@ -176,30 +178,33 @@ impl Proxy {
                     }
                     return;
                 }
-                self.dispatch(at, Side::Agent, &peek, &line);
+                self.dispatch(at, Side::Agent, &peek, &line, None);
                 return;
             }
             Peer::Client(conn) => conn,
         };
         self.connections.arrive(conn);
-        if let Some(s) = peek.session.as_deref()
-            && peek.method().is_some()
-            && let Some(session) = self.cx.sessions.get_mut(s)
-        {
-            session.attach(conn);
+        // The session a request or notification names, looked up once: its membership, the
+        // route and the relay reach it by its slot.
+        let slot = match (peek.session.as_deref(), peek.method()) {
+            (Some(s), Some(_)) => self.cx.sessions.slot(s),
+            _ => None,
+        };
+        if let Some(slot) = slot {
+            self.cx.sessions[slot].attach(conn);
         }
         let echo_prompts = !self.cx.agent.v2;
         match self
             .connections
             .inbound(conn, &peek, &line, &mut self.cx.sessions, echo_prompts)
         {
-            Inbound::AsIs => self.dispatch(at, Side::Client, &peek, &line),
+            Inbound::AsIs => self.dispatch(at, Side::Client, &peek, &line, slot),
             Inbound::Renumbered(renumbered) => {
                 // A request of a later connection, under the id it is renumbered to (its
                 // answer gets the connection's own id back when routed).
                 let peek = envelope::peek(&renumbered);
                 if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
-                    self.dispatch(at, Side::Client, &peek, &renumbered);
+                    self.dispatch(at, Side::Client, &peek, &renumbered, slot);
                 }
             }
             Inbound::Refused(renumbered, sent, error) => {
@@ -234,12 +239,20 @@ impl Proxy {
         (&mut self.cx, owners)
     }
 
-    /// A whole line from one side, as the core handles it, described by `peek`: routed once
-    /// ([`route`]) to the component that owns it, which takes it or gives it back to be
-    /// relayed ([`edits::relay`]). A line of a session whose prompt the stall watch follows is
-    /// activity ([`stalls::activity`]); with no watch running (no `--stall-timeout`, or no
-    /// prompt in flight) nothing is looked up.
-    fn dispatch(&mut self, at: Stamp, from: Side, peek: &Peek<'_>, line: &Bytes) {
+    /// A whole line from one side, as the core handles it, described by `peek` (a client
+    /// line's session in `slot` when it was looked up as it arrived): routed once ([`route`])
+    /// to the component that owns it, which takes it or gives it back to be relayed
+    /// ([`edits::relay`], with what the route resolved: [`Resolved`]). A line of a session
+    /// whose prompt the stall watch follows is activity ([`stalls::activity`]); with no watch
+    /// running (no `--stall-timeout`, or no prompt in flight) nothing is looked up.
+    fn dispatch(
+        &mut self,
+        at: Stamp,
+        from: Side,
+        peek: &Peek<'_>,
+        line: &Bytes,
+        slot: Option<Slot>,
+    ) {
         self.cx.now = at;
         let hosted = self.connections.is_hosted();
         let msg = Line {
@@ -248,18 +261,9 @@ impl Proxy {
             bytes: line,
         };
         let (cx, owners) = self.owners();
-        // With an agent's answer the relay takes, the pending entry of the request it answers
-        // (the route took it out of the table).
-        let (taken, answered) = match from {
+        let (taken, resolved) = match from {
             Side::Client => {
-                let route = route::client(
-                    cx,
-                    &*owners.handshake,
-                    owners.loads,
-                    owners.lists,
-                    owners.connections,
-                    peek,
-                );
+                let route = route::client(cx, &owners, peek, slot);
                 if route == ClientRoute::AwaitAgent {
                     if let Some(reinit) = &mut owners.handshake.reinit {
                         // Messages wait for the restarted agent.
@@ -270,14 +274,18 @@ impl Proxy {
                 if cx.sessions.prompting() {
                     stalls::activity(cx, from, peek, at);
                 }
-                (route::take_client(cx, owners, route, msg), None)
+                let resolved = Resolved {
+                    session: slot,
+                    answered: None,
+                };
+                (route::take_client(cx, owners, route, msg), resolved)
             }
             Side::Agent => {
-                let (route, answered) = route::agent(cx, owners.loads, owners.lists, peek);
+                let (route, resolved) = route::agent(cx, owners.loads, owners.lists, peek);
                 if cx.sessions.prompting() {
                     stalls::activity(cx, from, peek, at);
                 }
-                (route::take_agent(cx, owners, route, msg), answered)
+                (route::take_agent(cx, owners, route, msg), resolved)
             }
         };
         let relay = match taken {
@@ -294,7 +302,7 @@ impl Proxy {
         };
         if relay {
             let (cx, handshake, lists) = (&mut self.cx, &mut self.handshake, &self.lists);
-            edits::relay(cx, handshake, lists, hosted, from, msg, answered);
+            edits::relay(cx, handshake, lists, hosted, from, msg, resolved);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed (or
@@ -476,10 +484,11 @@ impl Proxy {
         self.progressed(at, Progress::Done);
     }
 
-    /// Handle lines from one side again, in order (held and restored lines).
+    /// Handle lines from one side again, in order (held and restored lines: their sessions
+    /// are looked up as they are needed).
     fn dispatch_all(&mut self, at: Stamp, from: Side, lines: Vec<Bytes>) {
         for line in lines {
-            self.dispatch(at, from, &envelope::peek(&line), &line);
+            self.dispatch(at, from, &envelope::peek(&line), &line, None);
         }
     }
 

@@ -3,7 +3,9 @@
 //! the proxy's own request ids) and name the one component that owns the line
 //! ([`ClientRoute`], [`AgentRoute`]), changing nothing but, for an agent's answer the relay
 //! takes, the pending table: the entry of the request it answers is taken out once and handed
-//! on with the line (to [`super::edits::relay`]); [`take_client`] and [`take_agent`] then hand
+//! on with the line (to [`super::edits::relay`]), with the slot of the answer's session, looked
+//! up once, as a client line's session was as it arrived ([`Resolved`]: the steps after the
+//! route reach the session by it); [`take_client`] and [`take_agent`] then hand
 //! it to its owner, with the components it needs ([`Owners`]), and say what became of it
 //! ([`Taken`]: what follows is the proxy's). A client request's handling follows from its method, the mode (`--load`) and what
 //! the agent declared ([`Handling`]): served from the journal, passed on with what serves it
@@ -23,9 +25,9 @@ use super::load_request::tail_turns;
 use super::load_state::Progress;
 use super::loading::Loads;
 use super::native::{self, NativeAnswer, replay_from};
-use super::pending::{Pending, Purpose};
+use super::pending::{Purpose, Resolved};
 use super::restart::{self, Handshake, Restore};
-use super::sessions::Session;
+use super::sessions::{Session, Slot};
 use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
@@ -70,15 +72,15 @@ pub(super) enum AgentRoute {
     Relay,
 }
 
-/// The owner of a client line (`peek`).
+/// The owner of a client line (`peek`; its session in `slot` when it was looked up as the line
+/// arrived), among the components (`owners`).
 pub(super) fn client(
     cx: &Cx,
-    handshake: &Handshake,
-    loads: &Loads,
-    lists: &Lists,
-    connections: &Connections,
+    owners: &Owners<'_>,
     peek: &Peek<'_>,
+    slot: Option<Slot>,
 ) -> ClientRoute {
+    let (handshake, connections) = (&*owners.handshake, &*owners.connections);
     if handshake.reinit.is_some() && peek.is_message() {
         return ClientRoute::AwaitAgent;
     }
@@ -92,13 +94,19 @@ pub(super) fn client(
         };
     }
     let method = peek.method();
+    // The line's session: in its slot, else looked up (it may have been made since).
+    let session = |s: &str| {
+        slot.or_else(|| cx.sessions.slot(s))
+            .map(|x| &cx.sessions[x])
+    };
     if let (Some(s), Some(method)) = (peek.session.as_deref(), method) {
-        if let Some(route) = restoring(cx, s, method, &peek.kind) {
+        let session = session(s);
+        if let Some(route) = session.and_then(|x| restoring(x, method, &peek.kind)) {
             return route;
         }
         if let Kind::Request { id, .. } = &peek.kind
             && connections.is_hosted()
-            && let Some(join) = joining(cx, connections, id, method, s, peek)
+            && let Some(join) = joining(cx, connections, id, method, session, peek)
         {
             return ClientRoute::Join(join);
         }
@@ -109,6 +117,7 @@ pub(super) fn client(
             handling => ClientRoute::Request(handling),
         },
         (Kind::Notification { method }, _) => {
+            let (loads, lists) = (&*owners.loads, &*owners.lists);
             match cancelled(cx, loads, lists, connections.is_hosted(), method, peek) {
                 Some((op, why)) => ClientRoute::Cancel(op, why),
                 None => ClientRoute::Relay,
@@ -118,9 +127,8 @@ pub(super) fn client(
     }
 }
 
-/// A line naming session `s`, which is being restored or was lost in an agent restart.
-fn restoring(cx: &Cx, s: &str, method: &str, kind: &Kind) -> Option<ClientRoute> {
-    let session = cx.sessions.get(s)?;
+/// A line naming `session`, which is being restored or was lost in an agent restart.
+fn restoring(session: &Session, method: &str, kind: &Kind) -> Option<ClientRoute> {
     if let Some(op) = session.restored_by() {
         return Some(ClientRoute::BehindRestore(op));
     }
@@ -135,17 +143,17 @@ fn restoring(cx: &Cx, s: &str, method: &str, kind: &Kind) -> Option<ClientRoute>
     }
 }
 
-/// A host's request `id` (`method`) naming session `s`: how its connection joins or leaves
-/// it, if it does.
+/// A host's request `id` (`method`) naming a session (`session`, when the table has it): how
+/// its connection joins or leaves it, if it does.
 fn joining(
     cx: &Cx,
     connections: &Connections,
     id: &RequestId,
     method: &str,
-    s: &str,
+    session: Option<&Session>,
     peek: &Peek<'_>,
 ) -> Option<Join> {
-    let live = cx.sessions.get(s).is_some_and(Session::is_live);
+    let live = session.is_some_and(Session::is_live);
     match method {
         "session/load" | "session/resume" if live && !cx.agent.v2 => Some(Join::Live {
             replay: method == "session/load",
@@ -161,10 +169,7 @@ fn joining(
         "session/detach" => Some(Join::Leave),
         "session/close" => {
             let conn = connections.conn_of(id);
-            let attached = cx
-                .sessions
-                .get(s)
-                .map_or(&[][..], |x| x.members().attached());
+            let attached = session.map_or(&[][..], |x| x.members().attached());
             let attached = attached.iter();
             let others = attached.filter(|c| **c != conn && connections.is_live(**c));
             (others.count() > 0).then_some(Join::Leave)
@@ -173,17 +178,18 @@ fn joining(
     }
 }
 
-/// The owner of an agent line (`peek`), and for an answer the owner relays, the pending entry
-/// of the request it answers, taken out of the table (the one lookup of the table on its way;
-/// `None`: the table had none, or the answer's owner is another and the entry stays).
+/// The owner of an agent line (`peek`), and for an answer the owner relays, what it resolved:
+/// the pending entry of the request it answers, taken out of the table (the one lookup of the
+/// table on its way; none: the table had none, or the answer's owner is another and the entry
+/// stays), and the slot of that request's session (its one lookup on the way).
 pub(super) fn agent(
     cx: &mut Cx,
     loads: &Loads,
     lists: &Lists,
     peek: &Peek<'_>,
-) -> (AgentRoute, Option<Box<Pending>>) {
+) -> (AgentRoute, Resolved) {
     if cx.config.load == LoadMode::Off {
-        return (AgentRoute::Relay, None);
+        return (AgentRoute::Relay, Resolved::default());
     }
     match &peek.kind {
         Kind::Response { id, is_error } => answer(cx, lists, id, *is_error),
@@ -194,45 +200,37 @@ pub(super) fn agent(
                 .as_deref()
                 .and_then(|s| held(cx, loads, s, update))
             {
-                Some(hold) => (AgentRoute::Held(hold), None),
-                None => (AgentRoute::Relay, None),
+                Some(hold) => (AgentRoute::Held(hold), Resolved::default()),
+                None => (AgentRoute::Relay, Resolved::default()),
             }
         }
-        _ => (AgentRoute::Relay, None),
+        _ => (AgentRoute::Relay, Resolved::default()),
     }
 }
 
 /// The owner of the agent's answer to request `id`, decided by the one request it answers:
 /// the client's (its pending entry, under the client's own id should the proxy have
-/// renumbered it), else the proxy's own. The entry is taken out of the table; an owner other
-/// than the relay finds it there again.
-fn answer(
-    cx: &mut Cx,
-    lists: &Lists,
-    id: &RequestId,
-    failed: bool,
-) -> (AgentRoute, Option<Box<Pending>>) {
+/// renumbered it), else the proxy's own. The entry is taken out of the table, and its session
+/// looked up; an owner other than the relay finds the entry there again.
+fn answer(cx: &mut Cx, lists: &Lists, id: &RequestId, failed: bool) -> (AgentRoute, Resolved) {
     let key = (Side::Client, cx.ids.client_id(id));
     let client_id = &key.1;
-    // Boxed: every agent line carries the answer's entry on (most carry none), and a
-    // `Pending` moved by value through the calls after the route cost a copy of it each.
     let pending = cx.pending.remove(&key).map(Box::new);
-    let route = match pending
+    let slot = pending
         .as_ref()
-        .map(|p| (p.method.as_str(), p.session.as_deref()))
-    {
-        Some(("session/new", _)) if !failed && cx.config.asks_store => AgentRoute::NewSession,
-        Some(("session/load" | "session/resume", Some(s)))
-            if cx
-                .sessions
-                .get(s)
-                .and_then(|x| x.native_load())
+        .and_then(|p| p.session.as_deref())
+        .and_then(|s| cx.sessions.slot(s));
+    let route = match pending.as_ref().map(|p| p.method.as_str()) {
+        Some("session/new") if !failed && cx.config.asks_store => AgentRoute::NewSession,
+        Some("session/load" | "session/resume")
+            if slot
+                .and_then(|x| cx.sessions[x].native_load())
                 .is_some_and(|n| n.id == *client_id && n.fallback.is_some()) =>
         {
             AgentRoute::NativeAnswer
         }
         _ if cx.ids.is_own(id) => AgentRoute::OwnAnswer,
-        Some(("session/list", _))
+        Some("session/list")
             if lists
                 .of_request(client_id)
                 .is_some_and(|(_, l)| l.forwarded) =>
@@ -242,12 +240,15 @@ fn answer(
         _ => AgentRoute::Relay,
     };
     match (route, pending) {
-        (AgentRoute::Relay, pending) => (AgentRoute::Relay, pending),
+        (AgentRoute::Relay, answered) => {
+            let session = slot;
+            (AgentRoute::Relay, Resolved { session, answered })
+        }
         (route, Some(pending)) => {
             cx.pending.insert(key, *pending);
-            (route, None)
+            (route, Resolved::default())
         }
-        (route, None) => (route, None),
+        (route, None) => (route, Resolved::default()),
     }
 }
 

@@ -2,15 +2,17 @@
 //! [`AgentSide`], and the index from agent-side IDs back to client-facing ones.
 //!
 //! What the core knows about a session lives here, so no two collections can disagree, and
-//! every lookup a message needs is one hash probe (no scan over sessions). A [`Session`] holds
-//! where it stands on the agent, its turn (who prompted, its stall watch, ACP v2 foreground
-//! work), its held lines, its native load, its catalog facts, its connections' membership,
-//! the agent restart it was lost in, and, for a child session (a subagent's), the root of its
-//! tree ([`super::tree`]: a child is the table's entry for its ID). What concerns one session is
-//! a [`Session`] method; the concerns that go over every session take them from
-//! [`SessionTable::iter`]/[`SessionTable::iter_mut`] in their own files (the stall watch in
-//! `stalls.rs`, an agent's end and the sessions a restart lost in `restart.rs`, a connection's
-//! end in `clients.rs`), and the bound on the agent lines held while loads start is `held.rs`'s.
+//! every lookup a message needs is one hash probe (no scan over sessions); a line's session is
+//! looked up once, as the route resolves it, and reached again by its place in the table
+//! ([`Slot`]: the table never removes a session). A [`Session`] holds where it stands on the
+//! agent, its turn (who prompted, its stall watch, ACP v2 foreground work), its held lines,
+//! its native load, its catalog facts, its connections' membership, the agent restart it was
+//! lost in, and, for a child session (a subagent's), the root of its tree ([`super::tree`]: a
+//! child is the table's entry for its ID). What concerns one session is a [`Session`] method;
+//! the concerns that go over every session take them from [`SessionTable::iter`]/
+//! [`SessionTable::iter_mut`] in their own files (the stall watch in `stalls.rs`, an agent's
+//! end and the sessions a restart lost in `restart.rs`, a connection's end in `clients.rs`),
+//! and the bound on the agent lines held while loads start is `held.rs`'s.
 //!
 //! The core's collections keyed by session are three: the table ([`SessionTable`]'s
 //! `sessions`), the index from agent-side IDs (`by_agent`), and one ordered queue outside the
@@ -31,7 +33,8 @@ use super::prompt::{PromptWatch, Prompter, Turn};
 use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, Initialize, SessionId, Stamp,
+    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, IndexMap, Initialize,
+    SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
 
@@ -373,11 +376,17 @@ impl Session {
     }
 }
 
-/// Every session of the connection; a test build counts its lookups by ID
-/// ([`SessionTable::lookups`]).
+/// A session's place in the table, found once by its ID ([`SessionTable::slot`],
+/// [`SessionTable::made`]): it reaches the session again without a lookup (the table indexed
+/// by it), and stays that session's (the table never removes a session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Slot(usize);
+
+/// Every session of the connection, in the order they were made (a session's place: its
+/// [`Slot`]); a test build counts its lookups by ID ([`SessionTable::lookups`]).
 #[derive(Debug, Default)]
 pub(super) struct SessionTable {
-    sessions: HashMap<SessionId, Session>,
+    sessions: IndexMap<SessionId, Session>,
     /// Agent-side ID → client-facing ID, for mapped sessions.
     by_agent: HashMap<AgentSessionId, SessionId>,
     /// Some session's [`Facts`] may hold something not taken yet.
@@ -422,6 +431,34 @@ impl SessionTable {
         }
     }
 
+    /// The session in `slot` as [`SessionTable::owner`] says (the root of its tree when it is a
+    /// child session, else itself), and its slot when it is the session itself.
+    pub(super) fn owner_at(&self, slot: Slot) -> (SessionId, Option<Slot>) {
+        let (s, session) = self
+            .sessions
+            .get_index(slot.0)
+            .expect("a slot of the table");
+        match &session.root {
+            Some(root) => (root.clone(), None),
+            None => (s.clone(), Some(slot)),
+        }
+    }
+
+    /// Session `s`'s slot, if the table has it (the one lookup of a line's session).
+    pub(super) fn slot(&self, s: &str) -> Option<Slot> {
+        self.lookups.count();
+        self.sessions.get_index_of(s).map(Slot)
+    }
+
+    /// Session `s`'s slot, the session made if the table has none.
+    pub(super) fn made(&mut self, s: &SessionId) -> Slot {
+        self.lookups.count();
+        let entry = self.sessions.entry(s.clone());
+        let slot = Slot(entry.index());
+        entry.or_default();
+        slot
+    }
+
     /// The root of `s`'s tree, when `s` is a child session announced in this run (none
     /// announced, the common case, costs no lookup).
     pub(super) fn root_of(&self, s: &str) -> Option<&SessionId> {
@@ -456,8 +493,8 @@ impl SessionTable {
 
     /// Session `s`, made if the table has none.
     pub(super) fn entry(&mut self, s: &SessionId) -> &mut Session {
-        self.lookups.count();
-        self.sessions.entry(s.clone()).or_default()
+        let slot = self.made(s);
+        &mut self[slot]
     }
 
     /// Session `s`, if the table has it.
@@ -472,10 +509,10 @@ impl SessionTable {
         self.sessions.get_mut(s)
     }
 
-    /// What the catalog learns of session `s`, to add to.
-    pub(super) fn facts(&mut self, s: &SessionId) -> &mut Facts {
+    /// What the catalog learns of the session in `slot`, to add to.
+    pub(super) fn facts(&mut self, slot: Slot) -> &mut Facts {
         self.facts_wait = true;
-        &mut self.entry(s).facts
+        &mut self[slot].facts
     }
 
     /// What the catalog learned and was not told yet, by session in order of ID
@@ -493,10 +530,9 @@ impl SessionTable {
         out
     }
 
-    /// The client sent session `s` a prompt (request `id`), watched from `at`.
-    pub(super) fn start_prompt(&mut self, s: &SessionId, id: RequestId, at: Stamp) {
-        if self
-            .entry(s)
+    /// The client sent the session in `slot` a prompt (request `id`), watched from `at`.
+    pub(super) fn start_prompt(&mut self, slot: Slot, id: RequestId, at: Stamp) {
+        if self[slot]
             .turn
             .watch
             .replace(PromptWatch::new(id, at))
@@ -511,13 +547,10 @@ impl SessionTable {
         self.watched > 0
     }
 
-    /// Session `s`'s prompt is over: answered (request `id`), or (`None`, ACP v2) the agent
-    /// reported the session idle.
-    pub(super) fn end_prompt(&mut self, s: &str, id: Option<&RequestId>) {
-        self.lookups.count();
-        let Some(session) = self.sessions.get_mut(s) else {
-            return;
-        };
+    /// The prompt of the session in `slot` is over: answered (request `id`), or (`None`, ACP
+    /// v2) the agent reported the session idle.
+    pub(super) fn end_prompt(&mut self, slot: Slot, id: Option<&RequestId>) {
+        let session = &mut self[slot];
         if session
             .turn
             .watch
@@ -648,5 +681,20 @@ impl SessionTable {
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.
     pub(super) fn agent_ids(&self) -> impl Iterator<Item = (&AgentSessionId, &SessionId)> {
         self.by_agent.iter()
+    }
+}
+
+/// The session in a slot (a slot is the table's own: [`SessionTable::slot`]).
+impl std::ops::Index<Slot> for SessionTable {
+    type Output = Session;
+    fn index(&self, slot: Slot) -> &Session {
+        &self.sessions[slot.0]
+    }
+}
+
+/// The session in a slot, to change.
+impl std::ops::IndexMut<Slot> for SessionTable {
+    fn index_mut(&mut self, slot: Slot) -> &mut Session {
+        &mut self.sessions[slot.0]
     }
 }

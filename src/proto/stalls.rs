@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::context::Cx;
 use super::prompt::Stall;
+use super::sessions::Slot;
 use super::vocab::{Action, AgentRef, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
@@ -26,16 +27,20 @@ pub(super) fn next_check(cx: &Cx) -> Option<u64> {
     watches.filter_map(|w| w.next_check(timeout, grace)).min()
 }
 
-/// A client's `session/prompt` starts its session's watch.
-pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
+/// A client's `session/prompt` starts its session's watch (the session in `slot` when the
+/// route resolved it).
+pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp, slot: Option<Slot>) {
     if cx.config.stall_timeout_us.is_some()
         && from == Side::Client
         && let Kind::Request { id, method } = &peek.kind
         && method == "session/prompt"
         && let Some(s) = peek.session.as_deref()
     {
-        let s = cx.sessions.id(s);
-        cx.sessions.start_prompt(&s, id.clone(), at);
+        let slot = slot.unwrap_or_else(|| {
+            let s = cx.sessions.id(s);
+            cx.sessions.made(&s)
+        });
+        cx.sessions.start_prompt(slot, id.clone(), at);
     }
 }
 

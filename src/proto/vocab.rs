@@ -24,6 +24,10 @@ use crate::wire::envelope::{Peek, RequestId};
 /// every line is looked up by).
 pub(super) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The core's insertion-ordered map (see [`HashMap`]): an entry's place in it reaches the entry
+/// again without hashing (the session table's slots).
+pub(super) type IndexMap<K, V> = indexmap::IndexMap<K, V, foldhash::fast::RandomState>;
+
 /// The core's hash set (see [`HashMap`]).
 pub(super) type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 

@@ -22,12 +22,15 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blame_bench  # noqa: E402
+
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary = os.path.abspath(sys.argv[1])
 sessions = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 runs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 before = os.path.abspath(sys.argv[4]) if len(sys.argv) > 4 else None
-LINES = 2000
+LINES = blame_bench.LINES
 KEY, SECRET = "acpjbenchkey", "acpjbenchsecret0123456789"
 s3s = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
                    "acp-journal/object-stores/s3s-fs-0.14.1/bin/s3s-fs")
@@ -103,50 +106,9 @@ def s3_env(p):
 
 
 url = "s3://bench/team"
-env = dict(os.environ, GIT_AUTHOR_NAME="Ann Person", GIT_AUTHOR_EMAIL="ann@example.com",
-           GIT_COMMITTER_NAME="Ann Person", GIT_COMMITTER_EMAIL="ann@example.com",
-           GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
-
-
-def git(*args):
-    subprocess.run(["git", *args], cwd=repo, env=env, check=True, stdout=subprocess.DEVNULL)
-
-
-git("init", "-q", "-b", "main")
-with open(os.path.join(repo, "big.py"), "w") as f:
-    f.writelines(f"value_{n} = compute({n}, 'line {n} of the file as the person wrote it')\n" for n in range(LINES))
-git("add", "-A")
-git("commit", "-q", "-m", "base")
-
-proxy = subprocess.Popen([binary, "--journal-dir", os.path.join(work, "journals"), "--store", url,
-                          "--ship-interval", "1", "--", sys.executable,
-                          os.path.join(root, "tests/agents/edit_agent.py")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True, env=s3_env(port))
-
-
-def request(i, method, params):
-    proxy.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
-    proxy.stdin.flush()
-    for line in proxy.stdout:
-        msg = json.loads(line)
-        if msg.get("id") == i and "method" not in msg:
-            return msg
-
-
-start = time.monotonic()
-request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-for s in range(sessions):
-    sid = request(1 + 2 * s, "session/new", {"cwd": repo, "mcpServers": []})["result"]["sessionId"]
-    a = (2 * s) % LINES
-    old = "".join(f"value_{n} = compute({n}, 'line {n} of the file as the person wrote it')\n" for n in (a, a + 1))
-    new = "".join(f"value_{n} = compute_faster({n}, 'line {n}, session {s}')\n" for n in (a, a + 1))
-    text = f"Speed up lines {a} and {a + 1}\nreplace big.py\n{old}---\n{new}."
-    request(2 + 2 * s, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
-proxy.stdin.close()
-proxy.wait()
-recorded = time.monotonic() - start
-git("commit", "-q", "-am", "faster")
+blame_bench.repository(repo)
+recorded = blame_bench.record([binary, "--journal-dir", os.path.join(work, "journals"), "--store", url,
+                               "--ship-interval", "1", "--"], repo, sessions, s3_env(port))
 # The recording run's end is bounded: its index may not have caught up with every session.
 # The index written anew from the store's journals, so that the teammate's blame measures the
 # index's answer, not a fallback to the journals.

@@ -14,60 +14,21 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blame_bench  # noqa: E402
+
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(root, "target/release/acp-journal")
 sessions = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-LINES = 2000
+LINES = blame_bench.LINES
 
 work = tempfile.mkdtemp(prefix="bench-blame-")
 repo, journals = os.path.join(work, "repo"), os.path.join(work, "journals")
 os.makedirs(repo)
-env = dict(os.environ, GIT_AUTHOR_NAME="Ann Person", GIT_AUTHOR_EMAIL="ann@example.com",
-           GIT_COMMITTER_NAME="Ann Person", GIT_COMMITTER_EMAIL="ann@example.com",
-           GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
-
-
-def git(*args):
-    subprocess.run(["git", *args], cwd=repo, env=env, check=True, stdout=subprocess.DEVNULL)
-
-
-git("init", "-q", "-b", "main")
-path = os.path.join(repo, "big.py")
-with open(path, "w") as f:
-    f.writelines(f"value_{n} = compute({n}, 'line {n} of the file as the person wrote it')\n" for n in range(LINES))
-git("add", "-A")
-git("commit", "-q", "-m", "base")
-
-proxy = subprocess.Popen([binary, "--journal-dir", journals, "--",
-                          sys.executable, os.path.join(root, "tests/agents/edit_agent.py")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True)
-
-
-def request(i, method, params):
-    proxy.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
-    proxy.stdin.flush()
-    for line in proxy.stdout:
-        msg = json.loads(line)
-        if msg.get("id") == i and "method" not in msg:
-            return msg
-
-
-start = time.monotonic()
-request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-for s in range(sessions):
-    sid = request(1 + 2 * s, "session/new", {"cwd": repo, "mcpServers": []})["result"]["sessionId"]
-    # Session s rewrites lines 2s and 2s+1 (mod the file), as one diff.
-    a = (2 * s) % LINES
-    old = "".join(f"value_{n} = compute({n}, 'line {n} of the file as the person wrote it')\n" for n in (a, a + 1))
-    new = "".join(f"value_{n} = compute_faster({n}, 'line {n}, session {s}')\n" for n in (a, a + 1))
-    text = f"Speed up lines {a} and {a + 1}\nreplace big.py\n{old}---\n{new}."
-    request(2 + 2 * s, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
-proxy.stdin.close()
-proxy.wait()
-recorded = time.monotonic() - start
-git("commit", "-q", "-am", "faster")
+env = blame_bench.GIT_ENV
+blame_bench.repository(repo)
+recorded = blame_bench.record([binary, "--journal-dir", journals, "--"], repo, sessions)
 size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(journals) for f in fs)
 
 

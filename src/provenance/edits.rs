@@ -535,23 +535,28 @@ mod tests {
     use crate::journal::Payload;
     use crate::provenance::lines::fingerprint;
 
+    /// The `i`th record of a test session: `line` (`>` client, `<` agent), `i + 1` seconds in.
+    fn record(i: usize, line: &str) -> Record {
+        let (from, json) = match line.split_at(1) {
+            (">", json) => (Side::Client, json),
+            (_, json) => (Side::Agent, json),
+        };
+        Record {
+            seq: i as u64,
+            unix_us: 1_000_000 * (i as i64 + 1),
+            mono_us: 0,
+            body: Body::Message {
+                from,
+                payload: Payload::from_line(json.as_bytes().to_vec().into()),
+            },
+        }
+    }
+
     /// A deriver for `s1` fed `lines` (`>` client, `<` agent), one second apart.
     fn derive(lines: &[&str]) -> Derived {
         let mut d = Deriver::new("s1");
         for (i, line) in lines.iter().enumerate() {
-            let (from, json) = match line.split_at(1) {
-                (">", json) => (Side::Client, json),
-                (_, json) => (Side::Agent, json),
-            };
-            d.record(&Record {
-                seq: i as u64,
-                unix_us: 1_000_000 * (i as i64 + 1),
-                mono_us: 0,
-                body: Body::Message {
-                    from,
-                    payload: Payload::from_line(json.as_bytes().to_vec().into()),
-                },
-            });
+            d.record(&record(i, line));
         }
         d.finish()
     }
@@ -788,19 +793,7 @@ mod tests {
         let mut d = Deriver::continuing("s1", 4);
         let mut taken = Vec::new();
         for (i, line) in lines.iter().enumerate() {
-            let (from, json) = match line.split_at(1) {
-                (">", json) => (Side::Client, json),
-                (_, json) => (Side::Agent, json),
-            };
-            d.record(&Record {
-                seq: i as u64,
-                unix_us: 1_000_000 * (i as i64 + 1),
-                mono_us: 0,
-                body: Body::Message {
-                    from,
-                    payload: Payload::from_line(json.as_bytes().to_vec().into()),
-                },
-            });
+            d.record(&record(i, line));
             // Taken after the first diff: its report again is not a second edit.
             if i == 2 {
                 taken.extend(d.take().edits);

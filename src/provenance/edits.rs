@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::lines::{self, Change};
+use super::patch;
 use crate::journal::{Body, Header, Record};
 use crate::wire::Side;
 
@@ -436,38 +437,73 @@ impl Deriver {
             .into_iter()
             .filter(|c| c["type"] == "diff");
         for diff in diffs {
+            // ACP v2's `Diff`: its `git_patch`, a hunk at a time (`changes` name the paths).
+            if diff["patch"]["format"] == "git_patch" {
+                let text = diff["patch"]["text"].as_str().unwrap_or_default();
+                for file in patch::files(text) {
+                    let Some(path) = self.path(file.path.as_deref()) else {
+                        continue;
+                    };
+                    for (old, new) in &file.hunks {
+                        let old = (!file.added).then_some(old.as_str());
+                        self.diff(call, path.clone(), old, new, chunk, &mut reported);
+                    }
+                }
+                continue;
+            }
             let (Some(path), Some(new)) =
                 (self.path(diff["path"].as_str()), diff["newText"].as_str())
             else {
                 continue;
             };
-            let old = diff["oldText"].as_str();
-            let change = lines::change(old, new);
-            self.learn(&path, old, new);
-            let edit = Edit {
-                origin: Origin {
-                    tool_call: Some(call.to_string()),
-                    ..self.origin.clone()
-                },
-                path: path.clone(),
-                change,
-                how: How::Diff,
-            };
-            let first = reported.insert(path.clone());
-            let key = (call.to_string(), path);
-            if self.taken.contains(&key) {
-                continue;
-            }
-            // The latest report of a call's diffs of a file stands for them.
-            match self.diffs.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, earlier)) => {
-                    if first && !chunk {
-                        earlier.clear();
-                    }
-                    earlier.push(edit);
+            self.diff(
+                call,
+                path,
+                diff["oldText"].as_str(),
+                new,
+                chunk,
+                &mut reported,
+            );
+        }
+    }
+
+    /// A diff of `path` (`old` → `new`, a whole file or a hunk) that tool call `call` reported;
+    /// `chunk`: in a v2 content chunk (which adds to what the call reported); `reported`: the
+    /// paths of this report so far.
+    fn diff(
+        &mut self,
+        call: &str,
+        path: PathBuf,
+        old: Option<&str>,
+        new: &str,
+        chunk: bool,
+        reported: &mut HashSet<PathBuf>,
+    ) {
+        let change = lines::change(old, new);
+        self.learn(&path, old, new);
+        let edit = Edit {
+            origin: Origin {
+                tool_call: Some(call.to_string()),
+                ..self.origin.clone()
+            },
+            path: path.clone(),
+            change,
+            how: How::Diff,
+        };
+        let first = reported.insert(path.clone());
+        let key = (call.to_string(), path);
+        if self.taken.contains(&key) {
+            return;
+        }
+        // The latest report of a call's diffs of a file stands for them.
+        match self.diffs.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, earlier)) => {
+                if first && !chunk {
+                    earlier.clear();
                 }
-                None => self.diffs.push((key, vec![edit])),
+                earlier.push(edit);
             }
+            None => self.diffs.push((key, vec![edit])),
         }
     }
 
@@ -615,6 +651,12 @@ mod tests {
             r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"call_edit","kind":"edit","title":"Editing files","status":"in_progress","content":[{"type":"diff","oldText":"def total(items):\n    return sum(items)\n\n","newText":"def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n\n","path":"/repo/cart.py","_meta":{"kind":"update"}},{"type":"diff","oldText":"def count(items):\n    return len(items)\n\n","newText":"def count(items):\n    return len(list(items))\n\n","path":"/repo/cart.py","_meta":{"kind":"update"}}]}}}"#,
             r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_edit","status":"completed"}}}"#,
         ]);
+        assert_codex_hunks(&d);
+    }
+
+    /// The two hunks codex-acp's `apply_patch` of the tests makes of `/repo/cart.py`, each an
+    /// edit of call `call_edit` in turn 1.
+    fn assert_codex_hunks(d: &Derived) {
         let changes: Vec<&Change> = d.edits.iter().map(|e| &e.change).collect();
         assert_eq!(
             changes,
@@ -641,6 +683,19 @@ mod tests {
         assert!(d.edits.iter().all(|e| e.path == Path::new("/repo/cart.py")
             && e.origin.tool_call.as_deref() == Some("call_edit")
             && e.origin.turn == 1));
+    }
+
+    /// ACP v2's `Diff` (codex-acp to a v2 client): `changes` and a `git_patch`, one file of two
+    /// hunks with their context: the same edits as v1's diff per hunk.
+    #[test]
+    fn a_v2_diffs_git_patch_is_an_edit_per_hunk() {
+        let d = derive(&[
+            NEW,
+            PROMPT,
+            r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"call_edit","kind":"edit","title":"Editing files","status":"in_progress","content":[{"type":"diff","changes":[{"operation":"modify","path":"/repo/cart.py"}],"patch":{"format":"git_patch","text":"diff --git /repo/cart.py /repo/cart.py\n--- /repo/cart.py\n+++ /repo/cart.py\n@@ -1,3 +1,4 @@\n-def total(items):\n-    return sum(items)\n+def total(items, discount=0.0):\n+    gross = sum(items)\n+    return round(gross * (1 - discount), 2)\n \n@@ -7,3 +8,3 @@\n def count(items):\n-    return len(items)\n+    return len(list(items))\n \n"}}]}}}"#,
+            r#"<{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_edit","status":"completed"}}}"#,
+        ]);
+        assert_codex_hunks(&d);
     }
 
     /// A later report of the call's content stands for the earlier one, every hunk of it; v2

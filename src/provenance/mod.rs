@@ -7,5 +7,6 @@ pub mod attribute;
 pub mod edits;
 pub mod lines;
 pub mod note;
+pub mod patch;
 pub mod porcelain;
 pub mod repo;

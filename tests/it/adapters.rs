@@ -955,6 +955,32 @@ fn claude_agent_acp_offered_history_recalls_an_earlier_session_of_its_repository
 /// claude-agent-acp edits part of a file with Claude Code's own Edit tool (the model server's
 /// scripted `Read` then `Edit`), in a git repository; a person changes one of its lines and
 /// commits: `blame` gives the agent's other lines to its session and turn, with its prompt,
+
+/// A session of `setup`'s adapter in `repo` told (the model server's `EDIT:` directive) to
+/// replace `old` by `new` in cart.py with its own edit tool; the turn ends and the proxy with
+/// it. Returns the session, the directive's edit and the file as the agent left it.
+fn edit_cart(
+    setup: &Setup,
+    repo: &crate::blame::Repo,
+    old: &str,
+    new: &str,
+) -> (String, serde_json::Value, String) {
+    let mut client = setup.client_on(setup.home.path(), repo.journals.path(), &[]);
+    client.initialize();
+    let session = client.new_session(repo.path().to_str().unwrap());
+    let edit = serde_json::json!({
+        "file_path": repo.path().join("cart.py"),
+        "old_string": old,
+        "new_string": new,
+    });
+    let prompt = format!("EDIT: {edit}\nGive totals a discount");
+    let answer = crate::blame::prompt_writing_files(&mut client, 1000, &session, &prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    ends(client);
+    let text = std::fs::read_to_string(repo.path().join("cart.py")).unwrap();
+    (session, edit, text)
+}
+
 /// agent and model, and the rest to the person.
 #[test]
 fn claude_agent_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_person() {
@@ -970,19 +996,12 @@ fn claude_agent_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_p
         ],
     );
     repo.commit("base");
-    let mut client = setup.client_on(setup.home.path(), repo.journals.path(), &[]);
-    client.initialize();
-    let session = client.new_session(repo.path().to_str().unwrap());
-    let edit = serde_json::json!({
-        "file_path": repo.path().join("cart.py"),
-        "old_string": "def total(items):\n    return sum(items)\n",
-        "new_string": "def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n",
-    });
-    let prompt = format!("EDIT: {edit}\nGive totals a discount");
-    let answer = crate::blame::prompt_writing_files(&mut client, 1000, &session, &prompt);
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    ends(client);
-    let text = std::fs::read_to_string(repo.path().join("cart.py")).unwrap();
+    let (session, edit, text) = edit_cart(
+        &setup,
+        &repo,
+        "def total(items):\n    return sum(items)\n",
+        "def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n",
+    );
     assert!(
         text.contains("discount=0.0"),
         "the agent did not edit: {text}"
@@ -1064,20 +1083,13 @@ fn codex_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_person()
         ],
     );
     repo.commit("base");
-    let mut client = setup.client_on(setup.home.path(), repo.journals.path(), &[]);
-    client.initialize();
-    let session = client.new_session(repo.path().to_str().unwrap());
     // Three unchanged lines between the two changes: codex's diff has two hunks.
-    let edit = serde_json::json!({
-        "file_path": repo.path().join("cart.py"),
-        "old_string": "def total(items):\n    return sum(items)\n\n\ndef count(items):\n    return len(items)\n",
-        "new_string": "def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n\n\ndef count(items):\n    return len(list(items))\n",
-    });
-    let prompt = format!("EDIT: {edit}\nGive totals a discount");
-    let answer = crate::blame::prompt_writing_files(&mut client, 1000, &session, &prompt);
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    ends(client);
-    let text = std::fs::read_to_string(repo.path().join("cart.py")).unwrap();
+    let (session, edit, text) = edit_cart(
+        &setup,
+        &repo,
+        "def total(items):\n    return sum(items)\n\n\ndef count(items):\n    return len(items)\n",
+        "def total(items, discount=0.0):\n    gross = sum(items)\n    return round(gross * (1 - discount), 2)\n\n\ndef count(items):\n    return len(list(items))\n",
+    );
     assert!(
         text.contains("discount=0.0") && text.contains("len(list(items))"),
         "the agent did not edit: {text}"

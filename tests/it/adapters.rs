@@ -952,10 +952,6 @@ fn claude_agent_acp_offered_history_recalls_an_earlier_session_of_its_repository
     );
 }
 
-/// claude-agent-acp edits part of a file with Claude Code's own Edit tool (the model server's
-/// scripted `Read` then `Edit`), in a git repository; a person changes one of its lines and
-/// commits: `blame` gives the agent's other lines to its session and turn, with its prompt,
-
 /// A session of `setup`'s adapter in `repo` told (the model server's `EDIT:` directive) to
 /// replace `old` by `new` in cart.py with its own edit tool; the turn ends and the proxy with
 /// it. Returns the session, the directive's edit and the file as the agent left it.
@@ -981,6 +977,9 @@ fn edit_cart(
     (session, edit, text)
 }
 
+/// claude-agent-acp edits part of a file with Claude Code's own Edit tool (the model server's
+/// scripted `Read` then `Edit`), in a git repository; a person changes one of its lines and
+/// commits: `blame` gives the agent's other lines to its session and turn, with its prompt,
 /// agent and model, and the rest to the person.
 #[test]
 fn claude_agent_acp_edits_are_blamed_on_their_turn_and_a_persons_change_on_the_person() {

@@ -42,7 +42,8 @@ if [[ $steps == build* ]]; then
     CARGO_FUZZ_VERSION=0.13.2
     if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
         echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2
-        cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
+        # Unoptimized: it only drives cargo and the fuzzer (as cargo-nextest, scripts/test.sh).
+        cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --debug --quiet
     fi
     mkdir -p "$target_dir"
     if (($(du -sk "$target_dir" | cut -f1) > 8 * 1024 * 1024)); then

@@ -161,9 +161,11 @@ if [[ $tier == full ]]; then
     background installs network_installs
     background "fuzz build" nice -n 19 scripts/fuzz.sh build
     phase "install: object stores" scripts/install-object-stores.sh
+    # Unoptimized (`--debug`): a test runner that starts processes and reads their output runs
+    # as fast either way, and its optimized build was ten minutes of a fresh machine's run.
     if ! command -v cargo-nextest >/dev/null; then
         phase "install: cargo-nextest" \
-            cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked --quiet
+            cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked --debug --quiet
     fi
 fi
 

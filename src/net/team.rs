@@ -10,7 +10,14 @@
 //!   (`YYYY-MM-DD`, both included) of its last activity.
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
-//! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
+//! - `/team/session?id=&after=`: one session as `export --format html` renders it, redacted,
+//!   with its `ETag` (a tag of what it was rendered from, [`TAG_LEN`] hex digits) and, while
+//!   the session is open (its host still writes it), [`FOLLOW_HEADER`]: how many milliseconds
+//!   the page waits before it asks again. `after` is the tag of the render the page has: when
+//!   nothing changed, the answer is 204 and no body. Following is shared by every page that
+//!   asks ([`follows`]): a session is looked at (one listing of it in the store) at most every
+//!   [`follows::FRESH`] however many pages follow it, and read again (its new bytes pulled,
+//!   rendered again) only when the look lists something new.
 //! - `/team/usage`: tokens and turns per day per agent and per host, sessions and turns per
 //!   day, the costliest sessions, the turns by stop reason, and the line that ends `stats
 //!   --store`, from the index's tables as `stats --store` reads them; and those drawn as SVG
@@ -22,13 +29,17 @@
 //!
 //! Every field is bounded ([`MAX_FIELD`] bytes, [`MAX_QUERY`] for the query string); what the
 //! store answers is read on a blocking thread, one reading at a time ([`Reads`]), so a client
-//! cannot make the host read the store more than once at once. The answers are data for the
-//! page's script (JSON, or the export's HTML that the script parses inert); each carries the
-//! page's Content-Security-Policy and is never cached.
+//! cannot make the host read the store more than once at once (a followed session's look, a
+//! listing, is made beside it, so that list and search never wait behind following). The
+//! answers are data for the page's script (JSON, or the export's HTML that the script parses
+//! inert); each carries the page's Content-Security-Policy and is never cached.
+
+mod follows;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 use tokio::sync::Semaphore;
@@ -51,6 +62,12 @@ const WAIT: Duration = Duration::from_secs(60);
 const SHARE_DAYS: u64 = 7;
 /// The longest a link may last, in days (the store's side refuses more too).
 const MAX_SHARE_DAYS: u64 = 30;
+/// Hex digits of a render's tag ([`Rendered::tag`]).
+pub const TAG_LEN: usize = 24;
+/// The header that says a session is open, and in how many milliseconds the page asks again.
+pub const FOLLOW_HEADER: &str = "acp-journal-follow";
+/// How often a page asks about a session it follows (what [`FOLLOW_HEADER`] says).
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
 /// The store's side of the team view: what `serve --store` reads for the page. Each call
 /// blocks (it reads the store) and is made on a blocking thread.
@@ -70,6 +87,12 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn session(&self, id: &str) -> Result<Vec<u8>, Failure>;
+    /// Session `id` read in full and rendered as [`Team::session`] renders it, and, while it is
+    /// open, what follows it.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn follow(&self, id: &str) -> Result<(Rendered, Option<Box<dyn Follower>>), Failure>;
     /// The usage (by day, per agent and per host; the costliest sessions; the stop reasons)
     /// and its charts, as JSON.
     ///
@@ -93,6 +116,34 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn link(&self, secret: &str) -> Result<Option<Link>, Failure>;
+}
+
+/// A session as the team view shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// As `export --format html` renders it, redacted.
+    pub html: Bytes,
+    /// What it was rendered from, as [`TAG_LEN`] lower-case hex digits: the same tag, the same
+    /// render.
+    pub tag: String,
+    /// Its host still writes it: the page follows it.
+    pub open: bool,
+}
+
+/// What follows one session in the store once it was read ([`Team::follow`]), kept by the
+/// host between the pages' looks. Each call blocks (it reads the store).
+pub trait Follower: Send + std::fmt::Debug {
+    /// Whether the store holds anything of the session that the last render did not show: a
+    /// cheap look (a listing), nothing read, nothing of the local copy touched.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn changed(&mut self) -> Result<bool, Failure>;
+    /// The session rendered again from what the store holds now (what is new of it pulled).
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn render(&mut self) -> Result<Rendered, Failure>;
 }
 
 /// A share link's record, as the server needs it.
@@ -141,11 +192,32 @@ pub struct Filters {
     pub page: usize,
 }
 
-/// The store's side, and the one reading it does at a time.
+/// The store's side, the one reading it does at a time, and the sessions followed.
 #[derive(Clone, Debug)]
 pub struct Reads {
     team: Arc<dyn Team>,
     one: Arc<Semaphore>,
+    follows: Arc<follows::Follows>,
+}
+
+/// 503: the store's reading is taken for longer than [`WAIT`].
+fn busy() -> Response<Body> {
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the store is busy: try again",
+    )
+}
+
+/// The response that says why the store's side could not answer (400, 404, 502).
+fn refusal(failure: Failure) -> Response<Body> {
+    match failure {
+        Failure::Bad(why) => plain(StatusCode::BAD_REQUEST, &why),
+        Failure::NotFound(why) => plain(StatusCode::NOT_FOUND, &why),
+        Failure::Store(why) => {
+            tracing::warn!("the team view could not read the store: {why}");
+            plain(StatusCode::BAD_GATEWAY, "the store could not be read")
+        }
+    }
 }
 
 impl Reads {
@@ -154,47 +226,47 @@ impl Reads {
         Reads {
             team,
             one: Arc::new(Semaphore::new(1)),
+            follows: Arc::default(),
         }
+    }
+
+    /// What `work` gives, run on a blocking thread, when `one` once the reading before it is
+    /// done; or the response that says why not (503 after [`WAIT`], 500).
+    async fn run<T: Send + 'static>(
+        &self,
+        one: bool,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Response<Body>> {
+        let permit = if one {
+            let Ok(Ok(permit)) = tokio::time::timeout(WAIT, self.one.clone().acquire_owned()).await
+            else {
+                return Err(busy());
+            };
+            Some(permit)
+        } else {
+            None
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await;
+        done.map_err(|e| {
+            tracing::error!("the team view's reading failed: {e}");
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "the reading failed")
+        })
     }
 
     /// What `read` gives of the store, read on a blocking thread once the reading before it is
     /// done; or the response that says why not (503 after [`WAIT`], 400, 404, 502, 500).
-    pub(super) async fn answer(
+    pub(super) async fn answer<T: Send + 'static>(
         &self,
-        read: impl FnOnce(&dyn Team) -> Result<Vec<u8>, Failure> + Send + 'static,
-    ) -> Result<Vec<u8>, Response<Body>> {
-        let Ok(Ok(permit)) = tokio::time::timeout(WAIT, self.one.clone().acquire_owned()).await
-        else {
-            return Err(plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store is busy: try again",
-            ));
-        };
+        read: impl FnOnce(&dyn Team) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Response<Body>> {
         let team = self.team.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            read(team.as_ref())
-        })
-        .await;
-        match done {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(Failure::Bad(why))) => Err(plain(StatusCode::BAD_REQUEST, &why)),
-            Ok(Err(Failure::NotFound(why))) => Err(plain(StatusCode::NOT_FOUND, &why)),
-            Ok(Err(Failure::Store(why))) => {
-                tracing::warn!("the team view could not read the store: {why}");
-                Err(plain(
-                    StatusCode::BAD_GATEWAY,
-                    "the store could not be read",
-                ))
-            }
-            Err(e) => {
-                tracing::error!("the team view's reading failed: {e}");
-                Err(plain(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the reading failed",
-                ))
-            }
-        }
+        self.run(true, move || read(team.as_ref()))
+            .await?
+            .map_err(refusal)
     }
 
     /// The record of the link whose secret is `secret`, read on a blocking thread (not one
@@ -258,11 +330,11 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         Ok(asked) => asked,
         Err(why) => return plain(StatusCode::BAD_REQUEST, &why),
     };
-    let kind = match &asked {
-        Asked::Session(_) => Some(("text/html; charset=utf-8", None)),
+    let kind = match asked {
+        Asked::Session { id, after } => return session(reads, id, after).await,
         Asked::UsageCsv(by) => Some((
             "text/csv; charset=utf-8",
-            Some(if *by == "agent" {
+            Some(if by == "agent" {
                 "attachment; filename=\"usage-agent.csv\""
             } else {
                 "attachment; filename=\"usage-host.csv\""
@@ -274,7 +346,8 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         .answer(move |team| match &asked {
             Asked::Sessions(filters) => team.sessions(filters),
             Asked::Search(text) => team.search(text),
-            Asked::Session(id) => team.session(id),
+            // Answered above.
+            Asked::Session { .. } => Err(Failure::Bad("no session here".into())),
             Asked::Usage => team.usage(),
             Asked::UsageCsv(by) => team.usage_csv(by),
             Asked::Share(id, life) => team.share(id, *life),
@@ -301,12 +374,50 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
     }
 }
 
+/// `/team/session`: session `id` as it stands (followed: [`follows`]); 204 and no body when
+/// its render's tag is `after` (the page has it), else the render; with its tag as the `ETag`,
+/// and [`FOLLOW_HEADER`] while the session is open.
+async fn session(reads: &Reads, id: String, after: Option<String>) -> Response<Body> {
+    let rendered = match reads.followed(id).await {
+        Ok(rendered) => rendered,
+        Err(response) => return response,
+    };
+    let mut response = if after.as_deref() == Some(rendered.tag.as_str()) {
+        let mut response = Response::new(full(Bytes::new()));
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        response
+    } else {
+        let mut response = Response::new(full(rendered.html.clone()));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        response
+    };
+    let headers = response.headers_mut();
+    // Hex digits: always a valid header value.
+    if let Ok(tag) = header::HeaderValue::from_str(&format!("\"{}\"", rendered.tag)) {
+        headers.insert(header::ETAG, tag);
+    }
+    if rendered.open {
+        headers.insert(
+            FOLLOW_HEADER,
+            header::HeaderValue::from(FOLLOW_EVERY.as_millis() as u64),
+        );
+    }
+    response
+}
+
 /// What a request asks for, its fields checked.
 #[derive(Debug, PartialEq, Eq)]
 enum Asked {
     Sessions(Filters),
     Search(String),
-    Session(String),
+    /// A session, and the tag of the render the page has of it.
+    Session {
+        id: String,
+        after: Option<String>,
+    },
     Usage,
     /// The usage of one group (`agent` or `host`) as CSV.
     UsageCsv(&'static str),
@@ -334,9 +445,21 @@ impl Asked {
                 .filter(|q| !q.trim().is_empty())
                 .map(|q| Asked::Search(q.trim().to_string()))
                 .ok_or_else(|| "search for what? (q=)".to_string()),
-            "/team/session" => field("id")?
-                .map(Asked::Session)
-                .ok_or_else(|| "which session? (id=)".to_string()),
+            "/team/session" => {
+                let id = field("id")?.ok_or_else(|| "which session? (id=)".to_string())?;
+                let after = field("after")?;
+                if let Some(tag) = &after
+                    && (tag.len() != TAG_LEN
+                        || !tag
+                            .bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+                {
+                    return Err(format!(
+                        "after is the tag of a render: {TAG_LEN} lower-case hex digits"
+                    ));
+                }
+                Ok(Asked::Session { id, after })
+            }
             "/team/usage" => Ok(Asked::Usage),
             "/team/usage.csv" => match field("by")?.as_deref() {
                 Some("agent") => Ok(Asked::UsageCsv("agent")),
@@ -445,6 +568,25 @@ mod tests {
             Asked::parse("/team/usage.csv", "by=host").unwrap(),
             Asked::UsageCsv("host")
         );
+        // A session, and the tag of the render the page has (an empty one: none).
+        let tag = "0123456789abcdef01234567";
+        assert_eq!(
+            Asked::parse("/team/session", &format!("id=s%201&after={tag}")).unwrap(),
+            Asked::Session {
+                id: "s 1".into(),
+                after: Some(tag.into())
+            }
+        );
+        for query in ["id=s1", "id=s1&after=", "after=&id=s1"] {
+            assert_eq!(
+                Asked::parse("/team/session", query).unwrap(),
+                Asked::Session {
+                    id: "s1".into(),
+                    after: None
+                },
+                "{query}"
+            );
+        }
         let long = format!("q={}", "a".repeat(MAX_FIELD + 1));
         for (path, query) in [
             ("/team/search", long.as_str()),
@@ -452,6 +594,13 @@ mod tests {
             ("/team/search", "q=%ff"),
             ("/team/session", ""),
             ("/team/session", "id=a%0Ab"),
+            ("/team/session", "after=0123456789abcdef01234567"),
+            ("/team/session", "id=s1&after=0123456789ABCDEF01234567"),
+            ("/team/session", "id=s1&after=0123456789abcdef0123456"),
+            ("/team/session", "id=s1&after=0123456789abcdef012345678"),
+            ("/team/session", "id=s1&after=0123456789abcdef0123456g"),
+            ("/team/session", "id=s1&after=%220123456789abcdef0123456%22"),
+            ("/team/session", "id=s1&after=0123456789abcdef0123456%0A"),
             ("/team/sessions", "state=torn%3Bx"),
             ("/team/sessions", "state=open"),
             ("/team/sessions", "state=LIVE"),

@@ -15,8 +15,8 @@
 //!   the session is open (its host still writes it), [`FOLLOW_HEADER`]: how many milliseconds
 //!   the page waits before it asks again. `after` is the tag of the render the page has: when
 //!   nothing changed, the answer is 204 and no body. Following is shared by every page that
-//!   asks ([`follows`]): a session is looked at (one listing of it in the store) at most every
-//!   [`follows::FRESH`] however many pages follow it, and read again (its new bytes pulled,
+//!   asks ([`Reads::followed`]): a session is looked at (one listing of it in the store) at
+//!   most every [`FRESH`] however many pages follow it, and read again (its new bytes pulled,
 //!   rendered again) only when the look lists something new.
 //! - `/team/usage`: tokens and turns per day per agent and per host, sessions and turns per
 //!   day, the costliest sessions, the turns by stop reason, and the line that ends `stats
@@ -37,7 +37,7 @@
 mod follows;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -197,7 +197,7 @@ pub struct Filters {
 pub struct Reads {
     team: Arc<dyn Team>,
     one: Arc<Semaphore>,
-    follows: Arc<follows::Follows>,
+    follows: Arc<follows::Follows<Slot>>,
 }
 
 /// 503: the store's reading is taken for longer than [`WAIT`].
@@ -374,7 +374,7 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
     }
 }
 
-/// `/team/session`: session `id` as it stands (followed: [`follows`]); 204 and no body when
+/// `/team/session`: session `id` as it stands ([`Reads::followed`]); 204 and no body when
 /// its render's tag is `after` (the page has it), else the render; with its tag as the `ETag`,
 /// and [`FOLLOW_HEADER`] while the session is open.
 async fn session(reads: &Reads, id: String, after: Option<String>) -> Response<Body> {
@@ -408,6 +408,114 @@ async fn session(reads: &Reads, id: String, after: Option<String>) -> Response<B
     response
 }
 
+/// How long a look at a followed session answers every page that asks: a little less than
+/// [`FOLLOW_EVERY`], so one page's every look reads, and many pages' together read no more
+/// often.
+const FRESH: Duration = Duration::from_millis(400);
+
+/// One followed session's slot ([`follows::Follows`]): its last render, what follows it while
+/// it is open, and when the store was last looked at for it.
+#[derive(Debug, Default)]
+struct Slot {
+    rendered: Option<Arc<Rendered>>,
+    follower: Option<Box<dyn Follower>>,
+    looked: Option<Instant>,
+}
+
+impl Reads {
+    /// Session `id` as it stands now, for `/team/session`: from the last look when it is younger
+    /// than [`FRESH`]; else looked at (a listing, beside the one reading: nothing of the local
+    /// copy is touched) and, when the store holds more of it, rendered again through the one
+    /// reading; else (not followed, or never read) read in full through it. Pages asking at
+    /// once wait for one reading (the session's slot, [`follows::Follows`]). A session not open
+    /// is not followed: its render answers for [`FRESH`], then it is read in full again.
+    pub(super) async fn followed(&self, id: String) -> Result<Arc<Rendered>, Response<Body>> {
+        let slot = self.follows.slot(&id);
+        let Ok(mut slot) = tokio::time::timeout(WAIT, slot.lock_owned()).await else {
+            return Err(busy());
+        };
+        if let (Some(rendered), Some(looked)) = (&slot.rendered, slot.looked)
+            && looked.elapsed() < FRESH
+        {
+            return Ok(rendered.clone());
+        }
+        if let (Some(mut follower), Some(rendered)) = (slot.follower.take(), slot.rendered.clone())
+        {
+            // The look: beside the one reading (nothing of the local copy is touched).
+            let (follower, changed) = self
+                .run(false, move || {
+                    let changed = follower.changed();
+                    (follower, changed)
+                })
+                .await?;
+            match changed {
+                Ok(false) => {
+                    slot.follower = Some(follower);
+                    slot.looked = Some(Instant::now());
+                    return Ok(rendered);
+                }
+                Ok(true) => return self.render(&id, &mut slot, follower).await,
+                Err(failure) => {
+                    slot.follower = Some(follower);
+                    return Err(refusal(failure));
+                }
+            }
+        }
+        let asked = id.clone();
+        match self.answer(move |team| team.follow(&asked)).await {
+            Ok((rendered, follower)) => Ok(self.keep(&id, &mut slot, rendered, follower)),
+            Err(response) => {
+                if slot.rendered.is_none() {
+                    // Nothing to keep (no such session, say): its place is not held.
+                    self.follows.forget(&id);
+                }
+                Err(response)
+            }
+        }
+    }
+
+    /// `follower`'s session rendered again (it listed something new), through the one
+    /// reading.
+    async fn render(
+        &self,
+        id: &str,
+        slot: &mut Slot,
+        mut follower: Box<dyn Follower>,
+    ) -> Result<Arc<Rendered>, Response<Body>> {
+        let (follower, rendered) = self
+            .run(true, move || {
+                let rendered = follower.render();
+                (follower, rendered)
+            })
+            .await?;
+        match rendered {
+            Ok(rendered) => Ok(self.keep(id, slot, rendered, Some(follower))),
+            Err(failure) => {
+                // Kept: the next look tries again.
+                slot.follower = Some(follower);
+                Err(refusal(failure))
+            }
+        }
+    }
+
+    /// `rendered` kept as session `id`'s last render, followed by `follower` while it is open.
+    fn keep(
+        &self,
+        id: &str,
+        slot: &mut Slot,
+        rendered: Rendered,
+        follower: Option<Box<dyn Follower>>,
+    ) -> Arc<Rendered> {
+        let open = rendered.open;
+        let rendered = Arc::new(rendered);
+        self.follows.sized(id, rendered.html.len());
+        slot.rendered = Some(rendered.clone());
+        slot.follower = follower.filter(|_| open);
+        slot.looked = Some(Instant::now());
+        rendered
+    }
+}
+
 /// What a request asks for, its fields checked.
 #[derive(Debug, PartialEq, Eq)]
 enum Asked {
@@ -427,19 +535,7 @@ enum Asked {
 
 impl Asked {
     fn parse(path: &str, query: &str) -> Result<Asked, String> {
-        let field = |name: &str| -> Result<Option<String>, String> {
-            let Some(bytes) = form_field(query, name) else {
-                return Ok(None);
-            };
-            if bytes.len() > MAX_FIELD {
-                return Err(format!("{name} is at most {MAX_FIELD} bytes"));
-            }
-            let text = String::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8 text"))?;
-            if text.chars().any(char::is_control) {
-                return Err(format!("{name} holds a control character"));
-            }
-            Ok(Some(text).filter(|t| !t.is_empty()))
-        };
+        let field = |name: &str| field(query, name);
         match path {
             "/team/search" => field("q")?
                 .filter(|q| !q.trim().is_empty())
@@ -448,12 +544,7 @@ impl Asked {
             "/team/session" => {
                 let id = field("id")?.ok_or_else(|| "which session? (id=)".to_string())?;
                 let after = field("after")?;
-                if let Some(tag) = &after
-                    && (tag.len() != TAG_LEN
-                        || !tag
-                            .bytes()
-                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-                {
+                if after.as_deref().is_some_and(|tag| !is_tag(tag)) {
                     return Err(format!(
                         "after is the tag of a render: {TAG_LEN} lower-case hex digits"
                     ));
@@ -478,143 +569,80 @@ impl Asked {
                 };
                 Ok(Asked::Share(id, Duration::from_secs(days * 86_400)))
             }
-            _ => {
-                let day = |name: &str, next: bool| -> Result<Option<i64>, String> {
-                    let Some(text) = field(name)? else {
-                        return Ok(None);
-                    };
-                    let date: jiff::civil::Date = text
-                        .parse()
-                        .map_err(|_| format!("{name} is a day, YYYY-MM-DD"))?;
-                    let date = if next {
-                        date.tomorrow().map_err(|e| e.to_string())?
-                    } else {
-                        date
-                    };
-                    let at = date
-                        .to_zoned(jiff::tz::TimeZone::UTC)
-                        .map_err(|e| e.to_string())?;
-                    Ok(Some(at.timestamp().as_microsecond()))
-                };
-                let page = match field("page")? {
-                    Some(text) => text
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|p| *p <= MAX_PAGE)
-                        .ok_or_else(|| format!("page is a number up to {MAX_PAGE}"))?,
-                    None => 0,
-                };
-                let state = field("state")?;
-                if let Some(state) = &state
-                    && !STORE_STATES.contains(&state.as_str())
-                {
-                    return Err(format!("state is one of {}", STORE_STATES.join(", ")));
-                }
-                Ok(Asked::Sessions(Filters {
-                    agent: field("agent")?,
-                    host: field("host")?,
-                    cwd: field("cwd")?,
-                    state,
-                    from_us: day("from", false)?,
-                    to_us: day("to", true)?,
-                    page,
-                }))
-            }
+            _ => filters(query).map(Asked::Sessions),
         }
     }
+}
+
+/// Field `name` of `query`, checked: at most [`MAX_FIELD`] bytes of text without a control
+/// character; `None` when absent or empty.
+fn field(query: &str, name: &str) -> Result<Option<String>, String> {
+    let Some(bytes) = form_field(query, name) else {
+        return Ok(None);
+    };
+    if bytes.len() > MAX_FIELD {
+        return Err(format!("{name} is at most {MAX_FIELD} bytes"));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8 text"))?;
+    if text.chars().any(char::is_control) {
+        return Err(format!("{name} holds a control character"));
+    }
+    Ok(Some(text).filter(|t| !t.is_empty()))
+}
+
+/// Whether `text` is a render's tag: [`TAG_LEN`] lower-case hex digits.
+fn is_tag(text: &str) -> bool {
+    text.len() == TAG_LEN
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The filters of a `/team/sessions` query, checked.
+fn filters(query: &str) -> Result<Filters, String> {
+    let field = |name: &str| field(query, name);
+    let day = |name: &str, next: bool| -> Result<Option<i64>, String> {
+        let Some(text) = field(name)? else {
+            return Ok(None);
+        };
+        let date: jiff::civil::Date = text
+            .parse()
+            .map_err(|_| format!("{name} is a day, YYYY-MM-DD"))?;
+        let date = if next {
+            date.tomorrow().map_err(|e| e.to_string())?
+        } else {
+            date
+        };
+        let at = date
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .map_err(|e| e.to_string())?;
+        Ok(Some(at.timestamp().as_microsecond()))
+    };
+    let page = match field("page")? {
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|p| *p <= MAX_PAGE)
+            .ok_or_else(|| format!("page is a number up to {MAX_PAGE}"))?,
+        None => 0,
+    };
+    let state = field("state")?;
+    if let Some(state) = &state
+        && !STORE_STATES.contains(&state.as_str())
+    {
+        return Err(format!("state is one of {}", STORE_STATES.join(", ")));
+    }
+    Ok(Filters {
+        agent: field("agent")?,
+        host: field("host")?,
+        cwd: field("cwd")?,
+        state,
+        from_us: day("from", false)?,
+        to_us: day("to", true)?,
+        page,
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fields_of_a_query_are_bounded_and_checked() {
-        let asked = Asked::parse(
-            "/team/sessions",
-            "agent=echo&host=h-1&state=stranded&from=2026-11-01&to=2026-11-01&page=2",
-        )
-        .unwrap();
-        let Asked::Sessions(f) = asked else {
-            panic!("{asked:?}")
-        };
-        assert_eq!(f.agent.as_deref(), Some("echo"));
-        assert_eq!(f.host.as_deref(), Some("h-1"));
-        assert_eq!(f.state.as_deref(), Some("stranded"));
-        for state in STORE_STATES {
-            let query = format!("state={state}");
-            assert!(Asked::parse("/team/sessions", &query).is_ok(), "{query}");
-        }
-        assert_eq!(f.page, 2);
-        assert_eq!(f.to_us.unwrap() - f.from_us.unwrap(), 86_400_000_000);
-        assert_eq!(
-            Asked::parse("/team/sessions", "").unwrap(),
-            Asked::Sessions(Filters::default())
-        );
-        assert_eq!(
-            Asked::parse("/team/search", "q=+two+words+").unwrap(),
-            Asked::Search("two words".into())
-        );
-        let day = Duration::from_secs(86_400);
-        assert_eq!(
-            Asked::parse("/team/share", "id=s1").unwrap(),
-            Asked::Share("s1".into(), day * 7)
-        );
-        assert_eq!(
-            Asked::parse("/team/share", "id=s1&days=30").unwrap(),
-            Asked::Share("s1".into(), day * 30)
-        );
-        assert_eq!(
-            Asked::parse("/team/usage.csv", "by=host").unwrap(),
-            Asked::UsageCsv("host")
-        );
-        // A session, and the tag of the render the page has (an empty one: none).
-        let tag = "0123456789abcdef01234567";
-        assert_eq!(
-            Asked::parse("/team/session", &format!("id=s%201&after={tag}")).unwrap(),
-            Asked::Session {
-                id: "s 1".into(),
-                after: Some(tag.into())
-            }
-        );
-        for query in ["id=s1", "id=s1&after=", "after=&id=s1"] {
-            assert_eq!(
-                Asked::parse("/team/session", query).unwrap(),
-                Asked::Session {
-                    id: "s1".into(),
-                    after: None
-                },
-                "{query}"
-            );
-        }
-        let long = format!("q={}", "a".repeat(MAX_FIELD + 1));
-        for (path, query) in [
-            ("/team/search", long.as_str()),
-            ("/team/search", "q=%20"),
-            ("/team/search", "q=%ff"),
-            ("/team/session", ""),
-            ("/team/session", "id=a%0Ab"),
-            ("/team/session", "after=0123456789abcdef01234567"),
-            ("/team/session", "id=s1&after=0123456789ABCDEF01234567"),
-            ("/team/session", "id=s1&after=0123456789abcdef0123456"),
-            ("/team/session", "id=s1&after=0123456789abcdef012345678"),
-            ("/team/session", "id=s1&after=0123456789abcdef0123456g"),
-            ("/team/session", "id=s1&after=%220123456789abcdef0123456%22"),
-            ("/team/session", "id=s1&after=0123456789abcdef0123456%0A"),
-            ("/team/sessions", "state=torn%3Bx"),
-            ("/team/sessions", "state=open"),
-            ("/team/sessions", "state=LIVE"),
-            ("/team/sessions", "from=yesterday"),
-            ("/team/sessions", "page=-1"),
-            ("/team/sessions", "page=99999999999"),
-            ("/team/usage.csv", ""),
-            ("/team/usage.csv", "by=week"),
-            ("/team/share", "days=7"),
-            ("/team/share", "id=s1&days=31"),
-            ("/team/share", "id=s1&days=0"),
-            ("/team/share", "id=s1&days=-1"),
-        ] {
-            assert!(Asked::parse(path, query).is_err(), "{path}?{query}");
-        }
-    }
-}
+#[path = "team_tests.rs"]
+mod tests;

@@ -13,6 +13,9 @@
 (function () {
   "use strict";
 
+  /** How soon a followed session is asked about again after the host could not answer. */
+  var FOLLOW_RETRY_MS = 5000;
+
   window.acpJournalTeam = function (ui) {
     var $ = ui.$, el = ui.el, str = ui.str, signIn = ui.signIn, TOKEN_KEY = ui.tokenKey;
 
@@ -29,9 +32,18 @@
           headers: { Authorization: "Bearer " + token },
           cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer"
         }).then(function (r) {
-          if (r.status === 401) { signIn(true); throw new Error("the token was refused"); }
+          if (r.status === 401) {
+            signIn(true);
+            var refused = new Error("the token was refused");
+            refused.refused = true;
+            throw refused;
+          }
           if (!r.ok) {
-            return r.text().then(function (t) { throw new Error(t.trim() || ("HTTP " + r.status)); });
+            return r.text().then(function (t) {
+              var failed = new Error(t.trim() || ("HTTP " + r.status));
+              failed.status = r.status;
+              throw failed;
+            });
           }
           return r;
         });
@@ -45,7 +57,7 @@
         $("layout").hidden = on;
         $("team-tab").setAttribute("aria-pressed", on ? "true" : "false");
         $("live-tab").setAttribute("aria-pressed", on ? "false" : "true");
-        if (on) { team.load(); }
+        if (on) { team.load(); follow.resume(); }
       },
       status: function (text) { $("team-status").textContent = text; },
       /** The filters of the form, as a query string. */
@@ -164,8 +176,10 @@
       /** The usage: each chart the server drew, and under it its numbers, a table behind a
        *  disclosure (for the tokens per day, a CSV download too). */
       usage: function () {
+        follow.stop();
         var article = $("team-session");
         article.textContent = "";
+        article.removeAttribute("data-follow");
         article.removeAttribute("data-session");
         article.appendChild(el("p", "empty", "counting…"));
         team.get("/team/usage").then(function (r) { return r.json(); }).then(function (answer) {
@@ -285,27 +299,23 @@
         return form;
       },
       /** Session `id`, rendered by the server; `turn` (from 1) scrolled to and marked, and in it
-       *  the `text` searched for. */
+       *  the `text` searched for. While its host still writes it, it is followed (`follow`). */
       open: function (id, turn, text) {
+        follow.stop();
         var article = $("team-session");
         article.textContent = "";
+        article.removeAttribute("data-follow");
         article.appendChild(el("p", "empty", "reading the session…"));
-        team.get("/team/session?id=" + encodeURIComponent(id)).then(function (r) { return r.text(); }).then(function (html) {
-          // The export's head (its stylesheet, which the page's already holds, and its policy)
-          // left out: its body starts at the first "<body", which no escaped text can hold.
-          var body = html.indexOf("<body");
-          var doc = new DOMParser().parseFromString(body < 0 ? "" : html.slice(body), "text/html");
+        var session = follow.start(id);
+        follow.ask(session).then(function (answer) {
+          if (!follow.is(session)) { return; }
           article.textContent = "";
           article.setAttribute("data-session", id);
           article.appendChild(team.shareForm(id));
-          ["body > header", "body > main"].forEach(function (sel) {
-            var part = doc.querySelector(sel);
-            if (!part) { return; }
-            part.querySelectorAll("script, nav").forEach(function (n) { n.remove(); });
-            part.querySelectorAll("[id]").forEach(function (n) { n.id = "export-" + n.id; });
-            part.querySelectorAll("a[href^='#']").forEach(function (a) { a.setAttribute("href", "#export-" + a.getAttribute("href").slice(1)); });
-            article.appendChild(document.importNode(part, true));
-          });
+          session.note = article.appendChild(el("p", "team-follow"));
+          session.note.setAttribute("role", "status");
+          session.box = article.appendChild(el("div", "team-export"));
+          follow.adopt(session.box, follow.parts(answer.html), follow.DEPTH);
           var turns = article.querySelectorAll("section.turn");
           var hit = turn > 0 ? turns[turn - 1] : null;
           if (hit) {
@@ -315,12 +325,174 @@
           } else {
             article.focus();
           }
+          follow.then(session, answer);
         }, function (error) {
+          if (!follow.is(session)) { return; }
+          follow.stop();
           article.textContent = "";
           article.appendChild(el("p", "error", error.message));
         });
       }
     };
+
+    // ---------------------------------------------------------------- a session followed
+
+    /** The session opened in the team view, followed while its host still writes it: the
+     *  server says so, and how soon to ask again (the acp-journal-follow header, in ms); the
+     *  page then asks with the tag of the render it has (`after=`), and the server answers 204
+     *  when nothing changed, else the whole render (one renderer: the export's), which is
+     *  patched in: what the server rendered the same is kept as it is (a tool call opened, the
+     *  focus, a search's marks), so only the turns that changed are replaced. At the bottom,
+     *  the page stays at the bottom as turns arrive; elsewhere, nothing moves. Not asked while
+     *  the tab or the team view is hidden; stopped when the session ends, another is opened,
+     *  the usage shown, or the token refused. */
+    var follow = {
+      /** Levels of the render patched below the box (the box, header and main, the timeline
+       *  and wire sections, a turn and the wire's details, a turn's cards). */
+      DEPTH: 4,
+      /** The session followed: {id, tag, note, box, timer, waiting}; null when none. */
+      now: null,
+      /** What each node adopted was when the server rendered it (its markup). */
+      rendered: new WeakMap(),
+      start: function (id) {
+        follow.now = { id: id, tag: "", note: null, box: null, timer: 0, waiting: false };
+        return follow.now;
+      },
+      is: function (session) { return follow.now === session; },
+      stop: function () {
+        if (follow.now) { clearTimeout(follow.now.timer); }
+        follow.now = null;
+      },
+      /** The server's answer for `session`: {html} (null when unchanged), its tag, and in how
+       *  many ms to ask again (0: the session is not followed). */
+      ask: function (session) {
+        var path = "/team/session?id=" + encodeURIComponent(session.id) +
+          (session.tag ? "&after=" + session.tag : "");
+        return team.get(path).then(function (r) {
+          var every = Number(r.headers.get("acp-journal-follow")) || 0;
+          var tag = (r.headers.get("etag") || "").replace(/"/g, "");
+          var answer = { tag: /^[0-9a-f]{24}$/.test(tag) ? tag : "", every: every > 0 ? Math.min(Math.max(every, 250), 60000) : 0 };
+          if (r.status === 204) { answer.html = null; return answer; }
+          return r.text().then(function (html) { answer.html = html; return answer; });
+        });
+      },
+      /** After an answer: ask again when the server said so, else say the session ended. */
+      then: function (session, answer) {
+        session.tag = answer.tag;
+        var article = $("team-session");
+        if (!answer.every || !answer.tag) {
+          article.setAttribute("data-follow", "off");
+          follow.say(session, session.following ? "The session ended: followed no more." : "");
+          if (follow.is(session)) { follow.now = null; }
+          return;
+        }
+        session.following = true;
+        article.setAttribute("data-follow", "on");
+        follow.say(session, "Live: new turns appear here as its host ships them.");
+        session.timer = setTimeout(function () { follow.look(session); }, answer.every);
+      },
+      /** `text` in `session`'s note (none: hidden); a screen reader hears it once, not at every
+       *  look. */
+      say: function (session, text) {
+        if (session.note.textContent !== text) { session.note.textContent = text; }
+        session.note.hidden = !text;
+      },
+      /** Ask again, unless the page is not shown (then asked again once it is). */
+      look: function (session) {
+        if (!follow.is(session)) { return; }
+        if (document.hidden || $("team").hidden) { session.waiting = true; return; }
+        follow.ask(session).then(function (answer) {
+          if (!follow.is(session)) { return; }
+          if (answer.html !== null) { follow.update(session, answer.html); }
+          follow.then(session, answer);
+        }, function (error) {
+          if (!follow.is(session)) { return; }
+          if (error.refused || error.status === 404) {
+            // Signed out, or the session is gone from the store (erased): as it was last read.
+            follow.stop();
+            $("team-session").setAttribute("data-follow", "off");
+            follow.say(session, error.refused ? "" : "Followed no more: " + error.message);
+            return;
+          }
+          follow.say(session, "Not updated (" + error.message + "): trying again.");
+          session.timer = setTimeout(function () { follow.look(session); }, FOLLOW_RETRY_MS);
+        });
+      },
+      /** The page is shown again: ask now what was not asked meanwhile. */
+      resume: function () {
+        var session = follow.now;
+        if (session && session.waiting && !document.hidden && !$("team").hidden) {
+          session.waiting = false;
+          follow.look(session);
+        }
+      },
+      /** The export's header and main in `html`, parsed inert in a box of their own: the
+       *  export's head (its stylesheet, which the page's already holds, and its policy) left
+       *  out (its body starts at the first "<body", which no escaped text can hold), no script
+       *  or nav of it, its ids prefixed. */
+      parts: function (html) {
+        var body = html.indexOf("<body");
+        var doc = new DOMParser().parseFromString(body < 0 ? "" : html.slice(body), "text/html");
+        var box = doc.createElement("div");
+        ["body > header", "body > main"].forEach(function (sel) {
+          var part = doc.querySelector(sel);
+          if (!part) { return; }
+          part.querySelectorAll("script, nav").forEach(function (n) { n.remove(); });
+          part.querySelectorAll("[id]").forEach(function (n) { n.id = "export-" + n.id; });
+          part.querySelectorAll("a[href^='#']").forEach(function (a) { a.setAttribute("href", "#export-" + a.getAttribute("href").slice(1)); });
+          box.appendChild(part);
+        });
+        return box;
+      },
+      /** `node` as the server rendered it, and what it holds down to `depth` levels. */
+      markup: function (node) { return node.nodeType === 1 ? node.outerHTML : "#" + node.nodeType + node.nodeValue; },
+      sign: function (node, depth) {
+        follow.rendered.set(node, follow.markup(node));
+        if (depth > 0) { node.childNodes.forEach(function (c) { follow.sign(c, depth - 1); }); }
+      },
+      /** Whether `old` is the element `fresh` renders, changed within: the same name, `fresh`'s
+       *  attributes (its classes among `old`'s: a search marks a turn). */
+      same: function (old, fresh) {
+        if (old.nodeType !== 1 || fresh.nodeType !== 1 || old.localName !== fresh.localName) { return false; }
+        return Array.prototype.every.call(fresh.attributes, function (a) {
+          if (a.name !== "class") { return old.getAttribute(a.name) === a.value; }
+          return a.value.split(/\s+/).every(function (c) { return !c || old.classList.contains(c); });
+        });
+      },
+      /** `into`'s children made `fresh`'s (parsed, not adopted yet): each the server rendered
+       *  the same kept, one of the same element patched in turn down to `depth` levels, any
+       *  other adopted in its place; those past the end removed. */
+      adopt: function (into, fresh, depth) {
+        var olds = Array.prototype.slice.call(into.childNodes);
+        Array.prototype.slice.call(fresh.childNodes).forEach(function (n, i) {
+          var old = olds[i];
+          var markup = follow.markup(n);
+          if (old && follow.rendered.get(old) === markup) { return; }
+          if (old && depth > 0 && follow.same(old, n)) {
+            follow.adopt(old, n, depth - 1);
+            follow.rendered.set(old, markup);
+            return;
+          }
+          var node = document.importNode(n, true);
+          follow.sign(node, depth);
+          if (old) { into.replaceChild(node, old); } else { into.appendChild(node); }
+        });
+        olds.slice(fresh.childNodes.length).forEach(function (n) { n.remove(); });
+      },
+      /** A new render of `session` patched in: at the bottom, the page stays there; the focus,
+       *  if what held it was replaced, goes to the session. */
+      update: function (session, html) {
+        var root = document.scrollingElement || document.documentElement;
+        var bottom = root.scrollHeight - root.scrollTop - window.innerHeight < 120;
+        var article = $("team-session");
+        var focused = article.contains(document.activeElement);
+        follow.adopt(session.box, follow.parts(html), follow.DEPTH);
+        if (focused && !article.contains(document.activeElement)) { article.focus({ preventScroll: true }); }
+        if (bottom) { window.scrollTo(0, root.scrollHeight); }
+      }
+    };
+
+    document.addEventListener("visibilitychange", follow.resume);
 
     $("live-tab").addEventListener("click", function () { team.show(false); });
     $("team-tab").addEventListener("click", function () { team.show(true); });

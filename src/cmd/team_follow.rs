@@ -103,7 +103,9 @@ pub(super) struct StoreFollower {
     id: String,
     store: Store,
     copy: JournalDir,
-    runtime: tokio::runtime::Runtime,
+    /// Always there but while dropped ([`Drop`]: shut down in the background, so that a
+    /// follower may be dropped on the server's runtime).
+    runtime: Option<tokio::runtime::Runtime>,
     /// The session's segments in the order the catalogs named them, then those the store
     /// holds that they did not (relative to the copy's root).
     segments: Vec<String>,
@@ -115,6 +117,15 @@ pub(super) struct StoreFollower {
     history: lease::Epochs,
     /// A listing newer than the last render, from the last look.
     fresh: Option<Vec<String>>,
+}
+
+impl Drop for StoreFollower {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which a task of the server's runtime may not do.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for StoreFollower {
@@ -154,7 +165,7 @@ pub(super) fn read(
         id: id.to_string(),
         store,
         copy,
-        runtime,
+        runtime: Some(runtime),
         segments: summary.segments.clone(),
         open: matches!(summary.store_state(), "live" | "idle"),
         listed: Vec::new(),
@@ -170,13 +181,18 @@ pub(super) fn read(
 }
 
 impl StoreFollower {
+    /// What `future` gives, run on this follower's runtime.
+    fn block_on<T>(&self, future: impl std::future::Future<Output = T>) -> T {
+        self.runtime
+            .as_ref()
+            .expect("a follower's runtime is there until it is dropped")
+            .block_on(future)
+    }
+
     /// The session's directory in the store, listed (sorted).
     fn list(&self) -> Result<Vec<String>, Failure> {
         let dir = pull::session_dir(&self.id);
-        let mut listed = self
-            .runtime
-            .block_on(self.store.list(&dir))
-            .map_err(store)?;
+        let mut listed = self.block_on(self.store.list(&dir)).map_err(store)?;
         listed.sort_unstable();
         Ok(listed)
     }
@@ -184,8 +200,7 @@ impl StoreFollower {
     /// The session's lease history, read from the store.
     fn history(&self) -> Result<lease::Epochs, Failure> {
         let key = crate::journal::dir::session_key(&self.id);
-        self.runtime
-            .block_on(lease::history(&self.store, &key))
+        self.block_on(lease::history(&self.store, &key))
             .map_err(store)
     }
 
@@ -193,7 +208,7 @@ impl StoreFollower {
     fn pull_and_render(&mut self, listed: Vec<String>) -> Result<Rendered, Failure> {
         from_store::mark_used(&self.copy, &self.id);
         let pull = pull::session_listed(&self.store, &self.copy, &self.id, &listed, &self.history);
-        for why in self.runtime.block_on(pull).skipped {
+        for why in self.block_on(pull).skipped {
             tracing::warn!(
                 "following {:?} in the store: {why} (read up to there)",
                 self.id

@@ -653,12 +653,17 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     }
     let mut sorted = lags.clone();
     sorted.sort_by(f64::total_cmp);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let line = format!(
-        "followed from another host (ship interval 1 s): lag per turn {:?} ms; min {:.0}, median {:.0}, max {:.0} ms\n",
+        "followed from another host (ship interval 1 s): lag per turn {:?} ms; min {:.0}, median {:.0}, max {:.0} ms (load average {})\n",
         lags.iter().map(|l| l.round()).collect::<Vec<_>>(),
         sorted[0],
         (sorted[1] + sorted[2]) / 2.0,
-        sorted[3]
+        sorted[3],
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
     // The session closes on A: the page says so and asks no more.
@@ -673,6 +678,7 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     assert!(child.wait().unwrap().success());
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
+    assert!(!log.contains("panicked"), "{log}");
 }
 
 #[test]

@@ -325,7 +325,7 @@
           } else {
             article.focus();
           }
-          follow.then(session, answer);
+          follow.answered(session, answer);
         }, function (error) {
           if (!follow.is(session)) { return; }
           follow.stop();
@@ -350,12 +350,13 @@
       /** Levels of the render patched below the box (the box, header and main, the timeline
        *  and wire sections, a turn and the wire's details, a turn's cards). */
       DEPTH: 4,
-      /** The session followed: {id, tag, note, box, timer, waiting}; null when none. */
+      /** The session followed: {id, tag, note, box, timer, waiting, following}; null when
+       *  none. */
       now: null,
       /** What each node adopted was when the server rendered it (its markup). */
       rendered: new WeakMap(),
       start: function (id) {
-        follow.now = { id: id, tag: "", note: null, box: null, timer: 0, waiting: false };
+        follow.now = { id: id, tag: "", note: null, box: null, timer: 0, waiting: false, following: false };
         return follow.now;
       },
       is: function (session) { return follow.now === session; },
@@ -377,7 +378,7 @@
         });
       },
       /** After an answer: ask again when the server said so, else say the session ended. */
-      then: function (session, answer) {
+      answered: function (session, answer) {
         session.tag = answer.tag;
         var article = $("team-session");
         if (!answer.every || !answer.tag) {
@@ -404,7 +405,7 @@
         follow.ask(session).then(function (answer) {
           if (!follow.is(session)) { return; }
           if (answer.html !== null) { follow.update(session, answer.html); }
-          follow.then(session, answer);
+          follow.answered(session, answer);
         }, function (error) {
           if (!follow.is(session)) { return; }
           if (error.refused || error.status === 404) {
@@ -444,8 +445,9 @@
         });
         return box;
       },
-      /** `node` as the server rendered it, and what it holds down to `depth` levels. */
+      /** `node`'s markup (a text's: its text). */
       markup: function (node) { return node.nodeType === 1 ? node.outerHTML : "#" + node.nodeType + node.nodeValue; },
+      /** `node` noted as the server rendered it, and what it holds down to `depth` levels. */
       sign: function (node, depth) {
         follow.rendered.set(node, follow.markup(node));
         if (depth > 0) { node.childNodes.forEach(function (c) { follow.sign(c, depth - 1); }); }

@@ -149,9 +149,22 @@ fn ndjson(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::R
 }
 
 /// Two passes: the timeline, then the wire view (nothing is held between them).
-pub(super) fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
+fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    html_told(segments, redact, out, &mut warn).map(|_| ())
+}
+
+/// [`html`], telling `told` of each segment that ends other than cleanly (instead of stderr);
+/// returns whether the last segment was closed by its writer (its end marker read), so
+/// nothing more will be written to it.
+pub(super) fn html_told(
+    segments: &[PathBuf],
+    redact: bool,
+    out: &mut impl Write,
+    told: &mut dyn FnMut(&Path, &Tail),
+) -> anyhow::Result<bool> {
     let mut page: Option<HtmlPage<&mut dyn Write>> = None;
     let mut sink: Option<&mut dyn Write> = Some(out);
+    let mut last_closed = true;
     walk(segments, redact, &mut |step| match (step, page.as_mut()) {
         (Step::Segment { index: 0, header }, None) => {
             if let Some(out) = sink.take() {
@@ -163,7 +176,10 @@ pub(super) fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> 
         (Step::Segment { index, header }, Some(page)) => page.run(index + 1, &utc(header.started)),
         (Step::Record(record), Some(page)) => page.record(record),
         (Step::End { path, tail }, Some(page)) => {
-            warn(path, tail);
+            told(path, tail);
+            if segments.last().is_some_and(|last| last == path) {
+                last_closed = false;
+            }
             page.damage(&file_name(path), tail)?;
             match mark::beyond_store(path) {
                 Some(bytes) => page.beyond_store(&file_name(path), bytes),
@@ -191,7 +207,7 @@ pub(super) fn html(segments: &[PathBuf], redact: bool, out: &mut impl Write) -> 
         Step::End { path, tail } => wire.damage(&file_name(path), tail),
     })?;
     wire.finish()?;
-    Ok(())
+    Ok(last_closed)
 }
 
 /// Spans in a batch of [`otlp_spans`].

@@ -161,7 +161,7 @@ pub(super) struct Opened {
 ///
 /// # Errors
 /// The store cannot be opened or listed, or the local copy cannot be written.
-fn open(url: &str) -> anyhow::Result<Opened> {
+pub(super) fn open(url: &str) -> anyhow::Result<Opened> {
     let store = Store::open(url)?;
     let copy = JournalDir::mirror(cache_dir(url));
     copy.create_dirs()?;
@@ -300,17 +300,23 @@ pub(super) fn pulled(
     Ok((copy, hosts))
 }
 
+/// Mark session `id` of the local copy `copy` used now ([`trim`] removes the sessions used
+/// longest ago first).
+pub(super) fn mark_used(copy: &JournalDir, id: &str) {
+    let dir = copy.session_dir(id);
+    if crate::journal::private::create_private_dir(&dir).is_ok() {
+        let used = dir.join(USED);
+        let _ = crate::journal::private::create_private_file(&used)
+            .or_else(|_| std::fs::File::options().write(true).open(&used))
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    }
+}
+
 impl Opened {
     /// Pull sessions `ids` into the copy (each marked used now).
     pub(super) fn pull(&self, url: &str, ids: &[String]) -> anyhow::Result<()> {
         for id in ids {
-            let dir = self.copy.session_dir(id);
-            if crate::journal::private::create_private_dir(&dir).is_ok() {
-                let used = dir.join(USED);
-                let _ = crate::journal::private::create_private_file(&used)
-                    .or_else(|_| std::fs::File::options().write(true).open(&used))
-                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-            }
+            mark_used(&self.copy, id);
         }
         self.runtime.block_on(async {
             let pulls = ids

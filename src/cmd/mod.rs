@@ -23,6 +23,7 @@ mod show;
 mod sources;
 mod team;
 mod team_blame;
+mod team_follow;
 mod verify;
 mod watch;
 

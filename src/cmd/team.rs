@@ -1,6 +1,7 @@
 //! The store's side of `serve --store`'s team view ([`crate::net::team`]): the readings of
-//! `list --store --json`, `search --store` and `export --store --format html`, each through
-//! the same local copy of the store ([`from_store::pulled`]) and the same code as the command;
+//! `list --store --json`, `search --store` and `export --store --format html` (a session read
+//! and then followed: [`super::team_follow`]), each through the same local copy of the store
+//! ([`from_store::pulled`]) and the same code as the command;
 //! and the usage, from the index's tables as `stats --store` reads them, with its charts
 //! ([`crate::render::charts`]).
 
@@ -8,8 +9,8 @@ use serde_json::json;
 
 use super::from_store::{self, Limits};
 use crate::catalog::Catalog;
-use crate::cli::{Command, ExportArgs, ExportFormat, ListArgs, SearchArgs};
-use crate::net::team::{Failure, Filters, Link, PAGE, Team};
+use crate::cli::{Command, ListArgs, SearchArgs};
+use crate::net::team::{Failure, Filters, Follower, Link, PAGE, Rendered, Team};
 use crate::render::charts;
 
 /// Matches a search answers with, at most.
@@ -142,31 +143,16 @@ impl Team for StoreTeam {
     }
 
     fn session(&self, id: &str) -> Result<Vec<u8>, Failure> {
-        let args = ExportArgs {
-            sessions: vec![id.to_string()],
-            format: ExportFormat::Html,
-            output: None,
-            no_redact: false,
-            endpoint: None,
-            content: false,
+        Ok(self.follow(id)?.0.html.to_vec())
+    }
+
+    fn follow(&self, id: &str) -> Result<(Rendered, Option<Box<dyn Follower>>), Failure> {
+        let (rendered, follower) = super::team_follow::read(&self.url, self.limits, id)?;
+        let follower: Option<Box<dyn Follower>> = match rendered.open {
+            true => Some(Box::new(follower)),
+            false => None,
         };
-        let (copy, _) = self.read(&Command::Export(args))?;
-        let sessions = copy
-            .sessions_with(false)
-            .map_err(|e| Failure::Store(format!("{e:#}")))?;
-        // The ID itself, never a prefix or a path.
-        let Some(summary) = sessions.iter().find(|s| s.session == id && !s.deleted) else {
-            return Err(Failure::NotFound("no such session in the store".into()));
-        };
-        let segments: Vec<_> = summary
-            .segments
-            .iter()
-            .map(|s| copy.root().join(s))
-            .collect();
-        let mut out = Vec::new();
-        super::export::html(&segments, true, &mut out)
-            .map_err(|e| Failure::Store(format!("{e:#}")))?;
-        Ok(out)
+        Ok((rendered, follower))
     }
 
     fn usage(&self) -> Result<Vec<u8>, Failure> {

@@ -66,13 +66,27 @@ fn safe_segment(file: &str) -> bool {
 /// The store's listing.
 pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result<Pulled, String> {
     let key = session_key(session);
-    let dir = format!("sessions/{key}");
-    let objects = store.list(&dir).await.map_err(|e| e.to_string())?;
+    let objects = store
+        .list(&session_dir(session))
+        .await
+        .map_err(|e| e.to_string())?;
     let history = lease::history(store, &key)
         .await
         .map_err(|e| e.to_string())?;
+    Ok(session_listed(store, local, session, &objects, &history).await)
+}
+
+/// The directory of `session`'s segments in the store (what [`session`] lists).
+pub fn session_dir(session: &str) -> String {
+    format!("sessions/{}", session_key(session))
+}
+
+/// The segments of `session` that `objects` (a listing of its directory, [`session_dir`])
+/// names, each with its entries: only names a journal directory could hold, under it.
+pub fn segment_files<'a>(session: &str, objects: &'a [String]) -> BTreeMap<&'a str, Vec<Entry>> {
+    let dir = session_dir(session);
     let mut files: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
-    for rel in &objects {
+    for rel in objects {
         if let Some((file, entry)) = layout::split_object(rel)
             && safe_segment(file)
             && file
@@ -82,8 +96,21 @@ pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result
             files.entry(file).or_default().push(entry);
         }
     }
+    files
+}
+
+/// [`session`], from a listing of its directory already made (`objects`) and its lease
+/// history (`history`): a follower that lists the directory to learn whether anything changed
+/// pulls what it listed, reading the history again only when a segment or an epoch is new.
+pub async fn session_listed(
+    store: &Store,
+    local: &JournalDir,
+    session: &str,
+    objects: &[String],
+    history: &lease::Epochs,
+) -> Pulled {
     let mut pulled = Pulled::default();
-    for (file, entries) in files {
+    for (file, entries) in segment_files(session, objects) {
         let name = file.rsplit('/').next().unwrap_or(file);
         let run = layout::run_of_segment(name).unwrap_or(name);
         let epochs: Vec<u64> = entries
@@ -139,7 +166,7 @@ pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result
             }
         }
     }
-    Ok(pulled)
+    pulled
 }
 
 /// Whether the segment at `path` says it is session `session`'s, written by run `run`.

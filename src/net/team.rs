@@ -10,7 +10,14 @@
 //!   (`YYYY-MM-DD`, both included) of its last activity.
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
-//! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
+//! - `/team/session?id=&after=`: one session as `export --format html` renders it, redacted,
+//!   with its `ETag` (a tag of what it was rendered from, [`TAG_LEN`] hex digits) and, while
+//!   the session is open (its host still writes it), [`FOLLOW_HEADER`]: how many milliseconds
+//!   the page waits before it asks again. `after` is the tag of the render the page has: when
+//!   nothing changed, the answer is 204 and no body. Following is shared by every page that
+//!   asks ([`Reads::followed`]): a session is looked at (one listing of it in the store) at
+//!   most every [`FRESH`] however many pages follow it, and read again (its new bytes pulled,
+//!   rendered again) only when the look lists something new.
 //! - `/team/usage`: tokens and turns per day per agent and per host, sessions and turns per
 //!   day, the costliest sessions, the turns by stop reason, and the line that ends `stats
 //!   --store`, from the index's tables as `stats --store` reads them; and those drawn as SVG
@@ -22,13 +29,17 @@
 //!
 //! Every field is bounded ([`MAX_FIELD`] bytes, [`MAX_QUERY`] for the query string); what the
 //! store answers is read on a blocking thread, one reading at a time ([`Reads`]), so a client
-//! cannot make the host read the store more than once at once. The answers are data for the
-//! page's script (JSON, or the export's HTML that the script parses inert); each carries the
-//! page's Content-Security-Policy and is never cached.
+//! cannot make the host read the store more than once at once (a followed session's look, a
+//! listing, is made beside it, so that list and search never wait behind following). The
+//! answers are data for the page's script (JSON, or the export's HTML that the script parses
+//! inert); each carries the page's Content-Security-Policy and is never cached.
+
+mod follows;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 use tokio::sync::Semaphore;
@@ -51,6 +62,12 @@ const WAIT: Duration = Duration::from_secs(60);
 const SHARE_DAYS: u64 = 7;
 /// The longest a link may last, in days (the store's side refuses more too).
 const MAX_SHARE_DAYS: u64 = 30;
+/// Hex digits of a render's tag ([`Rendered::tag`]).
+pub const TAG_LEN: usize = 24;
+/// The header that says a session is open, and in how many milliseconds the page asks again.
+pub const FOLLOW_HEADER: &str = "acp-journal-follow";
+/// How often a page asks about a session it follows (what [`FOLLOW_HEADER`] says).
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
 /// The store's side of the team view: what `serve --store` reads for the page. Each call
 /// blocks (it reads the store) and is made on a blocking thread.
@@ -70,6 +87,12 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn session(&self, id: &str) -> Result<Vec<u8>, Failure>;
+    /// Session `id` read in full and rendered as [`Team::session`] renders it, and, while it is
+    /// open, what follows it.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn follow(&self, id: &str) -> Result<(Rendered, Option<Box<dyn Follower>>), Failure>;
     /// The usage (by day, per agent and per host; the costliest sessions; the stop reasons)
     /// and its charts, as JSON.
     ///
@@ -93,6 +116,34 @@ pub trait Team: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// What went wrong.
     fn link(&self, secret: &str) -> Result<Option<Link>, Failure>;
+}
+
+/// A session as the team view shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// As `export --format html` renders it, redacted.
+    pub html: Bytes,
+    /// What it was rendered from, as [`TAG_LEN`] lower-case hex digits: the same tag, the same
+    /// render.
+    pub tag: String,
+    /// Its host still writes it: the page follows it.
+    pub open: bool,
+}
+
+/// What follows one session in the store once it was read ([`Team::follow`]), kept by the
+/// host between the pages' looks. Each call blocks (it reads the store).
+pub trait Follower: Send + std::fmt::Debug {
+    /// Whether the store holds anything of the session that the last render did not show: a
+    /// cheap look (a listing), nothing read, nothing of the local copy touched.
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn changed(&mut self) -> Result<bool, Failure>;
+    /// The session rendered again from what the store holds now (what is new of it pulled).
+    ///
+    /// # Errors
+    /// What went wrong.
+    fn render(&mut self) -> Result<Rendered, Failure>;
 }
 
 /// A share link's record, as the server needs it.
@@ -141,11 +192,32 @@ pub struct Filters {
     pub page: usize,
 }
 
-/// The store's side, and the one reading it does at a time.
+/// The store's side, the one reading it does at a time, and the sessions followed.
 #[derive(Clone, Debug)]
 pub struct Reads {
     team: Arc<dyn Team>,
     one: Arc<Semaphore>,
+    follows: Arc<follows::Follows<Slot>>,
+}
+
+/// 503: the store's reading is taken for longer than [`WAIT`].
+fn busy() -> Response<Body> {
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the store is busy: try again",
+    )
+}
+
+/// The response that says why the store's side could not answer (400, 404, 502).
+fn refusal(failure: Failure) -> Response<Body> {
+    match failure {
+        Failure::Bad(why) => plain(StatusCode::BAD_REQUEST, &why),
+        Failure::NotFound(why) => plain(StatusCode::NOT_FOUND, &why),
+        Failure::Store(why) => {
+            tracing::warn!("the team view could not read the store: {why}");
+            plain(StatusCode::BAD_GATEWAY, "the store could not be read")
+        }
+    }
 }
 
 impl Reads {
@@ -154,47 +226,47 @@ impl Reads {
         Reads {
             team,
             one: Arc::new(Semaphore::new(1)),
+            follows: Arc::default(),
         }
+    }
+
+    /// What `work` gives, run on a blocking thread, when `one` once the reading before it is
+    /// done; or the response that says why not (503 after [`WAIT`], 500).
+    async fn run<T: Send + 'static>(
+        &self,
+        one: bool,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Response<Body>> {
+        let permit = if one {
+            let Ok(Ok(permit)) = tokio::time::timeout(WAIT, self.one.clone().acquire_owned()).await
+            else {
+                return Err(busy());
+            };
+            Some(permit)
+        } else {
+            None
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await;
+        done.map_err(|e| {
+            tracing::error!("the team view's reading failed: {e}");
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "the reading failed")
+        })
     }
 
     /// What `read` gives of the store, read on a blocking thread once the reading before it is
     /// done; or the response that says why not (503 after [`WAIT`], 400, 404, 502, 500).
-    pub(super) async fn answer(
+    pub(super) async fn answer<T: Send + 'static>(
         &self,
-        read: impl FnOnce(&dyn Team) -> Result<Vec<u8>, Failure> + Send + 'static,
-    ) -> Result<Vec<u8>, Response<Body>> {
-        let Ok(Ok(permit)) = tokio::time::timeout(WAIT, self.one.clone().acquire_owned()).await
-        else {
-            return Err(plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store is busy: try again",
-            ));
-        };
+        read: impl FnOnce(&dyn Team) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Response<Body>> {
         let team = self.team.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            read(team.as_ref())
-        })
-        .await;
-        match done {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(Failure::Bad(why))) => Err(plain(StatusCode::BAD_REQUEST, &why)),
-            Ok(Err(Failure::NotFound(why))) => Err(plain(StatusCode::NOT_FOUND, &why)),
-            Ok(Err(Failure::Store(why))) => {
-                tracing::warn!("the team view could not read the store: {why}");
-                Err(plain(
-                    StatusCode::BAD_GATEWAY,
-                    "the store could not be read",
-                ))
-            }
-            Err(e) => {
-                tracing::error!("the team view's reading failed: {e}");
-                Err(plain(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the reading failed",
-                ))
-            }
-        }
+        self.run(true, move || read(team.as_ref()))
+            .await?
+            .map_err(refusal)
     }
 
     /// The record of the link whose secret is `secret`, read on a blocking thread (not one
@@ -258,11 +330,11 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         Ok(asked) => asked,
         Err(why) => return plain(StatusCode::BAD_REQUEST, &why),
     };
-    let kind = match &asked {
-        Asked::Session(_) => Some(("text/html; charset=utf-8", None)),
+    let kind = match asked {
+        Asked::Session { id, after } => return session(reads, id, after).await,
         Asked::UsageCsv(by) => Some((
             "text/csv; charset=utf-8",
-            Some(if *by == "agent" {
+            Some(if by == "agent" {
                 "attachment; filename=\"usage-agent.csv\""
             } else {
                 "attachment; filename=\"usage-host.csv\""
@@ -274,7 +346,8 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
         .answer(move |team| match &asked {
             Asked::Sessions(filters) => team.sessions(filters),
             Asked::Search(text) => team.search(text),
-            Asked::Session(id) => team.session(id),
+            // Answered above.
+            Asked::Session { .. } => Err(Failure::Bad("no session here".into())),
             Asked::Usage => team.usage(),
             Asked::UsageCsv(by) => team.usage_csv(by),
             Asked::Share(id, life) => team.share(id, *life),
@@ -301,12 +374,158 @@ async fn answer(reads: Option<&Reads>, req: &Request<Incoming>) -> Response<Body
     }
 }
 
+/// `/team/session`: session `id` as it stands ([`Reads::followed`]); 204 and no body when
+/// its render's tag is `after` (the page has it), else the render; with its tag as the `ETag`,
+/// and [`FOLLOW_HEADER`] while the session is open.
+async fn session(reads: &Reads, id: String, after: Option<String>) -> Response<Body> {
+    let rendered = match reads.followed(id).await {
+        Ok(rendered) => rendered,
+        Err(response) => return response,
+    };
+    let mut response = if after.as_deref() == Some(rendered.tag.as_str()) {
+        let mut response = Response::new(full(Bytes::new()));
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        response
+    } else {
+        let mut response = Response::new(full(rendered.html.clone()));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        response
+    };
+    let headers = response.headers_mut();
+    // Hex digits: always a valid header value.
+    if let Ok(tag) = header::HeaderValue::from_str(&format!("\"{}\"", rendered.tag)) {
+        headers.insert(header::ETAG, tag);
+    }
+    if rendered.open {
+        headers.insert(
+            FOLLOW_HEADER,
+            header::HeaderValue::from(FOLLOW_EVERY.as_millis() as u64),
+        );
+    }
+    response
+}
+
+/// How long a look at a followed session answers every page that asks: a little less than
+/// [`FOLLOW_EVERY`], so one page's every look reads, and many pages' together read no more
+/// often.
+const FRESH: Duration = Duration::from_millis(400);
+
+/// One followed session's slot ([`follows::Follows`]): its last render, what follows it while
+/// it is open, and when the store was last looked at for it.
+#[derive(Debug, Default)]
+struct Slot {
+    rendered: Option<Arc<Rendered>>,
+    follower: Option<Box<dyn Follower>>,
+    looked: Option<Instant>,
+}
+
+impl Reads {
+    /// Session `id` as it stands now, for `/team/session`: from the last look when it is younger
+    /// than [`FRESH`]; else looked at (a listing, beside the one reading: nothing of the local
+    /// copy is touched) and, when the store holds more of it, rendered again through the one
+    /// reading; else (not followed, or never read) read in full through it. Pages asking at
+    /// once wait for one reading (the session's slot, [`follows::Follows`]). A session not open
+    /// is not followed: its render answers for [`FRESH`], then it is read in full again.
+    pub(super) async fn followed(&self, id: String) -> Result<Arc<Rendered>, Response<Body>> {
+        let slot = self.follows.slot(&id);
+        let Ok(mut slot) = tokio::time::timeout(WAIT, slot.lock_owned()).await else {
+            return Err(busy());
+        };
+        if let (Some(rendered), Some(looked)) = (&slot.rendered, slot.looked)
+            && looked.elapsed() < FRESH
+        {
+            return Ok(rendered.clone());
+        }
+        if let (Some(mut follower), Some(rendered)) = (slot.follower.take(), slot.rendered.clone())
+        {
+            // The look: beside the one reading (nothing of the local copy is touched).
+            let (follower, changed) = self
+                .run(false, move || {
+                    let changed = follower.changed();
+                    (follower, changed)
+                })
+                .await?;
+            match changed {
+                Ok(false) => {
+                    slot.follower = Some(follower);
+                    slot.looked = Some(Instant::now());
+                    return Ok(rendered);
+                }
+                Ok(true) => return self.render(&id, &mut slot, follower).await,
+                Err(failure) => {
+                    slot.follower = Some(follower);
+                    return Err(refusal(failure));
+                }
+            }
+        }
+        let asked = id.clone();
+        match self.answer(move |team| team.follow(&asked)).await {
+            Ok((rendered, follower)) => Ok(self.keep(&id, &mut slot, rendered, follower)),
+            Err(response) => {
+                if slot.rendered.is_none() {
+                    // Nothing to keep (no such session, say): its place is not held.
+                    self.follows.forget(&id);
+                }
+                Err(response)
+            }
+        }
+    }
+
+    /// `follower`'s session rendered again (it listed something new), through the one
+    /// reading.
+    async fn render(
+        &self,
+        id: &str,
+        slot: &mut Slot,
+        mut follower: Box<dyn Follower>,
+    ) -> Result<Arc<Rendered>, Response<Body>> {
+        let (follower, rendered) = self
+            .run(true, move || {
+                let rendered = follower.render();
+                (follower, rendered)
+            })
+            .await?;
+        match rendered {
+            Ok(rendered) => Ok(self.keep(id, slot, rendered, Some(follower))),
+            Err(failure) => {
+                // Kept: the next look tries again.
+                slot.follower = Some(follower);
+                Err(refusal(failure))
+            }
+        }
+    }
+
+    /// `rendered` kept as session `id`'s last render, followed by `follower` while it is open.
+    fn keep(
+        &self,
+        id: &str,
+        slot: &mut Slot,
+        rendered: Rendered,
+        follower: Option<Box<dyn Follower>>,
+    ) -> Arc<Rendered> {
+        let open = rendered.open;
+        let rendered = Arc::new(rendered);
+        self.follows.sized(id, rendered.html.len());
+        slot.rendered = Some(rendered.clone());
+        slot.follower = follower.filter(|_| open);
+        slot.looked = Some(Instant::now());
+        rendered
+    }
+}
+
 /// What a request asks for, its fields checked.
 #[derive(Debug, PartialEq, Eq)]
 enum Asked {
     Sessions(Filters),
     Search(String),
-    Session(String),
+    /// A session, and the tag of the render the page has of it.
+    Session {
+        id: String,
+        after: Option<String>,
+    },
     Usage,
     /// The usage of one group (`agent` or `host`) as CSV.
     UsageCsv(&'static str),
@@ -316,27 +535,22 @@ enum Asked {
 
 impl Asked {
     fn parse(path: &str, query: &str) -> Result<Asked, String> {
-        let field = |name: &str| -> Result<Option<String>, String> {
-            let Some(bytes) = form_field(query, name) else {
-                return Ok(None);
-            };
-            if bytes.len() > MAX_FIELD {
-                return Err(format!("{name} is at most {MAX_FIELD} bytes"));
-            }
-            let text = String::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8 text"))?;
-            if text.chars().any(char::is_control) {
-                return Err(format!("{name} holds a control character"));
-            }
-            Ok(Some(text).filter(|t| !t.is_empty()))
-        };
+        let field = |name: &str| field(query, name);
         match path {
             "/team/search" => field("q")?
                 .filter(|q| !q.trim().is_empty())
                 .map(|q| Asked::Search(q.trim().to_string()))
                 .ok_or_else(|| "search for what? (q=)".to_string()),
-            "/team/session" => field("id")?
-                .map(Asked::Session)
-                .ok_or_else(|| "which session? (id=)".to_string()),
+            "/team/session" => {
+                let id = field("id")?.ok_or_else(|| "which session? (id=)".to_string())?;
+                let after = field("after")?;
+                if after.as_deref().is_some_and(|tag| !is_tag(tag)) {
+                    return Err(format!(
+                        "after is the tag of a render: {TAG_LEN} lower-case hex digits"
+                    ));
+                }
+                Ok(Asked::Session { id, after })
+            }
             "/team/usage" => Ok(Asked::Usage),
             "/team/usage.csv" => match field("by")?.as_deref() {
                 Some("agent") => Ok(Asked::UsageCsv("agent")),
@@ -355,117 +569,80 @@ impl Asked {
                 };
                 Ok(Asked::Share(id, Duration::from_secs(days * 86_400)))
             }
-            _ => {
-                let day = |name: &str, next: bool| -> Result<Option<i64>, String> {
-                    let Some(text) = field(name)? else {
-                        return Ok(None);
-                    };
-                    let date: jiff::civil::Date = text
-                        .parse()
-                        .map_err(|_| format!("{name} is a day, YYYY-MM-DD"))?;
-                    let date = if next {
-                        date.tomorrow().map_err(|e| e.to_string())?
-                    } else {
-                        date
-                    };
-                    let at = date
-                        .to_zoned(jiff::tz::TimeZone::UTC)
-                        .map_err(|e| e.to_string())?;
-                    Ok(Some(at.timestamp().as_microsecond()))
-                };
-                let page = match field("page")? {
-                    Some(text) => text
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|p| *p <= MAX_PAGE)
-                        .ok_or_else(|| format!("page is a number up to {MAX_PAGE}"))?,
-                    None => 0,
-                };
-                let state = field("state")?;
-                if let Some(state) = &state
-                    && !STORE_STATES.contains(&state.as_str())
-                {
-                    return Err(format!("state is one of {}", STORE_STATES.join(", ")));
-                }
-                Ok(Asked::Sessions(Filters {
-                    agent: field("agent")?,
-                    host: field("host")?,
-                    cwd: field("cwd")?,
-                    state,
-                    from_us: day("from", false)?,
-                    to_us: day("to", true)?,
-                    page,
-                }))
-            }
+            _ => filters(query).map(Asked::Sessions),
         }
     }
+}
+
+/// Field `name` of `query`, checked: at most [`MAX_FIELD`] bytes of text without a control
+/// character; `None` when absent or empty.
+fn field(query: &str, name: &str) -> Result<Option<String>, String> {
+    let Some(bytes) = form_field(query, name) else {
+        return Ok(None);
+    };
+    if bytes.len() > MAX_FIELD {
+        return Err(format!("{name} is at most {MAX_FIELD} bytes"));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8 text"))?;
+    if text.chars().any(char::is_control) {
+        return Err(format!("{name} holds a control character"));
+    }
+    Ok(Some(text).filter(|t| !t.is_empty()))
+}
+
+/// Whether `text` is a render's tag: [`TAG_LEN`] lower-case hex digits.
+fn is_tag(text: &str) -> bool {
+    text.len() == TAG_LEN
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The filters of a `/team/sessions` query, checked.
+fn filters(query: &str) -> Result<Filters, String> {
+    let field = |name: &str| field(query, name);
+    let day = |name: &str, next: bool| -> Result<Option<i64>, String> {
+        let Some(text) = field(name)? else {
+            return Ok(None);
+        };
+        let date: jiff::civil::Date = text
+            .parse()
+            .map_err(|_| format!("{name} is a day, YYYY-MM-DD"))?;
+        let date = if next {
+            date.tomorrow().map_err(|e| e.to_string())?
+        } else {
+            date
+        };
+        let at = date
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .map_err(|e| e.to_string())?;
+        Ok(Some(at.timestamp().as_microsecond()))
+    };
+    let page = match field("page")? {
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|p| *p <= MAX_PAGE)
+            .ok_or_else(|| format!("page is a number up to {MAX_PAGE}"))?,
+        None => 0,
+    };
+    let state = field("state")?;
+    if let Some(state) = &state
+        && !STORE_STATES.contains(&state.as_str())
+    {
+        return Err(format!("state is one of {}", STORE_STATES.join(", ")));
+    }
+    Ok(Filters {
+        agent: field("agent")?,
+        host: field("host")?,
+        cwd: field("cwd")?,
+        state,
+        from_us: day("from", false)?,
+        to_us: day("to", true)?,
+        page,
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fields_of_a_query_are_bounded_and_checked() {
-        let asked = Asked::parse(
-            "/team/sessions",
-            "agent=echo&host=h-1&state=stranded&from=2026-11-01&to=2026-11-01&page=2",
-        )
-        .unwrap();
-        let Asked::Sessions(f) = asked else {
-            panic!("{asked:?}")
-        };
-        assert_eq!(f.agent.as_deref(), Some("echo"));
-        assert_eq!(f.host.as_deref(), Some("h-1"));
-        assert_eq!(f.state.as_deref(), Some("stranded"));
-        for state in STORE_STATES {
-            let query = format!("state={state}");
-            assert!(Asked::parse("/team/sessions", &query).is_ok(), "{query}");
-        }
-        assert_eq!(f.page, 2);
-        assert_eq!(f.to_us.unwrap() - f.from_us.unwrap(), 86_400_000_000);
-        assert_eq!(
-            Asked::parse("/team/sessions", "").unwrap(),
-            Asked::Sessions(Filters::default())
-        );
-        assert_eq!(
-            Asked::parse("/team/search", "q=+two+words+").unwrap(),
-            Asked::Search("two words".into())
-        );
-        let day = Duration::from_secs(86_400);
-        assert_eq!(
-            Asked::parse("/team/share", "id=s1").unwrap(),
-            Asked::Share("s1".into(), day * 7)
-        );
-        assert_eq!(
-            Asked::parse("/team/share", "id=s1&days=30").unwrap(),
-            Asked::Share("s1".into(), day * 30)
-        );
-        assert_eq!(
-            Asked::parse("/team/usage.csv", "by=host").unwrap(),
-            Asked::UsageCsv("host")
-        );
-        let long = format!("q={}", "a".repeat(MAX_FIELD + 1));
-        for (path, query) in [
-            ("/team/search", long.as_str()),
-            ("/team/search", "q=%20"),
-            ("/team/search", "q=%ff"),
-            ("/team/session", ""),
-            ("/team/session", "id=a%0Ab"),
-            ("/team/sessions", "state=torn%3Bx"),
-            ("/team/sessions", "state=open"),
-            ("/team/sessions", "state=LIVE"),
-            ("/team/sessions", "from=yesterday"),
-            ("/team/sessions", "page=-1"),
-            ("/team/sessions", "page=99999999999"),
-            ("/team/usage.csv", ""),
-            ("/team/usage.csv", "by=week"),
-            ("/team/share", "days=7"),
-            ("/team/share", "id=s1&days=31"),
-            ("/team/share", "id=s1&days=0"),
-            ("/team/share", "id=s1&days=-1"),
-        ] {
-            assert!(Asked::parse(path, query).is_err(), "{path}?{query}");
-        }
-    }
-}
+#[path = "team_tests.rs"]
+mod tests;

@@ -30,6 +30,17 @@
 //   screenshot shared-session.png.
 // second: the same link on the second host. another: the link with ?id=OTHER, and with
 //   /OTHER after it: status, and whether OTHER's text is there.
+// With --follow SESSION --markers A,B,… (SESSION live on another host: the test prompts it
+// while the page looks), the follow steps instead, each emitted as soon as it is seen:
+// opened: signed in, the Team button, SESSION's row opened: followed (data-follow="on"), its
+//   turns; with the keyboard alone, Tab from the session to its wire view's summary and Enter
+//   (opened), and the window scrolled to the bottom.
+// shown: for each marker in turn, once an agent's words in the session hold it: when (the
+//   page's clock, ms since the epoch, as a MutationObserver saw it), whether the window is at
+//   the bottom, how far down, whether the focus and the wire view stayed, the turns. After the
+//   second, the window is scrolled to the top (the next ones must not move it).
+// ended: once the page stops following (the session closed on its host): the note it shows.
+// quiet: the requests to /team/session in the 3 s after that (none are made).
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
 import fs from "node:fs";
@@ -162,8 +173,105 @@ async function share() {
   await context.close();
 }
 
+/** The follow steps (see the top). */
+async function follow() {
+  step = "opened";
+  const markers = opts.markers.split(",");
+  await page.setViewport({ width: 1280, height: 500, deviceScaleFactor: 1 });
+  await page.goto(`${base}/#token=${encodeURIComponent(opts.token)}`);
+  await page.waitForSelector("#team-tab:not([hidden])");
+  await page.click("#team-tab");
+  const row = `#team-list .team-row[data-session="${opts.follow}"]`;
+  await page.waitForSelector(row);
+  // When each marker is first in an agent's words of the session, by the page's clock.
+  await page.evaluate((markers) => {
+    window.__seen = {};
+    const article = document.getElementById("team-session");
+    const look = () => {
+      for (const m of markers) {
+        if (window.__seen[m]) continue;
+        for (const words of article.querySelectorAll("section.turn .agent")) {
+          if (words.textContent.includes(m)) {
+            window.__seen[m] = performance.timeOrigin + performance.now();
+            break;
+          }
+        }
+      }
+    };
+    new MutationObserver(look).observe(article, { childList: true, subtree: true, characterData: true });
+  }, markers);
+  await page.click(row);
+  await page.waitForFunction(
+    (id) => {
+      const article = document.getElementById("team-session");
+      return article.getAttribute("data-session") === id && article.getAttribute("data-follow") === "on";
+    },
+    {},
+    opts.follow,
+  );
+  const asks = [];
+  page.on("request", (r) => { if (r.url().includes("/team/session?")) asks.push(Date.now()); });
+  // With the keyboard: from the session to its wire view's summary, opened.
+  await page.focus("#team-session");
+  const wire = "#team-session details.wire > summary";
+  let toWire = 0;
+  for (; toWire < 30; toWire++) {
+    await page.keyboard.press("Tab");
+    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, wire)) break;
+  }
+  await page.keyboard.press("Enter");
+  const state = () => page.evaluate((wire) => {
+    const root = document.scrollingElement || document.documentElement;
+    const article = document.getElementById("team-session");
+    return {
+      bottom: root.scrollHeight - root.scrollTop - window.innerHeight < 2,
+      scrollY: Math.round(window.scrollY),
+      height: root.scrollHeight,
+      focused: document.activeElement?.matches(wire) ?? false,
+      wireOpen: article.querySelector("details.wire")?.open ?? false,
+      turns: article.querySelectorAll("section.turn").length,
+      follow: article.getAttribute("data-follow"),
+      note: article.querySelector(".team-follow")?.textContent ?? "",
+      ids: [...article.querySelectorAll("[id]")].map((e) => e.id).filter((id) => !id.startsWith("export-")),
+    };
+  }, wire);
+  await page.evaluate(() => window.scrollTo(0, (document.scrollingElement || document.documentElement).scrollHeight));
+  emit({ step, toWire: toWire + 1, ...(await state()) });
+
+  step = "shown";
+  for (const [i, marker] of markers.entries()) {
+    await page.waitForFunction((m) => window.__seen[m], { timeout: 60_000 }, marker);
+    const at = await page.evaluate((m) => window.__seen[m], marker);
+    const seen = await state();
+    if (i === 1) {
+      await page.evaluate(() => window.scrollTo(0, 0));
+    }
+    emit({ step, marker, at, ...seen });
+  }
+  const shot = path.join(opts.shots, "team-follow.png");
+  await page.screenshot({ path: shot });
+
+  step = "ended";
+  await page.waitForFunction(
+    () => document.getElementById("team-session").getAttribute("data-follow") === "off",
+    { timeout: 60_000 },
+  );
+  emit({ step, ...(await state()), screenshot: shot, problems });
+
+  step = "quiet";
+  const before = asks.length;
+  await new Promise((done) => setTimeout(done, 3000));
+  emit({ step, asks: asks.length - before, asked: asks.length });
+}
+
 let step = "start";
 try {
+  if (opts.follow) {
+    await follow();
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(0);
+  }
   if (opts.share) {
     await share();
     await browser.close();

@@ -44,6 +44,17 @@ impl Host {
 
     /// The same, started by `wrapper` (`faketime -f +60s`: a machine whose clock is off).
     pub fn proxy_under(&self, wrapper: &[&str], agent: &[String], extra: &[&str]) -> TestClient {
+        self.proxy_shipping(wrapper, "0.2", agent, extra)
+    }
+
+    /// The same, shipping every `every` seconds (`--ship-interval`).
+    pub fn proxy_shipping(
+        &self,
+        wrapper: &[&str],
+        every: &str,
+        agent: &[String],
+        extra: &[&str],
+    ) -> TestClient {
         let mut argv: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();
         argv.extend([
             bin().display().to_string(),
@@ -52,7 +63,7 @@ impl Host {
             "--store".into(),
             self.url.clone(),
             "--ship-interval".into(),
-            "0.2".into(),
+            every.into(),
             // Ample for an agent to exit once its stdin closes, on a loaded machine too (with 2 s,
             // a Python agent under a full parallel test run was once sent SIGTERM: exit 143).
             "--grace".into(),

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -446,6 +447,238 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
     let (code, _) = idle.finish();
     assert_eq!(code, 0);
+}
+
+/// The time of the record of host `host`'s journals in which the agent says `marker` (Unix
+/// ms): when the host journaled it.
+fn journaled_at(host: &Host, marker: &str) -> Option<f64> {
+    crate::util::segment_paths(&host.journals())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".acpj.zst"))
+        .flat_map(|path| {
+            let text = crate::util::decompress_salvage(&path);
+            text.split(|b| *b == b'\n')
+                .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|r| {
+            r["msg"]["method"] == "session/update"
+                && r["msg"]["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                && r["msg"]["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(marker))
+        })
+        .and_then(|r| r["t"].as_i64())
+        .map(|us| us as f64 / 1000.0)
+}
+
+/// The driver's next step named `step` (and, when given, about `marker`), as it emits it; an
+/// error step fails the test.
+fn next_step(
+    steps: &std::sync::mpsc::Receiver<Value>,
+    step: &str,
+    marker: Option<&str>,
+    served: &Served,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(event) = steps.recv_timeout(left) else {
+            panic!(
+                "the team driver never reached {step} {marker:?}\nserve: {}",
+                served.log()
+            );
+        };
+        if event["step"] == "error" {
+            panic!(
+                "the team driver failed at {}: {}\nproblems: {}\nscreenshot: {}\nserve: {}",
+                event["at"],
+                event["message"],
+                event["problems"],
+                event["screenshot"],
+                served.log()
+            );
+        }
+        if event["step"] == step && marker.is_none_or(|m| event["marker"] == m) {
+            return event;
+        }
+    }
+}
+
+#[test]
+fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
+    let store = S3sFs::start();
+    let url = store.url("follow");
+    // Host A runs the agent and ships at the default interval (1 s): the lag the page shows is
+    // the one a team gets.
+    let a = Host::new(&url, &store.env());
+    let mut live = a.proxy_shipping(&[], "1", &Peers::get().py_echo_agent(), &[]);
+    live.initialize();
+    let session = live.new_session("/tmp");
+    for n in 1..=2 {
+        let answer = live.prompt(&session, &format!("before the page {n}"));
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    // Host B serves the page from the store; it records nothing of its own.
+    let reader = Host::new(&url, &store.env());
+    let mut env: Vec<(&str, &str)> = reader
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
+    let served = Served::start_env(
+        &reader.journals(),
+        &["--store", &url],
+        &Peers::get().py_echo_agent(),
+        &env,
+    );
+    eventually("B lists A's session, open, with its two turns", || {
+        let (status, body) = get(&served, "/team/sessions", &[bearer()]);
+        let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let row = &answer["sessions"][0];
+        (status != 200 || row["session"] != session.as_str() || row["turns"] != 2)
+            .then(|| format!("{status}: {}", String::from_utf8_lossy(&body)))
+    });
+    // Over the socket: the render's tag, 204 when the page has it, followed while open.
+    let reply = request_to(
+        served.addr,
+        "GET",
+        &format!("/team/session?id={session}"),
+        &[bearer()],
+        b"",
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.header("acp-journal-follow"), Some("500"));
+    assert_eq!(reply.header("cache-control"), Some("no-store"));
+    assert!(reply.header("content-security-policy").is_some());
+    let tag = reply.header("etag").unwrap().trim_matches('"').to_string();
+    let again = request_to(
+        served.addr,
+        "GET",
+        &format!("/team/session?id={session}&after={tag}"),
+        &[bearer()],
+        b"",
+    );
+    assert_eq!(
+        (again.status, again.body.len()),
+        (204, 0),
+        "{}",
+        again.text()
+    );
+    for path in [
+        format!("/team/session?id={session}&after=x"),
+        format!("/team/session?id={session}&after={}", tag.to_uppercase()),
+    ] {
+        assert_eq!(get(&served, &path, &[bearer()]).0, 400, "{path}");
+    }
+    assert_eq!(
+        get(
+            &served,
+            &format!("/team/session?id={session}&after={tag}"),
+            &[]
+        )
+        .0,
+        401
+    );
+
+    // The page opens the session while it is live; the turns prompted on A from then on appear
+    // on it, each timed against A's journal.
+    let markers: Vec<String> = (1..=4).map(|n| format!("kiwi{n}follow")).collect();
+    let driver = Peers::get().team_driver();
+    let base = served.url.trim_end_matches("/acp").to_string();
+    let mut child = Command::new(&driver[0])
+        .args(&driver[1..])
+        .args(["--url", &base, "--token", TOKEN, "--follow", &session])
+        .args(["--markers", &markers.join(",")])
+        .arg("--shots")
+        .arg(screenshots())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running the team driver (node)");
+    let (send, steps) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                let _ = send.send(event);
+            }
+        }
+    });
+    let opened = next_step(&steps, "opened", None, &served);
+    assert_eq!(opened["follow"], "on", "{opened}");
+    assert_eq!(opened["turns"], 2, "{opened}");
+    assert!(
+        opened["note"].as_str().unwrap().contains("Live"),
+        "{opened}"
+    );
+    assert_eq!(
+        opened["focused"], true,
+        "the wire view reached with Tab: {opened}"
+    );
+    assert_eq!(opened["wireOpen"], true, "{opened}");
+    assert_eq!(opened["ids"], serde_json::json!([]), "{opened}");
+    let mut lags = Vec::new();
+    for (i, marker) in markers.iter().enumerate() {
+        // Prompted at different moments of A's ship rounds and the page's looks.
+        std::thread::sleep(Duration::from_millis(i as u64 * 373 % 1000));
+        let answer = live.prompt(&session, &format!("followed {marker}"));
+        assert!(answer.get("result").is_some(), "{answer}");
+        let shown = next_step(&steps, "shown", Some(marker), &served);
+        let written = journaled_at(&a, marker).expect("A journaled the turn");
+        let lag = shown["at"].as_f64().unwrap() - written;
+        lags.push(lag);
+        // Turns arrive whole, where they belong; the wire view opened with the keyboard stays
+        // open and focused; at the bottom the page stays there, at the top it does not move.
+        assert_eq!(shown["turns"], 2 + i + 1, "{shown}");
+        assert_eq!(shown["follow"], "on", "{shown}");
+        assert_eq!(shown["focused"], true, "{shown}");
+        assert_eq!(shown["wireOpen"], true, "{shown}");
+        if i < 2 {
+            assert_eq!(shown["bottom"], true, "stays at the bottom: {shown}");
+        } else {
+            assert_eq!(shown["scrollY"], 0, "does not jump: {shown}");
+            assert_eq!(shown["bottom"], false, "{shown}");
+        }
+        // A page that never updates fails here; the lag itself is printed, not asserted.
+        assert!(
+            lag < 30_000.0,
+            "{marker} shown {lag} ms after A journaled it"
+        );
+    }
+    let mut sorted = lags.clone();
+    sorted.sort_by(f64::total_cmp);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let line = format!(
+        "followed from another host (ship interval 1 s): lag per turn {:?} ms; min {:.0}, median {:.0}, max {:.0} ms (load average {})\n",
+        lags.iter().map(|l| l.round()).collect::<Vec<_>>(),
+        sorted[0],
+        (sorted[1] + sorted[2]) / 2.0,
+        sorted[3],
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    // The session closes on A: the page says so and asks no more.
+    let (code, _) = live.finish();
+    assert_eq!(code, 0);
+    let ended = next_step(&steps, "ended", None, &served);
+    assert!(ended["note"].as_str().unwrap().contains("ended"), "{ended}");
+    assert_eq!(ended["turns"], 6, "{ended}");
+    assert_eq!(ended["problems"], serde_json::json!([]), "{ended}");
+    let quiet = next_step(&steps, "quiet", None, &served);
+    assert_eq!(quiet["asks"], 0, "{quiet}");
+    assert!(child.wait().unwrap().success());
+    let log = served.stop();
+    assert!(!log.contains(TOKEN), "the token is never logged: {log}");
+    assert!(!log.contains("panicked"), "{log}");
 }
 
 #[test]

@@ -551,6 +551,7 @@ mod tests {
             turns: 2,
             input_tokens: input,
             output_tokens: output,
+            cost: vec![],
         }
     }
 
@@ -627,6 +628,7 @@ mod tests {
             turns: 1,
             input_tokens: 5,
             output_tokens: 5,
+            cost: vec![],
         };
         let svg = costliest(&[costly]);
         assert!(
@@ -707,6 +709,7 @@ mod tests {
             turns: 2,
             input_tokens: tokens,
             output_tokens: 1,
+            cost: vec![],
         };
         let svg = costliest(&[row("big", 99), row("small", 9)]);
         let big = svg.find(r#"data-session="big""#).unwrap();

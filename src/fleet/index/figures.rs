@@ -377,11 +377,22 @@ impl Figures {
     }
 
     /// The figures' last line: `6 sessions, 12 turns, 0 input and 0 output tokens, from 3
-    /// hosts, 2026-11-29 09:00 to 2026-11-29 09:05 UTC`.
+    /// hosts, 2026-11-29 09:00 to 2026-11-29 09:05 UTC`; with what the turns cost, per
+    /// currency, where any had a cost: `…, 900 output tokens, costing 1.75 USD + 3 EUR, from 3
+    /// hosts, …`.
     pub fn summary(&self) -> String {
         let a = &self.all;
+        let costs: Vec<String> = a
+            .costs()
+            .iter()
+            .map(|c| format!("{} {}", c.amount, c.currency))
+            .collect();
+        let costing = match costs.is_empty() {
+            true => String::new(),
+            false => format!(", costing {}", costs.join(" + ")),
+        };
         let mut text = format!(
-            "{} sessions, {} turns, {} input and {} output tokens, from {} hosts",
+            "{} sessions, {} turns, {} input and {} output tokens{costing}, from {} hosts",
             a.sessions.len(),
             a.turns,
             a.input_tokens,
@@ -681,6 +692,31 @@ mod tests {
             .map(|c| (c.amount.as_str(), c.currency.as_str()))
             .collect();
         assert_eq!(cost, [("5", "EUR"), ("0.3", "USD")]);
+    }
+
+    #[test]
+    fn the_summary_says_what_the_turns_cost_per_currency_where_any_had_a_cost() {
+        let sessions = [session("a", "claude", "h1", false)];
+        let turns = [turn("a", 1, "h1", 0, 10), turn("a", 2, "h1", 0, 10)];
+        let plain = Figures::of(&sessions, &turns).summary();
+        assert!(
+            plain.starts_with("1 sessions, 2 turns, 20 input and 10 output tokens, from 1 hosts, "),
+            "no cost, no word of it: {plain}"
+        );
+        let turns = [
+            costing(turn("a", 1, "h1", 0, 10), 1.25, "USD"),
+            costing(turn("a", 2, "h1", 0, 10), 0.5, "USD"),
+            costing(turn("a", 3, "h1", 0, 10), 3.0, "EUR"),
+        ];
+        let f = Figures::of(&sessions, &turns);
+        assert!(
+            f.summary().starts_with(
+                "1 sessions, 3 turns, 30 input and 15 output tokens, costing 3 EUR + 1.75 USD, from 1 hosts, "
+            ),
+            "{}",
+            f.summary()
+        );
+        assert_eq!(f.to_string().lines().last().unwrap(), f.summary());
     }
 
     #[test]

@@ -11,12 +11,13 @@
 //! - `/team/search?q=`: the messages holding the text `q` (a literal, not a pattern), as
 //!   `search --store` finds them (the index's words, then only the sessions they name).
 //! - `/team/session?id=`: one session as `export --format html` renders it, redacted.
-//! - `/team/usage`: tokens and turns per day per agent and per host, sessions and turns per
-//!   day, the costliest sessions, the turns by stop reason, and the line that ends `stats
-//!   --store`, from the index's tables as `stats --store` reads them; and those drawn as SVG
-//!   charts ([`crate::render::charts`]) for the page to adopt.
-//! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a download
-//!   (`Content-Disposition: attachment`).
+//! - `/team/usage`: tokens, turns and cost (per currency) per day per agent and per host,
+//!   sessions and turns per day, the costliest sessions, the turns by stop reason, and the line
+//!   that ends `stats --store`, from the index's tables as `stats --store` reads them; and those
+//!   drawn as SVG charts ([`crate::render::charts`]; the costs a chart per currency) for the
+//!   page to adopt.
+//! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a column of
+//!   cost per currency, a download (`Content-Disposition: attachment`).
 //! - `POST /team/share?id=&days=`: a new share link to one session (see [`super::share`]),
 //!   lasting `days` (7 unless said, at most 30): its path and when it expires, as JSON.
 //!

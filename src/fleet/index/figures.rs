@@ -189,9 +189,11 @@ pub struct Daily {
 }
 
 /// The rows of `daily` grouped `by` (`agent` or `host`) as CSV (RFC 4180, CRLF): a header
-/// `day,<by>,sessions,turns,input_tokens,output_tokens`, then a line per row. A name a
-/// spreadsheet would take for a formula (`=`, `+`, `-`, `@`, a tab or a carriage return
-/// first) is given as text, behind `'`; one with a comma, a quote or a line break is quoted.
+/// `day,<by>,sessions,turns,input_tokens,output_tokens`, then a column `cost_<currency>` per
+/// currency the group's rows have a cost in (in the order of their names), then a line per row,
+/// its cost in each currency a decimal ([`amount`]; empty: none). A name a spreadsheet would take
+/// for a formula (`=`, `+`, `-`, `@`, a tab or a carriage return first) is given as text, behind
+/// `'`; one with a comma, a quote or a line break is quoted.
 pub fn csv(daily: &[Daily], by: &str) -> String {
     let field = |text: &str| {
         let text = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
@@ -205,10 +207,17 @@ pub fn csv(daily: &[Daily], by: &str) -> String {
             text
         }
     };
-    let mut out = format!("day,{by},sessions,turns,input_tokens,output_tokens\r\n");
-    for d in daily.iter().filter(|d| d.by == by) {
+    let rows: Vec<&Daily> = daily.iter().filter(|d| d.by == by).collect();
+    let currencies = currencies(rows.iter().copied());
+    let mut out = format!("day,{by},sessions,turns,input_tokens,output_tokens");
+    for currency in &currencies {
+        out.push(',');
+        out.push_str(&field(&format!("cost_{currency}")));
+    }
+    out.push_str("\r\n");
+    for d in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{}\r\n",
+            "{},{},{},{},{},{}",
             field(&d.day),
             field(&d.name),
             d.sessions,
@@ -216,6 +225,13 @@ pub fn csv(daily: &[Daily], by: &str) -> String {
             d.input_tokens,
             d.output_tokens
         ));
+        for currency in &currencies {
+            out.push(',');
+            if let Some(c) = d.cost.iter().find(|c| &c.currency == currency) {
+                out.push_str(&c.amount);
+            }
+        }
+        out.push_str("\r\n");
     }
     out
 }
@@ -692,6 +708,16 @@ mod tests {
             .map(|c| (c.amount.as_str(), c.currency.as_str()))
             .collect();
         assert_eq!(cost, [("5", "EUR"), ("0.3", "USD")]);
+        // The CSV: a column per currency, empty where a row has none.
+        let csv = csv(&daily, "host");
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "day,host,sessions,turns,input_tokens,output_tokens,cost_EUR,cost_USD"
+        );
+        assert!(lines[1].ends_with(",3,30,15,,0.3"), "{csv}");
+        assert!(lines[2].ends_with(",10,5,5,"), "{csv}");
+        assert!(lines[3].ends_with(",5,,0.000000001"), "{csv}");
     }
 
     #[test]

@@ -399,28 +399,8 @@ fn columns(c: &Columns) -> String {
     let height = legend_top + LINE * c.series.len() as f64 + 8.0;
     let mut svg = open(c.id, c.label, height);
     defs(&mut svg, c.id, c.series.len());
-    // The value axis: its ticks, labelled, and their lines across.
+    value_axis(&mut svg, c, step, top);
     let y = |value: u128| TOP + PLOT - (value as f64 / top as f64) * PLOT;
-    let mut tick = 0u128;
-    while tick <= top {
-        let at = y(tick);
-        let _ = write!(
-            svg,
-            r##"<line x1="{LEFT}" x2="{RIGHT}" y1="{at:.1}" y2="{at:.1}" stroke="currentColor" stroke-opacity="0.2"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT - 4.0,
-            at + 4.0,
-            (c.tick)(tick)
-        );
-        tick += step;
-    }
-    if !c.unit.is_empty() {
-        let _ = write!(
-            svg,
-            r#"<text x="4" y="{:.1}">{}</text>"#,
-            TOP - 10.0,
-            c.unit
-        );
-    }
     // The bars.
     let days = c.window.days.len();
     let slot = (RIGHT - LEFT) / days as f64;
@@ -461,14 +441,49 @@ fn columns(c: &Columns) -> String {
             }
         }
     }
-    // The day axis: its line and about eight labelled days.
+    day_axis(&mut svg, c.window, slot);
+    legend(&mut svg, c.id, c.series, legend_top);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The value axis of a chart by day whose ticks are `step` apart up to `top`: its ticks,
+/// labelled, their lines across, and what the values count.
+fn value_axis(svg: &mut String, c: &Columns, step: u128, top: u128) {
+    let y = |value: u128| TOP + PLOT - (value as f64 / top as f64) * PLOT;
+    let mut tick = 0u128;
+    while tick <= top {
+        let at = y(tick);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{RIGHT}" y1="{at:.1}" y2="{at:.1}" stroke="currentColor" stroke-opacity="0.2"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT - 4.0,
+            at + 4.0,
+            (c.tick)(tick)
+        );
+        tick += step;
+    }
+    if !c.unit.is_empty() {
+        let _ = write!(
+            svg,
+            r#"<text x="4" y="{:.1}">{}</text>"#,
+            TOP - 10.0,
+            c.unit
+        );
+    }
+}
+
+/// The day axis of a chart by day whose days are `slot` wide: its line, about eight labelled
+/// days, and which days it shows.
+fn day_axis(svg: &mut String, window: &Window, slot: f64) {
+    let days = window.days.len();
     let axis = TOP + PLOT;
     let _ = write!(
         svg,
         r#"<line x1="{LEFT}" x2="{RIGHT}" y1="{axis}" y2="{axis}" stroke="currentColor"/>"#
     );
     let every = days.div_ceil(8);
-    for (i, date) in c.window.days.iter().enumerate() {
+    for (i, date) in window.days.iter().enumerate() {
         if i % every == 0 || i + 1 == days {
             let x = LEFT + slot * (i as f64 + 0.5);
             let _ = write!(
@@ -480,13 +495,13 @@ fn columns(c: &Columns) -> String {
             );
         }
     }
-    let (first, last) = (c.window.days[0], c.window.days[days - 1]);
+    let (first, last) = (window.days[0], window.days[days - 1]);
     let mut caption = format!("UTC days, {first} to {last}");
-    if c.window.spanned > days as i64 {
+    if window.spanned > days as i64 {
         let _ = write!(
             caption,
             ": the last {days} of the {} days the figures hold (the table has them all)",
-            c.window.spanned
+            window.spanned
         );
     }
     let _ = write!(
@@ -494,9 +509,6 @@ fn columns(c: &Columns) -> String {
         r#"<text class="chart-caption" x="{LEFT}" y="{:.1}">{caption}</text>"#,
         axis + 32.0
     );
-    legend(&mut svg, c.id, c.series, legend_top);
-    svg.push_str("</svg>");
-    svg
 }
 
 /// One bar of a ranked chart.

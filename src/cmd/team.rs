@@ -162,6 +162,8 @@ impl Team for StoreTeam {
         let charts = json!({
             "agent": charts::tokens_by_day(&daily, "agent"),
             "host": charts::tokens_by_day(&daily, "host"),
+            "cost-agent": charts::cost_by_day(&daily, "agent"),
+            "cost-host": charts::cost_by_day(&daily, "host"),
             "activity": charts::activity(&activity),
             "costliest": charts::costliest(&costliest),
             "stops": charts::stop_reasons(&stops),
@@ -169,6 +171,7 @@ impl Team for StoreTeam {
         body(&json!({
             "summary": figures.summary(),
             "daily": daily,
+            "currencies": crate::fleet::index::figures::currencies(daily.iter()),
             "activity": activity,
             "costliest": costliest,
             "stops": stops,

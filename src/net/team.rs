@@ -18,12 +18,13 @@
 //!   asks ([`Reads::followed`]): a session is looked at (one listing of it in the store) at
 //!   most every [`FRESH`] however many pages follow it, and read again (its new bytes pulled,
 //!   rendered again) only when the look lists something new.
-//! - `/team/usage`: tokens and turns per day per agent and per host, sessions and turns per
-//!   day, the costliest sessions, the turns by stop reason, and the line that ends `stats
-//!   --store`, from the index's tables as `stats --store` reads them; and those drawn as SVG
-//!   charts ([`crate::render::charts`]) for the page to adopt.
-//! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a download
-//!   (`Content-Disposition: attachment`).
+//! - `/team/usage`: tokens, turns and cost (per currency) per day per agent and per host,
+//!   sessions and turns per day, the costliest sessions, the turns by stop reason, and the line
+//!   that ends `stats --store`, from the index's tables as `stats --store` reads them; and those
+//!   drawn as SVG charts ([`crate::render::charts`]; the costs a chart per currency) for the
+//!   page to adopt.
+//! - `/team/usage.csv?by=agent|host`: the numbers of one of those tables as CSV, a column of
+//!   cost per currency, a download (`Content-Disposition: attachment`).
 //! - `POST /team/share?id=&days=`: a new share link to one session (see [`super::share`]),
 //!   lasting `days` (7 unless said, at most 30): its path and when it expires, as JSON.
 //!

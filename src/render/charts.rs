@@ -16,7 +16,7 @@ use jiff::ToSpan;
 use jiff::civil::Date;
 
 use super::html::escape;
-use crate::fleet::index::figures::{Activity, Costly, Daily, Stop};
+use crate::fleet::index::figures::{self, Activity, Costly, Daily, Stop};
 
 /// The most days a chart by day shows (the last ones).
 pub const MAX_DAYS: usize = 60;
@@ -42,38 +42,24 @@ const COLOURS: [&str; MAX_SERIES] = [
 /// of that group.
 pub fn tokens_by_day(daily: &[Daily], by: &str) -> String {
     let rows: Vec<&Daily> = daily.iter().filter(|d| d.by == by).collect();
-    let mut spent: BTreeMap<&str, u128> = BTreeMap::new();
-    for d in &rows {
-        *spent.entry(&d.name).or_default() +=
-            u128::from(d.input_tokens) + u128::from(d.output_tokens);
-    }
-    let mut names: Vec<(&str, u128)> = spent.into_iter().collect();
-    // The biggest first; past MAX_SERIES, the rest as one.
-    names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let kept = if names.len() > MAX_SERIES {
-        MAX_SERIES - 1
-    } else {
-        names.len()
-    };
-    let mut series: Vec<String> = names[..kept].iter().map(|(n, _)| label(n)).collect();
-    if names.len() > kept {
-        series.push(format!("others ({} {by}s)", names.len() - kept));
-    }
-    let series_of = |name: &str| {
-        names[..kept]
-            .iter()
-            .position(|(n, _)| *n == name)
-            .unwrap_or(kept)
-    };
+    let series = Series::of(
+        rows.iter().map(|d| {
+            (
+                d.name.as_str(),
+                u128::from(d.input_tokens) + u128::from(d.output_tokens),
+            )
+        }),
+        by,
+    );
     let Some(window) = Window::of(rows.iter().map(|d| d.day.as_str())) else {
-        return nothing(&format!("Tokens per day by {by}"));
+        return nothing(&format!("Tokens per day by {by}"), "no usage yet");
     };
-    let mut cells = vec![vec![Cell::default(); series.len()]; window.days.len()];
+    let mut cells = vec![vec![Cell::default(); series.labels.len()]; window.days.len()];
     for d in &rows {
         let Some(at) = window.at(&d.day) else {
             continue;
         };
-        let cell = &mut cells[at][series_of(&d.name)];
+        let cell = &mut cells[at][series.at(&d.name)];
         cell.input += u128::from(d.input_tokens);
         cell.output += u128::from(d.output_tokens);
         cell.turns += u128::from(d.turns);
@@ -84,7 +70,7 @@ pub fn tokens_by_day(daily: &[Daily], by: &str) -> String {
         .zip(&window.days)
         .map(|(day, date)| {
             day.iter()
-                .zip(&series)
+                .zip(&series.labels)
                 .map(|(c, name)| {
                     // A series with no turn that day has no bar; one with turns but no tokens
                     // reported has a bar of no height, its title saying so.
@@ -107,17 +93,150 @@ pub fn tokens_by_day(daily: &[Daily], by: &str) -> String {
         id: &format!("tokens-{by}"),
         label: &format!("Tokens per day by {by}"),
         unit: "tokens",
+        tick: short,
         window: &window,
-        series: &series,
+        series: &series.labels,
         bars,
         stacked: true,
     })
 }
 
+/// The most currencies drawn, a chart each, by agent or host: those of the most turns.
+pub const MAX_CURRENCIES: usize = 4;
+
+/// What the turns cost per day, stacked by agent or host (`by`): a chart per currency (amounts
+/// of two currencies are never added), at most [`MAX_CURRENCIES`] of them, those of the most
+/// turns with a cost, and then a line saying how many more the table has; "no cost reported"
+/// when no turn had one.
+pub fn cost_by_day(daily: &[Daily], by: &str) -> Vec<String> {
+    let rows: Vec<&Daily> = daily.iter().filter(|d| d.by == by).collect();
+    let mut turns: BTreeMap<&str, u128> = BTreeMap::new();
+    for cost in rows.iter().flat_map(|d| &d.cost) {
+        *turns.entry(&cost.currency).or_default() += u128::from(cost.turns);
+    }
+    let mut currencies: Vec<(&str, u128)> = turns.into_iter().collect();
+    currencies.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let title = format!("Cost per day by {by}");
+    if currencies.is_empty() {
+        return vec![nothing(&title, "no cost reported")];
+    }
+    let mut charts: Vec<String> = currencies
+        .iter()
+        .take(MAX_CURRENCIES)
+        .enumerate()
+        .map(|(n, (currency, _))| cost_chart(&rows, by, currency, n))
+        .collect();
+    if currencies.len() > MAX_CURRENCIES {
+        let more = currencies.len() - MAX_CURRENCIES;
+        charts.push(nothing(
+            &title,
+            &format!("and {more} more currencies: their costs are in the table"),
+        ));
+    }
+    charts
+}
+
+/// The chart of one currency of [`cost_by_day`], the `n`th.
+fn cost_chart(rows: &[&Daily], by: &str, currency: &str, n: usize) -> String {
+    let in_it = |d: &Daily| d.cost.iter().find(|c| c.currency == currency).cloned();
+    let series = Series::of(
+        rows.iter()
+            .filter_map(|d| Some((d.name.as_str(), in_it(d)?.billionths))),
+        by,
+    );
+    let Some(window) = Window::of(rows.iter().map(|d| d.day.as_str())) else {
+        return nothing(&format!("Cost per day by {by}"), "no cost reported");
+    };
+    // Billionths of the currency, and turns, by day and series.
+    let mut cells = vec![vec![(0u128, 0u128, 0u128); series.labels.len()]; window.days.len()];
+    for d in rows {
+        if let (Some(at), Some(cost)) = (window.at(&d.day), in_it(d)) {
+            let cell = &mut cells[at][series.at(&d.name)];
+            cell.0 = cell.0.saturating_add(cost.billionths);
+            cell.1 += u128::from(cost.turns);
+            cell.2 += d.sessions as u128;
+        }
+    }
+    let unit = escape(&label(currency)).to_string();
+    let bars = cells
+        .iter()
+        .zip(&window.days)
+        .map(|(day, date)| {
+            day.iter()
+                .zip(&series.labels)
+                .map(|(&(billionths, turns, sessions), name)| {
+                    (turns > 0).then(|| Bar {
+                        // Drawn at most u64::MAX billionths (18 billion units) high, so that
+                        // a day's stack cannot overflow; its title says the whole amount.
+                        value: billionths.min(u128::from(u64::MAX)),
+                        title: format!(
+                            "{date} · {}\n{} {unit}, {turns} turns, {sessions} sessions",
+                            escape(name),
+                            figures::amount(billionths)
+                        ),
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    columns(&Columns {
+        id: &format!("cost-{by}-{n}"),
+        label: &format!("Cost per day by {by}, in {}", label(currency)),
+        unit: &unit,
+        tick: money,
+        window: &window,
+        series: &series.labels,
+        bars,
+        stacked: true,
+    })
+}
+
+/// The series of a chart by day: the names, the biggest (by their weights summed) first; past
+/// [`MAX_SERIES`], the rest drawn as one, "others".
+struct Series<'a> {
+    kept: Vec<&'a str>,
+    labels: Vec<String>,
+}
+
+impl<'a> Series<'a> {
+    /// The series of `weights` (a name and a weight, a name as many times as it comes) of
+    /// names of agents or hosts (`by`).
+    fn of(weights: impl Iterator<Item = (&'a str, u128)>, by: &str) -> Series<'a> {
+        let mut summed: BTreeMap<&str, u128> = BTreeMap::new();
+        for (name, weight) in weights {
+            let sum = summed.entry(name).or_default();
+            *sum = sum.saturating_add(weight);
+        }
+        let mut names: Vec<(&str, u128)> = summed.into_iter().collect();
+        names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let kept = if names.len() > MAX_SERIES {
+            MAX_SERIES - 1
+        } else {
+            names.len()
+        };
+        let mut labels: Vec<String> = names[..kept].iter().map(|(n, _)| label(n)).collect();
+        if names.len() > kept {
+            labels.push(format!("others ({} {by}s)", names.len() - kept));
+        }
+        Series {
+            kept: names[..kept].iter().map(|(n, _)| *n).collect(),
+            labels,
+        }
+    }
+
+    /// The series of `name`: its own, else the others'.
+    fn at(&self, name: &str) -> usize {
+        self.kept
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or(self.kept.len())
+    }
+}
+
 /// Sessions and turns per day, side by side.
 pub fn activity(activity: &[Activity]) -> String {
     let Some(window) = Window::of(activity.iter().map(|a| a.day.as_str())) else {
-        return nothing("Sessions and turns per day");
+        return nothing("Sessions and turns per day", "no usage yet");
     };
     let mut counts = vec![(0u128, 0u128); window.days.len()];
     for a in activity {
@@ -146,6 +265,7 @@ pub fn activity(activity: &[Activity]) -> String {
         id: "activity",
         label: "Sessions and turns per day",
         unit: "",
+        tick: short,
         window: &window,
         series: &["sessions".to_string(), "turns".to_string()],
         bars,
@@ -160,11 +280,17 @@ pub fn costliest(rows: &[Costly]) -> String {
         .iter()
         .map(|c| {
             let name = c.title.as_deref().unwrap_or(&c.session);
+            // What it cost, per currency, where its agent said: `, 0.25 USD`.
+            let cost: String = c
+                .cost
+                .iter()
+                .map(|c| format!(", {} {}", c.amount, escape(&label(&c.currency))))
+                .collect();
             Rank {
                 name: label(name),
                 value: u128::from(c.input_tokens) + u128::from(c.output_tokens),
                 title: format!(
-                    "{}\nsession {} ({}): {} input and {} output tokens, {} turns",
+                    "{}\nsession {} ({}): {} input and {} output tokens, {} turns{cost}",
                     escape(&label(name)),
                     escape(&xml_text(&c.session)),
                     escape(&label(&c.agent)),
@@ -246,8 +372,10 @@ struct Columns<'a> {
     /// Its id, the prefix of its patterns' (unique on the page).
     id: &'a str,
     label: &'a str,
-    /// What the values count, said on the axis.
+    /// What the values count, said on the axis (markup, its text escaped).
     unit: &'a str,
+    /// A tick's label.
+    tick: fn(u128) -> String,
     window: &'a Window,
     series: &'a [String],
     /// By day, then by series (`None`: nothing that day).
@@ -271,28 +399,8 @@ fn columns(c: &Columns) -> String {
     let height = legend_top + LINE * c.series.len() as f64 + 8.0;
     let mut svg = open(c.id, c.label, height);
     defs(&mut svg, c.id, c.series.len());
-    // The value axis: its ticks, labelled, and their lines across.
+    value_axis(&mut svg, c, step, top);
     let y = |value: u128| TOP + PLOT - (value as f64 / top as f64) * PLOT;
-    let mut tick = 0u128;
-    while tick <= top {
-        let at = y(tick);
-        let _ = write!(
-            svg,
-            r##"<line x1="{LEFT}" x2="{RIGHT}" y1="{at:.1}" y2="{at:.1}" stroke="currentColor" stroke-opacity="0.2"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT - 4.0,
-            at + 4.0,
-            short(tick)
-        );
-        tick += step;
-    }
-    if !c.unit.is_empty() {
-        let _ = write!(
-            svg,
-            r#"<text x="4" y="{:.1}">{}</text>"#,
-            TOP - 10.0,
-            c.unit
-        );
-    }
     // The bars.
     let days = c.window.days.len();
     let slot = (RIGHT - LEFT) / days as f64;
@@ -333,14 +441,49 @@ fn columns(c: &Columns) -> String {
             }
         }
     }
-    // The day axis: its line and about eight labelled days.
+    day_axis(&mut svg, c.window, slot);
+    legend(&mut svg, c.id, c.series, legend_top);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The value axis of a chart by day whose ticks are `step` apart up to `top`: its ticks,
+/// labelled, their lines across, and what the values count.
+fn value_axis(svg: &mut String, c: &Columns, step: u128, top: u128) {
+    let y = |value: u128| TOP + PLOT - (value as f64 / top as f64) * PLOT;
+    let mut tick = 0u128;
+    while tick <= top {
+        let at = y(tick);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{RIGHT}" y1="{at:.1}" y2="{at:.1}" stroke="currentColor" stroke-opacity="0.2"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT - 4.0,
+            at + 4.0,
+            (c.tick)(tick)
+        );
+        tick += step;
+    }
+    if !c.unit.is_empty() {
+        let _ = write!(
+            svg,
+            r#"<text x="4" y="{:.1}">{}</text>"#,
+            TOP - 10.0,
+            c.unit
+        );
+    }
+}
+
+/// The day axis of a chart by day whose days are `slot` wide: its line, about eight labelled
+/// days, and which days it shows.
+fn day_axis(svg: &mut String, window: &Window, slot: f64) {
+    let days = window.days.len();
     let axis = TOP + PLOT;
     let _ = write!(
         svg,
         r#"<line x1="{LEFT}" x2="{RIGHT}" y1="{axis}" y2="{axis}" stroke="currentColor"/>"#
     );
     let every = days.div_ceil(8);
-    for (i, date) in c.window.days.iter().enumerate() {
+    for (i, date) in window.days.iter().enumerate() {
         if i % every == 0 || i + 1 == days {
             let x = LEFT + slot * (i as f64 + 0.5);
             let _ = write!(
@@ -352,13 +495,13 @@ fn columns(c: &Columns) -> String {
             );
         }
     }
-    let (first, last) = (c.window.days[0], c.window.days[days - 1]);
+    let (first, last) = (window.days[0], window.days[days - 1]);
     let mut caption = format!("UTC days, {first} to {last}");
-    if c.window.spanned > days as i64 {
+    if window.spanned > days as i64 {
         let _ = write!(
             caption,
             ": the last {days} of the {} days the figures hold (the table has them all)",
-            c.window.spanned
+            window.spanned
         );
     }
     let _ = write!(
@@ -366,9 +509,6 @@ fn columns(c: &Columns) -> String {
         r#"<text class="chart-caption" x="{LEFT}" y="{:.1}">{caption}</text>"#,
         axis + 32.0
     );
-    legend(&mut svg, c.id, c.series, legend_top);
-    svg.push_str("</svg>");
-    svg
 }
 
 /// One bar of a ranked chart.
@@ -385,7 +525,7 @@ struct Rank {
 /// Bars across, one a row, each named on its left and its value on its right.
 fn ranked(id: &str, title: &str, ranks: &[Rank]) -> String {
     if ranks.is_empty() {
-        return nothing(title);
+        return nothing(title, "no usage yet");
     }
     let highest = ranks.iter().map(|r| r.value).max().unwrap_or(0).max(1);
     let (left, right) = (WIDTH * 0.36, WIDTH - 110.0);
@@ -429,10 +569,10 @@ fn open(id: &str, title: &str, height: f64) -> String {
     )
 }
 
-/// A chart saying it has nothing to draw.
-fn nothing(title: &str) -> String {
+/// A chart named `title` saying it has nothing to draw: `why` (no markup).
+fn nothing(title: &str, why: &str) -> String {
     let mut svg = open("empty", title, 40.0);
-    svg.push_str(r#"<text x="8" y="24">no usage yet</text></svg>"#);
+    let _ = write!(svg, r#"<text x="8" y="24">{}</text></svg>"#, escape(why));
     svg
 }
 
@@ -515,6 +655,16 @@ fn short(n: u128) -> String {
     n.to_string()
 }
 
+/// Billionths of a currency in a few characters: `0.05`, `2.5`, `1.5k` (whole units past
+/// 1 000).
+fn money(billionths: u128) -> String {
+    let whole = billionths / 1_000_000_000;
+    match whole >= 1000 {
+        true => short(whole),
+        false => figures::amount(billionths),
+    }
+}
+
 /// `text` with what XML does not allow in a document (control characters, U+FFFE, U+FFFF)
 /// made spaces: the page parses each chart as XML.
 fn xml_text(text: &str) -> String {
@@ -539,185 +689,5 @@ fn label(name: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn daily(day: &str, by: &'static str, name: &str, input: u64, output: u64) -> Daily {
-        Daily {
-            day: day.into(),
-            by,
-            name: name.into(),
-            sessions: 1,
-            turns: 2,
-            input_tokens: input,
-            output_tokens: output,
-        }
-    }
-
-    /// The `<title>`s of a chart's bars.
-    fn titles(svg: &str) -> Vec<&str> {
-        svg.split(r#"<rect class="chart-bar""#)
-            .skip(1)
-            .map(|bar| {
-                let from = bar.find("<title>").unwrap() + "<title>".len();
-                &bar[from..from + bar[from..].find("</title>").unwrap()]
-            })
-            .collect()
-    }
-
-    fn attr(bar: &str, name: &str) -> f64 {
-        let from = bar.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
-        bar[from..from + bar[from..].find('"').unwrap()]
-            .parse()
-            .unwrap()
-    }
-
-    #[test]
-    fn a_tokens_chart_stacks_each_day_s_bars_to_scale_with_their_numbers() {
-        let rows = [
-            daily("2026-11-28", "agent", "claude", 300, 100),
-            daily("2026-11-28", "agent", "codex", 100, 0),
-            daily("2026-11-30", "agent", "claude", 1000, 0),
-            daily("2026-11-30", "host", "h1", 1, 1),
-        ];
-        let svg = tokens_by_day(&rows, "agent");
-        assert_eq!(
-            titles(&svg),
-            [
-                "2026-11-28 · claude\n300 input and 100 output tokens, 2 turns, 1 sessions",
-                "2026-11-28 · codex\n100 input and 0 output tokens, 2 turns, 1 sessions",
-                "2026-11-30 · claude\n1000 input and 0 output tokens, 2 turns, 1 sessions",
-            ]
-        );
-        // Three days (the one between drawn empty); ticks of 500 to 1000.
-        let bars: Vec<&str> = svg.split(r#"<rect class="chart-bar""#).skip(1).collect();
-        let height = |i: usize| attr(bars[i], "height");
-        assert!((height(2) - PLOT).abs() < 0.01, "{svg}");
-        assert!((height(0) - PLOT * 0.4).abs() < 0.01, "{svg}");
-        assert!((height(1) - PLOT * 0.1).abs() < 0.01, "{svg}");
-        // codex stacked on claude.
-        assert!((attr(bars[1], "y") + height(1) - attr(bars[0], "y")).abs() < 0.01);
-        let slot = (RIGHT - LEFT) / 3.0;
-        assert!((attr(bars[2], "x") - attr(bars[0], "x") - 2.0 * slot).abs() < 0.01);
-        for text in [
-            ">500<",
-            ">1k<",
-            ">11-29<",
-            "UTC days, 2026-11-28 to 2026-11-30",
-        ] {
-            assert!(svg.contains(text), "{text}: {svg}");
-        }
-        // The legend names each series beside its pattern.
-        assert!(svg.contains(r#"fill="url(#tokens-agent-p1)""#), "{svg}");
-        assert!(svg.contains(">codex</text>"), "{svg}");
-        assert!(!svg.contains("NaN") && !svg.contains(">h1<"), "{svg}");
-    }
-
-    #[test]
-    fn hostile_names_are_escaped_cut_and_kept_to_what_xml_allows() {
-        let hostile = "<script>alert(1)</script>\"&'\u{1}\u{FFFF}".repeat(3);
-        let svg = tokens_by_day(&[daily("2026-11-28", "host", &hostile, 1, 1)], "host");
-        assert!(!svg.contains("<script") && !svg.contains('\u{1}') && !svg.contains('\u{FFFF}'));
-        assert!(svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&amp;&#39;"));
-        assert!(svg.contains("…</text>"), "{svg}");
-        let costly = Costly {
-            session: "s\"><script>".into(),
-            title: Some(hostile.clone()),
-            agent: "<b>".into(),
-            turns: 1,
-            input_tokens: 5,
-            output_tokens: 5,
-        };
-        let svg = costliest(&[costly]);
-        assert!(
-            svg.contains(r#"data-session="s&quot;&gt;&lt;script&gt;""#),
-            "{svg}"
-        );
-        assert!(!svg.contains("<script") && !svg.contains("<b>"), "{svg}");
-        let svg = stop_reasons(&[Stop {
-            reason: hostile,
-            turns: 3,
-        }]);
-        assert!(!svg.contains("<script"), "{svg}");
-        assert!(svg.contains(": 3 turns</title>"), "{svg}");
-    }
-
-    #[test]
-    fn nothing_to_draw_says_so_and_huge_numbers_neither_overflow_nor_make_nan() {
-        for svg in [
-            tokens_by_day(&[], "agent"),
-            tokens_by_day(&[daily("?", "agent", "a", 1, 1)], "agent"),
-            activity(&[]),
-            costliest(&[]),
-            stop_reasons(&[]),
-        ] {
-            assert!(svg.contains("no usage yet"), "{svg}");
-            assert!(!svg.contains("NaN"), "{svg}");
-        }
-        let huge: Vec<Daily> = (0..20)
-            .map(|i| daily("2026-11-28", "agent", &format!("a{i}"), u64::MAX, u64::MAX))
-            .collect();
-        let svg = tokens_by_day(&huge, "agent");
-        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
-        assert!(svg.contains("others (13 agents)"), "{svg}");
-        // Eight series: seven and the others, whose title sums theirs.
-        assert_eq!(titles(&svg).len(), MAX_SERIES);
-        let others = u128::from(u64::MAX) * 13;
-        assert!(svg.contains(&format!("{others} input")), "{svg}");
-        let svg = stop_reasons(&[Stop {
-            reason: "end_turn".into(),
-            turns: u64::MAX,
-        }]);
-        assert!(svg.contains(&format!(">{}<", u64::MAX)), "{svg}");
-        assert_eq!(ticks(u128::from(u64::MAX) * 40).0 % 10, 0);
-        assert_eq!(short(1_500), "1.5k");
-        assert_eq!(short(2_000_000), "2M");
-        assert_eq!(short(u128::from(u64::MAX)), "18E");
-    }
-
-    #[test]
-    fn a_long_span_shows_its_last_days_and_says_so() {
-        let rows: Vec<Activity> = (0..90)
-            .map(|i| Activity {
-                day: Date::new(2026, 1, 1)
-                    .unwrap()
-                    .checked_add(i.days())
-                    .unwrap()
-                    .to_string(),
-                sessions: 1,
-                turns: 3,
-            })
-            .collect();
-        let svg = activity(&rows);
-        // Two bars a day (sessions and turns), of the last 60 days.
-        assert_eq!(titles(&svg).len(), MAX_DAYS * 2);
-        assert!(titles(&svg)[0].starts_with("2026-01-31\n1 sessions, 3 turns"));
-        assert!(
-            svg.contains("the last 60 of the 90 days the figures hold"),
-            "{svg}"
-        );
-    }
-
-    #[test]
-    fn the_costliest_sessions_link_to_themselves_most_first() {
-        let row = |session: &str, tokens: u64| Costly {
-            session: session.into(),
-            title: None,
-            agent: "echo".into(),
-            turns: 2,
-            input_tokens: tokens,
-            output_tokens: 1,
-        };
-        let svg = costliest(&[row("big", 99), row("small", 9)]);
-        let big = svg.find(r#"data-session="big""#).unwrap();
-        assert!(big < svg.find(r#"data-session="small""#).unwrap(), "{svg}");
-        assert!(
-            svg.contains(">100</text>") && svg.contains(">10</text>"),
-            "{svg}"
-        );
-        assert!(
-            svg.contains("session big (echo): 99 input and 1 output tokens, 2 turns"),
-            "{svg}"
-        );
-    }
-}
+#[path = "charts_tests.rs"]
+mod tests;

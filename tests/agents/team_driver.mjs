@@ -15,7 +15,8 @@
 //   CSV link (its address, its file name) fetched as its click fetches it (with the token):
 //   status, Content-Type, Content-Disposition, body; and without the token: status; each chart
 //   the server drew (tokens per agent and per host, activity, costliest sessions, stop
-//   reasons): its label, its bars' titles, the sessions it links to, its text.
+//   reasons): its label, its bars' titles, the sessions it links to, its text; the cost tables
+//   per agent and per host (rows), and their charts (one per currency: label, bars' titles).
 // usage-keyboard: with Tab and Enter alone from the usage, the first chart's numbers shown
 //   (its details opened), then the first of the costliest sessions' bars followed: opened.
 // keyboard: the page reloaded; with Tab and Enter only, the Team button, then the first
@@ -379,6 +380,24 @@ try {
           csv: await got.text(),
           withoutToken: bare.status,
         };
+      }
+      return out;
+    }),
+    costTables: await page.evaluate(() => {
+      const out = {};
+      for (const by of ["agent", "host"]) {
+        out[by] = [...document.querySelectorAll(`#team-session .usage-cost-${by} tbody tr`)]
+          .map((tr) => [...tr.cells].map((c) => c.textContent));
+      }
+      return out;
+    }),
+    costCharts: await page.evaluate(() => {
+      const out = {};
+      for (const by of ["agent", "host"]) {
+        out[by] = [...document.querySelectorAll(`#team-session .usage-part-cost-${by} > svg.chart`)].map((svg) => ({
+          label: svg.getAttribute("aria-label"),
+          titles: [...svg.querySelectorAll("rect.chart-bar > title")].map((t) => t.textContent),
+        }));
       }
       return out;
     }),

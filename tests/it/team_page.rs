@@ -367,7 +367,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
         let mut lines = csv.split("\r\n");
         assert_eq!(
             lines.next(),
-            Some(format!("day,{by},sessions,turns,input_tokens,output_tokens").as_str())
+            Some(format!("day,{by},sessions,turns,input_tokens,output_tokens,cost_USD").as_str())
         );
         let cells: Vec<Vec<String>> = lines
             .filter(|l| !l.is_empty())
@@ -375,6 +375,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
             .collect();
         assert_eq!(cells, rows, "{by}: the CSV holds the table's numbers");
     }
+    costs_are_stats_s(usage, &stats);
     // The charts, drawn by the server: each tokens chart's bars' titles sum to `stats
     // --store`'s turns and tokens; the activity chart's turns too; the costliest session (the
     // only one that reported tokens) and the stop reasons named.
@@ -679,6 +680,62 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// What the turns cost is `stats --store`'s `costing 0.25 USD` (the scripted agent's one prompt
+/// reports a cumulative 0.25 USD), which each cost table's amounts on the page (`usage`, the
+/// driver's step) and each cost chart's bars' titles sum to, currency by currency, exactly.
+fn costs_are_stats_s(usage: &Value, stats: &str) {
+    let costs = spent(stats.lines().last().unwrap());
+    assert_eq!(costs, [("USD".to_string(), 250_000_000)].into(), "{stats}");
+    for by in ["agent", "host"] {
+        let rows: Vec<Vec<String>> =
+            serde_json::from_value(usage["costTables"][by].clone()).unwrap();
+        let mut sums = std::collections::BTreeMap::new();
+        for row in &rows {
+            *sums.entry(row[2].clone()).or_default() += billionths(&row[3]);
+        }
+        assert_eq!(sums, costs, "{by}: {rows:?}\n{stats}");
+        let charts = usage["costCharts"][by].as_array().unwrap();
+        assert_eq!(charts.len(), 1, "a chart per currency: {charts:?}");
+        assert_eq!(
+            charts[0]["label"],
+            format!("Cost per day by {by}, in USD"),
+            "{charts:?}"
+        );
+        // "2026-11-29 · host-2\n0.25 USD, 1 turns, 1 sessions": the amount before the currency.
+        let mut sums = std::collections::BTreeMap::new();
+        for title in charts[0]["titles"].as_array().unwrap() {
+            let last = title.as_str().unwrap().lines().last().unwrap();
+            let words: Vec<&str> = last.split([' ', ',']).collect();
+            *sums.entry(words[1].to_string()).or_default() += billionths(words[0]);
+        }
+        assert_eq!(sums, costs, "{by}: {charts:?}");
+    }
+}
+
+/// A decimal amount (`0.25`) in billionths, exactly.
+fn billionths(decimal: &str) -> u128 {
+    let (whole, part) = decimal.split_once('.').unwrap_or((decimal, ""));
+    assert!(part.len() <= 9, "{decimal}");
+    let part = format!("{part:0<9}");
+    whole.parse::<u128>().unwrap() * 1_000_000_000 + part.parse::<u128>().unwrap()
+}
+
+/// What a `stats --store` summary line says the turns cost (`costing 0.25 USD + 3 EUR`), in
+/// billionths per currency.
+fn spent(line: &str) -> std::collections::BTreeMap<String, u128> {
+    let Some((_, costing)) = line.split_once(", costing ") else {
+        return Default::default();
+    };
+    let costing = &costing[..costing.find(", from ").unwrap()];
+    costing
+        .split(" + ")
+        .map(|c| {
+            let (amount, currency) = c.split_once(' ').unwrap();
+            (currency.to_string(), billionths(amount))
+        })
+        .collect()
 }
 
 #[test]

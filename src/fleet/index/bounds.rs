@@ -70,7 +70,8 @@ pub const MAX_FOOTER_BYTES: u64 = 1 << 20;
 /// How many times its footer's size a part's metadata may take in memory (measured: see the
 /// unit test of a footer of the most row groups that fit).
 pub const FOOTER_EXPANSION: u64 = 32;
-/// Most elements of a schema: our tables have 16 (sessions), 17 (turns) and 3 (postings).
+/// Most elements of a schema: our tables have 22 (sessions), 19 (turns), 3 (postings) and 16
+/// (edits).
 pub const MAX_SCHEMA_ELEMENTS: u64 = 32;
 /// Most rows in a part: 1 Mi (2²⁰; a row takes 100 bytes or more decoded, see
 /// [`MAX_DECODED_BYTES`]).

@@ -3,11 +3,17 @@
 //! per agent and per host; for the page also the sessions that spent the most tokens and the
 //! turns' stop reasons; without reading a journal. Pure: rows in, text or rows out. Sums
 //! saturate: a hostile count cannot overflow them.
+//!
+//! Costs (the turns' `cost`, issue 54) are summed per currency, never across currencies, in
+//! billionths of their unit ([`Cost`]): exact, so every table, chart and line that shows a sum
+//! shows the same digits. A turn's cost that is no amount (not a number, negative, infinite: a
+//! hostile part's) is skipped, counted nowhere; a larger one than `u128` billionths holds is
+//! held there, as every sum is.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
-use super::rows::{SessionRow, TurnRow};
+use super::rows::{CURRENCY_CHARS, SessionRow, TurnRow};
 
 /// What one group (an agent, a host, a week) counts.
 #[derive(Debug, Default, PartialEq)]
@@ -17,6 +23,8 @@ struct Tally {
     turns: u64,
     input_tokens: u64,
     output_tokens: u64,
+    /// By currency: its billionths, and the turns that had a cost in it.
+    cost: BTreeMap<String, (u128, u64)>,
 }
 
 impl Tally {
@@ -35,7 +43,67 @@ impl Tally {
         self.output_tokens = self
             .output_tokens
             .saturating_add(t.output_tokens.unwrap_or(0));
+        if let (Some(amount), Some(currency)) = (t.cost.and_then(billionths), &t.currency) {
+            let (sum, turns) = self.cost.entry(currency_name(currency)).or_default();
+            *sum = sum.saturating_add(amount);
+            *turns = turns.saturating_add(1);
+        }
     }
+
+    /// Its costs, a [`Cost`] per currency (in the order of their names).
+    fn costs(&self) -> Vec<Cost> {
+        self.cost
+            .iter()
+            .map(|(currency, &(billionths, turns))| Cost {
+                currency: currency.clone(),
+                amount: amount(billionths),
+                turns,
+                billionths,
+            })
+            .collect()
+    }
+}
+
+/// A cost as billionths of its unit: `None` for what is no amount (not a number, negative,
+/// infinite); past `u128::MAX` billionths, that many.
+fn billionths(cost: f64) -> Option<u128> {
+    // `as` saturates a float too large for the integer.
+    (cost.is_finite() && cost >= 0.0).then(|| (cost * 1e9).round() as u128)
+}
+
+/// `billionths` of a unit as a decimal: `0.25`, `3`, `0.000000001`.
+pub fn amount(billionths: u128) -> String {
+    let (whole, part) = (billionths / 1_000_000_000, billionths % 1_000_000_000);
+    match part {
+        0 => whole.to_string(),
+        _ => format!("{whole}.{part:09}")
+            .trim_end_matches('0')
+            .to_string(),
+    }
+}
+
+/// A currency's name as the figures show it: on one line, at most [`CURRENCY_CHARS`]
+/// characters (a part's cell may be longer than the writer keeps).
+fn currency_name(currency: &str) -> String {
+    currency
+        .chars()
+        .take(CURRENCY_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// What a group spent in one currency.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Cost {
+    /// The currency (or other unit) as the agents named it: `USD`, `credits`.
+    pub currency: String,
+    /// The sum, a decimal ([`amount`]): exact, in a string, so that no reader rounds it.
+    pub amount: String,
+    /// The turns that had a cost in it.
+    pub turns: u64,
+    /// The sum in billionths of the currency.
+    #[serde(skip)]
+    pub billionths: u128,
 }
 
 /// The figures of a store's index.
@@ -86,6 +154,8 @@ pub struct Costly {
     pub input_tokens: u64,
     /// Their output tokens.
     pub output_tokens: u64,
+    /// What its turns cost, per currency (none: its agent reported no cost).
+    pub cost: Vec<Cost>,
 }
 
 /// How many turns ended for one reason (a row of [`Figures::stops`]).
@@ -114,12 +184,16 @@ pub struct Daily {
     pub input_tokens: u64,
     /// Their output tokens.
     pub output_tokens: u64,
+    /// What they cost, per currency (none: no cost reported).
+    pub cost: Vec<Cost>,
 }
 
 /// The rows of `daily` grouped `by` (`agent` or `host`) as CSV (RFC 4180, CRLF): a header
-/// `day,<by>,sessions,turns,input_tokens,output_tokens`, then a line per row. A name a
-/// spreadsheet would take for a formula (`=`, `+`, `-`, `@`, a tab or a carriage return
-/// first) is given as text, behind `'`; one with a comma, a quote or a line break is quoted.
+/// `day,<by>,sessions,turns,input_tokens,output_tokens`, then a column `cost_<currency>` per
+/// currency the group's rows have a cost in (in the order of their names), then a line per row,
+/// its cost in each currency a decimal ([`amount`]; empty: none). A name a spreadsheet would take
+/// for a formula (`=`, `+`, `-`, `@`, a tab or a carriage return first) is given as text, behind
+/// `'`; one with a comma, a quote or a line break is quoted.
 pub fn csv(daily: &[Daily], by: &str) -> String {
     let field = |text: &str| {
         let text = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
@@ -133,10 +207,17 @@ pub fn csv(daily: &[Daily], by: &str) -> String {
             text
         }
     };
-    let mut out = format!("day,{by},sessions,turns,input_tokens,output_tokens\r\n");
-    for d in daily.iter().filter(|d| d.by == by) {
+    let rows: Vec<&Daily> = daily.iter().filter(|d| d.by == by).collect();
+    let currencies = currencies(rows.iter().copied());
+    let mut out = format!("day,{by},sessions,turns,input_tokens,output_tokens");
+    for currency in &currencies {
+        out.push(',');
+        out.push_str(&field(&format!("cost_{currency}")));
+    }
+    out.push_str("\r\n");
+    for d in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{}\r\n",
+            "{},{},{},{},{},{}",
             field(&d.day),
             field(&d.name),
             d.sessions,
@@ -144,8 +225,23 @@ pub fn csv(daily: &[Daily], by: &str) -> String {
             d.input_tokens,
             d.output_tokens
         ));
+        for currency in &currencies {
+            out.push(',');
+            if let Some(c) = d.cost.iter().find(|c| &c.currency == currency) {
+                out.push_str(&c.amount);
+            }
+        }
+        out.push_str("\r\n");
     }
     out
+}
+
+/// The currencies `daily` has a cost in, each once, in the order of their names.
+pub fn currencies<'a>(daily: impl Iterator<Item = &'a Daily>) -> Vec<String> {
+    let all: std::collections::BTreeSet<&String> = daily
+        .flat_map(|d| d.cost.iter().map(|c| &c.currency))
+        .collect();
+    all.into_iter().cloned().collect()
 }
 
 /// `2026-11-29`: the UTC day of a moment.
@@ -259,6 +355,7 @@ impl Figures {
                     turns: t.turns,
                     input_tokens: t.input_tokens,
                     output_tokens: t.output_tokens,
+                    cost: t.costs(),
                 }
             })
             .collect()
@@ -290,16 +387,28 @@ impl Figures {
                 turns: t.turns,
                 input_tokens: t.input_tokens,
                 output_tokens: t.output_tokens,
+                cost: t.costs(),
             })
             .collect()
     }
 
     /// The figures' last line: `6 sessions, 12 turns, 0 input and 0 output tokens, from 3
-    /// hosts, 2026-11-29 09:00 to 2026-11-29 09:05 UTC`.
+    /// hosts, 2026-11-29 09:00 to 2026-11-29 09:05 UTC`; with what the turns cost, per
+    /// currency, where any had a cost: `…, 900 output tokens, costing 1.75 USD + 3 EUR, from 3
+    /// hosts, …`.
     pub fn summary(&self) -> String {
         let a = &self.all;
+        let costs: Vec<String> = a
+            .costs()
+            .iter()
+            .map(|c| format!("{} {}", c.amount, c.currency))
+            .collect();
+        let costing = match costs.is_empty() {
+            true => String::new(),
+            false => format!(", costing {}", costs.join(" + ")),
+        };
         let mut text = format!(
-            "{} sessions, {} turns, {} input and {} output tokens, from {} hosts",
+            "{} sessions, {} turns, {} input and {} output tokens{costing}, from {} hosts",
             a.sessions.len(),
             a.turns,
             a.input_tokens,
@@ -380,6 +489,7 @@ mod tests {
             turns: 5,
             input_tokens: 10,
             output_tokens: 20,
+            cost: vec![],
         };
         let daily = [
             row("agent", "echo"),
@@ -530,6 +640,154 @@ mod tests {
             stops,
             [("end_turn", 2), (NO_STOP_REASON, 1), ("cancelled", 1)]
         );
+    }
+
+    fn costing(mut t: TurnRow, cost: f64, currency: &str) -> TurnRow {
+        t.cost = Some(cost);
+        t.currency = Some(currency.into());
+        t
+    }
+
+    /// A day's costs: `(amount, currency, turns)` each.
+    type DayCosts = Vec<(String, String, u64)>;
+
+    /// `daily`'s costs of one agent or host, per day.
+    fn costs_of(daily: &[Daily], by: &str, name: &str) -> Vec<(String, DayCosts)> {
+        daily
+            .iter()
+            .filter(|d| d.by == by && d.name == name)
+            .map(|d| {
+                let costs = d.cost.iter();
+                let costs = costs.map(|c| (c.amount.clone(), c.currency.clone(), c.turns));
+                (d.day.clone(), costs.collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn costs_are_summed_per_day_per_agent_and_host_per_currency_exactly() {
+        let sessions = [
+            session("a", "claude", "h1", false),
+            session("b", "codex", "h2", false),
+        ];
+        let turns = [
+            // 0.1 + 0.2 is 0.3, not 0.30000000000000004.
+            costing(turn("a", 1, "h1", 0, 10), 0.1, "USD"),
+            costing(turn("a", 2, "h1", 0, 10), 0.2, "USD"),
+            // The same day, another currency: each shown.
+            costing(turn("a", 3, "h2", 0, 10), 5.0, "EUR"),
+            // No cost reported.
+            turn("a", 4, "h1", 0, 10),
+            costing(turn("b", 1, "h2", 1, 10), 0.000_000_001, "USD"),
+        ];
+        let f = Figures::of(&sessions, &turns);
+        let daily = f.daily();
+        let (first, next) = (day(1_795_000_000_000_000), day(1_795_086_400_000_000));
+        let usd = |amount: &str, turns| (amount.to_string(), "USD".to_string(), turns);
+        let eur = |amount: &str, turns| (amount.to_string(), "EUR".to_string(), turns);
+        assert_eq!(
+            costs_of(&daily, "agent", "claude"),
+            [(first.clone(), vec![eur("5", 1), usd("0.3", 2)])]
+        );
+        assert_eq!(
+            costs_of(&daily, "host", "h1"),
+            [(first.clone(), vec![usd("0.3", 2)])]
+        );
+        assert_eq!(
+            costs_of(&daily, "host", "h2"),
+            [
+                (first, vec![eur("5", 1)]),
+                (next, vec![usd("0.000000001", 1)])
+            ]
+        );
+        assert_eq!(currencies(daily.iter()), ["EUR", "USD"]);
+        let costly = f.costliest(1);
+        let cost: Vec<(&str, &str)> = costly[0]
+            .cost
+            .iter()
+            .map(|c| (c.amount.as_str(), c.currency.as_str()))
+            .collect();
+        assert_eq!(cost, [("5", "EUR"), ("0.3", "USD")]);
+        // The CSV: a column per currency, empty where a row has none.
+        let csv = csv(&daily, "host");
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "day,host,sessions,turns,input_tokens,output_tokens,cost_EUR,cost_USD"
+        );
+        assert!(lines[1].ends_with(",3,30,15,,0.3"), "{csv}");
+        assert!(lines[2].ends_with(",10,5,5,"), "{csv}");
+        assert!(lines[3].ends_with(",5,,0.000000001"), "{csv}");
+    }
+
+    #[test]
+    fn the_summary_says_what_the_turns_cost_per_currency_where_any_had_a_cost() {
+        let sessions = [session("a", "claude", "h1", false)];
+        let turns = [turn("a", 1, "h1", 0, 10), turn("a", 2, "h1", 0, 10)];
+        let plain = Figures::of(&sessions, &turns).summary();
+        assert!(
+            plain.starts_with("1 sessions, 2 turns, 20 input and 10 output tokens, from 1 hosts, "),
+            "no cost, no word of it: {plain}"
+        );
+        let turns = [
+            costing(turn("a", 1, "h1", 0, 10), 1.25, "USD"),
+            costing(turn("a", 2, "h1", 0, 10), 0.5, "USD"),
+            costing(turn("a", 3, "h1", 0, 10), 3.0, "EUR"),
+        ];
+        let f = Figures::of(&sessions, &turns);
+        assert!(
+            f.summary().starts_with(
+                "1 sessions, 3 turns, 30 input and 15 output tokens, costing 3 EUR + 1.75 USD, from 1 hosts, "
+            ),
+            "{}",
+            f.summary()
+        );
+        assert_eq!(f.to_string().lines().last().unwrap(), f.summary());
+    }
+
+    #[test]
+    fn a_hostile_part_s_costs_are_skipped_or_held_and_never_wrap() {
+        let sessions = [session("a", "claude", "h1", false)];
+        let turns = [
+            costing(turn("a", 1, "h1", 0, 1), f64::NAN, "USD"),
+            costing(turn("a", 2, "h1", 0, 1), -1.0, "USD"),
+            costing(turn("a", 3, "h1", 0, 1), f64::INFINITY, "USD"),
+            costing(turn("a", 4, "h1", 0, 1), f64::NEG_INFINITY, "USD"),
+            // A cost without a currency counts in none.
+            TurnRow {
+                cost: Some(1.0),
+                ..turn("a", 5, "h1", 0, 1)
+            },
+            costing(turn("a", 6, "h1", 0, 1), 2.5, "USD"),
+            // Past what u128 billionths hold: held there, twice, not wrapped.
+            costing(turn("a", 7, "h1", 0, 1), f64::MAX, "credits"),
+            costing(turn("a", 8, "h1", 0, 1), 1e300, "credits"),
+            // A currency past its bound, with a line break: cut, on one line.
+            costing(
+                turn("a", 9, "h1", 0, 1),
+                1.0,
+                &format!("\u{1b}[31m{}", "X".repeat(99)),
+            ),
+        ];
+        let f = Figures::of(&sessions, &turns);
+        let costs = f.all.costs();
+        let got: Vec<(&str, u64, u128)> = costs
+            .iter()
+            .map(|c| (c.currency.as_str(), c.turns, c.billionths))
+            .collect();
+        let long = format!(" [31m{}", "X".repeat(CURRENCY_CHARS - 5));
+        assert_eq!(
+            got,
+            [
+                (long.as_str(), 1, 1_000_000_000),
+                ("USD", 1, 2_500_000_000),
+                ("credits", 2, u128::MAX),
+            ]
+        );
+        assert_eq!(f.all.turns, 9, "every turn counts as a turn");
+        assert_eq!(amount(u128::MAX).len(), 40);
+        assert_eq!(amount(0), "0");
+        assert_eq!(amount(1_500_000_000), "1.5");
     }
 
     #[test]

@@ -52,6 +52,12 @@ pub struct TurnRow {
     pub input_tokens: Option<u64>,
     /// Tokens the agent reported for the turn.
     pub output_tokens: Option<u64>,
+    /// What the session's cumulative cost (`usage_update`'s `cost`) grew by during the turn:
+    /// from the last amount known before it to the last known at its end ([`Spending`]);
+    /// `None` when the agent reported no cost, or changed currency during the turn.
+    pub cost: Option<f64>,
+    /// The currency (or other unit) of `cost`, as the agent named it (bounded).
+    pub currency: Option<String>,
 }
 
 /// A session, as its row (the latest `version` of a session wins).
@@ -105,7 +111,7 @@ pub struct SessionRow {
 
 /// What a session's earlier segments said, for the row of a later one: the session's turns so
 /// far, its title (a later segment's first prompt does not retitle it), and when it began.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Earlier {
     /// Prompt turns in the earlier segments.
     pub turns: u32,
@@ -119,6 +125,85 @@ pub struct Earlier {
     pub last_turn_ended_us: Option<i64>,
     /// The edits and commands derived from them.
     pub edits: u64,
+    /// The last cost they reported (the session's cumulative amount, and its currency).
+    pub cost: Option<Reported>,
+}
+
+/// Most characters of a currency's name kept (ISO 4217 codes have 3; `credits` 7).
+pub const CURRENCY_CHARS: usize = 32;
+
+/// A cost the agent reported: the session's cumulative amount, and its currency.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reported {
+    /// The amount: finite, not negative.
+    pub amount: f64,
+    /// Its currency (or other unit), at most [`CURRENCY_CHARS`] characters.
+    pub currency: String,
+}
+
+impl Reported {
+    /// The cost of a `usage_update` (its `cost`); `None` when it has none, or one that is no
+    /// amount a session can have spent (not a number, negative, infinite: a hostile or broken
+    /// agent's, skipped).
+    pub fn of(update: &Value) -> Option<Reported> {
+        let amount = update["cost"]["amount"].as_f64()?;
+        let currency = update["cost"]["currency"].as_str()?;
+        (amount.is_finite() && amount >= 0.0).then(|| Reported {
+            amount,
+            currency: currency.chars().take(CURRENCY_CHARS).collect(),
+        })
+    }
+}
+
+/// What a turn spent so far, by the costs reported during it.
+///
+/// A turn's cost is what the session's cumulative cost grew by from the last amount known
+/// before the turn (across the session's segments: [`Earlier::cost`]; none known: from 0) to
+/// the last one known at its end, summed report by report. An amount below the one before it is
+/// taken as the agent counting again from 0 (a restarted agent), so the growth is the amount
+/// itself. A report in another currency than the one before it makes the turn's cost unknown
+/// (`None`): amounts of two currencies are not mixed. A turn during which nothing was reported
+/// spent 0 when an amount was known before it, else its cost is unknown too.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Spending {
+    /// The growth so far, and its currency (`None`: nothing reported nor known before).
+    spent: Option<(f64, String)>,
+    /// A report changed currency.
+    mixed: bool,
+}
+
+impl Spending {
+    /// A turn that begins when `known` was the session's last cost.
+    pub fn from(known: Option<&Reported>) -> Spending {
+        Spending {
+            spent: known.map(|k| (0.0, k.currency.clone())),
+            mixed: false,
+        }
+    }
+
+    /// The agent reported `now` during the turn, when `before` was the session's last cost.
+    pub fn report(&mut self, before: Option<&Reported>, now: &Reported) {
+        let grown = match before {
+            Some(b) if b.currency != now.currency => {
+                self.mixed = true;
+                return;
+            }
+            Some(b) if now.amount >= b.amount => now.amount - b.amount,
+            // Counted again from 0, or first known: the amount itself.
+            _ => now.amount,
+        };
+        let so_far = self.spent.as_ref().map_or(0.0, |s| s.0);
+        // Each growth is at most f64::MAX; their sum is held there.
+        self.spent = Some(((so_far + grown).min(f64::MAX), now.currency.clone()));
+    }
+
+    /// The turn's cost and its currency.
+    pub fn cost(self) -> (Option<f64>, Option<String>) {
+        match self.spent {
+            Some((amount, currency)) if !self.mixed => (Some(amount), Some(currency)),
+            _ => (None, None),
+        }
+    }
 }
 
 /// A turn under way.
@@ -126,6 +211,7 @@ pub struct Earlier {
 struct Open {
     id: Value,
     row: TurnRow,
+    spending: Spending,
 }
 
 /// Follows one segment of a session.
@@ -138,6 +224,8 @@ pub struct Follower {
     words: BTreeSet<String>,
     /// The session's edits and commands (`provenance::edits`).
     deriver: Deriver,
+    /// The last cost the agent reported in this segment or those before.
+    cost: Option<Reported>,
 }
 
 impl Follower {
@@ -176,6 +264,7 @@ impl Follower {
             },
             turn: None,
             words: BTreeSet::new(),
+            cost: earlier.cost,
         }
     }
 
@@ -193,6 +282,7 @@ impl Follower {
             bytes: self.session.bytes.unwrap_or(self.earlier_bytes),
             last_turn_ended_us: self.session.last_turn_ended_us,
             edits: self.session.edits.unwrap_or_default(),
+            cost: self.cost.clone(),
         }
     }
 
@@ -250,9 +340,7 @@ impl Follower {
                 self.session.hidden = true;
                 None
             }
-            (Side::Agent, Some("session/update")) => {
-                self.update(&message["params"]["update"], record)
-            }
+            (Side::Agent, Some("session/update")) => self.update(&message["params"], record),
             (Side::Agent, None) => self.answer(&message, record.unix_us),
             _ => None,
         }
@@ -275,10 +363,12 @@ impl Follower {
                 prompt: bounded(&crate::acp::prompt_text(&params["prompt"])),
                 ..TurnRow::default()
             },
+            spending: Spending::from(self.cost.as_ref()),
         });
     }
 
-    fn update(&mut self, update: &Value, record: &Record) -> Option<TurnRow> {
+    fn update(&mut self, params: &Value, record: &Record) -> Option<TurnRow> {
+        let update = &params["update"];
         match update["sessionUpdate"].as_str() {
             Some("session_info_update") => {
                 // A title the agent made of a re-prime is not the session's.
@@ -292,6 +382,15 @@ impl Follower {
             Some("usage_update") => {
                 if let Some(cost) = update["cost"]["amount"].as_f64() {
                     self.session.cost = Some(cost);
+                }
+                // A child session's (a subagent's, whose lines its root's segment holds) cost is
+                // its own: not the session's.
+                let own = params["sessionId"].as_str() == Some(&self.session.session);
+                if let Some(cost) = Reported::of(update).filter(|_| own) {
+                    if let Some(open) = self.turn.as_mut() {
+                        open.spending.report(self.cost.as_ref(), &cost);
+                    }
+                    self.cost = Some(cost);
                 }
             }
             Some("state_update") => {
@@ -338,7 +437,10 @@ impl Follower {
     }
 
     fn end(&mut self, reason: Option<&str>, usage: &Value, at: i64) -> Option<TurnRow> {
-        let Open { mut row, .. } = self.turn.take()?;
+        let Open {
+            mut row, spending, ..
+        } = self.turn.take()?;
+        (row.cost, row.currency) = spending.cost();
         row.stop_reason = reason.map(bounded);
         row.duration_ms = u64::try_from((at - row.started_us) / 1000).ok();
         row.input_tokens = usage["inputTokens"].as_u64();
@@ -548,6 +650,142 @@ mod tests {
         // Two paths alike in their first TEXT_CHARS characters are one.
         assert_eq!(turn.paths.len(), 1);
         assert_eq!(turn.paths[0].chars().count(), TEXT_CHARS);
+    }
+
+    /// A session's prompt `id` at `at`, as the client sends it.
+    fn prompt(id: u32, at: i64) -> Record {
+        let json = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{{"sessionId":"s","prompt":[]}}}}"#
+        );
+        line(Side::Client, at, &json)
+    }
+
+    /// The answer ending prompt `id`.
+    fn answered(id: u32, at: i64) -> Record {
+        let json = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"stopReason":"end_turn"}}}}"#);
+        line(Side::Agent, at, &json)
+    }
+
+    /// A `usage_update` of `session` reporting `cost` (its JSON).
+    fn usage(session: &str, cost: &str, at: i64) -> Record {
+        let json = format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{{"sessionUpdate":"usage_update","used":1,"size":9,"cost":{cost}}}}}}}"#
+        );
+        line(Side::Agent, at, &json)
+    }
+
+    /// The cost and currency of each turn of `records`, read by one follower.
+    fn costs(f: &mut Follower, records: &[Record]) -> Vec<(Option<f64>, Option<String>)> {
+        records
+            .iter()
+            .filter_map(|r| f.record(r))
+            .map(|t| (t.cost, t.currency))
+            .collect()
+    }
+
+    fn usd(amount: f64) -> (Option<f64>, Option<String>) {
+        (Some(amount), Some("USD".into()))
+    }
+
+    #[test]
+    fn a_turn_s_cost_is_what_the_session_s_cumulative_cost_grew_by_during_it() {
+        let mut f = Follower::new(&header(), "h", Earlier::default());
+        let records = [
+            // Turn 1 reports twice: 0.5 then 1.25 (from nothing known: from 0).
+            prompt(1, 10),
+            usage("s", r#"{"amount":0.5,"currency":"USD"}"#, 11),
+            usage("s", r#"{"amount":1.25,"currency":"USD"}"#, 12),
+            answered(1, 13),
+            // Between turns: 1.5, which turn 2 starts from.
+            usage("s", r#"{"amount":1.5,"currency":"USD"}"#, 14),
+            prompt(2, 20),
+            usage("s", r#"{"amount":2.0,"currency":"USD"}"#, 21),
+            answered(2, 22),
+            // Turn 3 reports nothing: it spent nothing more.
+            prompt(3, 30),
+            answered(3, 31),
+            // Turn 4: a restarted agent counts from 0 again: 0.25, then 0.75.
+            prompt(4, 40),
+            usage("s", r#"{"amount":0.25,"currency":"USD"}"#, 41),
+            usage("s", r#"{"amount":0.75,"currency":"USD"}"#, 42),
+            answered(4, 43),
+        ];
+        assert_eq!(
+            costs(&mut f, &records),
+            [usd(1.25), usd(0.5), usd(0.0), usd(0.75)]
+        );
+        assert_eq!(f.session().cost, Some(0.75));
+        // A later segment of the session starts from what the earlier ones knew.
+        let mut later = Follower::new(&header(), "h2", f.earlier());
+        let records = [
+            prompt(1, 50),
+            usage("s", r#"{"amount":1.0,"currency":"USD"}"#, 51),
+            answered(1, 52),
+        ];
+        assert_eq!(costs(&mut later, &records), [usd(0.25)]);
+    }
+
+    #[test]
+    fn no_cost_reported_is_none_and_a_change_of_currency_makes_the_turn_s_cost_unknown() {
+        let mut f = Follower::new(&header(), "h", Earlier::default());
+        let records = [
+            // No cost reported, nor known before: unknown.
+            prompt(1, 10),
+            usage("s", "null", 11),
+            answered(1, 12),
+            prompt(2, 20),
+            usage("s", r#"{"amount":3,"currency":"USD"}"#, 21),
+            answered(2, 22),
+            // From USD to EUR during turn 3: neither 2 EUR nor anything else.
+            prompt(3, 30),
+            usage("s", r#"{"amount":2,"currency":"EUR"}"#, 31),
+            answered(3, 32),
+            // Turn 4 grows from the 2 EUR known before it.
+            prompt(4, 40),
+            usage("s", r#"{"amount":2.5,"currency":"EUR"}"#, 41),
+            answered(4, 42),
+        ];
+        let eur = |amount: f64| (Some(amount), Some("EUR".into()));
+        assert_eq!(
+            costs(&mut f, &records),
+            [(None, None), usd(3.0), (None, None), eur(0.5)]
+        );
+    }
+
+    #[test]
+    fn a_hostile_agent_s_amounts_are_skipped_or_held_and_a_subagent_s_cost_is_its_own() {
+        let mut f = Follower::new(&header(), "h", Earlier::default());
+        let huge = format!(r#"{{"amount":{:e},"currency":"USD"}}"#, f64::MAX);
+        let long = format!(r#"{{"amount":1,"currency":"{}"}}"#, "X".repeat(100));
+        let records = [
+            prompt(1, 10),
+            // Skipped: negative, not a number, no currency, too large for JSON's doubles.
+            usage("s", r#"{"amount":-5,"currency":"USD"}"#, 11),
+            usage("s", r#"{"amount":"NaN","currency":"USD"}"#, 12),
+            usage("s", r#"{"amount":1}"#, 13),
+            usage("s", r#"{"amount":1e999,"currency":"USD"}"#, 14),
+            // A child session's report is not the session's.
+            usage("child", r#"{"amount":7,"currency":"USD"}"#, 15),
+            usage("s", r#"{"amount":1,"currency":"USD"}"#, 16),
+            answered(1, 17),
+            // f64::MAX, then counted again from 0 to f64::MAX: held at f64::MAX.
+            prompt(2, 20),
+            usage("s", &huge, 21),
+            usage("s", r#"{"amount":0,"currency":"USD"}"#, 22),
+            usage("s", &huge, 23),
+            answered(2, 24),
+            prompt(3, 30),
+            usage("s", &long, 31),
+            answered(3, 32),
+        ];
+        let got = costs(&mut f, &records);
+        assert_eq!(got[..2], [usd(1.0), usd(f64::MAX)]);
+        // Its currency cut to CURRENCY_CHARS (and a change from USD: unknown).
+        assert_eq!(got[2], (None, None));
+        assert_eq!(
+            f.earlier().cost.unwrap().currency.chars().count(),
+            CURRENCY_CHARS
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use parquet::file::properties::WriterProperties;
 use super::bounds::{self, Footer, MAX_CELL_BYTES};
 use super::columns::{self, Chunk, Columns};
 use super::edits::{EditRow, FINGERPRINTS};
-use super::rows::{SessionRow, TEXT_CHARS, TOOLS, TurnRow, WORD_BYTES};
+use super::rows::{CURRENCY_CHARS, SessionRow, TEXT_CHARS, TOOLS, TurnRow, WORD_BYTES};
 
 /// Rows per row group of the postings (a word's lookup reads about one).
 pub const POSTINGS_ROW_GROUP: usize = 8192;
@@ -137,8 +137,25 @@ pub fn sessions_schema_1() -> Arc<Schema> {
     ]))
 }
 
-/// The `turns` table.
+/// The `turns` table (its second schema): its first schema's columns, then `cost` and
+/// `currency` (issue 54: what the session's cumulative cost grew by during the turn, and its
+/// currency; null when the agent reported none).
 pub fn turns_schema() -> Arc<Schema> {
+    let mut fields: Vec<Field> = turns_schema_1()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.extend([
+        Field::new("cost", DataType::Float64, true),
+        Field::new("currency", DataType::Utf8, true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// The `turns` table as parts written before issue 54 have it (still read: their `cost` and
+/// `currency` read as null).
+pub fn turns_schema_1() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("session", DataType::Utf8, false),
         Field::new("turn", DataType::UInt32, false),
@@ -278,7 +295,15 @@ fn session_columns(rows: &[SessionRow]) -> Vec<ArrayRef> {
 /// # Errors
 /// The encoder's.
 pub fn encode_turns(rows: &[TurnRow]) -> parquet::errors::Result<Bytes> {
-    let columns: Vec<ArrayRef> = vec![
+    encode(
+        &RecordBatch::try_new(turns_schema(), turn_columns(rows))?,
+        TURNS_ROW_GROUP,
+    )
+}
+
+/// The columns of the `turns` table for `rows`, in the schema's order.
+fn turn_columns(rows: &[TurnRow]) -> Vec<ArrayRef> {
+    vec![
         Arc::new(StringArray::from_iter_values(
             rows.iter().map(|r| &r.session),
         )),
@@ -299,11 +324,11 @@ pub fn encode_turns(rows: &[TurnRow]) -> parquet::errors::Result<Bytes> {
         )),
         Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.input_tokens))),
         Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.output_tokens))),
-    ];
-    encode(
-        &RecordBatch::try_new(turns_schema(), columns)?,
-        TURNS_ROW_GROUP,
-    )
+        Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.cost))),
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.currency.as_deref()),
+        )),
+    ]
 }
 
 /// Fingerprints as a binary cell: little-endian `u64`s.
@@ -472,7 +497,14 @@ pub fn decode_turns(bytes: Bytes) -> parquet::errors::Result<Vec<TurnRow>> {
 }
 
 fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, String> {
-    let footer = bounds::check_part(bytes, &turns_schema())?;
+    // A part written before issue 54 has the first schema: no cost, no currency.
+    let (footer, costed) = match bounds::check_part(bytes, &turns_schema()) {
+        Ok(footer) => (footer, true),
+        Err(why) => match bounds::check_part(bytes, &turns_schema_1()) {
+            Ok(footer) => (footer, false),
+            Err(_) => return Err(why),
+        },
+    };
     let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
     let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
     let mut turn = c.int32s(1)?.into_iter();
@@ -486,6 +518,12 @@ fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, String> {
     let mut stop_reason = c.strings(9, MAX_CELL_BYTES)?.into_iter();
     let mut input = c.int64s(10)?.into_iter();
     let mut output = c.int64s(11)?.into_iter();
+    let mut cost = if costed { c.doubles(12)? } else { Vec::new() }.into_iter();
+    let mut currency = match costed {
+        true => c.strings(13, 4 * CURRENCY_CHARS)?,
+        false => Vec::new(),
+    }
+    .into_iter();
     let mut rows = c.rows_vec::<TurnRow>()?;
     let unsigned = |v: Option<i64>| v.map(|v| v as u64);
     for _ in 0..c.rows() {
@@ -502,6 +540,8 @@ fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, String> {
             stop_reason: optional(&mut stop_reason),
             input_tokens: unsigned(optional(&mut input)),
             output_tokens: unsigned(optional(&mut output)),
+            cost: optional(&mut cost),
+            currency: optional(&mut currency),
         });
     }
     Ok(rows)
@@ -619,6 +659,8 @@ mod tests {
             stop_reason: Some("end_turn".into()),
             input_tokens: None,
             output_tokens: Some(9),
+            cost: Some(0.25),
+            currency: Some("USD".into()),
         };
         assert_eq!(
             decode_turns(encode_turns(std::slice::from_ref(&turn)).unwrap()).unwrap(),
@@ -670,5 +712,45 @@ mod tests {
                 ..session
             }]
         );
+    }
+
+    /// A turns part of before issue 54 (the first schema's twelve columns) reads with no cost;
+    /// a part of the second schema is not one of the first schema's, which is what a build of
+    /// before checks it against: such a build leaves it out of its readings (said on stderr),
+    /// where it stays for the builds that read it (`compact` leaves a part it cannot read where
+    /// it is, `adopt` does not take it in, nor `erase` rewrite it).
+    #[test]
+    fn a_turns_part_of_before_issue_54_reads_with_no_cost_and_a_build_of_before_refuses_a_new_one()
+    {
+        let turn = TurnRow {
+            session: "s".into(),
+            turn: 2,
+            host: "h".into(),
+            started_us: 5,
+            prompt: "p".into(),
+            output_tokens: Some(3),
+            cost: Some(1.5),
+            currency: Some("EUR".into()),
+            ..TurnRow::default()
+        };
+        let old = turns_schema_1();
+        let columns = turn_columns(std::slice::from_ref(&turn))[..old.fields().len()].to_vec();
+        let part = encode(
+            &RecordBatch::try_new(old, columns).unwrap(),
+            TURNS_ROW_GROUP,
+        )
+        .unwrap();
+        assert_eq!(
+            decode_turns(part).unwrap(),
+            [TurnRow {
+                cost: None,
+                currency: None,
+                ..turn.clone()
+            }]
+        );
+        let new = encode_turns(std::slice::from_ref(&turn)).unwrap();
+        let refused = bounds::check_part(&new, &turns_schema_1()).unwrap_err();
+        assert!(refused.contains("schema differs"), "{refused}");
+        assert_eq!(decode_turns(new).unwrap(), [turn]);
     }
 }

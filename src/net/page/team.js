@@ -195,8 +195,11 @@
           var section = function (key, heading, table, link) {
             var part = el("section", "usage-part usage-part-" + key);
             part.appendChild(el("h3", "", heading));
-            var chart = team.chart(charts[key]);
-            if (chart) { part.appendChild(chart); }
+            // A chart, or a list of them (the costs: one per currency).
+            [].concat(charts[key] || []).forEach(function (markup) {
+              var chart = team.chart(markup);
+              if (chart) { part.appendChild(chart); }
+            });
             var details = el("details", "usage-numbers");
             details.appendChild(el("summary", "", "The numbers: " + heading.toLowerCase()));
             details.appendChild(table);
@@ -204,10 +207,20 @@
             if (link) { part.appendChild(el("p")).appendChild(link); }
             article.appendChild(part);
           };
+          // A row's cost in `currency` (a decimal, exact, as the server wrote it), or "".
+          var currencies = list(answer.currencies);
+          var costIn = function (d, currency) {
+            var c = list(d.cost).filter(function (c) { return c.currency === currency; })[0];
+            return c ? str(c.amount) : "";
+          };
           [["agent", "Tokens per agent and day"], ["host", "Tokens per host and day"]].forEach(function (group) {
-            var table = team.table("usage-" + group[0], ["day", group[0], "sessions", "turns", "input tokens", "output tokens"],
-              daily.filter(function (d) { return d.by === group[0]; }), function (d) {
-                return [str(d.day), str(d.name), num(d.sessions), num(d.turns), num(d.input_tokens), num(d.output_tokens)];
+            var rows = daily.filter(function (d) { return d.by === group[0]; });
+            // A cost column per currency the group's rows have a cost in, as in its CSV.
+            var named = currencies.filter(function (c) { return rows.some(function (d) { return costIn(d, c) !== ""; }); });
+            var table = team.table("usage-" + group[0], ["day", group[0], "sessions", "turns", "input tokens", "output tokens"]
+              .concat(named.map(function (c) { return "cost (" + c + ")"; })), rows, function (d) {
+                return [str(d.day), str(d.name), num(d.sessions), num(d.turns), num(d.input_tokens), num(d.output_tokens)]
+                  .concat(named.map(function (c) { return costIn(d, c); }));
               });
             // The numbers as the server writes them (/team/usage.csv), fetched with the token
             // and saved: a plain link would go without it.
@@ -226,11 +239,20 @@
             });
             section(group[0], group[1], table, link);
           });
+          [["agent", "Cost per agent and day"], ["host", "Cost per host and day"]].forEach(function (group) {
+            var rows = [];
+            daily.filter(function (d) { return d.by === group[0]; }).forEach(function (d) {
+              list(d.cost).forEach(function (c) { rows.push([str(d.day), str(d.name), str(c.currency), str(c.amount), num(c.turns)]); });
+            });
+            section("cost-" + group[0], group[1], team.table("usage-cost-" + group[0],
+              ["day", group[0], "currency", "cost", "turns with a cost"], rows, function (r) { return r; }));
+          });
           section("activity", "Sessions and turns per day", team.table("usage-activity", ["day", "sessions", "turns"],
             list(answer.activity), function (a) { return [str(a.day), num(a.sessions), num(a.turns)]; }));
           section("costliest", "The sessions that cost most", team.table("usage-costliest",
-            ["session", "title", "agent", "turns", "input tokens", "output tokens"], list(answer.costliest), function (c) {
-              return [str(c.session), str(c.title), str(c.agent), num(c.turns), num(c.input_tokens), num(c.output_tokens)];
+            ["session", "title", "agent", "turns", "input tokens", "output tokens", "cost"], list(answer.costliest), function (c) {
+              return [str(c.session), str(c.title), str(c.agent), num(c.turns), num(c.input_tokens), num(c.output_tokens),
+                list(c.cost).map(function (k) { return str(k.amount) + " " + str(k.currency); }).join(" + ")];
             }));
           section("stops", "Turns by stop reason", team.table("usage-stops", ["stop reason", "turns"],
             list(answer.stops), function (r) { return [str(r.reason), num(r.turns)]; }));

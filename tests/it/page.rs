@@ -104,13 +104,19 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
         "{}",
         page.text()
     );
-    for file in ["src=\"/team.js\"", "src=\"/page.js\"", "href=\"/page.css\""] {
+    for file in [
+        "src=\"/team.js\"",
+        "src=\"/diff.js\"",
+        "src=\"/page.js\"",
+        "href=\"/page.css\"",
+    ] {
         assert!(page.text().contains(file), "{file}: {}", page.text());
     }
     assert!(!page.text().contains("http://") && !page.text().contains("https://"));
     for (path, kind) in [
         ("/page.js", "text/javascript; charset=utf-8"),
         ("/team.js", "text/javascript; charset=utf-8"),
+        ("/diff.js", "text/javascript; charset=utf-8"),
         ("/page.css", "text/css; charset=utf-8"),
     ] {
         let asset = http(addr, "GET", path, &[], b"");

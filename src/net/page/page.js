@@ -251,7 +251,13 @@
     setConnection("initializing…");
     request("initialize", {
       protocolVersion: 1,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      // What the timeline draws beyond the baseline: compactions (replayed to it then),
+      // notices, background tasks (claude-agent-acp's, declared as JetBrains AIR does).
+      clientCapabilities: {
+        fs: { readTextFile: false, writeTextFile: false }, terminal: false,
+        session: { compaction: {}, notices: {} },
+        _meta: { jetbrains: { air: { version: 1, capabilities: ["asyncTasks"] } } }
+      },
       clientInfo: { name: "acp-journal page", version: VERSION }
     }).then(function (init) {
       conn.backoff = BACKOFF_FIRST_MS;
@@ -416,6 +422,8 @@
       view.asks = {};
       view.options = {};
       view.plan = null;
+      view.compactions = {};
+      view.tasks = {};
       view.running = null;
       view.echo = "";
       view.userMessage = "";
@@ -640,9 +648,73 @@
               how + (who ? " · by " + who : ""));
           }
           return;
+        case "notice":
+          // Not part of the history (the host never replays one): drawn where it came.
+          view.add(el("div", "notice", "! " + (str(u.severity) || "info") +
+            " notice (not part of the history): " + str(u.title) +
+            (str(u.description) ? ": " + u.description : "")));
+          return;
+        case "compaction_update":
+        case "compaction_summary_chunk":
+          view.compaction(u, text);
+          return;
+        case "async_task_spawned":
+        case "async_task_progress":
+        case "async_task_state_update":
+          view.task(kind, u);
+          return;
         default:
           return;
       }
+    },
+
+    /** A compaction (by its ID): one line with its status, its summary (the update's, or its
+     *  chunks folded in as they come) in a paragraph under it, as the export draws them. */
+    compaction: function (u, text) {
+      var id = str(u.compactionId) || "?";
+      var c = view.compactions[id];
+      if (!c || !c.line.isConnected) {
+        // A first-seen ID, even a chunk's, is an in-progress compaction.
+        c = { line: view.add(el("div", "compaction", "── compaction in_progress")), summary: null };
+        view.compactions[id] = c;
+      } else {
+        view.closePara();
+      }
+      var addSummary = function (t) {
+        if (!c.summary) {
+          c.summary = el("div", "summary");
+          c.line.after(c.summary);
+        }
+        c.summary.textContent += t;
+      };
+      if (u.sessionUpdate === "compaction_summary_chunk") {
+        if (text !== null) { addSummary(text); }
+        return;
+      }
+      if (str(u.status)) { c.line.textContent = "── compaction " + u.status; }
+      if (!("summary" in u)) { return; }
+      // A whole summary replaces the one there (null or [] clears it).
+      if (c.summary) { c.summary.textContent = ""; }
+      addSummary((Array.isArray(u.summary) ? u.summary : [u.summary]).map(function (b) {
+        return b && typeof b.text === "string" ? b.text : "";
+      }).join(""));
+    },
+
+    /** A background task (by its ID): one line, its state and detail updated as they change. */
+    task: function (kind, u) {
+      var id = str(u.asyncTaskId) || "?";
+      var t = view.tasks[id];
+      if (!t || !t.line.isConnected) {
+        t = { line: view.add(el("div", "task")), name: id };
+        view.tasks[id] = t;
+      } else {
+        view.closePara();
+      }
+      if (str(u.name)) { t.name = u.name; }
+      var state = kind === "async_task_state_update" ? (str(u.state) || "?") : "running";
+      var detail = kind === "async_task_spawned" ? str(u.description)
+        : (str(u.summary) || str(u.description));
+      t.line.textContent = "⧗ task " + t.name + ": " + state + (detail ? " — " + detail : "");
     },
 
     planCard: function (plan) {

@@ -12,7 +12,7 @@ use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
 use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
-use super::vocab::{Config, Initialize, LoadMode, SessionId, Stamp, Target};
+use super::vocab::{ClientSupport, Config, Initialize, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind};
 
@@ -32,6 +32,9 @@ pub(super) struct Cx {
     pub(super) initialize: Initialize,
     pub(super) agent: AgentCaps,
     pub(super) client: ClientCaps,
+    /// While a later connection's request is handled, what that connection takes of a replay
+    /// (a host's connections each declare their own; [`Self::client`] is the first's).
+    pub(super) joiner: Option<ClientSupport>,
     /// The latest input's time.
     pub(super) now: Stamp,
     /// Operation numbers (loads, lists, forks), naming the store requests.
@@ -52,6 +55,7 @@ impl Cx {
             initialize: Initialize::default(),
             agent: AgentCaps::default(),
             client: ClientCaps::default(),
+            joiner: None,
             now: Stamp::default(),
             next_op: 0,
             reused: ReusedIds::default(),

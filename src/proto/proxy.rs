@@ -204,7 +204,10 @@ impl Proxy {
                 // answer gets the connection's own id back when routed).
                 let peek = envelope::peek(&renumbered);
                 if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
+                    // A load or attach replays what this connection declared it takes.
+                    self.cx.joiner = self.connections.support(conn);
                     self.dispatch(at, Side::Client, &peek, &renumbered, slot);
+                    self.cx.joiner = None;
                 }
             }
             Inbound::Refused(renumbered, sent, error) => {

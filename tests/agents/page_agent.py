@@ -10,6 +10,9 @@ Each prompt, by its text:
           tool call completed with `_meta.acpJournal.permission` (the outcome another client
           chose, as the host tells it); end_turn
   modes   a message, the mode changed to "plan" (`current_mode_update`), another message; end_turn
+  events  a message; a notice; a compaction (in progress, its summary in two chunks, completed);
+          a background task (spawned, its progress, completed); a message; end_turn (the
+          notice's title, the summary and the task's description hold markup, to be text)
   else    one message, "You said: <prompt>", and end_turn
 
 With --lists it keeps its own session list (`sessionCapabilities.list`), as the adapters do.
@@ -65,6 +68,27 @@ def prompt(mid, sid, words):
         text(sid, "Switching to plan mode.")
         update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": "plan"})
         text(sid, "Planning now.")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        return
+    if words == "events":
+        text(sid, "Working.")
+        update(sid, {"sessionUpdate": "notice", "severity": "warning",
+                     "title": "<b>Rate</b> limited", "description": "retrying in 5 s"})
+        update(sid, {"sessionUpdate": "compaction_update", "compactionId": "k1",
+                     "status": "in_progress"})
+        for part in ["The user asked <i>twice</i>. ", "The agent answered."]:
+            update(sid, {"sessionUpdate": "compaction_summary_chunk", "compactionId": "k1",
+                         "content": {"type": "text", "text": part}})
+        update(sid, {"sessionUpdate": "compaction_update", "compactionId": "k1",
+                     "status": "completed"})
+        update(sid, {"sessionUpdate": "async_task_spawned", "asyncTaskId": "a1", "name": "build",
+                     "taskType": "local_bash", "description": "cargo <build>",
+                     "showInTranscript": True, "canStop": True})
+        update(sid, {"sessionUpdate": "async_task_progress", "asyncTaskId": "a1",
+                     "summary": "half done"})
+        update(sid, {"sessionUpdate": "async_task_state_update", "asyncTaskId": "a1",
+                     "state": "completed"})
+        text(sid, " Done.")
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         return
     text(sid, f"You said: {words}")

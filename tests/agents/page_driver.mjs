@@ -3,7 +3,8 @@
 // (tests/it/page.rs runs it); it waits for what a person would see and reports it, the Rust
 // test asserts:
 //   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
-//                   --scenario converse|hostile|settle|shared|states --prompt TEXT [--expect TEXT]
+//                   --scenario converse|hostile|settle|shared|states|events --prompt TEXT
+//                   [--expect TEXT]
 //                   [--other TEXT]
 // converse: the sign-in form without a token; a wrong `/?token=` (an old link: its redirect to
 //   `/#token=`) refused and gone from the address; the token by `/#token=` and, in another tab,
@@ -19,6 +20,9 @@
 //   refuses ("busy"), then one ("settle") whose permission request is taken back at once.
 // states (tests/agents/page_agent.py): signed in, the session opened; a prompt ("modes") whose
 //   turn changes the mode, then the page reloaded (the history again).
+// events (tests/agents/page_agent.py): signed in, the session opened; a prompt ("events") whose
+//   turn sends a notice, a compaction and a background task, then the page reloaded (the
+//   history again: the compaction and the task replayed, as the page declared it draws them).
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
 import fs from "node:fs";
@@ -225,6 +229,40 @@ try {
     );
     await page.waitForFunction(() => /plan/.test(document.getElementById("session-facts").innerText));
     emit({ step, ...(await shown()), problems });
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(0);
+  }
+
+  if (opts.scenario === "events") {
+    // A notice, a compaction with its summary, a background task: drawn live, as text.
+    step = "events-live";
+    const before = await page.$$eval("#timeline section.turn", (s) => s.length);
+    await page.type("#prompt-text", "events");
+    await page.click("#send");
+    const turn = `#timeline section.turn:nth-of-type(${before + 1})`;
+    await page.waitForSelector(`${turn} .turn-end`);
+    const shown = (n) => page.evaluate((t) => {
+      const section = document.querySelector(t);
+      return {
+        turn: [...section.children].map((c) => `${c.className}: ${c.textContent}`),
+        markup: section.querySelectorAll("b, i, build").length,
+      };
+    }, `#timeline section.turn:nth-of-type(${n})`);
+    const shot = path.join(opts.shots, "events-desktop.png");
+    await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+    await page.screenshot({ path: shot });
+    emit({ step, ...(await shown(before + 1)), screenshot: shot });
+    // The page again: the history as the host replays it to what the page declared.
+    step = "events-history";
+    await page.reload();
+    await page.waitForFunction(
+      (n) => document.querySelectorAll("#timeline section.turn").length === n
+        && /Done\./.test(document.getElementById("timeline").innerText),
+      {},
+      before + 1,
+    );
+    emit({ step, ...(await shown(before + 1)), problems });
     await browser.close();
     fs.rmSync(profile, { recursive: true, force: true });
     process.exit(0);

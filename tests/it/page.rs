@@ -104,13 +104,19 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
         "{}",
         page.text()
     );
-    for file in ["src=\"/team.js\"", "src=\"/page.js\"", "href=\"/page.css\""] {
+    for file in [
+        "src=\"/team.js\"",
+        "src=\"/diff.js\"",
+        "src=\"/page.js\"",
+        "href=\"/page.css\"",
+    ] {
         assert!(page.text().contains(file), "{file}: {}", page.text());
     }
     assert!(!page.text().contains("http://") && !page.text().contains("https://"));
     for (path, kind) in [
         ("/page.js", "text/javascript; charset=utf-8"),
         ("/team.js", "text/javascript; charset=utf-8"),
+        ("/diff.js", "text/javascript; charset=utf-8"),
         ("/page.css", "text/css; charset=utf-8"),
     ] {
         let asset = http(addr, "GET", path, &[], b"");
@@ -690,5 +696,66 @@ fn the_page_marks_a_live_session_of_an_agent_with_its_own_list_and_draws_a_mode_
         history["facts"].as_str().unwrap().contains("plan"),
         "{history}"
     );
+    served.stop();
+}
+
+#[test]
+fn the_page_draws_a_notice_a_compaction_and_a_background_task_as_text() {
+    let store = tempfile::tempdir().unwrap();
+    // Our agent's "events" turn: a notice, a compaction whose summary comes in chunks, a
+    // background task spawned, progressing and completed; markup in their texts.
+    let served = Served::start(store.path(), &[], &page_agent(&[]));
+    let session = prompted_session(&served, "hello");
+    let steps = drive(&served, &session, "events", "", "You said: hello");
+
+    let lines = |step: &str| -> Vec<String> {
+        steps[step]["turn"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{step}: {:?}", steps.get(step)))
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect()
+    };
+    let live = lines("events-live");
+    let expected = [
+        "agent: Working.",
+        "notice: ! warning notice (not part of the history): <b>Rate</b> limited: retrying in 5 s",
+        "compaction: ── compaction completed",
+        "summary: The user asked <i>twice</i>. The agent answered.",
+        "task: ⧗ task build: completed",
+        "agent:  Done.",
+    ];
+    let at: Vec<usize> = expected
+        .iter()
+        .map(|e| {
+            live.iter()
+                .position(|l| l == e)
+                .unwrap_or_else(|| panic!("no {e:?} in the turn: {live:#?}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "in order: {live:#?}");
+    assert_eq!(
+        live.iter().filter(|l| l.starts_with("task: ")).count(),
+        1,
+        "one line per task, updated in place: {live:#?}"
+    );
+    assert_eq!(steps["events-live"]["markup"], 0, "their markup is text");
+
+    // Reloaded: the host replays the compaction (materialized) and the task, as the page
+    // declared it draws them (`session.compaction`, AIR's `asyncTasks`); a notice is not part
+    // of the history.
+    let history = lines("events-history");
+    for e in [
+        "compaction: ── compaction completed",
+        "summary: The user asked <i>twice</i>. The agent answered.",
+        "task: ⧗ task build: completed",
+    ] {
+        assert!(history.iter().any(|l| l == e), "no {e:?}: {history:#?}");
+    }
+    assert!(
+        !history.iter().any(|l| l.starts_with("notice: ")),
+        "{history:#?}"
+    );
+    assert_eq!(steps["events-history"]["markup"], 0);
     served.stop();
 }

@@ -8,7 +8,7 @@
 // textContent only (no innerHTML anywhere), as strictly escaped as the export.
 //
 // With `serve --store`, a team view too: team.js (window.acpJournalTeam), given the helpers it
-// shares with this script.
+// shares with this script. The diff blocks are drawn by diff.js (window.acpJournalDiff).
 (function () {
   "use strict";
 
@@ -16,9 +16,6 @@
   var LIST_EVERY_MS = 10000;
   var BACKOFF_FIRST_MS = 500;
   var BACKOFF_MAX_MS = 10000;
-  // A diff whose changed middle is larger than this many line pairs is shown as all removed,
-  // then all added (the comparison would take too long).
-  var DIFF_CELLS = 4000000;
 
   var $ = function (id) { return document.getElementById(id); };
 
@@ -34,6 +31,9 @@
   var SEGMENT = 4096;
 
   function str(v) { return typeof v === "string" ? v : ""; }
+
+  /** A `diff` content block as a unified diff, the export's markup (diff.js). */
+  var diff = window.acpJournalDiff({ el: el, str: str });
 
   // ------------------------------------------------------------------ the token
 
@@ -251,7 +251,13 @@
     setConnection("initializing…");
     request("initialize", {
       protocolVersion: 1,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      // What the timeline draws beyond the baseline: compactions (replayed to it then),
+      // notices, background tasks (claude-agent-acp's, declared as JetBrains AIR does).
+      clientCapabilities: {
+        fs: { readTextFile: false, writeTextFile: false }, terminal: false,
+        session: { compaction: {}, notices: {} },
+        _meta: { jetbrains: { air: { version: 1, capabilities: ["asyncTasks"] } } }
+      },
       clientInfo: { name: "acp-journal page", version: VERSION }
     }).then(function (init) {
       conn.backoff = BACKOFF_FIRST_MS;
@@ -416,6 +422,8 @@
       view.asks = {};
       view.options = {};
       view.plan = null;
+      view.compactions = {};
+      view.tasks = {};
       view.running = null;
       view.echo = "";
       view.userMessage = "";
@@ -640,9 +648,73 @@
               how + (who ? " · by " + who : ""));
           }
           return;
+        case "notice":
+          // Not part of the history (the host never replays one): drawn where it came.
+          view.add(el("div", "notice", "! " + (str(u.severity) || "info") +
+            " notice (not part of the history): " + str(u.title) +
+            (str(u.description) ? ": " + u.description : "")));
+          return;
+        case "compaction_update":
+        case "compaction_summary_chunk":
+          view.compaction(u, text);
+          return;
+        case "async_task_spawned":
+        case "async_task_progress":
+        case "async_task_state_update":
+          view.task(kind, u);
+          return;
         default:
           return;
       }
+    },
+
+    /** A compaction (by its ID): one line with its status, its summary (the update's, or its
+     *  chunks folded in as they come) in a paragraph under it, as the export draws them. */
+    compaction: function (u, text) {
+      var id = str(u.compactionId) || "?";
+      var c = view.compactions[id];
+      if (!c || !c.line.isConnected) {
+        // A first-seen ID, even a chunk's, is an in-progress compaction.
+        c = { line: view.add(el("div", "compaction", "── compaction in_progress")), summary: null };
+        view.compactions[id] = c;
+      } else {
+        view.closePara();
+      }
+      var addSummary = function (t) {
+        if (!c.summary) {
+          c.summary = el("div", "summary");
+          c.line.after(c.summary);
+        }
+        c.summary.textContent += t;
+      };
+      if (u.sessionUpdate === "compaction_summary_chunk") {
+        if (text !== null) { addSummary(text); }
+        return;
+      }
+      if (str(u.status)) { c.line.textContent = "── compaction " + u.status; }
+      if (!("summary" in u)) { return; }
+      // A whole summary replaces the one there (null or [] clears it).
+      if (c.summary) { c.summary.textContent = ""; }
+      addSummary((Array.isArray(u.summary) ? u.summary : [u.summary]).map(function (b) {
+        return b && typeof b.text === "string" ? b.text : "";
+      }).join(""));
+    },
+
+    /** A background task (by its ID): one line, its state and detail updated as they change. */
+    task: function (kind, u) {
+      var id = str(u.asyncTaskId) || "?";
+      var t = view.tasks[id];
+      if (!t || !t.line.isConnected) {
+        t = { line: view.add(el("div", "task")), name: id };
+        view.tasks[id] = t;
+      } else {
+        view.closePara();
+      }
+      if (str(u.name)) { t.name = u.name; }
+      var state = kind === "async_task_state_update" ? (str(u.state) || "?") : "running";
+      var detail = kind === "async_task_spawned" ? str(u.description)
+        : (str(u.summary) || str(u.description));
+      t.line.textContent = "⧗ task " + t.name + ": " + state + (detail ? " — " + detail : "");
     },
 
     planCard: function (plan) {
@@ -861,121 +933,6 @@
     var text;
     try { text = JSON.stringify(value, null, 2); } catch (e) { text = String(value); }
     parent.appendChild(el("pre", "json", text === undefined ? "null" : text));
-  }
-
-  // ------------------------------------------------------------------ diffs, as the export
-
-  /** Lines of `text`, each with its line break (the last may have none). */
-  function splitLines(text) {
-    var out = [];
-    var start = 0;
-    for (var i = 0; i < text.length; i++) {
-      if (text.charCodeAt(i) === 10) { out.push(text.slice(start, i + 1)); start = i + 1; }
-    }
-    if (start < text.length) { out.push(text.slice(start)); }
-    return out;
-  }
-
-  /** The edit script from `a` to `b` (lines): [{tag: " "|"-"|"+", line}]. */
-  function diffLines(a, b) {
-    var pre = 0;
-    while (pre < a.length && pre < b.length && a[pre] === b[pre]) { pre++; }
-    var post = 0;
-    while (post < a.length - pre && post < b.length - pre &&
-      a[a.length - 1 - post] === b[b.length - 1 - post]) { post++; }
-    var x = a.slice(pre, a.length - post);
-    var y = b.slice(pre, b.length - post);
-    var ops = [];
-    var i;
-    for (i = 0; i < pre; i++) { ops.push({ tag: " ", line: a[i] }); }
-    if (x.length * y.length > DIFF_CELLS) {
-      x.forEach(function (l) { ops.push({ tag: "-", line: l }); });
-      y.forEach(function (l) { ops.push({ tag: "+", line: l }); });
-    } else {
-      // Longest common subsequence, from the end.
-      var n = x.length;
-      var m = y.length;
-      var w = m + 1;
-      var lcs = new Uint32Array((n + 1) * w);
-      for (var p = n - 1; p >= 0; p--) {
-        for (var q = m - 1; q >= 0; q--) {
-          lcs[p * w + q] = x[p] === y[q] ? lcs[(p + 1) * w + q + 1] + 1
-            : Math.max(lcs[(p + 1) * w + q], lcs[p * w + q + 1]);
-        }
-      }
-      var r = 0;
-      var s = 0;
-      // Deletions before insertions, as unified diffs show them.
-      while (r < n || s < m) {
-        if (r < n && s < m && x[r] === y[s]) {
-          ops.push({ tag: " ", line: x[r] }); r++; s++;
-        } else if (r < n && (s === m || lcs[(r + 1) * w + s] >= lcs[r * w + s + 1])) {
-          ops.push({ tag: "-", line: x[r] }); r++;
-        } else {
-          ops.push({ tag: "+", line: y[s] }); s++;
-        }
-      }
-    }
-    for (i = a.length - post; i < a.length; i++) { ops.push({ tag: " ", line: a[i] }); }
-    return ops;
-  }
-
-  /** `@@ -a,b +c,d @@` ranges as the export writes them. */
-  function range(start, len) {
-    if (len === 1) { return String(start + 1); }
-    return (len === 0 ? start : start + 1) + "," + len;
-  }
-
-  /** A `diff` content block as a unified diff (context 3), the export's markup. */
-  function diff(item) {
-    var path = str(item.path) || "?";
-    var box = el("div", "diff");
-    var head = el("div", "diff-path", typeof item.oldText === "string" ? "diff " : "new file ");
-    head.appendChild(el("code", null, path));
-    box.appendChild(head);
-    var pre = el("pre");
-    pre.appendChild(el("span", "d-file", "--- " + path + "\n+++ " + path + "\n"));
-    var ops = diffLines(splitLines(str(item.oldText)), splitLines(str(item.newText)));
-    // Where each op stands in the old and new texts.
-    var oldAt = 0;
-    var newAt = 0;
-    ops.forEach(function (op) {
-      op.old = oldAt;
-      op.new = newAt;
-      if (op.tag !== "+") { oldAt++; }
-      if (op.tag !== "-") { newAt++; }
-    });
-    var changed = [];
-    ops.forEach(function (op, k) { if (op.tag !== " ") { changed.push(k); } });
-    var context = 3;
-    var h = 0;
-    while (h < changed.length) {
-      var first = changed[h];
-      var last = first;
-      while (h + 1 < changed.length && changed[h + 1] - last <= 2 * context + 1) { h++; last = changed[h]; }
-      h++;
-      var from = Math.max(0, first - context);
-      var to = Math.min(ops.length, last + context + 1);
-      var oldLen = 0;
-      var newLen = 0;
-      for (var k = from; k < to; k++) {
-        if (ops[k].tag !== "+") { oldLen++; }
-        if (ops[k].tag !== "-") { newLen++; }
-      }
-      pre.appendChild(el("span", "d-hunk", "@@ -" + range(ops[from].old, oldLen) + " +" +
-        range(ops[from].new, newLen) + " @@\n"));
-      for (k = from; k < to; k++) {
-        var op = ops[k];
-        var line = op.line.charAt(op.line.length - 1) === "\n" ? op.line.slice(0, -1) : op.line;
-        var cls = op.tag === "-" ? "d-del" : (op.tag === "+" ? "d-ins" : "d-ctx");
-        pre.appendChild(el("span", cls, op.tag + line + "\n"));
-        if (line === op.line) {
-          pre.appendChild(el("span", "d-hunk", "\\ No newline at end of file\n"));
-        }
-      }
-    }
-    box.appendChild(pre);
-    return box;
   }
 
   // ------------------------------------------------------------------ the controls

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::super::vocab::ClientSupport;
 use crate::wire::envelope::Peek;
 
 /// What a connection declared in its `initialize`: what it can do for the agent, who it is.
@@ -13,6 +14,8 @@ pub(super) struct ClientView {
     terminal: bool,
     pub(super) name: Option<String>,
     pub(super) version: Option<String>,
+    /// What it takes of a replay (its history when it loads or attaches to a session).
+    pub(super) support: ClientSupport,
 }
 
 impl ClientView {
@@ -29,6 +32,7 @@ impl ClientView {
             terminal: caps["terminal"] == true,
             name: info["name"].as_str().map(String::from),
             version: info["version"].as_str().map(String::from),
+            support: ClientSupport::from_capabilities(caps),
         }
     }
 

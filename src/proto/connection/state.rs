@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::super::prompt::Prompter;
 use super::super::sessions::SessionTable;
-use super::super::vocab::{ConnId, SessionId};
+use super::super::vocab::{ClientSupport, ConnId, SessionId};
 use super::answers::{Asked, Asks};
 use super::attach::{Attach, HistoryPolicy};
 use super::client_view::ClientView;
@@ -82,6 +82,12 @@ impl Connections {
             mode: Mode::Hosted,
             ..Connections::default()
         }
+    }
+
+    /// What connection `conn` takes of a replay, as its `initialize` declared it (`None`
+    /// before it did).
+    pub(in crate::proto) fn support(&self, conn: ConnId) -> Option<ClientSupport> {
+        self.roster.view(conn).map(|v| v.support)
     }
 
     /// True for a host's connections.

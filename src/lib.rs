@@ -40,6 +40,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cmd;
 pub mod fleet;
+pub mod hex;
 pub mod journal;
 pub mod lru;
 pub mod net;

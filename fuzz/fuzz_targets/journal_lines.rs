@@ -19,7 +19,7 @@ fn fix_crc(line: &mut [u8]) {
     if line.len() <= CRC_FIELD_LEN || !line.starts_with(b"{\"crc\":\"") {
         return;
     }
-    let crc = crc32c::crc32c(&line[CRC_FIELD_LEN..]);
+    let crc = crc_fast::crc32_iscsi(&line[CRC_FIELD_LEN..]);
     let hex = format!("{crc:08x}");
     line[8..16].copy_from_slice(hex.as_bytes());
 }

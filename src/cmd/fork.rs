@@ -7,6 +7,7 @@ use anyhow::Context;
 
 use crate::catalog::Catalog;
 use crate::cli::ForkArgs;
+use crate::hex;
 use crate::journal::JournalDir;
 use crate::replay::fork::{ForkPoint, fork_session};
 

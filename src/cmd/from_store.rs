@@ -19,6 +19,7 @@ use crate::catalog::Catalog;
 use crate::cli::Command;
 use crate::fleet::store::Store;
 use crate::fleet::{index, pull};
+use crate::hex;
 use crate::journal::JournalDir;
 use crate::lru;
 

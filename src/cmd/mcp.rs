@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ErrorCode, Implementation, ListResourcesResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResultType, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::schemars::{self, JsonSchema};
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::blame::{Journaled, origin};
@@ -1069,7 +1069,55 @@ fn within(cwd: &str, root: &Path) -> bool {
 #[derive(Clone)]
 struct Server {
     history: Arc<Recorded>,
-    tool_router: ToolRouter<Server>,
+    /// What `tools/list` answers ([`tools`]).
+    tools: Arc<[Tool]>,
+}
+
+/// `search_sessions`'s description (its lines as clients have always seen them).
+const SEARCH_SESSIONS: &str = concat!(
+    "Search the recorded messages of earlier coding-agent sessions (prompts, answers, tool\n",
+    "calls) for text or a regular expression. Each match gives its session, turn, sender and\n",
+    "an excerpt; read_session reads the turn. Paged: pass next_offset as offset for more.",
+);
+
+/// `read_session`'s description (its lines as clients have always seen them).
+const READ_SESSION: &str = concat!(
+    "Read an earlier session's turns as a transcript: prompts, the agent's answers and\n",
+    "thoughts, tool calls summarised (kind, title, status), subagents' work indented. Bounded:\n",
+    "pass next_turn as from_turn for more.",
+);
+
+/// `sessions_touching_path`'s description (its lines as clients have always seen them).
+const SESSIONS_TOUCHING_PATH: &str = concat!(
+    "The earlier sessions whose tool calls or file requests read or wrote a path (a file, or\n",
+    "anything under a directory), newest first, with the turns that did. Paged: pass\n",
+    "next_offset as offset for more.",
+);
+
+/// `blame_lines`'s description (its lines as clients have always seen them).
+const BLAME_LINES: &str = concat!(
+    "Whose each line of a file of the repository is: git's commit and author, and for a line\n",
+    "an earlier session's agent wrote, the session, turn, time, agent, model and the prompt's\n",
+    "first line (as `acp-journal blame`). At most 400 lines an answer: pass next's start and\n",
+    "end for more.",
+);
+
+/// The tools, by name as `tools/list` gives them: each one read-only, its arguments' JSON schema
+/// made from its `*Params` struct (the fields' doc comments the descriptions).
+fn tools() -> Arc<[Tool]> {
+    /// A read-only tool taking `P`.
+    fn tool<P: JsonSchema + 'static>(name: &'static str, description: &'static str) -> Tool {
+        let schema = rmcp::handler::server::common::schema_for_input::<P>()
+            .unwrap_or_else(|e| panic!("the input schema of {name}: {e}"));
+        Tool::new_with_raw(name, Some(description.into()), schema)
+            .with_annotations(ToolAnnotations::new().read_only(true))
+    }
+    Arc::new([
+        tool::<BlameParams>("blame_lines", BLAME_LINES),
+        tool::<ReadParams>("read_session", READ_SESSION),
+        tool::<SearchParams>("search_sessions", SEARCH_SESSIONS),
+        tool::<PathParams>("sessions_touching_path", SESSIONS_TOUCHING_PATH),
+    ])
 }
 
 /// A read on tokio's blocking pool, when the rate admits a call now; else what to tell the
@@ -1115,62 +1163,30 @@ async fn served<T: Send + 'static>(
     }
 }
 
-#[tool_router]
+/// A tool's call: its arguments read as `P` (a mistake in them the tool's error, which the model
+/// reads), then `read` on the blocking pool.
+async fn call<P: DeserializeOwned + Send + 'static>(
+    history: &Arc<Recorded>,
+    arguments: JsonObject,
+    read: fn(&Recorded, P) -> anyhow::Result<Result<Value, String>>,
+) -> Result<CallToolResult, ErrorData> {
+    match serde_json::from_value::<P>(Value::Object(arguments)) {
+        Ok(p) => answer(history, move |h| read(h, p)).await,
+        Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            "failed to deserialize parameters: {e}"
+        ))])),
+    }
+}
+
 impl Server {
     fn new(history: Arc<Recorded>) -> Server {
         Server {
             history,
-            tool_router: Self::tool_router(),
+            tools: tools(),
         }
-    }
-
-    /// Search the recorded messages of earlier coding-agent sessions (prompts, answers, tool
-    /// calls) for text or a regular expression. Each match gives its session, turn, sender and
-    /// an excerpt; read_session reads the turn. Paged: pass next_offset as offset for more.
-    #[tool(annotations(read_only_hint = true))]
-    async fn search_sessions(
-        &self,
-        Parameters(p): Parameters<SearchParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(&self.history, move |h| h.search(p)).await
-    }
-
-    /// Read an earlier session's turns as a transcript: prompts, the agent's answers and
-    /// thoughts, tool calls summarised (kind, title, status), subagents' work indented. Bounded:
-    /// pass next_turn as from_turn for more.
-    #[tool(annotations(read_only_hint = true))]
-    async fn read_session(
-        &self,
-        Parameters(p): Parameters<ReadParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(&self.history, move |h| h.read(p)).await
-    }
-
-    /// The earlier sessions whose tool calls or file requests read or wrote a path (a file, or
-    /// anything under a directory), newest first, with the turns that did. Paged: pass
-    /// next_offset as offset for more.
-    #[tool(annotations(read_only_hint = true))]
-    async fn sessions_touching_path(
-        &self,
-        Parameters(p): Parameters<PathParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(&self.history, move |h| h.touching(p)).await
-    }
-
-    /// Whose each line of a file of the repository is: git's commit and author, and for a line
-    /// an earlier session's agent wrote, the session, turn, time, agent, model and the prompt's
-    /// first line (as `acp-journal blame`). At most 400 lines an answer: pass next's start and
-    /// end for more.
-    #[tool(annotations(read_only_hint = true))]
-    async fn blame_lines(
-        &self,
-        Parameters(p): Parameters<BlameParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(&self.history, move |h| h.blame(p)).await
     }
 }
 
-#[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
@@ -1183,6 +1199,46 @@ impl ServerHandler for Server {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        // The cache hints of the protocol versions that have them: fresh for no time, the same
+        // for every client.
+        let hints = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        Ok(ListToolsResult {
+            result_type: Some(ResultType::COMPLETE),
+            tools: self.tools.to_vec(),
+            meta: None,
+            next_cursor: None,
+            ttl_ms: hints.then_some(0),
+            cache_scope: hints.then_some(CacheScope::Public),
+        })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (history, arguments) = (&self.history, request.arguments.unwrap_or_default());
+        let answered = match &*request.name {
+            "blame_lines" => call(history, arguments, Recorded::blame).await,
+            "read_session" => call(history, arguments, Recorded::read).await,
+            "search_sessions" => call(history, arguments, Recorded::search).await,
+            "sessions_touching_path" => call(history, arguments, Recorded::touching).await,
+            _ => return Err(ErrorData::invalid_params("tool not found", None)),
+        };
+        answered.map(Into::into)
     }
 
     async fn list_resources(
@@ -1201,5 +1257,23 @@ impl ServerHandler for Server {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let read = served(&self.history, move |h| h.resource(&request.uri)).await;
         read.map(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tools_are_listed_as_the_sdk_macros_listed_them() {
+        // `tools/list`'s `tools` as `acp-journal mcp` answered it when rmcp's `#[tool]` macros
+        // made the tools from the doc comments (captured over stdio before they were written by
+        // hand): names, descriptions, annotations and input schemas, byte for byte.
+        let listed = serde_json::to_string_pretty(&tools()).unwrap() + "\n";
+        assert_eq!(
+            listed,
+            include_str!("../../tests/golden/mcp/tools.json"),
+            "tools/list changed"
+        );
     }
 }

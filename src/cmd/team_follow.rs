@@ -26,6 +26,7 @@ use crate::catalog::Catalog;
 use crate::fleet::layout::Entry;
 use crate::fleet::store::Store;
 use crate::fleet::{lease, pull};
+use crate::hex;
 use crate::journal::{JournalDir, Tail, mark};
 use crate::net::team::{Failure, Follower, Rendered, TAG_LEN};
 

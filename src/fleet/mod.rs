@@ -36,6 +36,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::catalog::{Catalog, SessionSummary};
+use crate::hex;
 use crate::journal::JournalDir;
 use clock::SharedClock;
 use index::inbox::IndexerMessage;

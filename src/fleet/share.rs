@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::store::{Error, Put, Store, Write};
+use crate::hex;
 
 /// The store's directory of share records.
 pub const DIR: &str = "shares";

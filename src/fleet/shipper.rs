@@ -37,6 +37,7 @@ use super::liveness::Liveness;
 use super::shipped::ShippedFiles;
 use super::status::{Status, Stranded};
 use super::store::Store;
+use crate::hex;
 use crate::journal::JournalDir;
 use crate::journal::dir::{SEGMENT_SUFFIX, segments_in};
 use crate::journal::mark::{self, Mark};

@@ -25,6 +25,7 @@ use super::private::{create_private_dir, create_private_file};
 #[cfg(target_os = "linux")]
 use super::private::{link_unnamed, unnamed_private_file};
 use super::writer::SegmentWriter;
+use crate::hex;
 
 /// File name suffix of segments.
 pub const SEGMENT_SUFFIX: &str = ".acpj.zst";

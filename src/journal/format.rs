@@ -270,7 +270,7 @@ pub enum DecodeError {
 /// `rest` must be the remainder of a JSON object (its fields and the closing `}`).
 fn seal_line(out: &mut Vec<u8>, start: usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let crc = crc32c::crc32c(&out[start + CRC_FIELD_LEN..]);
+    let crc = crc_fast::crc32_iscsi(&out[start + CRC_FIELD_LEN..]);
     let at = start + CRC_PREFIX.len();
     for (i, byte) in out[at..at + 8].iter_mut().enumerate() {
         *byte = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
@@ -383,7 +383,7 @@ pub fn check_crc(line: &[u8]) -> Result<(), DecodeError> {
     }
     let hex = std::str::from_utf8(hex).map_err(|_| DecodeError::MissingCrc)?;
     let stored = u32::from_str_radix(hex, 16).map_err(|_| DecodeError::MissingCrc)?;
-    let computed = crc32c::crc32c(&line[CRC_FIELD_LEN..]);
+    let computed = crc_fast::crc32_iscsi(&line[CRC_FIELD_LEN..]);
     if stored != computed {
         return Err(DecodeError::BadChecksum { stored, computed });
     }

@@ -5,6 +5,8 @@
 
 use hyper::{Request, header};
 
+use crate::hex;
+
 /// The header naming a connection.
 pub(super) const CONNECTION_ID: &str = "acp-connection-id";
 /// The header naming a session.

@@ -25,6 +25,7 @@ use hyper::{Method, Request, Response, StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use super::responses::{Body, full, plain};
+use crate::hex;
 
 /// The page (no data of its own: its script fetches everything over the WebSocket).
 const INDEX: &str = include_str!("page/index.html");

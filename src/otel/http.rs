@@ -1,5 +1,6 @@
 //! OTLP/HTTP: where spans go (the standard `OTEL_EXPORTER_OTLP_*` variables) and one blocking
-//! POST of a batch (`ureq`, rustls for `https`, a bounded timeout).
+//! POST of a batch (reqwest, the object store's HTTP client, on a small runtime of its own; rustls
+//! for `https`, trusting Mozilla's roots; a bounded timeout).
 
 use std::time::Duration;
 
@@ -100,19 +101,15 @@ impl Endpoint {
     }
 
     /// A client that gives up on a request after `timeout`.
-    pub fn client(&self, timeout: Duration) -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into()
+    pub fn client(&self, timeout: Duration) -> Client {
+        Client::new(timeout)
     }
 
     /// POST `spans` as one request.
     ///
     /// # Errors
     /// The connection failed, timed out, or the backend answered other than 2xx.
-    pub fn post(&self, client: &ureq::Agent, spans: &[Span]) -> Result<(), String> {
+    pub fn post(&self, client: &Client, spans: &[Span]) -> Result<(), String> {
         let (body, content_type) = match self.protocol {
             Protocol::Protobuf => (
                 otlp::to_protobuf(&self.resource, spans),
@@ -125,20 +122,72 @@ impl Endpoint {
                 "application/json",
             ),
         };
-        let mut request = client.post(&self.url).header("content-type", content_type);
+        let (runtime, http) = client
+            .0
+            .as_ref()
+            .map_err(|e| format!("{}: {e}", self.url))?;
+        let mut request = http
+            .post(&self.url)
+            .header("content-type", content_type)
+            .body(body);
         for (k, v) in &self.headers {
             request = request.header(k, v);
         }
-        let response = request
-            .send(&body[..])
-            .map_err(|e| format!("{}: {e}", self.url))?;
-        let status = response.status();
+        let status = runtime
+            .block_on(async {
+                let response = request.send().await?;
+                let status = response.status();
+                // Read to its end, the connection goes back to the pool for the next batch.
+                if status.is_success() {
+                    response.bytes().await?;
+                }
+                Ok::<_, reqwest::Error>(status)
+            })
+            // The URL once, and what went wrong to its cause (connect, TLS, timeout).
+            .map_err(|e| format!("{}: {:#}", self.url, anyhow::Error::new(e.without_url())))?;
         if status.is_success() {
             Ok(())
         } else {
             Err(format!("{}: HTTP {status}", self.url))
         }
     }
+}
+
+/// A blocking OTLP/HTTP client: reqwest (the HTTP client the object store already uses) on a
+/// current-thread runtime of its own, run by [`Endpoint::post`] on the caller's thread (the
+/// exporter's, the `export` command's). HTTP/1.1, as for every OTLP/HTTP backend; `https` by
+/// rustls on the process's crypto provider, trusting Mozilla's roots (webpki-roots); the
+/// `*_PROXY` variables honoured. Or why it could not be made (each POST then says so).
+pub struct Client(Result<(tokio::runtime::Runtime, reqwest::Client), String>);
+
+impl Client {
+    /// A client that gives up on a request (connecting, sending, the answer) after `timeout`.
+    fn new(timeout: Duration) -> Client {
+        let made = (|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let http = reqwest::Client::builder()
+                .tls_backend_preconfigured(tls_config())
+                .timeout(timeout)
+                .user_agent(concat!("acp-journal/", env!("CARGO_PKG_VERSION")))
+                .build()?;
+            anyhow::Ok((runtime, http))
+        })();
+        Client(made.map_err(|e| format!("the HTTP client: {e:#}")))
+    }
+}
+
+/// The client's TLS: the process's crypto provider (ring, which `main` installs first; its
+/// crate feature, the only one, where nothing did), TLS 1.2 and 1.3, trusting Mozilla's roots as
+/// webpki-roots builds them in (whatever the system holds), no client certificate.
+fn tls_config() -> rustls::ClientConfig {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::span::{AttrValue, Attributes, Span, SpanEvent, Status};
+use crate::hex;
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "acp-journal";

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::hex;
 use crate::journal::{Body, Record};
 use crate::wire::Side;
 

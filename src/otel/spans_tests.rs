@@ -1,6 +1,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::hex;
 use crate::journal::Payload;
 
 fn feed(lines: &[(Side, &str)], content: bool) -> Vec<Span> {

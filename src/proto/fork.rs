@@ -8,6 +8,7 @@ use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
 use super::loading::{self, Loads};
 use super::vocab::{Action, HashMap, SessionId, Stamp, Target};
+use crate::hex;
 use crate::wire::envelope::{self, Peek, RequestId, error_json};
 
 /// Forks waiting for their journal copy, by operation.

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::edits::Origin;
+use crate::hex;
 
 /// The `schema_version` written.
 pub const SCHEMA: &str = "authorship/3.0.0";

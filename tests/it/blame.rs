@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use acp_journal::hex;
 use serde_json::{Value, json};
 
 use crate::util::{TestClient, bin, proxied_with, python, reply_to, root, run_cli_in};

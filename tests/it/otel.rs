@@ -4,7 +4,6 @@
 //! `--trace-context` hands the agent its turn's span as parent.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -31,15 +30,22 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The body of a 2xx answer to a GET of `url`.
+fn http_text(url: &str) -> Option<String> {
+    // reqwest's TLS takes the process's crypto provider, which `main` installs in the binary.
+    acp_journal::net::tls::crypto_provider();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let response = reqwest::get(url).await.ok()?.error_for_status().ok()?;
+        response.text().await.ok()
+    })
+}
+
 fn http_get(url: &str) -> Option<Value> {
-    let mut response = ureq::get(url).call().ok()?;
-    let mut text = String::new();
-    response
-        .body_mut()
-        .as_reader()
-        .read_to_string(&mut text)
-        .ok()?;
-    serde_json::from_str(&text).ok()
+    serde_json::from_str(&http_text(url)?).ok()
 }
 
 fn phoenix() -> &'static str {
@@ -70,7 +76,7 @@ fn phoenix() -> &'static str {
                 .expect("starting phoenix");
             let url = format!("http://127.0.0.1:{port}");
             let deadline = Instant::now() + Duration::from_secs(120);
-            while ureq::get(&format!("{url}/healthz")).call().is_err() {
+            while http_text(&format!("{url}/healthz")).is_none() {
                 assert!(
                     Instant::now() < deadline,
                     "Phoenix did not start within 120 s: {}",

@@ -15,6 +15,7 @@ use super::bounds::{self, Footer, Totals};
 use super::columns::Chunk;
 use super::table::Table;
 use crate::fleet::store::Store;
+use crate::hex;
 use crate::journal::private::{create_private_dir, create_private_file};
 use crate::lru;
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::hex;
 use crate::journal::JournalDir;
 
 /// What the index holds of one segment.

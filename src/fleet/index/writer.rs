@@ -24,6 +24,7 @@ use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
+use crate::hex;
 use crate::journal::tail::{Next, SegmentTail};
 use crate::journal::{JournalDir, SegmentReader, mark};
 

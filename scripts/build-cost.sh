@@ -12,7 +12,8 @@
 # built and stripped, and the machine's load average at the start and the end (the build uses
 # every core: a busy machine makes it slower). BUILD_COST_DIR (default target/build-cost) holds
 # the trees and each build's log while it runs; a revision's tree and target dir (about 1.5 GB)
-# are removed after its build.
+# are removed after its build; BUILD_COST_KEEP=DIR keeps each binary there first, as
+# DIR/acp-journal-<commit> (for scripts/callgrind-turns.sh, say).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [[ $# -ge 1 ]] || {
@@ -46,6 +47,10 @@ for rev in "$@"; do
     size=$(stat -c %s "$binary")
     strip -o "$tree/stripped" "$binary"
     stripped=$(stat -c %s "$tree/stripped")
+    if [[ -n ${BUILD_COST_KEEP:-} ]]; then
+        mkdir -p "$BUILD_COST_KEEP"
+        cp "$binary" "$BUILD_COST_KEEP/acp-journal-$commit"
+    fi
     rows+=("$rev ($commit)|$((seconds / 60)) min $((seconds % 60)) s|$((cpu / 60)) min $((cpu % 60)) s|$crates|$size|$stripped|$load_before / $load_after")
     rm -rf "$tree"
 done

@@ -93,6 +93,20 @@ async fn write(store: &Store, host: &str, id: &str, version: i64, words: &[&str]
     .unwrap();
 }
 
+/// `part` listed in the manifest, committed (a part written beside the writer, as a host of
+/// another build writes one).
+async fn list_in_manifest(store: &Store, part: &snapshot::Part) {
+    snapshot::commit(store, |s| {
+        let changed = !s.parts.contains(part);
+        if changed {
+            s.parts.push(part.clone());
+        }
+        changed
+    })
+    .await
+    .unwrap();
+}
+
 async fn snapshot(store: &Store) -> snapshot::Snapshot {
     match reader::open(store).await.unwrap() {
         Found::Index(s) => s,
@@ -859,15 +873,7 @@ async fn a_turns_part_of_a_later_schema_is_left_where_it_is_by_a_compaction() {
     )
     .await
     .unwrap();
-    snapshot::commit(&store, |s| {
-        let changed = !s.parts.contains(&part);
-        if changed {
-            s.parts.push(part.clone());
-        }
-        changed
-    })
-    .await
-    .unwrap();
+    list_in_manifest(&store, &part).await;
     let base = 1_795_000_000_000_000;
     assert!(compact::needed(&snapshot(&store).await, base));
     compact::compact(&store, "a", base).await.unwrap();
@@ -998,15 +1004,7 @@ async fn a_build_before_the_edits_table_reads_and_commits_the_manifest_and_loses
     )
     .await
     .unwrap();
-    snapshot::commit(&store, |s| {
-        let changed = !s.parts.contains(&edits);
-        if changed {
-            s.parts.push(edits.clone());
-        }
-        changed
-    })
-    .await
-    .unwrap();
+    list_in_manifest(&store, &edits).await;
     assert!(snapshot(&store).await.parts.contains(&edits));
 
     // What a build of before reads: the manifest, of its format, with the three parts it knows.

@@ -34,7 +34,7 @@ pub(super) struct Cx {
     pub(super) client: ClientCaps,
     /// While a later connection's request is handled, what that connection takes of a replay
     /// (a host's connections each declare their own; [`Self::client`] is the first's).
-    pub(super) joiner: Option<ClientSupport>,
+    joiner: Option<ClientSupport>,
     /// The latest input's time.
     pub(super) now: Stamp,
     /// Operation numbers (loads, lists, forks), naming the store requests.
@@ -63,6 +63,26 @@ impl Cx {
     }
 
     /// A fresh operation number.
+    /// Handle the next request for connection `conn`'s declarations (`None`: the first
+    /// connection's, [`Self::client`]), until [`Self::joined`] is called.
+    pub(super) fn joining(&mut self, declared: Option<ClientSupport>) {
+        self.joiner = declared;
+    }
+
+    /// Back to the first connection's declarations.
+    pub(super) fn joined(&mut self) {
+        self.joiner = None;
+    }
+
+    /// What the connection whose request is handled takes of a replay: its own declarations,
+    /// the ACP version the agent's (the same for every connection).
+    pub(super) fn replay_support(&self) -> ClientSupport {
+        self.joiner.map_or(self.client.support, |s| ClientSupport {
+            v2: self.client.support.v2,
+            ..s
+        })
+    }
+
     pub(super) fn next_op(&mut self) -> u64 {
         let op = self.next_op;
         self.next_op += 1;

@@ -120,12 +120,10 @@ impl Loads {
         if let Asker::Client(id) = &asker {
             self.by_request.insert(id.clone(), op);
         }
-        // A later connection's own declarations (the ACP version is the agent's, for all).
-        let declared = cx.joiner.map_or(cx.client.support, |s| ClientSupport {
-            v2: cx.client.support.v2,
-            ..s
-        });
-        let support = ClientSupport { tail, ..declared };
+        let support = ClientSupport {
+            tail,
+            ..cx.replay_support()
+        };
         let load = Load {
             asker,
             session: session.clone(),

@@ -205,9 +205,9 @@ impl Proxy {
                 let peek = envelope::peek(&renumbered);
                 if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
                     // A load or attach replays what this connection declared it takes.
-                    self.cx.joiner = self.connections.support(conn);
+                    self.cx.joining(self.connections.support(conn));
                     self.dispatch(at, Side::Client, &peek, &renumbered, slot);
-                    self.cx.joiner = None;
+                    self.cx.joined();
                 }
             }
             Inbound::Refused(renumbered, sent, error) => {

@@ -2,11 +2,14 @@
 //! shared by every page that asks about it (each asker waits for the slot, so pages asking at
 //! once wait for one reading; see [`super::Reads::followed`]), and bounded: at most
 //! [`MAX_FOLLOWED`] sessions and [`MAX_KEPT`] bytes of what they hold, the session asked about
-//! longest ago dropped first; a session no page asked about for [`FORGET`] is dropped.
+//! longest ago dropped first; a session no page asked about for [`FORGET`] is dropped (on
+//! tokio's clock, so that a test pauses it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -123,5 +126,33 @@ mod tests {
         assert_eq!(follows.len(), 1);
         follows.forget("s1");
         assert_eq!(follows.len(), 0);
+    }
+
+    /// [`FORGET`] over four periods on the paused clock: a session asked about just inside
+    /// each period stays (the same slot), one not asked about for a whole period is dropped
+    /// when the next page asks about anything.
+    #[tokio::test(start_paused = true)]
+    async fn a_session_no_page_asks_about_for_a_period_is_dropped_period_after_period() {
+        let follows: Follows<u8> = Follows::default();
+        let kept = follows.slot("kept");
+        let tick = Duration::from_millis(1);
+        for period in 1..=4 {
+            let other = format!("other{period}");
+            follows.slot(&other);
+            tokio::time::advance(FORGET - tick).await;
+            assert!(Arc::ptr_eq(&kept, &follows.slot("kept")), "period {period}");
+            assert_eq!(
+                follows.len(),
+                2,
+                "period {period}: {other} asked {FORGET:?} - 1 ms ago"
+            );
+            tokio::time::advance(tick).await;
+            follows.slot("kept");
+            assert_eq!(
+                follows.len(),
+                1,
+                "period {period}: {other} dropped at {FORGET:?}"
+            );
+        }
     }
 }

@@ -10,7 +10,6 @@ use bytes::Bytes;
 
 use super::attribution;
 use super::capabilities::{self, AgentCaps, ClientCaps};
-use super::catalog;
 use super::context::Cx;
 use super::listing::Lists;
 use super::mapping;
@@ -19,6 +18,7 @@ use super::pending::{Pending, Resolved};
 use super::restart::Handshake;
 use super::sessions::{self, Slot};
 use super::stalls;
+use super::update_facts;
 use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
 use crate::journal::Event;
 use crate::journal::format::Body;
@@ -346,7 +346,7 @@ fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>>
     let untitled = (method == "session/update"
         && names_catalog_update(line)
         && cx.sessions.root_of(session).is_none()
-        && catalog::update(cx, peek, session))
+        && update_facts::update(cx, peek, session))
     .then(|| {
         rewrite::edit_line(line, |m| {
             m.edit("params", |p| p.edit("update", |u| u.remove("title")));

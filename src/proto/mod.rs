@@ -58,8 +58,6 @@
 
 mod attribution;
 mod capabilities;
-mod catalog;
-
 mod clients;
 mod closing;
 mod connection;
@@ -105,6 +103,7 @@ mod tree;
 #[cfg(test)]
 mod tree_tests;
 mod turn_facts;
+mod update_facts;
 mod vocab;
 
 pub use proxy::Proxy;

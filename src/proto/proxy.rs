@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 
-use super::catalog;
 use super::clients;
 use super::connection::{Connections, Inbound, Route};
 use super::context::Cx;
@@ -19,6 +18,7 @@ use super::route::{self, ClientRoute, Owners, Taken};
 use super::sessions::Slot;
 use super::stalls;
 use super::stderr::StderrLines;
+use super::update_facts;
 use super::vocab::{
     Action, Config, HistoryChunk, Line, ListedSession, Peer, SessionId, Stamp, Target,
 };
@@ -47,7 +47,7 @@ use crate::wire::envelope::{self, Kind, Peek};
 /// (`loading.rs`, `load_state.rs`, `native.rs`), lists (`listing.rs`), forks (`fork.rs`), the
 /// handshake a restarted agent is told again (`restart.rs`), stalls (`stalls.rs`), held lines
 /// (`holding.rs`), the journal each record goes to (`attribution.rs`), the edits on the way
-/// (`edits.rs`), what the catalog learns (`catalog.rs`, `turn_facts.rs`), session IDs used again
+/// (`edits.rs`), what the catalog learns (`update_facts.rs`, `turn_facts.rs`), session IDs used again
 /// (`reused_ids.rs`).
 #[derive(Debug)]
 pub struct Proxy {
@@ -106,7 +106,7 @@ impl Proxy {
             let route = match self.cx.fx.pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
                     let (sessions, fx) = (&mut self.cx.sessions, &mut self.cx.fx);
-                    return Some(catalog::facts_before(sessions, fx, action));
+                    return Some(update_facts::facts_before(sessions, fx, action));
                 }
                 Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),

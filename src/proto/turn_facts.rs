@@ -5,7 +5,7 @@
 //! [`super::Action::TurnFacts`] (about once a second, [`super::Proxy::handle_facts_due`], and
 //! before anything else is written to the catalog or read from it). What a session's own
 //! requests and their answers teach is learned here ([`Facts::request`], [`Facts::answer`]);
-//! what the agent's notifications teach, [`super::catalog`]'s. A turn thus costs a few field
+//! what the agent's notifications teach, [`super::update_facts`]'s. A turn thus costs a few field
 //! updates, not an action each, and what waits is bounded by the sessions of the run.
 
 use std::borrow::Cow;

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::catalog::catalog_entry;
+use super::catalog_service::catalog_entry;
 use super::clock::RunClock;
 use super::front::FrontOutput;
 use super::history::{HistoryRequest, Until};

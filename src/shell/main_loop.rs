@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::actions::{Outputs, apply};
 use super::agent::{Agent, Process};
-use super::catalog;
+use super::catalog_service;
 use super::clock::RunClock;
 use super::config::ShellConfig;
 use super::front::{EDITOR, Front, FrontInput, FrontOutput, Input};
@@ -60,7 +60,7 @@ pub(super) struct Running<P, S> {
     /// Sessions to go on in a new segment ([`Services::next_segment_tx`]).
     next_segment_rx: mpsc::UnboundedReceiver<(String, tokio::sync::oneshot::Sender<()>)>,
     fork_rx: mpsc::Receiver<(u64, Result<(), String>)>,
-    catalog_rx: mpsc::UnboundedReceiver<catalog::CatalogAnswer>,
+    catalog_rx: mpsc::UnboundedReceiver<catalog_service::CatalogAnswer>,
     /// How often the catalog is checked for other proxies' changes, while the client wants to
     /// hear of them (`session/list_changed`).
     list_tick: tokio::time::Interval,
@@ -126,12 +126,13 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         let (history_tx, history_rx) = mpsc::channel(4);
         let (next_segment_tx, next_segment_rx) = mpsc::unbounded_channel();
         let (fork_tx, fork_rx) = mpsc::channel(4);
-        let scope = catalog::ListScope {
+        let scope = catalog_service::ListScope {
             agent: agent_line,
             all: config.list_all,
             fleet: config.fleet.clone(),
         };
-        let (catalog, catalog_rx) = catalog::CatalogService::start(config.journals.clone(), scope);
+        let (catalog, catalog_rx) =
+            catalog_service::CatalogService::start(config.journals.clone(), scope);
         let services = Services {
             run_started_us: config.started_us,
             fork_tx,
@@ -259,10 +260,10 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
             }
             Some((op, outcome)) = self.fork_rx.recv() => self.core.handle_forked(self.clock.now(), op, outcome),
             Some(answer) = self.catalog_rx.recv() => match answer {
-                catalog::CatalogAnswer::Sessions { request, sessions } => {
+                catalog_service::CatalogAnswer::Sessions { request, sessions } => {
                     self.core.handle_sessions(self.clock.now(), request, sessions);
                 }
-                catalog::CatalogAnswer::Changed(cwds) => self.core.handle_store_changed(self.clock.now(), &cwds),
+                catalog_service::CatalogAnswer::Changed(cwds) => self.core.handle_store_changed(self.clock.now(), &cwds),
             },
             exit = self.process.wait(), if self.life.running() => {
                 let code = exit?;

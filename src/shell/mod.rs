@@ -18,7 +18,7 @@
 
 mod actions;
 pub mod agent;
-mod catalog;
+mod catalog_service;
 mod clock;
 mod config;
 mod front;

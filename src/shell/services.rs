@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::catalog::{self, catalog_entry};
+use super::catalog_service::{self, catalog_entry};
 use super::history::{self, HistoryRequest};
 use crate::fleet::Fleet;
 use crate::journal::JournalDir;
@@ -22,7 +22,7 @@ pub(super) struct Services {
     /// Forks made in the journal directory, answered to the main loop.
     pub(super) fork_tx: mpsc::Sender<(u64, Result<(), String>)>,
     /// Catalog appends and reads (`session/list`, its change notifications), on their thread.
-    pub(super) catalog: catalog::CatalogService,
+    pub(super) catalog: catalog_service::CatalogService,
     pub(super) history_tx: mpsc::Sender<(u64, HistoryChunk)>,
     /// Running history reads and their cancel flags.
     pub(super) fetches: HashMap<u64, Arc<AtomicBool>>,

@@ -21,14 +21,14 @@ const HOLD_LIMIT: usize = 16 << 20;
 #[derive(Debug, Default)]
 pub(super) struct Joins {
     /// A host's load, resume or attach requests (as sent) not answered yet.
-    joining: HashMap<RequestId, Join>,
+    joining: HashMap<RequestId, PendingJoin>,
     /// A session's lines held for connections joining it while it is live, until their answer.
     held: HashMap<ConnId, HeldLines>,
 }
 
 /// A connection joining a session: a load, resume or `session/attach` not answered yet.
 #[derive(Debug)]
-pub(super) struct Join {
+pub(super) struct PendingJoin {
     pub(super) conn: ConnId,
     pub(super) session: SessionId,
     /// The session is live and the core serves the join from the journal: the session's lines
@@ -40,7 +40,7 @@ pub(super) struct Join {
 
 impl Joins {
     /// Request `sent` begins `join`.
-    pub(super) fn begin(&mut self, sent: RequestId, join: Join) {
+    pub(super) fn begin(&mut self, sent: RequestId, join: PendingJoin) {
         self.joining.insert(sent, join);
     }
 
@@ -54,7 +54,7 @@ impl Joins {
     }
 
     /// The join request `sent` was answered: that join, taken out.
-    pub(super) fn answered(&mut self, sent: &RequestId) -> Option<Join> {
+    pub(super) fn answered(&mut self, sent: &RequestId) -> Option<PendingJoin> {
         self.joining.remove(sent)
     }
 
@@ -93,7 +93,7 @@ impl Joins {
     }
 }
 
-impl Join {
+impl PendingJoin {
     /// The answer to a `session/attach` (`None` for another join): the load's answer with the
     /// draft's `sessionId`, `role` and `connectedClients`.
     pub(super) fn attach_answer(

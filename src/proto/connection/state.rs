@@ -14,7 +14,7 @@ use super::answers::{Asked, Asks};
 use super::attach::{Attach, HistoryPolicy};
 use super::client_view::ClientView;
 use super::inbound::{Forwarded, Inbound, prompt_echo};
-use super::joins::{Join, Joins};
+use super::joins::{Joins, PendingJoin};
 use super::roster::Roster;
 use super::routing::{Attachment, Route, Unsettled, created_session, turn_end_line};
 use super::waiting::{Waiting, Waitlist};
@@ -273,7 +273,7 @@ impl Connections {
                 self.unsettled
                     .attachments
                     .push((s.clone(), conn, Attachment::Attach));
-                let join = Join {
+                let join = PendingJoin {
                     conn,
                     session: s,
                     live: false,
@@ -408,7 +408,7 @@ impl Connections {
     }
 
     /// A join failed: nothing held is sent, and the connection is not attached.
-    fn join_failed(&mut self, join: &Join) {
+    fn join_failed(&mut self, join: &PendingJoin) {
         self.joins.drop_held(join.conn);
         self.unsettled
             .attachments
@@ -422,7 +422,7 @@ impl Connections {
     /// Connection `join.conn` is attached to `join.session`: the lines held for it, then the
     /// requests waiting for someone to attach, then the permission requests others were asked
     /// and have not answered (unless it observes, or asked for no history).
-    fn joined(&mut self, join: &Join, sessions: &mut SessionTable) {
+    fn joined(&mut self, join: &PendingJoin, sessions: &mut SessionTable) {
         let conn = join.conn;
         let s = &join.session;
         // The session is known now (a load brought it up): the connection is attached to it.

@@ -61,7 +61,7 @@ pub use made_up_ids::MadeUpIds;
 use subagents::Children;
 use tail::{Tail, TailStep, is_prompt_of};
 pub use terminals::{TERMINAL_ASKS_LIMIT, TERMINAL_LIMIT, TERMINAL_OUTPUT_LIMIT};
-use transcript::{Turn, keep_tail, transcript};
+use transcript::{TurnText, keep_tail, transcript};
 use updates::{Class, ParamsPeek, UpdatePeek, classify, in_conversation, update_of};
 
 /// A replay in progress.
@@ -74,7 +74,7 @@ pub struct Replay {
     held_back: HeldBack,
     /// The latest turns, for re-priming (in `transcript_bytes` of text, about
     /// `transcript_limit` at most).
-    turns: std::collections::VecDeque<Turn>,
+    turns: std::collections::VecDeque<TurnText>,
     transcript_bytes: usize,
     transcript_limit: usize,
     summary: Summary,
@@ -395,7 +395,7 @@ impl Replay {
                 self.conversion.message = None;
                 self.summary.turns += 1;
                 let prompt = &msg["params"]["prompt"];
-                let mut turn = Turn::default();
+                let mut turn = TurnText::default();
                 for block in prompt.as_array().into_iter().flatten() {
                     turn.user
                         .push_str(block["text"].as_str().unwrap_or_default());
@@ -523,7 +523,7 @@ impl Replay {
         match (from, method) {
             (Side::Client, "session/prompt") => {
                 self.summary.turns += 1;
-                let mut turn = Turn::default();
+                let mut turn = TurnText::default();
                 for block in params["prompt"].as_array().into_iter().flatten() {
                     let id = self.conversion.ids.made("user", record.seq);
                     out.push(self.notification(json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id})));
@@ -670,7 +670,7 @@ impl Replay {
         }
     }
 
-    fn push_turn(&mut self, turn: Turn) {
+    fn push_turn(&mut self, turn: TurnText) {
         self.transcript_bytes += turn.user.len();
         self.turns.push_back(turn);
         while self.transcript_bytes > self.transcript_limit && self.turns.len() > 1 {

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 /// One turn of the transcript.
 #[derive(Default)]
-pub(super) struct Turn {
+pub(super) struct TurnText {
     pub(super) user: String,
     pub(super) agent: String,
 }
@@ -20,7 +20,7 @@ pub(super) fn keep_tail(text: &mut String, n: usize) -> usize {
 }
 
 /// The transcript of `turns`: its last `limit` bytes (`…` where it was cut).
-pub(super) fn transcript(turns: &VecDeque<Turn>, limit: usize) -> String {
+pub(super) fn transcript(turns: &VecDeque<TurnText>, limit: usize) -> String {
     let mut transcript = String::new();
     for turn in turns {
         transcript.push_str("User: ");

@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 
+use super::agent_side::Mapping;
 use super::attribution;
 use super::capabilities::{self, AgentCaps, ClientCaps};
 use super::context::Cx;
@@ -16,7 +17,7 @@ use super::mapping;
 use super::offer;
 use super::pending::{Pending, Resolved};
 use super::restart::Handshake;
-use super::sessions::{self, Slot};
+use super::sessions::{Session, Slot};
 use super::stalls;
 use super::update_facts;
 use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
@@ -75,6 +76,11 @@ pub(super) fn relay(
     match (from, rewritten.map(Bytes::from)) {
         (Side::Agent, Some(out)) => {
             let facing = envelope::peek(&out);
+            // A mapped line names the client-facing session now, not the one resolved.
+            let resolved = match facing.session == peek.session {
+                true => resolved,
+                false => Resolved::default(),
+            };
             let msg = Line {
                 at,
                 peek: &facing,
@@ -154,7 +160,13 @@ fn journal_and_forward(
     // The agent's own replay during a native load is forwarded, not journaled again.
     let native_replay = from == Side::Agent
         && peek.method() == Some("session/update")
-        && matches!(&target, Target::Session(s) if cx.sessions.get(s).is_some_and(sessions::Session::replays_native_load));
+        && match (&target, slot) {
+            (Target::Session(_), Some(slot)) => cx.sessions[slot].replays_native_load(),
+            (Target::Session(s), None) => {
+                cx.sessions.get(s).is_some_and(Session::replays_native_load)
+            }
+            (Target::Run, _) => false,
+        };
     if !native_replay {
         cx.fx.journal(target.clone(), record);
     }
@@ -324,15 +336,16 @@ pub(super) fn rewrite_agent(
     {
         // The client may still answer the dead agent's request with this id.
         let alias = cx.ids.renumber_agent(id);
-        let mapped = map_agent_line(cx, peek, line);
+        let mapped = map_agent_line(cx, peek, line, resolved.session);
         return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
             m.set("id", alias.to_json())
         });
     }
-    map_agent_line(cx, peek, line)
+    map_agent_line(cx, peek, line, resolved.session)
 }
 
-/// An agent line of a mapped session, mapped; a `session_info_update` goes to the catalog
+/// An agent line of a mapped session, mapped (`slot`: the session it names, when the route
+/// found it); a `session_info_update` goes to the catalog
 /// (a child session's does not: it has no catalog entry of its own), without a title the
 /// agent made of a re-prime, which the client is not given either:
 ///
@@ -340,13 +353,18 @@ pub(super) fn rewrite_agent(
 /// before: {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"[Context restored by acp-journal: this conv…","updatedAt":"2026-11-29T07:32:44Z"}}}
 /// after:  {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"session_info_update","updatedAt":"2026-11-29T07:32:44Z"}}}
 /// ```
-fn map_agent_line(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
+fn map_agent_line(
+    cx: &mut Cx,
+    peek: &Peek<'_>,
+    line: &Bytes,
+    slot: Option<Slot>,
+) -> Option<Vec<u8>> {
     let method = peek.method()?;
     let session = peek.session.as_deref()?;
     let untitled = (method == "session/update"
         && names_catalog_update(line)
         && cx.sessions.root_of(session).is_none()
-        && update_facts::update(cx, peek, session))
+        && update_facts::update(cx, peek, session, slot))
     .then(|| {
         rewrite::edit_line(line, |m| {
             m.edit("params", |p| p.edit("update", |u| u.remove("title")));
@@ -453,7 +471,7 @@ fn new_session(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
         return None;
     };
     // Mapped from the start (no prefix: nothing was replayed into it).
-    let mapping = sessions::Mapping {
+    let mapping = Mapping {
         agent: AgentSessionId::from(s.as_str()),
         prefix: String::new(),
         reprime: None,

@@ -5,11 +5,11 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::agent_side::Mapping;
 use super::context::Cx;
 use super::load_request::{Asker, SetupParams};
 use super::mapping;
 use super::pending::Step;
-use super::sessions::Mapping;
 use super::vocab::{
     Action, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, SessionId, Stamp, Summary,
     Target,

@@ -17,6 +17,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::agent_side::Mapping;
 use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
 use super::load_state::{
@@ -24,7 +25,7 @@ use super::load_state::{
 };
 use super::mapping;
 use super::pending::{Step, Underneath};
-use super::sessions::{Mapping, Session};
+use super::sessions::Session;
 use super::vocab::{
     Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, Line, LoadMode,
     SessionId, Stamp, Summary, Target,

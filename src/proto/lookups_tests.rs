@@ -2,7 +2,7 @@
 //! of the session table by ID ([`super::sessions::SessionTable::lookups`]) and of the pending
 //! table by key ([`super::pending::PendingTable::lookups`]), in the stdio proxy (one connection,
 //! ACP v1, `--load auto`, a session live on the agent under its own ID), as
-//! `examples/core_path` drives it.
+//! `examples/core_path` drives it; and the agent's lines of a turn.
 
 use super::tests::Harness;
 use super::*;
@@ -44,4 +44,40 @@ fn a_prompt_and_its_answer_look_the_tables_up_as_counted() {
         ((1, 1), (1, 1)),
         "(the prompt, its answer)"
     );
+}
+
+#[test]
+fn an_agent_s_updates_and_requests_look_their_session_up_once() {
+    let mut h = Harness::with(Config::default());
+    h.client(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}"#);
+    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#);
+    h.client(&PROMPT.replace('N', "2"));
+    // (session table, pending table) per agent line of the turn: the session it names looked
+    // up once (the route), reached by its slot after (whether it is held, the catalog's facts,
+    // the attribution's owner, whether its journal is open, whether it is a native replay);
+    // a request's entry put in the pending table.
+    let update = |u: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{u}}}}}"#
+        )
+    };
+    let lines = [
+        update(r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}"#),
+        update(r#"{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read a.rs"}"#),
+        update(r#"{"sessionUpdate":"usage_update","used":1200,"size":200000}"#),
+        update(r#"{"sessionUpdate":"session_info_update","title":"Fix the splitter"}"#),
+        r#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"t1"},"options":[]}}"#.to_string(),
+    ];
+    for line in lines {
+        let before = lookups(&h);
+        h.agent(&line);
+        let after = lookups(&h);
+        let expected = match line.contains("request_permission") {
+            true => (1, 1),
+            false => (1, 0),
+        };
+        assert_eq!((after.0 - before.0, after.1 - before.1), expected, "{line}");
+    }
 }

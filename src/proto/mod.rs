@@ -56,6 +56,7 @@
 //!
 //! Edits go through [`crate::wire::rewrite`], which keeps every member it does not change byte for byte.
 
+mod agent_side;
 mod attribution;
 mod capabilities;
 mod clients;

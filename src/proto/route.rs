@@ -181,7 +181,8 @@ fn joining(
 /// The owner of an agent line (`peek`), and for an answer the owner relays, what it resolved:
 /// the pending entry of the request it answers, taken out of the table (the one lookup of the
 /// table on its way; none: the table had none, or the answer's owner is another and the entry
-/// stays), and the slot of that request's session (its one lookup on the way).
+/// stays), and the slot of that request's session (its one lookup on the way); for a request
+/// or notification, the slot of the session it names (its one lookup on the way).
 pub(super) fn agent(
     cx: &mut Cx,
     loads: &Loads,
@@ -194,14 +195,21 @@ pub(super) fn agent(
     match &peek.kind {
         Kind::Response { id, is_error } => answer(cx, lists, id, *is_error),
         Kind::Notification { .. } | Kind::Request { .. } => {
+            let Some(named) = peek.session.as_deref() else {
+                return (AgentRoute::Relay, Resolved::default());
+            };
+            // The session the line names, looked up once: the relay reaches it by its slot.
+            let slot = cx.sessions.slot(named);
             let update = peek.method() == Some("session/update");
-            match peek
-                .session
-                .as_deref()
-                .and_then(|s| held(cx, loads, s, update))
-            {
+            match held(cx, loads, named, slot, update) {
                 Some(hold) => (AgentRoute::Held(hold), Resolved::default()),
-                None => (AgentRoute::Relay, Resolved::default()),
+                None => (
+                    AgentRoute::Relay,
+                    Resolved {
+                        session: slot,
+                        answered: None,
+                    },
+                ),
             }
         }
         _ => (AgentRoute::Relay, Resolved::default()),
@@ -252,15 +260,21 @@ fn answer(cx: &mut Cx, lists: &Lists, id: &RequestId, failed: bool) -> (AgentRou
     }
 }
 
-/// Why an agent line naming `named` (`update`: a `session/update`) is held, if it is: its
+/// Why an agent line naming `named` (in `slot` when the table has it; `update`: a
+/// `session/update`) is held, if it is: its
 /// session (a child's root: in a native load's replay the agent replays its children too)
 /// hides the agent's own replay, a native load holds its replay, or a load is bringing the
 /// session up.
-fn held(cx: &Cx, loads: &Loads, named: &str, update: bool) -> Option<Hold> {
+fn held(cx: &Cx, loads: &Loads, named: &str, slot: Option<Slot>, update: bool) -> Option<Hold> {
     let sessions = &cx.sessions;
-    let root = sessions.root_of(named).map(|root| sessions.agent_id(root));
+    let root = slot.and_then(|slot| sessions.root_at(slot));
+    let root = root.map(|root| sessions.agent_id(root));
     let s = root.as_ref().map_or(named, |r| r.as_str());
-    let session = sessions.get(s);
+    let session = match (&root, slot) {
+        (None, Some(slot)) => Some(&sessions[slot]),
+        (None, None) => None,
+        (Some(_), _) => sessions.get(s),
+    };
     // The agent-side session a load brings up natively may be another than the session's
     // own ID (the one of the agent's copies that holds every turn): its replay is the
     // session's, hidden too.

@@ -24,6 +24,7 @@
 //! a host's joining connection): a load that starts before it keeps its session in the load
 //! (`load_state::Load::latest` says which is the session's latest), not in the table.
 
+use super::agent_side::{AgentSide, Mapping};
 use super::effects::Effects;
 use super::held::HeldLines;
 use super::load_request::{NativeLoad, SetupParams};
@@ -37,45 +38,6 @@ use super::vocab::{
     SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
-
-/// A client-facing session continued on a different agent-side session.
-#[derive(Clone, Debug)]
-pub(super) struct Mapping {
-    /// The agent-side ID.
-    pub(super) agent: AgentSessionId,
-    /// Prefix for the agent's `toolCallId`/`messageId`s, unique to the load that mapped it.
-    pub(super) prefix: String,
-    /// Transcript to send with the next prompt (re-priming).
-    pub(super) reprime: Option<String>,
-}
-
-/// Where a session stands on the agent in this connection.
-#[derive(Debug, Default)]
-pub(super) enum AgentSide {
-    /// Not open on the agent (never brought up in this connection, or closed).
-    #[default]
-    NotLive,
-    /// Live on the agent under the client-facing ID.
-    Native,
-    /// Live on the agent under another ID.
-    Mapped(Mapping),
-    /// It was live when the agent was restarted: the next client request that names it brings
-    /// it up again on the new agent first.
-    Lost {
-        /// The load restoring it, once one started: client lines that name it wait behind it.
-        restoring: Option<u64>,
-    },
-    /// A load served by the proxy is bringing it up.
-    Starting {
-        /// The agent's own replay (a native `session/load` underneath) is hidden.
-        hide_replay: bool,
-        /// Set once the agent answered with a different session: agent lines for it are
-        /// held until the load is answered.
-        mapping: Option<Mapping>,
-        /// The load restoring it, when it was lost ([`AgentSide::Lost`]).
-        restoring: Option<u64>,
-    },
-}
 
 /// One client-facing session.
 #[derive(Debug, Default)]
@@ -434,14 +396,24 @@ impl SessionTable {
     /// The session in `slot` as [`SessionTable::owner`] says (the root of its tree when it is a
     /// child session, else itself), and its slot when it is the session itself.
     pub(super) fn owner_at(&self, slot: Slot) -> (SessionId, Option<Slot>) {
-        let (s, session) = self
+        match &self[slot].root {
+            Some(root) => (root.clone(), None),
+            None => (self.key_at(slot).clone(), Some(slot)),
+        }
+    }
+
+    /// The ID of the session in `slot`.
+    fn key_at(&self, slot: Slot) -> &SessionId {
+        let (s, _) = self
             .sessions
             .get_index(slot.0)
             .expect("a slot of the table");
-        match &session.root {
-            Some(root) => (root.clone(), None),
-            None => (s.clone(), Some(slot)),
-        }
+        s
+    }
+
+    /// The root of the tree of the session in `slot`, when it is a child session.
+    pub(super) fn root_at(&self, slot: Slot) -> Option<&SessionId> {
+        self[slot].root.as_ref()
     }
 
     /// Session `s`'s slot, if the table has it (the one lookup of a line's session).
@@ -622,24 +594,43 @@ impl SessionTable {
     /// The client-facing session of an agent-side ID: the one it was mapped from, else the
     /// same ID (a session live natively).
     pub(super) fn client_of(&self, agent: AgentRef<'_>) -> SessionId {
-        self.by_agent
-            .get(agent.0)
-            .cloned()
-            .unwrap_or_else(|| self.id(agent.0))
+        self.client_of_at(agent, None).0
+    }
+
+    /// [`Self::client_of`], with the agent-side ID's own slot when the route found it: the
+    /// client-facing session, and its slot when that is the one found.
+    pub(super) fn client_of_at(
+        &self,
+        agent: AgentRef<'_>,
+        slot: Option<Slot>,
+    ) -> (SessionId, Option<Slot>) {
+        match (self.client_mapped(agent), slot) {
+            (Some(client), _) => (client.clone(), None),
+            (None, Some(slot)) => (self.key_at(slot).clone(), Some(slot)),
+            (None, None) => (self.id(agent.0), None),
+        }
     }
 
     /// The mapping of the client-facing session an agent-side ID belongs to.
     pub(super) fn mapping_of_agent(&self, agent: AgentRef<'_>) -> Option<(&SessionId, &Mapping)> {
-        self.lookups.count();
-        let client = self.by_agent.get(agent.0)?;
+        let client = self.client_mapped(agent)?;
         Some((client, self.sessions.get(client)?.mapping()?))
+    }
+
+    /// The client-facing session an agent-side ID is mapped from (none mapped, the common
+    /// case, costs no lookup).
+    fn client_mapped(&self, agent: AgentRef<'_>) -> Option<&SessionId> {
+        if self.by_agent.is_empty() {
+            return None;
+        }
+        self.lookups.count();
+        self.by_agent.get(agent.0)
     }
 
     /// True while a load is bringing up the session the agent-side ID is mapped to: its lines
     /// are held until the load is answered.
     pub(super) fn starting_as(&self, agent: AgentRef<'_>) -> bool {
-        self.lookups.count();
-        let Some(client) = self.by_agent.get(agent.0) else {
+        let Some(client) = self.client_mapped(agent) else {
             return false;
         };
         match self.sessions.get(client) {

@@ -6,7 +6,7 @@
 
 use super::context::Cx;
 use super::effects::Effects;
-use super::sessions::SessionTable;
+use super::sessions::{SessionTable, Slot};
 use super::turn_facts::Fields;
 use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
 use crate::wire::envelope::Peek;
@@ -14,7 +14,7 @@ use crate::wire::envelope::Peek;
 /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
 /// through goes to the catalog. True when it is a `session_info_update` whose title the agent
 /// made of a re-prime: that title is not the session's, and is not passed on either.
-pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) -> bool {
+pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str, slot: Option<Slot>) -> bool {
     #[derive(serde::Deserialize)]
     struct Params<'a> {
         #[serde(borrow)]
@@ -26,18 +26,17 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) -> bool {
     else {
         return false;
     };
-    let session = || cx.sessions.client_of(AgentRef(session));
+    // The client-facing session (in `slot` when it is the one the route found).
+    let (session, slot) = cx.sessions.client_of_at(AgentRef(session), slot);
     match update.text("sessionUpdate").as_deref() {
         Some("usage_update") => {
-            let session = session();
             let skip = ["sessionUpdate", "_meta"];
-            let slot = cx.sessions.made(&session);
+            let slot = slot.unwrap_or_else(|| cx.sessions.made(&session));
             cx.sessions
                 .facts(slot)
                 .usage(&update, &skip, cx.now.unix_us);
         }
         Some("session_info_update") => {
-            let session = session();
             // A title an agent made of the re-prime (its first prompt) is not the session's.
             let title = update.text("title");
             let reprime = title.as_deref().is_some_and(crate::acp::is_reprime_title);
@@ -48,10 +47,7 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) -> bool {
             }));
             return reprime;
         }
-        Some("state_update") => {
-            let session = session();
-            state_update(cx, &session, &update);
-        }
+        Some("state_update") => state_update(cx, &session, slot, &update),
         _ => {}
     }
     false
@@ -60,7 +56,7 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str) -> bool {
 /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
 /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
 /// given).
-fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
+fn state_update(cx: &mut Cx, session: &SessionId, slot: Option<Slot>, update: &Fields<'_>) {
     let t = cx.now.unix_us;
     let state = match update.text("state").as_deref() {
         Some("idle") => "idle",
@@ -70,7 +66,7 @@ fn state_update(cx: &mut Cx, session: &SessionId, update: &Fields<'_>) {
     };
     let ends_turn = state == "idle" && update.text("stopReason").is_some();
     // The session looked up once: made for its facts if the table has none.
-    let found = cx.sessions.slot(session);
+    let found = slot.or_else(|| cx.sessions.slot(session));
     if let Some(slot) = found {
         cx.sessions[slot].set_foreground(state != "idle");
         if state == "idle" {

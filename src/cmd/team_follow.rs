@@ -55,7 +55,7 @@ fn files(session: &str, objects: &[String]) -> Files {
 
 /// What a new listing asks of a follower.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Next {
+enum Catchup {
     /// Nothing: the store holds what the last render showed.
     Nothing,
     /// The segments listed grew (or were fenced, or compacted): what is new pulled.
@@ -66,13 +66,13 @@ enum Next {
 
 /// What listing `now` (its segments `now_files`) asks of a follower that rendered listing
 /// `before` (its segments `before_files`).
-fn next(before: &[String], before_files: &Files, now: &[String], now_files: &Files) -> Next {
+fn catchup(before: &[String], before_files: &Files, now: &[String], now_files: &Files) -> Catchup {
     if before == now {
-        Next::Nothing
+        Catchup::Nothing
     } else if before_files == now_files {
-        Next::Pull
+        Catchup::Pull
     } else {
-        Next::History
+        Catchup::History
     }
 }
 
@@ -274,7 +274,7 @@ impl Follower for StoreFollower {
             None => self.list()?,
         };
         let now = files(&self.id, &listed);
-        if next(&self.listed, &self.files, &listed, &now) == Next::History {
+        if catchup(&self.listed, &self.files, &listed, &now) == Catchup::History {
             self.history = self.history()?;
         }
         self.pull_and_render(listed)
@@ -307,34 +307,34 @@ mod tests {
             files_of(&before)[&format!("sessions/{key}/{one}.acpj.zst")],
             [1]
         );
-        let check = |now: &[String], expected: Next| {
-            let got = next(&before, &files_of(&before), now, &files_of(now));
+        let check = |now: &[String], expected: Catchup| {
+            let got = catchup(&before, &files_of(&before), now, &files_of(now));
             assert_eq!(got, expected, "{now:?}");
         };
-        check(&before, Next::Nothing);
+        check(&before, Catchup::Nothing);
         // The segment grew: a part more.
         let mut grown = before.clone();
         grown.push(seg(one, "0000000000000100-0000000000000180"));
-        check(&grown, Next::Pull);
+        check(&grown, Catchup::Pull);
         // Compacted (its parts replaced by one), or fenced: still the same segment.
         check(
             &names(&[
                 &seg(one, "epoch-0000000000000001"),
                 &seg(one, "0000000000000000-0000000000000180"),
             ]),
-            Next::Pull,
+            Catchup::Pull,
         );
         let mut fenced = grown.clone();
         fenced.push(seg(one, "fence-0000000000000180"));
-        check(&fenced, Next::Pull);
+        check(&fenced, Catchup::Pull);
         // A segment appeared (another run continued the session), or an epoch.
         let mut appeared = grown.clone();
         appeared.push(seg(two, "epoch-0000000000000002"));
         appeared.push(seg(two, "0000000000000000-0000000000000040"));
-        check(&appeared, Next::History);
+        check(&appeared, Catchup::History);
         let mut epoch = grown.clone();
         epoch.push(seg(one, "epoch-0000000000000003"));
-        check(&epoch, Next::History);
+        check(&epoch, Catchup::History);
         // What is not a segment of the session is not followed.
         let mut stray = before.clone();
         stray.push(format!(
@@ -343,7 +343,7 @@ mod tests {
         stray.push(format!(
             "sessions/{key}/notes.txt/0000000000000000-0000000000000001"
         ));
-        check(&stray, Next::Pull);
+        check(&stray, Catchup::Pull);
         assert_eq!(files_of(&stray), files_of(&before));
     }
 

@@ -107,6 +107,7 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
     for file in [
         "src=\"/team.js\"",
         "src=\"/diff.js\"",
+        "src=\"/tools.js\"",
         "src=\"/page.js\"",
         "href=\"/page.css\"",
     ] {
@@ -117,6 +118,7 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
         ("/page.js", "text/javascript; charset=utf-8"),
         ("/team.js", "text/javascript; charset=utf-8"),
         ("/diff.js", "text/javascript; charset=utf-8"),
+        ("/tools.js", "text/javascript; charset=utf-8"),
         ("/page.css", "text/css; charset=utf-8"),
     ] {
         let asset = http(addr, "GET", path, &[], b"");

@@ -8,7 +8,8 @@
 // textContent only (no innerHTML anywhere), as strictly escaped as the export.
 //
 // With `serve --store`, a team view too: team.js (window.acpJournalTeam), given the helpers it
-// shares with this script. The diff blocks are drawn by diff.js (window.acpJournalDiff).
+// shares with this script. The tool calls' cards are drawn by tools.js (window.acpJournalTools),
+// their diffs by diff.js (window.acpJournalDiff).
 (function () {
   "use strict";
 
@@ -32,8 +33,11 @@
 
   function str(v) { return typeof v === "string" ? v : ""; }
 
-  /** A `diff` content block as a unified diff, the export's markup (diff.js). */
-  var diff = window.acpJournalDiff({ el: el, str: str });
+  /** A tool call's card drawn again from what is known of it (tools.js; its `diff` content
+   *  blocks as unified diffs, the export's markup: diff.js). */
+  var renderTool = window.acpJournalTools({
+    el: el, str: str, diff: window.acpJournalDiff({ el: el, str: str })
+  });
 
   // ------------------------------------------------------------------ the token
 
@@ -757,59 +761,7 @@
       if (isNew && !call.status) { call.status = "pending"; }
       var permission = u._meta && u._meta.acpJournal && u._meta.acpJournal.permission;
       if (permission && typeof permission === "object") { call.permission = permission; }
-      view.renderTool(card);
-    },
-
-    renderTool: function (card) {
-      var call = card.call;
-      var summary = card.summary;
-      summary.replaceChildren();
-      if (str(call.kind)) {
-        summary.appendChild(el("span", "kind", call.kind));
-        summary.appendChild(document.createTextNode(" "));
-      }
-      summary.appendChild(el("span", "title", str(call.title) || call.toolCallId));
-      if (str(call.status)) {
-        summary.appendChild(document.createTextNode(" "));
-        summary.appendChild(el("span", "status s-" + call.status, call.status));
-      }
-      (Array.isArray(call.locations) ? call.locations : []).forEach(function (l) {
-        if (!l || !str(l.path)) { return; }
-        var where = typeof l.line === "number" ? l.path + ":" + l.line : l.path;
-        summary.appendChild(document.createTextNode(" "));
-        summary.appendChild(el("span", "loc", where));
-      });
-      if (call.permission) {
-        summary.appendChild(document.createTextNode(" "));
-        summary.appendChild(el("span", "perm", permissionText(call.permission, view.options[call.toolCallId])));
-      }
-      var body = card.body;
-      body.replaceChildren();
-      var empty = true;
-      (Array.isArray(call.content) ? call.content : []).forEach(function (item) {
-        empty = false;
-        var type = item && item.type;
-        if (type === "diff") {
-          body.appendChild(diff(item));
-        } else if (type === "content" && item.content && typeof item.content.text === "string") {
-          body.appendChild(el("pre", "text", item.content.text));
-        } else if (type === "content") {
-          json(body, "content", item.content);
-        } else if (type === "terminal") {
-          var p = el("p", null, "terminal ");
-          p.appendChild(el("code", null, str(item.terminalId) || "?"));
-          body.appendChild(p);
-        } else {
-          json(body, "content", item);
-        }
-      });
-      ["rawInput", "rawOutput"].forEach(function (f) {
-        if (Object.prototype.hasOwnProperty.call(call, f)) {
-          empty = false;
-          json(body, f, call[f]);
-        }
-      });
-      if (empty) { body.appendChild(el("p", "empty", "no details in this message")); }
+      renderTool(card, view.options[id]);
     },
 
     /** The host asks this page's permission: a card with the options as buttons. */
@@ -913,27 +865,6 @@
       view.turnState();
     }
   };
-
-  /** "permission: allow (Allow this change) by acp-journal page" for `_meta.acpJournal.permission`. */
-  function permissionText(p, options) {
-    var optionId = str(p.optionId);
-    var name = "";
-    (options || []).forEach(function (o) { if (o && o.optionId === optionId) { name = str(o.name); } });
-    var what = optionId || str(p.outcome) || "?";
-    var text = "permission: " + what + (name ? " (" + name + ")" : "");
-    if (str(p.outcome) && p.outcome !== "selected") { text += " [" + p.outcome + "]"; }
-    // The host's `by` names the connection (`c3`), `client` the name it gave in `initialize`.
-    var by = str(p.client) || (typeof p.by === "string" ? p.by : "");
-    if (by) { text += " by " + by; }
-    return text;
-  }
-
-  function json(parent, label, value) {
-    parent.appendChild(el("h4", null, label));
-    var text;
-    try { text = JSON.stringify(value, null, 2); } catch (e) { text = String(value); }
-    parent.appendChild(el("pre", "json", text === undefined ? "null" : text));
-  }
 
   // ------------------------------------------------------------------ the controls
 

@@ -9,7 +9,8 @@
 //
 // With `serve --store`, a team view too: team.js (window.acpJournalTeam), given the helpers it
 // shares with this script. The tool calls' cards are drawn by tools.js (window.acpJournalTools),
-// their diffs by diff.js (window.acpJournalDiff).
+// their diffs by diff.js (window.acpJournalDiff), the subagents' timelines by subagents.js
+// (window.acpJournalSubagents).
 (function () {
   "use strict";
 
@@ -223,11 +224,14 @@
 
   function hostRequest(msg) {
     var params = msg.params || {};
-    if (msg.method === "session/request_permission" && params.sessionId === conn.opened) {
-      // For the session shown; else the user just picked another one and this socket is
-      // closing: left unanswered, the host asks again elsewhere.
-      if (view.shows(params.sessionId)) {
-        view.follow(function () { view.permissionAsked(msg.id, params); });
+    if (msg.method === "session/request_permission" && (params.sessionId === conn.opened ||
+        subagents.knows(params.sessionId))) {
+      // For the session shown (or a subagent of it); else the user just picked another one and
+      // this socket is closing: left unanswered, the host asks again elsewhere.
+      if (ours(params.sessionId)) {
+        view.follow(function () {
+          subagents.within(params.sessionId, function () { view.permissionAsked(msg.id, params); });
+        });
       }
       return;
     }
@@ -237,8 +241,8 @@
 
   function hostNotification(method, params) {
     if (method === "session/update") {
-      if (view.shows(params.sessionId) && params.update) {
-        view.follow(function () { view.update(params.update); });
+      if (ours(params.sessionId) && params.update) {
+        view.follow(function () { subagents.draw(params.sessionId, params.update); });
       }
     } else if (method === "session/list_changed") {
       list.soon();
@@ -250,16 +254,23 @@
     }
   }
 
+  /** `sessionId` is the session shown on this socket, or one of its subagents. */
+  function ours(sessionId) {
+    return view.shows(sessionId) || (!!view.session && view.shows(view.session.sessionId) &&
+      subagents.knows(sessionId));
+  }
+
   /** A fresh socket: initialize, list, and bring back the session that was open. */
   function start() {
     setConnection("initializing…");
     request("initialize", {
       protocolVersion: 1,
       // What the timeline draws beyond the baseline: compactions (replayed to it then),
-      // notices, background tasks (claude-agent-acp's, declared as JetBrains AIR does).
+      // notices, subagents (their own timelines), background tasks (claude-agent-acp's,
+      // declared as JetBrains AIR does).
       clientCapabilities: {
         fs: { readTextFile: false, writeTextFile: false }, terminal: false,
-        session: { compaction: {}, notices: {} },
+        session: { compaction: {}, notices: {} }, subagents: {},
         _meta: { jetbrains: { air: { version: 1, capabilities: ["asyncTasks"] } } }
       },
       clientInfo: { name: "acp-journal page", version: VERSION }
@@ -410,6 +421,7 @@
     echo: "",         // what of our prompt the host may still echo as user_message_chunk
     userMessage: "",  // the messageId of the user's text being shown
     history: false,   // the session's history is arriving (its state comes collapsed, last)
+    root: null,       // the box of the subagent being drawn (subagents.js), else the timeline
     turnOpen: false,  // the last turn shown has not ended (this page's, or another client's)
 
     shows: function (sessionId) {
@@ -432,6 +444,8 @@
       view.echo = "";
       view.userMessage = "";
       view.history = true;
+      view.root = null;
+      subagents.reset();
       $("timeline").replaceChildren();
       view.header();
       $("prompt").hidden = false;
@@ -506,12 +520,15 @@
       $("send").disabled = !!view.running;
     },
 
-    where: function () { return view.turn || $("timeline"); },
+    where: function () { return view.turn || view.top(); },
+
+    /** The timeline being drawn: the session's, or a subagent's box. */
+    top: function () { return view.root || $("timeline"); },
 
     /** Where a change of state (mode, config) goes: the turn it happened in while one runs,
      *  else between the turns (not inside the last one, which ended before it). */
     now: function () {
-      return view.turnOpen && view.turn ? view.turn : $("timeline");
+      return view.turnOpen && view.turn ? view.turn : view.top();
     },
 
     add: function (node) {
@@ -526,9 +543,9 @@
       view.closePara();
       view.turns += 1;
       var section = el("section", "turn");
-      section.id = "turn-" + view.turns;
+      if (!view.root) { section.id = "turn-" + view.turns; }
       section.appendChild(el("h3", null, "Turn " + view.turns));
-      $("timeline").appendChild(section);
+      view.top().appendChild(section);
       view.turn = section;
       view.turnOpen = true;
       view.plan = null;
@@ -565,7 +582,8 @@
         view.startTurn(text);
         return;
       }
-      var div = view.add(el("div", voice === "agent" ? "agent" : "thought"));
+      var div = view.add(el("div", voice === "agent" ? "agent"
+        : (voice.indexOf("message") === 0 ? "message" : "thought")));
       var node = document.createTextNode(text);
       div.appendChild(node);
       view.para = { voice: voice, node: node, block: div };
@@ -666,6 +684,11 @@
         case "async_task_progress":
         case "async_task_state_update":
           view.task(kind, u);
+          return;
+        case "subagent_update":
+        case "session_message":
+        case "session_message_chunk":
+          subagents.update(kind, u);
           return;
         default:
           return;
@@ -865,6 +888,9 @@
       view.turnState();
     }
   };
+
+  /** The subagents' timelines, each in its parent's (subagents.js). */
+  var subagents = window.acpJournalSubagents({ el: el, str: str, view: view });
 
   // ------------------------------------------------------------------ the controls
 

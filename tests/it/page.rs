@@ -5,13 +5,12 @@
 
 use std::io::{BufRead, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::serve::{Reply, Served, TOKEN, of_kind, request_to as http, sdk_client};
-use crate::util::{Peers, TIMEOUT, python, root};
+use crate::util::{Peers, TIMEOUT, python, root, screenshots};
 
 /// Agent output that would add elements, or run script, if the page did not escape it.
 const HOSTILE: &str = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
@@ -216,14 +215,6 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
 
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
-}
-
-/// Where screenshots go: `target/page-screenshots/`.
-fn screenshots() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Run the page driver's `scenario` against `served` on `session`; its steps by name. Fails

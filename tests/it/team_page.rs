@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,18 +16,10 @@ use serde_json::Value;
 use crate::fleet::{Host, converse, eventually, listed};
 use crate::serve::{Served, TOKEN, bearer, request_to};
 use crate::stores::S3sFs;
-use crate::util::{Peers, TestClient};
+use crate::util::{Peers, TestClient, screenshots};
 
 /// Markup in a prompt: it must stay text on the page.
 const HOSTILE: &str = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
-
-/// Where screenshots go: `target/page-screenshots/`.
-fn screenshots() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `GET path` of `served` with `headers`: its status and body.
 fn get(served: &Served, path: &str, headers: &[String]) -> (u16, Vec<u8>) {
@@ -63,18 +54,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     ];
     // Served from a fourth host, which records nothing of its own.
     let reader = Host::new(&url, &store.env());
-    let mut env: Vec<(&str, &str)> = reader
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
-    let served = Served::start_env(
-        &reader.journals(),
-        &["--store", &url],
-        &Peers::get().py_echo_agent(),
-        &env,
-    );
+    let served = reader.serve(&[]);
     let mut answer = Value::Null;
     eventually(
         "the team view lists the three sessions, the third idle after its turn",
@@ -539,18 +519,7 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     }
     // Host B serves the page from the store; it records nothing of its own.
     let reader = Host::new(&url, &store.env());
-    let mut env: Vec<(&str, &str)> = reader
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
-    let served = Served::start_env(
-        &reader.journals(),
-        &["--store", &url],
-        &Peers::get().py_echo_agent(),
-        &env,
-    );
+    let served = reader.serve(&[]);
     eventually("B lists A's session, open, with its two turns", || {
         let (status, body) = get(&served, "/team/sessions", &[bearer()]);
         let answer: Value = serde_json::from_slice(&body).unwrap_or_default();

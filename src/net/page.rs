@@ -1,7 +1,8 @@
 //! The page `serve` shows a browser at `/`: the sessions, one session's transcript live, its
 //! permission requests answerable, a prompt box and a cancel button. The page is an ACP client
 //! of its own (`page/page.js`) over a WebSocket to `/acp`, with the team view of a store in
-//! `page/team.js` and its diffs in `page/diff.js`; this module serves its five files.
+//! `page/team.js`, its tool calls' cards in `page/tools.js`, their diffs in `page/diff.js` and
+//! its subagents' timelines in `page/subagents.js`; this module serves its seven files.
 //!
 //! Signing in needs no cookie, nothing the browser would send by itself. The token comes in the
 //! address's fragment, `/#token=TOKEN` (a fragment never reaches the server, its logs or a proxy
@@ -38,6 +39,11 @@ const TEAM_SCRIPT: &str = include_str!("page/team.js");
 /// The page's diffs (`diff` content blocks as the export draws them), loaded before [`SCRIPT`],
 /// which calls it.
 const DIFF_SCRIPT: &str = include_str!("page/diff.js");
+/// The page's tool calls' cards, loaded before [`SCRIPT`], which calls it.
+const TOOLS_SCRIPT: &str = include_str!("page/tools.js");
+/// The page's subagents (child sessions drawn as timelines in their parent's), loaded before
+/// [`SCRIPT`], which calls it.
+const SUBAGENTS_SCRIPT: &str = include_str!("page/subagents.js");
 /// What the page adds to the HTML export's stylesheet (layout, list, buttons, prompt box).
 const PAGE_STYLE: &str = include_str!("page/page.css");
 
@@ -67,7 +73,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 pub(super) fn serves(path: &str) -> bool {
     matches!(
         path,
-        "/" | "/page.js" | "/team.js" | "/diff.js" | "/page.css"
+        "/" | "/page.js" | "/team.js" | "/diff.js" | "/tools.js" | "/subagents.js" | "/page.css"
     )
 }
 
@@ -79,6 +85,10 @@ pub(super) fn handle(req: Request<Incoming>, team: bool) -> Response<Body> {
         (&Method::GET, "/page.js") => asset(&req, SCRIPT, "text/javascript; charset=utf-8"),
         (&Method::GET, "/team.js") => asset(&req, TEAM_SCRIPT, "text/javascript; charset=utf-8"),
         (&Method::GET, "/diff.js") => asset(&req, DIFF_SCRIPT, "text/javascript; charset=utf-8"),
+        (&Method::GET, "/tools.js") => asset(&req, TOOLS_SCRIPT, "text/javascript; charset=utf-8"),
+        (&Method::GET, "/subagents.js") => {
+            asset(&req, SUBAGENTS_SCRIPT, "text/javascript; charset=utf-8")
+        }
         (&Method::GET, "/page.css") => asset(&req, &STYLE, "text/css; charset=utf-8"),
         _ => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET");
@@ -239,13 +249,22 @@ mod tests {
         assert!(INDEX_HTML[0].contains("data-team=\"\""));
         assert!(INDEX_HTML[1].contains("data-team=\"on\""));
         assert!(INDEX.contains("id=\"sign-in\""));
-        for file in ["/page.js", "/team.js", "/diff.js", "/page.css"] {
+        for file in [
+            "/page.js",
+            "/team.js",
+            "/diff.js",
+            "/tools.js",
+            "/subagents.js",
+            "/page.css",
+        ] {
             assert!(INDEX.contains(file), "{file}");
             assert!(serves(file));
         }
         // The team view and the diffs first: the page's script calls them.
         assert!(INDEX.find("/team.js") < INDEX.find("/page.js"));
         assert!(INDEX.find("/diff.js") < INDEX.find("/page.js"));
+        assert!(INDEX.find("/tools.js") < INDEX.find("/page.js"));
+        assert!(INDEX.find("/subagents.js") < INDEX.find("/page.js"));
         assert!(STYLE.starts_with(crate::render::html::STYLE));
         assert!(!serves("/acp") && !serves("/index.html") && !serves("/login"));
     }

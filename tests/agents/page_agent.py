@@ -13,6 +13,12 @@ Each prompt, by its text:
   events  a message; a notice; a compaction (in progress, its summary in two chunks, completed);
           a background task (spawned, its progress, completed); a message; end_turn (the
           notice's title, the summary and the task's description hold markup, to be text)
+  subagent  a message; a subagent announced (`subagent_update`, child "<session>-child", as
+          claude-agent-acp sends a client that declares `subagents`); the task as a
+          `session_message` in both sessions' views; the child's tool call, its permission
+          request (id "perm-child", waited for), the call completed, its words; its answer to the
+          parent (`session_message`); its end (idle, end_turn); a message; end_turn (the task
+          holds markup, to be text)
   else    one message, "You said: <prompt>", and end_turn
 
 With --lists it keeps its own session list (`sessionCapabilities.list`), as the adapters do.
@@ -91,8 +97,39 @@ def prompt(mid, sid, words):
         text(sid, " Done.")
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         return
+    if words == "subagent":
+        subagent(sid)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        return
     text(sid, f"You said: {words}")
     send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+
+
+def subagent(sid):
+    child = f"{sid}-child"
+    task = [{"type": "text", "text": "Find the <b>TODOs</b>."}]
+    text(sid, "Asking a helper.")
+    update(sid, {"sessionUpdate": "subagent_update", "sessionId": child, "title": "Look around",
+                 "description": "explorer", "state": {"state": "running"}})
+    message = {"sessionUpdate": "session_message", "messageId": "m-1", "senderSessionId": sid,
+               "recipientSessionId": child, "content": task}
+    update(sid, dict(message, recipientMessageId="m-1"))
+    update(child, dict(message, senderMessageId="m-1"))
+    tool = {"toolCallId": "grep-1", "title": "Grep TODO", "kind": "search", "status": "pending"}
+    update(child, {"sessionUpdate": "tool_call", **tool})
+    send({"jsonrpc": "2.0", "id": "perm-child", "method": "session/request_permission", "params": {
+        "sessionId": child, "toolCall": tool, "options": [
+            {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "no", "name": "Reject", "kind": "reject_once"}]}})
+    permission = outcome(answer_to("perm-child"))
+    update(child, {"sessionUpdate": "tool_call_update", "toolCallId": "grep-1", "status": "completed",
+                   "content": [{"type": "content", "content": {"type": "text", "text": "a.rs:3: TODO"}}]})
+    text(child, f"Found 1 TODO in a.rs ({permission}).")
+    update(sid, {"sessionUpdate": "session_message", "messageId": "m-2", "senderSessionId": child,
+                 "recipientSessionId": sid, "content": [{"type": "text", "text": "1 TODO, in a.rs."}]})
+    update(sid, {"sessionUpdate": "subagent_update", "sessionId": child,
+                 "state": {"state": "idle", "stopReason": "end_turn"}})
+    text(sid, "The helper is done.")
 
 
 run("page-agent", lambda: f"page-{next(sessions)}", prompt, lists="--lists" in sys.argv)

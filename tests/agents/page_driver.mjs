@@ -3,7 +3,8 @@
 // (tests/it/page.rs runs it); it waits for what a person would see and reports it, the Rust
 // test asserts:
 //   page_driver.mjs --url http://HOST:PORT --token T --session ID --shots DIR
-//                   --scenario converse|hostile|settle|shared|states|events --prompt TEXT
+//                   --scenario converse|hostile|settle|shared|states|events|subagents
+//                   --prompt TEXT
 //                   [--expect TEXT]
 //                   [--other TEXT]
 // converse: the sign-in form without a token; a wrong `/?token=` (an old link: its redirect to
@@ -23,6 +24,10 @@
 // events (tests/agents/page_agent.py): signed in, the session opened; a prompt ("events") whose
 //   turn sends a notice, a compaction and a background task, then the page reloaded (the
 //   history again: the compaction and the task replayed, as the page declared it draws them).
+// subagents (tests/agents/page_agent.py): signed in, the session opened; a prompt ("subagent")
+//   whose turn runs a subagent: its timeline drawn inside the turn, its permission request
+//   answered from the keyboard (Tab from the subagent's title, Enter), its box folded and
+//   unfolded by the keyboard; then the page reloaded (the history again: the tree replayed).
 // One JSON object per line on stdout, {"step": …, …}; on a failure {"step":"error",…}, a
 // screenshot error.png in DIR, and exit 1. Screenshots are PNG files in DIR, named in the steps.
 import fs from "node:fs";
@@ -268,6 +273,13 @@ try {
     process.exit(0);
   }
 
+  if (opts.scenario === "subagents") {
+    await subagents();
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(0);
+  }
+
   step = "prompt";
   const turnsBefore = await page.$$eval("#timeline section.turn", (s) => s.length);
   await page.type("#prompt-text", opts.prompt);
@@ -376,6 +388,67 @@ try {
       turn: await other.evaluate((t) => t.innerText),
       problems,
     });
+  }
+
+  /** The "subagents" scenario (steps subagent-live, subagent-keys, subagent-history). */
+  async function subagents() {
+    step = "subagent-live";
+    const before = await page.$$eval("#timeline section.turn", (s) => s.length);
+    await page.type("#prompt-text", "subagent");
+    await page.click("#send");
+    const turn = `#timeline section.turn:nth-of-type(${before + 1})`;
+    const child = `${turn} details.child`;
+    await page.waitForSelector(`${child} .permission.asking button.option.allow`);
+    // From the subagent's title, Tab reaches its permission request's first option.
+    await page.focus(`${child} > summary`);
+    let tabs = 0;
+    while (tabs < 20 && !(await page.evaluate(() => document.activeElement?.matches(".option.allow")))) {
+      await page.keyboard.press("Tab");
+      tabs += 1;
+    }
+    const focused = await page.evaluate(() => document.activeElement?.textContent ?? null);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector(`${turn} .turn-end`);
+    const shown = (t) => page.evaluate((sel) => {
+      const section = document.querySelector(sel);
+      const line = (c) => `${c.className}: ${c.matches("details.child") ? c.querySelector("summary").textContent : c.textContent}`;
+      return {
+        turn: [...section.children].map(line),
+        children: [...section.querySelectorAll("details.child")].map((c) => ({
+          session: c.getAttribute("data-session"),
+          state: c.getAttribute("data-state"),
+          depth: c.getAttribute("data-depth"),
+          lines: [...c.children].map(line),
+        })),
+        markup: section.querySelectorAll("b:not(.permission > b), i").length,
+      };
+    }, t);
+    await page.$eval(child, (e) => e.scrollIntoView({ block: "center" }));
+    const shot = path.join(opts.shots, "subagents-desktop.png");
+    await page.screenshot({ path: shot });
+    emit({ step, ...(await shown(turn)), tabs, focused, screenshot: shot });
+
+    // Its box folds and unfolds from the keyboard (its title is a <summary>).
+    step = "subagent-keys";
+    await page.focus(`${child} > summary`);
+    await page.keyboard.press("Enter");
+    const folded = await page.$eval(child, (e) => !e.open);
+    await page.keyboard.press("Space");
+    emit({ step, folded, unfolded: await page.$eval(child, (e) => e.open) });
+
+    // The page again: the host replays the tree to a client that declared `subagents`.
+    step = "subagent-history";
+    await page.reload();
+    await page.waitForFunction(
+      (n) => document.querySelectorAll("#timeline section.turn").length === n
+        && /The helper is done\./.test(document.getElementById("timeline").innerText),
+      {},
+      before + 1,
+    );
+    const again = path.join(opts.shots, "subagents-history.png");
+    await page.$eval(child, (e) => e.scrollIntoView({ block: "center" }));
+    await page.screenshot({ path: again });
+    emit({ step, ...(await shown(turn)), screenshot: again, problems });
   }
 } catch (error) {
   const shot = path.join(opts.shots, "error.png");

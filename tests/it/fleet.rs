@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::serve::{Served, TOKEN};
 use crate::stores::{S3sFs, run_with, s3_env};
 use crate::util::{Peers, TestClient, bin, texts};
 
@@ -78,6 +79,25 @@ impl Host {
             .map(|(k, v)| (k.as_str(), Path::new(v.as_str())))
             .collect();
         TestClient::spawn_env(&argv, &env)
+    }
+
+    /// `serve --store` on this host (which records nothing of its own: a reader of the store),
+    /// with the test's token and `extra` options, in front of the Python echo agent.
+    pub fn serve(&self, extra: &[&str]) -> Served {
+        let mut env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        env.push(("ACP_JOURNAL_TOKEN", TOKEN));
+        let mut options = vec!["--store", self.url.as_str()];
+        options.extend_from_slice(extra);
+        Served::start_env(
+            &self.journals(),
+            &options,
+            &Peers::get().py_echo_agent(),
+            &env,
+        )
     }
 
     /// A command of this host, reading the store.

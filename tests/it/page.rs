@@ -5,13 +5,12 @@
 
 use std::io::{BufRead, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::serve::{Reply, Served, TOKEN, of_kind, request_to as http, sdk_client};
-use crate::util::{Peers, TIMEOUT, python, root};
+use crate::util::{Peers, TIMEOUT, python, root, screenshots};
 
 /// Agent output that would add elements, or run script, if the page did not escape it.
 const HOSTILE: &str = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
@@ -107,6 +106,8 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
     for file in [
         "src=\"/team.js\"",
         "src=\"/diff.js\"",
+        "src=\"/tools.js\"",
+        "src=\"/subagents.js\"",
         "src=\"/page.js\"",
         "href=\"/page.css\"",
     ] {
@@ -117,6 +118,8 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
         ("/page.js", "text/javascript; charset=utf-8"),
         ("/team.js", "text/javascript; charset=utf-8"),
         ("/diff.js", "text/javascript; charset=utf-8"),
+        ("/tools.js", "text/javascript; charset=utf-8"),
+        ("/subagents.js", "text/javascript; charset=utf-8"),
         ("/page.css", "text/css; charset=utf-8"),
     ] {
         let asset = http(addr, "GET", path, &[], b"");
@@ -212,14 +215,6 @@ fn the_page_holds_nothing_and_only_the_token_opens_its_websocket() {
 
     let log = served.stop();
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
-}
-
-/// Where screenshots go: `target/page-screenshots/`.
-fn screenshots() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Run the page driver's `scenario` against `served` on `session`; its steps by name. Fails
@@ -757,5 +752,91 @@ fn the_page_draws_a_notice_a_compaction_and_a_background_task_as_text() {
         "{history:#?}"
     );
     assert_eq!(steps["events-history"]["markup"], 0);
+    served.stop();
+}
+
+#[test]
+fn the_page_draws_a_subagent_as_a_timeline_inside_its_turn_live_and_replayed() {
+    let store = tempfile::tempdir().unwrap();
+    // Our agent's "subagent" turn: a child session announced, its own messages, tool call and
+    // permission request under its ID, its answer to the parent and its end.
+    let served = Served::start(store.path(), &[], &page_agent(&[]));
+    let session = prompted_session(&served, "hello");
+    let steps = drive(&served, &session, "subagents", "", "You said: hello");
+    let strings = |v: &Value| -> Vec<String> {
+        let lines = v.as_array().unwrap_or_else(|| panic!("{v}"));
+        lines
+            .iter()
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect()
+    };
+    let answered = "agent: Found 1 TODO in a.rs (result {\"outcome\": {\"optionId\": \"yes\", \"outcome\": \"selected\"}}).";
+    for (step, live) in [("subagent-live", true), ("subagent-history", false)] {
+        let shown = &steps[step];
+        let turn = strings(&shown["turn"]);
+        let expected = [
+            "user: subagent",
+            "agent: Asking a helper.",
+            "subagent: ⇢ subagent Look around (explorer): running",
+            "child: Look around · end_turn",
+            "message: ✉ Look around → the session: 1 TODO, in a.rs.",
+            "subagent: ⇠ subagent Look around: end_turn",
+            "agent: The helper is done.",
+        ];
+        let at: Vec<usize> = expected
+            .iter()
+            .map(|e| {
+                (turn.iter().position(|l| l.starts_with(e)))
+                    .unwrap_or_else(|| panic!("{step}: no {e:?} in the turn: {turn:#?}"))
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{step}: {turn:#?}");
+        let children = shown["children"].as_array().unwrap();
+        assert_eq!(children.len(), 1, "{step}: {children:#?}");
+        let child = &children[0];
+        assert_eq!(child["session"], format!("{session}-child"), "{step}");
+        assert_eq!(
+            (&child["state"], &child["depth"]),
+            (&json!("end_turn"), &json!("1"))
+        );
+        let lines = strings(&child["lines"]);
+        assert_eq!(lines[0], "child-title: Look around · end_turn", "{step}");
+        assert_eq!(
+            lines[1], "message: ✉ the session → Look around: Find the <b>TODOs</b>.",
+            "{step}: the task, once, where it arrived (in the child's view)"
+        );
+        assert!(
+            lines[2].starts_with("tool: search Grep TODO completed"),
+            "{step}: {lines:#?}"
+        );
+        let asked = live.then_some("permission: Permission for Grep TODO: yes (Allow)");
+        assert_eq!(
+            lines[3..].iter().map(String::as_str).collect::<Vec<_>>(),
+            asked.into_iter().chain([answered]).collect::<Vec<_>>(),
+            "{step}: its permission request (live: a history has none) and its words"
+        );
+        assert!(
+            !turn.iter().any(|l| l.contains("Find the")),
+            "{step}: not in the parent's view too: {turn:#?}"
+        );
+        assert_eq!(shown["markup"], 0, "{step}: the agent's markup is text");
+    }
+    // Its permission request answered from the keyboard: Tab from the subagent's title.
+    assert_eq!(steps["subagent-live"]["focused"], "Allow");
+    assert_eq!(
+        (
+            &steps["subagent-keys"]["folded"],
+            &steps["subagent-keys"]["unfolded"]
+        ),
+        (&json!(true), &json!(true)),
+        "its box folds and unfolds from the keyboard"
+    );
+    let problems = steps["subagent-history"]["problems"].as_array().unwrap();
+    assert!(
+        !problems
+            .iter()
+            .any(|p| p.as_str().unwrap().starts_with("page error")),
+        "{problems:?}"
+    );
     served.stop();
 }

@@ -14,15 +14,7 @@ use serde_json::Value;
 use crate::fleet::{Host, converse, eventually};
 use crate::serve::{Reply, Served, TOKEN, bearer, request_to};
 use crate::stores::S3sFs;
-use crate::util::Peers;
-
-/// Where screenshots go: `target/page-screenshots/`.
-fn screenshots() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use crate::util::{Peers, screenshots};
 
 /// `method path` of `served` with `headers`.
 fn ask(served: &Served, method: &str, path: &str, headers: &[String]) -> Reply {
@@ -32,18 +24,7 @@ fn ask(served: &Served, method: &str, path: &str, headers: &[String]) -> Reply {
 /// A host serving the store at `url` with the test's token, records trusted `recheck` seconds.
 fn serving(store: &S3sFs, url: &str, recheck: &str) -> (Host, Served) {
     let reader = Host::new(url, &store.env());
-    let mut env: Vec<(&str, &str)> = reader
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
-    let served = Served::start_env(
-        &reader.journals(),
-        &["--store", url, "--share-recheck", recheck],
-        &Peers::get().py_echo_agent(),
-        &env,
-    );
+    let served = reader.serve(&["--share-recheck", recheck]);
     (reader, served)
 }
 

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,18 +16,10 @@ use serde_json::Value;
 use crate::fleet::{Host, converse, eventually, listed};
 use crate::serve::{Served, TOKEN, bearer, request_to};
 use crate::stores::S3sFs;
-use crate::util::Peers;
+use crate::util::{Peers, TestClient, screenshots};
 
 /// Markup in a prompt: it must stay text on the page.
 const HOSTILE: &str = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
-
-/// Where screenshots go: `target/page-screenshots/`.
-fn screenshots() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `GET path` of `served` with `headers`: its status and body.
 fn get(served: &Served, path: &str, headers: &[String]) -> (u16, Vec<u8>) {
@@ -63,18 +54,7 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     ];
     // Served from a fourth host, which records nothing of its own.
     let reader = Host::new(&url, &store.env());
-    let mut env: Vec<(&str, &str)> = reader
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
-    let served = Served::start_env(
-        &reader.journals(),
-        &["--store", &url],
-        &Peers::get().py_echo_agent(),
-        &env,
-    );
+    let served = reader.serve(&[]);
     let mut answer = Value::Null;
     eventually(
         "the team view lists the three sessions, the third idle after its turn",
@@ -450,6 +430,21 @@ fn the_team_view_lists_filters_searches_and_opens_the_store_s_sessions_in_chromi
     assert_eq!(code, 0);
 }
 
+/// Host A (`a`, its client) killed while it holds `session`, and the session continued on
+/// host `c` (once A's hold ran out): C's client, the session loaded with A's turns.
+fn continued(a: TestClient, c: &Host, session: &str) -> TestClient {
+    // Everything A forwarded that the page showed is in the store.
+    unsafe { libc::kill(a.child.id() as i32, libc::SIGKILL) };
+    let _ = a.finish();
+    let mut client = c.proxy(&Peers::get().py_echo_agent(), &[]);
+    client.initialize();
+    let (updates, answer) = client.load(session, "/tmp");
+    assert!(answer.get("result").is_some(), "{answer}");
+    let said = crate::util::texts(&updates);
+    assert!(said.iter().any(|t| t.contains("kiwi4follow")), "{said:?}");
+    client
+}
+
 /// The time of the record of host `host`'s journals in which the agent says `marker` (Unix
 /// ms): when the host journaled it.
 fn journaled_at(host: &Host, marker: &str) -> Option<f64> {
@@ -511,9 +506,11 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     let store = S3sFs::start();
     let url = store.url("follow");
     // Host A runs the agent and ships at the default interval (1 s): the lag the page shows is
-    // the one a team gets.
+    // the one a team gets. It dies mid-follow (its hold on the session lasting 6 s), and host
+    // C continues the session.
     let a = Host::new(&url, &store.env());
-    let mut live = a.proxy_shipping(&[], "1", &Peers::get().py_echo_agent(), &[]);
+    let echo = Peers::get().py_echo_agent();
+    let mut live = a.proxy_shipping(&[], "1", &echo, &["--lease-ttl", "6"]);
     live.initialize();
     let session = live.new_session("/tmp");
     for n in 1..=2 {
@@ -522,18 +519,7 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     }
     // Host B serves the page from the store; it records nothing of its own.
     let reader = Host::new(&url, &store.env());
-    let mut env: Vec<(&str, &str)> = reader
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    env.push(("ACP_JOURNAL_TOKEN", TOKEN));
-    let served = Served::start_env(
-        &reader.journals(),
-        &["--store", &url],
-        &Peers::get().py_echo_agent(),
-        &env,
-    );
+    let served = reader.serve(&[]);
     eventually("B lists A's session, open, with its two turns", || {
         let (status, body) = get(&served, "/team/sessions", &[bearer()]);
         let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
@@ -584,8 +570,9 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     );
 
     // The page opens the session while it is live; the turns prompted on A from then on appear
-    // on it, each timed against A's journal.
-    let markers: Vec<String> = (1..=4).map(|n| format!("kiwi{n}follow")).collect();
+    // on it, each timed against A's journal, then the one prompted on C once it continued the
+    // session (a new segment, a new epoch), without a reload.
+    let markers: Vec<String> = (1..=5).map(|n| format!("kiwi{n}follow")).collect();
     let driver = Peers::get().team_driver();
     let base = served.url.trim_end_matches("/acp").to_string();
     let mut child = Command::new(&driver[0])
@@ -624,16 +611,16 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
     );
     assert_eq!(opened["wireOpen"], true, "{opened}");
     assert_eq!(opened["ids"], serde_json::json!([]), "{opened}");
-    let mut lags = Vec::new();
-    for (i, marker) in markers.iter().enumerate() {
-        // Prompted at different moments of A's ship rounds and the page's looks.
+    // Each marker prompted on `host` (by `client`), then seen on the page: its lag.
+    let see = |i: usize, host: &Host, client: &mut TestClient| -> f64 {
+        let marker = &markers[i];
+        // Prompted at different moments of the host's ship rounds and the page's looks.
         std::thread::sleep(Duration::from_millis(i as u64 * 373 % 1000));
-        let answer = live.prompt(&session, &format!("followed {marker}"));
+        let answer = client.prompt(&session, &format!("followed {marker}"));
         assert!(answer.get("result").is_some(), "{answer}");
         let shown = next_step(&steps, "shown", Some(marker), &served);
-        let written = journaled_at(&a, marker).expect("A journaled the turn");
+        let written = journaled_at(host, marker).expect("the host journaled the turn");
         let lag = shown["at"].as_f64().unwrap() - written;
-        lags.push(lag);
         // Turns arrive whole, where they belong; the wire view opened with the keyboard stays
         // open and focused; at the bottom the page stays there, at the top it does not move.
         assert_eq!(shown["turns"], 2 + i + 1, "{shown}");
@@ -649,9 +636,16 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
         // A page that never updates fails here; the lag itself is printed, not asserted.
         assert!(
             lag < 30_000.0,
-            "{marker} shown {lag} ms after A journaled it"
+            "{marker} shown {lag} ms after its host journaled it"
         );
-    }
+        lag
+    };
+    let lags: Vec<f64> = (0..4).map(|i| see(i, &a, &mut live)).collect();
+    // A dies while the page follows; C continues the session (a new segment, a new epoch):
+    // its turn appears on the page too, without a reload.
+    let c = Host::new(&url, &store.env());
+    let mut on_c = continued(live, &c, &session);
+    see(4, &c, &mut on_c);
     let mut sorted = lags.clone();
     sorted.sort_by(f64::total_cmp);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -667,12 +661,12 @@ fn a_session_live_on_another_host_is_followed_on_the_page_as_it_is_shipped() {
             .join(" ")
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
-    // The session closes on A: the page says so and asks no more.
-    let (code, _) = live.finish();
+    // The session closes on C: the page says so and asks no more.
+    let (code, _) = on_c.finish();
     assert_eq!(code, 0);
     let ended = next_step(&steps, "ended", None, &served);
     assert!(ended["note"].as_str().unwrap().contains("ended"), "{ended}");
-    assert_eq!(ended["turns"], 6, "{ended}");
+    assert_eq!(ended["turns"], 7, "{ended}");
     assert_eq!(ended["problems"], serde_json::json!([]), "{ended}");
     let quiet = next_step(&steps, "quiet", None, &served);
     assert_eq!(quiet["asks"], 0, "{quiet}");

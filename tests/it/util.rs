@@ -18,6 +18,14 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Where the page tests' screenshots go: `target/page-screenshots/`.
+pub fn screenshots() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dir = target.parent().unwrap_or(&target).join("page-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Marks the calling test as one of the full tier: it needs `what`, which only
 /// `scripts/test.sh` (the full tier) installs. Under `scripts/test.sh --fast`
 /// (`ACPJ_TEST_TIER=fast`), which selects the tests that need nothing but the built binary,

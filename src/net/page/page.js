@@ -8,7 +8,9 @@
 // textContent only (no innerHTML anywhere), as strictly escaped as the export.
 //
 // With `serve --store`, a team view too: team.js (window.acpJournalTeam), given the helpers it
-// shares with this script. The diff blocks are drawn by diff.js (window.acpJournalDiff).
+// shares with this script. The tool calls' cards are drawn by tools.js (window.acpJournalTools),
+// their diffs by diff.js (window.acpJournalDiff), the subagents' timelines by subagents.js
+// (window.acpJournalSubagents).
 (function () {
   "use strict";
 
@@ -32,8 +34,11 @@
 
   function str(v) { return typeof v === "string" ? v : ""; }
 
-  /** A `diff` content block as a unified diff, the export's markup (diff.js). */
-  var diff = window.acpJournalDiff({ el: el, str: str });
+  /** A tool call's card drawn again from what is known of it (tools.js; its `diff` content
+   *  blocks as unified diffs, the export's markup: diff.js). */
+  var renderTool = window.acpJournalTools({
+    el: el, str: str, diff: window.acpJournalDiff({ el: el, str: str })
+  });
 
   // ------------------------------------------------------------------ the token
 
@@ -219,11 +224,14 @@
 
   function hostRequest(msg) {
     var params = msg.params || {};
-    if (msg.method === "session/request_permission" && params.sessionId === conn.opened) {
-      // For the session shown; else the user just picked another one and this socket is
-      // closing: left unanswered, the host asks again elsewhere.
-      if (view.shows(params.sessionId)) {
-        view.follow(function () { view.permissionAsked(msg.id, params); });
+    if (msg.method === "session/request_permission" && (params.sessionId === conn.opened ||
+        subagents.knows(params.sessionId))) {
+      // For the session shown (or a subagent of it); else the user just picked another one and
+      // this socket is closing: left unanswered, the host asks again elsewhere.
+      if (ours(params.sessionId)) {
+        view.follow(function () {
+          subagents.within(params.sessionId, function () { view.permissionAsked(msg.id, params); });
+        });
       }
       return;
     }
@@ -233,8 +241,8 @@
 
   function hostNotification(method, params) {
     if (method === "session/update") {
-      if (view.shows(params.sessionId) && params.update) {
-        view.follow(function () { view.update(params.update); });
+      if (ours(params.sessionId) && params.update) {
+        view.follow(function () { subagents.draw(params.sessionId, params.update); });
       }
     } else if (method === "session/list_changed") {
       list.soon();
@@ -246,16 +254,23 @@
     }
   }
 
+  /** `sessionId` is the session shown on this socket, or one of its subagents. */
+  function ours(sessionId) {
+    return view.shows(sessionId) || (!!view.session && view.shows(view.session.sessionId) &&
+      subagents.knows(sessionId));
+  }
+
   /** A fresh socket: initialize, list, and bring back the session that was open. */
   function start() {
     setConnection("initializing…");
     request("initialize", {
       protocolVersion: 1,
       // What the timeline draws beyond the baseline: compactions (replayed to it then),
-      // notices, background tasks (claude-agent-acp's, declared as JetBrains AIR does).
+      // notices, subagents (their own timelines), background tasks (claude-agent-acp's,
+      // declared as JetBrains AIR does).
       clientCapabilities: {
         fs: { readTextFile: false, writeTextFile: false }, terminal: false,
-        session: { compaction: {}, notices: {} },
+        session: { compaction: {}, notices: {} }, subagents: {},
         _meta: { jetbrains: { air: { version: 1, capabilities: ["asyncTasks"] } } }
       },
       clientInfo: { name: "acp-journal page", version: VERSION }
@@ -406,6 +421,7 @@
     echo: "",         // what of our prompt the host may still echo as user_message_chunk
     userMessage: "",  // the messageId of the user's text being shown
     history: false,   // the session's history is arriving (its state comes collapsed, last)
+    root: null,       // the box of the subagent being drawn (subagents.js), else the timeline
     turnOpen: false,  // the last turn shown has not ended (this page's, or another client's)
 
     shows: function (sessionId) {
@@ -428,6 +444,8 @@
       view.echo = "";
       view.userMessage = "";
       view.history = true;
+      view.root = null;
+      subagents.reset();
       $("timeline").replaceChildren();
       view.header();
       $("prompt").hidden = false;
@@ -502,12 +520,15 @@
       $("send").disabled = !!view.running;
     },
 
-    where: function () { return view.turn || $("timeline"); },
+    where: function () { return view.turn || view.top(); },
+
+    /** The timeline being drawn: the session's, or a subagent's box. */
+    top: function () { return view.root || $("timeline"); },
 
     /** Where a change of state (mode, config) goes: the turn it happened in while one runs,
      *  else between the turns (not inside the last one, which ended before it). */
     now: function () {
-      return view.turnOpen && view.turn ? view.turn : $("timeline");
+      return view.turnOpen && view.turn ? view.turn : view.top();
     },
 
     add: function (node) {
@@ -522,9 +543,9 @@
       view.closePara();
       view.turns += 1;
       var section = el("section", "turn");
-      section.id = "turn-" + view.turns;
+      if (!view.root) { section.id = "turn-" + view.turns; }
       section.appendChild(el("h3", null, "Turn " + view.turns));
-      $("timeline").appendChild(section);
+      view.top().appendChild(section);
       view.turn = section;
       view.turnOpen = true;
       view.plan = null;
@@ -561,7 +582,8 @@
         view.startTurn(text);
         return;
       }
-      var div = view.add(el("div", voice === "agent" ? "agent" : "thought"));
+      var div = view.add(el("div", voice === "agent" ? "agent"
+        : (voice.indexOf("message") === 0 ? "message" : "thought")));
       var node = document.createTextNode(text);
       div.appendChild(node);
       view.para = { voice: voice, node: node, block: div };
@@ -663,6 +685,11 @@
         case "async_task_state_update":
           view.task(kind, u);
           return;
+        case "subagent_update":
+        case "session_message":
+        case "session_message_chunk":
+          subagents.update(kind, u);
+          return;
         default:
           return;
       }
@@ -757,59 +784,7 @@
       if (isNew && !call.status) { call.status = "pending"; }
       var permission = u._meta && u._meta.acpJournal && u._meta.acpJournal.permission;
       if (permission && typeof permission === "object") { call.permission = permission; }
-      view.renderTool(card);
-    },
-
-    renderTool: function (card) {
-      var call = card.call;
-      var summary = card.summary;
-      summary.replaceChildren();
-      if (str(call.kind)) {
-        summary.appendChild(el("span", "kind", call.kind));
-        summary.appendChild(document.createTextNode(" "));
-      }
-      summary.appendChild(el("span", "title", str(call.title) || call.toolCallId));
-      if (str(call.status)) {
-        summary.appendChild(document.createTextNode(" "));
-        summary.appendChild(el("span", "status s-" + call.status, call.status));
-      }
-      (Array.isArray(call.locations) ? call.locations : []).forEach(function (l) {
-        if (!l || !str(l.path)) { return; }
-        var where = typeof l.line === "number" ? l.path + ":" + l.line : l.path;
-        summary.appendChild(document.createTextNode(" "));
-        summary.appendChild(el("span", "loc", where));
-      });
-      if (call.permission) {
-        summary.appendChild(document.createTextNode(" "));
-        summary.appendChild(el("span", "perm", permissionText(call.permission, view.options[call.toolCallId])));
-      }
-      var body = card.body;
-      body.replaceChildren();
-      var empty = true;
-      (Array.isArray(call.content) ? call.content : []).forEach(function (item) {
-        empty = false;
-        var type = item && item.type;
-        if (type === "diff") {
-          body.appendChild(diff(item));
-        } else if (type === "content" && item.content && typeof item.content.text === "string") {
-          body.appendChild(el("pre", "text", item.content.text));
-        } else if (type === "content") {
-          json(body, "content", item.content);
-        } else if (type === "terminal") {
-          var p = el("p", null, "terminal ");
-          p.appendChild(el("code", null, str(item.terminalId) || "?"));
-          body.appendChild(p);
-        } else {
-          json(body, "content", item);
-        }
-      });
-      ["rawInput", "rawOutput"].forEach(function (f) {
-        if (Object.prototype.hasOwnProperty.call(call, f)) {
-          empty = false;
-          json(body, f, call[f]);
-        }
-      });
-      if (empty) { body.appendChild(el("p", "empty", "no details in this message")); }
+      renderTool(card, view.options[id]);
     },
 
     /** The host asks this page's permission: a card with the options as buttons. */
@@ -914,26 +889,8 @@
     }
   };
 
-  /** "permission: allow (Allow this change) by acp-journal page" for `_meta.acpJournal.permission`. */
-  function permissionText(p, options) {
-    var optionId = str(p.optionId);
-    var name = "";
-    (options || []).forEach(function (o) { if (o && o.optionId === optionId) { name = str(o.name); } });
-    var what = optionId || str(p.outcome) || "?";
-    var text = "permission: " + what + (name ? " (" + name + ")" : "");
-    if (str(p.outcome) && p.outcome !== "selected") { text += " [" + p.outcome + "]"; }
-    // The host's `by` names the connection (`c3`), `client` the name it gave in `initialize`.
-    var by = str(p.client) || (typeof p.by === "string" ? p.by : "");
-    if (by) { text += " by " + by; }
-    return text;
-  }
-
-  function json(parent, label, value) {
-    parent.appendChild(el("h4", null, label));
-    var text;
-    try { text = JSON.stringify(value, null, 2); } catch (e) { text = String(value); }
-    parent.appendChild(el("pre", "json", text === undefined ? "null" : text));
-  }
+  /** The subagents' timelines, each in its parent's (subagents.js). */
+  var subagents = window.acpJournalSubagents({ el: el, str: str, view: view });
 
   // ------------------------------------------------------------------ the controls
 

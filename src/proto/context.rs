@@ -1,13 +1,13 @@
 //! What the components of the core share while they handle one input ([`Cx`]): the output
-//! queue, the session table, the pending table, the proxy's own request ids, what both peers
-//! declared, the catalog's facts and the time. The components own everything else and are
+//! queue, the session table (with the agent lines held while loads bring sessions up), the
+//! pending table, the proxy's own request ids, what both peers declared, the session IDs the
+//! agent uses again and the time. The components own everything else and are
 //! called with a `&mut Cx` beside their own state.
 
 use bytes::Bytes;
 
 use super::capabilities::{AgentCaps, ClientCaps};
 use super::effects::Effects;
-use super::held::HeldWhileStarting;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
 use super::reused_ids::ReusedIds;
@@ -23,8 +23,6 @@ pub(super) struct Cx {
     /// The output: actions in order.
     pub(super) fx: Effects,
     pub(super) sessions: SessionTable,
-    /// The agent lines held while loads bring their sessions up.
-    pub(super) held: HeldWhileStarting,
     /// Requests awaiting their response, by sender and id.
     pub(super) pending: PendingTable,
     pub(super) ids: OwnIds,
@@ -49,7 +47,6 @@ impl Cx {
             config,
             fx: Effects::new(config.redact),
             sessions: SessionTable::default(),
-            held: HeldWhileStarting::default(),
             pending: PendingTable::default(),
             ids: OwnIds::default(),
             initialize: Initialize::default(),
@@ -62,7 +59,6 @@ impl Cx {
         }
     }
 
-    /// A fresh operation number.
     /// Handle the next request for connection `conn`'s declarations (`None`: the first
     /// connection's, [`Self::client`]), until [`Self::joined`] is called.
     pub(super) fn joining(&mut self, declared: Option<ClientSupport>) {
@@ -83,6 +79,7 @@ impl Cx {
         })
     }
 
+    /// A fresh operation number.
     pub(super) fn next_op(&mut self) -> u64 {
         let op = self.next_op;
         self.next_op += 1;

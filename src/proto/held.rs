@@ -78,7 +78,7 @@ impl HeldLines {
 }
 
 /// The agent lines held while loads bring their sessions up, under one bound: each session's
-/// are the session's own ([`super::sessions::SessionTable::held_of`]); those naming an agent-side
+/// are the session's own ([`super::sessions::SessionTable::hold_starting`]); those naming an agent-side
 /// session no mapping names yet are held here, unclaimed, while a load waits for the agent's
 /// `session/new` answer (which may name it).
 #[derive(Debug, Default)]

@@ -47,11 +47,11 @@ pub(super) fn hold_agent_line(cx: &mut Cx, hold: &Hold, line: &Bytes) -> Holding
         Hold::Starting(session) => {
             let agent = AgentRef(session.as_str());
             let limit = cx.config.held_limit;
-            if cx.held.hold(cx.sessions.held_of(agent), line, limit) {
+            if cx.sessions.hold_starting(agent, line, limit) {
                 return Holding::Taken;
             }
             // Past the bound the lines go out as they come, after those held.
-            Holding::Passes(cx.held.take(cx.sessions.held_of(agent)))
+            Holding::Passes(cx.sessions.take_starting(agent))
         }
     }
 }

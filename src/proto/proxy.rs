@@ -131,7 +131,7 @@ impl Proxy {
     /// The agent lines held while loads bring their sessions up, for tests of the core.
     #[cfg(test)]
     pub(super) fn held(&self) -> &super::held::HeldWhileStarting {
-        &self.cx.held
+        self.cx.sessions.held()
     }
 
     /// Requests still awaiting a response (both directions), for tests of the core.
@@ -311,8 +311,8 @@ impl Proxy {
             // An answer may have brought up a session whose early lines wait unclaimed (or
             // followed a client line that did): they go where its later lines go (its
             // session's held lines while a load brings it up, else out), ahead of them.
-            if self.cx.held.holds_unclaimed() {
-                let lines = self.cx.held.take_unclaimed();
+            if self.cx.sessions.holds_unclaimed() {
+                let lines = self.cx.sessions.take_unclaimed();
                 self.dispatch_all(at, Side::Agent, lines);
             }
         } else if relay && from == Side::Client && self.agent_ended {
@@ -404,9 +404,7 @@ impl Proxy {
                 }
             }
         }
-        let sessions = self.cx.sessions.iter_mut();
-        let held = sessions.filter_map(|(_, session)| session.held_to_release());
-        let lines = self.cx.held.release(held);
+        let lines = self.cx.sessions.release_held();
         self.dispatch_all(at, Side::Agent, lines);
     }
 

@@ -24,319 +24,24 @@
 //! a host's joining connection): a load that starts before it keeps its session in the load
 //! (`load_state::Load::latest` says which is the session's latest), not in the table.
 
+mod session;
+
+pub(super) use session::Session;
+
+use bytes::Bytes;
+
 use super::agent_side::{AgentSide, Mapping};
 use super::effects::Effects;
-use super::held::HeldLines;
-use super::load_request::{NativeLoad, SetupParams};
+use super::held::{HeldLines, HeldWhileStarting};
 use super::lookups::Lookups;
-use super::membership::Membership;
-use super::prompt::{PromptWatch, Prompter, Turn};
+use super::prompt::PromptWatch;
 use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, IndexMap, Initialize,
-    SessionId, Stamp,
+    Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, IndexMap, Initialize, SessionId,
+    Stamp,
 };
 use crate::wire::envelope::RequestId;
-
-/// One client-facing session.
-#[derive(Debug, Default)]
-pub(super) struct Session {
-    /// Its journal segment is open in this run.
-    journal_open: bool,
-    /// A `session/load` or `session/resume` the client sent the agent itself, until the agent
-    /// answers it.
-    native_load: Option<NativeLoad>,
-    /// Where it stands on the agent.
-    agent: AgentSide,
-    /// The mapping of a mapped session the client closed: lines that still name it are mapped
-    /// as before, until a load maps it anew.
-    closed_mapping: Option<Mapping>,
-    /// What it was set up with in this connection: how to bring it up again.
-    setup: Option<SetupParams>,
-    /// The client connections attached to it, and how; a connection's end detaches it. (The
-    /// core's tests read it.)
-    #[cfg(test)]
-    pub(super) members: Membership,
-    #[cfg(not(test))]
-    members: Membership,
-    /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
-    /// foreground work (ACP v2).
-    turn: Turn,
-    /// The agent restart it was last lost in (`Handshake::restarts` then; 0: none): the
-    /// sessions lost since a restarted agent began being initialized are told of a host's
-    /// absence and return.
-    lost_in: u64,
-    /// Agent lines held while a load brings it up (until the load ends).
-    held: HeldLines,
-    /// What the catalog learned of it and has not been told yet.
-    facts: Facts,
-    /// A child session (a subagent's) announced in this run: the root of its tree, found once,
-    /// when it was announced ([`super::tree`]).
-    root: Option<SessionId>,
-}
-
-impl Session {
-    /// Its journal segment is open in this run.
-    pub(super) fn journal_open(&self) -> bool {
-        self.journal_open
-    }
-
-    /// What it was set up with in this connection (how to bring it up again), if it was.
-    pub(super) fn setup(&self) -> Option<&SetupParams> {
-        self.setup.as_ref()
-    }
-
-    /// It was set up (created, loaded or resumed) with `setup`: what brings it up again.
-    pub(super) fn set_up(&mut self, setup: SetupParams) {
-        self.setup = Some(setup);
-    }
-
-    /// The agent restart it was last lost in (0: none).
-    pub(super) fn lost_in(&self) -> u64 {
-        self.lost_in
-    }
-
-    /// The client connections attached to it, and how.
-    pub(super) fn members(&self) -> &Membership {
-        &self.members
-    }
-
-    /// Connection `conn` uses it: attached, if it was not.
-    pub(super) fn attach(&mut self, conn: ConnId) {
-        self.members.attach(conn);
-    }
-
-    /// Connection `conn` left it (detached, or ended).
-    pub(super) fn detach(&mut self, conn: ConnId) {
-        self.members.detach(conn);
-    }
-
-    /// Connection `conn` joined it by `session/attach` (`observer`: in that role).
-    pub(super) fn join_draft(&mut self, conn: ConnId, observer: bool) {
-        self.members.join_draft(conn, observer);
-    }
-
-    /// The load or resume the client sent the agent itself, until the agent answers it.
-    pub(super) fn native_load(&self) -> Option<&NativeLoad> {
-        self.native_load.as_ref()
-    }
-
-    /// The native load under way, to hold its replay or take its fallback.
-    pub(super) fn native_load_mut(&mut self) -> Option<&mut NativeLoad> {
-        self.native_load.as_mut()
-    }
-
-    /// The client sent the agent a load or resume of it itself (`load`), until it answers.
-    pub(super) fn begin_native_load(&mut self, load: NativeLoad) {
-        self.native_load = Some(load);
-    }
-
-    /// The agent is gone: no native load it was running goes on.
-    pub(super) fn forget_native_load(&mut self) {
-        self.native_load = None;
-    }
-
-    /// The mapping that applies to its lines, live or kept after a close.
-    pub(super) fn mapping(&self) -> Option<&Mapping> {
-        match &self.agent {
-            AgentSide::Mapped(m) => Some(m),
-            AgentSide::Starting { mapping, .. } => {
-                mapping.as_ref().or(self.closed_mapping.as_ref())
-            }
-            AgentSide::NotLive | AgentSide::Native | AgentSide::Lost { .. } => {
-                self.closed_mapping.as_ref()
-            }
-        }
-    }
-
-    /// How its client lines are edited on their way to the agent, when it is mapped: the
-    /// agent-side ID they go under and, for a prompt (`prompt`), the re-prime transcript it
-    /// carries (taken: the first prompt after the load that mapped it carries it).
-    pub(super) fn edit_for_agent(
-        &mut self,
-        prompt: bool,
-    ) -> Option<(AgentSessionId, Option<String>)> {
-        let mapping = self.mapping_mut()?;
-        let reprime = if prompt { mapping.reprime.take() } else { None };
-        Some((mapping.agent.clone(), reprime))
-    }
-
-    /// The mapping that applies to its lines, for editing them.
-    fn mapping_mut(&mut self) -> Option<&mut Mapping> {
-        match &mut self.agent {
-            AgentSide::Mapped(m) => Some(m),
-            AgentSide::Starting {
-                mapping: Some(m), ..
-            } => Some(m),
-            _ => self.closed_mapping.as_mut(),
-        }
-    }
-
-    /// Live on the agent (natively or mapped).
-    pub(super) fn is_live(&self) -> bool {
-        matches!(self.agent, AgentSide::Native | AgentSide::Mapped(_))
-    }
-
-    /// True when it must be restored before its next request.
-    pub(super) fn is_lost(&self) -> bool {
-        matches!(self.agent, AgentSide::Lost { .. })
-    }
-
-    /// The load restoring it, while one goes on.
-    pub(super) fn restored_by(&self) -> Option<u64> {
-        match self.agent {
-            AgentSide::Lost { restoring } | AgentSide::Starting { restoring, .. } => restoring,
-            _ => None,
-        }
-    }
-
-    /// Load `op` starts restoring it (it is lost).
-    pub(super) fn set_restoring(&mut self, op: u64) {
-        if let AgentSide::Lost { restoring } = &mut self.agent {
-            *restoring = Some(op);
-        }
-    }
-
-    /// Connection `prompter.conn` prompted it: the prompter it replaces, if any.
-    pub(super) fn set_prompter(&mut self, prompter: Prompter) -> Option<Prompter> {
-        self.turn.prompter.replace(prompter)
-    }
-
-    /// Who prompted the turn running in it.
-    pub(super) fn prompter(&self) -> Option<&Prompter> {
-        self.turn.prompter.as_ref()
-    }
-
-    /// The prompt sent to the agent as `sent` was answered: its prompter, if it is still the
-    /// turn's.
-    pub(super) fn end_prompter(&mut self, sent: &RequestId) -> Option<Prompter> {
-        self.turn.prompter.take_if(|p| p.sent == *sent)
-    }
-
-    /// A line of it from the agent, or the client's answer to the agent's request in it, at
-    /// `now`: its prompt is alive.
-    pub(super) fn prompt_active(&mut self, now: u64) {
-        if let Some(watch) = self.turn.watch.as_mut() {
-            watch.active(now);
-        }
-    }
-
-    /// A load starts bringing it up (`hide_replay`: the agent's own replay is hidden); a
-    /// restore goes on restoring it.
-    pub(super) fn set_starting(&mut self, hide_replay: bool) {
-        self.agent = AgentSide::Starting {
-            hide_replay,
-            mapping: None,
-            restoring: self.restored_by(),
-        };
-    }
-
-    /// The agent's own replay is no longer hidden (its answer came, or the load ended).
-    pub(super) fn stop_hiding(&mut self) {
-        if let AgentSide::Starting { hide_replay, .. } = &mut self.agent {
-            *hide_replay = false;
-        }
-    }
-
-    /// True while the agent's own replay of it is hidden from the client.
-    pub(super) fn hides_replay(&self) -> bool {
-        matches!(
-            self.agent,
-            AgentSide::Starting {
-                hide_replay: true,
-                ..
-            }
-        )
-    }
-
-    /// True while the agent replays it for a native load (its `session/update`s are forwarded,
-    /// not journaled again).
-    pub(super) fn replays_native_load(&self) -> bool {
-        self.native_load.as_ref().is_some_and(|n| n.replaying)
-    }
-
-    /// The agent answered client request `id`: the native load it was, if any, ends.
-    pub(super) fn end_native_load(&mut self, id: &RequestId) {
-        self.native_load.take_if(|load| load.id == *id);
-    }
-
-    /// It became live on the agent (its `session/new` or native load succeeded, or a load
-    /// brought it up).
-    pub(super) fn set_live(&mut self) {
-        self.agent = match std::mem::take(&mut self.agent) {
-            AgentSide::Starting {
-                mapping: Some(m), ..
-            }
-            | AgentSide::Mapped(m) => AgentSide::Mapped(m),
-            _ => match self.closed_mapping.take() {
-                Some(m) => AgentSide::Mapped(m),
-                None => AgentSide::Native,
-            },
-        };
-    }
-
-    /// It is no longer open on the agent (closed, or a load of it failed).
-    pub(super) fn set_not_live(&mut self) {
-        let mapping = match std::mem::take(&mut self.agent) {
-            AgentSide::Mapped(m)
-            | AgentSide::Starting {
-                mapping: Some(m), ..
-            } => Some(m),
-            _ => None,
-        };
-        if mapping.is_some() {
-            self.closed_mapping = mapping;
-        }
-    }
-
-    /// It is lost (its restore failed, or was cut short by another restart).
-    pub(super) fn set_lost(&mut self) {
-        self.set_not_live();
-        self.agent = AgentSide::Lost { restoring: None };
-    }
-
-    /// The agent was restarted (the `restart`th time in this run): lost if it was live (to be
-    /// restored on its next request); true then.
-    pub(super) fn lose(&mut self, restart: u64) -> bool {
-        if !self.is_live() {
-            return false;
-        }
-        self.lost_in = restart;
-        if let AgentSide::Mapped(m) = std::mem::take(&mut self.agent) {
-            self.closed_mapping = Some(m);
-        }
-        self.agent = AgentSide::Lost { restoring: None };
-        true
-    }
-
-    /// ACP v2: the agent reported foreground work in it (`running`, `requires_action`: true)
-    /// or its end (`idle`: false).
-    pub(super) fn set_foreground(&mut self, foreground: bool) {
-        self.turn.foreground = foreground;
-    }
-
-    /// True when the agent reported foreground work in it and not yet its end, which it forgets
-    /// (the agent is gone).
-    pub(super) fn take_foreground(&mut self) -> bool {
-        std::mem::take(&mut self.turn.foreground)
-    }
-
-    /// The watch on its prompt in flight, if any.
-    pub(super) fn watch(&self) -> Option<&PromptWatch> {
-        self.turn.watch.as_ref()
-    }
-
-    /// The watch on its prompt in flight, to update.
-    pub(super) fn watch_mut(&mut self) -> Option<&mut PromptWatch> {
-        self.turn.watch.as_mut()
-    }
-
-    /// Its agent lines held while a load brings it up, once no load does any more.
-    pub(super) fn held_to_release(&mut self) -> Option<&mut HeldLines> {
-        (!matches!(self.agent, AgentSide::Starting { .. })).then_some(&mut self.held)
-    }
-}
 
 /// A session's place in the table, found once by its ID ([`SessionTable::slot`],
 /// [`SessionTable::made`]): it reaches the session again without a lookup (the table indexed
@@ -359,6 +64,9 @@ pub(super) struct SessionTable {
     /// How many child sessions (subagents) were announced in this run (bounded:
     /// [`TREE_LIMIT`]).
     children: usize,
+    /// The agent lines held while loads bring their sessions up: the bound across the table,
+    /// and those of no session known yet.
+    held: HeldWhileStarting,
     lookups: Lookups,
 }
 
@@ -660,19 +368,68 @@ impl SessionTable {
         self.sessions.iter_mut()
     }
 
-    /// The agent lines held for agent-side session `agent`'s session while a load brings it
-    /// up; `None` when no mapping names it (its lines are unclaimed:
-    /// [`super::held::HeldWhileStarting`]).
-    pub(super) fn held_of(&mut self, agent: AgentRef<'_>) -> Option<&mut HeldLines> {
+    /// Hold an agent line of agent-side session `agent` while a load brings its session up
+    /// (unclaimed when no mapping names it yet). False, and nothing held, once the lines held
+    /// across the table would pass `limit` bytes ([`HeldWhileStarting::hold`]).
+    pub(super) fn hold_starting(
+        &mut self,
+        agent: AgentRef<'_>,
+        line: &Bytes,
+        limit: usize,
+    ) -> bool {
         self.lookups.count();
-        let client = self.by_agent.get(agent.0)?;
-        Some(&mut self.sessions.get_mut(client)?.held)
+        let session = held_of(&self.by_agent, &mut self.sessions, agent);
+        self.held.hold(session, line, limit)
+    }
+
+    /// The lines held so far for agent-side session `agent` (or unclaimed), to pass before its
+    /// next one.
+    pub(super) fn take_starting(&mut self, agent: AgentRef<'_>) -> Vec<Bytes> {
+        self.lookups.count();
+        let session = held_of(&self.by_agent, &mut self.sessions, agent);
+        self.held.take(session)
+    }
+
+    /// True while agent lines of sessions not known yet are held.
+    pub(super) fn holds_unclaimed(&self) -> bool {
+        self.held.holds_unclaimed()
+    }
+
+    /// The unclaimed lines, once an agent answer may have named their sessions
+    /// ([`HeldWhileStarting::take_unclaimed`]).
+    pub(super) fn take_unclaimed(&mut self) -> Vec<Bytes> {
+        self.held.take_unclaimed()
+    }
+
+    /// A load ended (or the agent did): the unclaimed lines, then those of every session no
+    /// load is bringing up any more ([`HeldWhileStarting::release`]).
+    pub(super) fn release_held(&mut self) -> Vec<Bytes> {
+        let sessions = self.sessions.values_mut();
+        let held = sessions.filter_map(Session::held_to_release);
+        self.held.release(held)
+    }
+
+    /// The agent lines held while loads bring their sessions up, for tests of the core.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> &HeldWhileStarting {
+        &self.held
     }
 
     /// Agent-side ID → client-facing ID, for every mapping made in this connection.
     pub(super) fn agent_ids(&self) -> impl Iterator<Item = (&AgentSessionId, &SessionId)> {
         self.by_agent.iter()
     }
+}
+
+/// The held lines of the session agent-side session `agent` is mapped from (`by_agent`, in
+/// `sessions`); `None` when no mapping names it.
+fn held_of<'a>(
+    by_agent: &HashMap<AgentSessionId, SessionId>,
+    sessions: &'a mut IndexMap<SessionId, Session>,
+    agent: AgentRef<'_>,
+) -> Option<&'a mut HeldLines> {
+    let client = by_agent.get(agent.0)?;
+    Some(&mut sessions.get_mut(client)?.held)
 }
 
 /// The session in a slot (a slot is the table's own: [`SessionTable::slot`]).

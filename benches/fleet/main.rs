@@ -2,7 +2,7 @@
 //! server on loopback (s3s-fs, installed by `scripts/install-object-stores.sh`).
 //!
 //! Run with `cargo bench --bench fleet` (`BENCH_QUICK=1`: ~10× smaller; `BENCH_FLEET_ONLY=flood,team`:
-//! those sections alone (turns, flood, load, list, fleet, team, cost); `BENCH_PROXY_STDERR=1`: the proxies' logs on stderr). The markdown report
+//! those sections alone (turns, flood, load, list, fleet, team, cost, page); `BENCH_PROXY_STDERR=1`: the proxies' logs on stderr). The markdown report
 //! goes to stdout and `target/bench-fleet.md`; progress to stderr. Measured, both sides in one
 //! run:
 //! 1. prompt turns through the stdio proxy with shipping off and on (every second, the
@@ -21,6 +21,9 @@
 //! 7. what a new session and a turn cost the store, and the end of a run with 100 sessions
 //!    open, on a store 30 ms away each way ([`cost`]; `BENCH_BASE_BIN`: another revision's
 //!    binary measured in the same run).
+//! 8. the team page over 10 000 sessions ([`page`]): the list's first rows, a search and the
+//!    usage's first chart in headless chromium from a new profile and an empty cache, and warm,
+//!    with the store requests each caused, beside `list` and `search` from an empty cache.
 //!
 //! The binary re-executes itself as the agent (`__agent`): it answers `initialize`,
 //! `session/new` (a new ID each time), `session/load` (nothing to replay: the proxy serves
@@ -35,7 +38,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "../page/browser.rs"]
+mod browser;
 mod cost;
+mod page;
 mod team;
 
 const KEY: &str = "benchkey";
@@ -63,7 +69,8 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     )
     .unwrap();
-    // BENCH_FLEET_ONLY=flood,team…: only those sections (turns, flood, load, list, fleet, team).
+    // BENCH_FLEET_ONLY=flood,team…: only those sections (turns, flood, load, list, fleet, team,
+    // cost, page).
     let only = std::env::var("BENCH_FLEET_ONLY").ok();
     let runs = |section: &str| {
         only.as_ref()
@@ -95,6 +102,16 @@ fn main() {
     if runs("cost") {
         cost::bench(&S3::start(), scale(100).max(20), &mut report);
     }
+    // 10 000 sessions (1 000 with BENCH_QUICK): 8 hosts × 25 days × 50 (4 × 5 × 50).
+    let (hosts, days) = if quick { (4, 5) } else { (8, 25) };
+    if runs("page") {
+        let scale = page::Scale {
+            hosts,
+            days,
+            per_run: 50,
+        };
+        page::bench(&S3::start(), &scale, &mut report);
+    }
     print!("{report}");
     let _ = std::fs::write(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-fleet.md"),
@@ -108,6 +125,8 @@ fn agent() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
+    // Named (the team page's hosts): its name, and each prompt's answer tells its tokens.
+    let named = std::env::args().nth(2);
     let stdin = std::io::stdin().lock();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut sessions = 0u64;
@@ -128,7 +147,7 @@ fn agent() {
             Some("initialize") => lines.push(reply(json!({
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": false},
-                "agentInfo": {"name": "bench-agent", "version": "1"}
+                "agentInfo": {"name": named.as_deref().unwrap_or("bench-agent"), "version": "1"}
             }))),
             Some("session/new") => {
                 sessions += 1;
@@ -150,7 +169,11 @@ fn agent() {
                     &session,
                     json!({"sessionUpdate": "usage_update", "used": used, "size": 200000}),
                 ));
-                lines.push(reply(json!({"stopReason": "end_turn"})));
+                lines.push(reply(match named {
+                    Some(_) => json!({"stopReason": "end_turn",
+                                      "usage": {"inputTokens": 1000 + used % 7000, "outputTokens": 200}}),
+                    None => json!({"stopReason": "end_turn"}),
+                }));
             }
             Some(_) if !id.is_null() => lines.push(reply(json!({}))),
             _ => continue,
@@ -300,9 +323,35 @@ fn journal_bytes(dir: &Path) -> u64 {
         + std::fs::metadata(dir.join("catalog.ndjson")).map_or(0, |m| m.len())
 }
 
+/// How a proxy is started beyond its journal directory, store and options.
+#[derive(Default)]
+struct Launch {
+    /// The command that runs it (`faketime -f -3d`: a host whose clock says three days ago).
+    wrapper: Vec<String>,
+    /// The agent's name (its `agentInfo`, and an argument of its command line, so that the
+    /// journal's agent differs too), answering each prompt with its tokens; none: `bench-agent`.
+    agent: Option<String>,
+}
+
+/// The process a wrapper (`faketime`) with this PID started.
+fn wrapped(wrapper: u32) -> u32 {
+    let children = format!("/proc/{wrapper}/task/{wrapper}/children");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{children}: no process started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A proxy in front of the agent, on journal directory `dir`, shipping to `url` when given.
 struct Proxy {
     child: Child,
+    /// The proxy's process: the child, or the child of its wrapper.
+    pid: u32,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next: u64,
@@ -328,7 +377,26 @@ impl Proxy {
         extra: &[&str],
         flood: usize,
     ) -> Proxy {
-        let mut cmd = Command::new(bin);
+        Proxy::launch(&Launch::default(), bin, dir, store, extra, flood)
+    }
+
+    /// As [`Proxy::start_bin`], started as `how` says.
+    fn launch(
+        how: &Launch,
+        bin: &Path,
+        dir: &Path,
+        store: Option<(&[(String, String)], &str)>,
+        extra: &[&str],
+        flood: usize,
+    ) -> Proxy {
+        let mut cmd = match how.wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut cmd = Command::new(first);
+                cmd.args(rest).arg(bin);
+                cmd
+            }
+            None => Command::new(bin),
+        };
         cmd.arg("--journal-dir").arg(dir);
         cmd.env("ACP_JOURNAL_LOG", "warn")
             .env_remove("ACP_JOURNAL_STORE");
@@ -340,6 +408,7 @@ impl Proxy {
             .arg("--")
             .arg(std::env::current_exe().unwrap())
             .arg("__agent")
+            .args(&how.agent)
             .env("BENCH_FLOOD", flood.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -351,8 +420,13 @@ impl Proxy {
         let mut child = cmd.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+        let pid = match how.wrapper.is_empty() {
+            true => child.id(),
+            false => wrapped(child.id()),
+        };
         let mut proxy = Proxy {
             child,
+            pid,
             stdin,
             stdout,
             next: 0,
@@ -405,10 +479,22 @@ impl Proxy {
         before
     }
 
+    /// Waits until this proxy (journaling in `dir`) has shipped every file it wrote, at most
+    /// `most`.
+    fn wait_shipped(&self, dir: &Path, most: Duration) {
+        let deadline = Instant::now() + most;
+        while Instant::now() < deadline
+            && self
+                .shipping(dir)
+                .is_none_or(|s| s["behind_files"] != 0 || s["shipped_bytes"] == 0)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The proxy's CPU so far (user + system), in seconds.
     fn cpu(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
         let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
         let fields: Vec<&str> = after.split_whitespace().collect();
         let ticks: f64 = fields.get(11).and_then(|t| t.parse().ok()).unwrap_or(0.0)
@@ -418,11 +504,7 @@ impl Proxy {
 
     /// The shipper's status file of this proxy, if it wrote one.
     fn shipping(&self, dir: &Path) -> Option<Value> {
-        let text = std::fs::read(
-            dir.join("shipping")
-                .join(format!("{}.json", self.child.id())),
-        )
-        .ok()?;
+        let text = std::fs::read(dir.join("shipping").join(format!("{}.json", self.pid))).ok()?;
         serde_json::from_slice(&text).ok()
     }
 

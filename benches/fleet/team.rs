@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 use super::{Proxy, S3};
 
 /// A TCP relay to the store that counts the HTTP requests sent and the bytes answered.
-struct Counter {
+pub(super) struct Counter {
     port: u16,
     requests: Arc<AtomicU64>,
     bytes: Arc<AtomicU64>,
 }
 
 impl Counter {
-    fn to(target: u16) -> Counter {
+    pub(super) fn to(target: u16) -> Counter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let (requests, bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -71,7 +71,8 @@ impl Counter {
         }
     }
 
-    fn take(&self) -> (u64, u64) {
+    /// The requests and bytes since the last take.
+    pub(super) fn take(&self) -> (u64, u64) {
         (
             self.requests.swap(0, Ordering::Relaxed),
             self.bytes.swap(0, Ordering::Relaxed),
@@ -80,7 +81,7 @@ impl Counter {
 }
 
 /// The store's environment through the counter.
-fn env(s3: &S3, counter: &Counter) -> Vec<(String, String)> {
+pub(super) fn env(s3: &S3, counter: &Counter) -> Vec<(String, String)> {
     let mut env = s3.env();
     for (k, v) in &mut env {
         if k == "AWS_ENDPOINT_URL" {
@@ -91,7 +92,7 @@ fn env(s3: &S3, counter: &Counter) -> Vec<(String, String)> {
 }
 
 /// One reader command, with `cache` as its cache home: (time, requests, bytes, stdout).
-fn read(
+pub(super) fn read(
     env: &[(String, String)],
     cache: &std::path::Path,
     counter: &Counter,
@@ -119,7 +120,7 @@ fn read(
     )
 }
 
-const URL: &str = "s3://bench/team";
+pub(super) const URL: &str = "s3://bench/team";
 
 pub fn bench(s3: &S3, hosts: usize, per_host: usize, report: &mut String) {
     eprintln!("bench: the team index, {hosts} hosts × {per_host} sessions");
@@ -150,14 +151,7 @@ pub fn bench(s3: &S3, hosts: usize, per_host: usize, report: &mut String) {
                     }
                     // A host goes on running while it ships (a proxy's end waits at most 5 s
                     // for the store, then leaves the rest to its next start).
-                    let deadline = Instant::now() + Duration::from_secs(600);
-                    while Instant::now() < deadline
-                        && proxy
-                            .shipping(&dir)
-                            .is_none_or(|s| s["behind_files"] != 0 || s["shipped_bytes"] == 0)
-                    {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
+                    proxy.wait_shipped(&dir, Duration::from_secs(600));
                     proxy.finish();
                     per_host * 3
                 })

@@ -11,40 +11,26 @@
 //! update counts when its text is in the page's DOM) note when each arrives. The markdown report
 //! goes to stdout and `target/page-bench-report.md`. No figure is checked against a target.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+mod browser;
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let peers = std::env::var_os("ACP_JOURNAL_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".peers"));
-    let browser = peers.join("browser");
-    let ws = peers.join("node-v2/node_modules/ws");
-    let chromium = std::env::var_os("ACP_JOURNAL_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    let missing = [
-        (
-            browser.join(".stamp"),
-            "puppeteer-core: run scripts/install-chromium.sh",
-        ),
-        (ws.clone(), "the peers' ws: run scripts/install-peers.sh"),
-        (chromium, "chromium: run scripts/install-chromium.sh"),
-    ]
-    .into_iter()
-    .find(|(path, _)| !path.exists());
+    let ws = browser::peers().join("node-v2/node_modules/ws");
+    let missing = browser::missing().or_else(|| {
+        (!ws.exists()).then(|| (ws.clone(), "the peers' ws: run scripts/install-peers.sh"))
+    });
     if let Some((path, what)) = missing {
         println!("page bench skipped: {} is missing ({what})", path.display());
         return;
     }
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let (n, pace_ms) = if quick { (1_000, 2) } else { (10_000, 2) };
-    let script = browser.join("page_delay.mjs");
-    std::fs::copy(root.join("benches/page/delay.mjs"), &script)
-        .expect("copying benches/page/delay.mjs beside puppeteer-core");
+    let script = browser::beside_puppeteer("benches/page/delay.mjs", "page_delay.mjs");
     eprintln!("bench: page: {n} updates, one every {pace_ms} ms, to A, B and the page");
     let out = Command::new("node")
         .arg(&script)

@@ -937,8 +937,13 @@
 
   var team = window.acpJournalTeam({ $: $, el: el, str: str, signIn: signIn, tokenKey: TOKEN_KEY });
 
+  // This host's list, while it shows (with `--store` the host reads the store to answer it:
+  // a page left on the team view would cost the store a `list` every LIST_EVERY_MS); again when
+  // it is shown.
+  var connected = function () { return conn.ws && conn.ws.readyState === WebSocket.OPEN; };
   setInterval(function () {
-    if (conn.ws && conn.ws.readyState === WebSocket.OPEN) { list.refresh(); }
+    if (connected() && $("team").hidden) { list.refresh(); }
   }, LIST_EVERY_MS);
+  $("live-tab").addEventListener("click", function () { if (connected()) { list.refresh(); } });
   if (takeToken()) { connect(); } else { signIn(false); }
 })();

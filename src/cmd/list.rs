@@ -113,7 +113,7 @@ pub(super) fn json_row(journals: &JournalDir, s: &SessionSummary) -> serde_json:
 /// when its latest run ended cleanly (an earlier run killed and continued is history, not the
 /// session's state); else `torn`. In a copy of the store, as the hosts' catalogs say it
 /// ([`SessionSummary::store_state`]).
-fn state(journals: &JournalDir, s: &SessionSummary) -> &'static str {
+pub(super) fn state(journals: &JournalDir, s: &SessionSummary) -> &'static str {
     if journals.is_mirror() {
         s.store_state()
     } else if s

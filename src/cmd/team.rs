@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::from_store::{self, Limits};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, SessionSummary};
 use crate::cli::{Command, ListArgs, SearchArgs};
 use crate::net::team::{Failure, Filters, Follower, Link, PAGE, Rendered, Team};
 use crate::render::charts;
@@ -66,37 +66,48 @@ impl Team for StoreTeam {
         let (copy, hosts) = self.read(&Command::List(args()))?;
         let sessions =
             super::list::selected(&copy, &args()).map_err(|e| Failure::Store(format!("{e:#}")))?;
-        let mut rows = Vec::new();
-        for s in &sessions {
-            let of: Vec<&String> = hosts.get(&s.session).into_iter().flatten().collect();
-            let under = |dir: &str| {
-                s.cwd.as_deref().is_some_and(|cwd| {
-                    let dir = dir.trim_end_matches('/');
-                    cwd == dir
-                        || cwd
-                            .strip_prefix(dir)
-                            .is_some_and(|rest| rest.starts_with('/'))
-                })
-            };
-            let mut row = super::list::json_row(&copy, s);
-            let keep = filters.host.as_ref().is_none_or(|h| of.contains(&h))
-                && filters.cwd.as_deref().is_none_or(under)
-                && filters
-                    .state
-                    .as_deref()
-                    .is_none_or(|state| row["state"] == state)
-                && filters.from_us.is_none_or(|t| s.updated >= t)
-                && filters.to_us.is_none_or(|t| s.updated < t);
-            if keep {
-                row["hosts"] = json!(of);
-                rows.push(row);
-            }
-        }
-        let total = rows.len();
-        let page: Vec<_> = rows
+        let hosts_of = |s: &SessionSummary| -> Vec<&String> {
+            hosts.get(&s.session).into_iter().flatten().collect()
+        };
+        let under = |cwd: Option<&str>, dir: &str| {
+            cwd.is_some_and(|cwd| {
+                let dir = dir.trim_end_matches('/');
+                cwd == dir
+                    || cwd
+                        .strip_prefix(dir)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+        };
+        // Filtered on the summaries; rows made for the page shown only.
+        let kept: Vec<&SessionSummary> = sessions
+            .iter()
+            .filter(|s| {
+                filters
+                    .host
+                    .as_ref()
+                    .is_none_or(|h| hosts_of(s).contains(&h))
+                    && filters
+                        .cwd
+                        .as_deref()
+                        .is_none_or(|dir| under(s.cwd.as_deref(), dir))
+                    && filters
+                        .state
+                        .as_deref()
+                        .is_none_or(|state| super::list::state(&copy, s) == state)
+                    && filters.from_us.is_none_or(|t| s.updated >= t)
+                    && filters.to_us.is_none_or(|t| s.updated < t)
+            })
+            .collect();
+        let total = kept.len();
+        let page: Vec<_> = kept
             .into_iter()
             .skip(filters.page.saturating_mul(PAGE))
             .take(PAGE)
+            .map(|s| {
+                let mut row = super::list::json_row(&copy, s);
+                row["hosts"] = json!(hosts_of(s));
+                row
+            })
             .collect();
         body(&json!({
             "sessions": page,

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{Proxy, S3};
+use super::{Launch, Proxy, S3};
 
 #[path = "../../tests/it/relay.rs"]
 mod relay;
@@ -75,7 +75,14 @@ fn run(bin: &Path, s3: &S3, relay: &relay::Relay, prefix: &str, shape: &Shape) -
     }
     let url = format!("s3://bench/{prefix}");
     relay.take_counts();
-    let mut proxy = Proxy::start_bin(bin, dir.path(), Some((&env, &url)), &[], 0);
+    let mut proxy = Proxy::launch(
+        &Launch::default(),
+        bin,
+        dir.path(),
+        Some((&env, &url)),
+        &[],
+        0,
+    );
     let ids: Vec<String> = (0..shape.sessions).map(|_| proxy.new_session()).collect();
     for round in 0..shape.turns {
         if round > 0 {

@@ -366,21 +366,10 @@ impl Proxy {
         flood: usize,
     ) -> Proxy {
         let bin = Path::new(env!("CARGO_BIN_EXE_acp-journal"));
-        Proxy::start_bin(bin, dir, store, extra, flood)
-    }
-
-    /// As [`Proxy::start`], of the `acp-journal` at `bin`.
-    fn start_bin(
-        bin: &Path,
-        dir: &Path,
-        store: Option<(&[(String, String)], &str)>,
-        extra: &[&str],
-        flood: usize,
-    ) -> Proxy {
         Proxy::launch(&Launch::default(), bin, dir, store, extra, flood)
     }
 
-    /// As [`Proxy::start_bin`], started as `how` says.
+    /// As [`Proxy::start`], of the `acp-journal` at `bin`, started as `how` says.
     fn launch(
         how: &Launch,
         bin: &Path,

@@ -15,13 +15,19 @@ fn lookups(h: &Harness) -> (usize, usize) {
     (h.proxy.sessions().lookups(), h.proxy.pending_lookups())
 }
 
-#[test]
-fn a_prompt_and_its_answer_look_the_tables_up_as_counted() {
+/// The stdio proxy with session `s1` live on the agent under its own ID.
+fn live_session() -> Harness {
     let mut h = Harness::with(Config::default());
     h.client(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
     h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
     h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}"#);
     h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#);
+    h
+}
+
+#[test]
+fn a_prompt_and_its_answer_look_the_tables_up_as_counted() {
+    let mut h = live_session();
     // A first turn (its prompt names the session's title), uncounted.
     h.client(&PROMPT.replace('N', "2"));
     h.agent(&ANSWER.replace('N', "2"));
@@ -48,11 +54,7 @@ fn a_prompt_and_its_answer_look_the_tables_up_as_counted() {
 
 #[test]
 fn an_agent_s_updates_and_requests_look_their_session_up_once() {
-    let mut h = Harness::with(Config::default());
-    h.client(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
-    h.agent(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
-    h.client(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}"#);
-    h.agent(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#);
+    let mut h = live_session();
     h.client(&PROMPT.replace('N', "2"));
     // (session table, pending table) per agent line of the turn: the session it names looked
     // up once (the route), reached by its slot after (whether it is held, the catalog's facts,

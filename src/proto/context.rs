@@ -1,8 +1,7 @@
 //! What the components of the core share while they handle one input ([`Cx`]): the output
 //! queue, the session table (with the agent lines held while loads bring sessions up), the
-//! pending table, the proxy's own request ids, what both peers declared, the session IDs the
-//! agent uses again and the time. The components own everything else and are
-//! called with a `&mut Cx` beside their own state.
+//! pending table, the proxy's own request ids, what both peers declared and the time. The
+//! components own everything else and are called with a `&mut Cx` beside their own state.
 
 use bytes::Bytes;
 
@@ -10,7 +9,6 @@ use super::capabilities::{AgentCaps, ClientCaps};
 use super::effects::Effects;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
-use super::reused_ids::ReusedIds;
 use super::sessions::SessionTable;
 use super::vocab::{ClientSupport, Config, Initialize, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
@@ -37,8 +35,6 @@ pub(super) struct Cx {
     pub(super) now: Stamp,
     /// Operation numbers (loads, lists, forks), naming the store requests.
     next_op: u64,
-    /// Session IDs the agent uses again, and what the store said of them.
-    pub(super) reused: ReusedIds,
 }
 
 impl Cx {
@@ -55,7 +51,6 @@ impl Cx {
             joiner: None,
             now: Stamp::default(),
             next_op: 0,
-            reused: ReusedIds::default(),
         }
     }
 

@@ -17,6 +17,7 @@ use super::mapping;
 use super::offer;
 use super::pending::{Pending, Resolved};
 use super::restart::Handshake;
+use super::reused_ids::ReusedIds;
 use super::sessions::{Session, Slot};
 use super::stalls;
 use super::update_facts;
@@ -27,15 +28,24 @@ use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
 
+/// The components a relayed line's edits read and change beside the context: the handshake
+/// (what the client sent to set up, the dead agent's requests), the lists (a `session/list`
+/// request's cursor), the session IDs the agent uses again (a new session's fresh ID), and
+/// whether the proxy is a host's.
+pub(super) struct Relaying<'a> {
+    pub(super) handshake: &'a mut Handshake,
+    pub(super) lists: &'a Lists,
+    pub(super) reused: &'a mut ReusedIds,
+    pub(super) hosted: bool,
+}
+
 /// A line the proxy does not consume (`msg`, from `from`): edited where it must be,
-/// journaled, forwarded (`hosted`: the proxy is a host's), with what the route resolved of it
+/// journaled, forwarded (with what `with` holds), with what the route resolved of it
 /// (`resolved`: its session's slot; an agent's answer's pending entry, when the route took it
 /// out of the table); what it did not resolve is looked up.
 pub(super) fn relay(
     cx: &mut Cx,
-    handshake: &mut Handshake,
-    lists: &Lists,
-    hosted: bool,
+    with: &mut Relaying<'_>,
     from: Side,
     msg: Line<'_>,
     resolved: Resolved,
@@ -51,8 +61,8 @@ pub(super) fn relay(
     }
     let rewritten = match (cx.config.load, from) {
         (LoadMode::Off, _) => None,
-        (_, Side::Client) => rewrite_client(cx, handshake, lists, msg, slot),
-        (_, Side::Agent) => rewrite_agent(cx, handshake, hosted, peek, line, &resolved),
+        (_, Side::Client) => rewrite_client(cx, with, msg, slot),
+        (_, Side::Agent) => rewrite_agent(cx, with, peek, line, &resolved),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
@@ -96,14 +106,7 @@ pub(super) fn relay(
 }
 
 /// Journal and forward agent lines that were held, in order ([`relay`]).
-pub(super) fn relay_held(
-    cx: &mut Cx,
-    handshake: &mut Handshake,
-    lists: &Lists,
-    hosted: bool,
-    at: Stamp,
-    lines: Vec<Bytes>,
-) {
+pub(super) fn relay_held(cx: &mut Cx, with: &mut Relaying<'_>, at: Stamp, lines: Vec<Bytes>) {
     for line in lines {
         let peek = envelope::peek(&line);
         let msg = Line {
@@ -112,7 +115,7 @@ pub(super) fn relay_held(
             bytes: &line,
         };
         let resolved = Resolved::default();
-        relay(cx, handshake, lists, hosted, Side::Agent, msg, resolved);
+        relay(cx, with, Side::Agent, msg, resolved);
     }
 }
 
@@ -190,13 +193,15 @@ fn journal_and_forward(
 
 /// Client line edits on the way to the agent (`msg`; its session in `slot` when the route
 /// resolved it): renumbered ids, mapped session IDs, re-priming.
-pub(super) fn rewrite_client(
+fn rewrite_client(
     cx: &mut Cx,
-    handshake: &mut Handshake,
-    lists: &Lists,
+    with: &mut Relaying<'_>,
     msg: Line<'_>,
     slot: Option<Slot>,
 ) -> Option<Vec<u8>> {
+    let Relaying {
+        handshake, lists, ..
+    } = with;
     let Line {
         at,
         peek,
@@ -314,10 +319,9 @@ impl ClientEdit<'_> {
 /// Agent line edits on the way to the client: capabilities, restored ids, mapped sessions
 /// (`resolved`: an answer's pending entry, when the route took it out of the table, and its
 /// session's slot).
-pub(super) fn rewrite_agent(
+fn rewrite_agent(
     cx: &mut Cx,
-    handshake: &mut Handshake,
-    hosted: bool,
+    with: &mut Relaying<'_>,
     peek: &Peek<'_>,
     line: &Bytes,
     resolved: &Resolved,
@@ -329,10 +333,10 @@ pub(super) fn rewrite_agent(
             pending: resolved.answered.as_deref(),
             slot: resolved.session,
         };
-        return rewrite_agent_response(cx, handshake, hosted, peek, line, answer);
+        return rewrite_agent_response(cx, with, peek, line, answer);
     }
     if let Kind::Request { id, .. } = &peek.kind
-        && handshake.dead.contains_key(id)
+        && with.handshake.dead.contains_key(id)
     {
         // The client may still answer the dead agent's request with this id.
         let alias = cx.ids.renumber_agent(id);
@@ -391,12 +395,17 @@ struct Answer<'a> {
 /// agent's capabilities, the handshake, the sessions it started, loaded or resumed.
 fn rewrite_agent_response(
     cx: &mut Cx,
-    handshake: &mut Handshake,
-    hosted: bool,
+    with: &mut Relaying<'_>,
     peek: &Peek<'_>,
     line: &Bytes,
     answer: Answer<'_>,
 ) -> Option<Vec<u8>> {
+    let Relaying {
+        handshake,
+        reused,
+        hosted,
+        ..
+    } = with;
     let Answer {
         id,
         is_error,
@@ -427,7 +436,7 @@ fn rewrite_agent_response(
                 cx.client.support.v2 = agent.v2;
                 // v2 clients take `notice` updates as a matter of course.
                 cx.client.notices |= agent.v2;
-                let added = agent.missing(cx.emulates_loading(), hosted);
+                let added = agent.missing(cx.emulates_loading(), *hosted);
                 out = capabilities::advertise(line, &added, agent.v2);
                 if out.is_some() {
                     cx.fx.push(Action::Log(format!(
@@ -449,7 +458,7 @@ fn rewrite_agent_response(
                 }
             }
         }
-        Some("session/new") if !is_error => out = new_session(cx, peek, line),
+        Some("session/new") if !is_error => out = new_session(cx, reused, peek, line),
         _ => {}
     }
     if let Some(original) = original {
@@ -463,9 +472,14 @@ fn rewrite_agent_response(
 /// The agent's answer to `session/new` (`line`, described by `peek`): the session is live; one
 /// under an ID the store held from an earlier run takes its fresh client-facing ID
 /// ([`super::reused_ids`]), mapped to the agent's, and the answer says that ID.
-fn new_session(cx: &mut Cx, peek: &Peek<'_>, line: &Bytes) -> Option<Vec<u8>> {
+fn new_session(
+    cx: &mut Cx,
+    reused: &mut ReusedIds,
+    peek: &Peek<'_>,
+    line: &Bytes,
+) -> Option<Vec<u8>> {
     let s = envelope::str_field(peek.result, "sessionId")?;
-    let Some(fresh) = cx.reused.fresh_id(&s) else {
+    let Some(fresh) = reused.fresh_id(&s) else {
         let s = cx.sessions.id(&s);
         cx.sessions.entry(&s).set_live();
         return None;

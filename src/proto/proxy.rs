@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::clients;
 use super::connection::{Connections, Inbound, Route};
 use super::context::Cx;
-use super::edits;
+use super::edits::{self, Relaying};
 use super::effects::Queued;
 use super::fork::Forks;
 use super::listing::Lists;
@@ -14,6 +14,7 @@ use super::load_state::Progress;
 use super::loading::Loads;
 use super::pending::Resolved;
 use super::restart::{self, Handshake};
+use super::reused_ids::ReusedIds;
 use super::route::{self, ClientRoute, Owners, Taken};
 use super::sessions::Slot;
 use super::stalls;
@@ -63,6 +64,8 @@ pub struct Proxy {
     lists: Lists,
     /// The handshake a restarted agent is told again, and where the current agent's stands.
     handshake: Handshake,
+    /// Session IDs the agent uses again, and what the store said of them.
+    reused: ReusedIds,
     /// Forks waiting for their journal copy.
     forks: Forks,
     /// The agent's output ended: client requests are answered by the proxy from now on.
@@ -84,6 +87,7 @@ impl Proxy {
             loads: Loads::default(),
             lists: Lists::default(),
             handshake: Handshake::default(),
+            reused: ReusedIds::default(),
             forks: Forks::default(),
             agent_ended: false,
             client_ended: false,
@@ -168,10 +172,10 @@ impl Proxy {
                 // Held while the store is asked about a session the agent created (the answer
                 // that named it first, [`reused_ids`]), else handled. Messages wait; anything
                 // else is no message of the protocol and passes as it always does.
-                if self.cx.reused.asking() && peek.is_message() {
-                    if !self.cx.reused.hold(&line, self.cx.config.held_limit) {
+                if self.reused.asking() && peek.is_message() {
+                    if !self.reused.hold(&line, self.cx.config.held_limit) {
                         // Past the bound the agent's ID stands, and the lines go on.
-                        let waited = self.cx.reused.give_up().unwrap_or_default();
+                        let waited = self.reused.give_up().unwrap_or_default();
                         for line in waited.into_iter().chain([line.clone()]) {
                             self.handle_line(at, Peer::Agent, line);
                         }
@@ -224,7 +228,7 @@ impl Proxy {
     /// does not hold. The agent's answer that named the session goes on under that ID (mapped
     /// to the agent's when it is another), then the agent lines that waited.
     pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
-        let lines = self.cx.reused.answered(ask, Some(free));
+        let lines = self.reused.answered(ask, Some(free));
         for line in lines.unwrap_or_default() {
             self.handle_line(at, Peer::Agent, line);
         }
@@ -234,6 +238,7 @@ impl Proxy {
     fn owners(&mut self) -> (&mut Cx, Owners<'_>) {
         let owners = Owners {
             handshake: &mut self.handshake,
+            reused: &mut self.reused,
             loads: &mut self.loads,
             lists: &mut self.lists,
             connections: &mut self.connections,
@@ -304,8 +309,13 @@ impl Proxy {
             }
         };
         if relay {
-            let (cx, handshake, lists) = (&mut self.cx, &mut self.handshake, &self.lists);
-            edits::relay(cx, handshake, lists, hosted, from, msg, resolved);
+            let mut with = Relaying {
+                handshake: &mut self.handshake,
+                lists: &self.lists,
+                reused: &mut self.reused,
+                hosted,
+            };
+            edits::relay(&mut self.cx, &mut with, from, msg, resolved);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed (or
@@ -336,7 +346,7 @@ impl Proxy {
         }
         let from = from.side();
         if from == Side::Agent {
-            let waited = self.cx.reused.give_up();
+            let waited = self.reused.give_up();
             for line in waited.unwrap_or_default() {
                 self.handle_line(at, Peer::Agent, line);
             }
@@ -466,7 +476,7 @@ impl Proxy {
     /// restarted process at once, of a host when it has been unreachable for a few seconds
     /// (on a [`Proxy::handle_tick`]).
     pub fn handle_agent_restart(&mut self, at: Stamp, code: i32) {
-        let waited = self.cx.reused.give_up();
+        let waited = self.reused.give_up();
         for line in waited.unwrap_or_default() {
             self.handle_line(at, Peer::Agent, line);
         }

@@ -17,7 +17,7 @@ use super::clients::{self, Join};
 use super::closing;
 use super::connection::Connections;
 use super::context::Cx;
-use super::edits;
+use super::edits::{self, Relaying};
 use super::fork::Forks;
 use super::holding::{self, Hold, Holding};
 use super::listing::{ListAnswer, Lists};
@@ -27,6 +27,7 @@ use super::loading::Loads;
 use super::native::{self, NativeAnswer, replay_from};
 use super::pending::{Purpose, Resolved};
 use super::restart::{self, Handshake, Restore};
+use super::reused_ids::ReusedIds;
 use super::sessions::{Session, Slot};
 use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
@@ -418,6 +419,7 @@ pub(super) enum Taken {
 /// The components a line may be handed to, besides the context.
 pub(super) struct Owners<'a> {
     pub(super) handshake: &'a mut Handshake,
+    pub(super) reused: &'a mut ReusedIds,
     pub(super) loads: &'a mut Loads,
     pub(super) lists: &'a mut Lists,
     pub(super) connections: &'a mut Connections,
@@ -437,6 +439,7 @@ pub(super) fn take_client(
         lists,
         connections,
         forks,
+        ..
     } = owners;
     let Line {
         at,
@@ -536,6 +539,7 @@ pub(super) fn take_agent(
 ) -> Taken {
     let Owners {
         handshake,
+        reused,
         loads,
         lists,
         connections,
@@ -547,6 +551,15 @@ pub(super) fn take_agent(
         peek,
         bytes: line,
     } = msg;
+    let relay_held = |cx: &mut Cx, handshake: &mut Handshake, reused: &mut ReusedIds, held| {
+        let mut with = Relaying {
+            handshake,
+            lists,
+            reused,
+            hosted,
+        };
+        edits::relay_held(cx, &mut with, at, held);
+    };
     let Kind::Response { id, is_error } = &peek.kind else {
         let AgentRoute::Held(hold) = route else {
             return Taken::Relay;
@@ -554,7 +567,7 @@ pub(super) fn take_agent(
         return match holding::hold_agent_line(cx, &hold, line) {
             Holding::Taken => Taken::Done,
             Holding::Passes(held) => {
-                edits::relay_held(cx, handshake, lists, hosted, at, held);
+                relay_held(cx, handshake, reused, held);
                 Taken::Relay
             }
         };
@@ -564,7 +577,7 @@ pub(super) fn take_agent(
         AgentRoute::NativeAnswer => match native::native_answered(cx, loads, id, line, failed) {
             NativeAnswer::NotNative => Taken::Relay,
             NativeAnswer::Passes(held) => {
-                edits::relay_held(cx, handshake, lists, hosted, at, held);
+                relay_held(cx, handshake, reused, held);
                 Taken::Relay
             }
             NativeAnswer::Served => Taken::Done,
@@ -587,7 +600,7 @@ pub(super) fn take_agent(
         AgentRoute::NewSession => {
             // The answer waits while the store is asked about the ID it names, unless this
             // run opened it already.
-            match cx.reused.ask(peek, line, &cx.sessions, &mut cx.fx) {
+            match reused.ask(peek, line, &cx.sessions, &mut cx.fx) {
                 true => Taken::Done,
                 false => Taken::Relay,
             }

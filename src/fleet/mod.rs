@@ -14,6 +14,7 @@
 
 pub mod clock;
 pub mod erase;
+pub mod error;
 #[cfg(test)]
 pub mod faults;
 pub mod index;
@@ -41,12 +42,13 @@ use crate::journal::JournalDir;
 use clock::SharedClock;
 use index::inbox::IndexerMessage;
 use index::indexer::Indexer;
-use lease::{Acquired, Identity, Leases, Policy};
+use lease::{Acquired, Identity, Leases, Policy, Refusal, Unanswered};
 use liveness::ProcessTable;
 use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
 use store::{Put, Store, Version, Write, Written};
 
+pub use error::Error;
 pub use pull::Pulled;
 
 /// Longest a pull for a load may take before the load goes on with what the disk has.
@@ -239,10 +241,11 @@ impl Fleet {
     /// runtime's.
     ///
     /// # Errors
-    /// The message for the client: who holds it, or why the store could not tell.
-    pub fn acquire(&self, session: &str) -> Result<Acquired, String> {
+    /// [`Error::Refused`], whose message is the client's: who holds it, or why the store
+    /// could not tell; [`Error::Stopped`].
+    pub fn acquire(&self, session: &str) -> Result<Acquired, Error> {
         let Some(runtime) = &self.inner.runtime else {
-            return Err("the store's runtime is gone".into());
+            return Err(Error::Stopped);
         };
         let s = &self.inner.shared;
         let patience = self.patience();
@@ -255,11 +258,15 @@ impl Fleet {
                 let policy = self.inner.shared.policy();
                 let taker = s.taker(&policy);
                 let acquire = lease::acquire(&s.store, &s.leases, &taker, session, patience);
-                within(patience + PULL_TIMEOUT, acquire)
+                let limit = patience + PULL_TIMEOUT;
+                tokio::time::timeout(limit, acquire)
                     .await
-                    .unwrap_or_else(|late| Err(lease::Refusal::Store(late)))
+                    .unwrap_or(Err(Refusal::Store(Unanswered::Late(limit))))
             })
-            .map_err(|refusal| refusal.message(session))
+            .map_err(|refusal| Error::Refused {
+                session: session.to_string(),
+                refusal: Box::new(refusal),
+            })
     }
 
     /// Every host's sessions as the store's catalogs list them (pulled into `store-copy/` in the
@@ -267,9 +274,9 @@ impl Fleet {
     ///
     /// # Errors
     /// The store's listing, or the local disk's.
-    pub fn shared_sessions(&self) -> Result<Vec<SessionSummary>, String> {
+    pub fn shared_sessions(&self) -> Result<Vec<SessionSummary>, Error> {
         let Some(runtime) = &self.inner.runtime else {
-            return Err("the store's runtime is gone".into());
+            return Err(Error::Stopped);
         };
         let mut cached = self.inner.listed.lock();
         if let Some((at, sessions)) = &*cached
@@ -287,7 +294,7 @@ impl Fleet {
         for said in catalogs.said(url) {
             tracing::warn!("{said}");
         }
-        let summaries = copy.sessions_with(false).map_err(|e| e.to_string())?;
+        let summaries = copy.sessions_with(false).map_err(Error::Journal)?;
         let now = s.clock.wall_us();
         let view = runtime.block_on(within(PULL_TIMEOUT, async {
             match index::reader::open(&s.store).await? {
@@ -310,7 +317,7 @@ impl Fleet {
             Ok(None) => {}
             Err(e) => tracing::warn!("{url}: the index cannot be read ({e}): reading the catalogs"),
         }
-        let sessions = copy.sessions_with(false).map_err(|e| e.to_string())?;
+        let sessions = copy.sessions_with(false).map_err(Error::Journal)?;
         *cached = Some((Instant::now(), sessions.clone()));
         Ok(sessions)
     }
@@ -368,9 +375,9 @@ impl Fleet {
     ///
     /// # Errors
     /// The store's or the disk's, or no answer within 30 s.
-    pub fn pull_session(&self, session: &str) -> Result<Pulled, String> {
+    pub fn pull_session(&self, session: &str) -> Result<Pulled, Error> {
         let Some(runtime) = &self.inner.runtime else {
-            return Err("the store's runtime is gone".into());
+            return Err(Error::Stopped);
         };
         let s = &self.inner.shared;
         runtime.block_on(within(
@@ -380,11 +387,11 @@ impl Fleet {
     }
 }
 
-/// What `request` comes to, or `Err("no answer within …")` when it takes longer than `limit`.
-async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<T, String> {
+/// What `request` comes to, or [`Error::Timeout`] when it takes longer than `limit`.
+async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<T, Error> {
     tokio::time::timeout(limit, request)
         .await
-        .map_err(|_| format!("no answer within {limit:?}"))
+        .map_err(|_| Error::Timeout(limit))
 }
 
 /// Create the same probe object twice (the second must find it there), then replace it naming

@@ -29,6 +29,7 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::Error;
 use super::clock::SharedClock;
 use super::index::inbox::IndexerMessage;
 use super::layout::{self, Entry};
@@ -415,10 +416,10 @@ impl Shipper {
         worked
     }
 
-    fn report_failure(&self, failed: Option<String>) {
+    fn report_failure(&self, failed: Option<Error>) {
         let s = &self.shared;
         match failed {
-            Some(e) => s.status.failed(s.store.url(), &e),
+            Some(e) => s.status.failed(s.store.url(), &e.to_string()),
             None => s.status.recovered(s.store.url()),
         }
     }
@@ -452,7 +453,7 @@ impl Shipper {
     /// Take the lease of each session whose segment of this process has bytes to ship and
     /// whose lease this process does not hold (a new session; a session whose holder is gone).
     /// A lease another host holds is looked at again next round.
-    async fn take_leases(&mut self) -> Result<(), String> {
+    async fn take_leases(&mut self) -> Result<(), Error> {
         let s = &self.shared;
         let sessions = self.leases_wanted();
         if sessions.is_empty() {
@@ -737,13 +738,9 @@ async fn send_request(
     parts: &[(u64, u64)],
     request: FileRequest,
     erased: &HashSet<String>,
-) -> Result<FileAnswer, String> {
+) -> Result<FileAnswer, Error> {
     match request {
-        FileRequest::Ask => store
-            .entries(file)
-            .await
-            .map(FileAnswer::Asked)
-            .map_err(|e| e.to_string()),
+        FileRequest::Ask => Ok(FileAnswer::Asked(store.entries(file).await?)),
         FileRequest::Ship { start, end, epoch } => {
             if let Some(epoch) = epoch {
                 store
@@ -751,31 +748,25 @@ async fn send_request(
                         &format!("{file}/{}", layout::epoch_name(epoch)),
                         Bytes::new(),
                     )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
             }
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             store
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             Ok(FileAnswer::Shipped { start, end })
         }
         FileRequest::Compact { start, end } => {
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             store
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             let replaced: Vec<String> = parts
                 .iter()
                 .filter(|p| p.0 >= start && p.1 <= end && **p != (start, end))
                 .map(|&(s, e)| format!("{file}/{}", layout::part_name(s, e)))
                 .collect();
-            store
-                .delete_many(&replaced)
-                .await
-                .map_err(|e| e.to_string())?;
+            store.delete_many(&replaced).await?;
             Ok(FileAnswer::Compacted { start, end })
         }
     }
@@ -789,14 +780,14 @@ fn read_range(
     end: u64,
     compress: bool,
     erased: &HashSet<String>,
-) -> Result<Bytes, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+) -> Result<Bytes, Error> {
+    let file = std::fs::File::open(path).map_err(|e| Error::local(path, e))?;
     let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
     file.read_exact_at(&mut buf, start)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| Error::local(path, e))?;
     if compress {
         super::erase::blank_lines(&mut buf, erased);
-        buf = zstd::bulk::compress(&buf, 3).map_err(|e| e.to_string())?;
+        buf = zstd::bulk::compress(&buf, 3).map_err(Error::Compress)?;
     }
     Ok(Bytes::from(buf))
 }

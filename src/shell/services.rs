@@ -73,7 +73,8 @@ impl Services {
                     Ok(acquired) => acquired,
                     Err(why) => {
                         tracing::warn!("{why}");
-                        let _ = tx.blocking_send((request.load, HistoryChunk::Refused(why)));
+                        let _ = tx
+                            .blocking_send((request.load, HistoryChunk::Refused(why.to_string())));
                         return;
                     }
                 };

@@ -18,6 +18,7 @@ use super::inbox::IndexerMessage;
 use super::ledger::IndexLedger;
 use super::repair;
 use super::writer::{FLUSH, Writer};
+use crate::fleet::Error;
 use crate::fleet::lease;
 use crate::fleet::shipped::ShippedFiles;
 use crate::fleet::shipper::{Ledger, Shared};
@@ -184,7 +185,7 @@ impl Indexer {
     /// When this host holds (or takes) the compaction lease: a compaction when the index has
     /// parts to merge or to delete, the parts the manifest lost taken in, then a repair of
     /// what the index lacks.
-    async fn upkeep(&mut self) -> Result<(), String> {
+    async fn upkeep(&mut self) -> Result<(), Error> {
         let s = &self.shared;
         // The lease first: a host that does not hold it asks the store nothing more.
         let policy = s.policy();

@@ -15,6 +15,7 @@ use super::snapshot::{self, Part, Snapshot};
 use super::view;
 use super::writer::{Rows, put_rows};
 use crate::catalog::Catalog;
+use crate::fleet::Error;
 use crate::fleet::pull;
 use crate::fleet::store::Store;
 use crate::journal::JournalDir;
@@ -46,10 +47,10 @@ pub async fn repair(
     snapshot: &Snapshot,
     host: &str,
     now_us: i64,
-) -> Result<Repaired, String> {
-    copy.create_dirs().map_err(|e| e.to_string())?;
+) -> Result<Repaired, Error> {
+    copy.create_dirs().map_err(Error::Journal)?;
     let catalogs = pull::catalogs(store, copy).await?;
-    let summaries = copy.sessions_with(false).map_err(|e| e.to_string())?;
+    let summaries = copy.sessions_with(false).map_err(Error::Journal)?;
     let view = view::sessions(store, snapshot, &catalogs, &summaries, now_us).await?;
     let due: Vec<String> = view
         .lagging
@@ -95,8 +96,7 @@ pub async fn repair(
             s.parts.extend(missing);
             changed
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     Ok(Repaired {
         sessions: repaired,

@@ -28,6 +28,7 @@ use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{Part, Snapshot};
 use super::table::{self, Table};
 use crate::catalog::{AgentInfo, CatalogEntry, SessionSummary};
+use crate::fleet::Error;
 use crate::fleet::lease;
 use crate::fleet::pull::Catalogs;
 use crate::fleet::store::Store;
@@ -65,7 +66,7 @@ impl Believers {
         store: &Store,
         catalogs: &Catalogs,
         unclaimed: impl IntoIterator<Item = String>,
-    ) -> Result<Believers, String> {
+    ) -> Result<Believers, Error> {
         let unclaimed: BTreeSet<String> = unclaimed
             .into_iter()
             .filter(|s| !catalogs.claims.contains_key(s))
@@ -78,7 +79,7 @@ impl Believers {
         let mut histories = HashMap::new();
         let mut found = futures_util::stream::iter(lookups).buffer_unordered(FETCHES);
         while let Some((session, history)) = found.next().await {
-            let history = history.map_err(|e| e.to_string())?;
+            let history = history?;
             histories.insert(session, history.hosts.into_values().collect());
         }
         Ok(Believers {
@@ -153,7 +154,7 @@ async fn every_row<T>(
         match part {
             Ok(part) if rows.len() + part.len() <= MAX_ROWS_READ => rows.extend(part),
             Ok(_) => left_out += 1,
-            Err(e) => skipped.push(e),
+            Err(e) => skipped.push(e.to_string()),
         }
     }
     if left_out > 0 {
@@ -170,12 +171,12 @@ async fn rows_of_part<T>(
     store: &Store,
     part: &Part,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, Error> {
     let bytes = store
         .get_bounded(&part.path, part.bytes.min(MAX_PART_BYTES))
         .await
-        .map_err(|e| format!("{}: {e}", part.path))?;
-    decode(bytes).map_err(|e| format!("{}: {e}", part.path))
+        .map_err(|e| Error::from(e).at(&part.path))?;
+    decode(bytes).map_err(|e| Error::from(e).at(&part.path))
 }
 
 /// The index's sessions, checked against `catalogs` (and `summaries`, the sessions the merged
@@ -189,7 +190,7 @@ pub async fn sessions(
     catalogs: &Catalogs,
     summaries: &[SessionSummary],
     now_us: i64,
-) -> Result<View, String> {
+) -> Result<View, Error> {
     let (all, skipped) = every_row(store, snapshot, Table::Sessions, table::decode_sessions).await;
     let unclaimed: BTreeSet<String> = all.iter().map(|r| r.session.clone()).collect();
     let believers = Believers::new(store, catalogs, unclaimed).await?;

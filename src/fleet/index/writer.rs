@@ -22,6 +22,7 @@ use super::ledger::Indexed;
 use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
+use crate::fleet::Error;
 use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
 use crate::hex;
@@ -112,13 +113,10 @@ pub async fn put_part(
     rows: u64,
     words: Option<(String, String)>,
     bytes: Bytes,
-) -> Result<Part, String> {
+) -> Result<Part, Error> {
     let path = part_path(table, day, host);
     let size = bytes.len() as u64;
-    store
-        .put_new(&path, bytes)
-        .await
-        .map_err(|e| e.to_string())?;
+    store.put_new(&path, bytes).await?;
     Ok(Part {
         table,
         path,
@@ -172,10 +170,10 @@ pub async fn put_sessions(
     host: &str,
     day: &str,
     rows: &[SessionRow],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, session_bytes) {
-        let bytes = table::encode_sessions(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_sessions(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Sessions, Some(day), host, n, None, bytes).await?);
     }
@@ -191,10 +189,10 @@ pub async fn put_turns(
     host: &str,
     day: &str,
     rows: &[TurnRow],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, turn_bytes) {
-        let bytes = table::encode_turns(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_turns(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Turns, Some(day), host, n, None, bytes).await?);
     }
@@ -210,10 +208,10 @@ pub async fn put_edits(
     host: &str,
     day: &str,
     rows: &[EditRow],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, EditRow::size) {
-        let bytes = table::encode_edits(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_edits(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Edits, Some(day), host, n, None, bytes).await?);
     }
@@ -228,14 +226,14 @@ pub async fn put_postings(
     store: &Store,
     host: &str,
     rows: &[(String, String)],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, |(word, session)| word.len() + session.len() + 16) {
         let words = piece
             .first()
             .zip(piece.last())
             .map(|(a, b)| (a.0.clone(), b.0.clone()));
-        let bytes = table::encode_postings(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_postings(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Postings, None, host, n, words, bytes).await?);
     }
@@ -289,7 +287,7 @@ fn by_day<T: Clone>(rows: &[T], at: impl Fn(&T) -> i64) -> BTreeMap<String, Vec<
 ///
 /// # Errors
 /// The store's, or rows Parquet cannot encode.
-pub async fn put_rows(store: &Store, host: &str, rows: &Rows) -> Result<Vec<Part>, String> {
+pub async fn put_rows(store: &Store, host: &str, rows: &Rows) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for (d, rows) in &by_day(&rows.turns, |t| t.started_us) {
         parts.extend(put_turns(store, host, d, rows).await?);
@@ -495,7 +493,7 @@ impl Writer {
     ///
     /// # Errors
     /// The store's.
-    pub async fn flush(&mut self) -> Result<Committed, String> {
+    pub async fn flush(&mut self) -> Result<Committed, Error> {
         self.last_flush = Instant::now();
         if !self.followed.values().any(|f| f.changed) {
             return Ok(Committed::default());
@@ -522,8 +520,7 @@ impl Writer {
                 s.parts.extend(missing);
                 changed
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             Some(committed)
         };
         self.waiting = Rows::default();

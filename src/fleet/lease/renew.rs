@@ -99,7 +99,7 @@ pub async fn renew_due(
     store: &Store,
     clock: &dyn Clock,
     leases: &Mutex<Leases>,
-) -> Result<(), String> {
+) -> Result<(), crate::fleet::Error> {
     let now = clock.now();
     let due: Vec<(String, Held)> = leases
         .lock()
@@ -130,7 +130,7 @@ pub async fn renew_due(
                 );
                 leases.lock().set(&key, Standing::Lost(by));
             }
-            Err(e) => failed = Some(e.to_string()),
+            Err(e) => failed = Some(e.into()),
         }
     }
     failed.map_or(Ok(()), Err)

@@ -12,7 +12,7 @@ use super::epochs::highest_epoch;
 use super::objects::{MAX_RECORD, json};
 use super::{
     EpochRecord, Held, How, Identity, Lease, Leases, Policy, Refusal, Renewal, Seen, Standing,
-    Verdict, fence_others, judge, read_lease, renew, shown,
+    Unanswered, Verdict, fence_others, judge, read_lease, renew, shown,
 };
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
@@ -88,7 +88,7 @@ pub async fn acquire(
         ..
     } = *taker;
     let key = session_key(session);
-    let refused = |e: Error| Refusal::Store(e.to_string());
+    let refused = |e: Error| Refusal::Store(e.into());
     let deadline = clock.now() + patience;
     let again = match leases.lock().get(&key) {
         Some(Standing::Held(h)) => {
@@ -167,7 +167,7 @@ pub async fn acquire(
             }
         }
     }
-    Err(Refusal::Store("the lease keeps changing".into()))
+    Err(Refusal::Store(Unanswered::Contended))
 }
 
 /// Take the leases of `sessions` (session IDs) without waiting for a silent holder, at most
@@ -182,12 +182,12 @@ pub async fn take_all(
     leases: &Mutex<Leases>,
     taker: &Taker<'_>,
     sessions: Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), crate::fleet::Error> {
     let takes = sessions.into_iter().map(|session| async move {
         let got = match take_new(store, leases, taker, &session).await {
             Ok(Some(acquired)) => Ok(acquired),
             Ok(None) => acquire(store, leases, taker, &session, Duration::ZERO).await,
-            Err(e) => Err(Refusal::Store(e.to_string())),
+            Err(e) => Err(Refusal::Store(e.into())),
         };
         (session, got)
     });
@@ -199,7 +199,7 @@ pub async fn take_all(
     {
         match got {
             Ok(_) => {}
-            Err(Refusal::Store(e)) => failed = Err(e),
+            Err(Refusal::Store(e)) => failed = Err(e.into()),
             Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
         }
     }

@@ -200,7 +200,7 @@ impl StoreFollower {
 
     /// The session's lease history, read from the store.
     fn history(&self) -> Result<lease::Epochs, Failure> {
-        let key = crate::journal::dir::session_key(&self.id);
+        let key = crate::fleet::layout::SessionKey::of(&self.id);
         self.block_on(lease::history(&self.store, &key))
             .map_err(store)
     }
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn a_listing_asks_for_nothing_a_pull_or_the_history_first() {
         let id = "s-1";
-        let key = crate::journal::dir::session_key(id);
+        let key = crate::fleet::layout::SessionKey::of(id);
         let seg = |name: &str, entry: &str| format!("sessions/{key}/{name}.acpj.zst/{entry}");
         let one = "20261130T100000.000000Z-1";
         let two = "20261130T110000.000000Z-2";

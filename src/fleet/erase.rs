@@ -22,7 +22,7 @@ use super::index::{bounds, reader, snapshot, table, table::Table, writer};
 use super::layout::{self, Entry};
 use super::store::{self, Store};
 use crate::catalog::CatalogEntry;
-use crate::journal::dir::session_key;
+use crate::fleet::layout::SessionKey;
 
 /// The markers' directory.
 const ERASED: &str = "erased";
@@ -45,7 +45,7 @@ pub struct Erased {
 ///
 /// # Errors
 /// The store's.
-pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, store::Error> {
+pub async fn erased_keys(store: &Store) -> Result<HashSet<SessionKey>, store::Error> {
     let is_key = |k: &str| {
         (k.starts_with('s') || k.starts_with('h'))
             && k.bytes().all(|b| {
@@ -60,6 +60,7 @@ pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, store::Error>
         .into_iter()
         .filter_map(|rel| rel.strip_prefix(&format!("{ERASED}/")).map(str::to_string))
         .filter(|k| is_key(k))
+        .map(|k| SessionKey::named(&k))
         .collect())
 }
 
@@ -72,9 +73,9 @@ pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, store::Error>
 /// The store's.
 pub async fn honoured(
     store: &Store,
-    keys: impl IntoIterator<Item = String>,
-    known: &HashSet<String>,
-) -> Result<(HashSet<String>, Vec<String>), store::Error> {
+    keys: impl IntoIterator<Item = SessionKey>,
+    known: &HashSet<SessionKey>,
+) -> Result<(HashSet<SessionKey>, Vec<SessionKey>), store::Error> {
     let (mut honoured, mut refused) = (HashSet::new(), Vec::new());
     for key in keys {
         if known.contains(&key) || store.head(&layout::lease_object(&key)).await?.is_none() {
@@ -87,19 +88,19 @@ pub async fn honoured(
 }
 
 /// The session key a catalog entry speaks of.
-fn key_of(entry: &CatalogEntry) -> Option<String> {
+fn key_of(entry: &CatalogEntry) -> Option<SessionKey> {
     match entry {
         CatalogEntry::Close { segment, .. } => segment
             .strip_prefix("sessions/")
             .and_then(|r| r.split('/').next())
-            .map(str::to_string),
-        other => other.session().map(session_key),
+            .map(SessionKey::named),
+        other => other.session().map(SessionKey::of),
     }
 }
 
 /// Blank, in place, the catalog lines of `bytes` about the sessions whose keys are `keys`
 /// (spaces, the newline kept); returns how many.
-pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
+pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<SessionKey>) -> usize {
     if keys.is_empty() {
         return 0;
     }
@@ -126,7 +127,7 @@ pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
 /// # Errors
 /// The store's (what was removed before the error stays removed; erasing again finishes).
 pub async fn erase(store: &Store, session: &str) -> Result<Erased, Error> {
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     let mut erased = Erased::default();
     // A host continuing the session now stops at its next renewal (its lease gone), or at its
     // next look at the markers; what it ships until then is swept once its lease would have
@@ -168,7 +169,11 @@ pub async fn erase(store: &Store, session: &str) -> Result<Erased, Error> {
 
 /// Blank the lines about `keys` in every part of the catalog `file`: the whole chain is read,
 /// blanked, and each part that changed is written again at its own range.
-async fn blank_catalog(store: &Store, file: &str, keys: &HashSet<String>) -> Result<usize, Error> {
+async fn blank_catalog(
+    store: &Store,
+    file: &str,
+    keys: &HashSet<SessionKey>,
+) -> Result<usize, Error> {
     let entries = store.entries(file).await?;
     let (steps, end) = layout::parts_to_read(&entries, 0);
     let mut whole = Vec::new();
@@ -415,18 +420,18 @@ mod tests {
         let lines = [
             format!(
                 r#"{{"ev":"open","session":"s1","segment":"sessions/{}/r.acpj.zst","t":1}}"#,
-                session_key("s1")
+                SessionKey::of("s1")
             ),
             r#"{"ev":"prompt","session":"s1","title":"SECRET","t":2}"#.to_string(),
             r#"{"ev":"prompt","session":"s2","title":"keep","t":3}"#.to_string(),
             format!(
                 r#"{{"ev":"close","segment":"sessions/{}/r.acpj.zst","records":1,"bytes":1,"t":4}}"#,
-                session_key("s1")
+                SessionKey::of("s1")
             ),
         ];
         let mut bytes = (lines.join("\n") + "\n").into_bytes();
         let len = bytes.len();
-        let n = blank_lines(&mut bytes, &HashSet::from([session_key("s1")]));
+        let n = blank_lines(&mut bytes, &HashSet::from([SessionKey::of("s1")]));
         assert_eq!(n, 3);
         assert_eq!(bytes.len(), len, "ranges kept");
         let text = String::from_utf8(bytes).unwrap();

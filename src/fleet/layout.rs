@@ -23,9 +23,43 @@
 //! picks, from whatever parts a listing returns, a run of parts that covers the file from its
 //! first byte as far as it goes.
 
-/// Whether `session` is one of the erased session `keys` (the `erased/<key>` markers listed).
-pub fn is_erased(keys: &std::collections::HashSet<String>, session: &str) -> bool {
-    !keys.is_empty() && keys.contains(&crate::journal::dir::session_key(session))
+use std::fmt;
+
+/// A session's key: its name in the store (`sessions/<key>/…`, `leases/<key>/…`,
+/// `erased/<key>`) and in a journal directory, made from its ID ([`SessionKey::of`]) — the ID
+/// itself, the name its client and agent use, is no object name (it may hold any character).
+/// Neither converts into the other by mistake: a key is not a `str`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    /// The key of the session whose ID is `session` (`journal::dir::session_key`).
+    pub fn of(session: &str) -> SessionKey {
+        SessionKey(crate::journal::dir::session_key(session))
+    }
+
+    /// A key as a name in the store gives it (`erased/<key>`): unchecked, it names the session
+    /// whose key it is, if any.
+    pub fn named(name: &str) -> SessionKey {
+        SessionKey(name.to_string())
+    }
+
+    /// The key as it is written in names.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Whether `session` (an ID) is one of the erased sessions `keys` (the `erased/<key>` markers
+/// listed).
+pub fn is_erased(keys: &std::collections::HashSet<SessionKey>, session: &str) -> bool {
+    !keys.is_empty() && keys.contains(&SessionKey::of(session))
 }
 
 /// Hex digits of an offset in a part name.
@@ -52,7 +86,7 @@ pub fn host_catalog(host: &str) -> String {
 }
 
 /// The directory of a session's lease records.
-pub fn lease_dir(key: &str) -> String {
+pub fn lease_dir(key: &SessionKey) -> String {
     format!("leases/{key}")
 }
 
@@ -60,12 +94,12 @@ pub fn lease_dir(key: &str) -> String {
 pub const LEASE_OBJECT: &str = "lease";
 
 /// A session's lease object.
-pub fn lease_object(key: &str) -> String {
+pub fn lease_object(key: &SessionKey) -> String {
     format!("leases/{key}/{LEASE_OBJECT}")
 }
 
 /// The record of who took epoch `epoch` of a session.
-pub fn epoch_record(key: &str, epoch: u64) -> String {
+pub fn epoch_record(key: &SessionKey, epoch: u64) -> String {
     format!("leases/{key}/{}", epoch_name(epoch))
 }
 

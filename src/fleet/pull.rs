@@ -14,6 +14,7 @@
 //! under an epoch its session's lease history gives to its run is not pulled: each is reported
 //! ([`Pulled::skipped`]).
 
+use crate::fleet::layout::SessionKey;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
@@ -26,7 +27,7 @@ use super::lease;
 use super::store::Store;
 use crate::catalog::{CatalogEntry, HostScope};
 use crate::journal::JournalDir;
-use crate::journal::dir::{segment_name_ok, session_key};
+use crate::journal::dir::segment_name_ok;
 use crate::journal::private::{create_private_dir, create_private_file};
 
 /// Largest part a reader accepts (the shipper writes at most 64 MiB).
@@ -66,7 +67,7 @@ fn safe_segment(file: &str) -> bool {
 /// # Errors
 /// The store's listing.
 pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result<Pulled, Error> {
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     let objects = store.list(&session_dir(session)).await?;
     let history = lease::history(store, &key).await?;
     Ok(session_listed(store, local, session, &objects, &history).await)
@@ -74,7 +75,7 @@ pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result
 
 /// The directory of `session`'s segments in the store (what [`session`] lists).
 pub fn session_dir(session: &str) -> String {
-    format!("sessions/{}", session_key(session))
+    format!("sessions/{}", SessionKey::of(session))
 }
 
 /// The segments of `session` that `objects` (a listing of its directory, [`session_dir`])
@@ -290,7 +291,7 @@ pub struct Catalogs {
     pub lines: Vec<(Option<String>, Vec<u8>)>,
     /// The keys of erasure markers not honoured: their session's lease is still in the store,
     /// so no `acp-journal erase` wrote them.
-    pub refused_erasures: Vec<String>,
+    pub refused_erasures: Vec<SessionKey>,
 }
 
 impl Catalogs {
@@ -359,14 +360,14 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
     // copy and not asked about again).
     let markers = super::erase::erased_keys(store).await?;
     let known_file = local.root().join(HONOURED_ERASURES);
-    let known: HashSet<String> = std::fs::read_to_string(&known_file)
+    let known: HashSet<SessionKey> = std::fs::read_to_string(&known_file)
         .unwrap_or_default()
         .lines()
-        .map(str::to_string)
+        .map(SessionKey::named)
         .collect();
     let (erased, refused_erasures) = super::erase::honoured(store, markers, &known).await?;
     if erased != known {
-        let mut keys: Vec<&String> = erased.iter().collect();
+        let mut keys: Vec<&SessionKey> = erased.iter().collect();
         keys.sort();
         let text: String = keys.iter().map(|k| format!("{k}\n")).collect();
         let tmp = known_file.with_extension("tmp");
@@ -394,7 +395,7 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
             }
         }
         for key in &erased {
-            let _ = std::fs::remove_dir_all(local.root().join("sessions").join(key));
+            let _ = std::fs::remove_dir_all(local.root().join("sessions").join(key.as_str()));
         }
     }
     // Each host speaks only for the sessions it opened; of a session more than one host
@@ -437,7 +438,7 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
     }
     let mut refused: std::collections::HashSet<(String, &str)> = Default::default();
     for (session, by_host) in claims.iter().filter(|(_, h)| h.len() > 1) {
-        let history = lease::history(store, &session_key(session)).await?;
+        let history = lease::history(store, &SessionKey::of(session)).await?;
         for (host, segments) in by_host {
             let run_of = |segment: &String| {
                 let name = segment.rsplit('/').next().unwrap_or(segment);

@@ -38,6 +38,7 @@ use super::liveness::Liveness;
 use super::shipped::ShippedFiles;
 use super::status::{Status, Stranded};
 use super::store::Store;
+use crate::fleet::layout::SessionKey;
 use crate::hex;
 use crate::journal::JournalDir;
 use crate::journal::dir::{SEGMENT_SUFFIX, segments_in};
@@ -79,10 +80,10 @@ enum Leased {
     No,
     /// A session segment this process writes: under the session's lease (its key; the session
     /// ID is read from the segment's header).
-    Mine(String),
+    Mine(SessionKey),
     /// A session segment a run that is gone left: under the epoch its run took, found in the
     /// store (its key).
-    Left(String),
+    Left(SessionKey),
 }
 
 /// A file the shipper follows.
@@ -186,10 +187,10 @@ pub struct Shipper {
     index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     /// The sessions of this journal directory erased from the store (nothing of them is
     /// shipped), and when last listed.
-    erased: Arc<HashSet<String>>,
+    erased: Arc<HashSet<SessionKey>>,
     erased_at: Option<Duration>,
     /// The erasure markers refused, and said.
-    refused: HashSet<String>,
+    refused: HashSet<SessionKey>,
 }
 
 impl Shipper {
@@ -286,7 +287,7 @@ impl Shipper {
         let key = rel
             .strip_prefix("sessions/")
             .and_then(|r| r.split_once('/'))
-            .map(|(key, _)| key.to_string());
+            .map(|(key, _)| SessionKey::named(key));
         let leased = match key {
             Some(key) if mine => Leased::Mine(key),
             Some(key) => Leased::Left(key),
@@ -351,7 +352,9 @@ impl Shipper {
             return;
         };
         let sessions = s.local.root().join("sessions");
-        let mine = keys.into_iter().filter(|k| sessions.join(k).is_dir());
+        let mine = keys
+            .into_iter()
+            .filter(|k| sessions.join(k.as_str()).is_dir());
         let Ok((honoured, refused)) = super::erase::honoured(&s.store, mine, &self.erased).await
         else {
             return;
@@ -472,7 +475,7 @@ impl Shipper {
     /// does not hold (their IDs, from a segment's header).
     fn leases_wanted(&self) -> Vec<String> {
         let leases = self.shared.leases.lock();
-        let mut wanted: Vec<(&String, &Path)> = Vec::new();
+        let mut wanted: Vec<(&SessionKey, &Path)> = Vec::new();
         for (path, t) in &self.tracked {
             let Leased::Mine(key) = &t.leased else {
                 continue;
@@ -737,7 +740,7 @@ async fn send_request(
     file: &str,
     parts: &[(u64, u64)],
     request: FileRequest,
-    erased: &HashSet<String>,
+    erased: &HashSet<SessionKey>,
 ) -> Result<FileAnswer, Error> {
     match request {
         FileRequest::Ask => Ok(FileAnswer::Asked(store.entries(file).await?)),
@@ -779,7 +782,7 @@ fn read_range(
     start: u64,
     end: u64,
     compress: bool,
-    erased: &HashSet<String>,
+    erased: &HashSet<SessionKey>,
 ) -> Result<Bytes, Error> {
     let file = std::fs::File::open(path).map_err(|e| Error::local(path, e))?;
     let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];

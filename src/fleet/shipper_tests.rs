@@ -2,6 +2,7 @@
 //! `InMemory` store with the runtime's clock paused (many ship intervals and lease periods in
 //! no time), through outages, a lost lease and compaction, then read back by a pull.
 
+use crate::fleet::layout::SessionKey;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -203,7 +204,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, store.url())).unwrap();
     assert!(ledger.contains(&rel), "{ledger}");
     // And the session was given back.
-    let seen = lease::read_lease(&store, &crate::journal::dir::session_key("s"))
+    let seen = lease::read_lease(&store, &SessionKey::of("s"))
         .await
         .unwrap();
     assert!(
@@ -275,7 +276,7 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     let _ = rx.await;
     shipper.await.unwrap();
     // A segment under a run no epoch names, and one whose header names another session.
-    let key = crate::journal::dir::session_key("s");
+    let key = SessionKey::of("s");
     for (run, session) in [
         ("20261127T120000.000000Z-9", "s"),
         ("20261127T130000.000000Z-9", "other"),
@@ -313,10 +314,10 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
 
 /// Mark session `erased-{n}`, one of the journal directory at `root`, erased in the store (the
 /// marker `erase` writes; the session never had a lease); its key.
-async fn mark_erased(store: &Store, root: &std::path::Path, n: u32) -> String {
+async fn mark_erased(store: &Store, root: &std::path::Path, n: u32) -> SessionKey {
     let session = format!("erased-{n}");
-    let key = crate::journal::dir::session_key(&session);
-    std::fs::create_dir_all(root.join("sessions").join(&key)).unwrap();
+    let key = SessionKey::of(&session);
+    std::fs::create_dir_all(root.join("sessions").join(key.as_str())).unwrap();
     store
         .put_new(&format!("erased/{key}"), Bytes::from(session))
         .await
@@ -437,7 +438,7 @@ async fn a_planted_erasure_marker_stops_nothing_and_a_real_erasure_stops_shippin
     writer.append(&line(0, "before")).unwrap();
     writer.flush().unwrap();
     tokio::time::sleep(INTERVAL * 3).await;
-    let key = crate::journal::dir::session_key("s");
+    let key = SessionKey::of("s");
     store
         .put_new(&format!("erased/{key}"), Bytes::from_static(b"s"))
         .await

@@ -18,6 +18,7 @@
 //! - **What could not be read.** A part that cannot be read is left out and named; the rest of
 //!   the index still answers.
 
+use crate::fleet::layout::SessionKey;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use futures_util::StreamExt;
@@ -32,7 +33,6 @@ use crate::fleet::Error;
 use crate::fleet::lease;
 use crate::fleet::pull::Catalogs;
 use crate::fleet::store::Store;
-use crate::journal::dir::session_key;
 
 /// Most a row's version (its last activity, Unix microseconds) may be past the reader's clock.
 pub const MAX_SKEW_US: i64 = 3_600_000_000;
@@ -102,7 +102,7 @@ async fn history_of(
     store: &Store,
     session: String,
 ) -> (String, Result<lease::Epochs, crate::fleet::store::Error>) {
-    let history = lease::history(store, &session_key(&session)).await;
+    let history = lease::history(store, &SessionKey::of(&session)).await;
     (session, history)
 }
 
@@ -341,7 +341,7 @@ impl View {
 pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
     let mut entries = Vec::new();
     for r in rows {
-        let segment = format!("sessions/{}/index.acpj.zst", session_key(&r.session));
+        let segment = format!("sessions/{}/index.acpj.zst", SessionKey::of(&r.session));
         // `agent` is the agent's title, else its command line; rows written before issue 51
         // have no command of their own: what they say is shown as the agent's name.
         let title = match &r.agent_command {

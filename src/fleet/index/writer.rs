@@ -23,6 +23,7 @@ use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::Error;
+use crate::fleet::layout::SessionKey;
 use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
 use crate::hex;
@@ -80,7 +81,7 @@ pub struct Writer {
     waiting_bytes: usize,
     last_flush: Instant,
     /// The sessions erased from the store (their rows are never written).
-    erased: Arc<HashSet<String>>,
+    erased: Arc<HashSet<SessionKey>>,
 }
 
 /// `at` (Unix microseconds) as the UTC day `YYYY-MM-DD`.
@@ -478,7 +479,7 @@ impl Writer {
     }
 
     /// The sessions erased from the store, as last listed.
-    pub fn set_erased(&mut self, keys: Arc<HashSet<String>>) {
+    pub fn set_erased(&mut self, keys: Arc<HashSet<SessionKey>>) {
         self.erased = keys;
     }
 

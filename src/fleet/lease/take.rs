@@ -16,9 +16,9 @@ use super::{
 };
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
+use crate::fleet::layout::SessionKey;
 use crate::fleet::liveness::Liveness;
 use crate::fleet::store::{Error, Store, Version, Write, Written};
-use crate::journal::dir::session_key;
 
 /// How often a host waiting for a lease looks at it again.
 const POLL: Duration = Duration::from_secs(1);
@@ -87,7 +87,7 @@ pub async fn acquire(
         liveness,
         ..
     } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     let refused = |e: Error| Refusal::Store(e.into());
     let deadline = clock.now() + patience;
     let again = match leases.lock().get(&key) {
@@ -223,7 +223,7 @@ pub async fn take_new(
     session: &str,
 ) -> Result<Option<Acquired>, Error> {
     let Taker { policy, clock, .. } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     if policy.conditional != Some(true) || policy.takeover || leases.lock().get(&key).is_some() {
         return Ok(None);
     }
@@ -262,7 +262,7 @@ async fn take(
     how: How,
 ) -> Result<Option<Held>, Error> {
     let Taker { policy, clock, .. } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     // No lease, no history (its epoch records follow it): the first epoch, and [`complete`]
     // goes past any record found in the way. Else past every epoch the store knows of.
     let known = match seen {
@@ -325,7 +325,7 @@ async fn complete(
     let Taker {
         me, policy, clock, ..
     } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     let Claim {
         mut version,
         mut lease,

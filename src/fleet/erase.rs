@@ -22,7 +22,7 @@ use super::index::{bounds, reader, snapshot, table, table::Table, writer};
 use super::layout::{self, Entry};
 use super::store::{self, Store};
 use crate::catalog::CatalogEntry;
-use crate::fleet::layout::SessionKey;
+use crate::fleet::layout::{SessionId, SessionKey};
 
 /// The markers' directory.
 const ERASED: &str = "erased";
@@ -94,7 +94,7 @@ fn key_of(entry: &CatalogEntry) -> Option<SessionKey> {
             .strip_prefix("sessions/")
             .and_then(|r| r.split('/').next())
             .map(SessionKey::named),
-        other => other.session().map(SessionKey::of),
+        other => other.session().map(|s| SessionKey::of(SessionId::new(s))),
     }
 }
 
@@ -126,7 +126,7 @@ pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<SessionKey>) -> usize {
 ///
 /// # Errors
 /// The store's (what was removed before the error stays removed; erasing again finishes).
-pub async fn erase(store: &Store, session: &str) -> Result<Erased, Error> {
+pub async fn erase(store: &Store, session: SessionId<'_>) -> Result<Erased, Error> {
     let key = SessionKey::of(session);
     let mut erased = Erased::default();
     // A host continuing the session now stops at its next renewal (its lease gone), or at its
@@ -148,7 +148,7 @@ pub async fn erase(store: &Store, session: &str) -> Result<Erased, Error> {
         .await?;
     // Its links: no host finds their records again (one that read a record lately finds the
     // session gone from its copy).
-    erased.share_links = super::share::delete_links_to(store, session).await?;
+    erased.share_links = super::share::delete_links_to(store, session.as_str()).await?;
     let segments = store.list(&format!("sessions/{key}")).await?;
     store.delete_many(&segments).await?;
     erased.objects += leases.len() + erased.share_links + segments.len();
@@ -163,7 +163,7 @@ pub async fn erase(store: &Store, session: &str) -> Result<Erased, Error> {
     for host in store.subdirs("hosts").await? {
         erased.catalog_lines += blank_catalog(store, &layout::host_catalog(&host), &keys).await?;
     }
-    erased.index_rows = unindex(store, session).await?;
+    erased.index_rows = unindex(store, session.as_str()).await?;
     Ok(erased)
 }
 
@@ -396,7 +396,7 @@ mod tests {
         put(too_large.clone(), large).await;
         put(garbage.clone(), b"\xff{ not json".to_vec()).await;
 
-        let erased = erase(&store, "s1").await.unwrap();
+        let erased = erase(&store, SessionId::new("s1")).await.unwrap();
         assert_eq!(erased.share_links, 3, "{erased:?}");
         let mut left = store.list(share::DIR).await.unwrap();
         left.sort();
@@ -412,7 +412,13 @@ mod tests {
             "s2"
         );
         // Erased again (an erasure finished after an error): nothing more to delete.
-        assert_eq!(erase(&store, "s1").await.unwrap().share_links, 0);
+        assert_eq!(
+            erase(&store, SessionId::new("s1"))
+                .await
+                .unwrap()
+                .share_links,
+            0
+        );
     }
 
     #[test]
@@ -420,18 +426,21 @@ mod tests {
         let lines = [
             format!(
                 r#"{{"ev":"open","session":"s1","segment":"sessions/{}/r.acpj.zst","t":1}}"#,
-                SessionKey::of("s1")
+                SessionKey::of(SessionId::new("s1"))
             ),
             r#"{"ev":"prompt","session":"s1","title":"SECRET","t":2}"#.to_string(),
             r#"{"ev":"prompt","session":"s2","title":"keep","t":3}"#.to_string(),
             format!(
                 r#"{{"ev":"close","segment":"sessions/{}/r.acpj.zst","records":1,"bytes":1,"t":4}}"#,
-                SessionKey::of("s1")
+                SessionKey::of(SessionId::new("s1"))
             ),
         ];
         let mut bytes = (lines.join("\n") + "\n").into_bytes();
         let len = bytes.len();
-        let n = blank_lines(&mut bytes, &HashSet::from([SessionKey::of("s1")]));
+        let n = blank_lines(
+            &mut bytes,
+            &HashSet::from([SessionKey::of(SessionId::new("s1"))]),
+        );
         assert_eq!(n, 3);
         assert_eq!(bytes.len(), len, "ranges kept");
         let text = String::from_utf8(bytes).unwrap();

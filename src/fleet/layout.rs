@@ -25,17 +25,48 @@
 
 use std::fmt;
 
+/// A session's ID: the name its client and its agent use (`sessionId`), which a segment's
+/// header and the catalog record; any text, so never an object's name itself — its
+/// [`SessionKey`] is. Borrowed: made where an ID is read, at no cost.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId<'a>(&'a str);
+
+impl<'a> SessionId<'a> {
+    /// The session whose ID is `id`.
+    pub fn new(id: &'a str) -> SessionId<'a> {
+        SessionId(id)
+    }
+
+    /// The ID as the client and the agent write it.
+    pub fn as_str(self) -> &'a str {
+        self.0
+    }
+}
+
+/// As the ID's text is (`{:?}` quotes it, as messages always have).
+impl fmt::Debug for SessionId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
+impl fmt::Display for SessionId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
 /// A session's key: its name in the store (`sessions/<key>/…`, `leases/<key>/…`,
 /// `erased/<key>`) and in a journal directory, made from its ID ([`SessionKey::of`]) — the ID
 /// itself, the name its client and agent use, is no object name (it may hold any character).
-/// Neither converts into the other by mistake: a key is not a `str`.
+/// Neither converts into the other by mistake: a key is neither a `str` nor a [`SessionId`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKey(String);
 
 impl SessionKey {
     /// The key of the session whose ID is `session` (`journal::dir::session_key`).
-    pub fn of(session: &str) -> SessionKey {
-        SessionKey(crate::journal::dir::session_key(session))
+    pub fn of(session: SessionId<'_>) -> SessionKey {
+        SessionKey(crate::journal::dir::session_key(session.as_str()))
     }
 
     /// A key as a name in the store gives it (`erased/<key>`): unchecked, it names the session
@@ -58,7 +89,7 @@ impl fmt::Display for SessionKey {
 
 /// Whether `session` (an ID) is one of the erased sessions `keys` (the `erased/<key>` markers
 /// listed).
-pub fn is_erased(keys: &std::collections::HashSet<SessionKey>, session: &str) -> bool {
+pub fn is_erased(keys: &std::collections::HashSet<SessionKey>, session: SessionId<'_>) -> bool {
     !keys.is_empty() && keys.contains(&SessionKey::of(session))
 }
 

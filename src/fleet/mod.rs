@@ -42,6 +42,7 @@ use crate::journal::JournalDir;
 use clock::SharedClock;
 use index::inbox::IndexerMessage;
 use index::indexer::Indexer;
+use layout::SessionId;
 use lease::{Acquired, Identity, Leases, Policy, Refusal, Unanswered};
 use liveness::ProcessTable;
 use shipper::{Shared, Shipper, ShipperMessage};
@@ -243,7 +244,7 @@ impl Fleet {
     /// # Errors
     /// [`Error::Refused`], whose message is the client's: who holds it, or why the store
     /// could not tell; [`Error::Stopped`].
-    pub fn acquire(&self, session: &str) -> Result<Acquired, Error> {
+    pub fn acquire(&self, session: SessionId<'_>) -> Result<Acquired, Error> {
         let Some(runtime) = &self.inner.runtime else {
             return Err(Error::Stopped);
         };
@@ -264,7 +265,7 @@ impl Fleet {
                     .unwrap_or(Err(Refusal::Store(Unanswered::Late(limit))))
             })
             .map_err(|refusal| Error::Refused {
-                session: session.to_string(),
+                session: session.as_str().to_string(),
                 refusal: Box::new(refusal),
             })
     }
@@ -375,7 +376,7 @@ impl Fleet {
     ///
     /// # Errors
     /// The store's or the disk's, or no answer within 30 s.
-    pub fn pull_session(&self, session: &str) -> Result<Pulled, Error> {
+    pub fn pull_session(&self, session: SessionId<'_>) -> Result<Pulled, Error> {
         let Some(runtime) = &self.inner.runtime else {
             return Err(Error::Stopped);
         };

@@ -14,7 +14,7 @@
 //! under an epoch its session's lease history gives to its run is not pulled: each is reported
 //! ([`Pulled::skipped`]).
 
-use crate::fleet::layout::SessionKey;
+use crate::fleet::layout::{SessionId, SessionKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
@@ -66,7 +66,11 @@ fn safe_segment(file: &str) -> bool {
 ///
 /// # Errors
 /// The store's listing.
-pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result<Pulled, Error> {
+pub async fn session(
+    store: &Store,
+    local: &JournalDir,
+    session: SessionId<'_>,
+) -> Result<Pulled, Error> {
     let key = SessionKey::of(session);
     let objects = store.list(&session_dir(session)).await?;
     let history = lease::history(store, &key).await?;
@@ -74,13 +78,16 @@ pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result
 }
 
 /// The directory of `session`'s segments in the store (what [`session`] lists).
-pub fn session_dir(session: &str) -> String {
+pub fn session_dir(session: SessionId<'_>) -> String {
     format!("sessions/{}", SessionKey::of(session))
 }
 
 /// The segments of `session` that `objects` (a listing of its directory, [`session_dir`])
 /// names, each with its entries: only names a journal directory could hold, under it.
-pub fn segment_files<'a>(session: &str, objects: &'a [String]) -> BTreeMap<&'a str, Vec<Entry>> {
+pub fn segment_files<'a>(
+    session: SessionId<'_>,
+    objects: &'a [String],
+) -> BTreeMap<&'a str, Vec<Entry>> {
     let dir = session_dir(session);
     let mut files: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
     for rel in objects {
@@ -102,7 +109,7 @@ pub fn segment_files<'a>(session: &str, objects: &'a [String]) -> BTreeMap<&'a s
 pub async fn session_listed(
     store: &Store,
     local: &JournalDir,
-    session: &str,
+    session: SessionId<'_>,
     objects: &[String],
     history: &lease::Epochs,
 ) -> Pulled {
@@ -136,7 +143,7 @@ pub async fn session_listed(
             }
             Err(e) => pulled.skipped.push(e.to_string()),
         }
-        if !existed && path.exists() && !names(&path, session, run) {
+        if !existed && path.exists() && !names(&path, session.as_str(), run) {
             let _ = std::fs::remove_file(&path);
             pulled.skipped.push(format!(
                 "{file}: its header is not that of a segment of session {session:?} by run {run:?}: not read"
@@ -438,7 +445,7 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
     }
     let mut refused: std::collections::HashSet<(String, &str)> = Default::default();
     for (session, by_host) in claims.iter().filter(|(_, h)| h.len() > 1) {
-        let history = lease::history(store, &SessionKey::of(session)).await?;
+        let history = lease::history(store, &SessionKey::of(SessionId::new(session))).await?;
         for (host, segments) in by_host {
             let run_of = |segment: &String| {
                 let name = segment.rsplit('/').next().unwrap_or(segment);

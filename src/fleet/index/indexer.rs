@@ -19,6 +19,7 @@ use super::ledger::IndexLedger;
 use super::repair;
 use super::writer::{FLUSH, Writer};
 use crate::fleet::Error;
+use crate::fleet::layout::SessionId;
 use crate::fleet::lease;
 use crate::fleet::shipped::ShippedFiles;
 use crate::fleet::shipper::{Ledger, Shared};
@@ -193,7 +194,7 @@ impl Indexer {
             &s.store,
             &s.leases,
             &s.taker(&policy),
-            super::compact::LEASE,
+            SessionId::new(super::compact::LEASE),
             Duration::ZERO,
         )
         .await;

@@ -16,6 +16,7 @@ use super::view;
 use super::writer::{Rows, put_rows};
 use crate::catalog::Catalog;
 use crate::fleet::Error;
+use crate::fleet::layout::SessionId;
 use crate::fleet::pull;
 use crate::fleet::store::Store;
 use crate::journal::JournalDir;
@@ -65,7 +66,7 @@ pub async fn repair(
     let mut repos = Repos::default();
     let mut repaired = 0;
     for session in due.iter().take(AT_ONCE) {
-        pull::session(store, copy, session).await?;
+        pull::session(store, copy, SessionId::new(session)).await?;
         let dir = copy.session_dir(session);
         let mut paths = crate::journal::dir::segments_in(&dir).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut paths);

@@ -18,7 +18,7 @@
 //! - **What could not be read.** A part that cannot be read is left out and named; the rest of
 //!   the index still answers.
 
-use crate::fleet::layout::SessionKey;
+use crate::fleet::layout::{SessionId, SessionKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use futures_util::StreamExt;
@@ -102,7 +102,7 @@ async fn history_of(
     store: &Store,
     session: String,
 ) -> (String, Result<lease::Epochs, crate::fleet::store::Error>) {
-    let history = lease::history(store, &SessionKey::of(&session)).await;
+    let history = lease::history(store, &SessionKey::of(SessionId::new(&session))).await;
     (session, history)
 }
 
@@ -341,7 +341,10 @@ impl View {
 pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
     let mut entries = Vec::new();
     for r in rows {
-        let segment = format!("sessions/{}/index.acpj.zst", SessionKey::of(&r.session));
+        let segment = format!(
+            "sessions/{}/index.acpj.zst",
+            SessionKey::of(SessionId::new(&r.session))
+        );
         // `agent` is the agent's title, else its command line; rows written before issue 51
         // have no command of their own: what they say is shown as the agent's name.
         let title = match &r.agent_command {

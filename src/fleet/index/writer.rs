@@ -23,7 +23,7 @@ use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::Error;
-use crate::fleet::layout::SessionKey;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
 use crate::hex;
@@ -500,7 +500,8 @@ impl Writer {
             return Ok(Committed::default());
         }
         let erased = self.erased.clone();
-        let gone = |session: &str| crate::fleet::layout::is_erased(&erased, session);
+        let gone =
+            |session: &str| crate::fleet::layout::is_erased(&erased, SessionId::new(session));
         self.sessions.retain(|s, _| !gone(s));
         let waiting = &mut self.waiting;
         waiting.turns.retain(|t| !gone(&t.session));

@@ -8,7 +8,7 @@ use super::objects::{MAX_RECORD, json};
 use super::{EpochRecord, How, Lease, Seen, read_lease};
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
-use crate::fleet::layout::SessionKey;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::store::{Error, Store, Write, Written};
 use crate::journal::dir::SEGMENT_SUFFIX;
 
@@ -144,7 +144,11 @@ pub async fn recover(
         })?
         .header()
         .clone();
-    let Some(session) = header.session.clone().filter(|s| SessionKey::of(s) == *key) else {
+    let Some(session) = header
+        .session
+        .clone()
+        .filter(|s| SessionKey::of(SessionId::new(s)) == *key)
+    else {
         return Ok(None);
     };
     let history = history(store, key).await?;

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
-use crate::fleet::layout::SessionKey;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::liveness::Liveness;
 use crate::fleet::store::{Error, Store, Version, Write, Written};
 
@@ -44,7 +44,7 @@ pub struct Taker<'a> {
 
 impl Taker<'_> {
     /// The lease this run writes to hold `session` at `epoch`: new, never renewed.
-    fn fresh_lease(&self, session: &str, epoch: u64) -> Lease {
+    fn fresh_lease(&self, session: SessionId<'_>, epoch: u64) -> Lease {
         Lease {
             session: session.to_string(),
             epoch,
@@ -78,7 +78,7 @@ pub async fn acquire(
     store: &Store,
     leases: &Mutex<Leases>,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
     patience: Duration,
 ) -> Result<Acquired, Refusal> {
     let Taker {
@@ -184,9 +184,18 @@ pub async fn take_all(
     sessions: Vec<String>,
 ) -> Result<(), crate::fleet::Error> {
     let takes = sessions.into_iter().map(|session| async move {
-        let got = match take_new(store, leases, taker, &session).await {
+        let got = match take_new(store, leases, taker, SessionId::new(&session)).await {
             Ok(Some(acquired)) => Ok(acquired),
-            Ok(None) => acquire(store, leases, taker, &session, Duration::ZERO).await,
+            Ok(None) => {
+                acquire(
+                    store,
+                    leases,
+                    taker,
+                    SessionId::new(&session),
+                    Duration::ZERO,
+                )
+                .await
+            }
             Err(e) => Err(Refusal::Store(e.into())),
         };
         (session, got)
@@ -220,7 +229,7 @@ pub async fn take_new(
     store: &Store,
     leases: &Mutex<Leases>,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
 ) -> Result<Option<Acquired>, Error> {
     let Taker { policy, clock, .. } = *taker;
     let key = SessionKey::of(session);
@@ -257,7 +266,7 @@ pub async fn take_new(
 async fn take(
     store: &Store,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
     seen: &Seen,
     how: How,
 ) -> Result<Option<Held>, Error> {
@@ -317,7 +326,7 @@ struct Claim {
 async fn complete(
     store: &Store,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
     taken: Claim,
     how: How,
     from: Option<Lease>,

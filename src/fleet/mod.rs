@@ -31,7 +31,7 @@ pub mod store;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -82,7 +82,7 @@ struct Inner {
     /// The index's task, unless `--no-index`.
     indexer: Option<mpsc::UnboundedSender<IndexerMessage>>,
     /// The store's sessions as last listed, and when.
-    listed: Mutex<Option<(Instant, Vec<SessionSummary>)>>,
+    listed: Mutex<Option<(Duration, Vec<SessionSummary>)>>,
 }
 
 /// How a process uses the store.
@@ -280,8 +280,9 @@ impl Fleet {
             return Err(Error::Stopped);
         };
         let mut cached = self.inner.listed.lock();
+        let looked = self.inner.shared.clock.now();
         if let Some((at, sessions)) = &*cached
-            && at.elapsed() < LISTED_FOR
+            && looked.saturating_sub(*at) < LISTED_FOR
         {
             return Ok(sessions.clone());
         }
@@ -319,7 +320,7 @@ impl Fleet {
             Err(e) => tracing::warn!("{url}: the index cannot be read ({e}): reading the catalogs"),
         }
         let sessions = copy.sessions_with(false).map_err(Error::Journal)?;
-        *cached = Some((Instant::now(), sessions.clone()));
+        *cached = Some((looked, sessions.clone()));
         Ok(sessions)
     }
 
@@ -355,7 +356,7 @@ impl Fleet {
     /// last rows, waiting at most `within` (a store that is down does not hold up the end of a
     /// run: the next start ships and indexes the rest).
     pub async fn finish(&self, within: Duration) {
-        let deadline = Instant::now() + within;
+        let deadline = self.inner.shared.clock.now() + within;
         let (shipped, shipping) = oneshot::channel();
         let _ = self
             .inner

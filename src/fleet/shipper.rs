@@ -22,7 +22,7 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -70,7 +70,7 @@ pub enum ShipperMessage {
     /// A segment of this process was closed: nothing more will be written to it.
     Closed(PathBuf),
     /// Ship what is left (until the deadline), give the leases back, then answer and stop.
-    Finish(Instant, oneshot::Sender<()>),
+    Finish(Duration, oneshot::Sender<()>),
 }
 
 /// Which lease a file is shipped under.
@@ -247,8 +247,9 @@ impl Shipper {
         }
     }
 
-    /// Ship until nothing is left or `deadline` passes, then give the leases back.
-    async fn finish(&mut self, deadline: Instant) {
+    /// Ship until nothing is left or `deadline` (on the shared clock) passes, then give the
+    /// leases back.
+    async fn finish(&mut self, deadline: Duration) {
         while let Ok(message) = self.messages.try_recv() {
             match message {
                 ShipperMessage::Opened(path) => self.follow(path, Some(0), true),
@@ -262,8 +263,10 @@ impl Shipper {
         for t in self.tracked.values_mut() {
             t.closed = true;
         }
-        while Instant::now() < deadline {
-            match tokio::time::timeout_at(deadline.into(), self.round()).await {
+        let clock = self.shared.clock.clone();
+        while clock.now() < deadline {
+            let left = deadline.saturating_sub(clock.now());
+            match tokio::time::timeout(left, self.round()).await {
                 Ok(true) if self.shared.status.failing() => {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
@@ -273,7 +276,7 @@ impl Shipper {
         }
         // Then the sessions are given back, so any host may continue them at once.
         let within = deadline
-            .saturating_duration_since(Instant::now())
+            .saturating_sub(clock.now())
             .max(Duration::from_secs(1));
         let s = &self.shared;
         lease::release_all(&s.store, s.clock.as_ref(), &s.leases, within).await;

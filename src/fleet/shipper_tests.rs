@@ -197,7 +197,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
         .send(ShipperMessage::Finish(
-            std::time::Instant::now() + Duration::from_secs(5),
+            a.shared.clock.now() + Duration::from_secs(5),
             tx,
         ))
         .unwrap();
@@ -277,7 +277,7 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
         .send(ShipperMessage::Finish(
-            std::time::Instant::now() + Duration::from_secs(10),
+            a.shared.clock.now() + Duration::from_secs(10),
             tx,
         ))
         .unwrap();
@@ -419,7 +419,7 @@ async fn a_new_session_takes_its_lease_in_two_writes_and_no_listing() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
         .send(ShipperMessage::Finish(
-            std::time::Instant::now() + Duration::from_secs(30),
+            a.shared.clock.now() + Duration::from_secs(30),
             tx,
         ))
         .unwrap();

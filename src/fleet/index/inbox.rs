@@ -5,7 +5,7 @@ use crate::fleet::layout::SessionKey;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -17,5 +17,5 @@ pub enum IndexerMessage {
     /// The sessions erased from the store (their rows are never written), as last listed.
     Erased(Arc<HashSet<SessionKey>>),
     /// Commit what can be committed until the deadline, then answer and stop.
-    Finish(Instant, oneshot::Sender<()>),
+    Finish(Duration, oneshot::Sender<()>),
 }

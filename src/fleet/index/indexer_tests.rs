@@ -108,7 +108,7 @@ impl Run {
 
     /// The end of the run, within `within`.
     async fn finish(self, within: Duration) {
-        let deadline = std::time::Instant::now() + within;
+        let deadline = self.shared.clock.now() + within;
         let (shipped, shipping) = oneshot::channel();
         let (indexed, indexing) = oneshot::channel();
         self.notes

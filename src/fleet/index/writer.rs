@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::time::Instant;
 
 use super::edits::{EditRow, Repos};
 use super::ledger::Indexed;
@@ -23,6 +22,7 @@ use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
 use crate::fleet::Error;
+use crate::fleet::clock::SharedClock;
 use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
@@ -79,7 +79,10 @@ pub struct Writer {
     repos: Repos,
     /// Bytes of the rows kept (about: their texts and IDs).
     waiting_bytes: usize,
-    last_flush: Instant,
+    /// When the last flush began, on [`Writer::clock`].
+    last_flush: Duration,
+    /// The clock [`FLUSH`] is measured on (the fleet's: tokio's paused time in tests).
+    clock: SharedClock,
     /// The sessions erased from the store (their rows are never written).
     erased: Arc<HashSet<SessionKey>>,
 }
@@ -351,8 +354,8 @@ fn turn_bytes(turn: &TurnRow) -> usize {
 }
 
 impl Writer {
-    /// A writer for `local`'s segments into `store`, as `host`.
-    pub fn new(store: Store, local: JournalDir, host: String) -> Writer {
+    /// A writer for `local`'s segments into `store`, as `host`, its flushes timed on `clock`.
+    pub fn new(store: Store, local: JournalDir, host: String, clock: SharedClock) -> Writer {
         Writer {
             store,
             local,
@@ -362,7 +365,8 @@ impl Writer {
             sessions: HashMap::new(),
             repos: Repos::default(),
             waiting_bytes: 0,
-            last_flush: Instant::now(),
+            last_flush: clock.now(),
+            clock,
             erased: Default::default(),
         }
     }
@@ -487,7 +491,10 @@ impl Writer {
     /// kept are at their bound).
     pub fn due(&self, end: bool) -> bool {
         let waiting = self.followed.values().any(|f| f.changed);
-        waiting && (end || self.waiting_bytes >= MAX_WAITING || self.last_flush.elapsed() >= FLUSH)
+        waiting
+            && (end
+                || self.waiting_bytes >= MAX_WAITING
+                || self.clock.now().saturating_sub(self.last_flush) >= FLUSH)
     }
 
     /// Write what was kept as parts and commit them. What fails waits for the next flush.
@@ -495,7 +502,7 @@ impl Writer {
     /// # Errors
     /// The store's.
     pub async fn flush(&mut self) -> Result<Committed, Error> {
-        self.last_flush = Instant::now();
+        self.last_flush = self.clock.now();
         if !self.followed.values().any(|f| f.changed) {
             return Ok(Committed::default());
         }

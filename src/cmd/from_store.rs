@@ -17,6 +17,7 @@ use parking_lot::RwLock;
 
 use crate::catalog::Catalog;
 use crate::cli::Command;
+use crate::fleet::layout::SessionId;
 use crate::fleet::store::Store;
 use crate::fleet::{index, pull};
 use crate::hex;
@@ -322,7 +323,7 @@ impl Opened {
         self.runtime.block_on(async {
             let pulls = ids
                 .iter()
-                .map(|id| pull::session(&self.store, &self.copy, id));
+                .map(|id| pull::session(&self.store, &self.copy, SessionId::new(id)));
             let mut results = futures_util::stream::iter(pulls).buffer_unordered(PULLS);
             while let Some(result) = results.next().await {
                 let pulled = result.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
@@ -383,7 +384,7 @@ pub(super) fn pull_session(url: &str, local: &JournalDir, id: &str) -> anyhow::R
     let pulled = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(pull::session(&store, local, id))
+        .block_on(pull::session(&store, local, SessionId::new(id)))
         .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
     warn(url, &pulled.skipped);
     Ok(())
@@ -758,7 +759,10 @@ fn erase_all(opened: &Opened, url: &str, sessions: &[String]) -> anyhow::Result<
     for id in sessions {
         let erased = opened
             .runtime
-            .block_on(crate::fleet::erase::erase(&opened.store, id))
+            .block_on(crate::fleet::erase::erase(
+                &opened.store,
+                SessionId::new(id),
+            ))
             .map_err(|e| anyhow::anyhow!("erasing {id:?} from {url}: {e}"))?;
         let _ = std::fs::remove_dir_all(opened.copy.session_dir(id));
         writeln!(

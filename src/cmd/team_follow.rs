@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use super::from_store::{self, Limits, Opened};
 use crate::catalog::Catalog;
 use crate::fleet::layout::Entry;
+use crate::fleet::layout::SessionId;
 use crate::fleet::store::Store;
 use crate::fleet::{lease, pull};
 use crate::hex;
@@ -36,7 +37,7 @@ type Files = BTreeMap<String, Vec<u64>>;
 
 /// What a listing of `session`'s directory (`objects`) names: its segments and their epochs.
 fn files(session: &str, objects: &[String]) -> Files {
-    pull::segment_files(session, objects)
+    pull::segment_files(SessionId::new(session), objects)
         .into_iter()
         .map(|(file, entries)| {
             let mut epochs: Vec<u64> = entries
@@ -192,7 +193,7 @@ impl StoreFollower {
 
     /// The session's directory in the store, listed (sorted).
     fn list(&self) -> Result<Vec<String>, Failure> {
-        let dir = pull::session_dir(&self.id);
+        let dir = pull::session_dir(SessionId::new(&self.id));
         let mut listed = self.block_on(self.store.list(&dir)).map_err(store)?;
         listed.sort_unstable();
         Ok(listed)
@@ -200,7 +201,7 @@ impl StoreFollower {
 
     /// The session's lease history, read from the store.
     fn history(&self) -> Result<lease::Epochs, Failure> {
-        let key = crate::journal::dir::session_key(&self.id);
+        let key = crate::fleet::layout::SessionKey::of(SessionId::new(&self.id));
         self.block_on(lease::history(&self.store, &key))
             .map_err(store)
     }
@@ -208,7 +209,13 @@ impl StoreFollower {
     /// What `listed` names past the local copy pulled, and the session rendered from it.
     fn pull_and_render(&mut self, listed: Vec<String>) -> Result<Rendered, Failure> {
         from_store::mark_used(&self.copy, &self.id);
-        let pull = pull::session_listed(&self.store, &self.copy, &self.id, &listed, &self.history);
+        let pull = pull::session_listed(
+            &self.store,
+            &self.copy,
+            SessionId::new(&self.id),
+            &listed,
+            &self.history,
+        );
         for why in self.block_on(pull).skipped {
             tracing::warn!(
                 "following {:?} in the store: {why} (read up to there)",
@@ -292,7 +299,7 @@ mod tests {
     #[test]
     fn a_listing_asks_for_nothing_a_pull_or_the_history_first() {
         let id = "s-1";
-        let key = crate::journal::dir::session_key(id);
+        let key = crate::fleet::layout::SessionKey::of(SessionId::new(id));
         let seg = |name: &str, entry: &str| format!("sessions/{key}/{name}.acpj.zst/{entry}");
         let one = "20261130T100000.000000Z-1";
         let two = "20261130T110000.000000Z-2";

@@ -17,11 +17,12 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 
+use super::Error;
 use super::index::{bounds, reader, snapshot, table, table::Table, writer};
 use super::layout::{self, Entry};
-use super::store::{Error, Store};
+use super::store::{self, Store};
 use crate::catalog::CatalogEntry;
-use crate::journal::dir::session_key;
+use crate::fleet::layout::{SessionId, SessionKey};
 
 /// The markers' directory.
 const ERASED: &str = "erased";
@@ -44,7 +45,7 @@ pub struct Erased {
 ///
 /// # Errors
 /// The store's.
-pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, Error> {
+pub async fn erased_keys(store: &Store) -> Result<HashSet<SessionKey>, store::Error> {
     let is_key = |k: &str| {
         (k.starts_with('s') || k.starts_with('h'))
             && k.bytes().all(|b| {
@@ -59,6 +60,7 @@ pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, Error> {
         .into_iter()
         .filter_map(|rel| rel.strip_prefix(&format!("{ERASED}/")).map(str::to_string))
         .filter(|k| is_key(k))
+        .map(|k| SessionKey::named(&k))
         .collect())
 }
 
@@ -71,9 +73,9 @@ pub async fn erased_keys(store: &Store) -> Result<HashSet<String>, Error> {
 /// The store's.
 pub async fn honoured(
     store: &Store,
-    keys: impl IntoIterator<Item = String>,
-    known: &HashSet<String>,
-) -> Result<(HashSet<String>, Vec<String>), Error> {
+    keys: impl IntoIterator<Item = SessionKey>,
+    known: &HashSet<SessionKey>,
+) -> Result<(HashSet<SessionKey>, Vec<SessionKey>), store::Error> {
     let (mut honoured, mut refused) = (HashSet::new(), Vec::new());
     for key in keys {
         if known.contains(&key) || store.head(&layout::lease_object(&key)).await?.is_none() {
@@ -86,19 +88,19 @@ pub async fn honoured(
 }
 
 /// The session key a catalog entry speaks of.
-fn key_of(entry: &CatalogEntry) -> Option<String> {
+fn key_of(entry: &CatalogEntry) -> Option<SessionKey> {
     match entry {
         CatalogEntry::Close { segment, .. } => segment
             .strip_prefix("sessions/")
             .and_then(|r| r.split('/').next())
-            .map(str::to_string),
-        other => other.session().map(session_key),
+            .map(SessionKey::named),
+        other => other.session().map(|s| SessionKey::of(SessionId::new(s))),
     }
 }
 
 /// Blank, in place, the catalog lines of `bytes` about the sessions whose keys are `keys`
 /// (spaces, the newline kept); returns how many.
-pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
+pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<SessionKey>) -> usize {
     if keys.is_empty() {
         return 0;
     }
@@ -124,55 +126,55 @@ pub fn blank_lines(bytes: &mut [u8], keys: &HashSet<String>) -> usize {
 ///
 /// # Errors
 /// The store's (what was removed before the error stays removed; erasing again finishes).
-pub async fn erase(store: &Store, session: &str) -> Result<Erased, String> {
-    let key = session_key(session);
-    let e = |e: Error| e.to_string();
+pub async fn erase(store: &Store, session: SessionId<'_>) -> Result<Erased, Error> {
+    let key = SessionKey::of(session);
     let mut erased = Erased::default();
     // A host continuing the session now stops at its next renewal (its lease gone), or at its
     // next look at the markers; what it ships until then is swept once its lease would have
     // run out.
-    let live = match super::lease::read_lease(store, &key).await.map_err(e)? {
+    let live = match super::lease::read_lease(store, &key).await? {
         super::lease::Seen::Lease(_, lease) if !lease.released => Some(lease),
         _ => None,
     };
     // The lease first: its absence is what makes the marker count (see [`honoured`]).
-    let leases = store.list(&layout::lease_dir(&key)).await.map_err(e)?;
-    store.delete_many(&leases).await.map_err(e)?;
+    let leases = store.list(&layout::lease_dir(&key)).await?;
+    store.delete_many(&leases).await?;
     store
         .put_versioned(
             &format!("{ERASED}/{key}"),
             Bytes::from(session.to_string()),
             super::store::Write::Overwrite,
         )
-        .await
-        .map_err(e)?;
+        .await?;
     // Its links: no host finds their records again (one that read a record lately finds the
     // session gone from its copy).
-    erased.share_links = super::share::delete_links_to(store, session)
-        .await
-        .map_err(e)?;
-    let segments = store.list(&format!("sessions/{key}")).await.map_err(e)?;
-    store.delete_many(&segments).await.map_err(e)?;
+    erased.share_links = super::share::delete_links_to(store, session.as_str()).await?;
+    let segments = store.list(&format!("sessions/{key}")).await?;
+    store.delete_many(&segments).await?;
     erased.objects += leases.len() + erased.share_links + segments.len();
     if let Some(lease) = live {
         let ttl = lease.ttl();
         tokio::time::sleep(ttl + super::lease::margin(ttl)).await;
-        let late = store.list(&format!("sessions/{key}")).await.map_err(e)?;
-        store.delete_many(&late).await.map_err(e)?;
+        let late = store.list(&format!("sessions/{key}")).await?;
+        store.delete_many(&late).await?;
         erased.objects += late.len();
     }
     let keys = HashSet::from([key.clone()]);
-    for host in store.subdirs("hosts").await.map_err(e)? {
+    for host in store.subdirs("hosts").await? {
         erased.catalog_lines += blank_catalog(store, &layout::host_catalog(&host), &keys).await?;
     }
-    erased.index_rows = unindex(store, session).await?;
+    erased.index_rows = unindex(store, session.as_str()).await?;
     Ok(erased)
 }
 
 /// Blank the lines about `keys` in every part of the catalog `file`: the whole chain is read,
 /// blanked, and each part that changed is written again at its own range.
-async fn blank_catalog(store: &Store, file: &str, keys: &HashSet<String>) -> Result<usize, String> {
-    let entries = store.entries(file).await.map_err(|e| e.to_string())?;
+async fn blank_catalog(
+    store: &Store,
+    file: &str,
+    keys: &HashSet<SessionKey>,
+) -> Result<usize, Error> {
+    let entries = store.entries(file).await?;
     let (steps, end) = layout::parts_to_read(&entries, 0);
     let mut whole = Vec::new();
     for step in &steps {
@@ -200,15 +202,14 @@ async fn blank_catalog(store: &Store, file: &str, keys: &HashSet<String>) -> Res
         if before[range.clone()] == whole[range.clone()] {
             continue;
         }
-        let packed = zstd::bulk::compress(&whole[range], 3).map_err(|e| e.to_string())?;
+        let packed = zstd::bulk::compress(&whole[range], 3).map_err(Error::Compress)?;
         store
             .put_versioned(
                 &format!("{file}/{}", layout::part_name(start, part_end)),
                 Bytes::from(packed),
                 super::store::Write::Overwrite,
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
     }
     Ok(blanked)
 }
@@ -219,20 +220,26 @@ async fn fetch_catalog_part(
     file: &str,
     start: u64,
     end: u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Error> {
     let name = format!("{file}/{}", layout::part_name(start, end));
-    let packed = store.get(&name).await.map_err(|e| e.to_string())?;
+    let packed = store.get(&name).await?;
     let size = usize::try_from(end - start).unwrap_or(0);
-    let plain = zstd::bulk::decompress(&packed, size).map_err(|e| format!("{name}: {e}"))?;
+    let plain = zstd::bulk::decompress(&packed, size).map_err(|source| {
+        Error::Decompress {
+            expected: None,
+            source,
+        }
+        .at(&name)
+    })?;
     if plain.len() != size {
-        return Err(format!("{name}: {} bytes, not {size}", plain.len()));
+        return Err(Error::invalid(format!("{} bytes, not {size}", plain.len())).at(name));
     }
     Ok(plain)
 }
 
 /// Take `session`'s rows and words out of the index: each part that holds any is replaced at
 /// once by one without them (or by nothing), and deleted. Returns the rows removed.
-async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
+async fn unindex(store: &Store, session: &str) -> Result<u64, Error> {
     let reader::Found::Index(snap) = reader::open(store).await? else {
         return Ok(0);
     };
@@ -242,7 +249,7 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
             Ok(bytes) => bytes,
             // Not a part any reader reads: it holds nothing of the session to remove.
             Err(e) if super::store::is_too_large(&e) => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let Ok((kept, rows, words)) = cut_out(part, bytes, session) else {
             // Not readable as a part of its table: the same.
@@ -280,9 +287,8 @@ async fn unindex(store: &Store, session: &str) -> Result<u64, String> {
             }
             true
         })
-        .await
-        .map_err(|e| e.to_string())?;
-        store.delete(&old).await.map_err(|e| e.to_string())?;
+        .await?;
+        store.delete(&old).await?;
     }
     Ok(removed)
 }
@@ -294,29 +300,25 @@ fn cut_out(
     part: &snapshot::Part,
     bytes: Bytes,
     session: &str,
-) -> Result<(Option<Bytes>, u64, Option<(String, String)>), String> {
-    let wrong = |e: parquet::errors::ParquetError| e.to_string();
+) -> Result<(Option<Bytes>, u64, Option<(String, String)>), Error> {
     Ok(match part.table {
         Table::Sessions => {
-            let all = table::decode_sessions(bytes).map_err(wrong)?;
-            let (bytes, n) =
-                without(all, |r| r.session == session, table::encode_sessions).map_err(wrong)?;
+            let all = table::decode_sessions(bytes)?;
+            let (bytes, n) = without(all, |r| r.session == session, table::encode_sessions)?;
             (bytes, n, None)
         }
         Table::Turns => {
-            let all = table::decode_turns(bytes).map_err(wrong)?;
-            let (bytes, n) =
-                without(all, |r| r.session == session, table::encode_turns).map_err(wrong)?;
+            let all = table::decode_turns(bytes)?;
+            let (bytes, n) = without(all, |r| r.session == session, table::encode_turns)?;
             (bytes, n, None)
         }
         Table::Edits => {
-            let all = table::decode_edits(bytes).map_err(wrong)?;
-            let (bytes, n) =
-                without(all, |r| r.session == session, table::encode_edits).map_err(wrong)?;
+            let all = table::decode_edits(bytes)?;
+            let (bytes, n) = without(all, |r| r.session == session, table::encode_edits)?;
             (bytes, n, None)
         }
         Table::Postings => {
-            let all = table::decode_all_postings(bytes).map_err(wrong)?;
+            let all = table::decode_all_postings(bytes)?;
             let kept: Vec<_> = all.iter().filter(|r| r.1 != session).cloned().collect();
             let n = (all.len() - kept.len()) as u64;
             let words = kept
@@ -325,8 +327,7 @@ fn cut_out(
                 .map(|(a, b)| (a.0.clone(), b.0.clone()));
             let bytes = (!kept.is_empty())
                 .then(|| table::encode_postings(&kept))
-                .transpose()
-                .map_err(wrong)?;
+                .transpose()?;
             (bytes, n, words)
         }
     })
@@ -395,7 +396,7 @@ mod tests {
         put(too_large.clone(), large).await;
         put(garbage.clone(), b"\xff{ not json".to_vec()).await;
 
-        let erased = erase(&store, "s1").await.unwrap();
+        let erased = erase(&store, SessionId::new("s1")).await.unwrap();
         assert_eq!(erased.share_links, 3, "{erased:?}");
         let mut left = store.list(share::DIR).await.unwrap();
         left.sort();
@@ -411,7 +412,13 @@ mod tests {
             "s2"
         );
         // Erased again (an erasure finished after an error): nothing more to delete.
-        assert_eq!(erase(&store, "s1").await.unwrap().share_links, 0);
+        assert_eq!(
+            erase(&store, SessionId::new("s1"))
+                .await
+                .unwrap()
+                .share_links,
+            0
+        );
     }
 
     #[test]
@@ -419,18 +426,21 @@ mod tests {
         let lines = [
             format!(
                 r#"{{"ev":"open","session":"s1","segment":"sessions/{}/r.acpj.zst","t":1}}"#,
-                session_key("s1")
+                SessionKey::of(SessionId::new("s1"))
             ),
             r#"{"ev":"prompt","session":"s1","title":"SECRET","t":2}"#.to_string(),
             r#"{"ev":"prompt","session":"s2","title":"keep","t":3}"#.to_string(),
             format!(
                 r#"{{"ev":"close","segment":"sessions/{}/r.acpj.zst","records":1,"bytes":1,"t":4}}"#,
-                session_key("s1")
+                SessionKey::of(SessionId::new("s1"))
             ),
         ];
         let mut bytes = (lines.join("\n") + "\n").into_bytes();
         let len = bytes.len();
-        let n = blank_lines(&mut bytes, &HashSet::from([session_key("s1")]));
+        let n = blank_lines(
+            &mut bytes,
+            &HashSet::from([SessionKey::of(SessionId::new("s1"))]),
+        );
         assert_eq!(n, 3);
         assert_eq!(bytes.len(), len, "ranges kept");
         let text = String::from_utf8(bytes).unwrap();

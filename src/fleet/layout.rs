@@ -23,9 +23,74 @@
 //! picks, from whatever parts a listing returns, a run of parts that covers the file from its
 //! first byte as far as it goes.
 
-/// Whether `session` is one of the erased session `keys` (the `erased/<key>` markers listed).
-pub fn is_erased(keys: &std::collections::HashSet<String>, session: &str) -> bool {
-    !keys.is_empty() && keys.contains(&crate::journal::dir::session_key(session))
+use std::fmt;
+
+/// A session's ID: the name its client and its agent use (`sessionId`), which a segment's
+/// header and the catalog record; any text, so never an object's name itself — its
+/// [`SessionKey`] is. Borrowed: made where an ID is read, at no cost.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId<'a>(&'a str);
+
+impl<'a> SessionId<'a> {
+    /// The session whose ID is `id`.
+    pub fn new(id: &'a str) -> SessionId<'a> {
+        SessionId(id)
+    }
+
+    /// The ID as the client and the agent write it.
+    pub fn as_str(self) -> &'a str {
+        self.0
+    }
+}
+
+/// As the ID's text is (`{:?}` quotes it, as messages always have).
+impl fmt::Debug for SessionId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
+impl fmt::Display for SessionId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// A session's key: its name in the store (`sessions/<key>/…`, `leases/<key>/…`,
+/// `erased/<key>`) and in a journal directory, made from its ID ([`SessionKey::of`]) — the ID
+/// itself, the name its client and agent use, is no object name (it may hold any character).
+/// Neither converts into the other by mistake: a key is neither a `str` nor a [`SessionId`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    /// The key of the session whose ID is `session` (`journal::dir::session_key`).
+    pub fn of(session: SessionId<'_>) -> SessionKey {
+        SessionKey(crate::journal::dir::session_key(session.as_str()))
+    }
+
+    /// A key as a name in the store gives it (`erased/<key>`): unchecked, it names the session
+    /// whose key it is, if any.
+    pub fn named(name: &str) -> SessionKey {
+        SessionKey(name.to_string())
+    }
+
+    /// The key as it is written in names.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Whether `session` (an ID) is one of the erased sessions `keys` (the `erased/<key>` markers
+/// listed).
+pub fn is_erased(keys: &std::collections::HashSet<SessionKey>, session: SessionId<'_>) -> bool {
+    !keys.is_empty() && keys.contains(&SessionKey::of(session))
 }
 
 /// Hex digits of an offset in a part name.
@@ -52,7 +117,7 @@ pub fn host_catalog(host: &str) -> String {
 }
 
 /// The directory of a session's lease records.
-pub fn lease_dir(key: &str) -> String {
+pub fn lease_dir(key: &SessionKey) -> String {
     format!("leases/{key}")
 }
 
@@ -60,12 +125,12 @@ pub fn lease_dir(key: &str) -> String {
 pub const LEASE_OBJECT: &str = "lease";
 
 /// A session's lease object.
-pub fn lease_object(key: &str) -> String {
+pub fn lease_object(key: &SessionKey) -> String {
     format!("leases/{key}/{LEASE_OBJECT}")
 }
 
 /// The record of who took epoch `epoch` of a session.
-pub fn epoch_record(key: &str, epoch: u64) -> String {
+pub fn epoch_record(key: &SessionKey, epoch: u64) -> String {
     format!("leases/{key}/{}", epoch_name(epoch))
 }
 

@@ -43,7 +43,7 @@ mod take;
 pub use epochs::{Epochs, fence_others, history, recover};
 pub use judge::{Held, Policy, Verdict, Watch, judge, margin};
 pub use objects::{EpochRecord, How, Identity, Lease, MAX_TTL, Seen, read_lease};
-pub use refusal::{Refusal, shown};
+pub use refusal::{Refusal, Unanswered, shown};
 pub use renew::{Renewal, release_all, renew, renew_due};
 pub use standing::{Leases, Shipping, Standing};
 pub use take::{Acquired, Taker, acquire, take_all, take_new};

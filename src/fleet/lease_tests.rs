@@ -14,9 +14,9 @@ use super::*;
 use crate::fleet::clock::{Clock, RuntimeClock};
 use crate::fleet::faults::{Fault, Faulty};
 use crate::fleet::layout;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::liveness::ProcessTable;
 use crate::fleet::store::{Store, Version, Write};
-use crate::journal::dir::session_key;
 use crate::seeded::Seeded;
 
 const TTL: Duration = Duration::from_secs(15);
@@ -267,7 +267,7 @@ impl Host {
             clock: self.clock.as_ref(),
             liveness: &ProcessTable,
         };
-        acquire(store, &self.leases, &taker, "s", patience).await
+        acquire(store, &self.leases, &taker, SessionId::new("s"), patience).await
     }
 
     async fn renew(&self, store: &Store) {
@@ -278,13 +278,13 @@ impl Host {
     fn writing(&self) -> bool {
         self.leases
             .lock()
-            .held(&session_key("s"))
+            .held(&SessionKey::of(SessionId::new("s")))
             .is_some_and(|h| h.valid(self.clock.now()))
     }
 
     fn lost(&self) -> bool {
         matches!(
-            self.leases.lock().get(&session_key("s")),
+            self.leases.lock().get(&SessionKey::of(SessionId::new("s"))),
             Some(Standing::Lost(_))
         )
     }
@@ -296,7 +296,7 @@ fn memory() -> (Store, Arc<Faulty>) {
 }
 
 async fn records(store: &Store) -> Vec<EpochRecord> {
-    let key = session_key("s");
+    let key = SessionKey::of(SessionId::new("s"));
     let mut out = Vec::new();
     for rel in store.list(&layout::lease_dir(&key)).await.unwrap() {
         if layout::parse_epoch_record(rel.rsplit('/').next().unwrap()).is_some() {
@@ -400,7 +400,7 @@ async fn a_garbage_lease_wedges_nothing() {
     let (store, _) = memory();
     let a = Host::new("a", RuntimeClock::new(0));
     a.acquire(&store, Duration::ZERO).await.unwrap();
-    let key = session_key("s");
+    let key = SessionKey::of(SessionId::new("s"));
     store
         .put_versioned(
             &layout::lease_object(&key),
@@ -474,7 +474,9 @@ async fn a_taken_over_renewal_is_lost_not_overwritten() {
     run_for(&store, &[&a, &b], TTL).await;
     assert!(a.lost() && !a.writing());
     assert!(b.writing());
-    let seen = read_lease(&store, &session_key("s")).await.unwrap();
+    let seen = read_lease(&store, &SessionKey::of(SessionId::new("s")))
+        .await
+        .unwrap();
     assert!(matches!(seen, Seen::Lease(_, l) if l.host == "b" && l.epoch == 2));
 }
 
@@ -591,7 +593,9 @@ async fn three_hosts_in_seeded_interleavings_never_write_one_session_at_once() {
                 writing.len() <= 1,
                 "seed {seed} step {step}: {writing:?} write the session at once (ACPJ_LEASE_SEED={seed} to replay)"
             );
-            if let Ok(Seen::Lease(_, l)) = read_lease(&store, &session_key("s")).await {
+            if let Ok(Seen::Lease(_, l)) =
+                read_lease(&store, &SessionKey::of(SessionId::new("s"))).await
+            {
                 assert!(l.epoch >= last_epoch, "seed {seed} step {step}: epoch fell");
                 last_epoch = l.epoch;
             }
@@ -611,7 +615,7 @@ async fn a_run_killed_between_its_lease_and_its_epoch_record_keeps_its_epoch() {
     let (store, _) = memory();
     let clock = RuntimeClock::new(0);
     let run = "20261129T100000.000000Z-7";
-    let key = session_key("s");
+    let key = SessionKey::of(SessionId::new("s"));
     let taken = lease("h", run, 1);
     store
         .put_versioned(

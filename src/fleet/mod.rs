@@ -14,6 +14,7 @@
 
 pub mod clock;
 pub mod erase;
+pub mod error;
 #[cfg(test)]
 pub mod faults;
 pub mod index;
@@ -30,7 +31,7 @@ pub mod store;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -41,12 +42,14 @@ use crate::journal::JournalDir;
 use clock::SharedClock;
 use index::inbox::IndexerMessage;
 use index::indexer::Indexer;
-use lease::{Acquired, Identity, Leases, Policy};
+use layout::SessionId;
+use lease::{Acquired, Identity, Leases, Policy, Refusal, Unanswered};
 use liveness::ProcessTable;
 use shipper::{Shared, Shipper, ShipperMessage};
 use status::Status;
 use store::{Put, Store, Version, Write, Written};
 
+pub use error::Error;
 pub use pull::Pulled;
 
 /// Longest a pull for a load may take before the load goes on with what the disk has.
@@ -79,7 +82,7 @@ struct Inner {
     /// The index's task, unless `--no-index`.
     indexer: Option<mpsc::UnboundedSender<IndexerMessage>>,
     /// The store's sessions as last listed, and when.
-    listed: Mutex<Option<(Instant, Vec<SessionSummary>)>>,
+    listed: Mutex<Option<(Duration, Vec<SessionSummary>)>>,
 }
 
 /// How a process uses the store.
@@ -239,10 +242,11 @@ impl Fleet {
     /// runtime's.
     ///
     /// # Errors
-    /// The message for the client: who holds it, or why the store could not tell.
-    pub fn acquire(&self, session: &str) -> Result<Acquired, String> {
+    /// [`Error::Refused`], whose message is the client's: who holds it, or why the store
+    /// could not tell; [`Error::Stopped`].
+    pub fn acquire(&self, session: SessionId<'_>) -> Result<Acquired, Error> {
         let Some(runtime) = &self.inner.runtime else {
-            return Err("the store's runtime is gone".into());
+            return Err(Error::Stopped);
         };
         let s = &self.inner.shared;
         let patience = self.patience();
@@ -255,11 +259,15 @@ impl Fleet {
                 let policy = self.inner.shared.policy();
                 let taker = s.taker(&policy);
                 let acquire = lease::acquire(&s.store, &s.leases, &taker, session, patience);
-                within(patience + PULL_TIMEOUT, acquire)
+                let limit = patience + PULL_TIMEOUT;
+                tokio::time::timeout(limit, acquire)
                     .await
-                    .unwrap_or_else(|late| Err(lease::Refusal::Store(late)))
+                    .unwrap_or(Err(Refusal::Store(Unanswered::Late(limit))))
             })
-            .map_err(|refusal| refusal.message(session))
+            .map_err(|refusal| Error::Refused {
+                session: session.as_str().to_string(),
+                refusal: Box::new(refusal),
+            })
     }
 
     /// Every host's sessions as the store's catalogs list them (pulled into `store-copy/` in the
@@ -267,13 +275,14 @@ impl Fleet {
     ///
     /// # Errors
     /// The store's listing, or the local disk's.
-    pub fn shared_sessions(&self) -> Result<Vec<SessionSummary>, String> {
+    pub fn shared_sessions(&self) -> Result<Vec<SessionSummary>, Error> {
         let Some(runtime) = &self.inner.runtime else {
-            return Err("the store's runtime is gone".into());
+            return Err(Error::Stopped);
         };
         let mut cached = self.inner.listed.lock();
+        let looked = self.inner.shared.clock.now();
         if let Some((at, sessions)) = &*cached
-            && at.elapsed() < LISTED_FOR
+            && looked.saturating_sub(*at) < LISTED_FOR
         {
             return Ok(sessions.clone());
         }
@@ -287,7 +296,7 @@ impl Fleet {
         for said in catalogs.said(url) {
             tracing::warn!("{said}");
         }
-        let summaries = copy.sessions_with(false).map_err(|e| e.to_string())?;
+        let summaries = copy.sessions_with(false).map_err(Error::Journal)?;
         let now = s.clock.wall_us();
         let view = runtime.block_on(within(PULL_TIMEOUT, async {
             match index::reader::open(&s.store).await? {
@@ -310,8 +319,8 @@ impl Fleet {
             Ok(None) => {}
             Err(e) => tracing::warn!("{url}: the index cannot be read ({e}): reading the catalogs"),
         }
-        let sessions = copy.sessions_with(false).map_err(|e| e.to_string())?;
-        *cached = Some((Instant::now(), sessions.clone()));
+        let sessions = copy.sessions_with(false).map_err(Error::Journal)?;
+        *cached = Some((looked, sessions.clone()));
         Ok(sessions)
     }
 
@@ -347,7 +356,7 @@ impl Fleet {
     /// last rows, waiting at most `within` (a store that is down does not hold up the end of a
     /// run: the next start ships and indexes the rest).
     pub async fn finish(&self, within: Duration) {
-        let deadline = Instant::now() + within;
+        let deadline = self.inner.shared.clock.now() + within;
         let (shipped, shipping) = oneshot::channel();
         let _ = self
             .inner
@@ -368,9 +377,9 @@ impl Fleet {
     ///
     /// # Errors
     /// The store's or the disk's, or no answer within 30 s.
-    pub fn pull_session(&self, session: &str) -> Result<Pulled, String> {
+    pub fn pull_session(&self, session: SessionId<'_>) -> Result<Pulled, Error> {
         let Some(runtime) = &self.inner.runtime else {
-            return Err("the store's runtime is gone".into());
+            return Err(Error::Stopped);
         };
         let s = &self.inner.shared;
         runtime.block_on(within(
@@ -380,11 +389,11 @@ impl Fleet {
     }
 }
 
-/// What `request` comes to, or `Err("no answer within …")` when it takes longer than `limit`.
-async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<T, String> {
+/// What `request` comes to, or [`Error::Timeout`] when it takes longer than `limit`.
+async fn within<T>(limit: Duration, request: impl Future<Output = T>) -> Result<T, Error> {
     tokio::time::timeout(limit, request)
         .await
-        .map_err(|_| format!("no answer within {limit:?}"))
+        .map_err(|_| Error::Timeout(limit))
 }
 
 /// Create the same probe object twice (the second must find it there), then replace it naming

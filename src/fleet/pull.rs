@@ -14,18 +14,20 @@
 //! under an epoch its session's lease history gives to its run is not pulled: each is reported
 //! ([`Pulled::skipped`]).
 
+use crate::fleet::layout::{SessionId, SessionKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 
 use futures_util::StreamExt;
 
+use super::Error;
 use super::layout::{self, Entry, Step};
 use super::lease;
 use super::store::Store;
 use crate::catalog::{CatalogEntry, HostScope};
 use crate::journal::JournalDir;
-use crate::journal::dir::{segment_name_ok, session_key};
+use crate::journal::dir::segment_name_ok;
 use crate::journal::private::{create_private_dir, create_private_file};
 
 /// Largest part a reader accepts (the shipper writes at most 64 MiB).
@@ -64,26 +66,28 @@ fn safe_segment(file: &str) -> bool {
 ///
 /// # Errors
 /// The store's listing.
-pub async fn session(store: &Store, local: &JournalDir, session: &str) -> Result<Pulled, String> {
-    let key = session_key(session);
-    let objects = store
-        .list(&session_dir(session))
-        .await
-        .map_err(|e| e.to_string())?;
-    let history = lease::history(store, &key)
-        .await
-        .map_err(|e| e.to_string())?;
+pub async fn session(
+    store: &Store,
+    local: &JournalDir,
+    session: SessionId<'_>,
+) -> Result<Pulled, Error> {
+    let key = SessionKey::of(session);
+    let objects = store.list(&session_dir(session)).await?;
+    let history = lease::history(store, &key).await?;
     Ok(session_listed(store, local, session, &objects, &history).await)
 }
 
 /// The directory of `session`'s segments in the store (what [`session`] lists).
-pub fn session_dir(session: &str) -> String {
-    format!("sessions/{}", session_key(session))
+pub fn session_dir(session: SessionId<'_>) -> String {
+    format!("sessions/{}", SessionKey::of(session))
 }
 
 /// The segments of `session` that `objects` (a listing of its directory, [`session_dir`])
 /// names, each with its entries: only names a journal directory could hold, under it.
-pub fn segment_files<'a>(session: &str, objects: &'a [String]) -> BTreeMap<&'a str, Vec<Entry>> {
+pub fn segment_files<'a>(
+    session: SessionId<'_>,
+    objects: &'a [String],
+) -> BTreeMap<&'a str, Vec<Entry>> {
     let dir = session_dir(session);
     let mut files: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
     for rel in objects {
@@ -105,7 +109,7 @@ pub fn segment_files<'a>(session: &str, objects: &'a [String]) -> BTreeMap<&'a s
 pub async fn session_listed(
     store: &Store,
     local: &JournalDir,
-    session: &str,
+    session: SessionId<'_>,
     objects: &[String],
     history: &lease::Epochs,
 ) -> Pulled {
@@ -137,9 +141,9 @@ pub async fn session_listed(
                 pulled.files += 1;
                 pulled.bytes += bytes;
             }
-            Err(e) => pulled.skipped.push(e),
+            Err(e) => pulled.skipped.push(e.to_string()),
         }
-        if !existed && path.exists() && !names(&path, session, run) {
+        if !existed && path.exists() && !names(&path, session.as_str(), run) {
             let _ = std::fs::remove_file(&path);
             pulled.skipped.push(format!(
                 "{file}: its header is not that of a segment of session {session:?} by run {run:?}: not read"
@@ -186,7 +190,7 @@ pub async fn pull_file(
     file: &str,
     entries: &[Entry],
     path: &Path,
-) -> Result<u64, String> {
+) -> Result<u64, Error> {
     let have = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let (steps, end) = layout::parts_to_read(entries, have);
     if steps.is_empty() || end <= have {
@@ -198,10 +202,11 @@ pub async fn pull_file(
         .position(|s| s.end - s.start > MAX_PART)
         .unwrap_or(steps.len());
     let oversized = steps.get(readable).map(|step| {
-        format!(
-            "{file}: a part of {} bytes in the store (at most {MAX_PART} are read)",
+        Error::invalid(format!(
+            "a part of {} bytes in the store (at most {MAX_PART} are read)",
             step.end - step.start
-        )
+        ))
+        .at(file)
     });
     let compressed = layout::compressed(file);
     // Collected first: a stream over a borrowing closure is not `Send` for every lifetime,
@@ -212,20 +217,19 @@ pub async fn pull_file(
         .collect();
     let mut chunks = futures_util::stream::iter(fetches).buffered(FETCHES);
     if let Some(dir) = path.parent() {
-        create_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        create_private_dir(dir).map_err(|e| Error::local(dir, e))?;
     }
     let mut out = match std::fs::OpenOptions::new().append(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            create_private_file(path).map_err(|e| format!("{}: {e}", path.display()))?
+            create_private_file(path).map_err(|e| Error::local(path, e))?
         }
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(Error::local(path, e)),
     };
     let mut written = 0;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
-        out.write_all(&chunk)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        out.write_all(&chunk).map_err(|e| Error::local(path, e))?;
         written += chunk.len() as u64;
     }
     match oversized {
@@ -240,19 +244,28 @@ async fn fetch(
     file: &str,
     step: Step,
     compressed: bool,
-) -> Result<bytes::Bytes, String> {
+) -> Result<bytes::Bytes, Error> {
     let name = format!("{file}/{}", layout::part_name(step.start, step.end));
     let size = step.end - step.start;
-    let wrong = |what: String| format!("{name}: {what}");
+    let wrong = |e: Error| e.at(&name);
     if compressed {
-        let packed = store.get(&name).await.map_err(|e| wrong(e.to_string()))?;
+        let packed = store.get(&name).await.map_err(|e| wrong(e.into()))?;
         if packed.len() as u64 > MAX_PART {
-            return Err(wrong(format!("{} bytes", packed.len())));
+            return Err(wrong(Error::invalid(format!("{} bytes", packed.len()))));
         }
-        let plain = zstd::bulk::decompress(&packed, usize::try_from(size).unwrap_or(0))
-            .map_err(|e| wrong(format!("not a zstd frame of {size} bytes ({e})")))?;
+        let plain = zstd::bulk::decompress(&packed, usize::try_from(size).unwrap_or(0)).map_err(
+            |source| {
+                wrong(Error::Decompress {
+                    expected: Some(size),
+                    source,
+                })
+            },
+        )?;
         if plain.len() as u64 != size {
-            return Err(wrong(format!("{} bytes, not {size}", plain.len())));
+            return Err(wrong(Error::invalid(format!(
+                "{} bytes, not {size}",
+                plain.len()
+            ))));
         }
         let from = usize::try_from(step.from - step.start).unwrap_or(0);
         return Ok(bytes::Bytes::from(plain).slice(from..));
@@ -260,13 +273,13 @@ async fn fetch(
     let bytes = store
         .get_range(&name, step.from - step.start..size)
         .await
-        .map_err(|e| wrong(e.to_string()))?;
+        .map_err(|e| wrong(e.into()))?;
     if bytes.len() as u64 != step.end - step.from {
-        return Err(wrong(format!(
+        return Err(wrong(Error::invalid(format!(
             "{} bytes, not the {} its name gives",
             bytes.len(),
             step.end - step.from
-        )));
+        ))));
     }
     Ok(bytes)
 }
@@ -285,7 +298,7 @@ pub struct Catalogs {
     pub lines: Vec<(Option<String>, Vec<u8>)>,
     /// The keys of erasure markers not honoured: their session's lease is still in the store,
     /// so no `acp-journal erase` wrote them.
-    pub refused_erasures: Vec<String>,
+    pub refused_erasures: Vec<SessionKey>,
 }
 
 impl Catalogs {
@@ -314,9 +327,9 @@ const HONOURED_ERASURES: &str = "erasures-honoured";
 ///
 /// # Errors
 /// The store's listing, or the local disk's.
-pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, String> {
+pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Error> {
     // One listing of every host's catalog parts (a page per thousand objects), not one per host.
-    let listed = store.list("hosts").await.map_err(|e| e.to_string())?;
+    let listed = store.list("hosts").await?;
     let mut parts: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     for rel in &listed {
         let Some((file, entry)) = layout::split_object(rel) else {
@@ -340,28 +353,28 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
         .iter()
         .map(|(host, entries)| pull_catalog(store, local, host, entries))
         .collect();
-    let results: Vec<Result<u64, String>> = futures_util::stream::iter(pulls)
+    let results: Vec<Result<u64, Error>> = futures_util::stream::iter(pulls)
         .buffer_unordered(16)
         .collect()
         .await;
-    let skipped: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    let skipped: Vec<String> = results
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| e.to_string())
+        .collect();
     // What was erased from the store leaves this copy too: its catalog lines, its sessions —
     // of the markers honoured (see `erase::honoured`; those honoured before are kept in the
     // copy and not asked about again).
-    let markers = super::erase::erased_keys(store)
-        .await
-        .map_err(|e| e.to_string())?;
+    let markers = super::erase::erased_keys(store).await?;
     let known_file = local.root().join(HONOURED_ERASURES);
-    let known: HashSet<String> = std::fs::read_to_string(&known_file)
+    let known: HashSet<SessionKey> = std::fs::read_to_string(&known_file)
         .unwrap_or_default()
         .lines()
-        .map(str::to_string)
+        .map(SessionKey::named)
         .collect();
-    let (erased, refused_erasures) = super::erase::honoured(store, markers, &known)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (erased, refused_erasures) = super::erase::honoured(store, markers, &known).await?;
     if erased != known {
-        let mut keys: Vec<&String> = erased.iter().collect();
+        let mut keys: Vec<&SessionKey> = erased.iter().collect();
         keys.sort();
         let text: String = keys.iter().map(|k| format!("{k}\n")).collect();
         let tmp = known_file.with_extension("tmp");
@@ -370,7 +383,7 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
             .and_then(|()| std::fs::rename(&tmp, &known_file));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(format!("{}: {e}", known_file.display()));
+            return Err(Error::local(&known_file, e));
         }
     }
     if !erased.is_empty() {
@@ -384,12 +397,12 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
                     .and_then(|mut f| f.write_all(&bytes))
                     .and_then(|()| std::fs::rename(&tmp, &path));
                 if let Err(e) = written {
-                    return Err(format!("{}: {e}", path.display()));
+                    return Err(Error::local(&path, e));
                 }
             }
         }
         for key in &erased {
-            let _ = std::fs::remove_dir_all(local.root().join("sessions").join(key));
+            let _ = std::fs::remove_dir_all(local.root().join("sessions").join(key.as_str()));
         }
     }
     // Each host speaks only for the sessions it opened; of a session more than one host
@@ -432,9 +445,7 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Str
     }
     let mut refused: std::collections::HashSet<(String, &str)> = Default::default();
     for (session, by_host) in claims.iter().filter(|(_, h)| h.len() > 1) {
-        let history = lease::history(store, &session_key(session))
-            .await
-            .map_err(|e| e.to_string())?;
+        let history = lease::history(store, &SessionKey::of(SessionId::new(session))).await?;
         for (host, segments) in by_host {
             let run_of = |segment: &String| {
                 let name = segment.rsplit('/').next().unwrap_or(segment);
@@ -490,7 +501,7 @@ async fn pull_catalog(
     local: &JournalDir,
     host: &str,
     entries: &[Entry],
-) -> Result<u64, String> {
+) -> Result<u64, Error> {
     let file = layout::host_catalog(host);
     let path = local.root().join(&file);
     let (_, end) = layout::parts_to_read(entries, 0);
@@ -508,7 +519,7 @@ async fn pull_catalog(
 pub fn write_catalog<'a>(
     local: &JournalDir,
     mut lines: impl Iterator<Item = &'a [u8]>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let merged = local.root().join("catalog.ndjson");
     let tmp = local.root().join("catalog.ndjson.pull.tmp");
     let _ = std::fs::remove_file(&tmp);
@@ -522,7 +533,7 @@ pub fn write_catalog<'a>(
         out.into_inner().map_err(|e| e.into_error())?;
         std::fs::rename(&tmp, &merged)
     };
-    write().map_err(|e| format!("{}: {e}", merged.display()))
+    write().map_err(|e| Error::local(merged, e))
 }
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ impl Record {
         life: Duration,
         host: &str,
         user: &str,
-    ) -> Result<Record, String> {
+    ) -> Result<Record, crate::fleet::Error> {
         Ok(Record {
             share: FORMAT,
             session: session.to_string(),
@@ -184,16 +184,15 @@ impl Record {
 /// When a link made at `now` (Unix microseconds) to last `life` expires.
 ///
 /// # Errors
-/// A life of nothing, or longer than [`MAX_LIFE`].
-pub fn expiry(now: i64, life: Duration) -> Result<i64, String> {
+/// A life of nothing, or longer than [`MAX_LIFE`] ([`crate::fleet::Error::LinkLife`]).
+pub fn expiry(now: i64, life: Duration) -> Result<i64, crate::fleet::Error> {
     if life.is_zero() {
-        return Err("a link must last some time (--expires 7d, 12h, …)".into());
+        return Err(crate::fleet::Error::LinkLife { max_days: None });
     }
     if life > MAX_LIFE {
-        return Err(format!(
-            "a link lasts at most {} days",
-            MAX_LIFE.as_secs() / 86_400
-        ));
+        return Err(crate::fleet::Error::LinkLife {
+            max_days: Some(MAX_LIFE.as_secs() / 86_400),
+        });
     }
     // At most 30 days: fits in microseconds.
     Ok(now.saturating_add(life.as_micros() as i64))
@@ -342,8 +341,8 @@ mod tests {
     #[test]
     fn a_link_lasts_its_life_at_most_thirty_days_then_is_expired() {
         let now = 1_795_000_000_000_000;
-        assert_eq!(expiry(now, DEFAULT_LIFE), Ok(now + 7 * DAY));
-        assert_eq!(expiry(now, MAX_LIFE), Ok(now + 30 * DAY));
+        assert_eq!(expiry(now, DEFAULT_LIFE).ok(), Some(now + 7 * DAY));
+        assert_eq!(expiry(now, MAX_LIFE).ok(), Some(now + 30 * DAY));
         assert!(expiry(now, MAX_LIFE + Duration::from_secs(1)).is_err());
         assert!(expiry(now, Duration::ZERO).is_err());
         let record = Record::new("s1", now, Duration::from_secs(3600), "h-1", "me").unwrap();

@@ -22,13 +22,14 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::Error;
 use super::clock::SharedClock;
 use super::index::inbox::IndexerMessage;
 use super::layout::{self, Entry};
@@ -37,6 +38,7 @@ use super::liveness::Liveness;
 use super::shipped::ShippedFiles;
 use super::status::{Status, Stranded};
 use super::store::Store;
+use crate::fleet::layout::SessionKey;
 use crate::hex;
 use crate::journal::JournalDir;
 use crate::journal::dir::{SEGMENT_SUFFIX, segments_in};
@@ -68,7 +70,7 @@ pub enum ShipperMessage {
     /// A segment of this process was closed: nothing more will be written to it.
     Closed(PathBuf),
     /// Ship what is left (until the deadline), give the leases back, then answer and stop.
-    Finish(Instant, oneshot::Sender<()>),
+    Finish(Duration, oneshot::Sender<()>),
 }
 
 /// Which lease a file is shipped under.
@@ -78,10 +80,10 @@ enum Leased {
     No,
     /// A session segment this process writes: under the session's lease (its key; the session
     /// ID is read from the segment's header).
-    Mine(String),
+    Mine(SessionKey),
     /// A session segment a run that is gone left: under the epoch its run took, found in the
     /// store (its key).
-    Left(String),
+    Left(SessionKey),
 }
 
 /// A file the shipper follows.
@@ -185,10 +187,10 @@ pub struct Shipper {
     index: Option<(mpsc::UnboundedSender<IndexerMessage>, Arc<ShippedFiles>)>,
     /// The sessions of this journal directory erased from the store (nothing of them is
     /// shipped), and when last listed.
-    erased: Arc<HashSet<String>>,
+    erased: Arc<HashSet<SessionKey>>,
     erased_at: Option<Duration>,
     /// The erasure markers refused, and said.
-    refused: HashSet<String>,
+    refused: HashSet<SessionKey>,
 }
 
 impl Shipper {
@@ -245,8 +247,9 @@ impl Shipper {
         }
     }
 
-    /// Ship until nothing is left or `deadline` passes, then give the leases back.
-    async fn finish(&mut self, deadline: Instant) {
+    /// Ship until nothing is left or `deadline` (on the shared clock) passes, then give the
+    /// leases back.
+    async fn finish(&mut self, deadline: Duration) {
         while let Ok(message) = self.messages.try_recv() {
             match message {
                 ShipperMessage::Opened(path) => self.follow(path, Some(0), true),
@@ -260,8 +263,10 @@ impl Shipper {
         for t in self.tracked.values_mut() {
             t.closed = true;
         }
-        while Instant::now() < deadline {
-            match tokio::time::timeout_at(deadline.into(), self.round()).await {
+        let clock = self.shared.clock.clone();
+        while clock.now() < deadline {
+            let left = deadline.saturating_sub(clock.now());
+            match tokio::time::timeout(left, self.round()).await {
                 Ok(true) if self.shared.status.failing() => {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
@@ -271,7 +276,7 @@ impl Shipper {
         }
         // Then the sessions are given back, so any host may continue them at once.
         let within = deadline
-            .saturating_duration_since(Instant::now())
+            .saturating_sub(clock.now())
             .max(Duration::from_secs(1));
         let s = &self.shared;
         lease::release_all(&s.store, s.clock.as_ref(), &s.leases, within).await;
@@ -285,7 +290,7 @@ impl Shipper {
         let key = rel
             .strip_prefix("sessions/")
             .and_then(|r| r.split_once('/'))
-            .map(|(key, _)| key.to_string());
+            .map(|(key, _)| SessionKey::named(key));
         let leased = match key {
             Some(key) if mine => Leased::Mine(key),
             Some(key) => Leased::Left(key),
@@ -350,7 +355,9 @@ impl Shipper {
             return;
         };
         let sessions = s.local.root().join("sessions");
-        let mine = keys.into_iter().filter(|k| sessions.join(k).is_dir());
+        let mine = keys
+            .into_iter()
+            .filter(|k| sessions.join(k.as_str()).is_dir());
         let Ok((honoured, refused)) = super::erase::honoured(&s.store, mine, &self.erased).await
         else {
             return;
@@ -415,10 +422,10 @@ impl Shipper {
         worked
     }
 
-    fn report_failure(&self, failed: Option<String>) {
+    fn report_failure(&self, failed: Option<Error>) {
         let s = &self.shared;
         match failed {
-            Some(e) => s.status.failed(s.store.url(), &e),
+            Some(e) => s.status.failed(s.store.url(), &e.to_string()),
             None => s.status.recovered(s.store.url()),
         }
     }
@@ -452,7 +459,7 @@ impl Shipper {
     /// Take the lease of each session whose segment of this process has bytes to ship and
     /// whose lease this process does not hold (a new session; a session whose holder is gone).
     /// A lease another host holds is looked at again next round.
-    async fn take_leases(&mut self) -> Result<(), String> {
+    async fn take_leases(&mut self) -> Result<(), Error> {
         let s = &self.shared;
         let sessions = self.leases_wanted();
         if sessions.is_empty() {
@@ -471,7 +478,7 @@ impl Shipper {
     /// does not hold (their IDs, from a segment's header).
     fn leases_wanted(&self) -> Vec<String> {
         let leases = self.shared.leases.lock();
-        let mut wanted: Vec<(&String, &Path)> = Vec::new();
+        let mut wanted: Vec<(&SessionKey, &Path)> = Vec::new();
         for (path, t) in &self.tracked {
             let Leased::Mine(key) = &t.leased else {
                 continue;
@@ -736,14 +743,10 @@ async fn send_request(
     file: &str,
     parts: &[(u64, u64)],
     request: FileRequest,
-    erased: &HashSet<String>,
-) -> Result<FileAnswer, String> {
+    erased: &HashSet<SessionKey>,
+) -> Result<FileAnswer, Error> {
     match request {
-        FileRequest::Ask => store
-            .entries(file)
-            .await
-            .map(FileAnswer::Asked)
-            .map_err(|e| e.to_string()),
+        FileRequest::Ask => Ok(FileAnswer::Asked(store.entries(file).await?)),
         FileRequest::Ship { start, end, epoch } => {
             if let Some(epoch) = epoch {
                 store
@@ -751,31 +754,25 @@ async fn send_request(
                         &format!("{file}/{}", layout::epoch_name(epoch)),
                         Bytes::new(),
                     )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
             }
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             store
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             Ok(FileAnswer::Shipped { start, end })
         }
         FileRequest::Compact { start, end } => {
             let bytes = read_range(local, start, end, layout::compressed(file), erased)?;
             store
                 .put_new(&format!("{file}/{}", layout::part_name(start, end)), bytes)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             let replaced: Vec<String> = parts
                 .iter()
                 .filter(|p| p.0 >= start && p.1 <= end && **p != (start, end))
                 .map(|&(s, e)| format!("{file}/{}", layout::part_name(s, e)))
                 .collect();
-            store
-                .delete_many(&replaced)
-                .await
-                .map_err(|e| e.to_string())?;
+            store.delete_many(&replaced).await?;
             Ok(FileAnswer::Compacted { start, end })
         }
     }
@@ -788,15 +785,15 @@ fn read_range(
     start: u64,
     end: u64,
     compress: bool,
-    erased: &HashSet<String>,
-) -> Result<Bytes, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    erased: &HashSet<SessionKey>,
+) -> Result<Bytes, Error> {
+    let file = std::fs::File::open(path).map_err(|e| Error::local(path, e))?;
     let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
     file.read_exact_at(&mut buf, start)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| Error::local(path, e))?;
     if compress {
         super::erase::blank_lines(&mut buf, erased);
-        buf = zstd::bulk::compress(&buf, 3).map_err(|e| e.to_string())?;
+        buf = zstd::bulk::compress(&buf, 3).map_err(Error::Compress)?;
     }
     Ok(Bytes::from(buf))
 }

@@ -2,6 +2,7 @@
 //! `InMemory` store with the runtime's clock paused (many ship intervals and lease periods in
 //! no time), through outages, a lost lease and compaction, then read back by a pull.
 
+use crate::fleet::layout::{SessionId, SessionKey};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -132,7 +133,9 @@ fn memory() -> (Store, Arc<Faulty>) {
 async fn pulled_texts(store: &Store, session: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let copy = JournalDir::new(dir.path());
-    let got = pull::session(store, &copy, session).await.unwrap();
+    let got = pull::session(store, &copy, SessionId::new(session))
+        .await
+        .unwrap();
     assert!(
         got.skipped.is_empty(),
         "{:?} {:?}",
@@ -194,7 +197,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
         .send(ShipperMessage::Finish(
-            std::time::Instant::now() + Duration::from_secs(5),
+            a.shared.clock.now() + Duration::from_secs(5),
             tx,
         ))
         .unwrap();
@@ -203,7 +206,7 @@ async fn a_segment_is_shipped_under_its_lease_through_an_outage_then_compacted_w
     let ledger = std::fs::read_to_string(Ledger::path(&a.shared.local, store.url())).unwrap();
     assert!(ledger.contains(&rel), "{ledger}");
     // And the session was given back.
-    let seen = lease::read_lease(&store, &crate::journal::dir::session_key("s"))
+    let seen = lease::read_lease(&store, &SessionKey::of(SessionId::new("s")))
         .await
         .unwrap();
     assert!(
@@ -238,9 +241,15 @@ async fn a_segment_whose_session_another_host_took_is_stranded_never_called_ship
         clock: &RuntimeClock::new(0),
         liveness: &ProcessTable,
     };
-    lease::acquire(&store, &leases_b, &taker, "s", Duration::ZERO)
-        .await
-        .unwrap();
+    lease::acquire(
+        &store,
+        &leases_b,
+        &taker,
+        SessionId::new("s"),
+        Duration::ZERO,
+    )
+    .await
+    .unwrap();
     // Until its next renewal A does not know: what it ships meanwhile lands past the fence.
     writer.append(&line(1, "a after the takeover")).unwrap();
     writer.flush().unwrap();
@@ -268,14 +277,14 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
         .send(ShipperMessage::Finish(
-            std::time::Instant::now() + Duration::from_secs(10),
+            a.shared.clock.now() + Duration::from_secs(10),
             tx,
         ))
         .unwrap();
     let _ = rx.await;
     shipper.await.unwrap();
     // A segment under a run no epoch names, and one whose header names another session.
-    let key = crate::journal::dir::session_key("s");
+    let key = SessionKey::of(SessionId::new("s"));
     for (run, session) in [
         ("20261127T120000.000000Z-9", "s"),
         ("20261127T130000.000000Z-9", "other"),
@@ -301,7 +310,9 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
     }
     let dir = tempfile::tempdir().unwrap();
     let copy = JournalDir::new(dir.path());
-    let got = pull::session(&store, &copy, "s").await.unwrap();
+    let got = pull::session(&store, &copy, SessionId::new("s"))
+        .await
+        .unwrap();
     assert_eq!(got.skipped.len(), 2, "{:?}", got.skipped);
     assert_eq!(
         crate::journal::dir::segments_in(&copy.session_dir("s"))
@@ -313,10 +324,10 @@ async fn a_pull_admits_only_segments_their_lease_history_names() {
 
 /// Mark session `erased-{n}`, one of the journal directory at `root`, erased in the store (the
 /// marker `erase` writes; the session never had a lease); its key.
-async fn mark_erased(store: &Store, root: &std::path::Path, n: u32) -> String {
+async fn mark_erased(store: &Store, root: &std::path::Path, n: u32) -> SessionKey {
     let session = format!("erased-{n}");
-    let key = crate::journal::dir::session_key(&session);
-    std::fs::create_dir_all(root.join("sessions").join(&key)).unwrap();
+    let key = SessionKey::of(SessionId::new(&session));
+    std::fs::create_dir_all(root.join("sessions").join(key.as_str())).unwrap();
     store
         .put_new(&format!("erased/{key}"), Bytes::from(session))
         .await
@@ -408,7 +419,7 @@ async fn a_new_session_takes_its_lease_in_two_writes_and_no_listing() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     a.notes
         .send(ShipperMessage::Finish(
-            std::time::Instant::now() + Duration::from_secs(30),
+            a.shared.clock.now() + Duration::from_secs(30),
             tx,
         ))
         .unwrap();
@@ -437,7 +448,7 @@ async fn a_planted_erasure_marker_stops_nothing_and_a_real_erasure_stops_shippin
     writer.append(&line(0, "before")).unwrap();
     writer.flush().unwrap();
     tokio::time::sleep(INTERVAL * 3).await;
-    let key = crate::journal::dir::session_key("s");
+    let key = SessionKey::of(SessionId::new("s"));
     store
         .put_new(&format!("erased/{key}"), Bytes::from_static(b"s"))
         .await
@@ -451,7 +462,11 @@ async fn a_planted_erasure_marker_stops_nothing_and_a_real_erasure_stops_shippin
     );
     let erase = tokio::spawn({
         let store = store.clone();
-        async move { crate::fleet::erase::erase(&store, "s").await.unwrap() }
+        async move {
+            crate::fleet::erase::erase(&store, SessionId::new("s"))
+                .await
+                .unwrap()
+        }
     });
     tokio::time::sleep(INTERVAL / 2).await;
     writer.append(&line(2, "after the erasure")).unwrap();

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::catalog_service::{self, catalog_entry};
 use super::history::{self, HistoryRequest};
 use crate::fleet::Fleet;
+use crate::fleet::layout::SessionId;
 use crate::journal::JournalDir;
 use crate::proto::{CatalogUpdate, HistoryChunk};
 use crate::replay::fork::{ForkPoint, fork_session};
@@ -35,7 +36,7 @@ pub(super) struct Services {
 
 /// Bring what the store holds of `session` into the journal directory before it is read.
 fn pull_first(fleet: &Fleet, session: &str) {
-    match fleet.pull_session(session) {
+    match fleet.pull_session(SessionId::new(session)) {
         Ok(pulled) => {
             for why in &pulled.skipped {
                 tracing::warn!("session {session:?}: {why}");
@@ -69,11 +70,12 @@ impl Services {
                 // One host continues a session at a time: its lease first (waiting for a
                 // silent holder's to run out), then what the store holds of it, which no
                 // other host can add to from then on.
-                let acquired = match fleet.acquire(&request.session) {
+                let acquired = match fleet.acquire(SessionId::new(&request.session)) {
                     Ok(acquired) => acquired,
                     Err(why) => {
                         tracing::warn!("{why}");
-                        let _ = tx.blocking_send((request.load, HistoryChunk::Refused(why)));
+                        let _ = tx
+                            .blocking_send((request.load, HistoryChunk::Refused(why.to_string())));
                         return;
                     }
                 };

@@ -58,6 +58,7 @@ use parquet::file::metadata::{
 use parquet::schema::types::SchemaDescriptor;
 
 use super::thrift::{self, PageKind};
+use crate::fleet::Error;
 
 /// Largest part read (its object, or what a lookup reads of it): 32 MiB. Our writer bounds no
 /// part's size (a flush's rows, a merge of a day's parts, the postings of the whole table), but
@@ -118,28 +119,28 @@ const DICTIONARY_ENCODINGS: [i32; 2] = [Encoding::PLAIN as i32, Encoding::PLAIN_
 const LEVEL_ENCODING: i32 = Encoding::RLE as i32;
 
 /// The Parquet schema of a table of `schema`, as our writer writes it.
-fn parquet_schema(schema: &Schema) -> Result<SchemaDescriptor, String> {
+fn parquet_schema(schema: &Schema) -> Result<SchemaDescriptor, Error> {
     ArrowSchemaConverter::new()
         .convert(schema)
-        .map_err(|e| e.to_string())
+        .map_err(Error::from)
 }
 
 /// The length of the footer a part of `size` bytes declares in `tail`, its last 8 bytes.
 ///
 /// # Errors
 /// Not a Parquet tail, or a footer over [`MAX_FOOTER_BYTES`] or larger than the part.
-pub fn footer_len(tail: &[u8], size: u64) -> Result<u64, String> {
+pub fn footer_len(tail: &[u8], size: u64) -> Result<u64, Error> {
     let (Some(len), Some(b"PAR1")) = (tail.get(..4), tail.get(4..8)) else {
-        return Err("not Parquet (no PAR1 at its end)".into());
+        return Err(Error::invalid("not Parquet (no PAR1 at its end)"));
     };
     let len = u64::from(u32::from_le_bytes([len[0], len[1], len[2], len[3]]));
     if len > MAX_FOOTER_BYTES {
-        return Err(format!(
+        return Err(Error::bound(format!(
             "a footer of {len} bytes, more than the {MAX_FOOTER_BYTES} allowed"
-        ));
+        )));
     }
     if len + 12 > size {
-        return Err(format!("a footer of {len} bytes in {size}"));
+        return Err(Error::invalid(format!("a footer of {len} bytes in {size}")));
     }
     Ok(len)
 }
@@ -159,18 +160,21 @@ impl Footer {
     ///
     /// # Errors
     /// Why it is not a footer of the table's within the bounds.
-    pub fn parse(footer: &[u8], size: u64, schema: &Schema) -> Result<Footer, String> {
-        let wrong = |e: parquet::errors::ParquetError| format!("its footer: {e}");
-        let elements = thrift::schema_elements(footer).map_err(|e| format!("its footer: {e}"))?;
+    pub fn parse(footer: &[u8], size: u64, schema: &Schema) -> Result<Footer, Error> {
+        let wrong = |e: parquet::errors::ParquetError| Error::from(e).at("its footer");
+        let elements = thrift::schema_elements(footer)
+            .map_err(|e| Error::invalid(e.to_string()).at("its footer"))?;
         if elements > MAX_SCHEMA_ELEMENTS {
-            return Err(format!(
+            return Err(Error::bound(format!(
                 "a schema of {elements} elements, more than the {MAX_SCHEMA_ELEMENTS} allowed"
-            ));
+            )));
         }
         let expected = Arc::new(parquet_schema(schema)?);
         let written = ParquetMetaDataReader::decode_schema(footer).map_err(wrong)?;
         if written.root_schema() != expected.root_schema() {
-            return Err("not a part of its table (its schema differs)".into());
+            return Err(Error::invalid(
+                "not a part of its table (its schema differs)",
+            ));
         }
         // The file's schema is not parsed again (ours is used); statistics the readers do not
         // use are skipped (a lookup uses the first column's).
@@ -187,27 +191,29 @@ impl Footer {
         let mut chunks = Vec::new();
         for group in metadata.row_groups() {
             if group.num_columns() != expected.num_columns() {
-                return Err(format!(
+                return Err(Error::invalid(format!(
                     "a row group of {} columns (the table has {})",
                     group.num_columns(),
                     expected.num_columns()
-                ));
+                )));
             }
             rows = u64::try_from(group.num_rows())
                 .ok()
                 .and_then(|n| rows.checked_add(n))
-                .ok_or("a row group of a negative number of rows")?;
+                .ok_or_else(|| Error::invalid("a row group of a negative number of rows"))?;
             if rows > MAX_ROWS {
-                return Err(format!("more than the {MAX_ROWS} rows allowed"));
+                return Err(Error::bound(format!(
+                    "more than the {MAX_ROWS} rows allowed"
+                )));
             }
             let mut ranges = Vec::new();
             for column in group.columns() {
                 if !matches!(column.compression(), Compression::ZSTD(_)) {
-                    return Err(format!(
+                    return Err(Error::invalid(format!(
                         "column {}: compressed as {} (ours are zstd)",
                         column.column_path(),
                         column.compression()
-                    ));
+                    )));
                 }
                 // `ColumnChunkMetaData::byte_range` panics on negative values: computed here.
                 let start = column
@@ -220,10 +226,10 @@ impl Footer {
                 match range {
                     Some(r) if data.start <= r.start && r.end <= data.end => ranges.push(r),
                     _ => {
-                        return Err(format!(
+                        return Err(Error::invalid(format!(
                             "column {}: a chunk outside the part",
                             column.column_path()
-                        ));
+                        )));
                     }
                 }
             }
@@ -261,12 +267,12 @@ impl Totals {
     ///
     /// # Errors
     /// More than [`MAX_PART_BYTES`] read.
-    pub fn fetch(&mut self, range: &Range<u64>) -> Result<(), String> {
+    pub fn fetch(&mut self, range: &Range<u64>) -> Result<(), Error> {
         self.fetched += range.end - range.start;
         if self.fetched > MAX_PART_BYTES {
-            return Err(format!(
+            return Err(Error::bound(format!(
                 "more than the {MAX_PART_BYTES} bytes a part may have read"
-            ));
+            )));
         }
         Ok(())
     }
@@ -284,14 +290,14 @@ impl Totals {
         group: usize,
         column: usize,
         bytes: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let descr = footer
             .metadata
             .file_metadata()
             .schema_descr()
             .column(column);
         let name = descr.path().string();
-        let wrong = |why: String| format!("column {name}: {why}");
+        let wrong = |why: Error| why.at(format!("column {name}"));
         let rows = footer.metadata.row_group(group).num_rows() as u64;
         let mut values = 0u64;
         let mut at = 0;
@@ -299,71 +305,81 @@ impl Totals {
             let first = at == 0;
             let rest = &bytes[at..];
             let (header, len) = thrift::page_header(&rest[..rest.len().min(MAX_PAGE_HEADER_BYTES)])
-                .map_err(|e| wrong(format!("a page header: {e}")))?;
+                .map_err(|e| wrong(Error::invalid(format!("a page header: {e}"))))?;
             at += len;
             if header.compressed as usize > bytes.len() - at {
-                return Err(wrong("a page runs past its column chunk".into()));
+                return Err(wrong(Error::invalid("a page runs past its column chunk")));
             }
             at += header.compressed as usize;
             match header.kind {
                 PageKind::Dictionary => {
                     if !first {
-                        return Err(wrong("a dictionary page after the first page".into()));
+                        return Err(wrong(Error::invalid(
+                            "a dictionary page after the first page",
+                        )));
                     }
                     if header.uncompressed > MAX_DICTIONARY_BYTES {
-                        return Err(wrong(format!(
+                        return Err(wrong(Error::bound(format!(
                             "a dictionary of {} bytes, more than the {MAX_DICTIONARY_BYTES} allowed",
                             header.uncompressed
-                        )));
+                        ))));
                     }
                     if u64::from(header.values) * 4 > u64::from(header.uncompressed) {
-                        return Err(wrong(format!(
+                        return Err(wrong(Error::invalid(format!(
                             "a dictionary of {} entries in {} bytes",
                             header.values, header.uncompressed
-                        )));
+                        ))));
                     }
                     if !DICTIONARY_ENCODINGS.contains(&header.encoding) {
-                        return Err(wrong(format!("a dictionary encoded {}", header.encoding)));
+                        return Err(wrong(Error::invalid(format!(
+                            "a dictionary encoded {}",
+                            header.encoding
+                        ))));
                     }
                 }
                 PageKind::Data | PageKind::DataV2 => {
                     if header.uncompressed > MAX_PAGE_BYTES {
-                        return Err(wrong(format!(
+                        return Err(wrong(Error::bound(format!(
                             "a page of {} bytes decompressed, more than the {MAX_PAGE_BYTES} allowed",
                             header.uncompressed
-                        )));
+                        ))));
                     }
                     if !VALUE_ENCODINGS.contains(&header.encoding) {
-                        return Err(wrong(format!("values encoded {}", header.encoding)));
+                        return Err(wrong(Error::invalid(format!(
+                            "values encoded {}",
+                            header.encoding
+                        ))));
                     }
                     let levels = (LEVEL_ENCODING, LEVEL_ENCODING);
                     if header.level_encodings.is_some_and(|l| l != levels) {
-                        return Err(wrong("levels not run-length encoded".into()));
+                        return Err(wrong(Error::invalid("levels not run-length encoded")));
                     }
                     values += u64::from(header.values);
                     if values > MAX_CHUNK_VALUES {
-                        return Err(wrong(format!(
+                        return Err(wrong(Error::bound(format!(
                             "more than the {MAX_CHUNK_VALUES} values a column chunk may have"
-                        )));
+                        ))));
                     }
                 }
             }
             self.decompressed += u64::from(header.uncompressed);
             if self.decompressed > MAX_DECOMPRESSED_BYTES {
-                return Err(format!(
+                return Err(Error::bound(format!(
                     "pages of more than the {MAX_DECOMPRESSED_BYTES} bytes decompressed a part may have"
-                ));
+                )));
             }
         }
         // A column that is not a list has a level per row; a list, at least one.
         if values < rows || (descr.max_rep_level() == 0 && values != rows) {
-            return Err(wrong(format!("{values} values for {rows} rows")));
+            return Err(wrong(Error::invalid(format!(
+                "{values} values for {rows} rows"
+            ))));
         }
         self.values += values;
         if self.values > MAX_PART_VALUES {
-            return Err(format!(
+            return Err(Error::bound(format!(
                 "more than the {MAX_PART_VALUES} values a part may have"
-            ));
+            )));
         }
         Ok(())
     }
@@ -374,15 +390,15 @@ impl Totals {
 ///
 /// # Errors
 /// Why it is not a part of the table's within the bounds.
-pub fn check_part(bytes: &Bytes, schema: &Schema) -> Result<Footer, String> {
+pub fn check_part(bytes: &Bytes, schema: &Schema) -> Result<Footer, Error> {
     let size = bytes.len() as u64;
     if size > MAX_PART_BYTES {
-        return Err(format!(
+        return Err(Error::bound(format!(
             "{size} bytes, more than the {MAX_PART_BYTES} a part may have"
-        ));
+        )));
     }
     if !bytes.starts_with(b"PAR1") {
-        return Err("not Parquet (no PAR1 at its start)".into());
+        return Err(Error::invalid("not Parquet (no PAR1 at its start)"));
     }
     let tail = &bytes[bytes.len().saturating_sub(8)..];
     let len = footer_len(tail, size)?;

@@ -797,7 +797,7 @@ async fn a_lookup_reads_a_bounded_footer_and_only_row_groups_it_checked() {
         let (store, snapshot) = one_postings_part(bytes, ("w", "word999")).await;
         for cache in [None, Some(cache.clone())] {
             let (peak, found) = lookup(store.clone(), snapshot.clone(), "w", cache).await;
-            let err = found.unwrap_err();
+            let err = found.unwrap_err().to_string();
             assert!(err.starts_with("index/postings/part"), "{err}");
             assert!(err.contains(why), "{what}: {err}");
             assert!(peak < 16 * MIB, "{what}: {peak}");

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use super::bounds::{self, Footer, Totals};
 use super::columns::Chunk;
 use super::table::Table;
+use crate::fleet::Error;
 use crate::fleet::store::Store;
 use crate::hex;
 use crate::journal::private::{create_private_dir, create_private_file};
@@ -115,21 +116,17 @@ impl PartReader {
         }
     }
 
-    async fn range(&self, range: Range<u64>) -> Result<Bytes, String> {
+    async fn range(&self, range: Range<u64>) -> Result<Bytes, Error> {
         if let Some(bytes) = self.cache.as_ref().and_then(|c| c.get(&self.path, &range)) {
             return Ok(bytes);
         }
-        let bytes = self
-            .store
-            .get_range(&self.path, range.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let bytes = self.store.get_range(&self.path, range.clone()).await?;
         if bytes.len() as u64 != range.end - range.start {
-            return Err(format!(
+            return Err(Error::invalid(format!(
                 "{} bytes read of the {} asked",
                 bytes.len(),
                 range.end - range.start
-            ));
+            )));
         }
         if let Some(cache) = &self.cache {
             cache.put(&self.path, &range, &bytes);
@@ -142,9 +139,9 @@ impl PartReader {
     ///
     /// # Errors
     /// The store's, or a footer past the bounds.
-    pub async fn footer(&self, table: Table, totals: &mut Totals) -> Result<Footer, String> {
+    pub async fn footer(&self, table: Table, totals: &mut Totals) -> Result<Footer, Error> {
         if self.size < 12 {
-            return Err(format!("{} bytes: not Parquet", self.size));
+            return Err(Error::invalid(format!("{} bytes: not Parquet", self.size)));
         }
         let tail = self.size - 8..self.size;
         totals.fetch(&tail)?;
@@ -163,7 +160,7 @@ impl PartReader {
         footer: &Footer,
         group: usize,
         totals: &mut Totals,
-    ) -> Result<Vec<Chunk>, String> {
+    ) -> Result<Vec<Chunk>, Error> {
         let mut chunks = Vec::new();
         for column in 0..footer.metadata().row_group(group).num_columns() {
             let range = footer.chunk(group, column);

@@ -36,6 +36,7 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescPtr;
 
 use super::bounds::{Footer, MAX_DECODED_BYTES};
+use crate::fleet::Error;
 
 /// Rows read from a column at once.
 const BATCH: usize = 1024;
@@ -109,15 +110,15 @@ impl Budget {
     ///
     /// # Errors
     /// Not that much left.
-    pub fn take(&mut self, bytes: usize) -> Result<(), String> {
+    pub fn take(&mut self, bytes: usize) -> Result<(), Error> {
         match self.left.checked_sub(bytes) {
             Some(left) => {
                 self.left = left;
                 Ok(())
             }
-            None => Err(format!(
+            None => Err(Error::bound(format!(
                 "its rows would take more than the {MAX_DECODED_BYTES} bytes a part's rows may"
-            )),
+            ))),
         }
     }
 
@@ -125,7 +126,7 @@ impl Budget {
     ///
     /// # Errors
     /// Not that much left.
-    pub fn take_items<T>(&mut self, n: usize) -> Result<(), String> {
+    pub fn take_items<T>(&mut self, n: usize) -> Result<(), Error> {
         self.take(n.saturating_mul(size_of::<T>()))
     }
 }
@@ -165,7 +166,7 @@ impl<'a> Columns<'a> {
     ///
     /// # Errors
     /// The budget spent.
-    pub fn rows_vec<R>(&mut self) -> Result<Vec<R>, String> {
+    pub fn rows_vec<R>(&mut self) -> Result<Vec<R>, Error> {
         self.budget.take_items::<R>(self.rows)?;
         Ok(Vec::with_capacity(self.rows))
     }
@@ -186,7 +187,7 @@ impl<'a> Columns<'a> {
         &mut self,
         column: usize,
         max_bytes: usize,
-    ) -> Result<Vec<Option<String>>, String> {
+    ) -> Result<Vec<Option<String>>, Error> {
         let name = self.descr(column).path().string();
         self.flat::<ByteArrayType, String>(column, |v, budget| string(v, max_bytes, budget, &name))
     }
@@ -201,15 +202,15 @@ impl<'a> Columns<'a> {
         &mut self,
         column: usize,
         max_bytes: usize,
-    ) -> Result<Vec<Option<Vec<u64>>>, String> {
+    ) -> Result<Vec<Option<Vec<u64>>>, Error> {
         let name = self.descr(column).path().string();
         self.flat::<ByteArrayType, Vec<u64>>(column, |v, budget| {
             let bytes = v.data();
             if bytes.len() > max_bytes || bytes.len() % 8 != 0 {
-                return Err(format!(
+                return Err(Error::bound(format!(
                     "column {name}: a cell of {} bytes (fingerprints of 8 bytes, at most {max_bytes})",
                     bytes.len()
-                ));
+                )));
             }
             budget.take(bytes.len())?;
             Ok(bytes
@@ -223,7 +224,7 @@ impl<'a> Columns<'a> {
     ///
     /// # Errors
     /// The budget spent, or the crate's.
-    pub fn int32s(&mut self, column: usize) -> Result<Vec<Option<i32>>, String> {
+    pub fn int32s(&mut self, column: usize) -> Result<Vec<Option<i32>>, Error> {
         self.flat::<Int32Type, i32>(column, |v, _| Ok(*v))
     }
 
@@ -231,7 +232,7 @@ impl<'a> Columns<'a> {
     ///
     /// # Errors
     /// The budget spent, or the crate's.
-    pub fn int64s(&mut self, column: usize) -> Result<Vec<Option<i64>>, String> {
+    pub fn int64s(&mut self, column: usize) -> Result<Vec<Option<i64>>, Error> {
         self.flat::<Int64Type, i64>(column, |v, _| Ok(*v))
     }
 
@@ -239,7 +240,7 @@ impl<'a> Columns<'a> {
     ///
     /// # Errors
     /// The budget spent, or the crate's.
-    pub fn doubles(&mut self, column: usize) -> Result<Vec<Option<f64>>, String> {
+    pub fn doubles(&mut self, column: usize) -> Result<Vec<Option<f64>>, Error> {
         self.flat::<DoubleType, f64>(column, |v, _| Ok(*v))
     }
 
@@ -247,7 +248,7 @@ impl<'a> Columns<'a> {
     ///
     /// # Errors
     /// The budget spent, or the crate's.
-    pub fn bools(&mut self, column: usize) -> Result<Vec<Option<bool>>, String> {
+    pub fn bools(&mut self, column: usize) -> Result<Vec<Option<bool>>, Error> {
         self.flat::<BoolType, bool>(column, |v, _| Ok(*v))
     }
 
@@ -261,7 +262,7 @@ impl<'a> Columns<'a> {
         column: usize,
         max_bytes: usize,
         max_items: usize,
-    ) -> Result<Vec<Vec<String>>, String> {
+    ) -> Result<Vec<Vec<String>>, Error> {
         let name = self.descr(column).path().string();
         unpanicked(&name, || self.lists_unguarded(column, max_bytes, max_items))
     }
@@ -271,10 +272,10 @@ impl<'a> Columns<'a> {
         column: usize,
         max_bytes: usize,
         max_items: usize,
-    ) -> Result<Vec<Vec<String>>, String> {
+    ) -> Result<Vec<Vec<String>>, Error> {
         let descr = self.descr(column);
         let name = descr.path().string();
-        let crate_error = |e: ParquetError| format!("column {name}: {e}");
+        let crate_error = |e: ParquetError| Error::from(e).at(format!("column {name}"));
         let max_def = descr.max_def_level();
         self.budget.take_items::<Vec<String>>(self.rows)?;
         let mut out = Vec::with_capacity(self.rows);
@@ -296,27 +297,33 @@ impl<'a> Columns<'a> {
                     )
                     .map_err(crate_error)?;
                 if records == 0 || def.len() != rep.len() {
-                    return Err(format!("column {name}: fewer rows than its row group"));
+                    return Err(Error::invalid(format!(
+                        "column {name}: fewer rows than its row group"
+                    )));
                 }
                 let mut values = values.iter();
                 let mut at = 0;
                 for _ in 0..records {
                     if rep.get(at) != Some(&0) {
-                        return Err(format!("column {name}: levels that begin no row"));
+                        return Err(Error::invalid(format!(
+                            "column {name}: levels that begin no row"
+                        )));
                     }
                     let end = at + 1 + rep[at + 1..].iter().take_while(|r| **r != 0).count();
                     if end - at > max_items {
-                        return Err(format!(
+                        return Err(Error::bound(format!(
                             "column {name}: a list of {} items, more than the {max_items} allowed",
                             end - at
-                        ));
+                        )));
                     }
                     let present = def[at..end].iter().filter(|d| **d == max_def).count();
                     self.budget.take_items::<String>(present)?;
                     let mut list = Vec::with_capacity(present);
                     for _ in 0..present {
                         let Some(v) = values.next() else {
-                            return Err(format!("column {name}: fewer values than levels"));
+                            return Err(Error::invalid(format!(
+                                "column {name}: fewer values than levels"
+                            )));
                         };
                         list.push(string(v, max_bytes, &mut self.budget, &name)?);
                     }
@@ -333,8 +340,8 @@ impl<'a> Columns<'a> {
     fn flat<T: DataType, C>(
         &mut self,
         column: usize,
-        cell: impl FnMut(&T::T, &mut Budget) -> Result<C, String>,
-    ) -> Result<Vec<Option<C>>, String> {
+        cell: impl FnMut(&T::T, &mut Budget) -> Result<C, Error>,
+    ) -> Result<Vec<Option<C>>, Error> {
         let name = self.descr(column).path().string();
         unpanicked(&name, || self.flat_unguarded::<T, C>(column, cell))
     }
@@ -342,11 +349,11 @@ impl<'a> Columns<'a> {
     fn flat_unguarded<T: DataType, C>(
         &mut self,
         column: usize,
-        mut cell: impl FnMut(&T::T, &mut Budget) -> Result<C, String>,
-    ) -> Result<Vec<Option<C>>, String> {
+        mut cell: impl FnMut(&T::T, &mut Budget) -> Result<C, Error>,
+    ) -> Result<Vec<Option<C>>, Error> {
         let descr = self.descr(column);
         let name = descr.path().string();
-        let crate_error = |e: ParquetError| format!("column {name}: {e}");
+        let crate_error = |e: ParquetError| Error::from(e).at(format!("column {name}"));
         let max_def = descr.max_def_level();
         self.budget.take_items::<Option<C>>(self.rows)?;
         let mut out = Vec::with_capacity(self.rows);
@@ -363,7 +370,9 @@ impl<'a> Columns<'a> {
                     .read_records(BATCH.min(rows - read), levels, None, &mut values)
                     .map_err(crate_error)?;
                 if records == 0 {
-                    return Err(format!("column {name}: fewer rows than its row group"));
+                    return Err(Error::invalid(format!(
+                        "column {name}: fewer rows than its row group"
+                    )));
                 }
                 let mut values = values.iter();
                 for i in 0..records {
@@ -372,7 +381,9 @@ impl<'a> Columns<'a> {
                         continue;
                     }
                     let Some(v) = values.next() else {
-                        return Err(format!("column {name}: fewer values than levels"));
+                        return Err(Error::invalid(format!(
+                            "column {name}: fewer values than levels"
+                        )));
                     };
                     out.push(Some(cell(v, &mut self.budget)?));
                 }
@@ -406,7 +417,7 @@ fn typed<T: DataType>(
     group: usize,
     column: usize,
     chunk: &Chunk,
-) -> Result<ColumnReaderImpl<T>, String> {
+) -> Result<ColumnReaderImpl<T>, Error> {
     let metadata = footer.metadata();
     let descr = metadata.file_metadata().schema_descr().column(column);
     let name = descr.path().string();
@@ -417,23 +428,23 @@ fn typed<T: DataType>(
         group.num_rows() as usize,
         None,
     )
-    .map_err(|e| format!("column {name}: {e}"))?;
+    .map_err(|e| Error::from(e).at(format!("column {name}")))?;
     T::get_column_reader(get_column_reader(descr, Box::new(pages)))
-        .ok_or_else(|| format!("column {name}: not of its type"))
+        .ok_or_else(|| Error::invalid(format!("column {name}: not of its type")))
 }
 
 /// What reading column `column` with `read` gives, a panic of the crate's decoders being an
 /// error (see the module's doc).
-fn unpanicked<T>(column: &str, read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+fn unpanicked<T>(column: &str, read: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        Err(format!(
+        Err(Error::invalid(format!(
             "column {column}: the parquet crate failed on it ({why})"
-        ))
+        )))
     })
 }
 
@@ -443,16 +454,16 @@ fn string(
     max_bytes: usize,
     budget: &mut Budget,
     column: &str,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let bytes = value.data();
     if bytes.len() > max_bytes {
-        return Err(format!(
+        return Err(Error::bound(format!(
             "column {column}: a cell of {} bytes, more than the {max_bytes} allowed",
             bytes.len()
-        ));
+        )));
     }
-    let text =
-        std::str::from_utf8(bytes).map_err(|_| format!("column {column}: a cell not UTF-8"))?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Error::invalid(format!("column {column}: a cell not UTF-8")))?;
     budget.take(text.len())?;
     Ok(text.to_owned())
 }

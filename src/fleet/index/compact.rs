@@ -14,6 +14,7 @@ use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Removed, Snapshot};
 use super::table::{self, Table};
 use super::writer::{PART_ROWS, Rows, put_edits, put_postings, put_rows, put_sessions, put_turns};
+use crate::fleet::Error;
 use crate::fleet::store::Store;
 use crate::journal::SegmentReader;
 use crate::journal::reader::is_end_marker;
@@ -60,7 +61,7 @@ pub fn needed(snapshot: &Snapshot, now_us: i64) -> bool {
 ///
 /// # Errors
 /// The store's.
-pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, String> {
+pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, Error> {
     let found = super::reader::open(store).await?;
     let super::reader::Found::Index(snapshot) = found else {
         return Ok(0);
@@ -72,7 +73,7 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
         .map(|r| r.path.clone())
         .take(DELETES)
         .collect();
-    store.delete_many(&due).await.map_err(|e| e.to_string())?;
+    store.delete_many(&due).await?;
     if !due.is_empty() {
         tracing::info!(
             "index: {} parts compacted away more than {} s ago deleted",
@@ -84,8 +85,7 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
             s.removed.retain(|r| !due.contains(&r.path));
             s.removed.len() != before
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     let mut groups: BTreeMap<(Table, Option<String>), Vec<Part>> = BTreeMap::new();
     for p in snapshot.parts.into_iter().filter(small) {
@@ -97,7 +97,7 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
         if read.len() < 2 {
             // Nothing to merge: what was read is one part, or none.
             let paths: Vec<String> = new.iter().map(|p| p.path.clone()).collect();
-            store.delete_many(&paths).await.map_err(|e| e.to_string())?;
+            store.delete_many(&paths).await?;
             continue;
         }
         let replaced: BTreeSet<&str> = read.iter().map(String::as_str).collect();
@@ -118,8 +118,7 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
             }));
             true
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         if new
             .iter()
             .all(|n| committed.parts.iter().any(|p| p.path == n.path))
@@ -128,7 +127,7 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
         } else {
             // Another host merged them first: this merge is nobody's.
             let paths: Vec<String> = new.iter().map(|p| p.path.clone()).collect();
-            store.delete_many(&paths).await.map_err(|e| e.to_string())?;
+            store.delete_many(&paths).await?;
         }
     }
     Ok(merged)
@@ -142,8 +141,8 @@ pub async fn compact(store: &Store, host: &str, now_us: i64) -> Result<usize, St
 ///
 /// # Errors
 /// The store's.
-pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<usize, String> {
-    let listed = store.list_sized("index").await.map_err(|e| e.to_string())?;
+pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<usize, Error> {
+    let listed = store.list_sized("index").await?;
     let known: BTreeSet<&str> = snapshot
         .parts
         .iter()
@@ -164,7 +163,6 @@ pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<us
         let Ok(bytes) = store.get_bounded(&path, size).await else {
             continue;
         };
-        let wrong = |e: parquet::errors::ParquetError| e.to_string();
         let read = match table {
             Table::Sessions => table::decode_sessions(bytes).map(|r| (r.len(), None)),
             Table::Turns => table::decode_turns(bytes).map(|r| (r.len(), None)),
@@ -176,8 +174,7 @@ pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<us
                     .map(|(a, b)| (a.0.clone(), b.0.clone()));
                 (r.len(), words)
             }),
-        }
-        .map_err(wrong);
+        };
         let Ok((rows, words)) = read else {
             continue;
         };
@@ -209,8 +206,7 @@ pub async fn adopt(store: &Store, snapshot: &Snapshot, now_us: i64) -> Result<us
         s.parts.extend(missing);
         changed
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     Ok(orphans.len())
 }
 
@@ -223,7 +219,7 @@ async fn merge(
     day: Option<&str>,
     host: &str,
     parts: &[Part],
-) -> Result<(Vec<String>, Vec<Part>), String> {
+) -> Result<(Vec<String>, Vec<Part>), Error> {
     let mut blobs = Vec::new();
     for p in parts {
         match store
@@ -362,16 +358,14 @@ pub async fn rebuild(
     host: &str,
     sessions: &[Vec<(PathBuf, String)>],
     now_us: i64,
-) -> Result<Snapshot, String> {
+) -> Result<Snapshot, Error> {
     let mut rows = Rows::default();
     let mut repos = Repos::default();
     for segments in sessions {
         rows.add(rows_of(segments, &mut repos));
     }
     let parts = put_rows(store, host, &rows).await?;
-    snapshot::commit(store, |s| replace_all(s, &parts, now_us))
-        .await
-        .map_err(|e| e.to_string())
+    Ok(snapshot::commit(store, |s| replace_all(s, &parts, now_us)).await?)
 }
 
 /// Make `parts` the manifest's only parts, those it listed before compacted away at `now_us`;

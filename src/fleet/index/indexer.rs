@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -18,6 +18,8 @@ use super::inbox::IndexerMessage;
 use super::ledger::IndexLedger;
 use super::repair;
 use super::writer::{FLUSH, Writer};
+use crate::fleet::Error;
+use crate::fleet::layout::SessionId;
 use crate::fleet::lease;
 use crate::fleet::shipped::ShippedFiles;
 use crate::fleet::shipper::{Ledger, Shared};
@@ -42,8 +44,8 @@ pub struct Indexer {
     messages: mpsc::UnboundedReceiver<IndexerMessage>,
     /// Segments runs that are gone left unindexed, waiting their turn.
     recovered: VecDeque<PathBuf>,
-    /// When compaction was last looked at.
-    upkept: Option<tokio::time::Instant>,
+    /// When compaction was last looked at, on the shared clock.
+    upkept: Option<Duration>,
     /// A commit failed and was said (said again only once one succeeds).
     failing: bool,
 }
@@ -61,6 +63,7 @@ impl Indexer {
             shared.store.clone(),
             shared.local.clone(),
             shared.me.host.clone(),
+            shared.clock.clone(),
         );
         Indexer {
             shared,
@@ -145,8 +148,12 @@ impl Indexer {
         if self.writer.due(false) {
             self.flush().await;
         }
-        if self.upkept.is_none_or(|at| at.elapsed() >= UPKEEP) {
-            self.upkept = Some(tokio::time::Instant::now());
+        let now = self.shared.clock.now();
+        if self
+            .upkept
+            .is_none_or(|at| now.saturating_sub(at) >= UPKEEP)
+        {
+            self.upkept = Some(now);
             if let Err(e) = self.upkeep().await {
                 tracing::debug!("index upkeep: {e}");
             }
@@ -184,7 +191,7 @@ impl Indexer {
     /// When this host holds (or takes) the compaction lease: a compaction when the index has
     /// parts to merge or to delete, the parts the manifest lost taken in, then a repair of
     /// what the index lacks.
-    async fn upkeep(&mut self) -> Result<(), String> {
+    async fn upkeep(&mut self) -> Result<(), Error> {
         let s = &self.shared;
         // The lease first: a host that does not hold it asks the store nothing more.
         let policy = s.policy();
@@ -192,7 +199,7 @@ impl Indexer {
             &s.store,
             &s.leases,
             &s.taker(&policy),
-            super::compact::LEASE,
+            SessionId::new(super::compact::LEASE),
             Duration::ZERO,
         )
         .await;
@@ -235,7 +242,7 @@ impl Indexer {
     /// At the end of the run: read this run's segments as far as the store comes to hold them
     /// while the shipper ships their last bytes, then commit, all before `deadline`. What
     /// cannot be committed in time waits on this disk for the next run of the directory.
-    async fn finish(&mut self, deadline: Instant) {
+    async fn finish(&mut self, deadline: Duration) {
         while let Ok(message) = self.messages.try_recv() {
             match message {
                 IndexerMessage::Follow(path) => self.follow(path),
@@ -246,17 +253,18 @@ impl Indexer {
             }
         }
         // The commit's share of what is left: two fifths, at most 2 s.
-        let left = deadline.saturating_duration_since(Instant::now());
+        let clock = self.shared.clock.clone();
+        let left = deadline.saturating_sub(clock.now());
         let read_until = deadline - (left * 2 / 5).min(Duration::from_secs(2));
         loop {
             self.writer.poll();
-            if self.writer.caught_up() || Instant::now() >= read_until {
+            if self.writer.caught_up() || clock.now() >= read_until {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let committed = !self.writer.due(true)
-            || tokio::time::timeout_at(deadline.into(), self.flush())
+            || tokio::time::timeout(deadline.saturating_sub(clock.now()), self.flush())
                 .await
                 .unwrap_or_default();
         if !committed || !self.writer.caught_up() {

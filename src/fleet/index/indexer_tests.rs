@@ -17,6 +17,7 @@ use crate::fleet::clock::RuntimeClock;
 use crate::fleet::faults::Faulty;
 use crate::fleet::index::reader::{self, Found};
 use crate::fleet::index::rows::{SessionRow, TurnRow};
+use crate::fleet::layout::SessionId;
 use crate::fleet::lease::{self, Identity, Leases, Policy};
 use crate::fleet::liveness::ProcessTable;
 use crate::fleet::shipper::{Shipper, ShipperMessage};
@@ -107,7 +108,7 @@ impl Run {
 
     /// The end of the run, within `within`.
     async fn finish(self, within: Duration) {
-        let deadline = std::time::Instant::now() + within;
+        let deadline = self.shared.clock.now() + within;
         let (shipped, shipping) = oneshot::channel();
         let (indexed, indexing) = oneshot::channel();
         self.notes
@@ -278,7 +279,7 @@ async fn the_index_says_nothing_of_a_session_past_what_the_store_holds() {
         &store,
         &Mutex::new(Leases::default()),
         &taker,
-        "s",
+        SessionId::new("s"),
         Duration::ZERO,
     )
     .await

@@ -10,6 +10,7 @@ use parquet::file::statistics::Statistics;
 
 use super::bounds::Totals;
 use super::cache::{Cache, PartReader};
+use crate::fleet::Error;
 
 use super::snapshot::{self, Part, Read, Snapshot};
 use super::table::{self, Table};
@@ -33,14 +34,12 @@ pub enum Found {
 ///
 /// # Errors
 /// The store's.
-pub async fn open(store: &Store) -> Result<Found, String> {
-    Ok(
-        match snapshot::read(store).await.map_err(|e| e.to_string())? {
-            Read::Absent => Found::Missing,
-            Read::Found(_, s) => Found::Index(s),
-            Read::Unreadable(_, why) => Found::Unreadable(why),
-        },
-    )
+pub async fn open(store: &Store) -> Result<Found, Error> {
+    Ok(match snapshot::read(store).await? {
+        Read::Absent => Found::Missing,
+        Read::Found(_, s) => Found::Index(s),
+        Read::Unreadable(_, why) => Found::Unreadable(why),
+    })
 }
 
 /// Every row of every part of `table` in `snapshot`, each part decoded by `decode` (the tests'
@@ -51,13 +50,12 @@ async fn every_row<T>(
     snapshot: &Snapshot,
     table: Table,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, Error> {
     let fetches = snapshot.of(table).map(|part| async move {
         let bytes = store
             .get_bounded(&part.path, super::bounds::MAX_PART_BYTES)
-            .await
-            .map_err(|e| e.to_string())?;
-        decode(bytes).map_err(|e| format!("{}: {e}", part.path))
+            .await?;
+        decode(bytes).map_err(|e| Error::from(e).at(&part.path))
     });
     let parts: Vec<Vec<T>> = futures_util::stream::iter(fetches)
         .buffer_unordered(FETCHES)
@@ -71,10 +69,7 @@ async fn every_row<T>(
 /// # Errors
 /// The store's, or a part that is not Parquet of the table.
 #[cfg(test)]
-pub async fn turns(
-    store: &Store,
-    snapshot: &Snapshot,
-) -> Result<Vec<super::rows::TurnRow>, String> {
+pub async fn turns(store: &Store, snapshot: &Snapshot) -> Result<Vec<super::rows::TurnRow>, Error> {
     every_row(store, snapshot, Table::Turns, table::decode_turns).await
 }
 
@@ -86,7 +81,7 @@ pub async fn turns(
 pub async fn sessions(
     store: &Store,
     snapshot: &Snapshot,
-) -> Result<Vec<super::rows::SessionRow>, String> {
+) -> Result<Vec<super::rows::SessionRow>, Error> {
     let parts = every_row(store, snapshot, Table::Sessions, table::decode_sessions).await?;
     let mut latest = std::collections::HashMap::<String, super::rows::SessionRow>::new();
     for row in parts {
@@ -116,7 +111,7 @@ pub async fn candidates(
     snapshot: &Snapshot,
     prefixes: &[String],
     cache: Option<&std::sync::Arc<Cache>>,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<BTreeSet<String>, Error> {
     let mut all: Option<BTreeSet<String>> = None;
     for prefix in prefixes {
         // Every postings part: the word range a manifest gives is anyone's to write, the
@@ -145,9 +140,9 @@ async fn lookup(
     part: &Part,
     prefix: &str,
     cache: Option<std::sync::Arc<Cache>>,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<BTreeSet<String>, Error> {
     let reader = PartReader::new(store.clone(), part.path.clone(), part.bytes, cache);
-    let wrong = |e: String| format!("{}: {e}", part.path);
+    let wrong = |e: Error| e.at(&part.path);
     let mut totals = Totals::default();
     let footer = reader
         .footer(Table::Postings, &mut totals)

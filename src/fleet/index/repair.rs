@@ -15,6 +15,8 @@ use super::snapshot::{self, Part, Snapshot};
 use super::view;
 use super::writer::{Rows, put_rows};
 use crate::catalog::Catalog;
+use crate::fleet::Error;
+use crate::fleet::layout::SessionId;
 use crate::fleet::pull;
 use crate::fleet::store::Store;
 use crate::journal::JournalDir;
@@ -46,10 +48,10 @@ pub async fn repair(
     snapshot: &Snapshot,
     host: &str,
     now_us: i64,
-) -> Result<Repaired, String> {
-    copy.create_dirs().map_err(|e| e.to_string())?;
+) -> Result<Repaired, Error> {
+    copy.create_dirs().map_err(Error::Journal)?;
     let catalogs = pull::catalogs(store, copy).await?;
-    let summaries = copy.sessions_with(false).map_err(|e| e.to_string())?;
+    let summaries = copy.sessions_with(false).map_err(Error::Journal)?;
     let view = view::sessions(store, snapshot, &catalogs, &summaries, now_us).await?;
     let due: Vec<String> = view
         .lagging
@@ -64,7 +66,7 @@ pub async fn repair(
     let mut repos = Repos::default();
     let mut repaired = 0;
     for session in due.iter().take(AT_ONCE) {
-        pull::session(store, copy, session).await?;
+        pull::session(store, copy, SessionId::new(session)).await?;
         let dir = copy.session_dir(session);
         let mut paths = crate::journal::dir::segments_in(&dir).unwrap_or_default();
         crate::journal::mark::in_epoch_order(&mut paths);
@@ -95,8 +97,7 @@ pub async fn repair(
             s.parts.extend(missing);
             changed
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     Ok(Repaired {
         sessions: repaired,

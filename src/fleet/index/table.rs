@@ -21,6 +21,7 @@ use super::bounds::{self, Footer, MAX_CELL_BYTES};
 use super::columns::{self, Chunk, Columns};
 use super::edits::{EditRow, FINGERPRINTS};
 use super::rows::{CURRENCY_CHARS, SessionRow, TEXT_CHARS, TOOLS, TurnRow, WORD_BYTES};
+use crate::fleet::Error;
 
 /// Rows per row group of the postings (a word's lookup reads about one).
 pub const POSTINGS_ROW_GROUP: usize = 8192;
@@ -391,8 +392,8 @@ pub fn encode_postings(rows: &[(String, String)]) -> parquet::errors::Result<Byt
 }
 
 /// A decoding error as the crate's (the callers' type).
-fn failed(why: String) -> ParquetError {
-    ParquetError::General(why)
+fn failed(why: Error) -> ParquetError {
+    ParquetError::General(why.to_string())
 }
 
 /// The next cell of a required column (the schema, checked, says none is null).
@@ -413,7 +414,7 @@ pub fn decode_sessions(bytes: Bytes) -> parquet::errors::Result<Vec<SessionRow>>
     sessions(&bytes).map_err(failed)
 }
 
-fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, String> {
+fn sessions(bytes: &Bytes) -> Result<Vec<SessionRow>, Error> {
     // A part written before issue 53 has the second schema, before issue 51 the first: the
     // columns they lack are null.
     let (footer, schema) = match bounds::check_part(bytes, &sessions_schema()) {
@@ -496,7 +497,7 @@ pub fn decode_turns(bytes: Bytes) -> parquet::errors::Result<Vec<TurnRow>> {
     turns(&bytes).map_err(failed)
 }
 
-fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, String> {
+fn turns(bytes: &Bytes) -> Result<Vec<TurnRow>, Error> {
     // A part written before issue 54 has the first schema: no cost, no currency.
     let (footer, costed) = match bounds::check_part(bytes, &turns_schema()) {
         Ok(footer) => (footer, true),
@@ -555,7 +556,7 @@ pub fn decode_edits(bytes: Bytes) -> parquet::errors::Result<Vec<EditRow>> {
     edits(&bytes).map_err(failed)
 }
 
-fn edits(bytes: &Bytes) -> Result<Vec<EditRow>, String> {
+fn edits(bytes: &Bytes) -> Result<Vec<EditRow>, Error> {
     let footer = bounds::check_part(bytes, &edits_schema())?;
     let mut c = Columns::new(&footer, columns::every_chunk(&footer, bytes));
     let mut session = c.strings(0, MAX_CELL_BYTES)?.into_iter();
@@ -604,7 +605,7 @@ fn edits(bytes: &Bytes) -> Result<Vec<EditRow>, String> {
 pub fn decode_postings(
     footer: &Footer,
     groups: Vec<(usize, Vec<Chunk>)>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, Error> {
     let mut c = Columns::new(footer, groups);
     let words = c.strings(0, WORD_BYTES)?;
     let sessions = c.strings(1, MAX_CELL_BYTES)?;
@@ -749,7 +750,9 @@ mod tests {
             }]
         );
         let new = encode_turns(std::slice::from_ref(&turn)).unwrap();
-        let refused = bounds::check_part(&new, &turns_schema_1()).unwrap_err();
+        let refused = bounds::check_part(&new, &turns_schema_1())
+            .unwrap_err()
+            .to_string();
         assert!(refused.contains("schema differs"), "{refused}");
         assert_eq!(decode_turns(new).unwrap(), [turn]);
     }

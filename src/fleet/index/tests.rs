@@ -310,7 +310,8 @@ async fn the_index_writer_is_due_every_flush_and_not_sooner() {
         )
         .unwrap();
     let start = tokio::time::Instant::now();
-    let mut index = writer::Writer::new(store.clone(), local.clone(), "h".into());
+    let clock = std::sync::Arc::new(crate::fleet::clock::RuntimeClock::new(0));
+    let mut index = writer::Writer::new(store.clone(), local.clone(), "h".into(), clock);
     // Everything written is in the store as soon as it is written.
     let shipped = crate::fleet::shipped::ShippedFiles::default();
     let path = segment.path().to_path_buf();

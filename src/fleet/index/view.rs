@@ -18,6 +18,7 @@
 //! - **What could not be read.** A part that cannot be read is left out and named; the rest of
 //!   the index still answers.
 
+use crate::fleet::layout::{SessionId, SessionKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use futures_util::StreamExt;
@@ -28,10 +29,10 @@ use super::rows::{SessionRow, TurnRow};
 use super::snapshot::{Part, Snapshot};
 use super::table::{self, Table};
 use crate::catalog::{AgentInfo, CatalogEntry, SessionSummary};
+use crate::fleet::Error;
 use crate::fleet::lease;
 use crate::fleet::pull::Catalogs;
 use crate::fleet::store::Store;
-use crate::journal::dir::session_key;
 
 /// Most a row's version (its last activity, Unix microseconds) may be past the reader's clock.
 pub const MAX_SKEW_US: i64 = 3_600_000_000;
@@ -65,7 +66,7 @@ impl Believers {
         store: &Store,
         catalogs: &Catalogs,
         unclaimed: impl IntoIterator<Item = String>,
-    ) -> Result<Believers, String> {
+    ) -> Result<Believers, Error> {
         let unclaimed: BTreeSet<String> = unclaimed
             .into_iter()
             .filter(|s| !catalogs.claims.contains_key(s))
@@ -78,7 +79,7 @@ impl Believers {
         let mut histories = HashMap::new();
         let mut found = futures_util::stream::iter(lookups).buffer_unordered(FETCHES);
         while let Some((session, history)) = found.next().await {
-            let history = history.map_err(|e| e.to_string())?;
+            let history = history?;
             histories.insert(session, history.hosts.into_values().collect());
         }
         Ok(Believers {
@@ -101,7 +102,7 @@ async fn history_of(
     store: &Store,
     session: String,
 ) -> (String, Result<lease::Epochs, crate::fleet::store::Error>) {
-    let history = lease::history(store, &session_key(&session)).await;
+    let history = lease::history(store, &SessionKey::of(SessionId::new(&session))).await;
     (session, history)
 }
 
@@ -153,7 +154,7 @@ async fn every_row<T>(
         match part {
             Ok(part) if rows.len() + part.len() <= MAX_ROWS_READ => rows.extend(part),
             Ok(_) => left_out += 1,
-            Err(e) => skipped.push(e),
+            Err(e) => skipped.push(e.to_string()),
         }
     }
     if left_out > 0 {
@@ -170,12 +171,12 @@ async fn rows_of_part<T>(
     store: &Store,
     part: &Part,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, Error> {
     let bytes = store
         .get_bounded(&part.path, part.bytes.min(MAX_PART_BYTES))
         .await
-        .map_err(|e| format!("{}: {e}", part.path))?;
-    decode(bytes).map_err(|e| format!("{}: {e}", part.path))
+        .map_err(|e| Error::from(e).at(&part.path))?;
+    decode(bytes).map_err(|e| Error::from(e).at(&part.path))
 }
 
 /// The index's sessions, checked against `catalogs` (and `summaries`, the sessions the merged
@@ -189,7 +190,7 @@ pub async fn sessions(
     catalogs: &Catalogs,
     summaries: &[SessionSummary],
     now_us: i64,
-) -> Result<View, String> {
+) -> Result<View, Error> {
     let (all, skipped) = every_row(store, snapshot, Table::Sessions, table::decode_sessions).await;
     let unclaimed: BTreeSet<String> = all.iter().map(|r| r.session.clone()).collect();
     let believers = Believers::new(store, catalogs, unclaimed).await?;
@@ -340,7 +341,10 @@ impl View {
 pub fn catalog_entries(rows: &[SessionRow]) -> Vec<CatalogEntry> {
     let mut entries = Vec::new();
     for r in rows {
-        let segment = format!("sessions/{}/index.acpj.zst", session_key(&r.session));
+        let segment = format!(
+            "sessions/{}/index.acpj.zst",
+            SessionKey::of(SessionId::new(&r.session))
+        );
         // `agent` is the agent's title, else its command line; rows written before issue 51
         // have no command of their own: what they say is shown as the agent's name.
         let title = match &r.agent_command {

@@ -15,13 +15,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::time::Instant;
 
 use super::edits::{EditRow, Repos};
 use super::ledger::Indexed;
 use super::rows::{Earlier, Follower, SessionRow, TurnRow};
 use super::snapshot::{self, Part, Snapshot};
 use super::table::{self, Table};
+use crate::fleet::Error;
+use crate::fleet::clock::SharedClock;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::shipped::Shipped;
 use crate::fleet::store::Store;
 use crate::hex;
@@ -77,9 +79,12 @@ pub struct Writer {
     repos: Repos,
     /// Bytes of the rows kept (about: their texts and IDs).
     waiting_bytes: usize,
-    last_flush: Instant,
+    /// When the last flush began, on [`Writer::clock`].
+    last_flush: Duration,
+    /// The clock [`FLUSH`] is measured on (the fleet's: tokio's paused time in tests).
+    clock: SharedClock,
     /// The sessions erased from the store (their rows are never written).
-    erased: Arc<HashSet<String>>,
+    erased: Arc<HashSet<SessionKey>>,
 }
 
 /// `at` (Unix microseconds) as the UTC day `YYYY-MM-DD`.
@@ -112,13 +117,10 @@ pub async fn put_part(
     rows: u64,
     words: Option<(String, String)>,
     bytes: Bytes,
-) -> Result<Part, String> {
+) -> Result<Part, Error> {
     let path = part_path(table, day, host);
     let size = bytes.len() as u64;
-    store
-        .put_new(&path, bytes)
-        .await
-        .map_err(|e| e.to_string())?;
+    store.put_new(&path, bytes).await?;
     Ok(Part {
         table,
         path,
@@ -172,10 +174,10 @@ pub async fn put_sessions(
     host: &str,
     day: &str,
     rows: &[SessionRow],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, session_bytes) {
-        let bytes = table::encode_sessions(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_sessions(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Sessions, Some(day), host, n, None, bytes).await?);
     }
@@ -191,10 +193,10 @@ pub async fn put_turns(
     host: &str,
     day: &str,
     rows: &[TurnRow],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, turn_bytes) {
-        let bytes = table::encode_turns(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_turns(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Turns, Some(day), host, n, None, bytes).await?);
     }
@@ -210,10 +212,10 @@ pub async fn put_edits(
     host: &str,
     day: &str,
     rows: &[EditRow],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, EditRow::size) {
-        let bytes = table::encode_edits(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_edits(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Edits, Some(day), host, n, None, bytes).await?);
     }
@@ -228,14 +230,14 @@ pub async fn put_postings(
     store: &Store,
     host: &str,
     rows: &[(String, String)],
-) -> Result<Vec<Part>, String> {
+) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for piece in pieces(rows, |(word, session)| word.len() + session.len() + 16) {
         let words = piece
             .first()
             .zip(piece.last())
             .map(|(a, b)| (a.0.clone(), b.0.clone()));
-        let bytes = table::encode_postings(piece).map_err(|e| e.to_string())?;
+        let bytes = table::encode_postings(piece)?;
         let n = piece.len() as u64;
         parts.push(put_part(store, Table::Postings, None, host, n, words, bytes).await?);
     }
@@ -289,7 +291,7 @@ fn by_day<T: Clone>(rows: &[T], at: impl Fn(&T) -> i64) -> BTreeMap<String, Vec<
 ///
 /// # Errors
 /// The store's, or rows Parquet cannot encode.
-pub async fn put_rows(store: &Store, host: &str, rows: &Rows) -> Result<Vec<Part>, String> {
+pub async fn put_rows(store: &Store, host: &str, rows: &Rows) -> Result<Vec<Part>, Error> {
     let mut parts = Vec::new();
     for (d, rows) in &by_day(&rows.turns, |t| t.started_us) {
         parts.extend(put_turns(store, host, d, rows).await?);
@@ -352,8 +354,8 @@ fn turn_bytes(turn: &TurnRow) -> usize {
 }
 
 impl Writer {
-    /// A writer for `local`'s segments into `store`, as `host`.
-    pub fn new(store: Store, local: JournalDir, host: String) -> Writer {
+    /// A writer for `local`'s segments into `store`, as `host`, its flushes timed on `clock`.
+    pub fn new(store: Store, local: JournalDir, host: String, clock: SharedClock) -> Writer {
         Writer {
             store,
             local,
@@ -363,7 +365,8 @@ impl Writer {
             sessions: HashMap::new(),
             repos: Repos::default(),
             waiting_bytes: 0,
-            last_flush: Instant::now(),
+            last_flush: clock.now(),
+            clock,
             erased: Default::default(),
         }
     }
@@ -480,7 +483,7 @@ impl Writer {
     }
 
     /// The sessions erased from the store, as last listed.
-    pub fn set_erased(&mut self, keys: Arc<HashSet<String>>) {
+    pub fn set_erased(&mut self, keys: Arc<HashSet<SessionKey>>) {
         self.erased = keys;
     }
 
@@ -488,20 +491,24 @@ impl Writer {
     /// kept are at their bound).
     pub fn due(&self, end: bool) -> bool {
         let waiting = self.followed.values().any(|f| f.changed);
-        waiting && (end || self.waiting_bytes >= MAX_WAITING || self.last_flush.elapsed() >= FLUSH)
+        waiting
+            && (end
+                || self.waiting_bytes >= MAX_WAITING
+                || self.clock.now().saturating_sub(self.last_flush) >= FLUSH)
     }
 
     /// Write what was kept as parts and commit them. What fails waits for the next flush.
     ///
     /// # Errors
     /// The store's.
-    pub async fn flush(&mut self) -> Result<Committed, String> {
-        self.last_flush = Instant::now();
+    pub async fn flush(&mut self) -> Result<Committed, Error> {
+        self.last_flush = self.clock.now();
         if !self.followed.values().any(|f| f.changed) {
             return Ok(Committed::default());
         }
         let erased = self.erased.clone();
-        let gone = |session: &str| crate::fleet::layout::is_erased(&erased, session);
+        let gone =
+            |session: &str| crate::fleet::layout::is_erased(&erased, SessionId::new(session));
         self.sessions.retain(|s, _| !gone(s));
         let waiting = &mut self.waiting;
         waiting.turns.retain(|t| !gone(&t.session));
@@ -522,8 +529,7 @@ impl Writer {
                 s.parts.extend(missing);
                 changed
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             Some(committed)
         };
         self.waiting = Rows::default();

@@ -8,12 +8,13 @@ use super::objects::{MAX_RECORD, json};
 use super::{EpochRecord, How, Lease, Seen, read_lease};
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::store::{Error, Store, Write, Written};
-use crate::journal::dir::{SEGMENT_SUFFIX, session_key};
+use crate::journal::dir::SEGMENT_SUFFIX;
 
 /// The highest epoch the store knows of for session key `key`: its epoch records, its
 /// segments' markers, and the records of the earlier layout (`leases/<key>/<seq>`).
-pub(super) async fn highest_epoch(store: &Store, key: &str) -> Result<u64, Error> {
+pub(super) async fn highest_epoch(store: &Store, key: &SessionKey) -> Result<u64, Error> {
     let mut highest = 0;
     for rel in store.list(&layout::lease_dir(key)).await? {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
@@ -36,7 +37,7 @@ pub(super) async fn highest_epoch(store: &Store, key: &str) -> Result<u64, Error
 ///
 /// # Errors
 /// The store's listing (a record that cannot be read is left out).
-pub async fn history(store: &Store, key: &str) -> Result<Epochs, Error> {
+pub async fn history(store: &Store, key: &SessionKey) -> Result<Epochs, Error> {
     let mut history = Epochs::default();
     for rel in store.list(&layout::lease_dir(key)).await? {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
@@ -94,7 +95,7 @@ impl Epochs {
 ///
 /// # Errors
 /// The store's.
-pub async fn fence_others(store: &Store, key: &str, mine: &str) -> Result<(), Error> {
+pub async fn fence_others(store: &Store, key: &SessionKey, mine: &str) -> Result<(), Error> {
     let listed = store.list(&format!("sessions/{key}")).await?;
     let mut files: std::collections::BTreeMap<&str, Vec<layout::Entry>> = Default::default();
     for rel in &listed {
@@ -133,7 +134,7 @@ pub async fn recover(
     store: &Store,
     clock: &dyn Clock,
     host: &str,
-    key: &str,
+    key: &SessionKey,
     segment: &std::path::Path,
 ) -> Result<Option<u64>, Error> {
     let header = crate::journal::SegmentReader::open(segment)
@@ -143,7 +144,11 @@ pub async fn recover(
         })?
         .header()
         .clone();
-    let Some(session) = header.session.clone().filter(|s| session_key(s) == key) else {
+    let Some(session) = header
+        .session
+        .clone()
+        .filter(|s| SessionKey::of(SessionId::new(s)) == *key)
+    else {
         return Ok(None);
     };
     let history = history(store, key).await?;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::layout;
+use crate::fleet::layout::SessionKey;
 use crate::fleet::store::{Error, Store, Version};
 
 /// Largest lease or epoch record read.
@@ -133,7 +134,7 @@ impl Seen {
 ///
 /// # Errors
 /// The store's.
-pub async fn read_lease(store: &Store, key: &str) -> Result<Seen, Error> {
+pub async fn read_lease(store: &Store, key: &SessionKey) -> Result<Seen, Error> {
     Ok(
         match store
             .get_versioned(&layout::lease_object(key), MAX_RECORD)

@@ -4,7 +4,7 @@
 use super::Lease;
 
 /// Why a session could not be taken.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Refusal {
     /// Another host holds it: its lease (`None`: the lease is unreadable), and whether it was
     /// seen renewing it.
@@ -14,8 +14,23 @@ pub enum Refusal {
         /// The store cannot arbitrate (it ignores conditional writes).
         unarbitrated: bool,
     },
-    /// The store could not be asked.
-    Store(String),
+    /// The store could not say who holds it.
+    Store(Unanswered),
+}
+
+/// Why the store could not say who holds a session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unanswered {
+    /// A request failed.
+    #[error("{0}")]
+    Store(#[from] crate::fleet::store::Error),
+    /// The lease changed every time this host tried to take it.
+    #[error("the lease keeps changing")]
+    Contended,
+    /// No answer within this long.
+    #[error("no answer within {0:?}")]
+    Late(std::time::Duration),
 }
 
 /// `text` as it may be shown: a name the store gave, quoted and cut to 80 characters, with no

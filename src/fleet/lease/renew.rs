@@ -9,6 +9,7 @@ use super::objects::json;
 use super::{Held, Lease, Leases, Seen, Standing, read_lease, shown};
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
+use crate::fleet::layout::SessionKey;
 use crate::fleet::store::{Error, Store, Write, Written};
 
 /// What a renewal found.
@@ -27,7 +28,7 @@ pub enum Renewal {
 pub async fn renew(
     store: &Store,
     clock: &dyn Clock,
-    key: &str,
+    key: &SessionKey,
     held: &Held,
     release: bool,
 ) -> Result<Renewal, Error> {
@@ -74,7 +75,7 @@ pub async fn release_all(
     leases: &Mutex<Leases>,
     within: Duration,
 ) {
-    let held: Vec<(String, Held)> = leases
+    let held: Vec<(SessionKey, Held)> = leases
         .lock()
         .all_held()
         .map(|(k, h)| (k.clone(), h.clone()))
@@ -99,9 +100,9 @@ pub async fn renew_due(
     store: &Store,
     clock: &dyn Clock,
     leases: &Mutex<Leases>,
-) -> Result<(), String> {
+) -> Result<(), crate::fleet::Error> {
     let now = clock.now();
-    let due: Vec<(String, Held)> = leases
+    let due: Vec<(SessionKey, Held)> = leases
         .lock()
         .all_held()
         .filter(|(_, h)| h.renew_at <= now)
@@ -130,7 +131,7 @@ pub async fn renew_due(
                 );
                 leases.lock().set(&key, Standing::Lost(by));
             }
-            Err(e) => failed = Some(e.to_string()),
+            Err(e) => failed = Some(e.into()),
         }
     }
     failed.map_or(Ok(()), Err)

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{Held, Lease, Watch};
+use crate::fleet::layout::SessionKey;
 
 /// Where this process stands with a session's lease.
 #[derive(Clone, Debug)]
@@ -23,17 +24,17 @@ pub enum Standing {
 /// The leases of this process, by session key.
 #[derive(Debug, Default)]
 pub struct Leases {
-    by_key: HashMap<String, Standing>,
+    by_key: HashMap<SessionKey, Standing>,
 }
 
 impl Leases {
     /// Where this process stands with session key `key`.
-    pub fn get(&self, key: &str) -> Option<&Standing> {
+    pub fn get(&self, key: &SessionKey) -> Option<&Standing> {
         self.by_key.get(key)
     }
 
     /// The lease of `key` if this process holds it.
-    pub fn held(&self, key: &str) -> Option<&Held> {
+    pub fn held(&self, key: &SessionKey) -> Option<&Held> {
         match self.by_key.get(key) {
             Some(Standing::Held(h)) => Some(h),
             _ => None,
@@ -41,7 +42,7 @@ impl Leases {
     }
 
     /// Every lease held, by key.
-    pub fn all_held(&self) -> impl Iterator<Item = (&String, &Held)> {
+    pub fn all_held(&self) -> impl Iterator<Item = (&SessionKey, &Held)> {
         self.by_key.iter().filter_map(|(k, s)| match s {
             Standing::Held(h) => Some((k, h)),
             _ => None,
@@ -51,14 +52,14 @@ impl Leases {
     /// Whether this process should try to take session key `key`'s lease: it neither holds it
     /// nor lost it nor gave it back (it is new here, or another host held it when last looked
     /// at).
-    pub fn wanted(&self, key: &str) -> bool {
+    pub fn wanted(&self, key: &SessionKey) -> bool {
         matches!(self.by_key.get(key), None | Some(Standing::Watching(_)))
     }
 
     /// Whether a segment of this process of session key `key`, written in the store under
     /// `epoch` (`None`: nothing of it is there yet), may be shipped at `now`: only under the
     /// lease this process holds, valid by its clock, and only under the epoch it started under.
-    pub fn shipping(&self, key: &str, epoch: Option<u64>, now: Duration) -> Shipping {
+    pub fn shipping(&self, key: &SessionKey, epoch: Option<u64>, now: Duration) -> Shipping {
         match self.by_key.get(key) {
             Some(Standing::Held(held)) => match epoch {
                 // Lost, then taken again in this run: this segment was fenced, and the run
@@ -77,11 +78,11 @@ impl Leases {
         }
     }
 
-    pub(super) fn set(&mut self, key: &str, standing: Standing) {
-        self.by_key.insert(key.to_string(), standing);
+    pub(super) fn set(&mut self, key: &SessionKey, standing: Standing) {
+        self.by_key.insert(key.clone(), standing);
     }
 
-    pub(super) fn watched(&mut self, key: &str) -> Option<Watch> {
+    pub(super) fn watched(&mut self, key: &SessionKey) -> Option<Watch> {
         match self.by_key.get(key) {
             Some(Standing::Watching(w)) => w.clone(),
             _ => None,

@@ -12,13 +12,13 @@ use super::epochs::highest_epoch;
 use super::objects::{MAX_RECORD, json};
 use super::{
     EpochRecord, Held, How, Identity, Lease, Leases, Policy, Refusal, Renewal, Seen, Standing,
-    Verdict, fence_others, judge, read_lease, renew, shown,
+    Unanswered, Verdict, fence_others, judge, read_lease, renew, shown,
 };
 use crate::fleet::clock::Clock;
 use crate::fleet::layout;
+use crate::fleet::layout::{SessionId, SessionKey};
 use crate::fleet::liveness::Liveness;
 use crate::fleet::store::{Error, Store, Version, Write, Written};
-use crate::journal::dir::session_key;
 
 /// How often a host waiting for a lease looks at it again.
 const POLL: Duration = Duration::from_secs(1);
@@ -44,7 +44,7 @@ pub struct Taker<'a> {
 
 impl Taker<'_> {
     /// The lease this run writes to hold `session` at `epoch`: new, never renewed.
-    fn fresh_lease(&self, session: &str, epoch: u64) -> Lease {
+    fn fresh_lease(&self, session: SessionId<'_>, epoch: u64) -> Lease {
         Lease {
             session: session.to_string(),
             epoch,
@@ -78,7 +78,7 @@ pub async fn acquire(
     store: &Store,
     leases: &Mutex<Leases>,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
     patience: Duration,
 ) -> Result<Acquired, Refusal> {
     let Taker {
@@ -87,8 +87,8 @@ pub async fn acquire(
         liveness,
         ..
     } = *taker;
-    let key = session_key(session);
-    let refused = |e: Error| Refusal::Store(e.to_string());
+    let key = SessionKey::of(session);
+    let refused = |e: Error| Refusal::Store(e.into());
     let deadline = clock.now() + patience;
     let again = match leases.lock().get(&key) {
         Some(Standing::Held(h)) => {
@@ -167,7 +167,7 @@ pub async fn acquire(
             }
         }
     }
-    Err(Refusal::Store("the lease keeps changing".into()))
+    Err(Refusal::Store(Unanswered::Contended))
 }
 
 /// Take the leases of `sessions` (session IDs) without waiting for a silent holder, at most
@@ -182,12 +182,21 @@ pub async fn take_all(
     leases: &Mutex<Leases>,
     taker: &Taker<'_>,
     sessions: Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), crate::fleet::Error> {
     let takes = sessions.into_iter().map(|session| async move {
-        let got = match take_new(store, leases, taker, &session).await {
+        let got = match take_new(store, leases, taker, SessionId::new(&session)).await {
             Ok(Some(acquired)) => Ok(acquired),
-            Ok(None) => acquire(store, leases, taker, &session, Duration::ZERO).await,
-            Err(e) => Err(Refusal::Store(e.to_string())),
+            Ok(None) => {
+                acquire(
+                    store,
+                    leases,
+                    taker,
+                    SessionId::new(&session),
+                    Duration::ZERO,
+                )
+                .await
+            }
+            Err(e) => Err(Refusal::Store(e.into())),
         };
         (session, got)
     });
@@ -199,7 +208,7 @@ pub async fn take_all(
     {
         match got {
             Ok(_) => {}
-            Err(Refusal::Store(e)) => failed = Err(e),
+            Err(Refusal::Store(e)) => failed = Err(e.into()),
             Err(refusal) => tracing::debug!("{}: not shipped yet", refusal.message(&session)),
         }
     }
@@ -220,10 +229,10 @@ pub async fn take_new(
     store: &Store,
     leases: &Mutex<Leases>,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
 ) -> Result<Option<Acquired>, Error> {
     let Taker { policy, clock, .. } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     if policy.conditional != Some(true) || policy.takeover || leases.lock().get(&key).is_some() {
         return Ok(None);
     }
@@ -257,12 +266,12 @@ pub async fn take_new(
 async fn take(
     store: &Store,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
     seen: &Seen,
     how: How,
 ) -> Result<Option<Held>, Error> {
     let Taker { policy, clock, .. } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     // No lease, no history (its epoch records follow it): the first epoch, and [`complete`]
     // goes past any record found in the way. Else past every epoch the store knows of.
     let known = match seen {
@@ -317,7 +326,7 @@ struct Claim {
 async fn complete(
     store: &Store,
     taker: &Taker<'_>,
-    session: &str,
+    session: SessionId<'_>,
     taken: Claim,
     how: How,
     from: Option<Lease>,
@@ -325,7 +334,7 @@ async fn complete(
     let Taker {
         me, policy, clock, ..
     } = *taker;
-    let key = session_key(session);
+    let key = SessionKey::of(session);
     let Claim {
         mut version,
         mut lease,

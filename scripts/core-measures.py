@@ -142,7 +142,7 @@ def table_writers():
     """Files (other than sessions.rs and sessions/session.rs) calling a `SessionTable` method that takes `&mut self`,
     or a `Session` one on a session the table is indexed for by its slot (`sessions[slot]`)."""
     # The table and its sessions: `sessions.rs` (`SessionTable`) and its child
-    # `sessions/session.rs` (`Session`, whose fields only the table reaches).
+    # `sessions/session.rs` (`Session`, its fields private).
     own = ("sessions.rs", os.path.join("sessions", "session.rs"))
     text = "\n".join(strip(open(os.path.join(CORE, f)).read()) for f in own)
     def mutating(item):

@@ -30,7 +30,7 @@ pub(super) use session::Session;
 
 use bytes::Bytes;
 
-use super::agent_side::{AgentSide, Mapping};
+use super::agent_side::Mapping;
 use super::effects::Effects;
 use super::held::{HeldLines, HeldWhileStarting};
 use super::lookups::Lookups;
@@ -90,13 +90,7 @@ impl SessionTable {
     pub(super) fn owner(&self, s: &str) -> SessionId {
         self.lookups.count();
         match self.sessions.get_key_value(s) {
-            Some((
-                _,
-                Session {
-                    root: Some(root), ..
-                },
-            )) => root.clone(),
-            Some((k, _)) => k.clone(),
+            Some((k, session)) => session.root().unwrap_or(k).clone(),
             None => SessionId::from(s),
         }
     }
@@ -104,7 +98,7 @@ impl SessionTable {
     /// The session in `slot` as [`SessionTable::owner`] says (the root of its tree when it is a
     /// child session, else itself), and its slot when it is the session itself.
     pub(super) fn owner_at(&self, slot: Slot) -> (SessionId, Option<Slot>) {
-        match &self[slot].root {
+        match self[slot].root() {
             Some(root) => (root.clone(), None),
             None => (self.key_at(slot).clone(), Some(slot)),
         }
@@ -121,7 +115,7 @@ impl SessionTable {
 
     /// The root of the tree of the session in `slot`, when it is a child session.
     pub(super) fn root_at(&self, slot: Slot) -> Option<&SessionId> {
-        self[slot].root.as_ref()
+        self[slot].root()
     }
 
     /// Session `s`'s slot, if the table has it (the one lookup of a line's session).
@@ -146,7 +140,7 @@ impl SessionTable {
             return None;
         }
         self.lookups.count();
-        self.sessions.get(s)?.root.as_ref()
+        self.sessions.get(s)?.root()
     }
 
     /// Session `parent` announced `child`: the root of its tree when `child` becomes a child
@@ -163,10 +157,7 @@ impl SessionTable {
         }
         let root = self.owner(parent);
         self.children += 1;
-        let session = Session {
-            root: Some(root.clone()),
-            ..Session::default()
-        };
+        let session = Session::child_of(root.clone());
         self.sessions.insert(SessionId::from(child), session);
         Some(root)
     }
@@ -192,7 +183,7 @@ impl SessionTable {
     /// What the catalog learns of the session in `slot`, to add to.
     pub(super) fn facts(&mut self, slot: Slot) -> &mut Facts {
         self.facts_wait = true;
-        &mut self[slot].facts
+        self[slot].facts_mut()
     }
 
     /// What the catalog learned and was not told yet, by session in order of ID
@@ -205,19 +196,14 @@ impl SessionTable {
         let mut sessions: Vec<(&SessionId, &mut Session)> = self.sessions.iter_mut().collect();
         sessions.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (s, session) in sessions {
-            session.facts.take(s, &mut out);
+            session.facts_mut().take(s, &mut out);
         }
         out
     }
 
     /// The client sent the session in `slot` a prompt (request `id`), watched from `at`.
     pub(super) fn start_prompt(&mut self, slot: Slot, id: RequestId, at: Stamp) {
-        if self[slot]
-            .turn
-            .watch
-            .replace(PromptWatch::new(id, at))
-            .is_none()
-        {
+        if self[slot].start_watch(PromptWatch::new(id, at)) {
             self.watched += 1;
         }
     }
@@ -230,14 +216,7 @@ impl SessionTable {
     /// The prompt of the session in `slot` is over: answered (request `id`), or (`None`, ACP
     /// v2) the agent reported the session idle.
     pub(super) fn end_prompt(&mut self, slot: Slot, id: Option<&RequestId>) {
-        let session = &mut self[slot];
-        if session
-            .turn
-            .watch
-            .as_ref()
-            .is_some_and(|w| id.is_none_or(|id| w.is(id)))
-        {
-            session.turn.watch = None;
+        if self[slot].end_watch(id) {
             self.watched -= 1;
         }
     }
@@ -246,14 +225,14 @@ impl SessionTable {
     pub(super) fn end_prompts(&mut self) {
         if std::mem::take(&mut self.watched) > 0 {
             for session in self.sessions.values_mut() {
-                session.turn.watch = None;
+                session.end_watch(None);
             }
         }
     }
 
     pub(super) fn journal_open(&self, s: &str) -> bool {
         self.lookups.count();
-        self.sessions.get(s).is_some_and(|s| s.journal_open)
+        self.sessions.get(s).is_some_and(Session::journal_open)
     }
 
     /// Emit `OpenSession` unless the session's journal is already open; returns true when it
@@ -265,11 +244,9 @@ impl SessionTable {
         cwd: Option<String>,
         initialize: &Initialize,
     ) -> bool {
-        let entry = self.entry(session);
-        if entry.journal_open {
+        if !self.entry(session).open_journal() {
             return false;
         }
-        entry.journal_open = true;
         fx.push(Action::OpenSession {
             session: session.clone(),
             cwd,
@@ -282,12 +259,7 @@ impl SessionTable {
     /// is starting the mapping waits in its state; otherwise the session is live, mapped.
     pub(super) fn map(&mut self, session: &SessionId, mapping: Mapping) {
         self.by_agent.insert(mapping.agent.clone(), session.clone());
-        let entry = self.entry(session);
-        entry.closed_mapping = None;
-        match &mut entry.agent {
-            AgentSide::Starting { mapping: slot, .. } => *slot = Some(mapping),
-            other => *other = AgentSide::Mapped(mapping),
-        }
+        self.entry(session).map(mapping);
     }
 
     /// The ID the agent knows the session by.
@@ -341,15 +313,9 @@ impl SessionTable {
         let Some(client) = self.client_mapped(agent) else {
             return false;
         };
-        match self.sessions.get(client) {
-            Some(
-                s @ Session {
-                    agent: AgentSide::Starting { .. },
-                    ..
-                },
-            ) => s.mapping().is_some_and(|m| m.agent.as_str() == agent.0),
-            _ => false,
-        }
+        self.sessions.get(client).is_some_and(|s| {
+            s.is_starting() && s.mapping().is_some_and(|m| m.agent.as_str() == agent.0)
+        })
     }
 
     /// True when the agent-side ID is known to the table, as a mapping or as a session
@@ -429,7 +395,7 @@ fn held_of<'a>(
     agent: AgentRef<'_>,
 ) -> Option<&'a mut HeldLines> {
     let client = by_agent.get(agent.0)?;
-    Some(&mut sessions.get_mut(client)?.held)
+    Some(sessions.get_mut(client)?.held_mut())
 }
 
 /// The session in a slot (a slot is the table's own: [`SessionTable::slot`]).

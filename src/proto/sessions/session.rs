@@ -1,7 +1,7 @@
 //! One client-facing session ([`Session`]): where it stands on the agent, its turn, its held
 //! lines, its native load, its catalog facts, its connections and its place in a tree. Its
-//! fields are the session table's ([`super::SessionTable`], the parent module) and nobody
-//! else's: the rest of the core changes a session through its methods.
+//! fields are private: the session table ([`super::SessionTable`], the parent module) and the
+//! rest of the core change a session through its methods.
 
 use crate::proto::agent_side::{AgentSide, Mapping};
 use crate::proto::held::HeldLines;
@@ -16,40 +16,96 @@ use crate::wire::envelope::RequestId;
 #[derive(Debug, Default)]
 pub(in crate::proto) struct Session {
     /// Its journal segment is open in this run.
-    pub(super) journal_open: bool,
+    journal_open: bool,
     /// A `session/load` or `session/resume` the client sent the agent itself, until the agent
     /// answers it.
-    pub(super) native_load: Option<NativeLoad>,
+    native_load: Option<NativeLoad>,
     /// Where it stands on the agent.
-    pub(super) agent: AgentSide,
+    agent: AgentSide,
     /// The mapping of a mapped session the client closed: lines that still name it are mapped
     /// as before, until a load maps it anew.
-    pub(super) closed_mapping: Option<Mapping>,
+    closed_mapping: Option<Mapping>,
     /// What it was set up with in this connection: how to bring it up again.
-    pub(super) setup: Option<SetupParams>,
+    setup: Option<SetupParams>,
     /// The client connections attached to it, and how; a connection's end detaches it. (The
     /// core's tests read it.)
     #[cfg(test)]
     pub(in crate::proto) members: Membership,
     #[cfg(not(test))]
-    pub(super) members: Membership,
+    members: Membership,
     /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
     /// foreground work (ACP v2).
-    pub(super) turn: Turn,
+    turn: Turn,
     /// The agent restart it was last lost in (`Handshake::restarts` then; 0: none): the
     /// sessions lost since a restarted agent began being initialized are told of a host's
     /// absence and return.
-    pub(super) lost_in: u64,
+    lost_in: u64,
     /// Agent lines held while a load brings it up (until the load ends).
-    pub(super) held: HeldLines,
+    held: HeldLines,
     /// What the catalog learned of it and has not been told yet.
-    pub(super) facts: Facts,
+    facts: Facts,
     /// A child session (a subagent's) announced in this run: the root of its tree, found once,
     /// when it was announced ([`super::tree`]).
-    pub(super) root: Option<SessionId>,
+    root: Option<SessionId>,
 }
 
 impl Session {
+    /// A child session (a subagent's) of the tree whose root is `root`.
+    pub(super) fn child_of(root: SessionId) -> Session {
+        Session {
+            root: Some(root),
+            ..Session::default()
+        }
+    }
+
+    /// The root of its tree, when it is a child session.
+    pub(super) fn root(&self) -> Option<&SessionId> {
+        self.root.as_ref()
+    }
+
+    /// What the catalog learns of it, to add to.
+    pub(super) fn facts_mut(&mut self) -> &mut Facts {
+        &mut self.facts
+    }
+
+    /// Its stall watch, replaced by `watch`: true when it had none.
+    pub(super) fn start_watch(&mut self, watch: PromptWatch) -> bool {
+        self.turn.watch.replace(watch).is_none()
+    }
+
+    /// Its stall watch ended, when it watches the prompt `id` (`None`: any): true when it did.
+    pub(super) fn end_watch(&mut self, id: Option<&RequestId>) -> bool {
+        let ends = (self.turn.watch.as_ref()).is_some_and(|w| id.is_none_or(|id| w.is(id)));
+        if ends {
+            self.turn.watch = None;
+        }
+        ends
+    }
+
+    /// Its journal marked open in this run: false when it was already.
+    pub(super) fn open_journal(&mut self) -> bool {
+        !std::mem::replace(&mut self.journal_open, true)
+    }
+
+    /// Mapped to `mapping` (while it is starting, the mapping waits in its state).
+    pub(super) fn map(&mut self, mapping: Mapping) {
+        self.closed_mapping = None;
+        match &mut self.agent {
+            AgentSide::Starting { mapping: slot, .. } => *slot = Some(mapping),
+            other => *other = AgentSide::Mapped(mapping),
+        }
+    }
+
+    /// A load is bringing it up.
+    pub(super) fn is_starting(&self) -> bool {
+        matches!(self.agent, AgentSide::Starting { .. })
+    }
+
+    /// Its agent lines held while a load brings it up.
+    pub(super) fn held_mut(&mut self) -> &mut HeldLines {
+        &mut self.held
+    }
+
     /// Its journal segment is open in this run.
     pub(in crate::proto) fn journal_open(&self) -> bool {
         self.journal_open
@@ -136,7 +192,7 @@ impl Session {
     }
 
     /// The mapping that applies to its lines, for editing them.
-    pub(super) fn mapping_mut(&mut self) -> Option<&mut Mapping> {
+    fn mapping_mut(&mut self) -> Option<&mut Mapping> {
         match &mut self.agent {
             AgentSide::Mapped(m) => Some(m),
             AgentSide::Starting {

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::context::Cx;
 use super::load_request::SetupParams;
 use super::pending::{Pending, Resolved, Setup};
-use super::sessions::Slot;
+use super::sessions::{SessionTable, Slot};
 use super::turn_facts;
 use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
 use crate::acp::subagents;
@@ -35,13 +35,14 @@ use crate::wire::envelope::{self, Kind, Peek};
 /// with its slot when it is the one resolved (a child's root is not).
 pub(super) fn attribute(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
     resolved: Resolved,
 ) -> (Target, Option<Slot>) {
     if from == Side::Agent {
-        learn_child(cx, peek);
+        learn_child(cx, sessions, peek);
     }
     let Resolved {
         session: slot,
@@ -53,7 +54,7 @@ pub(super) fn attribute(
         let slot = slot.filter(|_| answered.is_some());
         let pending = answered.map(|pending| *pending);
         return match pending.or_else(|| cx.pending.remove(&(from.other(), id.clone()))) {
-            Some(pending) => response(cx, peek, record, *is_error, pending, slot),
+            Some(pending) => response(cx, sessions, peek, record, *is_error, pending, slot),
             None => (Target::Run, None),
         };
     }
@@ -61,10 +62,10 @@ pub(super) fn attribute(
     // slot, when it is the session itself).
     let (session, slot) = match (peek.session.as_deref(), slot) {
         (Some(_), Some(slot)) => {
-            let (owner, slot) = cx.sessions.owner_at(slot);
+            let (owner, slot) = sessions.owner_at(slot);
             (Some(owner), slot)
         }
-        (Some(s), None) => (Some(cx.sessions.owner(s)), None),
+        (Some(s), None) => (Some(sessions.owner(s)), None),
         (None, _) => (None, None),
     };
     let target = |session: Option<SessionId>, slot| match session {
@@ -74,18 +75,18 @@ pub(super) fn attribute(
     match &peek.kind {
         // It names a session only to ask what it would start with: it opens none.
         Kind::Request { method, .. } if method == "session/options" => {
-            request(cx, from, peek, record, None, None);
+            request(cx, sessions, from, peek, record, None, None);
             (Target::Run, None)
         }
         Kind::Request { .. } if session.is_some() => {
-            request(cx, from, peek, record, session.clone(), slot);
+            request(cx, sessions, from, peek, record, session.clone(), slot);
             target(session, slot)
         }
         Kind::Request { .. } => {
             // Request-scoped messages (elicitation) name a request of the other peer.
             let key = envelope::request_id(peek.params).map(|rid| (from.other(), rid));
             let session = key.and_then(|key| cx.pending.get(&key)?.session.clone());
-            request(cx, from, peek, record, session.clone(), None);
+            request(cx, sessions, from, peek, record, session.clone(), None);
             target(session, None)
         }
         Kind::Notification { method } if session.is_none() && method == "$/cancel_request" => {
@@ -100,7 +101,7 @@ pub(super) fn attribute(
 
 /// An agent's `session/update` that announces a child session: the child joins the tree of
 /// the session that announced it, and the catalog hears of it (once).
-fn learn_child(cx: &mut Cx, peek: &Peek<'_>) {
+fn learn_child(cx: &mut Cx, sessions: &mut SessionTable, peek: &Peek<'_>) {
     let (Some(parent), Some(params)) = (peek.session.as_deref(), peek.params) else {
         return;
     };
@@ -115,8 +116,8 @@ fn learn_child(cx: &mut Cx, peek: &Peek<'_>) {
     let Some(update) = subagents::child_update(&params["update"]) else {
         return;
     };
-    let parent = cx.sessions.id(parent);
-    if let Some(root) = cx.sessions.announce_child(&parent, update.child) {
+    let parent = sessions.id(parent);
+    if let Some(root) = sessions.announce_child(&parent, update.child) {
         cx.fx.push(Action::Catalog(CatalogUpdate::Child {
             session: root,
             child: SessionId::from(update.child),
@@ -130,6 +131,7 @@ fn learn_child(cx: &mut Cx, peek: &Peek<'_>) {
 /// pending table.
 fn request(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
@@ -143,7 +145,7 @@ fn request(
     let child = peek
         .session
         .as_deref()
-        .is_some_and(|s| cx.sessions.root_of(s).is_some());
+        .is_some_and(|s| sessions.root_of(s).is_some());
     let learns = session.clone().filter(|_| !child);
     if method == "initialize" {
         cx.initialize.request = Some(record_bytes(record));
@@ -152,8 +154,8 @@ fn request(
         && let Some(state) = turn_facts::state_of_request(from, method)
     {
         let redact = cx.config.redact;
-        let slot = slot.unwrap_or_else(|| cx.sessions.made(s));
-        (cx.sessions.facts(slot)).request(state, peek.params, redact, record.unix_us);
+        let slot = slot.unwrap_or_else(|| sessions.made(s));
+        (sessions.facts(slot)).request(state, peek.params, redact, record.unix_us);
     }
     let setup = CREATES_SESSION.contains(&method).then(|| Setup {
         record: record.clone(),
@@ -186,6 +188,7 @@ fn request(
 /// with the request that created it copied in first), with its slot when it is `slot`'s.
 fn response(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     peek: &Peek<'_>,
     record: &Record,
     is_error: bool,
@@ -201,8 +204,8 @@ fn response(
     if let Some(s) = &pending.session
         && turn_facts::answer_teaches(&pending.method, cx.agent.v2)
     {
-        let slot = slot.unwrap_or_else(|| cx.sessions.made(s));
-        (cx.sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
+        let slot = slot.unwrap_or_else(|| sessions.made(s));
+        (sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
     }
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
@@ -215,9 +218,9 @@ fn response(
     if pending.method == "session/prompt"
         && !cx.agent.v2
         && let Some(slot) =
-            (pending.session.as_deref()).and_then(|s| slot.or_else(|| cx.sessions.slot(s)))
+            (pending.session.as_deref()).and_then(|s| slot.or_else(|| sessions.slot(s)))
     {
-        cx.sessions.end_prompt(slot, Some(id));
+        sessions.end_prompt(slot, Some(id));
     }
     let created = match (&pending.setup, is_error) {
         (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),
@@ -225,9 +228,9 @@ fn response(
     };
     match (created, pending.setup) {
         (Some(new), Some(setup)) => {
-            open_session(cx, &new, setup.cwd.clone(), false);
-            tell_reused(cx, &new, record);
-            cx.sessions.entry(&new).set_up(setup.params);
+            open_session(cx, sessions, &new, setup.cwd.clone(), false);
+            tell_reused(cx, sessions, &new, record);
+            sessions.entry(&new).set_up(setup.params);
             if setup.copied_to.as_ref() != Some(&new) {
                 cx.fx.journal(Target::Session(new.clone()), setup.record);
                 if let Some(edit) = setup.edit {
@@ -245,8 +248,8 @@ fn response(
 
 /// A session the agent created under an ID the store held (see
 /// [`super::reused_ids`]): its journal and the catalog say which ID the agent uses.
-fn tell_reused(cx: &mut Cx, session: &SessionId, record: &Record) {
-    let agent = cx.sessions.agent_id(session);
+fn tell_reused(cx: &mut Cx, sessions: &mut SessionTable, session: &SessionId, record: &Record) {
+    let agent = sessions.agent_id(session);
     if agent.as_str() == &**session {
         return;
     }
@@ -266,8 +269,14 @@ fn tell_reused(cx: &mut Cx, session: &SessionId, record: &Record) {
 
 /// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
 /// through early agent traffic takes the copy of the only unclaimed pending `session/new`.
-pub(super) fn open_session(cx: &mut Cx, session: &SessionId, cwd: Option<String>, claim: bool) {
-    if cx.sessions.journal_open(session) {
+pub(super) fn open_session(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    session: &SessionId,
+    cwd: Option<String>,
+    claim: bool,
+) {
+    if sessions.journal_open(session) {
         return;
     }
     let early_copy = if claim {
@@ -287,8 +296,7 @@ pub(super) fn open_session(cx: &mut Cx, session: &SessionId, cwd: Option<String>
         None
     };
     let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, _, c)| c.clone()));
-    cx.sessions
-        .open_journal(&mut cx.fx, session, cwd, &cx.initialize);
+    sessions.open_journal(&mut cx.fx, session, cwd, &cx.initialize);
     if let Some((record, edit, _)) = early_copy {
         cx.fx.journal(Target::Session(session.clone()), record);
         if let Some(edit) = edit {

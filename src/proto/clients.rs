@@ -14,6 +14,7 @@ use super::connection::{self, Attachment, Connections, Route, Unsettled};
 use super::context::Cx;
 use super::loading::Loads;
 use super::pending::Resolved;
+use super::sessions::SessionTable;
 use super::vocab::{Action, ConnId, Line, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
@@ -21,14 +22,14 @@ use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
 /// What routing left for the core: attachments (a session created for a connection, a
 /// connection joining one), connections to end, attachments that ended (a failed join),
 /// agent requests nobody is left to answer.
-pub(super) fn settle(cx: &mut Cx, connections: &mut Connections) {
+pub(super) fn settle(cx: &mut Cx, sessions: &mut SessionTable, connections: &mut Connections) {
     let Unsettled {
         attachments,
         to_end,
         orphaned,
     } = connections.take_unsettled();
     for (s, conn, attachment) in attachments {
-        if let Some(session) = cx.sessions.get_mut(&s) {
+        if let Some(session) = sessions.get_mut(&s) {
             match attachment {
                 Attachment::Attach => session.attach(conn),
                 Attachment::Detach => session.detach(conn),
@@ -40,7 +41,7 @@ pub(super) fn settle(cx: &mut Cx, connections: &mut Connections) {
     }
     let at = cx.now;
     for (id, line) in orphaned {
-        ask_again(cx, connections, at, id, line);
+        ask_again(cx, sessions, connections, at, id, line);
     }
 }
 
@@ -70,17 +71,22 @@ pub(super) fn answer_initialize_again(
 /// ahead of what routing queued meanwhile ([`Connections::send_ahead`]); an agent request no
 /// client can answer is answered for it, one waiting for a client to attach waits (bounded).
 /// (A line for one connection, the common case, is [`super::Proxy::poll_action`]'s own.)
-pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) {
+pub(super) fn deliver(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    connections: &mut Connections,
+    route: Route,
+) {
     let at = cx.now;
     match route {
         Route::One(conn, line) => connections.send_ahead(vec![conn], line),
-        Route::Unanswerable(id, line, why) => answer_unasked(cx, at, id, &line, why),
+        Route::Unanswerable(id, line, why) => answer_unasked(cx, sessions, at, id, &line, why),
         Route::Wait(mut waiting) => {
             waiting.since_us = at.mono_us;
             let (id, line) = (waiting.id.clone(), waiting.line.clone());
             if !connections.wait(waiting) {
                 let why = "too many requests wait for a client";
-                answer_unasked(cx, at, id, &line, why);
+                answer_unasked(cx, sessions, at, id, &line, why);
             }
         }
         Route::Each(conns, line) => connections.send_ahead(conns, line),
@@ -91,8 +97,14 @@ pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) 
 /// Client connection `conn` ended: detached from its sessions, which live on; the agent
 /// requests it left unanswered are asked again. False while others remain (or on a host,
 /// always): true when it was the client's last, the client's end.
-pub(super) fn ended(cx: &mut Cx, connections: &mut Connections, at: Stamp, conn: ConnId) -> bool {
-    for (_, session) in cx.sessions.iter_mut() {
+pub(super) fn ended(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    connections: &mut Connections,
+    at: Stamp,
+    conn: ConnId,
+) -> bool {
+    for (_, session) in sessions.iter_mut() {
         session.detach(conn);
     }
     let (unanswered, last) = connections.end(conn);
@@ -100,7 +112,7 @@ pub(super) fn ended(cx: &mut Cx, connections: &mut Connections, at: Stamp, conn:
         return true;
     }
     for (id, line) in unanswered {
-        ask_again(cx, connections, at, id, line);
+        ask_again(cx, sessions, connections, at, id, line);
     }
     false
 }
@@ -119,6 +131,7 @@ pub(super) fn refused(cx: &mut Cx, at: Stamp, line: &Bytes, sent: &RequestId, er
 /// is never left waiting.
 pub(super) fn ask_again(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     connections: &Connections,
     at: Stamp,
     id: RequestId,
@@ -127,8 +140,7 @@ pub(super) fn ask_again(
     let peek = envelope::peek(&line);
     if peek.session.as_deref().is_some_and(|s| {
         connections.is_hosted()
-            || cx
-                .sessions
+            || sessions
                 .get(s)
                 .is_some_and(|x| !x.members().attached().is_empty())
     }) {
@@ -138,6 +150,7 @@ pub(super) fn ask_again(
     }
     answer_unasked(
         cx,
+        sessions,
         at,
         id,
         &line,
@@ -147,17 +160,29 @@ pub(super) fn ask_again(
 
 /// A host's agent requests that waited for a client longer than
 /// [`Config::unattended_timeout_us`] are answered.
-pub(super) fn expire_waiting(cx: &mut Cx, connections: &mut Connections, at: Stamp) {
+pub(super) fn expire_waiting(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    connections: &mut Connections,
+    at: Stamp,
+) {
     let before = at.mono_us.saturating_sub(cx.config.unattended_timeout_us);
     for waiting in connections.expired(before) {
         let why = "no client attached to the session in time to answer this request";
-        answer_unasked(cx, at, waiting.id, &waiting.line, why);
+        answer_unasked(cx, sessions, at, waiting.id, &waiting.line, why);
     }
 }
 
 /// Answer the agent's request `id` (its `line`) for the client, which cannot (`why`): a
 /// permission request as cancelled, anything else with error -32603.
-pub(super) fn answer_unasked(cx: &mut Cx, at: Stamp, id: RequestId, line: &Bytes, why: &str) {
+pub(super) fn answer_unasked(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    at: Stamp,
+    id: RequestId,
+    line: &Bytes,
+    why: &str,
+) {
     let peek = envelope::peek(line);
     if !cx.pending.contains_key(&(Side::Agent, id.clone())) {
         // Not the current agent's, or answered meanwhile: nobody waits.
@@ -175,7 +200,7 @@ pub(super) fn answer_unasked(cx: &mut Cx, at: Stamp, id: RequestId, line: &Bytes
     let record = cx.fx.proxy_record(at, Side::Client, answer.clone());
     let peek = envelope::peek(&answer);
     let resolved = Resolved::default();
-    let (target, _) = attribution::attribute(cx, Side::Client, &peek, &record, resolved);
+    let (target, _) = attribution::attribute(cx, sessions, Side::Client, &peek, &record, resolved);
     cx.fx.journal(target, record);
     cx.fx.forward(Side::Agent, answer);
 }
@@ -191,8 +216,8 @@ pub(super) enum Join {
     Leave,
 }
 
-/// A host's client joins or leaves session `s` with request `id`, as the route decided
-/// (`join`). A load or resume of a session live on the agent joins it: served from the
+/// A host's client joins or leaves the session its request (`msg`) names, as the route
+/// decided (`join`; false: `msg` is no request naming a session, and passes). A load or resume of a session live on the agent joins it: served from the
 /// journal, never passed to the agent, so the other connections' turn goes on untouched; the
 /// history replayed is what the journal held when the request came and every live line
 /// follows it once ([`Connections::joins_live`]). `session/attach` (the multi-client draft)
@@ -201,18 +226,21 @@ pub(super) enum Join {
 /// stay attached, detach this connection only.
 pub(super) fn join_or_leave(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     connections: &mut Connections,
     loads: &mut Loads,
-    id: &RequestId,
-    s: &SessionId,
     join: Join,
     msg: Line<'_>,
-) {
+) -> bool {
     let Line {
         at,
         peek,
         bytes: line,
     } = msg;
+    let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, peek.session.as_deref()) else {
+        return false;
+    };
+    let s = &SessionId::from(s);
     match join {
         Join::Live { replay } => {
             connections.joins_live(id);
@@ -229,7 +257,7 @@ pub(super) fn join_or_leave(
         Join::Leave => {
             let conn = connections.conn_of(id);
             cx.fx.journal_client(at, Target::Run, peek, line);
-            if let Some(session) = cx.sessions.get_mut(s) {
+            if let Some(session) = sessions.get_mut(s) {
                 session.detach(conn);
             }
             let unanswered = connections.detach(conn, s);
@@ -239,8 +267,9 @@ pub(super) fn join_or_leave(
             };
             cx.fx.answer(at, Target::Run, id, Ok(&answer.to_string()));
             for (id, line) in unanswered {
-                ask_again(cx, connections, at, id, line);
+                ask_again(cx, sessions, connections, at, id, line);
             }
         }
     }
+    true
 }

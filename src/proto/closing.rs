@@ -4,27 +4,25 @@
 use bytes::Bytes;
 use serde_json::json;
 
-use super::attribution;
 use super::context::Cx;
-use super::vocab::{Action, CatalogUpdate, SessionId, Stamp, Target};
+use super::sessions::SessionMut;
+use super::vocab::{Action, CatalogUpdate, Line, SessionId, Stamp, Target};
 use crate::wire::envelope::{Peek, RequestId};
 
-/// `session/close` for an agent that lacks it: cancel the session's work, answer.
-pub(super) fn close(
-    cx: &mut Cx,
-    at: Stamp,
-    s: &SessionId,
-    id: &RequestId,
-    peek: &Peek<'_>,
-    line: &Bytes,
-) {
+/// `session/close` (request `id`, `msg`) of `session` for an agent that lacks it: cancel the
+/// session's work, answer.
+pub(super) fn close(cx: &mut Cx, mut session: SessionMut<'_>, id: &RequestId, msg: Line<'_>) {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
     let record = cx.fx.client_record(at, peek, line);
-    if !cx.sessions.journal_open(s) {
-        attribution::open_session(cx, s, None, false);
-    }
+    session.open_journal(&mut cx.fx, None, &cx.initialize);
+    let s = session.id().clone();
     cx.fx.journal(Target::Session(s.clone()), record);
     // Closing cancels ongoing work, as `session/cancel` would.
-    let agent_side = cx.sessions.agent_id(s);
+    let agent_side = session.agent_id(&s);
     let params = json!({"sessionId": agent_side.as_str()}).to_string();
     cx.fx.send_agent(
         at,
@@ -33,17 +31,8 @@ pub(super) fn close(
         "session/cancel",
         &params,
     );
-    if let Some(session) = cx.sessions.get_mut(s) {
-        session.set_not_live();
-    }
-    cx.fx.answer(at, Target::Session(s.clone()), id, Ok("{}"));
-}
-
-/// `session/close` the agent does: a later load must bring the session up again.
-pub(super) fn closed_by_agent(cx: &mut Cx, s: &SessionId) {
-    if let Some(session) = cx.sessions.get_mut(s) {
-        session.set_not_live();
-    }
+    session.set_not_live();
+    cx.fx.answer(at, Target::Session(s), id, Ok("{}"));
 }
 
 /// `session/delete`: the catalog forgets the session; for an agent that lacks it, answered

@@ -1,7 +1,8 @@
 //! What the components of the core share while they handle one input ([`Cx`]): the output
-//! queue, the session table (with the agent lines held while loads bring sessions up), the
-//! pending table, the proxy's own request ids, what both peers declared and the time. The
-//! components own everything else and are called with a `&mut Cx` beside their own state.
+//! queue, the pending table, the proxy's own request ids, what both peers declared and the
+//! time. The components own everything else and are called with a `&mut Cx` beside their own
+//! state; the session table is the [`super::Proxy`]'s, handed to those that read or change it
+//! (or, resolved, the one session a line concerns).
 
 use bytes::Bytes;
 
@@ -20,7 +21,6 @@ pub(super) struct Cx {
     pub(super) config: Config,
     /// The output: actions in order.
     pub(super) fx: Effects,
-    pub(super) sessions: SessionTable,
     /// Requests awaiting their response, by sender and id.
     pub(super) pending: PendingTable,
     pub(super) ids: OwnIds,
@@ -42,7 +42,6 @@ impl Cx {
         Cx {
             config,
             fx: Effects::new(config.redact),
-            sessions: SessionTable::default(),
             pending: PendingTable::default(),
             ids: OwnIds::default(),
             initialize: Initialize::default(),
@@ -142,10 +141,10 @@ impl Cx {
 
     /// Journal a client line that cannot go to the agent (with its session, or the run's
     /// journal when the session has none) and, if it is a request, answer it with `error`.
-    pub(super) fn refuse(&mut self, at: Stamp, line: &Bytes, error: &str) {
+    pub(super) fn refuse(&mut self, sessions: &SessionTable, at: Stamp, line: &Bytes, error: &str) {
         let peek = envelope::peek(line);
         let target = match peek.session.as_deref() {
-            Some(s) if self.sessions.journal_open(s) => Target::Session(self.sessions.id(s)),
+            Some(s) if sessions.journal_open(s) => Target::Session(sessions.id(s)),
             _ => Target::Run,
         };
         self.fx.journal_client(at, target.clone(), &peek, line);

@@ -18,7 +18,7 @@ use super::offer;
 use super::pending::{Pending, Resolved};
 use super::restart::Handshake;
 use super::reused_ids::ReusedIds;
-use super::sessions::{Session, Slot};
+use super::sessions::{Session, SessionTable, Slot};
 use super::stalls;
 use super::update_facts;
 use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
@@ -45,6 +45,7 @@ pub(super) struct Relaying<'a> {
 /// out of the table); what it did not resolve is looked up.
 pub(super) fn relay(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     with: &mut Relaying<'_>,
     from: Side,
     msg: Line<'_>,
@@ -57,12 +58,12 @@ pub(super) fn relay(
     } = msg;
     let slot = resolved.session;
     if cx.config.stall_timeout_us.is_some() {
-        stalls::prompt_sent(cx, from, peek, at, slot);
+        stalls::prompt_sent(cx, sessions, from, peek, at, slot);
     }
     let rewritten = match (cx.config.load, from) {
         (LoadMode::Off, _) => None,
-        (_, Side::Client) => rewrite_client(cx, with, msg, slot),
-        (_, Side::Agent) => rewrite_agent(cx, with, peek, line, &resolved),
+        (_, Side::Client) => rewrite_client(cx, sessions, with, msg, slot),
+        (_, Side::Agent) => rewrite_agent(cx, sessions, with, peek, line, &resolved),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
@@ -96,17 +97,23 @@ pub(super) fn relay(
                 peek: &facing,
                 bytes: &out,
             };
-            journal_and_forward(cx, from, msg, out.clone(), None, resolved);
+            journal_and_forward(cx, sessions, from, msg, out.clone(), None, resolved);
         }
         (_, out) => {
             let forward = out.unwrap_or_else(|| line.clone());
-            journal_and_forward(cx, from, msg, forward, edit, resolved);
+            journal_and_forward(cx, sessions, from, msg, forward, edit, resolved);
         }
     }
 }
 
 /// Journal and forward agent lines that were held, in order ([`relay`]).
-pub(super) fn relay_held(cx: &mut Cx, with: &mut Relaying<'_>, at: Stamp, lines: Vec<Bytes>) {
+pub(super) fn relay_held(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    with: &mut Relaying<'_>,
+    at: Stamp,
+    lines: Vec<Bytes>,
+) {
     for line in lines {
         let peek = envelope::peek(&line);
         let msg = Line {
@@ -115,13 +122,13 @@ pub(super) fn relay_held(cx: &mut Cx, with: &mut Relaying<'_>, at: Stamp, lines:
             bytes: &line,
         };
         let resolved = Resolved::default();
-        relay(cx, with, Side::Agent, msg, resolved);
+        relay(cx, sessions, with, Side::Agent, msg, resolved);
     }
 }
 
 /// A line the proxy made as the agent's (the agent's `session/list` answer merged with the
 /// journal's): journaled and forwarded as it is.
-pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
+pub(super) fn forward_as_agent(cx: &mut Cx, sessions: &mut SessionTable, at: Stamp, line: Bytes) {
     let facing = envelope::peek(&line);
     let msg = Line {
         at,
@@ -129,7 +136,7 @@ pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
         bytes: &line,
     };
     let resolved = Resolved::default();
-    journal_and_forward(cx, Side::Agent, msg, line.clone(), None, resolved);
+    journal_and_forward(cx, sessions, Side::Agent, msg, line.clone(), None, resolved);
 }
 
 /// Journal `facing` (the client's view of the line) and forward `forward` to the other side;
@@ -137,6 +144,7 @@ pub(super) fn forward_as_agent(cx: &mut Cx, at: Stamp, line: Bytes) {
 /// journaled after it; `resolved`, what the route resolved of it ([`relay`]).
 fn journal_and_forward(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     from: Side,
     facing: Line<'_>,
     forward: Bytes,
@@ -148,26 +156,24 @@ fn journal_and_forward(
         let payload = cx.fx.payload(peek, facing.bytes.clone());
         cx.fx.record(at, Body::Message { from, payload })
     };
-    let (target, slot) = attribution::attribute(cx, from, peek, &record, resolved);
+    let (target, slot) = attribution::attribute(cx, sessions, from, peek, &record, resolved);
     if let Target::Session(session) = &target
         && !match slot {
-            Some(slot) => cx.sessions[slot].journal_open(),
-            None => cx.sessions.journal_open(session),
+            Some(slot) => sessions[slot].journal_open(),
+            None => sessions.journal_open(session),
         }
     {
         // A setup request names its cwd; early agent traffic may claim a pending
         // session/new.
         let cwd = envelope::str_field(peek.params, "cwd");
-        attribution::open_session(cx, session, cwd, from == Side::Agent);
+        attribution::open_session(cx, sessions, session, cwd, from == Side::Agent);
     }
     // The agent's own replay during a native load is forwarded, not journaled again.
     let native_replay = from == Side::Agent
         && peek.method() == Some("session/update")
         && match (&target, slot) {
-            (Target::Session(_), Some(slot)) => cx.sessions[slot].replays_native_load(),
-            (Target::Session(s), None) => {
-                cx.sessions.get(s).is_some_and(Session::replays_native_load)
-            }
+            (Target::Session(_), Some(slot)) => sessions[slot].replays_native_load(),
+            (Target::Session(s), None) => sessions.get(s).is_some_and(Session::replays_native_load),
             (Target::Run, _) => false,
         };
     if !native_replay {
@@ -195,6 +201,7 @@ fn journal_and_forward(
 /// resolved it): renumbered ids, mapped session IDs, re-priming.
 fn rewrite_client(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     with: &mut Relaying<'_>,
     msg: Line<'_>,
     slot: Option<Slot>,
@@ -241,8 +248,8 @@ fn rewrite_client(
     let session = peek.session.as_deref().filter(|_| method.is_some());
     let prompt = method == Some("session/prompt");
     let (agent_session, reprime) = session
-        .and_then(|s| slot.or_else(|| cx.sessions.slot(s)))
-        .and_then(|slot| cx.sessions[slot].edit_for_agent(prompt))
+        .and_then(|s| slot.or_else(|| sessions.slot(s)))
+        .and_then(|slot| sessions[slot].edit_for_agent(prompt))
         .unzip();
     let reprime = reprime.flatten();
     let edit = ClientEdit {
@@ -258,7 +265,7 @@ fn rewrite_client(
     let out = edit.apply(line)?;
     if let (Some(session), Some(_)) = (session, &reprime) {
         let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
-        let session = cx.sessions.id(session);
+        let session = sessions.id(session);
         let sent = sent["params"]["prompt"].clone();
         cx.fx
             .event(at, Target::Session(session), Event::Reprimed { sent });
@@ -321,6 +328,7 @@ impl ClientEdit<'_> {
 /// session's slot).
 fn rewrite_agent(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     with: &mut Relaying<'_>,
     peek: &Peek<'_>,
     line: &Bytes,
@@ -333,19 +341,19 @@ fn rewrite_agent(
             pending: resolved.answered.as_deref(),
             slot: resolved.session,
         };
-        return rewrite_agent_response(cx, with, peek, line, answer);
+        return rewrite_agent_response(cx, sessions, with, peek, line, answer);
     }
     if let Kind::Request { id, .. } = &peek.kind
         && with.handshake.dead.contains_key(id)
     {
         // The client may still answer the dead agent's request with this id.
         let alias = cx.ids.renumber_agent(id);
-        let mapped = map_agent_line(cx, peek, line, resolved.session);
+        let mapped = map_agent_line(cx, sessions, peek, line, resolved.session);
         return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
             m.set("id", alias.to_json())
         });
     }
-    map_agent_line(cx, peek, line, resolved.session)
+    map_agent_line(cx, sessions, peek, line, resolved.session)
 }
 
 /// An agent line of a mapped session, mapped (`slot`: the session it names, when the route
@@ -359,6 +367,7 @@ fn rewrite_agent(
 /// ```
 fn map_agent_line(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     peek: &Peek<'_>,
     line: &Bytes,
     slot: Option<Slot>,
@@ -367,8 +376,8 @@ fn map_agent_line(
     let session = peek.session.as_deref()?;
     let untitled = (method == "session/update"
         && names_catalog_update(line)
-        && cx.sessions.root_of(session).is_none()
-        && update_facts::update(cx, peek, session, slot))
+        && sessions.root_of(session).is_none()
+        && update_facts::update(cx, sessions, peek, session, slot))
     .then(|| {
         rewrite::edit_line(line, |m| {
             m.edit("params", |p| p.edit("update", |u| u.remove("title")));
@@ -376,7 +385,7 @@ fn map_agent_line(
     })
     .flatten();
     let line = untitled.as_deref().unwrap_or(line);
-    let Some((client_session, mapping)) = cx.sessions.mapping_of_agent(AgentRef(session)) else {
+    let Some((client_session, mapping)) = sessions.mapping_of_agent(AgentRef(session)) else {
         return untitled;
     };
     mapping::edit_agent_line(line, client_session, session, &mapping.prefix).or(untitled)
@@ -395,6 +404,7 @@ struct Answer<'a> {
 /// agent's capabilities, the handshake, the sessions it started, loaded or resumed.
 fn rewrite_agent_response(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     with: &mut Relaying<'_>,
     peek: &Peek<'_>,
     line: &Bytes,
@@ -448,17 +458,17 @@ fn rewrite_agent_response(
         }
         Some("session/load" | "session/resume") => {
             if let Some(s) = &session {
-                let slot = slot.or_else(|| cx.sessions.slot(s));
+                let slot = slot.or_else(|| sessions.slot(s));
                 if let Some(slot) = slot {
-                    cx.sessions[slot].end_native_load(&client_id);
+                    sessions[slot].end_native_load(&client_id);
                 }
                 if !is_error {
-                    let slot = slot.unwrap_or_else(|| cx.sessions.made(s));
-                    cx.sessions[slot].set_live();
+                    let slot = slot.unwrap_or_else(|| sessions.made(s));
+                    sessions[slot].set_live();
                 }
             }
         }
-        Some("session/new") if !is_error => out = new_session(cx, reused, peek, line),
+        Some("session/new") if !is_error => out = new_session(sessions, reused, peek, line),
         _ => {}
     }
     if let Some(original) = original {
@@ -473,15 +483,15 @@ fn rewrite_agent_response(
 /// under an ID the store held from an earlier run takes its fresh client-facing ID
 /// ([`super::reused_ids`]), mapped to the agent's, and the answer says that ID.
 fn new_session(
-    cx: &mut Cx,
+    sessions: &mut SessionTable,
     reused: &mut ReusedIds,
     peek: &Peek<'_>,
     line: &Bytes,
 ) -> Option<Vec<u8>> {
     let s = envelope::str_field(peek.result, "sessionId")?;
     let Some(fresh) = reused.fresh_id(&s) else {
-        let s = cx.sessions.id(&s);
-        cx.sessions.entry(&s).set_live();
+        let s = sessions.id(&s);
+        sessions.entry(&s).set_live();
         return None;
     };
     // Mapped from the start (no prefix: nothing was replayed into it).
@@ -490,7 +500,7 @@ fn new_session(
         prefix: String::new(),
         reprime: None,
     };
-    cx.sessions.map(&fresh, mapping);
+    sessions.map(&fresh, mapping);
     rewrite::edit_line(line, |m| {
         m.edit("result", |r| {
             r.set("sessionId", rewrite::json_string(&fresh))

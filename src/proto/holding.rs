@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::context::Cx;
 use super::load_request::NATIVE_HOLD_BYTES;
+use super::sessions::SessionTable;
 use super::vocab::AgentRef;
 use super::vocab::AgentSessionId;
 
@@ -31,11 +32,16 @@ pub(super) enum Holding {
 }
 
 /// Hold an agent request or notification (`line`) as [`Hold`] says (the route decided it).
-pub(super) fn hold_agent_line(cx: &mut Cx, hold: &Hold, line: &Bytes) -> Holding {
+pub(super) fn hold_agent_line(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    hold: &Hold,
+    line: &Bytes,
+) -> Holding {
     match hold {
         Hold::Hidden => Holding::Taken,
         Hold::NativeReplay(session) => {
-            let native = cx.sessions.get_mut(session.as_str());
+            let native = sessions.get_mut(session.as_str());
             let Some(native) = native.and_then(|x| x.native_load_mut()) else {
                 return Holding::Passes(Vec::new());
             };
@@ -47,11 +53,11 @@ pub(super) fn hold_agent_line(cx: &mut Cx, hold: &Hold, line: &Bytes) -> Holding
         Hold::Starting(session) => {
             let agent = AgentRef(session.as_str());
             let limit = cx.config.held_limit;
-            if cx.sessions.hold_starting(agent, line, limit) {
+            if sessions.hold_starting(agent, line, limit) {
                 return Holding::Taken;
             }
             // Past the bound the lines go out as they come, after those held.
-            Holding::Passes(cx.sessions.take_starting(agent))
+            Holding::Passes(sessions.take_starting(agent))
         }
     }
 }

@@ -40,11 +40,6 @@ impl OwnIds {
         id
     }
 
-    /// True when `id` is a request of the proxy's own, not answered yet.
-    pub(super) fn is_own(&self, id: &RequestId) -> bool {
-        self.ours.contains_key(id)
-    }
-
     /// The agent answered request `id`: why the proxy sent it, if it was the proxy's own.
     pub(super) fn answered(&mut self, id: &RequestId) -> Option<Purpose> {
         self.ours.remove(id)

@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use super::context::Cx;
 use super::ids::OwnIds;
 use super::sessions::{Session, SessionTable};
-use super::vocab::{Action, HashMap, HashSet, ListedSession, Stamp, Target};
+use super::vocab::{Action, HashMap, HashSet, Line, ListedSession, Stamp, Target};
 use crate::wire::Side;
-use crate::wire::envelope::{self, Peek};
+use crate::wire::envelope::{self, Kind, Peek};
 use crate::wire::envelope::{RequestId, error_json};
 use crate::wire::rewrite::edit_line;
 
@@ -481,14 +481,6 @@ impl Lists {
     }
 }
 
-/// What became of an agent's answer.
-pub(super) enum ListAnswer {
-    /// It answers no list forwarded to the agent.
-    NotList,
-    /// Kept to merge; the merged answer when the journal's rows are here too.
-    Taken(Option<Bytes>),
-}
-
 impl Lists {
     /// True while the client wants `session/list_changed` for some working directory (it
     /// declared `session.listChanged` and listed one in the last 10 minutes).
@@ -517,22 +509,23 @@ impl Lists {
     pub(super) fn listed(
         &mut self,
         cx: &mut Cx,
+        sessions: &mut SessionTable,
         hosted: bool,
         at: Stamp,
         op: u64,
-        sessions: Vec<ListedSession>,
+        rows: Vec<ListedSession>,
     ) -> Option<Bytes> {
         let list = self.by_op.get_mut(&op)?;
         if hosted {
-            list.live = sessions
+            list.live = rows
                 .iter()
-                .filter(|s| cx.sessions.get(&s.session).is_some_and(Session::is_live))
+                .filter(|s| sessions.get(&s.session).is_some_and(Session::is_live))
                 .map(|s| s.session.clone())
                 .collect();
         }
-        list.listed = Some(sessions);
+        list.listed = Some(rows);
         if list.forwarded {
-            return self.try_merge(&cx.sessions, op);
+            return self.try_merge(sessions, op);
         }
         let list = self.remove(op)?;
         cx.fx.answer(
@@ -626,30 +619,26 @@ impl Lists {
         true
     }
 
-    /// The agent answered request `id` (`line`): if it is a list forwarded to it, the answer
-    /// is kept (under the client's own id, should it have been renumbered) to merge with the
-    /// journal's; the merged answer once both are here.
+    /// The agent answered (`msg`) list `op`, forwarded to it: the answer is kept (under the
+    /// client's own id, should it have been renumbered) to merge with the journal's; the merged
+    /// answer once both are here.
     pub(super) fn agent_answered(
         &mut self,
         ids: &mut OwnIds,
         sessions: &SessionTable,
-        id: &RequestId,
-        line: &Bytes,
-    ) -> ListAnswer {
-        let client_id = ids.client_id(id);
-        let Some((op, list)) = self.of_request(&client_id) else {
-            return ListAnswer::NotList;
+        op: u64,
+        msg: Line<'_>,
+    ) -> Option<Bytes> {
+        let (Kind::Response { id, .. }, line) = (&msg.peek.kind, msg.bytes) else {
+            return None;
         };
-        if !list.forwarded {
-            return ListAnswer::NotList;
-        }
         let line = match ids.restore(id) {
             Some(original) => edit_line(line, |m| m.set("id", original.to_json()))
                 .map_or_else(|| line.clone(), Bytes::from),
             None => line.clone(),
         };
         self.answered(op, line);
-        ListAnswer::Taken(self.try_merge(sessions, op))
+        self.try_merge(sessions, op)
     }
 
     /// The agent's `session/list` answer merged with the journal's, once both are here (the

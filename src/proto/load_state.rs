@@ -6,19 +6,21 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::agent_side::Mapping;
+use super::capabilities::AgentCaps;
 use super::context::Cx;
 use super::load_request::{Asker, SetupParams};
 use super::mapping;
-use super::pending::Step;
+use super::pending::{Step, Underneath};
+use super::sessions::SessionTable;
 use super::vocab::{
-    Action, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, SessionId, Stamp, Summary,
-    Target,
+    Action, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, Config, LoadMode, SessionId,
+    Stamp, Summary, Target,
 };
 use crate::journal::Event;
 use crate::journal::format::Record;
 use crate::wire::Side;
-use crate::wire::envelope::{RequestId, error_json};
-use crate::wire::rewrite::RawObject;
+use crate::wire::envelope::{Peek, RequestId, error_json};
+use crate::wire::rewrite::{RawObject, json_string};
 
 /// Where a load stands, with what only that step needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +74,66 @@ pub(super) struct Load {
     pub(super) latest: bool,
 }
 
+/// How a load's session is brought up on the agent ([`Load::bring_up_by`]): the request
+/// (`method`, `params`, the offered MCP server's `secret` to leave out of the journal), what it
+/// does (`how`), the agent's own copy it brings up (`underneath`), and whether the agent's own
+/// replay is hidden.
+pub(super) struct BringUp {
+    pub(super) method: &'static str,
+    pub(super) how: Underneath,
+    pub(super) underneath: Option<AgentSessionId>,
+    pub(super) hide: bool,
+    pub(super) params: RawObject,
+    pub(super) secret: Option<String>,
+}
+
 impl Load {
+    /// How its session is brought up on an agent that declared `caps` (`config`: the mode, the
+    /// history offered). The agent's own copy is resumed only when it holds every turn of the
+    /// journal (the journal says which of this agent's agent-side sessions on this host does);
+    /// a fork exists only in the journal. Otherwise the session starts afresh, re-primed. A
+    /// restore prefers the agent's resume, then its own load (hidden); a load served from the
+    /// journal uses the agent's load only under `--load journal`, or when the client asked for
+    /// the tail of the history only; a session the journal lacks is loaded by the agent, its
+    /// replay shown.
+    pub(super) fn bring_up_by(&self, caps: &AgentCaps, config: &Config) -> BringUp {
+        let mut setup = self.setup.clone();
+        if setup.cwd.is_none() {
+            setup.cwd.clone_from(&self.summary.cwd);
+        }
+        let (mut params, secret) = setup.to_params(caps, config.offer_history);
+        let unjournaled = self.summary.agent_copy == AgentCopy::Unjournaled;
+        let copy = match &self.summary.agent_copy {
+            AgentCopy::Whole(copy) if self.agent_failed.is_none() && !self.fork => {
+                Some(copy.clone())
+            }
+            AgentCopy::Unjournaled => Some(self.session.to_string()),
+            _ => None,
+        };
+        let native_load = caps.load
+            && copy.is_some()
+            && (config.load == LoadMode::Journal
+                || self.support.tail.is_some()
+                || (self.is_restore() && !caps.resume)
+                || (unjournaled && self.replay));
+        let (method, how, underneath) = match copy {
+            Some(copy) if native_load => ("session/load", Underneath::Load, Some(copy)),
+            Some(copy) if caps.resume => ("session/resume", Underneath::Resume, Some(copy)),
+            _ => ("session/new", Underneath::New, None),
+        };
+        if let Some(copy) = &underneath {
+            params.set("sessionId", json_string(copy));
+        }
+        BringUp {
+            method,
+            how,
+            underneath: underneath.map(|copy| AgentSessionId::from(copy.as_str())),
+            hide: native_load && !unjournaled,
+            params,
+            secret,
+        }
+    }
+
     /// Whether the agent may hold the load's session when the journal does not: a client's own
     /// load or resume (not a restore, not a fork, not one the agent already failed) of an
     /// agent that loads or resumes sessions.
@@ -148,7 +209,14 @@ impl Load {
     }
 
     /// Map client-facing `session` to `agent`, persistently.
-    pub(super) fn map(&self, cx: &mut Cx, at: Stamp, agent: &AgentSessionId, fresh: bool) {
+    pub(super) fn map(
+        &self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        agent: &AgentSessionId,
+        fresh: bool,
+    ) {
         let session = &self.session;
         let (reprime, turns) = match fresh && cx.config.reprime && self.summary.turns > 0 {
             true => (Some(self.summary.transcript.clone()), self.summary.turns),
@@ -156,7 +224,7 @@ impl Load {
         };
         let (agent_failed, fork) = (self.agent_failed.is_some(), self.fork);
         let has_reprime = reprime.is_some();
-        cx.sessions.map(
+        sessions.map(
             session,
             Mapping {
                 agent: agent.clone(),
@@ -346,6 +414,7 @@ pub(super) fn refused_by_lease(line: &[u8]) -> bool {
 /// agent, or another session of it, would refuse them).
 pub(super) fn still_the_agents_cursors(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     at: Stamp,
     session: &SessionId,
     summary: &Summary,
@@ -356,12 +425,19 @@ pub(super) fn still_the_agents_cursors(
     let agent = (cx.initialize.response.as_ref())
         .and_then(|r| serde_json::from_slice(r).ok())
         .and_then(|r| crate::acp::agent_title(&r));
-    if agent != cursors.agent || cx.sessions.agent_id(session).as_str() != cursors.agent_session {
+    if agent != cursors.agent || sessions.agent_id(session).as_str() != cursors.agent_session {
         return;
     }
     for update in &cursors.updates {
         cx.fx.notify_client(at, session, update.clone());
     }
+}
+
+/// The `result` of an agent's answer (`peek`), parsed (null when it has none).
+pub(super) fn result_of(peek: &Peek<'_>) -> Value {
+    peek.result
+        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// The `error` of an agent's error answer (`line`), as JSON text.

@@ -15,20 +15,21 @@
 //!    conversation (re-priming), since a fresh agent session remembers nothing.
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::agent_side::Mapping;
 use super::context::Cx;
 use super::load_request::{Asker, LoadRequest};
 use super::load_state::{
-    Load, Phase, Progress, error_of, present, refused_by_lease, still_the_agents_cursors,
+    BringUp, Load, Phase, Progress, error_of, present, refused_by_lease, result_of,
+    still_the_agents_cursors,
 };
 use super::mapping;
 use super::pending::{Step, Underneath};
-use super::sessions::Session;
+use super::sessions::{Session, SessionTable};
 use super::vocab::{
-    Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, Line, LoadMode,
-    SessionId, Stamp, Summary, Target,
+    Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, Line, SessionId,
+    Stamp, Summary, Target,
 };
 use crate::journal::Event;
 use crate::wire::Side;
@@ -173,6 +174,7 @@ impl Loads {
     pub(super) fn history(
         &mut self,
         cx: &mut Cx,
+        sessions: &mut SessionTable,
         at: Stamp,
         op: u64,
         chunk: HistoryChunk,
@@ -203,7 +205,7 @@ impl Loads {
                     agent_copy: AgentCopy::Unjournaled,
                     ..Summary::default()
                 };
-                self.history_end(cx, at, op, summary)
+                self.history_end(cx, sessions, at, op, summary)
             }
             HistoryChunk::Missing => self
                 .remove(op)
@@ -211,14 +213,21 @@ impl Loads {
             HistoryChunk::Refused(why) => self
                 .remove(op)
                 .map_or(Progress::Going, |l| l.journal_refused(cx, at, &why)),
-            HistoryChunk::End(summary) => self.history_end(cx, at, op, summary),
+            HistoryChunk::End(summary) => self.history_end(cx, sessions, at, op, summary),
         }
     }
 
     /// Load `op`'s history was all sent (its `summary` learnt): the session's journal is
     /// opened with the client's request (and the agent's failure it replaces), what was
     /// replayed is recorded, and the session is brought up on the agent.
-    fn history_end(&mut self, cx: &mut Cx, at: Stamp, op: u64, summary: Summary) -> Progress {
+    fn history_end(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        op: u64,
+        summary: Summary,
+    ) -> Progress {
         let Some(l) = self.loads.get_mut(&op) else {
             return Progress::Going;
         };
@@ -229,14 +238,12 @@ impl Loads {
         };
         // The session tree goes on with the children the history announced.
         for (child, parent) in &summary.children {
-            cx.sessions
-                .announce_child(&SessionId::from(parent.as_str()), child);
+            sessions.announce_child(&SessionId::from(parent.as_str()), child);
         }
         l.summary = summary;
         let cwd = l.setup.cwd.clone();
         let request = l.request.take();
-        cx.sessions
-            .open_journal(&mut cx.fx, &session, cwd, &cx.initialize);
+        sessions.open_journal(&mut cx.fx, &session, cwd, &cx.initialize);
         if let Some(request) = request {
             cx.fx.journal(Target::Session(session.clone()), request);
         }
@@ -253,61 +260,37 @@ impl Loads {
                 Event::Replayed { lines: replayed },
             );
         }
-        self.bring_up(cx, at, op)
+        self.bring_up(cx, sessions, at, op)
     }
 
     /// After the replay: make the session live on the agent.
-    fn bring_up(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
+    fn bring_up(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        op: u64,
+    ) -> Progress {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
         let session = l.session.clone();
-        if cx.sessions.get(&session).is_some_and(Session::is_live) {
+        if sessions.get(&session).is_some_and(Session::is_live) {
             // Still live on the agent in this connection: nothing to start.
-            return self.finish(cx, at, op, Ok(()));
+            return self.finish(cx, sessions, at, op, Ok(()));
         }
-        let caps = cx.agent;
-        let mut setup = l.setup.clone();
-        if setup.cwd.is_none() {
-            setup.cwd.clone_from(&l.summary.cwd);
-        }
-        let (mut params, secret) = setup.to_params(&caps, cx.config.offer_history);
-        // The agent's own copy is resumed only when it holds every turn of the journal (the
-        // journal says which of this agent's agent-side sessions on this host does); a fork
-        // exists only in the journal. Otherwise the session starts afresh, re-primed.
-        let unjournaled = l.summary.agent_copy == AgentCopy::Unjournaled;
-        let copy = match &l.summary.agent_copy {
-            AgentCopy::Whole(copy) if l.agent_failed.is_none() && !l.fork => Some(copy.clone()),
-            AgentCopy::Unjournaled => Some(session.to_string()),
-            _ => None,
-        };
-        // A restore prefers the agent's resume, then its own load (hidden); a load served from
-        // the journal uses the agent's load only under `--load journal`, or when the client
-        // asked for the tail of the history only; a session the journal lacks is loaded by
-        // the agent, its replay shown.
-        let native_load = caps.load
-            && copy.is_some()
-            && (cx.config.load == LoadMode::Journal
-                || l.support.tail.is_some()
-                || (l.is_restore() && !caps.resume)
-                || (unjournaled && l.replay));
-        let hide = native_load && !unjournaled;
-        let (method, how, underneath) = match copy {
-            Some(copy) if native_load => {
-                params.set("sessionId", json_string(&copy));
-                ("session/load", Underneath::Load, Some(copy))
-            }
-            Some(copy) if caps.resume => {
-                params.set("sessionId", json_string(&copy));
-                ("session/resume", Underneath::Resume, Some(copy))
-            }
-            _ => ("session/new", Underneath::New, None),
-        };
-        let underneath = underneath.map(|copy| AgentSessionId::from(copy.as_str()));
-        cx.sessions.entry(&session).set_starting(hide);
+        let BringUp {
+            method,
+            how,
+            underneath,
+            hide,
+            params,
+            secret,
+        } = l.bring_up_by(&cx.agent, &cx.config);
+        sessions.entry(&session).set_starting(hide);
         if let Some(copy) = underneath.filter(|copy| copy.as_str() != &*session) {
             // Its lines (a native load's replay, to hide) are the session's from now on.
-            cx.sessions.map(
+            sessions.map(
                 &session,
                 Mapping {
                     agent: copy,
@@ -331,6 +314,7 @@ impl Loads {
     pub(super) fn on_response(
         &mut self,
         cx: &mut Cx,
+        sessions: &mut SessionTable,
         op: u64,
         step: Step,
         msg: Line<'_>,
@@ -349,7 +333,7 @@ impl Loads {
             return Progress::Going; // cancelled meanwhile
         };
         match step {
-            Step::Setup(how) => self.on_setup(cx, op, &session, how, msg, is_error),
+            Step::Setup(how) => self.on_setup(cx, sessions, (op, &session), how, msg, is_error),
             Step::SetMode(mode) => {
                 if let Some(l) = self.loads.get_mut(&op) {
                     l.restore_answered();
@@ -358,7 +342,7 @@ impl Loads {
                             .edit("modes", |m| m.set("currentModeId", json_string(&mode)));
                     }
                 }
-                self.maybe_finish(cx, at, op)
+                self.maybe_finish(cx, sessions, at, op)
             }
             Step::SetConfig => {
                 let result = result_of(peek);
@@ -369,7 +353,7 @@ impl Loads {
                             .set("configOptions", result["configOptions"].to_string());
                     }
                 }
-                self.maybe_finish(cx, at, op)
+                self.maybe_finish(cx, sessions, at, op)
             }
         }
     }
@@ -378,23 +362,19 @@ impl Loads {
     fn on_setup(
         &mut self,
         cx: &mut Cx,
-        op: u64,
-        session: &SessionId,
+        sessions: &mut SessionTable,
+        (op, session): (u64, &SessionId),
         how: Underneath,
         msg: Line<'_>,
         is_error: bool,
     ) -> Progress {
-        let Line {
-            at,
-            peek,
-            bytes: line,
-        } = msg;
-        if let Some(session) = cx.sessions.get_mut(session) {
+        let Line { at, peek, .. } = msg;
+        if let Some(session) = sessions.get_mut(session) {
             session.stop_hiding();
         }
         self.set_phase(op, Phase::Restoring { outstanding: 0 });
         if is_error {
-            return self.setup_failed(cx, at, op, session, how, line);
+            return self.setup_failed(cx, sessions, (op, session), how, msg);
         }
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
@@ -410,6 +390,7 @@ impl Loads {
         let Some(agent_session) = agent_session else {
             return self.finish(
                 cx,
+                sessions,
                 at,
                 op,
                 Err(error_json(
@@ -424,7 +405,7 @@ impl Loads {
         if (agent_session.as_str() != &**session || how == Underneath::New)
             && let Some(l) = self.loads.get(&op)
         {
-            l.map(cx, at, &agent_session, how == Underneath::New);
+            l.map(cx, sessions, at, &agent_session, how == Underneath::New);
         }
         let Some(l) = self.loads.get_mut(&op) else {
             return Progress::Going;
@@ -450,21 +431,23 @@ impl Loads {
                 Event::SessionRestored { how: how.into() },
             );
         }
-        self.maybe_finish(cx, at, op)
+        self.maybe_finish(cx, sessions, at, op)
     }
 
-    /// The agent failed to bring load `op`'s session up by `how` (its error answer is `line`):
+    /// The agent failed (its error answer: `msg`) to bring load `op`'s `session` up by `how`:
     /// a load or resume falls back on a new session (the journal has the history); a failed
     /// `session/new` ends the load with the agent's error.
     fn setup_failed(
         &mut self,
         cx: &mut Cx,
-        at: Stamp,
-        op: u64,
-        session: &SessionId,
+        sessions: &mut SessionTable,
+        (op, session): (u64, &SessionId),
         how: Underneath,
-        line: &Bytes,
+        msg: Line<'_>,
     ) -> Progress {
+        let Line {
+            at, bytes: line, ..
+        } = msg;
         let unjournaled = self
             .loads
             .get(&op)
@@ -474,7 +457,13 @@ impl Loads {
             // new session here would split the conversation in two: the asker gets the
             // refusal, and a later request tries again. Or neither the journal nor the agent
             // has it: the agent's answer.
-            return self.finish(cx, at, op, Err(error_of(line).unwrap_or_default()));
+            return self.finish(
+                cx,
+                sessions,
+                at,
+                op,
+                Err(error_of(line).unwrap_or_default()),
+            );
         }
         if how != Underneath::New {
             // The agent lost it (or cannot load it): start afresh; the journal has it.
@@ -485,7 +474,7 @@ impl Loads {
         }
         let error = error_of(line)
             .unwrap_or_else(|| error_json(-32603, "the agent failed to start the session", None));
-        self.finish(cx, at, op, Err(error))
+        self.finish(cx, sessions, at, op, Err(error))
     }
 
     fn request_new(&mut self, cx: &mut Cx, at: Stamp, op: u64, session: &SessionId) -> Progress {
@@ -504,25 +493,38 @@ impl Loads {
         Progress::Going
     }
 
-    fn maybe_finish(&mut self, cx: &mut Cx, at: Stamp, op: u64) -> Progress {
+    fn maybe_finish(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        op: u64,
+    ) -> Progress {
         match self.loads.get(&op) {
-            Some(l) if !l.restoring() => self.finish(cx, at, op, Ok(())),
+            Some(l) if !l.restoring() => self.finish(cx, sessions, at, op, Ok(())),
             _ => Progress::Going,
         }
     }
 
     /// Answer the client's load.
-    fn finish(&mut self, cx: &mut Cx, at: Stamp, op: u64, outcome: Result<(), String>) -> Progress {
+    fn finish(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        op: u64,
+        outcome: Result<(), String>,
+    ) -> Progress {
         let Some(l) = self.remove(op) else {
             return Progress::Going;
         };
         let target = Target::Session(l.session.clone());
         if outcome.is_ok() {
-            cx.sessions.entry(&l.session).set_up(l.setup.clone());
+            sessions.entry(&l.session).set_up(l.setup.clone());
         }
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
-                cx.sessions.entry(&l.session).set_live();
+                sessions.entry(&l.session).set_live();
                 if l.replay && l.support.v2 {
                     // v2: the replay's end is told (the schema's `replay_complete`).
                     cx.fx.notify_client(
@@ -532,7 +534,7 @@ impl Loads {
                     );
                 }
                 if l.support.cursors {
-                    still_the_agents_cursors(cx, at, &l.session, &l.summary);
+                    still_the_agents_cursors(cx, sessions, at, &l.session, &l.summary);
                 }
                 if l.support.v2 {
                     // v2: the current state follows any replay and comes before the answer.
@@ -550,18 +552,18 @@ impl Loads {
                 Progress::Done
             }
             (Ok(()), Asker::Restore(mut lines)) => {
-                cx.sessions.entry(&l.session).set_live();
+                sessions.entry(&l.session).set_live();
                 Progress::Restored(lines.take())
             }
             (Err(error), Asker::Client(id)) => {
-                if let Some(session) = cx.sessions.get_mut(&l.session) {
+                if let Some(session) = sessions.get_mut(&l.session) {
                     session.set_not_live();
                 }
                 cx.fx.answer(at, target, &id, Err(&error));
                 Progress::Done
             }
             (Err(error), Asker::Restore(mut lines)) => {
-                cx.sessions.entry(&l.session).set_lost();
+                sessions.entry(&l.session).set_lost();
                 let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
@@ -571,20 +573,19 @@ impl Loads {
     /// Give up on a load (cancelled, or its agent gone): stop reading its history, stop hiding
     /// the session's agent lines, and journal its request in the session's journal. Returns its
     /// client id and session.
-    fn abandon(&mut self, cx: &mut Cx, op: u64) -> Option<Load> {
+    fn abandon(&mut self, cx: &mut Cx, sessions: &mut SessionTable, op: u64) -> Option<Load> {
         let mut l = self.remove(op)?;
         if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx.push(Action::CancelHistory { load: op });
         } else {
-            if let Some(session) = cx.sessions.get_mut(&l.session) {
+            if let Some(session) = sessions.get_mut(&l.session) {
                 session.set_not_live();
             }
         }
-        if let Some(session) = cx.sessions.get_mut(&l.session) {
+        if let Some(session) = sessions.get_mut(&l.session) {
             session.stop_hiding();
         }
-        cx.sessions
-            .open_journal(&mut cx.fx, &l.session, None, &cx.initialize);
+        sessions.open_journal(&mut cx.fx, &l.session, None, &cx.initialize);
         if let Some(request) = l.request.take() {
             cx.fx.journal(Target::Session(l.session.clone()), request);
         }
@@ -592,8 +593,16 @@ impl Loads {
     }
 
     /// The client cancelled load `op` (`line` is its cancel): answer it with -32800.
-    pub(super) fn cancel(&mut self, cx: &mut Cx, at: Stamp, op: u64, line: &Bytes, why: &str) {
-        let Some(l) = self.abandon(cx, op) else {
+    pub(super) fn cancel(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        op: u64,
+        line: &Bytes,
+        why: &str,
+    ) {
+        let Some(l) = self.abandon(cx, sessions, op) else {
             return;
         };
         let Some(id) = l.client_id() else {
@@ -619,11 +628,12 @@ impl Loads {
     pub(super) fn agent_gone(
         &mut self,
         cx: &mut Cx,
+        sessions: &mut SessionTable,
         at: Stamp,
         op: u64,
         error: impl Fn(&str) -> String,
     ) -> Progress {
-        let Some(l) = self.abandon(cx, op) else {
+        let Some(l) = self.abandon(cx, sessions, op) else {
             return Progress::Going;
         };
         let error = error(l.method());
@@ -634,7 +644,7 @@ impl Loads {
                 Progress::Done
             }
             Asker::Restore(mut lines) => {
-                cx.sessions.entry(&l.session).set_lost();
+                sessions.entry(&l.session).set_lost();
                 let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
@@ -683,11 +693,4 @@ pub(super) fn parse_request(
         cx.fx.answer(at, Target::Run, id, Err(&error));
     }
     request
-}
-
-/// The `result` of an agent's answer (`peek`), parsed (null when it has none).
-fn result_of(peek: &Peek<'_>) -> Value {
-    peek.result
-        .and_then(|r| serde_json::from_str(r.get()).ok())
-        .unwrap_or(Value::Null)
 }

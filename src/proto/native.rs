@@ -10,9 +10,9 @@ use serde_json::json;
 use super::context::Cx;
 use super::load_request::{LoadRequest, NativeLoad, TAIL_CURSOR};
 use super::loading::Loads;
-use super::vocab::{Line, SessionId, Target};
-use crate::wire::Side;
-use crate::wire::envelope::{Peek, RequestId, error_json};
+use super::sessions::SessionMut;
+use super::vocab::{Line, Target};
+use crate::wire::envelope::{Kind, Peek, RequestId, error_json};
 
 /// An ACP v2 `session/resume`. `replayFrom: {type: "start"}` replays the history: the
 /// agent's own (passed on, not journaled again), or the journal's should the agent fail it
@@ -20,7 +20,7 @@ use crate::wire::envelope::{Peek, RequestId, error_json};
 /// without `replayFrom` nothing is replayed. Another cursor type is the
 /// agent's to take or refuse, never served from the journal (-32602 when the agent cannot
 /// resume at all), as the schema requires.
-pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Line<'_>) -> bool {
+pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Line<'_>) -> Resume {
     let Line {
         at,
         peek,
@@ -32,77 +32,79 @@ pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Lin
         // acp-journal's own cursor: served from the journal, whatever the agent can resume.
         Some(TAIL_CURSOR) => {
             loads.serve(cx, id, msg, true, false);
-            return true;
+            return Resume::Served;
         }
-        Some(_) if cx.agent.resume => return false,
+        Some(_) if cx.agent.resume => return Resume::Passes,
         Some(other) => {
             cx.fx.journal_client(at, Target::Run, peek, line);
             let message =
                 format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
             let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
             cx.fx.answer(at, Target::Run, id, Err(&error));
-            return true;
+            return Resume::Served;
         }
     };
     if !cx.agent.resume {
         loads.serve(cx, id, msg, replay, false);
-        return true;
+        return Resume::Served;
     }
-    begin_native_load(cx, id, peek, replay);
-    false
+    Resume::Native { replay }
 }
 
-/// The client sends the agent its own load or resume (`replay`: the agent replays the
-/// history): its session keeps it until the agent answers, in `auto` and `journal` modes
-/// with what serves it from the journal should the agent fail it.
-pub(super) fn begin_native_load(cx: &mut Cx, id: &RequestId, peek: &Peek<'_>, replay: bool) {
-    let Some(s) = peek.session.as_deref().map(SessionId::from) else {
-        return;
-    };
+/// What becomes of an ACP v2 `session/resume` ([`resume_v2`]).
+pub(super) enum Resume {
+    /// Served from the journal, or refused here.
+    Served,
+    /// The agent's to take or refuse, as it came.
+    Passes,
+    /// The agent's, as a load of its own its session keeps ([`native_load`]; `replay`: the
+    /// agent replays the history).
+    Native { replay: bool },
+}
+
+/// The load or resume the client sends the agent itself (request `id`, `peek`; `replay`: the
+/// agent replays the history) that its session keeps until the agent answers: one that
+/// replays (the replay is held), or, in `auto` and `journal` modes, one the journal serves
+/// should the agent fail it.
+pub(super) fn native_load(
+    cx: &Cx,
+    id: &RequestId,
+    peek: &Peek<'_>,
+    replay: bool,
+) -> Option<NativeLoad> {
     let fallback = LoadRequest::parse(id, peek, replay).filter(|_| cx.emulates_loading());
-    if replay || fallback.is_some() {
-        let load = NativeLoad::new(id.clone(), replay, fallback);
-        cx.sessions.entry(&s).begin_native_load(load);
-    }
+    (replay || fallback.is_some()).then(|| NativeLoad::new(id.clone(), replay, fallback))
 }
 
-/// The agent answered a load or resume the client sent it: on success its held replay goes
+/// The agent answered (`msg`) a load or resume the client sent it of `session`, which keeps it
+/// with what serves it from the journal (as the route found): on success its held replay goes
 /// out before the answer; on failure the load is served from the journal instead (the held
 /// replay, which the journal's replaces, is dropped).
 pub(super) fn native_answered(
     cx: &mut Cx,
     loads: &mut Loads,
-    id: &RequestId,
-    line: &Bytes,
-    failed: bool,
+    mut session: SessionMut<'_>,
+    msg: Line<'_>,
 ) -> NativeAnswer {
-    let client_id = cx.ids.client_id(id);
-    let Some(session) = cx
-        .pending
-        .get(&(Side::Client, client_id.clone()))
-        .and_then(|p| p.session.clone())
-    else {
-        return NativeAnswer::NotNative;
+    let Line {
+        peek, bytes: line, ..
+    } = msg;
+    let Kind::Response { id, is_error } = &peek.kind else {
+        return NativeAnswer::Passes(Vec::new());
     };
-    let Some(native) = cx
-        .sessions
-        .get_mut(&session)
-        .and_then(|x| x.native_load_mut())
-        .filter(|n| n.id == client_id)
-    else {
-        return NativeAnswer::NotNative;
+    let client_id = cx.ids.client_id(id);
+    let Some(native) = session.native_load_mut() else {
+        return NativeAnswer::Passes(Vec::new());
     };
     let Some(mut request) = native.fallback.take() else {
-        return NativeAnswer::NotNative;
+        return NativeAnswer::Passes(Vec::new());
     };
     let overflowed = native.held.overflowed();
     let held = native.held.take();
-    if !failed {
+    if !is_error {
         // The replay goes out still marked as the agent's own (not journaled again); the
         // answer's rewrite ends the load.
-        cx.sessions
-            .entry(&request.session)
-            .set_up(request.setup.clone());
+        session.set_up(request.setup.clone());
         return NativeAnswer::Passes(held);
     }
     if super::load_state::refused_by_lease(line) {
@@ -110,11 +112,10 @@ pub(super) fn native_answered(
         // continue it as a new one instead. The refusal goes to the client.
         return NativeAnswer::Passes(held);
     }
+    // Served from the journal: the answer, and the pending entry the route handed on with it,
+    // go no further.
     cx.ids.restore(id);
-    cx.pending.remove(&(Side::Client, client_id.clone()));
-    if let Some(session) = cx.sessions.get_mut(&session) {
-        session.end_native_load(&client_id);
-    }
+    session.end_native_load(&client_id);
     request.replay &= !overflowed;
     request.agent_failed = Some(line.clone());
     let op = cx.next_op();
@@ -124,8 +125,6 @@ pub(super) fn native_answered(
 
 /// What became of an agent's answer to a load or resume.
 pub(super) enum NativeAnswer {
-    /// It answers no load the client sent the agent with a fallback: it goes its usual way.
-    NotNative,
     /// The agent succeeded: the replay it sent meanwhile (held) goes out before the answer.
     Passes(Vec<Bytes>),
     /// The agent failed: the journal serves the load (the answer is consumed).

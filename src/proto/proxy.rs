@@ -16,7 +16,7 @@ use super::pending::Resolved;
 use super::restart::{self, Handshake};
 use super::reused_ids::ReusedIds;
 use super::route::{self, ClientRoute, Owners, Taken};
-use super::sessions::Slot;
+use super::sessions::{SessionTable, Slot};
 use super::stalls;
 use super::stderr::StderrLines;
 use super::update_facts;
@@ -52,8 +52,11 @@ use crate::wire::envelope::{self, Kind, Peek};
 /// (`reused_ids.rs`).
 #[derive(Debug)]
 pub struct Proxy {
-    /// What every component shares: the output, the session and pending tables, the time.
+    /// What every component shares: the output, the pending table, the time.
     cx: Cx,
+    /// Every session of the connection: the route resolves a line's session in it, and hands
+    /// the table (or the session) to the component that owns the line.
+    sessions: SessionTable,
     /// The client connections, and the ids of their requests.
     connections: Connections,
     /// Agent stderr not yet journaled (journaled by whole lines).
@@ -79,6 +82,7 @@ impl Proxy {
     pub fn new(config: Config) -> Proxy {
         Proxy {
             cx: Cx::new(config),
+            sessions: SessionTable::default(),
             connections: match config.hosted {
                 true => Connections::hosted(),
                 false => Connections::editor(),
@@ -105,15 +109,15 @@ impl Proxy {
                 });
             }
             if self.connections.unsettled() {
-                clients::settle(&mut self.cx, &mut self.connections);
+                clients::settle(&mut self.cx, &mut self.sessions, &mut self.connections);
             }
             let route = match self.cx.fx.pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
-                    let (sessions, fx) = (&mut self.cx.sessions, &mut self.cx.fx);
+                    let (sessions, fx) = (&mut self.sessions, &mut self.cx.fx);
                     return Some(update_facts::facts_before(sessions, fx, action));
                 }
                 Queued::Action(action) => return Some(action),
-                Queued::ToClients(line) => self.connections.route(line, &mut self.cx.sessions),
+                Queued::ToClients(line) => self.connections.route(line, &mut self.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
             match route {
@@ -121,7 +125,12 @@ impl Proxy {
                     let to = Peer::Client(conn);
                     return Some(Action::Forward { to, line });
                 }
-                route => clients::deliver(&mut self.cx, &mut self.connections, route),
+                route => clients::deliver(
+                    &mut self.cx,
+                    &mut self.sessions,
+                    &mut self.connections,
+                    route,
+                ),
             }
         }
     }
@@ -129,13 +138,13 @@ impl Proxy {
     /// The session table, for tests of the core.
     #[cfg(test)]
     pub(super) fn sessions(&self) -> &super::sessions::SessionTable {
-        &self.cx.sessions
+        &self.sessions
     }
 
     /// The agent lines held while loads bring their sessions up, for tests of the core.
     #[cfg(test)]
     pub(super) fn held(&self) -> &super::held::HeldWhileStarting {
-        self.cx.sessions.held()
+        self.sessions.held()
     }
 
     /// Requests still awaiting a response (both directions), for tests of the core.
@@ -153,7 +162,7 @@ impl Proxy {
     /// Time to write what the catalog learned with the turns (about once a second, and at the
     /// end): it leaves as [`Action::TurnFacts`].
     pub fn handle_facts_due(&mut self) {
-        let facts = self.cx.sessions.take_facts();
+        let facts = self.sessions.take_facts();
         if !facts.is_empty() {
             self.cx.fx.push(Action::TurnFacts(facts));
         }
@@ -191,16 +200,16 @@ impl Proxy {
         // The session a request or notification names, looked up once: its membership, the
         // route and the relay reach it by its slot.
         let slot = match (peek.session.as_deref(), peek.method()) {
-            (Some(s), Some(_)) => self.cx.sessions.slot(s),
+            (Some(s), Some(_)) => self.sessions.slot(s),
             _ => None,
         };
         if let Some(slot) = slot {
-            self.cx.sessions[slot].attach(conn);
+            self.sessions[slot].attach(conn);
         }
         let echo_prompts = !self.cx.agent.v2;
         match self
             .connections
-            .inbound(conn, &peek, &line, &mut self.cx.sessions, echo_prompts)
+            .inbound(conn, &peek, &line, &mut self.sessions, echo_prompts)
         {
             Inbound::AsIs => self.dispatch(at, Side::Client, &peek, &line, slot),
             Inbound::Renumbered(renumbered) => {
@@ -234,8 +243,8 @@ impl Proxy {
         }
     }
 
-    /// The context, and the components a line may be handed to.
-    fn owners(&mut self) -> (&mut Cx, Owners<'_>) {
+    /// The context, the session table, and the components a line may be handed to.
+    fn owners(&mut self) -> (&mut Cx, &mut SessionTable, Owners<'_>) {
         let owners = Owners {
             handshake: &mut self.handshake,
             reused: &mut self.reused,
@@ -244,7 +253,7 @@ impl Proxy {
             connections: &mut self.connections,
             forks: &mut self.forks,
         };
-        (&mut self.cx, owners)
+        (&mut self.cx, &mut self.sessions, owners)
     }
 
     /// A whole line from one side, as the core handles it, described by `peek` (a client
@@ -268,33 +277,12 @@ impl Proxy {
             peek,
             bytes: line,
         };
-        let (cx, owners) = self.owners();
         let (taken, resolved) = match from {
-            Side::Client => {
-                let route = route::client(cx, &owners, peek, slot);
-                if route == ClientRoute::AwaitAgent {
-                    if let Some(reinit) = &mut owners.handshake.reinit {
-                        // Messages wait for the restarted agent.
-                        reinit.hold(at, peek, line.clone());
-                    }
-                    return;
-                }
-                if cx.sessions.prompting() {
-                    stalls::activity(cx, from, peek, at);
-                }
-                let resolved = Resolved {
-                    session: slot,
-                    answered: None,
-                };
-                (route::take_client(cx, owners, route, msg), resolved)
-            }
-            Side::Agent => {
-                let (route, resolved) = route::agent(cx, owners.loads, owners.lists, peek);
-                if cx.sessions.prompting() {
-                    stalls::activity(cx, from, peek, at);
-                }
-                (route::take_agent(cx, owners, route, msg), resolved)
-            }
+            Side::Client => match self.take_client(msg, slot) {
+                Some(taken) => taken,
+                None => return,
+            },
+            Side::Agent => self.take_agent(msg),
         };
         let relay = match taken {
             Taken::Relay => true,
@@ -315,21 +303,65 @@ impl Proxy {
                 reused: &mut self.reused,
                 hosted,
             };
-            edits::relay(&mut self.cx, &mut with, from, msg, resolved);
+            edits::relay(
+                &mut self.cx,
+                &mut self.sessions,
+                &mut with,
+                from,
+                msg,
+                resolved,
+            );
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed (or
             // followed a client line that did): they go where its later lines go (its
             // session's held lines while a load brings it up, else out), ahead of them.
-            if self.cx.sessions.holds_unclaimed() {
-                let lines = self.cx.sessions.take_unclaimed();
+            if self.sessions.holds_unclaimed() {
+                let lines = self.sessions.take_unclaimed();
                 self.dispatch_all(at, Side::Agent, lines);
             }
         } else if relay && from == Side::Client && self.agent_ended {
             // Nobody will answer it: say so at once.
             self.drop_agent(at, restart::agent_exited);
-            self.handshake.refuse_held(&mut self.cx, at);
+            self.handshake.refuse_held(&mut self.cx, &self.sessions, at);
         }
+    }
+
+    /// A client line (`msg`; its session in `slot` when it was looked up as it arrived), routed
+    /// once ([`route::client`]) and handed to its owner: what the owner did with it, and what
+    /// the route resolved of it for the relay. `None`: it waits for the restarted agent.
+    fn take_client(&mut self, msg: Line<'_>, slot: Option<Slot>) -> Option<(Taken, Resolved)> {
+        let (cx, sessions, owners) = self.owners();
+        let (route, slot) = route::client(cx, sessions, &owners, msg.peek, slot);
+        if route == ClientRoute::AwaitAgent {
+            if let Some(reinit) = &mut owners.handshake.reinit {
+                // Messages wait for the restarted agent.
+                reinit.hold(msg.at, msg.peek, msg.bytes.clone());
+            }
+            return None;
+        }
+        if sessions.prompting() {
+            stalls::activity(cx, sessions, Side::Client, msg.peek, msg.at);
+        }
+        let taken = route::take_client(cx, sessions, owners, route, msg, slot);
+        let resolved = Resolved {
+            session: slot,
+            answered: None,
+        };
+        Some((taken, resolved))
+    }
+
+    /// An agent line (`msg`), routed once ([`route::agent`]) and handed to its owner: what the
+    /// owner did with it, and what the route resolved of it (its session's slot, an answer's
+    /// pending entry) for the relay.
+    fn take_agent(&mut self, msg: Line<'_>) -> (Taken, Resolved) {
+        let (cx, sessions, owners) = self.owners();
+        let (route, resolved) = route::agent(cx, sessions, owners.loads, owners.lists, msg.peek);
+        if sessions.prompting() {
+            stalls::activity(cx, sessions, Side::Agent, msg.peek, msg.at);
+        }
+        let taken = route::take_agent(cx, sessions, owners, route, msg, resolved.session);
+        (taken, resolved)
     }
 
     /// A peer closed its stream. When the agent's ends while the client is still there, every
@@ -340,7 +372,13 @@ impl Proxy {
     /// live on); the last one ending is the client's end.
     pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
         if let Peer::Client(conn) = from
-            && !clients::ended(&mut self.cx, &mut self.connections, at, conn)
+            && !clients::ended(
+                &mut self.cx,
+                &mut self.sessions,
+                &mut self.connections,
+                at,
+                conn,
+            )
         {
             return;
         }
@@ -358,7 +396,7 @@ impl Proxy {
                 // those held for a restarted agent that never answered `initialize` (what else
                 // was held is journaled and dropped).
                 self.drop_agent(at, restart::agent_exited);
-                self.handshake.refuse_held(&mut self.cx, at);
+                self.handshake.refuse_held(&mut self.cx, &self.sessions, at);
             }
             self.cx.fx.event(at, Target::Run, Event::Eof { from });
         } else {
@@ -396,7 +434,9 @@ impl Proxy {
 
     /// A chunk of a session's history, answering [`Action::FetchHistory`].
     pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
-        let progress = self.loads.history(&mut self.cx, at, load, chunk);
+        let progress = self
+            .loads
+            .history(&mut self.cx, &mut self.sessions, at, load, chunk);
         self.progressed(at, progress);
     }
 
@@ -410,11 +450,11 @@ impl Proxy {
             Progress::Restored(lines) => self.dispatch_all(at, Side::Client, lines),
             Progress::Unrestored { lines, error } => {
                 for line in lines {
-                    self.cx.refuse(at, &line, &error);
+                    self.cx.refuse(&self.sessions, at, &line, &error);
                 }
             }
         }
-        let lines = self.cx.sessions.release_held();
+        let lines = self.sessions.release_held();
         self.dispatch_all(at, Side::Agent, lines);
     }
 
@@ -442,7 +482,7 @@ impl Proxy {
         let waiting = self.connections.oldest_waiting();
         [
             self.handshake.next_timer(config),
-            stalls::next_check(&self.cx),
+            stalls::next_check(&self.cx, &self.sessions),
             waiting.map(|since| since.saturating_add(config.unattended_timeout_us)),
             self.lists.watch_end(),
         ]
@@ -458,10 +498,10 @@ impl Proxy {
     /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
     pub fn handle_tick(&mut self, at: Stamp) {
         self.cx.now.mono_us = at.mono_us;
-        self.handshake.check(&mut self.cx, at);
-        clients::expire_waiting(&mut self.cx, &mut self.connections, at);
+        self.handshake.check(&mut self.cx, &mut self.sessions, at);
+        clients::expire_waiting(&mut self.cx, &mut self.sessions, &mut self.connections, at);
         self.lists.end_watches(at.mono_us);
-        stalls::check(&mut self.cx, at);
+        stalls::check(&mut self.cx, &mut self.sessions, at);
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it
@@ -481,7 +521,9 @@ impl Proxy {
             self.handle_line(at, Peer::Agent, line);
         }
         self.stderr.flush(&mut self.cx.fx, at, true);
-        let waiting = self.handshake.agent_lost(&mut self.cx, at, code);
+        let waiting = self
+            .handshake
+            .agent_lost(&mut self.cx, &mut self.sessions, at, code);
         self.drop_agent(at, restart::lost_error(self.cx.config.remote));
         self.handshake.restart(&mut self.cx, at, waiting);
     }
@@ -490,7 +532,14 @@ impl Proxy {
     /// `error(method)` ([`restart::drop_agent`]); the agent lines held for sessions no load
     /// brings up any more go out.
     fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
-        restart::drop_agent(&mut self.cx, &mut self.loads, &mut self.lists, at, error);
+        restart::drop_agent(
+            &mut self.cx,
+            &mut self.sessions,
+            &mut self.loads,
+            &mut self.lists,
+            at,
+            error,
+        );
         self.handshake.auth_pending = None;
         self.progressed(at, Progress::Done);
     }
@@ -521,11 +570,15 @@ impl Proxy {
     /// The store's sessions, answering [`Action::FetchSessions`].
     pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
         let hosted = self.connections.is_hosted();
-        if let Some(line) = self
-            .lists
-            .listed(&mut self.cx, hosted, at, request, sessions)
-        {
-            edits::forward_as_agent(&mut self.cx, at, line);
+        if let Some(line) = self.lists.listed(
+            &mut self.cx,
+            &mut self.sessions,
+            hosted,
+            at,
+            request,
+            sessions,
+        ) {
+            edits::forward_as_agent(&mut self.cx, &mut self.sessions, at, line);
         }
     }
 

@@ -27,8 +27,8 @@ use super::load_request::{LoadRequest, SetupParams};
 use super::load_state::Progress;
 use super::loading::Loads;
 use super::pending::Purpose;
-use super::sessions::SessionTable;
-use super::vocab::{Action, Config, HashMap, LoadMode, SessionId, Stamp, Target, secs};
+use super::sessions::{SessionMut, SessionTable};
+use super::vocab::{Action, Config, HashMap, Line, LoadMode, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::RequestId;
@@ -180,7 +180,13 @@ impl Handshake {
     /// every live session's and the log say so, the client is told of a restarted process; every
     /// live session is lost (in this restart: `Session::lost_in`). Returns the restarted agent
     /// that was still being initialized (what waited for it waits on).
-    pub(super) fn agent_lost(&mut self, cx: &mut Cx, at: Stamp, code: i32) -> Option<Reinit> {
+    pub(super) fn agent_lost(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut SessionTable,
+        at: Stamp,
+        code: i32,
+    ) -> Option<Reinit> {
         let remote = cx.config.remote;
         let event = || match remote {
             true => Event::HostDropped,
@@ -189,7 +195,7 @@ impl Handshake {
         cx.fx.event(at, Target::Run, event());
         self.restarts += 1;
         let restart = self.restarts;
-        let mut lost: Vec<SessionId> = (cx.sessions.iter_mut())
+        let mut lost: Vec<SessionId> = (sessions.iter_mut())
             .filter_map(|(id, session)| session.lose(restart).then(|| id.clone()))
             .collect();
         lost.sort_unstable();
@@ -250,12 +256,16 @@ impl Handshake {
     pub(super) fn answered(
         &mut self,
         cx: &mut Cx,
-        at: Stamp,
+        sessions: &mut SessionTable,
         purpose: Purpose,
-        peek: &Peek<'_>,
-        line: &Bytes,
+        msg: Line<'_>,
         failed: bool,
     ) -> Vec<Bytes> {
+        let Line {
+            at,
+            peek,
+            bytes: line,
+        } = msg;
         let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
         cx.fx.journal(Target::Run, record);
         match purpose {
@@ -264,7 +274,7 @@ impl Handshake {
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
                     cx.agent = agent;
                 }
-                self.host_back(cx, at);
+                self.host_back(cx, sessions, at);
                 if let Some(auth) = self.client_auth.clone() {
                     cx.send_recorded(at, Purpose::Reauthenticate, &auth);
                     return Vec::new();
@@ -283,12 +293,12 @@ impl Handshake {
 
     /// A host connected to again answered `initialize`: the log says it is back, and so is the
     /// client told if it was told the host is unreachable.
-    fn host_back(&self, cx: &mut Cx, at: Stamp) {
+    fn host_back(&self, cx: &mut Cx, sessions: &mut SessionTable, at: Stamp) {
         let Some(reinit) = self.reinit.as_ref().filter(|_| cx.config.remote) else {
             return;
         };
         let lost = if reinit.told {
-            reinit.lost(&cx.sessions)
+            reinit.lost(sessions)
         } else {
             Vec::new()
         };
@@ -314,7 +324,7 @@ impl Handshake {
     /// meant for a lost session or the dead agent), and the shell kills it and starts another
     /// as after a crash (within `--respawn`; else the proxy ends, answering every waiting
     /// request). A request that waited `reinit_timeout_us` across restarts is answered so too.
-    pub(super) fn check(&mut self, cx: &mut Cx, at: Stamp) {
+    pub(super) fn check(&mut self, cx: &mut Cx, sessions: &mut SessionTable, at: Stamp) {
         let timeout = cx.config.reinit_timeout_us;
         let remote = cx.config.remote;
         let Some(reinit) = self.reinit.as_mut() else {
@@ -332,14 +342,14 @@ impl Handshake {
         reinit.timed_out |= give_up;
         if tell {
             let down = secs(at.mono_us.saturating_sub(reinit.lost_since));
-            let lost = reinit.lost(&cx.sessions);
+            let lost = reinit.lost(sessions);
             tell_unreachable(cx, at, down, &lost);
         }
         let after_ms = at.mono_us.saturating_sub(reinit.since) / 1000;
         let answered = requests.len();
         for line in requests {
             let method = envelope::peek(&line).method().unwrap_or("").to_string();
-            cx.refuse(at, &line, &not_back(remote, timeout, &method));
+            cx.refuse(sessions, at, &line, &not_back(remote, timeout, &method));
         }
         let what = if remote {
             "the host"
@@ -398,10 +408,10 @@ impl Handshake {
 
     /// The agent is gone for good: the client lines held for a restarted agent that never
     /// answered `initialize` are answered (requests) or journaled and dropped.
-    pub(super) fn refuse_held(&mut self, cx: &mut Cx, at: Stamp) {
+    pub(super) fn refuse_held(&mut self, cx: &mut Cx, sessions: &SessionTable, at: Stamp) {
         for line in self.end_reinit() {
             let error = agent_exited(envelope::peek(&line).method().unwrap_or(""));
-            cx.refuse(at, &line, &error);
+            cx.refuse(sessions, at, &line, &error);
         }
     }
 }
@@ -457,42 +467,39 @@ pub(super) enum Restore {
     First,
 }
 
-/// A client line that names session `s`, lost in an agent restart, as the route decided
+/// A client line (`msg`) that names `session`, lost in an agent restart, as the route decided
 /// (`step`): journaled (`session/cancel`: nothing runs on the new agent yet), answered here
 /// (`session/close`), or waiting while the session is brought up again first.
 pub(super) fn restore_first(
     cx: &mut Cx,
     loads: &mut Loads,
-    at: Stamp,
-    s: &SessionId,
+    mut session: SessionMut<'_>,
     step: Restore,
-    peek: &Peek<'_>,
-    line: &Bytes,
+    msg: Line<'_>,
 ) {
-    let session = cx.sessions.id(s);
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
+    let s = session.id().clone();
     match (step, &peek.kind) {
         (Restore::Cancel, _) => {
-            cx.fx
-                .journal_client(at, Target::Session(session), peek, line);
+            cx.fx.journal_client(at, Target::Session(s), peek, line);
         }
         (Restore::Close, Kind::Request { id, .. }) => {
             cx.fx
-                .journal_client(at, Target::Session(session.clone()), peek, line);
-            if let Some(x) = cx.sessions.get_mut(&session) {
-                x.set_not_live();
-            }
-            cx.fx.answer(at, Target::Session(session), id, Ok("{}"));
+                .journal_client(at, Target::Session(s.clone()), peek, line);
+            session.set_not_live();
+            cx.fx.answer(at, Target::Session(s), id, Ok("{}"));
         }
         _ => {
-            let setup = cx
-                .sessions
-                .get(s)
-                .and_then(|x| x.setup().cloned())
+            let setup = (session.setup().cloned())
                 .unwrap_or_else(|| SetupParams::parse(&serde_json::Value::Null));
-            let request = LoadRequest::restore(session.clone(), setup, line.clone());
+            let request = LoadRequest::restore(s, setup, line.clone());
             let op = cx.next_op();
             loads.start(cx, op, request);
-            cx.sessions.entry(&session).set_restoring(op);
+            session.set_restoring(op);
         }
     }
 }
@@ -502,16 +509,17 @@ pub(super) fn restore_first(
 /// everything it was asked.
 pub(super) fn drop_agent(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     loads: &mut Loads,
     lists: &mut Lists,
     at: Stamp,
     error: fn(&str) -> String,
 ) {
     for op in loads.ops() {
-        let progress = loads.agent_gone(cx, at, op, error);
+        let progress = loads.agent_gone(cx, sessions, at, op, error);
         if let Progress::Unrestored { lines, error } = progress {
             for line in lines {
-                cx.refuse(at, &line, &error);
+                cx.refuse(sessions, at, &line, &error);
             }
         }
     }
@@ -531,7 +539,7 @@ pub(super) fn drop_agent(
             continue;
         };
         let target = match pending.session {
-            Some(s) if cx.sessions.journal_open(&s) => Target::Session(s),
+            Some(s) if sessions.journal_open(&s) => Target::Session(s),
             _ => Target::Run,
         };
         cx.fx.answer(at, target, &id, Err(&error(&pending.method)));
@@ -542,7 +550,7 @@ pub(super) fn drop_agent(
         .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
         .unwrap_or_default();
     // The sessions the agent was busy in (ACP v2), no longer so.
-    let mut busy: Vec<SessionId> = (cx.sessions.iter_mut())
+    let mut busy: Vec<SessionId> = (sessions.iter_mut())
         .filter_map(|(id, session)| session.take_foreground().then(|| id.clone()))
         .collect();
     busy.sort_unstable();
@@ -559,11 +567,11 @@ pub(super) fn drop_agent(
         );
     }
     cx.ids.forget_agent();
-    for (_, session) in cx.sessions.iter_mut() {
+    for (_, session) in sessions.iter_mut() {
         // No native load the agent was running goes on.
         session.forget_native_load();
     }
-    cx.sessions.end_prompts();
+    sessions.end_prompts();
 }
 
 /// The error a client request still waiting gets when the agent is lost and another takes

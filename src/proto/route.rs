@@ -20,15 +20,15 @@ use super::context::Cx;
 use super::edits::{self, Relaying};
 use super::fork::Forks;
 use super::holding::{self, Hold, Holding};
-use super::listing::{ListAnswer, Lists};
+use super::listing::Lists;
 use super::load_request::tail_turns;
 use super::load_state::Progress;
 use super::loading::Loads;
-use super::native::{self, NativeAnswer, replay_from};
+use super::native::{self, NativeAnswer, Resume, replay_from};
 use super::pending::{Purpose, Resolved};
 use super::restart::{self, Handshake, Restore};
 use super::reused_ids::ReusedIds;
-use super::sessions::{Session, Slot};
+use super::sessions::{Session, SessionTable, Slot};
 use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
@@ -55,15 +55,16 @@ pub(super) enum ClientRoute {
 }
 
 /// The component that owns an agent line.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum AgentRoute {
     /// The answer to a load or resume the client sent the agent itself, kept by its session
     /// ([`super::native::native_answered`]).
     NativeAnswer,
-    /// The answer to a request of the proxy's own (a load's step, the handshake told again).
-    OwnAnswer,
-    /// The answer to a `session/list` the core merges with the journal's.
-    ListAnswer,
+    /// The answer to a request of the proxy's own (a load's step, the handshake told again),
+    /// and why the proxy sent it (taken out of the proxy's ids).
+    OwnAnswer(Purpose),
+    /// The answer to `session/list` `op`, which the core merges with the journal's.
+    ListAnswer(u64),
     /// The successful answer to a client's `session/new`, while the store can be asked whether
     /// the ID it names is an earlier run's ([`super::reused_ids::ReusedIds::ask`]).
     NewSession,
@@ -74,52 +75,67 @@ pub(super) enum AgentRoute {
 }
 
 /// The owner of a client line (`peek`; its session in `slot` when it was looked up as the line
-/// arrived), among the components (`owners`).
+/// arrived), among the components (`owners`), and the slot of the session it names as the
+/// route resolved it (looked up again when the line arrived before the session was made).
 pub(super) fn client(
     cx: &Cx,
+    sessions: &SessionTable,
     owners: &Owners<'_>,
     peek: &Peek<'_>,
     slot: Option<Slot>,
-) -> ClientRoute {
+) -> (ClientRoute, Option<Slot>) {
     let (handshake, connections) = (&*owners.handshake, &*owners.connections);
     if handshake.reinit.is_some() && peek.is_message() {
-        return ClientRoute::AwaitAgent;
+        return (ClientRoute::AwaitAgent, slot);
     }
     if cx.config.load == LoadMode::Off {
-        return ClientRoute::Relay;
+        return (ClientRoute::Relay, slot);
     }
     if let Kind::Response { id, .. } = &peek.kind {
-        return match handshake.dead.contains_key(id) {
+        let route = match handshake.dead.contains_key(id) {
             true => ClientRoute::DeadAgentAnswer,
             false => ClientRoute::Relay,
         };
+        return (route, slot);
     }
     let method = peek.method();
-    // The line's session: in its slot, else looked up (it may have been made since).
-    let session = |s: &str| {
-        slot.or_else(|| cx.sessions.slot(s))
-            .map(|x| &cx.sessions[x])
+    let Some((s, method)) = peek.session.as_deref().zip(method) else {
+        return (owner_of(cx, sessions, owners, peek), slot);
     };
-    if let (Some(s), Some(method)) = (peek.session.as_deref(), method) {
-        let session = session(s);
-        if let Some(route) = session.and_then(|x| restoring(x, method, &peek.kind)) {
-            return route;
-        }
-        if let Kind::Request { id, .. } = &peek.kind
-            && connections.is_hosted()
-            && let Some(join) = joining(cx, connections, id, method, session, peek)
-        {
-            return ClientRoute::Join(join);
-        }
+    // The line's session: in its slot, else looked up (it may have been made since).
+    let slot = slot.or_else(|| sessions.slot(s));
+    let session = slot.map(|x| &sessions[x]);
+    if let Some(route) = session.and_then(|x| restoring(x, method, &peek.kind)) {
+        return (route, slot);
     }
-    match (&peek.kind, method) {
+    if let Kind::Request { id, .. } = &peek.kind
+        && connections.is_hosted()
+        && let Some(join) = joining(cx, connections, id, method, session, peek)
+    {
+        return (ClientRoute::Join(join), slot);
+    }
+    (owner_of(cx, sessions, owners, peek), slot)
+}
+
+/// The owner of a client request or notification (`peek`) by its method: a request the core
+/// handles ([`Handling`]), the cancel of an operation it serves, else the relay.
+fn owner_of(cx: &Cx, sessions: &SessionTable, owners: &Owners<'_>, peek: &Peek<'_>) -> ClientRoute {
+    let connections = &*owners.connections;
+    match (&peek.kind, peek.method()) {
         (Kind::Request { .. }, Some(method)) => match handling(cx, method, peek) {
             Handling::Pass => ClientRoute::Relay,
             handling => ClientRoute::Request(handling),
         },
         (Kind::Notification { method }, _) => {
             let (loads, lists) = (&*owners.loads, &*owners.lists);
-            match cancelled(cx, loads, lists, connections.is_hosted(), method, peek) {
+            match cancelled(
+                sessions,
+                loads,
+                lists,
+                connections.is_hosted(),
+                method,
+                peek,
+            ) {
                 Some((op, why)) => ClientRoute::Cancel(op, why),
                 None => ClientRoute::Relay,
             }
@@ -186,6 +202,7 @@ fn joining(
 /// or notification, the slot of the session it names (its one lookup on the way).
 pub(super) fn agent(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     loads: &Loads,
     lists: &Lists,
     peek: &Peek<'_>,
@@ -194,15 +211,15 @@ pub(super) fn agent(
         return (AgentRoute::Relay, Resolved::default());
     }
     match &peek.kind {
-        Kind::Response { id, is_error } => answer(cx, lists, id, *is_error),
+        Kind::Response { id, is_error } => answer(cx, sessions, lists, id, *is_error),
         Kind::Notification { .. } | Kind::Request { .. } => {
             let Some(named) = peek.session.as_deref() else {
                 return (AgentRoute::Relay, Resolved::default());
             };
             // The session the line names, looked up once: the relay reaches it by its slot.
-            let slot = cx.sessions.slot(named);
+            let slot = sessions.slot(named);
             let update = peek.method() == Some("session/update");
-            match held(cx, loads, named, slot, update) {
+            match held(sessions, loads, named, slot, update) {
                 Some(hold) => (AgentRoute::Held(hold), Resolved::default()),
                 None => (
                     AgentRoute::Relay,
@@ -219,39 +236,44 @@ pub(super) fn agent(
 
 /// The owner of the agent's answer to request `id`, decided by the one request it answers:
 /// the client's (its pending entry, under the client's own id should the proxy have
-/// renumbered it), else the proxy's own. The entry is taken out of the table, and its session
-/// looked up; an owner other than the relay finds the entry there again.
-fn answer(cx: &mut Cx, lists: &Lists, id: &RequestId, failed: bool) -> (AgentRoute, Resolved) {
+/// renumbered it), else the proxy's own (why it was sent, taken out of the proxy's ids). The
+/// entry is taken out of the table, and its session looked up, both handed on with the answer
+/// to the relay, or to the native load it ends (its session's); the list merging the answer,
+/// and a new session's answer waiting on the store, find the entry in the table again when
+/// the answer goes on.
+fn answer(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    lists: &Lists,
+    id: &RequestId,
+    failed: bool,
+) -> (AgentRoute, Resolved) {
     let key = (Side::Client, cx.ids.client_id(id));
     let client_id = &key.1;
     let pending = cx.pending.remove(&key).map(Box::new);
     let slot = pending
         .as_ref()
         .and_then(|p| p.session.as_deref())
-        .and_then(|s| cx.sessions.slot(s));
+        .and_then(|s| sessions.slot(s));
     let route = match pending.as_ref().map(|p| p.method.as_str()) {
         Some("session/new") if !failed && cx.config.asks_store => AgentRoute::NewSession,
         Some("session/load" | "session/resume")
             if slot
-                .and_then(|x| cx.sessions[x].native_load())
+                .and_then(|x| sessions[x].native_load())
                 .is_some_and(|n| n.id == *client_id && n.fallback.is_some()) =>
         {
             AgentRoute::NativeAnswer
         }
-        _ if cx.ids.is_own(id) => AgentRoute::OwnAnswer,
-        Some("session/list")
-            if lists
-                .of_request(client_id)
-                .is_some_and(|(_, l)| l.forwarded) =>
-        {
-            AgentRoute::ListAnswer
+        _ if let Some(purpose) = cx.ids.answered(id) => AgentRoute::OwnAnswer(purpose),
+        Some("session/list") if let Some(op) = forwarded_list(lists, client_id) => {
+            AgentRoute::ListAnswer(op)
         }
         _ => AgentRoute::Relay,
     };
     match (route, pending) {
-        (AgentRoute::Relay, answered) => {
+        (route @ (AgentRoute::Relay | AgentRoute::NativeAnswer), answered) => {
             let session = slot;
-            (AgentRoute::Relay, Resolved { session, answered })
+            (route, Resolved { session, answered })
         }
         (route, Some(pending)) => {
             cx.pending.insert(key, *pending);
@@ -261,13 +283,25 @@ fn answer(cx: &mut Cx, lists: &Lists, id: &RequestId, failed: bool) -> (AgentRou
     }
 }
 
+/// The list `op` the client's `session/list` request `id` is, when the core forwarded it to
+/// the agent to merge its answer with the journal's.
+fn forwarded_list(lists: &Lists, id: &RequestId) -> Option<u64> {
+    let (op, list) = lists.of_request(id)?;
+    list.forwarded.then_some(op)
+}
+
 /// Why an agent line naming `named` (in `slot` when the table has it; `update`: a
 /// `session/update`) is held, if it is: its
 /// session (a child's root: in a native load's replay the agent replays its children too)
 /// hides the agent's own replay, a native load holds its replay, or a load is bringing the
 /// session up.
-fn held(cx: &Cx, loads: &Loads, named: &str, slot: Option<Slot>, update: bool) -> Option<Hold> {
-    let sessions = &cx.sessions;
+fn held(
+    sessions: &SessionTable,
+    loads: &Loads,
+    named: &str,
+    slot: Option<Slot>,
+    update: bool,
+) -> Option<Hold> {
     let root = slot.and_then(|slot| sessions.root_at(slot));
     let root = root.map(|root| sessions.agent_id(root));
     let s = root.as_ref().map_or(named, |r| r.as_str());
@@ -377,7 +411,7 @@ fn asks_tail(peek: &Peek<'_>) -> bool {
 /// cancels, and why: a load or restore served from the journal, or a list served here. On a
 /// host's live session a `session/cancel` is for the turn, not for a client joining it.
 fn cancelled(
-    cx: &Cx,
+    sessions: &SessionTable,
     loads: &Loads,
     lists: &Lists,
     hosted: bool,
@@ -395,7 +429,7 @@ fn cancelled(
         }
         "session/cancel" => {
             let s = peek.session.as_deref().map(SessionId::from)?;
-            if hosted && cx.sessions.get(&s).is_some_and(Session::is_live) {
+            if hosted && sessions.get(&s).is_some_and(Session::is_live) {
                 return None;
             }
             Some((loads.of_session(&s)?, "cancelled by session/cancel"))
@@ -426,103 +460,112 @@ pub(super) struct Owners<'a> {
     pub(super) forks: &'a mut Forks,
 }
 
-/// A client line (`msg`), handed to the component `route` names.
+/// A client line (`msg`; the session it names in `slot`, as [`client`] resolved it), handed
+/// to the component `route` names.
 pub(super) fn take_client(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     owners: Owners<'_>,
     route: ClientRoute,
     msg: Line<'_>,
+    slot: Option<Slot>,
 ) -> Taken {
-    let Owners {
-        handshake,
-        loads,
-        lists,
-        connections,
-        forks,
-        ..
-    } = owners;
     let Line {
         at,
         peek,
         bytes: line,
     } = msg;
-    let session = || peek.session.as_deref().map(SessionId::from);
     let taken = |taken: bool| if taken { Taken::Done } else { Taken::Relay };
     match route {
         ClientRoute::AwaitAgent | ClientRoute::Relay => Taken::Relay,
         ClientRoute::DeadAgentAnswer => {
-            handshake.answer_dead_agent(cx, at, peek, line);
+            owners.handshake.answer_dead_agent(cx, at, peek, line);
             Taken::Done
         }
-        ClientRoute::BehindRestore(op) => taken(loads.wait_for_restore(op, line)),
+        ClientRoute::BehindRestore(op) => taken(owners.loads.wait_for_restore(op, line)),
         ClientRoute::Restore(step) => {
-            let s = session().unwrap_or_default();
-            restart::restore_first(cx, loads, at, &s, step, peek, line);
+            // A session to restore is one the table has.
+            let Some(slot) = slot else {
+                return Taken::Relay;
+            };
+            restart::restore_first(cx, owners.loads, sessions.at_mut(slot), step, msg);
             Taken::Done
         }
         ClientRoute::Join(join) => {
-            let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, session()) else {
-                return Taken::Relay;
-            };
-            clients::join_or_leave(cx, connections, loads, id, &s, join, msg);
-            Taken::Done
+            let (connections, loads) = (owners.connections, owners.loads);
+            taken(clients::join_or_leave(
+                cx,
+                sessions,
+                connections,
+                loads,
+                join,
+                msg,
+            ))
         }
         ClientRoute::Request(handling) => {
-            let Kind::Request { id, .. } = &peek.kind else {
-                return Taken::Relay;
-            };
-            taken(take_request(cx, loads, lists, forks, handling, id, msg))
+            taken(take_request(cx, sessions, owners, handling, msg, slot))
         }
         ClientRoute::Cancel(op, why) => {
             // Stop a synthetic operation and answer it with -32800.
-            if !lists.cancel(cx, at, op, line, why) {
-                loads.cancel(cx, at, op, line, why);
+            if !owners.lists.cancel(cx, at, op, line, why) {
+                owners.loads.cancel(cx, sessions, at, op, line, why);
             }
             Taken::Load(Progress::Done)
         }
     }
 }
 
-/// A client request (`msg`, its id `id`) the core handles as `handling` says (true: taken
-/// here).
+/// A client request (`msg`; the session it names in `slot` when the table has it) the core
+/// handles as `handling` says (true: taken here).
 fn take_request(
     cx: &mut Cx,
-    loads: &mut Loads,
-    lists: &mut Lists,
-    forks: &mut Forks,
+    sessions: &mut SessionTable,
+    owners: Owners<'_>,
     handling: Handling,
-    id: &RequestId,
     msg: Line<'_>,
+    slot: Option<Slot>,
 ) -> bool {
     let Line {
         at,
         peek,
         bytes: line,
     } = msg;
+    let Kind::Request { id, .. } = &peek.kind else {
+        return false;
+    };
     let session = || peek.session.as_deref().map(SessionId::from);
     match handling {
         Handling::FromJournal { replay } => {
-            loads.serve(cx, id, msg, replay, false);
+            owners.loads.serve(cx, id, msg, replay, false);
             true
         }
         Handling::Native { replay } => {
-            native::begin_native_load(cx, id, peek, replay);
+            begin_native_load(cx, sessions, slot, id, peek, replay);
             false
         }
-        Handling::ResumeV2 => native::resume_v2(cx, loads, id, msg),
+        Handling::ResumeV2 => match native::resume_v2(cx, owners.loads, id, msg) {
+            Resume::Native { replay } => {
+                begin_native_load(cx, sessions, slot, id, peek, replay);
+                false
+            }
+            Resume::Passes => false,
+            Resume::Served => true,
+        },
         Handling::Fork => {
-            forks.start(cx, at, id, peek, line);
+            owners.forks.start(cx, at, id, peek, line);
             true
         }
-        Handling::List => lists.start(cx, at, id, peek, line),
+        Handling::List => owners.lists.start(cx, at, id, peek, line),
         Handling::CloseByAgent => {
-            if let Some(s) = session() {
-                closing::closed_by_agent(cx, &s);
+            // A later load must bring the session up again.
+            if let Some(slot) = slot {
+                sessions.at_mut(slot).set_not_live();
             }
             false
         }
         Handling::Close => session().is_some_and(|s| {
-            closing::close(cx, at, &s, id, peek, line);
+            let slot = slot.unwrap_or_else(|| sessions.made(&s));
+            closing::close(cx, sessions.at_mut(slot), id, msg);
             true
         }),
         Handling::Delete => session().is_some_and(|s| closing::delete(cx, at, s, id, peek, line)),
@@ -530,12 +573,36 @@ fn take_request(
     }
 }
 
-/// An agent line (`msg`), handed to the component `route` names.
+/// The client sends the agent its own load or resume of the session `peek` names (in `slot`
+/// when the table has it; request `id`; `replay`: the agent replays the history): the
+/// session keeps it, if it must ([`native::native_load`]), until the agent answers.
+fn begin_native_load(
+    cx: &Cx,
+    sessions: &mut SessionTable,
+    slot: Option<Slot>,
+    id: &RequestId,
+    peek: &Peek<'_>,
+    replay: bool,
+) {
+    let Some(s) = peek.session.as_deref() else {
+        return;
+    };
+    if let Some(load) = native::native_load(cx, id, peek, replay) {
+        let slot = slot.unwrap_or_else(|| sessions.made(&SessionId::from(s)));
+        sessions.at_mut(slot).begin_native_load(load);
+    }
+}
+
+/// An agent line (`msg`; for an answer the route handed to a native load, the slot of its
+/// session), handed to the component `route` names. Agent lines that were held and now pass
+/// are relayed ahead of it.
 pub(super) fn take_agent(
     cx: &mut Cx,
+    sessions: &mut SessionTable,
     owners: Owners<'_>,
     route: AgentRoute,
     msg: Line<'_>,
+    slot: Option<Slot>,
 ) -> Taken {
     let Owners {
         handshake,
@@ -545,66 +612,56 @@ pub(super) fn take_agent(
         connections,
         ..
     } = owners;
-    let hosted = connections.is_hosted();
     let Line {
         at,
         peek,
         bytes: line,
     } = msg;
-    let relay_held = |cx: &mut Cx, handshake: &mut Handshake, reused: &mut ReusedIds, held| {
-        let mut with = Relaying {
-            handshake,
-            lists,
-            reused,
-            hosted,
-        };
-        edits::relay_held(cx, &mut with, at, held);
-    };
-    let Kind::Response { id, is_error } = &peek.kind else {
-        let AgentRoute::Held(hold) = route else {
-            return Taken::Relay;
-        };
-        return match holding::hold_agent_line(cx, &hold, line) {
-            Holding::Taken => Taken::Done,
-            Holding::Passes(held) => {
-                relay_held(cx, handshake, reused, held);
-                Taken::Relay
-            }
-        };
-    };
-    let failed = *is_error;
-    match route {
-        AgentRoute::NativeAnswer => match native::native_answered(cx, loads, id, line, failed) {
-            NativeAnswer::NotNative => Taken::Relay,
-            NativeAnswer::Passes(held) => {
-                relay_held(cx, handshake, reused, held);
-                Taken::Relay
-            }
-            NativeAnswer::Served => Taken::Done,
+    let failed = matches!(peek.kind, Kind::Response { is_error: true, .. });
+    let passing = match route {
+        AgentRoute::Held(hold) => match holding::hold_agent_line(cx, sessions, &hold, line) {
+            Holding::Taken => return Taken::Done,
+            Holding::Passes(held) => held,
         },
-        AgentRoute::OwnAnswer => match cx.ids.answered(id) {
-            Some(Purpose::Load(op, step)) => {
-                Taken::Load(loads.on_response(cx, op, step, msg, failed))
+        AgentRoute::NativeAnswer => {
+            // The route hands a native load's answer on with its session's slot.
+            let Some(slot) = slot else {
+                return Taken::Relay;
+            };
+            match native::native_answered(cx, loads, sessions.at_mut(slot), msg) {
+                NativeAnswer::Passes(held) => held,
+                NativeAnswer::Served => return Taken::Done,
             }
-            Some(purpose) => Taken::Again(handshake.answered(cx, at, purpose, peek, line, failed)),
-            None => Taken::Relay,
-        },
-        AgentRoute::ListAnswer => match lists.agent_answered(&mut cx.ids, &cx.sessions, id, line) {
-            ListAnswer::NotList => Taken::Relay,
-            ListAnswer::Taken(Some(merged)) => {
-                edits::forward_as_agent(cx, at, merged);
-                Taken::Done
+        }
+        AgentRoute::OwnAnswer(Purpose::Load(op, step)) => {
+            return Taken::Load(loads.on_response(cx, sessions, op, step, msg, failed));
+        }
+        AgentRoute::OwnAnswer(purpose) => {
+            return Taken::Again(handshake.answered(cx, sessions, purpose, msg, failed));
+        }
+        AgentRoute::ListAnswer(op) => {
+            if let Some(merged) = lists.agent_answered(&mut cx.ids, sessions, op, msg) {
+                edits::forward_as_agent(cx, sessions, at, merged);
             }
-            ListAnswer::Taken(None) => Taken::Done,
-        },
+            return Taken::Done;
+        }
         AgentRoute::NewSession => {
             // The answer waits while the store is asked about the ID it names, unless this
             // run opened it already.
-            match reused.ask(peek, line, &cx.sessions, &mut cx.fx) {
+            return match reused.ask(peek, line, sessions, &mut cx.fx) {
                 true => Taken::Done,
                 false => Taken::Relay,
-            }
+            };
         }
-        AgentRoute::Held(_) | AgentRoute::Relay => Taken::Relay,
-    }
+        AgentRoute::Relay => return Taken::Relay,
+    };
+    let hosted = connections.is_hosted();
+    let mut with = Relaying {
+        handshake,
+        lists,
+        reused,
+        hosted,
+    };
+    edits::relay_held(cx, sessions, &mut with, at, passing);
+    Taken::Relay
 }

@@ -49,6 +49,53 @@ use crate::wire::envelope::RequestId;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Slot(usize);
 
+/// A session the route resolved, handed to the component that owns the line: its ID (the
+/// table's own) and the session, changed through its methods (it derefs to [`Session`]).
+#[derive(Debug)]
+pub(super) struct SessionMut<'a> {
+    id: &'a SessionId,
+    session: &'a mut Session,
+}
+
+impl SessionMut<'_> {
+    /// Its ID, as the table holds it.
+    pub(super) fn id(&self) -> &SessionId {
+        self.id
+    }
+
+    /// Its journal opened in this run (`OpenSession`, with `cwd` and the client's
+    /// `initialize`), unless it is already: true when it opened it.
+    pub(super) fn open_journal(
+        &mut self,
+        fx: &mut Effects,
+        cwd: Option<String>,
+        initialize: &Initialize,
+    ) -> bool {
+        if !self.session.open_journal() {
+            return false;
+        }
+        fx.push(Action::OpenSession {
+            session: self.id.clone(),
+            cwd,
+            initialize: initialize.clone(),
+        });
+        true
+    }
+}
+
+impl std::ops::Deref for SessionMut<'_> {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        self.session
+    }
+}
+
+impl std::ops::DerefMut for SessionMut<'_> {
+    fn deref_mut(&mut self) -> &mut Session {
+        self.session
+    }
+}
+
 /// Every session of the connection, in the order they were made (a session's place: its
 /// [`Slot`]); a test build counts its lookups by ID ([`SessionTable::lookups`]).
 #[derive(Debug, Default)]
@@ -131,6 +178,15 @@ impl SessionTable {
         let slot = Slot(entry.index());
         entry.or_default();
         slot
+    }
+
+    /// The session in `slot`, with its ID, to hand to the component that owns a line.
+    pub(super) fn at_mut(&mut self, slot: Slot) -> SessionMut<'_> {
+        let (id, session) = self
+            .sessions
+            .get_index_mut(slot.0)
+            .expect("a slot of the table");
+        SessionMut { id, session }
     }
 
     /// The root of `s`'s tree, when `s` is a child session announced in this run (none
@@ -235,8 +291,8 @@ impl SessionTable {
         self.sessions.get(s).is_some_and(Session::journal_open)
     }
 
-    /// Emit `OpenSession` unless the session's journal is already open; returns true when it
-    /// opened it.
+    /// Session `session`'s journal opened (the session made if the table has none), unless it
+    /// is already ([`SessionMut::open_journal`]): true when it opened it.
     pub(super) fn open_journal(
         &mut self,
         fx: &mut Effects,
@@ -244,15 +300,8 @@ impl SessionTable {
         cwd: Option<String>,
         initialize: &Initialize,
     ) -> bool {
-        if !self.entry(session).open_journal() {
-            return false;
-        }
-        fx.push(Action::OpenSession {
-            session: session.clone(),
-            cwd,
-            initialize: initialize.clone(),
-        });
-        true
+        let slot = self.made(session);
+        self.at_mut(slot).open_journal(fx, cwd, initialize)
     }
 
     /// Map client-facing `session` to agent-side `mapping.agent`, persistently. While the session
@@ -265,10 +314,8 @@ impl SessionTable {
     /// The ID the agent knows the session by.
     pub(super) fn agent_id(&self, session: &SessionId) -> AgentSessionId {
         self.lookups.count();
-        self.sessions
-            .get(session)
-            .and_then(Session::mapping)
-            .map_or_else(|| AgentSessionId::native(session), |m| m.agent.clone())
+        (self.sessions.get(session))
+            .map_or_else(|| AgentSessionId::native(session), |x| x.agent_id(session))
     }
 
     /// The client-facing session of an agent-side ID: the one it was mapped from, else the

@@ -7,29 +7,33 @@ use serde_json::json;
 
 use super::context::Cx;
 use super::prompt::Stall;
-use super::sessions::Slot;
+use super::sessions::{SessionTable, Slot};
 use super::vocab::{Action, AgentRef, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
 use crate::wire::envelope::{Kind, Peek};
 
 /// When the next prompt stalls (monotonic microseconds), with `--stall-timeout`.
-pub(super) fn next_check(cx: &Cx) -> Option<u64> {
+pub(super) fn next_check(cx: &Cx, sessions: &SessionTable) -> Option<u64> {
     let timeout = cx.config.stall_timeout_us?;
-    if !cx.sessions.prompting() {
+    if !sessions.prompting() {
         return None;
     }
     let grace = cx.config.stall_grace_us;
-    let watches = cx
-        .sessions
-        .iter()
-        .filter_map(|(_, session)| session.watch());
+    let watches = sessions.iter().filter_map(|(_, session)| session.watch());
     watches.filter_map(|w| w.next_check(timeout, grace)).min()
 }
 
 /// A client's `session/prompt` starts its session's watch (the session in `slot` when the
 /// route resolved it).
-pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp, slot: Option<Slot>) {
+pub(super) fn prompt_sent(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    from: Side,
+    peek: &Peek<'_>,
+    at: Stamp,
+    slot: Option<Slot>,
+) {
     if cx.config.stall_timeout_us.is_some()
         && from == Side::Client
         && let Kind::Request { id, method } = &peek.kind
@@ -37,32 +41,35 @@ pub(super) fn prompt_sent(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp, s
         && let Some(s) = peek.session.as_deref()
     {
         let slot = slot.unwrap_or_else(|| {
-            let s = cx.sessions.id(s);
-            cx.sessions.made(&s)
+            let s = sessions.id(s);
+            sessions.made(&s)
         });
-        cx.sessions.start_prompt(slot, id.clone(), at);
+        sessions.start_prompt(slot, id.clone(), at);
     }
 }
 
 /// A line of a session with a prompt in flight: the agent's (naming its own ID, or a child
 /// session of it: a subagent's work is its parent's), or the client's answer to the agent's
 /// request, is activity that resets the watch.
-pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
+pub(super) fn activity(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    from: Side,
+    peek: &Peek<'_>,
+    at: Stamp,
+) {
     let session = match (from, &peek.kind) {
-        (Side::Agent, _) => peek
-            .session
-            .as_deref()
-            .map(|s| match cx.sessions.root_of(s) {
-                Some(root) => root.clone(),
-                None => cx.sessions.client_of(AgentRef(s)),
-            }),
+        (Side::Agent, _) => peek.session.as_deref().map(|s| match sessions.root_of(s) {
+            Some(root) => root.clone(),
+            None => sessions.client_of(AgentRef(s)),
+        }),
         (Side::Client, Kind::Response { id, .. }) => cx
             .pending
             .get(&(Side::Agent, id.clone()))
             .and_then(|p| p.session.clone()),
         (Side::Client, _) => None,
     };
-    if let Some(session) = session.and_then(|s| cx.sessions.get_mut(&s)) {
+    if let Some(session) = session.and_then(|s| sessions.get_mut(&s)) {
         session.prompt_active(at.mono_us);
     }
 }
@@ -70,11 +77,11 @@ pub(super) fn activity(cx: &mut Cx, from: Side, peek: &Peek<'_>, at: Stamp) {
 /// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
 /// is cancelled, and if the agent stays silent for the grace period after, it is restarted
 /// ([`Action::RestartAgent`]).
-pub(super) fn check(cx: &mut Cx, at: Stamp) {
+pub(super) fn check(cx: &mut Cx, sessions: &mut SessionTable, at: Stamp) {
     let Some(timeout) = cx.config.stall_timeout_us else {
         return;
     };
-    if !cx.sessions.prompting() {
+    if !sessions.prompting() {
         return;
     }
     let pending = &cx.pending;
@@ -84,7 +91,7 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
             .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
     };
     // The stalls at `now`, by session in order of ID (`PromptWatch::check`).
-    let mut watched: Vec<SessionId> = (cx.sessions.iter())
+    let mut watched: Vec<SessionId> = (sessions.iter())
         .filter(|(_, session)| session.watch().is_some())
         .map(|(s, _)| s.clone())
         .collect();
@@ -94,7 +101,7 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
         .into_iter()
         .filter_map(|s| {
             let waiting = waiting(&s);
-            let watch = cx.sessions.get_mut(&s)?.watch_mut()?;
+            let watch = sessions.get_mut(&s)?.watch_mut()?;
             let stall = watch.check(now, timeout, grace, waiting)?;
             Some((s, stall))
         })
@@ -115,7 +122,7 @@ pub(super) fn check(cx: &mut Cx, at: Stamp) {
                     "the agent sent nothing for session {s} for {} s: cancelling the prompt",
                     secs(timeout)
                 )));
-                let params = json!({"sessionId": cx.sessions.agent_id(&s).as_str()}).to_string();
+                let params = json!({"sessionId": sessions.agent_id(&s).as_str()}).to_string();
                 cx.fx
                     .send_agent(at, Target::Session(s), None, "session/cancel", &params);
             }

@@ -14,7 +14,13 @@ use crate::wire::envelope::Peek;
 /// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
 /// through goes to the catalog. True when it is a `session_info_update` whose title the agent
 /// made of a re-prime: that title is not the session's, and is not passed on either.
-pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str, slot: Option<Slot>) -> bool {
+pub(super) fn update(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    peek: &Peek<'_>,
+    session: &str,
+    slot: Option<Slot>,
+) -> bool {
     #[derive(serde::Deserialize)]
     struct Params<'a> {
         #[serde(borrow)]
@@ -27,14 +33,12 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str, slot: Option<S
         return false;
     };
     // The client-facing session (in `slot` when it is the one the route found).
-    let (session, slot) = cx.sessions.client_of_at(AgentRef(session), slot);
+    let (session, slot) = sessions.client_of_at(AgentRef(session), slot);
     match update.text("sessionUpdate").as_deref() {
         Some("usage_update") => {
             let skip = ["sessionUpdate", "_meta"];
-            let slot = slot.unwrap_or_else(|| cx.sessions.made(&session));
-            cx.sessions
-                .facts(slot)
-                .usage(&update, &skip, cx.now.unix_us);
+            let slot = slot.unwrap_or_else(|| sessions.made(&session));
+            sessions.facts(slot).usage(&update, &skip, cx.now.unix_us);
         }
         Some("session_info_update") => {
             // A title an agent made of the re-prime (its first prompt) is not the session's.
@@ -47,7 +51,7 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str, slot: Option<S
             }));
             return reprime;
         }
-        Some("state_update") => state_update(cx, &session, slot, &update),
+        Some("state_update") => state_update(cx, sessions, &session, slot, &update),
         _ => {}
     }
     false
@@ -56,7 +60,13 @@ pub(super) fn update(cx: &mut Cx, peek: &Peek<'_>, session: &str, slot: Option<S
 /// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
 /// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
 /// given).
-fn state_update(cx: &mut Cx, session: &SessionId, slot: Option<Slot>, update: &Fields<'_>) {
+fn state_update(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    session: &SessionId,
+    slot: Option<Slot>,
+    update: &Fields<'_>,
+) {
     let t = cx.now.unix_us;
     let state = match update.text("state").as_deref() {
         Some("idle") => "idle",
@@ -66,15 +76,15 @@ fn state_update(cx: &mut Cx, session: &SessionId, slot: Option<Slot>, update: &F
     };
     let ends_turn = state == "idle" && update.text("stopReason").is_some();
     // The session looked up once: made for its facts if the table has none.
-    let found = slot.or_else(|| cx.sessions.slot(session));
+    let found = slot.or_else(|| sessions.slot(session));
     if let Some(slot) = found {
-        cx.sessions[slot].set_foreground(state != "idle");
+        sessions[slot].set_foreground(state != "idle");
         if state == "idle" {
-            cx.sessions.end_prompt(slot, None);
+            sessions.end_prompt(slot, None);
         }
     }
-    let slot = found.unwrap_or_else(|| cx.sessions.made(session));
-    let facts = cx.sessions.facts(slot);
+    let slot = found.unwrap_or_else(|| sessions.made(session));
+    let facts = sessions.facts(slot);
     facts.state(state, t);
     if ends_turn {
         facts.turn_ended(t);

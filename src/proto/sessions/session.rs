@@ -179,6 +179,12 @@ impl Session {
         }
     }
 
+    /// The ID the agent knows it (`id`) by: its mapping's, else its own.
+    pub(in crate::proto) fn agent_id(&self, id: &SessionId) -> AgentSessionId {
+        self.mapping()
+            .map_or_else(|| AgentSessionId::native(id), |m| m.agent.clone())
+    }
+
     /// How its client lines are edited on their way to the agent, when it is mapped: the
     /// agent-side ID they go under and, for a prompt (`prompt`), the re-prime transcript it
     /// carries (taken: the first prompt after the load that mapped it carries it).

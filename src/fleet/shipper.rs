@@ -342,7 +342,8 @@ impl Shipper {
             for path in segments_in(&dir).unwrap_or_default() {
                 let rel = self.shared.local.relative(&path);
                 let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                if self.ledger.has(&rel, len) || self.shared.local.writer_alive(&rel) {
+                let running = |pid| self.shared.liveness.running(pid);
+                if self.ledger.has(&rel, len) || self.shared.local.writer_alive_by(&rel, running) {
                     continue;
                 }
                 self.follow(path.clone(), None, false);

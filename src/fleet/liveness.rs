@@ -1,6 +1,7 @@
 //! Which processes of this host are running, injected as the clock is: the lease's decision
-//! asks it of a holder on this host (one whose process is gone is not waited for) and reads no
-//! `/proc` itself.
+//! asks it of a holder on this host (one whose process is gone is not waited for), the shipper
+//! and the index of a segment's writer (a gone run's segments are picked up at start); none
+//! reads `/proc` itself.
 
 /// Where the fleet learns whether a process of this host still runs.
 pub trait Liveness: Send + Sync + std::fmt::Debug {

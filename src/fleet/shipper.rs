@@ -33,7 +33,7 @@ use super::Error;
 use super::clock::SharedClock;
 use super::index::inbox::IndexerMessage;
 use super::layout::{self, Entry};
-use super::lease::{self, Identity, Leases, Policy, Shipping, Taker};
+use super::lease::{self, Identity, Leases, Policy, Taker};
 use super::liveness::Liveness;
 use super::shipped::ShippedFiles;
 use super::status::{Status, Stranded};
@@ -41,8 +41,10 @@ use super::store::Store;
 use crate::fleet::layout::SessionKey;
 use crate::hex;
 use crate::journal::JournalDir;
-use crate::journal::dir::{SEGMENT_SUFFIX, segments_in};
+use crate::journal::dir::segments_in;
 use crate::journal::mark::{self, Mark};
+
+mod plan;
 
 /// Largest part shipped at once; a bigger backlog goes as several.
 const MAX_PART: u64 = 8 << 20;
@@ -113,7 +115,28 @@ struct Tracked {
     unmarked: bool,
 }
 
+impl Tracked {
+    /// A file followed from now on: at `local`, named `file` in the store, of which the store
+    /// holds `shipped` bytes (`None`: not known yet), shipped under `leased`.
+    fn new(local: PathBuf, file: String, shipped: Option<u64>, leased: Leased) -> Tracked {
+        Tracked {
+            local,
+            file,
+            shipped,
+            parts: Vec::new(),
+            closed: false,
+            waiting_since: None,
+            inode: 0,
+            leased,
+            epoch: None,
+            stranded: None,
+            unmarked: false,
+        }
+    }
+}
+
 /// What a round asks of the store about one file (one request, or a few).
+#[derive(Debug, PartialEq, Eq)]
 enum FileRequest {
     /// Learn what the store holds of the file.
     Ask,
@@ -301,19 +324,9 @@ impl Shipper {
         } else {
             rel
         };
-        self.tracked.entry(path.clone()).or_insert(Tracked {
-            local: path,
-            file,
-            shipped,
-            parts: Vec::new(),
-            closed: false,
-            waiting_since: None,
-            inode: 0,
-            leased,
-            epoch: None,
-            stranded: None,
-            unmarked: false,
-        });
+        self.tracked
+            .entry(path.clone())
+            .or_insert_with(|| Tracked::new(path, file, shipped, leased));
     }
 
     /// Follow the catalog, and every segment on the local disk that the ledger does not list as
@@ -329,7 +342,8 @@ impl Shipper {
             for path in segments_in(&dir).unwrap_or_default() {
                 let rel = self.shared.local.relative(&path);
                 let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                if self.ledger.has(&rel, len) || self.shared.local.writer_alive(&rel) {
+                let running = |pid| self.shared.liveness.running(pid);
+                if self.ledger.has(&rel, len) || self.shared.local.writer_alive_by(&rel, running) {
                     continue;
                 }
                 self.follow(path.clone(), None, false);
@@ -500,104 +514,47 @@ impl Shipper {
             .collect()
     }
 
-    /// What the files need: asking the store, shipping, compacting. Files done are written to
-    /// the ledger and forgotten.
+    /// What the files need: asking the store, shipping, compacting ([`plan::plan`], from each
+    /// file's length and inode on the disk now). Its marks are added beside the segments, the
+    /// files done with written to the ledger (the closed segments) and settled in the index.
     fn file_requests(&mut self) -> Vec<(PathBuf, FileRequest)> {
-        let now = self.shared.clock.now();
-        let since = std::mem::replace(&mut self.last_look, now);
-        let failing = self.shared.status.failing();
-        let leases = self.shared.leases.lock();
-        let mut requests = Vec::new();
-        let mut gone = Vec::new();
-        // Files of which the store will hold no more than it does.
-        let mut settled = Vec::new();
-        for (path, t) in &mut self.tracked {
-            if let Leased::Mine(key) | Leased::Left(key) = &t.leased
-                && self.erased.contains(key)
-            {
-                // Erased from the store: nothing of it goes there again.
-                gone.push(path.clone());
-                continue;
-            }
-            let Some(shipped) = t.shipped else {
-                requests.push((path.clone(), FileRequest::Ask));
-                continue;
-            };
-            let Ok(meta) = std::fs::metadata(&t.local) else {
-                // Removed (pruned) or not made yet (the catalog): nothing to ship now.
-                if t.closed {
-                    gone.push(path.clone());
-                }
-                continue;
-            };
-            let len = meta.len();
-            if t.inode != 0 && (meta.ino() != t.inode || len < shipped) {
-                // Rewritten in place (`list --rebuild-catalog`): shipped again from the start;
-                // readers take the longest chain, so the old parts are removed first.
-                t.shipped = None;
-                t.inode = meta.ino();
-                requests.push((path.clone(), FileRequest::Ask));
-                continue;
-            }
-            t.inode = meta.ino();
-            if len > shipped && t.stranded.is_none() {
-                t.waiting_since.get_or_insert(since);
-                let Some(epoch) = may_ship(t, &leases, now) else {
-                    if t.stranded.is_some() {
-                        settled.push((path.clone(), shipped));
-                        // What the store has of it is all it will have: said beside it, for
-                        // `list`, `stats` and the exports.
-                        let fence = Some(shipped);
-                        let stranded = Mark {
-                            fence,
-                            ..Mark::default()
-                        };
-                        if let Err(e) = mark::add(&t.local, stranded) {
-                            tracing::debug!("{}: {e}", t.local.display());
-                        }
-                    }
-                    continue;
-                };
-                requests.push((
-                    path.clone(),
-                    FileRequest::Ship {
-                        start: shipped,
-                        end: len.min(shipped + MAX_PART),
-                        epoch,
-                    },
-                ));
-            } else if (t.closed && t.parts.len() > KEPT_AS_SHIPPED || t.parts.len() >= COMPACT_AT)
-                && shipped <= MAX_COMPACT
-                && !failing
-            {
-                let start = t.parts.iter().map(|p| p.0).min().unwrap_or(0);
-                requests.push((
-                    path.clone(),
-                    FileRequest::Compact {
-                        start,
-                        end: shipped,
-                    },
-                ));
-            } else if t.closed {
-                let rel = self.shared.local.relative(&t.local);
-                if rel.ends_with(SEGMENT_SUFFIX) {
-                    self.ledger.add(&rel, shipped, t.stranded.as_deref());
-                }
-                gone.push(path.clone());
+        let s = self.shared.clone();
+        let now = s.clock.now();
+        let on_disk = self
+            .tracked
+            .iter()
+            .filter_map(|(path, t)| {
+                let meta = std::fs::metadata(&t.local).ok()?;
+                let (len, inode) = (meta.len(), meta.ino());
+                Some((path.clone(), plan::OnDisk { len, inode }))
+            })
+            .collect();
+        let leases = s.leases.lock();
+        let round = plan::Round {
+            now,
+            last_look: std::mem::replace(&mut self.last_look, now),
+            failing: s.status.failing(),
+            leases: &leases,
+            erased: &self.erased,
+            local: &s.local,
+        };
+        let plan = plan::plan(&mut self.tracked, &on_disk, &round);
+        drop(leases);
+        for (segment, mark) in plan.marks {
+            if let Err(e) = mark::add(&segment, mark) {
+                tracing::debug!("{}: {e}", segment.display());
             }
         }
-        drop(leases);
-        for path in gone {
-            if let Some(t) = self.tracked.remove(&path) {
-                settled.push((path, t.shipped.unwrap_or(0)));
-            }
+        for line in plan.ledger {
+            self.ledger
+                .add(&line.file, line.bytes, line.stranded.as_deref());
         }
         if let Some((_, shipped)) = &self.index {
-            for (path, bytes) in settled {
+            for (path, bytes) in plan.settled {
                 shipped.settle(&path, bytes);
             }
         }
-        requests
+        plan.requests
     }
 
     /// What the store's answer about a file means for it.
@@ -692,38 +649,6 @@ impl Shipper {
                 t.parts.push((start, end));
             }
         }
-    }
-}
-
-/// Whether file `t` may be shipped at `now`: `Some(marker)` when it may (with the epoch marker
-/// to write first, if its first part), `None` when not now. A segment a run that is gone left
-/// goes under the epoch its run took; a session segment of this process as its lease says
-/// ([`Leases::shipping`]), the epoch it starts under marked beside it, and marked stranded
-/// when the session is another host's.
-fn may_ship(t: &mut Tracked, leases: &Leases, now: Duration) -> Option<Option<u64>> {
-    match &t.leased {
-        Leased::No => Some(None),
-        Leased::Left(_) => t
-            .epoch
-            .map(|epoch| std::mem::take(&mut t.unmarked).then_some(epoch)),
-        Leased::Mine(key) => match leases.shipping(key, t.epoch, now) {
-            Shipping::Ship { first } => {
-                if let Some(epoch) = first {
-                    t.epoch = Some(epoch);
-                    let marked = Mark {
-                        epoch: Some(epoch),
-                        ..Mark::default()
-                    };
-                    let _ = mark::add(&t.local, marked);
-                }
-                Some(first)
-            }
-            Shipping::NotNow => None,
-            Shipping::Stranded(by) => {
-                t.stranded = Some(by);
-                None
-            }
-        },
     }
 }
 

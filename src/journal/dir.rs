@@ -195,6 +195,12 @@ impl JournalDir {
     /// the segment's name (`<time>-<pid>[.n].acpj.zst`) is an `acp-journal` process (in a
     /// [`JournalDir::mirror`]: what [`JournalDir::with_live`] was given says, else never).
     pub fn writer_alive(&self, segment: &str) -> bool {
+        self.writer_alive_by(segment, acp_journal_running)
+    }
+
+    /// [`JournalDir::writer_alive`], whether a process of this host runs asked of `running`
+    /// (given its pid) instead of `/proc`.
+    pub fn writer_alive_by(&self, segment: &str, running: impl Fn(u32) -> bool) -> bool {
         if self.mirror {
             // Written on another host: no process here tells; the store's catalogs may.
             return self
@@ -208,7 +214,7 @@ impl JournalDir {
         run.rsplit('-')
             .next()
             .and_then(|p| p.parse::<u32>().ok())
-            .is_some_and(acp_journal_running)
+            .is_some_and(running)
     }
 }
 

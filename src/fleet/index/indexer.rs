@@ -117,7 +117,8 @@ impl Indexer {
         for dir in sessions.flatten() {
             for path in segments_in(&dir.path()).unwrap_or_default() {
                 let rel = local.relative(&path);
-                if self.ledger.get(&rel).done || local.writer_alive(&rel) {
+                let running = |pid| self.shared.liveness.running(pid);
+                if self.ledger.get(&rel).done || local.writer_alive_by(&rel, running) {
                     continue;
                 }
                 if let Some(&bytes) = in_store.get(&rel) {

@@ -90,6 +90,16 @@ impl Leases {
     }
 }
 
+/// Leases standing as given: how the shipper's tests set them.
+#[cfg(test)]
+impl FromIterator<(SessionKey, Standing)> for Leases {
+    fn from_iter<I: IntoIterator<Item = (SessionKey, Standing)>>(standings: I) -> Leases {
+        Leases {
+            by_key: standings.into_iter().collect(),
+        }
+    }
+}
+
 /// Whether a segment of this process may be shipped now (see [`Leases::shipping`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shipping {

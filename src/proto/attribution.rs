@@ -7,7 +7,7 @@
 //! response has not arrived yet open the session early (and take the copy of the only pending
 //! `session/new`, if there is exactly one). Everything else goes to the run's journal ([`Target::Run`]).
 //! A session is opened (`OpenSession`) the first time it is seen; a new session the agent
-//! names with an ID the store already holds from an earlier run gets a fresh client-facing ID
+//! names with an ID the journals already hold from an earlier run gets a fresh client-facing ID
 //! (`s~2`, …) mapped to the agent's, so two conversations never share a journal. A child
 //! session (a subagent its parent announced: [`super::tree`]) is no session of its own: its
 //! lines go to the journal of the root of its tree, and teach the catalog nothing.
@@ -148,7 +148,7 @@ fn request(
         .is_some_and(|s| sessions.root_of(s).is_some());
     let learns = session.clone().filter(|_| !child);
     if method == "initialize" {
-        cx.initialize.request = Some(record_bytes(record));
+        cx.peers.initialize.request = Some(record_bytes(record));
     }
     if let Some(s) = &learns
         && let Some(state) = turn_facts::state_of_request(from, method)
@@ -199,10 +199,10 @@ fn response(
         return (Target::Run, None);
     };
     if pending.method == "initialize" {
-        cx.initialize.response = Some(record_bytes(record));
+        cx.peers.initialize.response = Some(record_bytes(record));
     }
     if let Some(s) = &pending.session
-        && turn_facts::answer_teaches(&pending.method, cx.agent.v2)
+        && turn_facts::answer_teaches(&pending.method, cx.peers.agent.v2)
     {
         let slot = slot.unwrap_or_else(|| sessions.made(s));
         (sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
@@ -216,7 +216,7 @@ fn response(
     // (A v2 answer only says the prompt was taken: the turn, and its watch, go on until the
     // agent reports the session idle.)
     if pending.method == "session/prompt"
-        && !cx.agent.v2
+        && !cx.peers.agent.v2
         && let Some(slot) =
             (pending.session.as_deref()).and_then(|s| slot.or_else(|| sessions.slot(s)))
     {
@@ -246,7 +246,7 @@ fn response(
     }
 }
 
-/// A session the agent created under an ID the store held (see
+/// A session the agent created under an ID the journals held (see
 /// [`super::reused_ids`]): its journal and the catalog say which ID the agent uses.
 fn tell_reused(cx: &mut Cx, sessions: &mut SessionTable, session: &SessionId, record: &Record) {
     let agent = sessions.agent_id(session);
@@ -296,7 +296,7 @@ pub(super) fn open_session(
         None
     };
     let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, _, c)| c.clone()));
-    sessions.open_journal(&mut cx.fx, session, cwd, &cx.initialize);
+    sessions.open_journal(&mut cx.fx, session, cwd, &cx.peers.initialize);
     if let Some((record, edit, _)) = early_copy {
         cx.fx.journal(Target::Session(session.clone()), record);
         if let Some(edit) = edit {

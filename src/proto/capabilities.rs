@@ -13,9 +13,45 @@
 
 use serde_json::Value;
 
-use super::vocab::ClientSupport;
+use super::vocab::{ClientSupport, Initialize};
 use crate::wire::envelope::Peek;
 use crate::wire::rewrite::edit_line;
+
+/// What both peers declared as they set the connection up: the client's `initialize` exchange
+/// as recorded (copied into each session's journal), the agent's capabilities and the
+/// client's. Every component reads them, as it reads the configuration; the handshake writes
+/// them, as its answers pass.
+#[derive(Debug, Default)]
+pub(super) struct Declared {
+    pub(super) initialize: Initialize,
+    pub(super) agent: AgentCaps,
+    pub(super) client: ClientCaps,
+    /// While a later connection's request is handled, what that connection takes of a replay
+    /// (a host's connections each declare their own; [`Self::client`] is the first's).
+    joiner: Option<ClientSupport>,
+}
+
+impl Declared {
+    /// Handle the next request for a connection's declarations (`None`: the first
+    /// connection's, [`Self::client`]), until [`Self::joined`] is called.
+    pub(super) fn joining(&mut self, declared: Option<ClientSupport>) {
+        self.joiner = declared;
+    }
+
+    /// Back to the first connection's declarations.
+    pub(super) fn joined(&mut self) {
+        self.joiner = None;
+    }
+
+    /// What the connection whose request is handled takes of a replay: its own declarations,
+    /// the ACP version the agent's (the same for every connection).
+    pub(super) fn replay_support(&self) -> ClientSupport {
+        self.joiner.map_or(self.client.support, |s| ClientSupport {
+            v2: self.client.support.v2,
+            ..s
+        })
+    }
+}
 
 /// What the agent advertised.
 #[derive(Clone, Copy, Debug, Default)]

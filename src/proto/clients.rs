@@ -57,7 +57,7 @@ pub(super) fn answer_initialize_again(
     if conn != ConnId::FIRST
         && let Kind::Request { id, method } = &peek.kind
         && method == "initialize"
-        && let Some(answer) = cx.initialize.response.as_deref()
+        && let Some(answer) = cx.peers.initialize.response.as_deref()
         && let Some(result) = envelope::peek(answer).result
     {
         cx.fx.journal_client(at, Target::Run, peek, line);

@@ -18,7 +18,7 @@ pub(super) fn close(cx: &mut Cx, mut session: SessionMut<'_>, id: &RequestId, ms
         bytes: line,
     } = msg;
     let record = cx.fx.client_record(at, peek, line);
-    session.open_journal(&mut cx.fx, None, &cx.initialize);
+    session.open_journal(&mut cx.fx, None, &cx.peers.initialize);
     let s = session.id().clone();
     cx.fx.journal(Target::Session(s.clone()), record);
     // Closing cancels ongoing work, as `session/cancel` would.
@@ -47,7 +47,7 @@ pub(super) fn delete(
 ) -> bool {
     cx.fx
         .push(Action::Catalog(CatalogUpdate::Delete { session: s }));
-    if cx.agent.delete {
+    if cx.peers.agent.delete {
         return false;
     }
     cx.fx.journal_client(at, Target::Run, peek, line);

@@ -1,17 +1,19 @@
-//! What the components of the core share while they handle one input ([`Cx`]): the output
-//! queue, the pending table, the proxy's own request ids, what both peers declared and the
-//! time. The components own everything else and are called with a `&mut Cx` beside their own
-//! state; the session table is the [`super::Proxy`]'s, handed to those that read or change it
-//! (or, resolved, the one session a line concerns).
+//! What the components of the core share while they handle one input ([`Cx`]): the
+//! configuration and what both peers declared at `initialize`, the output queue, the request
+//! ids (the proxy's own, and the requests in flight both ways, which its own must not collide
+//! with and which an answer is matched to) and the time. The components own everything else
+//! and are called with a `&mut Cx` beside their own state; the session table is the
+//! [`super::Proxy`]'s, handed to those that read or change it (or, resolved by the route, the
+//! one session a line concerns: [`super::sessions::SessionMut`]).
 
 use bytes::Bytes;
 
-use super::capabilities::{AgentCaps, ClientCaps};
+use super::capabilities::Declared;
 use super::effects::Effects;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
 use super::sessions::SessionTable;
-use super::vocab::{ClientSupport, Config, Initialize, LoadMode, SessionId, Stamp, Target};
+use super::vocab::{Config, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind};
 
@@ -24,16 +26,12 @@ pub(super) struct Cx {
     /// Requests awaiting their response, by sender and id.
     pub(super) pending: PendingTable,
     pub(super) ids: OwnIds,
-    /// The client's `initialize` exchange, as recorded (copied into each session's journal).
-    pub(super) initialize: Initialize,
-    pub(super) agent: AgentCaps,
-    pub(super) client: ClientCaps,
-    /// While a later connection's request is handled, what that connection takes of a replay
-    /// (a host's connections each declare their own; [`Self::client`] is the first's).
-    joiner: Option<ClientSupport>,
+    /// What both peers declared as they set the connection up: read by every component, as
+    /// the configuration is.
+    pub(super) peers: Declared,
     /// The latest input's time.
     pub(super) now: Stamp,
-    /// Operation numbers (loads, lists, forks), naming the store requests.
+    /// Operation numbers (loads, lists, forks), naming what they ask of the journals.
     next_op: u64,
 }
 
@@ -44,33 +42,10 @@ impl Cx {
             fx: Effects::new(config.redact),
             pending: PendingTable::default(),
             ids: OwnIds::default(),
-            initialize: Initialize::default(),
-            agent: AgentCaps::default(),
-            client: ClientCaps::default(),
-            joiner: None,
+            peers: Declared::default(),
             now: Stamp::default(),
             next_op: 0,
         }
-    }
-
-    /// Handle the next request for connection `conn`'s declarations (`None`: the first
-    /// connection's, [`Self::client`]), until [`Self::joined`] is called.
-    pub(super) fn joining(&mut self, declared: Option<ClientSupport>) {
-        self.joiner = declared;
-    }
-
-    /// Back to the first connection's declarations.
-    pub(super) fn joined(&mut self) {
-        self.joiner = None;
-    }
-
-    /// What the connection whose request is handled takes of a replay: its own declarations,
-    /// the ACP version the agent's (the same for every connection).
-    pub(super) fn replay_support(&self) -> ClientSupport {
-        self.joiner.map_or(self.client.support, |s| ClientSupport {
-            v2: self.client.support.v2,
-            ..s
-        })
     }
 
     /// A fresh operation number.
@@ -89,7 +64,7 @@ impl Cx {
     pub(super) fn synthesizes_load(&self) -> bool {
         match self.config.load {
             LoadMode::Journal => true,
-            LoadMode::Auto => !self.agent.load,
+            LoadMode::Auto => !self.peers.agent.load,
             LoadMode::Agent | LoadMode::Off => false,
         }
     }

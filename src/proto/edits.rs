@@ -67,7 +67,9 @@ pub(super) fn relay(
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config.offer_history, from, &peek.kind) {
-        (Some(offer), Side::Client, Kind::Request { .. }) => offer::offered(offer, &cx.agent, peek),
+        (Some(offer), Side::Client, Kind::Request { .. }) => {
+            offer::offered(offer, &cx.peers.agent, peek)
+        }
         _ => None,
     };
     let (rewritten, edit) = match offered {
@@ -217,7 +219,7 @@ fn rewrite_client(
     let method = peek.method();
     match (&peek.kind, method) {
         (_, Some("initialize")) => {
-            cx.client = ClientCaps::from_initialize(peek);
+            cx.peers.client = ClientCaps::from_initialize(peek);
             handshake.client_init = Some(line.clone());
         }
         (Kind::Request { id, .. }, Some("authenticate")) => {
@@ -442,10 +444,10 @@ fn rewrite_agent_response(
         Some("initialize") if !is_error => {
             handshake.agent_initialized = true;
             if let Some(agent) = AgentCaps::from_initialize(peek) {
-                cx.agent = agent;
-                cx.client.support.v2 = agent.v2;
+                cx.peers.agent = agent;
+                cx.peers.client.support.v2 = agent.v2;
                 // v2 clients take `notice` updates as a matter of course.
-                cx.client.notices |= agent.v2;
+                cx.peers.client.notices |= agent.v2;
                 let added = agent.missing(cx.emulates_loading(), *hosted);
                 out = capabilities::advertise(line, &added, agent.v2);
                 if out.is_some() {
@@ -480,7 +482,7 @@ fn rewrite_agent_response(
 }
 
 /// The agent's answer to `session/new` (`line`, described by `peek`): the session is live; one
-/// under an ID the store held from an earlier run takes its fresh client-facing ID
+/// under an ID the journals held from an earlier run takes its fresh client-facing ID
 /// ([`super::reused_ids`]), mapped to the agent's, and the answer says that ID.
 fn new_session(
     sessions: &mut SessionTable,

@@ -1061,7 +1061,7 @@ fn list_changed_goes_to_a_client_that_asked_for_the_cwds_it_listed() {
     assert!(h.proxy.wants_list_changes());
     let at = h.stamp();
     h.proxy
-        .handle_store_changed(at, &["/a".to_string(), "/b".to_string()]);
+        .handle_journals_changed(at, &["/a".to_string(), "/b".to_string()]);
     h.drain();
     assert_eq!(
         last_to_client(&h),
@@ -1073,7 +1073,7 @@ fn list_changed_goes_to_a_client_that_asked_for_the_cwds_it_listed() {
         mono_us: at.mono_us + 11 * 60 * 1_000_000,
     };
     let n = h.to_client.len();
-    h.proxy.handle_store_changed(later, &["/a".to_string()]);
+    h.proxy.handle_journals_changed(later, &["/a".to_string()]);
     h.drain();
     assert_eq!(h.to_client.len(), n);
     assert!(!h.proxy.wants_list_changes());
@@ -1505,7 +1505,7 @@ fn a_v2_prompt_is_watched_for_stalls_until_its_session_is_idle_not_until_it_is_t
 #[test]
 fn a_session_id_the_store_already_holds_gets_a_fresh_client_facing_id_mapped_to_the_agents() {
     let mut h = Harness::with(Config {
-        asks_store: true,
+        asks_free_ids: true,
         ..Config::default()
     });
     h.stored = |id| id == "echo-session-1" || id == "echo-session-1~2";
@@ -1549,7 +1549,7 @@ fn a_session_id_the_store_already_holds_gets_a_fresh_client_facing_id_mapped_to_
 /// A proxy whose shell answers `FindFreeId`, a client's `session/new` on its way to the agent.
 fn asking_the_store_about_a_new_session() -> Harness {
     let mut h = Harness::with(Config {
-        asks_store: true,
+        asks_free_ids: true,
         ..Config::default()
     });
     h.client(INIT);

@@ -1,7 +1,7 @@
 //! Lines held back, in order, with their size: the one type for every place the core holds
 //! lines — the agent's replay of a native load (until the agent's answer says whether it
 //! stands), a session's agent lines while a load brings it up, the agent lines behind a question
-//! to the store, a joining connection's lines, the client lines that wait for a restarted agent
+//! to the journals, a joining connection's lines, the client lines that wait for a restarted agent
 //! or a lost session's restore.
 //!
 //! The bound is the holder's, and it is kept one way: [`HeldLines::hold`] refuses a line that

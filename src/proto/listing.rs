@@ -51,7 +51,7 @@ pub(super) struct List {
     after: Option<(i64, String)>,
     /// Which sessions, by archive state.
     archived: ArchiveFilter,
-    /// The store's sessions, once fetched.
+    /// The journals' sessions, once fetched.
     pub(super) listed: Option<Vec<ListedSession>>,
     /// The agent's answer, held until `listed` arrives.
     pub(super) response: Option<Bytes>,
@@ -60,7 +60,7 @@ pub(super) struct List {
 }
 
 impl List {
-    /// The store's sessions this list shows: in its cwd, prompted (an editor opens a session
+    /// The journals' sessions this list shows: in its cwd, prompted (an editor opens a session
     /// for every chat it opens: one left without a prompt is not history), and archived or
     /// not as it asks.
     fn wanted<'a>(
@@ -488,9 +488,9 @@ impl Lists {
         !self.watched.is_empty()
     }
 
-    /// Sessions of these working directories changed in the store: tell the client, for each
+    /// Sessions of these working directories changed in the journals: tell the client, for each
     /// it watches.
-    pub(super) fn store_changed(&mut self, cx: &mut Cx, at: Stamp, cwds: &[String]) {
+    pub(super) fn journals_changed(&mut self, cx: &mut Cx, at: Stamp, cwds: &[String]) {
         self.end_watches(at.mono_us);
         for cwd in cwds.iter().filter(|c| self.watched.contains_key(*c)) {
             let line = Bytes::from(format!(
@@ -503,7 +503,7 @@ impl Lists {
         }
     }
 
-    /// The store's sessions for list `op` (`hosted`: the rows live on the host are marked):
+    /// The journals' sessions for list `op` (`hosted`: the rows live on the host are marked):
     /// the page is answered, or, for a list the agent answers too, the merged answer is
     /// returned once both are here, to go out as the agent's.
     pub(super) fn listed(
@@ -537,7 +537,7 @@ impl Lists {
         None
     }
 
-    /// A client's `session/list`: the store is asked for its sessions; with an agent that
+    /// A client's `session/list`: the journals are asked for its sessions; with an agent that
     /// lists, the request goes on to it too (false: the line passes), else it is taken here.
     pub(super) fn start(
         &mut self,
@@ -552,7 +552,7 @@ impl Lists {
         // With an agent that lists: the first page and the merged ones go to it; a page of the
         // journal's rows after the agent's last is served here.
         let (forwarded, agent_cursor, after) = match cursor.as_deref().map(decode_cursor) {
-            _ if !cx.agent.list => (false, None, None),
+            _ if !cx.peers.agent.list => (false, None, None),
             Some(Some(Cursor::Merged(agent, updated, session))) => {
                 (true, Some(agent), Some((updated, session)))
             }
@@ -563,7 +563,7 @@ impl Lists {
             None => (true, None, None),
         };
         if !forwarded
-            && cx.client.list_changed
+            && cx.peers.client.list_changed
             && let Some(cwd) = envelope::str_field(peek.params, "cwd")
         {
             self.watch(cwd, at.mono_us);
@@ -590,7 +590,7 @@ impl Lists {
         );
         cx.fx.push(Action::FetchSessions {
             request: op,
-            agent: cx.initialize.response.clone(),
+            agent: cx.peers.initialize.response.clone(),
         });
         if forwarded {
             return false;

@@ -141,7 +141,7 @@ impl Load {
         matches!(self.asker, Asker::Client(_))
             && self.agent_failed.is_none()
             && !self.fork
-            && (cx.agent.load || cx.agent.resume)
+            && (cx.peers.agent.load || cx.peers.agent.resume)
     }
 
     /// The load's session has no journal: the load ends. The client gets the agent's own
@@ -252,7 +252,7 @@ impl Load {
                 "it does not remember the earlier conversation".to_string()
             };
             // Why the agent's own copy was not used, as it is.
-            let can_load = cx.agent.load || cx.agent.resume;
+            let can_load = cx.peers.agent.load || cx.peers.agent.resume;
             let why = if fork {
                 "The agent cannot fork sessions".to_string()
             } else if agent_failed {
@@ -275,7 +275,7 @@ impl Load {
                 "{why}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
             );
             cx.fx.push(Action::Log(message.clone()));
-            if cx.client.notices {
+            if cx.peers.client.notices {
                 cx.fx.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
             }
         }
@@ -422,7 +422,7 @@ pub(super) fn still_the_agents_cursors(
     let Some(cursors) = &summary.cursors else {
         return;
     };
-    let agent = (cx.initialize.response.as_ref())
+    let agent = (cx.peers.initialize.response.as_ref())
         .and_then(|r| serde_json::from_slice(r).ok())
         .and_then(|r| crate::acp::agent_title(&r));
     if agent != cursors.agent || sessions.agent_id(session).as_str() != cursors.agent_session {

@@ -124,7 +124,7 @@ impl Loads {
         }
         let support = ClientSupport {
             tail,
-            ..cx.replay_support()
+            ..cx.peers.replay_support()
         };
         let load = Load {
             asker,
@@ -152,7 +152,7 @@ impl Loads {
             support,
             transcript_limit: cx.config.reprime_limit,
             until: live.then(|| cx.fx.next_seq()),
-            agent: cx.initialize.response.clone(),
+            agent: cx.peers.initialize.response.clone(),
         });
     }
 
@@ -243,7 +243,7 @@ impl Loads {
         l.summary = summary;
         let cwd = l.setup.cwd.clone();
         let request = l.request.take();
-        sessions.open_journal(&mut cx.fx, &session, cwd, &cx.initialize);
+        sessions.open_journal(&mut cx.fx, &session, cwd, &cx.peers.initialize);
         if let Some(request) = request {
             cx.fx.journal(Target::Session(session.clone()), request);
         }
@@ -286,7 +286,7 @@ impl Loads {
             hide,
             params,
             secret,
-        } = l.bring_up_by(&cx.agent, &cx.config);
+        } = l.bring_up_by(&cx.peers.agent, &cx.config);
         sessions.entry(&session).set_starting(hide);
         if let Some(copy) = underneath.filter(|copy| copy.as_str() != &*session) {
             // Its lines (a native load's replay, to hide) are the session's from now on.
@@ -481,7 +481,7 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let (params, secret) = l.setup.to_params(&cx.agent, cx.config.offer_history);
+        let (params, secret) = l.setup.to_params(&cx.peers.agent, cx.config.offer_history);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,
@@ -585,7 +585,7 @@ impl Loads {
         if let Some(session) = sessions.get_mut(&l.session) {
             session.stop_hiding();
         }
-        sessions.open_journal(&mut cx.fx, &l.session, None, &cx.initialize);
+        sessions.open_journal(&mut cx.fx, &l.session, None, &cx.peers.initialize);
         if let Some(request) = l.request.take() {
             cx.fx.journal(Target::Session(l.session.clone()), request);
         }

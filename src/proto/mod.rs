@@ -9,9 +9,9 @@
 //!   peer (line ending included): the agent, or a client connection ([`Peer`], [`ConnId`]; the
 //!   stdio proxy has one), [`Proxy::handle_eof`] when a peer closes its stream,
 //!   [`Proxy::handle_stderr`] for agent stderr chunks, [`Proxy::handle_event`] for things the
-//!   shell observed (agent exit, signals), and the answers to what it asked of the store
+//!   shell observed (agent exit, signals), and the answers to what it asked of the journals
 //!   ([`Proxy::handle_history`], [`Proxy::handle_sessions`], [`Proxy::handle_forked`],
-//!   [`Proxy::handle_free_id`]): what the core knows of the store arrives as an input.
+//!   [`Proxy::handle_free_id`]): what the core knows of the journals arrives as an input.
 //! - Output: after each input, drain [`Proxy::poll_action`] until `None` and apply the actions
 //!   in order; it is the only way out. For every line, its `Journal` actions come before its
 //!   `Forward`, and an `OpenSession` before the first `Journal` to that session. The shell keeps
@@ -35,7 +35,7 @@
 //!   delete on the agent's behalf;
 //! - [`loading`] (one load: [`load_state`]): `session/load` and `session/resume` served from the
 //!   journal; [`holding`]: the agent lines held meanwhile;
-//! - [`listing`]: `session/list` served from the store or merged with the agent's;
+//! - [`listing`]: `session/list` served from the journals or merged with the agent's;
 //! - [`native`]: the loads the client sends the agent itself, served from the journal should
 //!   the agent fail them; [`fork`]: `session/fork` made in the journal;
 //! - [`route`]: where each line goes, decided once, and how each client request is handled;

@@ -34,7 +34,7 @@ pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Lin
             loads.serve(cx, id, msg, true, false);
             return Resume::Served;
         }
-        Some(_) if cx.agent.resume => return Resume::Passes,
+        Some(_) if cx.peers.agent.resume => return Resume::Passes,
         Some(other) => {
             cx.fx.journal_client(at, Target::Run, peek, line);
             let message =
@@ -44,7 +44,7 @@ pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Lin
             return Resume::Served;
         }
     };
-    if !cx.agent.resume {
+    if !cx.peers.agent.resume {
         loads.serve(cx, id, msg, replay, false);
         return Resume::Served;
     }

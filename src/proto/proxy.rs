@@ -33,9 +33,9 @@ use crate::wire::envelope::{self, Kind, Peek};
 /// - **inputs** (`handle_*`): a whole line from a peer ([`Proxy::handle_line`]), a peer's end
 ///   ([`Proxy::handle_eof`], [`Proxy::handle_clients_gone`]), the agent's stderr, what the
 ///   shell observed ([`Proxy::handle_event`], [`Proxy::handle_agent_restart`]), and the answers
-///   to what it asked of the store: history, sessions, forks, free IDs
+///   to what it asked of the journals: history, sessions, forks, free IDs
 ///   ([`Proxy::handle_history`], [`Proxy::handle_sessions`], [`Proxy::handle_forked`],
-///   [`Proxy::handle_free_id`], [`Proxy::handle_store_changed`], [`Proxy::handle_facts_due`]);
+///   [`Proxy::handle_free_id`], [`Proxy::handle_journals_changed`], [`Proxy::handle_facts_due`]);
 /// - **outputs**: [`Proxy::poll_action`], drained after every input, the only way out;
 /// - **timers**: [`Proxy::poll_timeout`] says when [`Proxy::handle_tick`] is due;
 /// - **queries**: [`Proxy::reads_client`] (backpressure), [`Proxy::can_restart`],
@@ -67,7 +67,7 @@ pub struct Proxy {
     lists: Lists,
     /// The handshake a restarted agent is told again, and where the current agent's stands.
     handshake: Handshake,
-    /// Session IDs the agent uses again, and what the store said of them.
+    /// Session IDs the agent uses again, and what the journals said of them.
     reused: ReusedIds,
     /// Forks waiting for their journal copy.
     forks: Forks,
@@ -178,7 +178,7 @@ impl Proxy {
         let peek = envelope::peek(&line);
         let conn = match from {
             Peer::Agent => {
-                // Held while the store is asked about a session the agent created (the answer
+                // Held while the journals are asked about a session the agent created (the answer
                 // that named it first, [`reused_ids`]), else handled. Messages wait; anything
                 // else is no message of the protocol and passes as it always does.
                 if self.reused.asking() && peek.is_message() {
@@ -206,7 +206,7 @@ impl Proxy {
         if let Some(slot) = slot {
             self.sessions[slot].attach(conn);
         }
-        let echo_prompts = !self.cx.agent.v2;
+        let echo_prompts = !self.cx.peers.agent.v2;
         match self
             .connections
             .inbound(conn, &peek, &line, &mut self.sessions, echo_prompts)
@@ -218,9 +218,9 @@ impl Proxy {
                 let peek = envelope::peek(&renumbered);
                 if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
                     // A load or attach replays what this connection declared it takes.
-                    self.cx.joining(self.connections.support(conn));
+                    self.cx.peers.joining(self.connections.support(conn));
                     self.dispatch(at, Side::Client, &peek, &renumbered, slot);
-                    self.cx.joined();
+                    self.cx.peers.joined();
                 }
             }
             Inbound::Refused(renumbered, sent, error) => {
@@ -233,8 +233,8 @@ impl Proxy {
         }
     }
 
-    /// The store's answer to [`Action::FindFreeId`] `ask`: the first of the candidate IDs it
-    /// does not hold. The agent's answer that named the session goes on under that ID (mapped
+    /// The journals' answer to [`Action::FindFreeId`] `ask`: the first of the candidate IDs they
+    /// do not hold. The agent's answer that named the session goes on under that ID (mapped
     /// to the agent's when it is another), then the agent lines that waited.
     pub fn handle_free_id(&mut self, at: Stamp, ask: u64, free: SessionId) {
         let lines = self.reused.answered(ask, Some(free));
@@ -554,20 +554,20 @@ impl Proxy {
 
     /// True while the client wants `session/list_changed` for some working directory (it
     /// declared `session.listChanged` and listed one in the last 10 minutes: a watch's end is a
-    /// [`Proxy::poll_timeout`], its tick ends it): the shell then watches the store and calls
-    /// [`Proxy::handle_store_changed`].
+    /// [`Proxy::poll_timeout`], its tick ends it): the shell then watches the journals and calls
+    /// [`Proxy::handle_journals_changed`].
     pub fn wants_list_changes(&self) -> bool {
         self.lists.watching()
     }
 
-    /// Sessions of these working directories changed in the store (this proxy or another
+    /// Sessions of these working directories changed in the journals (this proxy or another
     /// started, updated or ended one): tell the client, for each it watches.
-    pub fn handle_store_changed(&mut self, at: Stamp, cwds: &[String]) {
+    pub fn handle_journals_changed(&mut self, at: Stamp, cwds: &[String]) {
         self.cx.now.mono_us = at.mono_us;
-        self.lists.store_changed(&mut self.cx, at, cwds);
+        self.lists.journals_changed(&mut self.cx, at, cwds);
     }
 
-    /// The store's sessions, answering [`Action::FetchSessions`].
+    /// The journals' sessions, answering [`Action::FetchSessions`].
     pub fn handle_sessions(&mut self, at: Stamp, request: u64, sessions: Vec<ListedSession>) {
         let hosted = self.connections.is_hosted();
         if let Some(line) = self.lists.listed(

@@ -272,7 +272,7 @@ impl Handshake {
             Purpose::Reinitialize if !failed => {
                 self.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
-                    cx.agent = agent;
+                    cx.peers.agent = agent;
                 }
                 self.host_back(cx, sessions, at);
                 if let Some(auth) = self.client_auth.clone() {
@@ -444,7 +444,7 @@ fn notice(
     title: &str,
     description: &str,
 ) {
-    if !cx.client.notices {
+    if !cx.peers.client.notices {
         return;
     }
     for s in sessions {

@@ -65,7 +65,7 @@ pub(super) enum AgentRoute {
     OwnAnswer(Purpose),
     /// The answer to `session/list` `op`, which the core merges with the journal's.
     ListAnswer(u64),
-    /// The successful answer to a client's `session/new`, while the store can be asked whether
+    /// The successful answer to a client's `session/new`, while the journals can be asked whether
     /// the ID it names is an earlier run's ([`super::reused_ids::ReusedIds::ask`]).
     NewSession,
     /// A line of a session whose lines are held or hidden ([`super::holding`]).
@@ -172,7 +172,7 @@ fn joining(
 ) -> Option<Join> {
     let live = session.is_some_and(Session::is_live);
     match method {
-        "session/load" | "session/resume" if live && !cx.agent.v2 => Some(Join::Live {
+        "session/load" | "session/resume" if live && !cx.peers.agent.v2 => Some(Join::Live {
             replay: method == "session/load",
         }),
         // ACP v2: a resume replays with `replayFrom: {type: "start"}`, else nothing; another
@@ -239,7 +239,7 @@ pub(super) fn agent(
 /// renumbered it), else the proxy's own (why it was sent, taken out of the proxy's ids). The
 /// entry is taken out of the table, and its session looked up, both handed on with the answer
 /// to the relay, or to the native load it ends (its session's); the list merging the answer,
-/// and a new session's answer waiting on the store, find the entry in the table again when
+/// and a new session's answer waiting on the journals, find the entry in the table again when
 /// the answer goes on.
 fn answer(
     cx: &mut Cx,
@@ -256,7 +256,7 @@ fn answer(
         .and_then(|p| p.session.as_deref())
         .and_then(|s| sessions.slot(s));
     let route = match pending.as_ref().map(|p| p.method.as_str()) {
-        Some("session/new") if !failed && cx.config.asks_store => AgentRoute::NewSession,
+        Some("session/new") if !failed && cx.config.asks_free_ids => AgentRoute::NewSession,
         Some("session/load" | "session/resume")
             if slot
                 .and_then(|x| sessions[x].native_load())
@@ -380,7 +380,7 @@ fn handling(cx: &Cx, method: &str, peek: &Peek<'_>) -> Handling {
         return Handling::Pass;
     }
     let emulates = cx.emulates_loading();
-    let agent = &cx.agent;
+    let agent = &cx.peers.agent;
     match method {
         "session/load" if cx.synthesizes_load() || (emulates && asks_tail(peek)) => {
             Handling::FromJournal { replay: true }
@@ -646,7 +646,7 @@ pub(super) fn take_agent(
             return Taken::Done;
         }
         AgentRoute::NewSession => {
-            // The answer waits while the store is asked about the ID it names, unless this
+            // The answer waits while the journals are asked about the ID it names, unless this
             // run opened it already.
             return match reused.ask(peek, line, sessions, &mut cx.fx) {
                 true => Taken::Done,

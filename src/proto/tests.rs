@@ -31,7 +31,7 @@ pub(super) struct Harness {
     pub(super) closed_agent_stdin: bool,
     /// Other actions, in order (fetches, catalog updates, logs).
     pub(super) requests: Vec<Action>,
-    /// The session IDs the store holds, answering `FindFreeId` (with `Config::asks_store`).
+    /// The session IDs the journals hold, answering `FindFreeId` (with `Config::asks_free_ids`).
     pub(super) stored: fn(&str) -> bool,
 }
 

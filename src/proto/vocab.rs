@@ -128,17 +128,17 @@ pub enum Action {
         /// The fetch.
         load: u64,
     },
-    /// Read the session list from the store and answer with [`super::Proxy::handle_sessions`].
+    /// Read the session list from the journals and answer with [`super::Proxy::handle_sessions`].
     FetchSessions {
         /// Names the answer.
         request: u64,
         /// The agent's `initialize` response: whose sessions the default list shows.
         agent: Option<Bytes>,
     },
-    /// Record session metadata in the store's catalog.
+    /// Record session metadata in the journals' catalog.
     Catalog(CatalogUpdate),
     /// Which of the IDs a session the agent just created may take
-    /// ([`super::reuse_candidates`]: `session`, `session~2`, …) the store does not hold yet:
+    /// ([`super::reuse_candidates`]: `session`, `session~2`, …) the journals do not hold yet:
     /// answer with [`super::Proxy::handle_free_id`] (the first it does not hold). The agent's
     /// lines wait for the answer.
     FindFreeId {
@@ -259,13 +259,13 @@ pub enum HistoryChunk {
     Lines(Vec<Bytes>),
     /// The replay is complete.
     End(Summary),
-    /// The store has no journal for the session.
+    /// No journal holds the session.
     Missing,
     /// The session may not be continued here (another host holds it): the message says why.
     Refused(String),
 }
 
-/// A session as the store lists it, for `session/list`.
+/// A session as the journals list it, for `session/list`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListedSession {
     /// Client-facing ID.
@@ -359,11 +359,11 @@ pub struct Config {
     /// (microseconds) for a connection to attach, then are answered as when the connection
     /// they went to ends (a permission request cancelled, anything else -32603).
     pub unattended_timeout_us: u64,
-    /// The shell answers [`Action::FindFreeId`] (it has a store): a session the agent creates
-    /// under an ID the store already holds (an earlier run's) gets a fresh client-facing ID,
+    /// The shell answers [`Action::FindFreeId`] (it keeps journals): a session the agent creates
+    /// under an ID the journals already hold (an earlier run's) gets a fresh client-facing ID,
     /// mapped to the agent's, so two conversations never share a journal. Without it, or with
     /// `--load off`, no ID is taken for reused.
-    pub asks_store: bool,
+    pub asks_free_ids: bool,
     /// `--offer-history`: the journal's MCP server added to the `mcpServers` of every
     /// `session/new`, `session/load` and `session/resume` the agent is sent.
     pub offer_history: Option<&'static HistoryOffer>,
@@ -378,7 +378,7 @@ pub struct HistoryOffer {
     pub name: String,
     /// The proxy's own binary.
     pub command: String,
-    /// What goes before `mcp`: the journal directory, the store.
+    /// What goes before `mcp`: the journal directory, the object store.
     pub args: Vec<String>,
     /// `serve`'s own MCP endpoint (`None` for the stdio proxy).
     pub http: Option<HttpOffer>,
@@ -449,7 +449,7 @@ impl Default for Config {
             hosted: false,
             remote: false,
             unattended_timeout_us: 300_000_000,
-            asks_store: false,
+            asks_free_ids: false,
             offer_history: None,
         }
     }

@@ -120,7 +120,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
         );
         // The shell answers which IDs the store holds (`FindFreeId`).
         let core = Proxy::new(proto::Config {
-            asks_store: true,
+            asks_free_ids: true,
             ..config.core
         });
         let (history_tx, history_rx) = mpsc::channel(4);
@@ -263,7 +263,7 @@ impl<P: Process, S: FnMut() -> std::io::Result<Agent<P>>> Running<P, S> {
                 catalog_service::CatalogAnswer::Sessions { request, sessions } => {
                     self.core.handle_sessions(self.clock.now(), request, sessions);
                 }
-                catalog_service::CatalogAnswer::Changed(cwds) => self.core.handle_store_changed(self.clock.now(), &cwds),
+                catalog_service::CatalogAnswer::Changed(cwds) => self.core.handle_journals_changed(self.clock.now(), &cwds),
             },
             exit = self.process.wait(), if self.life.running() => {
                 let code = exit?;

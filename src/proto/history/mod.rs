@@ -1,6 +1,6 @@
 //! Turning a session's journal into the `session/update` notifications of a `session/load`.
 //!
-//! Pure: it consumes [`Record`]s (the shell reads them from the store) and produces lines. Two
+//! Pure: it consumes [`Record`]s (the shell reads them from the journals) and produces lines. Two
 //! passes over the same records, so memory stays flat in the session's length:
 //! 1. [`Replay::observe`] learns what must be known ahead: the final form of each compaction,
 //!    the recorded output of each client terminal (the `terminals` module), and for a tail

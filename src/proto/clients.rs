@@ -17,7 +17,7 @@ use super::pending::Resolved;
 use super::sessions::SessionTable;
 use super::vocab::{Action, ConnId, Line, SessionId, Stamp, Target};
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId, error_json};
+use crate::wire::envelope::{self, Kind, RequestId, error_json};
 
 /// What routing left for the core: attachments (a session created for a connection, a
 /// connection joining one), connections to end, attachments that ended (a failed join),
@@ -45,26 +45,20 @@ pub(super) fn settle(cx: &mut Cx, sessions: &mut SessionTable, connections: &mut
     }
 }
 
-/// The `initialize` of a connection other than the first is answered with the agent's
-/// recorded answer (true when it was): the agent is initialized once.
-pub(super) fn answer_initialize_again(
-    cx: &mut Cx,
-    at: Stamp,
-    conn: ConnId,
-    peek: &Peek<'_>,
-    line: &Bytes,
-) -> bool {
-    if conn != ConnId::FIRST
-        && let Kind::Request { id, method } = &peek.kind
-        && method == "initialize"
-        && let Some(answer) = cx.peers.initialize.response.as_deref()
-        && let Some(result) = envelope::peek(answer).result
-    {
+/// The `initialize` of a connection other than the first (`msg`, as the route decided) is
+/// answered with the agent's recorded answer: the agent is initialized once.
+pub(super) fn answer_initialize_again(cx: &mut Cx, msg: Line<'_>) {
+    let Line {
+        at,
+        peek,
+        bytes: line,
+    } = msg;
+    let answer = cx.peers.initialize.response.clone();
+    let result = answer.as_deref().and_then(|a| envelope::peek(a).result);
+    if let (Kind::Request { id, .. }, Some(result)) = (&peek.kind, result) {
         cx.fx.journal_client(at, Target::Run, peek, line);
         cx.fx.answer(at, Target::Run, id, Ok(result.get()));
-        return true;
     }
-    false
 }
 
 /// Deliver a line for the clients as routing says (`route`): to each connection it names,

@@ -601,22 +601,14 @@ impl Lists {
 
     /// Cancel list `op` if it is one served here (true): answered -32800, the notification
     /// `line` journaled.
-    pub(super) fn cancel(
-        &mut self,
-        cx: &mut Cx,
-        at: Stamp,
-        op: u64,
-        line: &Bytes,
-        why: &str,
-    ) -> bool {
+    pub(super) fn cancel(&mut self, cx: &mut Cx, at: Stamp, op: u64, line: &Bytes, why: &str) {
         let Some(list) = self.remove(op) else {
-            return false;
+            return;
         };
         cx.fx
             .journal_client(at, Target::Run, &envelope::peek(line), line);
         let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
         cx.fx.answer(at, Target::Run, &list.client_id, Err(&error));
-        true
     }
 
     /// The agent answered (`msg`) list `op`, forwarded to it: the answer is kept (under the

@@ -15,13 +15,13 @@ use super::loading::Loads;
 use super::pending::Resolved;
 use super::restart::{self, Handshake};
 use super::reused_ids::ReusedIds;
-use super::route::{self, ClientRoute, Owners, Taken};
-use super::sessions::{SessionTable, Slot};
+use super::route::{self, Arrival, ClientRoute, Owners, Taken};
+use super::sessions::SessionTable;
 use super::stalls;
 use super::stderr::StderrLines;
 use super::update_facts;
 use super::vocab::{
-    Action, Config, HistoryChunk, Line, ListedSession, Peer, SessionId, Stamp, Target,
+    Action, Config, ConnId, HistoryChunk, Line, ListedSession, Peer, SessionId, Stamp, Target,
 };
 use crate::journal::Event;
 use crate::wire::Side;
@@ -111,7 +111,7 @@ impl Proxy {
             if self.connections.unsettled() {
                 clients::settle(&mut self.cx, &mut self.sessions, &mut self.connections);
             }
-            let route = match self.cx.fx.pop()? {
+            let routed = match self.cx.fx.pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
                     let (sessions, fx) = (&mut self.sessions, &mut self.cx.fx);
                     return Some(update_facts::facts_before(sessions, fx, action));
@@ -120,16 +120,16 @@ impl Proxy {
                 Queued::ToClients(line) => self.connections.route(line, &mut self.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
-            match route {
+            match routed {
                 Route::One(conn, line) => {
                     let to = Peer::Client(conn);
                     return Some(Action::Forward { to, line });
                 }
-                route => clients::deliver(
+                routed => clients::deliver(
                     &mut self.cx,
                     &mut self.sessions,
                     &mut self.connections,
-                    route,
+                    routed,
                 ),
             }
         }
@@ -176,25 +176,9 @@ impl Proxy {
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
     pub fn handle_line(&mut self, at: Stamp, from: Peer, line: Bytes) {
         let peek = envelope::peek(&line);
-        let conn = match from {
-            Peer::Agent => {
-                // Held while the journals are asked about a session the agent created (the answer
-                // that named it first, [`reused_ids`]), else handled. Messages wait; anything
-                // else is no message of the protocol and passes as it always does.
-                if self.reused.asking() && peek.is_message() {
-                    if !self.reused.hold(&line, self.cx.config.held_limit) {
-                        // Past the bound the agent's ID stands, and the lines go on.
-                        let waited = self.reused.give_up().unwrap_or_default();
-                        for line in waited.into_iter().chain([line.clone()]) {
-                            self.handle_line(at, Peer::Agent, line);
-                        }
-                    }
-                    return;
-                }
-                self.dispatch(at, Side::Agent, &peek, &line, None);
-                return;
-            }
-            Peer::Client(conn) => conn,
+        let Peer::Client(conn) = from else {
+            self.dispatch(at, Side::Agent, &peek, &line, None);
+            return;
         };
         self.connections.arrive(conn);
         // The session a request or notification names, looked up once: its membership, the
@@ -211,17 +195,20 @@ impl Proxy {
             .connections
             .inbound(conn, &peek, &line, &mut self.sessions, echo_prompts)
         {
-            Inbound::AsIs => self.dispatch(at, Side::Client, &peek, &line, slot),
+            Inbound::AsIs => {
+                let arrival = Arrival { later: false, slot };
+                self.dispatch(at, Side::Client, &peek, &line, Some(arrival));
+            }
             Inbound::Renumbered(renumbered) => {
                 // A request of a later connection, under the id it is renumbered to (its
                 // answer gets the connection's own id back when routed).
                 let peek = envelope::peek(&renumbered);
-                if !clients::answer_initialize_again(&mut self.cx, at, conn, &peek, &renumbered) {
-                    // A load or attach replays what this connection declared it takes.
-                    self.cx.peers.joining(self.connections.support(conn));
-                    self.dispatch(at, Side::Client, &peek, &renumbered, slot);
-                    self.cx.peers.joined();
-                }
+                let later = conn != ConnId::FIRST;
+                // A load or attach replays what this connection declared it takes.
+                self.cx.peers.joining(self.connections.support(conn));
+                let arrival = Arrival { later, slot };
+                self.dispatch(at, Side::Client, &peek, &renumbered, Some(arrival));
+                self.cx.peers.joined();
             }
             Inbound::Refused(renumbered, sent, error) => {
                 clients::refused(&mut self.cx, at, &renumbered, &sent, &error);
@@ -257,28 +244,28 @@ impl Proxy {
     }
 
     /// A whole line from one side, as the core handles it, described by `peek` (a client
-    /// line's session in `slot` when it was looked up as it arrived): routed once ([`route`])
-    /// to the component that owns it, which takes it or gives it back to be relayed
-    /// ([`edits::relay`], with what the route resolved: [`Resolved`]). A line of a session
-    /// whose prompt the stall watch follows is activity ([`stalls::activity`]); with no watch
-    /// running (no `--stall-timeout`, or no prompt in flight) nothing is looked up.
+    /// line's `arrival`: whether a later connection sent it, its session's slot as it was
+    /// looked up then): routed once ([`route`]) to the component that owns it, which takes it
+    /// or gives it back to be relayed ([`edits::relay`], with what the route resolved:
+    /// [`Resolved`]). A line of a session whose prompt the stall watch follows is activity
+    /// ([`stalls::activity`]); with no watch running (no `--stall-timeout`, or no prompt in
+    /// flight) nothing is looked up.
     fn dispatch(
         &mut self,
         at: Stamp,
         from: Side,
         peek: &Peek<'_>,
         line: &Bytes,
-        slot: Option<Slot>,
+        arrival: Option<Arrival>,
     ) {
         self.cx.now = at;
-        let hosted = self.connections.is_hosted();
         let msg = Line {
             at,
             peek,
             bytes: line,
         };
         let (taken, resolved) = match from {
-            Side::Client => match self.take_client(msg, slot) {
+            Side::Client => match self.take_client(msg, arrival) {
                 Some(taken) => taken,
                 None => return,
             },
@@ -291,8 +278,8 @@ impl Proxy {
                 self.progressed(at, progress);
                 false
             }
-            Taken::Again(lines) => {
-                self.dispatch_all(at, Side::Client, lines);
+            Taken::Again { from, lines } => {
+                self.dispatch_all(at, from, lines);
                 false
             }
         };
@@ -301,16 +288,10 @@ impl Proxy {
                 handshake: &mut self.handshake,
                 lists: &self.lists,
                 reused: &mut self.reused,
-                hosted,
+                hosted: self.connections.is_hosted(),
             };
-            edits::relay(
-                &mut self.cx,
-                &mut self.sessions,
-                &mut with,
-                from,
-                msg,
-                resolved,
-            );
+            let (cx, sessions) = (&mut self.cx, &mut self.sessions);
+            edits::relay(cx, sessions, &mut with, from, msg, resolved);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed (or
@@ -327,13 +308,17 @@ impl Proxy {
         }
     }
 
-    /// A client line (`msg`; its session in `slot` when it was looked up as it arrived), routed
-    /// once ([`route::client`]) and handed to its owner: what the owner did with it, and what
-    /// the route resolved of it for the relay. `None`: it waits for the restarted agent.
-    fn take_client(&mut self, msg: Line<'_>, slot: Option<Slot>) -> Option<(Taken, Resolved)> {
+    /// A client line (`msg`, as it `arrival`ed), routed once ([`route::client`]) and handed to
+    /// its owner: what the owner did with it, and what the route resolved of it for the relay.
+    /// `None`: it waits for the restarted agent.
+    fn take_client(
+        &mut self,
+        msg: Line<'_>,
+        arrival: Option<Arrival>,
+    ) -> Option<(Taken, Resolved)> {
         let (cx, sessions, owners) = self.owners();
-        let (route, slot) = route::client(cx, sessions, &owners, msg.peek, slot);
-        if route == ClientRoute::AwaitAgent {
+        let (owner, slot) = route::client(cx, sessions, &owners, msg.peek, arrival);
+        if owner == ClientRoute::AwaitAgent {
             if let Some(reinit) = &mut owners.handshake.reinit {
                 // Messages wait for the restarted agent.
                 reinit.hold(msg.at, msg.peek, msg.bytes.clone());
@@ -343,7 +328,7 @@ impl Proxy {
         if sessions.prompting() {
             stalls::activity(cx, sessions, Side::Client, msg.peek, msg.at);
         }
-        let taken = route::take_client(cx, sessions, owners, route, msg, slot);
+        let taken = route::take_client(cx, sessions, owners, owner, msg, slot);
         let resolved = Resolved {
             session: slot,
             answered: None,
@@ -356,11 +341,11 @@ impl Proxy {
     /// pending entry) for the relay.
     fn take_agent(&mut self, msg: Line<'_>) -> (Taken, Resolved) {
         let (cx, sessions, owners) = self.owners();
-        let (route, resolved) = route::agent(cx, sessions, owners.loads, owners.lists, msg.peek);
+        let (owner, resolved) = route::agent(cx, sessions, &owners, msg.peek);
         if sessions.prompting() {
             stalls::activity(cx, sessions, Side::Agent, msg.peek, msg.at);
         }
-        let taken = route::take_agent(cx, sessions, owners, route, msg, resolved.session);
+        let taken = route::take_agent(cx, sessions, owners, owner, msg, resolved.session);
         (taken, resolved)
     }
 

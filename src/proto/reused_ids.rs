@@ -58,11 +58,14 @@ impl ReusedIds {
         self.asking.is_some()
     }
 
-    /// Hold an agent line behind the question (false, nothing held, past `limit` bytes).
-    pub(super) fn hold(&mut self, line: &Bytes, limit: usize) -> bool {
-        self.asking
-            .as_mut()
-            .is_some_and(|q| q.later.hold(line, limit))
+    /// Hold an agent line behind the question: `None`, held; past `limit` bytes the question is
+    /// given up (the agent's ID stands) and the lines go on: those that waited, then this one.
+    pub(super) fn hold(&mut self, line: &Bytes, limit: usize) -> Option<Vec<Bytes>> {
+        if (self.asking.as_mut()).is_some_and(|q| q.later.hold(line, limit)) {
+            return None;
+        }
+        let waited = self.give_up().unwrap_or_default();
+        Some(waited.into_iter().chain([line.clone()]).collect())
     }
 
     /// Ask the journals about the new session a successful answer to a client's `session/new`

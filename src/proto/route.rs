@@ -29,13 +29,16 @@ use super::pending::{Purpose, Resolved};
 use super::restart::{self, Handshake, Restore};
 use super::reused_ids::ReusedIds;
 use super::sessions::{Session, SessionTable, Slot};
-use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
+use super::vocab::{Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
 /// The component that owns a client line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ClientRoute {
+    /// A later connection's `initialize`: answered with the agent's recorded answer (the
+    /// agent is initialized once: [`super::clients::answer_initialize_again`]).
+    InitializeAgain,
     /// A restarted agent is being initialized: the line waits for it ([`Handshake`]).
     AwaitAgent,
     /// The client answers a request of an agent that died since: journaled, dropped.
@@ -48,8 +51,11 @@ pub(super) enum ClientRoute {
     Join(Join),
     /// A client request the core handles ([`Handling`]).
     Request(Handling),
-    /// A `$/cancel_request` or `session/cancel` of an operation the core serves (`op`, why).
-    Cancel(u64, &'static str),
+    /// A `$/cancel_request` or `session/cancel` of a load or restore the journal serves (`op`,
+    /// why).
+    CancelLoad(u64, &'static str),
+    /// A `$/cancel_request` of a list served here (`op`, why).
+    CancelList(u64, &'static str),
     /// Nobody's but the session's: edited where it must be, journaled, forwarded.
     Relay,
 }
@@ -57,6 +63,9 @@ pub(super) enum ClientRoute {
 /// The component that owns an agent line.
 #[derive(Debug)]
 pub(super) enum AgentRoute {
+    /// A message while the journals are asked about a session the agent created (the answer
+    /// that named it first, [`super::reused_ids`]): it waits for their answer.
+    AwaitFreeId,
     /// The answer to a load or resume the client sent the agent itself, kept by its session
     /// ([`super::native::native_answered`]).
     NativeAnswer,
@@ -74,17 +83,29 @@ pub(super) enum AgentRoute {
     Relay,
 }
 
-/// The owner of a client line (`peek`; its session in `slot` when it was looked up as the line
-/// arrived), among the components (`owners`), and the slot of the session it names as the
-/// route resolved it (looked up again when the line arrived before the session was made).
+/// How a client line arrived: from a later connection (a request renumbered for it), and its
+/// session's slot when the line names one the table had (looked up once, as it arrived).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Arrival {
+    pub(super) later: bool,
+    pub(super) slot: Option<Slot>,
+}
+
+/// The owner of a client line (`peek`, as it arrived: `arrival`; none for a line handled again),
+/// among the components (`owners`), and the slot of the session it names as the route
+/// resolved it (looked up again when the line arrived before the session was made).
 pub(super) fn client(
     cx: &Cx,
     sessions: &SessionTable,
     owners: &Owners<'_>,
     peek: &Peek<'_>,
-    slot: Option<Slot>,
+    arrival: Option<Arrival>,
 ) -> (ClientRoute, Option<Slot>) {
     let (handshake, connections) = (&*owners.handshake, &*owners.connections);
+    let slot = arrival.and_then(|a| a.slot);
+    if arrival.is_some_and(|a| a.later) && initialize_again(cx, peek) {
+        return (ClientRoute::InitializeAgain, slot);
+    }
     if handshake.reinit.is_some() && peek.is_message() {
         return (ClientRoute::AwaitAgent, slot);
     }
@@ -128,20 +149,18 @@ fn owner_of(cx: &Cx, sessions: &SessionTable, owners: &Owners<'_>, peek: &Peek<'
         },
         (Kind::Notification { method }, _) => {
             let (loads, lists) = (&*owners.loads, &*owners.lists);
-            match cancelled(
-                sessions,
-                loads,
-                lists,
-                connections.is_hosted(),
-                method,
-                peek,
-            ) {
-                Some((op, why)) => ClientRoute::Cancel(op, why),
-                None => ClientRoute::Relay,
-            }
+            let hosted = connections.is_hosted();
+            cancelled(sessions, loads, lists, hosted, method, peek).unwrap_or(ClientRoute::Relay)
         }
         _ => ClientRoute::Relay,
     }
+}
+
+/// A later connection's `initialize` request (`peek`), once the agent answered the first's.
+fn initialize_again(cx: &Cx, peek: &Peek<'_>) -> bool {
+    matches!(&peek.kind, Kind::Request { method, .. } if method == "initialize")
+        && (cx.peers.initialize.response.as_deref())
+            .is_some_and(|answer| envelope::peek(answer).result.is_some())
 }
 
 /// A line naming `session`, which is being restored or was lost in an agent restart.
@@ -203,10 +222,14 @@ fn joining(
 pub(super) fn agent(
     cx: &mut Cx,
     sessions: &mut SessionTable,
-    loads: &Loads,
-    lists: &Lists,
+    owners: &Owners<'_>,
     peek: &Peek<'_>,
 ) -> (AgentRoute, Resolved) {
+    let (loads, lists) = (&*owners.loads, &*owners.lists);
+    // Messages wait; anything else is no message of the protocol and passes as it always does.
+    if owners.reused.asking() && peek.is_message() {
+        return (AgentRoute::AwaitFreeId, Resolved::default());
+    }
     if cx.config.load == LoadMode::Off {
         return (AgentRoute::Relay, Resolved::default());
     }
@@ -219,7 +242,7 @@ pub(super) fn agent(
             // The session the line names, looked up once: the relay reaches it by its slot.
             let slot = sessions.slot(named);
             let update = peek.method() == Some("session/update");
-            match held(sessions, loads, named, slot, update) {
+            match holding::hold_of(sessions, loads, named, slot, update) {
                 Some(hold) => (AgentRoute::Held(hold), Resolved::default()),
                 None => (
                     AgentRoute::Relay,
@@ -290,57 +313,6 @@ fn forwarded_list(lists: &Lists, id: &RequestId) -> Option<u64> {
     list.forwarded.then_some(op)
 }
 
-/// Why an agent line naming `named` (in `slot` when the table has it; `update`: a
-/// `session/update`) is held, if it is: its
-/// session (a child's root: in a native load's replay the agent replays its children too)
-/// hides the agent's own replay, a native load holds its replay, or a load is bringing the
-/// session up.
-fn held(
-    sessions: &SessionTable,
-    loads: &Loads,
-    named: &str,
-    slot: Option<Slot>,
-    update: bool,
-) -> Option<Hold> {
-    let root = slot.and_then(|slot| sessions.root_at(slot));
-    let root = root.map(|root| sessions.agent_id(root));
-    let s = root.as_ref().map_or(named, |r| r.as_str());
-    let session = match (&root, slot) {
-        (None, Some(slot)) => Some(&sessions[slot]),
-        (None, None) => None,
-        (Some(_), _) => sessions.get(s),
-    };
-    // The agent-side session a load brings up natively may be another than the session's
-    // own ID (the one of the agent's copies that holds every turn): its replay is the
-    // session's, hidden too.
-    let mapped_from = || {
-        sessions
-            .mapping_of_agent(AgentRef(s))
-            .and_then(|(client, _)| sessions.get(client))
-    };
-    if update && (session.or_else(mapped_from)).is_some_and(Session::hides_replay) {
-        Some(Hold::Hidden)
-    } else if update
-        && session
-            .and_then(|x| x.native_load())
-            .is_some_and(|n| n.holds_replay())
-    {
-        Some(Hold::NativeReplay(AgentSessionId::native(
-            &SessionId::from(s),
-        )))
-    } else if sessions.starting_as(AgentRef(s))
-        || (!session.is_some_and(|x| x.journal_open())
-            && !sessions.knows(AgentRef(s))
-            && loads.awaiting_new_session())
-    {
-        // A load is bringing the session up, or waits for the agent to start one it does not
-        // know yet.
-        Some(Hold::Starting(AgentSessionId::native(&SessionId::from(s))))
-    } else {
-        None
-    }
-}
-
 /// What the core does with a client request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Handling {
@@ -407,8 +379,9 @@ fn asks_tail(peek: &Peek<'_>) -> bool {
         .is_some_and(|params| tail_turns(&params).is_some())
 }
 
-/// The operation a client's `$/cancel_request` or `session/cancel` notification (`method`)
-/// cancels, and why: a load or restore served from the journal, or a list served here. On a
+/// The cancel of an operation a client's `$/cancel_request` or `session/cancel` notification
+/// (`method`) is, and why: of a load or restore served from the journal, or of a list served
+/// here. On a
 /// host's live session a `session/cancel` is for the turn, not for a client joining it.
 fn cancelled(
     sessions: &SessionTable,
@@ -417,22 +390,24 @@ fn cancelled(
     hosted: bool,
     method: &str,
     peek: &Peek<'_>,
-) -> Option<(u64, &'static str)> {
+) -> Option<ClientRoute> {
     match method {
         "$/cancel_request" => {
             let rid = envelope::request_id(peek.params)?;
-            let op = loads.by_request(&rid).or_else(|| {
-                let (op, list) = lists.of_request(&rid)?;
-                (!list.forwarded).then_some(op)
-            })?;
-            Some((op, "cancelled by $/cancel_request"))
+            let why = "cancelled by $/cancel_request";
+            if let Some(op) = loads.by_request(&rid) {
+                return Some(ClientRoute::CancelLoad(op, why));
+            }
+            let (op, list) = lists.of_request(&rid)?;
+            (!list.forwarded).then_some(ClientRoute::CancelList(op, why))
         }
         "session/cancel" => {
             let s = peek.session.as_deref().map(SessionId::from)?;
             if hosted && sessions.get(&s).is_some_and(Session::is_live) {
                 return None;
             }
-            Some((loads.of_session(&s)?, "cancelled by session/cancel"))
+            let op = loads.of_session(&s)?;
+            Some(ClientRoute::CancelLoad(op, "cancelled by session/cancel"))
         }
         _ => None,
     }
@@ -446,8 +421,9 @@ pub(super) enum Taken {
     Done,
     /// Taken: a step of a load ([`Progress`]; a load cancelled is [`Progress::Done`]).
     Load(Progress),
-    /// Taken: the client lines held for a restarted agent go on.
-    Again(Vec<Bytes>),
+    /// Taken: lines that waited go on, from `from` (the client lines held for a restarted
+    /// agent, the agent lines held while the journals were asked about a new session's ID).
+    Again { from: Side, lines: Vec<Bytes> },
 }
 
 /// The components a line may be handed to, besides the context.
@@ -478,6 +454,10 @@ pub(super) fn take_client(
     let taken = |taken: bool| if taken { Taken::Done } else { Taken::Relay };
     match route {
         ClientRoute::AwaitAgent | ClientRoute::Relay => Taken::Relay,
+        ClientRoute::InitializeAgain => {
+            clients::answer_initialize_again(cx, msg);
+            Taken::Done
+        }
         ClientRoute::DeadAgentAnswer => {
             owners.handshake.answer_dead_agent(cx, at, peek, line);
             Taken::Done
@@ -505,11 +485,13 @@ pub(super) fn take_client(
         ClientRoute::Request(handling) => {
             taken(take_request(cx, sessions, owners, handling, msg, slot))
         }
-        ClientRoute::Cancel(op, why) => {
-            // Stop a synthetic operation and answer it with -32800.
-            if !owners.lists.cancel(cx, at, op, line, why) {
-                owners.loads.cancel(cx, sessions, at, op, line, why);
-            }
+        // Stop a synthetic operation and answer it with -32800.
+        ClientRoute::CancelLoad(op, why) => {
+            owners.loads.cancel(cx, sessions, at, op, line, why);
+            Taken::Load(Progress::Done)
+        }
+        ClientRoute::CancelList(op, why) => {
+            owners.lists.cancel(cx, at, op, line, why);
             Taken::Load(Progress::Done)
         }
     }
@@ -604,14 +586,6 @@ pub(super) fn take_agent(
     msg: Line<'_>,
     slot: Option<Slot>,
 ) -> Taken {
-    let Owners {
-        handshake,
-        reused,
-        loads,
-        lists,
-        connections,
-        ..
-    } = owners;
     let Line {
         at,
         peek,
@@ -628,19 +602,38 @@ pub(super) fn take_agent(
             let Some(slot) = slot else {
                 return Taken::Relay;
             };
-            match native::native_answered(cx, loads, sessions.at_mut(slot), msg) {
+            match native::native_answered(cx, owners.loads, sessions.at_mut(slot), msg) {
                 NativeAnswer::Passes(held) => held,
                 NativeAnswer::Served => return Taken::Done,
             }
         }
         AgentRoute::OwnAnswer(Purpose::Load(op, step)) => {
-            return Taken::Load(loads.on_response(cx, sessions, op, step, msg, failed));
+            return Taken::Load(
+                owners
+                    .loads
+                    .on_response(cx, sessions, op, step, msg, failed),
+            );
         }
         AgentRoute::OwnAnswer(purpose) => {
-            return Taken::Again(handshake.answered(cx, sessions, purpose, msg, failed));
+            let lines = owners
+                .handshake
+                .answered(cx, sessions, purpose, msg, failed);
+            return Taken::Again {
+                from: Side::Client,
+                lines,
+            };
+        }
+        AgentRoute::AwaitFreeId => {
+            return match owners.reused.hold(line, cx.config.held_limit) {
+                None => Taken::Done,
+                Some(lines) => Taken::Again {
+                    from: Side::Agent,
+                    lines,
+                },
+            };
         }
         AgentRoute::ListAnswer(op) => {
-            if let Some(merged) = lists.agent_answered(&mut cx.ids, sessions, op, msg) {
+            if let Some(merged) = owners.lists.agent_answered(&mut cx.ids, sessions, op, msg) {
                 edits::forward_as_agent(cx, sessions, at, merged);
             }
             return Taken::Done;
@@ -648,19 +641,18 @@ pub(super) fn take_agent(
         AgentRoute::NewSession => {
             // The answer waits while the journals are asked about the ID it names, unless this
             // run opened it already.
-            return match reused.ask(peek, line, sessions, &mut cx.fx) {
+            return match owners.reused.ask(peek, line, sessions, &mut cx.fx) {
                 true => Taken::Done,
                 false => Taken::Relay,
             };
         }
         AgentRoute::Relay => return Taken::Relay,
     };
-    let hosted = connections.is_hosted();
     let mut with = Relaying {
-        handshake,
-        lists,
-        reused,
-        hosted,
+        hosted: owners.connections.is_hosted(),
+        handshake: owners.handshake,
+        lists: owners.lists,
+        reused: owners.reused,
     };
     edits::relay_held(cx, sessions, &mut with, at, passing);
     Taken::Relay

@@ -1,20 +1,24 @@
 //! Where a line goes, decided once, up front: [`client`] and [`agent`] read the line's peek
 //! and what the core holds (the handshake, the line's session, the loads and lists under way,
-//! the proxy's own request ids) and name the one component that owns the line
-//! ([`ClientRoute`], [`AgentRoute`]), changing nothing but, for an agent's answer the relay
-//! takes, the pending table: the entry of the request it answers is taken out once and handed
-//! on with the line (to [`super::edits::relay`]), with the slot of the answer's session, looked
-//! up once, as a client line's session was as it arrived ([`Resolved`]: the steps after the
-//! route reach the session by it); [`take_client`] and [`take_agent`] then hand
-//! it to its owner, with the components it needs ([`Owners`]), and say what became of it
-//! ([`Taken`]: what follows is the proxy's). A client request's handling follows from its method, the mode (`--load`) and what
-//! the agent declared ([`Handling`]): served from the journal, passed on with what serves it
-//! should the agent fail it, answered here, or passed as it came.
+//! the proxy's own request ids, whether the journals are being asked about a new session's ID)
+//! and name the one component that owns the line ([`ClientRoute`], [`AgentRoute`]), changing
+//! nothing but, for an agent's answer, the pending table (the entry of the request it answers
+//! is taken out once and handed on with the line, with the slot of the answer's session, looked
+//! up once, as a client line's session was as it arrived: [`Resolved`]) and the proxy's own ids
+//! (an answer's purpose). [`take_client`] and [`take_agent`] then hand the line to its owner,
+//! with the components it needs ([`Owners`]) and what the route resolved (the session a
+//! restore, a close or a native load acts on: [`super::sessions::SessionMut`]), writing to the
+//! session table what the owner decided of it, and say what became of it ([`Taken`]: what
+//! follows is the proxy's). A client request's handling follows from its method, the mode
+//! (`--load`) and what the agent declared ([`Handling`]): served from the journal, passed on
+//! with what serves it should the agent fail it, answered here, or passed as it came; its
+//! owners are handed it in [`requests`].
+
+mod requests;
 
 use bytes::Bytes;
 
 use super::clients::{self, Join};
-use super::closing;
 use super::connection::Connections;
 use super::context::Cx;
 use super::edits::{self, Relaying};
@@ -24,14 +28,16 @@ use super::listing::Lists;
 use super::load_request::tail_turns;
 use super::load_state::Progress;
 use super::loading::Loads;
-use super::native::{self, NativeAnswer, Resume, replay_from};
+use super::native::{self, NativeAnswer, replay_from};
 use super::pending::{Purpose, Resolved};
 use super::restart::{self, Handshake, Restore};
 use super::reused_ids::ReusedIds;
 use super::sessions::{Session, SessionTable, Slot};
-use super::vocab::{Line, LoadMode, SessionId};
+use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
+
+pub(super) use requests::Handling;
 
 /// The component that owns a client line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,7 +248,7 @@ pub(super) fn agent(
             // The session the line names, looked up once: the relay reaches it by its slot.
             let slot = sessions.slot(named);
             let update = peek.method() == Some("session/update");
-            match holding::hold_of(sessions, loads, named, slot, update) {
+            match held(sessions, loads, named, slot, update) {
                 Some(hold) => (AgentRoute::Held(hold), Resolved::default()),
                 None => (
                     AgentRoute::Relay,
@@ -313,28 +319,55 @@ fn forwarded_list(lists: &Lists, id: &RequestId) -> Option<u64> {
     list.forwarded.then_some(op)
 }
 
-/// What the core does with a client request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Handling {
-    /// `session/load` or `session/resume` served from the journal (`replay`: the history
-    /// goes first).
-    FromJournal { replay: bool },
-    /// A load or resume the agent does itself, kept by its session until answered.
-    Native { replay: bool },
-    /// An ACP v2 `session/resume` (its `replayFrom` decides).
-    ResumeV2,
-    /// `session/fork` made in the journal.
-    Fork,
-    /// `session/list`: the journal's, or merged with the agent's.
-    List,
-    /// `session/close` the agent does.
-    CloseByAgent,
-    /// `session/close` answered here.
-    Close,
-    /// `session/delete`.
-    Delete,
-    /// Nothing to do: the request passes.
-    Pass,
+/// Why an agent line naming `named` (in `slot` when the table has it; `update`: a
+/// `session/update`) is held, if it is: its
+/// session (a child's root: in a native load's replay the agent replays its children too)
+/// hides the agent's own replay, a native load holds its replay, or a load is bringing the
+/// session up.
+fn held(
+    sessions: &SessionTable,
+    loads: &Loads,
+    named: &str,
+    slot: Option<Slot>,
+    update: bool,
+) -> Option<Hold> {
+    let root = slot.and_then(|slot| sessions.root_at(slot));
+    let root = root.map(|root| sessions.agent_id(root));
+    let s = root.as_ref().map_or(named, |r| r.as_str());
+    let session = match (&root, slot) {
+        (None, Some(slot)) => Some(&sessions[slot]),
+        (None, None) => None,
+        (Some(_), _) => sessions.get(s),
+    };
+    // The agent-side session a load brings up natively may be another than the session's
+    // own ID (the one of the agent's copies that holds every turn): its replay is the
+    // session's, hidden too.
+    let mapped_from = || {
+        sessions
+            .mapping_of_agent(AgentRef(s))
+            .and_then(|(client, _)| sessions.get(client))
+    };
+    if update && (session.or_else(mapped_from)).is_some_and(Session::hides_replay) {
+        Some(Hold::Hidden)
+    } else if update
+        && session
+            .and_then(|x| x.native_load())
+            .is_some_and(|n| n.holds_replay())
+    {
+        Some(Hold::NativeReplay(AgentSessionId::native(
+            &SessionId::from(s),
+        )))
+    } else if sessions.starting_as(AgentRef(s))
+        || (!session.is_some_and(|x| x.journal_open())
+            && !sessions.knows(AgentRef(s))
+            && loads.awaiting_new_session())
+    {
+        // A load is bringing the session up, or waits for the agent to start one it does not
+        // know yet.
+        Some(Hold::Starting(AgentSessionId::native(&SessionId::from(s))))
+    } else {
+        None
+    }
 }
 
 /// The handling of a client request of `method` (`peek`): a `session/load` that asks for the
@@ -482,9 +515,9 @@ pub(super) fn take_client(
                 msg,
             ))
         }
-        ClientRoute::Request(handling) => {
-            taken(take_request(cx, sessions, owners, handling, msg, slot))
-        }
+        ClientRoute::Request(handling) => taken(requests::take_request(
+            cx, sessions, owners, handling, msg, slot,
+        )),
         // Stop a synthetic operation and answer it with -32800.
         ClientRoute::CancelLoad(op, why) => {
             owners.loads.cancel(cx, sessions, at, op, line, why);
@@ -494,84 +527,6 @@ pub(super) fn take_client(
             owners.lists.cancel(cx, at, op, line, why);
             Taken::Load(Progress::Done)
         }
-    }
-}
-
-/// A client request (`msg`; the session it names in `slot` when the table has it) the core
-/// handles as `handling` says (true: taken here).
-fn take_request(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    owners: Owners<'_>,
-    handling: Handling,
-    msg: Line<'_>,
-    slot: Option<Slot>,
-) -> bool {
-    let Line {
-        at,
-        peek,
-        bytes: line,
-    } = msg;
-    let Kind::Request { id, .. } = &peek.kind else {
-        return false;
-    };
-    let session = || peek.session.as_deref().map(SessionId::from);
-    match handling {
-        Handling::FromJournal { replay } => {
-            owners.loads.serve(cx, id, msg, replay, false);
-            true
-        }
-        Handling::Native { replay } => {
-            begin_native_load(cx, sessions, slot, id, peek, replay);
-            false
-        }
-        Handling::ResumeV2 => match native::resume_v2(cx, owners.loads, id, msg) {
-            Resume::Native { replay } => {
-                begin_native_load(cx, sessions, slot, id, peek, replay);
-                false
-            }
-            Resume::Passes => false,
-            Resume::Served => true,
-        },
-        Handling::Fork => {
-            owners.forks.start(cx, at, id, peek, line);
-            true
-        }
-        Handling::List => owners.lists.start(cx, at, id, peek, line),
-        Handling::CloseByAgent => {
-            // A later load must bring the session up again.
-            if let Some(slot) = slot {
-                sessions.at_mut(slot).set_not_live();
-            }
-            false
-        }
-        Handling::Close => session().is_some_and(|s| {
-            let slot = slot.unwrap_or_else(|| sessions.made(&s));
-            closing::close(cx, sessions.at_mut(slot), id, msg);
-            true
-        }),
-        Handling::Delete => session().is_some_and(|s| closing::delete(cx, at, s, id, peek, line)),
-        Handling::Pass => false,
-    }
-}
-
-/// The client sends the agent its own load or resume of the session `peek` names (in `slot`
-/// when the table has it; request `id`; `replay`: the agent replays the history): the
-/// session keeps it, if it must ([`native::native_load`]), until the agent answers.
-fn begin_native_load(
-    cx: &Cx,
-    sessions: &mut SessionTable,
-    slot: Option<Slot>,
-    id: &RequestId,
-    peek: &Peek<'_>,
-    replay: bool,
-) {
-    let Some(s) = peek.session.as_deref() else {
-        return;
-    };
-    if let Some(load) = native::native_load(cx, id, peek, replay) {
-        let slot = slot.unwrap_or_else(|| sessions.made(&SessionId::from(s)));
-        sessions.at_mut(slot).begin_native_load(load);
     }
 }
 

@@ -177,7 +177,7 @@ impl Driver {
                     self.forks.push_back(op);
                 }
                 Action::FindFreeId { ask, session } => {
-                    assert!(self.config.asks_store, "asked the store without asks_store");
+                    assert!(self.config.asks_free_ids, "asked the journals without asks_free_ids");
                     self.free_ids.push_back((ask, session));
                 }
                 Action::EndClient(conn) => {
@@ -369,7 +369,7 @@ impl Driver {
             Step::StoreChanged(body) => {
                 let at = self.stamp();
                 let cwd = String::from_utf8_lossy(body).into_owned();
-                self.proxy.handle_store_changed(at, &[cwd, "/w".into()]);
+                self.proxy.handle_journals_changed(at, &[cwd, "/w".into()]);
                 self.drain();
             }
         }
@@ -476,7 +476,7 @@ fuzz_target!(|data: &[u8]| {
         reprime: cfg & 8 != 0,
         // With re-priming, the store is asked about the agent's new sessions, answered (or
         // not) by later steps while the agent's lines wait.
-        asks_store: cfg & 8 != 0,
+        asks_free_ids: cfg & 8 != 0,
         reprime_limit: 4096,
         stall_timeout_us: (cfg & 16 != 0).then_some(1_000),
         stall_grace_us: 1_000,

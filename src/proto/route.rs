@@ -515,9 +515,16 @@ pub(super) fn take_client(
                 msg,
             ))
         }
-        ClientRoute::Request(handling) => taken(requests::take_request(
-            cx, sessions, owners, handling, msg, slot,
-        )),
+        ClientRoute::Request(handling) => {
+            let owners = requests::Owners {
+                loads: owners.loads,
+                lists: owners.lists,
+                forks: owners.forks,
+            };
+            taken(requests::take_request(
+                cx, sessions, owners, handling, msg, slot,
+            ))
+        }
         // Stop a synthetic operation and answer it with -32800.
         ClientRoute::CancelLoad(op, why) => {
             owners.loads.cancel(cx, sessions, at, op, line, why);

@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{COMPACT_AT, FileRequest, KEPT_AS_SHIPPED, Leased, MAX_COMPACT, MAX_PART, Tracked};
+use super::tracked::{
+    COMPACT_AT, FileRequest, KEPT_AS_SHIPPED, Leased, MAX_COMPACT, MAX_PART, Tracked,
+};
 use crate::fleet::layout::SessionKey;
 use crate::fleet::lease::{Leases, Shipping};
 use crate::journal::JournalDir;

@@ -5,9 +5,11 @@
 //! route's code writes here (the session made, its native load begun, set not live), a
 //! component acts on the session handed to it ([`closing::close`]).
 
-use super::Owners;
 use crate::proto::closing;
 use crate::proto::context::Cx;
+use crate::proto::fork::Forks;
+use crate::proto::listing::Lists;
+use crate::proto::loading::Loads;
 use crate::proto::native::{self, Resume};
 use crate::proto::sessions::{SessionTable, Slot};
 use crate::proto::vocab::{Line, SessionId};
@@ -35,6 +37,13 @@ pub(in crate::proto) enum Handling {
     Delete,
     /// Nothing to do: the request passes.
     Pass,
+}
+
+/// The components a client request the core handles may be handed to.
+pub(in crate::proto) struct Owners<'a> {
+    pub(in crate::proto) loads: &'a mut Loads,
+    pub(in crate::proto) lists: &'a mut Lists,
+    pub(in crate::proto) forks: &'a mut Forks,
 }
 
 /// A client request (`msg`; the session it names in `slot` when the table has it) the core

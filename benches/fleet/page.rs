@@ -6,7 +6,10 @@
 //! empty caches and through the counting relay: `list --json` and `search WORD` as commands, and
 //! `serve --store` of the bucket with its page in headless chromium (a new profile;
 //! `team_page.mjs`): the list's first rows painted after navigation, a search's results and the
-//! usage's first chart, cold and then warm, with the store requests each step caused.
+//! usage's first chart, cold and then warm, with the store requests each step caused. The same
+//! on Garage (the bucket's objects copied in: it lists by prefix, as S3 does), and the page on
+//! `file://` of the bucket (no requests to count). With `BENCH_BASE_BIN`, another build is
+//! measured too, before this one on each store.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};

@@ -80,6 +80,11 @@ pub trait Catalog {
     /// I/O errors reading the catalog.
     fn sessions_with(&self, count_open: bool) -> io::Result<Vec<SessionSummary>>;
 
+    /// The sessions `entries` list, as [`Catalog::sessions_with`] (open segments not counted)
+    /// lists them from a catalog of those entries in that order: for a reader that holds the
+    /// entries already, parsed.
+    fn sessions_of(&self, entries: impl IntoIterator<Item = CatalogEntry>) -> Vec<SessionSummary>;
+
     /// Rewrite the catalog from the segments (after it was lost or damaged). Deletions recorded
     /// only in the old catalog are forgotten.
     ///
@@ -132,56 +137,15 @@ impl Catalog for JournalDir {
             }
             Err(e) => return Err(e),
         }
-        let live_turns = summaries.live_turns;
-        let mut by_id = summaries.by_id;
-        // Segments removed by `prune` (or by hand) are gone from the list; a copy of a shared
-        // store lists what its catalog says, pulled or not.
-        if !self.is_mirror() {
-            by_id.retain(|_, s| {
-                s.segments.retain(|seg| self.root().join(seg).exists());
-                !s.segments.is_empty()
-            });
+        Ok(listed(self, summaries, count_open))
+    }
+
+    fn sessions_of(&self, entries: impl IntoIterator<Item = CatalogEntry>) -> Vec<SessionSummary> {
+        let mut summaries = Summaries::default();
+        for entry in entries {
+            summaries.apply(entry);
         }
-        for s in by_id.values_mut() {
-            s.records = 0;
-            s.bytes = 0;
-            s.turns = 0;
-            for segment in &s.segments {
-                let path = self.root().join(segment);
-                if let Some((records, bytes, turns, t)) = summaries.closed.get(segment) {
-                    s.records += records;
-                    s.bytes += bytes;
-                    s.turns += turns;
-                    s.updated = s.updated.max(closing(s, *t));
-                } else {
-                    s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                    // The latest segment's turns as they ended (its journal may not have them
-                    // on disk yet); a segment read counts what a killed proxy left. A segment
-                    // whose writer is gone (its proxy was killed) is read whatever
-                    // `count_open` says: nothing more will come, and only its records tell
-                    // how many turns it holds (the session may have gone on in a later one).
-                    let live = if s.segments.last() == Some(segment) {
-                        live_turns.get(&s.session).copied().unwrap_or(0)
-                    } else {
-                        0
-                    };
-                    let mut turns = live;
-                    let torn = !self.writer_alive(segment);
-                    if (count_open || torn)
-                        && let Ok(reader) = SegmentReader::open(&path)
-                    {
-                        let scan = SegmentScan::of(reader);
-                        s.records += scan.records;
-                        turns = turns.max(scan.turns);
-                        s.updated = s.updated.max(scan.last);
-                    }
-                    s.turns += turns;
-                }
-            }
-        }
-        let mut list: Vec<SessionSummary> = by_id.into_values().collect();
-        list.sort_by(|a, b| b.started.cmp(&a.started).then(a.session.cmp(&b.session)));
-        Ok(list)
+        listed(self, summaries, false)
     }
 
     fn rebuild_catalog(&self) -> io::Result<usize> {
@@ -249,6 +213,62 @@ impl Catalog for JournalDir {
             )),
         }
     }
+}
+
+/// The sessions of `dir` that `summaries` (its catalog's entries, applied) list, each one's
+/// records, bytes and turns summed over its segments (an open segment read to count them with
+/// `count_open`, or when its writer is gone), newest first.
+fn listed(dir: &JournalDir, summaries: Summaries, count_open: bool) -> Vec<SessionSummary> {
+    let live_turns = summaries.live_turns;
+    let mut by_id = summaries.by_id;
+    // Segments removed by `prune` (or by hand) are gone from the list; a copy of a shared
+    // store lists what its catalog says, pulled or not.
+    if !dir.is_mirror() {
+        by_id.retain(|_, s| {
+            s.segments.retain(|seg| dir.root().join(seg).exists());
+            !s.segments.is_empty()
+        });
+    }
+    for s in by_id.values_mut() {
+        s.records = 0;
+        s.bytes = 0;
+        s.turns = 0;
+        for segment in &s.segments {
+            let path = dir.root().join(segment);
+            if let Some((records, bytes, turns, t)) = summaries.closed.get(segment) {
+                s.records += records;
+                s.bytes += bytes;
+                s.turns += turns;
+                s.updated = s.updated.max(closing(s, *t));
+            } else {
+                s.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                // The latest segment's turns as they ended (its journal may not have them
+                // on disk yet); a segment read counts what a killed proxy left. A segment
+                // whose writer is gone (its proxy was killed) is read whatever
+                // `count_open` says: nothing more will come, and only its records tell
+                // how many turns it holds (the session may have gone on in a later one).
+                let live = if s.segments.last() == Some(segment) {
+                    live_turns.get(&s.session).copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                let mut turns = live;
+                let torn = !dir.writer_alive(segment);
+                if (count_open || torn)
+                    && let Ok(reader) = SegmentReader::open(&path)
+                {
+                    let scan = SegmentScan::of(reader);
+                    s.records += scan.records;
+                    turns = turns.max(scan.turns);
+                    s.updated = s.updated.max(scan.last);
+                }
+                s.turns += turns;
+            }
+        }
+    }
+    let mut list: Vec<SessionSummary> = by_id.into_values().collect();
+    list.sort_by(|a, b| b.started.cmp(&a.started).then(a.session.cmp(&b.session)));
+    list
 }
 
 #[cfg(test)]

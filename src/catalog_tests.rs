@@ -297,3 +297,54 @@ fn a_store_sessions_state_is_what_the_catalogs_say_of_its_runs() {
     );
     assert!(states.values().all(|s| STORE_STATES.contains(s)));
 }
+
+#[test]
+fn entries_held_list_as_a_catalog_of_them_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = JournalDir::mirror(dir.path());
+    copy.create_dirs().unwrap();
+    let closed = match open("a", 1) {
+        CatalogEntry::Open { segment, .. } => segment,
+        _ => unreachable!(),
+    };
+    let entries = vec![
+        open("a", 1),
+        open("b", 2),
+        CatalogEntry::Prompt {
+            session: "a".into(),
+            title: "first".into(),
+            t: 3,
+        },
+        CatalogEntry::TurnEnded {
+            session: "b".into(),
+            turns: 2,
+            t: 4,
+        },
+        CatalogEntry::Close {
+            segment: closed,
+            records: 7,
+            bytes: 70,
+            turns: 1,
+            t: 5,
+        },
+        CatalogEntry::Delete {
+            session: "b".into(),
+            t: 6,
+        },
+        // Another session's segment is never this one's.
+        CatalogEntry::Open {
+            session: "c".into(),
+            segment: "sessions/x/1.acpj.zst".into(),
+            cwd: None,
+            agent: None,
+            agent_name: None,
+            git_branch: None,
+            t: 7,
+            agent_info: None,
+        },
+    ];
+    copy.append_catalog_entries(&entries).unwrap();
+    let read = copy.sessions_with(false).unwrap();
+    assert_eq!(read.len(), 2, "{read:?}");
+    assert_eq!(copy.sessions_of(entries), read);
+}

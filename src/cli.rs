@@ -692,7 +692,7 @@ pub struct McpArgs {
 }
 
 /// `list` options.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct ListArgs {
     /// Only sessions whose working directory is DIR.
     #[arg(long, value_name = "DIR")]

@@ -42,7 +42,22 @@ use serde_json::{Value, json};
 mod browser;
 mod cost;
 mod page;
+/// Garage, as the integration tests start it (`tests/it/stores.rs`).
+#[path = "../../tests/it/stores.rs"]
+#[allow(dead_code)]
+mod stores;
 mod team;
+
+/// What `stores` asks of the integration tests' helpers.
+mod util {
+    /// The bench runs whatever the test tier.
+    pub fn full_tier(_: &str) {}
+
+    /// The binary under bench.
+    pub fn bin() -> std::path::PathBuf {
+        env!("CARGO_BIN_EXE_acp-journal").into()
+    }
+}
 
 const KEY: &str = "benchkey";
 const SECRET: &str = "benchsecret0123456789";

@@ -6,16 +6,20 @@
 //! empty caches and through the counting relay: `list --json` and `search WORD` as commands, and
 //! `serve --store` of the bucket with its page in headless chromium (a new profile;
 //! `team_page.mjs`): the list's first rows painted after navigation, a search's results and the
-//! usage's first chart, cold and then warm, with the store requests each step caused.
+//! usage's first chart, cold and then warm, with the store requests each step caused. The same
+//! on Garage (the bucket's objects copied in: it lists by prefix, as S3 does), and the page on
+//! `file://` of the bucket (no requests to count). With `BENCH_BASE_BIN`, another build is
+//! measured too, before this one on each store.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::stores::Garage;
 use super::team::{self, Counter, URL};
 use super::{Launch, Proxy, S3, browser};
 
@@ -50,17 +54,68 @@ pub fn bench(s3: &S3, scale: &Scale, report: &mut String) {
     let recorded = Instant::now();
     let target = fill(&s3.root.path().join("bench/team"), scale);
     let recording = recorded.elapsed();
-    let counter = Counter::to(s3.port);
-    let env = team::env(s3, &counter);
+    // The same objects in Garage, which lists by prefix as S3 does (s3s-fs walks the whole
+    // bucket for every listing).
+    let garage = Garage::start(1);
+    let copying = Instant::now();
+    let copied = copy_to_garage(&s3.root.path().join("bench/team"), &garage);
+    eprintln!(
+        "bench: {copied} objects copied into Garage in {:.0} s",
+        copying.elapsed().as_secs_f64()
+    );
+    let (s3_counter, garage_counter) = (Counter::to(s3.port), Counter::to(port_of(&garage)));
+    let stores = [
+        Reader {
+            name: "s3s-fs",
+            url: URL.to_string(),
+            env: team::env(s3, &s3_counter),
+            counter: &s3_counter,
+            counted: true,
+        },
+        Reader {
+            name: "Garage",
+            url: GARAGE_URL.to_string(),
+            env: garage_counter.relay(&garage.env(0)),
+            counter: &garage_counter,
+            counted: true,
+        },
+        // The same bucket as a shared directory: the page's time without a server's listings.
+        Reader {
+            name: "`file://`",
+            url: format!("file://{}", s3.root.path().join("bench/team").display()),
+            env: team::env(s3, &s3_counter),
+            counter: &s3_counter,
+            counted: false,
+        },
+    ];
+    // BENCH_BASE_BIN: an `acp-journal` of another revision, measured first in the same run.
+    let mut bins = Vec::new();
+    if let Some(base) = std::env::var_os("BENCH_BASE_BIN") {
+        bins.push(("base", PathBuf::from(base)));
+    }
+    bins.push(("head", PathBuf::from(BIN)));
     let caches = tempfile::tempdir().unwrap();
-    let commands = commands(&env, caches.path(), &counter, sessions, &target);
-    let (start, steps) = page(URL, &env, &caches.path().join("s3"), &counter, &target);
-    check(&steps, sessions, &target);
-    // The same bucket as a shared directory: the page's time without s3s-fs's listings, which
-    // walk the whole bucket (S3 lists by prefix).
-    let dir = format!("file://{}", s3.root.path().join("bench/team").display());
-    let (_, direct) = page(&dir, &env, &caches.path().join("file"), &counter, &target);
-    check(&direct, sessions, &target);
+    let (mut readings, mut command_rows, mut start) = (Vec::new(), Vec::new(), (0, 0));
+    for store in &stores {
+        for (which, bin) in &bins {
+            let name = match bins.len() {
+                1 => store.name.to_string(),
+                _ => format!("{} ({which})", store.name),
+            };
+            let cache = caches.path().join(format!("{}-{which}", readings.len()));
+            if store.counted {
+                for row in commands(bin, store, &cache, sessions, &target) {
+                    command_rows.push(row.replacen("| `", &format!("| {name}: `"), 1));
+                }
+            }
+            let (started, steps) = page(bin, store, &cache, &target);
+            check(&steps, sessions, &target);
+            if store.counted {
+                start = started;
+            }
+            readings.push((name, steps, store.counted));
+        }
+    }
     // BENCH_PAGE_KEEP=DIR: the bucket copied there, to look into afterwards.
     if let Some(keep) = std::env::var_os("BENCH_PAGE_KEEP") {
         let copied = Command::new("cp")
@@ -75,9 +130,9 @@ pub fn bench(s3: &S3, scale: &Scale, report: &mut String) {
         "## The team page over {sessions} sessions\n\n\
          Recorded through the stdio proxy into the bucket's directory (`--store file://`): {} \
          hosts, a run of {} sessions of {TURNS} turns each per host per day over {} days \
-         (`faketime`), agents {}: {} turns in {:.0} s. The store holds {} KiB, the index {} KiB. \
-         `serve --no-index`'s start and first 3 s cost {} requests. Search word `{}` (one \
-         session's).\n",
+         (`faketime`), agents {}: {} turns in {:.0} s. The store holds {} KiB, the index {} KiB; \
+         {copied} objects, copied into Garage (one node, `stores::Garage`). `serve --no-index`'s \
+         start and first 3 s cost {} requests. Search word `{}` (one session's).\n",
         scale.hosts,
         scale.per_run,
         scale.days,
@@ -90,16 +145,74 @@ pub fn bench(s3: &S3, scale: &Scale, report: &mut String) {
         target.0,
     )
     .unwrap();
-    write_steps(
-        report,
-        &[(steps.as_slice(), true), (direct.as_slice(), false)],
-    );
+    write_steps(report, &readings);
     writeln!(
         report,
-        "| the command, empty cache | cold | warm |\n|---|---|---|\n{}\n",
-        commands.join("\n")
+        "| the command, empty cache, through the relay | cold | warm |\n|---|---|---|\n{}\n",
+        command_rows.join("\n")
     )
     .unwrap();
+}
+
+/// A store the page and the commands read, through `counter` (its requests `counted`, or
+/// not: a `file://` store makes none).
+struct Reader<'a> {
+    name: &'static str,
+    url: String,
+    env: Vec<(String, String)>,
+    counter: &'a Counter,
+    counted: bool,
+}
+
+/// Garage's bucket (`stores::Garage` makes `team`).
+const GARAGE_URL: &str = "s3://team";
+
+/// The port of Garage's S3 API.
+fn port_of(garage: &Garage) -> u16 {
+    let env = garage.env(0);
+    let endpoint = &env.iter().find(|(k, _)| k == "AWS_ENDPOINT_URL").unwrap().1;
+    endpoint.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Every object of the store in `dir` (`file://`) put into Garage's bucket under the same
+/// name; how many.
+fn copy_to_garage(dir: &Path, garage: &Garage) -> usize {
+    use acp_journal::fleet::store::Store;
+    use futures_util::StreamExt;
+    // The HTTP client's TLS takes the process's default provider, as `main` installs it.
+    acp_journal::net::tls::crypto_provider();
+    let from = Store::open(&format!("file://{}", dir.display())).unwrap();
+    let env = garage.env(0);
+    let var = |k: &str| env.iter().find(|(key, _)| key == k).unwrap().1.clone();
+    let s3 = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(var("AWS_ENDPOINT_URL"))
+        .with_bucket_name("team")
+        .with_access_key_id(var("AWS_ACCESS_KEY_ID"))
+        .with_secret_access_key(var("AWS_SECRET_ACCESS_KEY"))
+        .with_region(var("AWS_REGION"))
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let to = Store::over(std::sync::Arc::new(s3), "", GARAGE_URL);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let names = from.list("").await.unwrap();
+        let copies = names.iter().map(|name| {
+            let (from, to) = (&from, &to);
+            async move {
+                let bytes = from.get(name).await.unwrap();
+                to.put_new(name, bytes).await.unwrap();
+            }
+        });
+        futures_util::stream::iter(copies)
+            .buffer_unordered(16)
+            .collect::<Vec<()>>()
+            .await;
+        names.len()
+    })
 }
 
 /// What the section needs and this machine lacks, if anything.
@@ -122,11 +235,12 @@ fn check(steps: &[Step], sessions: usize, target: &Target) {
     }
 }
 
-/// `list --json` and `search WORD` from empty caches and again warm, checked: the report's rows.
+/// `list --json` and `search WORD` by `bin` on `store` from empty caches under `caches` and
+/// again warm, checked: the report's rows.
 fn commands(
-    env: &[(String, String)],
+    bin: &Path,
+    store: &Reader,
     caches: &Path,
-    counter: &Counter,
     sessions: usize,
     target: &Target,
 ) -> [String; 2] {
@@ -138,8 +252,8 @@ fn commands(
     let list = ["list", "--json"];
     let search = ["search", target.0.as_str()];
     [
-        command(env, &caches.join("list"), counter, &list, &listed),
-        command(env, &caches.join("search"), counter, &search, &found),
+        command(bin, store, &caches.join("list"), &list, &listed),
+        command(bin, store, &caches.join("search"), &search, &found),
     ]
 }
 
@@ -150,13 +264,23 @@ struct Step {
     bytes: u64,
 }
 
-/// The page's steps as a table: for each reading of the store (its steps, and whether its
-/// requests were counted), a column per round.
-fn write_steps(report: &mut String, readings: &[(&[Step], bool)]) {
+/// The page's steps as a table: for each reading of the store (its name, its steps, and
+/// whether its requests were counted), a column per round.
+fn write_steps(report: &mut String, readings: &[(String, Vec<Step>, bool)]) {
+    let heads: Vec<String> = readings
+        .iter()
+        .flat_map(|(name, _, _)| {
+            [
+                format!("{name}, cold (empty cache)"),
+                format!("{name}, warm (reloaded)"),
+            ]
+        })
+        .collect();
     writeln!(
         report,
-        "| the page, in chromium (a new profile) | s3s-fs, cold (empty cache) | s3s-fs, warm \
-         (reloaded) | `file://`, cold | `file://`, warm |\n|---|---|---|---|---|"
+        "| the page, in chromium (a new profile) | {} |\n|---|{}",
+        heads.join(" | "),
+        "---|".repeat(heads.len())
     )
     .unwrap();
     for (name, what) in [
@@ -165,7 +289,7 @@ fn write_steps(report: &mut String, readings: &[(&[Step], bool)]) {
         ("usage", "the usage, asked → its first chart painted"),
     ] {
         let mut cells = Vec::new();
-        for (steps, counted) in readings {
+        for (_, steps, counted) in readings {
             for round in ["cold", "warm"] {
                 let step = steps
                     .iter()
@@ -197,9 +321,9 @@ fn cell(s: &Step, counted: bool) -> String {
 
 /// A reading command from an empty cache and again warm, checked: its row of the report.
 fn command(
-    env: &[(String, String)],
+    bin: &Path,
+    store: &Reader,
     cache: &Path,
-    counter: &Counter,
     args: &[&str],
     check: &dyn Fn(&str),
 ) -> String {
@@ -211,8 +335,9 @@ fn command(
             bytes / 1024
         )
     };
-    let cold = cell(team::read(env, cache, counter, args));
-    let warm = cell(team::read(env, cache, counter, args));
+    let read = || team::read(bin, &store.url, &store.env, cache, store.counter, args);
+    let cold = cell(read());
+    let warm = cell(read());
     format!("| `{}` | {cold} | {warm} |", args.join(" "))
 }
 
@@ -285,21 +410,15 @@ fn run(home: &Path, h: usize, day: usize, n: usize, url: &str) -> Vec<String> {
     ids
 }
 
-/// `serve --store url` (`env`: the store's, through the counter), with an empty cache under
-/// `cache`; its page driven: the requests of serve's start and first 3 s, then each step's.
-fn page(
-    url: &str,
-    env: &[(String, String)],
-    cache: &Path,
-    counter: &Counter,
-    target: &Target,
-) -> ((u64, u64), Vec<Step>) {
-    counter.take();
-    let served = Served::start(url, env, cache);
+/// `serve --store` of `store` by `bin`, with an empty cache under `cache`; its page driven: the
+/// requests of serve's start and first 3 s, then each step's.
+fn page(bin: &Path, store: &Reader, cache: &Path, target: &Target) -> ((u64, u64), Vec<Step>) {
+    store.counter.take();
+    let served = Served::start(bin, &store.url, &store.env, cache);
     // Its shipper's start (it ships this host's own journal directory).
     std::thread::sleep(Duration::from_secs(3));
-    let start = counter.take();
-    let steps = drive(&served.base, &target.0, counter);
+    let start = store.counter.take();
+    let steps = drive(&served.base, &target.0, store.counter);
     (start, steps)
 }
 
@@ -311,8 +430,8 @@ struct Served {
 }
 
 impl Served {
-    fn start(url: &str, env: &[(String, String)], cache: &Path) -> Served {
-        let mut child = Command::new(BIN)
+    fn start(bin: &Path, url: &str, env: &[(String, String)], cache: &Path) -> Served {
+        let mut child = Command::new(bin)
             .arg("--journal-dir")
             .arg(cache.join("journals"))
             // A reader of the store: no index of its own to write (its upkeep would count

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,6 +72,17 @@ impl Counter {
         }
     }
 
+    /// `env` (a store's `AWS_*` variables) with its endpoint through the counter.
+    pub(super) fn relay(&self, env: &[(String, String)]) -> Vec<(String, String)> {
+        let mut env = env.to_vec();
+        for (k, v) in &mut env {
+            if k == "AWS_ENDPOINT_URL" {
+                *v = format!("http://127.0.0.1:{}", self.port);
+            }
+        }
+        env
+    }
+
     /// The requests and bytes since the last take.
     pub(super) fn take(&self) -> (u64, u64) {
         (
@@ -82,17 +94,14 @@ impl Counter {
 
 /// The store's environment through the counter.
 pub(super) fn env(s3: &S3, counter: &Counter) -> Vec<(String, String)> {
-    let mut env = s3.env();
-    for (k, v) in &mut env {
-        if k == "AWS_ENDPOINT_URL" {
-            *v = format!("http://127.0.0.1:{}", counter.port);
-        }
-    }
-    env
+    counter.relay(&s3.env())
 }
 
-/// One reader command, with `cache` as its cache home: (time, requests, bytes, stdout).
+/// One reader command by `bin` on the store at `url`, with `cache` as its cache home: (time,
+/// requests, bytes, stdout).
 pub(super) fn read(
+    bin: &Path,
+    url: &str,
     env: &[(String, String)],
     cache: &std::path::Path,
     counter: &Counter,
@@ -100,8 +109,8 @@ pub(super) fn read(
 ) -> (Duration, u64, u64, String) {
     counter.take();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_acp-journal"))
-        .args(["--store", URL])
+    let out = Command::new(bin)
+        .args(["--store", url])
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("XDG_CACHE_HOME", cache)
@@ -121,6 +130,8 @@ pub(super) fn read(
 }
 
 pub(super) const URL: &str = "s3://bench/team";
+/// The binary under bench.
+const BIN: &str = env!("CARGO_BIN_EXE_acp-journal");
 
 pub fn bench(s3: &S3, hosts: usize, per_host: usize, report: &mut String) {
     eprintln!("bench: the team index, {hosts} hosts × {per_host} sessions");
@@ -179,9 +190,9 @@ pub fn bench(s3: &S3, hosts: usize, per_host: usize, report: &mut String) {
     let mut rows = Vec::new();
     let mut measure =
         |name: &str, args: &[&str], cold_dir: &std::path::Path, check: &dyn Fn(&str)| {
-            let cold = read(&env, cold_dir, &counter, args);
+            let cold = read(Path::new(BIN), URL, &env, cold_dir, &counter, args);
             check(&cold.3);
-            let warm = read(&env, cold_dir, &counter, args);
+            let warm = read(Path::new(BIN), URL, &env, cold_dir, &counter, args);
             check(&warm.3);
             rows.push(format!(
                 "| {name} | {:.0} ms, {} requests, {} KiB | {:.0} ms, {} requests, {} KiB |",

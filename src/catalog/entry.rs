@@ -173,6 +173,24 @@ impl CatalogEntry {
             CatalogEntry::Close { .. } => None,
         }
     }
+
+    /// When it was written (Unix microseconds).
+    pub fn t(&self) -> i64 {
+        match self {
+            CatalogEntry::Open { t, .. }
+            | CatalogEntry::Alias { t, .. }
+            | CatalogEntry::Info { t, .. }
+            | CatalogEntry::Prompt { t, .. }
+            | CatalogEntry::Rename { t, .. }
+            | CatalogEntry::Archive { t, .. }
+            | CatalogEntry::Delete { t, .. }
+            | CatalogEntry::State { t, .. }
+            | CatalogEntry::TurnEnded { t, .. }
+            | CatalogEntry::Usage { t, .. }
+            | CatalogEntry::Child { t, .. }
+            | CatalogEntry::Close { t, .. } => *t,
+        }
+    }
 }
 
 /// One host's catalog as a reader of the shared store takes it: a host speaks only for the

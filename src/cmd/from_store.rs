@@ -6,7 +6,7 @@
 //! `watch`, every open one). Pulling again fetches only what is new; `watch`'s copy is kept up
 //! to date while it runs.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -261,7 +261,7 @@ fn kept_copy(url: &str, command: &Command) -> Option<JournalDir> {
 }
 
 /// Each session of the store, and the hosts believed to have journaled it.
-pub(super) type Hosts = HashMap<String, BTreeSet<String>>;
+pub(super) use crate::fleet::listing::Hosts;
 
 /// [`local_copy`], from the store.
 fn pulled_copy(url: &str, command: &Command, limits: Limits) -> anyhow::Result<JournalDir> {
@@ -482,9 +482,8 @@ pub(super) fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
     for said in catalogs.said(url) {
         eprintln!("acp-journal: warning: {said}");
     }
-    let summaries = copy.sessions_with(false)?;
     let now = jiff::Timestamp::now().as_microsecond();
-    let read = index::view::sessions(&store, &snapshot, &catalogs, &summaries, now);
+    let read = index::view::sessions(&store, &snapshot, &catalogs, &catalogs.sessions, now);
     let view = match runtime.block_on(read) {
         Ok(view) => view,
         Err(e) => {
@@ -585,7 +584,10 @@ fn from_index(
         let lines = view.catalog_lines(&opened.catalogs);
         pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
             .map_err(anyhow::Error::msg)?;
-        return Ok(Some((opened.copy, hosts_of(&opened.catalogs, &view))));
+        return Ok(Some((
+            opened.copy,
+            crate::fleet::listing::hosts(&opened.catalogs, &view),
+        )));
     };
     let cache = std::sync::Arc::new(index::cache::Cache::new(
         cache_dir(url).join("index-cache"),
@@ -634,20 +636,8 @@ fn from_index(
     pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
         .map_err(anyhow::Error::msg)?;
     trim(&opened.copy, &ids, limits.copy);
-    let hosts = hosts_of(&opened.catalogs, &view);
+    let hosts = crate::fleet::listing::hosts(&opened.catalogs, &view);
     Ok(Some((opened.copy, hosts)))
-}
-
-/// The hosts of each session: those the catalogs believe, and for a session only the index
-/// knows, the host of its believed row.
-fn hosts_of(catalogs: &pull::Catalogs, view: &index::view::View) -> Hosts {
-    let mut hosts = catalogs.claims.clone();
-    for row in &view.rows {
-        hosts
-            .entry(row.session.clone())
-            .or_insert_with(|| BTreeSet::from([row.host.clone()]));
-    }
-    hosts
 }
 
 /// `index rebuild`: every session of the store pulled into the local copy, then the index

@@ -17,7 +17,8 @@ pub(super) fn run(journals: &JournalDir, args: ListArgs) -> anyhow::Result<ExitC
         let n = journals.rebuild_catalog()?;
         eprintln!("acp-journal: catalog rebuilt from the journals ({n} entries)");
     }
-    let sessions = selected(journals, &args)?;
+    let all = journals.sessions_with(false)?;
+    let sessions = select(&all, &args);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let rows: Vec<_> = sessions.iter().map(|s| json_row(journals, s)).collect();
@@ -76,35 +77,43 @@ pub(super) fn agent_is(s: &SessionSummary, text: &str) -> bool {
         .any(|x| x.as_deref().is_some_and(|x| x.contains(text)))
 }
 
-/// The sessions `args` selects (by cwd, agent, age; none deleted), newest activity first.
-pub(super) fn selected(
-    journals: &JournalDir,
+/// Of `sessions`, those `args` selects (by cwd, agent, age; none deleted), newest activity
+/// first.
+pub(super) fn select<'a>(
+    sessions: &'a [SessionSummary],
     args: &ListArgs,
-) -> anyhow::Result<Vec<SessionSummary>> {
-    let mut sessions = journals.sessions_with(false)?;
+) -> Vec<&'a SessionSummary> {
     let since = args.since.map(since_us);
-    sessions.retain(|s| {
-        !s.deleted
-            && args
-                .cwd
-                .as_deref()
-                .is_none_or(|c| s.cwd.as_deref() == Some(c))
-            && args.agent.as_deref().is_none_or(|a| agent_is(s, a))
-            && since.is_none_or(|t| s.updated >= t)
-    });
+    let mut sessions: Vec<&SessionSummary> = sessions
+        .iter()
+        .filter(|s| {
+            !s.deleted
+                && args
+                    .cwd
+                    .as_deref()
+                    .is_none_or(|c| s.cwd.as_deref() == Some(c))
+                && args.agent.as_deref().is_none_or(|a| agent_is(s, a))
+                && since.is_none_or(|t| s.updated >= t)
+        })
+        .collect();
     sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
-    Ok(sessions)
+    sessions
 }
 
 /// One session as `list --json` shows it.
 pub(super) fn json_row(journals: &JournalDir, s: &SessionSummary) -> serde_json::Value {
+    row(s, state(journals, s))
+}
+
+/// One session as `list --json` shows it, in state `state`.
+pub(super) fn row(s: &SessionSummary, state: &str) -> serde_json::Value {
     json!({
         "session": s.session, "title": s.shown_title(), "cwd": s.cwd, "agent": s.agent,
         "agent_name": s.agent_name, "archived": s.archived,
         "started": utc_us(s.started), "updated": utc_us(s.updated),
         "last_turn_ended": s.last_turn_ended.map(utc_us),
         "turns": s.turns, "subagents": s.subagents, "records": s.records,
-        "bytes": s.bytes, "state": state(journals, s), "segments": s.segments,
+        "bytes": s.bytes, "state": state, "segments": s.segments,
     })
 }
 

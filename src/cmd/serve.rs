@@ -41,7 +41,16 @@ pub(super) fn run(
             args.listen
         );
     }
-    let options = crate::net::Options {
+    let team_host = match shared {
+        Some(_) => Some(
+            journals
+                .create_dirs()
+                .and_then(|()| crate::fleet::host_id(&journals))
+                .context("this host's name among the store's hosts (host-id)")?,
+        ),
+        None => None,
+    };
+    let mut options = crate::net::Options {
         token,
         max_message: args.max_message,
         max_connections: args.max_connections,
@@ -51,20 +60,8 @@ pub(super) fn run(
         allowed_hosts: args.allow_host.clone(),
         handshake: args.handshake_timeout,
         tls,
-        // The page's team view reads the store as `list`, `search` and `export` do.
-        team: match shared {
-            Some(url) => Some(crate::net::team::Reads::new(std::sync::Arc::new(
-                super::team::StoreTeam {
-                    url: url.to_string(),
-                    limits,
-                    host: journals
-                        .create_dirs()
-                        .and_then(|()| crate::fleet::host_id(&journals))
-                        .context("this host's name among the store's hosts (host-id)")?,
-                },
-            ))),
-            None => None,
-        },
+        // Once this host's link to the store is made (below).
+        team: None,
         share_recheck: args.share_recheck,
     };
     let (mcp_listener, http) = match args.proxy.offer_history {
@@ -76,6 +73,16 @@ pub(super) fn run(
     };
     let source = super::mcp::Source::of(journals.clone(), shared, limits);
     let mut config = shell_config(journals, &args.proxy, args.agent.clone(), shared, http)?;
+    // The page's team view reads the store as `list`, `search` and `export` do; its list is
+    // this host's listing of the store, which its `session/list` shares.
+    options.team = shared.zip(team_host).map(|(url, host)| {
+        crate::net::team::Reads::new(std::sync::Arc::new(super::team::StoreTeam {
+            url: url.to_string(),
+            limits,
+            host,
+            fleet: config.fleet.clone(),
+        }))
+    });
     config.core.hosted = true;
     config.core.unattended_timeout_us = micros(args.unattended_timeout);
     let endpoint = config.core.offer_history.and_then(|o| o.http.as_ref());

@@ -5,11 +5,15 @@
 //! and the usage, from the index's tables as `stats --store` reads them, with its charts
 //! ([`crate::render::charts`]).
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::from_store::{self, Limits};
 use crate::catalog::{Catalog, SessionSummary};
 use crate::cli::{Command, ListArgs, SearchArgs};
+use crate::fleet::Fleet;
+use crate::fleet::listing::Listing;
 use crate::net::team::{Failure, Filters, Follower, Link, PAGE, Rendered, Team};
 use crate::render::charts;
 
@@ -24,6 +28,8 @@ pub(super) struct StoreTeam {
     pub(super) url: String,
     pub(super) limits: Limits,
     pub(super) host: String,
+    /// This host's link to the store, when it has one (its listing is shared).
+    pub(super) fleet: Option<Fleet>,
 }
 
 impl StoreTeam {
@@ -37,6 +43,26 @@ impl StoreTeam {
                         .into(),
                 )
             })
+    }
+
+    /// The store's sessions as `list --store` reads them (`args`): this host's own reading of
+    /// the store when the index answered it ([`Fleet::listing`], shared with its
+    /// `session/list` and every request made within its two seconds), else the command's.
+    fn listing(&self, args: &ListArgs) -> Result<Arc<Listing>, Failure> {
+        let failed = |e: &dyn std::fmt::Display| Failure::Store(format!("{e:#}"));
+        if let Some(fleet) = &self.fleet {
+            let listing = fleet.listing().map_err(|e| failed(&e))?;
+            if listing.indexed {
+                return Ok(listing);
+            }
+        }
+        let (copy, hosts) = self.read(&Command::List(args.clone()))?;
+        let sessions = copy.sessions_with(false).map_err(|e| failed(&e))?;
+        Ok(Arc::new(Listing {
+            sessions,
+            hosts,
+            indexed: false,
+        }))
     }
 
     fn read(
@@ -55,7 +81,7 @@ fn body(value: &serde_json::Value) -> Result<Vec<u8>, Failure> {
 
 impl Team for StoreTeam {
     fn sessions(&self, filters: &Filters) -> Result<Vec<u8>, Failure> {
-        let args = || ListArgs {
+        let args = ListArgs {
             cwd: None,
             agent: filters.agent.clone(),
             since: None,
@@ -63,11 +89,14 @@ impl Team for StoreTeam {
             json: true,
             commit: None,
         };
-        let (copy, hosts) = self.read(&Command::List(args()))?;
-        let sessions =
-            super::list::selected(&copy, &args()).map_err(|e| Failure::Store(format!("{e:#}")))?;
+        let listing = self.listing(&args)?;
         let hosts_of = |s: &SessionSummary| -> Vec<&String> {
-            hosts.get(&s.session).into_iter().flatten().collect()
+            listing
+                .hosts
+                .get(&s.session)
+                .into_iter()
+                .flatten()
+                .collect()
         };
         let under = |cwd: Option<&str>, dir: &str| {
             cwd.is_some_and(|cwd| {
@@ -78,9 +107,10 @@ impl Team for StoreTeam {
                         .is_some_and(|rest| rest.starts_with('/'))
             })
         };
-        // Filtered on the summaries; rows made for the page shown only.
-        let kept: Vec<&SessionSummary> = sessions
-            .iter()
+        // Filtered on the summaries; rows made for the page shown only. A copy of the store
+        // gives each session the state its hosts' catalogs say (`list::state`).
+        let kept: Vec<&SessionSummary> = super::list::select(&listing.sessions, &args)
+            .into_iter()
             .filter(|s| {
                 filters
                     .host
@@ -93,7 +123,7 @@ impl Team for StoreTeam {
                     && filters
                         .state
                         .as_deref()
-                        .is_none_or(|state| super::list::state(&copy, s) == state)
+                        .is_none_or(|state| s.store_state() == state)
                     && filters.from_us.is_none_or(|t| s.updated >= t)
                     && filters.to_us.is_none_or(|t| s.updated < t)
             })
@@ -104,7 +134,7 @@ impl Team for StoreTeam {
             .skip(filters.page.saturating_mul(PAGE))
             .take(PAGE)
             .map(|s| {
-                let mut row = super::list::json_row(&copy, s);
+                let mut row = super::list::row(s, s.store_state());
                 row["hosts"] = json!(hosts_of(s));
                 row
             })

@@ -5,6 +5,8 @@
 //! - [`store`]: the store, opened from its URL through the `object_store` crate;
 //! - [`shipper`]: copies new journal bytes into the store, off the relay path;
 //! - [`pull`]: brings a session's segments, or every host's catalog, into a journal directory;
+//! - [`listing`]: the store's sessions, from the catalogs and the team index;
+//! - [`parsed`]: each host's catalog as parsed, kept between readings;
 //! - [`lease`]: which host continues a session (create-only lease records, fences);
 //! - [`status`]: the shipper's health and lag, logged and kept for `stats`;
 //! - [`share`]: share links' records (a link to one session, its secret never stored).
@@ -20,7 +22,9 @@ pub mod faults;
 pub mod index;
 pub mod layout;
 pub mod lease;
+pub mod listing;
 pub mod liveness;
+pub mod parsed;
 pub mod pull;
 pub mod share;
 pub mod shared_dir;
@@ -36,7 +40,6 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::catalog::{Catalog, SessionSummary};
 use crate::hex;
 use crate::journal::JournalDir;
 use clock::SharedClock;
@@ -81,8 +84,15 @@ struct Inner {
     messages: mpsc::UnboundedSender<ShipperMessage>,
     /// The index's task, unless `--no-index`.
     indexer: Option<mpsc::UnboundedSender<IndexerMessage>>,
-    /// The store's sessions as last listed, and when.
-    listed: Mutex<Option<(Duration, Vec<SessionSummary>)>>,
+    /// The store's sessions as last listed.
+    listed: Mutex<Option<Listed>>,
+}
+
+/// A reading of the store's sessions, and when it started and ended (the fleet's clock).
+struct Listed {
+    listing: Arc<listing::Listing>,
+    started: Duration,
+    ended: Duration,
 }
 
 /// How a process uses the store.
@@ -270,58 +280,38 @@ impl Fleet {
             })
     }
 
-    /// Every host's sessions as the store's catalogs list them (pulled into `store-copy/` in the
-    /// journal directory at most every two seconds). Blocking: for a blocking thread.
+    /// The store's sessions, every host's ([`listing`]: pulled into `store-copy/` in the journal
+    /// directory). A reading started less than two seconds before, or under way when asked (it
+    /// is waited for), is shared: the host's `session/list` and the team page's list, asked at
+    /// once, make one. Blocking: for a blocking thread.
     ///
     /// # Errors
     /// The store's listing, or the local disk's.
-    pub fn shared_sessions(&self) -> Result<Vec<SessionSummary>, Error> {
+    pub fn listing(&self) -> Result<Arc<listing::Listing>, Error> {
         let Some(runtime) = &self.inner.runtime else {
             return Err(Error::Stopped);
         };
+        let clock = &self.inner.shared.clock;
+        let asked = clock.now();
         let mut cached = self.inner.listed.lock();
-        let looked = self.inner.shared.clock.now();
-        if let Some((at, sessions)) = &*cached
-            && looked.saturating_sub(*at) < LISTED_FOR
+        if let Some(listed) = &*cached
+            && (listed.ended >= asked || asked.saturating_sub(listed.started) < LISTED_FOR)
         {
-            return Ok(sessions.clone());
+            return Ok(listed.listing.clone());
         }
         let s = &self.inner.shared;
         let copy = JournalDir::mirror(s.local.root().join("store-copy"));
-        // Every host's catalog, and the team index's sessions table where it is not behind
-        // them.
-        let url = self.url();
-        let catalogs =
-            runtime.block_on(within(PULL_TIMEOUT, pull::catalogs(&s.store, &copy)))??;
-        for said in catalogs.said(url) {
-            tracing::warn!("{said}");
-        }
-        let summaries = copy.sessions_with(false).map_err(Error::Journal)?;
-        let now = s.clock.wall_us();
-        let view = runtime.block_on(within(PULL_TIMEOUT, async {
-            match index::reader::open(&s.store).await? {
-                index::reader::Found::Index(snapshot) => {
-                    index::view::sessions(&s.store, &snapshot, &catalogs, &summaries, now)
-                        .await
-                        .map(Some)
-                }
-                _ => Ok(None),
-            }
-        }))?;
-        match view {
-            Ok(Some(view)) => {
-                for said in view.said(url) {
-                    tracing::debug!("{said}");
-                }
-                let lines = view.catalog_lines(&catalogs);
-                pull::write_catalog(&copy, lines.iter().map(Vec::as_slice))?;
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!("{url}: the index cannot be read ({e}): reading the catalogs"),
-        }
-        let sessions = copy.sessions_with(false).map_err(Error::Journal)?;
-        *cached = Some((looked, sessions.clone()));
-        Ok(sessions)
+        let started = clock.now();
+        let listing = Arc::new(runtime.block_on(within(
+            PULL_TIMEOUT,
+            listing::read(&s.store, &copy, clock.wall_us()),
+        ))??);
+        *cached = Some(Listed {
+            listing: listing.clone(),
+            started,
+            ended: clock.now(),
+        });
+        Ok(listing)
     }
 
     /// A segment of this process was created at `path`: the shipper ships it, and the index

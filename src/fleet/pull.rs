@@ -24,8 +24,9 @@ use futures_util::StreamExt;
 use super::Error;
 use super::layout::{self, Entry, Step};
 use super::lease;
+use super::parsed::{self, HostLine, HostLines};
 use super::store::Store;
-use crate::catalog::{CatalogEntry, HostScope};
+use crate::catalog::{Catalog, CatalogEntry, SessionSummary};
 use crate::journal::JournalDir;
 use crate::journal::dir::segment_name_ok;
 use crate::journal::private::{create_private_dir, create_private_file};
@@ -296,6 +297,9 @@ pub struct Catalogs {
     pub opened_by: HashMap<String, String>,
     /// The merged catalog's lines, in time order, each with the session it speaks of.
     pub lines: Vec<(Option<String>, Vec<u8>)>,
+    /// The sessions the merged catalog lists, as the copy lists them
+    /// (`sessions_with(false)`), from the lines as parsed once.
+    pub sessions: Vec<SessionSummary>,
     /// The keys of erasure markers not honoured: their session's lease is still in the store,
     /// so no `acp-journal erase` wrote them.
     pub refused_erasures: Vec<SessionKey>,
@@ -408,39 +412,29 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
     // Each host speaks only for the sessions it opened; of a session more than one host
     // says it opened, only those its lease history says took it (any host may write any
     // catalog, so a claim alone is not believed where it matters).
-    let mut said: Vec<(&str, i64, Vec<u8>, Option<String>)> = Vec::new();
+    let parsed: Vec<(&str, std::sync::Arc<HostLines>)> = hosts
+        .iter()
+        .filter_map(|host| {
+            let path = local.root().join(layout::host_catalog(host));
+            Some((host.as_str(), parsed::host_catalog(&path)?))
+        })
+        .collect();
+    let mut said: Vec<(&str, &HostLine)> = Vec::new();
     let mut claims: BTreeMap<String, BTreeMap<&str, Vec<String>>> = BTreeMap::new();
-    for host in &hosts {
-        let Ok(text) = std::fs::read(local.root().join(layout::host_catalog(host))) else {
-            continue;
-        };
-        let mut scope = HostScope::default();
-        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let Ok(entry) = serde_json::from_slice::<CatalogEntry>(line) else {
-                continue;
-            };
-            if !scope.admits(&entry) {
-                continue;
-            }
+    for (host, catalog) in &parsed {
+        for line in &catalog.lines {
             if let CatalogEntry::Open {
                 session, segment, ..
-            } = &entry
+            } = &line.entry
             {
                 claims
                     .entry(session.clone())
                     .or_default()
-                    .entry(host.as_str())
+                    .entry(host)
                     .or_default()
                     .push(segment.clone());
             }
-            #[derive(serde::Deserialize)]
-            struct Stamped {
-                #[serde(default)]
-                t: i64,
-            }
-            let t = serde_json::from_slice::<Stamped>(line).map_or(0, |s| s.t);
-            let session = scope.session_of(&entry).map(str::to_string);
-            said.push((host.as_str(), t, line.to_vec(), session));
+            said.push((host, line));
         }
     }
     let mut refused: std::collections::HashSet<(String, &str)> = Default::default();
@@ -476,21 +470,26 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
                 .insert(host.to_string());
         }
     }
-    let mut lines: Vec<(i64, Vec<u8>, Option<String>)> = said
+    let mut lines: Vec<&HostLine> = said
         .into_iter()
-        .filter(|(host, _, _, session)| {
-            session
+        .filter(|(host, line)| {
+            line.session
                 .as_ref()
                 .is_none_or(|s| !refused.contains(&(s.clone(), *host)))
         })
-        .map(|(_, t, line, session)| (t, line, session))
+        .map(|(_, line)| line)
         .collect();
-    lines.sort_by_key(|(t, _, _)| *t);
-    write_catalog(local, lines.iter().map(|(_, line, _)| line.as_slice()))?;
+    lines.sort_by_key(|line| line.entry.t());
+    write_catalog(local, lines.iter().map(|line| line.line.as_slice()))?;
+    let mut entries = Vec::with_capacity(lines.len());
     believed.lines = lines
         .into_iter()
-        .map(|(_, line, session)| (session, line))
+        .map(|line| {
+            entries.push(line.entry.clone());
+            (line.session.clone(), line.line.clone())
+        })
         .collect();
+    believed.sessions = local.sessions_of(entries);
     Ok(believed)
 }
 

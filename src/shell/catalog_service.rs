@@ -185,13 +185,14 @@ fn sessions(
     };
     // With a shared store, every host's sessions too (this agent's, unless `--list-scope all`):
     // of a session known here and there, the copy updated last.
-    let shared = match &scope.fleet {
-        Some(fleet) => fleet.shared_sessions().unwrap_or_else(|e| {
+    let listing = match &scope.fleet {
+        Some(fleet) => fleet.listing().unwrap_or_else(|e| {
             tracing::warn!("listing the sessions of {}: {e}", fleet.url());
-            Vec::new()
+            Default::default()
         }),
-        None => Vec::new(),
+        None => Default::default(),
     };
+    let shared = &listing.sessions;
     let mut merged: Vec<&SessionSummary> = index.sessions().collect();
     let at: std::collections::HashMap<&str, usize> = merged
         .iter()
@@ -201,7 +202,7 @@ fn sessions(
     // The agent-side IDs this host continued a session under are in its own catalog only (the
     // index has none): they stay the session's when another host's copy is newer.
     let mut aliases: std::collections::HashMap<&str, Vec<String>> = Default::default();
-    for s in &shared {
+    for s in shared {
         match at.get(s.session.as_str()) {
             Some(&i) if merged[i].updated < s.updated => {
                 aliases.insert(&s.session, merged[i].agent_ids.clone());

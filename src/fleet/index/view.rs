@@ -306,17 +306,42 @@ impl View {
     /// The merged catalog a `list` reads: the index's entries of each session it is not behind
     /// on, and the catalogs' own lines of the others.
     pub fn catalog_lines(&self, catalogs: &Catalogs) -> Vec<Vec<u8>> {
-        let from_index: HashSet<&str> = self
+        let (kept, rows) = self.listed(catalogs);
+        let mut lines: Vec<Vec<u8>> = kept.map(|(_, line)| line.clone()).collect();
+        lines.extend(
+            catalog_entries(&rows)
+                .iter()
+                .filter_map(|e| serde_json::to_vec(e).ok()),
+        );
+        lines
+    }
+
+    /// [`View::catalog_lines`] as entries, for a reader that lists them without writing them:
+    /// only the catalogs' lines kept (those of the sessions the index is behind on) are parsed.
+    pub fn catalog(&self, catalogs: &Catalogs) -> Vec<CatalogEntry> {
+        let (kept, rows) = self.listed(catalogs);
+        let mut entries: Vec<CatalogEntry> = kept
+            .filter_map(|(_, line)| serde_json::from_slice(line).ok())
+            .collect();
+        entries.extend(catalog_entries(&rows));
+        entries
+    }
+
+    /// Of the merged catalog, the catalogs' lines of the sessions the index does not answer
+    /// for (it lacks them or is behind on them), and the index's rows of the others.
+    fn listed<'a>(
+        &self,
+        catalogs: &'a Catalogs,
+    ) -> (
+        impl Iterator<Item = &'a (Option<String>, Vec<u8>)>,
+        Vec<SessionRow>,
+    ) {
+        let from_index: HashSet<String> = self
             .rows
             .iter()
             .map(|r| r.session.as_str())
             .filter(|s| !self.behind.contains(*s))
-            .collect();
-        let mut lines: Vec<Vec<u8>> = catalogs
-            .lines
-            .iter()
-            .filter(|(session, _)| session.as_deref().is_none_or(|s| !from_index.contains(s)))
-            .map(|(_, line)| line.clone())
+            .map(str::to_string)
             .collect();
         let rows: Vec<SessionRow> = self
             .rows
@@ -324,12 +349,11 @@ impl View {
             .filter(|r| from_index.contains(r.session.as_str()))
             .cloned()
             .collect();
-        lines.extend(
-            catalog_entries(&rows)
-                .iter()
-                .filter_map(|e| serde_json::to_vec(e).ok()),
-        );
-        lines
+        let kept = catalogs
+            .lines
+            .iter()
+            .filter(move |(session, _)| session.as_deref().is_none_or(|s| !from_index.contains(s)));
+        (kept, rows)
     }
 }
 

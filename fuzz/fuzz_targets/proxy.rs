@@ -177,7 +177,10 @@ impl Driver {
                     self.forks.push_back(op);
                 }
                 Action::FindFreeId { ask, session } => {
-                    assert!(self.config.asks_free_ids, "asked the journals without asks_free_ids");
+                    assert!(
+                        self.config.asks_free_ids,
+                        "asked the journals without asks_free_ids"
+                    );
                     self.free_ids.push_back((ask, session));
                 }
                 Action::EndClient(conn) => {

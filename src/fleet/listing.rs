@@ -89,3 +89,7 @@ pub fn hosts(catalogs: &Catalogs, view: &index::view::View) -> Hosts {
     }
     hosts
 }
+
+#[cfg(test)]
+#[path = "listing_tests.rs"]
+mod tests;

@@ -20,7 +20,7 @@ use super::restart::Handshake;
 use super::reused_ids::ReusedIds;
 use super::sessions::{Session, SessionTable, Slot};
 use super::stalls;
-use super::update_facts;
+use super::update_facts::{self, Learnt};
 use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
 use crate::journal::Event;
 use crate::journal::format::Body;
@@ -56,9 +56,15 @@ pub(super) fn relay(
         peek,
         bytes: line,
     } = msg;
-    let slot = resolved.session;
-    if cx.config.stall_timeout_us.is_some() {
-        stalls::prompt_sent(cx, sessions, from, peek, at, slot);
+    let mut slot = resolved.session;
+    // A client's prompt starts its session's stall watch (`--stall-timeout`).
+    if let Some((id, s)) = stalls::watched_prompt(cx, from, peek) {
+        let made = slot.unwrap_or_else(|| {
+            let s = sessions.id(s);
+            sessions.made(&s)
+        });
+        sessions.at_mut(made).start_prompt(id.clone(), at);
+        slot = Some(made);
     }
     let rewritten = match (cx.config.load, from) {
         (LoadMode::Off, _) => None,
@@ -379,7 +385,7 @@ fn map_agent_line(
     let untitled = (method == "session/update"
         && names_catalog_update(line)
         && sessions.root_of(session).is_none()
-        && update_facts::update(cx, sessions, peek, session, slot))
+        && learn_update(cx, sessions, peek, session, slot))
     .then(|| {
         rewrite::edit_line(line, |m| {
             m.edit("params", |p| p.edit("update", |u| u.remove("title")));
@@ -391,6 +397,34 @@ fn map_agent_line(
         return untitled;
     };
     mapping::edit_agent_line(line, client_session, session, &mapping.prefix).or(untitled)
+}
+
+/// What an agent's update (`peek`, naming agent-side `session`, in `slot` when the route found
+/// it) teaches: learnt by its client-facing session (made for its facts if the table has
+/// none), or told to the catalog. True when it is a title the agent made of a re-prime.
+fn learn_update(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    peek: &Peek<'_>,
+    session: &str,
+    slot: Option<Slot>,
+) -> bool {
+    let Some(learnt) = Learnt::of(peek) else {
+        return false;
+    };
+    // The client-facing session (in `slot` when it is the one the route found).
+    let (session, slot) = sessions.client_of_at(AgentRef(session), slot);
+    if !learnt.is_the_session_s() {
+        return update_facts::tell(cx, session, learnt);
+    }
+    // A state update changes the session's turn only if the table had it.
+    let found = match learnt {
+        Learnt::State { .. } => slot.or_else(|| sessions.slot(&session)),
+        _ => slot,
+    };
+    let slot = found.unwrap_or_else(|| sessions.made(&session));
+    update_facts::learn(cx, sessions.at_mut(slot), found.is_some(), learnt);
+    false
 }
 
 /// An agent's answer to request `id`, and the pending entry of that request when the route

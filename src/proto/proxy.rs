@@ -113,8 +113,8 @@ impl Proxy {
             }
             let routed = match self.cx.fx.pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
-                    let (sessions, fx) = (&mut self.sessions, &mut self.cx.fx);
-                    return Some(update_facts::facts_before(sessions, fx, action));
+                    let facts = self.sessions.take_facts();
+                    return Some(update_facts::facts_before(facts, &mut self.cx.fx, action));
                 }
                 Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &mut self.sessions),
@@ -248,7 +248,7 @@ impl Proxy {
     /// looked up then): routed once ([`route`]) to the component that owns it, which takes it
     /// or gives it back to be relayed ([`edits::relay`], with what the route resolved:
     /// [`Resolved`]). A line of a session whose prompt the stall watch follows is activity
-    /// ([`stalls::activity`]); with no watch running (no `--stall-timeout`, or no prompt in
+    /// ([`stalls::active_session`]); with no watch running (no `--stall-timeout`, or no prompt in
     /// flight) nothing is looked up.
     fn dispatch(
         &mut self,
@@ -325,9 +325,7 @@ impl Proxy {
             }
             return None;
         }
-        if sessions.prompting() {
-            stalls::activity(cx, sessions, Side::Client, msg.peek, msg.at);
-        }
+        stall_activity(cx, sessions, Side::Client, msg);
         let taken = route::take_client(cx, sessions, owners, owner, msg, slot);
         let resolved = Resolved {
             session: slot,
@@ -342,9 +340,7 @@ impl Proxy {
     fn take_agent(&mut self, msg: Line<'_>) -> (Taken, Resolved) {
         let (cx, sessions, owners) = self.owners();
         let (owner, resolved) = route::agent(cx, sessions, &owners, msg.peek);
-        if sessions.prompting() {
-            stalls::activity(cx, sessions, Side::Agent, msg.peek, msg.at);
-        }
+        stall_activity(cx, sessions, Side::Agent, msg);
         let taken = route::take_agent(cx, sessions, owners, owner, msg, resolved.session);
         (taken, resolved)
     }
@@ -486,7 +482,8 @@ impl Proxy {
         self.handshake.check(&mut self.cx, &mut self.sessions, at);
         clients::expire_waiting(&mut self.cx, &mut self.sessions, &mut self.connections, at);
         self.lists.end_watches(at.mono_us);
-        stalls::check(&mut self.cx, &mut self.sessions, at);
+        let stalled = stalls::stalled(&self.cx, self.sessions.watches_mut(), at);
+        stalls::act(&mut self.cx, &self.sessions, at, stalled);
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it
@@ -572,5 +569,18 @@ impl Proxy {
     pub fn handle_forked(&mut self, at: Stamp, op: u64, outcome: Result<(), String>) {
         self.forks
             .forked(&mut self.cx, &mut self.loads, at, op, outcome);
+    }
+}
+
+/// A line (`msg`, from `from`) of a session with a prompt in flight resets its watch
+/// ([`stalls::active_session`]); with no watch running (no `--stall-timeout`, or no prompt in
+/// flight) nothing is looked up.
+fn stall_activity(cx: &Cx, sessions: &mut SessionTable, from: Side, msg: Line<'_>) {
+    if !sessions.prompting() {
+        return;
+    }
+    let active = stalls::active_session(cx, sessions, from, msg.peek);
+    if let Some(session) = active.and_then(|s| sessions.get_mut(&s)) {
+        session.prompt_active(msg.at.mono_us);
     }
 }

@@ -50,17 +50,51 @@ use crate::wire::envelope::RequestId;
 pub(super) struct Slot(usize);
 
 /// A session the route resolved, handed to the component that owns the line: its ID (the
-/// table's own) and the session, changed through its methods (it derefs to [`Session`]).
+/// table's own) and the session, changed through its methods (it derefs to [`Session`]); the
+/// table's tallies of what its sessions hold go with it, and follow its changes.
 #[derive(Debug)]
 pub(super) struct SessionMut<'a> {
     id: &'a SessionId,
     session: &'a mut Session,
+    tally: &'a mut Tally,
 }
 
-impl SessionMut<'_> {
+/// What the table's sessions hold, kept as they change so that the common case asks none of
+/// them: facts not taken yet, prompts watched for stalls.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Some session's [`Facts`] may hold something not taken yet.
+    facts_wait: bool,
+    /// How many sessions' prompts in flight are watched for stalls (the watch is the
+    /// session's: [`Turn`]); none, the common case, costs no lookup.
+    watched: usize,
+}
+
+impl<'a> SessionMut<'a> {
     /// Its ID, as the table holds it.
     pub(super) fn id(&self) -> &SessionId {
         self.id
+    }
+
+    /// What the catalog learns of it, to add to.
+    pub(super) fn facts(self) -> &'a mut Facts {
+        self.tally.facts_wait = true;
+        self.session.facts_mut()
+    }
+
+    /// The client sent it a prompt (request `id`), watched from `at`.
+    pub(super) fn start_prompt(&mut self, id: RequestId, at: Stamp) {
+        if self.session.start_watch(PromptWatch::new(id, at)) {
+            self.tally.watched += 1;
+        }
+    }
+
+    /// Its prompt is over: answered (request `id`), or (`None`, ACP v2) the agent reported it
+    /// idle.
+    pub(super) fn end_prompt(&mut self, id: Option<&RequestId>) {
+        if self.session.end_watch(id) {
+            self.tally.watched -= 1;
+        }
     }
 
     /// Its journal opened in this run (`OpenSession`, with `cwd` and the client's
@@ -103,11 +137,7 @@ pub(super) struct SessionTable {
     sessions: IndexMap<SessionId, Session>,
     /// Agent-side ID → client-facing ID, for mapped sessions.
     by_agent: HashMap<AgentSessionId, SessionId>,
-    /// Some session's [`Facts`] may hold something not taken yet.
-    facts_wait: bool,
-    /// How many sessions' prompts in flight are watched for stalls (the watch is the
-    /// session's: [`Turn`]); none, the common case, costs no lookup.
-    watched: usize,
+    tally: Tally,
     /// How many child sessions (subagents) were announced in this run (bounded:
     /// [`TREE_LIMIT`]).
     children: usize,
@@ -186,7 +216,8 @@ impl SessionTable {
             .sessions
             .get_index_mut(slot.0)
             .expect("a slot of the table");
-        SessionMut { id, session }
+        let tally = &mut self.tally;
+        SessionMut { id, session, tally }
     }
 
     /// The root of `s`'s tree, when `s` is a child session announced in this run (none
@@ -238,15 +269,14 @@ impl SessionTable {
 
     /// What the catalog learns of the session in `slot`, to add to.
     pub(super) fn facts(&mut self, slot: Slot) -> &mut Facts {
-        self.facts_wait = true;
-        self[slot].facts_mut()
+        self.at_mut(slot).facts()
     }
 
     /// What the catalog learned and was not told yet, by session in order of ID
     /// ([`Facts::take`]).
     pub(super) fn take_facts(&mut self) -> Vec<(CatalogUpdate, i64)> {
         let mut out = Vec::new();
-        if !std::mem::take(&mut self.facts_wait) {
+        if !std::mem::take(&mut self.tally.facts_wait) {
             return out;
         }
         let mut sessions: Vec<(&SessionId, &mut Session)> = self.sessions.iter_mut().collect();
@@ -257,29 +287,30 @@ impl SessionTable {
         out
     }
 
-    /// The client sent the session in `slot` a prompt (request `id`), watched from `at`.
-    pub(super) fn start_prompt(&mut self, slot: Slot, id: RequestId, at: Stamp) {
-        if self[slot].start_watch(PromptWatch::new(id, at)) {
-            self.watched += 1;
-        }
-    }
-
     /// True when a prompt is in flight in some session (the common case costs no lookup).
     pub(super) fn prompting(&self) -> bool {
-        self.watched > 0
+        self.tally.watched > 0
     }
 
     /// The prompt of the session in `slot` is over: answered (request `id`), or (`None`, ACP
     /// v2) the agent reported the session idle.
     pub(super) fn end_prompt(&mut self, slot: Slot, id: Option<&RequestId>) {
-        if self[slot].end_watch(id) {
-            self.watched -= 1;
-        }
+        self.at_mut(slot).end_prompt(id);
+    }
+
+    /// The watches on the prompts in flight, by session, to check (none watched, the common
+    /// case, costs no walk over the table).
+    pub(super) fn watches_mut(&mut self) -> impl Iterator<Item = (&SessionId, &mut PromptWatch)> {
+        let sessions = match self.tally.watched > 0 {
+            true => self.sessions.iter_mut(),
+            false => self.sessions[..0].iter_mut(),
+        };
+        sessions.filter_map(|(s, session)| Some((s, session.watch_mut()?)))
     }
 
     /// The agent is gone: its prompts are answered already.
     pub(super) fn end_prompts(&mut self) {
-        if std::mem::take(&mut self.watched) > 0 {
+        if std::mem::take(&mut self.tally.watched) > 0 {
             for session in self.sessions.values_mut() {
                 session.end_watch(None);
             }

@@ -6,12 +6,12 @@
 use serde_json::json;
 
 use super::context::Cx;
-use super::prompt::Stall;
-use super::sessions::{SessionTable, Slot};
+use super::prompt::{PromptWatch, Stall};
+use super::sessions::SessionTable;
 use super::vocab::{Action, AgentRef, SessionId, Stamp, Target, secs};
 use crate::journal::Event;
 use crate::wire::Side;
-use crate::wire::envelope::{Kind, Peek};
+use crate::wire::envelope::{Kind, Peek, RequestId};
 
 /// When the next prompt stalls (monotonic microseconds), with `--stall-timeout`.
 pub(super) fn next_check(cx: &Cx, sessions: &SessionTable) -> Option<u64> {
@@ -24,41 +24,34 @@ pub(super) fn next_check(cx: &Cx, sessions: &SessionTable) -> Option<u64> {
     watches.filter_map(|w| w.next_check(timeout, grace)).min()
 }
 
-/// A client's `session/prompt` starts its session's watch (the session in `slot` when the
-/// route resolved it).
-pub(super) fn prompt_sent(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
+/// The prompt a client line (`peek`, from `from`) starts its session's watch with, with
+/// `--stall-timeout`: a `session/prompt` (its id, and the session it names).
+pub(super) fn watched_prompt<'p>(
+    cx: &Cx,
     from: Side,
-    peek: &Peek<'_>,
-    at: Stamp,
-    slot: Option<Slot>,
-) {
-    if cx.config.stall_timeout_us.is_some()
-        && from == Side::Client
-        && let Kind::Request { id, method } = &peek.kind
-        && method == "session/prompt"
-        && let Some(s) = peek.session.as_deref()
-    {
-        let slot = slot.unwrap_or_else(|| {
-            let s = sessions.id(s);
-            sessions.made(&s)
-        });
-        sessions.start_prompt(slot, id.clone(), at);
+    peek: &'p Peek<'_>,
+) -> Option<(&'p RequestId, &'p str)> {
+    if cx.config.stall_timeout_us.is_none() || from != Side::Client {
+        return None;
+    }
+    match &peek.kind {
+        Kind::Request { id, method } if method == "session/prompt" => {
+            Some((id, peek.session.as_deref()?))
+        }
+        _ => None,
     }
 }
 
-/// A line of a session with a prompt in flight: the agent's (naming its own ID, or a child
-/// session of it: a subagent's work is its parent's), or the client's answer to the agent's
-/// request, is activity that resets the watch.
-pub(super) fn activity(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
+/// The session whose prompt in flight a line (`peek`, from `from`) is activity of, resetting
+/// its watch: the agent's (naming the session's own ID, or a child session of it: a
+/// subagent's work is its parent's), or the client's answer to the agent's request.
+pub(super) fn active_session(
+    cx: &Cx,
+    sessions: &SessionTable,
     from: Side,
     peek: &Peek<'_>,
-    at: Stamp,
-) {
-    let session = match (from, &peek.kind) {
+) -> Option<SessionId> {
+    match (from, &peek.kind) {
         (Side::Agent, _) => peek.session.as_deref().map(|s| match sessions.root_of(s) {
             Some(root) => root.clone(),
             None => sessions.client_of(AgentRef(s)),
@@ -68,44 +61,48 @@ pub(super) fn activity(
             .get(&(Side::Agent, id.clone()))
             .and_then(|p| p.session.clone()),
         (Side::Client, _) => None,
-    };
-    if let Some(session) = session.and_then(|s| sessions.get_mut(&s)) {
-        session.prompt_active(at.mono_us);
     }
 }
 
-/// Time passed: with `--stall-timeout`, a prompt the agent has been silent on for that long
-/// is cancelled, and if the agent stays silent for the grace period after, it is restarted
-/// ([`Action::RestartAgent`]).
-pub(super) fn check(cx: &mut Cx, sessions: &mut SessionTable, at: Stamp) {
+/// Time passed (`at`): with `--stall-timeout`, the watches (`watches`: every prompt in
+/// flight's, by its session) that stall, by session in order of ID ([`PromptWatch::check`]).
+pub(super) fn stalled<'a>(
+    cx: &Cx,
+    watches: impl Iterator<Item = (&'a SessionId, &'a mut PromptWatch)>,
+    at: Stamp,
+) -> Vec<(SessionId, Stall)> {
     let Some(timeout) = cx.config.stall_timeout_us else {
-        return;
+        return Vec::new();
     };
-    if !sessions.prompting() {
-        return;
-    }
     let pending = &cx.pending;
     let waiting = |s: &str| {
         pending
             .iter()
             .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
     };
-    // The stalls at `now`, by session in order of ID (`PromptWatch::check`).
-    let mut watched: Vec<SessionId> = (sessions.iter())
-        .filter(|(_, session)| session.watch().is_some())
-        .map(|(s, _)| s.clone())
-        .collect();
-    watched.sort_unstable();
     let (now, grace) = (at.mono_us, cx.config.stall_grace_us);
-    let stalls: Vec<(SessionId, Stall)> = watched
-        .into_iter()
-        .filter_map(|s| {
-            let waiting = waiting(&s);
-            let watch = sessions.get_mut(&s)?.watch_mut()?;
-            let stall = watch.check(now, timeout, grace, waiting)?;
-            Some((s, stall))
+    let mut stalls: Vec<(SessionId, Stall)> = watches
+        .filter_map(|(s, watch)| {
+            let stall = watch.check(now, timeout, grace, waiting(s))?;
+            Some((s.clone(), stall))
         })
         .collect();
+    stalls.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    stalls
+}
+
+/// The prompts that stalled (`stalls`, [`stalled`]): one the agent has been silent on for
+/// `--stall-timeout` is cancelled, and if the agent stays silent for the grace period after,
+/// it is restarted ([`Action::RestartAgent`]).
+pub(super) fn act(
+    cx: &mut Cx,
+    sessions: &SessionTable,
+    at: Stamp,
+    stalls: Vec<(SessionId, Stall)>,
+) {
+    let Some(timeout) = cx.config.stall_timeout_us else {
+        return;
+    };
     let mut restart = false;
     for (s, stall) in stalls {
         let action = match stall {

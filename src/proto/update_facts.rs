@@ -6,103 +6,140 @@
 
 use super::context::Cx;
 use super::effects::Effects;
-use super::sessions::{SessionTable, Slot};
+use super::sessions::SessionMut;
 use super::turn_facts::Fields;
-use super::vocab::{Action, AgentRef, CatalogUpdate, SessionId};
+use super::vocab::{Action, CatalogUpdate, SessionId};
 use crate::wire::envelope::Peek;
 
-/// A `usage_update` (token counts, cost) or `session_info_update` (title, time) passed
-/// through goes to the catalog. True when it is a `session_info_update` whose title the agent
-/// made of a re-prime: that title is not the session's, and is not passed on either.
-pub(super) fn update(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    peek: &Peek<'_>,
-    session: &str,
-    slot: Option<Slot>,
-) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow)]
-        update: Fields<'a>,
+/// What an agent's `session/update` passing through teaches the catalog, read from its
+/// params ([`Learnt::of`]).
+pub(super) enum Learnt<'a> {
+    /// A `usage_update`: token counts, cost (the session's facts).
+    Usage(Fields<'a>),
+    /// A `session_info_update`: title and time (the catalog's, told at once). `reprime`: the
+    /// agent made the title of a re-prime (its first prompt): that title is not the
+    /// session's, and is not passed on either.
+    Info {
+        title: Option<String>,
+        updated_at: Option<String>,
+        reprime: bool,
+    },
+    /// A v2 `state_update`: the session's state (for the catalog, and for an agent that dies
+    /// while busy); an `idle` one with a `stopReason` ends a turn (`ends_turn`), with its
+    /// `usage` when given.
+    State {
+        state: &'static str,
+        ends_turn: bool,
+        usage: Option<Fields<'a>>,
+    },
+}
+
+impl<'a> Learnt<'a> {
+    /// What the update `peek` carries teaches, if anything.
+    pub(super) fn of(peek: &Peek<'a>) -> Option<Learnt<'a>> {
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow)]
+            update: Fields<'a>,
+        }
+        let Params { update } = serde_json::from_str::<Params<'a>>(peek.params?.get()).ok()?;
+        match update.text("sessionUpdate").as_deref()? {
+            "usage_update" => Some(Learnt::Usage(update)),
+            "session_info_update" => {
+                let title = update.text("title");
+                let reprime = title.as_deref().is_some_and(crate::acp::is_reprime_title);
+                Some(Learnt::Info {
+                    title: title.filter(|_| !reprime),
+                    updated_at: update.text("updatedAt"),
+                    reprime,
+                })
+            }
+            "state_update" => {
+                let state = match update.text("state").as_deref()? {
+                    "idle" => "idle",
+                    "running" => "running",
+                    "requires_action" => "requires_action",
+                    _ => return None,
+                };
+                Some(Learnt::State {
+                    state,
+                    ends_turn: state == "idle" && update.text("stopReason").is_some(),
+                    usage: update.get("usage").and_then(|raw| Fields::parse(raw.get())),
+                })
+            }
+            _ => None,
+        }
     }
-    let Some(Params { update }) = peek
-        .params
-        .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
+
+    /// True when the session's own state learns it (its facts, its turn), not only the
+    /// catalog.
+    pub(super) fn is_the_session_s(&self) -> bool {
+        !matches!(self, Learnt::Info { .. })
+    }
+}
+
+/// What the client-facing `session` learnt of an update passed through, when only the catalog
+/// learns it ([`Learnt::is_the_session_s`] false: a `session_info_update`). True when its
+/// title is a re-prime's.
+pub(super) fn tell(cx: &mut Cx, session: SessionId, learnt: Learnt<'_>) -> bool {
+    let Learnt::Info {
+        title,
+        updated_at,
+        reprime,
+    } = learnt
     else {
         return false;
     };
-    // The client-facing session (in `slot` when it is the one the route found).
-    let (session, slot) = sessions.client_of_at(AgentRef(session), slot);
-    match update.text("sessionUpdate").as_deref() {
-        Some("usage_update") => {
-            let skip = ["sessionUpdate", "_meta"];
-            let slot = slot.unwrap_or_else(|| sessions.made(&session));
-            sessions.facts(slot).usage(&update, &skip, cx.now.unix_us);
-        }
-        Some("session_info_update") => {
-            // A title an agent made of the re-prime (its first prompt) is not the session's.
-            let title = update.text("title");
-            let reprime = title.as_deref().is_some_and(crate::acp::is_reprime_title);
-            cx.fx.push(Action::Catalog(CatalogUpdate::Info {
-                session,
-                title: title.filter(|_| !reprime),
-                updated_at: update.text("updatedAt"),
-            }));
-            return reprime;
-        }
-        Some("state_update") => state_update(cx, sessions, &session, slot, &update),
-        _ => {}
-    }
-    false
+    cx.fx.push(Action::Catalog(CatalogUpdate::Info {
+        session,
+        title,
+        updated_at,
+    }));
+    reprime
 }
 
-/// A v2 `state_update`: the session's state, for the catalog and for an agent that dies
-/// while busy; an `idle` one with a `stopReason` ends a turn (with its `usage`, when
-/// given).
-fn state_update(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    session: &SessionId,
-    slot: Option<Slot>,
-    update: &Fields<'_>,
-) {
+/// What `session` (the client-facing one; `found`, for a state update: the table had it
+/// before the update) learns of an update passed through that is its own ([`Learnt::is_the_session_s`]).
+pub(super) fn learn(cx: &Cx, mut session: SessionMut<'_>, found: bool, learnt: Learnt<'_>) {
     let t = cx.now.unix_us;
-    let state = match update.text("state").as_deref() {
-        Some("idle") => "idle",
-        Some("running") => "running",
-        Some("requires_action") => "requires_action",
-        _ => return,
-    };
-    let ends_turn = state == "idle" && update.text("stopReason").is_some();
-    // The session looked up once: made for its facts if the table has none.
-    let found = slot.or_else(|| sessions.slot(session));
-    if let Some(slot) = found {
-        sessions[slot].set_foreground(state != "idle");
-        if state == "idle" {
-            sessions.end_prompt(slot, None);
+    match learnt {
+        Learnt::Usage(update) => {
+            let skip = ["sessionUpdate", "_meta"];
+            session.facts().usage(&update, &skip, t);
         }
-    }
-    let slot = found.unwrap_or_else(|| sessions.made(session));
-    let facts = sessions.facts(slot);
-    facts.state(state, t);
-    if ends_turn {
-        facts.turn_ended(t);
-        if let Some(usage) = update.get("usage").and_then(|raw| Fields::parse(raw.get())) {
-            facts.usage(&usage, &[], t);
+        Learnt::State {
+            state,
+            ends_turn,
+            usage,
+        } => {
+            if found {
+                session.set_foreground(state != "idle");
+                if state == "idle" {
+                    session.end_prompt(None);
+                }
+            }
+            let facts = session.facts();
+            facts.state(state, t);
+            if ends_turn {
+                facts.turn_ended(t);
+                if let Some(usage) = usage {
+                    facts.usage(&usage, &[], t);
+                }
+            }
         }
+        Learnt::Info { .. } => {}
     }
 }
 
 /// `action`, which reads or writes the catalog ([`Action::FetchSessions`],
-/// [`Action::Catalog`]), unless facts wait: then the facts go first ([`Action::TurnFacts`]) and
-/// `action` right after them (at the front of the output queue, `fx`).
+/// [`Action::Catalog`]), unless facts wait (`facts`, taken from the sessions): then the facts
+/// go first ([`Action::TurnFacts`]) and `action` right after them (at the front of the output
+/// queue, `fx`).
 pub(super) fn facts_before(
-    sessions: &mut SessionTable,
+    facts: Vec<(CatalogUpdate, i64)>,
     fx: &mut Effects,
     action: Action,
 ) -> Action {
-    let facts = sessions.take_facts();
     if facts.is_empty() {
         return action;
     }

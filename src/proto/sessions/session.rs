@@ -363,7 +363,7 @@ impl Session {
     }
 
     /// The watch on its prompt in flight, to update.
-    pub(in crate::proto) fn watch_mut(&mut self) -> Option<&mut PromptWatch> {
+    pub(super) fn watch_mut(&mut self) -> Option<&mut PromptWatch> {
         self.turn.watch.as_mut()
     }
 

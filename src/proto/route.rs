@@ -334,11 +334,11 @@ fn held(
     let root = slot.and_then(|slot| sessions.root_at(slot));
     let root = root.map(|root| sessions.agent_id(root));
     let s = root.as_ref().map_or(named, |r| r.as_str());
-    let session = match (&root, slot) {
-        (None, Some(slot)) => Some(&sessions[slot]),
-        (None, None) => None,
-        (Some(_), _) => sessions.get(s),
+    let found = match (&root, slot) {
+        (None, slot) => slot,
+        (Some(_), _) => sessions.slot(s),
     };
+    let session = found.map(|x| &sessions[x]);
     // The agent-side session a load brings up natively may be another than the session's
     // own ID (the one of the agent's copies that holds every turn): its replay is the
     // session's, hidden too.
@@ -350,13 +350,10 @@ fn held(
     if update && (session.or_else(mapped_from)).is_some_and(Session::hides_replay) {
         Some(Hold::Hidden)
     } else if update
-        && session
-            .and_then(|x| x.native_load())
-            .is_some_and(|n| n.holds_replay())
+        && let Some(found) = found
+        && (sessions[found].native_load()).is_some_and(|n| n.holds_replay())
     {
-        Some(Hold::NativeReplay(AgentSessionId::native(
-            &SessionId::from(s),
-        )))
+        Some(Hold::NativeReplay(found))
     } else if sessions.starting_as(AgentRef(s))
         || (!session.is_some_and(|x| x.journal_open())
             && !sessions.knows(AgentRef(s))
@@ -367,6 +364,22 @@ fn held(
         Some(Hold::Starting(AgentSessionId::native(&SessionId::from(s))))
     } else {
         None
+    }
+}
+
+/// An agent request or notification (`line`) held as the route decided ([`Hold`]).
+fn hold_agent_line(cx: &Cx, sessions: &mut SessionTable, hold: Hold, line: &Bytes) -> Holding {
+    match hold {
+        Hold::Hidden => Holding::Taken,
+        Hold::NativeReplay(slot) => holding::hold_native_replay(sessions.at_mut(slot), line),
+        Hold::Starting(session) => {
+            let agent = AgentRef(session.as_str());
+            if sessions.hold_starting(agent, line, cx.config.held_limit) {
+                return Holding::Taken;
+            }
+            // Past the bound the lines go out as they come, after those held.
+            Holding::Passes(sessions.take_starting(agent))
+        }
     }
 }
 
@@ -555,7 +568,7 @@ pub(super) fn take_agent(
     } = msg;
     let failed = matches!(peek.kind, Kind::Response { is_error: true, .. });
     let passing = match route {
-        AgentRoute::Held(hold) => match holding::hold_agent_line(cx, sessions, &hold, line) {
+        AgentRoute::Held(hold) => match hold_agent_line(cx, sessions, hold, line) {
             Holding::Taken => return Taken::Done,
             Holding::Passes(held) => held,
         },

@@ -208,15 +208,16 @@ impl Load {
         Progress::Done
     }
 
-    /// Map client-facing `session` to `agent`, persistently.
-    pub(super) fn map(
+    /// The mapping of the load's client-facing session to agent-side session `agent` (`fresh`:
+    /// one the agent started new for it, re-primed when the configuration says so), for the
+    /// table to keep persistently; its journal, the catalog and the client are told of it.
+    pub(super) fn mapping(
         &self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
         at: Stamp,
         agent: &AgentSessionId,
         fresh: bool,
-    ) {
+    ) -> Mapping {
         let session = &self.session;
         let (reprime, turns) = match fresh && cx.config.reprime && self.summary.turns > 0 {
             true => (Some(self.summary.transcript.clone()), self.summary.turns),
@@ -224,14 +225,11 @@ impl Load {
         };
         let (agent_failed, fork) = (self.agent_failed.is_some(), self.fork);
         let has_reprime = reprime.is_some();
-        sessions.map(
-            session,
-            Mapping {
-                agent: agent.clone(),
-                prefix: mapping::prefix_at(at.unix_us),
-                reprime,
-            },
-        );
+        let mapping = Mapping {
+            agent: agent.clone(),
+            prefix: mapping::prefix_at(at.unix_us),
+            reprime,
+        };
         cx.fx.event(
             at,
             Target::Session(session.clone()),
@@ -279,6 +277,7 @@ impl Load {
                 cx.fx.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
             }
         }
+        mapping
     }
 
     /// Restore the recorded mode and config options on a fresh agent session.
@@ -414,7 +413,7 @@ pub(super) fn refused_by_lease(line: &[u8]) -> bool {
 /// agent, or another session of it, would refuse them).
 pub(super) fn still_the_agents_cursors(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     at: Stamp,
     session: &SessionId,
     summary: &Summary,

@@ -405,7 +405,8 @@ impl Loads {
         if (agent_session.as_str() != &**session || how == Underneath::New)
             && let Some(l) = self.loads.get(&op)
         {
-            l.map(cx, sessions, at, &agent_session, how == Underneath::New);
+            let mapping = l.mapping(cx, at, &agent_session, how == Underneath::New);
+            sessions.map(&l.session, mapping);
         }
         let Some(l) = self.loads.get_mut(&op) else {
             return Progress::Going;

@@ -479,7 +479,7 @@ impl Proxy {
     /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
     pub fn handle_tick(&mut self, at: Stamp) {
         self.cx.now.mono_us = at.mono_us;
-        self.handshake.check(&mut self.cx, &mut self.sessions, at);
+        self.handshake.check(&mut self.cx, &self.sessions, at);
         clients::expire_waiting(&mut self.cx, &mut self.sessions, &mut self.connections, at);
         self.lists.end_watches(at.mono_us);
         let stalled = stalls::stalled(&self.cx, self.sessions.watches_mut(), at);
@@ -503,16 +503,16 @@ impl Proxy {
             self.handle_line(at, Peer::Agent, line);
         }
         self.stderr.flush(&mut self.cx.fx, at, true);
-        let waiting = self
-            .handshake
-            .agent_lost(&mut self.cx, &mut self.sessions, at, code);
+        let lost = self.sessions.lose_live(self.handshake.count_restart());
+        let waiting = self.handshake.agent_lost(&mut self.cx, &lost, at, code);
         self.drop_agent(at, restart::lost_error(self.cx.config.remote));
         self.handshake.restart(&mut self.cx, at, waiting);
     }
 
     /// The agent is gone: every client request still waiting on it is answered with
-    /// `error(method)` ([`restart::drop_agent`]); the agent lines held for sessions no load
-    /// brings up any more go out.
+    /// `error(method)` ([`restart::drop_agent`]), the sessions it was busy in are told they
+    /// are not ([`restart::turns_ended`]); the agent lines held for sessions no load brings up
+    /// any more go out.
     fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
         restart::drop_agent(
             &mut self.cx,
@@ -522,6 +522,8 @@ impl Proxy {
             at,
             error,
         );
+        let busy = self.sessions.agent_gone();
+        restart::turns_ended(&mut self.cx, at, &busy, error);
         self.handshake.auth_pending = None;
         self.progressed(at, Progress::Done);
     }

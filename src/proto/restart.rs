@@ -176,14 +176,22 @@ impl Handshake {
         })
     }
 
-    /// The agent died (exit `code`; for a host: the connection dropped): the run's journal,
-    /// every live session's and the log say so, the client is told of a restarted process; every
-    /// live session is lost (in this restart: `Session::lost_in`). Returns the restarted agent
-    /// that was still being initialized (what waited for it waits on).
+    /// The agent died: one restart more, its number (the sessions it loses are lost in it:
+    /// `Session::lost_in`).
+    pub(super) fn count_restart(&mut self) -> u64 {
+        self.restarts += 1;
+        self.restarts
+    }
+
+    /// The agent died (exit `code`; for a host: the connection dropped), and the table lost
+    /// its live sessions in the restart counted ([`Handshake::count_restart`]; `lost`, in
+    /// order): the run's journal, every lost session's and the log say so, the client is told
+    /// of a restarted process. Returns the restarted agent that was still being initialized
+    /// (what waited for it waits on).
     pub(super) fn agent_lost(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        lost: &[SessionId],
         at: Stamp,
         code: i32,
     ) -> Option<Reinit> {
@@ -193,12 +201,6 @@ impl Handshake {
             false => Event::AgentRestarted { code },
         };
         cx.fx.event(at, Target::Run, event());
-        self.restarts += 1;
-        let restart = self.restarts;
-        let mut lost: Vec<SessionId> = (sessions.iter_mut())
-            .filter_map(|(id, session)| session.lose(restart).then(|| id.clone()))
-            .collect();
-        lost.sort_unstable();
         let waiting = self.reinit.take();
         let message = match (remote, &waiting) {
             (false, _) => format!(
@@ -212,18 +214,11 @@ impl Handshake {
         };
         cx.fx.push(Action::Log(message.clone()));
         // Each session tells of the restart first, then of the requests it failed.
-        for s in &lost {
+        for s in lost {
             cx.fx.event(at, Target::Session(s.clone()), event());
         }
         if !remote {
-            notice(
-                cx,
-                at,
-                &lost,
-                "warning",
-                "The agent was restarted",
-                &message,
-            );
+            notice(cx, at, lost, "warning", "The agent was restarted", &message);
         }
         waiting
     }
@@ -256,7 +251,7 @@ impl Handshake {
     pub(super) fn answered(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        sessions: &SessionTable,
         purpose: Purpose,
         msg: Line<'_>,
         failed: bool,
@@ -293,7 +288,7 @@ impl Handshake {
 
     /// A host connected to again answered `initialize`: the log says it is back, and so is the
     /// client told if it was told the host is unreachable.
-    fn host_back(&self, cx: &mut Cx, sessions: &mut SessionTable, at: Stamp) {
+    fn host_back(&self, cx: &mut Cx, sessions: &SessionTable, at: Stamp) {
         let Some(reinit) = self.reinit.as_ref().filter(|_| cx.config.remote) else {
             return;
         };
@@ -324,7 +319,7 @@ impl Handshake {
     /// meant for a lost session or the dead agent), and the shell kills it and starts another
     /// as after a crash (within `--respawn`; else the proxy ends, answering every waiting
     /// request). A request that waited `reinit_timeout_us` across restarts is answered so too.
-    pub(super) fn check(&mut self, cx: &mut Cx, sessions: &mut SessionTable, at: Stamp) {
+    pub(super) fn check(&mut self, cx: &mut Cx, sessions: &SessionTable, at: Stamp) {
         let timeout = cx.config.reinit_timeout_us;
         let remote = cx.config.remote;
         let Some(reinit) = self.reinit.as_mut() else {
@@ -544,34 +539,29 @@ pub(super) fn drop_agent(
         };
         cx.fx.answer(at, target, &id, Err(&error(&pending.method)));
     }
-    // v2: a turn's end is a state, not an answer: the busy sessions are told they are not.
+    cx.ids.forget_agent();
+}
+
+/// The agent is gone, and the sessions it was busy in (ACP v2: `busy`, in order of ID,
+/// [`SessionTable::agent_gone`]) no longer are: a turn's end is a state, not an answer, so each
+/// is told it is idle, and why (`error`, as a prompt's).
+pub(super) fn turns_ended(cx: &mut Cx, at: Stamp, busy: &[SessionId], error: fn(&str) -> String) {
     let reason = serde_json::from_str::<serde_json::Value>(&error("session/prompt"))
         .ok()
         .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
         .unwrap_or_default();
-    // The sessions the agent was busy in (ACP v2), no longer so.
-    let mut busy: Vec<SessionId> = (sessions.iter_mut())
-        .filter_map(|(id, session)| session.take_foreground().then(|| id.clone()))
-        .collect();
-    busy.sort_unstable();
     for s in busy {
         cx.fx.notify_client(
             at,
-            &s,
+            s,
             json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
         );
         cx.fx.notify_client(
             at,
-            &s,
+            s,
             json!({"sessionUpdate": "state_update", "state": "idle"}),
         );
     }
-    cx.ids.forget_agent();
-    for (_, session) in sessions.iter_mut() {
-        // No native load the agent was running goes on.
-        session.forget_native_load();
-    }
-    sessions.end_prompts();
 }
 
 /// The error a client request still waiting gets when the agent is lost and another takes

@@ -308,13 +308,32 @@ impl SessionTable {
         sessions.filter_map(|(s, session)| Some((s, session.watch_mut()?)))
     }
 
-    /// The agent is gone: its prompts are answered already.
-    pub(super) fn end_prompts(&mut self) {
-        if std::mem::take(&mut self.tally.watched) > 0 {
-            for session in self.sessions.values_mut() {
+    /// The agent restarted (its `restart`th restart): every live session is lost in it
+    /// ([`Session::lose`]); their IDs, in order.
+    pub(super) fn lose_live(&mut self, restart: u64) -> Vec<SessionId> {
+        let mut lost: Vec<SessionId> = (self.sessions.iter_mut())
+            .filter_map(|(id, session)| session.lose(restart).then(|| id.clone()))
+            .collect();
+        lost.sort_unstable();
+        lost
+    }
+
+    /// The agent is gone: no native load it was running goes on, its prompts are answered
+    /// already (their watches end), and the sessions it was busy in (ACP v2: foreground work
+    /// reported) no longer are; those, in order of ID.
+    pub(super) fn agent_gone(&mut self) -> Vec<SessionId> {
+        let mut busy: Vec<SessionId> = (self.sessions.iter_mut())
+            .filter_map(|(id, session)| session.take_foreground().then(|| id.clone()))
+            .collect();
+        busy.sort_unstable();
+        let watched = std::mem::take(&mut self.tally.watched) > 0;
+        for session in self.sessions.values_mut() {
+            session.forget_native_load();
+            if watched {
                 session.end_watch(None);
             }
         }
+        busy
     }
 
     pub(super) fn journal_open(&self, s: &str) -> bool {

@@ -162,7 +162,7 @@ impl Session {
     }
 
     /// The agent is gone: no native load it was running goes on.
-    pub(in crate::proto) fn forget_native_load(&mut self) {
+    pub(super) fn forget_native_load(&mut self) {
         self.native_load = None;
     }
 
@@ -333,7 +333,7 @@ impl Session {
 
     /// The agent was restarted (the `restart`th time in this run): lost if it was live (to be
     /// restored on its next request); true then.
-    pub(in crate::proto) fn lose(&mut self, restart: u64) -> bool {
+    pub(super) fn lose(&mut self, restart: u64) -> bool {
         if !self.is_live() {
             return false;
         }
@@ -353,7 +353,7 @@ impl Session {
 
     /// True when the agent reported foreground work in it and not yet its end, which it forgets
     /// (the agent is gone).
-    pub(in crate::proto) fn take_foreground(&mut self) -> bool {
+    pub(super) fn take_foreground(&mut self) -> bool {
         std::mem::take(&mut self.turn.foreground)
     }
 

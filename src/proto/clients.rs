@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::attribution;
-use super::connection::{self, Attachment, Connections, Route, Unsettled};
+use super::connection::{self, Connections, Route};
 use super::context::Cx;
 use super::loading::Loads;
 use super::pending::Resolved;
@@ -19,23 +19,16 @@ use super::vocab::{Action, ConnId, Line, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, RequestId, error_json};
 
-/// What routing left for the core: attachments (a session created for a connection, a
-/// connection joining one), connections to end, attachments that ended (a failed join),
-/// agent requests nobody is left to answer.
-pub(super) fn settle(cx: &mut Cx, sessions: &mut SessionTable, connections: &mut Connections) {
-    let Unsettled {
-        attachments,
-        to_end,
-        orphaned,
-    } = connections.take_unsettled();
-    for (s, conn, attachment) in attachments {
-        if let Some(session) = sessions.get_mut(&s) {
-            match attachment {
-                Attachment::Attach => session.attach(conn),
-                Attachment::Detach => session.detach(conn),
-            }
-        }
-    }
+/// What routing left for the core besides its attachments (which the table took: see
+/// [`super::Proxy::poll_action`]): connections to end, agent requests nobody is left to
+/// answer.
+pub(super) fn settle(
+    cx: &mut Cx,
+    sessions: &mut SessionTable,
+    connections: &Connections,
+    to_end: Vec<ConnId>,
+    orphaned: Vec<(RequestId, Bytes)>,
+) {
     for conn in to_end {
         cx.fx.push(Action::EndClient(conn));
     }
@@ -88,9 +81,10 @@ pub(super) fn deliver(
     }
 }
 
-/// Client connection `conn` ended: detached from its sessions, which live on; the agent
-/// requests it left unanswered are asked again. False while others remain (or on a host,
-/// always): true when it was the client's last, the client's end.
+/// Client connection `conn` ended (the table detached it from its sessions, which live on:
+/// [`SessionTable::detach_everywhere`]): the agent requests it left unanswered are asked
+/// again. False while others remain (or on a host, always): true when it was the client's
+/// last, the client's end.
 pub(super) fn ended(
     cx: &mut Cx,
     sessions: &mut SessionTable,
@@ -98,9 +92,6 @@ pub(super) fn ended(
     at: Stamp,
     conn: ConnId,
 ) -> bool {
-    for (_, session) in sessions.iter_mut() {
-        session.detach(conn);
-    }
     let (unanswered, last) = connections.end(conn);
     if last && !connections.is_hosted() {
         return true;
@@ -249,11 +240,9 @@ pub(super) fn join_or_leave(
             loads.serve(cx, id, msg, full, live);
         }
         Join::Leave => {
+            // The route detached the connection from the session.
             let conn = connections.conn_of(id);
             cx.fx.journal_client(at, Target::Run, peek, line);
-            if let Some(session) = sessions.get_mut(s) {
-                session.detach(conn);
-            }
             let unanswered = connections.detach(conn, s);
             let answer = match peek.method() {
                 Some("session/detach") => json!({"sessionId": &**s, "status": "detached"}),

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::clients;
-use super::connection::{Connections, Inbound, Route};
+use super::connection::{Attachment, Connections, Inbound, Route, Unsettled};
 use super::context::Cx;
 use super::edits::{self, Relaying};
 use super::effects::Queued;
@@ -109,7 +109,7 @@ impl Proxy {
                 });
             }
             if self.connections.unsettled() {
-                clients::settle(&mut self.cx, &mut self.sessions, &mut self.connections);
+                self.settle();
             }
             let routed = match self.cx.fx.pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
@@ -133,6 +133,27 @@ impl Proxy {
                 ),
             }
         }
+    }
+
+    /// What routing left unsettled: its attachments (a session created for a connection, a
+    /// connection joining one, a join that failed) applied in order to the sessions the table
+    /// has by now, then the rest ([`clients::settle`]).
+    fn settle(&mut self) {
+        let Unsettled {
+            attachments,
+            to_end,
+            orphaned,
+        } = self.connections.take_unsettled();
+        for (s, conn, attachment) in attachments {
+            if let Some(session) = self.sessions.get_mut(&s) {
+                match attachment {
+                    Attachment::Attach => session.attach(conn),
+                    Attachment::Detach => session.detach(conn),
+                }
+            }
+        }
+        let (cx, sessions, connections) = (&mut self.cx, &mut self.sessions, &self.connections);
+        clients::settle(cx, sessions, connections, to_end, orphaned);
     }
 
     /// The session table, for tests of the core.
@@ -352,6 +373,9 @@ impl Proxy {
     /// A client connection that ends while others remain is detached from its sessions (they
     /// live on); the last one ending is the client's end.
     pub fn handle_eof(&mut self, at: Stamp, from: Peer) {
+        if let Peer::Client(conn) = from {
+            self.sessions.detach_everywhere(conn);
+        }
         if let Peer::Client(conn) = from
             && !clients::ended(
                 &mut self.cx,

@@ -518,6 +518,10 @@ pub(super) fn take_client(
             Taken::Done
         }
         ClientRoute::Join(join) => {
+            if let (Join::Leave, Some(slot), Kind::Request { id, .. }) = (join, slot, &peek.kind) {
+                // The connection leaves the session.
+                sessions.at_mut(slot).detach(owners.connections.conn_of(id));
+            }
             let (connections, loads) = (owners.connections, owners.loads);
             taken(clients::join_or_leave(
                 cx,

@@ -8,11 +8,13 @@
 //! agent, its turn (who prompted, its stall watch, ACP v2 foreground work), its held lines,
 //! its native load, its catalog facts, its connections' membership, the agent restart it was
 //! lost in, and, for a child session (a subagent's), the root of its tree ([`super::tree`]: a
-//! child is the table's entry for its ID). What concerns one session is a [`Session`] method;
-//! the concerns that go over every session take them from [`SessionTable::iter`]/
-//! [`SessionTable::iter_mut`] in their own files (the stall watch in `stalls.rs`, an agent's
-//! end and the sessions a restart lost in `restart.rs`, a connection's end in `clients.rs`),
-//! and the bound on the agent lines held while loads start is `held.rs`'s.
+//! child is the table's entry for its ID). What concerns one session is a [`Session`] method,
+//! called on the session the route resolved ([`SessionMut`]); what goes over every session is
+//! the table's own (the stall watches checked, [`SessionTable::watches_mut`]; an agent's end,
+//! [`SessionTable::lose_live`] and [`SessionTable::agent_gone`]; a connection's,
+//! [`SessionTable::detach_everywhere`]), applied by the proxy that owns the table, and read
+//! through [`SessionTable::iter`]; the bound on the agent lines held while loads start is
+//! `held.rs`'s.
 //!
 //! The core's collections keyed by session are three: the table ([`SessionTable`]'s
 //! `sessions`), the index from agent-side IDs (`by_agent`), and one ordered queue outside the
@@ -38,8 +40,8 @@ use super::prompt::PromptWatch;
 use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, CatalogUpdate, HashMap, IndexMap, Initialize, SessionId,
-    Stamp,
+    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, IndexMap, Initialize,
+    SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
 
@@ -426,9 +428,11 @@ impl SessionTable {
         self.sessions.iter()
     }
 
-    /// Every session, by ID (in no order), to change.
-    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&SessionId, &mut Session)> {
-        self.sessions.iter_mut()
+    /// Connection `conn` ended: detached from every session (they live on).
+    pub(super) fn detach_everywhere(&mut self, conn: ConnId) {
+        for session in self.sessions.values_mut() {
+            session.detach(conn);
+        }
     }
 
     /// Hold an agent line of agent-side session `agent` while a load brings its session up

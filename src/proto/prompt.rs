@@ -22,7 +22,7 @@ pub(super) struct Turn {
 }
 
 /// The client connection that sent a session's prompt.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Prompter {
     /// The connection that sent the prompt.
     pub(super) conn: ConnId,

@@ -117,7 +117,7 @@ impl Proxy {
                     return Some(update_facts::facts_before(facts, &mut self.cx.fx, action));
                 }
                 Queued::Action(action) => return Some(action),
-                Queued::ToClients(line) => self.connections.route(line, &mut self.sessions),
+                Queued::ToClients(line) => self.connections.route(line, &self.sessions),
                 Queued::ToAsker(id, line) => self.connections.route_reply(&id, line),
             };
             match routed {
@@ -136,8 +136,8 @@ impl Proxy {
     }
 
     /// What routing left unsettled: its attachments (a session created for a connection, a
-    /// connection joining one, a join that failed) applied in order to the sessions the table
-    /// has by now, then the rest ([`clients::settle`]).
+    /// connection joining one, a join that failed, a prompt's turn that ended) applied in
+    /// order to the sessions the table has by now, then the rest ([`clients::settle`]).
     fn settle(&mut self) {
         let Unsettled {
             attachments,
@@ -149,6 +149,10 @@ impl Proxy {
                 match attachment {
                     Attachment::Attach => session.attach(conn),
                     Attachment::Detach => session.detach(conn),
+                    Attachment::JoinDraft { observer } => session.join_draft(conn, observer),
+                    Attachment::PromptAnswered(sent) => {
+                        session.end_prompter(&sent);
+                    }
                 }
             }
         }
@@ -214,13 +218,20 @@ impl Proxy {
         let echo_prompts = !self.cx.peers.agent.v2;
         match self
             .connections
-            .inbound(conn, &peek, &line, &mut self.sessions, echo_prompts)
+            .inbound(conn, &peek, &line, &self.sessions, echo_prompts)
         {
             Inbound::AsIs => {
                 let arrival = Arrival { later: false, slot };
                 self.dispatch(at, Side::Client, &peek, &line, Some(arrival));
             }
-            Inbound::Renumbered(renumbered) => {
+            Inbound::Renumbered(renumbered, prompter) => {
+                // A host's prompt: the connection prompts the session's turn (the session made
+                // if the table has none), in place of the prompt before.
+                if let Some((s, prompter)) = prompter
+                    && let Some(before) = self.sessions.entry(&s).set_prompter(prompter)
+                {
+                    self.connections.prompt_replaced(&before.sent);
+                }
                 // A request of a later connection, under the id it is renumbered to (its
                 // answer gets the connection's own id back when routed).
                 let peek = envelope::peek(&renumbered);

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::super::prompt::Prompter;
 use super::super::vocab::{ConnId, HashMap, HashSet, SessionId};
 use super::lines::notification_line;
 use crate::wire::envelope::{self, Peek, RequestId};
@@ -17,8 +18,10 @@ use crate::wire::rewrite;
 pub(in crate::proto) enum Inbound {
     /// Take it as it came.
     AsIs,
-    /// Take it under the proxy's id (a later connection's request, or a cancel naming one).
-    Renumbered(Bytes),
+    /// Take it under the proxy's id (a later connection's request, or a cancel naming one);
+    /// for a host's prompt, the connection prompts the session's turn now (the session, and
+    /// the prompter it takes).
+    Renumbered(Bytes, Option<(SessionId, Prompter)>),
     /// Refuse the request (here under the proxy's id): answer it with this error (JSON).
     Refused(Bytes, RequestId, String),
     /// An answer to a permission request another connection answered first: not forwarded.
@@ -74,7 +77,7 @@ impl Forwarded {
         rewrite::edit_line(line, |m| {
             m.edit("params", |p| p.set("requestId", sent.to_json()));
         })
-        .map_or(Inbound::AsIs, |l| Inbound::Renumbered(Bytes::from(l)))
+        .map_or(Inbound::AsIs, |l| Inbound::Renumbered(Bytes::from(l), None))
     }
 
     /// The connection that sent request `sent` (as the agent sees its id).

@@ -34,12 +34,13 @@ pub(in crate::proto) enum Route {
 /// What routing leaves for the core, taken out at once: never anything with one connection.
 #[derive(Debug, Default)]
 pub(in crate::proto) struct Unsettled {
-    /// Connections to attach to sessions, and to detach from them, in the order routing
-    /// decided it (the one queue of session facts outside the table: routing decides an
-    /// attachment before the table may have the session, see [`super::super::sessions`]). An
-    /// attachment: a session created for the connection (`session/new`, `session/fork`) or
-    /// joined by it; a detachment: an attachment that ended without the connection ending (a
-    /// failed join).
+    /// Connections to attach to sessions, and to detach from them, and what else routing
+    /// decided of a connection's place in a session, in the order it decided it (the one
+    /// queue of session facts outside the table: routing decides an attachment before the
+    /// table may have the session, see [`super::super::sessions`]; the proxy applies them to
+    /// the table). An attachment: a session created for the connection (`session/new`,
+    /// `session/fork`) or joined by it; a detachment: an attachment that ended without the
+    /// connection ending (a failed join).
     pub(in crate::proto) attachments: Vec<(SessionId, ConnId, Attachment)>,
     /// Connections the core must end (they fell too far behind while joining a session).
     pub(in crate::proto) to_end: Vec<ConnId>,
@@ -47,13 +48,19 @@ pub(in crate::proto) struct Unsettled {
     pub(in crate::proto) orphaned: Vec<(RequestId, Bytes)>,
 }
 
-/// What becomes of a connection's attachment to a session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What becomes of a connection's place in a session (applied when the table has the
+/// session by then).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(in crate::proto) enum Attachment {
-    /// Attached (when the table has the session by then).
+    /// Attached.
     Attach,
     /// Detached.
     Detach,
+    /// Joined by `session/attach` (`observer`: in that role).
+    JoinDraft { observer: bool },
+    /// Its prompt, sent to the agent as this id, was answered: the turn is no longer the
+    /// connection's.
+    PromptAnswered(RequestId),
 }
 
 impl Unsettled {

@@ -193,7 +193,7 @@ impl Connections {
         conn: ConnId,
         peek: &Peek<'_>,
         line: &Bytes,
-        sessions: &mut SessionTable,
+        sessions: &SessionTable,
         echo_prompts: bool,
     ) -> Inbound {
         if let Kind::Request { method, .. } = &peek.kind
@@ -216,7 +216,7 @@ impl Connections {
                     self.forwarded.creates(sent.clone());
                 }
                 match self.enter_session(conn, method, &sent, peek, sessions, echo_prompts) {
-                    Ok(()) => Inbound::Renumbered(renumbered),
+                    Ok(prompter) => Inbound::Renumbered(renumbered, prompter),
                     Err(error) => Inbound::Refused(renumbered, sent, error),
                 }
             }
@@ -245,22 +245,24 @@ impl Connections {
 
     /// A host's request `sent` (renumbered) of `conn` in a session: a load, resume or
     /// `session/attach` begins a join, a prompt a turn (shown to the other attached connections
-    /// when `echo_prompts`). `Err` with the error (JSON) the request is refused with: bad
-    /// `session/attach` params, or a prompt [`Roster::prompt_refused`].
+    /// when `echo_prompts`; the session and its new prompter returned, for the table to keep:
+    /// the prompt the prompter replaces is told to [`Connections::prompt_replaced`]). `Err`
+    /// with the error (JSON) the request is refused with: bad `session/attach` params, or a
+    /// prompt [`Roster::prompt_refused`].
     fn enter_session(
         &mut self,
         conn: ConnId,
         method: &str,
         sent: &RequestId,
         peek: &Peek<'_>,
-        sessions: &mut SessionTable,
+        sessions: &SessionTable,
         echo_prompts: bool,
-    ) -> Result<(), String> {
+    ) -> Result<Option<(SessionId, Prompter)>, String> {
         let Some(s) = peek.session.as_deref().map(SessionId::from) else {
-            return Ok(());
+            return Ok(None);
         };
         if !self.is_hosted() {
-            return Ok(());
+            return Ok(None);
         }
         match method {
             "session/load" | "session/resume" | "session/attach" => {
@@ -298,14 +300,18 @@ impl Connections {
                     sent: sent.clone(),
                     tell_end: echo_prompts,
                 };
-                if let Some(before) = sessions.entry(&s).set_prompter(prompter) {
-                    self.forwarded.take_prompt(&before.sent);
-                }
-                self.forwarded.prompted(sent.clone(), s);
+                self.forwarded.prompted(sent.clone(), s.clone());
+                return Ok(Some((s, prompter)));
             }
             _ => {}
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// The prompt sent to the agent as `sent` no longer runs its session's turn: another
+    /// prompt of the session took its place ([`Connections::inbound`]).
+    pub(in crate::proto) fn prompt_replaced(&mut self, sent: &RequestId) {
+        self.forwarded.take_prompt(sent);
     }
 
     /// A line addressed to the asker of request `sent` (a load's replay): its connection.
@@ -321,7 +327,7 @@ impl Connections {
     }
 
     /// Where a line the core sends to clients goes (see the module's text of [`super`]).
-    pub(in crate::proto) fn route(&mut self, line: Bytes, sessions: &mut SessionTable) -> Route {
+    pub(in crate::proto) fn route(&mut self, line: Bytes, sessions: &SessionTable) -> Route {
         if !self.mode.several() {
             // The one connection (the stdio proxy's editor, there before its first line).
             return Route::One(ConnId::FIRST, line);
@@ -361,7 +367,7 @@ impl Connections {
         id: &RequestId,
         is_error: bool,
         line: &Bytes,
-        sessions: &mut SessionTable,
+        sessions: &SessionTable,
     ) -> Route {
         if self.forwarded.take_creating(id)
             && let Some(s) = created_session(line)
@@ -378,14 +384,22 @@ impl Connections {
                 false => Route::Dropped,
             };
         };
+        // A prompt's answer ends the turn of the connection that prompted it, if it still runs
+        // the session's.
         if let Some(s) = self.forwarded.take_prompt(id)
-            && let Some(prompter) = sessions.get_mut(&s).and_then(|x| x.end_prompter(id))
-            && prompter.tell_end
+            && let Some(prompter) =
+                (sessions.get(&s).and_then(|x| x.prompter())).filter(|p| p.sent == *id)
         {
-            let ended = turn_end_line(&s, &prompter, line, &self.roster);
-            for c in self.roster.others_attached(sessions, &s, prompter.conn) {
-                self.send_or_hold(c, ended.clone());
+            if prompter.tell_end {
+                let ended = turn_end_line(&s, prompter, line, &self.roster);
+                for c in self.roster.others_attached(sessions, &s, prompter.conn) {
+                    self.send_or_hold(c, ended.clone());
+                }
             }
+            let answered = Attachment::PromptAnswered(id.clone());
+            self.unsettled
+                .attachments
+                .push((s, prompter.conn, answered));
         }
         let join = self.joins.answered(id);
         if !self.roster.is_live(conn) {
@@ -400,7 +414,7 @@ impl Connections {
                     if let Some(edited) = join.attach_answer(&answer, &self.roster, sessions) {
                         answer = edited;
                     }
-                    self.joined(&join, sessions);
+                    self.joined(&join);
                 }
             }
         }
@@ -422,7 +436,7 @@ impl Connections {
     /// Connection `join.conn` is attached to `join.session`: the lines held for it, then the
     /// requests waiting for someone to attach, then the permission requests others were asked
     /// and have not answered (unless it observes, or asked for no history).
-    fn joined(&mut self, join: &PendingJoin, sessions: &mut SessionTable) {
+    fn joined(&mut self, join: &PendingJoin) {
         let conn = join.conn;
         let s = &join.session;
         // The session is known now (a load brought it up): the connection is attached to it.
@@ -438,10 +452,13 @@ impl Connections {
                 self.outgoing.push_back((conn, line));
             }
         }
-        if let Some(attach) = join.attach
-            && let Some(session) = sessions.get_mut(s)
-        {
-            session.join_draft(conn, attach.observer);
+        if let Some(attach) = join.attach {
+            let observer = attach.observer;
+            (self.unsettled.attachments).push((
+                s.clone(),
+                conn,
+                Attachment::JoinDraft { observer },
+            ));
         }
         if join.attach.is_some_and(|a| a.observer) {
             return;

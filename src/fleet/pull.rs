@@ -332,51 +332,23 @@ const HONOURED_ERASURES: &str = "erasures-honoured";
 /// # Errors
 /// The store's listing, or the local disk's.
 pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Error> {
-    // One listing of every host's catalog parts (a page per thousand objects), not one per host.
-    let listed = store.list("hosts").await?;
-    let mut parts: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-    for rel in &listed {
-        let Some((file, entry)) = layout::split_object(rel) else {
-            continue;
-        };
-        let host = file
-            .strip_prefix("hosts/")
-            .and_then(|f| f.strip_suffix("/catalog.ndjson"))
-            .filter(|h| {
-                !h.is_empty()
-                    && !h.starts_with('.')
-                    && h.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            });
-        if let Some(host) = host {
-            parts.entry(host.to_string()).or_default().push(entry);
-        }
-    }
-    let hosts: Vec<String> = parts.keys().cloned().collect();
-    let pulls: Vec<_> = parts
-        .iter()
-        .map(|(host, entries)| pull_catalog(store, local, host, entries))
-        .collect();
-    let results: Vec<Result<u64, Error>> = futures_util::stream::iter(pulls)
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    let skipped: Vec<String> = results
-        .into_iter()
-        .filter_map(Result::err)
-        .map(|e| e.to_string())
-        .collect();
     // What was erased from the store leaves this copy too: its catalog lines, its sessions —
     // of the markers honoured (see `erase::honoured`; those honoured before are kept in the
-    // copy and not asked about again).
-    let markers = super::erase::erased_keys(store).await?;
+    // copy and not asked about again). The markers are asked about while the catalogs are
+    // pulled.
     let known_file = local.root().join(HONOURED_ERASURES);
     let known: HashSet<SessionKey> = std::fs::read_to_string(&known_file)
         .unwrap_or_default()
         .lines()
         .map(SessionKey::named)
         .collect();
-    let (erased, refused_erasures) = super::erase::honoured(store, markers, &known).await?;
+    let erasures = async {
+        let markers = super::erase::erased_keys(store).await?;
+        super::erase::honoured(store, markers, &known).await
+    };
+    let (pulled, erasures) = tokio::join!(pull_host_catalogs(store, local), erasures);
+    let (hosts, skipped) = pulled?;
+    let (erased, refused_erasures) = erasures?;
     if erased != known {
         let mut keys: Vec<&SessionKey> = erased.iter().collect();
         keys.sort();
@@ -491,6 +463,52 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
         .collect();
     believed.sessions = local.sessions_of(entries);
     Ok(believed)
+}
+
+/// Every host's catalog pulled into `local` (what is new of each): the hosts the store lists,
+/// and the catalogs that stopped short, and why.
+///
+/// # Errors
+/// The store's listing.
+async fn pull_host_catalogs(
+    store: &Store,
+    local: &JournalDir,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    // One listing of every host's catalog parts (a page per thousand objects), not one per host.
+    let listed = store.list("hosts").await?;
+    let mut parts: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+    for rel in &listed {
+        let Some((file, entry)) = layout::split_object(rel) else {
+            continue;
+        };
+        let host = file
+            .strip_prefix("hosts/")
+            .and_then(|f| f.strip_suffix("/catalog.ndjson"))
+            .filter(|h| {
+                !h.is_empty()
+                    && !h.starts_with('.')
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        if let Some(host) = host {
+            parts.entry(host.to_string()).or_default().push(entry);
+        }
+    }
+    let hosts: Vec<String> = parts.keys().cloned().collect();
+    let pulls: Vec<_> = parts
+        .iter()
+        .map(|(host, entries)| pull_catalog(store, local, host, entries))
+        .collect();
+    let results: Vec<Result<u64, Error>> = futures_util::stream::iter(pulls)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let skipped: Vec<String> = results
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| e.to_string())
+        .collect();
+    Ok((hosts, skipped))
 }
 
 /// Pull `host`'s catalog, whose parts in the store are `entries`, into `local` (what is new of

@@ -35,6 +35,8 @@ use crate::journal::private::{create_private_dir, create_private_file};
 const MAX_PART: u64 = 256 << 20;
 /// Parts fetched at once for one file.
 const FETCHES: usize = 8;
+/// Host catalogs parsed at once.
+const PARSES: usize = 4;
 
 /// What a pull brought.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -384,12 +386,22 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
     // Each host speaks only for the sessions it opened; of a session more than one host
     // says it opened, only those its lease history says took it (any host may write any
     // catalog, so a claim alone is not believed where it matters).
+    // Parsed a few at once, each on a blocking thread, kept in the hosts' order.
+    let parses: Vec<_> = hosts
+        .iter()
+        .map(|host| {
+            let path = local.root().join(layout::host_catalog(host));
+            super::blocking::run(move || parsed::host_catalog(&path))
+        })
+        .collect();
+    let catalogs: Vec<Option<std::sync::Arc<HostLines>>> = futures_util::stream::iter(parses)
+        .buffered(PARSES)
+        .collect()
+        .await;
     let parsed: Vec<(&str, std::sync::Arc<HostLines>)> = hosts
         .iter()
-        .filter_map(|host| {
-            let path = local.root().join(layout::host_catalog(host));
-            Some((host.as_str(), parsed::host_catalog(&path)?))
-        })
+        .zip(catalogs)
+        .filter_map(|(host, catalog)| Some((host.as_str(), catalog?)))
         .collect();
     let mut said: Vec<(&str, &HostLine)> = Vec::new();
     let mut claims: BTreeMap<String, BTreeMap<&str, Vec<String>>> = BTreeMap::new();

@@ -41,7 +41,8 @@ pub const MAX_SKEW_US: i64 = 3_600_000_000;
 pub const IN_FLIGHT_US: i64 = 30_000_000;
 /// Sessions no catalog names whose lease history is read, at most, per reading.
 const HISTORIES: usize = 256;
-/// Parts fetched at once (each read within its own bounds: `super::bounds`).
+/// Parts of a table fetched and decoded at once (each read within its own bounds:
+/// `super::bounds`; the usage fetches the sessions and turns tables side by side).
 const FETCHES: usize = 4;
 /// Most rows a reading keeps of one table, whatever the manifest lists: past them, the rest of
 /// the parts are left out and said.
@@ -143,7 +144,7 @@ pub struct Fetched<T> {
 
 /// Every row of every part of `table` in `snapshot`, each part decoded by `decode`; the parts
 /// that cannot be read are left out, and said.
-async fn every_row<T>(
+async fn every_row<T: Send + 'static>(
     store: &Store,
     snapshot: &Snapshot,
     table: Table,
@@ -174,7 +175,7 @@ async fn every_row<T>(
 }
 
 /// The rows of one part, read within its size.
-async fn rows_of_part<T>(
+async fn rows_of_part<T: Send + 'static>(
     store: &Store,
     part: &Part,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
@@ -183,7 +184,10 @@ async fn rows_of_part<T>(
         .get_bounded(&part.path, part.bytes.min(MAX_PART_BYTES))
         .await
         .map_err(|e| Error::from(e).at(&part.path))?;
-    decode(bytes).map_err(|e| Error::from(e).at(&part.path))
+    // Decoded on a blocking thread: the other parts' requests go on meanwhile.
+    crate::fleet::blocking::run(move || decode(bytes))
+        .await
+        .map_err(|e| Error::from(e).at(&part.path))
 }
 
 /// Every row of the sessions table in `snapshot`, none believed yet: what

@@ -75,8 +75,10 @@ pub async fn session(
     session: SessionId<'_>,
 ) -> Result<Pulled, Error> {
     let key = SessionKey::of(session);
-    let objects = store.list(&session_dir(session)).await?;
-    let history = lease::history(store, &key).await?;
+    // Neither waits for the other; the listing's error is the one said, as when it came first.
+    let dir = session_dir(session);
+    let (objects, history) = tokio::join!(store.list(&dir), lease::history(store, &key));
+    let (objects, history) = (objects?, history?);
     Ok(session_listed(store, local, session, &objects, &history).await)
 }
 

@@ -471,19 +471,37 @@ pub(super) struct Indexed {
 /// # Errors
 /// The store cannot be opened or read, or the local copy cannot be written.
 pub(super) fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
+    Ok(open_view_with(url, async |_, _| ())?.map(|(indexed, ())| indexed))
+}
+
+/// [`open_view`], and what `also` reads of the index's snapshot, read while the catalogs are
+/// pulled and the sessions table is fetched (it needs neither).
+///
+/// # Errors
+/// As [`open_view`].
+pub(super) fn open_view_with<T>(
+    url: &str,
+    also: impl AsyncFnOnce(&Store, &index::snapshot::Snapshot) -> T,
+) -> anyhow::Result<Option<(Indexed, T)>> {
     let Some((store, runtime, snapshot)) = open_index(url)? else {
         return Ok(None);
     };
     let copy = JournalDir::mirror(cache_dir(url));
     copy.create_dirs()?;
-    let catalogs = runtime
-        .block_on(pull::catalogs(&store, &copy))
-        .map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
+    let (catalogs, rows, also) = runtime.block_on(async {
+        tokio::join!(
+            pull::catalogs(&store, &copy),
+            index::view::session_rows(&store, &snapshot),
+            also(&store, &snapshot),
+        )
+    });
+    let catalogs = catalogs.map_err(|e| anyhow::anyhow!("reading the store {url}: {e}"))?;
     for said in catalogs.said(url) {
         eprintln!("acp-journal: warning: {said}");
     }
     let now = jiff::Timestamp::now().as_microsecond();
-    let read = index::view::sessions(&store, &snapshot, &catalogs, &catalogs.sessions, now);
+    let summaries = &catalogs.sessions;
+    let read = index::view::believed_sessions(&store, &snapshot, rows, &catalogs, summaries, now);
     let view = match runtime.block_on(read) {
         Ok(view) => view,
         Err(e) => {
@@ -496,7 +514,7 @@ pub(super) fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
     for said in view.said(url) {
         eprintln!("acp-journal: {said}");
     }
-    Ok(Some(Indexed {
+    let indexed = Indexed {
         opened: Opened {
             store,
             copy,
@@ -505,7 +523,8 @@ pub(super) fn open_view(url: &str) -> anyhow::Result<Option<Indexed>> {
         },
         snapshot,
         view,
-    }))
+    };
+    Ok(Some((indexed, also)))
 }
 
 /// `stats --store` without a session: the team's figures from the index's sessions and turns
@@ -530,16 +549,11 @@ pub(super) fn team_stats(url: &str) -> anyhow::Result<Option<ExitCode>> {
 /// # Errors
 /// The store cannot be opened or read.
 pub(super) fn figures(url: &str) -> anyhow::Result<Option<index::figures::Figures>> {
-    let Some(Indexed {
-        opened,
-        snapshot,
-        view,
-    }) = open_view(url)?
-    else {
+    // The turns table is fetched with the sessions table.
+    let Some((Indexed { view, .. }, turns)) = open_view_with(url, index::view::turn_rows)? else {
         return Ok(None);
     };
-    let read = index::view::turns(&opened.store, &snapshot, &view);
-    let (turns, skipped) = opened.runtime.block_on(read);
+    let (turns, skipped) = index::view::believed_turns(turns, &view);
     for why in skipped {
         eprintln!("acp-journal: {url}: an index part cannot be read ({why}): left out");
     }
@@ -571,15 +585,19 @@ fn from_index(
         }
         _ => return Ok(None),
     };
-    let Some(Indexed {
-        opened,
-        snapshot,
-        view,
-    }) = open_view(url)?
-    else {
+    // A search's lookups in the postings table are made with the sessions table's fetch.
+    let cache = std::sync::Arc::new(index::cache::Cache::new(
+        cache_dir(url).join("index-cache"),
+        limits.index,
+    ));
+    let lookups = async |store: &Store, snapshot: &index::snapshot::Snapshot| match &words {
+        Some(words) => Some(index::reader::candidates(store, snapshot, words, Some(&cache)).await),
+        None => None,
+    };
+    let Some((Indexed { opened, view, .. }, looked_up)) = open_view_with(url, lookups)? else {
         return Ok(None);
     };
-    let Some(words) = words else {
+    let Some(looked_up) = looked_up else {
         // `list`: the sessions table, and the catalogs where the index is behind.
         let lines = view.catalog_lines(&opened.catalogs);
         pull::write_catalog(&opened.copy, lines.iter().map(Vec::as_slice))
@@ -589,12 +607,7 @@ fn from_index(
             crate::fleet::listing::hosts(&opened.catalogs, &view),
         )));
     };
-    let cache = std::sync::Arc::new(index::cache::Cache::new(
-        cache_dir(url).join("index-cache"),
-        limits.index,
-    ));
-    let looked_up = index::reader::candidates(&opened.store, &snapshot, &words, Some(&cache));
-    let mut candidates = match opened.runtime.block_on(looked_up) {
+    let mut candidates = match looked_up {
         Ok(c) => c,
         Err(e) => {
             eprintln!(

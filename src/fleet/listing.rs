@@ -36,18 +36,31 @@ pub struct Listing {
 /// The store's listing of the catalogs, or the local disk's.
 pub async fn read(store: &Store, copy: &JournalDir, now_us: i64) -> Result<Listing, Error> {
     let url = store.url();
-    let catalogs = pull::catalogs(store, copy).await?;
+    // The index's manifest and sessions table are fetched while the catalogs are pulled:
+    // neither needs the other until the rows are checked against the catalogs.
+    let index = async {
+        match index::reader::open(store).await? {
+            index::reader::Found::Index(snapshot) => {
+                let rows = index::view::session_rows(store, &snapshot).await;
+                Ok::<_, Error>(Some((snapshot, rows)))
+            }
+            _ => Ok(None),
+        }
+    };
+    let (catalogs, index) = tokio::join!(pull::catalogs(store, copy), index);
+    let catalogs = catalogs?;
     for said in catalogs.said(url) {
         tracing::warn!("{said}");
     }
     let view = async {
-        match index::reader::open(store).await? {
-            index::reader::Found::Index(snapshot) => {
-                index::view::sessions(store, &snapshot, &catalogs, &catalogs.sessions, now_us)
+        match index? {
+            Some((snapshot, rows)) => {
+                let summaries = &catalogs.sessions;
+                index::view::believed_sessions(store, &snapshot, rows, &catalogs, summaries, now_us)
                     .await
                     .map(Some)
             }
-            _ => Ok(None),
+            None => Ok(None),
         }
     };
     match view.await {

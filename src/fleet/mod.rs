@@ -7,6 +7,7 @@
 //! - [`pull`]: brings a session's segments, or every host's catalog, into a journal directory;
 //! - [`listing`]: the store's sessions, from the catalogs and the team index;
 //! - [`parsed`]: each host's catalog as parsed, kept between readings;
+//! - [`blocking`]: a reading's parsing and decoding, off the runtime's threads;
 //! - [`lease`]: which host continues a session (create-only lease records, fences);
 //! - [`status`]: the shipper's health and lag, logged and kept for `stats`;
 //! - [`share`]: share links' records (a link to one session, its secret never stored).
@@ -14,6 +15,7 @@
 //! [`Fleet`] is what a proxy or `serve` holds: it owns a thread with its own runtime on which
 //! the shipper and every store request run, so nothing on the relay path awaits the store.
 
+pub mod blocking;
 pub mod clock;
 pub mod erase;
 pub mod error;

@@ -35,6 +35,8 @@ use crate::journal::private::{create_private_dir, create_private_file};
 const MAX_PART: u64 = 256 << 20;
 /// Parts fetched at once for one file.
 const FETCHES: usize = 8;
+/// Host catalogs parsed at once.
+const PARSES: usize = 4;
 
 /// What a pull brought.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -73,8 +75,10 @@ pub async fn session(
     session: SessionId<'_>,
 ) -> Result<Pulled, Error> {
     let key = SessionKey::of(session);
-    let objects = store.list(&session_dir(session)).await?;
-    let history = lease::history(store, &key).await?;
+    // Neither waits for the other; the listing's error is the one said, as when it came first.
+    let dir = session_dir(session);
+    let (objects, history) = tokio::join!(store.list(&dir), lease::history(store, &key));
+    let (objects, history) = (objects?, history?);
     Ok(session_listed(store, local, session, &objects, &history).await)
 }
 
@@ -332,51 +336,23 @@ const HONOURED_ERASURES: &str = "erasures-honoured";
 /// # Errors
 /// The store's listing, or the local disk's.
 pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Error> {
-    // One listing of every host's catalog parts (a page per thousand objects), not one per host.
-    let listed = store.list("hosts").await?;
-    let mut parts: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-    for rel in &listed {
-        let Some((file, entry)) = layout::split_object(rel) else {
-            continue;
-        };
-        let host = file
-            .strip_prefix("hosts/")
-            .and_then(|f| f.strip_suffix("/catalog.ndjson"))
-            .filter(|h| {
-                !h.is_empty()
-                    && !h.starts_with('.')
-                    && h.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            });
-        if let Some(host) = host {
-            parts.entry(host.to_string()).or_default().push(entry);
-        }
-    }
-    let hosts: Vec<String> = parts.keys().cloned().collect();
-    let pulls: Vec<_> = parts
-        .iter()
-        .map(|(host, entries)| pull_catalog(store, local, host, entries))
-        .collect();
-    let results: Vec<Result<u64, Error>> = futures_util::stream::iter(pulls)
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    let skipped: Vec<String> = results
-        .into_iter()
-        .filter_map(Result::err)
-        .map(|e| e.to_string())
-        .collect();
     // What was erased from the store leaves this copy too: its catalog lines, its sessions —
     // of the markers honoured (see `erase::honoured`; those honoured before are kept in the
-    // copy and not asked about again).
-    let markers = super::erase::erased_keys(store).await?;
+    // copy and not asked about again). The markers are asked about while the catalogs are
+    // pulled.
     let known_file = local.root().join(HONOURED_ERASURES);
     let known: HashSet<SessionKey> = std::fs::read_to_string(&known_file)
         .unwrap_or_default()
         .lines()
         .map(SessionKey::named)
         .collect();
-    let (erased, refused_erasures) = super::erase::honoured(store, markers, &known).await?;
+    let erasures = async {
+        let markers = super::erase::erased_keys(store).await?;
+        super::erase::honoured(store, markers, &known).await
+    };
+    let (pulled, erasures) = tokio::join!(pull_host_catalogs(store, local), erasures);
+    let (hosts, skipped) = pulled?;
+    let (erased, refused_erasures) = erasures?;
     if erased != known {
         let mut keys: Vec<&SessionKey> = erased.iter().collect();
         keys.sort();
@@ -412,12 +388,22 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
     // Each host speaks only for the sessions it opened; of a session more than one host
     // says it opened, only those its lease history says took it (any host may write any
     // catalog, so a claim alone is not believed where it matters).
+    // Parsed a few at once, each on a blocking thread, kept in the hosts' order.
+    let parses: Vec<_> = hosts
+        .iter()
+        .map(|host| {
+            let path = local.root().join(layout::host_catalog(host));
+            super::blocking::run(move || parsed::host_catalog(&path))
+        })
+        .collect();
+    let catalogs: Vec<Option<std::sync::Arc<HostLines>>> = futures_util::stream::iter(parses)
+        .buffered(PARSES)
+        .collect()
+        .await;
     let parsed: Vec<(&str, std::sync::Arc<HostLines>)> = hosts
         .iter()
-        .filter_map(|host| {
-            let path = local.root().join(layout::host_catalog(host));
-            Some((host.as_str(), parsed::host_catalog(&path)?))
-        })
+        .zip(catalogs)
+        .filter_map(|(host, catalog)| Some((host.as_str(), catalog?)))
         .collect();
     let mut said: Vec<(&str, &HostLine)> = Vec::new();
     let mut claims: BTreeMap<String, BTreeMap<&str, Vec<String>>> = BTreeMap::new();
@@ -491,6 +477,52 @@ pub async fn catalogs(store: &Store, local: &JournalDir) -> Result<Catalogs, Err
         .collect();
     believed.sessions = local.sessions_of(entries);
     Ok(believed)
+}
+
+/// Every host's catalog pulled into `local` (what is new of each): the hosts the store lists,
+/// and the catalogs that stopped short, and why.
+///
+/// # Errors
+/// The store's listing.
+async fn pull_host_catalogs(
+    store: &Store,
+    local: &JournalDir,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    // One listing of every host's catalog parts (a page per thousand objects), not one per host.
+    let listed = store.list("hosts").await?;
+    let mut parts: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+    for rel in &listed {
+        let Some((file, entry)) = layout::split_object(rel) else {
+            continue;
+        };
+        let host = file
+            .strip_prefix("hosts/")
+            .and_then(|f| f.strip_suffix("/catalog.ndjson"))
+            .filter(|h| {
+                !h.is_empty()
+                    && !h.starts_with('.')
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        if let Some(host) = host {
+            parts.entry(host.to_string()).or_default().push(entry);
+        }
+    }
+    let hosts: Vec<String> = parts.keys().cloned().collect();
+    let pulls: Vec<_> = parts
+        .iter()
+        .map(|(host, entries)| pull_catalog(store, local, host, entries))
+        .collect();
+    let results: Vec<Result<u64, Error>> = futures_util::stream::iter(pulls)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let skipped: Vec<String> = results
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| e.to_string())
+        .collect();
+    Ok((hosts, skipped))
 }
 
 /// Pull `host`'s catalog, whose parts in the store are `entries`, into `local` (what is new of

@@ -41,7 +41,8 @@ pub const MAX_SKEW_US: i64 = 3_600_000_000;
 pub const IN_FLIGHT_US: i64 = 30_000_000;
 /// Sessions no catalog names whose lease history is read, at most, per reading.
 const HISTORIES: usize = 256;
-/// Parts fetched at once (each read within its own bounds: `super::bounds`).
+/// Parts of a table fetched and decoded at once (each read within its own bounds:
+/// `super::bounds`; the usage fetches the sessions and turns tables side by side).
 const FETCHES: usize = 4;
 /// Most rows a reading keeps of one table, whatever the manifest lists: past them, the rest of
 /// the parts are left out and said.
@@ -134,14 +135,21 @@ pub struct View {
     pub believers: Believers,
 }
 
+/// Rows of a table as fetched, none believed yet, and the parts that could not be read.
+#[derive(Debug)]
+pub struct Fetched<T> {
+    rows: Vec<T>,
+    skipped: Vec<String>,
+}
+
 /// Every row of every part of `table` in `snapshot`, each part decoded by `decode`; the parts
 /// that cannot be read are left out, and said.
-async fn every_row<T>(
+async fn every_row<T: Send + 'static>(
     store: &Store,
     snapshot: &Snapshot,
     table: Table,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
-) -> (Vec<T>, Vec<String>) {
+) -> Fetched<T> {
     // Collected first, so the task reading them is `Send` (see `pull::pull_file`).
     let fetches: Vec<_> = snapshot
         .of(table)
@@ -163,11 +171,11 @@ async fn every_row<T>(
             table.dir()
         ));
     }
-    (rows, skipped)
+    Fetched { rows, skipped }
 }
 
 /// The rows of one part, read within its size.
-async fn rows_of_part<T>(
+async fn rows_of_part<T: Send + 'static>(
     store: &Store,
     part: &Part,
     decode: fn(bytes::Bytes) -> parquet::errors::Result<Vec<T>>,
@@ -176,7 +184,23 @@ async fn rows_of_part<T>(
         .get_bounded(&part.path, part.bytes.min(MAX_PART_BYTES))
         .await
         .map_err(|e| Error::from(e).at(&part.path))?;
-    decode(bytes).map_err(|e| Error::from(e).at(&part.path))
+    // Decoded on a blocking thread: the other parts' requests go on meanwhile.
+    crate::fleet::blocking::run(move || decode(bytes))
+        .await
+        .map_err(|e| Error::from(e).at(&part.path))
+}
+
+/// Every row of the sessions table in `snapshot`, none believed yet: what
+/// [`believed_sessions`] checks. It needs only the manifest, so a reader fetches it while it
+/// pulls the catalogs.
+pub async fn session_rows(store: &Store, snapshot: &Snapshot) -> Fetched<SessionRow> {
+    every_row(store, snapshot, Table::Sessions, table::decode_sessions).await
+}
+
+/// Every row of the turns table in `snapshot`, none believed yet: what [`believed_turns`]
+/// checks. It needs only the manifest, as [`session_rows`].
+pub async fn turn_rows(store: &Store, snapshot: &Snapshot) -> Fetched<TurnRow> {
+    every_row(store, snapshot, Table::Turns, table::decode_turns).await
 }
 
 /// The index's sessions, checked against `catalogs` (and `summaries`, the sessions the merged
@@ -191,7 +215,23 @@ pub async fn sessions(
     summaries: &[SessionSummary],
     now_us: i64,
 ) -> Result<View, Error> {
-    let (all, skipped) = every_row(store, snapshot, Table::Sessions, table::decode_sessions).await;
+    let fetched = session_rows(store, snapshot).await;
+    believed_sessions(store, snapshot, fetched, catalogs, summaries, now_us).await
+}
+
+/// [`sessions`], of the rows `fetched` ([`session_rows`] of `snapshot`).
+///
+/// # Errors
+/// The store's, when it cannot be asked for a lease history.
+pub async fn believed_sessions(
+    store: &Store,
+    snapshot: &Snapshot,
+    fetched: Fetched<SessionRow>,
+    catalogs: &Catalogs,
+    summaries: &[SessionSummary],
+    now_us: i64,
+) -> Result<View, Error> {
+    let Fetched { rows: all, skipped } = fetched;
     let unclaimed: BTreeSet<String> = all.iter().map(|r| r.session.clone()).collect();
     let believers = Believers::new(store, catalogs, unclaimed).await?;
     let mut view = View {
@@ -245,7 +285,12 @@ pub async fn sessions(
 /// a run that indexed it again after a kill — counts once), and the parts that could not be
 /// read.
 pub async fn turns(store: &Store, snapshot: &Snapshot, view: &View) -> (Vec<TurnRow>, Vec<String>) {
-    let (all, skipped) = every_row(store, snapshot, Table::Turns, table::decode_turns).await;
+    believed_turns(turn_rows(store, snapshot).await, view)
+}
+
+/// [`turns`], of the rows `fetched` ([`turn_rows`] of the snapshot `view` was read from).
+pub fn believed_turns(fetched: Fetched<TurnRow>, view: &View) -> (Vec<TurnRow>, Vec<String>) {
+    let Fetched { rows: all, skipped } = fetched;
     let mut once: BTreeMap<(String, u32, i64), TurnRow> = BTreeMap::new();
     for turn in all {
         if view.believers.believes(&turn.session, &turn.host) {
@@ -259,7 +304,8 @@ pub async fn turns(store: &Store, snapshot: &Snapshot, view: &View) -> (Vec<Turn
 /// twice counts once), in time order (a session's rows of one time in the order derived), and
 /// the parts that could not be read.
 pub async fn edits(store: &Store, snapshot: &Snapshot, view: &View) -> (Vec<EditRow>, Vec<String>) {
-    let (all, skipped) = every_row(store, snapshot, Table::Edits, table::decode_edits).await;
+    let Fetched { rows: all, skipped } =
+        every_row(store, snapshot, Table::Edits, table::decode_edits).await;
     let mut seen = HashSet::new();
     let mut rows: Vec<EditRow> = all
         .into_iter()

@@ -150,7 +150,7 @@ fn a_connection_ends_while_its_session_lives_on_and_the_last_ends_the_client() {
     );
     assert_eq!(one[n - 1]["id"], 8);
     assert_eq!(
-        h.proxy.sessions().get("A").unwrap().members.attached(),
+        h.proxy.sessions().get("A").unwrap().members().attached(),
         [ConnId(1)]
     );
     let at = h.stamp();

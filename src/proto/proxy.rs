@@ -517,8 +517,10 @@ impl Proxy {
         self.handshake.check(&mut self.cx, &self.sessions, at);
         clients::expire_waiting(&mut self.cx, &mut self.sessions, &mut self.connections, at);
         self.lists.end_watches(at.mono_us);
-        let stalled = stalls::stalled(&self.cx, self.sessions.watches_mut(), at);
-        stalls::act(&mut self.cx, &self.sessions, at, stalled);
+        if self.sessions.prompting() {
+            let stalled = stalls::stalled(&self.cx, self.sessions.watches_mut(), at);
+            stalls::act(&mut self.cx, &self.sessions, at, stalled);
+        }
     }
 
     /// The agent died (exit `code`) while the client was connected, and the shell started it

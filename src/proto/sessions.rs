@@ -300,14 +300,10 @@ impl SessionTable {
         self.at_mut(slot).end_prompt(id);
     }
 
-    /// The watches on the prompts in flight, by session, to check (none watched, the common
-    /// case, costs no walk over the table).
+    /// The watches on the prompts in flight, by session, to check (a walk over the table: ask
+    /// [`SessionTable::prompting`] first).
     pub(super) fn watches_mut(&mut self) -> impl Iterator<Item = (&SessionId, &mut PromptWatch)> {
-        let sessions = match self.tally.watched > 0 {
-            true => self.sessions.iter_mut(),
-            false => self.sessions[..0].iter_mut(),
-        };
-        sessions.filter_map(|(s, session)| Some((s, session.watch_mut()?)))
+        (self.sessions.iter_mut()).filter_map(|(s, session)| Some((s, session.watch_mut()?)))
     }
 
     /// The agent restarted (its `restart`th restart): every live session is lost in it

@@ -27,11 +27,7 @@ pub(in crate::proto) struct Session {
     closed_mapping: Option<Mapping>,
     /// What it was set up with in this connection: how to bring it up again.
     setup: Option<SetupParams>,
-    /// The client connections attached to it, and how; a connection's end detaches it. (The
-    /// core's tests read it.)
-    #[cfg(test)]
-    pub(in crate::proto) members: Membership,
-    #[cfg(not(test))]
+    /// The client connections attached to it, and how; a connection's end detaches it.
     members: Membership,
     /// Its prompt turn in flight: who prompted, its stall watch, whether the agent reports
     /// foreground work (ACP v2).

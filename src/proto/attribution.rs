@@ -53,7 +53,7 @@ pub(super) fn attribute(
         // resolved it with the entry).
         let slot = slot.filter(|_| answered.is_some());
         let pending = answered.map(|pending| *pending);
-        return match pending.or_else(|| cx.pending.remove(&(from.other(), id.clone()))) {
+        return match pending.or_else(|| cx.pending_mut().remove(&(from.other(), id.clone()))) {
             Some(pending) => response(cx, sessions, peek, record, *is_error, pending, slot),
             None => (Target::Run, None),
         };
@@ -85,13 +85,13 @@ pub(super) fn attribute(
         Kind::Request { .. } => {
             // Request-scoped messages (elicitation) name a request of the other peer.
             let key = envelope::request_id(peek.params).map(|rid| (from.other(), rid));
-            let session = key.and_then(|key| cx.pending.get(&key)?.session.clone());
+            let session = key.and_then(|key| cx.pending().get(&key)?.session.clone());
             request(cx, sessions, from, peek, record, session.clone(), None);
             target(session, None)
         }
         Kind::Notification { method } if session.is_none() && method == "$/cancel_request" => {
             let rid = envelope::request_id(peek.params);
-            let session = rid.and_then(|rid| cx.pending.get(&(from, rid))?.session.clone());
+            let session = rid.and_then(|rid| cx.pending().get(&(from, rid))?.session.clone());
             target(session, None)
         }
         Kind::Notification { .. } => target(session, slot),
@@ -118,7 +118,7 @@ fn learn_child(cx: &mut Cx, sessions: &mut SessionTable, peek: &Peek<'_>) {
     };
     let parent = sessions.id(parent);
     if let Some(root) = sessions.announce_child(&parent, update.child) {
-        cx.fx.push(Action::Catalog(CatalogUpdate::Child {
+        cx.fx().push(Action::Catalog(CatalogUpdate::Child {
             session: root,
             child: SessionId::from(update.child),
             parent,
@@ -148,12 +148,12 @@ fn request(
         .is_some_and(|s| sessions.root_of(s).is_some());
     let learns = session.clone().filter(|_| !child);
     if method == "initialize" {
-        cx.peers.initialize.request = Some(record_bytes(record));
+        cx.peers_mut().initialize.request = Some(record_bytes(record));
     }
     if let Some(s) = &learns
         && let Some(state) = turn_facts::state_of_request(from, method)
     {
-        let redact = cx.config.redact;
+        let redact = cx.config().redact;
         let slot = slot.unwrap_or_else(|| sessions.made(s));
         (sessions.facts(slot)).request(state, peek.params, redact, record.unix_us);
     }
@@ -180,7 +180,7 @@ fn request(
         setup,
         index,
     };
-    cx.pending.insert((from, id.clone()), pending);
+    cx.pending_mut().insert((from, id.clone()), pending);
 }
 
 /// A response (`peek`) to `pending` (its session in `slot` when the route resolved it): what
@@ -199,24 +199,24 @@ fn response(
         return (Target::Run, None);
     };
     if pending.method == "initialize" {
-        cx.peers.initialize.response = Some(record_bytes(record));
+        cx.peers_mut().initialize.response = Some(record_bytes(record));
     }
     if let Some(s) = &pending.session
-        && turn_facts::answer_teaches(&pending.method, cx.peers.agent.v2)
+        && turn_facts::answer_teaches(&pending.method, cx.peers().agent.v2)
     {
         let slot = slot.unwrap_or_else(|| sessions.made(s));
         (sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
     }
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
-            *title = redact::redact_text(std::mem::take(title), cx.config.redact);
+            *title = redact::redact_text(std::mem::take(title), cx.config().redact);
         }
-        cx.fx.push(Action::Catalog(update));
+        cx.fx().push(Action::Catalog(update));
     }
     // (A v2 answer only says the prompt was taken: the turn, and its watch, go on until the
     // agent reports the session idle.)
     if pending.method == "session/prompt"
-        && !cx.peers.agent.v2
+        && !cx.peers().agent.v2
         && let Some(slot) =
             (pending.session.as_deref()).and_then(|s| slot.or_else(|| sessions.slot(s)))
     {
@@ -232,9 +232,9 @@ fn response(
             tell_reused(cx, sessions, &new, record);
             sessions.entry(&new).set_up(setup.params);
             if setup.copied_to.as_ref() != Some(&new) {
-                cx.fx.journal(Target::Session(new.clone()), setup.record);
+                cx.fx().journal(Target::Session(new.clone()), setup.record);
                 if let Some(edit) = setup.edit {
-                    cx.fx.journal(Target::Session(new.clone()), edit);
+                    cx.fx().journal(Target::Session(new.clone()), edit);
                 }
             }
             (Target::Session(new), None)
@@ -260,8 +260,8 @@ fn tell_reused(cx: &mut Cx, sessions: &mut SessionTable, session: &SessionId, re
     let event = Event::SessionMapped {
         agent_session: agent.to_string(),
     };
-    cx.fx.event(at, Target::Session(session.clone()), event);
-    cx.fx.push(Action::Catalog(CatalogUpdate::Alias {
+    cx.fx().event(at, Target::Session(session.clone()), event);
+    cx.fx().push(Action::Catalog(CatalogUpdate::Alias {
         session: session.clone(),
         agent,
     }));
@@ -281,7 +281,7 @@ pub(super) fn open_session(
     }
     let early_copy = if claim {
         let mut unclaimed = cx
-            .pending
+            .pending_mut()
             .values_mut()
             .filter_map(|p| p.setup.as_mut())
             .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
@@ -296,11 +296,13 @@ pub(super) fn open_session(
         None
     };
     let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, _, c)| c.clone()));
-    sessions.open_journal(&mut cx.fx, session, cwd, &cx.peers.initialize);
+    if sessions.open_journal(session) {
+        cx.open_journal(session.clone(), cwd);
+    }
     if let Some((record, edit, _)) = early_copy {
-        cx.fx.journal(Target::Session(session.clone()), record);
+        cx.fx().journal(Target::Session(session.clone()), record);
         if let Some(edit) = edit {
-            cx.fx.journal(Target::Session(session.clone()), edit);
+            cx.fx().journal(Target::Session(session.clone()), edit);
         }
     }
 }

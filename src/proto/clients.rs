@@ -30,9 +30,9 @@ pub(super) fn settle(
     orphaned: Vec<(RequestId, Bytes)>,
 ) {
     for conn in to_end {
-        cx.fx.push(Action::EndClient(conn));
+        cx.fx().push(Action::EndClient(conn));
     }
-    let at = cx.now;
+    let at = cx.now();
     for (id, line) in orphaned {
         ask_again(cx, sessions, connections, at, id, line);
     }
@@ -46,11 +46,11 @@ pub(super) fn answer_initialize_again(cx: &mut Cx, msg: Line<'_>) {
         peek,
         bytes: line,
     } = msg;
-    let answer = cx.peers.initialize.response.clone();
+    let answer = cx.peers().initialize.response.clone();
     let result = answer.as_deref().and_then(|a| envelope::peek(a).result);
     if let (Kind::Request { id, .. }, Some(result)) = (&peek.kind, result) {
-        cx.fx.journal_client(at, Target::Run, peek, line);
-        cx.fx.answer(at, Target::Run, id, Ok(result.get()));
+        cx.fx().journal_client(at, Target::Run, peek, line);
+        cx.fx().answer(at, Target::Run, id, Ok(result.get()));
     }
 }
 
@@ -64,7 +64,7 @@ pub(super) fn deliver(
     connections: &mut Connections,
     route: Route,
 ) {
-    let at = cx.now;
+    let at = cx.now();
     match route {
         Route::One(conn, line) => connections.send_ahead(vec![conn], line),
         Route::Unanswerable(id, line, why) => answer_unasked(cx, sessions, at, id, &line, why),
@@ -102,12 +102,26 @@ pub(super) fn ended(
     false
 }
 
+/// Journal a client line that cannot go to the agent (with its session, or the run's
+/// journal when the session has none) and, if it is a request, answer it with `error`.
+pub(super) fn refuse(cx: &mut Cx, sessions: &SessionTable, at: Stamp, line: &Bytes, error: &str) {
+    let peek = envelope::peek(line);
+    let target = match peek.session.as_deref() {
+        Some(s) if sessions.journal_open(s) => Target::Session(sessions.id(s)),
+        _ => Target::Run,
+    };
+    cx.fx().journal_client(at, target.clone(), &peek, line);
+    if let Kind::Request { id, .. } = &peek.kind {
+        cx.fx().answer(at, target, id, Err(error));
+    }
+}
+
 /// A client line routing refused (`line`, under its renumbered id; `sent`: the id the client
 /// sent): journaled with the run, answered with `error`.
 pub(super) fn refused(cx: &mut Cx, at: Stamp, line: &Bytes, sent: &RequestId, error: &str) {
     let peek = envelope::peek(line);
-    cx.fx.journal_client(at, Target::Run, &peek, line);
-    cx.fx.answer(at, Target::Run, sent, Err(error));
+    cx.fx().journal_client(at, Target::Run, &peek, line);
+    cx.fx().answer(at, Target::Run, sent, Err(error));
 }
 
 /// An agent request whose connection ended unanswered: asked again of another connection
@@ -130,7 +144,7 @@ pub(super) fn ask_again(
                 .is_some_and(|x| !x.members().attached().is_empty())
     }) {
         // Routed again: to an attached connection, or (a host's) to wait for one.
-        cx.fx.forward(Side::Client, line);
+        cx.fx().forward(Side::Client, line);
         return;
     }
     answer_unasked(
@@ -151,7 +165,7 @@ pub(super) fn expire_waiting(
     connections: &mut Connections,
     at: Stamp,
 ) {
-    let before = at.mono_us.saturating_sub(cx.config.unattended_timeout_us);
+    let before = at.mono_us.saturating_sub(cx.config().unattended_timeout_us);
     for waiting in connections.expired(before) {
         let why = "no client attached to the session in time to answer this request";
         answer_unasked(cx, sessions, at, waiting.id, &waiting.line, why);
@@ -169,7 +183,7 @@ pub(super) fn answer_unasked(
     why: &str,
 ) {
     let peek = envelope::peek(line);
-    if !cx.pending.contains_key(&(Side::Agent, id.clone())) {
+    if !cx.pending().contains_key(&(Side::Agent, id.clone())) {
         // Not the current agent's, or answered meanwhile: nobody waits.
         return;
     }
@@ -182,12 +196,12 @@ pub(super) fn answer_unasked(
         }
     };
     let answer = envelope::response_line(&id, outcome);
-    let record = cx.fx.proxy_record(at, Side::Client, answer.clone());
+    let record = cx.fx().proxy_record(at, Side::Client, answer.clone());
     let peek = envelope::peek(&answer);
     let resolved = Resolved::default();
     let (target, _) = attribution::attribute(cx, sessions, Side::Client, &peek, &record, resolved);
-    cx.fx.journal(target, record);
-    cx.fx.forward(Side::Agent, answer);
+    cx.fx().journal(target, record);
+    cx.fx().forward(Side::Agent, answer);
 }
 
 /// How a host's connection joins or leaves a session.
@@ -242,13 +256,13 @@ pub(super) fn join_or_leave(
         Join::Leave => {
             // The route detached the connection from the session.
             let conn = connections.conn_of(id);
-            cx.fx.journal_client(at, Target::Run, peek, line);
+            cx.fx().journal_client(at, Target::Run, peek, line);
             let unanswered = connections.detach(conn, s);
             let answer = match peek.method() {
                 Some("session/detach") => json!({"sessionId": &**s, "status": "detached"}),
                 _ => json!({}),
             };
-            cx.fx.answer(at, Target::Run, id, Ok(&answer.to_string()));
+            cx.fx().answer(at, Target::Run, id, Ok(&answer.to_string()));
             for (id, line) in unanswered {
                 ask_again(cx, sessions, connections, at, id, line);
             }

@@ -17,14 +17,16 @@ pub(super) fn close(cx: &mut Cx, mut session: SessionMut<'_>, id: &RequestId, ms
         peek,
         bytes: line,
     } = msg;
-    let record = cx.fx.client_record(at, peek, line);
-    session.open_journal(&mut cx.fx, None, &cx.peers.initialize);
+    let record = cx.fx().client_record(at, peek, line);
+    if session.open_journal() {
+        cx.open_journal(session.id().clone(), None);
+    }
     let s = session.id().clone();
-    cx.fx.journal(Target::Session(s.clone()), record);
+    cx.fx().journal(Target::Session(s.clone()), record);
     // Closing cancels ongoing work, as `session/cancel` would.
     let agent_side = session.agent_id(&s);
     let params = json!({"sessionId": agent_side.as_str()}).to_string();
-    cx.fx.send_agent(
+    cx.fx().send_agent(
         at,
         Target::Session(s.clone()),
         None,
@@ -32,7 +34,7 @@ pub(super) fn close(cx: &mut Cx, mut session: SessionMut<'_>, id: &RequestId, ms
         &params,
     );
     session.set_not_live();
-    cx.fx.answer(at, Target::Session(s), id, Ok("{}"));
+    cx.fx().answer(at, Target::Session(s), id, Ok("{}"));
 }
 
 /// `session/delete`: the catalog forgets the session; for an agent that lacks it, answered
@@ -45,12 +47,12 @@ pub(super) fn delete(
     peek: &Peek<'_>,
     line: &Bytes,
 ) -> bool {
-    cx.fx
+    cx.fx()
         .push(Action::Catalog(CatalogUpdate::Delete { session: s }));
-    if cx.peers.agent.delete {
+    if cx.peers().agent.delete {
         return false;
     }
-    cx.fx.journal_client(at, Target::Run, peek, line);
-    cx.fx.answer(at, Target::Run, id, Ok("{}"));
+    cx.fx().journal_client(at, Target::Run, peek, line);
+    cx.fx().answer(at, Target::Run, id, Ok("{}"));
     true
 }

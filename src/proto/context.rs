@@ -2,7 +2,8 @@
 //! configuration and what both peers declared at `initialize`, the output queue, the request
 //! ids (the proxy's own, and the requests in flight both ways, which its own must not collide
 //! with and which an answer is matched to) and the time. The components own everything else
-//! and are called with a `&mut Cx` beside their own state; the session table is the
+//! and are called with a `&mut Cx` beside their own state, reaching its parts through its
+//! methods (no field of it is visible outside this file); the session table is the
 //! [`super::Proxy`]'s, handed to those that read or change it (or, resolved by the route, the
 //! one session a line concerns: [`super::sessions::SessionMut`]).
 
@@ -12,25 +13,24 @@ use super::capabilities::Declared;
 use super::effects::Effects;
 use super::ids::OwnIds;
 use super::pending::{PendingTable, Purpose, Step};
-use super::sessions::SessionTable;
-use super::vocab::{Config, LoadMode, SessionId, Stamp, Target};
+use super::vocab::{Action, Config, LoadMode, SessionId, Stamp, Target};
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind};
+use crate::wire::envelope;
 
 /// The state every component of the core may read and write.
 #[derive(Debug)]
 pub(super) struct Cx {
-    pub(super) config: Config,
+    config: Config,
     /// The output: actions in order.
-    pub(super) fx: Effects,
+    fx: Effects,
     /// Requests awaiting their response, by sender and id.
-    pub(super) pending: PendingTable,
-    pub(super) ids: OwnIds,
+    pending: PendingTable,
+    ids: OwnIds,
     /// What both peers declared as they set the connection up: read by every component, as
     /// the configuration is.
-    pub(super) peers: Declared,
+    peers: Declared,
     /// The latest input's time.
-    pub(super) now: Stamp,
+    now: Stamp,
     /// Operation numbers (loads, lists, forks), naming what they ask of the journals.
     next_op: u64,
 }
@@ -46,6 +46,71 @@ impl Cx {
             now: Stamp::default(),
             next_op: 0,
         }
+    }
+
+    /// The settings.
+    pub(super) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The output queue.
+    pub(super) fn fx(&mut self) -> &mut Effects {
+        &mut self.fx
+    }
+
+    /// Requests awaiting their response, by sender and id.
+    pub(super) fn pending(&self) -> &PendingTable {
+        &self.pending
+    }
+
+    /// The requests in flight, to add to or answer.
+    pub(super) fn pending_mut(&mut self) -> &mut PendingTable {
+        &mut self.pending
+    }
+
+    /// The request ids: the proxy's own and the renumbered.
+    pub(super) fn ids(&mut self) -> &mut OwnIds {
+        &mut self.ids
+    }
+
+    /// What both peers declared as they set the connection up.
+    pub(super) fn peers(&self) -> &Declared {
+        &self.peers
+    }
+
+    /// What the peers declared, as `initialize` (or a restart's) teaches it.
+    pub(super) fn peers_mut(&mut self) -> &mut Declared {
+        &mut self.peers
+    }
+
+    /// The latest input's time.
+    pub(super) fn now(&self) -> Stamp {
+        self.now
+    }
+
+    /// An input arrived `at`.
+    pub(super) fn arrived(&mut self, at: Stamp) {
+        self.now = at;
+    }
+
+    /// Time passed to `mono_us` (a tick: the wall clock of the last input stays).
+    pub(super) fn passed(&mut self, mono_us: u64) {
+        self.now.mono_us = mono_us;
+    }
+
+    /// Sequence number of the next record.
+    pub(super) fn next_seq(&self) -> u64 {
+        self.fx.next_seq()
+    }
+
+    /// Open `session`'s journal (in `cwd`), headed by the handshake both peers made.
+    pub(super) fn open_journal(&mut self, session: SessionId, cwd: Option<String>) {
+        let initialize = self.peers.initialize.clone();
+        (self.fx).push(Action::OpenSession {
+            session,
+            cwd,
+            initialize,
+        });
     }
 
     /// A fresh operation number.
@@ -112,19 +177,5 @@ impl Cx {
             pending.contains_key(&(Side::Client, id.clone()))
         });
         id.request_id().clone()
-    }
-
-    /// Journal a client line that cannot go to the agent (with its session, or the run's
-    /// journal when the session has none) and, if it is a request, answer it with `error`.
-    pub(super) fn refuse(&mut self, sessions: &SessionTable, at: Stamp, line: &Bytes, error: &str) {
-        let peek = envelope::peek(line);
-        let target = match peek.session.as_deref() {
-            Some(s) if sessions.journal_open(s) => Target::Session(sessions.id(s)),
-            _ => Target::Run,
-        };
-        self.fx.journal_client(at, target.clone(), &peek, line);
-        if let Kind::Request { id, .. } = &peek.kind {
-            self.fx.answer(at, target, id, Err(error));
-        }
     }
 }

@@ -66,15 +66,15 @@ pub(super) fn relay(
         sessions.at_mut(made).start_prompt(id.clone(), at);
         slot = Some(made);
     }
-    let rewritten = match (cx.config.load, from) {
+    let rewritten = match (cx.config().load, from) {
         (LoadMode::Off, _) => None,
         (_, Side::Client) => rewrite_client(cx, sessions, with, msg, slot),
         (_, Side::Agent) => rewrite_agent(cx, sessions, with, peek, line, &resolved),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
-    let offered = match (cx.config.offer_history, from, &peek.kind) {
+    let offered = match (cx.config().offer_history, from, &peek.kind) {
         (Some(offer), Side::Client, Kind::Request { .. }) => {
-            offer::offered(offer, &cx.peers.agent, peek)
+            offer::offered(offer, &cx.peers().agent, peek)
         }
         _ => None,
     };
@@ -161,8 +161,8 @@ fn journal_and_forward(
 ) {
     let Line { at, peek, .. } = facing;
     let record = {
-        let payload = cx.fx.payload(peek, facing.bytes.clone());
-        cx.fx.record(at, Body::Message { from, payload })
+        let payload = cx.fx().payload(peek, facing.bytes.clone());
+        cx.fx().record(at, Body::Message { from, payload })
     };
     let (target, slot) = attribution::attribute(cx, sessions, from, peek, &record, resolved);
     if let Target::Session(session) = &target
@@ -185,24 +185,24 @@ fn journal_and_forward(
             (Target::Run, _) => false,
         };
     if !native_replay {
-        cx.fx.journal(target.clone(), record);
+        cx.fx().journal(target.clone(), record);
     }
     if let Some(edit) = edit {
-        let record = cx.fx.record(at, Body::Event(edit));
+        let record = cx.fx().record(at, Body::Event(edit));
         // A `session/new`'s goes with the request into the new session's journal.
         let setup = match &peek.kind {
             Kind::Request { id, .. } if target == Target::Run => cx
-                .pending
+                .pending_mut()
                 .get_mut(&(from, id.clone()))
                 .and_then(|p| p.setup.as_mut()),
             _ => None,
         };
         match setup {
             Some(setup) => setup.edit = Some(record),
-            None => cx.fx.journal(target, record),
+            None => cx.fx().journal(target, record),
         }
     }
-    cx.fx.forward(from.other(), forward);
+    cx.fx().forward(from.other(), forward);
 }
 
 /// Client line edits on the way to the agent (`msg`; its session in `slot` when the route
@@ -225,24 +225,24 @@ fn rewrite_client(
     let method = peek.method();
     match (&peek.kind, method) {
         (_, Some("initialize")) => {
-            cx.peers.client = ClientCaps::from_initialize(peek);
+            cx.peers_mut().client = ClientCaps::from_initialize(peek);
             handshake.client_init = Some(line.clone());
         }
         (Kind::Request { id, .. }, Some("authenticate")) => {
             handshake.auth_pending = Some((id.clone(), line.clone()));
         }
         (Kind::Response { id, .. }, _) => {
-            let original = cx.ids.restore_agent(id)?;
+            let original = cx.ids().restore_agent(id)?;
             return rewrite::edit_line(line, |m| m.set("id", original.to_json()));
         }
         _ => {}
     }
     let new_id = match &peek.kind {
-        Kind::Request { id, .. } => cx.ids.renumber(id),
+        Kind::Request { id, .. } => cx.ids().renumber(id),
         _ => None,
     };
     let cancel = match (method, envelope::request_id(peek.params)) {
-        (Some("$/cancel_request"), Some(rid)) => cx.ids.sent_as(&rid).cloned(),
+        (Some("$/cancel_request"), Some(rid)) => cx.ids().sent_as(&rid).cloned(),
         _ => None,
     };
     let cursor = match (&peek.kind, method) {
@@ -275,7 +275,7 @@ fn rewrite_client(
         let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
         let session = sessions.id(session);
         let sent = sent["params"]["prompt"].clone();
-        cx.fx
+        cx.fx()
             .event(at, Target::Session(session), Event::Reprimed { sent });
     }
     Some(out)
@@ -355,7 +355,7 @@ fn rewrite_agent(
         && with.handshake.dead.contains_key(id)
     {
         // The client may still answer the dead agent's request with this id.
-        let alias = cx.ids.renumber_agent(id);
+        let alias = cx.ids().renumber_agent(id);
         let mapped = map_agent_line(cx, sessions, peek, line, resolved.session);
         return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
             m.set("id", alias.to_json())
@@ -458,11 +458,11 @@ fn rewrite_agent_response(
         pending,
         slot,
     } = answer;
-    let original = cx.ids.restore(id);
+    let original = cx.ids().restore(id);
     let client_id = original.clone().unwrap_or_else(|| id.clone());
     let pending = match pending {
         Some(pending) => Some(pending),
-        None => cx.pending.get(&(Side::Client, client_id.clone())),
+        None => cx.pending().get(&(Side::Client, client_id.clone())),
     };
     let method = pending.map(|p| p.method.as_str());
     let session = pending.and_then(|p| p.session.clone());
@@ -478,14 +478,14 @@ fn rewrite_agent_response(
         Some("initialize") if !is_error => {
             handshake.agent_initialized = true;
             if let Some(agent) = AgentCaps::from_initialize(peek) {
-                cx.peers.agent = agent;
-                cx.peers.client.support.v2 = agent.v2;
+                cx.peers_mut().agent = agent;
+                cx.peers_mut().client.support.v2 = agent.v2;
                 // v2 clients take `notice` updates as a matter of course.
-                cx.peers.client.notices |= agent.v2;
+                cx.peers_mut().client.notices |= agent.v2;
                 let added = agent.missing(cx.emulates_loading(), *hosted);
                 out = capabilities::advertise(line, &added, agent.v2);
                 if out.is_some() {
-                    cx.fx.push(Action::Log(format!(
+                    cx.fx().push(Action::Log(format!(
                         "advertising to the client on the agent's behalf: {}",
                         added.join(", ")
                     )));

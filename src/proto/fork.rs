@@ -30,11 +30,11 @@ impl Forks {
             return;
         };
         let parent = std::mem::replace(&mut request.session, SessionId::from(""));
-        request.session = SessionId::from(fork_id(&parent, at, cx.fx.next_seq()));
-        request.request = Some(cx.fx.client_record(at, peek, line));
+        request.session = SessionId::from(fork_id(&parent, at, cx.fx().next_seq()));
+        request.request = Some(cx.fx().client_record(at, peek, line));
         request.fork = true;
         let op = cx.next_op();
-        cx.fx.push(Action::ForkJournal {
+        cx.fx().push(Action::ForkJournal {
             op,
             parent,
             fork: request.session.clone(),
@@ -60,11 +60,11 @@ impl Forks {
             Ok(()) => loads.start(cx, op, request),
             Err(error) => {
                 if let Some(record) = request.request {
-                    cx.fx.journal(Target::Run, record);
+                    cx.fx().journal(Target::Run, record);
                 }
                 if let Asker::Client(id) = &request.asker {
                     let error = error_json(-32002, &error, None);
-                    cx.fx.answer(at, Target::Run, id, Err(&error));
+                    cx.fx().answer(at, Target::Run, id, Err(&error));
                 }
             }
         }

@@ -497,9 +497,9 @@ impl Lists {
                 "{}\n",
                 json!({"jsonrpc": "2.0", "method": "session/list_changed", "params": {"cwd": cwd}})
             ));
-            let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
-            cx.fx.journal(Target::Run, record);
-            cx.fx.forward(Side::Client, line);
+            let record = cx.fx().proxy_record(at, Side::Agent, line.clone());
+            cx.fx().journal(Target::Run, record);
+            cx.fx().forward(Side::Client, line);
         }
     }
 
@@ -528,7 +528,7 @@ impl Lists {
             return self.try_merge(sessions, op);
         }
         let list = self.remove(op)?;
-        cx.fx.answer(
+        cx.fx().answer(
             at,
             Target::Run,
             &list.client_id,
@@ -552,7 +552,7 @@ impl Lists {
         // With an agent that lists: the first page and the merged ones go to it; a page of the
         // journal's rows after the agent's last is served here.
         let (forwarded, agent_cursor, after) = match cursor.as_deref().map(decode_cursor) {
-            _ if !cx.peers.agent.list => (false, None, None),
+            _ if !cx.peers_mut().agent.list => (false, None, None),
             Some(Some(Cursor::Merged(agent, updated, session))) => {
                 (true, Some(agent), Some((updated, session)))
             }
@@ -563,7 +563,7 @@ impl Lists {
             None => (true, None, None),
         };
         if !forwarded
-            && cx.peers.client.list_changed
+            && cx.peers().client.list_changed
             && let Some(cwd) = envelope::str_field(peek.params, "cwd")
         {
             self.watch(cwd, at.mono_us);
@@ -588,14 +588,12 @@ impl Lists {
                 live: HashSet::default(),
             },
         );
-        cx.fx.push(Action::FetchSessions {
-            request: op,
-            agent: cx.peers.initialize.response.clone(),
-        });
+        let agent = cx.peers().initialize.response.clone();
+        cx.fx().push(Action::FetchSessions { request: op, agent });
         if forwarded {
             return false;
         }
-        cx.fx.journal_client(at, Target::Run, peek, line);
+        cx.fx().journal_client(at, Target::Run, peek, line);
         true
     }
 
@@ -605,10 +603,11 @@ impl Lists {
         let Some(list) = self.remove(op) else {
             return;
         };
-        cx.fx
+        cx.fx()
             .journal_client(at, Target::Run, &envelope::peek(line), line);
         let error = error_json(-32800, "Request cancelled", Some(json!({"reason": why})));
-        cx.fx.answer(at, Target::Run, &list.client_id, Err(&error));
+        cx.fx()
+            .answer(at, Target::Run, &list.client_id, Err(&error));
     }
 
     /// The agent answered (`msg`) list `op`, forwarded to it: the answer is kept (under the

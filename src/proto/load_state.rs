@@ -141,7 +141,7 @@ impl Load {
         matches!(self.asker, Asker::Client(_))
             && self.agent_failed.is_none()
             && !self.fork
-            && (cx.peers.agent.load || cx.peers.agent.resume)
+            && (cx.peers().agent.load || cx.peers().agent.resume)
     }
 
     /// The load's session has no journal: the load ends. The client gets the agent's own
@@ -161,20 +161,20 @@ impl Load {
         };
         if let Some(failed) = l.agent_failed {
             // Nothing to fall back on: the client gets the agent's answer.
-            let record = cx.fx.agent_record(at, failed.clone());
-            cx.fx.journal(Target::Session(l.session.clone()), record);
-            cx.fx.forward(Side::Client, failed);
+            let record = cx.fx().agent_record(at, failed.clone());
+            cx.fx().journal(Target::Session(l.session.clone()), record);
+            cx.fx().forward(Side::Client, failed);
             return Progress::Done;
         }
         if let Some(request) = l.request {
-            cx.fx.journal(Target::Run, request);
+            cx.fx().journal(Target::Run, request);
         }
         let error = error_json(
             -32002,
             "Resource not found: no journal for this session",
             Some(json!({"sessionId": &*l.session})),
         );
-        cx.fx.answer(at, Target::Run, &id, Err(&error));
+        cx.fx().answer(at, Target::Run, &id, Err(&error));
         Progress::Done
     }
 
@@ -198,13 +198,13 @@ impl Load {
             }
         };
         if let Some(request) = l.request {
-            cx.fx.journal(Target::Run, request);
+            cx.fx().journal(Target::Run, request);
         }
         if let Some(failed) = l.agent_failed {
-            let record = cx.fx.proxy_record(at, Side::Agent, failed);
-            cx.fx.journal(Target::Run, record);
+            let record = cx.fx().proxy_record(at, Side::Agent, failed);
+            cx.fx().journal(Target::Run, record);
         }
-        cx.fx.answer(at, Target::Run, &id, Err(&error));
+        cx.fx().answer(at, Target::Run, &id, Err(&error));
         Progress::Done
     }
 
@@ -219,7 +219,7 @@ impl Load {
         fresh: bool,
     ) -> Mapping {
         let session = &self.session;
-        let (reprime, turns) = match fresh && cx.config.reprime && self.summary.turns > 0 {
+        let (reprime, turns) = match fresh && cx.config().reprime && self.summary.turns > 0 {
             true => (Some(self.summary.transcript.clone()), self.summary.turns),
             false => (None, 0),
         };
@@ -230,14 +230,14 @@ impl Load {
             prefix: mapping::prefix_at(at.unix_us),
             reprime,
         };
-        cx.fx.event(
+        cx.fx().event(
             at,
             Target::Session(session.clone()),
             Event::SessionMapped {
                 agent_session: agent.to_string(),
             },
         );
-        cx.fx.push(Action::Catalog(CatalogUpdate::Alias {
+        cx.fx().push(Action::Catalog(CatalogUpdate::Alias {
             session: session.clone(),
             agent: agent.clone(),
         }));
@@ -250,7 +250,7 @@ impl Load {
                 "it does not remember the earlier conversation".to_string()
             };
             // Why the agent's own copy was not used, as it is.
-            let can_load = cx.peers.agent.load || cx.peers.agent.resume;
+            let can_load = cx.peers().agent.load || cx.peers().agent.resume;
             let why = if fork {
                 "The agent cannot fork sessions".to_string()
             } else if agent_failed {
@@ -272,9 +272,9 @@ impl Load {
             let message = format!(
                 "{why}: acp-journal replayed session {session} from its journal and started a new agent session ({agent}); {what}."
             );
-            cx.fx.push(Action::Log(message.clone()));
-            if cx.peers.client.notices {
-                cx.fx.notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
+            cx.fx().push(Action::Log(message.clone()));
+            if cx.peers().client.notices {
+                cx.fx().notify_client(at, session, json!({"sessionUpdate": "notice", "severity": "info", "title": "Conversation restored from the journal", "description": message}));
             }
         }
         mapping
@@ -421,14 +421,14 @@ pub(super) fn still_the_agents_cursors(
     let Some(cursors) = &summary.cursors else {
         return;
     };
-    let agent = (cx.peers.initialize.response.as_ref())
+    let agent = (cx.peers().initialize.response.as_ref())
         .and_then(|r| serde_json::from_slice(r).ok())
         .and_then(|r| crate::acp::agent_title(&r));
     if agent != cursors.agent || sessions.agent_id(session).as_str() != cursors.agent_session {
         return;
     }
     for update in &cursors.updates {
-        cx.fx.notify_client(at, session, update.clone());
+        cx.fx().notify_client(at, session, update.clone());
     }
 }
 

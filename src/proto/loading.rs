@@ -124,7 +124,7 @@ impl Loads {
         }
         let support = ClientSupport {
             tail,
-            ..cx.peers.replay_support()
+            ..cx.peers().replay_support()
         };
         let load = Load {
             asker,
@@ -146,14 +146,15 @@ impl Loads {
             }
         }
         self.loads.insert(op, load);
-        cx.fx.push(Action::FetchHistory {
+        let fetch = Action::FetchHistory {
             load: op,
             session,
             support,
-            transcript_limit: cx.config.reprime_limit,
-            until: live.then(|| cx.fx.next_seq()),
-            agent: cx.peers.initialize.response.clone(),
-        });
+            transcript_limit: cx.config().reprime_limit,
+            until: live.then(|| cx.fx().next_seq()),
+            agent: cx.peers().initialize.response.clone(),
+        };
+        cx.fx().push(fetch);
     }
 
     fn remove(&mut self, op: u64) -> Option<Load> {
@@ -190,8 +191,8 @@ impl Loads {
                     }
                     for line in lines {
                         match &l.asker {
-                            Asker::Client(id) => cx.fx.forward_to_asker(id, line),
-                            Asker::Restore(_) => cx.fx.forward(Side::Client, line),
+                            Asker::Client(id) => cx.fx().forward_to_asker(id, line),
+                            Asker::Restore(_) => cx.fx().forward(Side::Client, line),
                         }
                     }
                 }
@@ -243,18 +244,20 @@ impl Loads {
         l.summary = summary;
         let cwd = l.setup.cwd.clone();
         let request = l.request.take();
-        sessions.open_journal(&mut cx.fx, &session, cwd, &cx.peers.initialize);
+        if sessions.open_journal(&session) {
+            cx.open_journal(session.clone(), cwd);
+        }
         if let Some(request) = request {
-            cx.fx.journal(Target::Session(session.clone()), request);
+            cx.fx().journal(Target::Session(session.clone()), request);
         }
         if let Some(failed) = l.agent_failed.clone() {
             // Consumed: the client gets the load served from the journal instead.
-            let record = cx.fx.proxy_record(at, Side::Agent, failed);
-            cx.fx.journal(Target::Session(session.clone()), record);
+            let record = cx.fx().proxy_record(at, Side::Agent, failed);
+            cx.fx().journal(Target::Session(session.clone()), record);
         }
         // A load tells what it replayed; a resume or a restore replays nothing.
         if l.replay {
-            cx.fx.event(
+            cx.fx().event(
                 at,
                 Target::Session(session.clone()),
                 Event::Replayed { lines: replayed },
@@ -286,7 +289,7 @@ impl Loads {
             hide,
             params,
             secret,
-        } = l.bring_up_by(&cx.peers.agent, &cx.config);
+        } = l.bring_up_by(&cx.peers().agent, cx.config());
         sessions.entry(&session).set_starting(hide);
         if let Some(copy) = underneath.filter(|copy| copy.as_str() != &*session) {
             // Its lines (a native load's replay, to hide) are the session's from now on.
@@ -326,9 +329,9 @@ impl Loads {
             bytes: line,
         } = msg;
         let session = self.session(op);
-        let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
+        let record = cx.fx().proxy_record(at, Side::Agent, line.clone());
         let target = session.clone().map_or(Target::Run, Target::Session);
-        cx.fx.journal(target, record);
+        cx.fx().journal(target, record);
         let Some(session) = session else {
             return Progress::Going; // cancelled meanwhile
         };
@@ -426,7 +429,7 @@ impl Loads {
                 Underneath::Resume => "session/resume",
                 Underneath::New => "session/new",
             };
-            cx.fx.event(
+            cx.fx().event(
                 at,
                 Target::Session(session.clone()),
                 Event::SessionRestored { how: how.into() },
@@ -482,7 +485,9 @@ impl Loads {
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
-        let (params, secret) = l.setup.to_params(&cx.peers.agent, cx.config.offer_history);
+        let (params, secret) = l
+            .setup
+            .to_params(&cx.peers().agent, cx.config().offer_history);
         self.set_phase(op, Phase::Starting);
         cx.request(
             at,
@@ -528,7 +533,7 @@ impl Loads {
                 sessions.entry(&l.session).set_live();
                 if l.replay && l.support.v2 {
                     // v2: the replay's end is told (the schema's `replay_complete`).
-                    cx.fx.notify_client(
+                    cx.fx().notify_client(
                         at,
                         &l.session,
                         json!({"sessionUpdate": "replay_complete"}),
@@ -539,7 +544,7 @@ impl Loads {
                 }
                 if l.support.v2 {
                     // v2: the current state follows any replay and comes before the answer.
-                    cx.fx.notify_client(
+                    cx.fx().notify_client(
                         at,
                         &l.session,
                         json!({"sessionUpdate": "state_update", "state": "idle"}),
@@ -549,7 +554,7 @@ impl Loads {
                 if l.fork {
                     answer.set("sessionId", json_string(&l.session));
                 }
-                cx.fx.answer(at, target, &id, Ok(&answer.to_json()));
+                cx.fx().answer(at, target, &id, Ok(&answer.to_json()));
                 Progress::Done
             }
             (Ok(()), Asker::Restore(mut lines)) => {
@@ -560,7 +565,7 @@ impl Loads {
                 if let Some(session) = sessions.get_mut(&l.session) {
                     session.set_not_live();
                 }
-                cx.fx.answer(at, target, &id, Err(&error));
+                cx.fx().answer(at, target, &id, Err(&error));
                 Progress::Done
             }
             (Err(error), Asker::Restore(mut lines)) => {
@@ -577,7 +582,7 @@ impl Loads {
     fn abandon(&mut self, cx: &mut Cx, sessions: &mut SessionTable, op: u64) -> Option<Load> {
         let mut l = self.remove(op)?;
         if matches!(l.phase, Phase::Fetching { .. }) {
-            cx.fx.push(Action::CancelHistory { load: op });
+            cx.fx().push(Action::CancelHistory { load: op });
         } else {
             if let Some(session) = sessions.get_mut(&l.session) {
                 session.set_not_live();
@@ -586,9 +591,11 @@ impl Loads {
         if let Some(session) = sessions.get_mut(&l.session) {
             session.stop_hiding();
         }
-        sessions.open_journal(&mut cx.fx, &l.session, None, &cx.peers.initialize);
+        if sessions.open_journal(&l.session) {
+            cx.open_journal(l.session.clone(), None);
+        }
         if let Some(request) = l.request.take() {
-            cx.fx.journal(Target::Session(l.session.clone()), request);
+            cx.fx().journal(Target::Session(l.session.clone()), request);
         }
         Some(l)
     }
@@ -610,9 +617,9 @@ impl Loads {
             return;
         };
         let target = Target::Session(l.session.clone());
-        cx.fx
+        cx.fx()
             .journal_client(at, target.clone(), &crate::wire::envelope::peek(line), line);
-        cx.fx.answer(
+        cx.fx().answer(
             at,
             target,
             id,
@@ -640,7 +647,7 @@ impl Loads {
         let error = error(l.method());
         match l.asker {
             Asker::Client(id) => {
-                cx.fx
+                cx.fx()
                     .answer(at, Target::Session(l.session.clone()), &id, Err(&error));
                 Progress::Done
             }
@@ -670,7 +677,7 @@ impl Loads {
         let Some(mut request) = parse_request(cx, at, id, peek, line, replay) else {
             return;
         };
-        request.request = Some(cx.fx.client_record(at, peek, line));
+        request.request = Some(cx.fx().client_record(at, peek, line));
         request.live = live;
         let op = cx.next_op();
         self.start(cx, op, request);
@@ -689,9 +696,9 @@ pub(super) fn parse_request(
 ) -> Option<LoadRequest> {
     let request = LoadRequest::parse(id, peek, replay);
     if request.is_none() {
-        cx.fx.journal_client(at, Target::Run, peek, line);
+        cx.fx().journal_client(at, Target::Run, peek, line);
         let error = error_json(-32602, "Invalid params: sessionId is required", None);
-        cx.fx.answer(at, Target::Run, id, Err(&error));
+        cx.fx().answer(at, Target::Run, id, Err(&error));
     }
     request
 }

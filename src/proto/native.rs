@@ -34,17 +34,17 @@ pub(super) fn resume_v2(cx: &mut Cx, loads: &mut Loads, id: &RequestId, msg: Lin
             loads.serve(cx, id, msg, true, false);
             return Resume::Served;
         }
-        Some(_) if cx.peers.agent.resume => return Resume::Passes,
+        Some(_) if cx.peers_mut().agent.resume => return Resume::Passes,
         Some(other) => {
-            cx.fx.journal_client(at, Target::Run, peek, line);
+            cx.fx().journal_client(at, Target::Run, peek, line);
             let message =
                 format!("Invalid params: acp-journal cannot replay from a {other:?} cursor");
             let error = error_json(-32602, &message, Some(json!({"replayFrom": other})));
-            cx.fx.answer(at, Target::Run, id, Err(&error));
+            cx.fx().answer(at, Target::Run, id, Err(&error));
             return Resume::Served;
         }
     };
-    if !cx.peers.agent.resume {
+    if !cx.peers().agent.resume {
         loads.serve(cx, id, msg, replay, false);
         return Resume::Served;
     }
@@ -92,7 +92,7 @@ pub(super) fn native_answered(
     let Kind::Response { id, is_error } = &peek.kind else {
         return NativeAnswer::Passes(Vec::new());
     };
-    let client_id = cx.ids.client_id(id);
+    let client_id = cx.ids().client_id(id);
     let Some(native) = session.native_load_mut() else {
         return NativeAnswer::Passes(Vec::new());
     };
@@ -114,7 +114,7 @@ pub(super) fn native_answered(
     }
     // Served from the journal: the answer, and the pending entry the route handed on with it,
     // go no further.
-    cx.ids.restore(id);
+    cx.ids().restore(id);
     session.end_native_load(&client_id);
     request.replay &= !overflowed;
     request.agent_failed = Some(line.clone());

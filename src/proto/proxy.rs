@@ -111,10 +111,10 @@ impl Proxy {
             if self.connections.unsettled() {
                 self.settle();
             }
-            let routed = match self.cx.fx.pop()? {
+            let routed = match self.cx.fx().pop()? {
                 Queued::Action(action @ (Action::FetchSessions { .. } | Action::Catalog(_))) => {
                     let facts = self.sessions.take_facts();
-                    return Some(update_facts::facts_before(facts, &mut self.cx.fx, action));
+                    return Some(update_facts::facts_before(facts, self.cx.fx(), action));
                 }
                 Queued::Action(action) => return Some(action),
                 Queued::ToClients(line) => self.connections.route(line, &self.sessions),
@@ -175,13 +175,13 @@ impl Proxy {
     /// Requests still awaiting a response (both directions), for tests of the core.
     #[cfg(test)]
     pub(super) fn pending_requests(&self) -> usize {
-        self.cx.pending.len()
+        self.cx.pending().len()
     }
 
     /// Lookups of the pending table by key so far, for tests of the core.
     #[cfg(test)]
     pub(super) fn pending_lookups(&self) -> usize {
-        self.cx.pending.lookups()
+        self.cx.pending().lookups()
     }
 
     /// Time to write what the catalog learned with the turns (about once a second, and at the
@@ -189,13 +189,13 @@ impl Proxy {
     pub fn handle_facts_due(&mut self) {
         let facts = self.sessions.take_facts();
         if !facts.is_empty() {
-            self.cx.fx.push(Action::TurnFacts(facts));
+            self.cx.fx().push(Action::TurnFacts(facts));
         }
     }
 
     /// Sequence number of the next record.
     pub fn next_seq(&self) -> u64 {
-        self.cx.fx.next_seq()
+        self.cx.next_seq()
     }
 
     /// A whole line from `from` (terminator included; a final line at EOF may lack it).
@@ -215,7 +215,7 @@ impl Proxy {
         if let Some(slot) = slot {
             self.sessions[slot].attach(conn);
         }
-        let echo_prompts = !self.cx.peers.agent.v2;
+        let echo_prompts = !self.cx.peers().agent.v2;
         match self
             .connections
             .inbound(conn, &peek, &line, &self.sessions, echo_prompts)
@@ -237,10 +237,10 @@ impl Proxy {
                 let peek = envelope::peek(&renumbered);
                 let later = conn != ConnId::FIRST;
                 // A load or attach replays what this connection declared it takes.
-                self.cx.peers.joining(self.connections.support(conn));
+                self.cx.peers_mut().joining(self.connections.support(conn));
                 let arrival = Arrival { later, slot };
                 self.dispatch(at, Side::Client, &peek, &renumbered, Some(arrival));
-                self.cx.peers.joined();
+                self.cx.peers_mut().joined();
             }
             Inbound::Refused(renumbered, sent, error) => {
                 clients::refused(&mut self.cx, at, &renumbered, &sent, &error);
@@ -290,7 +290,7 @@ impl Proxy {
         line: &Bytes,
         arrival: Option<Arrival>,
     ) {
-        self.cx.now = at;
+        self.cx.arrived(at);
         let msg = Line {
             at,
             peek,
@@ -404,7 +404,7 @@ impl Proxy {
             for line in waited.unwrap_or_default() {
                 self.handle_line(at, Peer::Agent, line);
             }
-            self.stderr.flush(&mut self.cx.fx, at, true);
+            self.stderr.flush(self.cx.fx(), at, true);
             self.agent_ended = true;
             if !self.client_ended {
                 // Answer every client request still waiting on the agent, whether the proxy
@@ -414,7 +414,7 @@ impl Proxy {
                 self.drop_agent(at, restart::agent_exited);
                 self.handshake.refuse_held(&mut self.cx, &self.sessions, at);
             }
-            self.cx.fx.event(at, Target::Run, Event::Eof { from });
+            self.cx.fx().event(at, Target::Run, Event::Eof { from });
         } else {
             self.handle_clients_gone(at);
         }
@@ -427,8 +427,8 @@ impl Proxy {
         self.dispatch_all(at, Side::Client, held);
         self.client_ended = true;
         let from = Side::Client;
-        self.cx.fx.event(at, Target::Run, Event::Eof { from });
-        self.cx.fx.push(Action::CloseAgentStdin);
+        self.cx.fx().event(at, Target::Run, Event::Eof { from });
+        self.cx.fx().push(Action::CloseAgentStdin);
     }
 
     /// True once the current agent answered `initialize` successfully.
@@ -440,12 +440,12 @@ impl Proxy {
     /// writes stays one record, so redaction sees it whole); a partial line is held until its
     /// newline, 64 KiB, or the agent's end.
     pub fn handle_stderr(&mut self, at: Stamp, chunk: Bytes) {
-        self.stderr.push(&mut self.cx.fx, at, &chunk);
+        self.stderr.push(self.cx.fx(), at, &chunk);
     }
 
     /// Something the shell observed, journaled with the connection.
     pub fn handle_event(&mut self, at: Stamp, event: Event) {
-        self.cx.fx.event(at, Target::Run, event);
+        self.cx.fx().event(at, Target::Run, event);
     }
 
     /// A chunk of a session's history, answering [`Action::FetchHistory`].
@@ -466,7 +466,7 @@ impl Proxy {
             Progress::Restored(lines) => self.dispatch_all(at, Side::Client, lines),
             Progress::Unrestored { lines, error } => {
                 for line in lines {
-                    self.cx.refuse(&self.sessions, at, &line, &error);
+                    clients::refuse(&mut self.cx, &self.sessions, at, &line, &error);
                 }
             }
         }
@@ -478,14 +478,14 @@ impl Proxy {
     /// recorder (`--load off`), the current agent answered `initialize`, and the client is
     /// connected.
     pub fn can_restart(&self) -> bool {
-        self.handshake.can_restart(&self.cx.config) && !self.client_ended
+        self.handshake.can_restart(self.cx.config()) && !self.client_ended
     }
 
     /// False while the client lines held for the agent (a restarted agent being initialized,
     /// lost sessions being restored) reach [`Config::held_limit`] bytes: the shell then stops
     /// reading the client until they have gone on, as a full pipe would.
     pub fn reads_client(&self) -> bool {
-        self.handshake.held_bytes() + self.loads.held_bytes() < self.cx.config.held_limit
+        self.handshake.held_bytes() + self.loads.held_bytes() < self.cx.config().held_limit
     }
 
     /// When the core next needs [`Proxy::handle_tick`] (monotonic microseconds, as in
@@ -494,7 +494,7 @@ impl Proxy {
     /// stalling (`--stall-timeout`), an agent request waiting for a client to attach running
     /// out of time, or a `session/list_changed` watch ending. `None`: no timer runs.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let config = &self.cx.config;
+        let config = self.cx.config();
         let waiting = self.connections.oldest_waiting();
         [
             self.handshake.next_timer(config),
@@ -513,7 +513,7 @@ impl Proxy {
     /// time; agent requests nobody attached to answer in time are answered; list watches over
     /// end. Call when [`Proxy::poll_timeout`] says (calling more often does no harm).
     pub fn handle_tick(&mut self, at: Stamp) {
-        self.cx.now.mono_us = at.mono_us;
+        self.cx.passed(at.mono_us);
         self.handshake.check(&mut self.cx, &self.sessions, at);
         clients::expire_waiting(&mut self.cx, &mut self.sessions, &mut self.connections, at);
         self.lists.end_watches(at.mono_us);
@@ -539,10 +539,10 @@ impl Proxy {
         for line in waited.unwrap_or_default() {
             self.handle_line(at, Peer::Agent, line);
         }
-        self.stderr.flush(&mut self.cx.fx, at, true);
+        self.stderr.flush(self.cx.fx(), at, true);
         let lost = self.sessions.lose_live(self.handshake.count_restart());
         let waiting = self.handshake.agent_lost(&mut self.cx, &lost, at, code);
-        self.drop_agent(at, restart::lost_error(self.cx.config.remote));
+        self.drop_agent(at, restart::lost_error(self.cx.config().remote));
         self.handshake.restart(&mut self.cx, at, waiting);
     }
 
@@ -584,7 +584,7 @@ impl Proxy {
     /// Sessions of these working directories changed in the journals (this proxy or another
     /// started, updated or ended one): tell the client, for each it watches.
     pub fn handle_journals_changed(&mut self, at: Stamp, cwds: &[String]) {
-        self.cx.now.mono_us = at.mono_us;
+        self.cx.passed(at.mono_us);
         self.lists.journals_changed(&mut self.cx, at, cwds);
     }
 

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::capabilities::AgentCaps;
+use super::clients;
 use super::context::Cx;
 use super::held::HeldLines;
 use super::listing::Lists;
@@ -195,12 +196,12 @@ impl Handshake {
         at: Stamp,
         code: i32,
     ) -> Option<Reinit> {
-        let remote = cx.config.remote;
+        let remote = cx.config().remote;
         let event = || match remote {
             true => Event::HostDropped,
             false => Event::AgentRestarted { code },
         };
-        cx.fx.event(at, Target::Run, event());
+        cx.fx().event(at, Target::Run, event());
         let waiting = self.reinit.take();
         let message = match (remote, &waiting) {
             (false, _) => format!(
@@ -208,14 +209,14 @@ impl Handshake {
             ),
             (true, None) => format!(
                 "the connection to the host dropped: connecting again; requests wait for it up to {} s (--init-timeout)",
-                secs(cx.config.reinit_timeout_us)
+                secs(cx.config().reinit_timeout_us)
             ),
             (true, Some(_)) => "connecting to the host again".to_string(),
         };
-        cx.fx.push(Action::Log(message.clone()));
+        cx.fx().push(Action::Log(message.clone()));
         // Each session tells of the restart first, then of the requests it failed.
         for s in lost {
-            cx.fx.event(at, Target::Session(s.clone()), event());
+            cx.fx().event(at, Target::Session(s.clone()), event());
         }
         if !remote {
             notice(cx, at, lost, "warning", "The agent was restarted", &message);
@@ -229,7 +230,7 @@ impl Handshake {
     /// client lines wait until it has answered.
     pub(super) fn restart(&mut self, cx: &mut Cx, at: Stamp, waiting: Option<Reinit>) {
         let dead = &mut self.dead;
-        cx.pending.retain(|(side, id), p| {
+        cx.pending_mut().retain(|(side, id), p| {
             if *side == Side::Agent {
                 dead.insert(id.clone(), p.session.take());
             }
@@ -261,13 +262,13 @@ impl Handshake {
             peek,
             bytes: line,
         } = msg;
-        let record = cx.fx.proxy_record(at, Side::Agent, line.clone());
-        cx.fx.journal(Target::Run, record);
+        let record = cx.fx().proxy_record(at, Side::Agent, line.clone());
+        cx.fx().journal(Target::Run, record);
         match purpose {
             Purpose::Reinitialize if !failed => {
                 self.agent_initialized = true;
                 if let Some(agent) = AgentCaps::from_initialize(peek) {
-                    cx.peers.agent = agent;
+                    cx.peers_mut().agent = agent;
                 }
                 self.host_back(cx, sessions, at);
                 if let Some(auth) = self.client_auth.clone() {
@@ -276,7 +277,7 @@ impl Handshake {
                 }
             }
             Purpose::Reinitialize | Purpose::Reauthenticate if failed => {
-                cx.fx.push(Action::Log(format!(
+                cx.fx().push(Action::Log(format!(
                     "the restarted agent refused the client's recorded request: {}",
                     String::from_utf8_lossy(line).trim_end()
                 )));
@@ -289,7 +290,7 @@ impl Handshake {
     /// A host connected to again answered `initialize`: the log says it is back, and so is the
     /// client told if it was told the host is unreachable.
     fn host_back(&self, cx: &mut Cx, sessions: &SessionTable, at: Stamp) {
-        let Some(reinit) = self.reinit.as_ref().filter(|_| cx.config.remote) else {
+        let Some(reinit) = self.reinit.as_ref().filter(|_| cx.config().remote) else {
             return;
         };
         let lost = if reinit.told {
@@ -297,7 +298,7 @@ impl Handshake {
         } else {
             Vec::new()
         };
-        cx.fx.push(Action::Log(format!(
+        cx.fx().push(Action::Log(format!(
             "the host is back after {:.1} s; its sessions are restored on their next request",
             secs(at.mono_us.saturating_sub(reinit.lost_since))
         )));
@@ -320,8 +321,8 @@ impl Handshake {
     /// as after a crash (within `--respawn`; else the proxy ends, answering every waiting
     /// request). A request that waited `reinit_timeout_us` across restarts is answered so too.
     pub(super) fn check(&mut self, cx: &mut Cx, sessions: &SessionTable, at: Stamp) {
-        let timeout = cx.config.reinit_timeout_us;
-        let remote = cx.config.remote;
+        let timeout = cx.config().reinit_timeout_us;
+        let remote = cx.config().remote;
         let Some(reinit) = self.reinit.as_mut() else {
             return;
         };
@@ -344,7 +345,7 @@ impl Handshake {
         let answered = requests.len();
         for line in requests {
             let method = envelope::peek(&line).method().unwrap_or("").to_string();
-            cx.refuse(sessions, at, &line, &not_back(remote, timeout, &method));
+            clients::refuse(cx, sessions, at, &line, &not_back(remote, timeout, &method));
         }
         let what = if remote {
             "the host"
@@ -356,20 +357,20 @@ impl Handshake {
             n => format!("; {n} request(s) waiting for it answered with an error"),
         };
         if give_up {
-            cx.fx
+            cx.fx()
                 .event(at, Target::Run, Event::InitTimeout { after_ms });
             let again = if remote {
                 "connecting again"
             } else {
                 "restarting it"
             };
-            cx.fx.push(Action::Log(format!(
+            cx.fx().push(Action::Log(format!(
                 "{what} did not answer initialize within {} s: {again}{told}",
                 secs(timeout)
             )));
-            cx.fx.push(Action::RestartAgent);
+            cx.fx().push(Action::RestartAgent);
         } else if answered > 0 {
-            cx.fx.push(Action::Log(format!(
+            cx.fx().push(Action::Log(format!(
                 "{answered} request(s) waited {} s for {what} to answer initialize: answered with an error",
                 secs(timeout)
             )));
@@ -390,7 +391,7 @@ impl Handshake {
         };
         let session = self.dead.remove(id).flatten();
         let target = session.map_or(Target::Run, Target::Session);
-        cx.fx.journal_client(at, target, peek, line);
+        cx.fx().journal_client(at, target, peek, line);
     }
 
     /// The restarted agent is ready (or will not be): the client lines that waited, to go on.
@@ -406,19 +407,19 @@ impl Handshake {
     pub(super) fn refuse_held(&mut self, cx: &mut Cx, sessions: &SessionTable, at: Stamp) {
         for line in self.end_reinit() {
             let error = agent_exited(envelope::peek(&line).method().unwrap_or(""));
-            cx.refuse(sessions, at, &line, &error);
+            clients::refuse(cx, sessions, at, &line, &error);
         }
     }
 }
 
 /// The log says a host has been unreachable for `down` seconds, and the client is told.
 fn tell_unreachable(cx: &mut Cx, at: Stamp, down: f64, lost: &[SessionId]) {
-    cx.fx.push(Action::Log(format!(
+    cx.fx().push(Action::Log(format!(
         "the host has been unreachable for {down:.1} s"
     )));
     let description = format!(
         "acp-journal lost its connection to the host and is connecting again; a message waits up to {} s for it (--init-timeout).",
-        secs(cx.config.reinit_timeout_us)
+        secs(cx.config().reinit_timeout_us)
     );
     notice(
         cx,
@@ -439,11 +440,11 @@ fn notice(
     title: &str,
     description: &str,
 ) {
-    if !cx.peers.client.notices {
+    if !cx.peers().client.notices {
         return;
     }
     for s in sessions {
-        cx.fx.notify_client(
+        cx.fx().notify_client(
             at,
             s,
             json!({"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}),
@@ -480,13 +481,13 @@ pub(super) fn restore_first(
     let s = session.id().clone();
     match (step, &peek.kind) {
         (Restore::Cancel, _) => {
-            cx.fx.journal_client(at, Target::Session(s), peek, line);
+            cx.fx().journal_client(at, Target::Session(s), peek, line);
         }
         (Restore::Close, Kind::Request { id, .. }) => {
-            cx.fx
+            cx.fx()
                 .journal_client(at, Target::Session(s.clone()), peek, line);
             session.set_not_live();
-            cx.fx.answer(at, Target::Session(s), id, Ok("{}"));
+            cx.fx().answer(at, Target::Session(s), id, Ok("{}"));
         }
         _ => {
             let setup = (session.setup().cloned())
@@ -514,7 +515,7 @@ pub(super) fn drop_agent(
         let progress = loads.agent_gone(cx, sessions, at, op, error);
         if let Progress::Unrestored { lines, error } = progress {
             for line in lines {
-                cx.refuse(sessions, at, &line, &error);
+                clients::refuse(cx, sessions, at, &line, &error);
             }
         }
     }
@@ -523,23 +524,24 @@ pub(super) fn drop_agent(
         lists.remove(op);
     }
     let mut waiting: Vec<(u64, RequestId)> = cx
-        .pending
+        .pending()
         .iter()
         .filter(|((side, _), _)| *side == Side::Client)
         .map(|((_, id), p)| (p.seq, id.clone()))
         .collect();
     waiting.sort_unstable_by_key(|(seq, _)| *seq);
     for (_, id) in waiting {
-        let Some(pending) = cx.pending.remove(&(Side::Client, id.clone())) else {
+        let Some(pending) = cx.pending_mut().remove(&(Side::Client, id.clone())) else {
             continue;
         };
         let target = match pending.session {
             Some(s) if sessions.journal_open(&s) => Target::Session(s),
             _ => Target::Run,
         };
-        cx.fx.answer(at, target, &id, Err(&error(&pending.method)));
+        cx.fx()
+            .answer(at, target, &id, Err(&error(&pending.method)));
     }
-    cx.ids.forget_agent();
+    cx.ids().forget_agent();
 }
 
 /// The agent is gone, and the sessions it was busy in (ACP v2: `busy`, in order of ID,
@@ -551,12 +553,12 @@ pub(super) fn turns_ended(cx: &mut Cx, at: Stamp, busy: &[SessionId], error: fn(
         .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
         .unwrap_or_default();
     for s in busy {
-        cx.fx.notify_client(
+        cx.fx().notify_client(
             at,
             s,
             json!({"sessionUpdate": "notice", "severity": "error", "title": "The turn ended with the agent", "description": reason}),
         );
-        cx.fx.notify_client(
+        cx.fx().notify_client(
             at,
             s,
             json!({"sessionUpdate": "state_update", "state": "idle"}),

@@ -115,7 +115,7 @@ pub(super) fn client(
     if handshake.reinit.is_some() && peek.is_message() {
         return (ClientRoute::AwaitAgent, slot);
     }
-    if cx.config.load == LoadMode::Off {
+    if cx.config().load == LoadMode::Off {
         return (ClientRoute::Relay, slot);
     }
     if let Kind::Response { id, .. } = &peek.kind {
@@ -165,7 +165,7 @@ fn owner_of(cx: &Cx, sessions: &SessionTable, owners: &Owners<'_>, peek: &Peek<'
 /// A later connection's `initialize` request (`peek`), once the agent answered the first's.
 fn initialize_again(cx: &Cx, peek: &Peek<'_>) -> bool {
     matches!(&peek.kind, Kind::Request { method, .. } if method == "initialize")
-        && (cx.peers.initialize.response.as_deref())
+        && (cx.peers().initialize.response.as_deref())
             .is_some_and(|answer| envelope::peek(answer).result.is_some())
 }
 
@@ -197,7 +197,7 @@ fn joining(
 ) -> Option<Join> {
     let live = session.is_some_and(Session::is_live);
     match method {
-        "session/load" | "session/resume" if live && !cx.peers.agent.v2 => Some(Join::Live {
+        "session/load" | "session/resume" if live && !cx.peers().agent.v2 => Some(Join::Live {
             replay: method == "session/load",
         }),
         // ACP v2: a resume replays with `replayFrom: {type: "start"}`, else nothing; another
@@ -236,7 +236,7 @@ pub(super) fn agent(
     if owners.reused.asking() && peek.is_message() {
         return (AgentRoute::AwaitFreeId, Resolved::default());
     }
-    if cx.config.load == LoadMode::Off {
+    if cx.config().load == LoadMode::Off {
         return (AgentRoute::Relay, Resolved::default());
     }
     match &peek.kind {
@@ -277,15 +277,15 @@ fn answer(
     id: &RequestId,
     failed: bool,
 ) -> (AgentRoute, Resolved) {
-    let key = (Side::Client, cx.ids.client_id(id));
+    let key = (Side::Client, cx.ids().client_id(id));
     let client_id = &key.1;
-    let pending = cx.pending.remove(&key).map(Box::new);
+    let pending = cx.pending_mut().remove(&key).map(Box::new);
     let slot = pending
         .as_ref()
         .and_then(|p| p.session.as_deref())
         .and_then(|s| sessions.slot(s));
     let route = match pending.as_ref().map(|p| p.method.as_str()) {
-        Some("session/new") if !failed && cx.config.asks_free_ids => AgentRoute::NewSession,
+        Some("session/new") if !failed && cx.config().asks_free_ids => AgentRoute::NewSession,
         Some("session/load" | "session/resume")
             if slot
                 .and_then(|x| sessions[x].native_load())
@@ -293,7 +293,7 @@ fn answer(
         {
             AgentRoute::NativeAnswer
         }
-        _ if let Some(purpose) = cx.ids.answered(id) => AgentRoute::OwnAnswer(purpose),
+        _ if let Some(purpose) = cx.ids().answered(id) => AgentRoute::OwnAnswer(purpose),
         Some("session/list") if let Some(op) = forwarded_list(lists, client_id) => {
             AgentRoute::ListAnswer(op)
         }
@@ -305,7 +305,7 @@ fn answer(
             (route, Resolved { session, answered })
         }
         (route, Some(pending)) => {
-            cx.pending.insert(key, *pending);
+            cx.pending_mut().insert(key, *pending);
             (route, Resolved::default())
         }
         (route, None) => (route, Resolved::default()),
@@ -374,7 +374,7 @@ fn hold_agent_line(cx: &Cx, sessions: &mut SessionTable, hold: Hold, line: &Byte
         Hold::NativeReplay(slot) => holding::hold_native_replay(sessions.at_mut(slot), line),
         Hold::Starting(session) => {
             let agent = AgentRef(session.as_str());
-            if sessions.hold_starting(agent, line, cx.config.held_limit) {
+            if sessions.hold_starting(agent, line, cx.config().held_limit) {
                 return Holding::Taken;
             }
             // Past the bound the lines go out as they come, after those held.
@@ -398,7 +398,7 @@ fn handling(cx: &Cx, method: &str, peek: &Peek<'_>) -> Handling {
         return Handling::Pass;
     }
     let emulates = cx.emulates_loading();
-    let agent = &cx.peers.agent;
+    let agent = cx.peers().agent;
     match method {
         "session/load" if cx.synthesizes_load() || (emulates && asks_tail(peek)) => {
             Handling::FromJournal { replay: true }
@@ -603,7 +603,7 @@ pub(super) fn take_agent(
             };
         }
         AgentRoute::AwaitFreeId => {
-            return match owners.reused.hold(line, cx.config.held_limit) {
+            return match owners.reused.hold(line, cx.config().held_limit) {
                 None => Taken::Done,
                 Some(lines) => Taken::Again {
                     from: Side::Agent,
@@ -612,7 +612,7 @@ pub(super) fn take_agent(
             };
         }
         AgentRoute::ListAnswer(op) => {
-            if let Some(merged) = owners.lists.agent_answered(&mut cx.ids, sessions, op, msg) {
+            if let Some(merged) = owners.lists.agent_answered(cx.ids(), sessions, op, msg) {
                 edits::forward_as_agent(cx, sessions, at, merged);
             }
             return Taken::Done;
@@ -620,7 +620,7 @@ pub(super) fn take_agent(
         AgentRoute::NewSession => {
             // The answer waits while the journals are asked about the ID it names, unless this
             // run opened it already.
-            return match owners.reused.ask(peek, line, sessions, &mut cx.fx) {
+            return match owners.reused.ask(peek, line, sessions, cx.fx()) {
                 true => Taken::Done,
                 false => Taken::Relay,
             };

@@ -33,15 +33,13 @@ pub(super) use session::Session;
 use bytes::Bytes;
 
 use super::agent_side::Mapping;
-use super::effects::Effects;
 use super::held::{HeldLines, HeldWhileStarting};
 use super::lookups::Lookups;
 use super::prompt::PromptWatch;
 use super::tree::TREE_LIMIT;
 use super::turn_facts::Facts;
 use super::vocab::{
-    Action, AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, IndexMap, Initialize,
-    SessionId, Stamp,
+    AgentRef, AgentSessionId, CatalogUpdate, ConnId, HashMap, IndexMap, SessionId, Stamp,
 };
 use crate::wire::envelope::RequestId;
 
@@ -99,23 +97,10 @@ impl<'a> SessionMut<'a> {
         }
     }
 
-    /// Its journal opened in this run (`OpenSession`, with `cwd` and the client's
-    /// `initialize`), unless it is already: true when it opened it.
-    pub(super) fn open_journal(
-        &mut self,
-        fx: &mut Effects,
-        cwd: Option<String>,
-        initialize: &Initialize,
-    ) -> bool {
-        if !self.session.open_journal() {
-            return false;
-        }
-        fx.push(Action::OpenSession {
-            session: self.id.clone(),
-            cwd,
-            initialize: initialize.clone(),
-        });
-        true
+    /// Its journal open in this run: true when it opened now, and the context must say so
+    /// ([`super::context::Cx::open_journal`]).
+    pub(super) fn open_journal(&mut self) -> bool {
+        self.session.open_journal()
     }
 }
 
@@ -339,17 +324,12 @@ impl SessionTable {
         self.sessions.get(s).is_some_and(Session::journal_open)
     }
 
-    /// Session `session`'s journal opened (the session made if the table has none), unless it
-    /// is already ([`SessionMut::open_journal`]): true when it opened it.
-    pub(super) fn open_journal(
-        &mut self,
-        fx: &mut Effects,
-        session: &SessionId,
-        cwd: Option<String>,
-        initialize: &Initialize,
-    ) -> bool {
+    /// Session `session`'s journal open in this run (the session made if the table has none),
+    /// unless it is already: true when it opened now, and the context must say so
+    /// ([`super::context::Cx::open_journal`]).
+    pub(super) fn open_journal(&mut self, session: &SessionId) -> bool {
         let slot = self.made(session);
-        self.at_mut(slot).open_journal(fx, cwd, initialize)
+        self.at_mut(slot).open_journal()
     }
 
     /// Map client-facing `session` to agent-side `mapping.agent`, persistently. While the session

@@ -15,11 +15,11 @@ use crate::wire::envelope::{Kind, Peek, RequestId};
 
 /// When the next prompt stalls (monotonic microseconds), with `--stall-timeout`.
 pub(super) fn next_check(cx: &Cx, sessions: &SessionTable) -> Option<u64> {
-    let timeout = cx.config.stall_timeout_us?;
+    let timeout = cx.config().stall_timeout_us?;
     if !sessions.prompting() {
         return None;
     }
-    let grace = cx.config.stall_grace_us;
+    let grace = cx.config().stall_grace_us;
     let watches = sessions.iter().filter_map(|(_, session)| session.watch());
     watches.filter_map(|w| w.next_check(timeout, grace)).min()
 }
@@ -31,7 +31,7 @@ pub(super) fn watched_prompt<'p>(
     from: Side,
     peek: &'p Peek<'_>,
 ) -> Option<(&'p RequestId, &'p str)> {
-    if cx.config.stall_timeout_us.is_none() || from != Side::Client {
+    if cx.config().stall_timeout_us.is_none() || from != Side::Client {
         return None;
     }
     match &peek.kind {
@@ -57,7 +57,7 @@ pub(super) fn active_session(
             None => sessions.client_of(AgentRef(s)),
         }),
         (Side::Client, Kind::Response { id, .. }) => cx
-            .pending
+            .pending()
             .get(&(Side::Agent, id.clone()))
             .and_then(|p| p.session.clone()),
         (Side::Client, _) => None,
@@ -71,16 +71,16 @@ pub(super) fn stalled<'a>(
     watches: impl Iterator<Item = (&'a SessionId, &'a mut PromptWatch)>,
     at: Stamp,
 ) -> Vec<(SessionId, Stall)> {
-    let Some(timeout) = cx.config.stall_timeout_us else {
+    let Some(timeout) = cx.config().stall_timeout_us else {
         return Vec::new();
     };
-    let pending = &cx.pending;
+    let pending = cx.pending();
     let waiting = |s: &str| {
         pending
             .iter()
             .any(|((side, _), p)| *side == Side::Agent && p.session.as_deref() == Some(s))
     };
-    let (now, grace) = (at.mono_us, cx.config.stall_grace_us);
+    let (now, grace) = (at.mono_us, cx.config().stall_grace_us);
     let mut stalls: Vec<(SessionId, Stall)> = watches
         .filter_map(|(s, watch)| {
             let stall = watch.check(now, timeout, grace, waiting(s))?;
@@ -100,7 +100,7 @@ pub(super) fn act(
     at: Stamp,
     stalls: Vec<(SessionId, Stall)>,
 ) {
-    let Some(timeout) = cx.config.stall_timeout_us else {
+    let Some(timeout) = cx.config().stall_timeout_us else {
         return;
     };
     let mut restart = false;
@@ -112,19 +112,19 @@ pub(super) fn act(
         let event = Event::PromptStalled {
             action: action.into(),
         };
-        cx.fx.event(at, Target::Session(s.clone()), event);
+        cx.fx().event(at, Target::Session(s.clone()), event);
         match stall {
             Stall::Cancel => {
-                cx.fx.push(Action::Log(format!(
+                cx.fx().push(Action::Log(format!(
                     "the agent sent nothing for session {s} for {} s: cancelling the prompt",
                     secs(timeout)
                 )));
                 let params = json!({"sessionId": sessions.agent_id(&s).as_str()}).to_string();
-                cx.fx
+                cx.fx()
                     .send_agent(at, Target::Session(s), None, "session/cancel", &params);
             }
             Stall::Restart => {
-                cx.fx.push(Action::Log(format!(
+                cx.fx().push(Action::Log(format!(
                     "the agent did not answer the cancelled prompt of session {s}: restarting it"
                 )));
                 restart = true;
@@ -132,6 +132,6 @@ pub(super) fn act(
         }
     }
     if restart {
-        cx.fx.push(Action::RestartAgent);
+        cx.fx().push(Action::RestartAgent);
     }
 }

@@ -90,7 +90,7 @@ pub(super) fn tell(cx: &mut Cx, session: SessionId, learnt: Learnt<'_>) -> bool 
     else {
         return false;
     };
-    cx.fx.push(Action::Catalog(CatalogUpdate::Info {
+    cx.fx().push(Action::Catalog(CatalogUpdate::Info {
         session,
         title,
         updated_at,
@@ -101,7 +101,7 @@ pub(super) fn tell(cx: &mut Cx, session: SessionId, learnt: Learnt<'_>) -> bool 
 /// What `session` (the client-facing one; `found`, for a state update: the table had it
 /// before the update) learns of an update passed through that is its own ([`Learnt::is_the_session_s`]).
 pub(super) fn learn(cx: &Cx, mut session: SessionMut<'_>, found: bool, learnt: Learnt<'_>) {
-    let t = cx.now.unix_us;
+    let t = cx.now().unix_us;
     match learnt {
         Learnt::Usage(update) => {
             let skip = ["sessionUpdate", "_meta"];

@@ -47,6 +47,7 @@ pub(super) fn attribute(
     let Resolved {
         session: slot,
         answered,
+        ..
     } = resolved;
     if let Kind::Response { id, is_error } = &peek.kind {
         // An answer's session is the one of the request it answers (in `slot` when the route

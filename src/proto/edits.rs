@@ -2,26 +2,25 @@
 //! they pass. To the agent: ids renumbered per connection, mapped sessions' IDs, the re-prime
 //! ([`super::mapping`]); the client's `initialize` and `authenticate` kept for a restart. To the
 //! client: the `initialize` answer advertising what the proxy adds ([`super::capabilities`]),
-//! restored ids, mapped sessions' IDs; and from the answers, the agent's capabilities and the
-//! sessions it started, loaded or closed. Every edit keeps the members it does not change byte
-//! for byte ([`crate::wire::rewrite`]).
+//! restored ids, mapped sessions' IDs, a new session's fresh ID; and from the answers, the
+//! agent's capabilities. What a line changes in its sessions the route applied before
+//! ([`super::route::relay`]), through the sessions' own methods; the edits read the table,
+//! and what those transitions left them ([`super::pending::Carried`]). Every edit keeps the
+//! members it does not change byte for byte ([`crate::wire::rewrite`]).
 
 use bytes::Bytes;
 
-use super::agent_side::Mapping;
 use super::attribution;
 use super::capabilities::{self, AgentCaps, ClientCaps};
 use super::context::Cx;
 use super::listing::Lists;
 use super::mapping;
 use super::offer;
-use super::pending::{Pending, Resolved};
+use super::pending::{Carried, Pending, Resolved};
 use super::restart::Handshake;
 use super::reused_ids::ReusedIds;
-use super::sessions::{Session, SessionTable, Slot};
-use super::stalls;
-use super::update_facts::{self, Learnt};
-use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, Stamp, Target};
+use super::sessions::{Session, SessionTable};
+use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, SessionId, Stamp, Target};
 use crate::journal::Event;
 use crate::journal::format::Body;
 use crate::wire::Side;
@@ -42,7 +41,8 @@ pub(super) struct Relaying<'a> {
 /// A line the proxy does not consume (`msg`, from `from`): edited where it must be,
 /// journaled, forwarded (with what `with` holds), with what the route resolved of it
 /// (`resolved`: its session's slot; an agent's answer's pending entry, when the route took it
-/// out of the table); what it did not resolve is looked up.
+/// out of the table; what its session's transition left the edits); what it did not resolve is
+/// looked up. The table is written by the journaling only ([`super::attribution`]).
 pub(super) fn relay(
     cx: &mut Cx,
     sessions: &mut SessionTable,
@@ -56,19 +56,9 @@ pub(super) fn relay(
         peek,
         bytes: line,
     } = msg;
-    let mut slot = resolved.session;
-    // A client's prompt starts its session's stall watch (`--stall-timeout`).
-    if let Some((id, s)) = stalls::watched_prompt(cx, from, peek) {
-        let made = slot.unwrap_or_else(|| {
-            let s = sessions.id(s);
-            sessions.made(&s)
-        });
-        sessions.at_mut(made).start_prompt(id.clone(), at);
-        slot = Some(made);
-    }
     let rewritten = match (cx.config().load, from) {
         (LoadMode::Off, _) => None,
-        (_, Side::Client) => rewrite_client(cx, sessions, with, msg, slot),
+        (_, Side::Client) => rewrite_client(cx, sessions, with, msg, &resolved),
         (_, Side::Agent) => rewrite_agent(cx, sessions, with, peek, line, &resolved),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
@@ -111,26 +101,6 @@ pub(super) fn relay(
             let forward = out.unwrap_or_else(|| line.clone());
             journal_and_forward(cx, sessions, from, msg, forward, edit, resolved);
         }
-    }
-}
-
-/// Journal and forward agent lines that were held, in order ([`relay`]).
-pub(super) fn relay_held(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    with: &mut Relaying<'_>,
-    at: Stamp,
-    lines: Vec<Bytes>,
-) {
-    for line in lines {
-        let peek = envelope::peek(&line);
-        let msg = Line {
-            at,
-            peek: &peek,
-            bytes: &line,
-        };
-        let resolved = Resolved::default();
-        relay(cx, sessions, with, Side::Agent, msg, resolved);
     }
 }
 
@@ -205,14 +175,14 @@ fn journal_and_forward(
     cx.fx().forward(from.other(), forward);
 }
 
-/// Client line edits on the way to the agent (`msg`; its session in `slot` when the route
-/// resolved it): renumbered ids, mapped session IDs, re-priming.
+/// Client line edits on the way to the agent (`msg`; its session's slot in `resolved` when the
+/// route resolved it, and a prompt's re-prime): renumbered ids, mapped session IDs, re-priming.
 fn rewrite_client(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     with: &mut Relaying<'_>,
     msg: Line<'_>,
-    slot: Option<Slot>,
+    resolved: &Resolved,
 ) -> Option<Vec<u8>> {
     let Relaying {
         handshake, lists, ..
@@ -254,24 +224,25 @@ fn rewrite_client(
     // Only requests and notifications are mapped: an object without a method is no
     // message of the session, and passes unchanged.
     let session = peek.session.as_deref().filter(|_| method.is_some());
-    let prompt = method == Some("session/prompt");
-    let (agent_session, reprime) = session
-        .and_then(|s| slot.or_else(|| sessions.slot(s)))
-        .and_then(|slot| sessions[slot].edit_for_agent(prompt))
-        .unzip();
-    let reprime = reprime.flatten();
+    let agent_session = session
+        .and_then(|s| resolved.session.or_else(|| sessions.slot(s)))
+        .and_then(|slot| Some(sessions[slot].mapping()?.agent.clone()));
+    let reprime = match &resolved.carried {
+        Some(Carried::Reprime(transcript)) => Some(transcript.as_str()),
+        _ => None,
+    };
     let edit = ClientEdit {
         id: new_id.as_ref(),
         cancel: cancel.as_ref(),
         agent_session: session.zip(agent_session.as_ref().map(AgentSessionId::as_str)),
-        reprime: reprime.as_deref(),
+        reprime,
         cursor: cursor.as_deref(),
     };
     if edit.is_empty() {
         return None;
     }
     let out = edit.apply(line)?;
-    if let (Some(session), Some(_)) = (session, &reprime) {
+    if let (Some(session), Some(_)) = (session, reprime) {
         let sent: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
         let session = sessions.id(session);
         let sent = sent["params"]["prompt"].clone();
@@ -336,7 +307,7 @@ impl ClientEdit<'_> {
 /// session's slot).
 fn rewrite_agent(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     with: &mut Relaying<'_>,
     peek: &Peek<'_>,
     line: &Bytes,
@@ -347,51 +318,49 @@ fn rewrite_agent(
             id,
             is_error: *is_error,
             pending: resolved.answered.as_deref(),
-            slot: resolved.session,
+            fresh: match &resolved.carried {
+                Some(Carried::FreshId(fresh)) => Some(fresh),
+                _ => None,
+            },
         };
-        return rewrite_agent_response(cx, sessions, with, peek, line, answer);
+        return rewrite_agent_response(cx, with, peek, line, answer);
     }
     if let Kind::Request { id, .. } = &peek.kind
         && with.handshake.dead.contains_key(id)
     {
         // The client may still answer the dead agent's request with this id.
         let alias = cx.ids().renumber_agent(id);
-        let mapped = map_agent_line(cx, sessions, peek, line, resolved.session);
+        let mapped = map_agent_line(sessions, peek, line, untitled(resolved));
         return rewrite::edit_line(mapped.as_deref().unwrap_or(line), |m| {
             m.set("id", alias.to_json())
         });
     }
-    map_agent_line(cx, sessions, peek, line, resolved.session)
+    map_agent_line(sessions, peek, line, untitled(resolved))
 }
 
-/// An agent line of a mapped session, mapped (`slot`: the session it names, when the route
-/// found it); a `session_info_update` goes to the catalog
-/// (a child session's does not: it has no catalog entry of its own), without a title the
-/// agent made of a re-prime, which the client is not given either:
+/// An agent line of a mapped session, mapped; without a title the agent made of a re-prime
+/// (`untitled`: the route found it one as its session learnt the update,
+/// [`super::route::relay`]), which the client is not given either:
 ///
 /// ```text
 /// before: {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"U","update":{"sessionUpdate":"session_info_update","title":"[Context restored by acp-journal: this conv…","updatedAt":"2026-11-29T07:32:44Z"}}}
 /// after:  {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"session_info_update","updatedAt":"2026-11-29T07:32:44Z"}}}
 /// ```
 fn map_agent_line(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     peek: &Peek<'_>,
     line: &Bytes,
-    slot: Option<Slot>,
+    untitled: bool,
 ) -> Option<Vec<u8>> {
-    let method = peek.method()?;
+    peek.method()?;
     let session = peek.session.as_deref()?;
-    let untitled = (method == "session/update"
-        && names_catalog_update(line)
-        && sessions.root_of(session).is_none()
-        && learn_update(cx, sessions, peek, session, slot))
-    .then(|| {
-        rewrite::edit_line(line, |m| {
-            m.edit("params", |p| p.edit("update", |u| u.remove("title")));
+    let untitled = untitled
+        .then(|| {
+            rewrite::edit_line(line, |m| {
+                m.edit("params", |p| p.edit("update", |u| u.remove("title")));
+            })
         })
-    })
-    .flatten();
+        .flatten();
     let line = untitled.as_deref().unwrap_or(line);
     let Some((client_session, mapping)) = sessions.mapping_of_agent(AgentRef(session)) else {
         return untitled;
@@ -399,64 +368,33 @@ fn map_agent_line(
     mapping::edit_agent_line(line, client_session, session, &mapping.prefix).or(untitled)
 }
 
-/// What an agent's update (`peek`, naming agent-side `session`, in `slot` when the route found
-/// it) teaches: learnt by its client-facing session (made for its facts if the table has
-/// none), or told to the catalog. True when it is a title the agent made of a re-prime.
-fn learn_update(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    peek: &Peek<'_>,
-    session: &str,
-    slot: Option<Slot>,
-) -> bool {
-    let Some(learnt) = Learnt::of(peek) else {
-        return false;
-    };
-    // The client-facing session (in `slot` when it is the one the route found).
-    let (session, slot) = sessions.client_of_at(AgentRef(session), slot);
-    if !learnt.is_the_session_s() {
-        return update_facts::tell(cx, session, learnt);
-    }
-    // A state update changes the session's turn only if the table had it.
-    let found = match learnt {
-        Learnt::State { .. } => slot.or_else(|| sessions.slot(&session)),
-        _ => slot,
-    };
-    let slot = found.unwrap_or_else(|| sessions.made(&session));
-    update_facts::learn(cx, sessions.at_mut(slot), found.is_some(), learnt);
-    false
-}
-
 /// An agent's answer to request `id`, and the pending entry of that request when the route
-/// took it out of the table, with its session's slot.
+/// took it out of the table, with the fresh ID of the new session it names, if it takes one
+/// ([`super::route::relay`]).
 struct Answer<'a> {
     id: &'a RequestId,
     is_error: bool,
     pending: Option<&'a Pending>,
-    slot: Option<Slot>,
+    fresh: Option<&'a SessionId>,
 }
 
-/// The edits of an agent's answer (`line`, described by `peek`), and what it teaches: the
-/// agent's capabilities, the handshake, the sessions it started, loaded or resumed.
+/// The edits of an agent's answer (`line`, described by `peek`), and what it teaches the
+/// handshake: the agent's capabilities, an `authenticate` to send again on a restart.
 fn rewrite_agent_response(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
     with: &mut Relaying<'_>,
     peek: &Peek<'_>,
     line: &Bytes,
     answer: Answer<'_>,
 ) -> Option<Vec<u8>> {
     let Relaying {
-        handshake,
-        reused,
-        hosted,
-        ..
+        handshake, hosted, ..
     } = with;
     let Answer {
         id,
         is_error,
         pending,
-        slot,
+        fresh,
     } = answer;
     let original = cx.ids().restore(id);
     let client_id = original.clone().unwrap_or_else(|| id.clone());
@@ -465,7 +403,6 @@ fn rewrite_agent_response(
         None => cx.pending().get(&(Side::Client, client_id.clone())),
     };
     let method = pending.map(|p| p.method.as_str());
-    let session = pending.and_then(|p| p.session.clone());
     let mut out = None;
     match method {
         Some("authenticate") => {
@@ -492,19 +429,7 @@ fn rewrite_agent_response(
                 }
             }
         }
-        Some("session/load" | "session/resume") => {
-            if let Some(s) = &session {
-                let slot = slot.or_else(|| sessions.slot(s));
-                if let Some(slot) = slot {
-                    sessions[slot].end_native_load(&client_id);
-                }
-                if !is_error {
-                    let slot = slot.unwrap_or_else(|| sessions.made(s));
-                    sessions[slot].set_live();
-                }
-            }
-        }
-        Some("session/new") if !is_error => out = new_session(sessions, reused, peek, line),
+        Some("session/new") => out = fresh.and_then(|fresh| said_fresh(line, fresh)),
         _ => {}
     }
     if let Some(original) = original {
@@ -515,38 +440,24 @@ fn rewrite_agent_response(
     out
 }
 
-/// The agent's answer to `session/new` (`line`, described by `peek`): the session is live; one
-/// under an ID the journals held from an earlier run takes its fresh client-facing ID
-/// ([`super::reused_ids`]), mapped to the agent's, and the answer says that ID.
-fn new_session(
-    sessions: &mut SessionTable,
-    reused: &mut ReusedIds,
-    peek: &Peek<'_>,
-    line: &Bytes,
-) -> Option<Vec<u8>> {
-    let s = envelope::str_field(peek.result, "sessionId")?;
-    let Some(fresh) = reused.fresh_id(&s) else {
-        let s = sessions.id(&s);
-        sessions.entry(&s).set_live();
-        return None;
-    };
-    // Mapped from the start (no prefix: nothing was replayed into it).
-    let mapping = Mapping {
-        agent: AgentSessionId::from(s.as_str()),
-        prefix: String::new(),
-        reprime: None,
-    };
-    sessions.map(&fresh, mapping);
+/// Whether an agent update's title is to go ([`Carried::Untitled`]).
+fn untitled(resolved: &Resolved) -> bool {
+    matches!(resolved.carried, Some(Carried::Untitled))
+}
+
+/// The agent's answer to `session/new` (`line`) saying the fresh client-facing ID its session
+/// takes ([`super::reused_ids`]).
+fn said_fresh(line: &Bytes, fresh: &SessionId) -> Option<Vec<u8>> {
     rewrite::edit_line(line, |m| {
         m.edit("result", |r| {
-            r.set("sessionId", rewrite::json_string(&fresh))
+            r.set("sessionId", rewrite::json_string(fresh))
         })
     })
 }
 
 /// Whether `line` may carry a `usage_update`, `session_info_update` or (v2) `state_update` (one pass over the
 /// line, with a finder built once: building one costs more than a search).
-fn names_catalog_update(line: &[u8]) -> bool {
+pub(super) fn names_catalog_update(line: &[u8]) -> bool {
     static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
         std::sync::OnceLock::new();
     let finder = FINDER.get_or_init(|| memchr::memmem::Finder::new(b"_update\""));

@@ -74,6 +74,21 @@ pub(super) struct Resolved {
     /// Boxed: every agent line carries it on (most carry none), and a `Pending` moved by
     /// value through the calls after the route cost a copy of it each.
     pub(super) answered: Option<Box<Pending>>,
+    /// What the session's transition as the line passes leaves its edits
+    /// ([`super::route::relay`]).
+    pub(super) carried: Option<Carried>,
+}
+
+/// What a session's transition leaves the edits of the line that made it.
+#[derive(Debug)]
+pub(super) enum Carried {
+    /// A client's prompt carries the re-prime transcript of the load that mapped its session.
+    Reprime(String),
+    /// The agent's answer to `session/new` says the fresh client-facing ID its session takes
+    /// ([`super::reused_ids`]).
+    FreshId(SessionId),
+    /// An update's title is one the agent made of a re-prime: the client is not given it.
+    Untitled,
 }
 
 /// A pending request's key: its sender and id.

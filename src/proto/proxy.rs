@@ -323,7 +323,7 @@ impl Proxy {
                 hosted: self.connections.is_hosted(),
             };
             let (cx, sessions) = (&mut self.cx, &mut self.sessions);
-            edits::relay(cx, sessions, &mut with, from, msg, resolved);
+            route::relay(cx, sessions, &mut with, from, msg, resolved);
         }
         if from == Side::Agent && matches!(peek.kind, Kind::Response { .. }) {
             // An answer may have brought up a session whose early lines wait unclaimed (or
@@ -361,7 +361,7 @@ impl Proxy {
         let taken = route::take_client(cx, sessions, owners, owner, msg, slot);
         let resolved = Resolved {
             session: slot,
-            answered: None,
+            ..Resolved::default()
         };
         Some((taken, resolved))
     }

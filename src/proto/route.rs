@@ -14,6 +14,7 @@
 //! with what serves it should the agent fail it, answered here, or passed as it came; its
 //! owners are handed it in [`requests`].
 
+mod relayed;
 mod requests;
 
 use bytes::Bytes;
@@ -37,6 +38,7 @@ use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
+pub(super) use relayed::relay;
 pub(super) use requests::Handling;
 
 /// The component that owns a client line.
@@ -254,7 +256,7 @@ pub(super) fn agent(
                     AgentRoute::Relay,
                     Resolved {
                         session: slot,
-                        answered: None,
+                        ..Resolved::default()
                     },
                 ),
             }
@@ -302,7 +304,12 @@ fn answer(
     match (route, pending) {
         (route @ (AgentRoute::Relay | AgentRoute::NativeAnswer), answered) => {
             let session = slot;
-            (route, Resolved { session, answered })
+            let resolved = Resolved {
+                session,
+                answered,
+                ..Resolved::default()
+            };
+            (route, resolved)
         }
         (route, Some(pending)) => {
             cx.pending_mut().insert(key, *pending);
@@ -633,6 +640,6 @@ pub(super) fn take_agent(
         lists: owners.lists,
         reused: owners.reused,
     };
-    edits::relay_held(cx, sessions, &mut with, at, passing);
+    relayed::relay_held(cx, sessions, &mut with, at, passing);
     Taken::Relay
 }

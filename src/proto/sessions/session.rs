@@ -181,16 +181,10 @@ impl Session {
             .map_or_else(|| AgentSessionId::native(id), |m| m.agent.clone())
     }
 
-    /// How its client lines are edited on their way to the agent, when it is mapped: the
-    /// agent-side ID they go under and, for a prompt (`prompt`), the re-prime transcript it
-    /// carries (taken: the first prompt after the load that mapped it carries it).
-    pub(in crate::proto) fn edit_for_agent(
-        &mut self,
-        prompt: bool,
-    ) -> Option<(AgentSessionId, Option<String>)> {
-        let mapping = self.mapping_mut()?;
-        let reprime = if prompt { mapping.reprime.take() } else { None };
-        Some((mapping.agent.clone(), reprime))
+    /// A prompt goes to the agent: the re-prime transcript it carries, when the session is
+    /// mapped and this is the first prompt since the load that mapped it.
+    pub(in crate::proto) fn take_reprime(&mut self) -> Option<String> {
+        self.mapping_mut()?.reprime.take()
     }
 
     /// The mapping that applies to its lines, for editing them.

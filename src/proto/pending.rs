@@ -62,10 +62,11 @@ pub(super) struct Setup {
     pub(super) edit: Option<Record>,
 }
 
-/// What the route resolved of a line it hands on to be relayed (`edits::relay`): the slot of
+/// What the route resolved of a line it hands on to be relayed (`route::relay`): the slot of
 /// its session, looked up once (a client request's or notification's, as it arrived; an
 /// agent's answer's, the session of the request it answers), and for an answer the pending
-/// entry of that request, taken out of the table. The steps after the route reach the session
+/// entry of that request, taken out of the table; and what the session's transition as the
+/// line passed left the relay's edits ([`Carried`]). The steps after the route reach the session
 /// by the slot; without one (the table had no such session then, or the line was not
 /// resolved: held lines handled again) they look it up by ID, as it may have been made since.
 #[derive(Debug, Default)]

@@ -278,7 +278,7 @@ impl Proxy {
     /// A whole line from one side, as the core handles it, described by `peek` (a client
     /// line's `arrival`: whether a later connection sent it, its session's slot as it was
     /// looked up then): routed once ([`route`]) to the component that owns it, which takes it
-    /// or gives it back to be relayed ([`edits::relay`], with what the route resolved:
+    /// or gives it back to be relayed ([`route::relay`], with what the route resolved:
     /// [`Resolved`]). A line of a session whose prompt the stall watch follows is activity
     /// ([`stalls::active_session`]); with no watch running (no `--stall-timeout`, or no prompt in
     /// flight) nothing is looked up.

@@ -1,10 +1,10 @@
 //! What a line the route gives back to be relayed changes in its sessions, applied by the route
-//! before the relay edits, journals and forwards it ([`super::edits::relay`]), through the
+//! before the relay edits, journals and forwards it ([`crate::proto::edits::relay`]), through the
 //! session's own methods: a client's prompt starts its turn's stall watch; an agent's answer to
 //! `session/load` or `session/resume` ends the native load and brings the session live; its
 //! answer to `session/new` brings the new session live, or maps the fresh client-facing ID it
-//! takes ([`super::reused_ids`]); its `session/update` teaches the session its facts
-//! ([`super::update_facts`]). What the relay's edits need of them goes on in [`Resolved`].
+//! takes ([`crate::proto::reused_ids`]); its `session/update` teaches the session its facts
+//! ([`crate::proto::update_facts`]). What the relay's edits need of them goes on in [`Resolved`].
 
 use bytes::Bytes;
 
@@ -145,7 +145,7 @@ fn answered(
 
 /// The agent's answer to `session/new` (`peek`): the session is live; one under an ID the
 /// journals held from an earlier run takes its fresh client-facing ID
-/// ([`super::super::reused_ids`]), mapped to the agent's, and returned for the answer to say.
+/// ([`crate::proto::reused_ids`]), mapped to the agent's, and returned for the answer to say.
 fn new_session(
     sessions: &mut SessionTable,
     reused: &mut ReusedIds,

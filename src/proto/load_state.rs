@@ -11,7 +11,6 @@ use super::context::Cx;
 use super::load_request::{Asker, SetupParams};
 use super::mapping;
 use super::pending::{Step, Underneath};
-use super::sessions::SessionTable;
 use super::vocab::{
     Action, AgentCopy, AgentSessionId, CatalogUpdate, ClientSupport, Config, LoadMode, SessionId,
     Stamp, Summary, Target,
@@ -409,13 +408,12 @@ pub(super) fn refused_by_lease(line: &[u8]) -> bool {
 }
 
 /// The cursors `summary` recorded, told to the client when session `session` came back on the
-/// agent session that made them, of the same agent (cursor IDs are the agent's: another
-/// agent, or another session of it, would refuse them).
+/// agent session that made them (`agent_session`, the one it is on now), of the same agent
+/// (cursor IDs are the agent's: another agent, or another session of it, would refuse them).
 pub(super) fn still_the_agents_cursors(
     cx: &mut Cx,
-    sessions: &SessionTable,
     at: Stamp,
-    session: &SessionId,
+    (session, agent_session): (&SessionId, &AgentSessionId),
     summary: &Summary,
 ) {
     let Some(cursors) = &summary.cursors else {
@@ -424,7 +422,7 @@ pub(super) fn still_the_agents_cursors(
     let agent = (cx.peers().initialize.response.as_ref())
         .and_then(|r| serde_json::from_slice(r).ok())
         .and_then(|r| crate::acp::agent_title(&r));
-    if agent != cursors.agent || sessions.agent_id(session).as_str() != cursors.agent_session {
+    if agent != cursors.agent || agent_session.as_str() != cursors.agent_session {
         return;
     }
     for update in &cursors.updates {

@@ -13,6 +13,9 @@
 //! 4. The load is answered (with the agent's `modes`/`configOptions`), and the agent lines held
 //!    meanwhile are released. The first prompt then carries a bounded transcript of the earlier
 //!    conversation (re-priming), since a fresh agent session remembers nothing.
+//!
+//! A load changes its session and no other, through the [`ScopedSession`] the route (or the
+//! proxy, for a history's chunk or the agent's end) hands it with each input.
 
 use bytes::Bytes;
 use serde_json::json;
@@ -26,7 +29,7 @@ use super::load_state::{
 };
 use super::mapping;
 use super::pending::{Step, Underneath};
-use super::sessions::{Session, SessionTable};
+use super::sessions::{ScopedSession, Session};
 use super::vocab::{
     Action, AgentCopy, AgentSessionId, ClientSupport, HashMap, HistoryChunk, Line, SessionId,
     Stamp, Summary, Target,
@@ -171,16 +174,17 @@ impl Loads {
         }
     }
 
-    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    /// A chunk of `session`'s history (none: the load is gone), answering
+    /// [`Action::FetchHistory`]; the children its end announced joined the tree before.
     pub(super) fn history(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        session: Option<ScopedSession<'_>>,
         at: Stamp,
         op: u64,
         chunk: HistoryChunk,
     ) -> Progress {
-        let Some(l) = self.loads.get_mut(&op) else {
+        let (Some(l), Some(mut session)) = (self.loads.get_mut(&op), session) else {
             return Progress::Going;
         };
         match chunk {
@@ -206,7 +210,7 @@ impl Loads {
                     agent_copy: AgentCopy::Unjournaled,
                     ..Summary::default()
                 };
-                self.history_end(cx, sessions, at, op, summary)
+                self.history_end(cx, &mut session, at, op, summary)
             }
             HistoryChunk::Missing => self
                 .remove(op)
@@ -214,7 +218,7 @@ impl Loads {
             HistoryChunk::Refused(why) => self
                 .remove(op)
                 .map_or(Progress::Going, |l| l.journal_refused(cx, at, &why)),
-            HistoryChunk::End(summary) => self.history_end(cx, sessions, at, op, summary),
+            HistoryChunk::End(summary) => self.history_end(cx, &mut session, at, op, summary),
         }
     }
 
@@ -224,7 +228,7 @@ impl Loads {
     fn history_end(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        scoped: &mut ScopedSession<'_>,
         at: Stamp,
         op: u64,
         summary: Summary,
@@ -237,14 +241,10 @@ impl Loads {
             Phase::Fetching { replayed } => replayed,
             Phase::Starting | Phase::Restoring { .. } => 0,
         };
-        // The session tree goes on with the children the history announced.
-        for (child, parent) in &summary.children {
-            sessions.announce_child(&SessionId::from(parent.as_str()), child);
-        }
         l.summary = summary;
         let cwd = l.setup.cwd.clone();
         let request = l.request.take();
-        if sessions.open_journal(&session) {
+        if scoped.open_journal() {
             cx.open_journal(session.clone(), cwd);
         }
         if let Some(request) = request {
@@ -263,14 +263,14 @@ impl Loads {
                 Event::Replayed { lines: replayed },
             );
         }
-        self.bring_up(cx, sessions, at, op)
+        self.bring_up(cx, scoped, at, op)
     }
 
     /// After the replay: make the session live on the agent.
     fn bring_up(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        scoped: &mut ScopedSession<'_>,
         at: Stamp,
         op: u64,
     ) -> Progress {
@@ -278,9 +278,9 @@ impl Loads {
             return Progress::Going;
         };
         let session = l.session.clone();
-        if sessions.get(&session).is_some_and(Session::is_live) {
+        if scoped.get().is_some_and(Session::is_live) {
             // Still live on the agent in this connection: nothing to start.
-            return self.finish(cx, sessions, at, op, Ok(()));
+            return self.finish(cx, scoped, at, op, Ok(()));
         }
         let BringUp {
             method,
@@ -290,17 +290,14 @@ impl Loads {
             params,
             secret,
         } = l.bring_up_by(&cx.peers().agent, cx.config());
-        sessions.entry(&session).set_starting(hide);
+        scoped.made().set_starting(hide);
         if let Some(copy) = underneath.filter(|copy| copy.as_str() != &*session) {
             // Its lines (a native load's replay, to hide) are the session's from now on.
-            sessions.map(
-                &session,
-                Mapping {
-                    agent: copy,
-                    prefix: mapping::prefix_at(at.unix_us),
-                    reprime: None,
-                },
-            );
+            scoped.map(Mapping {
+                agent: copy,
+                prefix: mapping::prefix_at(at.unix_us),
+                reprime: None,
+            });
         }
         self.set_phase(op, Phase::Starting);
         cx.request(
@@ -313,13 +310,13 @@ impl Loads {
         Progress::Going
     }
 
-    /// The agent answered (`msg`) a request the proxy made for load `op`.
+    /// The agent answered (`msg`) a request the proxy made for load `op` (of `session`; none:
+    /// the load is gone).
     pub(super) fn on_response(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
-        op: u64,
-        step: Step,
+        mut session: Option<ScopedSession<'_>>,
+        (op, step): (u64, Step),
         msg: Line<'_>,
         is_error: bool,
     ) -> Progress {
@@ -328,15 +325,14 @@ impl Loads {
             peek,
             bytes: line,
         } = msg;
-        let session = self.session(op);
         let record = cx.fx().proxy_record(at, Side::Agent, line.clone());
-        let target = session.clone().map_or(Target::Run, Target::Session);
+        let target = (session.as_ref()).map_or(Target::Run, |s| Target::Session(s.id().clone()));
         cx.fx().journal(target, record);
-        let Some(session) = session else {
+        let Some(scoped) = session.as_mut() else {
             return Progress::Going; // cancelled meanwhile
         };
         match step {
-            Step::Setup(how) => self.on_setup(cx, sessions, (op, &session), how, msg, is_error),
+            Step::Setup(how) => self.on_setup(cx, scoped, op, how, msg, is_error),
             Step::SetMode(mode) => {
                 if let Some(l) = self.loads.get_mut(&op) {
                     l.restore_answered();
@@ -345,7 +341,7 @@ impl Loads {
                             .edit("modes", |m| m.set("currentModeId", json_string(&mode)));
                     }
                 }
-                self.maybe_finish(cx, sessions, at, op)
+                self.maybe_finish(cx, scoped, at, op)
             }
             Step::SetConfig => {
                 let result = result_of(peek);
@@ -356,29 +352,31 @@ impl Loads {
                             .set("configOptions", result["configOptions"].to_string());
                     }
                 }
-                self.maybe_finish(cx, sessions, at, op)
+                self.maybe_finish(cx, scoped, at, op)
             }
         }
     }
 
-    /// The agent answered (`msg`) the request bringing load `op`'s session up by `how`.
+    /// The agent answered (`msg`) the request bringing load `op`'s session (`scoped`) up by
+    /// `how`.
     fn on_setup(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
-        (op, session): (u64, &SessionId),
+        scoped: &mut ScopedSession<'_>,
+        op: u64,
         how: Underneath,
         msg: Line<'_>,
         is_error: bool,
     ) -> Progress {
         let Line { at, peek, .. } = msg;
-        if let Some(session) = sessions.get_mut(session) {
+        if let Some(session) = scoped.get_mut() {
             session.stop_hiding();
         }
         self.set_phase(op, Phase::Restoring { outstanding: 0 });
         if is_error {
-            return self.setup_failed(cx, sessions, (op, session), how, msg);
+            return self.setup_failed(cx, scoped, op, how, msg);
         }
+        let session = &scoped.id().clone();
         let Some(l) = self.loads.get(&op) else {
             return Progress::Going;
         };
@@ -391,25 +389,15 @@ impl Loads {
             (Underneath::Resume | Underneath::Load, _) => Some(AgentSessionId::native(session)),
         };
         let Some(agent_session) = agent_session else {
-            return self.finish(
-                cx,
-                sessions,
-                at,
-                op,
-                Err(error_json(
-                    -32603,
-                    "the agent's session/new response has no sessionId",
-                    None,
-                )),
-            );
+            let error = "the agent's session/new response has no sessionId";
+            return self.finish(cx, scoped, at, op, Err(error_json(-32603, error, None)));
         };
         // A fresh session is mapped even when the agent reuses the ID (agents that count
         // sessions from 0 per process do): it needs re-priming and fresh tool ids.
         if (agent_session.as_str() != &**session || how == Underneath::New)
             && let Some(l) = self.loads.get(&op)
         {
-            let mapping = l.mapping(cx, at, &agent_session, how == Underneath::New);
-            sessions.map(&l.session, mapping);
+            scoped.map(l.mapping(cx, at, &agent_session, how == Underneath::New));
         }
         let Some(l) = self.loads.get_mut(&op) else {
             return Progress::Going;
@@ -435,7 +423,7 @@ impl Loads {
                 Event::SessionRestored { how: how.into() },
             );
         }
-        self.maybe_finish(cx, sessions, at, op)
+        self.maybe_finish(cx, scoped, at, op)
     }
 
     /// The agent failed (its error answer: `msg`) to bring load `op`'s `session` up by `how`:
@@ -444,8 +432,8 @@ impl Loads {
     fn setup_failed(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
-        (op, session): (u64, &SessionId),
+        scoped: &mut ScopedSession<'_>,
+        op: u64,
         how: Underneath,
         msg: Line<'_>,
     ) -> Progress {
@@ -461,24 +449,18 @@ impl Loads {
             // new session here would split the conversation in two: the asker gets the
             // refusal, and a later request tries again. Or neither the journal nor the agent
             // has it: the agent's answer.
-            return self.finish(
-                cx,
-                sessions,
-                at,
-                op,
-                Err(error_of(line).unwrap_or_default()),
-            );
+            return self.finish(cx, scoped, at, op, Err(error_of(line).unwrap_or_default()));
         }
         if how != Underneath::New {
             // The agent lost it (or cannot load it): start afresh; the journal has it.
             if let Some(l) = self.loads.get_mut(&op) {
                 l.agent_failed.get_or_insert_with(|| line.clone());
             }
-            return self.request_new(cx, at, op, session);
+            return self.request_new(cx, at, op, &scoped.id().clone());
         }
         let error = error_of(line)
             .unwrap_or_else(|| error_json(-32603, "the agent failed to start the session", None));
-        self.finish(cx, sessions, at, op, Err(error))
+        self.finish(cx, scoped, at, op, Err(error))
     }
 
     fn request_new(&mut self, cx: &mut Cx, at: Stamp, op: u64, session: &SessionId) -> Progress {
@@ -502,21 +484,21 @@ impl Loads {
     fn maybe_finish(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        scoped: &mut ScopedSession<'_>,
         at: Stamp,
         op: u64,
     ) -> Progress {
         match self.loads.get(&op) {
-            Some(l) if !l.restoring() => self.finish(cx, sessions, at, op, Ok(())),
+            Some(l) if !l.restoring() => self.finish(cx, scoped, at, op, Ok(())),
             _ => Progress::Going,
         }
     }
 
-    /// Answer the client's load.
+    /// Answer the client's load (of `scoped`).
     fn finish(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        scoped: &mut ScopedSession<'_>,
         at: Stamp,
         op: u64,
         outcome: Result<(), String>,
@@ -526,11 +508,11 @@ impl Loads {
         };
         let target = Target::Session(l.session.clone());
         if outcome.is_ok() {
-            sessions.entry(&l.session).set_up(l.setup.clone());
+            scoped.made().set_up(l.setup.clone());
         }
         match (outcome, l.asker) {
             (Ok(()), Asker::Client(id)) => {
-                sessions.entry(&l.session).set_live();
+                scoped.made().set_live();
                 if l.replay && l.support.v2 {
                     // v2: the replay's end is told (the schema's `replay_complete`).
                     cx.fx().notify_client(
@@ -540,7 +522,8 @@ impl Loads {
                     );
                 }
                 if l.support.cursors {
-                    still_the_agents_cursors(cx, sessions, at, &l.session, &l.summary);
+                    let agent = scoped.agent_id();
+                    still_the_agents_cursors(cx, at, (&l.session, &agent), &l.summary);
                 }
                 if l.support.v2 {
                     // v2: the current state follows any replay and comes before the answer.
@@ -558,18 +541,18 @@ impl Loads {
                 Progress::Done
             }
             (Ok(()), Asker::Restore(mut lines)) => {
-                sessions.entry(&l.session).set_live();
+                scoped.made().set_live();
                 Progress::Restored(lines.take())
             }
             (Err(error), Asker::Client(id)) => {
-                if let Some(session) = sessions.get_mut(&l.session) {
+                if let Some(session) = scoped.get_mut() {
                     session.set_not_live();
                 }
                 cx.fx().answer(at, target, &id, Err(&error));
                 Progress::Done
             }
             (Err(error), Asker::Restore(mut lines)) => {
-                sessions.entry(&l.session).set_lost();
+                scoped.made().set_lost();
                 let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }
@@ -578,20 +561,24 @@ impl Loads {
 
     /// Give up on a load (cancelled, or its agent gone): stop reading its history, stop hiding
     /// the session's agent lines, and journal its request in the session's journal. Returns its
-    /// client id and session.
-    fn abandon(&mut self, cx: &mut Cx, sessions: &mut SessionTable, op: u64) -> Option<Load> {
+    /// client id and session (`scoped`; none: the load is gone, nothing to give up).
+    fn abandon(
+        &mut self,
+        cx: &mut Cx,
+        scoped: &mut Option<ScopedSession<'_>>,
+        op: u64,
+    ) -> Option<Load> {
+        let scoped = scoped.as_mut()?;
         let mut l = self.remove(op)?;
         if matches!(l.phase, Phase::Fetching { .. }) {
             cx.fx().push(Action::CancelHistory { load: op });
-        } else {
-            if let Some(session) = sessions.get_mut(&l.session) {
-                session.set_not_live();
-            }
+        } else if let Some(session) = scoped.get_mut() {
+            session.set_not_live();
         }
-        if let Some(session) = sessions.get_mut(&l.session) {
+        if let Some(session) = scoped.get_mut() {
             session.stop_hiding();
         }
-        if sessions.open_journal(&l.session) {
+        if scoped.open_journal() {
             cx.open_journal(l.session.clone(), None);
         }
         if let Some(request) = l.request.take() {
@@ -600,17 +587,17 @@ impl Loads {
         Some(l)
     }
 
-    /// The client cancelled load `op` (`line` is its cancel): answer it with -32800.
+    /// The client cancelled load `op` (of `session`; none: the load is gone; `line` is its
+    /// cancel): answer it with -32800.
     pub(super) fn cancel(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
-        at: Stamp,
-        op: u64,
+        mut session: Option<ScopedSession<'_>>,
+        (at, op): (Stamp, u64),
         line: &Bytes,
         why: &str,
     ) {
-        let Some(l) = self.abandon(cx, sessions, op) else {
+        let Some(l) = self.abandon(cx, &mut session, op) else {
             return;
         };
         let Some(id) = l.client_id() else {
@@ -631,17 +618,17 @@ impl Loads {
         );
     }
 
-    /// The agent is gone (`error(method)` says how): answer load `op`; a restore's waiting
-    /// lines are given back to be answered.
+    /// The agent is gone (`error(method)` says how): answer load `op` (of `session`; none: the
+    /// load is gone); a restore's waiting lines are given back to be answered.
     pub(super) fn agent_gone(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut SessionTable,
+        mut session: Option<ScopedSession<'_>>,
         at: Stamp,
         op: u64,
         error: impl Fn(&str) -> String,
     ) -> Progress {
-        let Some(l) = self.abandon(cx, sessions, op) else {
+        let Some(l) = self.abandon(cx, &mut session, op) else {
             return Progress::Going;
         };
         let error = error(l.method());
@@ -652,7 +639,9 @@ impl Loads {
                 Progress::Done
             }
             Asker::Restore(mut lines) => {
-                sessions.entry(&l.session).set_lost();
+                if let Some(session) = &mut session {
+                    session.made().set_lost();
+                }
                 let lines = lines.take();
                 Progress::Unrestored { lines, error }
             }

@@ -448,11 +448,18 @@ impl Proxy {
         self.cx.fx().event(at, Target::Run, event);
     }
 
-    /// A chunk of a session's history, answering [`Action::FetchHistory`].
+    /// A chunk of a session's history, answering [`Action::FetchHistory`]: handed to its load,
+    /// with the load's session; the session tree goes on with the children the history's end
+    /// announced.
     pub fn handle_history(&mut self, at: Stamp, load: u64, chunk: HistoryChunk) {
-        let progress = self
-            .loads
-            .history(&mut self.cx, &mut self.sessions, at, load, chunk);
+        let session = self.loads.session(load);
+        if let (Some(_), HistoryChunk::End(summary)) = (&session, &chunk) {
+            for (child, parent) in &summary.children {
+                (self.sessions).announce_child(&SessionId::from(parent.as_str()), child);
+            }
+        }
+        let session = session.map(|s| self.sessions.scoped(s));
+        let progress = self.loads.history(&mut self.cx, session, at, load, chunk);
         self.progressed(at, progress);
     }
 
@@ -551,14 +558,16 @@ impl Proxy {
     /// are not ([`restart::turns_ended`]); the agent lines held for sessions no load brings up
     /// any more go out.
     fn drop_agent(&mut self, at: Stamp, error: fn(&str) -> String) {
-        restart::drop_agent(
-            &mut self.cx,
-            &mut self.sessions,
-            &mut self.loads,
-            &mut self.lists,
-            at,
-            error,
-        );
+        for op in self.loads.ops() {
+            let session = self.loads.session(op).map(|s| self.sessions.scoped(s));
+            let progress = self.loads.agent_gone(&mut self.cx, session, at, op, error);
+            if let Progress::Unrestored { lines, error } = progress {
+                for line in lines {
+                    clients::refuse(&mut self.cx, &self.sessions, at, &line, &error);
+                }
+            }
+        }
+        restart::drop_agent(&mut self.cx, &self.sessions, &mut self.lists, at, error);
         let busy = self.sessions.agent_gone();
         restart::turns_ended(&mut self.cx, at, &busy, error);
         self.handshake.auth_pending = None;

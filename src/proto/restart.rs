@@ -25,7 +25,6 @@ use super::context::Cx;
 use super::held::HeldLines;
 use super::listing::Lists;
 use super::load_request::{LoadRequest, SetupParams};
-use super::load_state::Progress;
 use super::loading::Loads;
 use super::pending::Purpose;
 use super::sessions::{SessionMut, SessionTable};
@@ -500,25 +499,17 @@ pub(super) fn restore_first(
     }
 }
 
-/// The agent is gone: answer every client request still waiting on it with `error(method)`
-/// (loads, restores, merged lists, forwarded requests, in arrival order), and forget
+/// The agent is gone, and the loads it was bringing sessions up for were answered
+/// ([`super::loading::Loads::agent_gone`]): answer every client request still waiting on it
+/// with `error(method)` (merged lists, forwarded requests, in arrival order), and forget
 /// everything it was asked.
 pub(super) fn drop_agent(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
-    loads: &mut Loads,
+    sessions: &SessionTable,
     lists: &mut Lists,
     at: Stamp,
     error: fn(&str) -> String,
 ) {
-    for op in loads.ops() {
-        let progress = loads.agent_gone(cx, sessions, at, op, error);
-        if let Progress::Unrestored { lines, error } = progress {
-            for line in lines {
-                clients::refuse(cx, sessions, at, &line, &error);
-            }
-        }
-    }
     // A list forwarded to the agent is answered through the pending table below.
     for op in lists.forwarded() {
         lists.remove(op);

@@ -551,7 +551,8 @@ pub(super) fn take_client(
         }
         // Stop a synthetic operation and answer it with -32800.
         ClientRoute::CancelLoad(op, why) => {
-            owners.loads.cancel(cx, sessions, at, op, line, why);
+            let session = owners.loads.session(op).map(|s| sessions.scoped(s));
+            owners.loads.cancel(cx, session, (at, op), line, why);
             Taken::Load(Progress::Done)
         }
         ClientRoute::CancelList(op, why) => {
@@ -594,11 +595,10 @@ pub(super) fn take_agent(
             }
         }
         AgentRoute::OwnAnswer(Purpose::Load(op, step)) => {
-            return Taken::Load(
-                owners
-                    .loads
-                    .on_response(cx, sessions, op, step, msg, failed),
-            );
+            // The load acts on its session, handed over (none: the load is gone).
+            let session = owners.loads.session(op).map(|s| sessions.scoped(s));
+            let loads = owners.loads;
+            return Taken::Load(loads.on_response(cx, session, (op, step), msg, failed));
         }
         AgentRoute::OwnAnswer(purpose) => {
             let lines = owners

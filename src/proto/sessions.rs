@@ -59,6 +59,52 @@ pub(super) struct SessionMut<'a> {
     tally: &'a mut Tally,
 }
 
+/// A session by its ID, handed by the route (or the proxy) to the component that changes that
+/// session over several inputs and no other (a load: the session it brings up): read while the
+/// table may not have it yet, made in the table by the first change that needs it.
+#[derive(Debug)]
+pub(super) struct ScopedSession<'a> {
+    table: &'a mut SessionTable,
+    id: SessionId,
+}
+
+impl ScopedSession<'_> {
+    /// Its ID.
+    pub(super) fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The session, if the table has it.
+    pub(super) fn get(&self) -> Option<&Session> {
+        self.table.get(&self.id)
+    }
+
+    /// The session, to change, if the table has it.
+    pub(super) fn get_mut(&mut self) -> Option<&mut Session> {
+        self.table.get_mut(&self.id)
+    }
+
+    /// The session, to change, made if the table has none.
+    pub(super) fn made(&mut self) -> &mut Session {
+        self.table.entry(&self.id)
+    }
+
+    /// Mapped to agent-side `mapping.agent` ([`SessionTable::map`]).
+    pub(super) fn map(&mut self, mapping: Mapping) {
+        self.table.map(&self.id, mapping);
+    }
+
+    /// Its journal open in this run ([`SessionTable::open_journal`]).
+    pub(super) fn open_journal(&mut self) -> bool {
+        self.table.open_journal(&self.id)
+    }
+
+    /// The ID the agent knows it by.
+    pub(super) fn agent_id(&self) -> AgentSessionId {
+        self.table.agent_id(&self.id)
+    }
+}
+
 /// What the table's sessions hold, kept as they change so that the common case asks none of
 /// them: facts not taken yet, prompts watched for stalls.
 #[derive(Debug, Default)]
@@ -195,6 +241,12 @@ impl SessionTable {
         let slot = Slot(entry.index());
         entry.or_default();
         slot
+    }
+
+    /// Session `id`, made or not, to hand to the one component that changes it
+    /// ([`ScopedSession`]).
+    pub(super) fn scoped(&mut self, id: SessionId) -> ScopedSession<'_> {
+        ScopedSession { table: self, id }
     }
 
     /// The session in `slot`, with its ID, to hand to the component that owns a line.

@@ -11,6 +11,13 @@
 //! (`s~2`, …) mapped to the agent's, so two conversations never share a journal. A child
 //! session (a subagent its parent announced: [`super::tree`]) is no session of its own: its
 //! lines go to the journal of the root of its tree, and teach the catalog nothing.
+//!
+//! Attribution reads the session table and decides: where a line is journaled and what
+//! journaling it teaches its sessions ([`Teaches`]: the facts a request or answer teaches, a
+//! turn's end, a session an answer created), the child an update announces
+//! ([`announced_child`]), the pending `session/new` a session first seen early takes
+//! ([`claim_early_copy`]). The route applies them, and opens a session's journal the first time
+//! a line of it is journaled (`route::relay`).
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -27,23 +34,54 @@ use crate::journal::format::Body;
 use crate::journal::format::Record;
 use crate::redact;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek};
+use crate::wire::envelope::{self, Kind, Peek, RequestId};
+
+/// Where a line is journaled, and what journaling it teaches its sessions ([`attribute`]).
+#[derive(Debug)]
+pub(super) struct Attributed {
+    /// The journal.
+    pub(super) target: Target,
+    /// The journal's session's slot, when it is the one the route resolved (a child's root is
+    /// not).
+    pub(super) slot: Option<Slot>,
+    pub(super) teaches: Teaches,
+}
+
+/// What journaling a line changes in its sessions, for the route to apply in this order
+/// before the line is journaled.
+#[derive(Debug, Default)]
+pub(super) struct Teaches {
+    /// The session whose facts learn from the line (made if the table has none; in its slot
+    /// when the route resolved it), and what.
+    pub(super) facts: Option<(SessionId, Option<Slot>, FactsOf)>,
+    /// The answer ends that session's turn: the prompt's id.
+    pub(super) prompt_end: Option<RequestId>,
+    /// The session the answer created, with the request that created it: opened, told as the
+    /// agent's ID when it took a fresh one, set up, the request copied in first.
+    pub(super) created: Option<(SessionId, Setup)>,
+}
+
+/// What a session's facts learn from a line ([`super::turn_facts::Facts`]).
+#[derive(Debug)]
+pub(super) enum FactsOf {
+    /// A request of the turn, and the state it puts the session in.
+    Request(&'static str),
+    /// The answer to a request of this method.
+    Answer(String),
+}
 
 /// Decide the journal of a line and update the pending table, with what the route resolved of
 /// it (`resolved`: the slot of its session, or of an answer's; an answer's pending entry, when
-/// the route took it out of the table, else it is taken out here). The journal's session comes
-/// with its slot when it is the one resolved (a child's root is not).
+/// the route took it out of the table, else it is taken out here); and what journaling it
+/// teaches the sessions, for the route to apply.
 pub(super) fn attribute(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
     resolved: Resolved,
-) -> (Target, Option<Slot>) {
-    if from == Side::Agent {
-        learn_child(cx, sessions, peek);
-    }
+) -> Attributed {
     let Resolved {
         session: slot,
         answered,
@@ -55,8 +93,8 @@ pub(super) fn attribute(
         let slot = slot.filter(|_| answered.is_some());
         let pending = answered.map(|pending| *pending);
         return match pending.or_else(|| cx.pending_mut().remove(&(from.other(), id.clone()))) {
-            Some(pending) => response(cx, sessions, peek, record, *is_error, pending, slot),
-            None => (Target::Run, None),
+            Some(pending) => response(cx, peek, record, *is_error, pending, slot),
+            None => Attributed::run(Teaches::default()),
         };
     }
     // The session the line names, its tree's root when it is a child's (with the resolved
@@ -69,78 +107,81 @@ pub(super) fn attribute(
         (Some(s), None) => (Some(sessions.owner(s)), None),
         (None, _) => (None, None),
     };
-    let target = |session: Option<SessionId>, slot| match session {
-        Some(session) => (Target::Session(session), slot),
-        None => (Target::Run, None),
+    let target = |session: Option<SessionId>, slot, teaches| match session {
+        Some(session) => Attributed {
+            target: Target::Session(session),
+            slot,
+            teaches,
+        },
+        None => Attributed::run(teaches),
     };
     match &peek.kind {
         // It names a session only to ask what it would start with: it opens none.
         Kind::Request { method, .. } if method == "session/options" => {
-            request(cx, sessions, from, peek, record, None, None);
-            (Target::Run, None)
+            Attributed::run(request(cx, sessions, from, peek, record, (None, None)))
         }
         Kind::Request { .. } if session.is_some() => {
-            request(cx, sessions, from, peek, record, session.clone(), slot);
-            target(session, slot)
+            let teaches = request(cx, sessions, from, peek, record, (session.clone(), slot));
+            target(session, slot, teaches)
         }
         Kind::Request { .. } => {
             // Request-scoped messages (elicitation) name a request of the other peer.
             let key = envelope::request_id(peek.params).map(|rid| (from.other(), rid));
             let session = key.and_then(|key| cx.pending().get(&key)?.session.clone());
-            request(cx, sessions, from, peek, record, session.clone(), None);
-            target(session, None)
+            let teaches = request(cx, sessions, from, peek, record, (session.clone(), None));
+            target(session, None, teaches)
         }
         Kind::Notification { method } if session.is_none() && method == "$/cancel_request" => {
             let rid = envelope::request_id(peek.params);
             let session = rid.and_then(|rid| cx.pending().get(&(from, rid))?.session.clone());
-            target(session, None)
+            target(session, None, Teaches::default())
         }
-        Kind::Notification { .. } => target(session, slot),
-        Kind::Response { .. } | Kind::OtherJson | Kind::Invalid => (Target::Run, None),
+        Kind::Notification { .. } => target(session, slot, Teaches::default()),
+        Kind::Response { .. } | Kind::OtherJson | Kind::Invalid => {
+            Attributed::run(Teaches::default())
+        }
     }
 }
 
-/// An agent's `session/update` that announces a child session: the child joins the tree of
-/// the session that announced it, and the catalog hears of it (once).
-fn learn_child(cx: &mut Cx, sessions: &mut SessionTable, peek: &Peek<'_>) {
-    let (Some(parent), Some(params)) = (peek.session.as_deref(), peek.params) else {
-        return;
-    };
+impl Attributed {
+    /// The run's journal.
+    fn run(teaches: Teaches) -> Attributed {
+        Attributed {
+            target: Target::Run,
+            slot: None,
+            teaches,
+        }
+    }
+}
+
+/// The child session an agent's `session/update` (`peek`) announces, and the session that
+/// announced it (its parent): the child joins its parent's tree, and the catalog hears of it
+/// (once).
+pub(super) fn announced_child(peek: &Peek<'_>) -> Option<(String, String)> {
+    let (parent, params) = (peek.session.as_deref()?, peek.params?);
     if peek.method() != Some("session/update")
         || !subagents::may_name_child(params.get().as_bytes())
     {
-        return;
+        return None;
     }
-    let Ok(params) = serde_json::from_str::<Value>(params.get()) else {
-        return;
-    };
-    let Some(update) = subagents::child_update(&params["update"]) else {
-        return;
-    };
-    let parent = sessions.id(parent);
-    if let Some(root) = sessions.announce_child(&parent, update.child) {
-        cx.fx().push(Action::Catalog(CatalogUpdate::Child {
-            session: root,
-            child: SessionId::from(update.child),
-            parent,
-        }));
-    }
+    let params = serde_json::from_str::<Value>(params.get()).ok()?;
+    let update = subagents::child_update(&params["update"])?;
+    Some((parent.to_string(), update.child.to_string()))
 }
 
 /// A request of `from` (`peek`) in `session` (if any; in `slot` when the route resolved it):
-/// what the catalog learns of it (nothing when it is a child session's), and its entry in the
-/// pending table.
+/// its entry in the pending table, and what the catalog learns of it (nothing when it is a
+/// child session's).
 fn request(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     from: Side,
     peek: &Peek<'_>,
     record: &Record,
-    session: Option<SessionId>,
-    slot: Option<Slot>,
-) {
+    (session, slot): (Option<SessionId>, Option<Slot>),
+) -> Teaches {
     let Kind::Request { id, method } = &peek.kind else {
-        return;
+        return Teaches::default();
     };
     let method = method.as_ref();
     let child = peek
@@ -151,13 +192,10 @@ fn request(
     if method == "initialize" {
         cx.peers_mut().initialize.request = Some(record_bytes(record));
     }
-    if let Some(s) = &learns
-        && let Some(state) = turn_facts::state_of_request(from, method)
-    {
-        let redact = cx.config().redact;
-        let slot = slot.unwrap_or_else(|| sessions.made(s));
-        (sessions.facts(slot)).request(state, peek.params, redact, record.unix_us);
-    }
+    let facts = learns.as_ref().and_then(|s| {
+        let state = turn_facts::state_of_request(from, method)?;
+        Some((s.clone(), slot, FactsOf::Request(state)))
+    });
     let setup = CREATES_SESSION.contains(&method).then(|| Setup {
         record: record.clone(),
         params: SetupParams::parse(
@@ -182,6 +220,10 @@ fn request(
         index,
     };
     cx.pending_mut().insert((from, id.clone()), pending);
+    Teaches {
+        facts,
+        ..Teaches::default()
+    }
 }
 
 /// A response (`peek`) to `pending` (its session in `slot` when the route resolved it): what
@@ -189,25 +231,22 @@ fn request(
 /// with the request that created it copied in first), with its slot when it is `slot`'s.
 fn response(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
     peek: &Peek<'_>,
     record: &Record,
     is_error: bool,
     pending: Pending,
     slot: Option<Slot>,
-) -> (Target, Option<Slot>) {
+) -> Attributed {
     let Kind::Response { id, .. } = &peek.kind else {
-        return (Target::Run, None);
+        return Attributed::run(Teaches::default());
     };
     if pending.method == "initialize" {
         cx.peers_mut().initialize.response = Some(record_bytes(record));
     }
-    if let Some(s) = &pending.session
-        && turn_facts::answer_teaches(&pending.method, cx.peers().agent.v2)
-    {
-        let slot = slot.unwrap_or_else(|| sessions.made(s));
-        (sessions.facts(slot)).answer(&pending.method, peek.result, record.unix_us);
-    }
+    let v2 = cx.peers().agent.v2;
+    let facts = (pending.session.clone())
+        .filter(|_| turn_facts::answer_teaches(&pending.method, v2))
+        .map(|s| (s, slot, FactsOf::Answer(pending.method.clone())));
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
             *title = redact::redact_text(std::mem::take(title), cx.config().redact);
@@ -216,40 +255,39 @@ fn response(
     }
     // (A v2 answer only says the prompt was taken: the turn, and its watch, go on until the
     // agent reports the session idle.)
-    if pending.method == "session/prompt"
-        && !cx.peers().agent.v2
-        && let Some(slot) =
-            (pending.session.as_deref()).and_then(|s| slot.or_else(|| sessions.slot(s)))
-    {
-        sessions.end_prompt(slot, Some(id));
-    }
+    let prompt_end =
+        (pending.method == "session/prompt" && !v2 && facts.is_some()).then(|| id.clone());
     let created = match (&pending.setup, is_error) {
         (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),
         _ => None,
     };
-    match (created, pending.setup) {
-        (Some(new), Some(setup)) => {
-            open_session(cx, sessions, &new, setup.cwd.clone(), false);
-            tell_reused(cx, sessions, &new, record);
-            sessions.entry(&new).set_up(setup.params);
-            if setup.copied_to.as_ref() != Some(&new) {
-                cx.fx().journal(Target::Session(new.clone()), setup.record);
-                if let Some(edit) = setup.edit {
-                    cx.fx().journal(Target::Session(new.clone()), edit);
-                }
-            }
-            (Target::Session(new), None)
-        }
+    let (target, slot, created) = match (created, pending.setup) {
+        (Some(new), Some(setup)) => (Target::Session(new.clone()), None, Some((new, setup))),
         _ => match pending.session {
-            Some(session) => (Target::Session(session), slot),
-            None => (Target::Run, None),
+            Some(session) => (Target::Session(session), slot, None),
+            None => (Target::Run, None, None),
         },
+    };
+    let teaches = Teaches {
+        facts,
+        prompt_end,
+        created,
+    };
+    Attributed {
+        target,
+        slot,
+        teaches,
     }
 }
 
 /// A session the agent created under an ID the journals held (see
 /// [`super::reused_ids`]): its journal and the catalog say which ID the agent uses.
-fn tell_reused(cx: &mut Cx, sessions: &mut SessionTable, session: &SessionId, record: &Record) {
+pub(super) fn tell_reused(
+    cx: &mut Cx,
+    sessions: &SessionTable,
+    session: &SessionId,
+    record: &Record,
+) {
     let agent = sessions.agent_id(session);
     if agent.as_str() == &**session {
         return;
@@ -268,45 +306,27 @@ fn tell_reused(cx: &mut Cx, sessions: &mut SessionTable, session: &SessionId, re
     }));
 }
 
-/// Emit `OpenSession` the first time a session is seen. With `claim`, a session first seen
-/// through early agent traffic takes the copy of the only unclaimed pending `session/new`.
-pub(super) fn open_session(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    session: &SessionId,
-    cwd: Option<String>,
-    claim: bool,
-) {
-    if sessions.journal_open(session) {
-        return;
-    }
-    let early_copy = if claim {
-        let mut unclaimed = cx
-            .pending_mut()
-            .values_mut()
-            .filter_map(|p| p.setup.as_mut())
-            .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
-        match (unclaimed.next(), unclaimed.next()) {
-            (Some(setup), None) => {
-                setup.copied_to = Some(session.clone());
-                Some((setup.record.clone(), setup.edit.clone(), setup.cwd.clone()))
-            }
-            _ => None,
+/// What a session first seen through early agent traffic takes when it opens: the copy of the
+/// only unclaimed pending `session/new` (its record, the proxy's edit of it, its cwd), marked
+/// as claimed; none while there is none, or several.
+pub(super) fn claim_early_copy(cx: &mut Cx, session: &SessionId) -> Option<EarlyCopy> {
+    let mut unclaimed = cx
+        .pending_mut()
+        .values_mut()
+        .filter_map(|p| p.setup.as_mut())
+        .filter(|s| s.copied_to.is_none() && s.record_is_client_new());
+    match (unclaimed.next(), unclaimed.next()) {
+        (Some(setup), None) => {
+            setup.copied_to = Some(session.clone());
+            Some((setup.record.clone(), setup.edit.clone(), setup.cwd.clone()))
         }
-    } else {
-        None
-    };
-    let cwd = cwd.or_else(|| early_copy.as_ref().and_then(|(_, _, c)| c.clone()));
-    if sessions.open_journal(session) {
-        cx.open_journal(session.clone(), cwd);
-    }
-    if let Some((record, edit, _)) = early_copy {
-        cx.fx().journal(Target::Session(session.clone()), record);
-        if let Some(edit) = edit {
-            cx.fx().journal(Target::Session(session.clone()), edit);
-        }
+        _ => None,
     }
 }
+
+/// A pending `session/new`'s copy a session takes ([`claim_early_copy`]): its record, the
+/// proxy's edit of it, its cwd.
+pub(super) type EarlyCopy = (Record, Option<Record>, Option<String>);
 
 /// What the catalog learns from a client request of the vendor session-index extensions
 /// (`_session/rename`, `_session/archive`, `_session/unarchive`) once the agent does it.

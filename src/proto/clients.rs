@@ -4,38 +4,47 @@
 //! session (`join_or_leave`), what routing leaves for the core (`settle`, `deliver`, `refused`),
 //! a connection's end (`ended`), and the agent requests a connection leaves unanswered: asked
 //! again, made to wait for someone to attach, or answered for the client (`ask_again`,
-//! `expire_waiting`, `answer_unasked`).
+//! `expire_waiting`, `answer_unasked`); what becomes of those ([`Asked`]) is returned, for the
+//! route (or the proxy) to send in order: an answer made for the client teaches its session as
+//! the client's would (`route::send_asked`).
 
 use bytes::Bytes;
 use serde_json::json;
 
-use super::attribution;
 use super::connection::{self, Connections, Route};
 use super::context::Cx;
 use super::loading::Loads;
-use super::pending::Resolved;
 use super::sessions::SessionTable;
 use super::vocab::{Action, ConnId, Line, SessionId, Stamp, Target};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, RequestId, error_json};
 
+/// What becomes of an agent request a connection left unanswered ([`ask_again`]), in order.
+#[derive(Debug)]
+pub(super) enum Asked {
+    /// Routed again: to an attached connection, or (a host's) to wait for one.
+    Again(Bytes),
+    /// Answered for the client: the answer, to journal as the proxy's and send to the agent.
+    ForClient(Bytes),
+}
+
 /// What routing left for the core besides its attachments (which the table took: see
 /// [`super::Proxy::poll_action`]): connections to end, agent requests nobody is left to
-/// answer.
+/// answer (what becomes of them: returned).
 pub(super) fn settle(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     connections: &Connections,
     to_end: Vec<ConnId>,
     orphaned: Vec<(RequestId, Bytes)>,
-) {
+) -> Vec<Asked> {
     for conn in to_end {
         cx.fx().push(Action::EndClient(conn));
     }
-    let at = cx.now();
-    for (id, line) in orphaned {
-        ask_again(cx, sessions, connections, at, id, line);
-    }
+    let asked = orphaned.into_iter();
+    asked
+        .filter_map(|(id, line)| ask_again(cx, sessions, connections, id, line))
+        .collect()
 }
 
 /// The `initialize` of a connection other than the first (`msg`, as the route decided) is
@@ -56,50 +65,48 @@ pub(super) fn answer_initialize_again(cx: &mut Cx, msg: Line<'_>) {
 
 /// Deliver a line for the clients as routing says (`route`): to each connection it names,
 /// ahead of what routing queued meanwhile ([`Connections::send_ahead`]); an agent request no
-/// client can answer is answered for it, one waiting for a client to attach waits (bounded).
-/// (A line for one connection, the common case, is [`super::Proxy::poll_action`]'s own.)
-pub(super) fn deliver(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    connections: &mut Connections,
-    route: Route,
-) {
+/// client can answer is answered for it (the answer: returned), one waiting for a client to
+/// attach waits (bounded). (A line for one connection, the common case, is
+/// [`super::Proxy::poll_action`]'s own.)
+pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) -> Option<Asked> {
     let at = cx.now();
     match route {
         Route::One(conn, line) => connections.send_ahead(vec![conn], line),
-        Route::Unanswerable(id, line, why) => answer_unasked(cx, sessions, at, id, &line, why),
+        Route::Unanswerable(id, line, why) => return answer_unasked(cx, id, &line, why),
         Route::Wait(mut waiting) => {
             waiting.since_us = at.mono_us;
             let (id, line) = (waiting.id.clone(), waiting.line.clone());
             if !connections.wait(waiting) {
                 let why = "too many requests wait for a client";
-                answer_unasked(cx, sessions, at, id, &line, why);
+                return answer_unasked(cx, id, &line, why);
             }
         }
         Route::Each(conns, line) => connections.send_ahead(conns, line),
         Route::Dropped => {}
     }
+    None
 }
 
 /// Client connection `conn` ended (the table detached it from its sessions, which live on:
 /// [`SessionTable::detach_everywhere`]): the agent requests it left unanswered are asked
-/// again. False while others remain (or on a host, always): true when it was the client's
-/// last, the client's end.
+/// again (what becomes of them: returned). `None` when it was the client's last, the client's
+/// end (on a host, never).
 pub(super) fn ended(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
+    cx: &Cx,
+    sessions: &SessionTable,
     connections: &mut Connections,
-    at: Stamp,
     conn: ConnId,
-) -> bool {
+) -> Option<Vec<Asked>> {
     let (unanswered, last) = connections.end(conn);
     if last && !connections.is_hosted() {
-        return true;
+        return None;
     }
-    for (id, line) in unanswered {
-        ask_again(cx, sessions, connections, at, id, line);
-    }
-    false
+    let asked = unanswered.into_iter();
+    Some(
+        asked
+            .filter_map(|(id, line)| ask_again(cx, sessions, connections, id, line))
+            .collect(),
+    )
 }
 
 /// Journal a client line that cannot go to the agent (with its session, or the run's
@@ -127,15 +134,14 @@ pub(super) fn refused(cx: &mut Cx, at: Stamp, line: &Bytes, sent: &RequestId, er
 /// An agent request whose connection ended unanswered: asked again of another connection
 /// attached to its session (or, for a host, of the next to attach), else answered for the
 /// client (a permission request as cancelled, anything else with an error), so the agent
-/// is never left waiting.
+/// is never left waiting; `None` when nobody waits for it any more.
 pub(super) fn ask_again(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
+    cx: &Cx,
+    sessions: &SessionTable,
     connections: &Connections,
-    at: Stamp,
     id: RequestId,
     line: Bytes,
-) {
+) -> Option<Asked> {
     let peek = envelope::peek(&line);
     if peek.session.as_deref().is_some_and(|s| {
         connections.is_hosted()
@@ -143,49 +149,30 @@ pub(super) fn ask_again(
                 .get(s)
                 .is_some_and(|x| !x.members().attached().is_empty())
     }) {
-        // Routed again: to an attached connection, or (a host's) to wait for one.
-        cx.fx().forward(Side::Client, line);
-        return;
+        return Some(Asked::Again(line));
     }
-    answer_unasked(
-        cx,
-        sessions,
-        at,
-        id,
-        &line,
-        "the client connection this request went to has ended",
-    );
+    let why = "the client connection this request went to has ended";
+    answer_unasked(cx, id, &line, why)
 }
 
 /// A host's agent requests that waited for a client longer than
-/// [`Config::unattended_timeout_us`] are answered.
-pub(super) fn expire_waiting(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    connections: &mut Connections,
-    at: Stamp,
-) {
+/// [`Config::unattended_timeout_us`] are answered (the answers: returned).
+pub(super) fn expire_waiting(cx: &Cx, connections: &mut Connections, at: Stamp) -> Vec<Asked> {
     let before = at.mono_us.saturating_sub(cx.config().unattended_timeout_us);
-    for waiting in connections.expired(before) {
-        let why = "no client attached to the session in time to answer this request";
-        answer_unasked(cx, sessions, at, waiting.id, &waiting.line, why);
-    }
+    let why = "no client attached to the session in time to answer this request";
+    let expired = connections.expired(before).into_iter();
+    expired
+        .filter_map(|waiting| answer_unasked(cx, waiting.id, &waiting.line, why))
+        .collect()
 }
 
-/// Answer the agent's request `id` (its `line`) for the client, which cannot (`why`): a
-/// permission request as cancelled, anything else with error -32603.
-pub(super) fn answer_unasked(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    at: Stamp,
-    id: RequestId,
-    line: &Bytes,
-    why: &str,
-) {
+/// The answer to the agent's request `id` (its `line`) for the client, which cannot (`why`): a
+/// permission request as cancelled, anything else with error -32603; `None` when nobody waits
+/// for it (not the current agent's, or answered meanwhile).
+pub(super) fn answer_unasked(cx: &Cx, id: RequestId, line: &Bytes, why: &str) -> Option<Asked> {
     let peek = envelope::peek(line);
     if !cx.pending().contains_key(&(Side::Agent, id.clone())) {
-        // Not the current agent's, or answered meanwhile: nobody waits.
-        return;
+        return None;
     }
     let error;
     let outcome = match peek.method() {
@@ -195,13 +182,7 @@ pub(super) fn answer_unasked(
             Err(error.as_str())
         }
     };
-    let answer = envelope::response_line(&id, outcome);
-    let record = cx.fx().proxy_record(at, Side::Client, answer.clone());
-    let peek = envelope::peek(&answer);
-    let resolved = Resolved::default();
-    let (target, _) = attribution::attribute(cx, sessions, Side::Client, &peek, &record, resolved);
-    cx.fx().journal(target, record);
-    cx.fx().forward(Side::Agent, answer);
+    Some(Asked::ForClient(envelope::response_line(&id, outcome)))
 }
 
 /// How a host's connection joins or leaves a session.
@@ -216,7 +197,9 @@ pub(super) enum Join {
 }
 
 /// A host's client joins or leaves the session its request (`msg`) names, as the route
-/// decided (`join`; false: `msg` is no request naming a session, and passes). A load or resume of a session live on the agent joins it: served from the
+/// decided (`join`; `None`: `msg` is no request naming a session, and passes; else what
+/// becomes of the agent requests a leaving connection left unanswered). A load or resume of a
+/// session live on the agent joins it: served from the
 /// journal, never passed to the agent, so the other connections' turn goes on untouched; the
 /// history replayed is what the journal held when the request came and every live line
 /// follows it once ([`Connections::joins_live`]). `session/attach` (the multi-client draft)
@@ -225,21 +208,22 @@ pub(super) enum Join {
 /// stay attached, detach this connection only.
 pub(super) fn join_or_leave(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     connections: &mut Connections,
     loads: &mut Loads,
     join: Join,
     msg: Line<'_>,
-) -> bool {
+) -> Option<Vec<Asked>> {
     let Line {
         at,
         peek,
         bytes: line,
     } = msg;
     let (Kind::Request { id, .. }, Some(s)) = (&peek.kind, peek.session.as_deref()) else {
-        return false;
+        return None;
     };
     let s = &SessionId::from(s);
+    let mut asked = Vec::new();
     match join {
         Join::Live { replay } => {
             connections.joins_live(id);
@@ -263,10 +247,10 @@ pub(super) fn join_or_leave(
                 _ => json!({}),
             };
             cx.fx().answer(at, Target::Run, id, Ok(&answer.to_string()));
-            for (id, line) in unanswered {
-                ask_again(cx, sessions, connections, at, id, line);
-            }
+            let unanswered = unanswered.into_iter();
+            let again = |(id, line)| ask_again(cx, sessions, connections, id, line);
+            asked = unanswered.filter_map(again).collect();
         }
     }
-    true
+    Some(asked)
 }

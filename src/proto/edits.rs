@@ -10,7 +10,6 @@
 
 use bytes::Bytes;
 
-use super::attribution;
 use super::capabilities::{self, AgentCaps, ClientCaps};
 use super::context::Cx;
 use super::listing::Lists;
@@ -19,10 +18,9 @@ use super::offer;
 use super::pending::{Carried, Pending, Resolved};
 use super::restart::Handshake;
 use super::reused_ids::ReusedIds;
-use super::sessions::{Session, SessionTable};
-use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, SessionId, Stamp, Target};
+use super::sessions::SessionTable;
+use super::vocab::{Action, AgentRef, AgentSessionId, Line, LoadMode, SessionId, Target};
 use crate::journal::Event;
-use crate::journal::format::Body;
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
@@ -38,28 +36,35 @@ pub(super) struct Relaying<'a> {
     pub(super) hosted: bool,
 }
 
-/// A line the proxy does not consume (`msg`, from `from`): edited where it must be,
-/// journaled, forwarded (with what `with` holds), with what the route resolved of it
-/// (`resolved`: its session's slot; an agent's answer's pending entry, when the route took it
-/// out of the table; what its session's transition left the edits); what it did not resolve is
-/// looked up. The table is written by the journaling only ([`super::attribution`]).
-pub(super) fn relay(
+/// A relayed line as edited ([`edit`]).
+#[derive(Debug, Default)]
+pub(super) struct Edited {
+    /// The line as it goes on, when an edit changed it.
+    pub(super) line: Option<Bytes>,
+    /// What the proxy changed in it that the journal would not show otherwise (the journal
+    /// holds what the client sent and what it received), journaled after it.
+    pub(super) event: Option<Event>,
+}
+
+/// The edits of a line the proxy does not consume (`msg`, from `from`), with what `with` holds
+/// and what the route resolved of it (`resolved`: its session's slot; an agent's answer's
+/// pending entry, when the route took it out of the table; what its session's transition left
+/// the edits); what it did not resolve is looked up.
+pub(super) fn edit(
     cx: &mut Cx,
-    sessions: &mut SessionTable,
+    sessions: &SessionTable,
     with: &mut Relaying<'_>,
     from: Side,
     msg: Line<'_>,
-    resolved: Resolved,
-) {
+    resolved: &Resolved,
+) -> Edited {
     let Line {
-        at,
-        peek,
-        bytes: line,
+        peek, bytes: line, ..
     } = msg;
     let rewritten = match (cx.config().load, from) {
         (LoadMode::Off, _) => None,
-        (_, Side::Client) => rewrite_client(cx, sessions, with, msg, &resolved),
-        (_, Side::Agent) => rewrite_agent(cx, sessions, with, peek, line, &resolved),
+        (_, Side::Client) => rewrite_client(cx, sessions, with, msg, resolved),
+        (_, Side::Agent) => rewrite_agent(cx, sessions, with, peek, line, resolved),
     };
     // --offer-history: the journal's MCP server added to a setup request (`offer`).
     let offered = match (cx.config().offer_history, from, &peek.kind) {
@@ -68,7 +73,7 @@ pub(super) fn relay(
         }
         _ => None,
     };
-    let (rewritten, edit) = match offered {
+    let (rewritten, event) = match offered {
         Some(offered) => {
             let added = rewrite::edit_line(rewritten.as_deref().unwrap_or(line), |m| {
                 m.edit("params", |p| p.set("mcpServers", offered.servers));
@@ -81,98 +86,10 @@ pub(super) fn relay(
         }
         None => (rewritten, None),
     };
-    // The journal holds what the client sent and what it received.
-    match (from, rewritten.map(Bytes::from)) {
-        (Side::Agent, Some(out)) => {
-            let facing = envelope::peek(&out);
-            // A mapped line names the client-facing session now, not the one resolved.
-            let resolved = match facing.session == peek.session {
-                true => resolved,
-                false => Resolved::default(),
-            };
-            let msg = Line {
-                at,
-                peek: &facing,
-                bytes: &out,
-            };
-            journal_and_forward(cx, sessions, from, msg, out.clone(), None, resolved);
-        }
-        (_, out) => {
-            let forward = out.unwrap_or_else(|| line.clone());
-            journal_and_forward(cx, sessions, from, msg, forward, edit, resolved);
-        }
+    Edited {
+        line: rewritten.map(Bytes::from),
+        event,
     }
-}
-
-/// A line the proxy made as the agent's (the agent's `session/list` answer merged with the
-/// journal's): journaled and forwarded as it is.
-pub(super) fn forward_as_agent(cx: &mut Cx, sessions: &mut SessionTable, at: Stamp, line: Bytes) {
-    let facing = envelope::peek(&line);
-    let msg = Line {
-        at,
-        peek: &facing,
-        bytes: &line,
-    };
-    let resolved = Resolved::default();
-    journal_and_forward(cx, sessions, Side::Agent, msg, line.clone(), None, resolved);
-}
-
-/// Journal `facing` (the client's view of the line) and forward `forward` to the other side;
-/// `edit`, what the proxy changed in it that the journal would not show otherwise, is
-/// journaled after it; `resolved`, what the route resolved of it ([`relay`]).
-fn journal_and_forward(
-    cx: &mut Cx,
-    sessions: &mut SessionTable,
-    from: Side,
-    facing: Line<'_>,
-    forward: Bytes,
-    edit: Option<Event>,
-    resolved: Resolved,
-) {
-    let Line { at, peek, .. } = facing;
-    let record = {
-        let payload = cx.fx().payload(peek, facing.bytes.clone());
-        cx.fx().record(at, Body::Message { from, payload })
-    };
-    let (target, slot) = attribution::attribute(cx, sessions, from, peek, &record, resolved);
-    if let Target::Session(session) = &target
-        && !match slot {
-            Some(slot) => sessions[slot].journal_open(),
-            None => sessions.journal_open(session),
-        }
-    {
-        // A setup request names its cwd; early agent traffic may claim a pending
-        // session/new.
-        let cwd = envelope::str_field(peek.params, "cwd");
-        attribution::open_session(cx, sessions, session, cwd, from == Side::Agent);
-    }
-    // The agent's own replay during a native load is forwarded, not journaled again.
-    let native_replay = from == Side::Agent
-        && peek.method() == Some("session/update")
-        && match (&target, slot) {
-            (Target::Session(_), Some(slot)) => sessions[slot].replays_native_load(),
-            (Target::Session(s), None) => sessions.get(s).is_some_and(Session::replays_native_load),
-            (Target::Run, _) => false,
-        };
-    if !native_replay {
-        cx.fx().journal(target.clone(), record);
-    }
-    if let Some(edit) = edit {
-        let record = cx.fx().record(at, Body::Event(edit));
-        // A `session/new`'s goes with the request into the new session's journal.
-        let setup = match &peek.kind {
-            Kind::Request { id, .. } if target == Target::Run => cx
-                .pending_mut()
-                .get_mut(&(from, id.clone()))
-                .and_then(|p| p.setup.as_mut()),
-            _ => None,
-        };
-        match setup {
-            Some(setup) => setup.edit = Some(record),
-            None => cx.fx().journal(target, record),
-        }
-    }
-    cx.fx().forward(from.other(), forward);
 }
 
 /// Client line edits on the way to the agent (`msg`; its session's slot in `resolved` when the

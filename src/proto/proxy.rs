@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::clients;
 use super::connection::{Attachment, Connections, Inbound, Route, Unsettled};
 use super::context::Cx;
-use super::edits::{self, Relaying};
+use super::edits::Relaying;
 use super::effects::Queued;
 use super::fork::Forks;
 use super::listing::Lists;
@@ -125,12 +125,14 @@ impl Proxy {
                     let to = Peer::Client(conn);
                     return Some(Action::Forward { to, line });
                 }
-                routed => clients::deliver(
-                    &mut self.cx,
-                    &mut self.sessions,
-                    &mut self.connections,
-                    routed,
-                ),
+                routed => {
+                    if let Some(asked) =
+                        clients::deliver(&mut self.cx, &mut self.connections, routed)
+                    {
+                        let at = self.cx.now();
+                        route::send_asked(&mut self.cx, &mut self.sessions, at, [asked]);
+                    }
+                }
             }
         }
     }
@@ -157,7 +159,9 @@ impl Proxy {
             }
         }
         let (cx, sessions, connections) = (&mut self.cx, &mut self.sessions, &self.connections);
-        clients::settle(cx, sessions, connections, to_end, orphaned);
+        let asked = clients::settle(cx, sessions, connections, to_end, orphaned);
+        let at = cx.now();
+        route::send_asked(cx, sessions, at, asked);
     }
 
     /// The session table, for tests of the core.
@@ -388,14 +392,11 @@ impl Proxy {
             self.sessions.detach_everywhere(conn);
         }
         if let Peer::Client(conn) = from
-            && !clients::ended(
-                &mut self.cx,
-                &mut self.sessions,
-                &mut self.connections,
-                at,
-                conn,
-            )
+            && let Some(asked) =
+                clients::ended(&self.cx, &self.sessions, &mut self.connections, conn)
         {
+            // Others remain (or it is a host's): what they left unanswered goes on.
+            route::send_asked(&mut self.cx, &mut self.sessions, at, asked);
             return;
         }
         let from = from.side();
@@ -522,7 +523,8 @@ impl Proxy {
     pub fn handle_tick(&mut self, at: Stamp) {
         self.cx.passed(at.mono_us);
         self.handshake.check(&mut self.cx, &self.sessions, at);
-        clients::expire_waiting(&mut self.cx, &mut self.sessions, &mut self.connections, at);
+        let asked = clients::expire_waiting(&self.cx, &mut self.connections, at);
+        route::send_asked(&mut self.cx, &mut self.sessions, at, asked);
         self.lists.end_watches(at.mono_us);
         if self.sessions.prompting() {
             let stalled = stalls::stalled(&self.cx, self.sessions.watches_mut(), at);
@@ -608,7 +610,7 @@ impl Proxy {
             request,
             sessions,
         ) {
-            edits::forward_as_agent(&mut self.cx, &mut self.sessions, at, line);
+            route::forward_as_agent(&mut self.cx, &mut self.sessions, at, line);
         }
     }
 

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use super::clients::{self, Join};
 use super::connection::Connections;
 use super::context::Cx;
-use super::edits::{self, Relaying};
+use super::edits::Relaying;
 use super::fork::Forks;
 use super::holding::{self, Hold, Holding};
 use super::listing::Lists;
@@ -38,7 +38,7 @@ use super::vocab::{AgentRef, AgentSessionId, Line, LoadMode, SessionId};
 use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 
-pub(super) use relayed::relay;
+pub(super) use relayed::{forward_as_agent, relay, send_asked};
 pub(super) use requests::Handling;
 
 /// The component that owns a client line.
@@ -530,14 +530,13 @@ pub(super) fn take_client(
                 sessions.at_mut(slot).detach(owners.connections.conn_of(id));
             }
             let (connections, loads) = (owners.connections, owners.loads);
-            taken(clients::join_or_leave(
-                cx,
-                sessions,
-                connections,
-                loads,
-                join,
-                msg,
-            ))
+            match clients::join_or_leave(cx, sessions, connections, loads, join, msg) {
+                Some(asked) => {
+                    relayed::send_asked(cx, sessions, at, asked);
+                    Taken::Done
+                }
+                None => Taken::Relay,
+            }
         }
         ClientRoute::Request(handling) => {
             let owners = requests::Owners {
@@ -620,7 +619,7 @@ pub(super) fn take_agent(
         }
         AgentRoute::ListAnswer(op) => {
             if let Some(merged) = owners.lists.agent_answered(cx.ids(), sessions, op, msg) {
-                edits::forward_as_agent(cx, sessions, at, merged);
+                relayed::forward_as_agent(cx, sessions, at, merged);
             }
             return Taken::Done;
         }

@@ -24,8 +24,9 @@ use crate::wire::envelope::{self, Kind, RequestId, error_json};
 pub(super) enum Asked {
     /// Routed again: to an attached connection, or (a host's) to wait for one.
     Again(Bytes),
-    /// Answered for the client: the answer, to journal as the proxy's and send to the agent.
-    ForClient(Bytes),
+    /// Answered for the client, which cannot (why), if the agent still waits for it
+    /// ([`answer_unasked`]): the answer journaled as the proxy's and sent to the agent.
+    ForClient(RequestId, Bytes, &'static str),
 }
 
 /// What routing left for the core besides its attachments (which the table took: see
@@ -43,7 +44,7 @@ pub(super) fn settle(
     }
     let asked = orphaned.into_iter();
     asked
-        .filter_map(|(id, line)| ask_again(cx, sessions, connections, id, line))
+        .map(|(id, line)| ask_again(sessions, connections, id, line))
         .collect()
 }
 
@@ -68,17 +69,17 @@ pub(super) fn answer_initialize_again(cx: &mut Cx, msg: Line<'_>) {
 /// client can answer is answered for it (the answer: returned), one waiting for a client to
 /// attach waits (bounded). (A line for one connection, the common case, is
 /// [`super::Proxy::poll_action`]'s own.)
-pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) -> Option<Asked> {
+pub(super) fn deliver(cx: &Cx, connections: &mut Connections, route: Route) -> Option<Asked> {
     let at = cx.now();
     match route {
         Route::One(conn, line) => connections.send_ahead(vec![conn], line),
-        Route::Unanswerable(id, line, why) => return answer_unasked(cx, id, &line, why),
+        Route::Unanswerable(id, line, why) => return Some(Asked::ForClient(id, line, why)),
         Route::Wait(mut waiting) => {
             waiting.since_us = at.mono_us;
             let (id, line) = (waiting.id.clone(), waiting.line.clone());
             if !connections.wait(waiting) {
                 let why = "too many requests wait for a client";
-                return answer_unasked(cx, id, &line, why);
+                return Some(Asked::ForClient(id, line, why));
             }
         }
         Route::Each(conns, line) => connections.send_ahead(conns, line),
@@ -92,7 +93,6 @@ pub(super) fn deliver(cx: &mut Cx, connections: &mut Connections, route: Route) 
 /// again (what becomes of them: returned). `None` when it was the client's last, the client's
 /// end (on a host, never).
 pub(super) fn ended(
-    cx: &Cx,
     sessions: &SessionTable,
     connections: &mut Connections,
     conn: ConnId,
@@ -104,7 +104,7 @@ pub(super) fn ended(
     let asked = unanswered.into_iter();
     Some(
         asked
-            .filter_map(|(id, line)| ask_again(cx, sessions, connections, id, line))
+            .map(|(id, line)| ask_again(sessions, connections, id, line))
             .collect(),
     )
 }
@@ -134,14 +134,13 @@ pub(super) fn refused(cx: &mut Cx, at: Stamp, line: &Bytes, sent: &RequestId, er
 /// An agent request whose connection ended unanswered: asked again of another connection
 /// attached to its session (or, for a host, of the next to attach), else answered for the
 /// client (a permission request as cancelled, anything else with an error), so the agent
-/// is never left waiting; `None` when nobody waits for it any more.
+/// is never left waiting.
 pub(super) fn ask_again(
-    cx: &Cx,
     sessions: &SessionTable,
     connections: &Connections,
     id: RequestId,
     line: Bytes,
-) -> Option<Asked> {
+) -> Asked {
     let peek = envelope::peek(&line);
     if peek.session.as_deref().is_some_and(|s| {
         connections.is_hosted()
@@ -149,27 +148,27 @@ pub(super) fn ask_again(
                 .get(s)
                 .is_some_and(|x| !x.members().attached().is_empty())
     }) {
-        return Some(Asked::Again(line));
+        return Asked::Again(line);
     }
     let why = "the client connection this request went to has ended";
-    answer_unasked(cx, id, &line, why)
+    Asked::ForClient(id, line, why)
 }
 
 /// A host's agent requests that waited for a client longer than
-/// [`Config::unattended_timeout_us`] are answered (the answers: returned).
+/// [`Config::unattended_timeout_us`] are answered for the client (returned).
 pub(super) fn expire_waiting(cx: &Cx, connections: &mut Connections, at: Stamp) -> Vec<Asked> {
     let before = at.mono_us.saturating_sub(cx.config().unattended_timeout_us);
     let why = "no client attached to the session in time to answer this request";
     let expired = connections.expired(before).into_iter();
     expired
-        .filter_map(|waiting| answer_unasked(cx, waiting.id, &waiting.line, why))
+        .map(|waiting| Asked::ForClient(waiting.id, waiting.line, why))
         .collect()
 }
 
 /// The answer to the agent's request `id` (its `line`) for the client, which cannot (`why`): a
 /// permission request as cancelled, anything else with error -32603; `None` when nobody waits
 /// for it (not the current agent's, or answered meanwhile).
-pub(super) fn answer_unasked(cx: &Cx, id: RequestId, line: &Bytes, why: &str) -> Option<Asked> {
+pub(super) fn answer_unasked(cx: &Cx, id: &RequestId, line: &Bytes, why: &str) -> Option<Bytes> {
     let peek = envelope::peek(line);
     if !cx.pending().contains_key(&(Side::Agent, id.clone())) {
         return None;
@@ -182,7 +181,7 @@ pub(super) fn answer_unasked(cx: &Cx, id: RequestId, line: &Bytes, why: &str) ->
             Err(error.as_str())
         }
     };
-    Some(Asked::ForClient(envelope::response_line(&id, outcome)))
+    Some(envelope::response_line(id, outcome))
 }
 
 /// How a host's connection joins or leaves a session.
@@ -248,8 +247,8 @@ pub(super) fn join_or_leave(
             };
             cx.fx().answer(at, Target::Run, id, Ok(&answer.to_string()));
             let unanswered = unanswered.into_iter();
-            let again = |(id, line)| ask_again(cx, sessions, connections, id, line);
-            asked = unanswered.filter_map(again).collect();
+            let again = |(id, line)| ask_again(sessions, connections, id, line);
+            asked = unanswered.map(again).collect();
         }
     }
     Some(asked)

@@ -126,9 +126,7 @@ impl Proxy {
                     return Some(Action::Forward { to, line });
                 }
                 routed => {
-                    if let Some(asked) =
-                        clients::deliver(&mut self.cx, &mut self.connections, routed)
-                    {
+                    if let Some(asked) = clients::deliver(&self.cx, &mut self.connections, routed) {
                         let at = self.cx.now();
                         route::send_asked(&mut self.cx, &mut self.sessions, at, [asked]);
                     }
@@ -392,8 +390,7 @@ impl Proxy {
             self.sessions.detach_everywhere(conn);
         }
         if let Peer::Client(conn) = from
-            && let Some(asked) =
-                clients::ended(&self.cx, &self.sessions, &mut self.connections, conn)
+            && let Some(asked) = clients::ended(&self.sessions, &mut self.connections, conn)
         {
             // Others remain (or it is a host's): what they left unanswered goes on.
             route::send_asked(&mut self.cx, &mut self.sessions, at, asked);

@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use super::super::agent_side::Mapping;
 use super::super::attribution::{self, Attributed, FactsOf, Teaches};
-use super::super::clients::Asked;
+use super::super::clients::{self, Asked};
 use super::super::context::Cx;
 use super::super::edits::{self, Edited, Relaying};
 use super::super::pending::{Carried, Resolved};
@@ -252,7 +252,10 @@ pub(in crate::proto) fn send_asked(
                 cx.fx().forward(Side::Client, line);
                 continue;
             }
-            Asked::ForClient(answer) => answer,
+            Asked::ForClient(id, line, why) => clients::answer_unasked(cx, &id, &line, why),
+        };
+        let Some(answer) = answer else {
+            continue; // Nobody waits for it any more.
         };
         let record = cx.fx().proxy_record(at, Side::Client, answer.clone());
         let peek = envelope::peek(&answer);

@@ -12,8 +12,8 @@ use super::vocab::{Action, CatalogUpdate, SessionId};
 use crate::wire::envelope::Peek;
 
 /// What an agent's `session/update` passing through teaches the catalog, read from its
-/// params ([`Learnt::of`]).
-pub(super) enum Learnt<'a> {
+/// params ([`UpdateFact::of`]).
+pub(super) enum UpdateFact<'a> {
     /// A `usage_update`: token counts, cost (the session's facts).
     Usage(Fields<'a>),
     /// A `session_info_update`: title and time (the catalog's, told at once). `reprime`: the
@@ -34,9 +34,9 @@ pub(super) enum Learnt<'a> {
     },
 }
 
-impl<'a> Learnt<'a> {
+impl<'a> UpdateFact<'a> {
     /// What the update `peek` carries teaches, if anything.
-    pub(super) fn of(peek: &Peek<'a>) -> Option<Learnt<'a>> {
+    pub(super) fn of(peek: &Peek<'a>) -> Option<UpdateFact<'a>> {
         #[derive(serde::Deserialize)]
         struct Params<'a> {
             #[serde(borrow)]
@@ -44,11 +44,11 @@ impl<'a> Learnt<'a> {
         }
         let Params { update } = serde_json::from_str::<Params<'a>>(peek.params?.get()).ok()?;
         match update.text("sessionUpdate").as_deref()? {
-            "usage_update" => Some(Learnt::Usage(update)),
+            "usage_update" => Some(UpdateFact::Usage(update)),
             "session_info_update" => {
                 let title = update.text("title");
                 let reprime = title.as_deref().is_some_and(crate::acp::is_reprime_title);
-                Some(Learnt::Info {
+                Some(UpdateFact::Info {
                     title: title.filter(|_| !reprime),
                     updated_at: update.text("updatedAt"),
                     reprime,
@@ -61,7 +61,7 @@ impl<'a> Learnt<'a> {
                     "requires_action" => "requires_action",
                     _ => return None,
                 };
-                Some(Learnt::State {
+                Some(UpdateFact::State {
                     state,
                     ends_turn: state == "idle" && update.text("stopReason").is_some(),
                     usage: update.get("usage").and_then(|raw| Fields::parse(raw.get())),
@@ -74,15 +74,15 @@ impl<'a> Learnt<'a> {
     /// True when the session's own state learns it (its facts, its turn), not only the
     /// catalog.
     pub(super) fn is_the_session_s(&self) -> bool {
-        !matches!(self, Learnt::Info { .. })
+        !matches!(self, UpdateFact::Info { .. })
     }
 }
 
 /// What the client-facing `session` learnt of an update passed through, when only the catalog
-/// learns it ([`Learnt::is_the_session_s`] false: a `session_info_update`). True when its
+/// learns it ([`UpdateFact::is_the_session_s`] false: a `session_info_update`). True when its
 /// title is a re-prime's.
-pub(super) fn tell(cx: &mut Cx, session: SessionId, learnt: Learnt<'_>) -> bool {
-    let Learnt::Info {
+pub(super) fn tell(cx: &mut Cx, session: SessionId, learnt: UpdateFact<'_>) -> bool {
+    let UpdateFact::Info {
         title,
         updated_at,
         reprime,
@@ -99,15 +99,15 @@ pub(super) fn tell(cx: &mut Cx, session: SessionId, learnt: Learnt<'_>) -> bool 
 }
 
 /// What `session` (the client-facing one; `found`, for a state update: the table had it
-/// before the update) learns of an update passed through that is its own ([`Learnt::is_the_session_s`]).
-pub(super) fn learn(cx: &Cx, mut session: SessionMut<'_>, found: bool, learnt: Learnt<'_>) {
+/// before the update) learns of an update passed through that is its own ([`UpdateFact::is_the_session_s`]).
+pub(super) fn learn(cx: &Cx, mut session: SessionMut<'_>, found: bool, learnt: UpdateFact<'_>) {
     let t = cx.now().unix_us;
     match learnt {
-        Learnt::Usage(update) => {
+        UpdateFact::Usage(update) => {
             let skip = ["sessionUpdate", "_meta"];
             session.facts().usage(&update, &skip, t);
         }
-        Learnt::State {
+        UpdateFact::State {
             state,
             ends_turn,
             usage,
@@ -127,7 +127,7 @@ pub(super) fn learn(cx: &Cx, mut session: SessionMut<'_>, found: bool, learnt: L
                 }
             }
         }
-        Learnt::Info { .. } => {}
+        UpdateFact::Info { .. } => {}
     }
 }
 

@@ -22,7 +22,7 @@ use super::super::pending::{Carried, Resolved};
 use super::super::reused_ids::ReusedIds;
 use super::super::sessions::{Session, SessionTable, Slot};
 use super::super::stalls;
-use super::super::update_facts::{self, Learnt};
+use super::super::update_facts::{self, UpdateFact};
 use super::super::vocab::{
     Action, AgentRef, AgentSessionId, CatalogUpdate, Line, LoadMode, SessionId, Stamp, Target,
 };
@@ -412,7 +412,7 @@ fn learn_update(
     session: &str,
     slot: Option<Slot>,
 ) -> bool {
-    let Some(learnt) = Learnt::of(peek) else {
+    let Some(learnt) = UpdateFact::of(peek) else {
         return false;
     };
     // The client-facing session (in `slot` when it is the one the route found).
@@ -422,7 +422,7 @@ fn learn_update(
     }
     // A state update changes the session's turn only if the table had it.
     let found = match learnt {
-        Learnt::State { .. } => slot.or_else(|| sessions.slot(&session)),
+        UpdateFact::State { .. } => slot.or_else(|| sessions.slot(&session)),
         _ => slot,
     };
     let slot = found.unwrap_or_else(|| sessions.made(&session));

@@ -25,10 +25,11 @@ use crate::wire::Side;
 use crate::wire::envelope::{self, Kind, Peek, RequestId};
 use crate::wire::rewrite;
 
-/// The components a relayed line's edits read and change beside the context: the handshake
-/// (what the client sent to set up, the dead agent's requests), the lists (a `session/list`
-/// request's cursor), the session IDs the agent uses again (a new session's fresh ID), and
-/// whether the proxy is a host's.
+/// The components the relay of a line reads and changes beside the context and the session
+/// table: the handshake (what the client sent to set up, the dead agent's requests), the lists
+/// (a `session/list` request's cursor), the session IDs the agent uses again (a new session's
+/// fresh ID, taken as the route applies its answer: [`super::route::relay`]), and whether the
+/// proxy is a host's.
 pub(super) struct Relaying<'a> {
     pub(super) handshake: &'a mut Handshake,
     pub(super) lists: &'a Lists,

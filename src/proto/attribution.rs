@@ -34,7 +34,7 @@ use crate::journal::format::Body;
 use crate::journal::format::Record;
 use crate::redact;
 use crate::wire::Side;
-use crate::wire::envelope::{self, Kind, Peek, RequestId};
+use crate::wire::envelope::{self, Kind, Peek};
 
 /// Where a line is journaled, and what journaling it teaches its sessions ([`attribute`]).
 #[derive(Debug)]
@@ -54,11 +54,12 @@ pub(super) struct Teaches {
     /// The session whose facts learn from the line (made if the table has none; in its slot
     /// when the route resolved it), and what.
     pub(super) facts: Option<(SessionId, Option<Slot>, FactsOf)>,
-    /// The answer ends that session's turn: the prompt's id.
-    pub(super) prompt_end: Option<RequestId>,
+    /// The answer (to a prompt, ACP v1) ends that session's turn.
+    pub(super) prompt_end: bool,
     /// The session the answer created, with the request that created it: opened, told as the
-    /// agent's ID when it took a fresh one, set up, the request copied in first.
-    pub(super) created: Option<(SessionId, Setup)>,
+    /// agent's ID when it took a fresh one, set up, the request copied in first (boxed: every
+    /// line's attribution carries it on, few have one).
+    pub(super) created: Option<Box<(SessionId, Setup)>>,
 }
 
 /// What a session's facts learn from a line ([`super::turn_facts::Facts`]).
@@ -66,8 +67,8 @@ pub(super) struct Teaches {
 pub(super) enum FactsOf {
     /// A request of the turn, and the state it puts the session in.
     Request(&'static str),
-    /// The answer to a request of this method.
-    Answer(String),
+    /// The answer to a request of this method ([`turn_facts::answer_teaches`]).
+    Answer(&'static str),
 }
 
 /// Decide the journal of a line and update the pending table, with what the route resolved of
@@ -237,16 +238,15 @@ fn response(
     pending: Pending,
     slot: Option<Slot>,
 ) -> Attributed {
-    let Kind::Response { id, .. } = &peek.kind else {
+    if !matches!(peek.kind, Kind::Response { .. }) {
         return Attributed::run(Teaches::default());
-    };
+    }
     if pending.method == "initialize" {
         cx.peers_mut().initialize.response = Some(record_bytes(record));
     }
     let v2 = cx.peers().agent.v2;
-    let facts = (pending.session.clone())
-        .filter(|_| turn_facts::answer_teaches(&pending.method, v2))
-        .map(|s| (s, slot, FactsOf::Answer(pending.method.clone())));
+    let facts = turn_facts::answer_teaches(&pending.method, v2)
+        .and_then(|method| Some((pending.session.clone()?, slot, FactsOf::Answer(method))));
     if let Some(mut update) = pending.index.clone().filter(|_| !is_error) {
         if let CatalogUpdate::Rename { title, .. } = &mut update {
             *title = redact::redact_text(std::mem::take(title), cx.config().redact);
@@ -255,14 +255,16 @@ fn response(
     }
     // (A v2 answer only says the prompt was taken: the turn, and its watch, go on until the
     // agent reports the session idle.)
-    let prompt_end =
-        (pending.method == "session/prompt" && !v2 && facts.is_some()).then(|| id.clone());
+    let prompt_end = pending.method == "session/prompt" && !v2 && facts.is_some();
     let created = match (&pending.setup, is_error) {
         (Some(_), false) => envelope::str_field(peek.result, "sessionId").map(SessionId::from),
         _ => None,
     };
     let (target, slot, created) = match (created, pending.setup) {
-        (Some(new), Some(setup)) => (Target::Session(new.clone()), None, Some((new, setup))),
+        (Some(new), Some(setup)) => {
+            let target = Target::Session(new.clone());
+            (target, None, Some(Box::new((new, setup))))
+        }
         _ => match pending.session {
             Some(session) => (Target::Session(session), slot, None),
             None => (Target::Run, None, None),

@@ -33,14 +33,15 @@ pub(super) fn state_of_request(from: Side, method: &str) -> Option<&'static str>
     }
 }
 
-/// True when the answer to a `method` request teaches its session anything (`v2`: the agent
-/// speaks ACP v2, whose answer to a prompt only says the prompt was taken: its `state_update`
-/// ends the turn) ([`Facts::answer`]).
-pub(super) fn answer_teaches(method: &str, v2: bool) -> bool {
+/// The method of a request whose answer teaches its session anything, as [`Facts::answer`]
+/// takes it; none when it teaches nothing (`v2`: the agent speaks ACP v2, whose answer to a
+/// prompt only says the prompt was taken: its `state_update` ends the turn).
+pub(super) fn answer_teaches(method: &str, v2: bool) -> Option<&'static str> {
     match method {
-        "session/prompt" => !v2,
-        "session/request_permission" | "elicitation/create" => true,
-        _ => false,
+        "session/prompt" if !v2 => Some("session/prompt"),
+        "session/request_permission" => Some("session/request_permission"),
+        "elicitation/create" => Some("elicitation/create"),
+        _ => None,
     }
 }
 

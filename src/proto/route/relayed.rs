@@ -190,13 +190,13 @@ fn learn(
         let facts = sessions.facts(slot);
         match of {
             FactsOf::Request(state) => facts.request(state, peek.params, redact, record.unix_us),
-            FactsOf::Answer(method) => facts.answer(&method, peek.result, record.unix_us),
+            FactsOf::Answer(method) => facts.answer(method, peek.result, record.unix_us),
         }
-        if let Some(id) = prompt_end {
-            sessions.end_prompt(slot, Some(&id));
+        if prompt_end && let Kind::Response { id, .. } = &peek.kind {
+            sessions.end_prompt(slot, Some(id));
         }
     }
-    if let Some((new, setup)) = created {
+    if let Some((new, setup)) = created.map(|created| *created) {
         open_session(cx, sessions, &new, setup.cwd.clone(), false);
         attribution::tell_reused(cx, sessions, &new, record);
         sessions.entry(&new).set_up(setup.params);
@@ -352,18 +352,15 @@ fn answered(
     is_error: bool,
     resolved: &mut Resolved,
 ) {
-    let client_id = cx.ids().client_id(id);
-    let pending = match resolved.answered.as_deref() {
-        Some(pending) => Some(pending),
-        None => cx.pending().get(&(Side::Client, client_id.clone())),
-    };
-    let Some(pending) = pending else {
+    // The route took the entry out: an answer it relays has it with it, or none is pending.
+    let Some(pending) = resolved.answered.as_deref() else {
         return;
     };
     match (pending.method.as_str(), &pending.session) {
         ("session/load" | "session/resume", Some(s)) => {
             let slot = resolved.session.or_else(|| sessions.slot(s));
             if let Some(slot) = slot {
+                let client_id = cx.ids().client_id(id);
                 sessions.at_mut(slot).end_native_load(&client_id);
             }
             if !is_error {

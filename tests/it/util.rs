@@ -134,19 +134,14 @@ impl Peers {
     /// Our ACP v2 client on the TypeScript SDK's `experimental/v2` API
     /// (`tests/agents/ts_v2_client.mjs`, run from beside the SDK it imports).
     pub fn ts_v2_client(&self) -> Vec<String> {
-        let dir = self.dir.join("node-v2");
-        let script = dir.join("ts_v2_client.mjs");
-        std::fs::copy(root().join("tests/agents/ts_v2_client.mjs"), &script)
-            .expect("copying the v2 client beside its SDK");
+        let script = install_beside("ts_v2_client.mjs", &self.dir.join("node-v2"));
         vec!["node".into(), script.display().to_string()]
     }
 
     /// Our remote client on the TypeScript SDK 2.4.0's HTTP and WebSocket client transports
     /// (`tests/agents/sdk_remote.mjs`, run from beside the SDK it imports).
     pub fn ts_remote_client(&self) -> Vec<String> {
-        let script = self.dir.join("node-v2/sdk_remote.mjs");
-        std::fs::copy(root().join("tests/agents/sdk_remote.mjs"), &script)
-            .expect("copying the remote client beside its SDK");
+        let script = install_beside("sdk_remote.mjs", &self.dir.join("node-v2"));
         vec!["node".into(), script.display().to_string()]
     }
 
@@ -168,9 +163,7 @@ impl Peers {
     /// `{"event":"listening","port":P,"url":…}`.
     #[allow(dead_code)] // the baseline for serve's tests and benchmark, which take it up next
     pub fn ts_sdk_server(&self) -> Vec<String> {
-        let script = self.dir.join("node-v2/ts_sdk_server.mjs");
-        std::fs::copy(root().join("tests/agents/ts_sdk_server.mjs"), &script)
-            .expect("copying the SDK server beside its SDK");
+        let script = install_beside("ts_sdk_server.mjs", &self.dir.join("node-v2"));
         vec!["node".into(), script.display().to_string()]
     }
 
@@ -193,14 +186,7 @@ impl Peers {
             "puppeteer-core is not installed in {}: run scripts/install-chromium.sh (scripts/test.sh does)",
             dir.display()
         );
-        // Copied whole, then renamed: a driver another test is starting never reads half a file.
-        let script = dir.join(name);
-        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let copy = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
-        std::fs::copy(root().join("tests/agents").join(name), &copy)
-            .expect("copying the page driver beside puppeteer-core");
-        std::fs::rename(&copy, &script).expect("putting the page driver in place");
+        let script = install_beside(name, &dir);
         vec!["node".into(), script.display().to_string()]
     }
 
@@ -710,6 +696,20 @@ pub fn sample_copy(name: &str) -> tempfile::TempDir {
     let store = tempfile::tempdir().unwrap();
     copy_dir(&root().join("journals").join(name), store.path());
     store
+}
+
+/// `tests/agents/<name>` put in `dir` (beside the packages it imports), copied whole and then
+/// renamed into place: a script another test is starting from there (tests run at once, and
+/// checkouts share the peers) never reads half a file.
+fn install_beside(name: &str, dir: &Path) -> PathBuf {
+    static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let copy = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
+    std::fs::copy(root().join("tests/agents").join(name), &copy)
+        .unwrap_or_else(|e| panic!("copying {name} into {}: {e}", dir.display()));
+    let script = dir.join(name);
+    std::fs::rename(&copy, &script).expect("putting the script in place");
+    script
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -18,7 +18,7 @@ use super::super::attribution::{self, Attributed, FactsOf, Teaches};
 use super::super::clients::{self, Asked};
 use super::super::context::Cx;
 use super::super::edits::{self, Edited, Relaying};
-use super::super::pending::{Carried, Resolved};
+use super::super::pending::{Carried, Pending, Resolved};
 use super::super::reused_ids::ReusedIds;
 use super::super::sessions::{Session, SessionTable, Slot};
 use super::super::stalls;
@@ -352,26 +352,35 @@ fn answered(
     is_error: bool,
     resolved: &mut Resolved,
 ) {
-    // The route took the entry out: an answer it relays has it with it, or none is pending.
-    let Some(pending) = resolved.answered.as_deref() else {
-        return;
+    // What the entry says: a load's or resume's answer (with its session), a new session's.
+    let answers = |p: &Pending| match p.method.as_str() {
+        "session/load" | "session/resume" => (p.session.clone(), false),
+        method => (None, method == "session/new"),
     };
-    match (pending.method.as_str(), &pending.session) {
-        ("session/load" | "session/resume", Some(s)) => {
-            let slot = resolved.session.or_else(|| sessions.slot(s));
-            if let Some(slot) = slot {
-                let client_id = cx.ids().client_id(id);
-                sessions.at_mut(slot).end_native_load(&client_id);
-            }
-            if !is_error {
-                let slot = slot.unwrap_or_else(|| sessions.made(s));
-                sessions.at_mut(slot).set_live();
+    // The entry the route took out with the answer; else (an answer given back after the
+    // journals were asked about a new session's ID: its entry stayed in the table) the table's.
+    let (loaded, new) = match resolved.answered.as_deref() {
+        Some(pending) => answers(pending),
+        None => {
+            let key = (Side::Client, cx.ids().client_id(id));
+            match cx.pending().get(&key) {
+                Some(pending) => answers(pending),
+                None => return,
             }
         }
-        ("session/new", _) if !is_error => {
-            resolved.carried = new_session(sessions, reused, peek).map(Carried::FreshId);
+    };
+    if let Some(s) = loaded {
+        let slot = resolved.session.or_else(|| sessions.slot(&s));
+        if let Some(slot) = slot {
+            let client_id = cx.ids().client_id(id);
+            sessions.at_mut(slot).end_native_load(&client_id);
         }
-        _ => {}
+        if !is_error {
+            let slot = slot.unwrap_or_else(|| sessions.made(&s));
+            sessions.at_mut(slot).set_live();
+        }
+    } else if new && !is_error {
+        resolved.carried = new_session(sessions, reused, peek).map(Carried::FreshId);
     }
 }
 

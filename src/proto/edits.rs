@@ -38,7 +38,7 @@ pub(super) struct Relaying<'a> {
 }
 
 /// A relayed line as edited ([`edit`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Edited {
     /// The line as it goes on, when an edit changed it.
     pub(super) line: Option<Bytes>,
